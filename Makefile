@@ -1,0 +1,55 @@
+# The README's two commands are `make serve` and `make test`; everything else is a step of them.
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PYTHON ?= python3
+# torch goes in first, from the CPU wheel, so a plain requirement never pulls a CUDA build.
+# GPU hosts: make TORCH_SPEC='torch==2.13.0' PIP_TORCH_ARGS='--index-url <your CUDA index>'
+TORCH_SPEC ?= torch==2.13.0
+PIP_TORCH_ARGS ?=
+
+.PHONY: serve test install install-dev system-deps sandbox-image lint typecheck bench clean
+
+serve: install
+	$(VENV)/bin/ribbit serve
+
+test: install-dev system-deps sandbox-image
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+$(VENV)/.base: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q -U pip
+	$(PY) -m pip install -q $(PIP_TORCH_ARGS) "$(TORCH_SPEC)"
+	touch $@
+
+$(VENV)/.installed: $(VENV)/.base pyproject.toml
+	$(PY) -m pip install -q -e .
+	touch $@
+
+$(VENV)/.installed-dev: $(VENV)/.base pyproject.toml
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $@ $(VENV)/.installed
+
+install: $(VENV)/.installed
+install-dev: $(VENV)/.installed-dev
+
+# Debian packages the tests use (Redis, Podman, bubblewrap, PostgreSQL, ...); a no-op
+# when they are present or when this is not a root Debian host.
+system-deps:
+	bash scripts/system-deps.sh
+
+sandbox-image: install-dev
+	bash deploy/sandbox/build-image.sh --if-missing
+
+lint:
+	$(VENV)/bin/ruff check bot worker trainer tests
+	$(VENV)/bin/ruff format --check bot worker trainer tests
+
+typecheck:
+	$(VENV)/bin/mypy
+
+bench: install-dev system-deps
+	$(PY) -m tests.benchmarks
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

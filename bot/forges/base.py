@@ -1,0 +1,202 @@
+"""The one interface Ribbit uses to talk to a forge, and the data it passes.
+
+Sans-IO in Flask's sense: nothing here imports Flask, so the worker imports
+``bot.forges`` to comment, push and open pull requests. GitHub and GitLab
+differences stay behind :class:`Forge`; callers never branch on the forge.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Literal, Protocol, runtime_checkable
+
+ForgeName = Literal["github", "gitlab"]
+
+
+class ForgeError(Exception):
+    """A forge call that failed; the message is safe to show (no tokens)."""
+
+
+class ForgeUnavailable(ForgeError):
+    """5xx, connection error or rate limit: retry later, do not fail the job."""
+
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class ForgeNotFound(ForgeError):
+    """404: the repo, issue or PR is gone, or the token cannot see it."""
+
+
+class ForgePermissionDenied(ForgeError):
+    """403 (not a rate limit): the bot's token lacks a permission."""
+
+
+@dataclass(frozen=True)
+class RepoRef:
+    forge: ForgeName
+    full_name: str  # "owner/name" on GitHub, "group/sub/project" on GitLab
+
+    def __str__(self) -> str:
+        return f"{self.forge}:{self.full_name}"
+
+
+@dataclass(frozen=True)
+class IssueRef:
+    repo: RepoRef
+    number: int  # GitHub number, GitLab iid
+
+    def __str__(self) -> str:
+        return f"{self.repo}#{self.number}"
+
+
+@dataclass(frozen=True)
+class PullRequestRef:
+    repo: RepoRef
+    number: int  # GitHub number, GitLab MR iid
+
+    def __str__(self) -> str:
+        return f"{self.repo}!{self.number}"
+
+
+@dataclass(frozen=True)
+class Comment:
+    id: int
+    author: str
+    body: str
+    created_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Issue:
+    ref: IssueRef
+    title: str
+    body: str
+    author: str
+    state: Literal["open", "closed"]
+    labels: tuple[str, ...] = ()
+    comments: tuple[Comment, ...] = ()
+    url: str = ""
+
+
+@dataclass(frozen=True)
+class PullRequest:
+    ref: PullRequestRef
+    title: str
+    body: str
+    state: Literal["open", "closed", "merged"]
+    draft: bool
+    head_branch: str
+    head_sha: str
+    base_branch: str
+    base_sha: str
+    author: str
+    url: str = ""
+    labels: tuple[str, ...] = ()
+    merged_by: str | None = None
+    merged_at: datetime | None = None
+    closed_at: datetime | None = None
+    created_at: datetime | None = None
+    merge_commit_sha: str | None = None
+
+
+@dataclass(frozen=True)
+class Review:
+    id: int
+    author: str
+    state: Literal["approved", "changes_requested", "commented", "dismissed", "pending"]
+    body: str
+    submitted_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class ReviewComment:
+    id: int
+    author: str
+    body: str
+    path: str | None = None
+    line: int | None = None
+    diff_hunk: str | None = None
+    created_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class CommitStatus:
+    state: Literal["pending", "success", "failure", "error"]
+    context: str = "ribbit/gates"
+    description: str = ""
+    target_url: str | None = None
+
+
+@dataclass(frozen=True)
+class DraftPullRequest:
+    """What the worker asks the forge to open; always a draft."""
+
+    head: str
+    base: str
+    title: str
+    body: str
+    labels: Sequence[str] = field(default_factory=tuple)
+    reviewers: Sequence[str] = field(default_factory=tuple)
+
+
+@runtime_checkable
+class Forge(Protocol):
+    """Everything Ribbit does on a forge. Implementations: GitHubForge, GitLabForge."""
+
+    name: ForgeName
+
+    @property
+    def bot_login(self) -> str:
+        """The account the bot acts as; its own events are ignored."""
+        ...
+
+    def get_issue(self, ref: IssueRef) -> Issue: ...
+
+    def has_write_access(self, repo: RepoRef, username: str) -> bool: ...
+
+    def post_comment(self, ref: IssueRef, body: str) -> int:
+        """Post on the issue; returns the comment id for later edits."""
+        ...
+
+    def edit_comment(self, ref: IssueRef, comment_id: int, body: str) -> None: ...
+
+    def default_branch(self, repo: RepoRef) -> str: ...
+
+    def read_file(self, repo: RepoRef, path: str, ref: str | None = None) -> str | None:
+        """A file's text at ``ref`` (default branch if None); None when absent."""
+        ...
+
+    def clone(self, repo: RepoRef, dest: Path, *, branch: str | None = None) -> None:
+        """Real git clone into ``dest``; credentials never appear in argv, URLs or .git/config."""
+        ...
+
+    def push(self, repo: RepoRef, workdir: Path, branch: str) -> None:
+        """Push ``branch`` from ``workdir`` (never with --force)."""
+        ...
+
+    def find_pull_request(self, repo: RepoRef, head_branch: str) -> PullRequest | None:
+        """The open or closed PR/MR whose head is ``head_branch``; for idempotent opening."""
+        ...
+
+    def open_draft_pull_request(self, repo: RepoRef, draft: DraftPullRequest) -> PullRequest: ...
+
+    def get_pull_request(self, ref: PullRequestRef) -> PullRequest: ...
+
+    def list_open_pull_requests(self, repo: RepoRef, head_prefix: str = "ribbit/") -> list[
+        PullRequest
+    ]: ...
+
+    def list_reviews(self, ref: PullRequestRef) -> list[Review]: ...
+
+    def list_review_comments(self, ref: PullRequestRef) -> list[ReviewComment]: ...
+
+    def get_pull_request_diff(self, ref: PullRequestRef) -> str:
+        """Unified diff of the PR/MR (the merged diff once merged)."""
+        ...
+
+    def set_commit_status(self, repo: RepoRef, sha: str, status: CommitStatus) -> None: ...

@@ -1,0 +1,96 @@
+"""Per-repository configuration: ``.ribbit.yml`` on the default branch.
+
+Only the default branch's copy is read (never a PR's or a fork's): the file
+decides which commands run in the sandbox and which paths the bot may touch,
+so letting a PR change it would let anyone change the rules for their PR.
+Hygiene blocks patches that touch the file for the same reason.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+CONFIG_PATH = ".ribbit.yml"
+
+
+class RepoConfigError(ValueError):
+    """An invalid .ribbit.yml; the message is meant for an issue comment."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class PathRules(_Model):
+    allow: list[str] = Field(
+        default_factory=lambda: ["**"], description="Globs the bot may change."
+    )
+    deny: list[str] = Field(default_factory=list, description="Globs the bot must never change.")
+
+
+class AgentLimits(_Model):
+    max_turns: int | None = Field(default=None, ge=1, le=500)
+    max_minutes: float | None = Field(default=None, gt=0, le=240)
+    max_new_tokens: int | None = Field(default=None, ge=16, le=32_768)
+    max_context_tokens: int | None = Field(default=None, ge=1024, le=262_144)
+    temperature: float | None = Field(default=None, ge=0, le=2)
+
+
+class GateRules(_Model):
+    allow_lockfiles: bool = Field(default=False, description="Let patches change lock files.")
+    max_diff_lines: int | None = Field(default=None, ge=1, description="Overrides the deployment.")
+    draft_on_failure: bool = Field(
+        default=False, description="Open a draft PR with the failing report anyway."
+    )
+    semgrep_rules: list[str] = Field(
+        default_factory=list, description="Extra Semgrep rule files in the repo."
+    )
+
+
+class ReviseRules(_Model):
+    on_changes_requested: bool = Field(
+        default=True, description="A 'changes requested' review on the bot's PR asks for a revision."
+    )
+    max_revisions: int = Field(default=5, ge=0, le=50)
+
+
+class RepoConfig(_Model):
+    """The schema of ``.ribbit.yml``; every key is optional."""
+
+    label: str | None = Field(default=None, description="Trigger label (overrides RIBBIT_LABEL).")
+    setup: str | None = Field(default=None, description="Setup command, e.g. pip install -e .")
+    test: str = Field(default="python -m pytest -q", description="Test command.")
+    paths: PathRules = Field(default_factory=PathRules)
+    reviewers: list[str] = Field(default_factory=list)
+    labels: list[str] = Field(default_factory=list, description="Labels put on the draft PR.")
+    link_issue: Literal["fixes", "closes", "refs", "none"] = Field(
+        default="fixes", description="How the PR body links the issue."
+    )
+    agent: AgentLimits = Field(default_factory=AgentLimits)
+    gates: GateRules = Field(default_factory=GateRules)
+    revise: ReviseRules = Field(default_factory=ReviseRules)
+
+
+def parse_repo_config(text: str | None) -> RepoConfig:
+    """Parse a ``.ribbit.yml``; absent or empty means all defaults."""
+    if text is None or not text.strip():
+        return RepoConfig()
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise RepoConfigError(f"{CONFIG_PATH} is not valid YAML: {exc}") from None
+    if data is None:
+        return RepoConfig()
+    if not isinstance(data, dict):
+        raise RepoConfigError(f"{CONFIG_PATH} must be a mapping at the top level")
+    try:
+        return RepoConfig.model_validate(data)
+    except ValidationError as exc:
+        problems = [
+            f"`{'.'.join(str(p) for p in err['loc']) or '(top)'}`: {err['msg']}"
+            for err in exc.errors()
+        ]
+        raise RepoConfigError(f"{CONFIG_PATH} is invalid:\n- " + "\n- ".join(problems)) from None

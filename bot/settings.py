@@ -1,0 +1,308 @@
+"""Ribbit's one typed settings object.
+
+Values come, highest priority first, from keyword overrides, environment
+variables prefixed ``RIBBIT_`` (``__`` nests: ``RIBBIT_SANDBOX__BACKEND=docker``),
+an optional config file (YAML or TOML) named by ``RIBBIT_CONFIG_FILE``, and the
+defaults below. Every default is documented in the README's settings table,
+which ``tests/unit/bot/test_settings.py`` keeps in step with this file.
+
+Sections for the worker's parts (sandbox, agent, gates, model) live here too so
+that there is one settings object; they are plain data and import nothing from
+``worker`` or ``trainer``.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+
+class SettingsError(ValueError):
+    """Settings that cannot work; the message says which variable to change."""
+
+
+def _default_data_dir() -> Path:
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "ribbit"
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class GitHubSettings(Section):
+    webhook_secret: SecretStr | None = Field(
+        default=None,
+        description="Secret GitHub signs webhooks with (X-Hub-Signature-256). Unset: the GitHub "
+        "endpoint answers 503 and says so at start-up; it is never left open.",
+    )
+    api_url: str = Field(
+        default="https://api.github.com",
+        description="REST API base; set it for GitHub Enterprise Server (https://HOST/api/v3).",
+    )
+    token: SecretStr | None = Field(
+        default=None, description="Personal access token (the simple option instead of an App)."
+    )
+    app_id: int | None = Field(default=None, description="GitHub App id (with private_key_file).")
+    private_key_file: Path | None = Field(
+        default=None, description="PEM file of the GitHub App's private key."
+    )
+    bot_login: str = Field(
+        default="ribbit[bot]",
+        description="The bot's own login; events it caused are ignored so it never answers itself.",
+    )
+
+
+class GitLabSettings(Section):
+    webhook_token: SecretStr | None = Field(
+        default=None,
+        description="Secret token GitLab sends in X-Gitlab-Token. Unset: the GitLab endpoint "
+        "answers 503 and says so at start-up; it is never left open.",
+    )
+    url: str = Field(default="https://gitlab.com", description="GitLab base URL (self-managed).")
+    token: SecretStr | None = Field(
+        default=None, description="Project/group access token or bot user's token."
+    )
+    bot_username: str = Field(default="ribbit-bot", description="The bot user's username.")
+
+
+class AdmissionSettings(Section):
+    max_concurrent_jobs: int = Field(
+        default=4, ge=1, description="Jobs running at once, all repositories together."
+    )
+    max_concurrent_jobs_per_repo: int = Field(
+        default=1, ge=1, description="Jobs running at once in one repository."
+    )
+    daily_jobs_per_repo: int = Field(
+        default=50, ge=0, description="Jobs one repository may start per UTC day (0: none)."
+    )
+    allowed_repos: list[str] = Field(
+        default_factory=list,
+        description="Repositories (forge:owner/name or owner/name) the bot works on. Empty: every "
+        "repository whose webhooks reach it with a valid secret.",
+    )
+
+
+class SandboxSettings(Section):
+    backend: Literal["docker", "bubblewrap", "auto"] = Field(
+        default="auto",
+        description="Where untrusted code runs. auto: docker if an engine answers, else bubblewrap.",
+    )
+    docker_url: str | None = Field(
+        default=None,
+        description="Docker Engine API URL (unix:///run/podman/podman.sock for Podman). "
+        "Unset: DOCKER_HOST or the default socket.",
+    )
+    image: str = Field(default="ribbit-sandbox:latest", description="Sandbox image (docker).")
+    memory_mb: int = Field(default=2048, ge=64, description="Memory limit per sandbox.")
+    cpus: float = Field(default=1.0, gt=0, description="CPU limit per sandbox.")
+    pids: int = Field(default=256, ge=16, description="Process limit per sandbox.")
+    workspace_mb: int = Field(default=2048, ge=16, description="Writable workspace size limit.")
+    setup_network: bool = Field(
+        default=False,
+        description="Give the setup phase (dependency install) network. The agent phase never has.",
+    )
+    package_index_url: str | None = Field(
+        default=None, description="Package mirror passed to the setup phase as PIP_INDEX_URL."
+    )
+
+
+class ModelSettings(Section):
+    policy: Literal["transformers", "openai", "replay"] = Field(
+        default="transformers", description="Model backend for the agent."
+    )
+    model: str = Field(
+        default="microsoft/FrogNano-4B-2609",
+        description="Model id or local path (transformers) or served model name (openai).",
+    )
+    revision: str | None = Field(default=None, description="Model revision (transformers).")
+    openai_base_url: str = Field(
+        default="http://127.0.0.1:8000/v1",
+        description="OpenAI-compatible chat-completions server (vLLM, SGLang, llama.cpp, Ollama).",
+    )
+    openai_api_key: SecretStr | None = Field(default=None, description="API key for that server.")
+    quantization: Literal["none", "4bit", "8bit"] = Field(
+        default="none", description="bitsandbytes quantisation where installed."
+    )
+    replay_file: Path | None = Field(default=None, description="Trajectory to replay (replay).")
+
+
+class AgentSettings(Section):
+    # Defaults are FrogNano's model card values; worker/agent documents each source.
+    max_turns: int = Field(default=100, ge=1, description="Model turns per run.")
+    max_context_tokens: int = Field(default=65_536, ge=1024, description="Context window cap.")
+    max_new_tokens: int = Field(default=8_192, ge=16, description="New tokens per model turn.")
+    max_minutes: float = Field(default=30.0, gt=0, description="Wall-clock budget per run.")
+    temperature: float = Field(default=0.6, ge=0)
+    top_p: float = Field(default=0.95, gt=0, le=1)
+    top_k: int = Field(default=20, ge=0)
+    min_p: float = Field(default=0.0, ge=0, le=1)
+    repetition_penalty: float = Field(default=1.0, gt=0)
+    enable_thinking: bool = Field(default=True, description="Qwen3.5 thinking mode.")
+
+
+class GateSettings(Section):
+    test_timeout_s: int = Field(default=900, ge=10, description="Test command timeout per run.")
+    max_diff_lines: int = Field(default=1500, ge=1, description="Largest patch the bot may open.")
+    extra_semgrep_rules: list[Path] = Field(
+        default_factory=list, description="Semgrep rule files added for every repository."
+    )
+
+
+class Settings(BaseSettings):
+    """Everything Ribbit reads from its environment."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="RIBBIT_",
+        env_nested_delimiter="__",
+        extra="forbid",
+        frozen=True,
+    )
+
+    data_dir: Path = Field(
+        default_factory=_default_data_dir,
+        description="Where the database, broker, clones and trajectories live.",
+    )
+    database_url: str | None = Field(
+        default=None,
+        description="SQLAlchemy URL. Unset: sqlite:///DATA_DIR/ribbit.db. "
+        "PostgreSQL: postgresql+psycopg://user:pass@host/db.",
+    )
+    broker_url: str | None = Field(
+        default=None,
+        description="Celery broker URL (redis://host:6379/0). Unset: an embedded broker in "
+        "DATA_DIR/broker.db that needs no server.",
+    )
+    label: str = Field(default="ribbit", description="Issue label that asks the bot for a fix.")
+    command_prefix: str = Field(default="/ribbit", description="Comment prefix for commands.")
+    max_body_bytes: int = Field(
+        default=1024 * 1024, ge=1024, description="Largest webhook body accepted (413 above)."
+    )
+    host: str = Field(default="127.0.0.1", description="Address `ribbit serve` listens on.")
+    port: int = Field(default=8080, ge=0, le=65535, description="Port `ribbit serve` listens on.")
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(default="INFO")
+    log_format: Literal["json", "text"] = Field(default="json", description="Log line format.")
+    admin_token: SecretStr | None = Field(
+        default=None, description="Bearer token for /admin. Unset: the dashboard is disabled."
+    )
+    job_time_limit_s: int = Field(
+        default=3600, ge=30, description="Hard Celery time limit of one job (soft: 60 s less)."
+    )
+    github: GitHubSettings = Field(default_factory=GitHubSettings)
+    gitlab: GitLabSettings = Field(default_factory=GitLabSettings)
+    admission: AdmissionSettings = Field(default_factory=AdmissionSettings)
+    sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
+    model: ModelSettings = Field(default_factory=ModelSettings)
+    agent: AgentSettings = Field(default_factory=AgentSettings)
+    gates: GateSettings = Field(default_factory=GateSettings)
+
+    @field_validator("label")
+    @classmethod
+    def _label_not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("RIBBIT_LABEL must not be empty")
+        return value
+
+    @model_validator(mode="after")
+    def _app_key_pair(self) -> Settings:
+        gh = self.github
+        if (gh.app_id is None) != (gh.private_key_file is None):
+            raise ValueError(
+                "set both RIBBIT_GITHUB__APP_ID and RIBBIT_GITHUB__PRIVATE_KEY_FILE, or neither"
+            )
+        return self
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings, env_settings, _ConfigFileSource(settings_cls), file_secret_settings)
+
+    # Derived values: computed, never stored, so they cannot disagree with data_dir.
+    @property
+    def effective_database_url(self) -> str:
+        return self.database_url or f"sqlite:///{self.data_dir / 'ribbit.db'}"
+
+    @property
+    def effective_broker_url(self) -> str:
+        return self.broker_url or f"sqla+sqlite:///{self.data_dir / 'broker.db'}"
+
+    @property
+    def uses_embedded_broker(self) -> bool:
+        return self.broker_url is None
+
+    def secret_values(self) -> list[str]:
+        """Every secret's plain value, for log redaction and sandbox checks."""
+        found: list[str] = []
+
+        def walk(obj: Any) -> None:
+            if isinstance(obj, SecretStr):
+                value = obj.get_secret_value()
+                if value:
+                    found.append(value)
+            elif isinstance(obj, BaseModel):
+                for name in type(obj).model_fields:
+                    walk(getattr(obj, name))
+
+        walk(self)
+        return found
+
+
+class _ConfigFileSource(PydanticBaseSettingsSource):
+    """Reads RIBBIT_CONFIG_FILE (YAML or TOML); env vars still win over it."""
+
+    def __init__(self, settings_cls: type[BaseSettings]) -> None:
+        super().__init__(settings_cls)
+        path = os.environ.get("RIBBIT_CONFIG_FILE")
+        self._data: dict[str, Any] = load_config_file(Path(path)) if path else {}
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return self._data.get(field_name), field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return {k: v for k, v in self._data.items() if k in self.settings_cls.model_fields}
+
+
+def load_config_file(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise SettingsError(f"RIBBIT_CONFIG_FILE={path}: cannot read it ({exc.strerror})") from exc
+    try:
+        data = tomllib.loads(text) if path.suffix == ".toml" else yaml.safe_load(text)
+    except (tomllib.TOMLDecodeError, yaml.YAMLError) as exc:
+        raise SettingsError(f"RIBBIT_CONFIG_FILE={path}: not valid {path.suffix[1:]}: {exc}") from exc
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise SettingsError(f"RIBBIT_CONFIG_FILE={path}: the top level must be a mapping")
+    unknown = sorted(set(data) - set(Settings.model_fields))
+    if unknown:
+        raise SettingsError(f"RIBBIT_CONFIG_FILE={path}: unknown settings {', '.join(unknown)}")
+    return data
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Build Settings, turning pydantic's errors into one readable SettingsError."""
+    from pydantic import ValidationError
+
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        lines = []
+        for err in exc.errors():
+            loc = "__".join(str(p) for p in err["loc"]).upper()
+            name = f"RIBBIT_{loc}" if loc else "settings"
+            lines.append(f"{name}: {err['msg']}")
+        raise SettingsError("invalid settings:\n  " + "\n  ".join(lines)) from None

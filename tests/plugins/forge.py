@@ -1,0 +1,1 @@
+"""Fixtures for the forge area (owned by that area)."""

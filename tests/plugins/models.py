@@ -1,0 +1,1 @@
+"""Fixtures for the models area (owned by that area)."""

@@ -1,0 +1,1 @@
+"""Fixtures for the sandbox area (owned by that area)."""

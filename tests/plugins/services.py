@@ -1,0 +1,110 @@
+"""Real services for integration tests: Redis (and PostgreSQL where installed).
+
+A service named by an environment variable is used as it is (``.ci/run`` or a
+developer may start one); otherwise the fixture starts its own on loopback in
+a temporary folder and stops it at the end of the session.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import require_service
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_for_port(port: int, proc: subprocess.Popen[bytes], what: str, timeout: float = 15) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with {proc.returncode} at start-up")
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise RuntimeError(f"{what} did not listen on 127.0.0.1:{port} within {timeout}s")
+
+
+@pytest.fixture(scope="session")
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """URL of a real Redis server (RIBBIT_TEST_REDIS_URL, or one started here)."""
+    given = os.environ.get("RIBBIT_TEST_REDIS_URL")
+    if given:
+        yield given
+        return
+    binary = shutil.which("redis-server")
+    require_service(binary is not None, "redis-server")
+    assert binary is not None
+    port = free_port()
+    workdir = tmp_path_factory.mktemp("redis")
+    proc = subprocess.Popen(
+        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+         "--appendonly", "no", "--dir", str(workdir)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        _wait_for_port(port, proc, "redis-server")
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def _pg_bindir() -> Path | None:
+    for candidate in sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True):
+        if (candidate / "initdb").exists():
+            return candidate
+    return None
+
+
+@pytest.fixture(scope="session")
+def postgres_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """URL of a real PostgreSQL (RIBBIT_TEST_POSTGRES_URL, or a throwaway cluster)."""
+    given = os.environ.get("RIBBIT_TEST_POSTGRES_URL")
+    if given:
+        yield given
+        return
+    bindir = _pg_bindir()
+    require_service(bindir is not None, "PostgreSQL server binaries (initdb)")
+    assert bindir is not None
+    datadir = tmp_path_factory.mktemp("pg") / "data"
+    sockdir = tmp_path_factory.mktemp("pgsock")
+    run_as: list[str] = []
+    if os.geteuid() == 0:
+        # initdb refuses to run as root; hand the folders to the postgres user.
+        subprocess.run(["chown", "-R", "postgres", str(datadir.parent), str(sockdir)], check=True)
+        run_as = ["runuser", "-u", "postgres", "--"]
+    subprocess.run(
+        [*run_as, str(bindir / "initdb"), "-D", str(datadir), "-U", "ribbit", "--auth=trust",
+         "-E", "UTF8"],
+        check=True, stdout=subprocess.DEVNULL,
+    )
+    port = free_port()
+    proc = subprocess.Popen(
+        [*run_as, str(bindir / "postgres"), "-D", str(datadir), "-p", str(port),
+         "-k", str(sockdir), "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        _wait_for_port(port, proc, "postgres")
+        subprocess.run(
+            [*run_as, str(bindir / "createdb"), "-h", "127.0.0.1", "-p", str(port), "-U",
+             "ribbit", "ribbit"], check=True,
+        )
+        yield f"postgresql+psycopg://ribbit@127.0.0.1:{port}/ribbit"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)

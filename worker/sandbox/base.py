@@ -1,0 +1,79 @@
+"""The one interface every command the agent or a gate runs goes through.
+
+A sandbox owns a private copy of a repository checkout (the workspace, seen
+inside as ``/workspace``) and runs untrusted commands there with no network,
+no host files and no secrets. Backends: DockerSandbox (Docker or Podman via
+the docker SDK), BubblewrapSandbox (local fallback). Used as a context
+manager so it is always destroyed explicitly, never by a finaliser.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Protocol, Self, runtime_checkable
+
+WORKSPACE = "/workspace"
+DEFAULT_OUTPUT_CAP = 64 * 1024
+TIMEOUT_EXIT_CODE = 124
+
+
+class SandboxError(Exception):
+    """The sandbox itself failed (engine down, image missing), not the command in it."""
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    exit_code: int
+    stdout: str
+    stderr: str
+    duration_s: float
+    timed_out: bool = False
+    truncated: bool = False  # stdout or stderr was cut at the output cap
+    oom_killed: bool = False
+
+
+@runtime_checkable
+class Sandbox(Protocol):
+    backend: str
+
+    def exec(
+        self,
+        command: str | Sequence[str],
+        *,
+        timeout: float,
+        cwd: str = WORKSPACE,
+        env: Mapping[str, str] | None = None,
+        output_cap: int = DEFAULT_OUTPUT_CAP,
+    ) -> ExecResult:
+        """Run ``command`` (a string runs under ``bash -lc``). On timeout the whole process
+        tree is killed and the result has exit_code 124 and timed_out=True. ``env`` is
+        added to the sandbox's allow-listed environment, never the host's."""
+        ...
+
+    def read_file(self, path: str) -> bytes:
+        """Read a file; ``path`` is relative to the workspace (or absolute under it)."""
+        ...
+
+    def write_file(self, path: str, data: bytes) -> None:
+        """Write a file under the workspace, creating parent folders."""
+        ...
+
+    def diff(self) -> str:
+        """``git diff`` of the workspace against the commit it was created at, new files
+        included (binary files as git's binary diff)."""
+        ...
+
+    def close(self) -> None:
+        """Kill everything still running and remove the sandbox; safe to call twice."""
+        ...
+
+    def __enter__(self) -> Self: ...
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...

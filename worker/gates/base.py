@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from bot.repo_config import RepoConfig
-from bot.settings import GateSettings, SandboxSettings
+from bot.settings import GateSettings
+from worker.sandbox.base import SandboxFactory
 
 Severity = Literal["info", "warning", "error"]
 
@@ -52,7 +53,7 @@ class GateContext:
     patch: str
     repo_config: RepoConfig
     gate_settings: GateSettings
-    sandbox_settings: SandboxSettings
+    sandbox_factory: SandboxFactory
     issue_text: str = ""  # title + body, to find tests the issue names
 
 

@@ -9,7 +9,8 @@ manager so it is always destroyed explicitly, never by a finaliser.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Protocol, Self, runtime_checkable
@@ -77,3 +78,8 @@ class Sandbox(Protocol):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None: ...
+
+
+SandboxFactory = Callable[[Path], Sandbox]
+"""Creates a sandbox whose workspace is a private copy of the checkout at the given host
+path (the copy, not the original, is what commands change)."""

@@ -134,3 +134,17 @@ class LocalDirSandbox:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.close()
+
+
+class RecordingDispatcher:
+    """Dispatcher that records job ids instead of sending them; ``fail`` simulates a dead
+    broker."""
+
+    def __init__(self) -> None:
+        self.sent: list[str] = []
+        self.fail = False
+
+    def dispatch(self, job: object) -> None:
+        if self.fail:
+            raise ConnectionError("broker unreachable")
+        self.sent.append(job.id)  # type: ignore[attr-defined]

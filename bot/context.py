@@ -1,0 +1,47 @@
+"""The context a handler gets: the event, settings, the open transaction, verbs to decide."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sqlalchemy.orm import Session
+
+from bot.events import Event
+from bot.settings import Settings
+from bot.store.jobs import JobSpec, JobStore
+from bot.store.models import Job
+
+
+@dataclass
+class Context:
+    """What a handler sees: the event, settings, the open transaction, and verbs to decide."""
+
+    event: Event
+    settings: Settings
+    store: JobStore
+    session: Session
+    bot_logins: frozenset[str]
+    jobs: list[Job] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    refusal: str | None = None
+    ignored: str | None = None
+
+    @property
+    def is_bot(self) -> bool:
+        actor = self.event.actor
+        return actor.is_bot or actor.login.lower() in self.bot_logins
+
+    def create_job(self, spec: JobSpec) -> Job | None:
+        held = self.store.is_paused(self.session, spec.forge, spec.repo)
+        job = self.store.create(self.session, spec, held=held)
+        if job is not None:
+            self.jobs.append(job)
+            if held:
+                self.notes.append(f"job {job.id} held: the bot is paused")
+        return job
+
+    def ignore(self, reason: str) -> None:
+        self.ignored = reason
+
+    def refuse(self, reason: str) -> None:
+        self.refusal = reason

@@ -1,0 +1,78 @@
+"""`/ribbit <command>` in a comment on an issue or on one of the bot's PRs/MRs.
+
+Whether the commenter may command the bot (write access) is checked by the
+worker against the forge before anything runs; intake only records intent.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+
+from bot.admission import refusal_reason
+from bot.commands import parse_command
+from bot.context import Context
+from bot.events import CommentCreated
+from bot.routing import Registry
+from bot.store.jobs import JobSpec
+from bot.store.models import Job
+
+registry = Registry()
+
+
+def _issue_for_pr(ctx: Context, event: CommentCreated) -> int | None:
+    """The issue a bot PR works on, from the job that opened it; None if not ours."""
+    job = ctx.session.scalar(
+        select(Job).where(Job.forge == event.forge, Job.repo == event.repo,
+                          Job.pr_number == event.pr_number, Job.issue_number.is_not(None))
+        .order_by(Job.created_at.desc()).limit(1)
+    )
+    return job.issue_number if job else None
+
+
+@registry.on("comment.created")
+def run_command(ctx: Context) -> None:
+    event = ctx.event
+    assert isinstance(event, CommentCreated)
+    if ctx.is_bot:
+        return ctx.ignore("comment by the bot itself")
+    command = parse_command(event.body, ctx.settings.command_prefix)
+    if command is None:
+        return ctx.ignore("comment has no /ribbit command")
+    issue = event.issue_number
+    if event.pr_number is not None:
+        issue = _issue_for_pr(ctx, event)
+        if issue is None:
+            return ctx.ignore(f"PR/MR {event.pr_number} was not opened by Ribbit")
+    assert issue is not None
+    spec = dict(forge=event.forge, repo=event.repo, issue_number=issue,
+                pr_number=event.pr_number, actor=event.actor.login,
+                delivery_id=event.delivery_id, installation_id=event.installation_id)
+    active = ctx.store.active_for_issue(ctx.session, event.forge, event.repo, issue)
+
+    if command.name == "stop":
+        if active is None:
+            return ctx.ignore("nothing to stop: no queued or running job for this issue")
+        ctx.store.cancel(ctx.session, active, f"stopped by {event.actor.login}")
+        ctx.notes.append(f"cancelled job {active.id}")
+        ctx.create_job(JobSpec(kind="help", instructions=f"stopped:{active.id}", **spec))
+        return None
+    if command.name in {"explain", "help"}:
+        ctx.create_job(JobSpec(kind=command.name, instructions=command.unknown or command.text,
+                               **spec))
+        return None
+    # retry and revise start agent work: admission applies, and they supersede a running job.
+    reason = refusal_reason(ctx.settings.admission, ctx.store, ctx.session, event.forge,
+                            event.repo)
+    if reason:
+        return ctx.refuse(reason)
+    kind = "revise" if command.name == "revise" else "solve"
+    if kind == "revise" and event.pr_number is None:
+        return ctx.ignore("/ribbit revise works on the bot's pull request, not the issue")
+    new_spec = JobSpec(kind=kind, instructions=command.text or None, **spec)  # type: ignore[arg-type]
+    if active is not None:
+        # Cancel first: the old job holds the issue's active slot until it is cancelled.
+        ctx.store.cancel(ctx.session, active, f"superseded by /ribbit {command.name}")
+    job = ctx.create_job(new_spec)
+    if active is not None and job is not None:
+        active.superseded_by = job.id
+    return None

@@ -1,0 +1,144 @@
+"""From a verified delivery to stored jobs: normalise, deduplicate, decide, enqueue.
+
+Sans-IO with respect to HTTP (the Flask blueprint in bot/webhooks.py does
+that part), so the same path serves webhooks, tests and the benchmark. The
+delivery row, the handler decisions and the new jobs are one transaction;
+jobs are handed to the broker only after it commits, and a job whose hand-off
+failed stays queued and undispatched until ``dispatch_pending`` re-sends it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from sqlalchemy.orm import Session
+
+from bot import normalize
+from bot.context import Context
+from bot.events import Event, Ignored
+from bot.handlers import registry
+from bot.queue import Dispatcher
+from bot.settings import Settings
+from bot.store.jobs import JobStore
+from bot.store.models import Job
+
+log = logging.getLogger(__name__)
+
+Status = Literal["accepted", "ignored", "refused", "duplicate"]
+
+
+@dataclass(frozen=True)
+class IntakeResult:
+    status: Status
+    reason: str = ""
+    job_ids: tuple[str, ...] = ()
+    key: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"status": self.status}
+        if self.reason:
+            body["reason"] = self.reason
+        if self.job_ids:
+            body["job_id"] = self.job_ids[0]
+            body["job_ids"] = list(self.job_ids)
+        return body
+
+
+Normaliser = Callable[[str, str, Any], "Event | Ignored | list[Event]"]
+NORMALISERS: dict[str, Normaliser] = {
+    "github": normalize.from_github,
+    "gitlab": normalize.from_gitlab,
+}
+
+
+class Intake:
+    def __init__(self, settings: Settings, store: JobStore, dispatcher: Dispatcher) -> None:
+        self.settings = settings
+        self.store = store
+        self.dispatcher = dispatcher
+        self.bot_logins = frozenset({settings.github.bot_login.lower(),
+                                     settings.gitlab.bot_username.lower()})
+
+    def handle(self, forge: str, event_name: str, delivery_id: str, payload: Any) -> IntakeResult:
+        """Raises normalize.PayloadError for a payload of the wrong shape (answered 400)."""
+        normalised = NORMALISERS[forge](event_name, delivery_id, payload)
+        events = normalised if isinstance(normalised, list) else [normalised]
+        with self.store.db.session() as session:
+            first = events[0]
+            key = first.key
+            if isinstance(first, Ignored):
+                if not self.store.record_delivery(session, forge=forge, delivery_id=delivery_id,
+                                                  event=event_name, key=key, outcome="ignored",
+                                                  reason=first.reason):
+                    return IntakeResult("duplicate", "delivery already received", key=key)
+                return IntakeResult("ignored", first.reason, key=key)
+            if not self.store.record_delivery(session, forge=forge, delivery_id=delivery_id,
+                                              event=event_name, key=key, outcome="pending"):
+                return IntakeResult("duplicate", "delivery already received", key=key)
+            result = self._decide(session, [e for e in events if not isinstance(e, Ignored)])
+            self._finish_delivery(session, forge, delivery_id, result)
+        self.dispatch([jid for jid in result.job_ids])
+        return result
+
+    def _decide(self, session: Session, events: list[Event]) -> IntakeResult:
+        jobs: list[Job] = []
+        reasons: list[str] = []
+        refused: str | None = None
+        key = events[0].key
+        for event in events:
+            ctx = Context(event=event, settings=self.settings, store=self.store, session=session,
+                          bot_logins=self.bot_logins)
+            handlers = registry.handlers_for(event.key)
+            if not handlers:
+                reasons.append(f"no handler for {event.key}")
+            for handler in handlers:
+                handler(ctx)
+                if ctx.refusal or ctx.ignored:
+                    break
+            jobs.extend(ctx.jobs)
+            reasons.extend(ctx.notes)
+            if ctx.refusal:
+                refused = ctx.refusal
+            elif ctx.ignored and not ctx.jobs:
+                reasons.append(ctx.ignored)
+        if jobs:
+            return IntakeResult("accepted", "; ".join(reasons), tuple(j.id for j in jobs), key)
+        if refused:
+            return IntakeResult("refused", refused, key=key)
+        return IntakeResult("ignored", "; ".join(reasons) or "nothing to do", key=key)
+
+    def _finish_delivery(self, session: Session, forge: str, delivery_id: str,
+                         result: IntakeResult) -> None:
+        from sqlalchemy import update
+
+        from bot.store.models import Delivery
+
+        session.execute(
+            update(Delivery)
+            .where(Delivery.forge == forge, Delivery.delivery_id == delivery_id)
+            .values(outcome=result.status, reason=result.reason or None,
+                    job_id=result.job_ids[0] if result.job_ids else None)
+        )
+
+    def dispatch(self, job_ids: list[str]) -> None:
+        """Hand jobs to the broker; ones that fail stay for dispatch_pending."""
+        sent: list[str] = []
+        for job_id in job_ids:
+            job = self.store.get(job_id)
+            if job.held or job.state != "queued":
+                continue
+            try:
+                self.dispatcher.dispatch(job)
+            except Exception as exc:  # broker down: the job is safe in the store
+                log.warning("dispatch of job %s failed, will retry: %s", job_id, exc)
+                continue
+            sent.append(job_id)
+        self.store.mark_dispatched(sent)
+
+    def dispatch_pending(self) -> int:
+        pending = [job.id for job in self.store.pending_dispatch()]
+        self.dispatch(pending)
+        return len(pending)

@@ -1,0 +1,224 @@
+"""GitHub and GitLab webhook payloads -> forge-neutral events (bot/events.py).
+
+A payload that parses as JSON but lacks a field we need raises
+:class:`PayloadError` (answered 400); an event we do not act on becomes
+:class:`~bot.events.Ignored` with the reason (answered 202).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from bot.events import (
+    Actor,
+    CommentCreated,
+    Event,
+    Ignored,
+    IssueLabeled,
+    Ping,
+    PullRequestClosed,
+    ReviewSubmitted,
+)
+
+
+class PayloadError(ValueError):
+    """The payload is JSON but not the shape this event type has."""
+
+
+def _get(obj: Any, *path: str | int, kind: type | tuple[type, ...] = object) -> Any:
+    cur = obj
+    for part in path:
+        try:
+            cur = cur[part]
+        except (KeyError, IndexError, TypeError):
+            raise PayloadError(f"missing field {'.'.join(map(str, path))}") from None
+    if not isinstance(cur, kind) or (kind is int and isinstance(cur, bool)):
+        raise PayloadError(f"field {'.'.join(map(str, path))} has the wrong type")
+    return cur
+
+
+def _opt(obj: Any, *path: str | int) -> Any:
+    try:
+        return _get(obj, *path)
+    except PayloadError:
+        return None
+
+
+def _time(value: Any) -> datetime | None:
+    if not isinstance(value, str) or not value:
+        return None
+    text = value.replace(" UTC", "+00:00").replace("Z", "+00:00")
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError:
+        return None
+
+
+# -- GitHub -----------------------------------------------------------------------------------
+
+
+def _gh_actor(payload: dict[str, Any]) -> Actor:
+    login = _get(payload, "sender", "login", kind=str)
+    kind = _opt(payload, "sender", "type")
+    return Actor(login=login, is_bot=kind == "Bot" or login.endswith("[bot]"))
+
+
+def _gh_common(payload: dict[str, Any], delivery_id: str) -> dict[str, Any]:
+    installation = _opt(payload, "installation", "id")
+    return {
+        "forge": "github",
+        "repo": _get(payload, "repository", "full_name", kind=str),
+        "actor": _gh_actor(payload),
+        "delivery_id": delivery_id,
+        "installation_id": installation if isinstance(installation, int) else None,
+    }
+
+
+def from_github(event: str, delivery_id: str, payload: Any) -> Event | Ignored:
+    if not isinstance(payload, dict):
+        raise PayloadError("the payload must be a JSON object")
+    action = payload.get("action")
+    key = f"{event}.{action}" if isinstance(action, str) else event
+    if event == "ping":
+        repo = _opt(payload, "repository", "full_name") or ""
+        sender = _opt(payload, "sender", "login") or ""
+        return Ping(forge="github", repo=repo, actor=Actor(sender), delivery_id=delivery_id,
+                    installation_id=None)
+    if key == "issues.labeled":
+        if _opt(payload, "issue", "pull_request") is not None:
+            return Ignored("label added to a pull request, not an issue", key)
+        return IssueLabeled(
+            **_gh_common(payload, delivery_id),
+            issue_number=_get(payload, "issue", "number", kind=int),
+            label=_get(payload, "label", "name", kind=str),
+            title=_get(payload, "issue", "title", kind=str),
+        )
+    if key == "issue_comment.created":
+        on_pr = _opt(payload, "issue", "pull_request") is not None
+        number = _get(payload, "issue", "number", kind=int)
+        return CommentCreated(
+            **_gh_common(payload, delivery_id),
+            issue_number=None if on_pr else number,
+            pr_number=number if on_pr else None,
+            body=_get(payload, "comment", "body", kind=str),
+            comment_id=_get(payload, "comment", "id", kind=int),
+        )
+    if key == "pull_request.closed":
+        pr = _get(payload, "pull_request", kind=dict)
+        return PullRequestClosed(
+            **_gh_common(payload, delivery_id),
+            pr_number=_get(pr, "number", kind=int),
+            merged=bool(pr.get("merged")),
+            head_branch=_get(pr, "head", "ref", kind=str),
+            head_sha=_get(pr, "head", "sha", kind=str),
+            base_sha=_get(pr, "base", "sha", kind=str),
+            body=pr.get("body") or "",
+            author=_opt(pr, "user", "login") or "",
+            merged_by=_opt(pr, "merged_by", "login"),
+            closed_at=_time(pr.get("closed_at")),
+            merge_commit_sha=pr.get("merge_commit_sha"),
+        )
+    if key == "pull_request_review.submitted":
+        return ReviewSubmitted(
+            **_gh_common(payload, delivery_id),
+            pr_number=_get(payload, "pull_request", "number", kind=int),
+            state=str(_get(payload, "review", "state", kind=str)).lower(),
+            body=_opt(payload, "review", "body") or "",
+            head_branch=_get(payload, "pull_request", "head", "ref", kind=str),
+        )
+    return Ignored(f"GitHub event {key} is not one Ribbit acts on", key)
+
+
+# -- GitLab -----------------------------------------------------------------------------------
+
+_GITLAB_EVENTS = {"Issue Hook", "Note Hook", "Merge Request Hook", "Confidential Issue Hook",
+                  "Confidential Note Hook"}
+
+
+def _gl_common(payload: dict[str, Any], delivery_id: str) -> dict[str, Any]:
+    username = _get(payload, "user", "username", kind=str)
+    # GitLab marks bot users (project/group access tokens) with a "bot" suffix pattern
+    # like project_123_bot_<hash>; the configured bot username is checked by handlers too.
+    is_bot = "_bot" in username and username.startswith(("project_", "group_"))
+    return {
+        "forge": "gitlab",
+        "repo": _get(payload, "project", "path_with_namespace", kind=str),
+        "actor": Actor(login=username, is_bot=is_bot),
+        "delivery_id": delivery_id,
+        "installation_id": None,
+    }
+
+
+def _label_titles(labels: Any) -> set[str]:
+    if not isinstance(labels, list):
+        return set()
+    return {lab["title"] for lab in labels if isinstance(lab, dict)
+            and isinstance(lab.get("title"), str)}
+
+
+def from_gitlab(event: str, delivery_id: str, payload: Any) -> Event | Ignored | list[Event]:
+    """GitLab sends one Issue Hook for a change that may add several labels; the result is
+    then one IssueLabeled per added label."""
+    if not isinstance(payload, dict):
+        raise PayloadError("the payload must be a JSON object")
+    if event not in _GITLAB_EVENTS:
+        return Ignored(f"GitLab event {event!r} is not one Ribbit acts on", event)
+    kind = payload.get("object_kind")
+    if kind == "issue":
+        attrs = _get(payload, "object_attributes", kind=dict)
+        action = attrs.get("action")
+        changes = payload.get("changes") if isinstance(payload.get("changes"), dict) else {}
+        label_change = changes.get("labels") if isinstance(changes, dict) else None
+        if isinstance(label_change, dict):
+            added = (_label_titles(label_change.get("current"))
+                     - _label_titles(label_change.get("previous")))
+        elif action == "open":
+            added = _label_titles(payload.get("labels"))
+        else:
+            added = set()
+        if not added:
+            return Ignored(f"issue {action or 'update'} without an added label",
+                           f"issue.{action}")
+        common = _gl_common(payload, delivery_id)
+        return [
+            IssueLabeled(**common, issue_number=_get(attrs, "iid", kind=int), label=title,
+                         title=_get(attrs, "title", kind=str))
+            for title in sorted(added)
+        ]
+    if kind == "note":
+        attrs = _get(payload, "object_attributes", kind=dict)
+        noteable = attrs.get("noteable_type")
+        if attrs.get("system"):
+            return Ignored("system note", "note.system")
+        common = _gl_common(payload, delivery_id)
+        body = _get(attrs, "note", kind=str)
+        comment_id = _get(attrs, "id", kind=int)
+        if noteable == "Issue":
+            return CommentCreated(**common, issue_number=_get(payload, "issue", "iid", kind=int),
+                                  body=body, comment_id=comment_id)
+        if noteable == "MergeRequest":
+            return CommentCreated(**common,
+                                  pr_number=_get(payload, "merge_request", "iid", kind=int),
+                                  body=body, comment_id=comment_id)
+        return Ignored(f"note on a {noteable}, not an issue or merge request", "note")
+    if kind == "merge_request":
+        attrs = _get(payload, "object_attributes", kind=dict)
+        action = attrs.get("action")
+        if action not in {"merge", "close"}:
+            return Ignored(f"merge request {action}", f"merge_request.{action}")
+        merged = action == "merge"
+        return PullRequestClosed(
+            **_gl_common(payload, delivery_id),
+            pr_number=_get(attrs, "iid", kind=int),
+            merged=merged,
+            head_branch=_get(attrs, "source_branch", kind=str),
+            head_sha=_opt(attrs, "last_commit", "id") or "",
+            base_sha="",
+            body=attrs.get("description") or "",
+            author="",
+            merged_by=_get(payload, "user", "username", kind=str) if merged else None,
+            closed_at=_time(attrs.get("updated_at")),
+            merge_commit_sha=attrs.get("merge_commit_sha"),
+        )
+    return Ignored(f"GitLab object_kind {kind!r} is not one Ribbit acts on", str(kind))

@@ -1,0 +1,40 @@
+"""The long-lived objects one web process shares, built once from Settings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from flask import Flask, current_app
+
+from bot.intake import Intake
+from bot.metrics import WebMetrics
+from bot.queue import CeleryDispatcher, Dispatcher, client_celery
+from bot.settings import Settings
+from bot.store.db import Database
+from bot.store.jobs import JobStore
+
+
+@dataclass
+class Services:
+    settings: Settings
+    db: Database
+    store: JobStore
+    intake: Intake
+    metrics: WebMetrics
+
+    @classmethod
+    def build(cls, settings: Settings, dispatcher: Dispatcher | None = None) -> Services:
+        db = Database(settings.effective_database_url)
+        db.migrate()
+        store = JobStore(db)
+        dispatcher = dispatcher or CeleryDispatcher(client_celery(settings))
+        return cls(settings=settings, db=db, store=store,
+                   intake=Intake(settings, store, dispatcher), metrics=WebMetrics(store))
+
+    def init_app(self, app: Flask) -> None:
+        app.extensions["ribbit"] = self
+
+
+def services() -> Services:
+    svc: Services = current_app.extensions["ribbit"]
+    return svc

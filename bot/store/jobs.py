@@ -1,0 +1,428 @@
+"""Job records and their state machine, deliveries, and the kill switch.
+
+    queued ──> running ──> succeeded
+      │  ^        │   └──> failed
+      │  └────────┘ (requeued: forge rate limit, worker lost)
+      └──> cancelled / failed           running ──> cancelled
+
+Every change of state goes through :meth:`JobStore.transition`, which refuses
+moves the diagram does not have, so a job can never show a wrong state (an
+error for a run that succeeded, say).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
+
+from sqlalchemy import func, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from bot.store.db import Database
+from bot.store.models import Control, Delivery, Job, Repository, utcnow
+
+JobState = Literal["queued", "running", "succeeded", "failed", "cancelled"]
+JobKind = Literal["solve", "revise", "explain", "help", "outcome", "reconcile"]
+ACTIVE_STATES: tuple[JobState, ...] = ("queued", "running")
+TERMINAL_STATES: tuple[JobState, ...] = ("succeeded", "failed", "cancelled")
+# Kinds that run the agent on an issue; at most one of them is active per issue.
+AGENT_KINDS: tuple[str, ...] = ("solve", "revise")
+
+TRANSITIONS: dict[str, frozenset[str]] = {
+    "queued": frozenset({"running", "cancelled", "failed"}),
+    "running": frozenset({"succeeded", "failed", "cancelled", "queued"}),
+    "succeeded": frozenset(),
+    "failed": frozenset(),
+    "cancelled": frozenset(),
+}
+
+_ADMISSION_LOCK = "admission-lock"
+_GLOBAL_PAUSE = "paused"
+
+
+class InvalidTransition(RuntimeError):
+    pass
+
+
+class JobNotFound(LookupError):
+    pass
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """What intake asks for; the store turns it into a Job row."""
+
+    kind: JobKind
+    forge: str
+    repo: str
+    issue_number: int | None = None
+    pr_number: int | None = None
+    actor: str | None = None
+    delivery_id: str | None = None
+    installation_id: int | None = None
+    instructions: str | None = None
+    parent_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_concurrent: int
+    max_concurrent_per_repo: int
+
+
+ClaimOutcome = Literal["claimed", "reclaimed", "no_slot", "finished", "running_elsewhere", "held"]
+
+
+def new_job_id() -> str:
+    return uuid.uuid4().hex
+
+
+def active_key_for(spec: JobSpec) -> str | None:
+    if spec.kind in AGENT_KINDS and spec.issue_number is not None:
+        return f"{spec.forge}:{spec.repo}#{spec.issue_number}"
+    return None
+
+
+def _start_of_day(now: datetime) -> datetime:
+    return now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+
+
+class JobStore:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    # -- deliveries -------------------------------------------------------------------------
+
+    def record_delivery(
+        self,
+        session: Session,
+        *,
+        forge: str,
+        delivery_id: str,
+        event: str,
+        key: str | None,
+        outcome: str,
+        reason: str | None = None,
+        job_id: str | None = None,
+    ) -> bool:
+        """Insert the delivery; False if this forge already delivered that id."""
+        row = Delivery(forge=forge, delivery_id=delivery_id, event=event, key=key,
+                       outcome=outcome, reason=reason, job_id=job_id)
+        try:
+            with session.begin_nested():
+                session.add(row)
+                session.flush()
+        except IntegrityError:
+            return False
+        return True
+
+    def delivery_seen(self, session: Session, forge: str, delivery_id: str) -> bool:
+        return session.scalar(
+            select(func.count()).select_from(Delivery).where(
+                Delivery.forge == forge, Delivery.delivery_id == delivery_id)
+        ) > 0
+
+    # -- jobs ---------------------------------------------------------------------------------
+
+    def create(self, session: Session, spec: JobSpec, *, held: bool = False) -> Job | None:
+        """Create a queued job, or return None if an agent job is already active for the
+        issue (the unique active_key makes this hold under concurrent deliveries)."""
+        job = Job(
+            id=new_job_id(), kind=spec.kind, state="queued", forge=spec.forge, repo=spec.repo,
+            issue_number=spec.issue_number, pr_number=spec.pr_number, actor=spec.actor,
+            delivery_id=spec.delivery_id, installation_id=spec.installation_id,
+            instructions=spec.instructions, parent_id=spec.parent_id,
+            active_key=active_key_for(spec), held=held,
+        )
+        try:
+            with session.begin_nested():
+                session.add(job)
+                session.flush()
+        except IntegrityError:
+            return None
+        return job
+
+    def active_for_issue(self, session: Session, forge: str, repo: str, issue: int) -> Job | None:
+        return session.scalar(
+            select(Job).where(Job.forge == forge, Job.repo == repo, Job.issue_number == issue,
+                              Job.kind.in_(AGENT_KINDS), Job.state.in_(ACTIVE_STATES))
+        )
+
+    def cancel(self, session: Session, job: Job, reason: str) -> None:
+        """Cancel a queued or running job; a running job's worker notices and stops."""
+        self._move(job, "cancelled", reason=reason)
+        session.flush()
+
+    def get(self, job_id: str) -> Job:
+        with self.db.session() as session:
+            job = session.get(Job, job_id)
+            if job is None:
+                raise JobNotFound(job_id)
+            session.expunge(job)
+            return job
+
+    def find(self, job_id_prefix: str) -> Job:
+        """A job by id or unique id prefix (for the CLI)."""
+        with self.db.session() as session:
+            rows = session.scalars(
+                select(Job).where(Job.id.startswith(job_id_prefix)).limit(2)
+            ).all()
+            if len(rows) != 1:
+                raise JobNotFound(job_id_prefix)
+            session.expunge(rows[0])
+            return rows[0]
+
+    def list(
+        self,
+        *,
+        state: str | None = None,
+        repo: str | None = None,
+        limit: int = 50,
+        offset: int = 0,
+    ) -> list[Job]:
+        with self.db.session() as session:
+            q = select(Job).order_by(Job.created_at.desc(), Job.id)
+            if state:
+                q = q.where(Job.state == state)
+            if repo:
+                q = q.where(Job.repo == repo)
+            rows = list(session.scalars(q.limit(limit).offset(offset)).all())
+            session.expunge_all()
+            return rows
+
+    def count_by_state(self) -> dict[str, int]:
+        with self.db.session() as session:
+            rows = session.execute(select(Job.state, func.count()).group_by(Job.state)).all()
+            return {state: int(n) for state, n in rows}
+
+    def queue_position(self, job_id: str) -> int:
+        """1-based position among queued jobs (oldest first); 0 if not queued."""
+        with self.db.session() as session:
+            job = session.get(Job, job_id)
+            if job is None or job.state != "queued":
+                return 0
+            ahead = session.scalar(
+                select(func.count()).select_from(Job).where(
+                    Job.state == "queued", Job.held.is_(False), Job.created_at < job.created_at)
+            )
+            return int(ahead or 0) + 1
+
+    def _move(self, job: Job, to: JobState, *, reason: str | None = None) -> None:
+        if to not in TRANSITIONS[job.state]:
+            raise InvalidTransition(f"job {job.id}: {job.state} -> {to} is not allowed")
+        now = utcnow()
+        job.state = to
+        if to == "running":
+            job.started_at = now
+            job.attempts += 1
+        if to in TERMINAL_STATES:
+            job.finished_at = now
+            job.active_key = None
+        if to == "queued":
+            job.dispatched = False
+        if reason is not None:
+            job.failure_reason = reason
+
+    def transition(
+        self,
+        job_id: str,
+        to: JobState,
+        *,
+        reason: str | None = None,
+        **fields: Any,
+    ) -> Job:
+        """Move a job to ``to`` (and set extra columns in the same transaction)."""
+        with self.db.session() as session:
+            job = session.get(Job, job_id)
+            if job is None:
+                raise JobNotFound(job_id)
+            self._move(job, to, reason=reason)
+            for name, value in fields.items():
+                setattr(job, name, value)
+            session.flush()
+            session.expunge(job)
+            return job
+
+    def update(self, job_id: str, **fields: Any) -> None:
+        """Set non-state columns (stage, branch, pr_url, result, status_comment_id, ...)."""
+        if "state" in fields:
+            raise ValueError("use transition() to change a job's state")
+        with self.db.session() as session:
+            session.execute(update(Job).where(Job.id == job_id).values(**fields,
+                                                                          updated_at=utcnow()))
+
+    def claim(self, job_id: str, limits: Limits, *, stale_after: timedelta) -> ClaimOutcome:
+        """Move a queued job to running if the concurrency limits leave a slot.
+
+        A job left running by a worker that died (no heartbeat for ``stale_after``) is
+        reclaimed. The first statement writes the admission lock row, which serialises
+        claims: SQLite takes its write lock there, PostgreSQL a row lock, so two workers
+        can never both take the last free slot.
+        """
+        with self.db.session() as session:
+            self._lock_admission(session)
+            job = session.get(Job, job_id)
+            if job is None or job.state in TERMINAL_STATES:
+                return "finished"
+            if job.state == "running":
+                if job.updated_at.replace(tzinfo=job.updated_at.tzinfo or UTC) > (
+                        utcnow() - stale_after):
+                    return "running_elsewhere"
+                self._move(job, "queued", reason="worker lost; requeued")
+                self._move(job, "running")
+                job.failure_reason = None
+                return "reclaimed"
+            if job.held or self._paused(session, job.forge, job.repo):
+                job.held = True
+                return "held"
+            running = select(func.count()).select_from(Job).where(Job.state == "running")
+            if session.scalar(running) >= limits.max_concurrent:
+                return "no_slot"
+            in_repo = running.where(Job.forge == job.forge, Job.repo == job.repo)
+            if session.scalar(in_repo) >= limits.max_concurrent_per_repo:
+                return "no_slot"
+            self._move(job, "running")
+            job.updated_at = utcnow()
+            return "claimed"
+
+    def heartbeat(self, job_id: str) -> str | None:
+        """Refresh a running job's heartbeat; returns its state (None if gone)."""
+        with self.db.session() as session:
+            job = session.get(Job, job_id)
+            if job is None:
+                return None
+            if job.state == "running":
+                job.updated_at = utcnow()
+            return job.state
+
+    def _lock_admission(self, session: Session) -> None:
+        result = session.execute(
+            update(Control).where(Control.key == _ADMISSION_LOCK).values(updated_at=utcnow())
+        )
+        if result.rowcount == 0:  # type: ignore[attr-defined]
+            try:
+                with session.begin_nested():
+                    session.add(Control(key=_ADMISSION_LOCK, value=""))
+                    session.flush()
+            except IntegrityError:
+                pass
+            session.execute(
+                update(Control).where(Control.key == _ADMISSION_LOCK).values(updated_at=utcnow())
+            )
+
+    def started_today(self, session: Session, forge: str, repo: str) -> int:
+        return int(session.scalar(
+            select(func.count()).select_from(Job).where(
+                Job.forge == forge, Job.repo == repo, Job.kind.in_(AGENT_KINDS),
+                Job.created_at >= _start_of_day(utcnow()))
+        ) or 0)
+
+    def mark_dispatched(self, job_ids: Sequence[str]) -> None:
+        if not job_ids:
+            return
+        with self.db.session() as session:
+            session.execute(update(Job).where(Job.id.in_(job_ids)).values(dispatched=True))
+
+    def pending_dispatch(self, *, older_than: timedelta = timedelta(0)) -> list[Job]:
+        """Queued jobs never handed to the broker (it was down), oldest first."""
+        cutoff = utcnow() - older_than
+        with self.db.session() as session:
+            rows = list(session.scalars(
+                select(Job).where(Job.state == "queued", Job.held.is_(False),
+                                  Job.dispatched.is_(False), Job.created_at <= cutoff)
+                .order_by(Job.created_at)
+            ).all())
+            session.expunge_all()
+            return rows
+
+    def stale_running(self, older_than: timedelta) -> list[Job]:
+        cutoff = utcnow() - older_than
+        with self.db.session() as session:
+            rows = list(session.scalars(
+                select(Job).where(Job.state == "running", Job.updated_at < cutoff)).all())
+            session.expunge_all()
+            return rows
+
+    # -- kill switch --------------------------------------------------------------------------
+
+    def pause(self, *, forge: str | None = None, repo: str | None = None) -> None:
+        with self.db.session() as session:
+            if repo is None:
+                self._set_control(session, _GLOBAL_PAUSE, "1")
+            else:
+                self.repository(session, forge or "github", repo).paused = True
+
+    def resume(self, *, forge: str | None = None, repo: str | None = None) -> list[str]:
+        """Lift a pause; returns the ids of held jobs that may now be dispatched."""
+        with self.db.session() as session:
+            if repo is None:
+                self._set_control(session, _GLOBAL_PAUSE, "0")
+            else:
+                self.repository(session, forge or "github", repo).paused = False
+            held = session.scalars(
+                select(Job).where(Job.state == "queued", Job.held.is_(True))).all()
+            released = []
+            for job in held:
+                if not self._paused(session, job.forge, job.repo):
+                    job.held = False
+                    job.dispatched = False
+                    released.append(job.id)
+            return released
+
+    def is_paused(self, session: Session, forge: str, repo: str) -> bool:
+        return self._paused(session, forge, repo)
+
+    def paused_scopes(self) -> list[str]:
+        with self.db.session() as session:
+            scopes = ["*"] if self._global_paused(session) else []
+            scopes += [f"{r.forge}:{r.full_name}" for r in session.scalars(
+                select(Repository).where(Repository.paused.is_(True))).all()]
+            return scopes
+
+    def _global_paused(self, session: Session) -> bool:
+        ctl = session.get(Control, _GLOBAL_PAUSE)
+        return ctl is not None and ctl.value == "1"
+
+    def _paused(self, session: Session, forge: str, repo: str) -> bool:
+        if self._global_paused(session):
+            return True
+        row = session.scalar(select(Repository).where(
+            Repository.forge == forge, Repository.full_name == repo))
+        return bool(row and row.paused)
+
+    def _set_control(self, session: Session, key: str, value: str) -> None:
+        ctl = session.get(Control, key)
+        if ctl is None:
+            session.add(Control(key=key, value=value))
+        else:
+            ctl.value = value
+
+    # -- repositories -------------------------------------------------------------------------
+
+    def repository(self, session: Session, forge: str, full_name: str) -> Repository:
+        row = session.scalar(select(Repository).where(
+            Repository.forge == forge, Repository.full_name == full_name))
+        if row is None:
+            row = Repository(forge=forge, full_name=full_name)
+            try:
+                with session.begin_nested():
+                    session.add(row)
+                    session.flush()
+            except IntegrityError:
+                row = session.scalar(select(Repository).where(
+                    Repository.forge == forge, Repository.full_name == full_name))
+                assert row is not None
+        return row
+
+    def cached_trigger_label(self, session: Session, forge: str, full_name: str) -> str | None:
+        row = session.scalar(select(Repository).where(
+            Repository.forge == forge, Repository.full_name == full_name))
+        return row.trigger_label if row else None
+
+    def set_trigger_label(self, forge: str, full_name: str, label: str | None) -> None:
+        with self.db.session() as session:
+            self.repository(session, forge, full_name).trigger_label = label

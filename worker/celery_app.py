@@ -1,0 +1,63 @@
+"""The worker's Celery app. Built from Settings by ``create_celery``; nothing is
+configured at import time. ``celery -A worker.celery_app worker`` builds it from the
+environment on first use."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from celery import Celery
+
+from bot.queue import QUEUE, broker_transport_options
+from bot.settings import Settings, load_settings
+from worker.runtime import WorkerRuntime
+
+SWEEP_EVERY = timedelta(seconds=30)
+RECONCILE_EVERY = timedelta(minutes=10)
+
+
+def create_celery(settings: Settings | None = None) -> Celery:
+    settings = settings or load_settings()
+    app = Celery("ribbit", broker=settings.effective_broker_url)
+    app.conf.update(
+        task_default_queue=QUEUE,
+        # Jobs are idempotent (a claim in the store guards each run), so late acks are
+        # safe: a worker killed mid-job leaves its message to be delivered again.
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        task_ignore_result=True,
+        task_time_limit=settings.job_time_limit_s,
+        task_soft_time_limit=max(settings.job_time_limit_s - 60, 30),
+        broker_transport_options=broker_transport_options(settings),
+        broker_connection_retry_on_startup=True,
+        worker_hijack_root_logger=False,
+        beat_schedule={
+            "ribbit-sweep": {"task": "ribbit.sweep", "schedule": SWEEP_EVERY},
+            "ribbit-reconcile": {"task": "ribbit.reconcile", "schedule": RECONCILE_EVERY},
+        },
+        include=["worker.tasks"],
+    )
+    app.ribbit_settings = settings  # type: ignore[attr-defined]
+    return app
+
+
+def runtime_for(app: Celery) -> WorkerRuntime:
+    """The process's runtime, built on first use (after fork, so each child has its own
+    database connections)."""
+    existing: WorkerRuntime | None = getattr(app, "ribbit_runtime", None)
+    if existing is None:
+        settings: Settings = getattr(app, "ribbit_settings", None) or load_settings()
+        existing = WorkerRuntime.build(settings)
+        app.ribbit_runtime = existing  # type: ignore[attr-defined]
+    return existing
+
+
+def __getattr__(name: str) -> Any:
+    # `celery -A worker.celery_app` looks up `app`/`celery`; build it lazily from the env.
+    if name in {"app", "celery"}:
+        app = create_celery()
+        globals()[name] = app
+        return app
+    raise AttributeError(name)

@@ -1,0 +1,153 @@
+"""Running one job: claim it, keep its heartbeat, honour cancellation, record the end.
+
+Pipelines (what a job kind actually does) register here by kind; this module
+owns only the lifecycle, so every kind gets the same guarantees: a job runs
+at most once at a time, a worker killed mid-job leaves it to be reclaimed, a
+forge outage defers it instead of failing it, and the recorded end is always
+the real one.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, Literal
+
+from bot.forges.base import ForgeUnavailable
+from bot.settings import Settings
+from bot.store.jobs import JobStore
+from bot.store.models import Job
+from worker.runtime import WorkerRuntime
+
+log = logging.getLogger(__name__)
+
+HEARTBEAT_EVERY_S = 5.0
+# A running job without a heartbeat for this long belongs to a dead worker.
+STALE_AFTER = timedelta(seconds=60)
+
+
+class JobCancelled(Exception):
+    """The job was cancelled (``/ribbit stop``, superseded) while it ran."""
+
+
+class JobRefused(Exception):
+    """The job must not run (actor without write access, invalid .ribbit.yml...); the
+    message is the recorded reason and is safe to show on the issue."""
+
+
+@dataclass
+class JobContext:
+    job: Job
+    settings: Settings
+    store: JobStore
+    cancel: threading.Event = field(default_factory=threading.Event)
+
+    def stage(self, name: str) -> None:
+        self.check_cancelled()
+        self.store.update(self.job.id, stage=name)
+        log.info("job %s: %s", self.job.id, name, extra={"job_id": self.job.id})
+
+    def check_cancelled(self) -> None:
+        if self.cancel.is_set():
+            raise JobCancelled(self.job.id)
+
+
+Pipeline = Callable[[JobContext], "dict[str, Any] | None"]
+PIPELINES: dict[str, Pipeline] = {}
+
+
+def pipeline(kind: str) -> Callable[[Pipeline], Pipeline]:
+    def register(fn: Pipeline) -> Pipeline:
+        PIPELINES[kind] = fn
+        return fn
+
+    return register
+
+
+class Defer(Exception):
+    """Ask the task layer to run this job again after ``countdown`` seconds."""
+
+    def __init__(self, countdown: float, reason: str) -> None:
+        super().__init__(reason)
+        self.countdown = countdown
+
+
+RunOutcome = Literal["succeeded", "failed", "cancelled", "skipped", "held"]
+
+
+class _Heartbeat(threading.Thread):
+    """Refreshes the job's heartbeat and turns a cancelled state into the cancel event."""
+
+    def __init__(self, store: JobStore, job_id: str, cancel: threading.Event) -> None:
+        super().__init__(name=f"heartbeat-{job_id}", daemon=True)
+        self.store, self.job_id, self.cancel = store, job_id, cancel
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopped.wait(HEARTBEAT_EVERY_S):
+            try:
+                state = self.store.heartbeat(self.job_id)
+            except Exception:  # the database blinked; try again next beat
+                log.warning("heartbeat for job %s failed", self.job_id, exc_info=True)
+                continue
+            if state != "running":
+                self.cancel.set()
+
+
+def run_job(runtime: WorkerRuntime, job_id: str) -> RunOutcome:
+    """Run ``job_id`` through its pipeline. Raises :class:`Defer` when it must wait."""
+    store = runtime.store
+    claim = store.claim(job_id, runtime.limits, stale_after=STALE_AFTER)
+    if claim == "finished":
+        return "skipped"
+    if claim == "held":
+        return "held"  # `ribbit resume` dispatches it again
+    if claim == "no_slot":
+        raise Defer(15, "concurrency limit reached")
+    if claim == "running_elsewhere":
+        raise Defer(STALE_AFTER.total_seconds(), "running on another worker")
+    job = store.get(job_id)
+    ctx = JobContext(job=job, settings=runtime.settings, store=store)
+    beat = _Heartbeat(store, job_id, ctx.cancel)
+    beat.start()
+    try:
+        handler = PIPELINES.get(job.kind)
+        if handler is None:
+            raise JobRefused(f"no pipeline for job kind {job.kind!r}")
+        result = handler(ctx)
+    except JobCancelled:
+        return _end_cancelled(store, job_id)
+    except ForgeUnavailable as exc:
+        countdown = exc.retry_after if exc.retry_after is not None else 30.0
+        store.transition(job_id, "queued", reason=f"deferred: {exc}")
+        raise Defer(countdown, str(exc)) from exc
+    except JobRefused as exc:
+        store.transition(job_id, "failed", reason=f"refused: {exc}", stage=None)
+        return "failed"
+    except Exception as exc:
+        log.exception("job %s failed", job_id, extra={"job_id": job_id})
+        if store.get(job_id).state == "cancelled":
+            return "cancelled"
+        store.transition(job_id, "failed", reason=_reason(exc), stage=None)
+        return "failed"
+    finally:
+        beat.stopped.set()
+    if store.get(job_id).state == "cancelled":
+        return "cancelled"
+    store.transition(job_id, "succeeded", result=result, stage=None)
+    return "succeeded"
+
+
+def _end_cancelled(store: JobStore, job_id: str) -> RunOutcome:
+    job = store.get(job_id)
+    if job.state == "running":
+        store.transition(job_id, "cancelled", reason="cancelled while running", stage=None)
+    return "cancelled"
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return f"{type(exc).__name__}: {text}"[:2000]

@@ -1,0 +1,3 @@
+"""Pipelines per job kind; importing this package registers them with worker.jobs."""
+
+from worker.pipelines import outcomes, replies, solve  # noqa: F401

@@ -1,0 +1,76 @@
+"""Celery tasks: thin wrappers that pass a job id to worker.jobs.run_job.
+
+Each task is idempotent (the store's claim decides whether a delivery of the
+message runs anything), acknowledged late, and time-limited explicitly.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from celery import Task, shared_task
+
+import worker.pipelines  # noqa: F401  (registers the pipelines)
+from worker.celery_app import runtime_for
+from worker.jobs import Defer, run_job
+
+log = logging.getLogger(__name__)
+
+# Short jobs (comments, bookkeeping) get short limits; agent jobs use the app-wide limit.
+SHORT_SOFT_LIMIT_S = 240
+SHORT_HARD_LIMIT_S = 300
+
+
+def _run(task: Task, job_id: str) -> str:
+    runtime = runtime_for(task.app)
+    try:
+        return run_job(runtime, job_id)
+    except Defer as defer:
+        log.info("job %s deferred %.0fs: %s", job_id, defer.countdown, defer)
+        raise task.retry(countdown=defer.countdown, max_retries=None) from None
+
+
+AGENT_TASK: dict[str, Any] = {"bind": True, "acks_late": True, "reject_on_worker_lost": True}
+SHORT_TASK: dict[str, Any] = {**AGENT_TASK, "soft_time_limit": SHORT_SOFT_LIMIT_S,
+                              "time_limit": SHORT_HARD_LIMIT_S}
+
+
+@shared_task(name="ribbit.solve", **AGENT_TASK)
+def solve(self: Task, job_id: str) -> str:
+    return _run(self, job_id)
+
+
+@shared_task(name="ribbit.revise", **AGENT_TASK)
+def revise(self: Task, job_id: str) -> str:
+    return _run(self, job_id)
+
+
+@shared_task(name="ribbit.explain", **SHORT_TASK)
+def explain(self: Task, job_id: str) -> str:
+    return _run(self, job_id)
+
+
+@shared_task(name="ribbit.help", **SHORT_TASK)
+def help_reply(self: Task, job_id: str) -> str:
+    return _run(self, job_id)
+
+
+@shared_task(name="ribbit.record_outcome", **SHORT_TASK)
+def record_outcome(self: Task, job_id: str) -> str:
+    return _run(self, job_id)
+
+
+@shared_task(name="ribbit.sweep", bind=True, soft_time_limit=50, time_limit=60)
+def sweep(self: Task) -> dict[str, int]:
+    """Re-send jobs the broker never got and requeue jobs whose worker died."""
+    from worker.maintenance import sweep as do_sweep
+
+    return do_sweep(runtime_for(self.app))
+
+
+@shared_task(name="ribbit.reconcile", bind=True, soft_time_limit=540, time_limit=600)
+def reconcile(self: Task) -> dict[str, int]:
+    from worker.maintenance import reconcile as do_reconcile
+
+    return do_reconcile(runtime_for(self.app))

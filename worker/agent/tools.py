@@ -38,6 +38,9 @@ READ_MAX_LINE_CHARS = 2000
 GLOB_MAX_MATCHES = 1000
 GLOB_TIMEOUT_S = 60.0
 _POLL_S = 0.1
+# Asked of the sandbox per stream; sandboxes keep the head only, so ask for plenty and
+# cut here, where the tail (usually the error) can be kept.
+_EXEC_CAP = 1024 * 1024
 
 
 def _schema(name: str, description: str, properties: dict[str, Any],
@@ -242,17 +245,17 @@ class ToolBox:
                     f"unknown tool {call.name!r}; the tools are {', '.join(TOOL_NAMES)}"
                 )
             args = validate_arguments(call.name, call.arguments)
-            handler: Callable[[_Args], tuple[str, int | None]] = getattr(
+            handler: Callable[[_Args], tuple[str, int | None, bool]] = getattr(
                 self, f"_{call.name.lower()}"
             )
-            text, exit_code = handler(args)
+            text, exit_code, truncated = handler(args)
             is_error = False
         except ToolArgumentError as exc:
             text, is_error = f"Error: {exc}", True
-        text, truncated = cap_text(text, self.output_chars)
+        text, cut = cap_text(text, self.output_chars)
         return ToolObservation(
             call_id=call.id, name=call.name, content=text, is_error=is_error,
-            duration_s=time.monotonic() - start, exit_code=exit_code, truncated=truncated,
+            duration_s=time.monotonic() - start, exit_code=exit_code, truncated=truncated or cut,
         )
 
     def run_all(self, calls: Sequence[ToolCall]) -> list[ToolObservation]:
@@ -287,18 +290,20 @@ class ToolBox:
             raise ToolArgumentError(f"{shown}: cannot write it ({exc})") from None
 
     # -- the tools ---------------------------------------------------------------
-    def _read(self, args: _Args) -> tuple[str, int | None]:
+    def _read(self, args: _Args) -> tuple[str, int | None, bool]:
         shown = args.text("file_path") or ""
         rel = normalize_path(shown)
-        offset = args.integer("offset") or 1
-        limit = args.integer("limit") or READ_DEFAULT_LINES
+        offset = args.integer("offset")
+        limit = args.integer("limit")
+        offset = 1 if offset is None else offset
+        limit = READ_DEFAULT_LINES if limit is None else limit
         if offset < 1:
             raise ToolArgumentError("offset is a 1-based line number (1 or more)")
         if limit < 1:
             raise ToolArgumentError("limit must be 1 or more")
         lines = self._read_text(rel, shown).splitlines()
         if not lines:
-            return f"{shown} is empty.", None
+            return f"{shown} is empty.", None, False
         if offset > len(lines):
             raise ToolArgumentError(f"offset {offset} is past the end of {shown} "
                                     f"({len(lines)} lines)")
@@ -312,17 +317,17 @@ class ToolBox:
         if last < len(lines):
             out.append(f"[lines {offset}-{last} of {len(lines)}; use offset={last + 1} to "
                        "read on]")
-        return "\n".join(out), None
+        return "\n".join(out), None, False
 
-    def _write(self, args: _Args) -> tuple[str, int | None]:
+    def _write(self, args: _Args) -> tuple[str, int | None, bool]:
         shown = args.text("file_path") or ""
         rel = normalize_path(shown)
         content = args.text("content") or ""
         data = content.encode("utf-8")
         self._write_bytes(rel, shown, data)
-        return f"Wrote {len(data)} bytes to {shown}.", None
+        return f"Wrote {len(data)} bytes to {shown}.", None, False
 
-    def _edit(self, args: _Args) -> tuple[str, int | None]:
+    def _edit(self, args: _Args) -> tuple[str, int | None, bool]:
         shown = args.text("file_path") or ""
         rel = normalize_path(shown)
         old = args.text("old_string") or ""
@@ -350,9 +355,9 @@ class ToolBox:
         lo, hi = max(first - 3, 1), min(first + new.count("\n") + 3, len(lines))
         snippet = "\n".join(f"{n:6}\t{lines[n - 1]}" for n in range(lo, hi + 1))
         what = f"{count} occurrences" if count > 1 else "1 occurrence"
-        return f"Edited {shown}: replaced {what}.\n{snippet}", None
+        return f"Edited {shown}: replaced {what}.\n{snippet}", None, False
 
-    def _glob(self, args: _Args) -> tuple[str, int | None]:
+    def _glob(self, args: _Args) -> tuple[str, int | None, bool]:
         pattern = args.text("pattern") or ""
         if not pattern.strip():
             raise ToolArgumentError("pattern is empty")
@@ -377,13 +382,14 @@ class ToolBox:
         prefix = "" if base == "." else base.rstrip("/") + "/"
         shown = [prefix + m for m in matches[:GLOB_MAX_MATCHES]]
         if not shown:
-            return f"No files match {pattern!r}.", None
-        if len(matches) > GLOB_MAX_MATCHES:
+            return f"No files match {pattern!r}.", None, False
+        capped = len(matches) > GLOB_MAX_MATCHES
+        if capped:
             shown.append(f"[more than {GLOB_MAX_MATCHES} matches; showing the first "
                          f"{GLOB_MAX_MATCHES}. Use a narrower pattern]")
-        return "\n".join(shown), None
+        return "\n".join(shown), None, capped
 
-    def _bash(self, args: _Args) -> tuple[str, int | None]:
+    def _bash(self, args: _Args) -> tuple[str, int | None, bool]:
         command = args.text("command") or ""
         if not command.strip():
             raise ToolArgumentError("command is empty")
@@ -406,7 +412,7 @@ class ToolBox:
         parts.append("--- stdout ---\n" + stdout if stdout else "--- stdout --- (empty)")
         if stderr:
             parts.append("--- stderr ---\n" + stderr)
-        return "\n".join(parts), result.exit_code
+        return "\n".join(parts), result.exit_code, cut_out or cut_err or result.truncated
 
     def _exec(self, command: str | list[str], *, timeout: float) -> ExecResult:
         """``sandbox.exec`` on a helper thread, returning early when told to stop."""
@@ -415,7 +421,7 @@ class ToolBox:
         def target() -> None:
             try:
                 box["result"] = self.sandbox.exec(command, timeout=timeout,
-                                                  output_cap=self.output_chars * 4)
+                                                  output_cap=max(_EXEC_CAP, self.output_chars))
             except BaseException as exc:  # handed to the caller's thread below
                 box["error"] = exc
 

@@ -36,7 +36,9 @@ CHAT_TEMPLATE = r"""
 {%- if tools %}
 {{- '<|im_start|>system\n# Tools\n\nYou have access to the following functions:\n\n<tools>' }}
 {%- for tool in tools %}{{- '\n' }}{{- tool | tojson }}{%- endfor %}
-{{- '\n</tools>\n\nIf you choose to call a function ONLY reply in the following format with NO suffix:\n\n<tool_call>\n<function=example_function_name>\n<parameter=example_parameter_1>\nvalue_1\n</parameter>\n</function>\n</tool_call>' }}
+{{- '\n</tools>\n\nIf you choose to call a function ONLY reply in the following format' }}
+{{- ' with NO suffix:\n\n<tool_call>\n<function=example_function_name>\n' }}
+{{- '<parameter=example_parameter_1>\nvalue_1\n</parameter>\n</function>\n</tool_call>' }}
 {%- if messages[0].role == 'system' %}{{- '\n\n' + messages[0].content }}{%- endif %}
 {{- '<|im_end|>\n' }}
 {%- elif messages[0].role == 'system' %}
@@ -46,7 +48,8 @@ CHAT_TEMPLATE = r"""
 {%- if message.role == 'user' %}
 {{- '<|im_start|>user\n' + message.content + '<|im_end|>\n' }}
 {%- elif message.role == 'assistant' %}
-{{- '<|im_start|>assistant\n<think>\n' + (message.reasoning_content or '') + '\n</think>\n\n' + (message.content or '') }}
+{{- '<|im_start|>assistant\n<think>\n' + (message.reasoning_content or '') }}
+{{- '\n</think>\n\n' + (message.content or '') }}
 {%- if message.tool_calls %}
 {%- for tc in message.tool_calls %}
 {%- set f = tc.function if tc.function is defined else tc %}

@@ -29,7 +29,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -86,6 +86,7 @@ def run_agent(
     trajectory = Trajectory(
         messages=messages, tools=TOOL_SCHEMAS, policy=policy.name, model=policy.model_name,
         sampling=sampling_summary(limits), started_at=datetime.now(UTC).isoformat(),
+        task=asdict(task),
     )
     toolbox = ToolBox(
         sandbox, output_chars=limits.tool_output_chars, bash_timeout_s=limits.bash_timeout_s,

@@ -45,7 +45,7 @@ class AgentTask:
     setup_command: str | None = None
     hints: tuple[str, ...] = ()  # other repo-config facts worth telling the model
     extra_instructions: str | None = None  # revisions: current diff + review comments
-    metadata: dict[str, Any] = field(default_factory=dict)  # carried into the trajectory
+    metadata: dict[str, Any] = field(default_factory=dict)  # job id etc.; kept in the trajectory
 
 
 def render_user_message(task: AgentTask) -> str:

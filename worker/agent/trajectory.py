@@ -110,6 +110,7 @@ class Trajectory:
     started_at: str = ""  # ISO 8601, UTC
     duration_s: float = 0.0
     diff: str | None = None
+    task: dict[str, Any] = field(default_factory=dict)  # the AgentTask, for grouping rollouts
     schema_version: int = SCHEMA_VERSION
 
     # -- tokens for the trainer ------------------------------------------------

@@ -94,7 +94,7 @@ def test_trajectory_refuses_unknown_versions_and_shapes(tmp_path: Path) -> None:
         Trajectory.from_dict({**data, "surprise": 1})
     bad = tmp_path / "bad.jsonl"
     bad.write_text("{not json\n")
-    with pytest.raises(TrajectoryFormatError, match="bad.jsonl:1"):
+    with pytest.raises(TrajectoryFormatError, match=r"bad\.jsonl:1"):
         read_jsonl(bad)
 
 

@@ -100,7 +100,8 @@ def test_write_errors(sandbox: LocalDirSandbox) -> None:
 def test_edit_replaces_unique_text(sandbox: LocalDirSandbox) -> None:
     obs = ToolBox(sandbox).run(call(
         "Edit", file_path="calc.py",
-        old_string="def add(a, b):\n    return a - b", new_string="def add(a, b):\n    return a + b",
+        old_string="def add(a, b):\n    return a - b",
+        new_string="def add(a, b):\n    return a + b",
     ))
     assert not obs.is_error, obs.content
     assert "replaced 1 occurrence" in obs.content

@@ -10,7 +10,7 @@ import pytest
 from bot.settings import AgentSettings, ModelSettings
 from tests.fakes import LocalDirSandbox
 from tests.plugins.models import GLOB_CALL_TOKEN
-from worker.agent import AgentTask, TransformersPolicy, Trajectory, load_policy, run_agent
+from worker.agent import AgentTask, Trajectory, TransformersPolicy, load_policy, run_agent
 from worker.agent.policy import ContextWindowExceeded
 from worker.agent.prompt import SYSTEM_PROMPT, initial_messages
 from worker.agent.tools import TOOL_SCHEMAS

@@ -7,9 +7,11 @@ tool goes through the :class:`~worker.sandbox.base.Sandbox` interface
 
 Bad arguments never raise: :meth:`ToolBox.run` always returns a
 :class:`ToolObservation`, with ``is_error`` set and a message that says what
-to change. Only :class:`~worker.sandbox.base.SandboxError` (the sandbox itself
-broke, not the model's fault) propagates, so the job can fail as an
-infrastructure error instead of burning turns.
+to change. A :class:`~worker.sandbox.base.SandboxError` from ``exec`` (Bash,
+Glob: the sandbox itself broke, not the model's fault) propagates, so the job
+fails as an infrastructure error instead of burning turns. From
+``read_file``/``write_file`` it becomes an observation: backends also use it
+for path problems the model caused (a parent folder that is a file).
 
 Cancellation: ``Sandbox.exec`` blocks and has no kill handle, so Bash runs the
 command on a helper thread and polls the cancel event every 0.1 s. On cancel
@@ -265,8 +267,8 @@ class ToolBox:
     def _read_text(self, rel: str, shown: str) -> str:
         try:
             data = self.sandbox.read_file(rel)
-        except SandboxError:
-            raise
+        except SandboxError as exc:
+            raise ToolArgumentError(f"{shown}: cannot read it ({exc})") from None
         except FileNotFoundError:
             raise ToolArgumentError(f"{shown}: no such file") from None
         except IsADirectoryError:
@@ -282,8 +284,8 @@ class ToolBox:
     def _write_bytes(self, rel: str, shown: str, data: bytes) -> None:
         try:
             self.sandbox.write_file(rel, data)
-        except SandboxError:
-            raise
+        except SandboxError as exc:
+            raise ToolArgumentError(f"{shown}: cannot write it ({exc})") from None
         except IsADirectoryError:
             raise ToolArgumentError(f"{shown} is a directory") from None
         except (OSError, ValueError) as exc:

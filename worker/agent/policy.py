@@ -156,8 +156,13 @@ def _load_weights_uncached(settings: ModelSettings) -> _LoadedModel:
     if cuda and "device_map" not in kwargs:
         model = model.to("cuda")  # type: ignore[arg-type]
     model.eval()
+    return _wrap_loaded(model, tokenizer, settings.model)
+
+
+def _wrap_loaded(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,
+                 name: str) -> _LoadedModel:
     if not getattr(tokenizer, "chat_template", None):
-        raise PolicyError(f"model {settings.model!r} has no chat template in its tokenizer")
+        raise PolicyError(f"model {name!r} has no chat template in its tokenizer")
     eos_ids: list[int] = []
     for token in EOS_TOKENS:
         tid = tokenizer.convert_tokens_to_ids(token)
@@ -166,7 +171,7 @@ def _load_weights_uncached(settings: ModelSettings) -> _LoadedModel:
     if tokenizer.eos_token_id is not None and tokenizer.eos_token_id not in eos_ids:
         eos_ids.append(tokenizer.eos_token_id)
     if not eos_ids:
-        raise PolicyError(f"model {settings.model!r}: no end-of-turn token found")
+        raise PolicyError(f"model {name!r}: no end-of-turn token found")
     return _LoadedModel(tokenizer=tokenizer, model=model, eos_ids=eos_ids)
 
 
@@ -180,6 +185,18 @@ class TransformersPolicy:
         self.model_name = model.model
         self.defaults = defaults or AgentSettings()
         self._loaded = _load_weights(model)
+
+    @classmethod
+    def from_model(cls, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, *,
+                   model_name: str = "in-memory",
+                   defaults: AgentSettings | None = None) -> TransformersPolicy:
+        """Wrap weights already in memory (the trainer's policy model, a PEFT model)."""
+        policy = cls.__new__(cls)
+        policy.settings = ModelSettings(model=model_name)
+        policy.model_name = model_name
+        policy.defaults = defaults or AgentSettings()
+        policy._loaded = _wrap_loaded(model, tokenizer, model_name)
+        return policy
 
     @property
     def tokenizer(self) -> PreTrainedTokenizerBase:

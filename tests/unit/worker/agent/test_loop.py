@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -133,13 +132,13 @@ def test_loop_cancel_before_start(sandbox: LocalDirSandbox) -> None:
 
 def test_loop_cancel_kills_the_wait_for_a_running_tool(sandbox: LocalDirSandbox) -> None:
     cancel = threading.Event()
-    policy = ScriptedPolicy([xml_call("Bash", command="sleep 30"), "done"])
+    policy = ScriptedPolicy([xml_call("Bash", command="sleep 5"), "done"])
     threading.Timer(0.3, cancel.set).start()
-    started = time.monotonic()
     result = run_agent(TASK, sandbox, policy, LIMITS, cancel=cancel)
     assert result.exit_reason == "cancelled"
-    assert time.monotonic() - started < 20
-    assert "cancelled" in result.trajectory.turns[0].observations[0].content
+    # Returned while the command still ran: a finished one would show its exit code.
+    (obs,) = result.trajectory.turns[0].observations
+    assert "cancelled" in obs.content and obs.exit_code is None
 
 
 def test_loop_max_time(sandbox: LocalDirSandbox) -> None:

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 
@@ -188,7 +187,7 @@ def test_bash_runs_in_the_repository(sandbox: LocalDirSandbox) -> None:
 
 
 def test_bash_timeout(sandbox: LocalDirSandbox) -> None:
-    obs = ToolBox(sandbox).run(call("Bash", command="sleep 30", timeout=1))
+    obs = ToolBox(sandbox).run(call("Bash", command="sleep 10", timeout=1))
     assert obs.exit_code == 124
     assert "timed out after 1 s" in obs.content
 
@@ -213,10 +212,9 @@ def test_bash_returns_promptly_when_cancelled(sandbox: LocalDirSandbox) -> None:
     cancel = threading.Event()
     box = ToolBox(sandbox, should_stop=cancel.is_set)
     threading.Timer(0.3, cancel.set).start()
-    started = time.monotonic()
-    obs = box.run(call("Bash", command="sleep 20"))
-    assert obs.is_error and "cancelled" in obs.content
-    assert time.monotonic() - started < 15  # not the command's 20 s
+    obs = box.run(call("Bash", command="sleep 5"))
+    # Returned while the command still ran: a finished one would show its exit code.
+    assert obs.is_error and "cancelled" in obs.content and obs.exit_code is None
 
 
 def test_unknown_tool_and_parse_error_become_observations(sandbox: LocalDirSandbox) -> None:

@@ -180,3 +180,11 @@ def test_missing_model_is_a_policy_error(tmp_path: Path) -> None:
 
     with pytest.raises(PolicyError, match="cannot load model"):
         TransformersPolicy(ModelSettings(model=str(tmp_path / "nothing-here")))
+
+
+def test_from_model_wraps_weights_in_memory(tiny_policy: TransformersPolicy) -> None:
+    wrapped = TransformersPolicy.from_model(tiny_policy.model, tiny_policy.tokenizer,
+                                            model_name="trainer-policy")
+    assert wrapped.model_name == "trainer-policy"
+    turn = wrapped.generate(MESSAGES, TOOL_SCHEMAS, limits=AgentSettings(max_new_tokens=16))
+    assert turn.completion_token_ids is not None and len(turn.completion_token_ids) <= 16

@@ -22,8 +22,11 @@ from worker.agent import AgentTask, run_agent
 from worker.agent.parser import parse_completion
 from worker.agent.tools import TOOL_SCHEMAS
 
-TASK = AgentTask(title="add() subtracts", body="`add(2, 3)` returns -1.\n" * 20,
-                 test_command="python -m pytest -q")
+TASK = AgentTask(
+    title="add() subtracts",
+    body="`add(2, 3)` returns -1.\n" * 20,
+    test_command="python -m pytest -q",
+)
 
 _CALLS = [
     "<think>\nLooking.\n</think>\n\n<tool_call>\n<function=Read>\n<parameter=file_path>\n"
@@ -41,16 +44,19 @@ def bench_loop_overhead(turns: int = 300, repeats: int = 5) -> None:
     per_turn = []
     for _ in range(repeats):
         start = time.perf_counter()
-        result = run_agent(TASK, NullSandbox(), ScriptedPolicy(script),
-                           AgentSettings(max_turns=turns))
+        result = run_agent(
+            TASK, NullSandbox(), ScriptedPolicy(script), AgentSettings(max_turns=turns)
+        )
         total = time.perf_counter() - start
         assert result.exit_reason == "completed"
         # With a null sandbox, tool time is all dispatch: validation, the exec thread.
         generation = sum(t.generation_s for t in result.trajectory.turns)
         per_turn.append((total - generation) / turns)
-    print(f"loop overhead per turn ({turns} turns, scripted policy, null sandbox, tool "
-          f"dispatch included): median {statistics.median(per_turn) * 1e6:.0f} us, "
-          f"min {min(per_turn) * 1e6:.0f} us")
+    print(
+        f"loop overhead per turn ({turns} turns, scripted policy, null sandbox, tool "
+        f"dispatch included): median {statistics.median(per_turn) * 1e6:.0f} us, "
+        f"min {min(per_turn) * 1e6:.0f} us"
+    )
 
 
 def bench_parser(n: int = 5000) -> None:
@@ -83,10 +89,12 @@ def bench_tiny_model(new_tokens: int = 128) -> None:
         t_long = time.perf_counter() - t0
         assert turn.completion_tokens == new_tokens
         decode_rate = (new_tokens - 16) / max(t_long - t_short, 1e-9)
-        print(f"tiny qwen3_5 on CPU: prompt {turn.prompt_tokens} tokens; "
-              f"{new_tokens} new tokens in {t_long:.2f} s "
-              f"({new_tokens / t_long:.0f} tokens/s with prefill, "
-              f"~{decode_rate:.0f} tokens/s decode)")
+        print(
+            f"tiny qwen3_5 on CPU: prompt {turn.prompt_tokens} tokens; "
+            f"{new_tokens} new tokens in {t_long:.2f} s "
+            f"({new_tokens / t_long:.0f} tokens/s with prefill, "
+            f"~{decode_rate:.0f} tokens/s decode)"
+        )
 
 
 def main() -> None:

@@ -49,14 +49,17 @@ def test_agent_fixes_a_bug_in_a_real_sandbox(real_sandbox: Sandbox) -> None:
     script = [
         xml_call("Glob", pattern="**/*.py"),
         xml_call("Read", file_path="calc.py"),
-        xml_call("Edit", file_path="calc.py", old_string="return a - b",
-                 new_string="return a + b"),
+        xml_call("Edit", file_path="calc.py", old_string="return a - b", new_string="return a + b"),
         xml_call("Write", file_path="notes/CHANGES.md", content="Fixed add.\n"),
         xml_call("Bash", command="python3 -B -c 'import calc; print(calc.add(2, 3))'"),
         "Fixed add(); it now returns 5 for add(2, 3).",
     ]
-    result = run_agent(AgentTask("add() subtracts", "Fix it."), real_sandbox,
-                       ScriptedPolicy(script), AgentSettings())
+    result = run_agent(
+        AgentTask("add() subtracts", "Fix it."),
+        real_sandbox,
+        ScriptedPolicy(script),
+        AgentSettings(),
+    )
     assert result.exit_reason == "completed"
     obs = [t.observations[0] for t in result.trajectory.turns[:-1]]
     assert not any(o.is_error for o in obs), [o.content for o in obs]
@@ -73,8 +76,9 @@ def test_agent_path_mistakes_are_observations_in_a_real_sandbox(real_sandbox: Sa
         box.run(ToolCall("a", "Read", {"file_path": "missing.py"})),
         box.run(ToolCall("b", "Read", {"file_path": "/etc/passwd"})),
         box.run(ToolCall("c", "Write", {"file_path": "calc.py/inner.txt", "content": "x"})),
-        box.run(ToolCall("d", "Edit", {"file_path": "calc.py", "old_string": "nope",
-                                       "new_string": "x"})),
+        box.run(
+            ToolCall("d", "Edit", {"file_path": "calc.py", "old_string": "nope", "new_string": "x"})
+        ),
         box.run(ToolCall("e", "Glob", {"pattern": "*", "path": "no-such-dir"})),
     ]
     assert all(o.is_error for o in outcomes), [o.content for o in outcomes]

@@ -23,8 +23,15 @@ from pathlib import Path
 import pytest
 
 SPECIAL_TOKENS = [
-    "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>", "<tool_call>",
-    "</tool_call>", "<tool_response>", "</tool_response>",
+    "<|endoftext|>",
+    "<|im_start|>",
+    "<|im_end|>",
+    "<think>",
+    "</think>",
+    "<tool_call>",
+    "</tool_call>",
+    "<tool_response>",
+    "</tool_response>",
 ]
 # One token holding a whole, valid tool call: a programmed model can emit it in one step.
 GLOB_CALL_TOKEN = (
@@ -99,22 +106,35 @@ def build_tiny_model(target: Path, *, seed: int = 0) -> Path:
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     bpe.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=512, special_tokens=SPECIAL_TOKENS,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False,
+        vocab_size=512,
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
     )
     bpe.train_from_iterator(_CORPUS * 4, trainer)
     tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=bpe, eos_token="<|im_end|>", pad_token="<|endoftext|>",
+        tokenizer_object=bpe,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
         additional_special_tokens=[GLOB_CALL_TOKEN],
     )
     tokenizer.chat_template = CHAT_TEMPLATE
     torch.manual_seed(seed)
     config = Qwen3_5TextConfig(
-        vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=4,
-        num_attention_heads=4, num_key_value_heads=2, head_dim=16, linear_num_key_heads=2,
-        linear_num_value_heads=4, linear_key_head_dim=16, linear_value_head_dim=16,
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        linear_num_key_heads=2,
+        linear_num_value_heads=4,
+        linear_key_head_dim=16,
+        linear_value_head_dim=16,
         eos_token_id=tokenizer.convert_tokens_to_ids("<|im_end|>"),
-        pad_token_id=tokenizer.pad_token_id, max_position_embeddings=4096,
+        pad_token_id=tokenizer.pad_token_id,
+        max_position_embeddings=4096,
     )
     model = AutoModelForCausalLM.from_config(config)
     target.mkdir(parents=True, exist_ok=True)
@@ -123,8 +143,9 @@ def build_tiny_model(target: Path, *, seed: int = 0) -> Path:
     return target
 
 
-def program_model(source: Path, target: Path, transitions: Mapping[str, str],
-                  *, default_next: str | None = None) -> Path:
+def program_model(
+    source: Path, target: Path, transitions: Mapping[str, str], *, default_next: str | None = None
+) -> Path:
     """Copy ``source`` into a model whose next token is ``transitions[current token]``
     (tokens given as text; ``"\\n"`` etc. must each be one token)."""
     import torch
@@ -175,11 +196,14 @@ def programmed_model_dir(
     """Factory: ``programmed_model_dir(name, {"tok": "next", ...}, default_next=...)``."""
     made: dict[str, Path] = {}
 
-    def make(name: str, transitions: Mapping[str, str], *,
-             default_next: str | None = None) -> Path:
+    def make(name: str, transitions: Mapping[str, str], *, default_next: str | None = None) -> Path:
         if name not in made:
-            made[name] = program_model(tiny_model_dir, tmp_path_factory.mktemp(name),
-                                       transitions, default_next=default_next)
+            made[name] = program_model(
+                tiny_model_dir,
+                tmp_path_factory.mktemp(name),
+                transitions,
+                default_next=default_next,
+            )
         return made[name]
 
     return make

@@ -84,13 +84,20 @@ def run_agent(
 
     messages = initial_messages(task)
     trajectory = Trajectory(
-        messages=messages, tools=TOOL_SCHEMAS, policy=policy.name, model=policy.model_name,
-        sampling=sampling_summary(limits), started_at=datetime.now(UTC).isoformat(),
+        messages=messages,
+        tools=TOOL_SCHEMAS,
+        policy=policy.name,
+        model=policy.model_name,
+        sampling=sampling_summary(limits),
+        started_at=datetime.now(UTC).isoformat(),
         task=asdict(task),
     )
     toolbox = ToolBox(
-        sandbox, output_chars=limits.tool_output_chars, bash_timeout_s=limits.bash_timeout_s,
-        should_stop=should_stop, time_left=lambda: deadline - time.monotonic(),
+        sandbox,
+        output_chars=limits.tool_output_chars,
+        bash_timeout_s=limits.bash_timeout_s,
+        should_stop=should_stop,
+        time_left=lambda: deadline - time.monotonic(),
     )
     exit_reason: ExitReason = "max_turns"
     error: str | None = None
@@ -104,8 +111,7 @@ def run_agent(
             break
         gen_start = time.monotonic()
         try:
-            turn = policy.generate(messages, TOOL_SCHEMAS, limits=limits,
-                                   should_stop=should_stop)
+            turn = policy.generate(messages, TOOL_SCHEMAS, limits=limits, should_stop=should_stop)
         except ContextWindowExceeded as exc:
             exit_reason, error = "max_context", str(exc)
             break
@@ -122,11 +128,17 @@ def run_agent(
             _record(trajectory, index, turn, [], generation_s, 0.0, on_turn)
             exit_reason = "cancelled" if cancelled() else "max_time"
             break
-        messages.append(assistant_message(
-            turn.content, turn.reasoning,
-            [_call_message(c.id, c.name, c.arguments) for c in turn.tool_calls
-             if c.error is None],
-        ))
+        messages.append(
+            assistant_message(
+                turn.content,
+                turn.reasoning,
+                [
+                    _call_message(c.id, c.name, c.arguments)
+                    for c in turn.tool_calls
+                    if c.error is None
+                ],
+            )
+        )
         if turn.finish_reason in ("length", "context_length"):
             _record(trajectory, index, turn, [], generation_s, 0.0, on_turn)
             exit_reason = "max_tokens" if turn.finish_reason == "length" else "max_context"
@@ -144,8 +156,15 @@ def run_agent(
             observation = toolbox.run(call)
             observations.append(observation)
             messages.append(tool_message(call.id, call.name, observation.content))
-        _record(trajectory, index, turn, observations, generation_s,
-                time.monotonic() - tools_start, on_turn)
+        _record(
+            trajectory,
+            index,
+            turn,
+            observations,
+            generation_s,
+            time.monotonic() - tools_start,
+            on_turn,
+        )
 
         used = (turn.prompt_tokens or 0) + (turn.completion_tokens or 0)
         if used >= limits.max_context_tokens:
@@ -176,11 +195,18 @@ def _record(
     on_turn: Callable[[TurnRecord], None] | None,
 ) -> None:
     record = TurnRecord(
-        index=index, content=turn.content, reasoning=turn.reasoning,
-        tool_calls=list(turn.tool_calls), observations=observations,
-        finish_reason=turn.finish_reason, prompt_tokens=turn.prompt_tokens,
-        completion_tokens=turn.completion_tokens, generation_s=generation_s, tools_s=tools_s,
-        raw_text=turn.raw_text, prompt_token_ids=turn.prompt_token_ids,
+        index=index,
+        content=turn.content,
+        reasoning=turn.reasoning,
+        tool_calls=list(turn.tool_calls),
+        observations=observations,
+        finish_reason=turn.finish_reason,
+        prompt_tokens=turn.prompt_tokens,
+        completion_tokens=turn.completion_tokens,
+        generation_s=generation_s,
+        tools_s=tools_s,
+        raw_text=turn.raw_text,
+        prompt_token_ids=turn.prompt_token_ids,
         completion_token_ids=turn.completion_token_ids,
         completion_logprobs=turn.completion_logprobs,
     )

@@ -66,7 +66,7 @@ def split_reasoning(text: str, *, thinking_open: bool) -> tuple[str | None, str]
         thinking_open = True
     close = text.find(THINK_CLOSE, start)
     if close >= 0:
-        return text[start:close].strip(), text[close + len(THINK_CLOSE):]
+        return text[start:close].strip(), text[close + len(THINK_CLOSE) :]
     if not thinking_open:
         return None, text
     # Reasoning never closed: keep any tool call after it usable rather than lose it.
@@ -130,8 +130,8 @@ def _next_block(text: str, pos: int) -> tuple[int, int, str, bool]:
     fend = text.find("</function>", bare.end())
     if fend >= 0:
         end = fend + len("</function>")
-        return bare.start(), end, text[bare.start():end], True
-    return bare.start(), len(text), text[bare.start():], False
+        return bare.start(), end, text[bare.start() : end], True
+    return bare.start(), len(text), text[bare.start() :], False
 
 
 def _parse_block(
@@ -144,10 +144,15 @@ def _parse_block(
     if not name:
         return ToolCall(call_id, "", {}, error="tool call has an empty function name")
     if not closed:
-        return ToolCall(call_id, name, {}, error=f"tool call to {name} is truncated "
-                        "(no </function> or </tool_call>); repeat the whole call")
+        return ToolCall(
+            call_id,
+            name,
+            {},
+            error=f"tool call to {name} is truncated "
+            "(no </function> or </tool_call>); repeat the whole call",
+        )
     body_end = inner.find("</function>", fn.end())
-    body = inner[fn.end(): body_end if body_end >= 0 else len(inner)]
+    body = inner[fn.end() : body_end if body_end >= 0 else len(inner)]
     arguments: dict[str, Any] = {}
     pos = 0
     while True:
@@ -157,7 +162,7 @@ def _parse_block(
         pname = pm.group(1).strip()
         end = _PARAM_END_RE.search(body, pm.end())
         stop = end.start() if end else len(body)
-        value = _strip_one_newline(body[pm.end():stop])
+        value = _strip_one_newline(body[pm.end() : stop])
         arguments[pname] = _convert(value, types.get(name, {}).get(pname))
         pos = end.end() if end and end.group(0) == "</parameter>" else stop
     return ToolCall(call_id, name, arguments)
@@ -172,8 +177,13 @@ def _parse_json_call(inner: str, closed: bool, call_id: str) -> ToolCall:
         data = json.loads(text)
     except json.JSONDecodeError:
         what = "truncated" if not closed else "not in the expected format"
-        return ToolCall(call_id, "", {}, error=f"tool call is {what}: expected "
-                        "<function=NAME> with <parameter=ARG> blocks inside <tool_call>")
+        return ToolCall(
+            call_id,
+            "",
+            {},
+            error=f"tool call is {what}: expected "
+            "<function=NAME> with <parameter=ARG> blocks inside <tool_call>",
+        )
     if not isinstance(data, dict) or not isinstance(data.get("name"), str):
         return ToolCall(call_id, "", {}, error="tool call JSON has no function name")
     args = data.get("arguments", data.get("parameters", {}))

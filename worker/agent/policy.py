@@ -93,9 +93,13 @@ class Policy(Protocol):
 
 def sampling_summary(limits: AgentSettings) -> dict[str, Any]:
     return {
-        "temperature": limits.temperature, "top_p": limits.top_p, "top_k": limits.top_k,
-        "min_p": limits.min_p, "repetition_penalty": limits.repetition_penalty,
-        "max_new_tokens": limits.max_new_tokens, "max_context_tokens": limits.max_context_tokens,
+        "temperature": limits.temperature,
+        "top_p": limits.top_p,
+        "top_k": limits.top_k,
+        "min_p": limits.min_p,
+        "repetition_penalty": limits.repetition_penalty,
+        "max_new_tokens": limits.max_new_tokens,
+        "max_context_tokens": limits.max_context_tokens,
         "enable_thinking": limits.enable_thinking,
     }
 
@@ -144,7 +148,8 @@ def _load_weights_uncached(settings: ModelSettings) -> _LoadedModel:
 
         kwargs["quantization_config"] = (
             BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_compute_dtype=torch.bfloat16)
-            if settings.quantization == "4bit" else BitsAndBytesConfig(load_in_8bit=True)
+            if settings.quantization == "4bit"
+            else BitsAndBytesConfig(load_in_8bit=True)
         )
         kwargs["device_map"] = "auto"
     try:
@@ -159,8 +164,9 @@ def _load_weights_uncached(settings: ModelSettings) -> _LoadedModel:
     return _wrap_loaded(model, tokenizer, settings.model)
 
 
-def _wrap_loaded(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,
-                 name: str) -> _LoadedModel:
+def _wrap_loaded(
+    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, name: str
+) -> _LoadedModel:
     if not getattr(tokenizer, "chat_template", None):
         raise PolicyError(f"model {name!r} has no chat template in its tokenizer")
     eos_ids: list[int] = []
@@ -187,9 +193,14 @@ class TransformersPolicy:
         self._loaded = _load_weights(model)
 
     @classmethod
-    def from_model(cls, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, *,
-                   model_name: str = "in-memory",
-                   defaults: AgentSettings | None = None) -> TransformersPolicy:
+    def from_model(
+        cls,
+        model: PreTrainedModel,
+        tokenizer: PreTrainedTokenizerBase,
+        *,
+        model_name: str = "in-memory",
+        defaults: AgentSettings | None = None,
+    ) -> TransformersPolicy:
         """Wrap weights already in memory (the trainer's policy model, a PEFT model)."""
         policy = cls.__new__(cls)
         policy.settings = ModelSettings(model=model_name)
@@ -206,11 +217,19 @@ class TransformersPolicy:
     def model(self) -> PreTrainedModel:
         return self._loaded.model
 
-    def render(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]],
-               *, enable_thinking: bool) -> str:
+    def render(
+        self,
+        messages: Sequence[dict[str, Any]],
+        tools: Sequence[dict[str, Any]],
+        *,
+        enable_thinking: bool,
+    ) -> str:
         text = self.tokenizer.apply_chat_template(
-            list(messages), tools=list(tools), add_generation_prompt=True,
-            enable_thinking=enable_thinking, tokenize=False,
+            list(messages),
+            tools=list(tools),
+            add_generation_prompt=True,
+            enable_thinking=enable_thinking,
+            tokenize=False,
         )
         assert isinstance(text, str)
         return text
@@ -239,30 +258,40 @@ class TransformersPolicy:
         budget = min(limits.max_new_tokens, room)
 
         class _StopWhenTold(StoppingCriteria):
-            def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor,
-                         **kwargs: Any) -> torch.BoolTensor:
+            def __call__(
+                self, input_ids: torch.LongTensor, scores: torch.FloatTensor, **kwargs: Any
+            ) -> torch.BoolTensor:
                 flag = stop()
-                return torch.full((input_ids.shape[0],), flag, dtype=torch.bool,
-                                  device=input_ids.device)  # type: ignore[return-value]
+                return torch.full(
+                    (input_ids.shape[0],), flag, dtype=torch.bool, device=input_ids.device
+                )  # type: ignore[return-value]
 
         sample = limits.temperature > 0
         config_kwargs: dict[str, Any] = {
-            "max_new_tokens": budget, "eos_token_id": self._loaded.eos_ids,
+            "max_new_tokens": budget,
+            "eos_token_id": self._loaded.eos_ids,
             "pad_token_id": self.tokenizer.pad_token_id or self._loaded.eos_ids[-1],
-            "repetition_penalty": limits.repetition_penalty, "do_sample": sample,
-            "return_dict_in_generate": True, "output_scores": True,
+            "repetition_penalty": limits.repetition_penalty,
+            "do_sample": sample,
+            "return_dict_in_generate": True,
+            "output_scores": True,
         }
         if sample:
             # Explicit values (top_k=0 means off) so the model's generation_config.json
             # cannot silently change what the settings say.
-            config_kwargs.update(temperature=limits.temperature, top_p=limits.top_p,
-                                 top_k=limits.top_k, min_p=limits.min_p)
+            config_kwargs.update(
+                temperature=limits.temperature,
+                top_p=limits.top_p,
+                top_k=limits.top_k,
+                min_p=limits.min_p,
+            )
         config = GenerationConfig(**config_kwargs)
         device = next(self.model.parameters()).device
         input_ids = torch.tensor([prompt_ids], dtype=torch.long, device=device)
         with self._loaded.lock, torch.inference_mode():
             out = self.model.generate(  # type: ignore[operator]
-                input_ids=input_ids, attention_mask=torch.ones_like(input_ids),
+                input_ids=input_ids,
+                attention_mask=torch.ones_like(input_ids),
                 generation_config=config,
                 stopping_criteria=StoppingCriteriaList([_StopWhenTold()]),
             )
@@ -289,12 +318,19 @@ class TransformersPolicy:
                 text = text[: -len(token)]
                 break
         thinking_open = prompt.rstrip().endswith(THINK_OPEN)
-        parsed = parse_completion(text, tools, thinking_open=thinking_open,
-                                  id_prefix=f"call_{_assistant_count(messages)}")
+        parsed = parse_completion(
+            text, tools, thinking_open=thinking_open, id_prefix=f"call_{_assistant_count(messages)}"
+        )
         return AssistantTurn(
-            content=parsed.content, reasoning=parsed.reasoning, tool_calls=parsed.tool_calls,
-            finish_reason=finish, prompt_tokens=n_prompt, completion_tokens=len(completion),
-            raw_text=text, prompt_token_ids=prompt_ids, completion_token_ids=completion,
+            content=parsed.content,
+            reasoning=parsed.reasoning,
+            tool_calls=parsed.tool_calls,
+            finish_reason=finish,
+            prompt_tokens=n_prompt,
+            completion_tokens=len(completion),
+            raw_text=text,
+            prompt_token_ids=prompt_ids,
+            completion_token_ids=completion,
             completion_logprobs=logprobs,
         )
 
@@ -314,8 +350,13 @@ class OpenAIPolicy:
 
     name = "openai"
 
-    def __init__(self, model: ModelSettings, defaults: AgentSettings | None = None,
-                 *, session: requests.Session | None = None) -> None:
+    def __init__(
+        self,
+        model: ModelSettings,
+        defaults: AgentSettings | None = None,
+        *,
+        session: requests.Session | None = None,
+    ) -> None:
         self.settings = model
         self.model_name = model.model
         self.defaults = defaults or AgentSettings()
@@ -326,8 +367,12 @@ class OpenAIPolicy:
         key = self.settings.openai_api_key
         return {"Authorization": f"Bearer {key.get_secret_value()}"} if key else {}
 
-    def request_body(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]],
-                     limits: AgentSettings) -> dict[str, Any]:
+    def request_body(
+        self,
+        messages: Sequence[dict[str, Any]],
+        tools: Sequence[dict[str, Any]],
+        limits: AgentSettings,
+    ) -> dict[str, Any]:
         return {
             "model": self.settings.model,
             "messages": [_to_openai_message(m) for m in messages],
@@ -364,7 +409,9 @@ class OpenAIPolicy:
                 return AssistantTurn("", None, [], "cancelled")
             try:
                 resp = self._session.post(
-                    self.url, json=body, headers=self._headers(),
+                    self.url,
+                    json=body,
+                    headers=self._headers(),
                     timeout=(10.0, self.settings.openai_timeout_s),
                 )
             except requests.ConnectionError as exc:
@@ -378,15 +425,17 @@ class OpenAIPolicy:
                 continue
             if resp.status_code >= 400:
                 text = resp.text[:500]
-                if "context" in text.lower() and ("length" in text.lower()
-                                                  or "token" in text.lower()):
+                if "context" in text.lower() and (
+                    "length" in text.lower() or "token" in text.lower()
+                ):
                     raise ContextWindowExceeded(f"server refused the prompt: {text}")
                 raise PolicyError(f"{self.url} answered HTTP {resp.status_code}: {text}")
             try:
                 data = resp.json()
             except ValueError:
-                raise PolicyError(f"{self.url} answered with something that is not JSON: "
-                                  f"{resp.text[:200]!r}") from None
+                raise PolicyError(
+                    f"{self.url} answered with something that is not JSON: {resp.text[:200]!r}"
+                ) from None
             return self._parse_response(data, tools, _assistant_count(messages))
         raise PolicyError(
             f"the OpenAI-compatible server at {self.settings.openai_base_url} failed "
@@ -394,8 +443,9 @@ class OpenAIPolicy:
             "(RIBBIT_MODEL__OPENAI_BASE_URL)"
         )
 
-    def _parse_response(self, data: Any, tools: Sequence[dict[str, Any]],
-                        turn: int) -> AssistantTurn:
+    def _parse_response(
+        self, data: Any, tools: Sequence[dict[str, Any]], turn: int
+    ) -> AssistantTurn:
         try:
             choice = data["choices"][0]
             message = choice["message"]
@@ -412,17 +462,20 @@ class OpenAIPolicy:
             try:
                 args = json.loads(args_text) if isinstance(args_text, str) else args_text
             except json.JSONDecodeError:
-                calls.append(ToolCall(call_id, name, {}, error="tool call arguments are not "
-                                      "valid JSON"))
+                calls.append(
+                    ToolCall(call_id, name, {}, error="tool call arguments are not valid JSON")
+                )
                 continue
             if not isinstance(args, dict):
-                calls.append(ToolCall(call_id, name, {}, error="tool call arguments are not "
-                                      "an object"))
+                calls.append(
+                    ToolCall(call_id, name, {}, error="tool call arguments are not an object")
+                )
                 continue
             calls.append(ToolCall(call_id, name, args))
         raw_text = content
-        if not calls and (CALL_OPEN in content or "<function=" in content
-                          or THINK_CLOSE in content):
+        if not calls and (
+            CALL_OPEN in content or "<function=" in content or THINK_CLOSE in content
+        ):
             # A server started without a tool/reasoning parser hands back the raw text.
             parsed = parse_completion(content, tools, id_prefix=f"call_{turn}")
             content, calls = parsed.content, parsed.tool_calls
@@ -431,9 +484,13 @@ class OpenAIPolicy:
         finish: FinishReason = "length" if finish_raw == "length" else "stop"
         usage = data.get("usage") or {}
         return AssistantTurn(
-            content=content, reasoning=reasoning, tool_calls=calls, finish_reason=finish,
+            content=content,
+            reasoning=reasoning,
+            tool_calls=calls,
+            finish_reason=finish,
             prompt_tokens=usage.get("prompt_tokens"),
-            completion_tokens=usage.get("completion_tokens"), raw_text=raw_text,
+            completion_tokens=usage.get("completion_tokens"),
+            raw_text=raw_text,
         )
 
 
@@ -441,8 +498,10 @@ def _to_openai_message(message: dict[str, Any]) -> dict[str, Any]:
     out = dict(message)
     if out.get("tool_calls"):
         out["tool_calls"] = [
-            {**c, "function": {**c["function"],
-                               "arguments": json.dumps(c["function"]["arguments"])}}
+            {
+                **c,
+                "function": {**c["function"], "arguments": json.dumps(c["function"]["arguments"])},
+            }
             for c in out["tool_calls"]
         ]
     return out
@@ -494,10 +553,15 @@ class ReplayPolicy:
             raise PolicyError(f"replay has only {len(self.trajectory.turns)} turns")
         t = self.trajectory.turns[n]
         return AssistantTurn(
-            content=t.content, reasoning=t.reasoning, tool_calls=list(t.tool_calls),
-            finish_reason=t.finish_reason, prompt_tokens=t.prompt_tokens,
-            completion_tokens=t.completion_tokens, raw_text=t.raw_text,
-            prompt_token_ids=t.prompt_token_ids, completion_token_ids=t.completion_token_ids,
+            content=t.content,
+            reasoning=t.reasoning,
+            tool_calls=list(t.tool_calls),
+            finish_reason=t.finish_reason,
+            prompt_tokens=t.prompt_tokens,
+            completion_tokens=t.completion_tokens,
+            raw_text=t.raw_text,
+            prompt_token_ids=t.prompt_token_ids,
+            completion_token_ids=t.completion_token_ids,
             completion_logprobs=t.completion_logprobs,
         )
 

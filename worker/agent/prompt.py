@@ -76,8 +76,9 @@ def initial_messages(task: AgentTask) -> list[dict[str, Any]]:
     ]
 
 
-def assistant_message(content: str, reasoning: str | None,
-                      tool_calls: list[dict[str, Any]]) -> dict[str, Any]:
+def assistant_message(
+    content: str, reasoning: str | None, tool_calls: list[dict[str, Any]]
+) -> dict[str, Any]:
     """An assistant turn as the chat template expects it (arguments as a dict)."""
     msg: dict[str, Any] = {"role": "assistant", "content": content}
     if reasoning:

@@ -45,8 +45,9 @@ _POLL_S = 0.1
 _EXEC_CAP = 1024 * 1024
 
 
-def _schema(name: str, description: str, properties: dict[str, Any],
-            required: list[str]) -> dict[str, Any]:
+def _schema(
+    name: str, description: str, properties: dict[str, Any], required: list[str]
+) -> dict[str, Any]:
     return {
         "type": "function",
         "function": {
@@ -64,8 +65,10 @@ TOOL_SCHEMAS: list[dict[str, Any]] = [
         f"By default up to {READ_DEFAULT_LINES} lines from the start; use offset and limit for "
         f"long files. Lines longer than {READ_MAX_LINE_CHARS} characters are cut.",
         {
-            "file_path": {"type": "string",
-                          "description": "Path of the file, relative to the repository root."},
+            "file_path": {
+                "type": "string",
+                "description": "Path of the file, relative to the repository root.",
+            },
             "offset": {"type": "integer", "description": "Line number to start at (1-based)."},
             "limit": {"type": "integer", "description": "Number of lines to read."},
         },
@@ -75,8 +78,10 @@ TOOL_SCHEMAS: list[dict[str, Any]] = [
         "Write",
         "Write a file, replacing it if it exists and creating parent folders if needed.",
         {
-            "file_path": {"type": "string",
-                          "description": "Path of the file, relative to the repository root."},
+            "file_path": {
+                "type": "string",
+                "description": "Path of the file, relative to the repository root.",
+            },
             "content": {"type": "string", "description": "The complete new file content."},
         },
         ["file_path", "content"],
@@ -86,12 +91,16 @@ TOOL_SCHEMAS: list[dict[str, Any]] = [
         "Replace exact text in a file. old_string must match the file exactly (whitespace "
         "included) and occur once, unless replace_all is true.",
         {
-            "file_path": {"type": "string",
-                          "description": "Path of the file, relative to the repository root."},
+            "file_path": {
+                "type": "string",
+                "description": "Path of the file, relative to the repository root.",
+            },
             "old_string": {"type": "string", "description": "The exact text to replace."},
             "new_string": {"type": "string", "description": "The text to put in its place."},
-            "replace_all": {"type": "boolean",
-                            "description": "Replace every occurrence (default false)."},
+            "replace_all": {
+                "type": "boolean",
+                "description": "Replace every occurrence (default false).",
+            },
         },
         ["file_path", "old_string", "new_string"],
     ),
@@ -101,8 +110,10 @@ TOOL_SCHEMAS: list[dict[str, Any]] = [
         "sorted.",
         {
             "pattern": {"type": "string", "description": "Glob pattern; ** matches folders."},
-            "path": {"type": "string",
-                     "description": "Folder to search in, relative to the repository root."},
+            "path": {
+                "type": "string",
+                "description": "Folder to search in, relative to the repository root.",
+            },
         },
         ["pattern"],
     ),
@@ -113,8 +124,10 @@ TOOL_SCHEMAS: list[dict[str, Any]] = [
         f"{int(MAX_BASH_TIMEOUT_S)} s. There is no network.",
         {
             "command": {"type": "string", "description": "The command to run."},
-            "description": {"type": "string",
-                            "description": "A few words on what the command does."},
+            "description": {
+                "type": "string",
+                "description": "A few words on what the command does.",
+            },
             "timeout": {"type": "integer", "description": "Timeout in seconds."},
         },
         ["command"],
@@ -137,7 +150,7 @@ def cap_text(text: str, limit: int) -> tuple[str, bool]:
     tail = limit - head
     dropped = len(text) - head - tail
     marker = f"\n\n[... {dropped} characters truncated ...]\n\n"
-    return text[:head] + marker + text[len(text) - tail:], True
+    return text[:head] + marker + text[len(text) - tail :], True
 
 
 def normalize_path(path: str) -> str:
@@ -152,8 +165,10 @@ def normalize_path(path: str) -> str:
     else:
         rel = posixpath.normpath(raw)
     if rel == ".." or rel.startswith("../"):
-        raise ToolArgumentError(f"{path}: outside the repository (paths are relative to "
-                                f"the repository root, {WORKSPACE})")
+        raise ToolArgumentError(
+            f"{path}: outside the repository (paths are relative to "
+            f"the repository root, {WORKSPACE})"
+        )
     return rel
 
 
@@ -256,8 +271,13 @@ class ToolBox:
             text, is_error = f"Error: {exc}", True
         text, cut = cap_text(text, self.output_chars)
         return ToolObservation(
-            call_id=call.id, name=call.name, content=text, is_error=is_error,
-            duration_s=time.monotonic() - start, exit_code=exit_code, truncated=truncated or cut,
+            call_id=call.id,
+            name=call.name,
+            content=text,
+            is_error=is_error,
+            duration_s=time.monotonic() - start,
+            exit_code=exit_code,
+            truncated=truncated or cut,
         )
 
     def run_all(self, calls: Sequence[ToolCall]) -> list[ToolObservation]:
@@ -307,9 +327,10 @@ class ToolBox:
         if not lines:
             return f"{shown} is empty.", None, False
         if offset > len(lines):
-            raise ToolArgumentError(f"offset {offset} is past the end of {shown} "
-                                    f"({len(lines)} lines)")
-        chosen = lines[offset - 1: offset - 1 + limit]
+            raise ToolArgumentError(
+                f"offset {offset} is past the end of {shown} ({len(lines)} lines)"
+            )
+        chosen = lines[offset - 1 : offset - 1 + limit]
         out = []
         for n, line in enumerate(chosen, offset):
             if len(line) > READ_MAX_LINE_CHARS:
@@ -317,8 +338,7 @@ class ToolBox:
             out.append(f"{n:6}\t{line}")
         last = offset + len(chosen) - 1
         if last < len(lines):
-            out.append(f"[lines {offset}-{last} of {len(lines)}; use offset={last + 1} to "
-                       "read on]")
+            out.append(f"[lines {offset}-{last} of {len(lines)}; use offset={last + 1} to read on]")
         return "\n".join(out), None, False
 
     def _write(self, args: _Args) -> tuple[str, int | None, bool]:
@@ -374,8 +394,10 @@ class ToolBox:
             f'[ "$n" -gt {GLOB_MAX_MATCHES} ] && break; done'
         )
         cwd = base if base != "." else "."
-        result = self._exec(["bash", "-c", script, "glob", cwd, pattern],
-                            timeout=min(GLOB_TIMEOUT_S, max(self._time_left(), 1.0)))
+        result = self._exec(
+            ["bash", "-c", script, "glob", cwd, pattern],
+            timeout=min(GLOB_TIMEOUT_S, max(self._time_left(), 1.0)),
+        )
         if result.exit_code == 2:
             raise ToolArgumentError(f"{args.text('path')}: no such folder")
         if result.timed_out:
@@ -387,8 +409,10 @@ class ToolBox:
             return f"No files match {pattern!r}.", None, False
         capped = len(matches) > GLOB_MAX_MATCHES
         if capped:
-            shown.append(f"[more than {GLOB_MAX_MATCHES} matches; showing the first "
-                         f"{GLOB_MAX_MATCHES}. Use a narrower pattern]")
+            shown.append(
+                f"[more than {GLOB_MAX_MATCHES} matches; showing the first "
+                f"{GLOB_MAX_MATCHES}. Use a narrower pattern]"
+            )
         return "\n".join(shown), None, capped
 
     def _bash(self, args: _Args) -> tuple[str, int | None, bool]:
@@ -422,8 +446,9 @@ class ToolBox:
 
         def target() -> None:
             try:
-                box["result"] = self.sandbox.exec(command, timeout=timeout,
-                                                  output_cap=max(_EXEC_CAP, self.output_chars))
+                box["result"] = self.sandbox.exec(
+                    command, timeout=timeout, output_cap=max(_EXEC_CAP, self.output_chars)
+                )
             except BaseException as exc:  # handed to the caller's thread below
                 box["error"] = exc
 

@@ -136,7 +136,7 @@ class Trajectory:
                 else [None] * len(completion)
             )
             if ids and prompt[: len(ids)] == ids:
-                extra = prompt[len(ids):]
+                extra = prompt[len(ids) :]
             else:
                 if ids:
                     segments.append(TokenSegment(ids, mask, lps))

@@ -17,16 +17,26 @@ from worker.agent.trajectory import (
     TurnRecord,
 )
 
-EDIT = ("<tool_call>\n<function=Edit>\n<parameter=file_path>\ncalc.py\n</parameter>\n"
-        "<parameter=old_string>\nreturn a - b\n</parameter>\n<parameter=new_string>\n"
-        "return a + b\n</parameter>\n<parameter=replace_all>\ntrue\n</parameter>\n</function>\n"
-        "</tool_call>")
+EDIT = (
+    "<tool_call>\n<function=Edit>\n<parameter=file_path>\ncalc.py\n</parameter>\n"
+    "<parameter=old_string>\nreturn a - b\n</parameter>\n<parameter=new_string>\n"
+    "return a + b\n</parameter>\n<parameter=replace_all>\ntrue\n</parameter>\n</function>\n"
+    "</tool_call>"
+)
 
 
 def test_read_issue_file_json_and_text(tmp_path: Path) -> None:
     j = tmp_path / "issue.json"
-    j.write_text(json.dumps({"title": "Bug", "body": "It breaks.", "test_command": "make test",
-                             "comments": [{"author": "ann", "body": "Me too."}]}))
+    j.write_text(
+        json.dumps(
+            {
+                "title": "Bug",
+                "body": "It breaks.",
+                "test_command": "make test",
+                "comments": [{"author": "ann", "body": "Me too."}],
+            }
+        )
+    )
     task = read_issue_file(j)
     assert (task.title, task.body, task.test_command) == ("Bug", "It breaks.", "make test")
     assert task.comments[0].author == "ann"
@@ -37,13 +47,20 @@ def test_read_issue_file_json_and_text(tmp_path: Path) -> None:
 
 def test_cli_execute_with_replay(repo: Path, tmp_path: Path) -> None:
     with LocalDirSandbox(repo) as sb:
-        recorded = run_agent(AgentTask("t", "b"), sb, ScriptedPolicy([EDIT, "done"]),
-                             AgentSettings())
+        recorded = run_agent(
+            AgentTask("t", "b"), sb, ScriptedPolicy([EDIT, "done"]), AgentSettings()
+        )
     replay = tmp_path / "rec.jsonl"
     recorded.trajectory.write_jsonl(replay)
     out = tmp_path / "out.jsonl"
-    result = execute(AgentTask("t", "b"), repo, ModelSettings(policy="replay", replay_file=replay),
-                     AgentSettings(), LocalDirSandbox, out)
+    result = execute(
+        AgentTask("t", "b"),
+        repo,
+        ModelSettings(policy="replay", replay_file=replay),
+        AgentSettings(),
+        LocalDirSandbox,
+        out,
+    )
     assert result.exit_reason == "completed"
     assert "+    return a + b" in result.diff
     assert (repo / "calc.py").read_text().count("a - b") == 2  # the checkout is untouched
@@ -53,25 +70,62 @@ def test_cli_execute_with_replay(repo: Path, tmp_path: Path) -> None:
 def test_cli_command_help() -> None:
     out = CliRunner().invoke(run, ["--help"])
     assert out.exit_code == 0
-    for flag in ("--repo", "--issue-file", "--policy", "--model", "--replay",
-                 "--trajectory-out", "--backend"):
+    for flag in (
+        "--repo",
+        "--issue-file",
+        "--policy",
+        "--model",
+        "--replay",
+        "--trajectory-out",
+        "--backend",
+    ):
         assert flag in out.output
 
 
 def _trajectory() -> Trajectory:
     turns = [
-        TurnRecord(0, "", "think", [ToolCall("c0", "Glob", {"pattern": "*"})], [], "stop",
-                   prompt_token_ids=[1, 2, 3], completion_token_ids=[4, 5],
-                   completion_logprobs=[-0.1, -0.2]),
-        TurnRecord(1, "done", None, [], [], "stop",
-                   prompt_token_ids=[1, 2, 3, 4, 5, 6, 7], completion_token_ids=[8],
-                   completion_logprobs=[-0.3]),
-        TurnRecord(2, "again", None, [], [], "stop",
-                   prompt_token_ids=[9, 9], completion_token_ids=[10],
-                   completion_logprobs=[-0.4]),
+        TurnRecord(
+            0,
+            "",
+            "think",
+            [ToolCall("c0", "Glob", {"pattern": "*"})],
+            [],
+            "stop",
+            prompt_token_ids=[1, 2, 3],
+            completion_token_ids=[4, 5],
+            completion_logprobs=[-0.1, -0.2],
+        ),
+        TurnRecord(
+            1,
+            "done",
+            None,
+            [],
+            [],
+            "stop",
+            prompt_token_ids=[1, 2, 3, 4, 5, 6, 7],
+            completion_token_ids=[8],
+            completion_logprobs=[-0.3],
+        ),
+        TurnRecord(
+            2,
+            "again",
+            None,
+            [],
+            [],
+            "stop",
+            prompt_token_ids=[9, 9],
+            completion_token_ids=[10],
+            completion_logprobs=[-0.4],
+        ),
     ]
-    return Trajectory(messages=[{"role": "user", "content": "x"}], tools=[], turns=turns,
-                      exit_reason="completed", policy="transformers", model="m")
+    return Trajectory(
+        messages=[{"role": "user", "content": "x"}],
+        tools=[],
+        turns=turns,
+        exit_reason="completed",
+        policy="transformers",
+        model="m",
+    )
 
 
 def test_trajectory_json_round_trip(tmp_path: Path) -> None:

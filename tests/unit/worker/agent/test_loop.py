@@ -12,8 +12,9 @@ from worker.agent import AgentTask, ReplayPolicy, Trajectory, TurnRecord, load_p
 from worker.agent.policy import AssistantTurn, ContextWindowExceeded
 from worker.agent.trajectory import ToolCall
 
-TASK = AgentTask(title="add() subtracts", body="`add(2, 3)` returns -1.",
-                 test_command="python -m pytest -q")
+TASK = AgentTask(
+    title="add() subtracts", body="`add(2, 3)` returns -1.", test_command="python -m pytest -q"
+)
 LIMITS = AgentSettings()
 
 
@@ -24,8 +25,12 @@ def xml_call(name: str, **args: str) -> str:
 
 FIX_SCRIPT = [
     "<think>\nLook at the code.\n</think>\n\n" + xml_call("Read", file_path="calc.py"),
-    xml_call("Edit", file_path="calc.py", old_string="def add(a, b):\n    return a - b",
-             new_string="def add(a, b):\n    return a + b"),
+    xml_call(
+        "Edit",
+        file_path="calc.py",
+        old_string="def add(a, b):\n    return a - b",
+        new_string="def add(a, b):\n    return a + b",
+    ),
     xml_call("Bash", command="python3 -B -c 'import calc; print(calc.add(2, 3))'"),
     "<think>\nPrints 5.\n</think>\n\nFixed `add` to return a + b.",
 ]
@@ -43,8 +48,17 @@ def test_loop_completes_and_returns_the_diff(sandbox: LocalDirSandbox) -> None:
     assert "5" in traj.turns[2].observations[0].content
     assert traj.turns[3].content == "Fixed `add` to return a + b."
     roles = [m["role"] for m in traj.messages]
-    assert roles == ["system", "user", "assistant", "tool", "assistant", "tool", "assistant",
-                     "tool", "assistant"]
+    assert roles == [
+        "system",
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "tool",
+        "assistant",
+        "tool",
+        "assistant",
+    ]
     tool_msg = traj.messages[3]
     assert tool_msg["tool_call_id"] == traj.messages[2]["tool_calls"][0]["id"]
     assert tool_msg["name"] == "Read"
@@ -87,18 +101,27 @@ def test_loop_context_exceeded(sandbox: LocalDirSandbox) -> None:
 
 
 def test_loop_context_from_token_counts(sandbox: LocalDirSandbox) -> None:
-    turn = AssistantTurn("", None, [ToolCall("c", "Glob", {"pattern": "*"})], "stop",
-                         prompt_tokens=2000, completion_tokens=100)
-    result = run_agent(TASK, sandbox, ScriptedPolicy([turn] * 5),
-                       AgentSettings(max_context_tokens=2048))
+    turn = AssistantTurn(
+        "",
+        None,
+        [ToolCall("c", "Glob", {"pattern": "*"})],
+        "stop",
+        prompt_tokens=2000,
+        completion_tokens=100,
+    )
+    result = run_agent(
+        TASK, sandbox, ScriptedPolicy([turn] * 5), AgentSettings(max_context_tokens=2048)
+    )
     assert result.exit_reason == "max_context"
     assert len(result.trajectory.turns) == 1
 
 
-@pytest.mark.parametrize(("finish", "reason"), [("length", "max_tokens"),
-                                                ("context_length", "max_context")])
-def test_loop_truncated_turn_ends_the_run(sandbox: LocalDirSandbox, finish: Any,
-                                          reason: str) -> None:
+@pytest.mark.parametrize(
+    ("finish", "reason"), [("length", "max_tokens"), ("context_length", "max_context")]
+)
+def test_loop_truncated_turn_ends_the_run(
+    sandbox: LocalDirSandbox, finish: Any, reason: str
+) -> None:
     turn = AssistantTurn("half a thought", None, [], finish)
     result = run_agent(TASK, sandbox, ScriptedPolicy([turn]), LIMITS)
     assert result.exit_reason == reason
@@ -173,7 +196,10 @@ def test_replay_reproduces_a_recorded_run(repo: Path, tmp_path: Path) -> None:
 
 
 def test_replay_past_the_end_is_model_error(sandbox: LocalDirSandbox) -> None:
-    short = Trajectory(messages=[], tools=[], turns=[
-        TurnRecord(0, "", None, [ToolCall("c", "Glob", {"pattern": "*"})], [], "stop")])
+    short = Trajectory(
+        messages=[],
+        tools=[],
+        turns=[TurnRecord(0, "", None, [ToolCall("c", "Glob", {"pattern": "*"})], [], "stop")],
+    )
     result = run_agent(TASK, sandbox, ReplayPolicy(short), LIMITS)
     assert result.exit_reason == "model_error"

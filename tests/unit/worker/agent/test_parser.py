@@ -16,8 +16,9 @@ CASES = sorted(p.stem for p in CORPUS.glob("*.txt"))
 def test_parser_corpus(case: str) -> None:
     text = (CORPUS / f"{case}.txt").read_text()
     expected = json.loads((CORPUS / f"{case}.json").read_text())
-    parsed = parse_completion(text, TOOL_SCHEMAS, thinking_open=expected.get("thinking_open",
-                                                                             False))
+    parsed = parse_completion(
+        text, TOOL_SCHEMAS, thinking_open=expected.get("thinking_open", False)
+    )
     assert parsed.reasoning == expected["reasoning"]
     if "content" in expected:
         assert parsed.content == expected["content"]
@@ -34,8 +35,10 @@ def test_parser_corpus(case: str) -> None:
 
 
 def test_parser_call_ids_are_unique_and_prefixed() -> None:
-    text = "<tool_call>\n<function=Bash>\n<parameter=command>\nls\n</parameter>\n</function>\n" \
-           "</tool_call>" * 3
+    text = (
+        "<tool_call>\n<function=Bash>\n<parameter=command>\nls\n</parameter>\n</function>\n"
+        "</tool_call>" * 3
+    )
     calls = parse_completion(text, TOOL_SCHEMAS, id_prefix="call_7").tool_calls
     assert [c.id for c in calls] == ["call_7_0", "call_7_1", "call_7_2"]
 
@@ -47,16 +50,20 @@ def test_parser_broken_call_text_stays_visible_in_content() -> None:
 
 
 def test_parser_reasoning_is_not_an_argument() -> None:
-    text = ("<tool_call> inside thinking\n</think>\n<tool_call>\n<function=Glob>\n"
-            "<parameter=pattern>\n*\n</parameter>\n</function>\n</tool_call>")
+    text = (
+        "<tool_call> inside thinking\n</think>\n<tool_call>\n<function=Glob>\n"
+        "<parameter=pattern>\n*\n</parameter>\n</function>\n</tool_call>"
+    )
     parsed = parse_completion(text, TOOL_SCHEMAS, thinking_open=True)
     assert parsed.reasoning == "<tool_call> inside thinking"
     assert [c.name for c in parsed.tool_calls] == ["Glob"]
 
 
 def test_parser_types_follow_the_schema_only() -> None:
-    text = ("<tool_call>\n<function=Write>\n<parameter=file_path>\n123\n</parameter>\n"
-            "<parameter=content>\ntrue\n</parameter>\n</function>\n</tool_call>")
+    text = (
+        "<tool_call>\n<function=Write>\n<parameter=file_path>\n123\n</parameter>\n"
+        "<parameter=content>\ntrue\n</parameter>\n</function>\n</tool_call>"
+    )
     (call,) = parse_completion(text, TOOL_SCHEMAS).tool_calls
     assert call.arguments == {"file_path": "123", "content": "true"}  # strings stay strings
 

@@ -64,8 +64,9 @@ def test_read_accepts_path_alias_and_workspace_absolute(sandbox: LocalDirSandbox
         ({"file_path": ""}, "file path is empty"),
     ],
 )
-def test_read_errors_are_observations(sandbox: LocalDirSandbox, args: dict[str, object],
-                                      message: str) -> None:
+def test_read_errors_are_observations(
+    sandbox: LocalDirSandbox, args: dict[str, object], message: str
+) -> None:
     obs = ToolBox(sandbox).run(ToolCall("c", "Read", args))
     assert obs.is_error
     assert obs.content.startswith("Error: ")
@@ -97,11 +98,14 @@ def test_write_errors(sandbox: LocalDirSandbox) -> None:
 
 
 def test_edit_replaces_unique_text(sandbox: LocalDirSandbox) -> None:
-    obs = ToolBox(sandbox).run(call(
-        "Edit", file_path="calc.py",
-        old_string="def add(a, b):\n    return a - b",
-        new_string="def add(a, b):\n    return a + b",
-    ))
+    obs = ToolBox(sandbox).run(
+        call(
+            "Edit",
+            file_path="calc.py",
+            old_string="def add(a, b):\n    return a - b",
+            new_string="def add(a, b):\n    return a + b",
+        )
+    )
     assert not obs.is_error, obs.content
     assert "replaced 1 occurrence" in obs.content
     assert "return a + b" in sandbox.read_file("calc.py").decode()
@@ -113,8 +117,15 @@ def test_edit_ambiguous_needs_replace_all(sandbox: LocalDirSandbox) -> None:
     obs = box.run(call("Edit", file_path="pkg/util.py", old_string="X = 1", new_string="X = 2"))
     assert obs.is_error and "occurs 2 times" in obs.content
     assert sandbox.read_file("pkg/util.py") == b"X = 1\nX = 1\n"  # untouched
-    obs = box.run(call("Edit", file_path="pkg/util.py", old_string="X = 1", new_string="X = 2",
-                       replace_all="true"))
+    obs = box.run(
+        call(
+            "Edit",
+            file_path="pkg/util.py",
+            old_string="X = 1",
+            new_string="X = 2",
+            replace_all="true",
+        )
+    )
     assert not obs.is_error and "2 occurrences" in obs.content
     assert sandbox.read_file("pkg/util.py") == b"X = 2\nX = 2\n"
 
@@ -122,14 +133,23 @@ def test_edit_ambiguous_needs_replace_all(sandbox: LocalDirSandbox) -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        ({"file_path": "calc.py", "old_string": "nothing like it", "new_string": "x"},
-         "old_string not found"),
+        (
+            {"file_path": "calc.py", "old_string": "nothing like it", "new_string": "x"},
+            "old_string not found",
+        ),
         ({"file_path": "calc.py", "old_string": "", "new_string": "x"}, "old_string is empty"),
         ({"file_path": "calc.py", "old_string": "add", "new_string": "add"}, "the same"),
         ({"file_path": "missing.py", "old_string": "a", "new_string": "b"}, "no such file"),
         ({"file_path": "calc.py", "old_string": "a"}, "Edit needs new_string"),
-        ({"file_path": "calc.py", "old_string": "add", "new_string": "x", "replace_all": "maybe"},
-         "must be true or false"),
+        (
+            {
+                "file_path": "calc.py",
+                "old_string": "add",
+                "new_string": "x",
+                "replace_all": "maybe",
+            },
+            "must be true or false",
+        ),
     ],
 )
 def test_edit_errors(sandbox: LocalDirSandbox, args: dict[str, object], message: str) -> None:
@@ -172,8 +192,9 @@ def test_glob_errors(sandbox: LocalDirSandbox) -> None:
 
 
 def test_bash_reports_exit_code_and_streams(sandbox: LocalDirSandbox) -> None:
-    obs = ToolBox(sandbox).run(call("Bash", command="echo out; echo err >&2; exit 3",
-                                    description="test"))
+    obs = ToolBox(sandbox).run(
+        call("Bash", command="echo out; echo err >&2; exit 3", description="test")
+    )
     assert not obs.is_error
     assert obs.exit_code == 3
     assert obs.content.startswith("Exit code: 3")

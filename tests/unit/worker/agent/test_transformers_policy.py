@@ -26,20 +26,21 @@ def tiny_policy(tiny_model_dir: Path) -> TransformersPolicy:
     return policy
 
 
-def programmed(factory: Callable[..., Path], name: str, first: str,
-               then: dict[str, str] | None = None) -> TransformersPolicy:
+def programmed(
+    factory: Callable[..., Path], name: str, first: str, then: dict[str, str] | None = None
+) -> TransformersPolicy:
     # With thinking on, every prompt ends "<|im_start|>assistant\n<think>\n": the last
     # token is "\n", so "\n" -> first decides the first generated token.
     path = factory(name, {"\n": first, **(then or {})})
     return TransformersPolicy(ModelSettings(model=str(path)))
 
 
-def test_load_policy_loads_once_per_process(tiny_model_dir: Path,
-                                            tiny_policy: TransformersPolicy) -> None:
+def test_load_policy_loads_once_per_process(
+    tiny_model_dir: Path, tiny_policy: TransformersPolicy
+) -> None:
     same = load_policy(ModelSettings(model=str(tiny_model_dir)), AgentSettings())
     assert same is tiny_policy
-    other_limits = load_policy(ModelSettings(model=str(tiny_model_dir)),
-                               AgentSettings(max_turns=3))
+    other_limits = load_policy(ModelSettings(model=str(tiny_model_dir)), AgentSettings(max_turns=3))
     assert isinstance(other_limits, TransformersPolicy)
     assert other_limits.model is tiny_policy.model  # weights shared, never reloaded
 
@@ -77,10 +78,11 @@ def test_logprobs_match_a_forward_pass(tiny_policy: TransformersPolicy) -> None:
     with torch.no_grad():
         logits = tiny_policy.model(torch.tensor([ids])).logits[0].float()
     n = len(turn.prompt_token_ids)
-    logp = torch.log_softmax(logits[n - 1: len(ids) - 1], dim=-1)
+    logp = torch.log_softmax(logits[n - 1 : len(ids) - 1], dim=-1)
     expected = logp.gather(1, torch.tensor(turn.completion_token_ids).unsqueeze(1)).squeeze(1)
-    torch.testing.assert_close(torch.tensor(turn.completion_logprobs), expected,
-                               atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(
+        torch.tensor(turn.completion_logprobs), expected, atol=1e-4, rtol=1e-4
+    )
 
 
 def test_stops_on_im_end(programmed_model_dir: Callable[..., Path]) -> None:
@@ -110,8 +112,9 @@ def test_run_ends_max_tokens(repo: Path, programmed_model_dir: Callable[..., Pat
 def test_run_ends_max_turns_with_real_tool_calls(
     repo: Path, programmed_model_dir: Callable[..., Path], tmp_path: Path
 ) -> None:
-    policy = programmed(programmed_model_dir, "glob-forever", GLOB_CALL_TOKEN,
-                        {GLOB_CALL_TOKEN: "<|im_end|>"})
+    policy = programmed(
+        programmed_model_dir, "glob-forever", GLOB_CALL_TOKEN, {GLOB_CALL_TOKEN: "<|im_end|>"}
+    )
     with LocalDirSandbox(repo) as sandbox:
         result = run_agent(TASK, sandbox, policy, AgentSettings(max_turns=2))
     assert result.exit_reason == "max_turns"
@@ -137,8 +140,9 @@ def test_run_ends_max_turns_with_real_tool_calls(
         assert model_tokens[-1] == policy.tokenizer.convert_tokens_to_ids("<|im_end|>")
 
 
-def test_run_ends_max_context_before_generating(repo: Path,
-                                                tiny_policy: TransformersPolicy) -> None:
+def test_run_ends_max_context_before_generating(
+    repo: Path, tiny_policy: TransformersPolicy
+) -> None:
     with pytest.raises(ContextWindowExceeded):
         tiny_policy.generate(MESSAGES, TOOL_SCHEMAS, limits=AgentSettings(max_context_tokens=1024))
     with LocalDirSandbox(repo) as sandbox:
@@ -151,8 +155,11 @@ def test_run_ends_max_context_while_generating(
     repo: Path, programmed_model_dir: Callable[..., Path]
 ) -> None:
     policy = programmed(programmed_model_dir, "never-eos", "x", {"x": "x"})
-    n_prompt = len(policy.tokenizer(policy.render(MESSAGES, TOOL_SCHEMAS, enable_thinking=True),
-                                    add_special_tokens=False)["input_ids"])
+    n_prompt = len(
+        policy.tokenizer(
+            policy.render(MESSAGES, TOOL_SCHEMAS, enable_thinking=True), add_special_tokens=False
+        )["input_ids"]
+    )
     limits = AgentSettings(max_context_tokens=n_prompt + 5, max_new_tokens=64)
     with LocalDirSandbox(repo) as sandbox:
         result = run_agent(TASK, sandbox, policy, limits)
@@ -169,8 +176,9 @@ def test_should_stop_ends_generation(programmed_model_dir: Callable[..., Path]) 
         polls.append(1)
         return len(polls) >= 3
 
-    turn = policy.generate(MESSAGES, TOOL_SCHEMAS, limits=AgentSettings(max_new_tokens=200),
-                           should_stop=stop)
+    turn = policy.generate(
+        MESSAGES, TOOL_SCHEMAS, limits=AgentSettings(max_new_tokens=200), should_stop=stop
+    )
     assert turn.finish_reason == "cancelled"
     assert turn.completion_tokens is not None and turn.completion_tokens < 10
 
@@ -183,8 +191,9 @@ def test_missing_model_is_a_policy_error(tmp_path: Path) -> None:
 
 
 def test_from_model_wraps_weights_in_memory(tiny_policy: TransformersPolicy) -> None:
-    wrapped = TransformersPolicy.from_model(tiny_policy.model, tiny_policy.tokenizer,
-                                            model_name="trainer-policy")
+    wrapped = TransformersPolicy.from_model(
+        tiny_policy.model, tiny_policy.tokenizer, model_name="trainer-policy"
+    )
     assert wrapped.model_name == "trainer-policy"
     turn = wrapped.generate(MESSAGES, TOOL_SCHEMAS, limits=AgentSettings(max_new_tokens=16))
     assert turn.completion_token_ids is not None and len(turn.completion_token_ids) <= 16

@@ -257,3 +257,11 @@ def test_normalize_path() -> None:
     assert normalize_path("/workspace/x/y") == "x/y"
     with pytest.raises(ValueError):
         normalize_path("/workspace/../etc")
+
+
+def test_read_empty_file_and_edit_shows_the_changed_lines(sandbox: LocalDirSandbox) -> None:
+    sandbox.write_file("empty.txt", b"")
+    box = ToolBox(sandbox)
+    assert box.run(call("Read", file_path="empty.txt")).content == "empty.txt is empty."
+    obs = box.run(call("Edit", file_path="calc.py", old_string="def sub", new_string="def minus"))
+    assert "     5\tdef minus(a, b):" in obs.content

@@ -197,3 +197,13 @@ def test_from_model_wraps_weights_in_memory(tiny_policy: TransformersPolicy) -> 
     assert wrapped.model_name == "trainer-policy"
     turn = wrapped.generate(MESSAGES, TOOL_SCHEMAS, limits=AgentSettings(max_new_tokens=16))
     assert turn.completion_token_ids is not None and len(turn.completion_token_ids) <= 16
+
+
+def test_offline_hub_id_fails_fast_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    from huggingface_hub import constants
+
+    from worker.agent.policy import PolicyError
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    with pytest.raises(PolicyError, match="HF_HUB_OFFLINE"):
+        TransformersPolicy(ModelSettings(model="microsoft/FrogNano-4B-2609"))

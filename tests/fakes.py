@@ -14,12 +14,15 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import TYPE_CHECKING, Any, Self
 
 from worker.sandbox.base import DEFAULT_OUTPUT_CAP, TIMEOUT_EXIT_CODE, WORKSPACE, ExecResult
+
+if TYPE_CHECKING:
+    from worker.agent.policy import AssistantTurn
 
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "Test Author",
@@ -150,7 +153,14 @@ class ScriptedPolicy:
         self.thinking_open = thinking_open
         self.calls: list[list[dict[str, object]]] = []
 
-    def generate(self, messages, tools, *, limits=None, should_stop=None):  # type: ignore[no-untyped-def]
+    def generate(
+        self,
+        messages: Sequence[Mapping[str, object]],
+        tools: Sequence[dict[str, Any]],
+        *,
+        limits: object = None,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> AssistantTurn:
         from worker.agent.parser import parse_completion
         from worker.agent.policy import AssistantTurn, PolicyError
 

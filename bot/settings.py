@@ -131,20 +131,41 @@ class ModelSettings(Section):
         default="none", description="bitsandbytes quantisation where installed."
     )
     replay_file: Path | None = Field(default=None, description="Trajectory to replay (replay).")
+    openai_timeout_s: float = Field(
+        default=600.0, gt=0, description="Read timeout of one chat-completions request (openai)."
+    )
+    openai_max_retries: int = Field(
+        default=3, ge=0, le=10,
+        description="Retries of a failed request (connection refused, timeout, 429, 5xx).",
+    )
+    openai_retry_backoff_s: float = Field(
+        default=2.0, ge=0, description="First retry delay; doubles on each further retry."
+    )
 
 
 class AgentSettings(Section):
-    # Defaults are FrogNano's model card values; worker/agent documents each source.
+    # Defaults: the Qwen3.5 model card's "thinking mode, precise coding tasks" sampling and
+    # the training harness's limits as issue #5 gives them; worker/agent/policy.py says more.
     max_turns: int = Field(default=100, ge=1, description="Model turns per run.")
-    max_context_tokens: int = Field(default=65_536, ge=1024, description="Context window cap.")
+    max_context_tokens: int = Field(
+        default=65_536, ge=1024, le=131_072,
+        description="Context window cap (the model supports up to 131,072).",
+    )
     max_new_tokens: int = Field(default=8_192, ge=16, description="New tokens per model turn.")
     max_minutes: float = Field(default=30.0, gt=0, description="Wall-clock budget per run.")
-    temperature: float = Field(default=0.6, ge=0)
-    top_p: float = Field(default=0.95, gt=0, le=1)
-    top_k: int = Field(default=20, ge=0)
-    min_p: float = Field(default=0.0, ge=0, le=1)
-    repetition_penalty: float = Field(default=1.0, gt=0)
+    temperature: float = Field(default=0.6, ge=0, description="Sampling temperature (0: greedy).")
+    top_p: float = Field(default=0.95, gt=0, le=1, description="Nucleus sampling mass.")
+    top_k: int = Field(default=20, ge=0, description="Top-k sampling (0: off).")
+    min_p: float = Field(default=0.0, ge=0, le=1, description="Min-p sampling (0: off).")
+    repetition_penalty: float = Field(default=1.0, gt=0, description="1.0: no penalty.")
     enable_thinking: bool = Field(default=True, description="Qwen3.5 thinking mode.")
+    bash_timeout_s: float = Field(
+        default=120.0, gt=0, le=600, description="Bash tool timeout when the model sets none."
+    )
+    tool_output_chars: int = Field(
+        default=30_000, ge=1000,
+        description="Largest tool observation shown to the model; head and tail are kept.",
+    )
 
 
 class GateSettings(Section):

@@ -14,12 +14,15 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import TYPE_CHECKING, Any, Self
 
 from worker.sandbox.base import DEFAULT_OUTPUT_CAP, TIMEOUT_EXIT_CODE, WORKSPACE, ExecResult
+
+if TYPE_CHECKING:
+    from worker.agent.policy import AssistantTurn
 
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "Test Author",
@@ -148,3 +151,74 @@ class RecordingDispatcher:
         if self.fail:
             raise ConnectionError("broker unreachable")
         self.sent.append(job.id)  # type: ignore[attr-defined]
+
+
+class ScriptedPolicy:
+    """A Policy that plays scripted completions, in order (mini-swe-agent's
+    DeterministicModel in Ribbit terms). A string is parsed like real model output
+    (so it may be broken on purpose); an AssistantTurn is returned as is. Past the
+    end of the script it raises PolicyError, like a model backend that failed."""
+
+    name = "scripted"
+    model_name = "scripted"
+
+    def __init__(self, outputs: Sequence[object], *, thinking_open: bool = False) -> None:
+        self.outputs = list(outputs)
+        self.thinking_open = thinking_open
+        self.calls: list[list[dict[str, object]]] = []
+
+    def generate(
+        self,
+        messages: Sequence[Mapping[str, object]],
+        tools: Sequence[dict[str, Any]],
+        *,
+        limits: object = None,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> AssistantTurn:
+        from worker.agent.parser import parse_completion
+        from worker.agent.policy import AssistantTurn, PolicyError
+
+        self.calls.append([dict(m) for m in messages])
+        n = len(self.calls) - 1
+        if n >= len(self.outputs):
+            raise PolicyError(f"script has only {len(self.outputs)} turns")
+        out = self.outputs[n]
+        if isinstance(out, AssistantTurn):
+            return out
+        assert isinstance(out, str)
+        parsed = parse_completion(out, tools, thinking_open=self.thinking_open,
+                                  id_prefix=f"call_{n}")
+        return AssistantTurn(content=parsed.content, reasoning=parsed.reasoning,
+                             tool_calls=parsed.tool_calls, finish_reason="stop",
+                             prompt_tokens=None, completion_tokens=len(out.split()),
+                             raw_text=out)
+
+
+class NullSandbox:
+    """Sandbox interface that does nothing, instantly: for measuring the loop itself."""
+
+    backend = "null"
+
+    def exec(self, command: str | Sequence[str], *, timeout: float, cwd: str = WORKSPACE,
+             env: Mapping[str, str] | None = None,
+             output_cap: int = DEFAULT_OUTPUT_CAP) -> ExecResult:
+        return ExecResult(exit_code=0, stdout="ok\n", stderr="", duration_s=0.0)
+
+    def read_file(self, path: str) -> bytes:
+        return b"line one\nline two\n"
+
+    def write_file(self, path: str, data: bytes) -> None:
+        return None
+
+    def diff(self) -> str:
+        return ""
+
+    def close(self) -> None:
+        return None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()

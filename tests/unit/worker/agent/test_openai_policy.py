@@ -1,0 +1,226 @@
+"""OpenAIPolicy against a real HTTP server on loopback speaking chat-completions."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from pydantic import SecretStr
+from werkzeug.serving import make_server
+from werkzeug.wrappers import Request, Response
+
+from bot.settings import AgentSettings, ModelSettings
+from tests.fakes import LocalDirSandbox
+from tests.plugins.services import free_port
+from worker.agent import AgentTask, OpenAIPolicy, run_agent
+from worker.agent.policy import PolicyError
+from worker.agent.tools import TOOL_SCHEMAS
+
+TASK = AgentTask(title="add() subtracts", body="Fix it.")
+
+
+@dataclass
+class ChatServer:
+    """Answers each POST /v1/chat/completions with the next scripted (status, body)."""
+
+    replies: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    headers: list[dict[str, str]] = field(default_factory=list)
+    url: str = ""
+
+    def __call__(self, environ: Any, start_response: Any) -> Any:
+        request = Request(environ)
+        if request.path != "/v1/chat/completions" or request.method != "POST":
+            return Response("not found", status=404)(environ, start_response)
+        self.requests.append(json.loads(request.get_data()))
+        self.headers.append(dict(request.headers))
+        status, body = self.replies.pop(0) if self.replies else (500, {"error": "no script"})
+        return Response(json.dumps(body), status=status, content_type="application/json")(
+            environ, start_response
+        )
+
+
+@pytest.fixture
+def chat_server() -> Iterator[ChatServer]:
+    app = ChatServer()
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    app.url = f"http://127.0.0.1:{server.server_port}/v1"
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    )
+    thread.start()
+    yield app
+    server.shutdown()
+    thread.join(5)
+
+
+def completion(
+    content: str | None = None,
+    tool_calls: list[dict[str, Any]] | None = None,
+    finish: str = "stop",
+    reasoning: str | None = None,
+) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if tool_calls:
+        message["tool_calls"] = tool_calls
+    if reasoning:
+        message["reasoning_content"] = reasoning
+    return {
+        "id": "x",
+        "object": "chat.completion",
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": {"prompt_tokens": 120, "completion_tokens": 30, "total_tokens": 150},
+    }
+
+
+def fn_call(call_id: str, name: str, args: dict[str, Any] | str) -> dict[str, Any]:
+    arguments = args if isinstance(args, str) else json.dumps(args)
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+def settings(url: str, **extra: Any) -> ModelSettings:
+    return ModelSettings(
+        policy="openai", model="frognano", openai_base_url=url, openai_retry_backoff_s=0.0, **extra
+    )
+
+
+def test_openai_run_edits_the_repo(chat_server: ChatServer, sandbox: LocalDirSandbox) -> None:
+    chat_server.replies = [
+        (
+            200,
+            completion(
+                None,
+                [
+                    fn_call(
+                        "call_a",
+                        "Edit",
+                        {
+                            "file_path": "calc.py",
+                            "old_string": "def add(a, b):\n    return a - b",
+                            "new_string": "def add(a, b):\n    return a + b",
+                        },
+                    )
+                ],
+                finish="tool_calls",
+                reasoning="The sign is wrong.",
+            ),
+        ),
+        (200, completion("Fixed add().")),
+    ]
+    policy = OpenAIPolicy(settings(chat_server.url, openai_api_key=SecretStr("k-123")))
+    result = run_agent(TASK, sandbox, policy, AgentSettings())
+    assert result.exit_reason == "completed"
+    assert "+    return a + b" in result.diff
+    assert result.trajectory.turns[0].reasoning == "The sign is wrong."
+    assert result.trajectory.turns[0].prompt_tokens == 120
+
+    first, second = chat_server.requests
+    assert first["model"] == "frognano"
+    assert first["tools"] == TOOL_SCHEMAS
+    assert (first["temperature"], first["top_p"], first["top_k"]) == (0.6, 0.95, 20)
+    assert first["chat_template_kwargs"] == {"enable_thinking": True}
+    assert [m["role"] for m in second["messages"]] == ["system", "user", "assistant", "tool"]
+    assistant, tool = second["messages"][2:]
+    assert isinstance(assistant["tool_calls"][0]["function"]["arguments"], str)
+    assert tool["tool_call_id"] == "call_a" and "Edited calc.py" in tool["content"]
+    assert chat_server.headers[0]["Authorization"] == "Bearer k-123"
+
+
+def test_openai_retries_transient_failures(chat_server: ChatServer) -> None:
+    chat_server.replies = [
+        (503, {"error": "loading"}),
+        (429, {"error": "busy"}),
+        (200, completion("done")),
+    ]
+    turn = OpenAIPolicy(settings(chat_server.url)).generate(
+        [{"role": "user", "content": "hi"}], TOOL_SCHEMAS
+    )
+    assert turn.content == "done" and len(chat_server.requests) == 3
+
+
+def test_openai_gives_up_after_bounded_retries(chat_server: ChatServer) -> None:
+    chat_server.replies = [(500, {"error": "down"})] * 10
+    policy = OpenAIPolicy(settings(chat_server.url, openai_max_retries=2))
+    with pytest.raises(PolicyError, match="failed 3 times"):
+        policy.generate([{"role": "user", "content": "hi"}], TOOL_SCHEMAS)
+    assert len(chat_server.requests) == 3
+
+
+def test_openai_server_down_is_a_clear_model_error(sandbox: LocalDirSandbox) -> None:
+    url = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
+    result = run_agent(
+        TASK, sandbox, OpenAIPolicy(settings(url, openai_max_retries=1)), AgentSettings()
+    )
+    assert result.exit_reason == "model_error"
+    assert "is it running" in (result.error or "") and url in (result.error or "")
+
+
+def test_openai_context_error_is_max_context(
+    chat_server: ChatServer, sandbox: LocalDirSandbox
+) -> None:
+    chat_server.replies = [
+        (400, {"error": {"message": "This model's maximum context length is 65536 tokens"}})
+    ]
+    result = run_agent(TASK, sandbox, OpenAIPolicy(settings(chat_server.url)), AgentSettings())
+    assert result.exit_reason == "max_context"
+
+
+def test_openai_client_error_is_not_retried(chat_server: ChatServer) -> None:
+    chat_server.replies = [(401, {"error": "bad key"})]
+    with pytest.raises(PolicyError, match="HTTP 401"):
+        OpenAIPolicy(settings(chat_server.url)).generate(
+            [{"role": "user", "content": "x"}], TOOL_SCHEMAS
+        )
+    assert len(chat_server.requests) == 1
+
+
+def test_openai_raw_xml_content_is_parsed(chat_server: ChatServer) -> None:
+    raw = (
+        "Checking.\n</think>\n\n<tool_call>\n<function=Read>\n<parameter=file_path>\n"
+        "calc.py\n</parameter>\n</function>\n</tool_call>"
+    )
+    chat_server.replies = [(200, completion(raw))]
+    turn = OpenAIPolicy(settings(chat_server.url)).generate(
+        [{"role": "user", "content": "x"}], TOOL_SCHEMAS
+    )
+    assert turn.reasoning == "Checking."
+    assert [(c.name, c.arguments) for c in turn.tool_calls] == [("Read", {"file_path": "calc.py"})]
+
+
+def test_openai_bad_arguments_json_becomes_error_observation(
+    chat_server: ChatServer, sandbox: LocalDirSandbox
+) -> None:
+    chat_server.replies = [
+        (200, completion(None, [fn_call("c1", "Read", "{not json")])),
+        (200, completion("giving up")),
+    ]
+    result = run_agent(TASK, sandbox, OpenAIPolicy(settings(chat_server.url)), AgentSettings())
+    assert result.exit_reason == "completed"
+    obs = result.trajectory.turns[0].observations[0]
+    assert obs.is_error and "not valid JSON" in obs.content
+
+
+def test_openai_length_finish_is_max_tokens(
+    chat_server: ChatServer, sandbox: LocalDirSandbox
+) -> None:
+    chat_server.replies = [(200, completion("and so on and", finish="length"))]
+    result = run_agent(TASK, sandbox, OpenAIPolicy(settings(chat_server.url)), AgentSettings())
+    assert result.exit_reason == "max_tokens"
+
+
+def test_openai_cancel_between_retries(chat_server: ChatServer) -> None:
+    chat_server.replies = [(503, {"error": "loading"})] * 5
+    polls: list[int] = []
+
+    def stop() -> bool:
+        polls.append(1)
+        return len(polls) > 1
+
+    turn = OpenAIPolicy(settings(chat_server.url)).generate(
+        [{"role": "user", "content": "x"}], TOOL_SCHEMAS, should_stop=stop
+    )
+    assert turn.finish_reason == "cancelled" and len(chat_server.requests) == 1

@@ -1,0 +1,218 @@
+"""The agent loop: ask the policy for a turn, run its tool calls, repeat.
+
+The run ends, and says why (:data:`~worker.agent.trajectory.ExitReason`), when:
+
+- ``completed``: an assistant message has no tool call (the model's final answer);
+- ``max_turns``: the turn budget is spent;
+- ``max_context``: the conversation no longer fits the context window (checked by
+  the policy before generating, and from the last turn's token counts);
+- ``max_tokens``: one turn used all its new tokens without ending (a rambling or
+  truncated turn is not an answer, and a half-written tool call is useless);
+- ``max_time``: the wall-clock budget is spent (also cuts generation and tools short);
+- ``model_error``: the policy failed (server down, replay exhausted, a bug in it);
+- ``cancelled``: the ``cancel`` event was set.
+
+The patch is ``sandbox.diff()`` at the end, whatever the reason; the caller's
+gates decide whether it is any good. Tool-argument mistakes are observations,
+never exceptions; only a broken sandbox (:class:`SandboxError`) escapes.
+
+Prompt injection: issue text, repository files and tool output all reach the
+model and may try to steer it. The loop does not try to defend with prompts.
+It relies on the sandbox: no network, no credentials or host files inside, the
+workspace a private copy. The worst a hijacked model can do is write a bad
+patch, which is gated and only ever opened as a draft PR for human review.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from bot.settings import AgentSettings
+from worker.agent.policy import (
+    AssistantTurn,
+    ContextWindowExceeded,
+    Policy,
+    PolicyError,
+    sampling_summary,
+)
+from worker.agent.prompt import AgentTask, assistant_message, initial_messages, tool_message
+from worker.agent.tools import TOOL_SCHEMAS, ToolBox
+from worker.agent.trajectory import ExitReason, ToolObservation, Trajectory, TurnRecord
+from worker.sandbox.base import Sandbox
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class AgentResult:
+    exit_reason: ExitReason
+    diff: str
+    trajectory: Trajectory
+    error: str | None = None  # what went wrong, for model_error / max_context
+
+    @property
+    def completed(self) -> bool:
+        return self.exit_reason == "completed"
+
+
+def run_agent(
+    task: AgentTask,
+    sandbox: Sandbox,
+    policy: Policy,
+    limits: AgentSettings,
+    *,
+    cancel: threading.Event | None = None,
+    on_turn: Callable[[TurnRecord], None] | None = None,
+) -> AgentResult:
+    started = time.monotonic()
+    deadline = started + limits.max_minutes * 60
+
+    def cancelled() -> bool:
+        return cancel is not None and cancel.is_set()
+
+    def out_of_time() -> bool:
+        return time.monotonic() >= deadline
+
+    def should_stop() -> bool:
+        return cancelled() or out_of_time()
+
+    messages = initial_messages(task)
+    trajectory = Trajectory(
+        messages=messages,
+        tools=TOOL_SCHEMAS,
+        policy=policy.name,
+        model=policy.model_name,
+        sampling=sampling_summary(limits),
+        started_at=datetime.now(UTC).isoformat(),
+        task=asdict(task),
+    )
+    toolbox = ToolBox(
+        sandbox,
+        output_chars=limits.tool_output_chars,
+        bash_timeout_s=limits.bash_timeout_s,
+        should_stop=should_stop,
+        time_left=lambda: deadline - time.monotonic(),
+    )
+    exit_reason: ExitReason = "max_turns"
+    error: str | None = None
+
+    for index in range(limits.max_turns):
+        if cancelled():
+            exit_reason = "cancelled"
+            break
+        if out_of_time():
+            exit_reason = "max_time"
+            break
+        gen_start = time.monotonic()
+        try:
+            turn = policy.generate(messages, TOOL_SCHEMAS, limits=limits, should_stop=should_stop)
+        except ContextWindowExceeded as exc:
+            exit_reason, error = "max_context", str(exc)
+            break
+        except PolicyError as exc:
+            exit_reason, error = "model_error", str(exc)
+            break
+        except Exception as exc:  # a broken policy must not take the job down uncounted
+            log.exception("policy %s raised", policy.name)
+            exit_reason, error = "model_error", f"{type(exc).__name__}: {exc}"
+            break
+        generation_s = time.monotonic() - gen_start
+
+        if turn.finish_reason == "cancelled":
+            _record(trajectory, index, turn, [], generation_s, 0.0, on_turn)
+            exit_reason = "cancelled" if cancelled() else "max_time"
+            break
+        messages.append(
+            assistant_message(
+                turn.content,
+                turn.reasoning,
+                [
+                    _call_message(c.id, c.name, c.arguments)
+                    for c in turn.tool_calls
+                    if c.error is None
+                ],
+            )
+        )
+        if turn.finish_reason in ("length", "context_length"):
+            _record(trajectory, index, turn, [], generation_s, 0.0, on_turn)
+            exit_reason = "max_tokens" if turn.finish_reason == "length" else "max_context"
+            break
+        if not turn.tool_calls:
+            _record(trajectory, index, turn, [], generation_s, 0.0, on_turn)
+            exit_reason = "completed"
+            break
+
+        tools_start = time.monotonic()
+        observations: list[ToolObservation] = []
+        for call in turn.tool_calls:
+            if should_stop():
+                break
+            observation = toolbox.run(call)
+            observations.append(observation)
+            messages.append(tool_message(call.id, call.name, observation.content))
+        _record(
+            trajectory,
+            index,
+            turn,
+            observations,
+            generation_s,
+            time.monotonic() - tools_start,
+            on_turn,
+        )
+
+        used = (turn.prompt_tokens or 0) + (turn.completion_tokens or 0)
+        if used >= limits.max_context_tokens:
+            exit_reason = "max_context"
+            error = f"last turn used {used} tokens of {limits.max_context_tokens}"
+            break
+
+    diff = sandbox.diff()
+    trajectory.exit_reason = exit_reason
+    trajectory.error = error
+    trajectory.duration_s = time.monotonic() - started
+    trajectory.diff = diff
+    log.info("agent run ended: %s after %d turns", exit_reason, len(trajectory.turns))
+    return AgentResult(exit_reason=exit_reason, diff=diff, trajectory=trajectory, error=error)
+
+
+def _call_message(call_id: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+def _record(
+    trajectory: Trajectory,
+    index: int,
+    turn: AssistantTurn,
+    observations: list[ToolObservation],
+    generation_s: float,
+    tools_s: float,
+    on_turn: Callable[[TurnRecord], None] | None,
+) -> None:
+    record = TurnRecord(
+        index=index,
+        content=turn.content,
+        reasoning=turn.reasoning,
+        tool_calls=list(turn.tool_calls),
+        observations=observations,
+        finish_reason=turn.finish_reason,
+        prompt_tokens=turn.prompt_tokens,
+        completion_tokens=turn.completion_tokens,
+        generation_s=generation_s,
+        tools_s=tools_s,
+        raw_text=turn.raw_text,
+        prompt_token_ids=turn.prompt_token_ids,
+        completion_token_ids=turn.completion_token_ids,
+        completion_logprobs=turn.completion_logprobs,
+    )
+    trajectory.turns.append(record)
+    if on_turn is not None:
+        try:
+            on_turn(record)
+        except Exception:  # progress reporting must never end a run
+            log.exception("on_turn callback failed")

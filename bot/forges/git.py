@@ -92,8 +92,14 @@ def git_env(url: str, credentials: GitCredentials | None) -> dict[str, str]:
 
 def _classify(stderr: str, what: str) -> ForgeError:
     lowered = stderr.lower()
-    detail = stderr.strip().splitlines()[-1] if stderr.strip() else "no output"
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    # git ends with hints; the line that says what went wrong starts with fatal/error.
+    detail = next((line for line in lines if line.startswith(("fatal:", "error:"))),
+                  lines[-1] if lines else "no output")
     message = f"git {what} failed: {detail}"
+    if "[rejected]" in lowered or "non-fast-forward" in lowered or "fetch first" in lowered:
+        return ForgeError(f"git {what} rejected: the remote branch has commits this checkout "
+                          "lacks, and the bot never force-pushes")
     if any(code in lowered for code in ("error: 500", "error: 502", "error: 503", "error: 504")):
         return ForgeUnavailable(message)
     if any(
@@ -132,7 +138,7 @@ def run_git(
         raise ForgeUnavailable(f"git {what} timed out after {GIT_TIMEOUT_S}s") from exc
     if proc.returncode != 0:
         # from None: the CalledProcess context would carry the environment's header.
-        raise _classify(redact(proc.stderr, secrets), what) from None
+        raise _classify(redact(f"{proc.stderr}\n{proc.stdout}", secrets), what) from None
     return proc.stdout
 
 
@@ -185,9 +191,4 @@ def push(url: str, workdir: Path, branch: str, credentials: GitCredentials | Non
 
 def _run_push(args: list[str], url: str, workdir: Path,
               credentials: GitCredentials | None) -> None:
-    try:
-        run_git(args, url=url, credentials=credentials, cwd=workdir, what="push")
-    except ForgeError as exc:
-        if "rejected" in str(exc) or "non-fast-forward" in str(exc):
-            raise ForgeError(f"{exc} (the bot never force-pushes)") from None
-        raise
+    run_git(args, url=url, credentials=credentials, cwd=workdir, what="push")

@@ -179,7 +179,7 @@ class GitHubForge:
     def _repo(self, repo: RepoRef) -> Repository:
         if repo.forge != "github":
             raise ForgeError(f"{repo} is not a GitHub repository")
-        return self._gh.get_repo(repo.full_name, lazy=True)
+        return self._gh.get_repo(repo.full_name)  # lazy: Github(lazy=True)
 
     def _raw(self, verb: str, url: str, what: str, *, accept: str | None = None,
              body: dict[str, Any] | None = None) -> str:

@@ -140,10 +140,10 @@ class LocalForge:
             self.gitlab_webhook: tuple[str, str] | None = None
             self._token_expiry: dict[str, datetime] = {}
             self._installation_tokens: dict[str, str] = {}
-            git_root = self.root / "git"
-            if git_root.exists():
-                shutil.rmtree(git_root)
-            git_root.mkdir(parents=True)
+            for folder in ("git", "seed"):
+                if (self.root / folder).exists():
+                    shutil.rmtree(self.root / folder)
+            (self.root / "git").mkdir(parents=True)
 
     def close(self) -> None:
         self._server.shutdown()

@@ -9,6 +9,7 @@ the Forge error types with token-free messages.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import random
@@ -73,13 +74,14 @@ _CREATE_ATTEMPTS = 3
 
 # One AppInstallationAuth per installation: it holds the installation token
 # and refreshes it shortly before expiry, so jobs share a token, not mint one each.
-_installation_auths: dict[tuple[str, int, int], Auth.AppInstallationAuth] = {}
+_installation_auths: dict[tuple[str, int, int, str], Auth.AppInstallationAuth] = {}
 _installation_lock = threading.Lock()
 
 
 def installation_auth(api_url: str, app_id: int, private_key: str,
                       installation_id: int) -> Auth.AppInstallationAuth:
-    key = (api_url, app_id, installation_id)
+    # The key's digest is part of the cache key so a rotated key is used at once.
+    key = (api_url, app_id, installation_id, hashlib.sha256(private_key.encode()).hexdigest())
     with _installation_lock:
         auth = _installation_auths.get(key)
         if auth is None:

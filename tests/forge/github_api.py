@@ -112,7 +112,8 @@ class Renderer:
             default_branch=repo.default_branch,
             clone_url=self.forge.git_url("github", repo.full_name),
             html_url=f"{self.web}/{repo.full_name}", url=f"{self.api}/repos/{repo.full_name}",
-            fork=False, archived=False, disabled=False, license=None,
+            fork=False, archived=False, disabled=False, license=None, language=None,
+            custom_properties={}, web_commit_signoff_required=False,
             open_issues_count=sum(1 for i in repo.issues.values() if i.state == "open"),
             permissions={"admin": role >= 5, "maintain": role >= 4, "push": role >= 3,
                          "triage": role >= 2, "pull": role >= 1},
@@ -144,6 +145,10 @@ class Renderer:
             repository_url=f"{self.api}/repos/{repo.full_name}",
             html_url=f"{self.web}/{repo.full_name}/issues/{issue.number}",
             author_association=self.association(repo, issue.author),
+            draft=isinstance(issue, PullRec) and issue.draft,
+            reactions={"url": f"{base}/reactions", "total_count": 0, "+1": 0, "-1": 0,
+                       "laugh": 0, "hooray": 0, "confused": 0, "heart": 0, "rocket": 0,
+                       "eyes": 0},
         )
         if isinstance(issue, PullRec):
             pulls = f"{self.api}/repos/{repo.full_name}/pulls/{issue.number}"
@@ -246,7 +251,7 @@ class Renderer:
             user=self.user(comment.author), body=comment.body, path=comment.path,
             line=comment.line, original_line=comment.line, position=comment.line,
             original_position=comment.line, start_line=None, original_start_line=None,
-            start_side=None, side="RIGHT", in_reply_to_id=None, commit_id=comment.commit_id,
+            start_side=None, side="RIGHT", commit_id=comment.commit_id,
             original_commit_id=comment.commit_id, diff_hunk=comment.diff_hunk,
             created_at=ts(comment.created_at), updated_at=ts(comment.created_at),
             url=url, html_url=html, pull_request_url=pulls,
@@ -254,6 +259,7 @@ class Renderer:
         )
         data["_links"] = {"self": {"href": url}, "html": {"href": html},
                           "pull_request": {"href": pulls}}
+        data.pop("in_reply_to_id")  # present only on replies
         return data
 
     def status(self, repo: RepoRec, status: StatusRec) -> dict[str, Any]:

@@ -413,7 +413,8 @@ class GitHubApi:
                                   f"{comment.id}"})
 
     def _find_comment(self, repo: RepoRec, cid: str) -> tuple[IssueRec | PullRec, CommentRec]:
-        for issue in [*repo.issues.values(), *repo.pulls.values()]:
+        candidates: list[IssueRec | PullRec] = [*repo.issues.values(), *repo.pulls.values()]
+        for issue in candidates:
             for comment in issue.comments:
                 if comment.id == int(cid):
                     return issue, comment

@@ -493,7 +493,7 @@ class LocalForge:
         if user is None:
             return Response("authentication required", status=401, headers=challenge)
         full_name = repo_path.removesuffix(".git")
-        repo = self.repos.get((kind, full_name))  # type: ignore[arg-type]
+        repo = self.repos.get((kind, full_name))
         if repo is None:
             return Response("not found", status=404)
         role = repo.role_of(user.login)

@@ -32,9 +32,9 @@ def _key_pair(tmp_path: Path, name: str) -> tuple[Path, str]:
 
 
 def _app_settings(world: ForgeWorld, tmp_path: Path, key_file: Path) -> Settings:
-    return Settings(data_dir=tmp_path / "data", github={
+    return Settings.model_validate({"data_dir": tmp_path / "data", "github": {
         "api_url": world.forge.github_api_url, "app_id": APP_ID, "private_key_file": key_file,
-        "write_interval_s": 0, "retry_backoff_s": 0.01})
+        "write_interval_s": 0, "retry_backoff_s": 0.01}})
 
 
 def test_forge_github_app_installation_token_works_for_api_and_git(

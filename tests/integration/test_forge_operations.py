@@ -12,6 +12,7 @@ from bot.forges.base import (
     CommitStatus,
     DraftPullRequest,
     Forge,
+    ForgeName,
     ForgeNotFound,
     IssueRef,
     PullRequestRef,
@@ -26,7 +27,7 @@ pytestmark = pytest.mark.integration
 FORGES = ["github", "gitlab"]
 
 
-def _push_fix(forge: Forge, world: ForgeWorld, kind: str, tmp_path: Path, branch: str) -> str:
+def _push_fix(forge: Forge, world: ForgeWorld, kind: ForgeName, tmp_path: Path, branch: str) -> str:
     repo = world.repo(kind)
     checkout = tmp_path / f"checkout-{kind}"
     forge.clone(repo, checkout)
@@ -37,17 +38,17 @@ def _push_fix(forge: Forge, world: ForgeWorld, kind: str, tmp_path: Path, branch
 
 @pytest.mark.parametrize("kind", FORGES)
 def test_forge_get_issue_reads_title_body_labels_and_comments(
-    kind: str, forge_world: ForgeWorld, forge_settings: Settings
+    kind: ForgeName, forge_world: ForgeWorld, forge_settings: Settings
 ) -> None:
     world = forge_world
     repo = world.repo(kind)
-    issue = world.forge.create_issue(kind, repo.full_name, title="add() subtracts",  # type: ignore[arg-type]
+    issue = world.forge.create_issue(kind, repo.full_name, title="add() subtracts",
                                      body="`add(1, 2)` is -1", author="maya", labels=("bug",))
-    world.forge.add_label(kind, repo.full_name, issue.number, "ribbit", actor="maya")  # type: ignore[arg-type]
-    world.forge.comment_as(kind, repo.full_name, issue.number, author="otto",  # type: ignore[arg-type]
+    world.forge.add_label(kind, repo.full_name, issue.number, "ribbit", actor="maya")
+    world.forge.comment_as(kind, repo.full_name, issue.number, author="otto",
                            body="$(rm -rf /) is just text here")
 
-    got = make_forge(forge_settings, kind).get_issue(IssueRef(repo, issue.number))  # type: ignore[arg-type]
+    got = make_forge(forge_settings, kind).get_issue(IssueRef(repo, issue.number))
 
     assert got.title == "add() subtracts"
     assert got.body == "`add(1, 2)` is -1"
@@ -59,13 +60,13 @@ def test_forge_get_issue_reads_title_body_labels_and_comments(
 
 
 @pytest.mark.parametrize("kind", FORGES)
-def test_forge_has_write_access_by_role(kind: str, forge_world: ForgeWorld,
+def test_forge_has_write_access_by_role(kind: ForgeName, forge_world: ForgeWorld,
                                         forge_settings: Settings) -> None:
     world = forge_world
     repo = world.repo(kind)
-    world.forge.add_collaborator(kind, repo.full_name, "rita", "read")  # type: ignore[arg-type]
-    world.forge.add_collaborator(kind, repo.full_name, "walt", "write")  # type: ignore[arg-type]
-    forge = make_forge(forge_settings, kind)  # type: ignore[arg-type]
+    world.forge.add_collaborator(kind, repo.full_name, "rita", "read")
+    world.forge.add_collaborator(kind, repo.full_name, "walt", "write")
+    forge = make_forge(forge_settings, kind)
 
     assert forge.has_write_access(repo, "maya")  # maintain
     assert forge.has_write_access(repo, "walt")
@@ -75,19 +76,19 @@ def test_forge_has_write_access_by_role(kind: str, forge_world: ForgeWorld,
 
 
 @pytest.mark.parametrize("kind", FORGES)
-def test_forge_status_comment_is_edited_in_place(kind: str, forge_world: ForgeWorld,
+def test_forge_status_comment_is_edited_in_place(kind: ForgeName, forge_world: ForgeWorld,
                                                  forge_settings: Settings) -> None:
     world = forge_world
     repo = world.repo(kind)
-    issue = world.forge.create_issue(kind, repo.full_name, title="t", author="maya")  # type: ignore[arg-type]
-    forge = make_forge(forge_settings, kind)  # type: ignore[arg-type]
+    issue = world.forge.create_issue(kind, repo.full_name, title="t", author="maya")
+    forge = make_forge(forge_settings, kind)
     ref = IssueRef(repo, issue.number)
 
     comment_id = forge.post_comment(ref, "Queued")
     forge.edit_comment(ref, comment_id, "Running tests")
     forge.edit_comment(ref, comment_id, "Opened a draft PR")
 
-    comments = world.forge.comments(kind, repo.full_name, issue.number)  # type: ignore[arg-type]
+    comments = world.forge.comments(kind, repo.full_name, issue.number)
     assert len(comments) == 1
     assert comments[0].id == comment_id
     assert comments[0].author == "ribbit-bot"
@@ -97,10 +98,10 @@ def test_forge_status_comment_is_edited_in_place(kind: str, forge_world: ForgeWo
 
 
 @pytest.mark.parametrize("kind", FORGES)
-def test_forge_default_branch_and_repo_config(kind: str, forge_world: ForgeWorld,
+def test_forge_default_branch_and_repo_config(kind: ForgeName, forge_world: ForgeWorld,
                                               forge_settings: Settings) -> None:
     repo = forge_world.repo(kind)
-    forge = make_forge(forge_settings, kind)  # type: ignore[arg-type]
+    forge = make_forge(forge_settings, kind)
 
     assert forge.default_branch(repo) == "main"
     config = parse_repo_config(forge.read_file(repo, ".ribbit.yml"))
@@ -111,40 +112,40 @@ def test_forge_default_branch_and_repo_config(kind: str, forge_world: ForgeWorld
 
 
 @pytest.mark.parametrize("kind", FORGES)
-def test_forge_invalid_repo_config_is_a_clear_error(kind: str, forge_world: ForgeWorld,
+def test_forge_invalid_repo_config_is_a_clear_error(kind: ForgeName, forge_world: ForgeWorld,
                                                     forge_settings: Settings) -> None:
     world = forge_world
-    world.forge.create_repo(kind, "acme/broken",  # type: ignore[arg-type]
+    world.forge.create_repo(kind, "acme/broken",
                             files={".ribbit.yml": "test: [unclosed\n"})
-    world.forge.add_collaborator(kind, "acme/broken", "ribbit-bot", "write")  # type: ignore[arg-type]
-    world.forge.create_repo(kind, "acme/wrongkey",  # type: ignore[arg-type]
+    world.forge.add_collaborator(kind, "acme/broken", "ribbit-bot", "write")
+    world.forge.create_repo(kind, "acme/wrongkey",
                             files={".ribbit.yml": "reviewers: maya\nmax_turns: 3\n"})
-    world.forge.add_collaborator(kind, "acme/wrongkey", "ribbit-bot", "write")  # type: ignore[arg-type]
-    forge = make_forge(forge_settings, kind)  # type: ignore[arg-type]
+    world.forge.add_collaborator(kind, "acme/wrongkey", "ribbit-bot", "write")
+    forge = make_forge(forge_settings, kind)
     from bot.forges.base import RepoRef
 
     with pytest.raises(RepoConfigError, match=r"\.ribbit\.yml is not valid YAML"):
-        parse_repo_config(forge.read_file(RepoRef(kind, "acme/broken"), ".ribbit.yml"))  # type: ignore[arg-type]
+        parse_repo_config(forge.read_file(RepoRef(kind, "acme/broken"), ".ribbit.yml"))
     with pytest.raises(RepoConfigError, match="max_turns") as excinfo:
-        parse_repo_config(forge.read_file(RepoRef(kind, "acme/wrongkey"), ".ribbit.yml"))  # type: ignore[arg-type]
+        parse_repo_config(forge.read_file(RepoRef(kind, "acme/wrongkey"), ".ribbit.yml"))
     assert "reviewers" in str(excinfo.value)
 
 
 @pytest.mark.parametrize("kind", FORGES)
 def test_forge_clone_and_push_are_visible_in_the_bare_repo(
-    kind: str, forge_world: ForgeWorld, forge_settings: Settings, tmp_path: Path
+    kind: ForgeName, forge_world: ForgeWorld, forge_settings: Settings, tmp_path: Path
 ) -> None:
     world = forge_world
     repo = world.repo(kind)
-    forge = make_forge(forge_settings, kind)  # type: ignore[arg-type]
+    forge = make_forge(forge_settings, kind)
     branch = branch_name_for_issue(7, "add() returns a - b!")
 
     sha = _push_fix(forge, world, kind, tmp_path, branch)
     forge.push(repo, tmp_path / f"checkout-{kind}", branch)
 
     assert branch == "ribbit/issue-7-add-returns-a-b"
-    assert world.forge.branches(kind, repo.full_name)[branch] == sha  # type: ignore[arg-type]
-    bare = world.forge.repo(kind, repo.full_name).bare  # type: ignore[arg-type]
+    assert world.forge.branches(kind, repo.full_name)[branch] == sha
+    bare = world.forge.repo(kind, repo.full_name).bare
     assert "return a + b" in git(bare, "show", f"{branch}:widgets/__init__.py")
     # A second clone of the pushed branch gets the same commit.
     again = tmp_path / "again"
@@ -153,30 +154,30 @@ def test_forge_clone_and_push_are_visible_in_the_bare_repo(
 
 
 @pytest.mark.parametrize("kind", FORGES)
-def test_forge_push_never_forces(kind: str, forge_world: ForgeWorld, forge_settings: Settings,
+def test_forge_push_never_forces(kind: ForgeName, forge_world: ForgeWorld, forge_settings: Settings,
                                  tmp_path: Path) -> None:
     world = forge_world
     repo = world.repo(kind)
-    forge = make_forge(forge_settings, kind)  # type: ignore[arg-type]
+    forge = make_forge(forge_settings, kind)
     branch = "ribbit/issue-8-x"
     _push_fix(forge, world, kind, tmp_path, branch)
     checkout = tmp_path / f"checkout-{kind}"
     forge.push(repo, checkout, branch)
-    first = world.forge.branches(kind, repo.full_name)[branch]  # type: ignore[arg-type]
+    first = world.forge.branches(kind, repo.full_name)[branch]
     git(checkout, "commit", "-q", "--amend", "-m", "rewritten history")
 
     with pytest.raises(Exception, match="never force"):
         forge.push(repo, checkout, branch)
-    assert world.forge.branches(kind, repo.full_name)[branch] == first  # type: ignore[arg-type]
+    assert world.forge.branches(kind, repo.full_name)[branch] == first
 
 
 @pytest.mark.parametrize("kind", FORGES)
 def test_forge_draft_pull_request_with_labels_and_reviewers(
-    kind: str, forge_world: ForgeWorld, forge_settings: Settings, tmp_path: Path
+    kind: ForgeName, forge_world: ForgeWorld, forge_settings: Settings, tmp_path: Path
 ) -> None:
     world = forge_world
     repo = world.repo(kind)
-    forge = make_forge(forge_settings, kind)  # type: ignore[arg-type]
+    forge = make_forge(forge_settings, kind)
     branch = "ribbit/issue-3-fix-add"
     sha = _push_fix(forge, world, kind, tmp_path, branch)
     forge.push(repo, tmp_path / f"checkout-{kind}", branch)
@@ -196,7 +197,7 @@ def test_forge_draft_pull_request_with_labels_and_reviewers(
         assert pr.title == "Draft: Fix add()"
     else:
         assert pr.title == "Fix add()"
-    stored = world.forge.pulls(kind, repo.full_name)  # type: ignore[arg-type]
+    stored = world.forge.pulls(kind, repo.full_name)
     assert len(stored) == 1
     assert stored[0].draft
     assert stored[0].requested_reviewers == ["maya"]
@@ -204,7 +205,7 @@ def test_forge_draft_pull_request_with_labels_and_reviewers(
     again = forge.open_draft_pull_request(repo, DraftPullRequest(
         head=branch, base="main", title="Fix add()", body="Fixes #3"))
     assert again.ref == pr.ref
-    assert len(world.forge.pulls(kind, repo.full_name)) == 1  # type: ignore[arg-type]
+    assert len(world.forge.pulls(kind, repo.full_name)) == 1
     found = forge.find_pull_request(repo, branch)
     assert found is not None and found.ref == pr.ref
     assert forge.find_pull_request(repo, "ribbit/issue-999-none") is None
@@ -214,17 +215,17 @@ def test_forge_draft_pull_request_with_labels_and_reviewers(
 
 @pytest.mark.parametrize("kind", FORGES)
 def test_forge_reviews_review_comments_status_and_merged_diff(
-    kind: str, forge_world: ForgeWorld, forge_settings: Settings, tmp_path: Path
+    kind: ForgeName, forge_world: ForgeWorld, forge_settings: Settings, tmp_path: Path
 ) -> None:
     world = forge_world
     repo = world.repo(kind)
-    forge = make_forge(forge_settings, kind)  # type: ignore[arg-type]
+    forge = make_forge(forge_settings, kind)
     branch = "ribbit/issue-4-fix-add"
     sha = _push_fix(forge, world, kind, tmp_path, branch)
     forge.push(repo, tmp_path / f"checkout-{kind}", branch)
     pr = forge.open_draft_pull_request(repo, DraftPullRequest(head=branch, base="main",
                                                               title="Fix", body="Fixes #4"))
-    world.forge.submit_review(kind, repo.full_name, pr.ref.number, author="maya",  # type: ignore[arg-type]
+    world.forge.submit_review(kind, repo.full_name, pr.ref.number, author="maya",
                               state="CHANGES_REQUESTED", body="add a test",
                               comments=(("widgets/__init__.py", 2, "why plus?"),))
 
@@ -236,29 +237,29 @@ def test_forge_reviews_review_comments_status_and_merged_diff(
     assert [(r.author, r.state) for r in reviews] == [("maya", "changes_requested")]
     assert [(c.author, c.body, c.path, c.line) for c in comments] == [
         ("maya", "why plus?", "widgets/__init__.py", 2)]
-    statuses = world.forge.repo(kind, repo.full_name).statuses  # type: ignore[arg-type]
+    statuses = world.forge.repo(kind, repo.full_name).statuses
     assert [(s.sha, s.context, s.description) for s in statuses] == [
         (sha, "ribbit/gates", "tests: 1 failed")]
     assert statuses[0].state == ("failure" if kind == "github" else "failed")
 
-    world.forge.merge_pull_request(kind, repo.full_name, pr.ref.number, actor="maya")  # type: ignore[arg-type]
+    world.forge.merge_pull_request(kind, repo.full_name, pr.ref.number, actor="maya")
     merged = forge.get_pull_request(pr.ref)
     diff = forge.get_pull_request_diff(pr.ref)
 
     assert merged.state == "merged"
     assert merged.merged_by == "maya"
     assert merged.merged_at is not None
-    assert merged.merge_commit_sha == world.forge.branches(kind, repo.full_name)["main"]  # type: ignore[arg-type]
+    assert merged.merge_commit_sha == world.forge.branches(kind, repo.full_name)["main"]
     assert "diff --git a/widgets/__init__.py b/widgets/__init__.py" in diff
     assert "-    return a - b" in diff and "+    return a + b" in diff
     assert forge.list_open_pull_requests(repo) == []
 
 
 @pytest.mark.parametrize("kind", FORGES)
-def test_forge_missing_things_are_not_found(kind: str, forge_world: ForgeWorld,
+def test_forge_missing_things_are_not_found(kind: ForgeName, forge_world: ForgeWorld,
                                             forge_settings: Settings) -> None:
     repo = forge_world.repo(kind)
-    forge = make_forge(forge_settings, kind)  # type: ignore[arg-type]
+    forge = make_forge(forge_settings, kind)
     with pytest.raises(ForgeNotFound):
         forge.get_issue(IssueRef(repo, 404))
     with pytest.raises(ForgeNotFound):
@@ -266,4 +267,4 @@ def test_forge_missing_things_are_not_found(kind: str, forge_world: ForgeWorld,
     from bot.forges.base import RepoRef
 
     with pytest.raises(ForgeNotFound):
-        forge.default_branch(RepoRef(kind, "acme/nope"))  # type: ignore[arg-type]
+        forge.default_branch(RepoRef(kind, "acme/nope"))

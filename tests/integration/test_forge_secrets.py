@@ -15,6 +15,7 @@ from bot.forges.base import (
     CommitStatus,
     DraftPullRequest,
     ForgeError,
+    ForgeName,
     IssueRef,
     RepoRef,
 )
@@ -40,16 +41,16 @@ def _assert_nowhere(token: str, texts: list[str], where: str) -> None:
 
 @pytest.mark.parametrize("kind", ["github", "gitlab"])
 def test_forge_tokens_never_leak_through_a_full_run(
-    kind: str, forge_world: ForgeWorld, forge_settings: Settings, tmp_path: Path,
+    kind: ForgeName, forge_world: ForgeWorld, forge_settings: Settings, tmp_path: Path,
     caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str],
 ) -> None:
     caplog.set_level(logging.DEBUG)
     world = forge_world
     token = world.bot.token
     repo = world.repo(kind)
-    issue = world.forge.create_issue(kind, repo.full_name, title="Fix add",  # type: ignore[arg-type]
+    issue = world.forge.create_issue(kind, repo.full_name, title="Fix add",
                                      body="please", author="maya")
-    forge = make_forge(forge_settings, kind)  # type: ignore[arg-type]
+    forge = make_forge(forge_settings, kind)
     ref = IssueRef(repo, issue.number)
     errors: list[BaseException] = []
 
@@ -75,7 +76,7 @@ def test_forge_tokens_never_leak_through_a_full_run(
         errors.append(excinfo.value)
     world.forge.faults.clear()
     with pytest.raises(ForgeError) as denied:
-        forge.default_branch(RepoRef(kind, "acme/elsewhere"))  # type: ignore[arg-type]
+        forge.default_branch(RepoRef(kind, "acme/elsewhere"))
     errors.append(denied.value)
 
     log_text = [r.getMessage() for r in caplog.records] + [caplog.text]

@@ -15,6 +15,7 @@ import pytest
 from werkzeug.serving import make_server
 from werkzeug.wrappers import Request, Response
 
+from bot.forges.base import ForgeName
 from tests.forge.server import LocalForge
 from tests.plugins.forge import ForgeWorld
 
@@ -68,8 +69,8 @@ def _missing_keys(example: Any, ours: Any, path: str = "") -> list[str]:
     return missing
 
 
-def _open_pr(forge: LocalForge, world: ForgeWorld, kind: str) -> int:
-    repo = forge.repo(kind, world.repo(kind).full_name)  # type: ignore[arg-type]
+def _open_pr(forge: LocalForge, world: ForgeWorld, kind: ForgeName) -> int:
+    repo = forge.repo(kind, world.repo(kind).full_name)
     repo.git("branch", "ribbit/issue-1-x", "main")
     return forge.add_pull_record(repo, "ribbit-bot", "Fix", "Fixes #1", "ribbit/issue-1-x",
                                  "main", draft=True).number

@@ -10,11 +10,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from bot.forges.base import RepoRef
-from bot.settings import Settings
+from bot.forges.base import ForgeName, RepoRef
+from bot.settings import GitHubSettings, GitLabSettings, Settings
 from tests.forge.server import LocalForge
 from tests.forge.state import User
 
@@ -37,7 +38,7 @@ class ForgeWorld:
     github: RepoRef
     gitlab: RepoRef
 
-    def repo(self, kind: str) -> RepoRef:
+    def repo(self, kind: ForgeName) -> RepoRef:
         return self.github if kind == "github" else self.gitlab
 
 
@@ -63,10 +64,11 @@ def forge_world(local_forge: LocalForge) -> ForgeWorld:
     bot = forge.add_user(BOT_LOGIN)
     maintainer = forge.add_user("maya")
     outsider = forge.add_user("otto")
-    for kind, full_name in (("github", GITHUB_REPO), ("gitlab", GITLAB_REPO)):
-        forge.create_repo(kind, full_name, files=SEED_FILES)  # type: ignore[arg-type]
-        forge.add_collaborator(kind, full_name, BOT_LOGIN, "write")  # type: ignore[arg-type]
-        forge.add_collaborator(kind, full_name, "maya", "maintain")  # type: ignore[arg-type]
+    pairs: tuple[tuple[ForgeName, str], ...] = (("github", GITHUB_REPO), ("gitlab", GITLAB_REPO))
+    for kind, full_name in pairs:
+        forge.create_repo(kind, full_name, files=SEED_FILES)
+        forge.add_collaborator(kind, full_name, BOT_LOGIN, "write")
+        forge.add_collaborator(kind, full_name, "maya", "maintain")
     return ForgeWorld(forge, bot, maintainer, outsider, RepoRef("github", GITHUB_REPO),
                       RepoRef("gitlab", GITLAB_REPO))
 
@@ -74,12 +76,14 @@ def forge_world(local_forge: LocalForge) -> ForgeWorld:
 def settings_for(forge: LocalForge, data_dir: Path, *, github_token: str | None,
                  gitlab_token: str | None, **github: object) -> Settings:
     """Settings aimed at the local forge, with retries fast enough for tests."""
+    github_section: dict[str, Any] = {"api_url": forge.github_api_url, "token": github_token,
+                                      "bot_login": BOT_LOGIN, "write_interval_s": 0,
+                                      "retry_backoff_s": 0.01, **github}
     return Settings(
         data_dir=data_dir,
-        github={"api_url": forge.github_api_url, "token": github_token, "bot_login": BOT_LOGIN,
-                "write_interval_s": 0, "retry_backoff_s": 0.01, **github},
-        gitlab={"url": forge.gitlab_url, "token": gitlab_token, "bot_username": BOT_LOGIN,
-                "retry_backoff_s": 0.01},
+        github=GitHubSettings(**github_section),
+        gitlab=GitLabSettings(url=forge.gitlab_url, token=gitlab_token,  # type: ignore[arg-type]
+                              bot_username=BOT_LOGIN, retry_backoff_s=0.01),
     )
 
 

@@ -22,18 +22,20 @@ def test_make_forge_without_credentials_says_what_to_set(tmp_path: Path) -> None
 def test_make_forge_app_needs_an_installation_or_a_token(tmp_path: Path) -> None:
     key = tmp_path / "key.pem"
     key.write_text("not used")
-    settings = Settings(data_dir=tmp_path, github={"app_id": 1, "private_key_file": key})
+    settings = Settings.model_validate(
+        {"data_dir": tmp_path, "github": {"app_id": 1, "private_key_file": key}})
     with pytest.raises(ForgeError, match="installation"):
         make_forge(settings, "github")
-    missing = Settings(data_dir=tmp_path,
-                       github={"app_id": 1, "private_key_file": tmp_path / "absent.pem"})
+    missing = Settings.model_validate(
+        {"data_dir": tmp_path, "github": {"app_id": 1, "private_key_file": tmp_path / "x.pem"}})
     with pytest.raises(ForgeError, match="PRIVATE_KEY_FILE"):
         make_forge(missing, "github", installation_id=5)
 
 
 def test_make_forge_builds_each_client(tmp_path: Path) -> None:
-    settings = Settings(data_dir=tmp_path, github={"token": "ghp_x" * 4, "bot_login": "bot"},
-                        gitlab={"token": "glpat-x" * 3, "url": "https://gitlab.example.com"})
+    settings = Settings.model_validate({
+        "data_dir": tmp_path, "github": {"token": "ghp_x" * 4, "bot_login": "bot"},
+        "gitlab": {"token": "glpat-x" * 3, "url": "https://gitlab.example.com"}})
     github = make_forge(settings, "github")
     gitlab = make_forge(settings, "gitlab")
     assert isinstance(github, GitHubForge) and github.bot_login == "bot"

@@ -52,6 +52,7 @@ from bot.forges.redact import SECRETS, redact
 from bot.forges.retries import (
     HTTP_TIMEOUT_S,
     SECONDARY_RATE_LIMIT_WAIT_S,
+    RateLimited,
     is_github_rate_limited,
     retry_after_seconds,
     retry_policy,
@@ -165,9 +166,9 @@ class GitHubForge:
             wait = retry_after_seconds(headers)
             if wait is None:
                 wait = SECONDARY_RATE_LIMIT_WAIT_S
-            return ForgeUnavailable(f"GitHub rate limit while trying to {what}", retry_after=wait)
+            return RateLimited(f"GitHub rate limit while trying to {what}", retry_after=wait)
         if status >= 500:
-            return ForgeUnavailable(text)
+            return ForgeUnavailable(text, retry_after=retry_after_seconds(headers))
         if status == 404:
             return ForgeNotFound(text)
         if status in (401, 403):
@@ -176,7 +177,12 @@ class GitHubForge:
 
     def _call(self, what: str, fn: Callable[[], T]) -> T:
         with self._errors(what):
-            return fn()
+            result = fn()
+        if isinstance(self._auth, Auth.AppInstallationAuth):
+            # The call just used (or minted) the installation token: make sure the
+            # log filter knows it. Cached, so this costs no request.
+            SECRETS.add(self._auth.token)
+        return result
 
     def _repo(self, repo: RepoRef) -> Repository:
         if repo.forge != "github":
@@ -249,9 +255,9 @@ class GitHubForge:
         for _attempt in range(_CREATE_ATTEMPTS):
             try:
                 return int(json.loads(self._raw("POST", url, what, body={"body": marked}))["id"])
+            except RateLimited:
+                raise  # refused, not lost: defer the job
             except ForgeUnavailable as exc:
-                if exc.retry_after is not None:
-                    raise  # rate limited: the POST was refused, defer the job
                 last = exc
             # The answer was lost, not necessarily the comment: look before posting again.
             time.sleep(random.uniform(0, 0.5))  # noqa: S311
@@ -362,8 +368,10 @@ class GitHubForge:
                     draft=True, maintainer_can_modify=False,
                 ))
                 break
-            except ForgeUnavailable as exc:
-                if exc.retry_after is not None or attempt == _CREATE_ATTEMPTS - 1:
+            except RateLimited:
+                raise
+            except ForgeUnavailable:
+                if attempt == _CREATE_ATTEMPTS - 1:
                     raise
         assert created is not None
         return self._apply_labels_and_reviewers(repo, created.number, draft)
@@ -377,8 +385,15 @@ class GitHubForge:
                        lambda: pr.add_to_labels(*draft.labels))
         reviewers = [r for r in draft.reviewers if r.lower() != pr.user.login.lower()]
         if reviewers:
-            self._call(f"request reviewers on pull request {pr.number}",
-                       lambda: pr.create_review_request(reviewers=reviewers))
+            try:
+                self._call(f"request reviewers on pull request {pr.number}",
+                           lambda: pr.create_review_request(reviewers=reviewers))
+            except ForgeUnavailable:
+                raise
+            except ForgeError as exc:
+                # A reviewer named in .ribbit.yml who cannot review (not a collaborator)
+                # must not fail a job whose PR is already open.
+                log.warning("could not request reviewers %s: %s", reviewers, exc)
         return self.get_pull_request(PullRequestRef(repo, number))
 
     def get_pull_request(self, ref: PullRequestRef) -> PullRequest:

@@ -45,7 +45,12 @@ from bot.forges.base import (
 from bot.forges.branches import validate_branch_name, validate_repo_path, validate_sha
 from bot.forges.markers import find_marked, with_marker
 from bot.forges.redact import SECRETS, redact
-from bot.forges.retries import HTTP_TIMEOUT_S, retry_after_seconds, retry_policy
+from bot.forges.retries import (
+    HTTP_TIMEOUT_S,
+    RateLimited,
+    retry_after_seconds,
+    retry_policy,
+)
 
 T = TypeVar("T")
 
@@ -146,9 +151,8 @@ class GitLabForge:
         text = f"GitLab answered {status} to {what}" + (f": {message}" if message else "")
         if status == 429:
             wait = retry_after_seconds(getattr(self._local, "headers", {}) or {})
-            return ForgeUnavailable(f"GitLab rate limit while trying to {what}",
-                                    retry_after=_DEFAULT_RATE_LIMIT_WAIT_S if wait is None
-                                    else wait)
+            return RateLimited(f"GitLab rate limit while trying to {what}",
+                               retry_after=_DEFAULT_RATE_LIMIT_WAIT_S if wait is None else wait)
         if status >= 500 or status == 0:
             return ForgeUnavailable(text)
         if status == 404:
@@ -230,9 +234,9 @@ class GitLabForge:
                 note = self._call(what, lambda: self._gl.http_post(
                     path, post_data={"body": with_marker(body, marker)}))
                 return int(cast(dict[str, Any], note)["id"])
+            except RateLimited:
+                raise  # refused, not lost: defer the job
             except ForgeUnavailable as exc:
-                if exc.retry_after is not None:
-                    raise
                 last = exc
             # The answer was lost, not necessarily the note: look before posting again.
             time.sleep(random.uniform(0, 0.5))  # noqa: S311
@@ -355,8 +359,10 @@ class GitLabForge:
             try:
                 created = self._call(what, lambda: self._gl.http_post(path, post_data=payload))
                 return self._merge_request(repo, cast(dict[str, Any], created))
-            except ForgeUnavailable as exc:
-                if exc.retry_after is not None or attempt == _CREATE_ATTEMPTS - 1:
+            except RateLimited:
+                raise
+            except ForgeUnavailable:
+                if attempt == _CREATE_ATTEMPTS - 1:
                     raise
         raise AssertionError("unreachable")
 

@@ -15,11 +15,17 @@ from email.utils import parsedate_to_datetime
 
 from urllib3.util.retry import Retry
 
+from bot.forges.base import ForgeUnavailable
+
 RETRY_STATUSES = (500, 502, 503, 504)
 IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE", "PATCH"})
 HTTP_TIMEOUT_S = 30
 # Secondary limits without a header: GitHub asks to wait "at least one minute".
 SECONDARY_RATE_LIMIT_WAIT_S = 60.0
+
+
+class RateLimited(ForgeUnavailable):
+    """The forge refused the request for a rate limit: it did nothing, wait ``retry_after``."""
 
 
 def retry_policy(*, total: int = 4, backoff_factor: float = 0.5) -> Retry:

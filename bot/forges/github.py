@@ -385,16 +385,31 @@ class GitHubForge:
                        lambda: pr.add_to_labels(*draft.labels))
         reviewers = [r for r in draft.reviewers if r.lower() != pr.user.login.lower()]
         if reviewers:
+            self._request_reviewers(pr, reviewers)
+        return self.get_pull_request(PullRequestRef(repo, number))
+
+    def _request_reviewers(self, pr: GhPullRequest, reviewers: list[str]) -> None:
+        """GitHub refuses the whole request if one login cannot review (not a collaborator);
+        then each is asked alone so one stale name in .ribbit.yml does not drop the rest,
+        and a refusal never fails a job whose PR is already open."""
+        what = f"request reviewers on pull request {pr.number}"
+        try:
+            self._call(what, lambda: pr.create_review_request(reviewers=reviewers))
+            return
+        except ForgeUnavailable:
+            raise
+        except ForgeError as exc:
+            if len(reviewers) == 1:
+                log.warning("could not request reviewer %s: %s", reviewers[0], exc)
+                return
+        for login in reviewers:
             try:
-                self._call(f"request reviewers on pull request {pr.number}",
-                           lambda: pr.create_review_request(reviewers=reviewers))
+                self._call(what, lambda login=login: pr.create_review_request(  # type: ignore[misc]
+                    reviewers=[login]))
             except ForgeUnavailable:
                 raise
             except ForgeError as exc:
-                # A reviewer named in .ribbit.yml who cannot review (not a collaborator)
-                # must not fail a job whose PR is already open.
-                log.warning("could not request reviewers %s: %s", reviewers, exc)
-        return self.get_pull_request(PullRequestRef(repo, number))
+                log.warning("could not request reviewer %s: %s", login, exc)
 
     def get_pull_request(self, ref: PullRequestRef) -> PullRequest:
         return self._call(f"read pull request {ref}",

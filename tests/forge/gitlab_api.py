@@ -328,7 +328,9 @@ class GitLabApi:
         mr.labels = [n.strip() for n in names if n.strip()]
         for uid in data.get("reviewer_ids") or []:
             user = next((u for u in self.forge.users.values() if u.id == int(uid)), None)
-            if user is not None and user.login not in mr.requested_reviewers:
+            # GitLab drops reviewers who are not members of the project.
+            if (user is not None and repo.role_of(user.login) != "none"
+                    and user.login not in mr.requested_reviewers):
                 mr.requested_reviewers.append(user.login)
         return _json(201, self.r.merge_request(repo, mr))
 

@@ -268,6 +268,16 @@ class LocalForge:
             comment = self.add_comment_record(issue, author, body)
         return comment, webhooks.comment_created(self, repo, issue, comment)
 
+    def comment_on_pull_as(self, kind: ForgeKind, full_name: str, number: int, *, author: str,
+                           body: str) -> tuple[CommentRec, webhooks.Delivery | None]:
+        """A conversation comment on a PR/MR (GitHub issue_comment on the PR, GitLab Note Hook
+        with noteable_type MergeRequest)."""
+        with self.lock:
+            repo = self.repo(kind, full_name)
+            pr = repo.pulls[number]
+            comment = self.add_comment_record(pr, author, body)
+        return comment, webhooks.comment_created(self, repo, pr, comment)
+
     def submit_review(self, kind: ForgeKind, full_name: str, number: int, *, author: str,
                       state: str, body: str = "",
                       comments: tuple[tuple[str, int, str], ...] = ()

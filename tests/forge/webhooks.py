@@ -142,7 +142,7 @@ def issue_labeled(forge: LocalForge, repo: RepoRec, issue: IssueRec, label: str,
     return _send(forge, "gitlab", "Issue Hook", payload)
 
 
-def comment_created(forge: LocalForge, repo: RepoRec, issue: IssueRec,
+def comment_created(forge: LocalForge, repo: RepoRec, issue: IssueRec | PullRec,
                     comment: CommentRec) -> Delivery:
     if repo.forge == "github":
         r = github_api.Renderer(forge)
@@ -151,17 +151,24 @@ def comment_created(forge: LocalForge, repo: RepoRec, issue: IssueRec,
                    **_github_common(forge, repo, comment.author)}
         return _send(forge, "github", "issue_comment", payload)
     author = forge.users.get(comment.author)
+    on_mr = isinstance(issue, PullRec)
+    path = "merge_requests" if on_mr else "issues"
     payload = {"object_kind": "note", "event_type": "note",
                **_gitlab_common(forge, repo, comment.author),
                "object_attributes": {
-                   "id": comment.id, "note": comment.body, "noteable_type": "Issue",
+                   "id": comment.id, "note": comment.body,
+                   "noteable_type": "MergeRequest" if on_mr else "Issue",
                    "author_id": author.id if author else 0,
                    "created_at": gitlab_api.ts(comment.created_at),
                    "updated_at": gitlab_api.ts(comment.updated_at), "project_id": repo.id,
                    "noteable_id": issue.id, "system": False, "action": "create",
-                   "url": f"{forge.gitlab_url}/{repo.full_name}/-/issues/{issue.number}"
-                          f"#note_{comment.id}"},
-               "issue": _gitlab_issue_attrs(forge, repo, issue, None)}
+                   "url": f"{forge.gitlab_url}/{repo.full_name}/-/{path}/{issue.number}"
+                          f"#note_{comment.id}"}}
+    if isinstance(issue, PullRec):
+        payload["merge_request"] = _gitlab_mr_attrs(forge, repo, issue, "update")
+        del payload["merge_request"]["action"]
+    else:
+        payload["issue"] = _gitlab_issue_attrs(forge, repo, issue, None)
     return _send(forge, "gitlab", "Note Hook", payload)
 
 

@@ -268,3 +268,24 @@ def test_forge_missing_things_are_not_found(kind: ForgeName, forge_world: ForgeW
 
     with pytest.raises(ForgeNotFound):
         forge.default_branch(RepoRef(kind, "acme/nope"))
+
+
+@pytest.mark.parametrize("kind", FORGES)
+def test_forge_unknown_reviewer_does_not_fail_the_draft(
+    kind: ForgeName, forge_world: ForgeWorld, forge_settings: Settings, tmp_path: Path
+) -> None:
+    world = forge_world
+    repo = world.repo(kind)
+    forge = make_forge(forge_settings, kind)
+    branch = "ribbit/issue-5-x"
+    _push_fix(forge, world, kind, tmp_path, branch)
+    forge.push(repo, tmp_path / f"checkout-{kind}", branch)
+
+    pr = forge.open_draft_pull_request(repo, DraftPullRequest(
+        head=branch, base="main", title="x", body="x", reviewers=["otto", "ghost-user", "maya"]))
+
+    assert pr.draft
+    stored = world.forge.pulls(kind, repo.full_name)[0]
+    # GitHub refuses a request naming a non-collaborator, GitLab drops non-members and
+    # unknown users: either way the one valid reviewer is still asked.
+    assert stored.requested_reviewers == ["maya"]

@@ -158,3 +158,24 @@ def test_forge_without_a_bot_url_records_but_sends_nothing(forge_world: ForgeWor
     assert delivery is not None and delivery.status_code is None
     assert "X-Hub-Signature-256" not in delivery.headers
     assert forge.webhook_deliveries == [delivery]
+
+
+@pytest.mark.parametrize("kind", ["github", "gitlab"])
+def test_forge_comment_on_a_pull_request_is_a_pr_comment_event(
+    kind: ForgeName, forge_world: ForgeWorld, receiver: Receiver
+) -> None:
+    forge, full = forge_world.forge, forge_world.repo(kind).full_name
+    forge.configure_webhooks(github=(receiver.url, "s" * 16), gitlab=(receiver.url, "t" * 16))
+    number = _open_pr(forge, forge_world, kind)
+
+    forge.comment_on_pull_as(kind, full, number, author="maya", body="/ribbit revise please")
+
+    payload = json.loads(receiver.received[0][1])
+    if kind == "github":
+        assert payload["action"] == "created"
+        assert payload["issue"]["number"] == number
+        assert "pull_request" in payload["issue"]  # how GitHub marks a PR conversation
+    else:
+        assert payload["object_attributes"]["noteable_type"] == "MergeRequest"
+        assert payload["merge_request"]["iid"] == number
+        assert payload["merge_request"]["source_branch"] == "ribbit/issue-1-x"

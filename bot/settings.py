@@ -67,6 +67,9 @@ class GitHubSettings(Section):
         ge=0,
         description="Backoff factor for retrying 5xx and connection errors (with jitter).",
     )
+    http_timeout_s: int = Field(
+        default=30, ge=1, description="Seconds to wait for one API answer before retrying."
+    )
 
 
 class GitLabSettings(Section):
@@ -84,6 +87,9 @@ class GitLabSettings(Section):
         default=0.5,
         ge=0,
         description="Backoff factor for retrying 5xx and connection errors (with jitter).",
+    )
+    http_timeout_s: int = Field(
+        default=30, ge=1, description="Seconds to wait for one API answer before retrying."
     )
 
 

@@ -71,7 +71,8 @@ def _make_github(settings: Settings, installation_id: int | None) -> Forge:
         raise ForgeError("GitHub has no credentials: set RIBBIT_GITHUB__TOKEN, or "
                          "RIBBIT_GITHUB__APP_ID with RIBBIT_GITHUB__PRIVATE_KEY_FILE")
     return GitHubForge(api_url=gh.api_url, auth=auth, bot_login=gh.bot_login,
-                       write_interval_s=gh.write_interval_s, retry_backoff=gh.retry_backoff_s)
+                       write_interval_s=gh.write_interval_s, retry_backoff=gh.retry_backoff_s,
+                       timeout_s=gh.http_timeout_s)
 
 
 def _make_gitlab(settings: Settings) -> Forge:
@@ -81,4 +82,5 @@ def _make_gitlab(settings: Settings) -> Forge:
     if gl.token is None or not gl.token.get_secret_value():
         raise ForgeError("GitLab has no credentials: set RIBBIT_GITLAB__TOKEN")
     return GitLabForge(url=gl.url, token=gl.token.get_secret_value(),
-                       bot_username=gl.bot_username, retry_backoff=gl.retry_backoff_s)
+                       bot_username=gl.bot_username, retry_backoff=gl.retry_backoff_s,
+                       timeout_s=gl.http_timeout_s)

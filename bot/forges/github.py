@@ -112,6 +112,7 @@ class GitHubForge:
         write_interval_s: float = 1.0,
         retry_total: int = 4,
         retry_backoff: float = 0.5,
+        timeout_s: int = HTTP_TIMEOUT_S,
     ) -> None:
         self._api_url = api_url.rstrip("/")
         self._auth = auth
@@ -119,7 +120,7 @@ class GitHubForge:
         self._gh = Github(
             auth=auth,
             base_url=self._api_url,
-            timeout=HTTP_TIMEOUT_S,
+            timeout=timeout_s,
             retry=retry_policy(total=retry_total, backoff_factor=retry_backoff),
             seconds_between_requests=None,
             seconds_between_writes=write_interval_s or None,

@@ -104,6 +104,7 @@ class GitLabForge:
         bot_username: str,
         retry_total: int = 4,
         retry_backoff: float = 0.5,
+        timeout_s: int = HTTP_TIMEOUT_S,
     ) -> None:
         self._token = token
         self._bot_username = bot_username
@@ -115,7 +116,7 @@ class GitLabForge:
         session.mount("http://", adapter)
         session.mount("https://", adapter)
         session.hooks["response"].append(self._remember_failure_headers)
-        self._gl = _Gitlab(url.rstrip("/"), private_token=token, timeout=HTTP_TIMEOUT_S,
+        self._gl = _Gitlab(url.rstrip("/"), private_token=token, timeout=timeout_s,
                            session=session, per_page=100)
 
     @property

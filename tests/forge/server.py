@@ -328,8 +328,12 @@ class LocalForge:
                   method: str | None = None, after: bool = False,
                   headers: dict[str, str] | None = None, body: str | None = None,
                   delay_s: float = 0.0) -> Fault:
-        """The next ``count`` requests whose path matches get ``status`` (after processing
-        them, if ``after``: a lost answer); ``status=None`` with ``delay_s`` only slows them."""
+        """The next ``count`` requests whose path matches get ``status`` instead of an answer.
+
+        ``after``: the request is processed first (the answer is lost, not the work).
+        ``delay_s``: wait that long first (or, with ``after``, between the work and the
+        answer); with ``status=None`` the real answer follows the delay.
+        """
         fault = Fault(method, re.compile(path_regex), count, status, after, headers or {},
                       body if body is not None else '{"message": "Server Error"}', delay_s)
         with self.lock:
@@ -438,14 +442,16 @@ class LocalForge:
 
     def _handle(self, request: Request, path: str) -> Response:
         fault = self._take_fault(request.method, path)
-        if fault is not None and fault.delay_s:
+        if fault is None:
+            return self._dispatch(request, path)
+        if not fault.after:
             time.sleep(fault.delay_s)
-        if fault is not None and fault.status is not None and not fault.after:
-            return fault.response()
+            return fault.response() if fault.status is not None else self._dispatch(request,
+                                                                                     path)
+        # after: the forge does the work, then the answer is slow or lost.
         response = self._dispatch(request, path)
-        if fault is not None and fault.status is not None and fault.after:
-            return fault.response()
-        return response
+        time.sleep(fault.delay_s)
+        return fault.response() if fault.status is not None else response
 
     def _user_for(self, token: str | None) -> User | None:
         if not token:

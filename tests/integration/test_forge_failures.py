@@ -202,3 +202,31 @@ def test_forge_bad_token_is_permission_denied(kind: ForgeName, forge_world: Forg
         forge.get_issue(ref)
     with pytest.raises(ForgePermissionDenied):
         forge.clone(ref.repo, tmp_path / "c")
+
+
+@pytest.mark.parametrize("kind", FORGES)
+def test_forge_comment_whose_answer_times_out_is_not_duplicated(
+    kind: ForgeName, forge_world: ForgeWorld, tmp_path: Path
+) -> None:
+    ref = _issue(forge_world, kind)
+    settings = settings_for(forge_world.forge, tmp_path, github_token=forge_world.bot.token,
+                            gitlab_token=forge_world.bot.token, http_timeout_s=1)
+    # The forge stores the comment at once but answers only after the client gave up.
+    forge_world.forge.fail_next(COMMENTS[kind], count=1, status=None, method="POST", after=True,
+                                delay_s=3)
+
+    comment_id = make_forge(settings, kind).post_comment(ref, "Working on it")
+
+    comments = forge_world.forge.comments(kind, ref.repo.full_name, ref.number)
+    assert [c.id for c in comments] == [comment_id]
+
+
+@pytest.mark.parametrize("kind", FORGES)
+def test_forge_slow_read_is_retried(kind: ForgeName, forge_world: ForgeWorld,
+                                    tmp_path: Path) -> None:
+    ref = _issue(forge_world, kind)
+    settings = settings_for(forge_world.forge, tmp_path, github_token=forge_world.bot.token,
+                            gitlab_token=forge_world.bot.token, http_timeout_s=1)
+    forge_world.forge.fail_next(ISSUE[kind], count=1, status=None, method="GET", delay_s=3)
+
+    assert make_forge(settings, kind).get_issue(ref).title == "t"

@@ -74,16 +74,19 @@ def forge_world(local_forge: LocalForge) -> ForgeWorld:
 
 
 def settings_for(forge: LocalForge, data_dir: Path, *, github_token: str | None,
-                 gitlab_token: str | None, **github: object) -> Settings:
+                 gitlab_token: str | None, http_timeout_s: int = 30,
+                 **github: object) -> Settings:
     """Settings aimed at the local forge, with retries fast enough for tests."""
     github_section: dict[str, Any] = {"api_url": forge.github_api_url, "token": github_token,
                                       "bot_login": BOT_LOGIN, "write_interval_s": 0,
-                                      "retry_backoff_s": 0.01, **github}
+                                      "retry_backoff_s": 0.01,
+                                      "http_timeout_s": http_timeout_s, **github}
     return Settings(
         data_dir=data_dir,
         github=GitHubSettings(**github_section),
         gitlab=GitLabSettings(url=forge.gitlab_url, token=gitlab_token,  # type: ignore[arg-type]
-                              bot_username=BOT_LOGIN, retry_backoff_s=0.01),
+                              bot_username=BOT_LOGIN, retry_backoff_s=0.01,
+                              http_timeout_s=http_timeout_s),
     )
 
 

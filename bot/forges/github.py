@@ -56,6 +56,7 @@ from bot.forges.retries import (
     is_github_rate_limited,
     retry_after_seconds,
     retry_policy,
+    retry_repeatable,
 )
 
 log = logging.getLogger(__name__)
@@ -382,8 +383,8 @@ class GitHubForge:
         """Both calls only add, so repeating them on a reused PR changes nothing."""
         pr = self._call(f"read pull request {number}", lambda: self._repo(repo).get_pull(number))
         if draft.labels:
-            self._call(f"label pull request {pr.number}",
-                       lambda: pr.add_to_labels(*draft.labels))
+            retry_repeatable(lambda: self._call(f"label pull request {pr.number}",
+                                                lambda: pr.add_to_labels(*draft.labels)))
         reviewers = [r for r in draft.reviewers if r.lower() != pr.user.login.lower()]
         if reviewers:
             self._request_reviewers(pr, reviewers)
@@ -395,7 +396,8 @@ class GitHubForge:
         and a refusal never fails a job whose PR is already open."""
         what = f"request reviewers on pull request {pr.number}"
         try:
-            self._call(what, lambda: pr.create_review_request(reviewers=reviewers))
+            retry_repeatable(lambda: self._call(
+                what, lambda: pr.create_review_request(reviewers=reviewers)))
             return
         except ForgeUnavailable:
             raise
@@ -477,5 +479,6 @@ class GitHubForge:
         }
         if status.target_url:
             body["target_url"] = status.target_url
-        self._raw("POST", f"{self._repo(repo).url}/statuses/{sha}",
-                  f"set the {status.context} status on {sha[:12]}", body=body)
+        retry_repeatable(lambda: self._raw(
+            "POST", f"{self._repo(repo).url}/statuses/{sha}",
+            f"set the {status.context} status on {sha[:12]}", body=body))

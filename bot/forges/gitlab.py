@@ -50,6 +50,7 @@ from bot.forges.retries import (
     RateLimited,
     retry_after_seconds,
     retry_policy,
+    retry_repeatable,
 )
 
 T = TypeVar("T")
@@ -433,9 +434,10 @@ class GitLabForge:
         }
         if status.target_url:
             payload["target_url"] = status.target_url
-        self._call(f"set the {status.context} status on {sha[:12]}",
-                   lambda: self._gl.http_post(f"{self._project(repo)}/statuses/{sha}",
-                                              post_data=payload))
+        retry_repeatable(lambda: self._call(
+            f"set the {status.context} status on {sha[:12]}",
+            lambda: self._gl.http_post(f"{self._project(repo)}/statuses/{sha}",
+                                       post_data=payload)))
 
 
 def _unified_file_diff(entry: Mapping[str, Any]) -> str:

@@ -9,13 +9,17 @@ reached the server. Rate limits are never slept through here: they become
 
 from __future__ import annotations
 
+import random
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from email.utils import parsedate_to_datetime
+from typing import TypeVar
 
 from urllib3.util.retry import Retry
 
 from bot.forges.base import ForgeUnavailable
+
+T = TypeVar("T")
 
 RETRY_STATUSES = (500, 502, 503, 504)
 IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE", "PATCH"})
@@ -49,6 +53,25 @@ def retry_policy(*, total: int = 4, backoff_factor: float = 0.5) -> Retry:
         raise_on_status=False,
         raise_on_redirect=False,
     )
+
+
+def retry_repeatable(action: Callable[[], T], *, attempts: int = 3,
+                     base_delay: float = 0.25) -> T:
+    """Retry a POST whose repetition is harmless (a status, labels, reviewer requests).
+
+    urllib3 never repeats a POST after a 5xx; these may be, because sending one
+    twice leaves the same state. Rate limits are not retried: the caller defers.
+    """
+    for attempt in range(attempts):
+        try:
+            return action()
+        except RateLimited:
+            raise
+        except ForgeUnavailable:
+            if attempt == attempts - 1:
+                raise
+            time.sleep(random.uniform(0, base_delay * 2**attempt))  # noqa: S311
+    raise AssertionError("unreachable")
 
 
 def _header(headers: Mapping[str, str], name: str) -> str | None:

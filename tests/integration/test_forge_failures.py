@@ -9,6 +9,7 @@ import pytest
 
 from bot.forges import make_forge
 from bot.forges.base import (
+    CommitStatus,
     DraftPullRequest,
     ForgeName,
     ForgeNotFound,
@@ -230,3 +231,17 @@ def test_forge_slow_read_is_retried(kind: ForgeName, forge_world: ForgeWorld,
     forge_world.forge.fail_next(ISSUE[kind], count=1, status=None, method="GET", delay_s=3)
 
     assert make_forge(settings, kind).get_issue(ref).title == "t"
+
+
+@pytest.mark.parametrize("kind", FORGES)
+def test_forge_commit_status_is_retried_after_a_5xx(
+    kind: ForgeName, forge_world: ForgeWorld, forge_settings: Settings
+) -> None:
+    repo = forge_world.repo(kind)
+    sha = forge_world.forge.branches(kind, repo.full_name)["main"]
+    forge_world.forge.fail_next(r"/statuses/[0-9a-f]{40}$", count=2, status=502, method="POST")
+
+    make_forge(forge_settings, kind).set_commit_status(repo, sha, CommitStatus(state="pending"))
+
+    statuses = forge_world.forge.repo(kind, repo.full_name).statuses
+    assert [(s.sha, s.state) for s in statuses] == [(sha, "pending")]

@@ -32,8 +32,9 @@ __all__ = [
 ]
 
 
-def make_forge(settings: Settings, forge: ForgeName, *,
-               installation_id: int | None = None) -> Forge:
+def make_forge(
+    settings: Settings, forge: ForgeName, *, installation_id: int | None = None
+) -> Forge:
     """The forge client for ``forge`` as ``settings`` configure it.
 
     GitHub: the App (app_id + private_key_file) for ``installation_id`` when
@@ -65,14 +66,23 @@ def _make_github(settings: Settings, installation_id: int | None) -> Forge:
     elif gh.token is not None and gh.token.get_secret_value():
         auth = Auth.Token(gh.token.get_secret_value())
     elif gh.app_id is not None:
-        raise ForgeError("GitHub App is configured but the event carries no installation id, "
-                         "and RIBBIT_GITHUB__TOKEN is not set")
+        raise ForgeError(
+            "GitHub App is configured but the event carries no installation id, "
+            "and RIBBIT_GITHUB__TOKEN is not set"
+        )
     else:
-        raise ForgeError("GitHub has no credentials: set RIBBIT_GITHUB__TOKEN, or "
-                         "RIBBIT_GITHUB__APP_ID with RIBBIT_GITHUB__PRIVATE_KEY_FILE")
-    return GitHubForge(api_url=gh.api_url, auth=auth, bot_login=gh.bot_login,
-                       write_interval_s=gh.write_interval_s, retry_backoff=gh.retry_backoff_s,
-                       timeout_s=gh.http_timeout_s)
+        raise ForgeError(
+            "GitHub has no credentials: set RIBBIT_GITHUB__TOKEN, or "
+            "RIBBIT_GITHUB__APP_ID with RIBBIT_GITHUB__PRIVATE_KEY_FILE"
+        )
+    return GitHubForge(
+        api_url=gh.api_url,
+        auth=auth,
+        bot_login=gh.bot_login,
+        write_interval_s=gh.write_interval_s,
+        retry_backoff=gh.retry_backoff_s,
+        timeout_s=gh.http_timeout_s,
+    )
 
 
 def _make_gitlab(settings: Settings) -> Forge:
@@ -81,6 +91,10 @@ def _make_gitlab(settings: Settings) -> Forge:
     gl = settings.gitlab
     if gl.token is None or not gl.token.get_secret_value():
         raise ForgeError("GitLab has no credentials: set RIBBIT_GITLAB__TOKEN")
-    return GitLabForge(url=gl.url, token=gl.token.get_secret_value(),
-                       bot_username=gl.bot_username, retry_backoff=gl.retry_backoff_s,
-                       timeout_s=gl.http_timeout_s)
+    return GitLabForge(
+        url=gl.url,
+        token=gl.token.get_secret_value(),
+        bot_username=gl.bot_username,
+        retry_backoff=gl.retry_backoff_s,
+        timeout_s=gl.http_timeout_s,
+    )

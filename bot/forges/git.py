@@ -94,24 +94,44 @@ def _classify(stderr: str, what: str) -> ForgeError:
     lowered = stderr.lower()
     lines = [line.strip() for line in stderr.splitlines() if line.strip()]
     # git ends with hints; the line that says what went wrong starts with fatal/error.
-    detail = next((line for line in lines if line.startswith(("fatal:", "error:"))),
-                  lines[-1] if lines else "no output")
+    detail = next(
+        (line for line in lines if line.startswith(("fatal:", "error:"))),
+        lines[-1] if lines else "no output",
+    )
     message = f"git {what} failed: {detail}"
     if "[rejected]" in lowered or "non-fast-forward" in lowered or "fetch first" in lowered:
-        return ForgeError(f"git {what} rejected: the remote branch has commits this checkout "
-                          "lacks, and the bot never force-pushes")
+        return ForgeError(
+            f"git {what} rejected: the remote branch has commits this checkout "
+            "lacks, and the bot never force-pushes"
+        )
     if any(code in lowered for code in ("error: 500", "error: 502", "error: 503", "error: 504")):
         return ForgeUnavailable(message)
     if any(
         s in lowered
-        for s in ("could not resolve host", "connection refused", "timed out", "failed to connect",
-                  "connection reset", "early eof", "the remote end hung up")
+        for s in (
+            "could not resolve host",
+            "connection refused",
+            "timed out",
+            "failed to connect",
+            "connection reset",
+            "early eof",
+            "the remote end hung up",
+        )
     ):
         return ForgeUnavailable(message)
     if "error: 404" in lowered or "not found" in lowered:
         return ForgeNotFound(message)
-    if any(s in lowered for s in ("error: 401", "error: 403", "authentication failed",
-                                   "could not read username", "permission", "denied")):
+    if any(
+        s in lowered
+        for s in (
+            "error: 401",
+            "error: 403",
+            "authentication failed",
+            "could not read username",
+            "permission",
+            "denied",
+        )
+    ):
         return ForgePermissionDenied(message)
     return ForgeError(message)
 
@@ -131,8 +151,13 @@ def run_git(
     secrets = [credentials.token] if credentials else []
     try:
         proc = subprocess.run(
-            ["git", *args], cwd=cwd, env=env, capture_output=True, text=True,
-            timeout=GIT_TIMEOUT_S, check=False,
+            ["git", *args],
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=GIT_TIMEOUT_S,
+            check=False,
         )
     except subprocess.TimeoutExpired as exc:
         raise ForgeUnavailable(f"git {what} timed out after {GIT_TIMEOUT_S}s") from exc
@@ -142,8 +167,13 @@ def run_git(
     return proc.stdout
 
 
-def with_retries(action: Callable[[], None], *, cleanup: Callable[[], None] | None = None,
-                 attempts: int = _ATTEMPTS, base_delay: float = 0.5) -> None:
+def with_retries(
+    action: Callable[[], None],
+    *,
+    cleanup: Callable[[], None] | None = None,
+    attempts: int = _ATTEMPTS,
+    base_delay: float = 0.5,
+) -> None:
     """Retry ``action`` on ForgeUnavailable with exponential backoff and full jitter."""
     for attempt in range(attempts):
         try:
@@ -157,8 +187,9 @@ def with_retries(action: Callable[[], None], *, cleanup: Callable[[], None] | No
             time.sleep(random.uniform(0, base_delay * 2**attempt))  # noqa: S311
 
 
-def clone(url: str, dest: Path, credentials: GitCredentials | None, *,
-          branch: str | None = None) -> None:
+def clone(
+    url: str, dest: Path, credentials: GitCredentials | None, *, branch: str | None = None
+) -> None:
     """``git clone`` ``url`` into ``dest`` (which must not exist or be empty)."""
     check_remote_url(url)
     args = ["clone", "--quiet", "--no-recurse-submodules"]
@@ -189,6 +220,5 @@ def push(url: str, workdir: Path, branch: str, credentials: GitCredentials | Non
     with_retries(lambda: _run_push(args, url, workdir, credentials))
 
 
-def _run_push(args: list[str], url: str, workdir: Path,
-              credentials: GitCredentials | None) -> None:
+def _run_push(args: list[str], url: str, workdir: Path, credentials: GitCredentials | None) -> None:
     run_git(args, url=url, credentials=credentials, cwd=workdir, what="push")

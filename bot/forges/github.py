@@ -63,8 +63,9 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 _WRITE_PERMISSIONS = frozenset({"admin", "maintain", "write"})
-_REVIEW_STATES: dict[str, Literal["approved", "changes_requested", "commented", "dismissed",
-                                  "pending"]] = {
+_REVIEW_STATES: dict[
+    str, Literal["approved", "changes_requested", "commented", "dismissed", "pending"]
+] = {
     "APPROVED": "approved",
     "CHANGES_REQUESTED": "changes_requested",
     "COMMENTED": "commented",
@@ -80,8 +81,9 @@ _installation_auths: dict[tuple[str, int, int, str], Auth.AppInstallationAuth] =
 _installation_lock = threading.Lock()
 
 
-def installation_auth(api_url: str, app_id: int, private_key: str,
-                      installation_id: int) -> Auth.AppInstallationAuth:
+def installation_auth(
+    api_url: str, app_id: int, private_key: str, installation_id: int
+) -> Auth.AppInstallationAuth:
     # The key's digest is part of the cache key so a rotated key is used at once.
     key = (api_url, app_id, installation_id, hashlib.sha256(private_key.encode()).hexdigest())
     with _installation_lock:
@@ -191,8 +193,15 @@ class GitHubForge:
             raise ForgeError(f"{repo} is not a GitHub repository")
         return self._gh.get_repo(repo.full_name)  # lazy: Github(lazy=True)
 
-    def _raw(self, verb: str, url: str, what: str, *, accept: str | None = None,
-             body: dict[str, Any] | None = None) -> str:
+    def _raw(
+        self,
+        verb: str,
+        url: str,
+        what: str,
+        *,
+        accept: str | None = None,
+        body: dict[str, Any] | None = None,
+    ) -> str:
         """A request whose answer is not a PyGithub object (diffs) or that needs no GET first."""
         headers = {"Accept": accept} if accept else None
 
@@ -238,8 +247,11 @@ class GitHubForge:
 
         def check() -> bool:
             try:
-                data = self._raw("GET", f"{self._repo(repo).url}/collaborators/{user}/permission",
-                                 f"check {username}'s permission on {repo}")
+                data = self._raw(
+                    "GET",
+                    f"{self._repo(repo).url}/collaborators/{user}/permission",
+                    f"check {username}'s permission on {repo}",
+                )
             except ForgeNotFound:
                 return False
             answer = json.loads(data)
@@ -365,10 +377,17 @@ class GitHubForge:
             if existing is not None and existing.state == "open":
                 return self._apply_labels_and_reviewers(repo, existing.ref.number, draft)
             try:
-                created = self._call(what, lambda: self._repo(repo).create_pull(
-                    base=draft.base, head=draft.head, title=draft.title, body=draft.body,
-                    draft=True, maintainer_can_modify=False,
-                ))
+                created = self._call(
+                    what,
+                    lambda: self._repo(repo).create_pull(
+                        base=draft.base,
+                        head=draft.head,
+                        title=draft.title,
+                        body=draft.body,
+                        draft=True,
+                        maintainer_can_modify=False,
+                    ),
+                )
                 break
             except RateLimited:
                 raise
@@ -378,13 +397,17 @@ class GitHubForge:
         assert created is not None
         return self._apply_labels_and_reviewers(repo, created.number, draft)
 
-    def _apply_labels_and_reviewers(self, repo: RepoRef, number: int,
-                                    draft: DraftPullRequest) -> PullRequest:
+    def _apply_labels_and_reviewers(
+        self, repo: RepoRef, number: int, draft: DraftPullRequest
+    ) -> PullRequest:
         """Both calls only add, so repeating them on a reused PR changes nothing."""
         pr = self._call(f"read pull request {number}", lambda: self._repo(repo).get_pull(number))
         if draft.labels:
-            retry_repeatable(lambda: self._call(f"label pull request {pr.number}",
-                                                lambda: pr.add_to_labels(*draft.labels)))
+            retry_repeatable(
+                lambda: self._call(
+                    f"label pull request {pr.number}", lambda: pr.add_to_labels(*draft.labels)
+                )
+            )
         reviewers = [r for r in draft.reviewers if r.lower() != pr.user.login.lower()]
         if reviewers:
             self._request_reviewers(pr, reviewers)
@@ -396,8 +419,9 @@ class GitHubForge:
         and a refusal never fails a job whose PR is already open."""
         what = f"request reviewers on pull request {pr.number}"
         try:
-            retry_repeatable(lambda: self._call(
-                what, lambda: pr.create_review_request(reviewers=reviewers)))
+            retry_repeatable(
+                lambda: self._call(what, lambda: pr.create_review_request(reviewers=reviewers))
+            )
             return
         except ForgeUnavailable:
             raise
@@ -407,20 +431,26 @@ class GitHubForge:
                 return
         for login in reviewers:
             try:
-                self._call(what, lambda login=login: pr.create_review_request(  # type: ignore[misc]
-                    reviewers=[login]))
+                self._call(
+                    what,
+                    lambda login=login: pr.create_review_request(  # type: ignore[misc]
+                        reviewers=[login]
+                    ),
+                )
             except ForgeUnavailable:
                 raise
             except ForgeError as exc:
                 log.warning("could not request reviewer %s: %s", login, exc)
 
     def get_pull_request(self, ref: PullRequestRef) -> PullRequest:
-        return self._call(f"read pull request {ref}",
-                          lambda: self._pull(ref.repo, self._repo(ref.repo).get_pull(ref.number)))
+        return self._call(
+            f"read pull request {ref}",
+            lambda: self._pull(ref.repo, self._repo(ref.repo).get_pull(ref.number)),
+        )
 
-    def list_open_pull_requests(self, repo: RepoRef, head_prefix: str = "ribbit/") -> list[
-        PullRequest
-    ]:
+    def list_open_pull_requests(
+        self, repo: RepoRef, head_prefix: str = "ribbit/"
+    ) -> list[PullRequest]:
         def fetch() -> list[PullRequest]:
             return [
                 self._pull(repo, pr)
@@ -466,8 +496,9 @@ class GitHubForge:
 
     def get_pull_request_diff(self, ref: PullRequestRef) -> str:
         url = f"{self._repo(ref.repo).url}/pulls/{ref.number}"
-        return self._raw("GET", url, f"read the diff of {ref}",
-                         accept="application/vnd.github.v3.diff")
+        return self._raw(
+            "GET", url, f"read the diff of {ref}", accept="application/vnd.github.v3.diff"
+        )
 
     def set_commit_status(self, repo: RepoRef, sha: str, status: CommitStatus) -> None:
         validate_sha(sha)
@@ -479,6 +510,11 @@ class GitHubForge:
         }
         if status.target_url:
             body["target_url"] = status.target_url
-        retry_repeatable(lambda: self._raw(
-            "POST", f"{self._repo(repo).url}/statuses/{sha}",
-            f"set the {status.context} status on {sha[:12]}", body=body))
+        retry_repeatable(
+            lambda: self._raw(
+                "POST",
+                f"{self._repo(repo).url}/statuses/{sha}",
+                f"set the {status.context} status on {sha[:12]}",
+                body=body,
+            )
+        )

@@ -59,8 +59,12 @@ DEVELOPER_ACCESS = 30
 DRAFT_PREFIX = "Draft: "
 _CREATE_ATTEMPTS = 3
 _DEFAULT_RATE_LIMIT_WAIT_S = 60.0
-_STATUS_STATES = {"pending": "pending", "success": "success", "failure": "failed",
-                  "error": "failed"}
+_STATUS_STATES = {
+    "pending": "pending",
+    "success": "success",
+    "failure": "failed",
+    "error": "failed",
+}
 _REVIEWER_STATES: dict[str, Literal["approved", "changes_requested", "commented"]] = {
     "approved": "approved",
     "requested_changes": "changes_requested",
@@ -112,13 +116,15 @@ class GitLabForge:
         SECRETS.add(token)
         self._local = threading.local()
         session = requests.Session()
-        adapter = HTTPAdapter(max_retries=retry_policy(total=retry_total,
-                                                        backoff_factor=retry_backoff))
+        adapter = HTTPAdapter(
+            max_retries=retry_policy(total=retry_total, backoff_factor=retry_backoff)
+        )
         session.mount("http://", adapter)
         session.mount("https://", adapter)
         session.hooks["response"].append(self._remember_failure_headers)
-        self._gl = _Gitlab(url.rstrip("/"), private_token=token, timeout=timeout_s,
-                           session=session, per_page=100)
+        self._gl = _Gitlab(
+            url.rstrip("/"), private_token=token, timeout=timeout_s, session=session, per_page=100
+        )
 
     @property
     def bot_login(self) -> str:
@@ -126,8 +132,9 @@ class GitLabForge:
 
     # -- plumbing -----------------------------------------------------------
 
-    def _remember_failure_headers(self, response: requests.Response, *args: Any,
-                                  **kwargs: Any) -> None:
+    def _remember_failure_headers(
+        self, response: requests.Response, *args: Any, **kwargs: Any
+    ) -> None:
         if response.status_code == 429 or response.status_code >= 500:
             self._local.headers = dict(response.headers)
 
@@ -153,8 +160,10 @@ class GitLabForge:
         text = f"GitLab answered {status} to {what}" + (f": {message}" if message else "")
         if status == 429:
             wait = retry_after_seconds(getattr(self._local, "headers", {}) or {})
-            return RateLimited(f"GitLab rate limit while trying to {what}",
-                               retry_after=_DEFAULT_RATE_LIMIT_WAIT_S if wait is None else wait)
+            return RateLimited(
+                f"GitLab rate limit while trying to {what}",
+                retry_after=_DEFAULT_RATE_LIMIT_WAIT_S if wait is None else wait,
+            )
         if status >= 500 or status == 0:
             return ForgeUnavailable(text)
         if status == 404:
@@ -174,13 +183,15 @@ class GitLabForge:
         return "/projects/" + urllib.parse.quote(repo.full_name, safe="")
 
     def _get(self, path: str, what: str, **query: Any) -> dict[str, Any]:
-        return cast(dict[str, Any], self._call(what, lambda: self._gl.http_get(path,
-                                                                                query_data=query)))
+        return cast(
+            dict[str, Any], self._call(what, lambda: self._gl.http_get(path, query_data=query))
+        )
 
     def _list(self, path: str, what: str, **query: Any) -> list[dict[str, Any]]:
         def fetch() -> list[dict[str, Any]]:
-            return cast(list[dict[str, Any]],
-                        self._gl.http_list(path, query_data=query, get_all=True))
+            return cast(
+                list[dict[str, Any]], self._gl.http_list(path, query_data=query, get_all=True)
+            )
 
         return self._call(what, fetch)
 
@@ -189,11 +200,16 @@ class GitLabForge:
     def get_issue(self, ref: IssueRef) -> Issue:
         base = f"{self._project(ref.repo)}/issues/{ref.number}"
         data = self._get(base, f"read issue {ref}")
-        notes = self._list(f"{base}/notes", f"read comments of {ref}", sort="asc",
-                           order_by="created_at")
+        notes = self._list(
+            f"{base}/notes", f"read comments of {ref}", sort="asc", order_by="created_at"
+        )
         comments = tuple(
-            Comment(id=int(n["id"]), author=_username(n.get("author")), body=n.get("body") or "",
-                    created_at=_parse_time(n.get("created_at")))
+            Comment(
+                id=int(n["id"]),
+                author=_username(n.get("author")),
+                body=n.get("body") or "",
+                created_at=_parse_time(n.get("created_at")),
+            )
             for n in notes
             if not n.get("system")
         )
@@ -220,8 +236,10 @@ class GitLabForge:
         if user_id is None:
             return False
         try:
-            member = self._get(f"{self._project(repo)}/members/all/{user_id}",
-                               f"check {username}'s access to {repo}")
+            member = self._get(
+                f"{self._project(repo)}/members/all/{user_id}",
+                f"check {username}'s access to {repo}",
+            )
         except ForgeNotFound:
             return False
         return int(member.get("access_level") or 0) >= DEVELOPER_ACCESS
@@ -233,8 +251,10 @@ class GitLabForge:
         last: ForgeUnavailable | None = None
         for _attempt in range(_CREATE_ATTEMPTS):
             try:
-                note = self._call(what, lambda: self._gl.http_post(
-                    path, post_data={"body": with_marker(body, marker)}))
+                note = self._call(
+                    what,
+                    lambda: self._gl.http_post(path, post_data={"body": with_marker(body, marker)}),
+                )
                 return int(cast(dict[str, Any], note)["id"])
             except RateLimited:
                 raise  # refused, not lost: defer the job
@@ -251,8 +271,10 @@ class GitLabForge:
 
     def edit_comment(self, ref: IssueRef, comment_id: int, body: str) -> None:
         path = f"{self._project(ref.repo)}/issues/{ref.number}/notes/{int(comment_id)}"
-        self._call(f"edit comment {comment_id} on {ref}",
-                   lambda: self._gl.http_put(path, post_data={"body": body}))
+        self._call(
+            f"edit comment {comment_id} on {ref}",
+            lambda: self._gl.http_put(path, post_data={"body": body}),
+        )
 
     # -- repository contents and git ----------------------------------------
 
@@ -268,8 +290,7 @@ class GitLabForge:
     def read_file(self, repo: RepoRef, path: str, ref: str | None = None) -> str | None:
         validate_repo_path(path)
         at = ref or self.default_branch(repo)
-        url = (f"{self._project(repo)}/repository/files/"
-               f"{urllib.parse.quote(path, safe='')}/raw")
+        url = f"{self._project(repo)}/repository/files/{urllib.parse.quote(path, safe='')}/raw"
 
         def fetch() -> bytes:
             response = self._gl.http_get(url, query_data={"ref": at}, raw=True)
@@ -319,16 +340,23 @@ class GitLabForge:
             merged_at=_parse_time(mr.get("merged_at")),
             closed_at=_parse_time(mr.get("closed_at")),
             created_at=_parse_time(mr.get("created_at")),
-            merge_commit_sha=(mr.get("merge_commit_sha") or mr.get("squash_commit_sha")
-                              if state == "merged" else None),
+            merge_commit_sha=(
+                mr.get("merge_commit_sha") or mr.get("squash_commit_sha")
+                if state == "merged"
+                else None
+            ),
         )
 
     def find_pull_request(self, repo: RepoRef, head_branch: str) -> PullRequest | None:
         validate_branch_name(head_branch)
-        found = self._list(f"{self._project(repo)}/merge_requests",
-                           f"look for a merge request from {head_branch} in {repo}",
-                           source_branch=head_branch, state="all", order_by="created_at",
-                           sort="desc")
+        found = self._list(
+            f"{self._project(repo)}/merge_requests",
+            f"look for a merge request from {head_branch} in {repo}",
+            source_branch=head_branch,
+            state="all",
+            order_by="created_at",
+            sort="desc",
+        )
         for mr in found:
             if mr.get("source_branch") == head_branch:
                 return self._merge_request(repo, mr)
@@ -347,8 +375,9 @@ class GitLabForge:
         }
         if draft.labels:
             payload["labels"] = ",".join(draft.labels)
-        reviewer_ids = [uid for uid in (self._user_id(name) for name in draft.reviewers)
-                        if uid is not None]
+        reviewer_ids = [
+            uid for uid in (self._user_id(name) for name in draft.reviewers) if uid is not None
+        ]
         if reviewer_ids:
             payload["reviewer_ids"] = reviewer_ids
         path = f"{self._project(repo)}/merge_requests"
@@ -369,17 +398,24 @@ class GitLabForge:
         raise AssertionError("unreachable")
 
     def get_pull_request(self, ref: PullRequestRef) -> PullRequest:
-        data = self._get(f"{self._project(ref.repo)}/merge_requests/{ref.number}",
-                         f"read merge request {ref}")
+        data = self._get(
+            f"{self._project(ref.repo)}/merge_requests/{ref.number}", f"read merge request {ref}"
+        )
         return self._merge_request(ref.repo, data)
 
-    def list_open_pull_requests(self, repo: RepoRef, head_prefix: str = "ribbit/") -> list[
-        PullRequest
-    ]:
-        found = self._list(f"{self._project(repo)}/merge_requests",
-                           f"list merge requests of {repo}", state="opened")
-        return [self._merge_request(repo, mr) for mr in found
-                if str(mr.get("source_branch", "")).startswith(head_prefix)]
+    def list_open_pull_requests(
+        self, repo: RepoRef, head_prefix: str = "ribbit/"
+    ) -> list[PullRequest]:
+        found = self._list(
+            f"{self._project(repo)}/merge_requests",
+            f"list merge requests of {repo}",
+            state="opened",
+        )
+        return [
+            self._merge_request(repo, mr)
+            for mr in found
+            if str(mr.get("source_branch", "")).startswith(head_prefix)
+        ]
 
     def list_reviews(self, ref: PullRequestRef) -> list[Review]:
         base = f"{self._project(ref.repo)}/merge_requests/{ref.number}"
@@ -390,39 +426,53 @@ class GitLabForge:
             if state is None or not user:
                 continue
             reviews[_username(user)] = Review(
-                id=int(user.get("id") or 0), author=_username(user), state=state, body="",
-                submitted_at=_parse_time(entry.get("created_at")))
+                id=int(user.get("id") or 0),
+                author=_username(user),
+                state=state,
+                body="",
+                submitted_at=_parse_time(entry.get("created_at")),
+            )
         approvals = self._get(f"{base}/approvals", f"read approvals of {ref}")
         for approval in approvals.get("approved_by") or ():
             user = approval.get("user") or {}
             name = _username(user)
             if name and name not in reviews:
-                reviews[name] = Review(id=int(user.get("id") or 0), author=name,
-                                       state="approved", body="")
+                reviews[name] = Review(
+                    id=int(user.get("id") or 0), author=name, state="approved", body=""
+                )
         return list(reviews.values())
 
     def list_review_comments(self, ref: PullRequestRef) -> list[ReviewComment]:
         """Every human note on the MR; diff notes carry their path and line."""
-        notes = self._list(f"{self._project(ref.repo)}/merge_requests/{ref.number}/notes",
-                           f"read review comments of {ref}", sort="asc", order_by="created_at")
+        notes = self._list(
+            f"{self._project(ref.repo)}/merge_requests/{ref.number}/notes",
+            f"read review comments of {ref}",
+            sort="asc",
+            order_by="created_at",
+        )
         comments = []
         for note in notes:
             if note.get("system"):
                 continue
             position = note.get("position") or {}
             line = position.get("new_line") or position.get("old_line")
-            comments.append(ReviewComment(
-                id=int(note["id"]), author=_username(note.get("author")),
-                body=note.get("body") or "",
-                path=position.get("new_path") or position.get("old_path") or None,
-                line=int(line) if line is not None else None,
-                created_at=_parse_time(note.get("created_at")),
-            ))
+            comments.append(
+                ReviewComment(
+                    id=int(note["id"]),
+                    author=_username(note.get("author")),
+                    body=note.get("body") or "",
+                    path=position.get("new_path") or position.get("old_path") or None,
+                    line=int(line) if line is not None else None,
+                    created_at=_parse_time(note.get("created_at")),
+                )
+            )
         return comments
 
     def get_pull_request_diff(self, ref: PullRequestRef) -> str:
-        files = self._list(f"{self._project(ref.repo)}/merge_requests/{ref.number}/diffs",
-                           f"read the diff of {ref}")
+        files = self._list(
+            f"{self._project(ref.repo)}/merge_requests/{ref.number}/diffs",
+            f"read the diff of {ref}",
+        )
         return "".join(_unified_file_diff(f) for f in files)
 
     def set_commit_status(self, repo: RepoRef, sha: str, status: CommitStatus) -> None:
@@ -434,10 +484,14 @@ class GitLabForge:
         }
         if status.target_url:
             payload["target_url"] = status.target_url
-        retry_repeatable(lambda: self._call(
-            f"set the {status.context} status on {sha[:12]}",
-            lambda: self._gl.http_post(f"{self._project(repo)}/statuses/{sha}",
-                                       post_data=payload)))
+        retry_repeatable(
+            lambda: self._call(
+                f"set the {status.context} status on {sha[:12]}",
+                lambda: self._gl.http_post(
+                    f"{self._project(repo)}/statuses/{sha}", post_data=payload
+                ),
+            )
+        )
 
 
 def _unified_file_diff(entry: Mapping[str, Any]) -> str:

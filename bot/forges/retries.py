@@ -55,8 +55,7 @@ def retry_policy(*, total: int = 4, backoff_factor: float = 0.5) -> Retry:
     )
 
 
-def retry_repeatable(action: Callable[[], T], *, attempts: int = 3,
-                     base_delay: float = 0.25) -> T:
+def retry_repeatable(action: Callable[[], T], *, attempts: int = 3, base_delay: float = 0.25) -> T:
     """Retry a POST whose repetition is harmless (a status, labels, reviewer requests).
 
     urllib3 never repeats a POST after a 5xx; these may be, because sending one

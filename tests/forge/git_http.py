@@ -13,8 +13,9 @@ def needs_write(request: Request, rest: str) -> bool:
     return rest.endswith("git-receive-pack") or request.args.get("service") == "git-receive-pack"
 
 
-def serve(request: Request, project_root: Path, repo_path: str, rest: str,
-          remote_user: str) -> Response:
+def serve(
+    request: Request, project_root: Path, repo_path: str, rest: str, remote_user: str
+) -> Response:
     """Run http-backend for ``/<repo_path>/<rest>`` under ``project_root``."""
     env = {
         "PATH": "/usr/bin:/bin",
@@ -36,8 +37,9 @@ def serve(request: Request, project_root: Path, repo_path: str, rest: str,
         env["GIT_PROTOCOL"] = request.headers["Git-Protocol"]
     body = request.get_data()
     env["CONTENT_LENGTH"] = str(len(body))
-    proc = subprocess.run(["git", "http-backend"], input=body, env=env, capture_output=True,
-                          check=False)
+    proc = subprocess.run(
+        ["git", "http-backend"], input=body, env=env, capture_output=True, check=False
+    )
     head, _, payload = proc.stdout.partition(b"\r\n\r\n")
     if not _:
         head, _, payload = proc.stdout.partition(b"\n\n")

@@ -86,46 +86,83 @@ class Renderer:
 
     def _tpl(self, name: str, pairs: list[tuple[str, str]]) -> dict[str, Any]:
         base = copy.deepcopy(subset()["examples"][name])
-        return dict(_replace(base, [("https://api.github.com", self.api),
-                                    ("https://github.com", self.web), *pairs]))
+        return dict(
+            _replace(
+                base,
+                [("https://api.github.com", self.api), ("https://github.com", self.web), *pairs],
+            )
+        )
 
     def user(self, login: str) -> dict[str, Any]:
         user = self.forge.users.get(login)
         data = self._tpl("issue", [])["user"]
         data = _replace(data, [("octocat", login)])
-        data.update(login=login, id=user.id if user else 0,
-                    node_id=f"U_{user.id if user else 0}", type=user.kind if user else "User",
-                    site_admin=False, gravatar_id="")
+        data.update(
+            login=login,
+            id=user.id if user else 0,
+            node_id=f"U_{user.id if user else 0}",
+            type=user.kind if user else "User",
+            site_admin=False,
+            gravatar_id="",
+        )
         return dict(data)
 
     def repo(self, repo: RepoRec, viewer: str | None = None) -> dict[str, Any]:
-        data = self._tpl("repository", [("octocat/Hello-World", repo.full_name),
-                                        ("Hello-World", repo.name)])
-        for key in ("organization", "parent", "source", "template_repository",
-                    "security_and_analysis", "code_of_conduct"):
+        data = self._tpl(
+            "repository", [("octocat/Hello-World", repo.full_name), ("Hello-World", repo.name)]
+        )
+        for key in (
+            "organization",
+            "parent",
+            "source",
+            "template_repository",
+            "security_and_analysis",
+            "code_of_conduct",
+        ):
             data.pop(key, None)
         role = ROLE_RANK[repo.role_of(viewer)] if viewer else 0
         data.update(
-            id=repo.id, node_id=f"R_{repo.id}", name=repo.name, full_name=repo.full_name,
-            owner=self.user(repo.owner), private=repo.private,
+            id=repo.id,
+            node_id=f"R_{repo.id}",
+            name=repo.name,
+            full_name=repo.full_name,
+            owner=self.user(repo.owner),
+            private=repo.private,
             visibility="private" if repo.private else "public",
             default_branch=repo.default_branch,
             clone_url=self.forge.git_url("github", repo.full_name),
-            html_url=f"{self.web}/{repo.full_name}", url=f"{self.api}/repos/{repo.full_name}",
-            fork=False, archived=False, disabled=False, license=None, language=None,
-            custom_properties={}, web_commit_signoff_required=False,
+            html_url=f"{self.web}/{repo.full_name}",
+            url=f"{self.api}/repos/{repo.full_name}",
+            fork=False,
+            archived=False,
+            disabled=False,
+            license=None,
+            language=None,
+            custom_properties={},
+            web_commit_signoff_required=False,
             open_issues_count=sum(1 for i in repo.issues.values() if i.state == "open"),
-            permissions={"admin": role >= 5, "maintain": role >= 4, "push": role >= 3,
-                         "triage": role >= 2, "pull": role >= 1},
+            permissions={
+                "admin": role >= 5,
+                "maintain": role >= 4,
+                "push": role >= 3,
+                "triage": role >= 2,
+                "pull": role >= 1,
+            },
         )
         return data
 
     def label(self, repo: RepoRec, name: str) -> dict[str, Any]:
         data = self._tpl("label", [("octocat/Hello-World", repo.full_name)])
         label_id = repo.label_id(name)
-        data.update(id=label_id, node_id=f"LA_{label_id}", name=name, default=False,
-                    description=None, color="ededed",
-                    url=f"{self.api}/repos/{repo.full_name}/labels/{name}")
+        data.update(
+            id=label_id,
+            node_id=f"LA_{label_id}",
+            name=name,
+            default=False,
+            description=None,
+            color="ededed",
+            url=f"{self.api}/repos/{repo.full_name}/labels/{name}",
+        )
         return data
 
     def issue(self, repo: RepoRec, issue: IssueRec | PullRec) -> dict[str, Any]:
@@ -134,27 +171,53 @@ class Renderer:
             data.pop(key, None)
         base = f"{self.api}/repos/{repo.full_name}/issues/{issue.number}"
         data.update(
-            id=issue.id, node_id=f"I_{issue.id}", number=issue.number, title=issue.title,
-            body=issue.body, user=self.user(issue.author), state=issue.state,
+            id=issue.id,
+            node_id=f"I_{issue.id}",
+            number=issue.number,
+            title=issue.title,
+            body=issue.body,
+            user=self.user(issue.author),
+            state=issue.state,
             labels=[self.label(repo, name) for name in issue.labels],
-            assignee=None, assignees=[], milestone=None, locked=False, active_lock_reason=None,
-            comments=len(issue.comments), created_at=ts(issue.created_at),
-            updated_at=ts(issue.updated_at), closed_at=ts(issue.closed_at),
-            url=base, comments_url=f"{base}/comments", events_url=f"{base}/events",
+            assignee=None,
+            assignees=[],
+            milestone=None,
+            locked=False,
+            active_lock_reason=None,
+            comments=len(issue.comments),
+            created_at=ts(issue.created_at),
+            updated_at=ts(issue.updated_at),
+            closed_at=ts(issue.closed_at),
+            url=base,
+            comments_url=f"{base}/comments",
+            events_url=f"{base}/events",
             labels_url=f"{base}/labels{{/name}}",
             repository_url=f"{self.api}/repos/{repo.full_name}",
             html_url=f"{self.web}/{repo.full_name}/issues/{issue.number}",
             author_association=self.association(repo, issue.author),
             draft=isinstance(issue, PullRec) and issue.draft,
-            reactions={"url": f"{base}/reactions", "total_count": 0, "+1": 0, "-1": 0,
-                       "laugh": 0, "hooray": 0, "confused": 0, "heart": 0, "rocket": 0,
-                       "eyes": 0},
+            reactions={
+                "url": f"{base}/reactions",
+                "total_count": 0,
+                "+1": 0,
+                "-1": 0,
+                "laugh": 0,
+                "hooray": 0,
+                "confused": 0,
+                "heart": 0,
+                "rocket": 0,
+                "eyes": 0,
+            },
         )
         if isinstance(issue, PullRec):
             pulls = f"{self.api}/repos/{repo.full_name}/pulls/{issue.number}"
-            data["pull_request"] = {"url": pulls, "html_url": f"{self.web}/pull/{issue.number}",
-                                    "diff_url": f"{pulls}.diff", "patch_url": f"{pulls}.patch",
-                                    "merged_at": ts(issue.merged_at)}
+            data["pull_request"] = {
+                "url": pulls,
+                "html_url": f"{self.web}/pull/{issue.number}",
+                "diff_url": f"{pulls}.diff",
+                "patch_url": f"{pulls}.patch",
+                "merged_at": ts(issue.merged_at),
+            }
         return data
 
     def association(self, repo: RepoRec, login: str) -> str:
@@ -168,8 +231,11 @@ class Renderer:
         for key in ("pin", "minimized", "reactions", "performed_via_github_app"):
             data.pop(key, None)
         data.update(
-            id=comment.id, node_id=f"IC_{comment.id}", body=comment.body,
-            user=self.user(comment.author), created_at=ts(comment.created_at),
+            id=comment.id,
+            node_id=f"IC_{comment.id}",
+            body=comment.body,
+            user=self.user(comment.author),
+            created_at=ts(comment.created_at),
             updated_at=ts(comment.updated_at),
             url=f"{self.api}/repos/{repo.full_name}/issues/comments/{comment.id}",
             html_url=f"{self.web}/{repo.full_name}/issues/{number}#issuecomment-{comment.id}",
@@ -179,28 +245,50 @@ class Renderer:
         return data
 
     def _branch(self, repo: RepoRec, ref: str, sha: str) -> dict[str, Any]:
-        return {"label": f"{repo.owner}:{ref}", "ref": ref, "sha": sha,
-                "user": self.user(repo.owner), "repo": self.repo(repo)}
+        return {
+            "label": f"{repo.owner}:{ref}",
+            "ref": ref,
+            "sha": sha,
+            "user": self.user(repo.owner),
+            "repo": self.repo(repo),
+        }
 
     def pull(self, repo: RepoRec, pr: PullRec, *, simple: bool = False) -> dict[str, Any]:
-        data = self._tpl("pull-request-simple" if simple else "pull-request",
-                         [("octocat/Hello-World", repo.full_name)])
+        data = self._tpl(
+            "pull-request-simple" if simple else "pull-request",
+            [("octocat/Hello-World", repo.full_name)],
+        )
         base = f"{self.api}/repos/{repo.full_name}"
         html = f"{self.web}/{repo.full_name}/pull/{pr.number}"
         data.update(
-            id=pr.id, node_id=f"PR_{pr.id}", number=pr.number, title=pr.title, body=pr.body,
-            state=pr.state, draft=pr.draft, locked=False, active_lock_reason=None,
-            user=self.user(pr.author), labels=[self.label(repo, n) for n in pr.labels],
-            assignee=None, assignees=[], milestone=None, auto_merge=None,
+            id=pr.id,
+            node_id=f"PR_{pr.id}",
+            number=pr.number,
+            title=pr.title,
+            body=pr.body,
+            state=pr.state,
+            draft=pr.draft,
+            locked=False,
+            active_lock_reason=None,
+            user=self.user(pr.author),
+            labels=[self.label(repo, n) for n in pr.labels],
+            assignee=None,
+            assignees=[],
+            milestone=None,
+            auto_merge=None,
             requested_reviewers=[self.user(r) for r in pr.requested_reviewers],
             requested_teams=[],
             head=self._branch(repo, pr.head, pr.head_sha),
             base=self._branch(repo, pr.base, pr.base_sha),
-            created_at=ts(pr.created_at), updated_at=ts(pr.updated_at),
-            closed_at=ts(pr.closed_at), merged_at=ts(pr.merged_at),
+            created_at=ts(pr.created_at),
+            updated_at=ts(pr.updated_at),
+            closed_at=ts(pr.closed_at),
+            merged_at=ts(pr.merged_at),
             merge_commit_sha=pr.merge_commit_sha,
-            url=f"{base}/pulls/{pr.number}", html_url=html,
-            diff_url=f"{html}.diff", patch_url=f"{html}.patch",
+            url=f"{base}/pulls/{pr.number}",
+            html_url=html,
+            diff_url=f"{html}.diff",
+            patch_url=f"{html}.patch",
             issue_url=f"{base}/issues/{pr.number}",
             commits_url=f"{base}/pulls/{pr.number}/commits",
             review_comments_url=f"{base}/pulls/{pr.number}/comments",
@@ -210,78 +298,125 @@ class Renderer:
             author_association=self.association(repo, pr.author),
         )
         data["_links"] = {
-            "self": {"href": data["url"]}, "html": {"href": html},
-            "issue": {"href": data["issue_url"]}, "comments": {"href": data["comments_url"]},
+            "self": {"href": data["url"]},
+            "html": {"href": html},
+            "issue": {"href": data["issue_url"]},
+            "comments": {"href": data["comments_url"]},
             "review_comments": {"href": data["review_comments_url"]},
             "review_comment": {"href": data["review_comment_url"]},
             "commits": {"href": data["commits_url"]},
             "statuses": {"href": data["statuses_url"]},
         }
         if not simple:
-            data.update(merged=pr.merged,
-                        merged_by=self.user(pr.merged_by) if pr.merged_by else None,
-                        mergeable=None if pr.state == "closed" else True,
-                        mergeable_state="unknown" if pr.state == "closed" else "clean",
-                        comments=len(pr.comments), review_comments=len(pr.review_comments),
-                        maintainer_can_modify=False, rebaseable=True)
+            data.update(
+                merged=pr.merged,
+                merged_by=self.user(pr.merged_by) if pr.merged_by else None,
+                mergeable=None if pr.state == "closed" else True,
+                mergeable_state="unknown" if pr.state == "closed" else "clean",
+                comments=len(pr.comments),
+                review_comments=len(pr.review_comments),
+                maintainer_can_modify=False,
+                rebaseable=True,
+            )
         return data
 
     def review(self, repo: RepoRec, pr: PullRec, review: ReviewRec) -> dict[str, Any]:
         data = self._tpl("pull-request-review", [("octocat/Hello-World", repo.full_name)])
         pulls = f"{self.api}/repos/{repo.full_name}/pulls/{pr.number}"
         html = f"{self.web}/{repo.full_name}/pull/{pr.number}#pullrequestreview-{review.id}"
-        data.update(id=review.id, node_id=f"PRR_{review.id}", user=self.user(review.author),
-                    body=review.body, state=review.state, commit_id=review.commit_id,
-                    submitted_at=ts(review.submitted_at), html_url=html,
-                    pull_request_url=pulls,
-                    author_association=self.association(repo, review.author))
+        data.update(
+            id=review.id,
+            node_id=f"PRR_{review.id}",
+            user=self.user(review.author),
+            body=review.body,
+            state=review.state,
+            commit_id=review.commit_id,
+            submitted_at=ts(review.submitted_at),
+            html_url=html,
+            pull_request_url=pulls,
+            author_association=self.association(repo, review.author),
+        )
         data["_links"] = {"html": {"href": html}, "pull_request": {"href": pulls}}
         return data
 
-    def review_comment(self, repo: RepoRec, pr: PullRec,
-                       comment: ReviewCommentRec) -> dict[str, Any]:
-        data = self._tpl("pull-request-review-comment", [("octocat/Hello-World",
-                                                          repo.full_name)])
+    def review_comment(
+        self, repo: RepoRec, pr: PullRec, comment: ReviewCommentRec
+    ) -> dict[str, Any]:
+        data = self._tpl("pull-request-review-comment", [("octocat/Hello-World", repo.full_name)])
         data.pop("reactions", None)
         pulls = f"{self.api}/repos/{repo.full_name}/pulls/{pr.number}"
         url = f"{self.api}/repos/{repo.full_name}/pulls/comments/{comment.id}"
         html = f"{self.web}/{repo.full_name}/pull/{pr.number}#discussion_r{comment.id}"
         data.update(
-            id=comment.id, node_id=f"PRRC_{comment.id}", pull_request_review_id=comment.review_id,
-            user=self.user(comment.author), body=comment.body, path=comment.path,
-            line=comment.line, original_line=comment.line, position=comment.line,
-            original_position=comment.line, start_line=None, original_start_line=None,
-            start_side=None, side="RIGHT", commit_id=comment.commit_id,
-            original_commit_id=comment.commit_id, diff_hunk=comment.diff_hunk,
-            created_at=ts(comment.created_at), updated_at=ts(comment.created_at),
-            url=url, html_url=html, pull_request_url=pulls,
+            id=comment.id,
+            node_id=f"PRRC_{comment.id}",
+            pull_request_review_id=comment.review_id,
+            user=self.user(comment.author),
+            body=comment.body,
+            path=comment.path,
+            line=comment.line,
+            original_line=comment.line,
+            position=comment.line,
+            original_position=comment.line,
+            start_line=None,
+            original_start_line=None,
+            start_side=None,
+            side="RIGHT",
+            commit_id=comment.commit_id,
+            original_commit_id=comment.commit_id,
+            diff_hunk=comment.diff_hunk,
+            created_at=ts(comment.created_at),
+            updated_at=ts(comment.created_at),
+            url=url,
+            html_url=html,
+            pull_request_url=pulls,
             author_association=self.association(repo, comment.author),
         )
-        data["_links"] = {"self": {"href": url}, "html": {"href": html},
-                          "pull_request": {"href": pulls}}
+        data["_links"] = {
+            "self": {"href": url},
+            "html": {"href": html},
+            "pull_request": {"href": pulls},
+        }
         data.pop("in_reply_to_id")  # present only on replies
         return data
 
     def status(self, repo: RepoRec, status: StatusRec) -> dict[str, Any]:
         data = self._tpl("status", [("octocat/Hello-World", repo.full_name)])
-        data.update(id=status.id, node_id=f"SC_{status.id}", state=status.state,
-                    context=status.context, description=status.description,
-                    target_url=status.target_url, creator=self.user(status.creator),
-                    created_at=ts(status.created_at), updated_at=ts(status.created_at),
-                    url=f"{self.api}/repos/{repo.full_name}/statuses/{status.sha}",
-                    avatar_url=None)
+        data.update(
+            id=status.id,
+            node_id=f"SC_{status.id}",
+            state=status.state,
+            context=status.context,
+            description=status.description,
+            target_url=status.target_url,
+            creator=self.user(status.creator),
+            created_at=ts(status.created_at),
+            updated_at=ts(status.created_at),
+            url=f"{self.api}/repos/{repo.full_name}/statuses/{status.sha}",
+            avatar_url=None,
+        )
         return data
 
 
 def _json(status: int, body: Any, headers: dict[str, str] | None = None) -> Response:
-    return Response(json.dumps(body), status=status, headers=headers or {},
-                    content_type="application/json; charset=utf-8")
+    return Response(
+        json.dumps(body),
+        status=status,
+        headers=headers or {},
+        content_type="application/json; charset=utf-8",
+    )
 
 
 def error(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
-    return _json(status, {"message": message,
-                          "documentation_url": "https://docs.github.com/rest",
-                          "status": str(status)}, headers)
+    return _json(
+        status,
+        {
+            "message": message,
+            "documentation_url": "https://docs.github.com/rest",
+            "status": str(status),
+        },
+        headers,
+    )
 
 
 Handler = Callable[["Ctx", dict[str, str]], Response]
@@ -325,8 +460,12 @@ class GitHubApi:
         if rank < ROLE_RANK["read"] and repo.private:
             raise ApiError(404, "Not Found")  # GitHub hides private repos from outsiders
         if rank < ROLE_RANK[need]:
-            raise ApiError(403, "Resource not accessible by integration"
-                           if user.kind == "Bot" else "Must have push access to repository")
+            raise ApiError(
+                403,
+                "Resource not accessible by integration"
+                if user.kind == "Bot"
+                else "Must have push access to repository",
+            )
         return repo
 
     @staticmethod
@@ -365,8 +504,13 @@ class GitHubApi:
             raise ApiError(404, "Not Found")
         public_key = self.forge.apps.get(installation.app_id)
         try:
-            claims = jwt.decode(token, public_key or "", algorithms=["RS256"],
-                                options={"require": ["iat", "exp", "iss"]}, leeway=0)
+            claims = jwt.decode(
+                token,
+                public_key or "",
+                algorithms=["RS256"],
+                options={"require": ["iat", "exp", "iss"]},
+                leeway=0,
+            )
         except jwt.PyJWTError as exc:
             raise ApiError(401, f"A JSON web token could not be decoded ({exc})") from None
         if str(claims["iss"]) != str(installation.app_id):
@@ -377,10 +521,17 @@ class GitHubApi:
         expires = datetime.now(UTC) + timedelta(seconds=installation.token_lifetime_s)
         data = copy.deepcopy(subset()["examples"]["installation-token"])
         data.pop("repositories", None)
-        data.update(token=user.token, expires_at=ts(expires),
-                    permissions={"issues": "write", "contents": "write",
-                                 "pull_requests": "write", "statuses": "write"},
-                    repository_selection="selected")
+        data.update(
+            token=user.token,
+            expires_at=ts(expires),
+            permissions={
+                "issues": "write",
+                "contents": "write",
+                "pull_requests": "write",
+                "statuses": "write",
+            },
+            repository_selection="selected",
+        )
         return _json(201, data)
 
     def get_user(self, ctx: Ctx, m: dict[str, str]) -> Response:
@@ -408,9 +559,11 @@ class GitHubApi:
             raise ApiError(422, "Validation Failed")
         issue = self._issue(repo, m["n"])
         comment = self.forge.add_comment_record(issue, ctx.require_user().login, body)
-        return _json(201, self.r.comment(repo, issue.number, comment),
-                     {"Location": f"{self.r.api}/repos/{repo.full_name}/issues/comments/"
-                                  f"{comment.id}"})
+        return _json(
+            201,
+            self.r.comment(repo, issue.number, comment),
+            {"Location": f"{self.r.api}/repos/{repo.full_name}/issues/comments/{comment.id}"},
+        )
 
     def _find_comment(self, repo: RepoRec, cid: str) -> tuple[IssueRec | PullRec, CommentRec]:
         candidates: list[IssueRec | PullRec] = [*repo.issues.values(), *repo.pulls.values()]
@@ -456,13 +609,22 @@ class GitHubApi:
         if login not in self.forge.users:
             raise ApiError(404, "Not Found")
         role = repo.role_of(login)
-        legacy = {"admin": "admin", "maintain": "write", "write": "write", "triage": "read",
-                  "read": "read"}.get(role, "none")
+        legacy = {
+            "admin": "admin",
+            "maintain": "write",
+            "write": "write",
+            "triage": "read",
+            "read": "read",
+        }.get(role, "none")
         data = copy.deepcopy(subset()["examples"]["collaborator-permission"])
         user = self.r.user(login)
-        user["permissions"] = {"admin": role == "admin", "maintain": role in ("admin", "maintain"),
-                               "push": legacy in ("admin", "write"),
-                               "triage": ROLE_RANK[role] >= 2, "pull": ROLE_RANK[role] >= 1}
+        user["permissions"] = {
+            "admin": role == "admin",
+            "maintain": role in ("admin", "maintain"),
+            "push": legacy in ("admin", "write"),
+            "triage": ROLE_RANK[role] >= 2,
+            "pull": ROLE_RANK[role] >= 1,
+        }
         user["role_name"] = role
         data.update(permission=legacy, role_name=role, user=user)
         return _json(200, data)
@@ -481,12 +643,19 @@ class GitHubApi:
         sha = repo.git("rev-parse", f"{ref}:{path}").strip()
         data = self.r._tpl("content-file", [("octocat/Hello-World", repo.full_name)])
         encoded = base64.encodebytes(content).decode()
-        data.update(type="file", encoding="base64", size=len(content), name=path.rsplit("/")[-1],
-                    path=path, content=encoded, sha=sha,
-                    url=f"{self.r.api}/repos/{repo.full_name}/contents/{path}?ref={ref}",
-                    html_url=f"{self.r.web}/{repo.full_name}/blob/{ref}/{path}",
-                    git_url=f"{self.r.api}/repos/{repo.full_name}/git/blobs/{sha}",
-                    download_url=None)
+        data.update(
+            type="file",
+            encoding="base64",
+            size=len(content),
+            name=path.rsplit("/")[-1],
+            path=path,
+            content=encoded,
+            sha=sha,
+            url=f"{self.r.api}/repos/{repo.full_name}/contents/{path}?ref={ref}",
+            html_url=f"{self.r.web}/{repo.full_name}/blob/{ref}/{path}",
+            git_url=f"{self.r.api}/repos/{repo.full_name}/git/blobs/{sha}",
+            download_url=None,
+        )
         data["_links"] = {"self": data["url"], "git": data["git_url"], "html": data["html_url"]}
         return _json(200, data)
 
@@ -520,11 +689,20 @@ class GitHubApi:
         for pr in repo.pulls.values():
             if pr.head == head and pr.base == base and pr.state == "open":
                 raise ApiError(422, f"A pull request already exists for {repo.owner}:{head}.")
-        pr = self.forge.add_pull_record(repo, ctx.require_user().login, title,
-                                        str(data.get("body") or ""), head, base,
-                                        draft=bool(data.get("draft", False)))
-        return _json(201, self.r.pull(repo, pr),
-                     {"Location": f"{self.r.api}/repos/{repo.full_name}/pulls/{pr.number}"})
+        pr = self.forge.add_pull_record(
+            repo,
+            ctx.require_user().login,
+            title,
+            str(data.get("body") or ""),
+            head,
+            base,
+            draft=bool(data.get("draft", False)),
+        )
+        return _json(
+            201,
+            self.r.pull(repo, pr),
+            {"Location": f"{self.r.api}/repos/{repo.full_name}/pulls/{pr.number}"},
+        )
 
     def get_pull(self, ctx: Ctx, m: dict[str, str]) -> Response:
         repo = self._repo(ctx, m)
@@ -532,8 +710,11 @@ class GitHubApi:
         self.forge.refresh_pull(repo, pr)
         accept = ctx.request.headers.get("Accept", "")
         if "diff" in accept:
-            return Response(repo.diff(pr.base_sha, pr.head_sha), status=200,
-                            content_type="text/plain; charset=utf-8")
+            return Response(
+                repo.diff(pr.base_sha, pr.head_sha),
+                status=200,
+                content_type="text/plain; charset=utf-8",
+            )
         return _json(200, self.r.pull(repo, pr))
 
     def request_reviewers(self, ctx: Ctx, m: dict[str, str]) -> Response:
@@ -542,9 +723,12 @@ class GitHubApi:
         reviewers = self._body(ctx).get("reviewers", [])
         for login in reviewers:
             if login not in self.forge.users or repo.role_of(login) == "none":
-                raise ApiError(422, "Reviews may only be requested from collaborators. One or "
-                                    f"more of the users or teams you specified is not a "
-                                    f"collaborator of the {repo.full_name} repository.")
+                raise ApiError(
+                    422,
+                    "Reviews may only be requested from collaborators. One or "
+                    f"more of the users or teams you specified is not a "
+                    f"collaborator of the {repo.full_name} repository.",
+                )
             if login == pr.author:
                 raise ApiError(422, "Review cannot be requested from pull request author.")
         for login in reviewers:
@@ -572,17 +756,23 @@ class GitHubApi:
             raise ApiError(422, "Validation Failed")
         description = data.get("description")
         if description is not None and len(str(description)) > 140:
-            raise ApiError(422, "Validation Failed: description is too long (maximum is 140 "
-                                "characters)")
+            raise ApiError(
+                422, "Validation Failed: description is too long (maximum is 140 characters)"
+            )
         try:
             repo.git("cat-file", "-e", f"{m['sha']}^{{commit}}")
         except Exception:
             raise ApiError(422, f"No commit found for SHA: {m['sha']}") from None
-        status = StatusRec(id=new_id(), sha=m["sha"], state=str(state),
-                           context=str(data.get("context") or "default"),
-                           description=str(description or ""),
-                           target_url=data.get("target_url"), creator=ctx.require_user().login,
-                           created_at=now())
+        status = StatusRec(
+            id=new_id(),
+            sha=m["sha"],
+            state=str(state),
+            context=str(data.get("context") or "default"),
+            description=str(description or ""),
+            target_url=data.get("target_url"),
+            creator=ctx.require_user().login,
+            created_at=now(),
+        )
         repo.statuses.append(status)
         return _json(201, self.r.status(repo, status))
 

@@ -52,8 +52,12 @@ def _json(status: int, body: Any) -> Response:
 
 
 def error(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
-    return Response(json.dumps({"message": message}), status=status, headers=headers or {},
-                    content_type="application/json")
+    return Response(
+        json.dumps({"message": message}),
+        status=status,
+        headers=headers or {},
+        content_type="application/json",
+    )
 
 
 Handler = Callable[["Ctx", dict[str, str]], Response]
@@ -69,71 +73,130 @@ class Renderer:
 
     def user(self, login: str) -> dict[str, Any]:
         user = self.forge.users.get(login)
-        return {"id": user.id if user else 0, "username": login, "name": login.title(),
-                "state": "active", "locked": False, "avatar_url": None,
-                "web_url": f"{self.web}/{login}"}
+        return {
+            "id": user.id if user else 0,
+            "username": login,
+            "name": login.title(),
+            "state": "active",
+            "locked": False,
+            "avatar_url": None,
+            "web_url": f"{self.web}/{login}",
+        }
 
     def project(self, repo: RepoRec) -> dict[str, Any]:
         namespace = repo.owner
         return {
-            "id": repo.id, "name": repo.name, "path": repo.name,
+            "id": repo.id,
+            "name": repo.name,
+            "path": repo.name,
             "name_with_namespace": repo.full_name.replace("/", " / "),
-            "path_with_namespace": repo.full_name, "description": None,
+            "path_with_namespace": repo.full_name,
+            "description": None,
             "default_branch": repo.default_branch,
             "visibility": "private" if repo.private else "public",
             "http_url_to_repo": self.forge.git_url("gitlab", repo.full_name),
             "ssh_url_to_repo": f"git@127.0.0.1:{repo.full_name}.git",
-            "web_url": f"{self.web}/{repo.full_name}", "archived": False,
-            "namespace": {"id": new_id(), "name": namespace, "path": namespace,
-                          "kind": "group", "full_path": namespace,
-                          "web_url": f"{self.web}/groups/{namespace}"},
-            "created_at": ts(now()), "last_activity_at": ts(now()),
+            "web_url": f"{self.web}/{repo.full_name}",
+            "archived": False,
+            "namespace": {
+                "id": new_id(),
+                "name": namespace,
+                "path": namespace,
+                "kind": "group",
+                "full_path": namespace,
+                "web_url": f"{self.web}/groups/{namespace}",
+            },
+            "created_at": ts(now()),
+            "last_activity_at": ts(now()),
         }
 
     def issue(self, repo: RepoRec, issue: IssueRec) -> dict[str, Any]:
         return {
-            "id": issue.id, "iid": issue.number, "project_id": repo.id, "title": issue.title,
-            "description": issue.body, "state": "opened" if issue.state == "open" else "closed",
-            "created_at": ts(issue.created_at), "updated_at": ts(issue.updated_at),
-            "closed_at": ts(issue.closed_at), "closed_by": None, "labels": list(issue.labels),
-            "milestone": None, "assignees": [], "assignee": None, "type": "ISSUE",
-            "author": self.user(issue.author), "user_notes_count": len(issue.comments),
+            "id": issue.id,
+            "iid": issue.number,
+            "project_id": repo.id,
+            "title": issue.title,
+            "description": issue.body,
+            "state": "opened" if issue.state == "open" else "closed",
+            "created_at": ts(issue.created_at),
+            "updated_at": ts(issue.updated_at),
+            "closed_at": ts(issue.closed_at),
+            "closed_by": None,
+            "labels": list(issue.labels),
+            "milestone": None,
+            "assignees": [],
+            "assignee": None,
+            "type": "ISSUE",
+            "author": self.user(issue.author),
+            "user_notes_count": len(issue.comments),
             "web_url": f"{self.web}/{repo.full_name}/-/issues/{issue.number}",
-            "confidential": False, "discussion_locked": None, "issue_type": "issue",
-            "references": {"short": f"#{issue.number}",
-                           "full": f"{repo.full_name}#{issue.number}"},
+            "confidential": False,
+            "discussion_locked": None,
+            "issue_type": "issue",
+            "references": {"short": f"#{issue.number}", "full": f"{repo.full_name}#{issue.number}"},
         }
 
-    def note(self, repo: RepoRec, noteable: IssueRec | PullRec, note: CommentRec,
-             position: dict[str, Any] | None = None) -> dict[str, Any]:
+    def note(
+        self,
+        repo: RepoRec,
+        noteable: IssueRec | PullRec,
+        note: CommentRec,
+        position: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
         kind = "MergeRequest" if isinstance(noteable, PullRec) else "Issue"
         return {
-            "id": note.id, "type": "DiffNote" if position else None, "body": note.body,
-            "author": self.user(note.author), "created_at": ts(note.created_at),
-            "updated_at": ts(note.updated_at), "system": False, "noteable_id": noteable.id,
-            "noteable_type": kind, "noteable_iid": noteable.number, "project_id": repo.id,
-            "resolvable": position is not None, "confidential": False, "internal": False,
+            "id": note.id,
+            "type": "DiffNote" if position else None,
+            "body": note.body,
+            "author": self.user(note.author),
+            "created_at": ts(note.created_at),
+            "updated_at": ts(note.updated_at),
+            "system": False,
+            "noteable_id": noteable.id,
+            "noteable_type": kind,
+            "noteable_iid": noteable.number,
+            "project_id": repo.id,
+            "resolvable": position is not None,
+            "confidential": False,
+            "internal": False,
             "position": position,
         }
 
     def merge_request(self, repo: RepoRec, mr: PullRec) -> dict[str, Any]:
         state = "merged" if mr.merged else ("opened" if mr.state == "open" else "closed")
         return {
-            "id": mr.id, "iid": mr.number, "project_id": repo.id, "title": mr.title,
-            "description": mr.body, "state": state, "draft": mr.draft,
-            "work_in_progress": mr.draft, "created_at": ts(mr.created_at),
-            "updated_at": ts(mr.updated_at), "merged_at": ts(mr.merged_at),
+            "id": mr.id,
+            "iid": mr.number,
+            "project_id": repo.id,
+            "title": mr.title,
+            "description": mr.body,
+            "state": state,
+            "draft": mr.draft,
+            "work_in_progress": mr.draft,
+            "created_at": ts(mr.created_at),
+            "updated_at": ts(mr.updated_at),
+            "merged_at": ts(mr.merged_at),
             "closed_at": ts(mr.closed_at) if not mr.merged else None,
             "merged_by": self.user(mr.merged_by) if mr.merged_by else None,
             "merge_user": self.user(mr.merged_by) if mr.merged_by else None,
-            "closed_by": None, "target_branch": mr.base, "source_branch": mr.head,
-            "source_project_id": repo.id, "target_project_id": repo.id,
-            "author": self.user(mr.author), "assignees": [], "assignee": None,
+            "closed_by": None,
+            "target_branch": mr.base,
+            "source_branch": mr.head,
+            "source_project_id": repo.id,
+            "target_project_id": repo.id,
+            "author": self.user(mr.author),
+            "assignees": [],
+            "assignee": None,
             "reviewers": [self.user(r) for r in mr.requested_reviewers],
-            "labels": list(mr.labels), "sha": mr.head_sha,
-            "merge_commit_sha": mr.merge_commit_sha, "squash_commit_sha": None,
-            "diff_refs": {"base_sha": mr.base_sha, "head_sha": mr.head_sha,
-                          "start_sha": mr.base_sha},
+            "labels": list(mr.labels),
+            "sha": mr.head_sha,
+            "merge_commit_sha": mr.merge_commit_sha,
+            "squash_commit_sha": None,
+            "diff_refs": {
+                "base_sha": mr.base_sha,
+                "head_sha": mr.head_sha,
+                "start_sha": mr.base_sha,
+            },
             "detailed_merge_status": "mergeable" if mr.state == "open" else "not_open",
             "user_notes_count": len(mr.comments),
             "web_url": f"{self.web}/{repo.full_name}/-/merge_requests/{mr.number}",
@@ -141,11 +204,21 @@ class Renderer:
         }
 
     def status(self, repo: RepoRec, status: StatusRec) -> dict[str, Any]:
-        return {"id": status.id, "sha": status.sha, "ref": None, "status": status.state,
-                "name": status.context, "target_url": status.target_url,
-                "description": status.description, "created_at": ts(status.created_at),
-                "started_at": None, "finished_at": None, "allow_failure": False,
-                "coverage": None, "author": self.user(status.creator)}
+        return {
+            "id": status.id,
+            "sha": status.sha,
+            "ref": None,
+            "status": status.state,
+            "name": status.context,
+            "target_url": status.target_url,
+            "description": status.description,
+            "created_at": ts(status.created_at),
+            "started_at": None,
+            "finished_at": None,
+            "allow_failure": False,
+            "coverage": None,
+            "author": self.user(status.creator),
+        }
 
 
 class GitLabApi:
@@ -171,8 +244,7 @@ class GitLabApi:
             ("GET", p + r"/merge_requests/(?P<iid>\d+)/notes", self.list_mr_notes),
             ("GET", p + r"/merge_requests/(?P<iid>\d+)/diffs", self.diffs),
             ("POST", p + r"/statuses/(?P<sha>[0-9a-f]{40})", self.create_status),
-            ("GET", p + r"/repository/commits/(?P<sha>[0-9a-f]{40})/statuses",
-             self.list_statuses),
+            ("GET", p + r"/repository/commits/(?P<sha>[0-9a-f]{40})/statuses", self.list_statuses),
         ]
 
     # -- helpers ------------------------------------------------------------
@@ -182,8 +254,10 @@ class GitLabApi:
         user = ctx.require_user()
         repo = self.forge.repos.get(("gitlab", full))
         if repo is None:
-            repo = next((r for r in self.forge.repos.values()
-                         if r.forge == "gitlab" and str(r.id) == full), None)
+            repo = next(
+                (r for r in self.forge.repos.values() if r.forge == "gitlab" and str(r.id) == full),
+                None,
+            )
         if repo is None:
             raise ApiError(404, "404 Project Not Found")
         rank = ROLE_RANK[repo.role_of(user.login)]
@@ -225,8 +299,11 @@ class GitLabApi:
     def list_users(self, ctx: Ctx, m: dict[str, str]) -> Response:
         ctx.require_user()
         wanted = ctx.request.args.get("username")
-        users = [self.r.user(login) for login in self.forge.users
-                 if wanted is None or login.lower() == wanted.lower()]
+        users = [
+            self.r.user(login)
+            for login in self.forge.users
+            if wanted is None or login.lower() == wanted.lower()
+        ]
         return _json(200, users)
 
     def get_project(self, ctx: Ctx, m: dict[str, str]) -> Response:
@@ -238,8 +315,11 @@ class GitLabApi:
         if user is None or repo.role_of(user.login) == "none":
             raise ApiError(404, "404 Not found")
         data = self.r.user(user.login)
-        data.update(access_level=GITLAB_LEVEL[repo.role_of(user.login)], expires_at=None,
-                    membership_state="active")
+        data.update(
+            access_level=GITLAB_LEVEL[repo.role_of(user.login)],
+            expires_at=None,
+            membership_state="active",
+        )
         return _json(200, data)
 
     # -- issues and notes -----------------------------------------------------
@@ -318,19 +398,31 @@ class GitLabApi:
             raise ApiError(400, "400 Bad request - invalid source or target branch")
         for mr in repo.pulls.values():
             if mr.head == head and mr.base == base and mr.state == "open":
-                raise ApiError(409, f"Another open merge request already exists for this "
-                                    f"source branch: !{mr.number}")
-        mr = self.forge.add_pull_record(repo, ctx.require_user().login, title,
-                                        str(data.get("description") or ""), head, base,
-                                        draft=is_draft_title(title))
+                raise ApiError(
+                    409,
+                    f"Another open merge request already exists for this "
+                    f"source branch: !{mr.number}",
+                )
+        mr = self.forge.add_pull_record(
+            repo,
+            ctx.require_user().login,
+            title,
+            str(data.get("description") or ""),
+            head,
+            base,
+            draft=is_draft_title(title),
+        )
         labels = data.get("labels") or ""
         names = labels if isinstance(labels, list) else str(labels).split(",")
         mr.labels = [n.strip() for n in names if n.strip()]
         for uid in data.get("reviewer_ids") or []:
             user = next((u for u in self.forge.users.values() if u.id == int(uid)), None)
             # GitLab drops reviewers who are not members of the project.
-            if (user is not None and repo.role_of(user.login) != "none"
-                    and user.login not in mr.requested_reviewers):
+            if (
+                user is not None
+                and repo.role_of(user.login) != "none"
+                and user.login not in mr.requested_reviewers
+            ):
                 mr.requested_reviewers.append(user.login)
         return _json(201, self.r.merge_request(repo, mr))
 
@@ -342,34 +434,71 @@ class GitLabApi:
         repo = self._repo(ctx, m)
         mr = self._mr(repo, m["iid"])
         approved = [r.author for r in mr.reviews if r.state == "APPROVED"]
-        return _json(200, {"id": mr.id, "iid": mr.number, "project_id": repo.id,
-                           "approved": bool(approved), "approvals_required": 0,
-                           "approvals_left": 0,
-                           "approved_by": [{"user": self.r.user(a)} for a in approved]})
+        return _json(
+            200,
+            {
+                "id": mr.id,
+                "iid": mr.number,
+                "project_id": repo.id,
+                "approved": bool(approved),
+                "approvals_required": 0,
+                "approvals_left": 0,
+                "approved_by": [{"user": self.r.user(a)} for a in approved],
+            },
+        )
 
     def reviewers(self, ctx: Ctx, m: dict[str, str]) -> Response:
         repo = self._repo(ctx, m)
         mr = self._mr(repo, m["iid"])
         latest: dict[str, str] = {}
         for review in mr.reviews:
-            latest[review.author] = {"APPROVED": "approved",
-                                     "CHANGES_REQUESTED": "requested_changes",
-                                     "COMMENTED": "reviewed"}[review.state]
+            latest[review.author] = {
+                "APPROVED": "approved",
+                "CHANGES_REQUESTED": "requested_changes",
+                "COMMENTED": "reviewed",
+            }[review.state]
         names = list(dict.fromkeys([*mr.requested_reviewers, *latest]))
-        return _json(200, [{"user": self.r.user(n), "state": latest.get(n, "unreviewed"),
-                            "created_at": ts(mr.created_at)} for n in names])
+        return _json(
+            200,
+            [
+                {
+                    "user": self.r.user(n),
+                    "state": latest.get(n, "unreviewed"),
+                    "created_at": ts(mr.created_at),
+                }
+                for n in names
+            ],
+        )
 
     def list_mr_notes(self, ctx: Ctx, m: dict[str, str]) -> Response:
         repo = self._repo(ctx, m)
         mr = self._mr(repo, m["iid"])
         notes = [self.r.note(repo, mr, c) for c in mr.comments]
         for rc in mr.review_comments:
-            comment = CommentRec(id=rc.id, author=rc.author, body=rc.body,
-                                 created_at=rc.created_at, updated_at=rc.created_at)
-            notes.append(self.r.note(repo, mr, comment, position={
-                "base_sha": mr.base_sha, "head_sha": rc.commit_id, "start_sha": mr.base_sha,
-                "position_type": "text", "new_path": rc.path, "old_path": rc.path,
-                "new_line": rc.line, "old_line": None}))
+            comment = CommentRec(
+                id=rc.id,
+                author=rc.author,
+                body=rc.body,
+                created_at=rc.created_at,
+                updated_at=rc.created_at,
+            )
+            notes.append(
+                self.r.note(
+                    repo,
+                    mr,
+                    comment,
+                    position={
+                        "base_sha": mr.base_sha,
+                        "head_sha": rc.commit_id,
+                        "start_sha": mr.base_sha,
+                        "position_type": "text",
+                        "new_path": rc.path,
+                        "old_path": rc.path,
+                        "new_line": rc.line,
+                        "old_line": None,
+                    },
+                )
+            )
         notes.sort(key=lambda n: (n["created_at"], n["id"]))
         if ctx.request.args.get("sort", "desc") == "desc":
             notes.reverse()
@@ -397,12 +526,20 @@ class GitLabApi:
             except subprocess.CalledProcessError:
                 text = ""
             hunk_at = text.find("\n@@")
-            body = text[hunk_at + 1:] if hunk_at >= 0 else ""
-            entries.append({"old_path": old, "new_path": new, "a_mode": meta[0],
-                            "b_mode": meta[1], "new_file": status == "A",
-                            "renamed_file": status.startswith("R"),
-                            "deleted_file": status == "D", "generated_file": False,
-                            "diff": body})
+            body = text[hunk_at + 1 :] if hunk_at >= 0 else ""
+            entries.append(
+                {
+                    "old_path": old,
+                    "new_path": new,
+                    "a_mode": meta[0],
+                    "b_mode": meta[1],
+                    "new_file": status == "A",
+                    "renamed_file": status.startswith("R"),
+                    "deleted_file": status == "D",
+                    "generated_file": False,
+                    "diff": body,
+                }
+            )
         return _json(200, entries)
 
     # -- statuses --------------------------------------------------------------
@@ -417,11 +554,16 @@ class GitLabApi:
             repo.git("cat-file", "-e", f"{m['sha']}^{{commit}}")
         except subprocess.CalledProcessError:
             raise ApiError(404, "404 Commit Not Found") from None
-        status = StatusRec(id=new_id(), sha=m["sha"], state=str(state),
-                           context=str(data.get("name") or data.get("context") or "default"),
-                           description=str(data.get("description") or ""),
-                           target_url=data.get("target_url"), creator=ctx.require_user().login,
-                           created_at=now())
+        status = StatusRec(
+            id=new_id(),
+            sha=m["sha"],
+            state=str(state),
+            context=str(data.get("name") or data.get("context") or "default"),
+            description=str(data.get("description") or ""),
+            target_url=data.get("target_url"),
+            creator=ctx.require_user().login,
+            created_at=now(),
+        )
         repo.statuses.append(status)
         return _json(201, self.r.status(repo, status))
 

@@ -70,12 +70,19 @@ class Fault:
     delay_s: float = 0.0
 
     def matches(self, method: str, path: str) -> bool:
-        return self.count > 0 and (self.method is None or self.method == method) and bool(
-            self.pattern.search(path))
+        return (
+            self.count > 0
+            and (self.method is None or self.method == method)
+            and bool(self.pattern.search(path))
+        )
 
     def response(self) -> Response:
-        return Response(self.body, status=self.status or 500, headers=self.headers,
-                        content_type="application/json")
+        return Response(
+            self.body,
+            status=self.status or 500,
+            headers=self.headers,
+            content_type="application/json",
+        )
 
 
 @dataclass(frozen=True)
@@ -116,11 +123,13 @@ class LocalForge:
         self.lock = threading.RLock()
         self._github = github_api.GitHubApi(self)
         self._gitlab = gitlab_api.GitLabApi(self)
-        self._server: BaseWSGIServer = make_server("127.0.0.1", 0, self._wsgi, threaded=True,
-                                                   request_handler=_QuietHandler)
+        self._server: BaseWSGIServer = make_server(
+            "127.0.0.1", 0, self._wsgi, threaded=True, request_handler=_QuietHandler
+        )
         self.url = f"http://127.0.0.1:{self._server.server_port}"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True,
-                                        name="local-forge")
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, daemon=True, name="local-forge"
+        )
         self._thread.start()
         self.reset()
 
@@ -165,40 +174,69 @@ class LocalForge:
 
     def add_user(self, login: str, *, token: str | None = None, kind: str = "User") -> User:
         with self.lock:
-            user = User(login=login, id=new_id(), token=token or f"tok_{uuid.uuid4().hex}",
-                        kind="Bot" if kind == "Bot" else "User")
+            user = User(
+                login=login,
+                id=new_id(),
+                token=token or f"tok_{uuid.uuid4().hex}",
+                kind="Bot" if kind == "Bot" else "User",
+            )
             self.users[login] = user
             return user
 
-    def create_repo(self, kind: ForgeKind, full_name: str, *, source: Path | None = None,
-                    files: dict[str, str] | None = None, default_branch: str = "main",
-                    private: bool = True, owner_role_for: str | None = None) -> RepoRec:
+    def create_repo(
+        self,
+        kind: ForgeKind,
+        full_name: str,
+        *,
+        source: Path | None = None,
+        files: dict[str, str] | None = None,
+        default_branch: str = "main",
+        private: bool = True,
+        owner_role_for: str | None = None,
+    ) -> RepoRec:
         """A bare repository filled from a local git repo ``source`` (all branches) or from
         ``files`` committed on ``default_branch``."""
         bare = self.root / "git" / kind / f"{full_name}.git"
         bare.parent.mkdir(parents=True, exist_ok=True)
-        env = {"GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1",
-               "PATH": "/usr/bin:/bin",
-               "GIT_AUTHOR_NAME": "Seed", "GIT_AUTHOR_EMAIL": "seed@localhost",
-               "GIT_COMMITTER_NAME": "Seed", "GIT_COMMITTER_EMAIL": "seed@localhost"}
-        subprocess.run(["git", "init", "-q", "--bare", "-b", default_branch, str(bare)],
-                       check=True, env=env)
+        env = {
+            "GIT_CONFIG_GLOBAL": "/dev/null",
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "PATH": "/usr/bin:/bin",
+            "GIT_AUTHOR_NAME": "Seed",
+            "GIT_AUTHOR_EMAIL": "seed@localhost",
+            "GIT_COMMITTER_NAME": "Seed",
+            "GIT_COMMITTER_EMAIL": "seed@localhost",
+        }
+        subprocess.run(
+            ["git", "init", "-q", "--bare", "-b", default_branch, str(bare)], check=True, env=env
+        )
         if source is None:
             seed = self.root / "seed" / kind / full_name
             seed.mkdir(parents=True)
-            subprocess.run(["git", "init", "-q", "-b", default_branch], cwd=seed, check=True,
-                           env=env)
+            subprocess.run(
+                ["git", "init", "-q", "-b", default_branch], cwd=seed, check=True, env=env
+            )
             for rel, text in (files or {"README.md": "# seed\n"}).items():
                 (seed / rel).parent.mkdir(parents=True, exist_ok=True)
                 (seed / rel).write_text(text)
             subprocess.run(["git", "add", "-A"], cwd=seed, check=True, env=env)
             subprocess.run(["git", "commit", "-q", "-m", "initial"], cwd=seed, check=True, env=env)
             source = seed
-        subprocess.run(["git", "push", "-q", str(bare), "refs/heads/*:refs/heads/*"], cwd=source,
-                       check=True, env=env)
+        subprocess.run(
+            ["git", "push", "-q", str(bare), "refs/heads/*:refs/heads/*"],
+            cwd=source,
+            check=True,
+            env=env,
+        )
         with self.lock:
-            repo = RepoRec(forge=kind, full_name=full_name, id=new_id(), bare=bare,
-                           default_branch=default_branch, private=private)
+            repo = RepoRec(
+                forge=kind,
+                full_name=full_name,
+                id=new_id(),
+                bare=bare,
+                default_branch=default_branch,
+                private=private,
+            )
             self.repos[(kind, full_name)] = repo
             return repo
 
@@ -216,11 +254,16 @@ class LocalForge:
     def register_app(self, app_id: int, public_key_pem: str) -> None:
         self.apps[app_id] = public_key_pem
 
-    def add_installation(self, installation_id: int, app_id: int, repos: list[str], *,
-                         bot_login: str = "ribbit[bot]", token_lifetime_s: int = 3600
-                         ) -> Installation:
-        installation = Installation(installation_id, app_id, repos, bot_login,
-                                    token_lifetime_s)
+    def add_installation(
+        self,
+        installation_id: int,
+        app_id: int,
+        repos: list[str],
+        *,
+        bot_login: str = "ribbit[bot]",
+        token_lifetime_s: int = 3600,
+    ) -> Installation:
+        installation = Installation(installation_id, app_id, repos, bot_login, token_lifetime_s)
         self.installations[installation_id] = installation
         return installation
 
@@ -231,8 +274,9 @@ class LocalForge:
             user = self.users.get(installation.bot_login)
             if user is None:
                 user = self.add_user(installation.bot_login, token=token, kind="Bot")
-            self._token_expiry[token] = (datetime.now(UTC)
-                                         + timedelta(seconds=installation.token_lifetime_s))
+            self._token_expiry[token] = datetime.now(UTC) + timedelta(
+                seconds=installation.token_lifetime_s
+            )
             self._installation_tokens[token] = user.login
             for full_name in installation.repos:
                 self.repo("github", full_name).roles.setdefault(user.login, "write")
@@ -240,17 +284,32 @@ class LocalForge:
 
     # -- control API: issues, comments, reviews (each may send a webhook) ------------
 
-    def create_issue(self, kind: ForgeKind, full_name: str, *, title: str, body: str = "",
-                     author: str, labels: tuple[str, ...] = ()) -> IssueRec:
+    def create_issue(
+        self,
+        kind: ForgeKind,
+        full_name: str,
+        *,
+        title: str,
+        body: str = "",
+        author: str,
+        labels: tuple[str, ...] = (),
+    ) -> IssueRec:
         with self.lock:
             repo = self.repo(kind, full_name)
-            issue = IssueRec(number=repo.next_issue_number(), id=new_id(), title=title,
-                             body=body, author=author, labels=list(labels))
+            issue = IssueRec(
+                number=repo.next_issue_number(),
+                id=new_id(),
+                title=title,
+                body=body,
+                author=author,
+                labels=list(labels),
+            )
             repo.issues[issue.number] = issue
             return issue
 
-    def add_label(self, kind: ForgeKind, full_name: str, number: int, label: str, *,
-                  actor: str) -> webhooks.Delivery | None:
+    def add_label(
+        self, kind: ForgeKind, full_name: str, number: int, label: str, *, actor: str
+    ) -> webhooks.Delivery | None:
         with self.lock:
             repo = self.repo(kind, full_name)
             issue = repo.issues[number]
@@ -260,16 +319,18 @@ class LocalForge:
             issue.updated_at = now()
         return webhooks.issue_labeled(self, repo, issue, label, actor, previous)
 
-    def comment_as(self, kind: ForgeKind, full_name: str, number: int, *, author: str,
-                   body: str) -> tuple[CommentRec, webhooks.Delivery | None]:
+    def comment_as(
+        self, kind: ForgeKind, full_name: str, number: int, *, author: str, body: str
+    ) -> tuple[CommentRec, webhooks.Delivery | None]:
         with self.lock:
             repo = self.repo(kind, full_name)
             issue = repo.issues[number]
             comment = self.add_comment_record(issue, author, body)
         return comment, webhooks.comment_created(self, repo, issue, comment)
 
-    def comment_on_pull_as(self, kind: ForgeKind, full_name: str, number: int, *, author: str,
-                           body: str) -> tuple[CommentRec, webhooks.Delivery | None]:
+    def comment_on_pull_as(
+        self, kind: ForgeKind, full_name: str, number: int, *, author: str, body: str
+    ) -> tuple[CommentRec, webhooks.Delivery | None]:
         """A conversation comment on a PR/MR (GitHub issue_comment on the PR, GitLab Note Hook
         with noteable_type MergeRequest)."""
         with self.lock:
@@ -278,27 +339,50 @@ class LocalForge:
             comment = self.add_comment_record(pr, author, body)
         return comment, webhooks.comment_created(self, repo, pr, comment)
 
-    def submit_review(self, kind: ForgeKind, full_name: str, number: int, *, author: str,
-                      state: str, body: str = "",
-                      comments: tuple[tuple[str, int, str], ...] = ()
-                      ) -> tuple[ReviewRec, webhooks.Delivery | None]:
+    def submit_review(
+        self,
+        kind: ForgeKind,
+        full_name: str,
+        number: int,
+        *,
+        author: str,
+        state: str,
+        body: str = "",
+        comments: tuple[tuple[str, int, str], ...] = (),
+    ) -> tuple[ReviewRec, webhooks.Delivery | None]:
         """``state``: APPROVED, CHANGES_REQUESTED or COMMENTED; comments: (path, line, body)."""
         with self.lock:
             repo = self.repo(kind, full_name)
             pr = repo.pulls[number]
             self.refresh_pull(repo, pr)
-            review = ReviewRec(id=new_id(), author=author, state=state,  # type: ignore[arg-type]
-                               body=body, commit_id=pr.head_sha, submitted_at=now())
+            review = ReviewRec(
+                id=new_id(),
+                author=author,
+                state=state,  # type: ignore[arg-type]
+                body=body,
+                commit_id=pr.head_sha,
+                submitted_at=now(),
+            )
             pr.reviews.append(review)
             for path, line, text in comments:
-                pr.review_comments.append(ReviewCommentRec(
-                    id=new_id(), review_id=review.id, author=author, body=text, path=path,
-                    line=line, commit_id=pr.head_sha, created_at=now(),
-                    diff_hunk=f"@@ -{line},1 +{line},1 @@"))
+                pr.review_comments.append(
+                    ReviewCommentRec(
+                        id=new_id(),
+                        review_id=review.id,
+                        author=author,
+                        body=text,
+                        path=path,
+                        line=line,
+                        commit_id=pr.head_sha,
+                        created_at=now(),
+                        diff_hunk=f"@@ -{line},1 +{line},1 @@",
+                    )
+                )
         return review, webhooks.review_submitted(self, repo, pr, review)
 
-    def merge_pull_request(self, kind: ForgeKind, full_name: str, number: int, *,
-                           actor: str) -> webhooks.Delivery | None:
+    def merge_pull_request(
+        self, kind: ForgeKind, full_name: str, number: int, *, actor: str
+    ) -> webhooks.Delivery | None:
         """A real merge commit on the base branch, then the close webhook."""
         with self.lock:
             repo = self.repo(kind, full_name)
@@ -307,15 +391,24 @@ class LocalForge:
             base_now = repo.branch_sha(pr.base)
             assert base_now is not None
             tree = repo.git("merge-tree", "--write-tree", base_now, pr.head_sha).split()[0]
-            merge = repo.git("commit-tree", tree, "-p", base_now, "-p", pr.head_sha, "-m",
-                             f"Merge pull request #{number} from {pr.head}").strip()
+            merge = repo.git(
+                "commit-tree",
+                tree,
+                "-p",
+                base_now,
+                "-p",
+                pr.head_sha,
+                "-m",
+                f"Merge pull request #{number} from {pr.head}",
+            ).strip()
             repo.git("update-ref", f"refs/heads/{pr.base}", merge, base_now)
             pr.merged, pr.merged_by, pr.merge_commit_sha = True, actor, merge
             pr.state, pr.merged_at, pr.closed_at, pr.updated_at = "closed", now(), now(), now()
         return webhooks.pull_closed(self, repo, pr, actor)
 
-    def close_pull_request(self, kind: ForgeKind, full_name: str, number: int, *,
-                           actor: str) -> webhooks.Delivery | None:
+    def close_pull_request(
+        self, kind: ForgeKind, full_name: str, number: int, *, actor: str
+    ) -> webhooks.Delivery | None:
         with self.lock:
             repo = self.repo(kind, full_name)
             pr = repo.pulls[number]
@@ -324,42 +417,83 @@ class LocalForge:
 
     # -- control API: faults ------------------------------------------------------
 
-    def fail_next(self, path_regex: str, *, count: int = 1, status: int | None = 500,
-                  method: str | None = None, after: bool = False,
-                  headers: dict[str, str] | None = None, body: str | None = None,
-                  delay_s: float = 0.0) -> Fault:
+    def fail_next(
+        self,
+        path_regex: str,
+        *,
+        count: int = 1,
+        status: int | None = 500,
+        method: str | None = None,
+        after: bool = False,
+        headers: dict[str, str] | None = None,
+        body: str | None = None,
+        delay_s: float = 0.0,
+    ) -> Fault:
         """The next ``count`` requests whose path matches get ``status`` instead of an answer.
 
         ``after``: the request is processed first (the answer is lost, not the work).
         ``delay_s``: wait that long first (or, with ``after``, between the work and the
         answer); with ``status=None`` the real answer follows the delay.
         """
-        fault = Fault(method, re.compile(path_regex), count, status, after, headers or {},
-                      body if body is not None else '{"message": "Server Error"}', delay_s)
+        fault = Fault(
+            method,
+            re.compile(path_regex),
+            count,
+            status,
+            after,
+            headers or {},
+            body if body is not None else '{"message": "Server Error"}',
+            delay_s,
+        )
         with self.lock:
             self.faults.append(fault)
         return fault
 
-    def rate_limit_next(self, kind: ForgeKind, path_regex: str, *, mode: str = "primary",
-                        wait_s: int = 120, count: int = 1) -> Fault:
+    def rate_limit_next(
+        self,
+        kind: ForgeKind,
+        path_regex: str,
+        *,
+        mode: str = "primary",
+        wait_s: int = 120,
+        count: int = 1,
+    ) -> Fault:
         """GitHub primary (403 + X-RateLimit-Remaining: 0 + X-RateLimit-Reset), secondary
         (403 + Retry-After) or a GitLab 429 with Retry-After."""
         if kind == "gitlab":
-            return self.fail_next(path_regex, count=count, status=429,
-                                  headers={"Retry-After": str(wait_s),
-                                           "RateLimit-Reset": str(int(time.time()) + wait_s)},
-                                  body='{"message": "429 Too Many Requests"}')
+            return self.fail_next(
+                path_regex,
+                count=count,
+                status=429,
+                headers={
+                    "Retry-After": str(wait_s),
+                    "RateLimit-Reset": str(int(time.time()) + wait_s),
+                },
+                body='{"message": "429 Too Many Requests"}',
+            )
         if mode == "primary":
             reset = str(int(time.time()) + wait_s)
-            return self.fail_next(path_regex, count=count, status=403, headers={
-                "X-RateLimit-Limit": "5000", "X-RateLimit-Remaining": "0",
-                "X-RateLimit-Used": "5000", "X-RateLimit-Reset": reset},
+            return self.fail_next(
+                path_regex,
+                count=count,
+                status=403,
+                headers={
+                    "X-RateLimit-Limit": "5000",
+                    "X-RateLimit-Remaining": "0",
+                    "X-RateLimit-Used": "5000",
+                    "X-RateLimit-Reset": reset,
+                },
                 body='{"message": "API rate limit exceeded for user ID 1.", '
-                     '"documentation_url": "https://docs.github.com/rest/overview/rate-limits"}')
-        return self.fail_next(path_regex, count=count, status=403,
-                              headers={"Retry-After": str(wait_s)},
-                              body='{"message": "You have exceeded a secondary rate limit. '
-                                   'Please wait a few minutes before you try again."}')
+                '"documentation_url": "https://docs.github.com/rest/overview/rate-limits"}',
+            )
+        return self.fail_next(
+            path_regex,
+            count=count,
+            status=403,
+            headers={"Retry-After": str(wait_s)},
+            body='{"message": "You have exceeded a secondary rate limit. '
+            'Please wait a few minutes before you try again."}',
+        )
 
     # -- control API: reading state back -----------------------------------------
 
@@ -379,8 +513,9 @@ class LocalForge:
         pattern = re.compile(path_regex)
         return sum(1 for r in self.requests if r.method == method and pattern.search(r.path))
 
-    def configure_webhooks(self, *, github: tuple[str, str] | None = None,
-                           gitlab: tuple[str, str] | None = None) -> None:
+    def configure_webhooks(
+        self, *, github: tuple[str, str] | None = None, gitlab: tuple[str, str] | None = None
+    ) -> None:
         """(bot URL, secret) per forge; GitHub signs with the secret, GitLab sends it."""
         self.github_webhook = github
         self.gitlab_webhook = gitlab
@@ -389,8 +524,9 @@ class LocalForge:
 
     def add_comment_record(self, issue: IssueRec | PullRec, author: str, body: str) -> CommentRec:
         with self.lock:
-            comment = CommentRec(id=new_id(), author=author, body=body, created_at=now(),
-                                 updated_at=now())
+            comment = CommentRec(
+                id=new_id(), author=author, body=body, created_at=now(), updated_at=now()
+            )
             issue.comments.append(comment)
             issue.updated_at = now()
             return comment
@@ -402,14 +538,32 @@ class LocalForge:
                 comment.body = body
             comment.updated_at = now()
 
-    def add_pull_record(self, repo: RepoRec, author: str, title: str, body: str, head: str,
-                        base: str, *, draft: bool) -> PullRec:
+    def add_pull_record(
+        self,
+        repo: RepoRec,
+        author: str,
+        title: str,
+        body: str,
+        head: str,
+        base: str,
+        *,
+        draft: bool,
+    ) -> PullRec:
         with self.lock:
             head_sha, base_sha = repo.branch_sha(head), repo.branch_sha(base)
             assert head_sha is not None and base_sha is not None
-            pr = PullRec(number=repo.next_pull_number(), id=new_id(), title=title, body=body,
-                         author=author, head=head, base=base, head_sha=head_sha,
-                         base_sha=base_sha, draft=draft)
+            pr = PullRec(
+                number=repo.next_pull_number(),
+                id=new_id(),
+                title=title,
+                body=body,
+                author=author,
+                head=head,
+                base=base,
+                head_sha=head_sha,
+                base_sha=base_sha,
+                draft=draft,
+            )
             repo.pulls[pr.number] = pr
             return pr
 
@@ -424,8 +578,11 @@ class LocalForge:
 
     def _wsgi(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
         request = Request(environ)
-        raw = environ.get("RAW_URI") or environ.get("REQUEST_URI") or urllib.parse.quote(
-            environ.get("PATH_INFO", ""))
+        raw = (
+            environ.get("RAW_URI")
+            or environ.get("REQUEST_URI")
+            or urllib.parse.quote(environ.get("PATH_INFO", ""))
+        )
         path = raw.split("?", 1)[0]
         response = self._handle(request, path)
         with self.lock:
@@ -446,8 +603,7 @@ class LocalForge:
             return self._dispatch(request, path)
         if not fault.after:
             time.sleep(fault.delay_s)
-            return fault.response() if fault.status is not None else self._dispatch(request,
-                                                                                     path)
+            return fault.response() if fault.status is not None else self._dispatch(request, path)
         # after: the forge does the work, then the answer is slow or lost.
         response = self._dispatch(request, path)
         time.sleep(fault.delay_s)
@@ -490,8 +646,9 @@ class LocalForge:
             if match and method == request.method:
                 try:
                     with self.lock:
-                        return handler(ctx, {k: urllib.parse.unquote(v)
-                                             for k, v in match.groupdict().items()})
+                        return handler(
+                            ctx, {k: urllib.parse.unquote(v) for k, v in match.groupdict().items()}
+                        )
                 except ApiError as exc:
                     return err(exc.status, exc.message, exc.headers)
         return err(404, "Not Found")
@@ -517,5 +674,4 @@ class LocalForge:
             return Response("not found", status=404)
         if git_http.needs_write(request, rest) and ROLE_RANK[role] < ROLE_RANK["write"]:
             return Response("permission denied", status=403)
-        return git_http.serve(request, self.root / "git", f"{kind}/{repo_path}", rest,
-                              user.login)
+        return git_http.serve(request, self.root / "git", f"{kind}/{repo_path}", rest, user.login)

@@ -16,11 +16,23 @@ from typing import Literal
 
 ForgeKind = Literal["github", "gitlab"]
 Role = Literal["read", "triage", "write", "maintain", "admin"]
-ROLE_RANK: dict[str, int] = {"none": 0, "read": 1, "triage": 2, "write": 3, "maintain": 4,
-                             "admin": 5}
+ROLE_RANK: dict[str, int] = {
+    "none": 0,
+    "read": 1,
+    "triage": 2,
+    "write": 3,
+    "maintain": 4,
+    "admin": 5,
+}
 # GitLab access levels for the same roles (Reporter, Developer, Maintainer, Owner).
-GITLAB_LEVEL: dict[str, int] = {"none": 0, "read": 20, "triage": 20, "write": 30,
-                                "maintain": 40, "admin": 50}
+GITLAB_LEVEL: dict[str, int] = {
+    "none": 0,
+    "read": 20,
+    "triage": 20,
+    "write": 30,
+    "maintain": 40,
+    "admin": 50,
+}
 
 _ids = itertools.count(1000)
 
@@ -166,18 +178,33 @@ class RepoRec:
         return self.label_ids.setdefault(name, new_id())
 
     def git(self, *args: str, input_bytes: bytes | None = None) -> str:
-        env = {"GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1",
-               "GIT_AUTHOR_NAME": "Local Forge", "GIT_AUTHOR_EMAIL": "forge@localhost",
-               "GIT_COMMITTER_NAME": "Local Forge", "GIT_COMMITTER_EMAIL": "forge@localhost",
-               "PATH": "/usr/bin:/bin"}
-        out = subprocess.run(["git", *args], cwd=self.bare, env=env, input=input_bytes,
-                             capture_output=True, check=True)
+        env = {
+            "GIT_CONFIG_GLOBAL": "/dev/null",
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "GIT_AUTHOR_NAME": "Local Forge",
+            "GIT_AUTHOR_EMAIL": "forge@localhost",
+            "GIT_COMMITTER_NAME": "Local Forge",
+            "GIT_COMMITTER_EMAIL": "forge@localhost",
+            "PATH": "/usr/bin:/bin",
+        }
+        out = subprocess.run(
+            ["git", *args],
+            cwd=self.bare,
+            env=env,
+            input=input_bytes,
+            capture_output=True,
+            check=True,
+        )
         return out.stdout.decode()
 
     def branch_sha(self, branch: str) -> str | None:
         try:
-            return self.git("rev-parse", "--verify", "--quiet", f"refs/heads/{branch}^{{commit}}"
-                            ).strip() or None
+            return (
+                self.git(
+                    "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}^{{commit}}"
+                ).strip()
+                or None
+            )
         except subprocess.CalledProcessError:
             return None
 
@@ -192,8 +219,12 @@ class RepoRec:
             return None
         if kind != "blob":
             return None
-        env_out = subprocess.run(["git", "cat-file", "blob", f"{ref}:{path}"], cwd=self.bare,
-                                 capture_output=True, check=True)
+        env_out = subprocess.run(
+            ["git", "cat-file", "blob", f"{ref}:{path}"],
+            cwd=self.bare,
+            capture_output=True,
+            check=True,
+        )
         return env_out.stdout
 
     def is_tree(self, ref: str, path: str) -> bool:
@@ -206,5 +237,6 @@ class RepoRec:
         return self.git("diff", "--no-color", "-M", f"{base_sha}...{head_sha}")
 
     def issue_like(self, number: int) -> IssueRec | PullRec | None:
-        return self.issues.get(number) or (self.pulls.get(number) if self.forge == "github"
-                                           else None)
+        return self.issues.get(number) or (
+            self.pulls.get(number) if self.forge == "github" else None
+        )

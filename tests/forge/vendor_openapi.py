@@ -56,8 +56,9 @@ EXAMPLES = {
     "pull-request-review-comment-items": "pull-request-review-comment",
     "status": "status",
     "installation-token": "installation-token",
-    "repository-collaborator-permission-response-if-user-has-admin-permissions":
-        "collaborator-permission",
+    "repository-collaborator-permission-response-if-user-has-admin-permissions": (
+        "collaborator-permission"
+    ),
     "content-file-response-if-content-is-a-file": "content-file",
 }
 
@@ -75,8 +76,11 @@ def to_json_schema(node: Any) -> Any:
         return [to_json_schema(item) for item in node]
     if not isinstance(node, dict):
         return node
-    out = {key: to_json_schema(value) for key, value in node.items()
-           if key not in ("nullable", "example", "examples", "description", "x-github")}
+    out = {
+        key: to_json_schema(value)
+        for key, value in node.items()
+        if key not in ("nullable", "example", "examples", "description", "x-github")
+    }
     if node.get("nullable"):
         if "$ref" in out or "allOf" in out or "anyOf" in out or "oneOf" in out:
             return {"anyOf": [out, {"type": "null"}]}
@@ -119,15 +123,17 @@ def main(openapi_dir: Path, webhooks_dir: Path) -> None:
         media = "application/json" if "application/json" in content else next(iter(content))
         schema = content[media]["schema"]
         collect_refs(schema, schemas, needed)
-        endpoints[f"{method.upper()} {path}"] = {"status": int(status),
-                                                 "schema": to_json_schema(schema)}
+        endpoints[f"{method.upper()} {path}"] = {
+            "status": int(status),
+            "schema": to_json_schema(schema),
+        }
     examples = {
         template: first_item(spec["components"]["examples"][name]["value"])
         for name, template in EXAMPLES.items()
     }
     subset = {
         "source": f"@octokit/openapi generated/api.github.com.json (openapi {spec['openapi']}, "
-                  f"info.version {spec['info']['version']})",
+        f"info.version {spec['info']['version']})",
         "endpoints": endpoints,
         "$defs": {name: to_json_schema(schemas[name]) for name in sorted(needed)},
         "examples": examples,
@@ -138,10 +144,10 @@ def main(openapi_dir: Path, webhooks_dir: Path) -> None:
     chosen: dict[str, Any] = {}
     for event, action in WEBHOOKS:
         entry = next(h for h in hooks if h["name"] == event)
-        chosen[f"{event}.{action}"] = next(e for e in entry["examples"]
-                                           if e.get("action") == action)
-    (HERE / "webhook-examples.json").write_text(json.dumps(chosen, indent=1, sort_keys=True)
-                                                + "\n")
+        chosen[f"{event}.{action}"] = next(
+            e for e in entry["examples"] if e.get("action") == action
+        )
+    (HERE / "webhook-examples.json").write_text(json.dumps(chosen, indent=1, sort_keys=True) + "\n")
 
 
 if __name__ == "__main__":

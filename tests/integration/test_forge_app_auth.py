@@ -22,19 +22,30 @@ INSTALLATION_ID = 77
 
 def _key_pair(tmp_path: Path, name: str) -> tuple[Path, str]:
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                            serialization.NoEncryption())
+    pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
     path = tmp_path / f"{name}.pem"
     path.write_bytes(pem)
-    public = key.public_key().public_bytes(serialization.Encoding.PEM,
-                                           serialization.PublicFormat.SubjectPublicKeyInfo)
+    public = key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
     return path, public.decode()
 
 
 def _app_settings(world: ForgeWorld, tmp_path: Path, key_file: Path) -> Settings:
-    return Settings.model_validate({"data_dir": tmp_path / "data", "github": {
-        "api_url": world.forge.github_api_url, "app_id": APP_ID, "private_key_file": key_file,
-        "write_interval_s": 0, "retry_backoff_s": 0.01}})
+    return Settings.model_validate(
+        {
+            "data_dir": tmp_path / "data",
+            "github": {
+                "api_url": world.forge.github_api_url,
+                "app_id": APP_ID,
+                "private_key_file": key_file,
+                "write_interval_s": 0,
+                "retry_backoff_s": 0.01,
+            },
+        }
+    )
 
 
 def test_forge_github_app_installation_token_works_for_api_and_git(
@@ -59,8 +70,9 @@ def test_forge_github_app_installation_token_works_for_api_and_git(
     make_forge(settings, "github", installation_id=INSTALLATION_ID).get_issue(ref)
 
     assert forge.bot_login == "ribbit[bot]"
-    assert [c.author for c in world.forge.comments("github", world.github.full_name,
-                                                   issue.number)] == ["ribbit[bot]"]
+    assert [
+        c.author for c in world.forge.comments("github", world.github.full_name, issue.number)
+    ] == ["ribbit[bot]"]
     assert "ribbit/issue-1-app" in world.forge.branches("github", world.github.full_name)
     assert installation.tokens_minted == 1
     minted = [t for t in world.forge._installation_tokens]
@@ -76,10 +88,12 @@ def test_forge_github_app_token_is_refreshed_before_it_expires(
     key_file, public_pem = _key_pair(tmp_path, "short")
     world.forge.register_app(APP_ID, public_pem)
     # Tokens that live less than PyGithub's 20 s refresh margin are renewed on every use.
-    installation = world.forge.add_installation(INSTALLATION_ID + 1, APP_ID,
-                                                [world.github.full_name], token_lifetime_s=5)
-    forge = make_forge(_app_settings(world, tmp_path, key_file), "github",
-                       installation_id=INSTALLATION_ID + 1)
+    installation = world.forge.add_installation(
+        INSTALLATION_ID + 1, APP_ID, [world.github.full_name], token_lifetime_s=5
+    )
+    forge = make_forge(
+        _app_settings(world, tmp_path, key_file), "github", installation_id=INSTALLATION_ID + 1
+    )
 
     forge.default_branch(world.github)
     forge.default_branch(world.github)
@@ -87,15 +101,17 @@ def test_forge_github_app_token_is_refreshed_before_it_expires(
     assert installation.tokens_minted >= 2
 
 
-def test_forge_github_app_with_the_wrong_key_is_refused(forge_world: ForgeWorld,
-                                                        tmp_path: Path) -> None:
+def test_forge_github_app_with_the_wrong_key_is_refused(
+    forge_world: ForgeWorld, tmp_path: Path
+) -> None:
     world = forge_world
     _, public_pem = _key_pair(tmp_path, "registered")
     wrong_key, _ = _key_pair(tmp_path, "wrong")
     world.forge.register_app(APP_ID, public_pem)
     world.forge.add_installation(INSTALLATION_ID + 2, APP_ID, [world.github.full_name])
-    forge = make_forge(_app_settings(world, tmp_path, wrong_key), "github",
-                       installation_id=INSTALLATION_ID + 2)
+    forge = make_forge(
+        _app_settings(world, tmp_path, wrong_key), "github", installation_id=INSTALLATION_ID + 2
+    )
 
     with pytest.raises(ForgePermissionDenied, match="401"):
         forge.default_branch(world.github)

@@ -47,8 +47,9 @@ def _pushed_branch(world: ForgeWorld, kind: ForgeName, settings: Settings, tmp_p
 
 
 @pytest.mark.parametrize("kind", FORGES)
-def test_forge_get_recovers_from_5xx(kind: ForgeName, forge_world: ForgeWorld,
-                                     forge_settings: Settings) -> None:
+def test_forge_get_recovers_from_5xx(
+    kind: ForgeName, forge_world: ForgeWorld, forge_settings: Settings
+) -> None:
     ref = _issue(forge_world, kind)
     forge_world.forge.fail_next(ISSUE[kind], count=2, status=502, method="GET")
 
@@ -97,8 +98,9 @@ def test_forge_pull_request_survives_a_lost_answer_without_duplicate(
     forge_world.forge.fail_next(PULLS[kind], count=1, status=502, method="POST", after=True)
 
     pr = make_forge(forge_settings, kind).open_draft_pull_request(
-        forge_world.repo(kind), DraftPullRequest(head=branch, base="main", title="Fix",
-                                                 body="Fixes #1", labels=["bot"]))
+        forge_world.repo(kind),
+        DraftPullRequest(head=branch, base="main", title="Fix", body="Fixes #1", labels=["bot"]),
+    )
 
     stored = forge_world.forge.pulls(kind, forge_world.repo(kind).full_name)
     assert [p.number for p in stored] == [pr.ref.number]
@@ -106,8 +108,9 @@ def test_forge_pull_request_survives_a_lost_answer_without_duplicate(
     assert forge_world.forge.request_count("POST", PULLS[kind]) == 1
 
 
-@pytest.mark.parametrize(("kind", "mode"), [("github", "primary"), ("github", "secondary"),
-                                            ("gitlab", "429")])
+@pytest.mark.parametrize(
+    ("kind", "mode"), [("github", "primary"), ("github", "secondary"), ("gitlab", "429")]
+)
 def test_forge_rate_limit_defers_with_retry_after_and_posts_nothing(
     kind: ForgeName, mode: str, forge_world: ForgeWorld, forge_settings: Settings
 ) -> None:
@@ -125,8 +128,9 @@ def test_forge_rate_limit_defers_with_retry_after_and_posts_nothing(
 
 
 @pytest.mark.parametrize("kind", FORGES)
-def test_forge_rate_limited_read_defers(kind: ForgeName, forge_world: ForgeWorld,
-                                        forge_settings: Settings) -> None:
+def test_forge_rate_limited_read_defers(
+    kind: ForgeName, forge_world: ForgeWorld, forge_settings: Settings
+) -> None:
     ref = _issue(forge_world, kind)
     forge_world.forge.rate_limit_next(kind, ISSUE[kind], mode="primary", wait_s=300)
 
@@ -136,19 +140,29 @@ def test_forge_rate_limited_read_defers(kind: ForgeName, forge_world: ForgeWorld
 
 
 @pytest.mark.parametrize("kind", FORGES)
-def test_forge_unreachable_is_unavailable(kind: ForgeName, tmp_path: Path,
-                                          local_forge_server: object) -> None:
+def test_forge_unreachable_is_unavailable(
+    kind: ForgeName, tmp_path: Path, local_forge_server: object
+) -> None:
     from tests.forge.server import LocalForge
 
     assert isinstance(local_forge_server, LocalForge)
     port = free_port()  # nothing listens here
-    settings = Settings.model_validate({
-        "data_dir": tmp_path,
-        "github": {"api_url": f"http://127.0.0.1:{port}/api/v3", "token": "tok_unreachable",
-                   "write_interval_s": 0, "retry_backoff_s": 0.01},
-        "gitlab": {"url": f"http://127.0.0.1:{port}/gitlab", "token": "tok_unreachable",
-                   "retry_backoff_s": 0.01},
-    })
+    settings = Settings.model_validate(
+        {
+            "data_dir": tmp_path,
+            "github": {
+                "api_url": f"http://127.0.0.1:{port}/api/v3",
+                "token": "tok_unreachable",
+                "write_interval_s": 0,
+                "retry_backoff_s": 0.01,
+            },
+            "gitlab": {
+                "url": f"http://127.0.0.1:{port}/gitlab",
+                "token": "tok_unreachable",
+                "retry_backoff_s": 0.01,
+            },
+        }
+    )
     from bot.forges.base import RepoRef
 
     with pytest.raises(ForgeUnavailable, match="unreachable"):
@@ -156,8 +170,9 @@ def test_forge_unreachable_is_unavailable(kind: ForgeName, tmp_path: Path,
 
 
 @pytest.mark.parametrize("kind", FORGES)
-def test_forge_clone_recovers_from_a_git_5xx(kind: ForgeName, forge_world: ForgeWorld,
-                                             forge_settings: Settings, tmp_path: Path) -> None:
+def test_forge_clone_recovers_from_a_git_5xx(
+    kind: ForgeName, forge_world: ForgeWorld, forge_settings: Settings, tmp_path: Path
+) -> None:
     forge_world.forge.fail_next(r"^/git/.*/info/refs$", count=1, status=503)
 
     make_forge(forge_settings, kind).clone(forge_world.repo(kind), tmp_path / "c")
@@ -166,12 +181,20 @@ def test_forge_clone_recovers_from_a_git_5xx(kind: ForgeName, forge_world: Forge
 
 
 @pytest.mark.parametrize("kind", FORGES)
-def test_forge_outsider_token_is_refused(kind: ForgeName, forge_world: ForgeWorld,
-                                         tmp_path: Path) -> None:
+def test_forge_outsider_token_is_refused(
+    kind: ForgeName, forge_world: ForgeWorld, tmp_path: Path
+) -> None:
     world = forge_world
     ref = _issue(world, kind)
-    outsider = make_forge(settings_for(world.forge, tmp_path, github_token=world.outsider.token,
-                                       gitlab_token=world.outsider.token), kind)
+    outsider = make_forge(
+        settings_for(
+            world.forge,
+            tmp_path,
+            github_token=world.outsider.token,
+            gitlab_token=world.outsider.token,
+        ),
+        kind,
+    )
 
     # A private repository does not exist for someone without access.
     with pytest.raises(ForgeNotFound, match="404"):
@@ -188,17 +211,23 @@ def test_forge_outsider_token_is_refused(kind: ForgeName, forge_world: ForgeWorl
     with pytest.raises(ForgePermissionDenied, match="403"):
         outsider.push(ref.repo, tmp_path / "read-only", "ribbit/issue-1-x")
     with pytest.raises(ForgePermissionDenied, match="403"):
-        outsider.open_draft_pull_request(ref.repo, DraftPullRequest(
-            head="main", base="main", title="x", body="x"))
+        outsider.open_draft_pull_request(
+            ref.repo, DraftPullRequest(head="main", base="main", title="x", body="x")
+        )
     assert "ribbit/issue-1-x" not in world.forge.branches(kind, ref.repo.full_name)
 
 
 @pytest.mark.parametrize("kind", FORGES)
-def test_forge_bad_token_is_permission_denied(kind: ForgeName, forge_world: ForgeWorld,
-                                              tmp_path: Path) -> None:
+def test_forge_bad_token_is_permission_denied(
+    kind: ForgeName, forge_world: ForgeWorld, tmp_path: Path
+) -> None:
     ref = _issue(forge_world, kind)
-    forge = make_forge(settings_for(forge_world.forge, tmp_path, github_token="tok_revoked",
-                                    gitlab_token="tok_revoked"), kind)
+    forge = make_forge(
+        settings_for(
+            forge_world.forge, tmp_path, github_token="tok_revoked", gitlab_token="tok_revoked"
+        ),
+        kind,
+    )
     with pytest.raises(ForgePermissionDenied, match="401"):
         forge.get_issue(ref)
     with pytest.raises(ForgePermissionDenied):
@@ -210,11 +239,17 @@ def test_forge_comment_whose_answer_times_out_is_not_duplicated(
     kind: ForgeName, forge_world: ForgeWorld, tmp_path: Path
 ) -> None:
     ref = _issue(forge_world, kind)
-    settings = settings_for(forge_world.forge, tmp_path, github_token=forge_world.bot.token,
-                            gitlab_token=forge_world.bot.token, http_timeout_s=1)
+    settings = settings_for(
+        forge_world.forge,
+        tmp_path,
+        github_token=forge_world.bot.token,
+        gitlab_token=forge_world.bot.token,
+        http_timeout_s=1,
+    )
     # The forge stores the comment at once but answers only after the client gave up.
-    forge_world.forge.fail_next(COMMENTS[kind], count=1, status=None, method="POST", after=True,
-                                delay_s=3)
+    forge_world.forge.fail_next(
+        COMMENTS[kind], count=1, status=None, method="POST", after=True, delay_s=3
+    )
 
     comment_id = make_forge(settings, kind).post_comment(ref, "Working on it")
 
@@ -223,11 +258,17 @@ def test_forge_comment_whose_answer_times_out_is_not_duplicated(
 
 
 @pytest.mark.parametrize("kind", FORGES)
-def test_forge_slow_read_is_retried(kind: ForgeName, forge_world: ForgeWorld,
-                                    tmp_path: Path) -> None:
+def test_forge_slow_read_is_retried(
+    kind: ForgeName, forge_world: ForgeWorld, tmp_path: Path
+) -> None:
     ref = _issue(forge_world, kind)
-    settings = settings_for(forge_world.forge, tmp_path, github_token=forge_world.bot.token,
-                            gitlab_token=forge_world.bot.token, http_timeout_s=1)
+    settings = settings_for(
+        forge_world.forge,
+        tmp_path,
+        github_token=forge_world.bot.token,
+        gitlab_token=forge_world.bot.token,
+        http_timeout_s=1,
+    )
     forge_world.forge.fail_next(ISSUE[kind], count=1, status=None, method="GET", delay_s=3)
 
     assert make_forge(settings, kind).get_issue(ref).title == "t"

@@ -32,8 +32,9 @@ def _push_fix(forge: Forge, world: ForgeWorld, kind: ForgeName, tmp_path: Path, 
     checkout = tmp_path / f"checkout-{kind}"
     forge.clone(repo, checkout)
     git(checkout, "checkout", "-q", "-b", branch)
-    return commit_files(checkout, {"widgets/__init__.py": "def add(a, b):\n    return a + b\n"},
-                        "Fix add")
+    return commit_files(
+        checkout, {"widgets/__init__.py": "def add(a, b):\n    return a + b\n"}, "Fix add"
+    )
 
 
 @pytest.mark.parametrize("kind", FORGES)
@@ -42,11 +43,18 @@ def test_forge_get_issue_reads_title_body_labels_and_comments(
 ) -> None:
     world = forge_world
     repo = world.repo(kind)
-    issue = world.forge.create_issue(kind, repo.full_name, title="add() subtracts",
-                                     body="`add(1, 2)` is -1", author="maya", labels=("bug",))
+    issue = world.forge.create_issue(
+        kind,
+        repo.full_name,
+        title="add() subtracts",
+        body="`add(1, 2)` is -1",
+        author="maya",
+        labels=("bug",),
+    )
     world.forge.add_label(kind, repo.full_name, issue.number, "ribbit", actor="maya")
-    world.forge.comment_as(kind, repo.full_name, issue.number, author="otto",
-                           body="$(rm -rf /) is just text here")
+    world.forge.comment_as(
+        kind, repo.full_name, issue.number, author="otto", body="$(rm -rf /) is just text here"
+    )
 
     got = make_forge(forge_settings, kind).get_issue(IssueRef(repo, issue.number))
 
@@ -60,8 +68,9 @@ def test_forge_get_issue_reads_title_body_labels_and_comments(
 
 
 @pytest.mark.parametrize("kind", FORGES)
-def test_forge_has_write_access_by_role(kind: ForgeName, forge_world: ForgeWorld,
-                                        forge_settings: Settings) -> None:
+def test_forge_has_write_access_by_role(
+    kind: ForgeName, forge_world: ForgeWorld, forge_settings: Settings
+) -> None:
     world = forge_world
     repo = world.repo(kind)
     world.forge.add_collaborator(kind, repo.full_name, "rita", "read")
@@ -76,8 +85,9 @@ def test_forge_has_write_access_by_role(kind: ForgeName, forge_world: ForgeWorld
 
 
 @pytest.mark.parametrize("kind", FORGES)
-def test_forge_status_comment_is_edited_in_place(kind: ForgeName, forge_world: ForgeWorld,
-                                                 forge_settings: Settings) -> None:
+def test_forge_status_comment_is_edited_in_place(
+    kind: ForgeName, forge_world: ForgeWorld, forge_settings: Settings
+) -> None:
     world = forge_world
     repo = world.repo(kind)
     issue = world.forge.create_issue(kind, repo.full_name, title="t", author="maya")
@@ -98,8 +108,9 @@ def test_forge_status_comment_is_edited_in_place(kind: ForgeName, forge_world: F
 
 
 @pytest.mark.parametrize("kind", FORGES)
-def test_forge_default_branch_and_repo_config(kind: ForgeName, forge_world: ForgeWorld,
-                                              forge_settings: Settings) -> None:
+def test_forge_default_branch_and_repo_config(
+    kind: ForgeName, forge_world: ForgeWorld, forge_settings: Settings
+) -> None:
     repo = forge_world.repo(kind)
     forge = make_forge(forge_settings, kind)
 
@@ -112,14 +123,15 @@ def test_forge_default_branch_and_repo_config(kind: ForgeName, forge_world: Forg
 
 
 @pytest.mark.parametrize("kind", FORGES)
-def test_forge_invalid_repo_config_is_a_clear_error(kind: ForgeName, forge_world: ForgeWorld,
-                                                    forge_settings: Settings) -> None:
+def test_forge_invalid_repo_config_is_a_clear_error(
+    kind: ForgeName, forge_world: ForgeWorld, forge_settings: Settings
+) -> None:
     world = forge_world
-    world.forge.create_repo(kind, "acme/broken",
-                            files={".ribbit.yml": "test: [unclosed\n"})
+    world.forge.create_repo(kind, "acme/broken", files={".ribbit.yml": "test: [unclosed\n"})
     world.forge.add_collaborator(kind, "acme/broken", "ribbit-bot", "write")
-    world.forge.create_repo(kind, "acme/wrongkey",
-                            files={".ribbit.yml": "reviewers: maya\nmax_turns: 3\n"})
+    world.forge.create_repo(
+        kind, "acme/wrongkey", files={".ribbit.yml": "reviewers: maya\nmax_turns: 3\n"}
+    )
     world.forge.add_collaborator(kind, "acme/wrongkey", "ribbit-bot", "write")
     forge = make_forge(forge_settings, kind)
     from bot.forges.base import RepoRef
@@ -154,8 +166,9 @@ def test_forge_clone_and_push_are_visible_in_the_bare_repo(
 
 
 @pytest.mark.parametrize("kind", FORGES)
-def test_forge_push_never_forces(kind: ForgeName, forge_world: ForgeWorld, forge_settings: Settings,
-                                 tmp_path: Path) -> None:
+def test_forge_push_never_forces(
+    kind: ForgeName, forge_world: ForgeWorld, forge_settings: Settings, tmp_path: Path
+) -> None:
     world = forge_world
     repo = world.repo(kind)
     forge = make_forge(forge_settings, kind)
@@ -182,9 +195,17 @@ def test_forge_draft_pull_request_with_labels_and_reviewers(
     sha = _push_fix(forge, world, kind, tmp_path, branch)
     forge.push(repo, tmp_path / f"checkout-{kind}", branch)
 
-    pr = forge.open_draft_pull_request(repo, DraftPullRequest(
-        head=branch, base="main", title="Fix add()", body="Fixes #3", labels=["bot", "ribbit"],
-        reviewers=["maya"]))
+    pr = forge.open_draft_pull_request(
+        repo,
+        DraftPullRequest(
+            head=branch,
+            base="main",
+            title="Fix add()",
+            body="Fixes #3",
+            labels=["bot", "ribbit"],
+            reviewers=["maya"],
+        ),
+    )
 
     assert pr.draft
     assert pr.state == "open"
@@ -202,8 +223,9 @@ def test_forge_draft_pull_request_with_labels_and_reviewers(
     assert stored[0].draft
     assert stored[0].requested_reviewers == ["maya"]
     # Opening again (a retried job) reuses the PR instead of making a second one.
-    again = forge.open_draft_pull_request(repo, DraftPullRequest(
-        head=branch, base="main", title="Fix add()", body="Fixes #3"))
+    again = forge.open_draft_pull_request(
+        repo, DraftPullRequest(head=branch, base="main", title="Fix add()", body="Fixes #3")
+    )
     assert again.ref == pr.ref
     assert len(world.forge.pulls(kind, repo.full_name)) == 1
     found = forge.find_pull_request(repo, branch)
@@ -223,23 +245,37 @@ def test_forge_reviews_review_comments_status_and_merged_diff(
     branch = "ribbit/issue-4-fix-add"
     sha = _push_fix(forge, world, kind, tmp_path, branch)
     forge.push(repo, tmp_path / f"checkout-{kind}", branch)
-    pr = forge.open_draft_pull_request(repo, DraftPullRequest(head=branch, base="main",
-                                                              title="Fix", body="Fixes #4"))
-    world.forge.submit_review(kind, repo.full_name, pr.ref.number, author="maya",
-                              state="CHANGES_REQUESTED", body="add a test",
-                              comments=(("widgets/__init__.py", 2, "why plus?"),))
+    pr = forge.open_draft_pull_request(
+        repo, DraftPullRequest(head=branch, base="main", title="Fix", body="Fixes #4")
+    )
+    world.forge.submit_review(
+        kind,
+        repo.full_name,
+        pr.ref.number,
+        author="maya",
+        state="CHANGES_REQUESTED",
+        body="add a test",
+        comments=(("widgets/__init__.py", 2, "why plus?"),),
+    )
 
     reviews = forge.list_reviews(pr.ref)
     comments = forge.list_review_comments(pr.ref)
-    forge.set_commit_status(repo, pr.head_sha, CommitStatus(
-        state="failure", description="tests: 1 failed", target_url="http://ribbit.local/jobs/1"))
+    forge.set_commit_status(
+        repo,
+        pr.head_sha,
+        CommitStatus(
+            state="failure", description="tests: 1 failed", target_url="http://ribbit.local/jobs/1"
+        ),
+    )
 
     assert [(r.author, r.state) for r in reviews] == [("maya", "changes_requested")]
     assert [(c.author, c.body, c.path, c.line) for c in comments] == [
-        ("maya", "why plus?", "widgets/__init__.py", 2)]
+        ("maya", "why plus?", "widgets/__init__.py", 2)
+    ]
     statuses = world.forge.repo(kind, repo.full_name).statuses
     assert [(s.sha, s.context, s.description) for s in statuses] == [
-        (sha, "ribbit/gates", "tests: 1 failed")]
+        (sha, "ribbit/gates", "tests: 1 failed")
+    ]
     assert statuses[0].state == ("failure" if kind == "github" else "failed")
 
     world.forge.merge_pull_request(kind, repo.full_name, pr.ref.number, actor="maya")
@@ -256,8 +292,9 @@ def test_forge_reviews_review_comments_status_and_merged_diff(
 
 
 @pytest.mark.parametrize("kind", FORGES)
-def test_forge_missing_things_are_not_found(kind: ForgeName, forge_world: ForgeWorld,
-                                            forge_settings: Settings) -> None:
+def test_forge_missing_things_are_not_found(
+    kind: ForgeName, forge_world: ForgeWorld, forge_settings: Settings
+) -> None:
     repo = forge_world.repo(kind)
     forge = make_forge(forge_settings, kind)
     with pytest.raises(ForgeNotFound):
@@ -281,8 +318,12 @@ def test_forge_unknown_reviewer_does_not_fail_the_draft(
     _push_fix(forge, world, kind, tmp_path, branch)
     forge.push(repo, tmp_path / f"checkout-{kind}", branch)
 
-    pr = forge.open_draft_pull_request(repo, DraftPullRequest(
-        head=branch, base="main", title="x", body="x", reviewers=["otto", "ghost-user", "maya"]))
+    pr = forge.open_draft_pull_request(
+        repo,
+        DraftPullRequest(
+            head=branch, base="main", title="x", body="x", reviewers=["otto", "ghost-user", "maya"]
+        ),
+    )
 
     assert pr.draft
     stored = world.forge.pulls(kind, repo.full_name)[0]

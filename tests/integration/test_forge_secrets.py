@@ -29,8 +29,13 @@ pytestmark = pytest.mark.integration
 
 def _forms(token: str) -> list[str]:
     """The token and the encodings it travels in."""
-    return [token, *(base64.b64encode(f"{user}:{token}".encode()).decode()
-                     for user in ("x-access-token", "oauth2"))]
+    return [
+        token,
+        *(
+            base64.b64encode(f"{user}:{token}".encode()).decode()
+            for user in ("x-access-token", "oauth2")
+        ),
+    ]
 
 
 def _assert_nowhere(token: str, texts: list[str], where: str) -> None:
@@ -41,15 +46,20 @@ def _assert_nowhere(token: str, texts: list[str], where: str) -> None:
 
 @pytest.mark.parametrize("kind", ["github", "gitlab"])
 def test_forge_tokens_never_leak_through_a_full_run(
-    kind: ForgeName, forge_world: ForgeWorld, forge_settings: Settings, tmp_path: Path,
-    caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str],
+    kind: ForgeName,
+    forge_world: ForgeWorld,
+    forge_settings: Settings,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    capfd: pytest.CaptureFixture[str],
 ) -> None:
     caplog.set_level(logging.DEBUG)
     world = forge_world
     token = world.bot.token
     repo = world.repo(kind)
-    issue = world.forge.create_issue(kind, repo.full_name, title="Fix add",
-                                     body="please", author="maya")
+    issue = world.forge.create_issue(
+        kind, repo.full_name, title="Fix add", body="please", author="maya"
+    )
     forge = make_forge(forge_settings, kind)
     ref = IssueRef(repo, issue.number)
     errors: list[BaseException] = []
@@ -62,9 +72,17 @@ def test_forge_tokens_never_leak_through_a_full_run(
     git(checkout, "checkout", "-q", "-b", "ribbit/issue-1-fix-add")
     commit_files(checkout, {"widgets/__init__.py": "def add(a, b):\n    return a + b\n"}, "fix")
     forge.push(repo, checkout, "ribbit/issue-1-fix-add")
-    pr = forge.open_draft_pull_request(repo, DraftPullRequest(
-        head="ribbit/issue-1-fix-add", base="main", title="Fix add", body="Fixes #1",
-        labels=["bot"], reviewers=["maya"]))
+    pr = forge.open_draft_pull_request(
+        repo,
+        DraftPullRequest(
+            head="ribbit/issue-1-fix-add",
+            base="main",
+            title="Fix add",
+            body="Fixes #1",
+            labels=["bot"],
+            reviewers=["maya"],
+        ),
+    )
     forge.set_commit_status(repo, pr.head_sha, CommitStatus(state="success"))
     forge.edit_comment(ref, comment, "Done")
     forge.get_pull_request_diff(pr.ref)
@@ -83,8 +101,11 @@ def test_forge_tokens_never_leak_through_a_full_run(
     _assert_nowhere(token, log_text, "log records")
     error_text = ["".join(traceback.format_exception(e)) + repr(e) for e in errors]
     _assert_nowhere(token, error_text, "exceptions")
-    git_files = [p.read_text(errors="replace") for p in (checkout / ".git").rglob("*")
-                 if p.is_file() and p.stat().st_size < 1_000_000]
+    git_files = [
+        p.read_text(errors="replace")
+        for p in (checkout / ".git").rglob("*")
+        if p.is_file() and p.stat().st_size < 1_000_000
+    ]
     _assert_nowhere(token, git_files, "the checkout's .git folder")
     assert "extraheader" not in (checkout / ".git" / "config").read_text().lower()
     _assert_nowhere(token, [r.path for r in world.forge.requests], "request URLs")
@@ -96,8 +117,12 @@ def test_forge_redacting_filter_masks_a_token_logged_by_mistake(
     forge_world: ForgeWorld, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     # Building the forge registers its token with the process-wide registry.
-    make_forge(settings_for(forge_world.forge, tmp_path, github_token=forge_world.bot.token,
-                            gitlab_token=None), "github")
+    make_forge(
+        settings_for(
+            forge_world.forge, tmp_path, github_token=forge_world.bot.token, gitlab_token=None
+        ),
+        "github",
+    )
     logger = logging.getLogger("ribbit.test.redaction")
     filt = install_redacting_filter(logger)
     caplog.handler.addFilter(filt)

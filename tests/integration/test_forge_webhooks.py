@@ -20,8 +20,7 @@ from tests.forge.server import LocalForge
 from tests.plugins.forge import ForgeWorld
 
 pytestmark = pytest.mark.integration
-EXAMPLES = json.loads((Path(__file__).parents[1] / "forge" / "webhook-examples.json")
-                      .read_text())
+EXAMPLES = json.loads((Path(__file__).parents[1] / "forge" / "webhook-examples.json").read_text())
 # Keys GitHub adds only for organisations, enterprises or Apps.
 OPTIONAL = {"organization", "enterprise", "installation"}
 
@@ -72,8 +71,9 @@ def _missing_keys(example: Any, ours: Any, path: str = "") -> list[str]:
 def _open_pr(forge: LocalForge, world: ForgeWorld, kind: ForgeName) -> int:
     repo = forge.repo(kind, world.repo(kind).full_name)
     repo.git("branch", "ribbit/issue-1-x", "main")
-    return forge.add_pull_record(repo, "ribbit-bot", "Fix", "Fixes #1", "ribbit/issue-1-x",
-                                 "main", draft=True).number
+    return forge.add_pull_record(
+        repo, "ribbit-bot", "Fix", "Fixes #1", "ribbit/issue-1-x", "main", draft=True
+    ).number
 
 
 def test_forge_github_webhooks_are_signed_and_shaped_like_github(
@@ -105,8 +105,12 @@ def test_forge_github_webhooks_are_signed_and_shaped_like_github(
         assert _missing_keys(example, payload) == [], headers["X-Github-Event"]
         assert payload["repository"]["full_name"] == full
         assert payload["sender"]["login"] == "maya"
-    assert events == ["issues.labeled", "issue_comment.created", "pull_request_review.submitted",
-                      "pull_request.closed"]
+    assert events == [
+        "issues.labeled",
+        "issue_comment.created",
+        "pull_request_review.submitted",
+        "pull_request.closed",
+    ]
     labeled = json.loads(receiver.received[0][1])
     assert labeled["label"]["name"] == "ribbit"
     assert labeled["issue"]["number"] == issue.number
@@ -136,8 +140,11 @@ def test_forge_gitlab_webhooks_carry_the_token_and_gitlab_shapes(
         kinds.append((headers["X-Gitlab-Event"], payload["object_kind"]))
         assert payload["project"]["path_with_namespace"] == full
         assert payload["user"]["username"] == "maya"
-    assert kinds == [("Issue Hook", "issue"), ("Note Hook", "note"),
-                     ("Merge Request Hook", "merge_request")]
+    assert kinds == [
+        ("Issue Hook", "issue"),
+        ("Note Hook", "note"),
+        ("Merge Request Hook", "merge_request"),
+    ]
     labeled = json.loads(receiver.received[0][1])
     assert [label["title"] for label in labeled["changes"]["labels"]["current"]] == ["ribbit"]
     assert labeled["object_attributes"]["iid"] == issue.number
@@ -153,8 +160,9 @@ def test_forge_gitlab_webhooks_carry_the_token_and_gitlab_shapes(
 def test_forge_without_a_bot_url_records_but_sends_nothing(forge_world: ForgeWorld) -> None:
     forge = forge_world.forge
     issue = forge.create_issue("github", forge_world.github.full_name, title="x", author="maya")
-    delivery = forge.add_label("github", forge_world.github.full_name, issue.number, "ribbit",
-                               actor="maya")
+    delivery = forge.add_label(
+        "github", forge_world.github.full_name, issue.number, "ribbit", actor="maya"
+    )
     assert delivery is not None and delivery.status_code is None
     assert "X-Hub-Signature-256" not in delivery.headers
     assert forge.webhook_deliveries == [delivery]

@@ -69,29 +69,54 @@ def forge_world(local_forge: LocalForge) -> ForgeWorld:
         forge.create_repo(kind, full_name, files=SEED_FILES)
         forge.add_collaborator(kind, full_name, BOT_LOGIN, "write")
         forge.add_collaborator(kind, full_name, "maya", "maintain")
-    return ForgeWorld(forge, bot, maintainer, outsider, RepoRef("github", GITHUB_REPO),
-                      RepoRef("gitlab", GITLAB_REPO))
+    return ForgeWorld(
+        forge,
+        bot,
+        maintainer,
+        outsider,
+        RepoRef("github", GITHUB_REPO),
+        RepoRef("gitlab", GITLAB_REPO),
+    )
 
 
-def settings_for(forge: LocalForge, data_dir: Path, *, github_token: str | None,
-                 gitlab_token: str | None, http_timeout_s: int = 30,
-                 **github: object) -> Settings:
+def settings_for(
+    forge: LocalForge,
+    data_dir: Path,
+    *,
+    github_token: str | None,
+    gitlab_token: str | None,
+    http_timeout_s: int = 30,
+    **github: object,
+) -> Settings:
     """Settings aimed at the local forge, with retries fast enough for tests."""
-    github_section: dict[str, Any] = {"api_url": forge.github_api_url, "token": github_token,
-                                      "bot_login": BOT_LOGIN, "write_interval_s": 0,
-                                      "retry_backoff_s": 0.01,
-                                      "http_timeout_s": http_timeout_s, **github}
+    github_section: dict[str, Any] = {
+        "api_url": forge.github_api_url,
+        "token": github_token,
+        "bot_login": BOT_LOGIN,
+        "write_interval_s": 0,
+        "retry_backoff_s": 0.01,
+        "http_timeout_s": http_timeout_s,
+        **github,
+    }
     return Settings(
         data_dir=data_dir,
         github=GitHubSettings(**github_section),
-        gitlab=GitLabSettings(url=forge.gitlab_url, token=gitlab_token,  # type: ignore[arg-type]
-                              bot_username=BOT_LOGIN, retry_backoff_s=0.01,
-                              http_timeout_s=http_timeout_s),
+        gitlab=GitLabSettings(
+            url=forge.gitlab_url,
+            token=gitlab_token,  # type: ignore[arg-type]
+            bot_username=BOT_LOGIN,
+            retry_backoff_s=0.01,
+            http_timeout_s=http_timeout_s,
+        ),
     )
 
 
 @pytest.fixture
 def forge_settings(forge_world: ForgeWorld, tmp_path: Path) -> Settings:
     """Settings whose GitHub and GitLab sections point at the seeded local forge as the bot."""
-    return settings_for(forge_world.forge, tmp_path / "data", github_token=forge_world.bot.token,
-                        gitlab_token=forge_world.bot.token)
+    return settings_for(
+        forge_world.forge,
+        tmp_path / "data",
+        github_token=forge_world.bot.token,
+        gitlab_token=forge_world.bot.token,
+    )

@@ -40,8 +40,7 @@ def test_branch_name_slug_is_capped_at_a_word_boundary() -> None:
 @pytest.mark.parametrize("title", ["Fix add()", "x" * 300, "日本語のタイトル", "a..b", "tab\there"])
 def test_branch_name_is_accepted_by_git(title: str) -> None:
     name = branch_name_for_issue(99, title)
-    subprocess.run(["git", "check-ref-format", "--branch", name], check=True,
-                   capture_output=True)
+    subprocess.run(["git", "check-ref-format", "--branch", name], check=True, capture_output=True)
 
 
 def test_branch_name_rejects_nonpositive_issue_numbers() -> None:
@@ -51,8 +50,30 @@ def test_branch_name_rejects_nonpositive_issue_numbers() -> None:
 
 @pytest.mark.parametrize(
     "name",
-    ["-delete", "a..b", "a b", "a~1", "x^", "a:b", "a?", "a*", "a[", "a\\b", "/x", "x/", "x.",
-     "x.lock", "a//b", "HEAD", "a@{1}", ".hidden", "a/.b", "", "a\nb", "a" * 201],
+    [
+        "-delete",
+        "a..b",
+        "a b",
+        "a~1",
+        "x^",
+        "a:b",
+        "a?",
+        "a*",
+        "a[",
+        "a\\b",
+        "/x",
+        "x/",
+        "x.",
+        "x.lock",
+        "a//b",
+        "HEAD",
+        "a@{1}",
+        ".hidden",
+        "a/.b",
+        "",
+        "a\nb",
+        "a" * 201,
+    ],
 )
 def test_validate_branch_name_rejects_unsafe(name: str) -> None:
     with pytest.raises(UnsafeRefError):

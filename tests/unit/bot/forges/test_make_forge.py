@@ -23,19 +23,25 @@ def test_make_forge_app_needs_an_installation_or_a_token(tmp_path: Path) -> None
     key = tmp_path / "key.pem"
     key.write_text("not used")
     settings = Settings.model_validate(
-        {"data_dir": tmp_path, "github": {"app_id": 1, "private_key_file": key}})
+        {"data_dir": tmp_path, "github": {"app_id": 1, "private_key_file": key}}
+    )
     with pytest.raises(ForgeError, match="installation"):
         make_forge(settings, "github")
     missing = Settings.model_validate(
-        {"data_dir": tmp_path, "github": {"app_id": 1, "private_key_file": tmp_path / "x.pem"}})
+        {"data_dir": tmp_path, "github": {"app_id": 1, "private_key_file": tmp_path / "x.pem"}}
+    )
     with pytest.raises(ForgeError, match="PRIVATE_KEY_FILE"):
         make_forge(missing, "github", installation_id=5)
 
 
 def test_make_forge_builds_each_client(tmp_path: Path) -> None:
-    settings = Settings.model_validate({
-        "data_dir": tmp_path, "github": {"token": "ghp_x" * 4, "bot_login": "bot"},
-        "gitlab": {"token": "glpat-x" * 3, "url": "https://gitlab.example.com"}})
+    settings = Settings.model_validate(
+        {
+            "data_dir": tmp_path,
+            "github": {"token": "ghp_x" * 4, "bot_login": "bot"},
+            "gitlab": {"token": "glpat-x" * 3, "url": "https://gitlab.example.com"},
+        }
+    )
     github = make_forge(settings, "github")
     gitlab = make_forge(settings, "gitlab")
     assert isinstance(github, GitHubForge) and github.bot_login == "bot"

@@ -20,8 +20,9 @@ def test_github_rate_limit_detection() -> None:
     assert is_github_rate_limited(403, {"Retry-After": "60"}, "")
     assert is_github_rate_limited(403, {}, "You have exceeded a secondary rate limit.")
     assert is_github_rate_limited(429, {}, "")
-    assert not is_github_rate_limited(403, {"X-RateLimit-Remaining": "4999"},
-                                      "Resource not accessible by integration")
+    assert not is_github_rate_limited(
+        403, {"X-RateLimit-Remaining": "4999"}, "Resource not accessible by integration"
+    )
     assert not is_github_rate_limited(500, {"Retry-After": "1"}, "")
 
 

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.forges import ForgeError, make_forge
+from bot.forges import Forge, ForgeError, make_forge
 from bot.forges.github import GitHubForge
 from bot.forges.gitlab import GitLabForge
 from bot.forges.markers import find_marked, with_marker
@@ -47,6 +47,7 @@ def test_make_forge_builds_each_client(tmp_path: Path) -> None:
     assert isinstance(github, GitHubForge) and github.bot_login == "bot"
     assert isinstance(gitlab, GitLabForge) and gitlab.bot_login == "ribbit-bot"
     assert github.name == "github" and gitlab.name == "gitlab"
+    assert isinstance(github, Forge) and isinstance(gitlab, Forge)
 
 
 def test_markers_find_only_their_own_comment() -> None:

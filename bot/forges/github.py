@@ -19,6 +19,7 @@ import urllib.parse
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -48,7 +49,7 @@ from bot.forges.base import (
 )
 from bot.forges.branches import validate_branch_name, validate_repo_path, validate_sha
 from bot.forges.markers import find_marked, with_marker
-from bot.forges.redact import SECRETS, redact
+from bot.forges.redact import SECRETS, redact, scrub
 from bot.forges.retries import (
     HTTP_TIMEOUT_S,
     SECONDARY_RATE_LIMIT_WAIT_S,
@@ -261,6 +262,7 @@ class GitHubForge:
         return check()
 
     def post_comment(self, ref: IssueRef, body: str) -> int:
+        body = scrub(body)
         marker = uuid.uuid4().hex
         marked = with_marker(body, marker)
         url = f"{self._repo(ref.repo).url}/issues/{ref.number}/comments"
@@ -289,6 +291,7 @@ class GitHubForge:
         return self._call(f"read comments of {ref}", search)
 
     def edit_comment(self, ref: IssueRef, comment_id: int, body: str) -> None:
+        body = scrub(body)
         url = f"{self._repo(ref.repo).url}/issues/comments/{int(comment_id)}"
         self._raw("PATCH", url, f"edit comment {comment_id} on {ref}", body={"body": body})
 
@@ -367,6 +370,7 @@ class GitHubForge:
         return self._call(f"look for a pull request from {head_branch} in {repo}", search)
 
     def open_draft_pull_request(self, repo: RepoRef, draft: DraftPullRequest) -> PullRequest:
+        draft = replace(draft, title=scrub(draft.title), body=scrub(draft.body))
         validate_branch_name(draft.head)
         validate_branch_name(draft.base)
         what = f"open a draft pull request from {draft.head} in {repo}"
@@ -501,6 +505,7 @@ class GitHubForge:
         )
 
     def set_commit_status(self, repo: RepoRef, sha: str, status: CommitStatus) -> None:
+        status = replace(status, description=scrub(status.description))
         validate_sha(sha)
         body: dict[str, Any] = {
             "state": status.state,

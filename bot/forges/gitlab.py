@@ -15,6 +15,7 @@ import urllib.parse
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal, TypeVar, cast
@@ -44,7 +45,7 @@ from bot.forges.base import (
 )
 from bot.forges.branches import validate_branch_name, validate_repo_path, validate_sha
 from bot.forges.markers import find_marked, with_marker
-from bot.forges.redact import SECRETS, redact
+from bot.forges.redact import SECRETS, redact, scrub
 from bot.forges.retries import (
     HTTP_TIMEOUT_S,
     RateLimited,
@@ -245,6 +246,7 @@ class GitLabForge:
         return int(member.get("access_level") or 0) >= DEVELOPER_ACCESS
 
     def post_comment(self, ref: IssueRef, body: str) -> int:
+        body = scrub(body)
         marker = uuid.uuid4().hex
         path = f"{self._project(ref.repo)}/issues/{ref.number}/notes"
         what = f"comment on {ref}"
@@ -270,6 +272,7 @@ class GitLabForge:
         raise last
 
     def edit_comment(self, ref: IssueRef, comment_id: int, body: str) -> None:
+        body = scrub(body)
         path = f"{self._project(ref.repo)}/issues/{ref.number}/notes/{int(comment_id)}"
         self._call(
             f"edit comment {comment_id} on {ref}",
@@ -363,6 +366,7 @@ class GitLabForge:
         return None
 
     def open_draft_pull_request(self, repo: RepoRef, draft: DraftPullRequest) -> PullRequest:
+        draft = replace(draft, title=scrub(draft.title), body=scrub(draft.body))
         validate_branch_name(draft.head)
         validate_branch_name(draft.base)
         title = draft.title if draft.title.startswith(DRAFT_PREFIX) else DRAFT_PREFIX + draft.title
@@ -476,6 +480,7 @@ class GitLabForge:
         return "".join(_unified_file_diff(f) for f in files)
 
     def set_commit_status(self, repo: RepoRef, sha: str, status: CommitStatus) -> None:
+        status = replace(status, description=scrub(status.description))
         validate_sha(sha)
         payload: dict[str, Any] = {
             "state": _STATUS_STATES[status.state],

@@ -62,6 +62,12 @@ class SecretRegistry:
 SECRETS = SecretRegistry()
 
 
+def scrub(text: str) -> str:
+    """``text`` for the forge (comments, PR bodies, statuses) with every known secret
+    masked: model output and gate logs could quote one that leaked somewhere."""
+    return SECRETS.redact(text)
+
+
 class RedactingFilter(logging.Filter):
     """Masks secrets in a record's message and arguments (and exception text)."""
 

@@ -133,3 +133,23 @@ def test_forge_redacting_filter_masks_a_token_logged_by_mistake(
         caplog.handler.removeFilter(filt)
     assert forge_world.bot.token not in caplog.text
     assert "token is ***" in caplog.text
+
+
+@pytest.mark.parametrize("kind", ["github", "gitlab"])
+def test_forge_masks_a_known_token_in_text_it_posts(
+    kind: ForgeName, forge_world: ForgeWorld, forge_settings: Settings
+) -> None:
+    world = forge_world
+    token = world.bot.token
+    repo = world.repo(kind)
+    issue = world.forge.create_issue(kind, repo.full_name, title="t", author="maya")
+    forge = make_forge(forge_settings, kind)
+    ref = IssueRef(repo, issue.number)
+
+    # Model output or a test log could quote a token; it must not reach the forge.
+    comment = forge.post_comment(ref, f"the log said TOKEN={token}")
+    forge.edit_comment(ref, comment, f"still {token}")
+    stored = world.forge.comments(kind, repo.full_name, issue.number)[0]
+
+    assert token not in stored.body and stored.body == "still ***"
+    assert all(token not in old for old in stored.history)

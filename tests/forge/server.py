@@ -15,6 +15,7 @@ repositories are 404 to outsiders, writes need a write role (403).
 from __future__ import annotations
 
 import base64
+import json
 import re
 import shutil
 import subprocess
@@ -47,6 +48,8 @@ from tests.forge.state import (
     new_id,
     now,
 )
+
+PER_PAGE: dict[str, int] = {"github": 30, "gitlab": 20}
 
 
 class _QuietHandler(WSGIRequestHandler):
@@ -646,12 +649,57 @@ class LocalForge:
             if match and method == request.method:
                 try:
                     with self.lock:
-                        return handler(
+                        response = handler(
                             ctx, {k: urllib.parse.unquote(v) for k, v in match.groupdict().items()}
                         )
                 except ApiError as exc:
                     return err(exc.status, exc.message, exc.headers)
+                prefix = "/api/v3" if kind == "github" else "/gitlab/api/v4"
+                return self._paginate(kind, request, response, f"{self.url}{prefix}{path}")
         return err(404, "Not Found")
+
+    def _paginate(
+        self, kind: ForgeKind, request: Request, response: Response, base: str
+    ) -> Response:
+        """Lists come a page at a time, as on the real forges (GitHub 30, GitLab 20 per page),
+        with the Link header (both) and X-Page/X-Next-Page/X-Total headers (GitLab)."""
+        if request.method != "GET" or response.mimetype != "application/json":
+            return response
+        items = json.loads(response.get_data())
+        if not isinstance(items, list):
+            return response
+        per_page = max(1, min(100, int(request.args.get("per_page") or PER_PAGE[kind])))
+        page = max(1, int(request.args.get("page") or 1))
+        pages = max(1, -(-len(items) // per_page))
+        chunk = items[(page - 1) * per_page : page * per_page]
+
+        def link(number: int) -> str:
+            query = {**request.args.to_dict(), "page": str(number), "per_page": str(per_page)}
+            return f"{base}?{urllib.parse.urlencode(query)}"
+
+        rels = {"first": 1, "last": pages}
+        if page < pages:
+            rels["next"] = page + 1
+        if page > 1:
+            rels["prev"] = page - 1
+        headers = {"Link": ", ".join(f'<{link(n)}>; rel="{rel}"' for rel, n in rels.items())}
+        if kind == "gitlab":
+            headers.update(
+                {
+                    "X-Page": str(page),
+                    "X-Per-Page": str(per_page),
+                    "X-Total": str(len(items)),
+                    "X-Total-Pages": str(pages),
+                    "X-Next-Page": str(page + 1) if page < pages else "",
+                    "X-Prev-Page": str(page - 1) if page > 1 else "",
+                }
+            )
+        return Response(
+            json.dumps(chunk),
+            status=response.status_code,
+            headers=headers,
+            content_type=response.content_type,
+        )
 
     def _git(self, request: Request, kind: str, repo_path: str, rest: str) -> Response:
         challenge = {"WWW-Authenticate": 'Basic realm="local-forge"'}

@@ -330,3 +330,26 @@ def test_forge_unknown_reviewer_does_not_fail_the_draft(
     # GitHub refuses a request naming a non-collaborator, GitLab drops non-members and
     # unknown users: either way the one valid reviewer is still asked.
     assert stored.requested_reviewers == ["maya"]
+
+
+@pytest.mark.parametrize("kind", FORGES)
+def test_forge_reads_every_page_of_a_long_thread(
+    kind: ForgeName, forge_world: ForgeWorld, forge_settings: Settings
+) -> None:
+    world = forge_world
+    repo = world.repo(kind)
+    issue = world.forge.create_issue(kind, repo.full_name, title="busy", author="maya")
+    for n in range(45):
+        world.forge.comment_as(kind, repo.full_name, issue.number, author="maya", body=f"c{n}")
+    forge = make_forge(forge_settings, kind)
+    ref = IssueRef(repo, issue.number)
+    # A lost answer makes the forge look for its comment: on the last page now.
+    world.forge.fail_next(r"/issues/\d+/(comments|notes)$", method="POST", after=True)
+
+    comment_id = forge.post_comment(ref, "status")
+    got = forge.get_issue(ref)
+
+    assert [c.body for c in got.comments][:45] == [f"c{n}" for n in range(45)]
+    assert got.comments[-1].id == comment_id
+    assert len(world.forge.comments(kind, repo.full_name, issue.number)) == 46
+    assert world.forge.request_count("GET", r"/issues/\d+/(comments|notes)$") >= 3

@@ -159,10 +159,14 @@ def test_forge_clone_and_push_are_visible_in_the_bare_repo(
     assert world.forge.branches(kind, repo.full_name)[branch] == sha
     bare = world.forge.repo(kind, repo.full_name).bare
     assert "return a + b" in git(bare, "show", f"{branch}:widgets/__init__.py")
-    # A second clone of the pushed branch gets the same commit.
+    # A second clone of the pushed branch gets the same commit, and a revision on top of it
+    # is a plain fast-forward push.
     again = tmp_path / "again"
     forge.clone(repo, again, branch=branch)
     assert git(again, "rev-parse", "HEAD") == sha
+    revision = commit_files(again, {"tests/test_add.py": "def test_add(): ...\n"}, "Add a test")
+    forge.push(repo, again, branch)
+    assert world.forge.branches(kind, repo.full_name)[branch] == revision
 
 
 @pytest.mark.parametrize("kind", FORGES)

@@ -183,10 +183,10 @@ class GitHubForge:
     def _call(self, what: str, fn: Callable[[], T]) -> T:
         with self._errors(what):
             result = fn()
-        if isinstance(self._auth, Auth.AppInstallationAuth):
-            # The call just used (or minted) the installation token: make sure the
-            # log filter knows it. Cached, so this costs no request.
-            SECRETS.add(self._auth.token)
+            if isinstance(self._auth, Auth.AppInstallationAuth):
+                # The call just used (or minted) the installation token: make sure the
+                # log filter knows it. Cached, so this costs no request.
+                SECRETS.add(self._auth.token)
         return result
 
     def _repo(self, repo: RepoRef) -> Repository:

@@ -166,7 +166,9 @@ class GitLabForge:
                 retry_after=_DEFAULT_RATE_LIMIT_WAIT_S if wait is None else wait,
             )
         if status >= 500 or status == 0:
-            return ForgeUnavailable(text)
+            return ForgeUnavailable(
+                text, retry_after=retry_after_seconds(getattr(self._local, "headers", {}) or {})
+            )
         if status == 404:
             return ForgeNotFound(text)
         if status in (401, 403):

@@ -57,6 +57,19 @@ class GitHubSettings(Section):
         default="ribbit[bot]",
         description="The bot's own login; events it caused are ignored so it never answers itself.",
     )
+    write_interval_s: float = Field(
+        default=1.0,
+        ge=0,
+        description="Pause between write calls, as GitHub advises against secondary rate limits.",
+    )
+    retry_backoff_s: float = Field(
+        default=0.5,
+        ge=0,
+        description="Backoff factor for retrying 5xx and connection errors (with jitter).",
+    )
+    http_timeout_s: int = Field(
+        default=30, ge=1, description="Seconds to wait for one API answer before retrying."
+    )
 
 
 class GitLabSettings(Section):
@@ -70,6 +83,14 @@ class GitLabSettings(Section):
         default=None, description="Project/group access token or bot user's token."
     )
     bot_username: str = Field(default="ribbit-bot", description="The bot user's username.")
+    retry_backoff_s: float = Field(
+        default=0.5,
+        ge=0,
+        description="Backoff factor for retrying 5xx and connection errors (with jitter).",
+    )
+    http_timeout_s: int = Field(
+        default=30, ge=1, description="Seconds to wait for one API answer before retrying."
+    )
 
 
 class AdmissionSettings(Section):

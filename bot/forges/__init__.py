@@ -1,0 +1,100 @@
+"""Forge clients behind one interface; :func:`make_forge` builds the configured one.
+
+Nothing here imports Flask, so the worker can use it too.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from bot.forges.base import (
+    Forge,
+    ForgeError,
+    ForgeName,
+    ForgeNotFound,
+    ForgePermissionDenied,
+    ForgeUnavailable,
+)
+from bot.forges.branches import branch_name_for_issue
+
+if TYPE_CHECKING:
+    from bot.settings import Settings
+
+__all__ = [
+    "Forge",
+    "ForgeError",
+    "ForgeName",
+    "ForgeNotFound",
+    "ForgePermissionDenied",
+    "ForgeUnavailable",
+    "branch_name_for_issue",
+    "make_forge",
+]
+
+
+def make_forge(
+    settings: Settings, forge: ForgeName, *, installation_id: int | None = None
+) -> Forge:
+    """The forge client for ``forge`` as ``settings`` configure it.
+
+    GitHub: the App (app_id + private_key_file) for ``installation_id`` when
+    both are given, else the personal access token. GitLab: its token and URL.
+    """
+    if forge == "github":
+        return _make_github(settings, installation_id)
+    if forge == "gitlab":
+        return _make_gitlab(settings)
+    raise ForgeError(f"unknown forge {forge!r}")
+
+
+def _make_github(settings: Settings, installation_id: int | None) -> Forge:
+    from github import Auth
+
+    from bot.forges.github import GitHubForge, installation_auth
+
+    gh = settings.github
+    auth: Auth.Token | Auth.AppInstallationAuth
+    if gh.app_id is not None and gh.private_key_file is not None and installation_id is not None:
+        try:
+            private_key = gh.private_key_file.read_text()
+        except OSError as exc:
+            raise ForgeError(
+                f"RIBBIT_GITHUB__PRIVATE_KEY_FILE={gh.private_key_file}: cannot read it "
+                f"({exc.strerror})"
+            ) from None
+        auth = installation_auth(gh.api_url, gh.app_id, private_key, installation_id)
+    elif gh.token is not None and gh.token.get_secret_value():
+        auth = Auth.Token(gh.token.get_secret_value())
+    elif gh.app_id is not None:
+        raise ForgeError(
+            "GitHub App is configured but the event carries no installation id, "
+            "and RIBBIT_GITHUB__TOKEN is not set"
+        )
+    else:
+        raise ForgeError(
+            "GitHub has no credentials: set RIBBIT_GITHUB__TOKEN, or "
+            "RIBBIT_GITHUB__APP_ID with RIBBIT_GITHUB__PRIVATE_KEY_FILE"
+        )
+    return GitHubForge(
+        api_url=gh.api_url,
+        auth=auth,
+        bot_login=gh.bot_login,
+        write_interval_s=gh.write_interval_s,
+        retry_backoff=gh.retry_backoff_s,
+        timeout_s=gh.http_timeout_s,
+    )
+
+
+def _make_gitlab(settings: Settings) -> Forge:
+    from bot.forges.gitlab import GitLabForge
+
+    gl = settings.gitlab
+    if gl.token is None or not gl.token.get_secret_value():
+        raise ForgeError("GitLab has no credentials: set RIBBIT_GITLAB__TOKEN")
+    return GitLabForge(
+        url=gl.url,
+        token=gl.token.get_secret_value(),
+        bot_username=gl.bot_username,
+        retry_backoff=gl.retry_backoff_s,
+        timeout_s=gl.http_timeout_s,
+    )

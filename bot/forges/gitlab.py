@@ -1,0 +1,519 @@
+"""GitLab (gitlab.com or self-managed) behind the Forge interface, over python-gitlab.
+
+python-gitlab's own retry loop would sleep through a 429 for as long as the
+server asks and retry POSTs on 5xx; both are switched off (``_Gitlab``) and
+the shared urllib3 policy in :mod:`bot.forges.retries` is mounted on its
+session instead, so the two forges fail and retry the same way.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+import urllib.parse
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import replace
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal, TypeVar, cast
+
+import gitlab
+import requests
+from gitlab.exceptions import GitlabError
+from requests.adapters import HTTPAdapter
+
+from bot.forges import git
+from bot.forges.base import (
+    Comment,
+    CommitStatus,
+    DraftPullRequest,
+    ForgeError,
+    ForgeName,
+    ForgeNotFound,
+    ForgePermissionDenied,
+    ForgeUnavailable,
+    Issue,
+    IssueRef,
+    PullRequest,
+    PullRequestRef,
+    RepoRef,
+    Review,
+    ReviewComment,
+)
+from bot.forges.branches import validate_branch_name, validate_repo_path, validate_sha
+from bot.forges.markers import find_marked, with_marker
+from bot.forges.redact import SECRETS, redact, scrub
+from bot.forges.retries import (
+    HTTP_TIMEOUT_S,
+    RateLimited,
+    retry_after_seconds,
+    retry_policy,
+    retry_repeatable,
+)
+
+T = TypeVar("T")
+
+DEVELOPER_ACCESS = 30
+DRAFT_PREFIX = "Draft: "
+_CREATE_ATTEMPTS = 3
+_DEFAULT_RATE_LIMIT_WAIT_S = 60.0
+_STATUS_STATES = {
+    "pending": "pending",
+    "success": "success",
+    "failure": "failed",
+    "error": "failed",
+}
+_REVIEWER_STATES: dict[str, Literal["approved", "changes_requested", "commented"]] = {
+    "approved": "approved",
+    "requested_changes": "changes_requested",
+    "reviewed": "commented",
+}
+
+
+class _Gitlab(gitlab.Gitlab):
+    """python-gitlab with its sleeping retry loop disabled (see module docstring)."""
+
+    def http_request(self, *args: Any, **kwargs: Any) -> requests.Response:
+        kwargs["obey_rate_limit"] = False
+        kwargs["retry_transient_errors"] = False
+        return super().http_request(*args, **kwargs)
+
+
+def _parse_time(value: object) -> datetime | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def _username(user: object) -> str:
+    if isinstance(user, Mapping):
+        return str(user.get("username") or "")
+    return ""
+
+
+class GitLabForge:
+    """The Forge interface on a GitLab instance (API v4)."""
+
+    name: ForgeName = "gitlab"
+
+    def __init__(
+        self,
+        *,
+        url: str,
+        token: str,
+        bot_username: str,
+        retry_total: int = 4,
+        retry_backoff: float = 0.5,
+        timeout_s: int = HTTP_TIMEOUT_S,
+    ) -> None:
+        self._token = token
+        self._bot_username = bot_username
+        SECRETS.add(token)
+        self._local = threading.local()
+        session = requests.Session()
+        adapter = HTTPAdapter(
+            max_retries=retry_policy(total=retry_total, backoff_factor=retry_backoff)
+        )
+        session.mount("http://", adapter)
+        session.mount("https://", adapter)
+        session.hooks["response"].append(self._remember_failure_headers)
+        self._gl = _Gitlab(
+            url.rstrip("/"), private_token=token, timeout=timeout_s, session=session, per_page=100
+        )
+
+    @property
+    def bot_login(self) -> str:
+        return self._bot_username
+
+    # -- plumbing -----------------------------------------------------------
+
+    def _remember_failure_headers(
+        self, response: requests.Response, *args: Any, **kwargs: Any
+    ) -> None:
+        if response.status_code == 429 or response.status_code >= 500:
+            self._local.headers = dict(response.headers)
+
+    @contextmanager
+    def _errors(self, what: str) -> Iterator[None]:
+        self._local.headers = {}
+        try:
+            yield
+        except ForgeError:
+            raise
+        except GitlabError as exc:
+            raise self._map(exc, what) from None
+        except (requests.ConnectionError, requests.Timeout) as exc:
+            raise ForgeUnavailable(
+                f"GitLab unreachable while trying to {what}: {type(exc).__name__}"
+            ) from None
+        except requests.exceptions.RetryError:
+            raise ForgeUnavailable(f"GitLab kept failing while trying to {what}") from None
+
+    def _map(self, exc: GitlabError, what: str) -> ForgeError:
+        status = exc.response_code or 0
+        message = redact(str(exc.error_message or ""), SECRETS.values())
+        text = f"GitLab answered {status} to {what}" + (f": {message}" if message else "")
+        if status == 429:
+            wait = retry_after_seconds(getattr(self._local, "headers", {}) or {})
+            return RateLimited(
+                f"GitLab rate limit while trying to {what}",
+                retry_after=_DEFAULT_RATE_LIMIT_WAIT_S if wait is None else wait,
+            )
+        if status >= 500 or status == 0:
+            return ForgeUnavailable(
+                text, retry_after=retry_after_seconds(getattr(self._local, "headers", {}) or {})
+            )
+        if status == 404:
+            return ForgeNotFound(text)
+        if status in (401, 403):
+            return ForgePermissionDenied(text)
+        return ForgeError(text)
+
+    def _call(self, what: str, fn: Callable[[], T]) -> T:
+        with self._errors(what):
+            return fn()
+
+    @staticmethod
+    def _project(repo: RepoRef) -> str:
+        if repo.forge != "gitlab":
+            raise ForgeError(f"{repo} is not a GitLab project")
+        return "/projects/" + urllib.parse.quote(repo.full_name, safe="")
+
+    def _get(self, path: str, what: str, **query: Any) -> dict[str, Any]:
+        return cast(
+            dict[str, Any], self._call(what, lambda: self._gl.http_get(path, query_data=query))
+        )
+
+    def _list(self, path: str, what: str, **query: Any) -> list[dict[str, Any]]:
+        def fetch() -> list[dict[str, Any]]:
+            return cast(
+                list[dict[str, Any]], self._gl.http_list(path, query_data=query, get_all=True)
+            )
+
+        return self._call(what, fetch)
+
+    # -- issues and comments ------------------------------------------------
+
+    def get_issue(self, ref: IssueRef) -> Issue:
+        base = f"{self._project(ref.repo)}/issues/{ref.number}"
+        data = self._get(base, f"read issue {ref}")
+        notes = self._list(
+            f"{base}/notes", f"read comments of {ref}", sort="asc", order_by="created_at"
+        )
+        comments = tuple(
+            Comment(
+                id=int(n["id"]),
+                author=_username(n.get("author")),
+                body=n.get("body") or "",
+                created_at=_parse_time(n.get("created_at")),
+            )
+            for n in notes
+            if not n.get("system")
+        )
+        return Issue(
+            ref=ref,
+            title=data.get("title") or "",
+            body=data.get("description") or "",
+            author=_username(data.get("author")),
+            state="closed" if data.get("state") == "closed" else "open",
+            labels=tuple(str(label) for label in data.get("labels") or ()),
+            comments=comments,
+            url=data.get("web_url") or "",
+        )
+
+    def _user_id(self, username: str) -> int | None:
+        users = self._list("/users", f"look up user {username}", username=username)
+        for user in users:
+            if str(user.get("username", "")).lower() == username.lower():
+                return int(user["id"])
+        return None
+
+    def has_write_access(self, repo: RepoRef, username: str) -> bool:
+        user_id = self._user_id(username)
+        if user_id is None:
+            return False
+        try:
+            member = self._get(
+                f"{self._project(repo)}/members/all/{user_id}",
+                f"check {username}'s access to {repo}",
+            )
+        except ForgeNotFound:
+            return False
+        return int(member.get("access_level") or 0) >= DEVELOPER_ACCESS
+
+    def post_comment(self, ref: IssueRef, body: str) -> int:
+        body = scrub(body)
+        marker = uuid.uuid4().hex
+        path = f"{self._project(ref.repo)}/issues/{ref.number}/notes"
+        what = f"comment on {ref}"
+        last: ForgeUnavailable | None = None
+        for _attempt in range(_CREATE_ATTEMPTS):
+            try:
+                note = self._call(
+                    what,
+                    lambda: self._gl.http_post(path, post_data={"body": with_marker(body, marker)}),
+                )
+                return int(cast(dict[str, Any], note)["id"])
+            except RateLimited:
+                raise  # refused, not lost: defer the job
+            except ForgeUnavailable as exc:
+                last = exc
+            # The answer was lost, not necessarily the note: look before posting again.
+            time.sleep(random.uniform(0, 0.5))  # noqa: S311
+            notes = self._list(path, f"read comments of {ref}", sort="asc")
+            found = find_marked(((int(n["id"]), n.get("body") or "") for n in notes), marker)
+            if found is not None:
+                return found
+        assert last is not None
+        raise last
+
+    def edit_comment(self, ref: IssueRef, comment_id: int, body: str) -> None:
+        body = scrub(body)
+        path = f"{self._project(ref.repo)}/issues/{ref.number}/notes/{int(comment_id)}"
+        self._call(
+            f"edit comment {comment_id} on {ref}",
+            lambda: self._gl.http_put(path, post_data={"body": body}),
+        )
+
+    # -- repository contents and git ----------------------------------------
+
+    def _project_data(self, repo: RepoRef) -> dict[str, Any]:
+        return self._get(self._project(repo), f"read {repo}")
+
+    def default_branch(self, repo: RepoRef) -> str:
+        branch = self._project_data(repo).get("default_branch")
+        if not branch:
+            raise ForgeError(f"{repo} has no default branch (empty repository?)")
+        return str(branch)
+
+    def read_file(self, repo: RepoRef, path: str, ref: str | None = None) -> str | None:
+        validate_repo_path(path)
+        at = ref or self.default_branch(repo)
+        url = f"{self._project(repo)}/repository/files/{urllib.parse.quote(path, safe='')}/raw"
+
+        def fetch() -> bytes:
+            response = self._gl.http_get(url, query_data={"ref": at}, raw=True)
+            return cast(requests.Response, response).content
+
+        try:
+            content = self._call(f"read {path} in {repo}", fetch)
+        except ForgeNotFound:
+            return None
+        return content.decode("utf-8", errors="replace")
+
+    def _clone_url(self, repo: RepoRef) -> str:
+        return git.check_remote_url(str(self._project_data(repo)["http_url_to_repo"]))
+
+    def _git_credentials(self) -> git.GitCredentials:
+        return git.GitCredentials("oauth2", self._token)
+
+    def clone(self, repo: RepoRef, dest: Path, *, branch: str | None = None) -> None:
+        git.clone(self._clone_url(repo), dest, self._git_credentials(), branch=branch)
+
+    def push(self, repo: RepoRef, workdir: Path, branch: str) -> None:
+        git.push(self._clone_url(repo), workdir, branch, self._git_credentials())
+
+    # -- merge requests -----------------------------------------------------
+
+    def _merge_request(self, repo: RepoRef, mr: Mapping[str, Any]) -> PullRequest:
+        raw_state = mr.get("state")
+        state: Literal["open", "closed", "merged"] = (
+            "merged" if raw_state == "merged" else "open" if raw_state == "opened" else "closed"
+        )
+        diff_refs = mr.get("diff_refs") or {}
+        merged_by = mr.get("merge_user") or mr.get("merged_by")
+        return PullRequest(
+            ref=PullRequestRef(repo, int(mr["iid"])),
+            title=mr.get("title") or "",
+            body=mr.get("description") or "",
+            state=state,
+            draft=bool(mr.get("draft", mr.get("work_in_progress", False))),
+            head_branch=mr.get("source_branch") or "",
+            head_sha=mr.get("sha") or diff_refs.get("head_sha") or "",
+            base_branch=mr.get("target_branch") or "",
+            base_sha=diff_refs.get("base_sha") or "",
+            author=_username(mr.get("author")),
+            url=mr.get("web_url") or "",
+            labels=tuple(str(label) for label in mr.get("labels") or ()),
+            merged_by=_username(merged_by) or None,
+            merged_at=_parse_time(mr.get("merged_at")),
+            closed_at=_parse_time(mr.get("closed_at")),
+            created_at=_parse_time(mr.get("created_at")),
+            merge_commit_sha=(
+                mr.get("merge_commit_sha") or mr.get("squash_commit_sha")
+                if state == "merged"
+                else None
+            ),
+        )
+
+    def find_pull_request(self, repo: RepoRef, head_branch: str) -> PullRequest | None:
+        validate_branch_name(head_branch)
+        found = self._list(
+            f"{self._project(repo)}/merge_requests",
+            f"look for a merge request from {head_branch} in {repo}",
+            source_branch=head_branch,
+            state="all",
+            order_by="created_at",
+            sort="desc",
+        )
+        for mr in found:
+            if mr.get("source_branch") == head_branch:
+                return self._merge_request(repo, mr)
+        return None
+
+    def open_draft_pull_request(self, repo: RepoRef, draft: DraftPullRequest) -> PullRequest:
+        draft = replace(draft, title=scrub(draft.title), body=scrub(draft.body))
+        validate_branch_name(draft.head)
+        validate_branch_name(draft.base)
+        title = draft.title if draft.title.startswith(DRAFT_PREFIX) else DRAFT_PREFIX + draft.title
+        payload: dict[str, Any] = {
+            "source_branch": draft.head,
+            "target_branch": draft.base,
+            "title": title,
+            "description": draft.body,
+            "remove_source_branch": False,
+        }
+        if draft.labels:
+            payload["labels"] = ",".join(draft.labels)
+        reviewer_ids = [
+            uid for uid in (self._user_id(name) for name in draft.reviewers) if uid is not None
+        ]
+        if reviewer_ids:
+            payload["reviewer_ids"] = reviewer_ids
+        path = f"{self._project(repo)}/merge_requests"
+        what = f"open a draft merge request from {draft.head} in {repo}"
+        for attempt in range(_CREATE_ATTEMPTS):
+            # Looking first makes a retried job, or a POST whose answer was lost, reuse the MR.
+            existing = self.find_pull_request(repo, draft.head)
+            if existing is not None and existing.state == "open":
+                return existing
+            try:
+                created = self._call(what, lambda: self._gl.http_post(path, post_data=payload))
+                return self._merge_request(repo, cast(dict[str, Any], created))
+            except RateLimited:
+                raise
+            except ForgeUnavailable:
+                if attempt == _CREATE_ATTEMPTS - 1:
+                    raise
+        raise AssertionError("unreachable")
+
+    def get_pull_request(self, ref: PullRequestRef) -> PullRequest:
+        data = self._get(
+            f"{self._project(ref.repo)}/merge_requests/{ref.number}", f"read merge request {ref}"
+        )
+        return self._merge_request(ref.repo, data)
+
+    def list_open_pull_requests(
+        self, repo: RepoRef, head_prefix: str = "ribbit/"
+    ) -> list[PullRequest]:
+        found = self._list(
+            f"{self._project(repo)}/merge_requests",
+            f"list merge requests of {repo}",
+            state="opened",
+        )
+        return [
+            self._merge_request(repo, mr)
+            for mr in found
+            if str(mr.get("source_branch", "")).startswith(head_prefix)
+        ]
+
+    def list_reviews(self, ref: PullRequestRef) -> list[Review]:
+        base = f"{self._project(ref.repo)}/merge_requests/{ref.number}"
+        reviews: dict[str, Review] = {}
+        for entry in self._list(f"{base}/reviewers", f"read reviewers of {ref}"):
+            state = _REVIEWER_STATES.get(str(entry.get("state")))
+            user = entry.get("user") or {}
+            if state is None or not user:
+                continue
+            reviews[_username(user)] = Review(
+                id=int(user.get("id") or 0),
+                author=_username(user),
+                state=state,
+                body="",
+                submitted_at=_parse_time(entry.get("created_at")),
+            )
+        approvals = self._get(f"{base}/approvals", f"read approvals of {ref}")
+        for approval in approvals.get("approved_by") or ():
+            user = approval.get("user") or {}
+            name = _username(user)
+            if name and name not in reviews:
+                reviews[name] = Review(
+                    id=int(user.get("id") or 0), author=name, state="approved", body=""
+                )
+        return list(reviews.values())
+
+    def list_review_comments(self, ref: PullRequestRef) -> list[ReviewComment]:
+        """Every human note on the MR; diff notes carry their path and line."""
+        notes = self._list(
+            f"{self._project(ref.repo)}/merge_requests/{ref.number}/notes",
+            f"read review comments of {ref}",
+            sort="asc",
+            order_by="created_at",
+        )
+        comments = []
+        for note in notes:
+            if note.get("system"):
+                continue
+            position = note.get("position") or {}
+            line = position.get("new_line") or position.get("old_line")
+            comments.append(
+                ReviewComment(
+                    id=int(note["id"]),
+                    author=_username(note.get("author")),
+                    body=note.get("body") or "",
+                    path=position.get("new_path") or position.get("old_path") or None,
+                    line=int(line) if line is not None else None,
+                    created_at=_parse_time(note.get("created_at")),
+                )
+            )
+        return comments
+
+    def get_pull_request_diff(self, ref: PullRequestRef) -> str:
+        files = self._list(
+            f"{self._project(ref.repo)}/merge_requests/{ref.number}/diffs",
+            f"read the diff of {ref}",
+        )
+        return "".join(_unified_file_diff(f) for f in files)
+
+    def set_commit_status(self, repo: RepoRef, sha: str, status: CommitStatus) -> None:
+        status = replace(status, description=scrub(status.description))
+        validate_sha(sha)
+        payload: dict[str, Any] = {
+            "state": _STATUS_STATES[status.state],
+            "name": status.context,
+            "description": status.description[:255],
+        }
+        if status.target_url:
+            payload["target_url"] = status.target_url
+        retry_repeatable(
+            lambda: self._call(
+                f"set the {status.context} status on {sha[:12]}",
+                lambda: self._gl.http_post(
+                    f"{self._project(repo)}/statuses/{sha}", post_data=payload
+                ),
+            )
+        )
+
+
+def _unified_file_diff(entry: Mapping[str, Any]) -> str:
+    """One file of GitLab's /diffs answer as ``git diff`` would print it."""
+    old, new = entry.get("old_path") or "", entry.get("new_path") or ""
+    lines = [f"diff --git a/{old} b/{new}"]
+    if entry.get("new_file"):
+        lines.append(f"new file mode {entry.get('b_mode') or '100644'}")
+    elif entry.get("deleted_file"):
+        lines.append(f"deleted file mode {entry.get('a_mode') or '100644'}")
+    elif entry.get("renamed_file"):
+        lines += [f"rename from {old}", f"rename to {new}"]
+    body = entry.get("diff") or ""
+    if body:
+        lines.append("--- /dev/null" if entry.get("new_file") else f"--- a/{old}")
+        lines.append("+++ /dev/null" if entry.get("deleted_file") else f"+++ b/{new}")
+    text = "\n".join(lines) + "\n" + body
+    return text if text.endswith("\n") else text + "\n"

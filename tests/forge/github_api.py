@@ -1,0 +1,790 @@
+"""GitHub REST v3, as much of it as PyGithub calls for Ribbit's Forge operations.
+
+Answers are built from GitHub's own published examples (``openapi-subset.json``)
+with the local state filled in, so they carry every field the real API does;
+``tests/integration/test_forge_openapi.py`` checks them against the schemas.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import time
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import jwt
+from werkzeug.wrappers import Response
+
+from tests.forge.state import (
+    ROLE_RANK,
+    CommentRec,
+    IssueRec,
+    PullRec,
+    RepoRec,
+    ReviewCommentRec,
+    ReviewRec,
+    StatusRec,
+    User,
+    new_id,
+    now,
+)
+
+if TYPE_CHECKING:
+    from tests.forge.server import Ctx, LocalForge
+
+SUBSET = Path(__file__).with_name("openapi-subset.json")
+
+
+@cache
+def subset() -> dict[str, Any]:
+    return json.loads(SUBSET.read_text())
+
+
+def ts(value: datetime | None) -> str | None:
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if value else None
+
+
+def _replace(node: Any, pairs: list[tuple[str, str]]) -> Any:
+    if isinstance(node, str):
+        for old, new in pairs:
+            node = node.replace(old, new)
+        return node
+    if isinstance(node, list):
+        return [_replace(item, pairs) for item in node]
+    if isinstance(node, dict):
+        return {key: _replace(value, pairs) for key, value in node.items()}
+    return node
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.headers = headers or {}
+
+
+class Renderer:
+    """Turns local state into GitHub JSON."""
+
+    def __init__(self, forge: LocalForge) -> None:
+        self.forge = forge
+
+    @property
+    def api(self) -> str:
+        return self.forge.github_api_url
+
+    @property
+    def web(self) -> str:
+        return f"{self.forge.url}/github"
+
+    def _tpl(self, name: str, pairs: list[tuple[str, str]]) -> dict[str, Any]:
+        base = copy.deepcopy(subset()["examples"][name])
+        return dict(
+            _replace(
+                base,
+                [("https://api.github.com", self.api), ("https://github.com", self.web), *pairs],
+            )
+        )
+
+    def user(self, login: str) -> dict[str, Any]:
+        user = self.forge.users.get(login)
+        data = self._tpl("issue", [])["user"]
+        data = _replace(data, [("octocat", login)])
+        data.update(
+            login=login,
+            id=user.id if user else 0,
+            node_id=f"U_{user.id if user else 0}",
+            type=user.kind if user else "User",
+            site_admin=False,
+            gravatar_id="",
+        )
+        return dict(data)
+
+    def repo(self, repo: RepoRec, viewer: str | None = None) -> dict[str, Any]:
+        data = self._tpl(
+            "repository", [("octocat/Hello-World", repo.full_name), ("Hello-World", repo.name)]
+        )
+        for key in (
+            "organization",
+            "parent",
+            "source",
+            "template_repository",
+            "security_and_analysis",
+            "code_of_conduct",
+        ):
+            data.pop(key, None)
+        role = ROLE_RANK[repo.role_of(viewer)] if viewer else 0
+        data.update(
+            id=repo.id,
+            node_id=f"R_{repo.id}",
+            name=repo.name,
+            full_name=repo.full_name,
+            owner=self.user(repo.owner),
+            private=repo.private,
+            visibility="private" if repo.private else "public",
+            default_branch=repo.default_branch,
+            clone_url=self.forge.git_url("github", repo.full_name),
+            html_url=f"{self.web}/{repo.full_name}",
+            url=f"{self.api}/repos/{repo.full_name}",
+            fork=False,
+            archived=False,
+            disabled=False,
+            license=None,
+            language=None,
+            custom_properties={},
+            web_commit_signoff_required=False,
+            open_issues_count=sum(1 for i in repo.issues.values() if i.state == "open"),
+            permissions={
+                "admin": role >= 5,
+                "maintain": role >= 4,
+                "push": role >= 3,
+                "triage": role >= 2,
+                "pull": role >= 1,
+            },
+        )
+        return data
+
+    def label(self, repo: RepoRec, name: str) -> dict[str, Any]:
+        data = self._tpl("label", [("octocat/Hello-World", repo.full_name)])
+        label_id = repo.label_id(name)
+        data.update(
+            id=label_id,
+            node_id=f"LA_{label_id}",
+            name=name,
+            default=False,
+            description=None,
+            color="ededed",
+            url=f"{self.api}/repos/{repo.full_name}/labels/{name}",
+        )
+        return data
+
+    def issue(self, repo: RepoRec, issue: IssueRec | PullRec) -> dict[str, Any]:
+        data = self._tpl("issue", [("octocat/Hello-World", repo.full_name)])
+        for key in ("pinned_comment", "pull_request", "closed_by", "state_reason"):
+            data.pop(key, None)
+        base = f"{self.api}/repos/{repo.full_name}/issues/{issue.number}"
+        data.update(
+            id=issue.id,
+            node_id=f"I_{issue.id}",
+            number=issue.number,
+            title=issue.title,
+            body=issue.body,
+            user=self.user(issue.author),
+            state=issue.state,
+            labels=[self.label(repo, name) for name in issue.labels],
+            assignee=None,
+            assignees=[],
+            milestone=None,
+            locked=False,
+            active_lock_reason=None,
+            comments=len(issue.comments),
+            created_at=ts(issue.created_at),
+            updated_at=ts(issue.updated_at),
+            closed_at=ts(issue.closed_at),
+            url=base,
+            comments_url=f"{base}/comments",
+            events_url=f"{base}/events",
+            labels_url=f"{base}/labels{{/name}}",
+            repository_url=f"{self.api}/repos/{repo.full_name}",
+            html_url=f"{self.web}/{repo.full_name}/issues/{issue.number}",
+            author_association=self.association(repo, issue.author),
+            draft=isinstance(issue, PullRec) and issue.draft,
+            reactions={
+                "url": f"{base}/reactions",
+                "total_count": 0,
+                "+1": 0,
+                "-1": 0,
+                "laugh": 0,
+                "hooray": 0,
+                "confused": 0,
+                "heart": 0,
+                "rocket": 0,
+                "eyes": 0,
+            },
+        )
+        if isinstance(issue, PullRec):
+            pulls = f"{self.api}/repos/{repo.full_name}/pulls/{issue.number}"
+            data["pull_request"] = {
+                "url": pulls,
+                "html_url": f"{self.web}/pull/{issue.number}",
+                "diff_url": f"{pulls}.diff",
+                "patch_url": f"{pulls}.patch",
+                "merged_at": ts(issue.merged_at),
+            }
+        return data
+
+    def association(self, repo: RepoRec, login: str) -> str:
+        role = repo.role_of(login)
+        if login == repo.owner or role == "admin":
+            return "OWNER"
+        return "COLLABORATOR" if ROLE_RANK[role] >= ROLE_RANK["write"] else "NONE"
+
+    def comment(self, repo: RepoRec, number: int, comment: CommentRec) -> dict[str, Any]:
+        data = self._tpl("issue-comment", [("octocat/Hello-World", repo.full_name)])
+        for key in ("pin", "minimized", "reactions", "performed_via_github_app"):
+            data.pop(key, None)
+        data.update(
+            id=comment.id,
+            node_id=f"IC_{comment.id}",
+            body=comment.body,
+            user=self.user(comment.author),
+            created_at=ts(comment.created_at),
+            updated_at=ts(comment.updated_at),
+            url=f"{self.api}/repos/{repo.full_name}/issues/comments/{comment.id}",
+            html_url=f"{self.web}/{repo.full_name}/issues/{number}#issuecomment-{comment.id}",
+            issue_url=f"{self.api}/repos/{repo.full_name}/issues/{number}",
+            author_association=self.association(repo, comment.author),
+        )
+        return data
+
+    def _branch(self, repo: RepoRec, ref: str, sha: str) -> dict[str, Any]:
+        return {
+            "label": f"{repo.owner}:{ref}",
+            "ref": ref,
+            "sha": sha,
+            "user": self.user(repo.owner),
+            "repo": self.repo(repo),
+        }
+
+    def pull(self, repo: RepoRec, pr: PullRec, *, simple: bool = False) -> dict[str, Any]:
+        data = self._tpl(
+            "pull-request-simple" if simple else "pull-request",
+            [("octocat/Hello-World", repo.full_name)],
+        )
+        base = f"{self.api}/repos/{repo.full_name}"
+        html = f"{self.web}/{repo.full_name}/pull/{pr.number}"
+        data.update(
+            id=pr.id,
+            node_id=f"PR_{pr.id}",
+            number=pr.number,
+            title=pr.title,
+            body=pr.body,
+            state=pr.state,
+            draft=pr.draft,
+            locked=False,
+            active_lock_reason=None,
+            user=self.user(pr.author),
+            labels=[self.label(repo, n) for n in pr.labels],
+            assignee=None,
+            assignees=[],
+            milestone=None,
+            auto_merge=None,
+            requested_reviewers=[self.user(r) for r in pr.requested_reviewers],
+            requested_teams=[],
+            head=self._branch(repo, pr.head, pr.head_sha),
+            base=self._branch(repo, pr.base, pr.base_sha),
+            created_at=ts(pr.created_at),
+            updated_at=ts(pr.updated_at),
+            closed_at=ts(pr.closed_at),
+            merged_at=ts(pr.merged_at),
+            merge_commit_sha=pr.merge_commit_sha,
+            url=f"{base}/pulls/{pr.number}",
+            html_url=html,
+            diff_url=f"{html}.diff",
+            patch_url=f"{html}.patch",
+            issue_url=f"{base}/issues/{pr.number}",
+            commits_url=f"{base}/pulls/{pr.number}/commits",
+            review_comments_url=f"{base}/pulls/{pr.number}/comments",
+            review_comment_url=f"{base}/pulls/comments{{/number}}",
+            comments_url=f"{base}/issues/{pr.number}/comments",
+            statuses_url=f"{base}/statuses/{pr.head_sha}",
+            author_association=self.association(repo, pr.author),
+        )
+        data["_links"] = {
+            "self": {"href": data["url"]},
+            "html": {"href": html},
+            "issue": {"href": data["issue_url"]},
+            "comments": {"href": data["comments_url"]},
+            "review_comments": {"href": data["review_comments_url"]},
+            "review_comment": {"href": data["review_comment_url"]},
+            "commits": {"href": data["commits_url"]},
+            "statuses": {"href": data["statuses_url"]},
+        }
+        if not simple:
+            data.update(
+                merged=pr.merged,
+                merged_by=self.user(pr.merged_by) if pr.merged_by else None,
+                mergeable=None if pr.state == "closed" else True,
+                mergeable_state="unknown" if pr.state == "closed" else "clean",
+                comments=len(pr.comments),
+                review_comments=len(pr.review_comments),
+                maintainer_can_modify=False,
+                rebaseable=True,
+            )
+        return data
+
+    def review(self, repo: RepoRec, pr: PullRec, review: ReviewRec) -> dict[str, Any]:
+        data = self._tpl("pull-request-review", [("octocat/Hello-World", repo.full_name)])
+        pulls = f"{self.api}/repos/{repo.full_name}/pulls/{pr.number}"
+        html = f"{self.web}/{repo.full_name}/pull/{pr.number}#pullrequestreview-{review.id}"
+        data.update(
+            id=review.id,
+            node_id=f"PRR_{review.id}",
+            user=self.user(review.author),
+            body=review.body,
+            state=review.state,
+            commit_id=review.commit_id,
+            submitted_at=ts(review.submitted_at),
+            html_url=html,
+            pull_request_url=pulls,
+            author_association=self.association(repo, review.author),
+        )
+        data["_links"] = {"html": {"href": html}, "pull_request": {"href": pulls}}
+        return data
+
+    def review_comment(
+        self, repo: RepoRec, pr: PullRec, comment: ReviewCommentRec
+    ) -> dict[str, Any]:
+        data = self._tpl("pull-request-review-comment", [("octocat/Hello-World", repo.full_name)])
+        data.pop("reactions", None)
+        pulls = f"{self.api}/repos/{repo.full_name}/pulls/{pr.number}"
+        url = f"{self.api}/repos/{repo.full_name}/pulls/comments/{comment.id}"
+        html = f"{self.web}/{repo.full_name}/pull/{pr.number}#discussion_r{comment.id}"
+        data.update(
+            id=comment.id,
+            node_id=f"PRRC_{comment.id}",
+            pull_request_review_id=comment.review_id,
+            user=self.user(comment.author),
+            body=comment.body,
+            path=comment.path,
+            line=comment.line,
+            original_line=comment.line,
+            position=comment.line,
+            original_position=comment.line,
+            start_line=None,
+            original_start_line=None,
+            start_side=None,
+            side="RIGHT",
+            commit_id=comment.commit_id,
+            original_commit_id=comment.commit_id,
+            diff_hunk=comment.diff_hunk,
+            created_at=ts(comment.created_at),
+            updated_at=ts(comment.created_at),
+            url=url,
+            html_url=html,
+            pull_request_url=pulls,
+            author_association=self.association(repo, comment.author),
+        )
+        data["_links"] = {
+            "self": {"href": url},
+            "html": {"href": html},
+            "pull_request": {"href": pulls},
+        }
+        data.pop("in_reply_to_id")  # present only on replies
+        return data
+
+    def status(self, repo: RepoRec, status: StatusRec) -> dict[str, Any]:
+        data = self._tpl("status", [("octocat/Hello-World", repo.full_name)])
+        data.update(
+            id=status.id,
+            node_id=f"SC_{status.id}",
+            state=status.state,
+            context=status.context,
+            description=status.description,
+            target_url=status.target_url,
+            creator=self.user(status.creator),
+            created_at=ts(status.created_at),
+            updated_at=ts(status.created_at),
+            url=f"{self.api}/repos/{repo.full_name}/statuses/{status.sha}",
+            avatar_url=None,
+        )
+        return data
+
+
+def _json(status: int, body: Any, headers: dict[str, str] | None = None) -> Response:
+    return Response(
+        json.dumps(body),
+        status=status,
+        headers=headers or {},
+        content_type="application/json; charset=utf-8",
+    )
+
+
+def error(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
+    return _json(
+        status,
+        {
+            "message": message,
+            "documentation_url": "https://docs.github.com/rest",
+            "status": str(status),
+        },
+        headers,
+    )
+
+
+Handler = Callable[["Ctx", dict[str, str]], Response]
+
+
+class GitHubApi:
+    def __init__(self, forge: LocalForge) -> None:
+        self.forge = forge
+        self.r = Renderer(forge)
+        repo = r"/repos/(?P<owner>[^/]+)/(?P<name>[^/]+)"
+        self.routes: list[tuple[str, str, Handler]] = [
+            ("POST", r"/app/installations/(?P<inst>\d+)/access_tokens", self.access_token),
+            ("GET", r"/user", self.get_user),
+            ("GET", repo, self.get_repo),
+            ("GET", repo + r"/issues/comments/(?P<cid>\d+)", self.get_comment),
+            ("PATCH", repo + r"/issues/comments/(?P<cid>\d+)", self.edit_comment),
+            ("GET", repo + r"/issues/(?P<n>\d+)", self.get_issue),
+            ("GET", repo + r"/issues/(?P<n>\d+)/comments", self.list_comments),
+            ("POST", repo + r"/issues/(?P<n>\d+)/comments", self.create_comment),
+            ("POST", repo + r"/issues/(?P<n>\d+)/labels", self.add_labels),
+            ("GET", repo + r"/collaborators/(?P<user>[^/]+)/permission", self.permission),
+            ("GET", repo + r"/contents/(?P<path>.+)", self.contents),
+            ("GET", repo + r"/pulls", self.list_pulls),
+            ("POST", repo + r"/pulls", self.create_pull),
+            ("GET", repo + r"/pulls/(?P<n>\d+)", self.get_pull),
+            ("POST", repo + r"/pulls/(?P<n>\d+)/requested_reviewers", self.request_reviewers),
+            ("GET", repo + r"/pulls/(?P<n>\d+)/reviews", self.list_reviews),
+            ("GET", repo + r"/pulls/(?P<n>\d+)/comments", self.list_review_comments),
+            ("POST", repo + r"/statuses/(?P<sha>[0-9a-f]{40})", self.create_status),
+            ("GET", repo + r"/commits/(?P<sha>[^/]+)/statuses", self.list_statuses),
+        ]
+
+    # -- helpers ------------------------------------------------------------
+
+    def _repo(self, ctx: Ctx, m: dict[str, str], need: str = "read") -> RepoRec:
+        repo = self.forge.repos.get(("github", f"{m['owner']}/{m['name']}"))
+        user = ctx.require_user()
+        if repo is None:
+            raise ApiError(404, "Not Found")
+        rank = ROLE_RANK[repo.role_of(user.login)]
+        if rank < ROLE_RANK["read"] and repo.private:
+            raise ApiError(404, "Not Found")  # GitHub hides private repos from outsiders
+        if rank < ROLE_RANK[need]:
+            raise ApiError(
+                403,
+                "Resource not accessible by integration"
+                if user.kind == "Bot"
+                else "Must have push access to repository",
+            )
+        return repo
+
+    @staticmethod
+    def _body(ctx: Ctx) -> dict[str, Any]:
+        try:
+            data = json.loads(ctx.request.get_data() or b"{}")
+        except ValueError:
+            raise ApiError(400, "Problems parsing JSON") from None
+        if not isinstance(data, dict):
+            raise ApiError(400, "Problems parsing JSON")
+        return data
+
+    @staticmethod
+    def _issue(repo: RepoRec, number: str) -> IssueRec | PullRec:
+        found = repo.issue_like(int(number))
+        if found is None:
+            raise ApiError(404, "Not Found")
+        return found
+
+    @staticmethod
+    def _pull(repo: RepoRec, number: str) -> PullRec:
+        found = repo.pulls.get(int(number))
+        if found is None:
+            raise ApiError(404, "Not Found")
+        return found
+
+    # -- App auth -----------------------------------------------------------
+
+    def access_token(self, ctx: Ctx, m: dict[str, str]) -> Response:
+        auth = ctx.request.headers.get("Authorization", "")
+        if not auth.startswith("Bearer "):
+            raise ApiError(401, "A JSON web token could not be decoded")
+        token = auth.removeprefix("Bearer ")
+        installation = self.forge.installations.get(int(m["inst"]))
+        if installation is None:
+            raise ApiError(404, "Not Found")
+        public_key = self.forge.apps.get(installation.app_id)
+        try:
+            claims = jwt.decode(
+                token,
+                public_key or "",
+                algorithms=["RS256"],
+                options={"require": ["iat", "exp", "iss"]},
+                leeway=0,
+            )
+        except jwt.PyJWTError as exc:
+            raise ApiError(401, f"A JSON web token could not be decoded ({exc})") from None
+        if str(claims["iss"]) != str(installation.app_id):
+            raise ApiError(401, "'Issuer' claim ('iss') must be the app id")
+        if claims["exp"] - claims["iat"] > 600 + 60:
+            raise ApiError(401, "'Expiration time' claim ('exp') is too far in the future")
+        user = self.forge.mint_installation_token(installation)
+        expires = datetime.now(UTC) + timedelta(seconds=installation.token_lifetime_s)
+        data = copy.deepcopy(subset()["examples"]["installation-token"])
+        data.pop("repositories", None)
+        data.update(
+            token=user.token,
+            expires_at=ts(expires),
+            permissions={
+                "issues": "write",
+                "contents": "write",
+                "pull_requests": "write",
+                "statuses": "write",
+            },
+            repository_selection="selected",
+        )
+        return _json(201, data)
+
+    def get_user(self, ctx: Ctx, m: dict[str, str]) -> Response:
+        return _json(200, self.r.user(ctx.require_user().login))
+
+    # -- repositories, issues, comments ---------------------------------------
+
+    def get_repo(self, ctx: Ctx, m: dict[str, str]) -> Response:
+        repo = self._repo(ctx, m)
+        return _json(200, self.r.repo(repo, ctx.require_user().login))
+
+    def get_issue(self, ctx: Ctx, m: dict[str, str]) -> Response:
+        repo = self._repo(ctx, m)
+        return _json(200, self.r.issue(repo, self._issue(repo, m["n"])))
+
+    def list_comments(self, ctx: Ctx, m: dict[str, str]) -> Response:
+        repo = self._repo(ctx, m)
+        issue = self._issue(repo, m["n"])
+        return _json(200, [self.r.comment(repo, issue.number, c) for c in issue.comments])
+
+    def create_comment(self, ctx: Ctx, m: dict[str, str]) -> Response:
+        repo = self._repo(ctx, m)
+        body = self._body(ctx).get("body")
+        if not isinstance(body, str) or not body:
+            raise ApiError(422, "Validation Failed")
+        issue = self._issue(repo, m["n"])
+        comment = self.forge.add_comment_record(issue, ctx.require_user().login, body)
+        return _json(
+            201,
+            self.r.comment(repo, issue.number, comment),
+            {"Location": f"{self.r.api}/repos/{repo.full_name}/issues/comments/{comment.id}"},
+        )
+
+    def _find_comment(self, repo: RepoRec, cid: str) -> tuple[IssueRec | PullRec, CommentRec]:
+        candidates: list[IssueRec | PullRec] = [*repo.issues.values(), *repo.pulls.values()]
+        for issue in candidates:
+            for comment in issue.comments:
+                if comment.id == int(cid):
+                    return issue, comment
+        raise ApiError(404, "Not Found")
+
+    def get_comment(self, ctx: Ctx, m: dict[str, str]) -> Response:
+        repo = self._repo(ctx, m)
+        issue, comment = self._find_comment(repo, m["cid"])
+        return _json(200, self.r.comment(repo, issue.number, comment))
+
+    def edit_comment(self, ctx: Ctx, m: dict[str, str]) -> Response:
+        repo = self._repo(ctx, m)
+        issue, comment = self._find_comment(repo, m["cid"])
+        user = ctx.require_user()
+        if comment.author != user.login and ROLE_RANK[repo.role_of(user.login)] < 3:
+            raise ApiError(403, "Must have admin rights to Repository.")
+        body = self._body(ctx).get("body")
+        if not isinstance(body, str):
+            raise ApiError(422, "Validation Failed")
+        self.forge.edit_comment_record(comment, body)
+        return _json(200, self.r.comment(repo, issue.number, comment))
+
+    def add_labels(self, ctx: Ctx, m: dict[str, str]) -> Response:
+        repo = self._repo(ctx, m, "triage")
+        issue = self._issue(repo, m["n"])
+        # GitHub takes a bare JSON array (what PyGithub sends) or {"labels": [...]}.
+        raw = json.loads(ctx.request.get_data() or b"[]")
+        labels = raw.get("labels", []) if isinstance(raw, dict) else raw
+        if not isinstance(labels, list):
+            raise ApiError(422, "Validation Failed")
+        for name in labels:
+            if name not in issue.labels:
+                issue.labels.append(str(name))
+        return _json(200, [self.r.label(repo, name) for name in issue.labels])
+
+    def permission(self, ctx: Ctx, m: dict[str, str]) -> Response:
+        repo = self._repo(ctx, m)
+        login = m["user"]
+        if login not in self.forge.users:
+            raise ApiError(404, "Not Found")
+        role = repo.role_of(login)
+        legacy = {
+            "admin": "admin",
+            "maintain": "write",
+            "write": "write",
+            "triage": "read",
+            "read": "read",
+        }.get(role, "none")
+        data = copy.deepcopy(subset()["examples"]["collaborator-permission"])
+        user = self.r.user(login)
+        user["permissions"] = {
+            "admin": role == "admin",
+            "maintain": role in ("admin", "maintain"),
+            "push": legacy in ("admin", "write"),
+            "triage": ROLE_RANK[role] >= 2,
+            "pull": ROLE_RANK[role] >= 1,
+        }
+        user["role_name"] = role
+        data.update(permission=legacy, role_name=role, user=user)
+        return _json(200, data)
+
+    def contents(self, ctx: Ctx, m: dict[str, str]) -> Response:
+        repo = self._repo(ctx, m)
+        path = m["path"]
+        ref = ctx.request.args.get("ref") or repo.default_branch
+        if ".." in path.split("/") or ref.startswith("-"):
+            raise ApiError(404, "Not Found")
+        content = repo.file_at(ref, path)
+        if content is None:
+            if repo.is_tree(ref, path):
+                return _json(200, [])
+            raise ApiError(404, "Not Found")
+        sha = repo.git("rev-parse", f"{ref}:{path}").strip()
+        data = self.r._tpl("content-file", [("octocat/Hello-World", repo.full_name)])
+        encoded = base64.encodebytes(content).decode()
+        data.update(
+            type="file",
+            encoding="base64",
+            size=len(content),
+            name=path.rsplit("/")[-1],
+            path=path,
+            content=encoded,
+            sha=sha,
+            url=f"{self.r.api}/repos/{repo.full_name}/contents/{path}?ref={ref}",
+            html_url=f"{self.r.web}/{repo.full_name}/blob/{ref}/{path}",
+            git_url=f"{self.r.api}/repos/{repo.full_name}/git/blobs/{sha}",
+            download_url=None,
+        )
+        data["_links"] = {"self": data["url"], "git": data["git_url"], "html": data["html_url"]}
+        return _json(200, data)
+
+    # -- pull requests ----------------------------------------------------------
+
+    def list_pulls(self, ctx: Ctx, m: dict[str, str]) -> Response:
+        repo = self._repo(ctx, m)
+        state = ctx.request.args.get("state", "open")
+        head = ctx.request.args.get("head")
+        found = []
+        for pr in sorted(repo.pulls.values(), key=lambda p: -p.number):
+            self.forge.refresh_pull(repo, pr)
+            if state != "all" and pr.state != state:
+                continue
+            if head is not None and head != f"{repo.owner}:{pr.head}":
+                continue
+            found.append(self.r.pull(repo, pr, simple=True))
+        return _json(200, found)
+
+    def create_pull(self, ctx: Ctx, m: dict[str, str]) -> Response:
+        repo = self._repo(ctx, m, "write")
+        data = self._body(ctx)
+        head, base = str(data.get("head", "")), str(data.get("base", ""))
+        head = head.split(":", 1)[1] if ":" in head else head
+        title = data.get("title")
+        if not title or not isinstance(title, str):
+            raise ApiError(422, "Validation Failed")
+        head_sha, base_sha = repo.branch_sha(head), repo.branch_sha(base)
+        if head_sha is None or base_sha is None:
+            raise ApiError(422, "Validation Failed")
+        for pr in repo.pulls.values():
+            if pr.head == head and pr.base == base and pr.state == "open":
+                raise ApiError(422, f"A pull request already exists for {repo.owner}:{head}.")
+        pr = self.forge.add_pull_record(
+            repo,
+            ctx.require_user().login,
+            title,
+            str(data.get("body") or ""),
+            head,
+            base,
+            draft=bool(data.get("draft", False)),
+        )
+        return _json(
+            201,
+            self.r.pull(repo, pr),
+            {"Location": f"{self.r.api}/repos/{repo.full_name}/pulls/{pr.number}"},
+        )
+
+    def get_pull(self, ctx: Ctx, m: dict[str, str]) -> Response:
+        repo = self._repo(ctx, m)
+        pr = self._pull(repo, m["n"])
+        self.forge.refresh_pull(repo, pr)
+        accept = ctx.request.headers.get("Accept", "")
+        if "diff" in accept:
+            return Response(
+                repo.diff(pr.base_sha, pr.head_sha),
+                status=200,
+                content_type="text/plain; charset=utf-8",
+            )
+        return _json(200, self.r.pull(repo, pr))
+
+    def request_reviewers(self, ctx: Ctx, m: dict[str, str]) -> Response:
+        repo = self._repo(ctx, m, "write")
+        pr = self._pull(repo, m["n"])
+        reviewers = self._body(ctx).get("reviewers", [])
+        for login in reviewers:
+            if login not in self.forge.users or repo.role_of(login) == "none":
+                raise ApiError(
+                    422,
+                    "Reviews may only be requested from collaborators. One or "
+                    f"more of the users or teams you specified is not a "
+                    f"collaborator of the {repo.full_name} repository.",
+                )
+            if login == pr.author:
+                raise ApiError(422, "Review cannot be requested from pull request author.")
+        for login in reviewers:
+            if login not in pr.requested_reviewers:
+                pr.requested_reviewers.append(login)
+        return _json(201, self.r.pull(repo, pr, simple=True))
+
+    def list_reviews(self, ctx: Ctx, m: dict[str, str]) -> Response:
+        repo = self._repo(ctx, m)
+        pr = self._pull(repo, m["n"])
+        return _json(200, [self.r.review(repo, pr, r) for r in pr.reviews])
+
+    def list_review_comments(self, ctx: Ctx, m: dict[str, str]) -> Response:
+        repo = self._repo(ctx, m)
+        pr = self._pull(repo, m["n"])
+        return _json(200, [self.r.review_comment(repo, pr, c) for c in pr.review_comments])
+
+    # -- statuses -----------------------------------------------------------------
+
+    def create_status(self, ctx: Ctx, m: dict[str, str]) -> Response:
+        repo = self._repo(ctx, m, "write")
+        data = self._body(ctx)
+        state = data.get("state")
+        if state not in ("error", "failure", "pending", "success"):
+            raise ApiError(422, "Validation Failed")
+        description = data.get("description")
+        if description is not None and len(str(description)) > 140:
+            raise ApiError(
+                422, "Validation Failed: description is too long (maximum is 140 characters)"
+            )
+        try:
+            repo.git("cat-file", "-e", f"{m['sha']}^{{commit}}")
+        except Exception:
+            raise ApiError(422, f"No commit found for SHA: {m['sha']}") from None
+        status = StatusRec(
+            id=new_id(),
+            sha=m["sha"],
+            state=str(state),
+            context=str(data.get("context") or "default"),
+            description=str(description or ""),
+            target_url=data.get("target_url"),
+            creator=ctx.require_user().login,
+            created_at=now(),
+        )
+        repo.statuses.append(status)
+        return _json(201, self.r.status(repo, status))
+
+    def list_statuses(self, ctx: Ctx, m: dict[str, str]) -> Response:
+        repo = self._repo(ctx, m)
+        found = [s for s in reversed(repo.statuses) if s.sha == m["sha"]]
+        return _json(200, [self.r.status(repo, s) for s in found])
+
+
+def new_installation_token() -> str:
+    return f"ghs_{uuid.uuid4().hex}{int(time.time()) % 1000:03d}"
+
+
+def bot_user(login: str, token: str) -> User:
+    return User(login=login, id=new_id(), token=token, kind="Bot")

@@ -25,13 +25,23 @@ class Dispatcher(Protocol):
 
 
 def broker_transport_options(settings: Settings) -> dict[str, object]:
-    # With acks_late an unacknowledged message comes back after the visibility timeout;
-    # it must outlast the longest job or a healthy long job would run twice.
+    # With acks_late an unacknowledged Redis message comes back after the visibility
+    # timeout; it must outlast the longest job or a healthy long job would run twice. The
+    # embedded SQLAlchemy transport passes its options to create_engine, so it gets none.
+    if settings.uses_embedded_broker:
+        return {}
     return {"visibility_timeout": settings.job_time_limit_s + 600}
+
+
+def prepare_broker(settings: Settings) -> None:
+    """The embedded broker is a SQLite file in the data dir, which must exist first."""
+    if settings.uses_embedded_broker:
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
 
 
 def client_celery(settings: Settings) -> Celery:
     """A Celery app used only to send (the web process runs no tasks)."""
+    prepare_broker(settings)
     app = Celery("ribbit-web", broker=settings.effective_broker_url)
     app.conf.update(
         task_default_queue=QUEUE,

@@ -9,7 +9,7 @@ from typing import Any
 
 from celery import Celery
 
-from bot.queue import QUEUE, broker_transport_options
+from bot.queue import QUEUE, broker_transport_options, prepare_broker
 from bot.settings import Settings, load_settings
 from worker.runtime import WorkerRuntime
 
@@ -19,6 +19,7 @@ RECONCILE_EVERY = timedelta(minutes=10)
 
 def create_celery(settings: Settings | None = None) -> Celery:
     settings = settings or load_settings()
+    prepare_broker(settings)
     app = Celery("ribbit", broker=settings.effective_broker_url)
     app.conf.update(
         task_default_queue=QUEUE,

@@ -47,7 +47,7 @@ def running_worker(broker_settings: Any) -> Iterator[Any]:
     with start_worker(app, pool="threads", concurrency=2, perform_ping_check=False,
                       loglevel="WARNING", shutdown_timeout=20):
         yield app
-    getattr(app, "ribbit_runtime").db.dispose()
+    _runtime(app).db.dispose()
 
 
 def test_webhook_to_worker_moves_the_job(broker_settings: Any, running_worker: Any,
@@ -97,8 +97,7 @@ def test_broker_down_then_sweep_delivers(broker_settings: Any, running_worker: A
         body, "issues", "int-2")).get_json()["job_id"]
     store = app.extensions["ribbit"].store
     assert not store.get(job_id).dispatched
-    assert sweep(running_worker.ribbit_runtime if hasattr(running_worker, "ribbit_runtime")
-                 else _runtime(running_worker))["dispatched"] == 1
+    assert sweep(_runtime(running_worker))["dispatched"] == 1
     wait_for(lambda: store.get(job_id).state == "succeeded")
     app.extensions["ribbit"].db.dispose()
 

@@ -19,7 +19,6 @@ import math
 import re
 from collections import Counter
 from collections.abc import Iterable
-from fnmatch import fnmatchcase
 from functools import lru_cache
 
 from worker.gates.base import Finding, GateContext, GateResult
@@ -149,7 +148,7 @@ def _glob_regex(pattern: str) -> re.Pattern[str]:
 
 
 def path_matches(path: str, pattern: str) -> bool:
-    return bool(_glob_regex(pattern).match(path)) or fnmatchcase(path, pattern)
+    return bool(_glob_regex(pattern).match(path))
 
 
 def is_test_path(path: str) -> bool:

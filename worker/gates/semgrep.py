@@ -187,10 +187,13 @@ class SemgrepGate:
         new_prints = after_prints - before_prints
         fixed = sum((before_prints - after_prints).values())
         new_matches: list[SemgrepMatch] = []
-        for m in after:
+        # Identical copies are interchangeable; report the ones on lines the patch adds.
+        added = {(c.new.path, n) for c in trees.parsed.files if c.new for n, _ in c.added}
+        for m in sorted(after, key=lambda m: (m.path, m.line) not in added):
             if new_prints[m.fingerprint] > 0:
                 new_prints[m.fingerprint] -= 1
                 new_matches.append(m)
+        new_matches.sort(key=lambda m: (m.path, m.line))
         findings = [Finding(gate=NAME, rule=m.rule, message=m.message, path=m.path,
                             line=m.line, severity=m.severity) for m in new_matches]
         blocking = [f for f in findings if f.severity != "info"]

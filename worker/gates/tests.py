@@ -205,13 +205,15 @@ def _enclosing_test(lines: list[str], line_no: int) -> str | None:
     if not 1 <= line_no <= len(lines):
         return None
     own = lines[line_no - 1]
-    indent = len(own) - len(own.lstrip()) if own.strip() else None
+    if not own.strip() or own.lstrip().startswith("#"):
+        return None  # blank lines and comments change no test
+    indent = len(own) - len(own.lstrip())
     for i in range(line_no - 1, -1, -1):
         m = _PY_DEF_RE.match(lines[i])
         if not m:
             continue
         def_indent = len(m[1])
-        if i == line_no - 1 or indent is None or def_indent < indent:
+        if i == line_no - 1 or def_indent < indent:
             return m[2] if m[2].startswith("test") else None
     return None
 

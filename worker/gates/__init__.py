@@ -7,8 +7,15 @@ from worker.gates.base import Finding, Gate, GateContext, GateResult
 from worker.gates.report import GateReport
 from worker.gates.runner import run_gates
 
-__all__ = ["Finding", "Gate", "GateContext", "GateReport", "GateResult", "default_gates",
-           "run_gates"]
+__all__ = [
+    "Finding",
+    "Gate",
+    "GateContext",
+    "GateReport",
+    "GateResult",
+    "default_gates",
+    "run_gates",
+]
 
 
 def default_gates(ctx: GateContext) -> list[Gate]:

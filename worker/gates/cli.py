@@ -32,7 +32,8 @@ def _sandbox_factory(backend: str) -> SandboxFactory:
     except ImportError:
         raise click.UsageError(
             "no sandbox backend is available in this installation (worker.sandbox."
-            "sandbox_factory is missing); use --no-tests to run the other gates") from None
+            "sandbox_factory is missing); use --no-tests to run the other gates"
+        ) from None
     from bot.settings import SandboxSettings, SettingsError, load_settings
 
     try:
@@ -53,23 +54,47 @@ def _repo_head(repo: Path) -> str:
 
 
 @click.command("gates")
-@click.option("--repo", "repo", required=True,
-              type=click.Path(exists=True, file_okay=False, path_type=Path),
-              help="Repository checkout; the patch is judged against its HEAD.")
-@click.option("--patch", "patch_file", required=True,
-              type=click.Path(exists=True, dir_okay=False, allow_dash=True, path_type=Path),
-              help="Unified git diff to judge ('-' reads stdin).")
+@click.option(
+    "--repo",
+    "repo",
+    required=True,
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="Repository checkout; the patch is judged against its HEAD.",
+)
+@click.option(
+    "--patch",
+    "patch_file",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False, allow_dash=True, path_type=Path),
+    help="Unified git diff to judge ('-' reads stdin).",
+)
 @click.option("--no-tests", is_flag=True, help="Skip the test gate (no sandbox needed).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")
-@click.option("--sarif", "sarif_file", type=click.Path(dir_okay=False, path_type=Path),
-              help="Also write all findings as SARIF 2.1.0 to this file.")
-@click.option("--backend", type=click.Choice(["local", "docker", "bubblewrap"]),
-              default="local", show_default=True,
-              help="Sandbox for the tests; local: whichever this machine has (auto).")
-@click.option("--issue", "issue_text", default="",
-              help="Issue title and body, to find the tests it names.")
-def gates_command(repo: Path, patch_file: Path, no_tests: bool, as_json: bool,
-                  sarif_file: Path | None, backend: str, issue_text: str) -> None:
+@click.option(
+    "--sarif",
+    "sarif_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write all findings as SARIF 2.1.0 to this file.",
+)
+@click.option(
+    "--backend",
+    type=click.Choice(["local", "docker", "bubblewrap"]),
+    default="local",
+    show_default=True,
+    help="Sandbox for the tests; local: whichever this machine has (auto).",
+)
+@click.option(
+    "--issue", "issue_text", default="", help="Issue title and body, to find the tests it names."
+)
+def gates_command(
+    repo: Path,
+    patch_file: Path,
+    no_tests: bool,
+    as_json: bool,
+    sarif_file: Path | None,
+    backend: str,
+    issue_text: str,
+) -> None:
     """Run the gates (tests, Semgrep, hygiene) on PATCH against the repository's HEAD."""
     from bot.repo_config import RepoConfigError, parse_repo_config
     from bot.settings import SettingsError, load_settings
@@ -86,7 +111,8 @@ def gates_command(repo: Path, patch_file: Path, no_tests: bool, as_json: bool,
     config_blob = run_git(repo, "cat-file", "blob", f"{base}:.ribbit.yml")
     try:
         repo_config = parse_repo_config(
-            config_blob.stdout.decode(errors="replace") if config_blob.returncode == 0 else None)
+            config_blob.stdout.decode(errors="replace") if config_blob.returncode == 0 else None
+        )
         gate_settings = load_settings().gates
     except (RepoConfigError, SettingsError) as exc:
         raise click.UsageError(str(exc)) from None
@@ -95,9 +121,15 @@ def gates_command(repo: Path, patch_file: Path, no_tests: bool, as_json: bool,
     if not no_tests:
         factory = _sandbox_factory(backend)
         chosen = [TestGate(), *chosen]
-    ctx = GateContext(repo_dir=repo.resolve(), base_commit=base, patch=patch,
-                      repo_config=repo_config, gate_settings=gate_settings,
-                      sandbox_factory=factory, issue_text=issue_text)
+    ctx = GateContext(
+        repo_dir=repo.resolve(),
+        base_commit=base,
+        patch=patch,
+        repo_config=repo_config,
+        gate_settings=gate_settings,
+        sandbox_factory=factory,
+        issue_text=issue_text,
+    )
     report = run_gates(ctx, chosen)
     if sarif_file is not None:
         sarif_file.write_text(json.dumps(report.to_sarif(), indent=2))

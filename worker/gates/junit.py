@@ -59,6 +59,7 @@ def parse_junit(data: bytes) -> list[TestCase]:
             if child.tag == "skipped":
                 outcome = "skipped"
         case_id = f"{classname}::{name}" if classname else name
-        cases.append(TestCase(id=case_id, name=name, classname=classname, outcome=outcome,
-                              message=message))
+        cases.append(
+            TestCase(id=case_id, name=name, classname=classname, outcome=outcome, message=message)
+        )
     return cases

@@ -19,8 +19,17 @@ from typing import Literal
 ChangeStatus = Literal["added", "deleted", "modified", "renamed", "copied"]
 
 _HUNK_RE = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
-_C_ESCAPES = {"a": "\a", "b": "\b", "t": "\t", "n": "\n", "v": "\v", "f": "\f", "r": "\r",
-              '"': '"', "\\": "\\"}
+_C_ESCAPES = {
+    "a": "\a",
+    "b": "\b",
+    "t": "\t",
+    "n": "\n",
+    "v": "\v",
+    "f": "\f",
+    "r": "\r",
+    '"': '"',
+    "\\": "\\",
+}
 SYMLINK_MODE = "120000"
 GITLINK_MODE = "160000"
 
@@ -47,8 +56,12 @@ def normalize_repo_path(raw: str) -> RepoPath:
     norm = posixpath.normpath(raw.replace("\\", "/")) if raw else ""
     norm = norm.lstrip("/")
     parts = norm.split("/")
-    escapes = (absolute or norm in {"", "."} or parts[0] == ".."
-               or any(p.casefold() == ".git" for p in parts))
+    escapes = (
+        absolute
+        or norm in {"", "."}
+        or parts[0] == ".."
+        or any(p.casefold() == ".git" for p in parts)
+    )
     return RepoPath(raw=raw, path=norm, escapes=escapes)
 
 
@@ -112,7 +125,7 @@ def unquote_git_path(text: str) -> str:
                 out += _C_ESCAPES[nxt].encode()
                 i += 2
                 continue
-            octal = body[i + 1:i + 4]
+            octal = body[i + 1 : i + 4]
             if re.fullmatch(r"[0-7]{3}", octal):
                 out.append(int(octal, 8))
                 i += 4
@@ -141,21 +154,20 @@ def _split_diff_git(rest: str) -> tuple[str, str] | None:
     rest = rest.rstrip("\r")
     if rest.startswith('"'):
         end = _closing_quote(rest)
-        first, second = rest[:end + 1], rest[end + 2:]
+        first, second = rest[: end + 1], rest[end + 2 :]
         return _strip_prefix(unquote_git_path(first)), _strip_prefix(unquote_git_path(second))
     candidates = [i for i, ch in enumerate(rest) if ch == " "]
     if rest.endswith('"'):
         start = rest.rfind(' "')
         if start >= 0:
-            return (_strip_prefix(rest[:start]),
-                    _strip_prefix(unquote_git_path(rest[start + 1:])))
+            return (_strip_prefix(rest[:start]), _strip_prefix(unquote_git_path(rest[start + 1 :])))
     for i in candidates:  # prefer the split where both halves name the same path
-        a, b = rest[:i], rest[i + 1:]
+        a, b = rest[:i], rest[i + 1 :]
         if _strip_prefix(a) == _strip_prefix(b):
             return _strip_prefix(a), _strip_prefix(b)
     if candidates:
         i = candidates[len(candidates) // 2]
-        return _strip_prefix(rest[:i]), _strip_prefix(rest[i + 1:])
+        return _strip_prefix(rest[:i]), _strip_prefix(rest[i + 1 :])
     return None
 
 
@@ -205,8 +217,12 @@ class _FileBuilder:
         return FileChange(
             old=normalize_repo_path(old) if old is not None else None,
             new=normalize_repo_path(new) if new is not None else None,
-            status=status, binary=self.binary, old_mode=self.old_mode,
-            new_mode=self.new_mode, added=tuple(self.added), removed=tuple(self.removed),
+            status=status,
+            binary=self.binary,
+            old_mode=self.old_mode,
+            new_mode=self.new_mode,
+            added=tuple(self.added),
+            removed=tuple(self.removed),
         )
 
 
@@ -230,13 +246,17 @@ def parse_patch(text: str) -> ParsedPatch:
         if line.startswith("diff --git "):
             finish()
             current = _FileBuilder()
-            split = _split_diff_git(line[len("diff --git "):])
+            split = _split_diff_git(line[len("diff --git ") :])
             if split:
                 current.git_old, current.git_new = split
             i += 1
             continue
-        if (line.startswith("--- ") and i + 1 < len(lines) and lines[i + 1].startswith("+++ ")
-                and (current is None or current.saw_headers)):
+        if (
+            line.startswith("--- ")
+            and i + 1 < len(lines)
+            and lines[i + 1].startswith("+++ ")
+            and (current is None or current.saw_headers)
+        ):
             finish()  # a plain (non-git) diff: each ---/+++ pair starts a file
             current = _FileBuilder()
         if current is None:
@@ -277,7 +297,8 @@ def _read_extended_header(line: str, current: _FileBuilder) -> None:
         current.old_mode = current.old_mode or mode
         current.new_mode = current.new_mode or mode
     elif line.startswith("GIT binary patch") or (
-            line.startswith("Binary files ") and line.endswith(" differ")):
+        line.startswith("Binary files ") and line.endswith(" differ")
+    ):
         current.binary = True
 
 

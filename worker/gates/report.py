@@ -24,8 +24,11 @@ class GateReport:
 
     @classmethod
     def from_results(cls, results: list[GateResult], duration_s: float) -> GateReport:
-        return cls(passed=bool(results) and all(r.passed for r in results), results=results,
-                   duration_s=duration_s)
+        return cls(
+            passed=bool(results) and all(r.passed for r in results),
+            results=results,
+            duration_s=duration_s,
+        )
 
     def result(self, name: str) -> GateResult | None:
         return next((r for r in self.results if r.name == name), None)
@@ -80,12 +83,19 @@ class GateReport:
                     rule["properties"] = {"tags": info["tags"]}
                 rules.append(rule)
             index = {rule_id: n for n, rule_id in enumerate(rule_ids)}
-            runs.append({
-                "tool": {"driver": {"name": f"ribbit-{r.name}", "informationUri": TOOL_URI,
-                                    "rules": rules}},
-                "results": [_sarif_result(f, index[f.rule]) for f in r.findings],
-                "properties": {"passed": r.passed},
-            })
+            runs.append(
+                {
+                    "tool": {
+                        "driver": {
+                            "name": f"ribbit-{r.name}",
+                            "informationUri": TOOL_URI,
+                            "rules": rules,
+                        }
+                    },
+                    "results": [_sarif_result(f, index[f.rule]) for f in r.findings],
+                    "properties": {"passed": r.passed},
+                }
+            )
         return {"$schema": SARIF_SCHEMA, "version": SARIF_VERSION, "runs": runs}
 
 
@@ -115,14 +125,19 @@ def _gate_markdown(r: GateResult) -> list[str]:
         out += _tests_markdown(r.details)
     elif r.name == "semgrep" and r.details:
         d = r.details
-        out += [f"New findings: {d.get('new', 0)}; already at the base commit: "
-                f"{d.get('preexisting', 0)}; fixed by the patch: {d.get('fixed', 0)}.", ""]
+        out += [
+            f"New findings: {d.get('new', 0)}; already at the base commit: "
+            f"{d.get('preexisting', 0)}; fixed by the patch: {d.get('fixed', 0)}.",
+            "",
+        ]
     if r.findings:
         out += ["| severity | rule | where | message |", "|---|---|---|---|"]
         for f in r.findings[:_MAX_MD_FINDINGS]:
             where = f"{f.path}:{f.line}" if f.path and f.line else (f.path or "")
-            out.append(f"| {f.severity} | `{_md_cell(f.rule)}` | {_md_cell(where)} | "
-                       f"{_md_cell(f.message)} |")
+            out.append(
+                f"| {f.severity} | `{_md_cell(f.rule)}` | {_md_cell(where)} | "
+                f"{_md_cell(f.message)} |"
+            )
         if len(r.findings) > _MAX_MD_FINDINGS:
             out.append(f"\n…and {len(r.findings) - _MAX_MD_FINDINGS} more.")
         out.append("")
@@ -138,12 +153,16 @@ def _tests_markdown(d: dict[str, Any]) -> list[str]:
         out += ["| | passed | failed | skipped | total |", "|---|---|---|---|---|"]
         for label, counts in (("before", before), ("after", after)):
             c = counts.get("counts") or {}
-            out.append(f"| {label} | {c.get('passed', '-')} | {c.get('failed', '-')} | "
-                       f"{c.get('skipped', '-')} | {c.get('total', '-')} |")
+            out.append(
+                f"| {label} | {c.get('passed', '-')} | {c.get('failed', '-')} | "
+                f"{c.get('skipped', '-')} | {c.get('total', '-')} |"
+            )
         out.append("")
-    for key, title in (("regressions", "Passed before, fail after"),
-                       ("target_failures", "Tests the issue is about that fail"),
-                       ("flaky", "Flaky (failed, then passed on a rerun)")):
+    for key, title in (
+        ("regressions", "Passed before, fail after"),
+        ("target_failures", "Tests the issue is about that fail"),
+        ("flaky", "Flaky (failed, then passed on a rerun)"),
+    ):
         names = d.get(key) or []
         if names:
             out.append(f"{title}: " + ", ".join(f"`{_md_cell(n)}`" for n in names[:30]))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol, runtime_checkable
 
 from worker.gates.base import Finding, Gate, GateContext, GateResult
@@ -27,15 +27,24 @@ class TreeGate(Gate, Protocol):
 
 
 def apply_failure(name: str, reason: str, duration_s: float = 0.0) -> GateResult:
-    return GateResult(name=name, passed=False, duration_s=duration_s,
-                      findings=(Finding(gate=name, rule=APPLY_RULE, message=reason),))
+    return GateResult(
+        name=name,
+        passed=False,
+        duration_s=duration_s,
+        findings=(Finding(gate=name, rule=APPLY_RULE, message=reason),),
+    )
 
 
 def crash_result(name: str, exc: BaseException, duration_s: float) -> GateResult:
     return GateResult(
-        name=name, passed=False, duration_s=duration_s,
-        findings=(Finding(gate=name, rule=ERROR_RULE,
-                          message=f"the gate crashed: {type(exc).__name__}: {exc}"),),
+        name=name,
+        passed=False,
+        duration_s=duration_s,
+        findings=(
+            Finding(
+                gate=name, rule=ERROR_RULE, message=f"the gate crashed: {type(exc).__name__}: {exc}"
+            ),
+        ),
         logs="".join(traceback.format_exception(exc)),
     )
 
@@ -51,15 +60,16 @@ def run_tree_gate(gate: TreeGate, ctx: GateContext) -> GateResult:
         return apply_failure(gate.name, str(exc))
 
 
-def _guarded(name: str, call: object, *args: object) -> GateResult:
+def _guarded(name: str, call: Callable[..., GateResult], *args: object) -> GateResult:
     start = time.monotonic()
     try:
-        result = call(*args)  # type: ignore[operator]
+        result = call(*args)
     except Exception as exc:  # a gate's bug must not hide the other gates' results
         return crash_result(name, exc, time.monotonic() - start)
     if not isinstance(result, GateResult):
-        return crash_result(name, TypeError(f"returned {type(result).__name__}"),
-                            time.monotonic() - start)
+        return crash_result(
+            name, TypeError(f"returned {type(result).__name__}"), time.monotonic() - start
+        )
     return result
 
 
@@ -79,7 +89,8 @@ def run_gates(ctx: GateContext, gates: Sequence[Gate] | None = None) -> GateRepo
                     results.append(_guarded(gate.name, gate.run, ctx))
     except PatchApplyError as exc:
         results = [
-            _guarded(g.name, g.run_unapplied, ctx, str(exc)) if isinstance(g, TreeGate)
+            _guarded(g.name, g.run_unapplied, ctx, str(exc))
+            if isinstance(g, TreeGate)
             else apply_failure(g.name, str(exc))
             for g in chosen
         ]

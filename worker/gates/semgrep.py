@@ -33,14 +33,20 @@ import yaml
 from worker.gates.base import Finding, GateContext, GateResult, Severity
 from worker.gates.patch import FileChange
 from worker.gates.runner import apply_failure, run_tree_gate
-from worker.gates.trees import PatchTrees
+from worker.gates.trees import PatchTrees, regular_file_inside
 
 NAME = "semgrep"
 RULES_DIR = Path(__file__).parent / "rules"
 REPO_RULE_FILES = (".semgrep.yml", ".semgrep.yaml")
-_SEVERITY: dict[str, Severity] = {"ERROR": "error", "WARNING": "warning", "INFO": "info",
-                                  "CRITICAL": "error", "HIGH": "error", "MEDIUM": "warning",
-                                  "LOW": "info"}
+_SEVERITY: dict[str, Severity] = {
+    "ERROR": "error",
+    "WARNING": "warning",
+    "INFO": "info",
+    "CRITICAL": "error",
+    "HIGH": "error",
+    "MEDIUM": "warning",
+    "LOW": "info",
+}
 _CONFIG_ERROR_EXIT = 7
 _MAX_TARGET_BYTES = 20 * 1024 * 1024
 
@@ -101,26 +107,16 @@ def _rule_catalogue(files: list[Path]) -> dict[str, dict[str, Any]]:
 
 def _canonical_rule_id(check_id: str, known: dict[str, dict[str, Any]]) -> str:
     """Semgrep prefixes ids with the rule file's folder path; strip it back off."""
-    best = max((rid for rid in known if check_id == rid or check_id.endswith("." + rid)),
-               key=len, default=None)
+    best = max(
+        (rid for rid in known if check_id == rid or check_id.endswith("." + rid)),
+        key=len,
+        default=None,
+    )
     return best or check_id
 
 
 def _inside(tree: Path, rel: str) -> Path | None:
-    """``tree/rel`` if it is a regular file really inside ``tree`` (symlinks refused)."""
-    candidate = tree / rel
-    try:
-        if candidate.is_symlink() or not candidate.is_file():
-            return None
-        resolved = candidate.resolve(strict=True)
-    except OSError:
-        return None
-    if not resolved.is_relative_to(tree.resolve()):
-        return None
-    if any(part.is_symlink() for part in candidate.parents if part != tree and
-           part.is_relative_to(tree)):
-        return None
-    return resolved
+    return regular_file_inside(tree, rel)
 
 
 class SemgrepGate:
@@ -139,9 +135,17 @@ class SemgrepGate:
         start = time.monotonic()
         binary = self._binary or find_semgrep()
         if binary is None:
-            return GateResult(name=NAME, passed=False, findings=(Finding(
-                gate=NAME, rule="semgrep-missing",
-                message="semgrep is not installed, so the patch could not be scanned"),))
+            return GateResult(
+                name=NAME,
+                passed=False,
+                findings=(
+                    Finding(
+                        gate=NAME,
+                        rule="semgrep-missing",
+                        message="semgrep is not installed, so the patch could not be scanned",
+                    ),
+                ),
+            )
         warnings: list[Finding] = []
         builtin = builtin_rule_files()
         repo_rules = self._repo_rule_files(ctx, trees.before, warnings)
@@ -159,30 +163,53 @@ class SemgrepGate:
         with tempfile.TemporaryDirectory(prefix="ribbit-semgrep-") as home:
             try:
                 try:
-                    matches = _scan(binary, root, targets, builtin + deployment + repo_rules,
-                                    catalogue, Path(home), timeout)
+                    matches = _scan(
+                        binary,
+                        root,
+                        targets,
+                        builtin + deployment + repo_rules,
+                        catalogue,
+                        Path(home),
+                        timeout,
+                    )
                 except _ConfigError as exc:
                     if not repo_rules:
                         raise SemgrepError(str(exc)) from None
-                    warnings.append(Finding(
-                        gate=NAME, rule="repo-rules-invalid", severity="warning",
-                        message=f"the repository's Semgrep rules are invalid and were "
-                                f"skipped: {exc}"))
+                    warnings.append(
+                        Finding(
+                            gate=NAME,
+                            rule="repo-rules-invalid",
+                            severity="warning",
+                            message=f"the repository's Semgrep rules are invalid and were "
+                            f"skipped: {exc}",
+                        )
+                    )
                     repo_rules = []
-                    matches = _scan(binary, root, targets, builtin + deployment, catalogue,
-                                    Path(home), timeout)
+                    matches = _scan(
+                        binary, root, targets, builtin + deployment, catalogue, Path(home), timeout
+                    )
             except (SemgrepError, _ConfigError, subprocess.TimeoutExpired) as exc:
                 return GateResult(
-                    name=NAME, passed=False, duration_s=time.monotonic() - start,
-                    findings=(*warnings, Finding(gate=NAME, rule="semgrep-failed",
-                                                 message=f"semgrep could not scan: {exc}")))
-        before = [m.moved(m.path.removeprefix("before/")) for m in matches
-                  if m.path.startswith("before/")]
-        after = [m.moved(m.path.removeprefix("after/")) for m in matches
-                 if m.path.startswith("after/")]
+                    name=NAME,
+                    passed=False,
+                    duration_s=time.monotonic() - start,
+                    findings=(
+                        *warnings,
+                        Finding(
+                            gate=NAME,
+                            rule="semgrep-failed",
+                            message=f"semgrep could not scan: {exc}",
+                        ),
+                    ),
+                )
+        before = [
+            m.moved(m.path.removeprefix("before/")) for m in matches if m.path.startswith("before/")
+        ]
+        after = [
+            m.moved(m.path.removeprefix("after/")) for m in matches if m.path.startswith("after/")
+        ]
 
-        before_prints = Counter(
-            (m.rule, rename.get(m.path, m.path), m.code) for m in before)
+        before_prints = Counter((m.rule, rename.get(m.path, m.path), m.code) for m in before)
         after_prints = Counter(m.fingerprint for m in after)
         new_prints = after_prints - before_prints
         fixed = sum((before_prints - after_prints).values())
@@ -194,8 +221,17 @@ class SemgrepGate:
                 new_prints[m.fingerprint] -= 1
                 new_matches.append(m)
         new_matches.sort(key=lambda m: (m.path, m.line))
-        findings = [Finding(gate=NAME, rule=m.rule, message=m.message, path=m.path,
-                            line=m.line, severity=m.severity) for m in new_matches]
+        findings = [
+            Finding(
+                gate=NAME,
+                rule=m.rule,
+                message=m.message,
+                path=m.path,
+                line=m.line,
+                severity=m.severity,
+            )
+            for m in new_matches
+        ]
         blocking = [f for f in findings if f.severity != "info"]
         used = {m.rule for m in new_matches}
         details = {
@@ -206,8 +242,13 @@ class SemgrepGate:
             "rule_files": [str(p) for p in builtin + deployment + repo_rules],
             "rules": {rid: info for rid, info in catalogue.items() if rid in used},
         }
-        return GateResult(name=NAME, passed=not blocking, findings=(*findings, *warnings),
-                          duration_s=time.monotonic() - start, details=details)
+        return GateResult(
+            name=NAME,
+            passed=not blocking,
+            findings=(*findings, *warnings),
+            duration_s=time.monotonic() - start,
+            details=details,
+        )
 
     @staticmethod
     def _repo_rule_files(ctx: GateContext, before: Path, warnings: list[Finding]) -> list[Path]:
@@ -218,9 +259,15 @@ class SemgrepGate:
             if path is not None:
                 found.append(path)
             elif rel not in REPO_RULE_FILES:
-                warnings.append(Finding(gate=NAME, rule="repo-rules-missing", severity="warning",
-                                        message=f"rule file {rel} named in .ribbit.yml is not "
-                                                "a file in the repository"))
+                warnings.append(
+                    Finding(
+                        gate=NAME,
+                        rule="repo-rules-missing",
+                        severity="warning",
+                        message=f"rule file {rel} named in .ribbit.yml is not "
+                        "a file in the repository",
+                    )
+                )
         return found
 
 
@@ -245,31 +292,53 @@ class _ConfigError(Exception):
     pass
 
 
-def _scan(binary: str, tree: Path, targets: list[str], configs: list[Path],
-          catalogue: dict[str, dict[str, Any]], home: Path,
-          timeout: float) -> list[SemgrepMatch]:
-    argv = [binary, "scan", "--json", "--metrics=off", "--disable-version-check",
-            "--disable-nosem", "--no-git-ignore", "--x-ignore-semgrepignore-files",
-            "--no-rewrite-rule-ids", f"--max-target-bytes={_MAX_TARGET_BYTES}", "--quiet"]
+def _scan(
+    binary: str,
+    tree: Path,
+    targets: list[str],
+    configs: list[Path],
+    catalogue: dict[str, dict[str, Any]],
+    home: Path,
+    timeout: float,
+) -> list[SemgrepMatch]:
+    argv = [
+        binary,
+        "scan",
+        "--json",
+        "--metrics=off",
+        "--disable-version-check",
+        "--disable-nosem",
+        "--no-git-ignore",
+        "--x-ignore-semgrepignore-files",
+        "--no-rewrite-rule-ids",
+        f"--max-target-bytes={_MAX_TARGET_BYTES}",
+        "--quiet",
+    ]
     for config in configs:
         argv += ["--config", str(config)]
     argv += ["--", *(f"./{t}" for t in targets)]
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home),
-           "LANG": "C.UTF-8", "SEMGREP_SEND_METRICS": "off",
-           "SEMGREP_ENABLE_VERSION_CHECK": "0", "XDG_CONFIG_HOME": str(home),
-           "XDG_CACHE_HOME": str(home)}
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(home),
+        "LANG": "C.UTF-8",
+        "SEMGREP_SEND_METRICS": "off",
+        "SEMGREP_ENABLE_VERSION_CHECK": "0",
+        "XDG_CONFIG_HOME": str(home),
+        "XDG_CACHE_HOME": str(home),
+    }
     if not targets:
         return []
-    proc = subprocess.run(argv, cwd=tree, env=env, capture_output=True, timeout=timeout,
-                          check=False)
+    proc = subprocess.run(
+        argv, cwd=tree, env=env, capture_output=True, timeout=timeout, check=False
+    )
     try:
         data = json.loads(proc.stdout or b"{}")
     except json.JSONDecodeError:
         data = {}
     errors = [e for e in data.get("errors", []) if isinstance(e, dict)]
     if proc.returncode == _CONFIG_ERROR_EXIT or any(
-            e.get("level") == "error" and "rule" in str(e.get("type", "")).lower()
-            for e in errors):
+        e.get("level") == "error" and "rule" in str(e.get("type", "")).lower() for e in errors
+    ):
         raise _ConfigError(_first_error(errors, proc.stderr))
     if proc.returncode not in (0, 1) or "results" not in data:
         raise SemgrepError(f"exit {proc.returncode}: {_first_error(errors, proc.stderr)}")
@@ -284,11 +353,16 @@ def _scan(binary: str, tree: Path, targets: list[str], configs: list[Path],
         code = " ".join(sources[rel][start:end].decode(errors="replace").split())
         extra = r.get("extra", {})
         rule = _canonical_rule_id(r["check_id"], catalogue)
-        matches.append(SemgrepMatch(
-            rule=rule, path=rel, line=int(r["start"]["line"]),
-            message=" ".join(str(extra.get("message", rule)).split()),
-            severity=_SEVERITY.get(str(extra.get("severity", "ERROR")).upper(), "error"),
-            code=code))
+        matches.append(
+            SemgrepMatch(
+                rule=rule,
+                path=rel,
+                line=int(r["start"]["line"]),
+                message=" ".join(str(extra.get("message", rule)).split()),
+                severity=_SEVERITY.get(str(extra.get("severity", "ERROR")).upper(), "error"),
+                code=code,
+            )
+        )
     return matches
 
 

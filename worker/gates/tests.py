@@ -18,6 +18,7 @@ show themselves; each of the before and after runs starts from a fresh sandbox.
 from __future__ import annotations
 
 import re
+import shlex
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -28,7 +29,7 @@ from worker.gates.base import Finding, GateContext, GateResult, Severity
 from worker.gates.hygiene import is_test_path
 from worker.gates.junit import JUnitError, Outcome, TestCase, parse_junit
 from worker.gates.runner import apply_failure, run_tree_gate
-from worker.gates.trees import PatchTrees
+from worker.gates.trees import PatchTrees, regular_file_inside
 from worker.sandbox.base import WORKSPACE, ExecResult, Sandbox
 
 NAME = "tests"
@@ -62,15 +63,22 @@ class SuiteRun:
 
     def counts(self) -> dict[str, int]:
         values = list(self.final.values())
-        return {"passed": values.count("passed"), "failed": values.count("failed"),
-                "skipped": values.count("skipped"), "total": len(values),
-                "flaky": len(self.flaky)}
+        return {
+            "passed": values.count("passed"),
+            "failed": values.count("failed"),
+            "skipped": values.count("skipped"),
+            "total": len(values),
+            "flaky": len(self.flaky),
+        }
 
     def summary(self) -> dict[str, Any]:
         return {
-            "exit_code": self.exit_code, "first_exit_code": self.first_exit_code,
-            "timed_out": self.timed_out, "setup_failed": self.setup_failed,
-            "per_test": self.junit, "reran": self.reran,
+            "exit_code": self.exit_code,
+            "first_exit_code": self.first_exit_code,
+            "timed_out": self.timed_out,
+            "setup_failed": self.setup_failed,
+            "per_test": self.junit,
+            "reran": self.reran,
             "counts": self.counts() if self.junit else {},
             "failing": sorted(t for t, o in self.final.items() if o == "failed"),
             "flaky": sorted(self.flaky),
@@ -105,8 +113,14 @@ class TestGate:
         findings, details = judge(ctx, before, after, targets)
         blocking = [f for f in findings if f.severity == "error"]
         logs = f"--- before ---\n{before.log}\n--- after ---\n{after.log}"
-        return GateResult(name=NAME, passed=not blocking, findings=tuple(findings),
-                          logs=logs, duration_s=time.monotonic() - start, details=details)
+        return GateResult(
+            name=NAME,
+            passed=not blocking,
+            findings=tuple(findings),
+            logs=logs,
+            duration_s=time.monotonic() - start,
+            details=details,
+        )
 
     def _run_tree(self, ctx: GateContext, tree: Path, label: str) -> SuiteRun:
         run = SuiteRun(label=label)
@@ -127,7 +141,8 @@ class TestGate:
             run.junit = first_junit
             run.cases = first_cases
             run.final = {cid: c.outcome for cid, c in first_cases.items()}
-            if not first.timed_out and first.exit_code != 0:
+            failed = any(c.outcome == "failed" for c in first_cases.values())
+            if not first.timed_out and first.exit_code != 0 and (failed or not first_junit):
                 run.reran = True
                 second, second_cases, _ = self._once(ctx, sandbox, workspace, 2, timeout)
                 logs.append(f"$ {ctx.repo_config.test}  # rerun\n{_output(second)}")
@@ -144,19 +159,43 @@ class TestGate:
         return run
 
     @staticmethod
-    def _once(ctx: GateContext, sandbox: Sandbox, workspace: str, n: int,
-              timeout: float) -> tuple[ExecResult, dict[str, TestCase], bool]:
+    def _once(
+        ctx: GateContext, sandbox: Sandbox, workspace: str, n: int, timeout: float
+    ) -> tuple[ExecResult, dict[str, TestCase], bool]:
         marker = f"{REPORT_DIR}/start-{n}"
         own_report = f"{REPORT_DIR}/junit-{n}.xml"
         sandbox.exec(["mkdir", "-p", REPORT_DIR], timeout=_SHORT_TIMEOUT_S)
         sandbox.exec(["touch", marker], timeout=_SHORT_TIMEOUT_S)
-        env = {"PYTEST_ADDOPTS": f"--junitxml={workspace}/{own_report} -o junit_family=xunit1"}
+        # pytest splits PYTEST_ADDOPTS like a shell would, hence the quoting.
+        junit_path = shlex.quote(f"{workspace}/{own_report}")
+        env = {"PYTEST_ADDOPTS": f"--junitxml={junit_path} -o junit_family=xunit1"}
         result = sandbox.exec(ctx.repo_config.test, timeout=timeout, env=env)
         listing = sandbox.exec(
-            ["find", ".", "(", "-path", "./.git", "-o", "-path", f"./{REPORT_DIR}",
-             "-o", "-name", "node_modules", ")", "-prune", "-o", "-type", "f",
-             "-name", "*.xml", "-newer", marker, "-print"],
-            timeout=_SHORT_TIMEOUT_S)
+            [
+                "find",
+                ".",
+                "(",
+                "-path",
+                "./.git",
+                "-o",
+                "-path",
+                f"./{REPORT_DIR}",
+                "-o",
+                "-name",
+                "node_modules",
+                ")",
+                "-prune",
+                "-o",
+                "-type",
+                "f",
+                "-name",
+                "*.xml",
+                "-newer",
+                marker,
+                "-print",
+            ],
+            timeout=_SHORT_TIMEOUT_S,
+        )
         written = [line[2:] for line in listing.stdout.splitlines() if line.startswith("./")]
         candidates = [own_report, *written[:_MAX_JUNIT_FILES]]
         cases: dict[str, TestCase] = {}
@@ -187,8 +226,11 @@ def target_tests(ctx: GateContext, trees: PatchTrees) -> list[TargetTest]:
         path = change.new.path
         if not path.endswith(".py"):
             continue
+        file = regular_file_inside(trees.after, path)
+        if file is None:
+            continue
         try:
-            lines = (trees.after / path).read_text(errors="replace").splitlines()
+            lines = file.read_text(errors="replace").splitlines()
         except OSError:
             continue
         for line_no, _ in change.added:
@@ -227,8 +269,9 @@ def _matches(case: TestCase, target: TargetTest) -> bool:
     return not case.classname or stem in case.classname.split(".")
 
 
-def _finding(rule: str, message: str, severity: Severity = "error",
-             path: str | None = None) -> Finding:
+def _finding(
+    rule: str, message: str, severity: Severity = "error", path: str | None = None
+) -> Finding:
     return Finding(gate=NAME, rule=rule, message=message, severity=severity, path=path)
 
 
@@ -238,8 +281,9 @@ def _names(ids: Iterable[str]) -> str:
     return shown + (f" and {len(ids) - 10} more" if len(ids) > 10 else "")
 
 
-def judge(ctx: GateContext, before: SuiteRun, after: SuiteRun,
-          targets: list[TargetTest]) -> tuple[list[Finding], dict[str, Any]]:
+def judge(
+    ctx: GateContext, before: SuiteRun, after: SuiteRun, targets: list[TargetTest]
+) -> tuple[list[Finding], dict[str, Any]]:
     findings: list[Finding] = []
     timeout = ctx.gate_settings.test_timeout_s
     regressions: list[str] = []
@@ -248,15 +292,30 @@ def judge(ctx: GateContext, before: SuiteRun, after: SuiteRun,
     if after.setup_failed:
         findings.append(_finding("setup-failed", "the setup command failed after the patch"))
     if before.setup_failed:
-        findings.append(_finding("setup-failed-before", "the setup command already failed at "
-                                 "the base commit", severity="warning"))
+        findings.append(
+            _finding(
+                "setup-failed-before",
+                "the setup command already failed at the base commit",
+                severity="warning",
+            )
+        )
     if before.timed_out:
-        findings.append(_finding("tests-timeout-before", f"at the base commit the tests did "
-                                 f"not finish within {timeout} s, so there is no baseline",
-                                 severity="warning"))
+        findings.append(
+            _finding(
+                "tests-timeout-before",
+                f"at the base commit the tests did "
+                f"not finish within {timeout} s, so there is no baseline",
+                severity="warning",
+            )
+        )
     if after.timed_out:
-        findings.append(_finding("tests-timeout", f"with the patch the test command did not "
-                                 f"finish within {timeout} s (hanging test?)"))
+        findings.append(
+            _finding(
+                "tests-timeout",
+                f"with the patch the test command did not "
+                f"finish within {timeout} s (hanging test?)",
+            )
+        )
     elif after.junit:
         baseline = before.junit and not before.timed_out
         for cid, outcome in sorted(after.final.items()):
@@ -268,57 +327,113 @@ def judge(ctx: GateContext, before: SuiteRun, after: SuiteRun,
             elif was != "failed" or not baseline:
                 new_failures.append(cid)
         if regressions:
-            findings.append(_finding("test-regression", f"{len(regressions)} test(s) passed "
-                                     f"before the patch and fail after: {_names(regressions)}"))
+            findings.append(
+                _finding(
+                    "test-regression",
+                    f"{len(regressions)} test(s) passed "
+                    f"before the patch and fail after: {_names(regressions)}",
+                )
+            )
         if new_failures:
-            findings.append(_finding("test-fails", f"{len(new_failures)} test(s) fail with "
-                                     f"the patch that did not fail before: "
-                                     f"{_names(new_failures)}"))
-        preexisting = [c for c, o in after.final.items()
-                       if o == "failed" and before.final.get(c) == "failed"]
+            findings.append(
+                _finding(
+                    "test-fails",
+                    f"{len(new_failures)} test(s) fail with "
+                    f"the patch that did not fail before: "
+                    f"{_names(new_failures)}",
+                )
+            )
+        preexisting = [
+            c for c, o in after.final.items() if o == "failed" and before.final.get(c) == "failed"
+        ]
         if preexisting and baseline:
-            findings.append(_finding("preexisting-failures", f"{len(preexisting)} test(s) "
-                                     f"already failed before the patch: {_names(preexisting)}",
-                                     severity="info"))
+            findings.append(
+                _finding(
+                    "preexisting-failures",
+                    f"{len(preexisting)} test(s) "
+                    f"already failed before the patch: {_names(preexisting)}",
+                    severity="info",
+                )
+            )
         vanished = [c for c, o in before.final.items() if o == "passed" and c not in after.final]
         if vanished and baseline:
-            findings.append(_finding("tests-missing", f"{len(vanished)} test(s) that passed "
-                                     f"before did not run after the patch: {_names(vanished)}",
-                                     severity="warning"))
+            findings.append(
+                _finding(
+                    "tests-missing",
+                    f"{len(vanished)} test(s) that passed "
+                    f"before did not run after the patch: {_names(vanished)}",
+                    severity="warning",
+                )
+            )
         for target in targets:
             hits = [c for c in after.cases.values() if _matches(c, target)]
             if not hits:
                 if target.path is not None:  # issue texts name tests loosely; patches don't
                     target_failures.append(target.name)
-                    findings.append(_finding("target-test-not-run", f"the patch changes "
-                                             f"`{target.name}` but the test command did not "
-                                             "run it", path=target.path))
+                    findings.append(
+                        _finding(
+                            "target-test-not-run",
+                            f"the patch changes "
+                            f"`{target.name}` but the test command did not "
+                            "run it",
+                            path=target.path,
+                        )
+                    )
                 continue
             bad = [c.id for c in hits if after.final.get(c.id) != "passed"]
             if bad:
                 target_failures += bad
-                findings.append(_finding("target-test-fails", f"a test the issue is about "
-                                         f"does not pass: {_names(bad)}", path=target.path))
-        if (not after.suite_ok and not any(o == "failed" for o in after.final.values())
-                and before.suite_ok):
-            findings.append(_finding("test-command-failed", f"the test command exits "
-                                     f"{after.exit_code} after the patch (0 before), though "
-                                     "no test case failed"))
+                findings.append(
+                    _finding(
+                        "target-test-fails",
+                        f"a test the issue is about does not pass: {_names(bad)}",
+                        path=target.path,
+                    )
+                )
+        if (
+            not after.suite_ok
+            and not any(o == "failed" for o in after.final.values())
+            and before.suite_ok
+        ):
+            findings.append(
+                _finding(
+                    "test-command-failed",
+                    f"the test command exits "
+                    f"{after.exit_code} after the patch (0 before), though "
+                    "no test case failed",
+                )
+            )
         if not after.final:
-            findings.append(_finding("no-tests", "the test command ran no tests",
-                                     severity="warning"))
+            findings.append(
+                _finding("no-tests", "the test command ran no tests", severity="warning")
+            )
     else:
         if not after.suite_ok:
-            findings.append(_finding("tests-failed", f"the test command exits "
-                                     f"{after.exit_code} with the patch (no per-test report "
-                                     "to tell which tests fail)"))
+            findings.append(
+                _finding(
+                    "tests-failed",
+                    f"the test command exits "
+                    f"{after.exit_code} with the patch (no per-test report "
+                    "to tell which tests fail)",
+                )
+            )
         elif after.first_exit_code != 0:
-            findings.append(_finding("flaky-suite", "the test command failed, then passed on "
-                                     "a rerun", severity="warning"))
+            findings.append(
+                _finding(
+                    "flaky-suite",
+                    "the test command failed, then passed on a rerun",
+                    severity="warning",
+                )
+            )
     flaky = sorted(set(before.flaky) | set(after.flaky))
     if flaky:
-        findings.append(_finding("flaky-tests", f"flaky (failed, then passed on a rerun): "
-                                 f"{_names(flaky)}", severity="warning"))
+        findings.append(
+            _finding(
+                "flaky-tests",
+                f"flaky (failed, then passed on a rerun): {_names(flaky)}",
+                severity="warning",
+            )
+        )
     details = {
         "command": ctx.repo_config.test,
         "before": before.summary(),

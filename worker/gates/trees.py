@@ -33,8 +33,14 @@ _GIT_ENV = {
     "GIT_COMMITTER_NAME": "ribbit-gates",
     "GIT_COMMITTER_EMAIL": "ribbit-gates@localhost",
 }
-_GIT_SAFE = ["-c", "core.hooksPath=" + os.devnull, "-c", "core.fsmonitor=false",
-             "-c", "safe.directory=*"]
+_GIT_SAFE = [
+    "-c",
+    "core.hooksPath=" + os.devnull,
+    "-c",
+    "core.fsmonitor=false",
+    "-c",
+    "safe.directory=*",
+]
 
 
 class PatchTreeError(Exception):
@@ -45,11 +51,19 @@ class PatchApplyError(PatchTreeError):
     """The patch does not apply to the base commit."""
 
 
-def run_git(cwd: Path, *args: str,
-            stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+def run_git(
+    cwd: Path, *args: str, stdin: bytes | None = None
+) -> subprocess.CompletedProcess[bytes]:
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.devnull, **_GIT_ENV}
-    return subprocess.run(["git", *_GIT_SAFE, *args], cwd=cwd, env=env, input=stdin,
-                          capture_output=True, timeout=GIT_TIMEOUT_S, check=False)
+    return subprocess.run(
+        ["git", *_GIT_SAFE, *args],
+        cwd=cwd,
+        env=env,
+        input=stdin,
+        capture_output=True,
+        timeout=GIT_TIMEOUT_S,
+        check=False,
+    )
 
 
 def _git_ok(cwd: Path, *args: str, stdin: bytes | None = None) -> bytes:
@@ -81,6 +95,21 @@ def _check_base_commit(ctx: GateContext) -> None:
         raise PatchTreeError(f"base commit {base} is not in {ctx.repo_dir}")
 
 
+def regular_file_inside(tree: Path, rel: str) -> Path | None:
+    """``tree/rel`` if it is a regular file really inside ``tree``: a patch can add
+    symlinks, and nothing on the host may follow one out of the tree."""
+    candidate = tree / rel
+    try:
+        if candidate.is_symlink() or not candidate.is_file():
+            return None
+        resolved = candidate.resolve(strict=True)
+    except OSError:
+        return None
+    if not resolved.is_relative_to(tree.resolve()):
+        return None
+    return resolved
+
+
 @contextmanager
 def patch_trees(ctx: GateContext) -> Iterator[PatchTrees]:
     """Build both trees; raises PatchApplyError when the patch does not apply."""
@@ -95,14 +124,24 @@ def patch_trees(ctx: GateContext) -> Iterator[PatchTrees]:
     try:
         before, after = root / "before", root / "after"
         for dest in (before, after):
-            _git_ok(root, "clone", "--quiet", "--no-checkout", "--no-hardlinks", "--",
-                    str(ctx.repo_dir.resolve()), str(dest))
+            _git_ok(
+                root,
+                "clone",
+                "--quiet",
+                "--no-checkout",
+                "--no-hardlinks",
+                "--",
+                str(ctx.repo_dir.resolve()),
+                str(dest),
+            )
             _git_ok(dest, "checkout", "--quiet", "--detach", ctx.base_commit)
+            _git_ok(dest, "remote", "remove", "origin")  # the host path is nobody's business
         patch_bytes = ctx.patch.encode("utf-8", errors="surrogateescape")
         if not patch_bytes.endswith(b"\n"):
             patch_bytes += b"\n"
-        applied = run_git(after, "apply", "--index", "--binary", "--whitespace=nowarn", "-",
-                          stdin=patch_bytes)
+        applied = run_git(
+            after, "apply", "--index", "--binary", "--whitespace=nowarn", "-", stdin=patch_bytes
+        )
         if applied.returncode != 0:
             reason = applied.stderr.decode(errors="replace").strip() or "git apply failed"
             raise PatchApplyError(f"the patch does not apply to {ctx.base_commit[:12]}: {reason}")

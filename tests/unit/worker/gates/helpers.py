@@ -34,12 +34,24 @@ def make_patch(repo: Path, changes: Mapping[str, str | bytes | None]) -> str:
     return patch
 
 
-def make_ctx(repo: Path, base: str, patch: str, *, config: RepoConfig | None = None,
-             settings: GateSettings | None = None, issue_text: str = "") -> GateContext:
-    return GateContext(repo_dir=repo, base_commit=base, patch=patch,
-                       repo_config=config or RepoConfig(test=PYTEST),
-                       gate_settings=settings or GateSettings(),
-                       sandbox_factory=LocalDirSandbox, issue_text=issue_text)
+def make_ctx(
+    repo: Path,
+    base: str,
+    patch: str,
+    *,
+    config: RepoConfig | None = None,
+    settings: GateSettings | None = None,
+    issue_text: str = "",
+) -> GateContext:
+    return GateContext(
+        repo_dir=repo,
+        base_commit=base,
+        patch=patch,
+        repo_config=config or RepoConfig(test=PYTEST),
+        gate_settings=settings or GateSettings(),
+        sandbox_factory=LocalDirSandbox,
+        issue_text=issue_text,
+    )
 
 
 def repo_with(tmp_path: Path, files: Mapping[str, str]) -> tuple[Path, str]:

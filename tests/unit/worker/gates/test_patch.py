@@ -37,7 +37,9 @@ def test_parse_patch_reads_renames_deletions_and_binaries() -> None:
     rename, deletion, binary = parsed.files
     assert rename.status == "renamed"
     assert (rename.old and rename.old.path, rename.new and rename.new.path) == (
-        "old/name.py", "new/name.py")
+        "old/name.py",
+        "new/name.py",
+    )
     assert rename.removed == ((2, "-- this removed line looks like a header"),)
     assert rename.added == ((2, "y = 2"),)
     assert deletion.status == "deleted" and deletion.new is None
@@ -47,9 +49,11 @@ def test_parse_patch_reads_renames_deletions_and_binaries() -> None:
 
 
 def test_parse_patch_sees_through_dot_dot_paths() -> None:
-    patch = ("diff --git a/a/../.github/workflows/ci.yml b/a/../.github/workflows/ci.yml\n"
-             "new file mode 100644\n--- /dev/null\n+++ b/a/../.github/workflows/ci.yml\n"
-             "@@ -0,0 +1 @@\n+on: push\n")
+    patch = (
+        "diff --git a/a/../.github/workflows/ci.yml b/a/../.github/workflows/ci.yml\n"
+        "new file mode 100644\n--- /dev/null\n+++ b/a/../.github/workflows/ci.yml\n"
+        "@@ -0,0 +1 @@\n+on: push\n"
+    )
     (change,) = parse_patch(patch).files
     assert change.new is not None
     assert change.new.path == ".github/workflows/ci.yml"
@@ -57,8 +61,9 @@ def test_parse_patch_sees_through_dot_dot_paths() -> None:
     assert not change.new.escapes
 
 
-@pytest.mark.parametrize("raw", ["../outside.py", "/etc/passwd", "a/../../x", ".git/config",
-                                 "sub/.GIT/hooks/pre-commit"])
+@pytest.mark.parametrize(
+    "raw", ["../outside.py", "/etc/passwd", "a/../../x", ".git/config", "sub/.GIT/hooks/pre-commit"]
+)
 def test_normalize_repo_path_flags_escapes(raw: str) -> None:
     assert normalize_repo_path(raw).escapes
 
@@ -68,20 +73,24 @@ def test_unquote_git_path_decodes_octal_utf8() -> None:
 
 
 def test_parse_patch_reads_plain_unified_diff_and_quoted_names() -> None:
-    patch = ('--- a/one.py\t2024-01-01\n+++ b/one.py\t2024-01-02\n@@ -1 +1 @@\n-a\n+b\n'
-             'diff --git "a/sp ace.py" "b/sp ace.py"\nindex 1..2 100644\n'
-             '--- "a/sp ace.py"\n+++ "b/sp ace.py"\n@@ -1 +1,2 @@\n x\n+y\n'
-             '\\ No newline at end of file\n')
+    patch = (
+        "--- a/one.py\t2024-01-01\n+++ b/one.py\t2024-01-02\n@@ -1 +1 @@\n-a\n+b\n"
+        'diff --git "a/sp ace.py" "b/sp ace.py"\nindex 1..2 100644\n'
+        '--- "a/sp ace.py"\n+++ "b/sp ace.py"\n@@ -1 +1,2 @@\n x\n+y\n'
+        "\\ No newline at end of file\n"
+    )
     first, second = parse_patch(patch).files
     assert first.path == "one.py" and first.status == "modified"
     assert second.path == "sp ace.py" and second.added == ((2, "y"),)
 
 
 def test_parse_patch_reads_symlink_and_mode_changes() -> None:
-    patch = ("diff --git a/link b/link\nnew file mode 120000\nindex 0000000..1234567\n"
-             "--- /dev/null\n+++ b/link\n@@ -0,0 +1 @@\n+/etc/passwd\n"
-             "\\ No newline at end of file\n"
-             "diff --git a/run.sh b/run.sh\nold mode 100644\nnew mode 100755\n")
+    patch = (
+        "diff --git a/link b/link\nnew file mode 120000\nindex 0000000..1234567\n"
+        "--- /dev/null\n+++ b/link\n@@ -0,0 +1 @@\n+/etc/passwd\n"
+        "\\ No newline at end of file\n"
+        "diff --git a/run.sh b/run.sh\nold mode 100644\nnew mode 100755\n"
+    )
     link, script = parse_patch(patch).files
     assert link.is_symlink
     assert (script.old_mode, script.new_mode) == ("100644", "100755")

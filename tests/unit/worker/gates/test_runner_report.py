@@ -13,9 +13,10 @@ from worker.gates.hygiene import HygieneGate
 from worker.gates.semgrep import SemgrepGate, find_semgrep
 from worker.gates.tests import TestGate
 
-BASE = {"calc.py": "def add(a, b):\n    return a - b\n",
-        "tests/test_calc.py": "from calc import add\n\n\ndef test_zero():\n"
-                              "    assert add(0, 0) == 0\n"}
+BASE = {
+    "calc.py": "def add(a, b):\n    return a - b\n",
+    "tests/test_calc.py": "from calc import add\n\n\ndef test_zero():\n    assert add(0, 0) == 0\n",
+}
 
 # The parts of SARIF 2.1.0 that code-scanning uploads insist on.
 SARIF_MINIMAL_SCHEMA = {
@@ -23,26 +24,70 @@ SARIF_MINIMAL_SCHEMA = {
     "required": ["version", "runs", "$schema"],
     "properties": {
         "version": {"const": "2.1.0"},
-        "runs": {"type": "array", "items": {
-            "type": "object", "required": ["tool", "results"],
-            "properties": {
-                "tool": {"type": "object", "required": ["driver"], "properties": {
-                    "driver": {"type": "object", "required": ["name", "rules"], "properties": {
-                        "rules": {"type": "array", "items": {
-                            "type": "object", "required": ["id", "shortDescription"]}}}}}},
-                "results": {"type": "array", "items": {
-                    "type": "object", "required": ["ruleId", "message", "level"],
-                    "properties": {
-                        "level": {"enum": ["none", "note", "warning", "error"]},
-                        "message": {"type": "object", "required": ["text"]},
-                        "locations": {"type": "array", "items": {
-                            "type": "object", "required": ["physicalLocation"],
-                            "properties": {"physicalLocation": {
-                                "type": "object", "required": ["artifactLocation"],
-                                "properties": {"region": {
-                                    "type": "object", "required": ["startLine"],
-                                    "properties": {"startLine": {"type": "integer",
-                                                                 "minimum": 1}}}}}}}}}}}}}},
+        "runs": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["tool", "results"],
+                "properties": {
+                    "tool": {
+                        "type": "object",
+                        "required": ["driver"],
+                        "properties": {
+                            "driver": {
+                                "type": "object",
+                                "required": ["name", "rules"],
+                                "properties": {
+                                    "rules": {
+                                        "type": "array",
+                                        "items": {
+                                            "type": "object",
+                                            "required": ["id", "shortDescription"],
+                                        },
+                                    }
+                                },
+                            }
+                        },
+                    },
+                    "results": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "required": ["ruleId", "message", "level"],
+                            "properties": {
+                                "level": {"enum": ["none", "note", "warning", "error"]},
+                                "message": {"type": "object", "required": ["text"]},
+                                "locations": {
+                                    "type": "array",
+                                    "items": {
+                                        "type": "object",
+                                        "required": ["physicalLocation"],
+                                        "properties": {
+                                            "physicalLocation": {
+                                                "type": "object",
+                                                "required": ["artifactLocation"],
+                                                "properties": {
+                                                    "region": {
+                                                        "type": "object",
+                                                        "required": ["startLine"],
+                                                        "properties": {
+                                                            "startLine": {
+                                                                "type": "integer",
+                                                                "minimum": 1,
+                                                            }
+                                                        },
+                                                    }
+                                                },
+                                            }
+                                        },
+                                    },
+                                },
+                            },
+                        },
+                    },
+                },
+            },
+        },
     },
 }
 
@@ -105,9 +150,14 @@ def test_run_gates_rejects_empty_or_garbage_patch(tmp_path: Path) -> None:
 
 def test_run_gates_end_to_end_on_a_good_fix(tmp_path: Path) -> None:
     require_service(find_semgrep() is not None, "semgrep")
-    ctx = _ctx(tmp_path, {"calc.py": "def add(a, b):\n    return a + b\n",
-                          "tests/test_calc.py": BASE["tests/test_calc.py"]
-                          + "\n\ndef test_add():\n    assert add(2, 2) == 4\n"})
+    ctx = _ctx(
+        tmp_path,
+        {
+            "calc.py": "def add(a, b):\n    return a + b\n",
+            "tests/test_calc.py": BASE["tests/test_calc.py"]
+            + "\n\ndef test_add():\n    assert add(2, 2) == 4\n",
+        },
+    )
     report = run_gates(ctx)
     assert report.passed, report.to_markdown()
     assert report.summary_line() == "tests ✔ semgrep ✔ hygiene ✔"
@@ -115,21 +165,57 @@ def test_run_gates_end_to_end_on_a_good_fix(tmp_path: Path) -> None:
 
 def _sample_report() -> GateReport:
     findings = (
-        Finding(gate="semgrep", rule="ribbit.code-injection.eval-exec", message="eval | bad",
-                path="app/x.py", line=3),
-        Finding(gate="semgrep", rule="ribbit.tls.verify-disabled", message="tls", path="a.py",
-                line=1, severity="warning"),
+        Finding(
+            gate="semgrep",
+            rule="ribbit.code-injection.eval-exec",
+            message="eval | bad",
+            path="app/x.py",
+            line=3,
+        ),
+        Finding(
+            gate="semgrep",
+            rule="ribbit.tls.verify-disabled",
+            message="tls",
+            path="a.py",
+            line=1,
+            severity="warning",
+        ),
     )
-    semgrep = GateResult(name="semgrep", passed=False, findings=findings, details={
-        "new": 2, "preexisting": 1, "fixed": 0,
-        "rules": {"ribbit.code-injection.eval-exec": {"short": "eval", "message": "m",
-                                                      "tags": ["code-injection"]}}})
-    tests = GateResult(name="tests", passed=True, details={
-        "before": {"counts": {"passed": 2, "failed": 1, "skipped": 0, "total": 3}},
-        "after": {"counts": {"passed": 3, "failed": 0, "skipped": 0, "total": 3}},
-        "regressions": [], "target_failures": [], "flaky": ["tests.test_a::test_net"]})
-    hygiene = GateResult(name="hygiene", passed=True, findings=(Finding(
-        gate="hygiene", rule="made-executable", message="x", severity="warning"),))
+    semgrep = GateResult(
+        name="semgrep",
+        passed=False,
+        findings=findings,
+        details={
+            "new": 2,
+            "preexisting": 1,
+            "fixed": 0,
+            "rules": {
+                "ribbit.code-injection.eval-exec": {
+                    "short": "eval",
+                    "message": "m",
+                    "tags": ["code-injection"],
+                }
+            },
+        },
+    )
+    tests = GateResult(
+        name="tests",
+        passed=True,
+        details={
+            "before": {"counts": {"passed": 2, "failed": 1, "skipped": 0, "total": 3}},
+            "after": {"counts": {"passed": 3, "failed": 0, "skipped": 0, "total": 3}},
+            "regressions": [],
+            "target_failures": [],
+            "flaky": ["tests.test_a::test_net"],
+        },
+    )
+    hygiene = GateResult(
+        name="hygiene",
+        passed=True,
+        findings=(
+            Finding(gate="hygiene", rule="made-executable", message="x", severity="warning"),
+        ),
+    )
     return GateReport.from_results([tests, semgrep, hygiene], 1.5)
 
 
@@ -144,8 +230,13 @@ def test_report_json_shape() -> None:
     semgrep = data["gates"][1]
     assert semgrep["passed"] is False
     assert semgrep["findings"][0] == {
-        "gate": "semgrep", "rule": "ribbit.code-injection.eval-exec", "message": "eval | bad",
-        "path": "app/x.py", "line": 3, "severity": "error"}
+        "gate": "semgrep",
+        "rule": "ribbit.code-injection.eval-exec",
+        "message": "eval | bad",
+        "path": "app/x.py",
+        "line": 3,
+        "severity": "error",
+    }
 
 
 def test_report_markdown_has_a_table_per_gate_and_names_flaky_tests() -> None:
@@ -165,11 +256,14 @@ def test_report_sarif_is_valid_minimal_sarif() -> None:
     runs = {run["tool"]["driver"]["name"]: run for run in sarif["runs"]}
     semgrep = runs["ribbit-semgrep"]
     assert [r["ruleId"] for r in semgrep["results"]] == [
-        "ribbit.code-injection.eval-exec", "ribbit.tls.verify-disabled"]
+        "ribbit.code-injection.eval-exec",
+        "ribbit.tls.verify-disabled",
+    ]
     assert semgrep["results"][1]["level"] == "warning"
     rules = semgrep["tool"]["driver"]["rules"]
     assert [rules[r["ruleIndex"]]["id"] for r in semgrep["results"]] == [
-        r["ruleId"] for r in semgrep["results"]]
+        r["ruleId"] for r in semgrep["results"]
+    ]
     assert rules[0]["properties"]["tags"] == ["code-injection"]
     assert runs["ribbit-hygiene"]["results"][0]["level"] == "warning"
     assert "locations" not in runs["ribbit-hygiene"]["results"][0]

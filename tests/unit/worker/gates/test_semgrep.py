@@ -13,7 +13,7 @@ from worker.gates.semgrep import SemgrepGate, _rule_catalogue, builtin_rule_file
 
 BASE = {
     "app/__init__.py": "",
-    "app/legacy.py": "import os\n\n\ndef clean(path):\n    os.system(\"rm -rf \" + path)\n",
+    "app/legacy.py": 'import os\n\n\ndef clean(path):\n    os.system("rm -rf " + path)\n',
 }
 
 
@@ -22,9 +22,12 @@ def _semgrep() -> None:
     require_service(find_semgrep() is not None, "semgrep")
 
 
-def _run(tmp_path: Path, changes: dict[str, str | bytes | None],
-         config: RepoConfig | None = None, base_files: dict[str, str] | None = None
-         ) -> GateResult:
+def _run(
+    tmp_path: Path,
+    changes: dict[str, str | bytes | None],
+    config: RepoConfig | None = None,
+    base_files: dict[str, str] | None = None,
+) -> GateResult:
     repo, base = repo_with(tmp_path, {**BASE, **(base_files or {})})
     patch = make_patch(repo, changes)
     return SemgrepGate().run(make_ctx(repo, base, patch, config=config))
@@ -39,8 +42,7 @@ def test_semgrep_catches_every_rule_family_and_passes_safe_code(tmp_path: Path) 
     files = {f"app/{family.replace('-', '_')}.py": code for family, code in INSECURE.items()}
     result = _run(tmp_path, {**files, "app/safe.py": SAFE})
     assert not result.passed
-    family_of = {rid: info["family"] for rid, info in
-                 _rule_catalogue(builtin_rule_files()).items()}
+    family_of = {rid: info["family"] for rid, info in _rule_catalogue(builtin_rule_files()).items()}
     fired = {(f.path, family_of.get(f.rule)) for f in result.findings}
     for family in INSECURE:
         assert (f"app/{family.replace('-', '_')}.py", family) in fired, family
@@ -50,8 +52,10 @@ def test_semgrep_catches_every_rule_family_and_passes_safe_code(tmp_path: Path) 
 
 
 def test_semgrep_ignores_preexisting_finding_even_when_it_moves(tmp_path: Path) -> None:
-    moved = ("import os\n\nVERSION = 2\n\n\ndef clean(path):\n    \"\"\"Remove path.\"\"\"\n"
-             "    os.system(\"rm -rf \" + path)\n")
+    moved = (
+        'import os\n\nVERSION = 2\n\n\ndef clean(path):\n    """Remove path."""\n'
+        '    os.system("rm -rf " + path)\n'
+    )
     result = _run(tmp_path, {"app/legacy.py": moved})
     assert result.passed, result.findings
     assert result.details["preexisting"] == 1
@@ -59,40 +63,58 @@ def test_semgrep_ignores_preexisting_finding_even_when_it_moves(tmp_path: Path) 
 
 
 def test_semgrep_blocks_second_copy_and_nosemgrep_does_not_hide_it(tmp_path: Path) -> None:
-    more = BASE["app/legacy.py"] + ("\n\ndef clean_too(path):\n"
-                                    "    os.system(\"rm -rf \" + path)  # nosemgrep\n")
+    more = BASE["app/legacy.py"] + (
+        '\n\ndef clean_too(path):\n    os.system("rm -rf " + path)  # nosemgrep\n'
+    )
     result = _run(tmp_path, {"app/legacy.py": more})
     assert not result.passed
     (finding,) = result.findings
     assert (finding.rule, finding.path, finding.line) == (
-        "ribbit.shell-injection.os-system", "app/legacy.py", 9)
+        "ribbit.shell-injection.os-system",
+        "app/legacy.py",
+        9,
+    )
 
 
 def test_semgrep_counts_fixed_findings_and_renames(tmp_path: Path) -> None:
-    result = _run(tmp_path, {"app/legacy.py": None,
-                             "app/renamed.py": BASE["app/legacy.py"],
-                             "app/other.py": "import subprocess\n\n\ndef f(p):\n"
-                                             "    subprocess.run(['rm', p])\n"})
+    result = _run(
+        tmp_path,
+        {
+            "app/legacy.py": None,
+            "app/renamed.py": BASE["app/legacy.py"],
+            "app/other.py": "import subprocess\n\n\ndef f(p):\n    subprocess.run(['rm', p])\n",
+        },
+    )
     assert result.passed, result.findings
-    result = _run(tmp_path / "fix", {"app/legacy.py": "import shutil\n\n\ndef clean(path):\n"
-                                                     "    shutil.rmtree(path)\n"})
+    result = _run(
+        tmp_path / "fix",
+        {"app/legacy.py": "import shutil\n\n\ndef clean(path):\n    shutil.rmtree(path)\n"},
+    )
     assert result.passed and result.details["fixed"] == 1
 
 
 def test_semgrep_uses_repo_rules_from_base_commit(tmp_path: Path) -> None:
-    repo_rules = ("rules:\n  - id: no-print\n    languages: [python]\n    severity: WARNING\n"
-                  "    message: use logging\n    pattern: print(...)\n")
-    extra = repo_rules.replace("no-print", "no-breakpoint").replace("print(...)",
-                                                                  "breakpoint()")
+    repo_rules = (
+        "rules:\n  - id: no-print\n    languages: [python]\n    severity: WARNING\n"
+        "    message: use logging\n    pattern: print(...)\n"
+    )
+    extra = repo_rules.replace("no-print", "no-breakpoint").replace("print(...)", "breakpoint()")
     config = RepoConfig(gates=GateRules(semgrep_rules=["ci/extra-rules.yml"]))
-    result = _run(tmp_path, {"app/new.py": "print('hi')\nbreakpoint()\n"}, config=config,
-                  base_files={".semgrep.yml": repo_rules, "ci/extra-rules.yml": extra})
+    result = _run(
+        tmp_path,
+        {"app/new.py": "print('hi')\nbreakpoint()\n"},
+        config=config,
+        base_files={".semgrep.yml": repo_rules, "ci/extra-rules.yml": extra},
+    )
     assert {f.rule for f in result.findings} == {"no-print", "no-breakpoint"}
     assert not result.passed
 
 
 def test_semgrep_skips_invalid_repo_rules_with_warning(tmp_path: Path) -> None:
-    result = _run(tmp_path, {"app/new.py": "eval(input())\n"},
-                  base_files={".semgrep.yml": "rules:\n  - id: broken\n    pattern: [\n"})
+    result = _run(
+        tmp_path,
+        {"app/new.py": "eval(input())\n"},
+        base_files={".semgrep.yml": "rules:\n  - id: broken\n    pattern: [\n"},
+    )
     rules = {f.rule: f.severity for f in result.findings}
     assert rules == {"repo-rules-invalid": "warning", "ribbit.code-injection.eval-exec": "error"}

@@ -12,6 +12,7 @@ factory where it is installed. Prints the median and the spread of each part.
 from __future__ import annotations
 
 import argparse
+import importlib
 import shlex
 import shutil
 import statistics
@@ -65,7 +66,8 @@ def _factory(backend: str) -> SandboxFactory:
     if backend == "local-test":
         return LocalDirSandbox
     from bot.settings import SandboxSettings
-    from worker.sandbox import sandbox_factory  # type: ignore[attr-defined]
+
+    sandbox_factory = importlib.import_module("worker.sandbox").sandbox_factory
 
     factory: SandboxFactory = sandbox_factory(SandboxSettings.model_validate({"backend": backend}))
     return factory

@@ -3,6 +3,7 @@ runs the tests inside the sandbox, never on the host."""
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
@@ -32,7 +33,7 @@ FIX = {
 
 def _probe(backend: str, tmp_path: Path) -> SandboxFactory | None:
     try:
-        from worker.sandbox import sandbox_factory  # type: ignore[attr-defined]
+        sandbox_factory = importlib.import_module("worker.sandbox").sandbox_factory
 
         factory: SandboxFactory = sandbox_factory(
             SandboxSettings.model_validate({"backend": backend})

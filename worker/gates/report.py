@@ -146,16 +146,25 @@ def _gate_markdown(r: GateResult) -> list[str]:
     return out
 
 
+def _run_cell(run: dict[str, Any]) -> str:
+    if run.get("timed_out"):
+        return "timed out"
+    return f"exit {run.get('exit_code')}" + (" (after a rerun)" if run.get("reran") else "")
+
+
 def _tests_markdown(d: dict[str, Any]) -> list[str]:
     out = []
     before, after = d.get("before") or {}, d.get("after") or {}
     if before or after:
-        out += ["| | passed | failed | skipped | total |", "|---|---|---|---|---|"]
-        for label, counts in (("before", before), ("after", after)):
-            c = counts.get("counts") or {}
+        out += [
+            "| | passed | failed | skipped | total | command |",
+            "|---|---|---|---|---|---|",
+        ]
+        for label, run in (("before", before), ("after", after)):
+            c = run.get("counts") or {}
             out.append(
                 f"| {label} | {c.get('passed', '-')} | {c.get('failed', '-')} | "
-                f"{c.get('skipped', '-')} | {c.get('total', '-')} |"
+                f"{c.get('skipped', '-')} | {c.get('total', '-')} | {_run_cell(run)} |"
             )
         out.append("")
     for key, title in (

@@ -48,6 +48,7 @@ _SEVERITY: dict[str, Severity] = {
     "LOW": "info",
 }
 _CONFIG_ERROR_EXIT = 7
+PARTIAL_RULE = "semgrep-partial-scan"
 _MAX_TARGET_BYTES = 20 * 1024 * 1024
 
 
@@ -209,6 +210,13 @@ class SemgrepGate:
             m.moved(m.path.removeprefix("after/")) for m in matches if m.path.startswith("after/")
         ]
 
+        partial = [m for m in after if m.rule == PARTIAL_RULE]
+        after = [m for m in after if m.rule != PARTIAL_RULE]
+        before = [m for m in before if m.rule != PARTIAL_RULE]
+        warnings += [
+            Finding(gate=NAME, rule=m.rule, message=m.message, path=m.path, severity="warning")
+            for m in partial
+        ]
         before_prints = Counter((m.rule, rename.get(m.path, m.path), m.code) for m in before)
         after_prints = Counter(m.fingerprint for m in after)
         new_prints = after_prints - before_prints
@@ -343,6 +351,20 @@ def _scan(
     if proc.returncode not in (0, 1) or "results" not in data:
         raise SemgrepError(f"exit {proc.returncode}: {_first_error(errors, proc.stderr)}")
     matches = []
+    for e in errors:  # a file semgrep could not (fully) parse was not (fully) checked
+        where = e.get("path") or (e.get("spans") or [{}])[0].get("file")
+        if where and e.get("level") in {"warn", "error"}:
+            rel = os.path.normpath(str(where))
+            matches.append(
+                SemgrepMatch(
+                    rule=PARTIAL_RULE,
+                    path=rel,
+                    line=0,
+                    severity="warning",
+                    code="",
+                    message=f"semgrep could not fully parse this file: {_first_error([e], b'')}",
+                )
+            )
     sources: dict[str, bytes] = {}
     for r in data["results"]:
         rel = os.path.normpath(r["path"])

@@ -202,8 +202,15 @@ def _sample_report() -> GateReport:
         name="tests",
         passed=True,
         details={
-            "before": {"counts": {"passed": 2, "failed": 1, "skipped": 0, "total": 3}},
-            "after": {"counts": {"passed": 3, "failed": 0, "skipped": 0, "total": 3}},
+            "before": {
+                "counts": {"passed": 2, "failed": 1, "skipped": 0, "total": 3},
+                "exit_code": 1,
+                "reran": True,
+            },
+            "after": {
+                "counts": {"passed": 3, "failed": 0, "skipped": 0, "total": 3},
+                "exit_code": 0,
+            },
             "regressions": [],
             "target_failures": [],
             "flaky": ["tests.test_a::test_net"],
@@ -244,7 +251,8 @@ def test_report_markdown_has_a_table_per_gate_and_names_flaky_tests() -> None:
     assert md.startswith("### Ribbit gates: failed")
     for gate in ("tests", "semgrep", "hygiene"):
         assert f" {gate} (" in md
-    assert "| before | 2 | 1 | 0 | 3 |" in md and "| after | 3 | 0 | 0 | 3 |" in md
+    assert "| before | 2 | 1 | 0 | 3 | exit 1 (after a rerun) |" in md
+    assert "| after | 3 | 0 | 0 | 3 | exit 0 |" in md
     assert "`tests.test_a::test_net`" in md
     assert "| error | `ribbit.code-injection.eval-exec` | app/x.py:3 | eval \\| bad |" in md
     assert "already at the base commit: 1" in md

@@ -161,3 +161,17 @@ def test_tests_gate_never_touches_host_checkout(tmp_path: Path) -> None:
     TestGate().run(make_ctx(repo, base, patch))
     assert sorted(p.name for p in repo.iterdir()) == before
     assert (repo / "calc.py").read_text() == CALC
+
+
+def test_tests_gate_does_not_blame_patch_for_preexisting_failure(tmp_path: Path) -> None:
+    broken = "def test_always_broken():\n    assert 1 == 2\n"
+    result = _run(
+        tmp_path,
+        {"calc.py": FIX, "tests/test_calc.py": NEW_TEST},
+        base_files={**BASE, "tests/test_broken.py": broken},
+    )
+    assert result.passed, result.findings
+    (info,) = [f for f in result.findings if f.rule == "preexisting-failures"]
+    assert info.severity == "info" and "test_always_broken" in info.message
+    assert result.details["before"]["reran"] is True  # broken twice: not flaky
+    assert result.details["flaky"] == []

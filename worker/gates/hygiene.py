@@ -176,6 +176,15 @@ _TEST_CONFIG_FILES = {
     "jest.config.ts",
     "vitest.config.ts",
 }
+# Code that can rewrite what the test run reports: pytest's reporting hooks (a
+# makereport hook can turn every failure into a pass), exiting the interpreter early
+# with success, and exit handlers (which run after the JUnit report is written).
+_HARNESS_RE = re.compile(
+    r"\bdef\s+pytest_(runtest_\w+|report_\w+|sessionfinish|terminal_summary|unconfigure"
+    r"|exception_interact|itemcollected|deselected|make_collect_report|pycollect_\w+"
+    r"|pyfunc_call)\s*\("
+)
+_EARLY_EXIT_RE = re.compile(r"\bos\._exit\s*\(|\batexit\.register\b")
 _REL_TOL_LIMIT = 0.05
 _ABS_TOL_LIMIT = 1.0
 
@@ -509,6 +518,16 @@ def check_tests_weakened(parsed: ParsedPatch) -> list[Finding]:
                             line=line_no,
                         )
                     )
+        for line_no, text in change.added:
+            if _HARNESS_RE.search(text) or (in_tests and _EARLY_EXIT_RE.search(text)):
+                found.append(
+                    _finding(
+                        "test-harness-tampered",
+                        "the patch adds code that can change what the test run reports",
+                        path=change.path,
+                        line=line_no,
+                    )
+                )
         if not in_tests:
             continue
         removed_names = _test_names(change.removed) - added_everywhere

@@ -271,3 +271,16 @@ def test_hygiene_enforces_max_diff_lines(tmp_path: Path) -> None:
 )
 def test_path_matches_globs(path: str, pattern: str, expected: bool) -> None:
     assert path_matches(path, pattern) is expected
+
+
+@pytest.mark.parametrize(
+    ("path", "code"),
+    [
+        ("tests/conftest.py", "def pytest_runtest_makereport(item, call):\n    pass\n"),
+        ("app/plugin.py", "def pytest_report_teststatus(report, config):\n    pass\n"),
+        ("tests/test_core.py", TEST_BODY + "\nimport os\nos._exit(0)\n"),
+        ("tests/helpers.py", "import atexit\natexit.register(print)\n"),
+    ],
+)
+def test_hygiene_blocks_test_harness_tampering(tmp_path: Path, path: str, code: str) -> None:
+    assert "test-harness-tampered" in _rules(_hygiene(tmp_path, {path: code}))

@@ -195,6 +195,9 @@ class GateSettings(Section):
     extra_semgrep_rules: list[Path] = Field(
         default_factory=list, description="Semgrep rule files added for every repository."
     )
+    semgrep_timeout_s: int = Field(
+        default=300, ge=10, description="Timeout of one Semgrep scan (before or after the patch)."
+    )
 
 
 class Settings(BaseSettings):

@@ -23,7 +23,7 @@ from bot.settings import Settings, SettingsError, load_settings
 LAZY_COMMANDS: dict[str, str] = {
     "run": "worker.agent.cli:run",
     "sandbox": "worker.sandbox.cli:sandbox",
-    "gates": "worker.gates.cli:gates",
+    "gates": "worker.gates.cli:gates_command",
     "outcomes": "worker.outcomes_cli:outcomes",
     "envs": "trainer.cli:envs",
     "train": "trainer.cli:train",

@@ -210,6 +210,15 @@ class SolveRun:
             pr = self.forge.get_pull_request(PullRequestRef(self.repo, self.job.pr_number))
             if pr.state != "open":
                 raise JobRefused(f"PR {pr.ref.number} is {pr.state}; nothing to revise")
+            # Review-triggered revisions carry the review's job as parent; comment ones don't.
+            if self.job.parent_id is not None and not config.revise.on_changes_requested:
+                raise JobRefused(f"{CONFIG_PATH} turns off revisions on review")
+            done = self._revisions_done(pr.ref.number)
+            if done >= config.revise.max_revisions:
+                reason = (f"PR {pr.ref.number} already has {done} revisions, the limit set "
+                          f"by revise.max_revisions in {CONFIG_PATH}")
+                self.status.show(Status("refused", reason))
+                raise JobRefused(reason)
             branch = validate_branch_name(pr.head_branch)
         else:
             branch = branch_name_for_issue(issue.ref.number, issue.title)
@@ -243,7 +252,7 @@ class SolveRun:
         traj_dir = self.settings.data_dir / "trajectories"
         traj_dir.mkdir(parents=True, exist_ok=True)
         traj_path = traj_dir / f"{self.job.id}.jsonl"
-        write_jsonl([result.trajectory], traj_path)
+        write_jsonl(traj_path, [result.trajectory])
         out: dict[str, Any] = {
             "exit_reason": result.exit_reason, "diff": diff, "trajectory_path": str(traj_path),
             "turns": len(result.trajectory.turns), "branch": branch, "base_sha": base_sha,
@@ -295,6 +304,17 @@ class SolveRun:
         self.status.show(Status("opened", f"Draft PR {verb} (`{report.summary_line()}`).",
                                 pr_url=pr.url, report_markdown=report_md))
         return out
+
+    def _revisions_done(self, pr_number: int) -> int:
+        from sqlalchemy import func, select
+
+        from bot.store.models import Job
+
+        with self.ctx.store.db.session() as session:
+            return int(session.scalar(select(func.count()).select_from(Job).where(
+                Job.forge == self.job.forge, Job.repo == self.job.repo,
+                Job.pr_number == pr_number, Job.kind == "revise",
+                Job.state == "succeeded")) or 0)
 
     def _revision_brief(self, pr: Any) -> str:
         ref = PullRequestRef(self.repo, pr.ref.number)

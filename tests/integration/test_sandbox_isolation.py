@@ -71,8 +71,10 @@ def tcp_server() -> Iterator[int]:
 def test_sandbox_has_no_network(sandbox: Sandbox, tcp_server: int) -> None:
     with socket.create_connection(("127.0.0.1", tcp_server), timeout=5) as s:
         assert s.recv(4) == b"pong"  # the server is reachable from the host
-    probe = ("import socket\ntry:\n    s = socket.create_connection(('127.0.0.1', %d), timeout=3)\n"
-             "    print('CONNECTED', s.recv(4))\nexcept OSError as e:\n    print('BLOCKED', e)\n")
+    probe = (
+        "import socket\ntry:\n    s = socket.create_connection(('127.0.0.1', %d), timeout=3)\n"
+        "    print('CONNECTED', s.recv(4))\nexcept OSError as e:\n    print('BLOCKED', e)\n"
+    )
     result = sandbox.exec(["python3", "-c", probe % tcp_server], timeout=30)
     assert "BLOCKED" in result.stdout
     assert "CONNECTED" not in result.stdout
@@ -100,15 +102,22 @@ def test_sandbox_cannot_read_host_files(sandbox: Sandbox, tmp_path: Path) -> Non
         in_home.unlink()
 
 
-def test_sandbox_hides_host_environment(backend_settings: SandboxSettings, source_repo: Path,
-                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    secrets = {"RIBBIT_GITHUB__TOKEN": "ghp_leak1234567890", "AWS_SECRET_ACCESS_KEY": "aws-leak",
-               "RIBBIT_GITLAB__WEBHOOK_TOKEN": "gl-leak"}
+def test_sandbox_hides_host_environment(
+    backend_settings: SandboxSettings, source_repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secrets = {
+        "RIBBIT_GITHUB__TOKEN": "ghp_leak1234567890",
+        "AWS_SECRET_ACCESS_KEY": "aws-leak",
+        "RIBBIT_GITLAB__WEBHOOK_TOKEN": "gl-leak",
+    }
     for key, value in secrets.items():
         monkeypatch.setenv(key, value)
     with open_sandbox(backend_settings, source_repo) as sb:
-        result = sb.exec("env; cat /proc/self/environ /proc/1/environ 2>/dev/null | tr '\\0' '\\n'",
-                         timeout=30, env={"EXPLICIT": "given"})
+        result = sb.exec(
+            "env; cat /proc/self/environ /proc/1/environ 2>/dev/null | tr '\\0' '\\n'",
+            timeout=30,
+            env={"EXPLICIT": "given"},
+        )
     assert result.exit_code == 0
     assert "EXPLICIT=given" in result.stdout
     for key, value in secrets.items():
@@ -117,9 +126,12 @@ def test_sandbox_hides_host_environment(backend_settings: SandboxSettings, sourc
 
 
 def test_sandbox_runs_unprivileged(sandbox: Sandbox) -> None:
-    result = sandbox.exec("id -u; id -g; grep -E '^Cap(Eff|Prm)' /proc/self/status; "
-                          "touch /usr/ribbit-x 2>&1 || echo USR_RO; "
-                          "touch /etc/ribbit-x 2>&1 || echo ETC_RO", timeout=30)
+    result = sandbox.exec(
+        "id -u; id -g; grep -E '^Cap(Eff|Prm)' /proc/self/status; "
+        "touch /usr/ribbit-x 2>&1 || echo USR_RO; "
+        "touch /etc/ribbit-x 2>&1 || echo ETC_RO",
+        timeout=30,
+    )
     lines = result.stdout.splitlines()
     assert lines[:2] == ["1000", "1000"]
     assert "CapEff:\t0000000000000000" in result.stdout
@@ -127,7 +139,9 @@ def test_sandbox_runs_unprivileged(sandbox: Sandbox) -> None:
     assert "USR_RO" in result.stdout and "ETC_RO" in result.stdout
 
 
-def test_sandbox_fork_bomb_is_contained(sandbox: Sandbox, backend_settings: SandboxSettings) -> None:
+def test_sandbox_fork_bomb_is_contained(
+    sandbox: Sandbox, backend_settings: SandboxSettings
+) -> None:
     counted = sandbox.exec(["python3", "-c", FORK_COUNTER], timeout=60)
     assert counted.exit_code == 0, counted.stderr
     assert int(counted.stdout) < backend_settings.pids
@@ -158,8 +172,10 @@ def test_sandbox_endless_loop_is_killed_at_timeout(sandbox: Sandbox) -> None:
 
 def test_sandbox_timeout_kills_escaped_processes(sandbox: Sandbox) -> None:
     # A detached (setsid) writer leaves timeout's process group; it must die anyway.
-    result = sandbox.exec("setsid sh -c 'while :; do echo t >> /workspace/tick; sleep 0.1; done' &"
-                          " sleep 100", timeout=2)
+    result = sandbox.exec(
+        "setsid sh -c 'while :; do echo t >> /workspace/tick; sleep 0.1; done' & sleep 100",
+        timeout=2,
+    )
     assert result.timed_out
     size = len(sandbox.read_file("tick"))
     time.sleep(1)
@@ -173,8 +189,9 @@ def test_sandbox_own_exit_124_is_not_a_timeout(sandbox: Sandbox) -> None:
 
 
 def test_sandbox_output_is_capped(sandbox: Sandbox) -> None:
-    result = sandbox.exec("yes | head -c 5000000; yes err | head -c 300000 >&2", timeout=60,
-                          output_cap=4096)
+    result = sandbox.exec(
+        "yes | head -c 5000000; yes err | head -c 300000 >&2", timeout=60, output_cap=4096
+    )
     assert result.exit_code == 0
     assert result.truncated
     assert len(result.stdout) == 4096 and len(result.stderr) == 4096
@@ -182,18 +199,23 @@ def test_sandbox_output_is_capped(sandbox: Sandbox) -> None:
     assert not small.truncated
 
 
-def test_sandbox_workspace_size_is_limited(sandbox: Sandbox, backend_settings: SandboxSettings) -> None:
+def test_sandbox_workspace_size_is_limited(
+    sandbox: Sandbox, backend_settings: SandboxSettings
+) -> None:
     if sandbox.backend == "bubblewrap" and not getattr(sandbox, "workspace_size_limited", False):
         pytest.skip("bubblewrap limits the workspace size only when run as root")
     # Files under the per-file limit each, more than the workspace in total.
     chunk = backend_settings.workspace_mb // 2
-    result = sandbox.exec(f"for i in 1 2 3; do head -c {chunk}M /dev/zero > f$i || exit 9; done",
-                          timeout=60)
+    result = sandbox.exec(
+        f"for i in 1 2 3; do head -c {chunk}M /dev/zero > f$i || exit 9; done", timeout=60
+    )
     assert result.exit_code == 9
     assert "No space left" in result.stderr
 
 
-def test_sandbox_cleans_up_after_a_crash(backend_settings: SandboxSettings, source_repo: Path) -> None:
+def test_sandbox_cleans_up_after_a_crash(
+    backend_settings: SandboxSettings, source_repo: Path
+) -> None:
     with pytest.raises(RuntimeError), open_sandbox(backend_settings, source_repo) as sb:
         sb.exec("echo busy > f; sleep 30 &", timeout=30)
         raise RuntimeError("worker crashed")
@@ -212,8 +234,11 @@ def assert_gone(sb: Sandbox) -> None:
 
 
 def test_sandbox_diff_has_all_changes(sandbox: Sandbox, source_repo: Path, tmp_path: Path) -> None:
-    sandbox.exec("echo more >> README.md; rm pkg/mod.py; mkdir -p new/deep; "
-                 "echo fresh > new/deep/file.txt; printf '\\x00\\x01\\x02' > blob.bin", timeout=30)
+    sandbox.exec(
+        "echo more >> README.md; rm pkg/mod.py; mkdir -p new/deep; "
+        "echo fresh > new/deep/file.txt; printf '\\x00\\x01\\x02' > blob.bin",
+        timeout=30,
+    )
     sandbox.write_file("written.py", b"print('via write_file')\n")
     diff = sandbox.diff()
     assert "+more" in diff
@@ -230,17 +255,23 @@ def test_sandbox_diff_has_all_changes(sandbox: Sandbox, source_repo: Path, tmp_p
 
 
 def test_sandbox_diff_includes_commits_made_inside(sandbox: Sandbox) -> None:
-    sandbox.exec("echo x > c.txt && git add c.txt && git -c user.name=a -c user.email=a@b "
-                 "commit -qm inside", timeout=30)
+    sandbox.exec(
+        "echo x > c.txt && git add c.txt && git -c user.name=a -c user.email=a@b commit -qm inside",
+        timeout=30,
+    )
     assert "+x" in sandbox.diff()
 
 
-def test_sandbox_leaves_source_untouched(backend_settings: SandboxSettings,
-                                         source_repo: Path) -> None:
+def test_sandbox_leaves_source_untouched(
+    backend_settings: SandboxSettings, source_repo: Path
+) -> None:
     before = tree_snapshot(source_repo)
     with open_sandbox(backend_settings, source_repo) as sb:
-        sb.exec("echo changed > README.md; git add -A; git -c user.name=a -c user.email=a@b "
-                "commit -qm x; rm -rf /workspace/pkg", timeout=30)
+        sb.exec(
+            "echo changed > README.md; git add -A; git -c user.name=a -c user.email=a@b "
+            "commit -qm x; rm -rf /workspace/pkg",
+            timeout=30,
+        )
         sb.write_file("README.md", b"again")
     assert tree_snapshot(source_repo) == before
 
@@ -262,15 +293,17 @@ def test_sandbox_files_round_trip_and_stay_inside(sandbox: Sandbox) -> None:
 
 
 def test_sandbox_exec_cwd_env_and_exit_code(sandbox: Sandbox) -> None:
-    result = sandbox.exec(["sh", "-c", "pwd; echo $GREETING; exit 3"], timeout=30, cwd="pkg",
-                          env={"GREETING": "hi"})
+    result = sandbox.exec(
+        ["sh", "-c", "pwd; echo $GREETING; exit 3"], timeout=30, cwd="pkg", env={"GREETING": "hi"}
+    )
     assert (result.exit_code, result.stdout) == (3, "/workspace/pkg\nhi\n")
     with pytest.raises(PermissionError):
         sandbox.exec("true", timeout=30, cwd="../..")
 
 
-def test_sandbox_network_needs_setup_network(backend_settings: SandboxSettings,
-                                             source_repo: Path) -> None:
+def test_sandbox_network_needs_setup_network(
+    backend_settings: SandboxSettings, source_repo: Path
+) -> None:
     with pytest.raises(SandboxError, match="SETUP_NETWORK"):
         open_sandbox(backend_settings, source_repo, network=True)
 

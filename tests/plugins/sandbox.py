@@ -71,14 +71,19 @@ def podman_socket(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     sock = workdir / "podman.sock"
     url = f"unix://{sock}"
     log = (workdir / "service.log").open("wb")
-    proc = subprocess.Popen([podman, "system", "service", "--time=0", url],
-                            env=podman_env(conf), stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [podman, "system", "service", "--time=0", url],
+        env=podman_env(conf),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     try:
         deadline = time.monotonic() + 30
         while not (sock.exists() and _engine_answers(url)):
             if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"podman service did not start: "
-                                   f"{(workdir / 'service.log').read_text()[-2000:]}")
+                raise RuntimeError(
+                    f"podman service did not start: {(workdir / 'service.log').read_text()[-2000:]}"
+                )
             time.sleep(0.1)
         yield url
     finally:
@@ -112,8 +117,12 @@ def sandbox_image(podman_socket: str) -> str:
     """The sandbox image, built once (about a minute) when the engine lacks it."""
     if os.environ.get("RIBBIT_TEST_DOCKER_URL"):
         return os.environ.get("RIBBIT_TEST_SANDBOX_IMAGE", TEST_IMAGE)
-    done = subprocess.run(["bash", str(BUILD_IMAGE), "--if-missing", "--engine", "podman",
-                           "--image", TEST_IMAGE], capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        ["bash", str(BUILD_IMAGE), "--if-missing", "--engine", "podman", "--image", TEST_IMAGE],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if done.returncode != 0:
         pytest.fail(f"build-image.sh failed:\n{done.stdout}\n{done.stderr}")
     return TEST_IMAGE
@@ -121,8 +130,9 @@ def sandbox_image(podman_socket: str) -> str:
 
 @pytest.fixture
 def docker_settings(podman_socket: str, sandbox_image: str) -> SandboxSettings:
-    return SandboxSettings(backend="docker", docker_url=podman_socket, image=sandbox_image,
-                           **TEST_LIMITS)
+    return SandboxSettings(
+        backend="docker", docker_url=podman_socket, image=sandbox_image, **TEST_LIMITS
+    )
 
 
 @pytest.fixture
@@ -141,14 +151,22 @@ def backend_settings(request: pytest.FixtureRequest) -> SandboxSettings:
 def source_repo(tmp_path: Path) -> Path:
     """A small committed checkout with a text and a binary file."""
     repo = tmp_path / "source"
-    make_git_repo(repo, {"README.md": "hello\n", "pkg/mod.py": "VALUE = 1\n",
-                         "tests/test_mod.py": "from pkg.mod import VALUE\n\n"
-                                              "def test_value():\n    assert VALUE == 1\n"})
+    make_git_repo(
+        repo,
+        {
+            "README.md": "hello\n",
+            "pkg/mod.py": "VALUE = 1\n",
+            "tests/test_mod.py": "from pkg.mod import VALUE\n\n"
+            "def test_value():\n    assert VALUE == 1\n",
+        },
+    )
     return repo
 
 
 def tree_snapshot(root: Path) -> dict[str, bytes]:
     """Every file under root with its bytes, to prove a folder was left untouched."""
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
-            if p.is_file() and not p.is_symlink()}
-
+    return {
+        str(p.relative_to(root)): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and not p.is_symlink()
+    }

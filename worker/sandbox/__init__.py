@@ -16,8 +16,15 @@ from pathlib import Path
 from bot.settings import SandboxSettings
 from worker.sandbox.base import Sandbox, SandboxError, SandboxFactory
 
-__all__ = ["BackendCheck", "Sandbox", "SandboxError", "check_backends", "open_sandbox",
-           "resolve_backend", "sandbox_factory"]
+__all__ = [
+    "BackendCheck",
+    "Sandbox",
+    "SandboxError",
+    "check_backends",
+    "open_sandbox",
+    "resolve_backend",
+    "sandbox_factory",
+]
 
 
 @dataclass(frozen=True)
@@ -74,8 +81,12 @@ def _docker_check(settings: SandboxSettings) -> BackendCheck:
     try:
         client.images.get(settings.image)
     except docker.errors.ImageNotFound:
-        return BackendCheck("docker", False, f"engine {version} answers but image "
-                            f"{settings.image} is missing: run deploy/sandbox/build-image.sh")
+        return BackendCheck(
+            "docker",
+            False,
+            f"engine {version} answers but image "
+            f"{settings.image} is missing: run deploy/sandbox/build-image.sh",
+        )
     except docker.errors.DockerException as exc:
         return BackendCheck("docker", False, f"engine {version}: {_short(exc)}")
     finally:
@@ -86,7 +97,9 @@ def _docker_check(settings: SandboxSettings) -> BackendCheck:
 def _bubblewrap_check() -> BackendCheck:
     binary = shutil.which("bwrap")
     if binary is None:
-        return BackendCheck("bubblewrap", False, "bwrap is not installed (apt-get install bubblewrap)")
+        return BackendCheck(
+            "bubblewrap", False, "bwrap is not installed (apt-get install bubblewrap)"
+        )
     # A real run, not just the binary: user namespaces may be disabled on the host.
     with tempfile.TemporaryDirectory(prefix="ribbit-doctor-") as tmp:
         from worker.sandbox.bubblewrap import BubblewrapSandbox
@@ -97,10 +110,16 @@ def _bubblewrap_check() -> BackendCheck:
         except (SandboxError, OSError, subprocess.SubprocessError) as exc:
             return BackendCheck("bubblewrap", False, f"{binary} cannot start: {_short(exc)}")
         if result.exit_code != 0:
-            return BackendCheck("bubblewrap", False,
-                                f"{binary} cannot start a sandbox: {result.stderr.strip()[:200]}")
-        limited = "size-limited workspace" if sb.workspace_size_limited else (
-            "workspace size NOT limited (needs root)")
+            return BackendCheck(
+                "bubblewrap",
+                False,
+                f"{binary} cannot start a sandbox: {result.stderr.strip()[:200]}",
+            )
+        limited = (
+            "size-limited workspace"
+            if sb.workspace_size_limited
+            else ("workspace size NOT limited (needs root)")
+        )
     return BackendCheck("bubblewrap", True, f"{binary} works; {limited}")
 
 

@@ -35,7 +35,13 @@ from types import TracebackType
 from typing import IO, Self
 
 from bot.settings import SandboxSettings
-from worker.sandbox.base import DEFAULT_OUTPUT_CAP, TIMEOUT_EXIT_CODE, WORKSPACE, ExecResult, SandboxError
+from worker.sandbox.base import (
+    DEFAULT_OUTPUT_CAP,
+    TIMEOUT_EXIT_CODE,
+    WORKSPACE,
+    ExecResult,
+    SandboxError,
+)
 from worker.sandbox.common import (
     DIFF_CAP,
     KILL_GRACE_S,
@@ -59,11 +65,28 @@ _HOST_UID_BASE = 3_000_000
 _HOST_UID_SPAN = 1_000_000
 # Read-only /etc entries the usual tools need; everything else of the host's /etc stays out.
 _ETC_ALLOW = (
-    "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "localtime", "nsswitch.conf",
-    "hosts", "resolv.conf", "ssl/certs", "ca-certificates", "ca-certificates.conf",
-    "mime.types", "protocols", "services", "bash.bashrc", "profile", "inputrc",
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "alternatives",
+    "localtime",
+    "nsswitch.conf",
+    "hosts",
+    "resolv.conf",
+    "ssl/certs",
+    "ca-certificates",
+    "ca-certificates.conf",
+    "mime.types",
+    "protocols",
+    "services",
+    "bash.bashrc",
+    "profile",
+    "inputrc",
 )
-_PASSWD = f"root:x:0:0::/nonexistent:/usr/sbin/nologin\nsandbox:x:{SANDBOX_UID}:{SANDBOX_GID}::{SANDBOX_HOME}:/bin/bash\n"
+_PASSWD = (
+    "root:x:0:0::/nonexistent:/usr/sbin/nologin\n"
+    f"sandbox:x:{SANDBOX_UID}:{SANDBOX_GID}::{SANDBOX_HOME}:/bin/bash\n"
+)
 _GROUP = f"root:x:0:\nsandbox:x:{SANDBOX_GID}:\n"
 
 
@@ -75,12 +98,19 @@ class BubblewrapSandbox:
     backend = "bubblewrap"
 
     def __init__(self, settings: SandboxSettings, source: Path, *, network: bool = False) -> None:
+        if network:
+            # --share-net would hand the sandbox the host's own network namespace,
+            # loopback services (Redis, PostgreSQL, the bot) included.
+            raise SandboxError(
+                "the bubblewrap backend never gives network (it could only share "
+                "the host's, loopback services included); use the docker backend "
+                "for a setup phase with network"
+            )
         binary = bwrap_path()
         if binary is None:
             raise SandboxError("bubblewrap (bwrap) is not installed")
         self._bwrap = binary
         self._settings = settings
-        self._network = network
         self._closed = False
         self._base = base_commit(source)
         self._root = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX))
@@ -118,18 +148,32 @@ class BubblewrapSandbox:
             return False
         uid = self._host_uid if self._host_uid is not None else 0
         opts = f"size={self._settings.workspace_mb}m,mode=0700,uid={uid},gid={uid}"
-        done = subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "ribbit-workspace",
-                               str(self.workspace)], capture_output=True, check=False)
+        done = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", opts, "ribbit-workspace", str(self.workspace)],
+            capture_output=True,
+            check=False,
+        )
         return done.returncode == 0
 
     # -- running -----------------------------------------------------------------------
     def _bwrap_argv(self, argv: Sequence[str], cwd: str, env: Mapping[str, str]) -> list[str]:
-        args = [self._bwrap, "--unshare-all", "--unshare-user", "--disable-userns",
-                "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_GID),
-                "--hostname", "sandbox", "--die-with-parent", "--new-session",
-                "--cap-drop", "ALL", "--clearenv"]
-        if self._network:
-            args.append("--share-net")
+        args = [
+            self._bwrap,
+            "--unshare-all",
+            "--unshare-user",
+            "--disable-userns",
+            "--uid",
+            str(SANDBOX_UID),
+            "--gid",
+            str(SANDBOX_GID),
+            "--hostname",
+            "sandbox",
+            "--die-with-parent",
+            "--new-session",
+            "--cap-drop",
+            "ALL",
+            "--clearenv",
+        ]
         for key, value in env.items():
             args += ["--setenv", key, value]
         args += ["--ro-bind", "/usr", "/usr"]
@@ -141,16 +185,37 @@ class BubblewrapSandbox:
                 args += ["--ro-bind", str(host), f"/{top}"]
         for name in _ETC_ALLOW:
             args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
-        args += ["--ro-bind", str(self._root / "passwd"), "/etc/passwd",
-                 "--ro-bind", str(self._root / "group"), "/etc/group",
-                 "--proc", "/proc", "--dev", "/dev",
-                 "--size", str(256 * 1024 * 1024), "--tmpfs", "/tmp",
-                 "--size", str(256 * 1024 * 1024), "--tmpfs", SANDBOX_HOME,
-                 "--bind", str(self.workspace), WORKSPACE,
-                 # bwrap builds / as a tmpfs the sandbox user owns; make it read-only so
-                 # only /tmp, $HOME and the workspace can be written.
-                 "--remount-ro", "/",
-                 "--chdir", cwd, "--", *argv]
+        args += [
+            "--ro-bind",
+            str(self._root / "passwd"),
+            "/etc/passwd",
+            "--ro-bind",
+            str(self._root / "group"),
+            "/etc/group",
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+            "--size",
+            str(256 * 1024 * 1024),
+            "--tmpfs",
+            "/tmp",  # noqa: S108 (inside)
+            "--size",
+            str(256 * 1024 * 1024),
+            "--tmpfs",
+            SANDBOX_HOME,
+            "--bind",
+            str(self.workspace),
+            WORKSPACE,
+            # bwrap builds / as a tmpfs the sandbox user owns; make it read-only so
+            # only /tmp, $HOME and the workspace can be written.
+            "--remount-ro",
+            "/",
+            "--chdir",
+            cwd,
+            "--",
+            *argv,
+        ]
         return args
 
     def _preexec(self) -> None:
@@ -187,13 +252,20 @@ class BubblewrapSandbox:
         # (--die-with-parent), and with it every process in the namespace.
         start = time.monotonic()
         proc = subprocess.Popen(
-            timeout_argv(argv, timeout), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, start_new_session=True, close_fds=True,
-            preexec_fn=self._preexec, env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"},
+            timeout_argv(argv, timeout),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            close_fds=True,
+            preexec_fn=self._preexec,
+            env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"},
         )
         out, err = CappedStream(output_cap), CappedStream(output_cap)
         assert proc.stdout is not None and proc.stderr is not None
-        _pump(proc, {proc.stdout: out, proc.stderr: err}, deadline=start + timeout + KILL_GRACE_S + 5)
+        _pump(
+            proc, {proc.stdout: out, proc.stderr: err}, deadline=start + timeout + KILL_GRACE_S + 5
+        )
         exit_code = proc.wait()
         elapsed = time.monotonic() - start
         timed_out = timed_out_exit(exit_code, elapsed, timeout)
@@ -201,8 +273,12 @@ class BubblewrapSandbox:
             exit_code = 128 - exit_code
         return ExecResult(
             exit_code=TIMEOUT_EXIT_CODE if timed_out else exit_code,
-            stdout=out.text(), stderr=err.text(), duration_s=elapsed, timed_out=timed_out,
-            truncated=out.truncated or err.truncated, oom_killed=False,
+            stdout=out.text(),
+            stderr=err.text(),
+            duration_s=elapsed,
+            timed_out=timed_out,
+            truncated=out.truncated or err.truncated,
+            oom_killed=False,
         )
 
     # -- files -------------------------------------------------------------------------
@@ -244,8 +320,12 @@ class BubblewrapSandbox:
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.close()
 
 
@@ -302,15 +382,16 @@ def _chown_tree(root: Path, uid: int, *, only: Path | None = None) -> None:
             os.lchown(os.path.join(dirpath, name), uid, uid)
 
 
-def _pump(proc: subprocess.Popen[bytes], streams: dict[IO[bytes], CappedStream],
-          deadline: float) -> None:
+def _pump(
+    proc: subprocess.Popen[bytes], streams: dict[IO[bytes], CappedStream], deadline: float
+) -> None:
     """Drain both pipes into capped buffers (the excess is read and dropped, so the
     command never blocks on a full pipe); SIGKILL the group if the host-side deadline,
     a backstop behind ``timeout``, passes."""
     sel = selectors.DefaultSelector()
-    for fh in streams:
+    for fh, sink in streams.items():
         os.set_blocking(fh.fileno(), False)
-        sel.register(fh, selectors.EVENT_READ)
+        sel.register(fh, selectors.EVENT_READ, data=(fh, sink))
     try:
         while sel.get_map():
             remaining = deadline - time.monotonic()
@@ -319,13 +400,12 @@ def _pump(proc: subprocess.Popen[bytes], streams: dict[IO[bytes], CappedStream],
                     os.killpg(proc.pid, signal.SIGKILL)
                 deadline = time.monotonic() + 5
             for key, _ in sel.select(timeout=max(0.05, min(remaining, 1.0))):
-                fh = key.fileobj
-                assert not isinstance(fh, int)
-                chunk = os.read(fh.fileno(), 65536)  # type: ignore[union-attr]
+                pipe, stream = key.data
+                chunk = os.read(pipe.fileno(), 65536)
                 if chunk:
-                    streams[fh].feed(chunk)  # type: ignore[index]
+                    stream.feed(chunk)
                 else:
-                    sel.unregister(fh)
-                    fh.close()  # type: ignore[union-attr]
+                    sel.unregister(pipe)
+                    pipe.close()
     finally:
         sel.close()

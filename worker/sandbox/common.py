@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from worker.sandbox.base import TIMEOUT_EXIT_CODE, WORKSPACE, SandboxError
+from worker.sandbox.base import TIMEOUT_EXIT_CODE, WORKSPACE
 
 SANDBOX_UID = 1000
 SANDBOX_GID = 1000
@@ -37,7 +37,7 @@ def sandbox_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
         "LANG": "C.UTF-8",
         "LC_ALL": "C.UTF-8",
         "TERM": "dumb",
-        "TMPDIR": "/tmp",
+        "TMPDIR": "/tmp",  # noqa: S108 (the sandbox's own tmpfs)
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONUNBUFFERED": "1",
         "PIP_DISABLE_PIP_VERSION_CHECK": "1",
@@ -98,9 +98,16 @@ def base_commit(source: Path) -> str | None:
     try:
         out = subprocess.run(
             ["git", "-C", str(source), "rev-parse", "--verify", "-q", "HEAD^{commit}"],
-            capture_output=True, text=True, timeout=30, check=False,
-            env={"PATH": _SAFE_PATH, "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null",
-                 **_safe_dir_env()},
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+            env={
+                "PATH": _SAFE_PATH,
+                "GIT_CONFIG_NOSYSTEM": "1",
+                "GIT_CONFIG_GLOBAL": "/dev/null",
+                **_safe_dir_env(),
+            },
         )
     except (OSError, subprocess.TimeoutExpired):
         return None
@@ -109,18 +116,25 @@ def base_commit(source: Path) -> str | None:
 
 
 def _safe_dir_env() -> dict[str, str]:
-    return {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "safe.directory",
-            "GIT_CONFIG_VALUE_0": "*"}
+    return {
+        "GIT_CONFIG_COUNT": "1",
+        "GIT_CONFIG_KEY_0": "safe.directory",
+        "GIT_CONFIG_VALUE_0": "*",
+    }
 
 
 def diff_command(base: str) -> str:
     """Runs INSIDE the sandbox: the workspace's git config is untrusted, so git never runs
     on it on the host. New files are marked intent-to-add so they show up in the diff."""
-    opts = ("-c core.fsmonitor=false -c core.hooksPath=/dev/null -c diff.external= "
-            "-c core.quotePath=false")
-    return (f"git {opts} add -A --intent-to-add >/dev/null && "
-            f"git {opts} diff --binary --no-ext-diff --no-textconv --no-color "
-            f"--no-renames {shlex.quote(base)}")
+    opts = (
+        "-c core.fsmonitor=false -c core.hooksPath=/dev/null -c diff.external= "
+        "-c core.quotePath=false"
+    )
+    return (
+        f"git {opts} add -A --intent-to-add >/dev/null && "
+        f"git {opts} diff --binary --no-ext-diff --no-textconv --no-color "
+        f"--no-renames {shlex.quote(base)}"
+    )
 
 
 @dataclass
@@ -149,4 +163,3 @@ def timed_out_exit(exit_code: int, elapsed: float, timeout: float) -> bool:
     """``timeout`` exits 124 (137 when it had to SIGKILL); a command that exits 124 by
     itself before its time is not a timeout."""
     return exit_code in {TIMEOUT_EXIT_CODE, 128 + 9, -9} and elapsed >= timeout * 0.98
-

@@ -34,7 +34,13 @@ import docker.errors
 from docker.models.containers import Container
 
 from bot.settings import SandboxSettings
-from worker.sandbox.base import DEFAULT_OUTPUT_CAP, TIMEOUT_EXIT_CODE, WORKSPACE, ExecResult, SandboxError
+from worker.sandbox.base import (
+    DEFAULT_OUTPUT_CAP,
+    TIMEOUT_EXIT_CODE,
+    WORKSPACE,
+    ExecResult,
+    SandboxError,
+)
 from worker.sandbox.common import (
     DIFF_CAP,
     KILL_GRACE_S,
@@ -58,8 +64,10 @@ _INIT = "trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done"
 # $0.. are the timeout argv; the trailing kill takes out whatever escaped timeout's group.
 _EXEC_WRAPPER = '"$0" "$@"; rc=$?; kill -9 -1 2>/dev/null; exit $rc'
 _HOST_GRACE_S = 15
-_OOM_PROBE = ("cat /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control "
-              "2>/dev/null | awk '$1 == \"oom_kill\" {n += $2} END {print n + 0}'")
+_OOM_PROBE = (
+    "cat /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control "
+    "2>/dev/null | awk '$1 == \"oom_kill\" {n += $2} END {print n + 0}'"
+)
 
 
 def docker_client(settings: SandboxSettings, *, timeout: float = 60) -> docker.DockerClient:
@@ -74,8 +82,14 @@ def docker_client(settings: SandboxSettings, *, timeout: float = 60) -> docker.D
 class DockerSandbox:
     backend = "docker"
 
-    def __init__(self, settings: SandboxSettings, source: Path, *, network: bool = False,
-                 client: docker.DockerClient | None = None) -> None:
+    def __init__(
+        self,
+        settings: SandboxSettings,
+        source: Path,
+        *,
+        network: bool = False,
+        client: docker.DockerClient | None = None,
+    ) -> None:
         if not source.is_dir():
             raise SandboxError(f"{source}: not a directory")
         self._settings = settings
@@ -88,29 +102,41 @@ class DockerSandbox:
         tmpfs_opts = "mode=1777,nosuid,nodev"
         try:
             self.container = self._client.containers.create(
-                s.image, ["bash", "-c", _INIT],
+                s.image,
+                ["bash", "-c", _INIT],
                 user=f"{SANDBOX_UID}:{SANDBOX_GID}",
                 network_mode="bridge" if network else "none",
-                mem_limit=f"{s.memory_mb}m", memswap_limit=f"{s.memory_mb}m",
-                nano_cpus=int(s.cpus * 1e9), pids_limit=s.pids,
-                read_only=True, cap_drop=["ALL"], security_opt=["no-new-privileges"],
+                mem_limit=f"{s.memory_mb}m",
+                memswap_limit=f"{s.memory_mb}m",
+                nano_cpus=int(s.cpus * 1e9),
+                pids_limit=s.pids,
+                read_only=True,
+                cap_drop=["ALL"],
+                security_opt=["no-new-privileges"],
                 tmpfs={
                     WORKSPACE: f"size={s.workspace_mb}m,{tmpfs_opts}",
-                    "/tmp": f"size=256m,{tmpfs_opts}",
+                    "/tmp": f"size=256m,{tmpfs_opts}",  # noqa: S108 (the container's own)
                     SANDBOX_HOME: f"size=256m,{tmpfs_opts}",
                 },
-                labels={LABEL: "1", f"{LABEL}.owner": f"{socket.gethostname()}:{os.getpid()}",
-                        f"{LABEL}.created": str(int(time.time()))},
-                environment=sandbox_env(), working_dir=WORKSPACE, hostname="sandbox",
-                stdin_open=False, tty=False,
+                labels={
+                    LABEL: "1",
+                    f"{LABEL}.owner": f"{socket.gethostname()}:{os.getpid()}",
+                    f"{LABEL}.created": str(int(time.time())),
+                },
+                environment=sandbox_env(),
+                working_dir=WORKSPACE,
+                hostname="sandbox",
+                stdin_open=False,
+                tty=False,
             )
             self.container.start()
             if not self.container.put_archive(WORKSPACE, _tar_tree(source)):
                 raise SandboxError("could not copy the checkout into the container")
         except docker.errors.ImageNotFound as exc:
             self.close()
-            raise SandboxError(f"sandbox image {s.image} is missing: build it with "
-                               "deploy/sandbox/build-image.sh") from exc
+            raise SandboxError(
+                f"sandbox image {s.image} is missing: build it with deploy/sandbox/build-image.sh"
+            ) from exc
         except docker.errors.DockerException as exc:
             self.close()
             raise SandboxError(f"could not start the sandbox container: {exc}") from exc
@@ -141,10 +167,17 @@ class DockerSandbox:
         api = self._client.api
         start = time.monotonic()
         try:
-            exec_id = api.exec_create(container.id, argv, stdout=True, stderr=True, stdin=False,
-                                      tty=False, user=f"{SANDBOX_UID}:{SANDBOX_GID}",
-                                      environment=sandbox_env(env),
-                                      workdir=workspace_cwd(cwd))["Id"]
+            exec_id = api.exec_create(
+                container.id,
+                argv,
+                stdout=True,
+                stderr=True,
+                stdin=False,
+                tty=False,
+                user=f"{SANDBOX_UID}:{SANDBOX_GID}",
+                environment=sandbox_env(env),
+                workdir=workspace_cwd(cwd),
+            )["Id"]
             chunks = api.exec_start(exec_id, stream=True, demux=True)
         except docker.errors.DockerException as exc:
             raise SandboxError(f"exec failed: {exc}") from exc
@@ -156,17 +189,26 @@ class DockerSandbox:
             # timeout inside did not end it (engine wedged, or the container stopped
             # answering): the container is the only thing left to kill.
             self.close()
-            return ExecResult(exit_code=TIMEOUT_EXIT_CODE, stdout=out.text(), stderr=err.text(),
-                              duration_s=time.monotonic() - start, timed_out=True,
-                              truncated=out.truncated or err.truncated)
+            return ExecResult(
+                exit_code=TIMEOUT_EXIT_CODE,
+                stdout=out.text(),
+                stderr=err.text(),
+                duration_s=time.monotonic() - start,
+                timed_out=True,
+                truncated=out.truncated or err.truncated,
+            )
         elapsed = time.monotonic() - start
         exit_code = _exit_code(api, exec_id)
         timed_out = timed_out_exit(exit_code, elapsed, timeout)
         oom = not timed_out and exit_code == 128 + 9 and self._oom_events()
         return ExecResult(
             exit_code=TIMEOUT_EXIT_CODE if timed_out else exit_code,
-            stdout=out.text(), stderr=err.text(), duration_s=elapsed, timed_out=timed_out,
-            truncated=out.truncated or err.truncated, oom_killed=oom,
+            stdout=out.text(),
+            stderr=err.text(),
+            duration_s=elapsed,
+            timed_out=timed_out,
+            truncated=out.truncated or err.truncated,
+            oom_killed=oom,
         )
 
     def _oom_events(self) -> bool:
@@ -245,18 +287,28 @@ class DockerSandbox:
             except docker.errors.NotFound:
                 pass
             except docker.errors.DockerException as exc:
-                raise SandboxError(f"could not remove container {self.container.id}: {exc}") from exc
+                raise SandboxError(
+                    f"could not remove container {self.container.id}: {exc}"
+                ) from exc
 
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.close()
 
 
-def reap_stale(settings: SandboxSettings, *, max_age_s: float = 6 * 3600,
-               client: docker.DockerClient | None = None) -> list[str]:
+def reap_stale(
+    settings: SandboxSettings,
+    *,
+    max_age_s: float = 6 * 3600,
+    client: docker.DockerClient | None = None,
+) -> list[str]:
     """Remove sandbox containers left by a crashed worker: those whose owner process on
     this host is gone, and any older than ``max_age_s``. Returns the removed ids."""
     client = client or docker_client(settings)
@@ -287,8 +339,9 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _drain(chunks: Iterator[tuple[bytes | None, bytes | None]], out: CappedStream,
-           err: CappedStream) -> None:
+def _drain(
+    chunks: Iterator[tuple[bytes | None, bytes | None]], out: CappedStream, err: CappedStream
+) -> None:
     try:
         for stdout, stderr in chunks:
             if stdout:

@@ -41,20 +41,27 @@ if [ -z "$engine" ]; then
   fi
 fi
 
-if [ "$engine" = podman ]; then
-  exists() { podman image exists "$image"; }
-else
-  exists() { docker image inspect "$image" >/dev/null 2>&1; }
-fi
+# The image carries a hash of its recipe (this script and the Dockerfile), so
+# --if-missing rebuilds an image made from an older package list.
+recipe=$(cat "$0" "$here/Dockerfile" | sha256sum | cut -c1-16)
+label_of() {
+  "$engine" image inspect --format '{{ index .Config.Labels "org.ribbit.sandbox-recipe" }}' \
+    "$image" 2>/dev/null || true
+}
 
-if [ "$if_missing" = 1 ] && exists; then
-  log "$image already exists ($engine); nothing to do"
-  exit 0
+if [ "$if_missing" = 1 ]; then
+  found=$(label_of)
+  if [ "$found" = "$recipe" ]; then
+    log "$image already exists ($engine, recipe $recipe); nothing to do"
+    exit 0
+  fi
+  [ -n "$found" ] && log "$image was built from another recipe ($found); rebuilding"
 fi
 
 if [ "$engine" = docker ]; then
   log "docker build -t $image $here"
-  exec docker build -t "$image" -f "$here/Dockerfile" "$here"
+  exec docker build -t "$image" --label "org.ribbit.sandbox-recipe=$recipe" \
+    -f "$here/Dockerfile" "$here"
 fi
 
 # --- podman: debootstrap + import -------------------------------------------------------
@@ -105,14 +112,18 @@ find "$rootfs/usr/lib" -name '__pycache__' -type d -prune -exec rm -rf {} +
 # Commands run with a read-only root file system; git must not look for a system config.
 printf '[safe]\n\tdirectory = *\n' >"$rootfs/etc/gitconfig"
 
+old_id=$(podman image inspect --format '{{.Id}}' "$image" 2>/dev/null || true)
 log "podman import -> $image"
-tar --numeric-owner -C "$rootfs" -c . | podman import \
+tar --numeric-owner -C "$rootfs" -c . | podman import --quiet \
   --change 'USER 1000:1000' \
   --change 'WORKDIR /workspace' \
   --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
   --change 'ENV LANG=C.UTF-8' \
   --change 'CMD ["/bin/bash"]' \
   --change "LABEL org.ribbit.sandbox-image=1" \
+  --change "LABEL org.ribbit.sandbox-recipe=$recipe" \
   - "$image" >/dev/null
+# The replaced image would stay behind untagged; drop it unless a container still uses it.
+if [ -n "$old_id" ]; then podman rmi "$old_id" >/dev/null 2>&1 || true; fi
 size=$(podman image inspect --format '{{.Size}}' "$image")
 log "built $image ($((size / 1024 / 1024)) MiB) in $((SECONDS - start)) s"

@@ -22,6 +22,7 @@ __all__ = [
     "SandboxError",
     "check_backends",
     "open_sandbox",
+    "reap_stale",
     "resolve_backend",
     "sandbox_factory",
 ]
@@ -126,3 +127,20 @@ def _bubblewrap_check() -> BackendCheck:
 def _short(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return text[0][:200] if text else type(exc).__name__
+
+
+def reap_stale(settings: SandboxSettings) -> list[str]:
+    """Remove what crashed workers left behind: labelled containers (when an engine
+    answers) and bubblewrap temp dirs whose owner is gone. Returns what was removed."""
+    from worker.sandbox import bubblewrap
+
+    import docker.errors
+
+    from worker.sandbox import docker as docker_backend
+
+    removed = [str(p) for p in bubblewrap.reap_stale()]
+    try:
+        removed += docker_backend.reap_stale(settings)
+    except (SandboxError, docker.errors.DockerException, OSError):
+        pass  # no engine here: nothing of it to reap
+    return removed

@@ -9,7 +9,7 @@ import pytest
 
 from bot.settings import SandboxSettings
 from tests.fakes import make_git_repo
-from worker.sandbox import SandboxError, open_sandbox, resolve_backend
+from worker.sandbox import SandboxError, open_sandbox, reap_stale, resolve_backend
 from worker.sandbox.common import (
     CappedStream,
     base_commit,
@@ -125,3 +125,8 @@ def test_auto_falls_back_to_bubblewrap_without_an_engine() -> None:
 def test_network_is_refused_unless_setup_network(tmp_path: Path) -> None:
     with pytest.raises(SandboxError, match="SETUP_NETWORK"):
         open_sandbox(SandboxSettings(backend="bubblewrap"), tmp_path, network=True)
+
+
+def test_reap_stale_without_engine_reaps_bubblewrap_only() -> None:
+    settings = SandboxSettings(docker_url="unix:///nonexistent/docker.sock")
+    assert isinstance(reap_stale(settings), list)

@@ -57,7 +57,12 @@ def test_docker_cgroup_limits_hold_inside(
             "/sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null",
             timeout=30,
         )
+        cpu = sb.exec(
+            "cat /sys/fs/cgroup/cpu.max /sys/fs/cgroup/cpu/cpu.cfs_quota_us 2>/dev/null",
+            timeout=30,
+        )
     values = r.stdout.split()
+    assert str(int(docker_settings.cpus * 100_000)) in cpu.stdout.split()
     assert str(docker_settings.pids) in values
     assert str(docker_settings.memory_mb * 1024 * 1024) in values
 

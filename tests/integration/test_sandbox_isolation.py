@@ -313,3 +313,10 @@ def test_sandbox_git_works_inside(sandbox: Sandbox) -> None:
     assert result.exit_code == 0, result.stderr
     assert result.stdout.strip() == "initial"
     assert shutil.which("git")
+
+
+def test_sandbox_home_and_tmp_are_writable(sandbox: Sandbox) -> None:
+    result = sandbox.exec(
+        "echo h > ~/h && echo t > /tmp/t && mkdir -p ~/.cache/pip && cat ~/h /tmp/t", timeout=30
+    )
+    assert (result.exit_code, result.stdout) == (0, "h\nt\n"), result.stderr

@@ -7,6 +7,7 @@ which backends can run here and why not.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import subprocess
 import tempfile
@@ -132,15 +133,13 @@ def _short(exc: BaseException) -> str:
 def reap_stale(settings: SandboxSettings) -> list[str]:
     """Remove what crashed workers left behind: labelled containers (when an engine
     answers) and bubblewrap temp dirs whose owner is gone. Returns what was removed."""
-    from worker.sandbox import bubblewrap
-
     import docker.errors
 
+    from worker.sandbox import bubblewrap
     from worker.sandbox import docker as docker_backend
 
     removed = [str(p) for p in bubblewrap.reap_stale()]
-    try:
+    # No engine here means nothing of it to reap.
+    with contextlib.suppress(SandboxError, docker.errors.DockerException, OSError):
         removed += docker_backend.reap_stale(settings)
-    except (SandboxError, docker.errors.DockerException, OSError):
-        pass  # no engine here: nothing of it to reap
     return removed

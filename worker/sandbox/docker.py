@@ -22,12 +22,13 @@ import io
 import os
 import socket
 import tarfile
+import tempfile
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self
+from typing import IO, Any, Self
 
 import docker
 import docker.errors
@@ -130,7 +131,11 @@ class DockerSandbox:
                 tty=False,
             )
             self.container.start()
-            if not self.container.put_archive(WORKSPACE, _tar_tree(source)):
+            # Engines create tmpfs mounts root-owned (Podman 4 rejects uid=); a tar's "."
+            # entry, extracted by the engine, hands each mount to the sandbox user.
+            with _tar_tree(source) as checkout:
+                copied = self.container.put_archive(WORKSPACE, checkout)
+            if not (copied and self.container.put_archive(SANDBOX_HOME, _tar_owned_dir())):
                 raise SandboxError("could not copy the checkout into the container")
         except docker.errors.ImageNotFound as exc:
             self.close()
@@ -362,15 +367,25 @@ def _exit_code(api: Any, exec_id: str) -> int:
     raise SandboxError("the engine did not report the command's exit code")
 
 
-def _tar_tree(source: Path) -> bytes:
-    """The checkout as a tar owned by the sandbox user; its "." entry makes the
-    workspace root itself theirs."""
+def _owned(info: tarfile.TarInfo) -> tarfile.TarInfo:
+    info.uid, info.gid, info.uname, info.gname = SANDBOX_UID, SANDBOX_GID, "", ""
+    return info
+
+
+def _tar_tree(source: Path) -> IO[bytes]:
+    """The checkout as a tar owned by the sandbox user (symlinks kept as links), in a
+    spooled file so a large checkout is not held in memory."""
+    spool = tempfile.SpooledTemporaryFile(max_size=64 * 1024 * 1024)  # noqa: SIM115
+    with tarfile.open(fileobj=spool, mode="w") as tf:
+        tf.add(str(source), arcname=".", recursive=True, filter=_owned)
+    spool.seek(0)
+    return spool
+
+
+def _tar_owned_dir() -> bytes:
     buf = io.BytesIO()
-
-    def owned(info: tarfile.TarInfo) -> tarfile.TarInfo:
-        info.uid, info.gid, info.uname, info.gname = SANDBOX_UID, SANDBOX_GID, "", ""
-        return info
-
     with tarfile.open(fileobj=buf, mode="w") as tf:
-        tf.add(str(source), arcname=".", recursive=True, filter=owned)
+        info = tarfile.TarInfo(".")
+        info.type, info.mode = tarfile.DIRTYPE, 0o700
+        tf.addfile(_owned(info))
     return buf.getvalue()

@@ -52,8 +52,11 @@ def open_sandbox(settings: SandboxSettings, source: Path, *, network: bool = Fal
 
 
 def sandbox_factory(settings: SandboxSettings) -> SandboxFactory:
+    """``auto`` is resolved once, here, so one job's sandboxes all use the same backend."""
+    fixed = settings.model_copy(update={"backend": resolve_backend(settings)})
+
     def factory(source: Path) -> Sandbox:
-        return open_sandbox(settings, source)
+        return open_sandbox(fixed, source)
 
     return factory
 

@@ -1,5 +1,5 @@
 """DockerSandbox: one container per sandbox, through the Docker Engine API (Docker, or
-Podman's compatible service; see docs in platform notes).
+Podman's compatible service; see deploy/sandbox/README.md).
 
 The container: image's non-root user (uid 1000), no network (``network_mode="none"``
 unless the setup phase asks for it), read-only root file system, every capability

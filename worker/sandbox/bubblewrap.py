@@ -8,7 +8,7 @@ When the worker is root it also drops to a throwaway host uid before entering (s
 sandbox user is nobody on the host, and RLIMIT_NPROC counts only this sandbox's
 processes) and puts the workspace on its own size-limited tmpfs.
 
-Limits (set with setrlimit before ``bwrap`` starts, inherited by everything inside):
+Limits (set by ``prlimit`` before ``bwrap`` starts, inherited by everything inside):
 RLIMIT_NPROC = pids, RLIMIT_AS = memory_mb (per process: a hog gets ENOMEM, not an OOM
 kill), RLIMIT_FSIZE = workspace_mb (per file), RLIMIT_NOFILE = 1024, RLIMIT_CORE = 0.
 No CPU share limit: that needs a cgroup, which only the docker backend sets.
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import resource
 import secrets
 import selectors
 import shutil
@@ -218,23 +217,19 @@ class BubblewrapSandbox:
         ]
         return args
 
-    def _preexec(self) -> None:
-        """Runs in the child between fork and exec: limits first, then the uid drop
-        (RLIMIT_NPROC is only enforced once the process is no longer root)."""
+    def _limits_argv(self) -> list[str]:
+        """prlimit in front of everything: rlimits are inherited by timeout, bwrap and the
+        command. (Not preexec_fn: that is unsafe in a threaded worker.)"""
         s = self._settings
+        mb = 1024 * 1024
         limits = {
-            resource.RLIMIT_NPROC: s.pids,
-            resource.RLIMIT_AS: s.memory_mb * 1024 * 1024,
-            resource.RLIMIT_FSIZE: s.workspace_mb * 1024 * 1024,
-            resource.RLIMIT_NOFILE: 1024,
-            resource.RLIMIT_CORE: 0,
+            "nproc": s.pids,
+            "as": s.memory_mb * mb,
+            "fsize": s.workspace_mb * mb,
+            "nofile": 1024,
+            "core": 0,
         }
-        for which, value in limits.items():
-            resource.setrlimit(which, (value, value))
-        if self._host_uid is not None:
-            os.setgroups([])
-            os.setgid(self._host_uid)
-            os.setuid(self._host_uid)
+        return ["prlimit", *(f"--{name}={v}:{v}" for name, v in limits.items()), "--"]
 
     def exec(
         self,
@@ -251,14 +246,19 @@ class BubblewrapSandbox:
         # timeout runs on the host around bwrap: killing bwrap kills the sandbox's pid 1
         # (--die-with-parent), and with it every process in the namespace.
         start = time.monotonic()
+        # A root worker drops to the throwaway uid before prlimit runs, so RLIMIT_NPROC
+        # (which root ignores) holds and counts only this sandbox's processes.
+        uid = self._host_uid
         proc = subprocess.Popen(
-            timeout_argv(argv, timeout),
+            [*self._limits_argv(), *timeout_argv(argv, timeout)],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
             close_fds=True,
-            preexec_fn=self._preexec,
+            user=uid,
+            group=uid,
+            extra_groups=None if uid is None else [],
             env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"},
         )
         out, err = CappedStream(output_cap), CappedStream(output_cap)

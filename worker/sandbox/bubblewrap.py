@@ -222,8 +222,12 @@ class BubblewrapSandbox:
         command. (Not preexec_fn: that is unsafe in a threaded worker.)"""
         s = self._settings
         mb = 1024 * 1024
+        # RLIMIT_NPROC counts every process of the real uid. The throwaway uid of a root
+        # worker has none besides the sandbox's; an unprivileged worker's own user has
+        # its whole session, which the budget must not swallow.
+        nproc = s.pids if self._host_uid is not None else s.pids + _processes_of(os.getuid())
         limits = {
-            "nproc": s.pids,
+            "nproc": nproc,
             "as": s.memory_mb * mb,
             "fsize": s.workspace_mb * mb,
             "nofile": 1024,
@@ -350,6 +354,19 @@ def reap_stale(temp_dir: Path | None = None) -> list[Path]:
         remove_root(root)
         removed.append(root)
     return removed
+
+
+def _processes_of(uid: int) -> int:
+    count = 0
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            for line in status.read_text().splitlines():
+                if line.startswith("Uid:"):
+                    count += int(line.split()[1]) == uid
+                    break
+        except (OSError, ValueError):
+            continue
+    return count
 
 
 def _alive(pid: int) -> bool:

@@ -15,7 +15,7 @@ import pytest
 from bot.settings import SandboxSettings
 from tests.fakes import git
 from tests.plugins.sandbox import tree_snapshot
-from worker.sandbox import SandboxError, open_sandbox
+from worker.sandbox import SandboxError, open_sandbox, sandbox_factory
 from worker.sandbox.base import Sandbox
 
 pytestmark = pytest.mark.integration
@@ -320,3 +320,25 @@ def test_sandbox_home_and_tmp_are_writable(sandbox: Sandbox) -> None:
         "echo h > ~/h && echo t > /tmp/t && mkdir -p ~/.cache/pip && cat ~/h /tmp/t", timeout=30
     )
     assert (result.exit_code, result.stdout) == (0, "h\nt\n"), result.stderr
+
+
+def test_sandbox_factory_gives_sandboxes_of_the_protocol(
+    backend_settings: SandboxSettings, source_repo: Path
+) -> None:
+    factory = sandbox_factory(backend_settings)
+    with factory(source_repo) as sb:
+        assert isinstance(sb, Sandbox)
+        assert sb.backend == backend_settings.backend
+        assert sb.exec(["cat", "README.md"], timeout=30).stdout == "hello\n"
+
+
+def test_sandbox_diff_needs_a_git_checkout(
+    backend_settings: SandboxSettings, tmp_path: Path
+) -> None:
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "f.txt").write_text("x")
+    with open_sandbox(backend_settings, plain) as sb:
+        assert sb.read_file("f.txt") == b"x"
+        with pytest.raises(SandboxError, match="git checkout"):
+            sb.diff()

@@ -10,8 +10,8 @@ manager so it is always destroyed explicitly, never by a finaliser.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from dataclasses import dataclass
+from pathlib import Path
 from types import TracebackType
 from typing import Protocol, Self, runtime_checkable
 

@@ -113,7 +113,8 @@ class AdmissionSettings(Section):
 class SandboxSettings(Section):
     backend: Literal["docker", "bubblewrap", "auto"] = Field(
         default="auto",
-        description="Where untrusted code runs. auto: docker if an engine answers, else bubblewrap.",
+        description="Where untrusted code runs. auto: docker if an engine answers and has the "
+        "image, else bubblewrap.",
     )
     docker_url: str | None = Field(
         default=None,
@@ -121,13 +122,24 @@ class SandboxSettings(Section):
         "Unset: DOCKER_HOST or the default socket.",
     )
     image: str = Field(default="ribbit-sandbox:latest", description="Sandbox image (docker).")
-    memory_mb: int = Field(default=2048, ge=64, description="Memory limit per sandbox.")
-    cpus: float = Field(default=1.0, gt=0, description="CPU limit per sandbox.")
+    memory_mb: int = Field(
+        default=2048,
+        ge=64,
+        description="Memory limit per sandbox (docker: cgroup, no swap; bubblewrap: address "
+        "space per process).",
+    )
+    cpus: float = Field(default=1.0, gt=0, description="CPU limit per sandbox (docker only).")
     pids: int = Field(default=256, ge=16, description="Process limit per sandbox.")
-    workspace_mb: int = Field(default=2048, ge=16, description="Writable workspace size limit.")
+    workspace_mb: int = Field(
+        default=2048,
+        ge=16,
+        description="Writable workspace size limit (bubblewrap: needs a root worker; "
+        "unprivileged, only a per-file limit of this size applies).",
+    )
     setup_network: bool = Field(
         default=False,
-        description="Give the setup phase (dependency install) network. The agent phase never has.",
+        description="Give the setup phase (dependency install) network; docker backend only "
+        "(bubblewrap could only share the host's). The agent phase never has.",
     )
     package_index_url: str | None = Field(
         default=None, description="Package mirror passed to the setup phase as PIP_INDEX_URL."

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import SecretStr
 from werkzeug.serving import make_server
 
 from tests.conftest import GITHUB_SECRET, GITLAB_TOKEN, require_service
@@ -133,8 +134,9 @@ def deployment_for(forge_world: Any, tmp_path: Path, redis_url: str,
         replay = record(script, tmp_path / f"replay-{len(opened)}.jsonl", tmp_path)
         settings = base.model_copy(update={
             "broker_url": redis_url,
-            "github": base.github.model_copy(update={"webhook_secret": GITHUB_SECRET}),
-            "gitlab": base.gitlab.model_copy(update={"webhook_token": GITLAB_TOKEN}),
+            "github": base.github.model_copy(
+                update={"webhook_secret": SecretStr(GITHUB_SECRET)}),
+            "gitlab": base.gitlab.model_copy(update={"webhook_token": SecretStr(GITLAB_TOKEN)}),
             "model": base.model.model_copy(update={"policy": "replay", "replay_file": replay}),
             "sandbox": base.sandbox.model_copy(update={"backend": sandbox_backend}),
             **extra,

@@ -3,7 +3,6 @@ runs the tests inside the sandbox, never on the host."""
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
@@ -11,7 +10,6 @@ import pytest
 
 from bot.repo_config import RepoConfig
 from bot.settings import GateSettings, SandboxSettings
-from tests.conftest import require_service
 from tests.unit.worker.gates.helpers import make_patch, repo_with
 from worker.gates import GateContext, run_gates
 from worker.sandbox.base import SandboxFactory
@@ -31,28 +29,13 @@ FIX = {
 }
 
 
-def _probe(backend: str, tmp_path: Path) -> SandboxFactory | None:
-    try:
-        sandbox_factory = importlib.import_module("worker.sandbox").sandbox_factory
-
-        factory: SandboxFactory = sandbox_factory(
-            SandboxSettings.model_validate({"backend": backend})
-        )
-        probe = tmp_path / "probe"
-        probe.mkdir()
-        with factory(probe) as sandbox:
-            ok = sandbox.exec(f"{PYTEST} --version", timeout=120).exit_code == 0
-    except Exception:
-        return None
-    return factory if ok else None
-
-
 @pytest.fixture(params=["docker", "bubblewrap"])
-def factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SandboxFactory]:
-    found = _probe(request.param, tmp_path)
-    require_service(found is not None, f"{request.param} sandbox with python3 and pytest")
-    assert found is not None
-    yield found
+def factory(request: pytest.FixtureRequest) -> Iterator[SandboxFactory]:
+    """The real backends, from the sandbox area's fixtures (Podman socket + image, bwrap)."""
+    from worker.sandbox import sandbox_factory
+
+    settings: SandboxSettings = request.getfixturevalue(f"{request.param}_settings")
+    yield sandbox_factory(settings)
 
 
 def _ctx(

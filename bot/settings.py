@@ -363,3 +363,29 @@ def load_settings(**overrides: Any) -> Settings:
             name = f"RIBBIT_{loc}" if loc else "settings"
             lines.append(f"{name}: {err['msg']}")
         raise SettingsError("invalid settings:\n  " + "\n  ".join(lines)) from None
+
+
+def settings_table() -> str:
+    """The README's settings table, generated from the fields above (a test keeps the
+    README in step with it)."""
+    rows = ["| Variable | Default | Meaning |", "|---|---|---|"]
+
+    def walk(model: type[BaseModel], prefix: str) -> None:
+        for name, field in model.model_fields.items():
+            env = f"{prefix}{name.upper()}"
+            ann = field.annotation
+            if isinstance(ann, type) and issubclass(ann, BaseModel):
+                walk(ann, env + "__")
+                continue
+            if name == "data_dir":
+                default: Any = "$XDG_DATA_HOME/ribbit (~/.local/share/ribbit)"
+            elif field.default_factory is not None:
+                default = field.default_factory()  # type: ignore[call-arg]
+            else:
+                default = field.default
+            shown = "unset" if default is None else default
+            desc = (field.description or "").replace("|", "\\|")
+            rows.append(f"| `{env}` | `{shown}` | {desc} |")
+
+    walk(Settings, "RIBBIT_")
+    return "\n".join(rows)

@@ -56,6 +56,7 @@ def podman_service() -> Iterator[str | None]:
         proc = subprocess.Popen(
             ["podman", "system", "service", "--time=0", url],
             env=podman_env(conf),
+            cwd=tmp,  # conmon writes marker files into its working directory
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )

@@ -74,6 +74,9 @@ def podman_socket(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     proc = subprocess.Popen(
         [podman, "system", "service", "--time=0", url],
         env=podman_env(conf),
+        # conmon drops an "oom" marker file in its working directory when an exec is
+        # OOM-killed; keep that out of the checkout.
+        cwd=workdir,
         stdout=log,
         stderr=subprocess.STDOUT,
     )

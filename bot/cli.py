@@ -156,7 +156,7 @@ def worker(concurrency: int | None, pool: str, beat: bool, loglevel: str) -> Non
 # -- jobs ---------------------------------------------------------------------------------------
 
 
-def _store(settings: Settings):  # type: ignore[no-untyped-def]
+def _store(settings: Settings):
     from bot.store.db import Database
     from bot.store.jobs import JobStore
 

@@ -339,7 +339,8 @@ def load_config_file(path: Path) -> dict[str, Any]:
     try:
         data = tomllib.loads(text) if path.suffix == ".toml" else yaml.safe_load(text)
     except (tomllib.TOMLDecodeError, yaml.YAMLError) as exc:
-        raise SettingsError(f"RIBBIT_CONFIG_FILE={path}: not valid {path.suffix[1:]}: {exc}") from exc
+        kind = path.suffix[1:] or "YAML"
+        raise SettingsError(f"RIBBIT_CONFIG_FILE={path}: not valid {kind}: {exc}") from exc
     if data is None:
         return {}
     if not isinstance(data, dict):

@@ -44,7 +44,7 @@ def create_celery(settings: Settings | None = None) -> Celery:
         },
         include=["worker.tasks"],
     )
-    app.ribbit_settings = settings  # type: ignore[attr-defined]
+    app.ribbit_settings = settings
     return app
 
 
@@ -73,7 +73,7 @@ def runtime_for(app: Celery) -> WorkerRuntime:
     if existing is None:
         settings: Settings = getattr(app, "ribbit_settings", None) or load_settings()
         existing = WorkerRuntime.build(settings)
-        app.ribbit_runtime = existing  # type: ignore[attr-defined]
+        app.ribbit_runtime = existing
     return existing
 
 

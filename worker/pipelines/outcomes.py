@@ -90,7 +90,8 @@ def record_pull_request_outcome(runtime_store: Any, settings: Any, *, forge_name
 @pipeline("outcome")
 def record_outcome(ctx: JobContext) -> dict[str, Any] | None:
     job = ctx.job
-    assert job.pr_number is not None
+    if job.pr_number is None:
+        raise JobRefused("an outcome job needs a pull request number")
     return record_pull_request_outcome(
         ctx.store, ctx.settings, forge_name=job.forge, repo_name=job.repo,
         pr_number=job.pr_number, issue_number=job.issue_number,
@@ -102,9 +103,10 @@ def reconcile_open_pull_requests(runtime: WorkerRuntime) -> dict[str, int]:
     ones get their outcome now, so a lost webhook loses nothing."""
     with runtime.db.session() as session:
         known = {(o.forge, o.repo, o.pr_number) for o in session.scalars(select(Outcome))}
-        candidates = {}
+        candidates: dict[tuple[str, str, int], tuple[int | None, int | None]] = {}
         for job in session.scalars(select(Job).where(Job.pr_number.is_not(None),
                                                      Job.kind.in_(("solve", "revise")))):
+            assert job.pr_number is not None  # selected on that
             key = (job.forge, job.repo, job.pr_number)
             if key not in known:
                 candidates[key] = (job.issue_number, job.installation_id)

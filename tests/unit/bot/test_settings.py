@@ -54,4 +54,4 @@ def test_readme_settings_table_is_current() -> None:
     from bot.settings import settings_table
 
     readme = (Path(__file__).parents[3] / "README.md").read_text()
-    assert settings_table() in readme, "regenerate the README table with bot.settings.settings_table()"
+    assert settings_table() in readme, "regenerate the table: bot.settings.settings_table()"

@@ -138,9 +138,24 @@ class SolveRun:
         self.forge: Forge = make_forge(self.settings, self.repo.forge,
                                        installation_id=self.job.installation_id)
         self.status = StatusComment(self.forge, self.issue_ref, ctx.store, self.job.id,
-                                    self.job.status_comment_id)
+                                    self.job.status_comment_id or self._issue_status_comment())
         self.timings: dict[str, float] = {}
         self.workdir = Workdir(self.settings.data_dir / "work" / self.job.id)
+
+    def _issue_status_comment(self) -> int | None:
+        """The status comment an earlier job on this issue posted: one per issue, so a
+        retry or a revision edits it instead of adding another."""
+        from sqlalchemy import select
+
+        from bot.store.models import Job
+
+        with self.ctx.store.db.session() as session:
+            return session.scalar(
+                select(Job.status_comment_id).where(
+                    Job.forge == self.job.forge, Job.repo == self.job.repo,
+                    Job.issue_number == self.job.issue_number,
+                    Job.status_comment_id.is_not(None))
+                .order_by(Job.created_at.desc()).limit(1))
 
     # -- steps ------------------------------------------------------------------------------
 

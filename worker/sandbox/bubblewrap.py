@@ -111,6 +111,7 @@ class BubblewrapSandbox:
         self._bwrap = binary
         self._settings = settings
         self._closed = False
+        self._running: set[subprocess.Popen[bytes]] = set()
         self._base = base_commit(source)
         self._root = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX))
         self.host_root = self._root  # exposed so tests and reapers can check cleanup
@@ -265,12 +266,18 @@ class BubblewrapSandbox:
             extra_groups=None if uid is None else [],
             env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"},
         )
+        self._running.add(proc)
         out, err = CappedStream(output_cap), CappedStream(output_cap)
         assert proc.stdout is not None and proc.stderr is not None
-        _pump(
-            proc, {proc.stdout: out, proc.stderr: err}, deadline=start + timeout + KILL_GRACE_S + 5
-        )
-        exit_code = proc.wait()
+        try:
+            _pump(
+                proc,
+                {proc.stdout: out, proc.stderr: err},
+                deadline=start + timeout + KILL_GRACE_S + 5,
+            )
+            exit_code = proc.wait()
+        finally:
+            self._running.discard(proc)
         elapsed = time.monotonic() - start
         timed_out = timed_out_exit(exit_code, elapsed, timeout)
         if exit_code < 0:
@@ -319,6 +326,11 @@ class BubblewrapSandbox:
         if self._closed:
             return
         self._closed = True
+        # An exec may still run on another thread (the agent returned on cancel while a
+        # tool ran): kill its whole process group, or it would outlive the sandbox.
+        for proc in list(self._running):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
         remove_root(self._root)
 
     def __enter__(self) -> Self:

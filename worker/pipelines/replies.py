@@ -48,10 +48,7 @@ def help_reply(ctx: JobContext) -> dict[str, Any] | None:
     forge, target = reply_target(ctx)
     check_actor(ctx, forge)
     text = ctx.job.instructions or ""
-    if text:
-        body = f"I don't know the command `{text}`.\n\n{HELP}"
-    else:
-        body = HELP
+    body = f"I don't know the command `{text}`.\n\n{HELP}" if text else HELP
     forge.post_comment(target, body)
     return {"replied": True}
 

@@ -27,6 +27,7 @@ from bot.forges.base import (
     DraftPullRequest,
     Forge,
     ForgeError,
+    ForgeUnavailable,
     IssueRef,
     PullRequestRef,
     RepoRef,
@@ -196,8 +197,13 @@ class SolveRun:
             raise
         except (JobRefused, GatesFailed):
             raise
-        except ForgeError:
-            raise  # ForgeUnavailable defers the job; its comment stays as it was
+        except ForgeUnavailable:
+            raise  # the job is deferred and retried; its comment stays as it was
+        except ForgeError as exc:
+            # Not found, permission denied, a push rejected because a human pushed meanwhile:
+            # the forge's message says which, and carries no token.
+            self.status.show(Status("failed", f"The forge refused a step: {exc}"))
+            raise
         except Exception as exc:
             self.status.show(Status("failed", f"Ribbit hit an error: `{type(exc).__name__}`. "
                                     "An admin can see the details with `ribbit jobs show "

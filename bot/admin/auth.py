@@ -13,9 +13,9 @@ import hashlib
 import hmac
 
 from flask import Request
-from werkzeug.wrappers import Response
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 from pydantic import SecretStr
+from werkzeug.wrappers import Response
 
 COOKIE_NAME = "ribbit_admin"
 COOKIE_PATH = "/admin"

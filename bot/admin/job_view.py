@@ -94,8 +94,8 @@ def _turn(index: int, data: dict[str, Any]) -> TurnView:
         for o in data.get("observations") or [] if isinstance(o, dict)
     ]
     reasoning = data.get("reasoning")
-    return TurnView(index=_int(data.get("index")) if _int(data.get("index")) is not None
-                    else index,
+    stored_index = _int(data.get("index"))
+    return TurnView(index=index if stored_index is None else stored_index,
                     content=_str(data.get("content")),
                     reasoning=reasoning if isinstance(reasoning, str) and reasoning else None,
                     tool_calls=calls, observations=observations,

@@ -39,8 +39,13 @@ def _token() -> SecretStr | None:
     return token if token is not None and token.get_secret_value() else None
 
 
+LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "[::1]"}
+
+
 def _secure() -> bool:
-    return request.is_secure
+    # Secure unless the dashboard is reached on loopback: behind a TLS-terminating proxy
+    # the app itself sees plain HTTP, and a session cookie must never travel unencrypted.
+    return request.is_secure or request.host.rsplit(":", 1)[0] not in LOOPBACK_HOSTS
 
 
 @bp.before_request

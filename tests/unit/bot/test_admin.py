@@ -215,3 +215,12 @@ def test_admin_trainer_page_lists_rows_once_table_exists(admin: Any, db: Any) ->
     page = admin.get("/admin/model-versions", headers=BEARER).get_data(as_text=True)
     assert "frognano-ft-1" in page and "&lt;b&gt;v2&lt;/b&gt;" in page
     assert page.index("v2") < page.index("frognano-ft-1")  # newest first
+
+
+def test_admin_cookie_is_secure_off_loopback(admin: Any) -> None:
+    resp = admin.post("/admin/login", data={"token": ADMIN_TOKEN},
+                      base_url="http://ribbit.example.com")
+    assert "Secure" in resp.headers["Set-Cookie"]
+    local = admin.post("/admin/login", data={"token": ADMIN_TOKEN},
+                       base_url="http://127.0.0.1:8080")
+    assert "Secure" not in local.headers["Set-Cookie"]

@@ -69,6 +69,7 @@ class JobDetail:
     diff: str | None
     gates: list[GateView]
     gates_passed: bool | None
+    gates_summary: str | None
     extra: dict[str, Any]  # result keys this page does not know, shown as JSON
 
 
@@ -155,7 +156,8 @@ def _gate(data: Any, name: str = "") -> GateView | None:
 
 
 def parse_gates(value: Any) -> tuple[list[GateView], bool | None]:
-    """A gate report as ``{"passed", "results": [...]}``, a list, or ``{name: result}``."""
+    """A gate report as GateReport.to_dict() writes it (``{"passed", "summary", "gates":
+    [...]}``), with ``results`` instead of ``gates``, a bare list, or ``{name: result}``."""
     overall: bool | None = None
     items: list[GateView] = []
     if isinstance(value, dict):
@@ -167,7 +169,8 @@ def parse_gates(value: Any) -> tuple[list[GateView], bool | None]:
         elif isinstance(results, dict):
             items = [g for g in (_gate(r, k) for k, r in results.items()) if g]
         elif results is None:
-            items = [g for g in (_gate(r, k) for k, r in value.items() if k != "passed") if g]
+            items = [g for g in (_gate(r, k) for k, r in value.items()
+                                 if k not in {"passed", "summary", "duration_s"}) if g]
     elif isinstance(value, list):
         items = [g for g in (_gate(r) for r in value) if g]
     if overall is None and items and all(g.passed is not None for g in items):
@@ -175,7 +178,7 @@ def parse_gates(value: Any) -> tuple[list[GateView], bool | None]:
     return items, overall
 
 
-KNOWN_KEYS = {"trajectory_path", "trajectory", "diff", "gates"}
+KNOWN_KEYS = {"trajectory_path", "trajectory", "diff", "gates", "gates_summary"}
 
 
 def job_detail(result: Any, data_dir: Path) -> JobDetail:
@@ -189,6 +192,10 @@ def job_detail(result: Any, data_dir: Path) -> JobDetail:
     if diff is None and trajectory is not None:
         diff = trajectory.diff
     gates, passed = parse_gates(result.get("gates"))
+    summary = result.get("gates_summary")
+    if not isinstance(summary, str) and isinstance(result.get("gates"), dict):
+        summary = result["gates"].get("summary")
     extra = {k: v for k, v in result.items() if k not in KNOWN_KEYS}
     return JobDetail(trajectory=trajectory, trajectory_note=note, diff=diff, gates=gates,
-                     gates_passed=passed, extra=extra)
+                     gates_passed=passed, gates_summary=summary if isinstance(summary, str)
+                     else None, extra=extra)

@@ -78,14 +78,18 @@ def seed_job_with_trajectory(db: Database, data_dir: Path, job_id: str = "f" * 3
     result = {
         "trajectory_path": str(path),
         "diff": DIFF,
-        "gates": {"passed": False, "results": [
+        # The shape worker.gates.report.GateReport.to_dict() writes.
+        "gates": {"passed": False, "duration_s": 3.0, "summary": "tests ok, semgrep 1 error",
+                  "gates": [
             {"name": "tests", "passed": True, "findings": [], "logs": "1 passed",
              "duration_s": 1.0, "details": {}},
             {"name": "semgrep", "passed": False, "logs": "", "duration_s": 2.0, "details": {},
              "findings": [{"gate": "semgrep", "rule": "no-eval", "message": f"eval {HOSTILE}",
                            "path": "calc.py", "line": 3, "severity": "error"}]},
         ]},
-        "tokens": 1234,
+        "gates_summary": "tests ok, semgrep 1 error",
+        "exit_reason": "completed",
+        "turns": 2,
     }
     with db.session() as session:
         session.add(Job(id=job_id, kind="solve", state="succeeded", forge="github",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -157,7 +158,8 @@ def test_admin_job_page_shows_trajectory_diff_and_gates_escaped(
     assert "semgrep" in page and "no-eval" in page
     assert HOSTILE not in page
     assert "&lt;script&gt;alert(" in page
-    assert "tokens" in page  # unknown result keys shown as JSON
+    assert "tests ok, semgrep 1 error" in page
+    assert "exit_reason" in page  # result keys the page has no section for, shown as JSON
 
 
 def test_admin_job_page_without_result(admin: Any, db: Any) -> None:
@@ -224,3 +226,19 @@ def test_admin_cookie_is_secure_off_loopback(admin: Any) -> None:
     local = admin.post("/admin/login", data={"token": ADMIN_TOKEN},
                        base_url="http://127.0.0.1:8080")
     assert "Secure" not in local.headers["Set-Cookie"]
+
+
+def test_admin_gate_report_shapes_and_garbage() -> None:
+    from bot.admin.job_view import job_detail, parse_gates
+
+    result = {"name": "tests", "passed": True, "findings": [], "logs": ""}
+    for shape in ({"passed": True, "gates": [result]}, {"results": [result]}, [result],
+                  {"tests": {**result, "name": ""}}):
+        gates, passed = parse_gates(shape)
+        assert [g.name for g in gates] == ["tests"] and passed is True, shape
+    assert parse_gates("nonsense") == ([], None)
+    assert parse_gates({"passed": "yes", "gates": [1, None]}) == ([], None)
+    detail = job_detail({"trajectory": {"turns": [{"content": 3, "tool_calls": "x"}]},
+                         "diff": 5}, Path("/nonexistent"))
+    assert detail.trajectory is not None and detail.trajectory.turns[0].content == "3"
+    assert detail.diff is None and job_detail(None, Path("/x")).trajectory is None

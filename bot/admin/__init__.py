@@ -26,11 +26,14 @@ from pydantic import SecretStr
 from bot.admin import auth, job_view, queries
 from bot.services import services
 
-bp = Blueprint("admin", __name__, url_prefix="/admin", template_folder="templates",
-               static_folder="static")
+bp = Blueprint(
+    "admin", __name__, url_prefix="/admin", template_folder="templates", static_folder="static"
+)
 
-CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-       "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+)
 PUBLIC_ENDPOINTS = {"admin.login", "admin.static"}
 
 
@@ -57,8 +60,11 @@ def _guard() -> Response | None:
         return None
     # Scripts get a plain 401; browsers are sent to the form.
     if "Authorization" in request.headers or not request.accept_mimetypes.accept_html:
-        return Response("unauthorized\n", 401, {"WWW-Authenticate": 'Bearer realm="ribbit"',
-                                                "Content-Type": "text/plain"})
+        return Response(
+            "unauthorized\n",
+            401,
+            {"WWW-Authenticate": 'Bearer realm="ribbit"', "Content-Type": "text/plain"},
+        )
     return redirect(url_for("admin.login", next=request.full_path))  # type: ignore[return-value]
 
 
@@ -92,9 +98,11 @@ def login() -> Any:
             return response
         error = "That token is not the admin token."
     status = 401 if error else 200
-    return render_template("admin/login.html", error=error,
-                           next=_safe_next(request.args.get("next") or request.form.get("next"))
-                           ), status
+    return render_template(
+        "admin/login.html",
+        error=error,
+        next=_safe_next(request.args.get("next") or request.form.get("next")),
+    ), status
 
 
 @bp.post("/logout")
@@ -129,8 +137,14 @@ def jobs() -> str:
     except ValueError:
         page = 1
     result = queries.list_jobs(services().db, flt, page)
-    return render_template("admin/jobs.html", page=result, flt=flt, states=queries.JOB_STATES,
-                           kinds=queries.JOB_KINDS, forges=queries.FORGES)
+    return render_template(
+        "admin/jobs.html",
+        page=result,
+        flt=flt,
+        states=queries.JOB_STATES,
+        kinds=queries.JOB_KINDS,
+        forges=queries.FORGES,
+    )
 
 
 @bp.get("/jobs/<job_id>")
@@ -152,12 +166,16 @@ def outcomes() -> str:
     return render_template("admin/outcomes.html", series=series, chart=series.chart_data())
 
 
-TRAINER_TITLES = {"environments": "Environments", "training-runs": "Training runs",
-                  "model-versions": "Model versions"}
+TRAINER_TITLES = {
+    "environments": "Environments",
+    "training-runs": "Training runs",
+    "model-versions": "Model versions",
+}
 
 
 @bp.get("/<any(environments, 'training-runs', 'model-versions'):section>")
 def trainer_section(section: str) -> str:
     view = queries.trainer_table(services().db, queries.TRAINER_TABLES[section])
-    return render_template("admin/table.html", title=TRAINER_TITLES[section], view=view,
-                           section=section)
+    return render_template(
+        "admin/table.html", title=TRAINER_TITLES[section], view=view, section=section
+    )

@@ -56,11 +56,17 @@ def is_authenticated(token: SecretStr, request: Request) -> bool:
 
 def set_session_cookie(token: SecretStr, response: Response, *, secure: bool) -> None:
     response.set_cookie(
-        COOKIE_NAME, _serializer(token).dumps("admin"), max_age=SESSION_MAX_AGE_S,
-        path=COOKIE_PATH, httponly=True, samesite="Strict", secure=secure,
+        COOKIE_NAME,
+        _serializer(token).dumps("admin"),
+        max_age=SESSION_MAX_AGE_S,
+        path=COOKIE_PATH,
+        httponly=True,
+        samesite="Strict",
+        secure=secure,
     )
 
 
 def clear_session_cookie(response: Response, *, secure: bool) -> None:
-    response.delete_cookie(COOKIE_NAME, path=COOKIE_PATH, httponly=True, samesite="Strict",
-                           secure=secure)
+    response.delete_cookie(
+        COOKIE_NAME, path=COOKIE_PATH, httponly=True, samesite="Strict", secure=secure
+    )

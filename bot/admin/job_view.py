@@ -83,37 +83,49 @@ def _int(value: Any) -> int | None:
 
 def _turn(index: int, data: dict[str, Any]) -> TurnView:
     calls = [
-        ToolCallView(name=_str(c.get("name")),
-                     arguments=json.dumps(c.get("arguments"), indent=2, ensure_ascii=False),
-                     error=c.get("error") if isinstance(c.get("error"), str) else None)
-        for c in data.get("tool_calls") or [] if isinstance(c, dict)
+        ToolCallView(
+            name=_str(c.get("name")),
+            arguments=json.dumps(c.get("arguments"), indent=2, ensure_ascii=False),
+            error=c.get("error") if isinstance(c.get("error"), str) else None,
+        )
+        for c in data.get("tool_calls") or []
+        if isinstance(c, dict)
     ]
     observations = [
-        ObservationView(name=_str(o.get("name")), content=_str(o.get("content")),
-                        is_error=bool(o.get("is_error")), exit_code=_int(o.get("exit_code")),
-                        truncated=bool(o.get("truncated")))
-        for o in data.get("observations") or [] if isinstance(o, dict)
+        ObservationView(
+            name=_str(o.get("name")),
+            content=_str(o.get("content")),
+            is_error=bool(o.get("is_error")),
+            exit_code=_int(o.get("exit_code")),
+            truncated=bool(o.get("truncated")),
+        )
+        for o in data.get("observations") or []
+        if isinstance(o, dict)
     ]
     reasoning = data.get("reasoning")
     stored_index = _int(data.get("index"))
-    return TurnView(index=index if stored_index is None else stored_index,
-                    content=_str(data.get("content")),
-                    reasoning=reasoning if isinstance(reasoning, str) and reasoning else None,
-                    tool_calls=calls, observations=observations,
-                    finish_reason=_str(data.get("finish_reason")),
-                    completion_tokens=_int(data.get("completion_tokens")))
+    return TurnView(
+        index=index if stored_index is None else stored_index,
+        content=_str(data.get("content")),
+        reasoning=reasoning if isinstance(reasoning, str) and reasoning else None,
+        tool_calls=calls,
+        observations=observations,
+        finish_reason=_str(data.get("finish_reason")),
+        completion_tokens=_int(data.get("completion_tokens")),
+    )
 
 
 def trajectory_from_dict(data: dict[str, Any]) -> TrajectoryView:
     turns = [_turn(i, t) for i, t in enumerate(data.get("turns") or []) if isinstance(t, dict)]
     duration = data.get("duration_s")
     return TrajectoryView(
-        turns=turns, exit_reason=data.get("exit_reason") if isinstance(
-            data.get("exit_reason"), str) else None,
+        turns=turns,
+        exit_reason=data.get("exit_reason") if isinstance(data.get("exit_reason"), str) else None,
         error=data.get("error") if isinstance(data.get("error"), str) else None,
         model=_str(data.get("model")),
         duration_s=float(duration) if isinstance(duration, int | float) else None,
-        diff=data.get("diff") if isinstance(data.get("diff"), str) else None)
+        diff=data.get("diff") if isinstance(data.get("diff"), str) else None,
+    )
 
 
 def load_trajectory(path_value: Any, data_dir: Path) -> tuple[TrajectoryView | None, str | None]:
@@ -150,9 +162,12 @@ def _gate(data: Any, name: str = "") -> GateView | None:
         return None
     findings = [f for f in data.get("findings") or [] if isinstance(f, dict)]
     passed = data.get("passed")
-    return GateView(name=_str(data.get("name")) or name,
-                    passed=passed if isinstance(passed, bool) else None,
-                    findings=findings, logs=_str(data.get("logs")))
+    return GateView(
+        name=_str(data.get("name")) or name,
+        passed=passed if isinstance(passed, bool) else None,
+        findings=findings,
+        logs=_str(data.get("logs")),
+    )
 
 
 def parse_gates(value: Any) -> tuple[list[GateView], bool | None]:
@@ -169,8 +184,15 @@ def parse_gates(value: Any) -> tuple[list[GateView], bool | None]:
         elif isinstance(results, dict):
             items = [g for g in (_gate(r, k) for k, r in results.items()) if g]
         elif results is None:
-            items = [g for g in (_gate(r, k) for k, r in value.items()
-                                 if k not in {"passed", "summary", "duration_s"}) if g]
+            items = [
+                g
+                for g in (
+                    _gate(r, k)
+                    for k, r in value.items()
+                    if k not in {"passed", "summary", "duration_s"}
+                )
+                if g
+            ]
     elif isinstance(value, list):
         items = [g for g in (_gate(r) for r in value) if g]
     if overall is None and items and all(g.passed is not None for g in items):
@@ -196,6 +218,12 @@ def job_detail(result: Any, data_dir: Path) -> JobDetail:
     if not isinstance(summary, str) and isinstance(result.get("gates"), dict):
         summary = result["gates"].get("summary")
     extra = {k: v for k, v in result.items() if k not in KNOWN_KEYS}
-    return JobDetail(trajectory=trajectory, trajectory_note=note, diff=diff, gates=gates,
-                     gates_passed=passed, gates_summary=summary if isinstance(summary, str)
-                     else None, extra=extra)
+    return JobDetail(
+        trajectory=trajectory,
+        trajectory_note=note,
+        diff=diff,
+        gates=gates,
+        gates_passed=passed,
+        gates_summary=summary if isinstance(summary, str) else None,
+        extra=extra,
+    )

@@ -37,12 +37,24 @@ class JobFilter:
             return value if value in allowed else None
 
         repo = (args.get("repo") or "").strip()[:255] or None
-        return cls(state=pick("state", JOB_STATES), kind=pick("kind", JOB_KINDS),
-                   forge=pick("forge", FORGES), repo=repo)
+        return cls(
+            state=pick("state", JOB_STATES),
+            kind=pick("kind", JOB_KINDS),
+            forge=pick("forge", FORGES),
+            repo=repo,
+        )
 
     def as_args(self) -> dict[str, str]:
-        return {k: v for k, v in (("state", self.state), ("kind", self.kind),
-                                  ("forge", self.forge), ("repo", self.repo)) if v}
+        return {
+            k: v
+            for k, v in (
+                ("state", self.state),
+                ("kind", self.kind),
+                ("forge", self.forge),
+                ("repo", self.repo),
+            )
+            if v
+        }
 
 
 @dataclass(frozen=True)
@@ -88,9 +100,21 @@ def _duration(job: Any, now: datetime) -> float | None:
     return max(0.0, (end - started).total_seconds())
 
 
-_LIST_COLUMNS = (Job.id, Job.kind, Job.state, Job.forge, Job.repo, Job.issue_number,
-                 Job.pr_number, Job.pr_url, Job.stage, Job.failure_reason, Job.created_at,
-                 Job.started_at, Job.finished_at)
+_LIST_COLUMNS = (
+    Job.id,
+    Job.kind,
+    Job.state,
+    Job.forge,
+    Job.repo,
+    Job.issue_number,
+    Job.pr_number,
+    Job.pr_url,
+    Job.stage,
+    Job.failure_reason,
+    Job.created_at,
+    Job.started_at,
+    Job.finished_at,
+)
 
 
 def list_jobs(db: Database, flt: JobFilter, page: int = 1, per_page: int = PER_PAGE) -> JobPage:
@@ -108,19 +132,35 @@ def list_jobs(db: Database, flt: JobFilter, page: int = 1, per_page: int = PER_P
     with db.session() as session:
         # Only the listed columns: result (the big JSON) stays on disk for list pages.
         rows = session.execute(
-            select(*_LIST_COLUMNS).where(*conditions)
+            select(*_LIST_COLUMNS)
+            .where(*conditions)
             .order_by(Job.created_at.desc(), Job.id.desc())
-            .limit(per_page).offset((page - 1) * per_page)
+            .limit(per_page)
+            .offset((page - 1) * per_page)
         ).all()
-        total = int(session.scalar(select(func.count()).select_from(Job).where(*conditions))
-                    or 0)
+        total = int(session.scalar(select(func.count()).select_from(Job).where(*conditions)) or 0)
     return JobPage(
-        rows=[JobRow(id=r.id, kind=r.kind, state=r.state, forge=r.forge, repo=r.repo,
-                     issue_number=r.issue_number, pr_number=r.pr_number, pr_url=r.pr_url,
-                     stage=r.stage, failure_reason=r.failure_reason,
-                     created_at=_aware(r.created_at), duration_s=_duration(r, now))
-              for r in rows],
-        total=total, page=page, per_page=per_page)
+        rows=[
+            JobRow(
+                id=r.id,
+                kind=r.kind,
+                state=r.state,
+                forge=r.forge,
+                repo=r.repo,
+                issue_number=r.issue_number,
+                pr_number=r.pr_number,
+                pr_url=r.pr_url,
+                stage=r.stage,
+                failure_reason=r.failure_reason,
+                created_at=_aware(r.created_at),
+                duration_s=_duration(r, now),
+            )
+            for r in rows
+        ],
+        total=total,
+        page=page,
+        per_page=per_page,
+    )
 
 
 def get_job(db: Database, job_id: str) -> Job | None:
@@ -157,9 +197,11 @@ class OutcomeSeries:
         return out
 
     def chart_data(self) -> dict[str, Any]:
-        return {"weeks": self.weeks, "counts": {"merged": self.merged, "closed": self.closed,
-                                                "revised": self.revised},
-                "rates": self.rates()}
+        return {
+            "weeks": self.weeks,
+            "counts": {"merged": self.merged, "closed": self.closed, "revised": self.revised},
+            "rates": self.rates(),
+        }
 
 
 def _week_start(moment: datetime) -> str:
@@ -172,8 +214,9 @@ def outcome_series(db: Database) -> OutcomeSeries:
     buckets: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
     with db.session() as session:
         rows = session.execute(
-            select(Outcome.state, Outcome.revisions, Outcome.decided_at, Outcome.recorded_at)
-            .where(Outcome.human_authored.is_(False))
+            select(Outcome.state, Outcome.revisions, Outcome.decided_at, Outcome.recorded_at).where(
+                Outcome.human_authored.is_(False)
+            )
         ).all()
     for state, revisions, decided, recorded in rows:
         moment = _aware(decided) or _aware(recorded)

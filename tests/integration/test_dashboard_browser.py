@@ -37,8 +37,11 @@ ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "dashboard"
 def served(tmp_path: Path, dispatcher: Any) -> Iterator[tuple[str, Any]]:
     from werkzeug.serving import make_server
 
-    settings = load_settings(data_dir=tmp_path / "data", admin_token=ADMIN_TOKEN,
-                             github={"webhook_secret": GITHUB_SECRET})
+    settings = load_settings(
+        data_dir=tmp_path / "data",
+        admin_token=ADMIN_TOKEN,
+        github={"webhook_secret": GITHUB_SECRET},
+    )
     app = create_app(settings, dispatcher=dispatcher)
     db = app.extensions["ribbit"].db
     seed_jobs(db, 120)
@@ -58,8 +61,9 @@ def served(tmp_path: Path, dispatcher: Any) -> Iterator[tuple[str, Any]]:
 @pytest.fixture
 def browser(tmp_path: Path) -> Iterator[Any]:
     available = CHROMEDRIVER.exists() and CHROMIUM.exists()
-    require_service(available, "chromium and chromium-driver (apt-get install chromium "
-                               "chromium-driver)")
+    require_service(
+        available, "chromium and chromium-driver (apt-get install chromium chromium-driver)"
+    )
     try:
         from selenium import webdriver
         from selenium.webdriver.chrome.service import Service
@@ -68,14 +72,22 @@ def browser(tmp_path: Path) -> Iterator[Any]:
         raise
     options = webdriver.ChromeOptions()
     options.binary_location = str(CHROMIUM)
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--disable-quic", "--disable-dev-shm-usage",
-                 "--window-size=1280,1000", f"--user-data-dir={tmp_path / 'chromium'}"):
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-quic",
+        "--disable-dev-shm-usage",
+        "--window-size=1280,1000",
+        f"--user-data-dir={tmp_path / 'chromium'}",
+    ):
         options.add_argument(flag)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)),
-                              options=options)
+    driver = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=options)
     driver.set_page_load_timeout(30)
     try:
         yield driver
@@ -92,12 +104,16 @@ def _shot(driver: Any, name: str) -> Path:
 
 
 def _csp_violations(driver: Any) -> list[str]:
-    return [e["message"] for e in driver.get_log("browser")
-            if "Content Security Policy" in e["message"] or "Refused to" in e["message"]]
+    return [
+        e["message"]
+        for e in driver.get_log("browser")
+        if "Content Security Policy" in e["message"] or "Refused to" in e["message"]
+    ]
 
 
 def test_dashboard_in_chromium_login_jobs_trajectory_charts(
-        served: tuple[str, Any], browser: Any) -> None:
+    served: tuple[str, Any], browser: Any
+) -> None:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as ec
     from selenium.webdriver.support.ui import WebDriverWait

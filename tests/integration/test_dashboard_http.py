@@ -33,14 +33,31 @@ def server(tmp_path: Path) -> Iterator[str]:
     port = free_port()
     # The token comes in by environment here (the host's /run/secrets is not ours to
     # write); test_deploy_compose covers reading it from a secret file.
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("RIBBIT_")},
-           "RIBBIT_DATA_DIR": str(data), "RIBBIT_ADMIN_TOKEN": ADMIN_TOKEN,
-           "RIBBIT_GITHUB__WEBHOOK_SECRET": "s3cret", "RIBBIT_LOG_FORMAT": "text",
-           "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen([sys.executable, "-m", "bot", "serve", "--no-worker",
-                             "--host", "127.0.0.1", "--port", str(port)],
-                            cwd=REPO, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("RIBBIT_")},
+        "RIBBIT_DATA_DIR": str(data),
+        "RIBBIT_ADMIN_TOKEN": ADMIN_TOKEN,
+        "RIBBIT_GITHUB__WEBHOOK_SECRET": "s3cret",
+        "RIBBIT_LOG_FORMAT": "text",
+        "PYTHONPATH": str(REPO),
+    }
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "bot",
+            "serve",
+            "--no-worker",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         _wait_for_port(port, proc, "ribbit serve", timeout=60)
         yield f"http://127.0.0.1:{port}"
@@ -50,10 +67,18 @@ def server(tmp_path: Path) -> Iterator[str]:
 
 
 def test_dashboard_http_served_by_ribbit_serve(server: str) -> None:
-    assert requests.get(f"{server}/admin/", timeout=10,
-                        headers={"Accept": "application/json"}).status_code == 401
-    assert requests.get(f"{server}/admin/", timeout=10,
-                        headers={"Authorization": "Bearer wrong"}).status_code == 401
+    assert (
+        requests.get(
+            f"{server}/admin/", timeout=10, headers={"Accept": "application/json"}
+        ).status_code
+        == 401
+    )
+    assert (
+        requests.get(
+            f"{server}/admin/", timeout=10, headers={"Authorization": "Bearer wrong"}
+        ).status_code
+        == 401
+    )
     auth = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
     started = time.perf_counter()
     page = requests.get(f"{server}/admin/?state=failed&page=30", headers=auth, timeout=30)
@@ -64,8 +89,9 @@ def test_dashboard_http_served_by_ribbit_serve(server: str) -> None:
     print(f"\njobs page 30 of 10,000 jobs (state=failed) over HTTP: {elapsed * 1000:.1f} ms")
 
     session = requests.Session()
-    login = session.post(f"{server}/admin/login", data={"token": ADMIN_TOKEN},
-                         allow_redirects=False, timeout=10)
+    login = session.post(
+        f"{server}/admin/login", data={"token": ADMIN_TOKEN}, allow_redirects=False, timeout=10
+    )
     assert login.status_code == 302
     assert session.get(f"{server}/admin/outcomes", timeout=10).status_code == 200
     js = session.get(f"{server}/admin/static/chart.umd.min.js", timeout=10)

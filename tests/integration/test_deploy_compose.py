@@ -51,8 +51,9 @@ def test_deploy_compose_matches_compose_spec_schema() -> None:
     # The top-level `name` came into the spec after this schema's revision;
     # podman-compose (below) resolves it.
     assert data.pop("name") == "ribbit"
-    errors = sorted(jsonschema.Draft201909Validator(schema).iter_errors(data),
-                    key=lambda e: list(e.path))
+    errors = sorted(
+        jsonschema.Draft201909Validator(schema).iter_errors(data), key=lambda e: list(e.path)
+    )
     assert not errors, "\n".join(f"{list(e.path)}: {e.message}" for e in errors)
 
 
@@ -67,8 +68,7 @@ def test_deploy_compose_schema_rejects_a_broken_file() -> None:
 
 def test_deploy_compose_services_and_profiles() -> None:
     services = _compose()["services"]
-    assert set(services) == {"web", "worker", "worker-gpu", "beat", "trainer", "redis",
-                             "postgres"}
+    assert set(services) == {"web", "worker", "worker-gpu", "beat", "trainer", "redis", "postgres"}
     assert services["web"]["command"] == ["serve", "--no-worker"]
     assert services["worker"]["command"][0] == "worker"
     assert services["worker-gpu"]["profiles"] == ["gpu"]
@@ -97,8 +97,9 @@ def test_deploy_compose_secrets_are_files_and_name_real_settings() -> None:
         assert not any("://" in str(v) and "@" in str(v) for v in env.values()), env
 
 
-def test_deploy_settings_read_container_secret_files(tmp_path: Path,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_deploy_settings_read_container_secret_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     secrets = tmp_path / "secrets"
     secrets.mkdir()
     (secrets / "ribbit_github__webhook_secret").write_text("from-a-file\n")
@@ -118,8 +119,7 @@ def test_deploy_settings_read_container_secret_files(tmp_path: Path,
 
 @pytest.mark.integration
 def test_deploy_compose_resolves_with_podman_compose(tmp_path: Path) -> None:
-    binary = shutil.which("podman-compose") or str(Path(sys.executable).parent
-                                                   / "podman-compose")
+    binary = shutil.which("podman-compose") or str(Path(sys.executable).parent / "podman-compose")
     require_service(Path(binary).exists(), "podman-compose (pip install podman-compose)")
     workdir = tmp_path / "deploy"
     workdir.mkdir()
@@ -127,15 +127,26 @@ def test_deploy_compose_resolves_with_podman_compose(tmp_path: Path) -> None:
     (workdir / "secrets").mkdir()
     for name in _compose()["secrets"]:
         (workdir / "secrets" / name).write_text("x")
-    out = subprocess.run([binary, "-f", "compose.yaml", "--profile", "gpu", "--profile", "train",
-                          "config"], cwd=workdir, capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [binary, "-f", "compose.yaml", "--profile", "gpu", "--profile", "train", "config"],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0, out.stderr
     resolved = yaml.safe_load(out.stdout)
     assert {"web", "worker", "worker-gpu", "trainer", "beat"} <= set(resolved["services"])
-    assert resolved["services"]["worker"]["command"] == ["worker", "--pool", "prefork",
-                                                         "--concurrency", "2"]
-    assert resolved["services"]["worker"]["environment"]["RIBBIT_BROKER_URL"] == \
-        "redis://redis:6379/0"
+    assert resolved["services"]["worker"]["command"] == [
+        "worker",
+        "--pool",
+        "prefork",
+        "--concurrency",
+        "2",
+    ]
+    assert (
+        resolved["services"]["worker"]["environment"]["RIBBIT_BROKER_URL"] == "redis://redis:6379/0"
+    )
 
 
 # -- Dockerfile ---------------------------------------------------------------------------
@@ -153,12 +164,15 @@ def test_deploy_dockerfile_is_multistage_nonroot_with_healthcheck() -> None:
     instructions = parser.structure
     froms = [i["value"] for i in instructions if i["instruction"] == "FROM"]
     assert froms == ["${PYTHON_IMAGE} AS build", "${PYTHON_IMAGE} AS runtime"]
-    args = {i["value"].split("=", 1)[0]: i["value"].split("=", 1)[-1]
-            for i in instructions if i["instruction"] == "ARG"}
+    args = {
+        i["value"].split("=", 1)[0]: i["value"].split("=", 1)[-1]
+        for i in instructions
+        if i["instruction"] == "ARG"
+    }
     base = args["PYTHON_IMAGE"]
     assert ":" in base.rsplit("/", 1)[-1] and not base.endswith(":latest"), base
     assert args["TORCH_VARIANT"] == "cpu"
-    final = instructions[[i["instruction"] for i in instructions].index("FROM", 1):]
+    final = instructions[[i["instruction"] for i in instructions].index("FROM", 1) :]
     users = [i["value"] for i in final if i["instruction"] == "USER"]
     assert users and users[-1].split(":")[0] not in {"0", "root"}
     assert any(i["instruction"] == "HEALTHCHECK" and "/healthz" in i["value"] for i in final)
@@ -167,8 +181,9 @@ def test_deploy_dockerfile_is_multistage_nonroot_with_healthcheck() -> None:
     assert json.loads(entry)[-1] == "ribbit" and json.loads(cmd) == ["serve", "--no-worker"]
     # torch comes from the variant's own index, before the project pulls in PyPI's.
     runs = [i["value"] for i in instructions if i["instruction"] == "RUN"]
-    torch_at = next(n for n, r in enumerate(runs) if "download.pytorch.org/whl/${TORCH_VARIANT}"
-                    in r)
+    torch_at = next(
+        n for n, r in enumerate(runs) if "download.pytorch.org/whl/${TORCH_VARIANT}" in r
+    )
     project_at = next(n for n, r in enumerate(runs) if 'pip install ".[postgres]"' in r)
     assert torch_at < project_at
 

@@ -19,7 +19,8 @@ def _exported_sample_names(client: Any, post_github: Any) -> set[str]:
     client.get("/healthz")
     text = client.get("/metrics").get_data(as_text=True)
     return {s.name for fam in text_string_to_metric_families(text) for s in fam.samples} | {
-        fam.name for fam in text_string_to_metric_families(text)}
+        fam.name for fam in text_string_to_metric_families(text)
+    }
 
 
 def test_deploy_grafana_dashboard_uses_exported_metrics(client: Any, post_github: Any) -> None:
@@ -38,5 +39,8 @@ def test_deploy_grafana_dashboard_uses_exported_metrics(client: Any, post_github
     missing = used - exported
     assert not missing, f"dashboard queries metrics the app does not export: {missing}"
     # Every metric family the app exports is on the dashboard.
-    assert {"ribbit_webhook_events_total", "ribbit_jobs",
-            "ribbit_http_request_duration_seconds_bucket"} <= used
+    assert {
+        "ribbit_webhook_events_total",
+        "ribbit_jobs",
+        "ribbit_http_request_duration_seconds_bucket",
+    } <= used

@@ -27,8 +27,10 @@ K8S_VERSION = "1.30.0"
 RELEASE = "rb"
 
 _ACTION = re.compile(r"({{-?\s*.*?\s*-?}})", re.S)
-_LOOKUP = re.compile(r"^\.(Values(?:\.[A-Za-z_][\w-]*)+|Release\.Name|Chart\.Name|"
-                     r"Chart\.AppVersion)(\s*\|\s*quote)?$")
+_LOOKUP = re.compile(
+    r"^\.(Values(?:\.[A-Za-z_][\w-]*)+|Release\.Name|Chart\.Name|"
+    r"Chart\.AppVersion)(\s*\|\s*quote)?$"
+)
 _TOYAML = re.compile(r"^toYaml\s+\.(Values(?:\.[A-Za-z_][\w-]*)+)\s*\|\s*nindent\s+(\d+)$")
 _IF = re.compile(r"^if\s+\.(Values(?:\.[A-Za-z_][\w-]*)+)$")
 
@@ -57,8 +59,11 @@ def _scalar(value: Any) -> str:
 def render(text: str, values: dict[str, Any]) -> str:
     """Render the chart's Go-template subset (see the module docstring)."""
     chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
-    ctx = {"Values": values, "Release": {"Name": RELEASE},
-           "Chart": {"Name": chart["name"], "AppVersion": chart["appVersion"]}}
+    ctx = {
+        "Values": values,
+        "Release": {"Name": RELEASE},
+        "Chart": {"Name": chart["name"], "AppVersion": chart["appVersion"]},
+    }
     out: list[str] = []
     active = [True]
     trim_next = False
@@ -71,7 +76,7 @@ def render(text: str, values: dict[str, Any]) -> str:
                 out.append(piece)
             continue
         left, right = piece.startswith("{{-"), piece.endswith("-}}")
-        body = piece[3 if left else 2:-3 if right else -2].strip()
+        body = piece[3 if left else 2 : -3 if right else -2].strip()
         if left and out and all(active):
             out[-1] = out[-1].rstrip()
         trim_next = right
@@ -87,8 +92,9 @@ def render(text: str, values: dict[str, Any]) -> str:
             value = _scalar(_lookup(m.group(1), ctx))
             out.append(json.dumps(value) if m.group(2) else value)
         elif m := _TOYAML.match(body):
-            dumped = yaml.safe_dump(_lookup(m.group(1), ctx), default_flow_style=False,
-                                    sort_keys=False).rstrip("\n")
+            dumped = yaml.safe_dump(
+                _lookup(m.group(1), ctx), default_flow_style=False, sort_keys=False
+            ).rstrip("\n")
             pad = " " * int(m.group(2))
             out.append("\n" + "\n".join(pad + line for line in dumped.splitlines()))
         else:
@@ -141,10 +147,18 @@ def test_deploy_helm_chart_metadata() -> None:
 def test_deploy_helm_default_render_is_valid_kubernetes() -> None:
     docs = manifests(default_values())
     kinds = sorted(f"{d['kind']}/{d['metadata']['name']}" for d in docs)
-    assert kinds == sorted([
-        "ConfigMap/rb-env", "Deployment/rb-beat", "Deployment/rb-web", "Deployment/rb-worker",
-        "Ingress/rb-web", "NetworkPolicy/rb-restricted-egress", "Secret/rb-secrets",
-        "Service/rb-web"])
+    assert kinds == sorted(
+        [
+            "ConfigMap/rb-env",
+            "Deployment/rb-beat",
+            "Deployment/rb-web",
+            "Deployment/rb-worker",
+            "Ingress/rb-web",
+            "NetworkPolicy/rb-restricted-egress",
+            "Secret/rb-secrets",
+            "Service/rb-web",
+        ]
+    )
     for doc in docs:
         validate(doc)
 
@@ -198,10 +212,14 @@ def test_deploy_helm_network_policy_limits_worker_egress() -> None:
     docs = manifests(_all_values())
     policy = _by_name(docs, "NetworkPolicy", "-restricted-egress")["spec"]
     selector = policy["podSelector"]["matchLabels"]
-    restricted = {d["metadata"]["name"] for d in docs
-                  if d["kind"] in ("Deployment", "Job")
-                  and all(d["spec"]["template"]["metadata"]["labels"].get(k) == v
-                          for k, v in selector.items())}
+    restricted = {
+        d["metadata"]["name"]
+        for d in docs
+        if d["kind"] in ("Deployment", "Job")
+        and all(
+            d["spec"]["template"]["metadata"]["labels"].get(k) == v for k, v in selector.items()
+        )
+    }
     assert restricted == {"rb-worker", "rb-beat", "rb-trainer"}
     assert set(policy["policyTypes"]) == {"Ingress", "Egress"} and policy["ingress"] == []
     ports = {p["port"] for rule in policy["egress"] for p in rule["ports"]}
@@ -221,6 +239,6 @@ def test_deploy_helm_disabled_parts_render_nothing() -> None:
 
 def test_deploy_helm_renderer_refuses_unchecked_template_actions() -> None:
     with pytest.raises(UnsupportedTemplate):
-        render("x: {{ include \"ribbit.labels\" . }}\n", default_values())
+        render('x: {{ include "ribbit.labels" . }}\n', default_values())
     with pytest.raises(UnsupportedTemplate):
         render("x: {{ .Values.nope }}\n", default_values())

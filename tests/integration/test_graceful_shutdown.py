@@ -67,11 +67,14 @@ class Deployment:
         self.marks.mkdir()
         self.log = tmp / "worker.log"
         base = redis_url.rsplit("/", 1)[0]
-        self.env = {"RIBBIT_DATA_DIR": str(tmp / "data"),
-                    "RIBBIT_BROKER_URL": f"{base}/{REDIS_DB}",
-                    "RIBBIT_LOG_FORMAT": "text"}
-        self.settings: Settings = load_settings(data_dir=tmp / "data",
-                                                broker_url=f"{base}/{REDIS_DB}")
+        self.env = {
+            "RIBBIT_DATA_DIR": str(tmp / "data"),
+            "RIBBIT_BROKER_URL": f"{base}/{REDIS_DB}",
+            "RIBBIT_LOG_FORMAT": "text",
+        }
+        self.settings: Settings = load_settings(
+            data_dir=tmp / "data", broker_url=f"{base}/{REDIS_DB}"
+        )
         import redis
 
         redis.Redis.from_url(self.settings.broker_url or "").flushdb()
@@ -81,21 +84,33 @@ class Deployment:
         self.procs: list[subprocess.Popen[bytes]] = []
 
     def start_worker(self, sleep_s: float) -> subprocess.Popen[bytes]:
-        env = {**{k: v for k, v in os.environ.items() if not k.startswith("RIBBIT_")},
-               **self.env, "GRACEFUL_MARKS": str(self.marks), "GRACEFUL_SLEEP": str(sleep_s),
-               "PYTHONPATH": str(REPO)}
+        env = {
+            **{k: v for k, v in os.environ.items() if not k.startswith("RIBBIT_")},
+            **self.env,
+            "GRACEFUL_MARKS": str(self.marks),
+            "GRACEFUL_SLEEP": str(sleep_s),
+            "PYTHONPATH": str(REPO),
+        }
         with self.log.open("ab") as log:
-            proc = subprocess.Popen([sys.executable, "-c", WORKER], cwd=REPO, env=env,
-                                    stdout=log, stderr=subprocess.STDOUT,
-                                    start_new_session=True)
+            proc = subprocess.Popen(
+                [sys.executable, "-c", WORKER],
+                cwd=REPO,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         self.procs.append(proc)
         return proc
 
     def submit(self) -> str:
         with self.db.session() as session:
-            job = self.store.create(session, JobSpec(kind="explain", forge="github",
-                                                     repo="acme/calc", issue_number=1,
-                                                     pr_number=2))
+            job = self.store.create(
+                session,
+                JobSpec(
+                    kind="explain", forge="github", repo="acme/calc", issue_number=1, pr_number=2
+                ),
+            )
             assert job is not None
         CeleryDispatcher(client_celery(self.settings)).dispatch(job)
         self.store.mark_dispatched([job.id])
@@ -148,12 +163,10 @@ def test_graceful_shutdown_sigterm_finishes_the_running_job(deployment: Deployme
 
 
 @pytest.mark.slow
-def test_graceful_shutdown_killed_pool_process_job_is_reclaimed(
-        deployment: Deployment) -> None:
+def test_graceful_shutdown_killed_pool_process_job_is_reclaimed(deployment: Deployment) -> None:
     deployment.start_worker(sleep_s=3)
     job_id = deployment.submit()
-    started = deployment.wait_for("the job to start",
-                                  lambda: deployment.marks_named("started"), 60)
+    started = deployment.wait_for("the job to start", lambda: deployment.marks_named("started"), 60)
     first_pid = int(started[0].name.split("-")[1])
     os.kill(first_pid, signal.SIGKILL)  # the pool process, mid-job; the parent lives on
 
@@ -161,7 +174,8 @@ def test_graceful_shutdown_killed_pool_process_job_is_reclaimed(
     job = deployment.wait_for(
         "the job to be reclaimed and finish",
         lambda: (j := deployment.store.get(job_id)).state == "succeeded" and j,
-        STALE_AFTER.total_seconds() + 120)
+        STALE_AFTER.total_seconds() + 120,
+    )
     assert job.attempts == 2
     finished = deployment.marks_named("finished")
     assert len(finished) == 1 and int(finished[0].name.split("-")[1]) != first_pid

@@ -26,8 +26,11 @@ BEARER = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 
 @pytest.fixture
 def admin_app(tmp_path: Any, dispatcher: Any) -> Iterator[Any]:
-    settings = load_settings(data_dir=tmp_path / "data", admin_token=ADMIN_TOKEN,
-                             github={"webhook_secret": GITHUB_SECRET})
+    settings = load_settings(
+        data_dir=tmp_path / "data",
+        admin_token=ADMIN_TOKEN,
+        github={"webhook_secret": GITHUB_SECRET},
+    )
     app = create_app(settings, dispatcher=dispatcher)
     yield app
     app.extensions["ribbit"].db.dispose()
@@ -117,8 +120,7 @@ def test_admin_jobs_list_filters_and_pages(admin: Any, db: Any) -> None:
     assert odd.status_code == 200 and 'id="job-total">300<' in odd.get_data(as_text=True)
 
 
-def test_admin_jobs_list_on_10k_jobs_uses_two_queries_and_the_index(
-        admin: Any, db: Any) -> None:
+def test_admin_jobs_list_on_10k_jobs_uses_two_queries_and_the_index(admin: Any, db: Any) -> None:
     seed_jobs(db, 10_000)
     statements: list[tuple[str, Any]] = []
 
@@ -139,8 +141,9 @@ def test_admin_jobs_list_on_10k_jobs_uses_two_queries_and_the_index(
     assert "result" not in listing.split("FROM")[0]  # the big JSON column is not read
     assert tuple(params) == ("running", 50, 1800)
     with db.engine.connect() as conn:
-        plan = " ".join(str(r[-1]) for r in conn.exec_driver_sql(
-            "EXPLAIN QUERY PLAN " + listing, tuple(params)))
+        plan = " ".join(
+            str(r[-1]) for r in conn.exec_driver_sql("EXPLAIN QUERY PLAN " + listing, tuple(params))
+        )
     assert "ix_jobs_state_created" in plan, plan
     # The index gives created_at order; only ties on created_at (id breaks them) may be
     # sorted ("RIGHT PART"). A full "TEMP B-TREE FOR ORDER BY" would sort every match.
@@ -148,12 +151,13 @@ def test_admin_jobs_list_on_10k_jobs_uses_two_queries_and_the_index(
 
 
 def test_admin_job_page_shows_trajectory_diff_and_gates_escaped(
-        admin: Any, db: Any, admin_app: Any) -> None:
+    admin: Any, db: Any, admin_app: Any
+) -> None:
     job_id = seed_job_with_trajectory(db, admin_app.extensions["ribbit"].settings.data_dir)
     page = admin.get(f"/admin/jobs/{job_id}", headers=BEARER).get_data(as_text=True)
     assert "Let me look at the failing test." in page
     assert "pytest -q" in page and "Observation: bash (exit 1)" in page
-    assert page.count("<details class=\"turn\"") == 2
+    assert page.count('<details class="turn"') == 2
     assert "+return a + b" in page
     assert "semgrep" in page and "no-eval" in page
     assert HOSTILE not in page
@@ -170,15 +174,22 @@ def test_admin_job_page_without_result(admin: Any, db: Any) -> None:
     assert admin.get("/admin/jobs/..%2f..%2fetc", headers=BEARER).status_code == 404
 
 
-def test_admin_trajectory_outside_data_dir_is_not_read(
-        admin: Any, db: Any, tmp_path: Any) -> None:
+def test_admin_trajectory_outside_data_dir_is_not_read(admin: Any, db: Any, tmp_path: Any) -> None:
     from bot.store.models import Job
 
     outside = tmp_path / "elsewhere.jsonl"
     outside.write_text('{"turns": [{"content": "SECRET-CONTENT"}]}\n')
     with db.session() as session:
-        session.add(Job(id="e" * 32, kind="solve", state="failed", forge="github",
-                        repo="a/b", result={"trajectory_path": str(outside)}))
+        session.add(
+            Job(
+                id="e" * 32,
+                kind="solve",
+                state="failed",
+                forge="github",
+                repo="a/b",
+                result={"trajectory_path": str(outside)},
+            )
+        )
     page = admin.get(f"/admin/jobs/{'e' * 32}", headers=BEARER).get_data(as_text=True)
     assert "SECRET-CONTENT" not in page and "outside the data directory" in page
 
@@ -201,8 +212,7 @@ def test_admin_outcomes_page_embeds_chart_data(admin: Any, db: Any) -> None:
 
 
 @pytest.mark.parametrize("section", ["environments", "training-runs", "model-versions"])
-def test_admin_trainer_pages_show_no_data_until_tables_exist(
-        admin: Any, section: str) -> None:
+def test_admin_trainer_pages_show_no_data_until_tables_exist(admin: Any, section: str) -> None:
     page = admin.get(f"/admin/{section}", headers=BEARER)
     assert page.status_code == 200
     assert 'id="no-data"' in page.get_data(as_text=True)
@@ -210,21 +220,28 @@ def test_admin_trainer_pages_show_no_data_until_tables_exist(
 
 def test_admin_trainer_page_lists_rows_once_table_exists(admin: Any, db: Any) -> None:
     with db.engine.begin() as conn:
-        conn.execute(text("CREATE TABLE model_versions (id INTEGER PRIMARY KEY, name TEXT, "
-                          "created_at TEXT)"))
-        conn.execute(text("INSERT INTO model_versions (name, created_at) VALUES "
-                          "('frognano-ft-1', '2026-04-01'), ('<b>v2</b>', '2026-04-02')"))
+        conn.execute(
+            text("CREATE TABLE model_versions (id INTEGER PRIMARY KEY, name TEXT, created_at TEXT)")
+        )
+        conn.execute(
+            text(
+                "INSERT INTO model_versions (name, created_at) VALUES "
+                "('frognano-ft-1', '2026-04-01'), ('<b>v2</b>', '2026-04-02')"
+            )
+        )
     page = admin.get("/admin/model-versions", headers=BEARER).get_data(as_text=True)
     assert "frognano-ft-1" in page and "&lt;b&gt;v2&lt;/b&gt;" in page
     assert page.index("v2") < page.index("frognano-ft-1")  # newest first
 
 
 def test_admin_cookie_is_secure_off_loopback(admin: Any) -> None:
-    resp = admin.post("/admin/login", data={"token": ADMIN_TOKEN},
-                      base_url="http://ribbit.example.com")
+    resp = admin.post(
+        "/admin/login", data={"token": ADMIN_TOKEN}, base_url="http://ribbit.example.com"
+    )
     assert "Secure" in resp.headers["Set-Cookie"]
-    local = admin.post("/admin/login", data={"token": ADMIN_TOKEN},
-                       base_url="http://127.0.0.1:8080")
+    local = admin.post(
+        "/admin/login", data={"token": ADMIN_TOKEN}, base_url="http://127.0.0.1:8080"
+    )
     assert "Secure" not in local.headers["Set-Cookie"]
 
 
@@ -232,13 +249,19 @@ def test_admin_gate_report_shapes_and_garbage() -> None:
     from bot.admin.job_view import job_detail, parse_gates
 
     result = {"name": "tests", "passed": True, "findings": [], "logs": ""}
-    for shape in ({"passed": True, "gates": [result]}, {"results": [result]}, [result],
-                  {"tests": {**result, "name": ""}}):
+    for shape in (
+        {"passed": True, "gates": [result]},
+        {"results": [result]},
+        [result],
+        {"tests": {**result, "name": ""}},
+    ):
         gates, passed = parse_gates(shape)
         assert [g.name for g in gates] == ["tests"] and passed is True, shape
     assert parse_gates("nonsense") == ([], None)
     assert parse_gates({"passed": "yes", "gates": [1, None]}) == ([], None)
-    detail = job_detail({"trajectory": {"turns": [{"content": 3, "tool_calls": "x"}]},
-                         "diff": 5}, Path("/nonexistent"))
+    detail = job_detail(
+        {"trajectory": {"turns": [{"content": 3, "tool_calls": "x"}]}, "diff": 5},
+        Path("/nonexistent"),
+    )
     assert detail.trajectory is not None and detail.trajectory.turns[0].content == "3"
     assert detail.diff is None and job_detail(None, Path("/x")).trajectory is None

@@ -3,6 +3,10 @@ mid-job, the two ways production stops one:
 
 * SIGTERM (a deploy, `docker stop`, Kubernetes): Celery's warm shutdown lets the
   running job finish and record its real end before the process exits.
+* SIGKILL of the whole worker (a lost node): the message stays unacknowledged in
+  Redis until its visibility timeout, far too long to wait for, so another worker's
+  beat sweep requeues the job once its heartbeat is 2 x STALE_AFTER old and that
+  worker runs it.
 * SIGKILL of the pool process that runs the job (the OOM killer): the job's message
   was acknowledged late, so `reject_on_worker_lost` puts it back on the queue; the
   next delivery finds the job "running" with a live-looking heartbeat and defers,
@@ -55,7 +59,8 @@ def slow(ctx):
     return {"ran_in": os.getpid()}
 PIPELINES["explain"] = slow
 from bot.cli import main
-main(["worker", "--pool", "prefork", "--concurrency", "1", "--loglevel", "INFO"])
+beat = ["--beat"] if os.environ.get("GRACEFUL_BEAT") else []
+main(["worker", "--pool", "prefork", "--concurrency", "1", "--loglevel", "INFO", *beat])
 """
 
 
@@ -83,13 +88,14 @@ class Deployment:
         self.store = JobStore(self.db)
         self.procs: list[subprocess.Popen[bytes]] = []
 
-    def start_worker(self, sleep_s: float) -> subprocess.Popen[bytes]:
+    def start_worker(self, sleep_s: float, *, beat: bool = False) -> subprocess.Popen[bytes]:
         env = {
             **{k: v for k, v in os.environ.items() if not k.startswith("RIBBIT_")},
             **self.env,
             "GRACEFUL_MARKS": str(self.marks),
             "GRACEFUL_SLEEP": str(sleep_s),
             "PYTHONPATH": str(REPO),
+            "GRACEFUL_BEAT": "1" if beat else "",
         }
         with self.log.open("ab") as log:
             proc = subprocess.Popen(
@@ -183,3 +189,27 @@ def test_graceful_shutdown_killed_pool_process_job_is_reclaimed(deployment: Depl
     log = deployment.log.read_text()
     assert "signal 9 (SIGKILL)" in log  # Celery saw its pool process die
     assert "running on another worker" in log  # the deferral before the reclaim
+
+
+@pytest.mark.slow
+def test_graceful_shutdown_killed_worker_job_is_swept_to_another_worker(
+    deployment: Deployment,
+) -> None:
+    first = deployment.start_worker(sleep_s=3)
+    job_id = deployment.submit()
+    deployment.wait_for("the job to start", lambda: deployment.marks_named("started"), 60)
+    second = deployment.start_worker(sleep_s=3, beat=True)
+    os.killpg(first.pid, signal.SIGKILL)  # the worker and its pool, as a lost node
+    first.wait(timeout=30)
+    assert deployment.store.get(job_id).state == "running"  # nobody told the store
+
+    job = deployment.wait_for(
+        "the sweep to requeue the job and the second worker to finish it",
+        lambda: (j := deployment.store.get(job_id)).state == "succeeded" and j,
+        STALE_AFTER.total_seconds() * 2 + 120,
+    )
+    assert job.attempts == 2
+    assert second.poll() is None
+    finished = deployment.marks_named("finished")
+    assert len(finished) == 1
+    assert "sweep: requeued 1" in deployment.log.read_text()

@@ -82,6 +82,7 @@ def test_revision_is_a_new_commit_on_the_same_branch_over_human_commits(
     assert revise.state == "succeeded", revise.failure_reason
     [after] = forge_world.forge.pulls(kind, repo)  # still one PR
     assert after.number == pr.number and after.head == pr.head
+    assert f"job: `{revise.id}`" in after.body and "Ribbit gates: passed" in after.body
     head = forge_world.forge.branches(kind, repo)[pr.head]
     bare = forge_world.forge.repo(kind, repo).bare
     log = subprocess.run(["git", "log", "--format=%H %an", head], cwd=bare, check=True,

@@ -314,6 +314,9 @@ class SolveRun:
                     head=branch, base=self.forge.default_branch(self.repo),
                     title=f"{issue.title[:200]} (#{issue.ref.number})", body=body,
                     labels=tuple(config.labels), reviewers=tuple(config.reviewers)))
+            else:
+                # A revision (or a retry that found its PR): the body shows the new report.
+                self.forge.update_pull_request_body(pr.ref, body)
             self.forge.set_commit_status(self.repo, head_sha, CommitStatus(
                 "success" if report.passed else "failure",
                 description=report.summary_line()[:140]))

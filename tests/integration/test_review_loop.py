@@ -168,3 +168,49 @@ def test_merge_and_close_webhooks_record_outcomes(how: str, forge_world: Any,
             assert "NOTES.md" in (outcome.merged_diff or "")
         else:
             assert outcome.state == "closed" and outcome.diff_similarity is None
+
+
+def test_human_fix_for_an_issue_the_bot_failed_is_recorded(
+        forge_world: Any, deployment_for: Any, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from bot.cli import main
+    from tests.plugins.e2e import INSECURE_SCRIPT
+
+    dep = deployment_for(INSECURE_SCRIPT)
+    repo = new_repo(forge_world, "github")
+    number = label_issue(forge_world, "github", repo)
+    [job] = dep.store.list()
+    wait_for(lambda: dep.store.get(job.id).state == "failed", what="gates refusal")
+    # A human writes the fix on their own branch and opens a PR that closes the issue.
+    bare = forge_world.forge.repo("github", repo).bare
+    work = tmp_path / "fix"
+    env = {"GIT_AUTHOR_NAME": "Maya", "GIT_AUTHOR_EMAIL": "m@example.com", "PATH": "/usr/bin",
+           "GIT_COMMITTER_NAME": "Maya", "GIT_COMMITTER_EMAIL": "m@example.com",
+           "GIT_CONFIG_GLOBAL": "/dev/null"}
+    for args in (["clone", "-q", str(bare), str(work)], ["checkout", "-q", "-b", "maya/fix"]):
+        subprocess.run(["git", *args], cwd=work if args[0] != "clone" else None, env=env,
+                       check=True, capture_output=True)
+    (work / "calc.py").write_text("def add(a, b):\n    return a + b\n")
+    for args in (["commit", "-qam", "fix add"], ["push", "-q", "origin", "maya/fix"]):
+        subprocess.run(["git", *args], cwd=work, env=env, check=True, capture_output=True)
+    repo_rec = forge_world.forge.repo("github", repo)
+    pr = forge_world.forge.add_pull_record(repo_rec, "maya", "Fix add", f"Fixes #{number}",
+                                           "maya/fix", "main", draft=False)
+    delivery = forge_world.forge.merge_pull_request("github", repo, pr.number, actor="maya")
+    assert delivery is not None and delivery.status_code == 202, delivery.response_text
+    wait_for(lambda: any(j.kind == "outcome" and j.state == "succeeded"
+                         for j in dep.store.list()), what="human outcome")
+    monkeypatch.setenv("RIBBIT_DATA_DIR", str(dep.settings.data_dir))
+    out = CliRunner().invoke(main, ["outcomes", "--json"])
+    assert out.exit_code == 0, out.output
+    [row] = json.loads(out.output)
+    assert (row["pr"], row["issue"], row["human_authored"], row["state"]) == (
+        pr.number, number, True, "merged")
+    assert "+    return a + b" in row["merged_diff"]
+    export = tmp_path / "outcomes.jsonl"
+    assert CliRunner().invoke(main, ["outcomes", "--export", str(export)]).exit_code == 0
+    assert json.loads(export.read_text().splitlines()[0])["pr"] == pr.number

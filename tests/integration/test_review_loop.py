@@ -214,3 +214,22 @@ def test_human_fix_for_an_issue_the_bot_failed_is_recorded(
     export = tmp_path / "outcomes.jsonl"
     assert CliRunner().invoke(main, ["outcomes", "--export", str(export)]).exit_code == 0
     assert json.loads(export.read_text().splitlines()[0])["pr"] == pr.number
+
+
+def test_retry_after_a_pr_starts_over_beside_it(forge_world: Any, deployment_for: Any) -> None:
+    dep = deployment_for(GOOD_SCRIPT)
+    repo, number, first = _solved(forge_world, dep, "github")
+    _, delivery = forge_world.forge.comment_as("github", repo, number, author="maya",
+                                               body="/ribbit retry")
+    assert delivery is not None and delivery.status_code == 202
+    wait_for(lambda: len([j for j in dep.store.list() if j.kind == "solve"
+                          and j.state == "succeeded"]) == 2, what="second solve")
+    pulls = forge_world.forge.pulls("github", repo)
+    assert len(pulls) == 2
+    second = next(p for p in pulls if p.number != first.number)
+    assert second.head.startswith(first.head + "-")
+    # The first PR's branch was not force-pushed.
+    assert forge_world.forge.branches("github", repo)[first.head] == first.head_sha
+    [status] = bot_comments(forge_world, "github", repo, number)  # still one status comment
+    second_job = next(j for j in dep.store.list() if j.pr_number == second.number)
+    assert second_job.pr_url and second_job.pr_url in status.body

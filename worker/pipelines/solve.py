@@ -243,6 +243,11 @@ class SolveRun:
             branch = validate_branch_name(pr.head_branch)
         else:
             branch = branch_name_for_issue(issue.ref.number, issue.title)
+            earlier = self.forge.find_pull_request(self.repo, branch)
+            if earlier is not None:
+                # A retry starts over: a fresh branch and PR beside the earlier one, never a
+                # force-push over it (reviewers may have pushed there).
+                branch = validate_branch_name(f"{branch}-{self.job.id[:6]}")
         with self._timed("clone"):
             base_sha = self.clone(branch if revise else None)
 
@@ -308,7 +313,7 @@ class SolveRun:
                        seconds=time.monotonic() - started, job_id=self.job.id)
         with self._timed("pull_request"):
             if pr is None:
-                pr = self.forge.find_pull_request(self.repo, branch)
+                pr = self.forge.find_pull_request(self.repo, branch)  # a redelivered job
             if pr is None:
                 pr = self.forge.open_draft_pull_request(self.repo, DraftPullRequest(
                     head=branch, base=self.forge.default_branch(self.repo),

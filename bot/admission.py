@@ -27,6 +27,8 @@ def refusal_reason(
         return f"repository {forge}:{repo} is not in RIBBIT_ADMISSION__ALLOWED_REPOS"
     used = store.started_today(session, forge, repo)
     if used >= admission.daily_jobs_per_repo:
-        return (f"daily job budget of {admission.daily_jobs_per_repo} for {forge}:{repo} "
-                "is spent; it resets at 00:00 UTC")
+        return (
+            f"daily job budget of {admission.daily_jobs_per_repo} for {forge}:{repo} "
+            "is spent; it resets at 00:00 UTC"
+        )
     return None

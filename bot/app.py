@@ -40,9 +40,9 @@ def create_app(settings: Settings | None = None, *, dispatcher: Dispatcher | Non
     def _observe(response: Response) -> Response:
         started = g.get("started")
         if started is not None:
-            svc.metrics.latency.labels(request.endpoint or "unknown",
-                                       str(response.status_code)).observe(
-                time.perf_counter() - started)
+            svc.metrics.latency.labels(
+                request.endpoint or "unknown", str(response.status_code)
+            ).observe(time.perf_counter() - started)
         return response
 
     return app

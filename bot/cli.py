@@ -84,8 +84,13 @@ def main(ctx: click.Context) -> None:
 @click.option("--host", default=None, help="Listen address (default: RIBBIT_HOST).")
 @click.option("--port", type=int, default=None, help="Listen port (default: RIBBIT_PORT).")
 @click.option("--threads", type=int, default=8, show_default=True, help="Web server threads.")
-@click.option("--worker/--no-worker", "with_worker", default=True, show_default=True,
-              help="Also run an embedded worker (with beat) in a child process.")
+@click.option(
+    "--worker/--no-worker",
+    "with_worker",
+    default=True,
+    show_default=True,
+    help="Also run an embedded worker (with beat) in a child process.",
+)
 def serve(host: str | None, port: int | None, threads: int, with_worker: bool) -> None:
     """Run the webhook app (and by default an embedded worker)."""
     from waitress import create_server
@@ -98,23 +103,31 @@ def serve(host: str | None, port: int | None, threads: int, with_worker: bool) -
     configure_logging(settings)
     for forge, configured in configured_forges(settings).items():
         if not configured:
-            click.echo(f"ribbit: {forge} webhooks are closed until you "
-                       f"{MISSING_SECRET[forge]}", err=True)
+            click.echo(
+                f"ribbit: {forge} webhooks are closed until you {MISSING_SECRET[forge]}", err=True
+            )
     app = create_app(settings)
     child: subprocess.Popen[bytes] | None = None
     if with_worker:
-        child = subprocess.Popen([sys.executable, "-m", "bot", "worker", "--beat",
-                                  "--concurrency", "2"])
-    server = create_server(app, host=host or settings.host, port=port or settings.port,
-                           threads=threads, max_request_body_size=settings.max_body_bytes,
-                           ident="ribbit")
+        child = subprocess.Popen(
+            [sys.executable, "-m", "bot", "worker", "--beat", "--concurrency", "2"]
+        )
+    server = create_server(
+        app,
+        host=host or settings.host,
+        port=port or settings.port,
+        threads=threads,
+        max_request_body_size=settings.max_body_bytes,
+        ident="ribbit",
+    )
 
     def stop(_signum: int, _frame: Any) -> None:
         server.close()
 
     signal.signal(signal.SIGTERM, stop)
-    click.echo(f"ribbit: listening on http://{server.effective_host}:{server.effective_port}",
-               err=True)
+    click.echo(
+        f"ribbit: listening on http://{server.effective_host}:{server.effective_port}", err=True
+    )
     try:
         server.run()
     except (KeyboardInterrupt, OSError):
@@ -130,10 +143,18 @@ def serve(host: str | None, port: int | None, threads: int, with_worker: bool) -
 
 @main.command()
 @click.option("--concurrency", "-c", type=int, default=None, help="Parallel jobs (default: CPUs).")
-@click.option("--pool", type=click.Choice(["prefork", "threads", "solo"]), default="prefork",
-              show_default=True)
-@click.option("--beat/--no-beat", default=False, show_default=True,
-              help="Also run the periodic sweep and reconciliation (one per deployment).")
+@click.option(
+    "--pool",
+    type=click.Choice(["prefork", "threads", "solo"]),
+    default="prefork",
+    show_default=True,
+)
+@click.option(
+    "--beat/--no-beat",
+    default=False,
+    show_default=True,
+    help="Also run the periodic sweep and reconciliation (one per deployment).",
+)
 @click.option("--loglevel", default="INFO", show_default=True)
 def worker(concurrency: int | None, pool: str, beat: bool, loglevel: str) -> None:
     """Run a Celery worker for Ribbit's jobs."""
@@ -143,8 +164,15 @@ def worker(concurrency: int | None, pool: str, beat: bool, loglevel: str) -> Non
     settings = settings_or_exit()
     configure_logging(settings)
     app = create_celery(settings)
-    argv = ["worker", f"--pool={pool}", f"--loglevel={loglevel}", "-Q", "ribbit",
-            "--without-gossip", "--without-mingle"]
+    argv = [
+        "worker",
+        f"--pool={pool}",
+        f"--loglevel={loglevel}",
+        "-Q",
+        "ribbit",
+        "--without-gossip",
+        "--without-mingle",
+    ]
     if concurrency:
         argv.append(f"--concurrency={concurrency}")
     if beat:
@@ -167,11 +195,21 @@ def _store(settings: Settings):
 
 def job_dict(job: Any) -> dict[str, Any]:
     return {
-        "id": job.id, "kind": job.kind, "state": job.state, "stage": job.stage,
-        "forge": job.forge, "repo": job.repo, "issue": job.issue_number, "pr": job.pr_number,
-        "actor": job.actor, "held": job.held, "attempts": job.attempts,
-        "failure_reason": job.failure_reason, "superseded_by": job.superseded_by,
-        "branch": job.branch, "pr_url": job.pr_url,
+        "id": job.id,
+        "kind": job.kind,
+        "state": job.state,
+        "stage": job.stage,
+        "forge": job.forge,
+        "repo": job.repo,
+        "issue": job.issue_number,
+        "pr": job.pr_number,
+        "actor": job.actor,
+        "held": job.held,
+        "attempts": job.attempts,
+        "failure_reason": job.failure_reason,
+        "superseded_by": job.superseded_by,
+        "branch": job.branch,
+        "pr_url": job.pr_url,
         "created_at": job.created_at.isoformat() if job.created_at else None,
         "started_at": job.started_at.isoformat() if job.started_at else None,
         "finished_at": job.finished_at.isoformat() if job.finished_at else None,
@@ -180,13 +218,17 @@ def job_dict(job: Any) -> dict[str, Any]:
 
 @main.group(invoke_without_command=True)
 @click.option("--json", "as_json", is_flag=True, help="One JSON array instead of a table.")
-@click.option("--state", type=click.Choice(["queued", "running", "succeeded", "failed",
-                                            "cancelled"]), default=None)
+@click.option(
+    "--state",
+    type=click.Choice(["queued", "running", "succeeded", "failed", "cancelled"]),
+    default=None,
+)
 @click.option("--repo", default=None, help="Only this repository (owner/name).")
 @click.option("--limit", type=int, default=50, show_default=True)
 @click.pass_context
-def jobs(ctx: click.Context, as_json: bool, state: str | None, repo: str | None,
-         limit: int) -> None:
+def jobs(
+    ctx: click.Context, as_json: bool, state: str | None, repo: str | None, limit: int
+) -> None:
     """List jobs, newest first."""
     if ctx.invoked_subcommand is not None:
         return
@@ -200,8 +242,10 @@ def jobs(ctx: click.Context, as_json: bool, state: str | None, repo: str | None,
     click.echo(f"{'ID':12} {'KIND':8} {'STATE':10} {'FORGE':7} {'REPO':30} {'ISSUE':>6}  REASON")
     for j in rows:
         issue = "" if j.issue_number is None else str(j.issue_number)
-        click.echo(f"{j.id[:12]:12} {j.kind:8} {j.state:10} {j.forge:7} {j.repo[:30]:30} "
-                   f"{issue:>6}  {(j.failure_reason or '')[:60]}")
+        click.echo(
+            f"{j.id[:12]:12} {j.kind:8} {j.state:10} {j.forge:7} {j.repo[:30]:30} "
+            f"{issue:>6}  {(j.failure_reason or '')[:60]}"
+        )
 
 
 @jobs.command("show")
@@ -239,8 +283,9 @@ def _split_repo(repo: str | None, forge: str | None) -> tuple[str | None, str | 
 
 @main.command()
 @click.option("--repo", default=None, help="Pause one repository ([forge:]owner/name).")
-@click.option("--forge", type=click.Choice(["github", "gitlab"]), default="github",
-              show_default=True)
+@click.option(
+    "--forge", type=click.Choice(["github", "gitlab"]), default="github", show_default=True
+)
 def pause(repo: str | None, forge: str) -> None:
     """Stop starting jobs at once (events are still received and kept)."""
     forge_, repo_ = _split_repo(repo, forge)
@@ -250,8 +295,9 @@ def pause(repo: str | None, forge: str) -> None:
 
 @main.command()
 @click.option("--repo", default=None, help="Resume one repository ([forge:]owner/name).")
-@click.option("--forge", type=click.Choice(["github", "gitlab"]), default="github",
-              show_default=True)
+@click.option(
+    "--forge", type=click.Choice(["github", "gitlab"]), default="github", show_default=True
+)
 def resume(repo: str | None, forge: str) -> None:
     """Lift a pause and dispatch the jobs held meanwhile."""
     from bot.intake import Intake
@@ -262,8 +308,10 @@ def resume(repo: str | None, forge: str) -> None:
     forge_, repo_ = _split_repo(repo, forge)
     released = store.resume(forge=forge_, repo=repo_)
     Intake(settings, store, CeleryDispatcher(client_celery(settings))).dispatch(released)
-    click.echo(f"resumed {'everything' if repo_ is None else f'{forge_}:{repo_}'}; "
-               f"{len(released)} held job(s) dispatched")
+    click.echo(
+        f"resumed {'everything' if repo_ is None else f'{forge_}:{repo_}'}; "
+        f"{len(released)} held job(s) dispatched"
+    )
 
 
 # -- doctor -------------------------------------------------------------------------------------

@@ -29,13 +29,13 @@ def parse_command(body: str, prefix: str = "/ribbit") -> Command | None:
         stripped = line.strip()
         if not stripped.startswith(prefix):
             continue
-        rest = stripped[len(prefix):]
+        rest = stripped[len(prefix) :]
         if rest and not rest[0].isspace():
             continue  # "/ribbitx" is not ours
         words = rest.split(maxsplit=1)
         word = words[0].lower() if words else "help"
         inline = words[1] if len(words) > 1 else ""
-        following = "\n".join(lines[index + 1:]).strip()
+        following = "\n".join(lines[index + 1 :]).strip()
         text = "\n".join(part for part in (inline, following) if part)[:MAX_INSTRUCTIONS]
         if word in KNOWN:
             return Command(name=word, text=text)

@@ -58,8 +58,13 @@ def run_checks(settings: Settings | None = None) -> list[Check]:
 
         out = []
         for forge, ok in configured_forges(s).items():
-            out.append(Check(f"{forge} webhooks", "ok" if ok else "warn",
-                             "secret configured" if ok else MISSING_SECRET[forge]))
+            out.append(
+                Check(
+                    f"{forge} webhooks",
+                    "ok" if ok else "warn",
+                    "secret configured" if ok else MISSING_SECRET[forge],
+                )
+            )
         return out
 
     def sandbox() -> list[Check]:
@@ -67,8 +72,14 @@ def run_checks(settings: Settings | None = None) -> list[Check]:
         found = sandbox_mod.check_backends(s.sandbox)
         out = [Check(f"sandbox {c.name}", "ok" if c.ok else "warn", c.detail) for c in found]
         if not any(c.ok for c in found):
-            out.append(Check("sandbox", "fail", "no sandbox backend works: install podman and "
-                             "build the image (deploy/sandbox/build-image.sh), or bubblewrap"))
+            out.append(
+                Check(
+                    "sandbox",
+                    "fail",
+                    "no sandbox backend works: install podman and "
+                    "build the image (deploy/sandbox/build-image.sh), or bubblewrap",
+                )
+            )
         else:
             chosen = sandbox_mod.resolve_backend(s.sandbox)
             out.append(Check("sandbox", "ok", f"jobs will use {chosen}"))
@@ -83,8 +94,11 @@ def run_checks(settings: Settings | None = None) -> list[Check]:
             import requests
 
             resp = requests.get(m.openai_base_url.rstrip("/") + "/models", timeout=5)
-            return Check("model", "ok" if resp.ok else "fail",
-                         f"{m.openai_base_url} answered {resp.status_code}")
+            return Check(
+                "model",
+                "ok" if resp.ok else "fail",
+                f"{m.openai_base_url} answered {resp.status_code}",
+            )
         from transformers.utils import cached_file
 
         path = Path(m.model)
@@ -92,10 +106,18 @@ def run_checks(settings: Settings | None = None) -> list[Check]:
             ok = (path / "config.json").exists()
             return Check("model", "ok" if ok else "fail", f"local weights at {path}")
         # A cache look-up only: doctor never downloads (and works on offline hosts).
-        found = cached_file(m.model, "config.json", revision=m.revision, local_files_only=True,
-                            _raise_exceptions_for_missing_entries=False)
-        return Check("model", "ok" if found else "warn",
-                     f"{m.model} {'in the HF cache' if found else 'not downloaded yet'}")
+        found = cached_file(
+            m.model,
+            "config.json",
+            revision=m.revision,
+            local_files_only=True,
+            _raise_exceptions_for_missing_entries=False,
+        )
+        return Check(
+            "model",
+            "ok" if found else "warn",
+            f"{m.model} {'in the HF cache' if found else 'not downloaded yet'}",
+        )
 
     checks += _guard("database", database)
     checks += _guard("broker", broker)

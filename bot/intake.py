@@ -60,8 +60,9 @@ class Intake:
         self.settings = settings
         self.store = store
         self.dispatcher = dispatcher
-        self.bot_logins = frozenset({settings.github.bot_login.lower(),
-                                     settings.gitlab.bot_username.lower()})
+        self.bot_logins = frozenset(
+            {settings.github.bot_login.lower(), settings.gitlab.bot_username.lower()}
+        )
 
     def handle(self, forge: str, event_name: str, delivery_id: str, payload: Any) -> IntakeResult:
         """Raises normalize.PayloadError for a payload of the wrong shape (answered 400)."""
@@ -71,13 +72,25 @@ class Intake:
             first = events[0]
             key = first.key
             if isinstance(first, Ignored):
-                if not self.store.record_delivery(session, forge=forge, delivery_id=delivery_id,
-                                                  event=event_name, key=key, outcome="ignored",
-                                                  reason=first.reason):
+                if not self.store.record_delivery(
+                    session,
+                    forge=forge,
+                    delivery_id=delivery_id,
+                    event=event_name,
+                    key=key,
+                    outcome="ignored",
+                    reason=first.reason,
+                ):
                     return IntakeResult("duplicate", "delivery already received", key=key)
                 return IntakeResult("ignored", first.reason, key=key)
-            if not self.store.record_delivery(session, forge=forge, delivery_id=delivery_id,
-                                              event=event_name, key=key, outcome="pending"):
+            if not self.store.record_delivery(
+                session,
+                forge=forge,
+                delivery_id=delivery_id,
+                event=event_name,
+                key=key,
+                outcome="pending",
+            ):
                 return IntakeResult("duplicate", "delivery already received", key=key)
             result = self._decide(session, [e for e in events if not isinstance(e, Ignored)])
             self._finish_delivery(session, forge, delivery_id, result)
@@ -90,8 +103,13 @@ class Intake:
         refused: str | None = None
         key = events[0].key
         for event in events:
-            ctx = Context(event=event, settings=self.settings, store=self.store, session=session,
-                          bot_logins=self.bot_logins)
+            ctx = Context(
+                event=event,
+                settings=self.settings,
+                store=self.store,
+                session=session,
+                bot_logins=self.bot_logins,
+            )
             handlers = registry.handlers_for(event.key)
             if not handlers:
                 reasons.append(f"no handler for {event.key}")
@@ -111,13 +129,17 @@ class Intake:
             return IntakeResult("refused", refused, key=key)
         return IntakeResult("ignored", "; ".join(reasons) or "nothing to do", key=key)
 
-    def _finish_delivery(self, session: Session, forge: str, delivery_id: str,
-                         result: IntakeResult) -> None:
+    def _finish_delivery(
+        self, session: Session, forge: str, delivery_id: str, result: IntakeResult
+    ) -> None:
         session.execute(
             update(Delivery)
             .where(Delivery.forge == forge, Delivery.delivery_id == delivery_id)
-            .values(outcome=result.status, reason=result.reason or None,
-                    job_id=result.job_ids[0] if result.job_ids else None)
+            .values(
+                outcome=result.status,
+                reason=result.reason or None,
+                job_id=result.job_ids[0] if result.job_ids else None,
+            )
         )
 
     def dispatch(self, job_ids: list[str]) -> None:

@@ -30,10 +30,16 @@ class WebMetrics:
     def __init__(self, store: JobStore) -> None:
         self.registry = CollectorRegistry()
         self.events = Counter(
-            "ribbit_webhook_events_total", "Webhook deliveries by forge, event and outcome",
-            ["forge", "event", "outcome"], registry=self.registry)
+            "ribbit_webhook_events_total",
+            "Webhook deliveries by forge, event and outcome",
+            ["forge", "event", "outcome"],
+            registry=self.registry,
+        )
         self.latency = Histogram(
-            "ribbit_http_request_duration_seconds", "Request latency by endpoint",
-            ["endpoint", "status"], registry=self.registry,
-            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5))
+            "ribbit_http_request_duration_seconds",
+            "Request latency by endpoint",
+            ["endpoint", "status"],
+            registry=self.registry,
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
+        )
         self.registry.register(JobStateCollector(store))

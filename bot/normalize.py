@@ -83,8 +83,13 @@ def from_github(event: str, delivery_id: str, payload: Any) -> Event | Ignored:
     if event == "ping":
         repo = _opt(payload, "repository", "full_name") or ""
         sender = _opt(payload, "sender", "login") or ""
-        return Ping(forge="github", repo=repo, actor=Actor(sender), delivery_id=delivery_id,
-                    installation_id=None)
+        return Ping(
+            forge="github",
+            repo=repo,
+            actor=Actor(sender),
+            delivery_id=delivery_id,
+            installation_id=None,
+        )
     if key == "issues.labeled":
         if _opt(payload, "issue", "pull_request") is not None:
             return Ignored("label added to a pull request, not an issue", key)
@@ -132,8 +137,13 @@ def from_github(event: str, delivery_id: str, payload: Any) -> Event | Ignored:
 
 # -- GitLab -----------------------------------------------------------------------------------
 
-_GITLAB_EVENTS = {"Issue Hook", "Note Hook", "Merge Request Hook", "Confidential Issue Hook",
-                  "Confidential Note Hook"}
+_GITLAB_EVENTS = {
+    "Issue Hook",
+    "Note Hook",
+    "Merge Request Hook",
+    "Confidential Issue Hook",
+    "Confidential Note Hook",
+}
 
 
 def _gl_common(payload: dict[str, Any], delivery_id: str) -> dict[str, Any]:
@@ -153,8 +163,11 @@ def _gl_common(payload: dict[str, Any], delivery_id: str) -> dict[str, Any]:
 def _label_titles(labels: Any) -> set[str]:
     if not isinstance(labels, list):
         return set()
-    return {lab["title"] for lab in labels if isinstance(lab, dict)
-            and isinstance(lab.get("title"), str)}
+    return {
+        lab["title"]
+        for lab in labels
+        if isinstance(lab, dict) and isinstance(lab.get("title"), str)
+    }
 
 
 def from_gitlab(event: str, delivery_id: str, payload: Any) -> Event | Ignored | list[Event]:
@@ -171,19 +184,23 @@ def from_gitlab(event: str, delivery_id: str, payload: Any) -> Event | Ignored |
         changes = payload.get("changes") if isinstance(payload.get("changes"), dict) else {}
         label_change = changes.get("labels") if isinstance(changes, dict) else None
         if isinstance(label_change, dict):
-            added = (_label_titles(label_change.get("current"))
-                     - _label_titles(label_change.get("previous")))
+            added = _label_titles(label_change.get("current")) - _label_titles(
+                label_change.get("previous")
+            )
         elif action == "open":
             added = _label_titles(payload.get("labels"))
         else:
             added = set()
         if not added:
-            return Ignored(f"issue {action or 'update'} without an added label",
-                           f"issue.{action}")
+            return Ignored(f"issue {action or 'update'} without an added label", f"issue.{action}")
         common = _gl_common(payload, delivery_id)
         return [
-            IssueLabeled(**common, issue_number=_get(attrs, "iid", kind=int), label=title,
-                         title=_get(attrs, "title", kind=str))
+            IssueLabeled(
+                **common,
+                issue_number=_get(attrs, "iid", kind=int),
+                label=title,
+                title=_get(attrs, "title", kind=str),
+            )
             for title in sorted(added)
         ]
     if kind == "note":
@@ -195,12 +212,19 @@ def from_gitlab(event: str, delivery_id: str, payload: Any) -> Event | Ignored |
         body = _get(attrs, "note", kind=str)
         comment_id = _get(attrs, "id", kind=int)
         if noteable == "Issue":
-            return CommentCreated(**common, issue_number=_get(payload, "issue", "iid", kind=int),
-                                  body=body, comment_id=comment_id)
+            return CommentCreated(
+                **common,
+                issue_number=_get(payload, "issue", "iid", kind=int),
+                body=body,
+                comment_id=comment_id,
+            )
         if noteable == "MergeRequest":
-            return CommentCreated(**common,
-                                  pr_number=_get(payload, "merge_request", "iid", kind=int),
-                                  body=body, comment_id=comment_id)
+            return CommentCreated(
+                **common,
+                pr_number=_get(payload, "merge_request", "iid", kind=int),
+                body=body,
+                comment_id=comment_id,
+            )
         return Ignored(f"note on a {noteable}, not an issue or merge request", "note")
     if kind == "merge_request":
         attrs = _get(payload, "object_attributes", kind=dict)

@@ -61,5 +61,6 @@ class CeleryDispatcher:
     def dispatch(self, job: Job) -> None:
         # No send retries here: a failed send leaves the job undispatched in the store,
         # and dispatch_pending re-sends it, so the webhook answer never waits on a dead broker.
-        self.app.send_task(TASK_FOR_KIND[job.kind], kwargs={"job_id": job.id}, queue=QUEUE,
-                           retry=False)
+        self.app.send_task(
+            TASK_FOR_KIND[job.kind], kwargs={"job_id": job.id}, queue=QUEUE, retry=False
+        )

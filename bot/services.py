@@ -28,8 +28,13 @@ class Services:
         db.migrate()
         store = JobStore(db)
         dispatcher = dispatcher or CeleryDispatcher(client_celery(settings))
-        return cls(settings=settings, db=db, store=store,
-                   intake=Intake(settings, store, dispatcher), metrics=WebMetrics(store))
+        return cls(
+            settings=settings,
+            db=db,
+            store=store,
+            intake=Intake(settings, store, dispatcher),
+            metrics=WebMetrics(store),
+        )
 
     def init_app(self, app: Flask) -> None:
         app.extensions["ribbit"] = self

@@ -173,7 +173,9 @@ class ModelSettings(Section):
         default=600.0, gt=0, description="Read timeout of one chat-completions request (openai)."
     )
     openai_max_retries: int = Field(
-        default=3, ge=0, le=10,
+        default=3,
+        ge=0,
+        le=10,
         description="Retries of a failed request (connection refused, timeout, 429, 5xx).",
     )
     openai_retry_backoff_s: float = Field(
@@ -186,7 +188,9 @@ class AgentSettings(Section):
     # the training harness's limits as issue #5 gives them; worker/agent/policy.py says more.
     max_turns: int = Field(default=100, ge=1, description="Model turns per run.")
     max_context_tokens: int = Field(
-        default=65_536, ge=1024, le=131_072,
+        default=65_536,
+        ge=1024,
+        le=131_072,
         description="Context window cap (the model supports up to 131,072).",
     )
     max_new_tokens: int = Field(default=8_192, ge=16, description="New tokens per model turn.")
@@ -201,7 +205,8 @@ class AgentSettings(Section):
         default=120.0, gt=0, le=600, description="Bash tool timeout when the model sets none."
     )
     tool_output_chars: int = Field(
-        default=30_000, ge=1000,
+        default=30_000,
+        ge=1000,
         description="Largest tool observation shown to the model; head and tail are kept.",
     )
 
@@ -294,8 +299,12 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return (init_settings, env_settings, _ConfigFileSource(settings_cls),
-                NestedSecretsSettingsSource(file_secret_settings))
+        return (
+            init_settings,
+            env_settings,
+            _ConfigFileSource(settings_cls),
+            NestedSecretsSettingsSource(file_secret_settings),
+        )
 
     # Derived values: computed, never stored, so they cannot disagree with data_dir.
     @property

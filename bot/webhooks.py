@@ -32,8 +32,10 @@ MISSING_SECRET = {
 
 
 def configured_forges(settings: Settings) -> dict[str, bool]:
-    return {"github": settings.github.webhook_secret is not None,
-            "gitlab": settings.gitlab.webhook_token is not None}
+    return {
+        "github": settings.github.webhook_secret is not None,
+        "gitlab": settings.gitlab.webhook_token is not None,
+    }
 
 
 def _answer(forge: str, event: str, status: int, body: dict[str, Any]) -> tuple[Response, int]:
@@ -60,23 +62,35 @@ def _read_body(limit: int) -> bytes | None:
     return None if len(buf) > limit else bytes(buf)
 
 
-def _receive(forge: str, event: str | None, delivery: str | None,
-             verify: Any) -> tuple[Response, int]:
+def _receive(
+    forge: str, event: str | None, delivery: str | None, verify: Any
+) -> tuple[Response, int]:
     svc = services()
     event = event or ""
     if not configured_forges(svc.settings)[forge]:
-        return _answer(forge, event, 503, {"status": "error", "reason":
-                       f"{forge} webhooks are not configured: {MISSING_SECRET[forge]}"})
+        return _answer(
+            forge,
+            event,
+            503,
+            {
+                "status": "error",
+                "reason": f"{forge} webhooks are not configured: {MISSING_SECRET[forge]}",
+            },
+        )
     body = _read_body(svc.settings.max_body_bytes)
     if body is None:
-        return _answer(forge, event, 413, {"status": "error", "reason":
-                       f"body over {svc.settings.max_body_bytes} bytes"})
+        return _answer(
+            forge,
+            event,
+            413,
+            {"status": "error", "reason": f"body over {svc.settings.max_body_bytes} bytes"},
+        )
     if not verify(body):
-        return _answer(forge, event, 401, {"status": "error",
-                                           "reason": "bad or missing signature"})
+        return _answer(forge, event, 401, {"status": "error", "reason": "bad or missing signature"})
     if not event or not delivery:
-        return _answer(forge, event, 400, {"status": "error",
-                                           "reason": "missing event or delivery id header"})
+        return _answer(
+            forge, event, 400, {"status": "error", "reason": "missing event or delivery id header"}
+        )
     if len(delivery) > 128:
         return _answer(forge, event, 400, {"status": "error", "reason": "delivery id too long"})
     try:
@@ -90,9 +104,13 @@ def _receive(forge: str, event: str | None, delivery: str | None,
     except SQLAlchemyError:
         log.exception("store unavailable for delivery %s", delivery)
         return _answer(forge, event, 503, {"status": "error", "reason": "store unavailable"})
-    log.info("delivery %s %s -> %s", delivery, result.key or event, result.status,
-             extra={"delivery_id": delivery, "job_id": result.job_ids[0] if result.job_ids
-                    else None})
+    log.info(
+        "delivery %s %s -> %s",
+        delivery,
+        result.key or event,
+        result.status,
+        extra={"delivery_id": delivery, "job_id": result.job_ids[0] if result.job_ids else None},
+    )
     code = 200 if result.status == "duplicate" else 202
     return _answer(forge, event, code, result.to_json())
 
@@ -104,13 +122,18 @@ def github() -> tuple[Response, int]:
     def verify(body: bytes) -> bool:
         secret = settings.github.webhook_secret
         assert secret is not None
-        return verify_github_signature(secret.get_secret_value(), body,
-                                       request.headers.get("X-Hub-Signature-256"))
+        return verify_github_signature(
+            secret.get_secret_value(), body, request.headers.get("X-Hub-Signature-256")
+        )
 
     # A ping is answered like any event, after its signature is checked: it becomes a Ping
     # event that handlers ignore, so GitHub sees 202 {"status": "ignored", "reason": "pong"}.
-    return _receive("github", request.headers.get("X-GitHub-Event"),
-                    request.headers.get("X-GitHub-Delivery"), verify)
+    return _receive(
+        "github",
+        request.headers.get("X-GitHub-Event"),
+        request.headers.get("X-GitHub-Delivery"),
+        verify,
+    )
 
 
 @bp.post("/gitlab")

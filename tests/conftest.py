@@ -99,26 +99,35 @@ def store(app: Any) -> Any:
     return app.extensions["ribbit"].store
 
 
-def github_headers(body: bytes, event: str, delivery: str,
-                   secret: str = GITHUB_SECRET) -> dict[str, str]:
+def github_headers(
+    body: bytes, event: str, delivery: str, secret: str = GITHUB_SECRET
+) -> dict[str, str]:
     from bot.signatures import sign_github
 
-    return {"X-GitHub-Event": event, "X-GitHub-Delivery": delivery,
-            "X-Hub-Signature-256": sign_github(secret, body),
-            "Content-Type": "application/json"}
+    return {
+        "X-GitHub-Event": event,
+        "X-GitHub-Delivery": delivery,
+        "X-Hub-Signature-256": sign_github(secret, body),
+        "Content-Type": "application/json",
+    }
 
 
 def gitlab_headers(event: str, delivery: str, token: str = GITLAB_TOKEN) -> dict[str, str]:
-    return {"X-Gitlab-Event": event, "X-Gitlab-Event-UUID": delivery, "X-Gitlab-Token": token,
-            "Content-Type": "application/json"}
+    return {
+        "X-Gitlab-Event": event,
+        "X-Gitlab-Event-UUID": delivery,
+        "X-Gitlab-Token": token,
+        "Content-Type": "application/json",
+    }
 
 
 @pytest.fixture
 def post_github(client: Any) -> Callable[..., Any]:
     def post(payload: dict[str, Any] | bytes, event: str, delivery: str, **kw: Any) -> Any:
         body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
-        return client.post("/webhooks/github", data=body,
-                           headers=github_headers(body, event, delivery, **kw))
+        return client.post(
+            "/webhooks/github", data=body, headers=github_headers(body, event, delivery, **kw)
+        )
 
     return post
 
@@ -127,7 +136,8 @@ def post_github(client: Any) -> Callable[..., Any]:
 def post_gitlab(client: Any) -> Callable[..., Any]:
     def post(payload: dict[str, Any] | bytes, event: str, delivery: str, **kw: Any) -> Any:
         body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
-        return client.post("/webhooks/gitlab", data=body,
-                           headers=gitlab_headers(event, delivery, **kw))
+        return client.post(
+            "/webhooks/gitlab", data=body, headers=gitlab_headers(event, delivery, **kw)
+        )
 
     return post

@@ -36,8 +36,9 @@ GIT_ENV = {
 
 def git(cwd: Path, *args: str) -> str:
     env = {**os.environ, **GIT_ENV}
-    out = subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True,
-                         text=True)
+    out = subprocess.run(
+        ["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True
+    )
     return out.stdout.strip()
 
 
@@ -74,7 +75,7 @@ class LocalDirSandbox:
         self._closed = False
 
     def _host_path(self, path: str) -> Path:
-        rel = path[len(WORKSPACE):].lstrip("/") if path.startswith(WORKSPACE) else path
+        rel = path[len(WORKSPACE) :].lstrip("/") if path.startswith(WORKSPACE) else path
         target = (self.workspace / rel).resolve()
         if not target.is_relative_to(self.workspace.resolve()):
             raise PermissionError(f"{path}: outside the workspace")
@@ -90,12 +91,22 @@ class LocalDirSandbox:
         output_cap: int = DEFAULT_OUTPUT_CAP,
     ) -> ExecResult:
         argv = ["bash", "-lc", command] if isinstance(command, str) else list(command)
-        run_env = {"PATH": os.environ["PATH"], "HOME": str(self._root), "LANG": "C.UTF-8",
-                   **GIT_ENV, **(env or {})}
+        run_env = {
+            "PATH": os.environ["PATH"],
+            "HOME": str(self._root),
+            "LANG": "C.UTF-8",
+            **GIT_ENV,
+            **(env or {}),
+        }
         start = time.monotonic()
-        proc = subprocess.Popen(argv, cwd=self._host_path(cwd), env=run_env,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            argv,
+            cwd=self._host_path(cwd),
+            env=run_env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
         timed_out = False
         try:
             out, err = proc.communicate(timeout=timeout)
@@ -108,8 +119,11 @@ class LocalDirSandbox:
         truncated = len(stdout) > output_cap or len(stderr) > output_cap
         return ExecResult(
             exit_code=TIMEOUT_EXIT_CODE if timed_out else proc.returncode,
-            stdout=stdout[:output_cap], stderr=stderr[:output_cap],
-            duration_s=time.monotonic() - start, timed_out=timed_out, truncated=truncated,
+            stdout=stdout[:output_cap],
+            stderr=stderr[:output_cap],
+            duration_s=time.monotonic() - start,
+            timed_out=timed_out,
+            truncated=truncated,
         )
 
     def read_file(self, path: str) -> bytes:
@@ -122,9 +136,14 @@ class LocalDirSandbox:
 
     def diff(self) -> str:
         git(self.workspace, "add", "-A", "--intent-to-add")
-        return subprocess.run(["git", "diff", "--binary"], cwd=self.workspace, check=True,
-                              capture_output=True, text=True,
-                              env={**os.environ, **GIT_ENV}).stdout
+        return subprocess.run(
+            ["git", "diff", "--binary"],
+            cwd=self.workspace,
+            check=True,
+            capture_output=True,
+            text=True,
+            env={**os.environ, **GIT_ENV},
+        ).stdout
 
     def close(self) -> None:
         if not self._closed:
@@ -134,8 +153,12 @@ class LocalDirSandbox:
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.close()
 
 
@@ -186,12 +209,18 @@ class ScriptedPolicy:
         if isinstance(out, AssistantTurn):
             return out
         assert isinstance(out, str)
-        parsed = parse_completion(out, tools, thinking_open=self.thinking_open,
-                                  id_prefix=f"call_{n}")
-        return AssistantTurn(content=parsed.content, reasoning=parsed.reasoning,
-                             tool_calls=parsed.tool_calls, finish_reason="stop",
-                             prompt_tokens=None, completion_tokens=len(out.split()),
-                             raw_text=out)
+        parsed = parse_completion(
+            out, tools, thinking_open=self.thinking_open, id_prefix=f"call_{n}"
+        )
+        return AssistantTurn(
+            content=parsed.content,
+            reasoning=parsed.reasoning,
+            tool_calls=parsed.tool_calls,
+            finish_reason="stop",
+            prompt_tokens=None,
+            completion_tokens=len(out.split()),
+            raw_text=out,
+        )
 
 
 class NullSandbox:
@@ -199,9 +228,15 @@ class NullSandbox:
 
     backend = "null"
 
-    def exec(self, command: str | Sequence[str], *, timeout: float, cwd: str = WORKSPACE,
-             env: Mapping[str, str] | None = None,
-             output_cap: int = DEFAULT_OUTPUT_CAP) -> ExecResult:
+    def exec(
+        self,
+        command: str | Sequence[str],
+        *,
+        timeout: float,
+        cwd: str = WORKSPACE,
+        env: Mapping[str, str] | None = None,
+        output_cap: int = DEFAULT_OUTPUT_CAP,
+    ) -> ExecResult:
         return ExecResult(exit_code=0, stdout="ok\n", stderr="", duration_s=0.0)
 
     def read_file(self, path: str) -> bytes:
@@ -219,6 +254,10 @@ class NullSandbox:
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.close()

@@ -124,9 +124,12 @@ def run_job(runtime: WorkerRuntime, job_id: str) -> RunOutcome:
         return _end_cancelled(store, job_id)
     except ForgeUnavailable as exc:
         if store.get(job_id).attempts >= MAX_FORGE_DEFERRALS:
-            store.transition(job_id, "failed", stage=None,
-                             reason=f"forge unavailable after {MAX_FORGE_DEFERRALS} attempts: "
-                                    f"{exc}")
+            store.transition(
+                job_id,
+                "failed",
+                stage=None,
+                reason=f"forge unavailable after {MAX_FORGE_DEFERRALS} attempts: {exc}",
+            )
             return "failed"
         countdown = exc.retry_after if exc.retry_after is not None else 30.0
         store.transition(job_id, "queued", reason=f"deferred: {exc}")

@@ -16,19 +16,33 @@ from bot.store.models import Outcome
 
 def outcome_dict(o: Outcome) -> dict[str, Any]:
     return {
-        "forge": o.forge, "repo": o.repo, "pr": o.pr_number, "issue": o.issue_number,
-        "job_id": o.job_id, "human_authored": o.human_authored, "state": o.state,
-        "actor": o.actor, "decided_at": o.decided_at.isoformat() if o.decided_at else None,
-        "time_to_merge_s": o.time_to_merge_s, "revisions": o.revisions,
-        "review_comments": o.review_comments, "diff_similarity": o.diff_similarity,
-        "bot_diff": o.bot_diff, "merged_diff": o.merged_diff,
+        "forge": o.forge,
+        "repo": o.repo,
+        "pr": o.pr_number,
+        "issue": o.issue_number,
+        "job_id": o.job_id,
+        "human_authored": o.human_authored,
+        "state": o.state,
+        "actor": o.actor,
+        "decided_at": o.decided_at.isoformat() if o.decided_at else None,
+        "time_to_merge_s": o.time_to_merge_s,
+        "revisions": o.revisions,
+        "review_comments": o.review_comments,
+        "diff_similarity": o.diff_similarity,
+        "bot_diff": o.bot_diff,
+        "merged_diff": o.merged_diff,
     }
 
 
 @click.command("outcomes")
 @click.option("--json", "as_json", is_flag=True, help="One JSON array.")
-@click.option("--export", "export", type=click.Path(dir_okay=False, path_type=Path),
-              default=None, help="Write every outcome as JSONL (for `ribbit envs`).")
+@click.option(
+    "--export",
+    "export",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write every outcome as JSONL (for `ribbit envs`).",
+)
 @click.option("--repo", default=None, help="Only this repository.")
 def outcomes(as_json: bool, export: Path | None, repo: str | None) -> None:
     """List bot PR outcomes: merged or closed, by whom, revisions, diff similarity."""
@@ -59,5 +73,7 @@ def outcomes(as_json: bool, export: Path | None, repo: str | None) -> None:
     click.echo(f"{'FORGE':7} {'REPO':28} {'PR':>5} {'STATE':7} {'BY':12} {'REV':>3} {'SIM':>5}")
     for r in rows:
         sim = "" if r["diff_similarity"] is None else f"{r['diff_similarity']:.2f}"
-        click.echo(f"{r['forge']:7} {r['repo'][:28]:28} {r['pr']:>5} {r['state']:7} "
-                   f"{(r['actor'] or '')[:12]:12} {r['revisions']:>3} {sim:>5}")
+        click.echo(
+            f"{r['forge']:7} {r['repo'][:28]:28} {r['pr']:>5} {r['state']:7} "
+            f"{(r['actor'] or '')[:12]:12} {r['revisions']:>3} {sim:>5}"
+        )

@@ -24,5 +24,7 @@ class WorkerRuntime:
     @property
     def limits(self) -> Limits:
         adm = self.settings.admission
-        return Limits(max_concurrent=adm.max_concurrent_jobs,
-                      max_concurrent_per_repo=adm.max_concurrent_jobs_per_repo)
+        return Limits(
+            max_concurrent=adm.max_concurrent_jobs,
+            max_concurrent_per_repo=adm.max_concurrent_jobs_per_repo,
+        )

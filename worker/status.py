@@ -17,12 +17,19 @@ from bot.store.jobs import JobStore
 
 log = logging.getLogger(__name__)
 
-Phase = Literal["queued", "working", "gates", "opened", "failed", "refused", "cancelled",
-                "no_change"]
+Phase = Literal[
+    "queued", "working", "gates", "opened", "failed", "refused", "cancelled", "no_change"
+]
 
 _ICONS: dict[Phase, str] = {
-    "queued": "⏳", "working": "🛠️", "gates": "🔎", "opened": "✅", "failed": "❌",
-    "refused": "🚫", "cancelled": "⏹️", "no_change": "🤷",
+    "queued": "⏳",
+    "working": "🛠️",
+    "gates": "🔎",
+    "opened": "✅",
+    "failed": "❌",
+    "refused": "🚫",
+    "cancelled": "⏹️",
+    "no_change": "🤷",
 }
 
 
@@ -45,23 +52,35 @@ def render_status(job_id: str, status: Status) -> str:
         "cancelled": "Cancelled",
         "no_change": "No change proposed",
     }[status.phase]
-    lines = [f"<!-- ribbit:status job={job_id} -->",
-             f"{_ICONS[status.phase]} **Ribbit: {title}**", ""]
+    lines = [
+        f"<!-- ribbit:status job={job_id} -->",
+        f"{_ICONS[status.phase]} **Ribbit: {title}**",
+        "",
+    ]
     if status.detail:
         lines += [status.detail, ""]
     if status.pr_url:
         lines += [f"Draft PR: {status.pr_url} — machine-written, needs human review.", ""]
     if status.report_markdown:
-        lines += ["<details><summary>Gate report</summary>", "", status.report_markdown, "",
-                  "</details>", ""]
-    lines.append(f"<sub>job `{job_id[:12]}` · commands: `/ribbit retry`, `/ribbit stop`, "
-                 "`/ribbit explain`, `/ribbit revise <what to change>` (on the PR)</sub>")
+        lines += [
+            "<details><summary>Gate report</summary>",
+            "",
+            status.report_markdown,
+            "",
+            "</details>",
+            "",
+        ]
+    lines.append(
+        f"<sub>job `{job_id[:12]}` · commands: `/ribbit retry`, `/ribbit stop`, "
+        "`/ribbit explain`, `/ribbit revise <what to change>` (on the PR)</sub>"
+    )
     return "\n".join(lines)
 
 
 class StatusComment:
-    def __init__(self, forge: Forge, issue: IssueRef, store: JobStore, job_id: str,
-                 comment_id: int | None) -> None:
+    def __init__(
+        self, forge: Forge, issue: IssueRef, store: JobStore, job_id: str, comment_id: int | None
+    ) -> None:
         self.forge, self.issue, self.store, self.job_id = forge, issue, store, job_id
         self.comment_id = comment_id
 
@@ -76,5 +95,9 @@ class StatusComment:
                 self.forge.edit_comment(self.issue, self.comment_id, body)
             self.store.update(self.job_id, status_comment_id=self.comment_id)
         except ForgeError as exc:
-            log.warning("status comment for job %s not updated: %s", self.job_id, exc,
-                        extra={"job_id": self.job_id})
+            log.warning(
+                "status comment for job %s not updated: %s",
+                self.job_id,
+                exc,
+                extra={"job_id": self.job_id},
+            )

@@ -33,10 +33,17 @@ def _run(task: Task, job_id: str) -> str:
 
 # max_retries=None: a deferral (no free slot, forge rate limit) is not a failure; run_job
 # bounds forge deferrals itself (MAX_FORGE_DEFERRALS) and fails the job past that.
-AGENT_TASK: dict[str, Any] = {"bind": True, "acks_late": True, "reject_on_worker_lost": True,
-                              "max_retries": None}
-SHORT_TASK: dict[str, Any] = {**AGENT_TASK, "soft_time_limit": SHORT_SOFT_LIMIT_S,
-                              "time_limit": SHORT_HARD_LIMIT_S}
+AGENT_TASK: dict[str, Any] = {
+    "bind": True,
+    "acks_late": True,
+    "reject_on_worker_lost": True,
+    "max_retries": None,
+}
+SHORT_TASK: dict[str, Any] = {
+    **AGENT_TASK,
+    "soft_time_limit": SHORT_SOFT_LIMIT_S,
+    "time_limit": SHORT_HARD_LIMIT_S,
+}
 
 
 @shared_task(name="ribbit.solve", **AGENT_TASK)

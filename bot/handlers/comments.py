@@ -25,9 +25,15 @@ registry = Registry()
 def _issue_for_pr(ctx: Context, event: CommentCreated) -> int | None:
     """The issue a bot PR works on, from the job that opened it; None if not ours."""
     job = ctx.session.scalar(
-        select(Job).where(Job.forge == event.forge, Job.repo == event.repo,
-                          Job.pr_number == event.pr_number, Job.issue_number.is_not(None))
-        .order_by(Job.created_at.desc()).limit(1)
+        select(Job)
+        .where(
+            Job.forge == event.forge,
+            Job.repo == event.repo,
+            Job.pr_number == event.pr_number,
+            Job.issue_number.is_not(None),
+        )
+        .order_by(Job.created_at.desc())
+        .limit(1)
     )
     return job.issue_number if job else None
 
@@ -47,12 +53,19 @@ def run_command(ctx: Context) -> None:
         if issue is None:
             return ctx.ignore(f"PR/MR {event.pr_number} was not opened by Ribbit")
     assert issue is not None
-    spec: dict[str, Any] = dict(forge=event.forge, repo=event.repo, issue_number=issue,
-                pr_number=event.pr_number, actor=event.actor.login,
-                delivery_id=event.delivery_id, installation_id=event.installation_id)
+    spec: dict[str, Any] = dict(
+        forge=event.forge,
+        repo=event.repo,
+        issue_number=issue,
+        pr_number=event.pr_number,
+        actor=event.actor.login,
+        delivery_id=event.delivery_id,
+        installation_id=event.installation_id,
+    )
     if command.name in {"explain", "help"}:
-        ctx.create_job(JobSpec(kind=command.name, instructions=command.unknown or command.text,
-                               **spec))
+        ctx.create_job(
+            JobSpec(kind=command.name, instructions=command.unknown or command.text, **spec)
+        )
         return None
     active = ctx.store.active_for_issue(ctx.session, event.forge, event.repo, issue)
     if command.name == "stop":
@@ -60,12 +73,16 @@ def run_command(ctx: Context) -> None:
             return ctx.ignore("nothing to stop: no queued or running job for this issue")
         # Cancelling someone's job needs write access, which only the worker can check
         # against the forge: intake records the command, the worker carries it out.
-        ctx.create_job(JobSpec(kind="command", instructions=json.dumps(
-            {"command": "stop", "target": active.id}), **spec))
+        ctx.create_job(
+            JobSpec(
+                kind="command",
+                instructions=json.dumps({"command": "stop", "target": active.id}),
+                **spec,
+            )
+        )
         return None
     # retry and revise start agent work: admission applies.
-    reason = refusal_reason(ctx.settings.admission, ctx.store, ctx.session, event.forge,
-                            event.repo)
+    reason = refusal_reason(ctx.settings.admission, ctx.store, ctx.session, event.forge, event.repo)
     if reason:
         return ctx.refuse(reason)
     kind = "revise" if command.name == "revise" else "solve"
@@ -73,8 +90,15 @@ def run_command(ctx: Context) -> None:
         return ctx.ignore("/ribbit revise works on the bot's pull request, not the issue")
     if active is not None:
         # Superseding cancels a running job, so it waits for the worker's permission check.
-        ctx.create_job(JobSpec(kind="command", instructions=json.dumps(
-            {"command": command.name, "target": active.id, "text": command.text}), **spec))
+        ctx.create_job(
+            JobSpec(
+                kind="command",
+                instructions=json.dumps(
+                    {"command": command.name, "target": active.id, "text": command.text}
+                ),
+                **spec,
+            )
+        )
         return None
     ctx.create_job(JobSpec(kind=kind, instructions=command.text or None, **spec))  # type: ignore[arg-type]
     return None

@@ -20,8 +20,11 @@ _CLOSES = re.compile(r"\b(?:fix(?:e[sd])?|close[sd]?|resolve[sd]?)\s+#(\d+)\b", 
 
 def _bot_job_for_pr(ctx: Context, forge: str, repo: str, pr: int) -> Job | None:
     return ctx.session.scalar(
-        select(Job).where(Job.forge == forge, Job.repo == repo, Job.pr_number == pr)
-        .order_by(Job.created_at.desc()).limit(1))
+        select(Job)
+        .where(Job.forge == forge, Job.repo == repo, Job.pr_number == pr)
+        .order_by(Job.created_at.desc())
+        .limit(1)
+    )
 
 
 @registry.on("pull_request.closed")
@@ -29,23 +32,43 @@ def record_outcome(ctx: Context) -> None:
     event = ctx.event
     assert isinstance(event, PullRequestClosed)
     job = _bot_job_for_pr(ctx, event.forge, event.repo, event.pr_number)
-    spec: dict[str, Any] = dict(forge=event.forge, repo=event.repo, pr_number=event.pr_number,
-                actor=event.merged_by or event.actor.login, delivery_id=event.delivery_id,
-                installation_id=event.installation_id)
+    spec: dict[str, Any] = dict(
+        forge=event.forge,
+        repo=event.repo,
+        pr_number=event.pr_number,
+        actor=event.merged_by or event.actor.login,
+        delivery_id=event.delivery_id,
+        installation_id=event.installation_id,
+    )
     if job is not None or event.head_branch.startswith(BOT_BRANCH_PREFIX):
-        ctx.create_job(JobSpec(kind="outcome", issue_number=job.issue_number if job else None,
-                               parent_id=job.id if job else None, instructions="bot", **spec))
+        ctx.create_job(
+            JobSpec(
+                kind="outcome",
+                issue_number=job.issue_number if job else None,
+                parent_id=job.id if job else None,
+                instructions="bot",
+                **spec,
+            )
+        )
         return None
     if not event.merged:
         return ctx.ignore("a human PR closed without merge")
     # A human fix for an issue the bot worked on: the fix the bot should have found.
     for number in sorted({int(n) for n in _CLOSES.findall(event.body)}):
-        tried = ctx.session.scalar(select(Job).where(
-            Job.forge == event.forge, Job.repo == event.repo, Job.issue_number == number,
-            Job.kind.in_(("solve", "revise"))).limit(1))
+        tried = ctx.session.scalar(
+            select(Job)
+            .where(
+                Job.forge == event.forge,
+                Job.repo == event.repo,
+                Job.issue_number == number,
+                Job.kind.in_(("solve", "revise")),
+            )
+            .limit(1)
+        )
         if tried is not None:
-            ctx.create_job(JobSpec(kind="outcome", issue_number=number, instructions="human",
-                                   **spec))
+            ctx.create_job(
+                JobSpec(kind="outcome", issue_number=number, instructions="human", **spec)
+            )
     if not ctx.jobs:
         ctx.ignore("a human PR that fixes no issue the bot worked on")
     return None
@@ -65,9 +88,18 @@ def revise_on_changes_requested(ctx: Context) -> None:
     if ctx.store.active_for_issue(ctx.session, event.forge, event.repo, job.issue_number):
         return ctx.ignore("a job for this issue is already active")
     # Whether .ribbit.yml wants revisions on reviews is checked by the worker, which reads it.
-    ctx.create_job(JobSpec(kind="revise", forge=event.forge, repo=event.repo,
-                           issue_number=job.issue_number, pr_number=event.pr_number,
-                           actor=event.actor.login, delivery_id=event.delivery_id,
-                           installation_id=event.installation_id,
-                           instructions=event.body or None, parent_id=job.id))
+    ctx.create_job(
+        JobSpec(
+            kind="revise",
+            forge=event.forge,
+            repo=event.repo,
+            issue_number=job.issue_number,
+            pr_number=event.pr_number,
+            actor=event.actor.login,
+            delivery_id=event.delivery_id,
+            installation_id=event.installation_id,
+            instructions=event.body or None,
+            parent_id=job.id,
+        )
+    )
     return None

@@ -41,8 +41,9 @@ class Database:
 def make_engine(url: str) -> Engine:
     if url.startswith("sqlite"):
         if url in {"sqlite://", "sqlite:///:memory:"}:
-            engine = create_engine(url, poolclass=StaticPool,
-                                   connect_args={"check_same_thread": False})
+            engine = create_engine(
+                url, poolclass=StaticPool, connect_args={"check_same_thread": False}
+            )
         else:
             path = url.split("///", 1)[1]
             Path(path).parent.mkdir(parents=True, exist_ok=True)

@@ -115,8 +115,15 @@ class JobStore:
         job_id: str | None = None,
     ) -> bool:
         """Insert the delivery; False if this forge already delivered that id."""
-        row = Delivery(forge=forge, delivery_id=delivery_id, event=event, key=key,
-                       outcome=outcome, reason=reason, job_id=job_id)
+        row = Delivery(
+            forge=forge,
+            delivery_id=delivery_id,
+            event=event,
+            key=key,
+            outcome=outcome,
+            reason=reason,
+            job_id=job_id,
+        )
         try:
             with session.begin_nested():
                 session.add(row)
@@ -126,10 +133,14 @@ class JobStore:
         return True
 
     def delivery_seen(self, session: Session, forge: str, delivery_id: str) -> bool:
-        return (session.scalar(
-            select(func.count()).select_from(Delivery).where(
-                Delivery.forge == forge, Delivery.delivery_id == delivery_id)
-        ) or 0) > 0
+        return (
+            session.scalar(
+                select(func.count())
+                .select_from(Delivery)
+                .where(Delivery.forge == forge, Delivery.delivery_id == delivery_id)
+            )
+            or 0
+        ) > 0
 
     # -- jobs ---------------------------------------------------------------------------------
 
@@ -137,11 +148,20 @@ class JobStore:
         """Create a queued job, or return None if an agent job is already active for the
         issue (the unique active_key makes this hold under concurrent deliveries)."""
         job = Job(
-            id=new_job_id(), kind=spec.kind, state="queued", forge=spec.forge, repo=spec.repo,
-            issue_number=spec.issue_number, pr_number=spec.pr_number, actor=spec.actor,
-            delivery_id=spec.delivery_id, installation_id=spec.installation_id,
-            instructions=spec.instructions, parent_id=spec.parent_id,
-            active_key=active_key_for(spec), held=held,
+            id=new_job_id(),
+            kind=spec.kind,
+            state="queued",
+            forge=spec.forge,
+            repo=spec.repo,
+            issue_number=spec.issue_number,
+            pr_number=spec.pr_number,
+            actor=spec.actor,
+            delivery_id=spec.delivery_id,
+            installation_id=spec.installation_id,
+            instructions=spec.instructions,
+            parent_id=spec.parent_id,
+            active_key=active_key_for(spec),
+            held=held,
         )
         try:
             with session.begin_nested():
@@ -153,8 +173,13 @@ class JobStore:
 
     def active_for_issue(self, session: Session, forge: str, repo: str, issue: int) -> Job | None:
         return session.scalar(
-            select(Job).where(Job.forge == forge, Job.repo == repo, Job.issue_number == issue,
-                              Job.kind.in_(AGENT_KINDS), Job.state.in_(ACTIVE_STATES))
+            select(Job).where(
+                Job.forge == forge,
+                Job.repo == repo,
+                Job.issue_number == issue,
+                Job.kind.in_(AGENT_KINDS),
+                Job.state.in_(ACTIVE_STATES),
+            )
         )
 
     def cancel(self, session: Session, job: Job, reason: str) -> None:
@@ -211,8 +236,9 @@ class JobStore:
             if job is None or job.state != "queued":
                 return 0
             ahead = session.scalar(
-                select(func.count()).select_from(Job).where(
-                    Job.state == "queued", Job.held.is_(False), Job.created_at < job.created_at)
+                select(func.count())
+                .select_from(Job)
+                .where(Job.state == "queued", Job.held.is_(False), Job.created_at < job.created_at)
             )
             return int(ahead or 0) + 1
 
@@ -257,8 +283,9 @@ class JobStore:
         if "state" in fields:
             raise ValueError("use transition() to change a job's state")
         with self.db.session() as session:
-            session.execute(update(Job).where(Job.id == job_id).values(**fields,
-                                                                          updated_at=utcnow()))
+            session.execute(
+                update(Job).where(Job.id == job_id).values(**fields, updated_at=utcnow())
+            )
 
     def claim(self, job_id: str, limits: Limits, *, stale_after: timedelta) -> ClaimOutcome:
         """Move a queued job to running if the concurrency limits leave a slot (limits
@@ -276,7 +303,8 @@ class JobStore:
                 return "finished"
             if job.state == "running":
                 if job.updated_at.replace(tzinfo=job.updated_at.tzinfo or UTC) > (
-                        utcnow() - stale_after):
+                    utcnow() - stale_after
+                ):
                     return "running_elsewhere"
                 self._move(job, "queued", reason="worker lost; requeued")
                 self._move(job, "running")
@@ -291,8 +319,11 @@ class JobStore:
                 self._move(job, "running")
                 job.updated_at = utcnow()
                 return "claimed"
-            running = select(func.count()).select_from(Job).where(
-                Job.state == "running", Job.kind.in_(AGENT_KINDS))
+            running = (
+                select(func.count())
+                .select_from(Job)
+                .where(Job.state == "running", Job.kind.in_(AGENT_KINDS))
+            )
             if (session.scalar(running) or 0) >= limits.max_concurrent:
                 return "no_slot"
             in_repo = running.where(Job.forge == job.forge, Job.repo == job.repo)
@@ -328,11 +359,19 @@ class JobStore:
             )
 
     def started_today(self, session: Session, forge: str, repo: str) -> int:
-        return int(session.scalar(
-            select(func.count()).select_from(Job).where(
-                Job.forge == forge, Job.repo == repo, Job.kind.in_(AGENT_KINDS),
-                Job.created_at >= _start_of_day(utcnow()))
-        ) or 0)
+        return int(
+            session.scalar(
+                select(func.count())
+                .select_from(Job)
+                .where(
+                    Job.forge == forge,
+                    Job.repo == repo,
+                    Job.kind.in_(AGENT_KINDS),
+                    Job.created_at >= _start_of_day(utcnow()),
+                )
+            )
+            or 0
+        )
 
     def mark_dispatched(self, job_ids: Sequence[str]) -> None:
         if not job_ids:
@@ -344,19 +383,29 @@ class JobStore:
         """Queued jobs never handed to the broker (it was down), oldest first."""
         cutoff = utcnow() - older_than
         with self.db.session() as session:
-            rows: JobList = [*session.scalars(
-                select(Job).where(Job.state == "queued", Job.held.is_(False),
-                                  Job.dispatched.is_(False), Job.created_at <= cutoff)
-                .order_by(Job.created_at)
-            ).all()]
+            rows: JobList = [
+                *session.scalars(
+                    select(Job)
+                    .where(
+                        Job.state == "queued",
+                        Job.held.is_(False),
+                        Job.dispatched.is_(False),
+                        Job.created_at <= cutoff,
+                    )
+                    .order_by(Job.created_at)
+                ).all()
+            ]
             session.expunge_all()
             return rows
 
     def stale_running(self, older_than: timedelta) -> JobList:
         cutoff = utcnow() - older_than
         with self.db.session() as session:
-            rows: JobList = [*session.scalars(
-                select(Job).where(Job.state == "running", Job.updated_at < cutoff)).all()]
+            rows: JobList = [
+                *session.scalars(
+                    select(Job).where(Job.state == "running", Job.updated_at < cutoff)
+                ).all()
+            ]
             session.expunge_all()
             return rows
 
@@ -377,7 +426,8 @@ class JobStore:
             else:
                 self.repository(session, forge or "github", repo).paused = False
             held = session.scalars(
-                select(Job).where(Job.state == "queued", Job.held.is_(True))).all()
+                select(Job).where(Job.state == "queued", Job.held.is_(True))
+            ).all()
             released = []
             for job in held:
                 if not self._paused(session, job.forge, job.repo):
@@ -392,8 +442,12 @@ class JobStore:
     def paused_scopes(self) -> StrList:
         with self.db.session() as session:
             scopes = ["*"] if self._global_paused(session) else []
-            scopes += [f"{r.forge}:{r.full_name}" for r in session.scalars(
-                select(Repository).where(Repository.paused.is_(True))).all()]
+            scopes += [
+                f"{r.forge}:{r.full_name}"
+                for r in session.scalars(
+                    select(Repository).where(Repository.paused.is_(True))
+                ).all()
+            ]
             return scopes
 
     def _global_paused(self, session: Session) -> bool:
@@ -403,8 +457,9 @@ class JobStore:
     def _paused(self, session: Session, forge: str, repo: str) -> bool:
         if self._global_paused(session):
             return True
-        row = session.scalar(select(Repository).where(
-            Repository.forge == forge, Repository.full_name == repo))
+        row = session.scalar(
+            select(Repository).where(Repository.forge == forge, Repository.full_name == repo)
+        )
         return bool(row and row.paused)
 
     def _set_control(self, session: Session, key: str, value: str) -> None:
@@ -417,8 +472,9 @@ class JobStore:
     # -- repositories -------------------------------------------------------------------------
 
     def repository(self, session: Session, forge: str, full_name: str) -> Repository:
-        row = session.scalar(select(Repository).where(
-            Repository.forge == forge, Repository.full_name == full_name))
+        row = session.scalar(
+            select(Repository).where(Repository.forge == forge, Repository.full_name == full_name)
+        )
         if row is None:
             row = Repository(forge=forge, full_name=full_name)
             try:
@@ -426,14 +482,18 @@ class JobStore:
                     session.add(row)
                     session.flush()
             except IntegrityError:
-                row = session.scalar(select(Repository).where(
-                    Repository.forge == forge, Repository.full_name == full_name))
+                row = session.scalar(
+                    select(Repository).where(
+                        Repository.forge == forge, Repository.full_name == full_name
+                    )
+                )
                 assert row is not None
         return row
 
     def cached_trigger_label(self, session: Session, forge: str, full_name: str) -> str | None:
-        row = session.scalar(select(Repository).where(
-            Repository.forge == forge, Repository.full_name == full_name))
+        row = session.scalar(
+            select(Repository).where(Repository.forge == forge, Repository.full_name == full_name)
+        )
         return row.trigger_label if row else None
 
     def set_trigger_label(self, forge: str, full_name: str, label: str | None) -> None:

@@ -96,9 +96,7 @@ class Job(Base):
     stage: Mapped[str | None] = mapped_column(String(32), nullable=True)
     failure_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
     superseded_by: Mapped[str | None] = mapped_column(String(32), nullable=True)
-    parent_id: Mapped[str | None] = mapped_column(
-        String(32), ForeignKey("jobs.id"), nullable=True
-    )
+    parent_id: Mapped[str | None] = mapped_column(String(32), ForeignKey("jobs.id"), nullable=True)
     # GitHub comment ids passed 2**31 long ago.
     status_comment_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     branch: Mapped[str | None] = mapped_column(String(255), nullable=True)

@@ -77,8 +77,9 @@ def bodies(n: int, first: int = 1) -> list[bytes]:
     return out
 
 
-def fire(url: str, payloads: list[bytes], clients: int, prefix: str) -> tuple[float, list[float],
-                                                                               dict[int, int]]:
+def fire(
+    url: str, payloads: list[bytes], clients: int, prefix: str
+) -> tuple[float, list[float], dict[int, int]]:
     latencies: list[float] = []
     codes: dict[int, int] = {}
     lock = threading.Lock()
@@ -87,9 +88,12 @@ def fire(url: str, payloads: list[bytes], clients: int, prefix: str) -> tuple[fl
     def worker(k: int, chunk: list[bytes]) -> None:
         session = requests.Session()
         for j, body in enumerate(chunk):
-            headers = {"X-GitHub-Event": "issues", "X-GitHub-Delivery": f"{prefix}-{k}-{j}",
-                       "X-Hub-Signature-256": sign_github(SECRET, body),
-                       "Content-Type": "application/json"}
+            headers = {
+                "X-GitHub-Event": "issues",
+                "X-GitHub-Delivery": f"{prefix}-{k}-{j}",
+                "X-Hub-Signature-256": sign_github(SECRET, body),
+                "Content-Type": "application/json",
+            }
             start = time.perf_counter()
             resp = session.post(url, data=body, headers=headers, timeout=30)
             elapsed = time.perf_counter() - start
@@ -121,13 +125,24 @@ def main(argv: list[str] | None = None) -> None:
         data = Path(tmp) / "data"
         ribbit_port, bare_port = free_port(), free_port()
         env = {k: v for k, v in os.environ.items() if not k.startswith("RIBBIT_")}
-        env.update(RIBBIT_DATA_DIR=str(data), RIBBIT_GITHUB__WEBHOOK_SECRET=SECRET,
-                   RIBBIT_PORT=str(ribbit_port), RIBBIT_LOG_LEVEL="WARNING",
-                   RIBBIT_ADMISSION__DAILY_JOBS_PER_REPO="1000000")
-        ribbit = subprocess.Popen([sys.executable, "-m", "bot", "serve", "--no-worker"],
-                                  env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        bare = subprocess.Popen([sys.executable, "-c", BARE_APP, str(bare_port)],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        env.update(
+            RIBBIT_DATA_DIR=str(data),
+            RIBBIT_GITHUB__WEBHOOK_SECRET=SECRET,
+            RIBBIT_PORT=str(ribbit_port),
+            RIBBIT_LOG_LEVEL="WARNING",
+            RIBBIT_ADMISSION__DAILY_JOBS_PER_REPO="1000000",
+        )
+        ribbit = subprocess.Popen(
+            [sys.executable, "-m", "bot", "serve", "--no-worker"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        bare = subprocess.Popen(
+            [sys.executable, "-c", BARE_APP, str(bare_port)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         try:
             wait_up(f"http://127.0.0.1:{ribbit_port}/healthz")
             wait_up(f"http://127.0.0.1:{bare_port}/healthz")
@@ -145,22 +160,31 @@ def main(argv: list[str] | None = None) -> None:
 
         engine = create_engine(f"sqlite:///{data / 'ribbit.db'}")
         with engine.connect() as conn:
-            stored = conn.execute(text(
-                "SELECT count(*) FROM deliveries WHERE delivery_id LIKE 'run-%'")).scalar_one()
+            stored = conn.execute(
+                text("SELECT count(*) FROM deliveries WHERE delivery_id LIKE 'run-%'")
+            ).scalar_one()
             jobs = conn.execute(text("SELECT count(*) FROM jobs")).scalar_one()
         engine.dispose()
-    print(f"{args.events} signed issues.labeled webhooks, {args.clients} keep-alive clients, "
-          "loopback, same waitress server")
+    print(
+        f"{args.events} signed issues.labeled webhooks, {args.clients} keep-alive clients, "
+        "loopback, same waitress server"
+    )
     print(f"{'endpoint':14} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8}  answers")
     for name, (elapsed, lat, codes) in results.items():
-        print(f"{name:14} {len(lat) / elapsed:8.0f} {pct(lat, 50):8.2f} {pct(lat, 99):8.2f}  "
-              f"{dict(sorted(codes.items()))}")
+        print(
+            f"{name:14} {len(lat) / elapsed:8.0f} {pct(lat, 50):8.2f} {pct(lat, 99):8.2f}  "
+            f"{dict(sorted(codes.items()))}"
+        )
     (re, rl, rc), (be, bl, _) = results["ribbit serve"], results["bare flask"]
-    print(f"ratio ribbit/bare: throughput {(len(rl) / re) / (len(bl) / be):.2f}x, "
-          f"p50 latency {pct(rl, 50) / pct(bl, 50):.1f}x")
+    print(
+        f"ratio ribbit/bare: throughput {(len(rl) / re) / (len(bl) / be):.2f}x, "
+        f"p50 latency {pct(rl, 50) / pct(bl, 50):.1f}x"
+    )
     accepted = rc.get(202, 0)
-    print(f"accepted {accepted}, deliveries stored {stored}, jobs created {jobs - len(warmup)}, "
-          f"events lost {accepted - stored}")
+    print(
+        f"accepted {accepted}, deliveries stored {stored}, jobs created {jobs - len(warmup)}, "
+        f"events lost {accepted - stored}"
+    )
 
 
 if __name__ == "__main__":

@@ -33,8 +33,9 @@ def broker_settings(request: pytest.FixtureRequest, tmp_path: Any) -> Any:
     from bot.settings import load_settings
 
     broker = request.getfixturevalue("redis_url") if request.param == "redis" else None
-    return load_settings(data_dir=tmp_path / "data", broker_url=broker,
-                         github={"webhook_secret": GITHUB_SECRET})
+    return load_settings(
+        data_dir=tmp_path / "data", broker_url=broker, github={"webhook_secret": GITHUB_SECRET}
+    )
 
 
 @pytest.fixture
@@ -44,14 +45,21 @@ def running_worker(broker_settings: Any) -> Iterator[Any]:
     from worker.celery_app import create_celery
 
     app = create_celery(broker_settings)
-    with start_worker(app, pool="threads", concurrency=2, perform_ping_check=False,
-                      loglevel="WARNING", shutdown_timeout=20):
+    with start_worker(
+        app,
+        pool="threads",
+        concurrency=2,
+        perform_ping_check=False,
+        loglevel="WARNING",
+        shutdown_timeout=20,
+    ):
         yield app
     _runtime(app).db.dispose()
 
 
-def test_webhook_to_worker_moves_the_job(broker_settings: Any, running_worker: Any,
-                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_webhook_to_worker_moves_the_job(
+    broker_settings: Any, running_worker: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from bot import create_app
     from worker import jobs as jobs_mod
 
@@ -67,8 +75,9 @@ def test_webhook_to_worker_moves_the_job(broker_settings: Any, running_worker: A
     payload = load_payload("github", "issues.labeled")
     payload["label"]["name"] = "ribbit"
     body = json.dumps(payload).encode()
-    resp = app.test_client().post("/webhooks/github", data=body,
-                                  headers=github_headers(body, "issues", "int-1"))
+    resp = app.test_client().post(
+        "/webhooks/github", data=body, headers=github_headers(body, "issues", "int-1")
+    )
     assert resp.status_code == 202, resp.get_json()
     job_id = resp.get_json()["job_id"]
     store = app.extensions["ribbit"].store
@@ -79,8 +88,9 @@ def test_webhook_to_worker_moves_the_job(broker_settings: Any, running_worker: A
     app.extensions["ribbit"].db.dispose()
 
 
-def test_broker_down_then_sweep_delivers(broker_settings: Any, running_worker: Any,
-                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_broker_down_then_sweep_delivers(
+    broker_settings: Any, running_worker: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from bot import create_app
     from tests.fakes import RecordingDispatcher
     from worker import jobs as jobs_mod
@@ -93,8 +103,11 @@ def test_broker_down_then_sweep_delivers(broker_settings: Any, running_worker: A
     payload = load_payload("github", "issues.labeled")
     payload["label"]["name"] = "ribbit"
     body = json.dumps(payload).encode()
-    job_id = app.test_client().post("/webhooks/github", data=body, headers=github_headers(
-        body, "issues", "int-2")).get_json()["job_id"]
+    job_id = (
+        app.test_client()
+        .post("/webhooks/github", data=body, headers=github_headers(body, "issues", "int-2"))
+        .get_json()["job_id"]
+    )
     store = app.extensions["ribbit"].store
     assert not store.get(job_id).dispatched
     assert sweep(_runtime(running_worker))["dispatched"] == 1

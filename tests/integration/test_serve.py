@@ -30,12 +30,17 @@ pytestmark = pytest.mark.integration
 def test_serve_accepts_both_forges_and_lists_the_jobs(tmp_path: Path) -> None:
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("RIBBIT_")}
-    env.update(RIBBIT_DATA_DIR=str(tmp_path / "data"), RIBBIT_PORT=str(port),
-               RIBBIT_GITHUB__WEBHOOK_SECRET=GITHUB_SECRET,
-               RIBBIT_GITLAB__WEBHOOK_TOKEN=GITLAB_TOKEN, RIBBIT_LOG_FORMAT="text")
+    env.update(
+        RIBBIT_DATA_DIR=str(tmp_path / "data"),
+        RIBBIT_PORT=str(port),
+        RIBBIT_GITHUB__WEBHOOK_SECRET=GITHUB_SECRET,
+        RIBBIT_GITLAB__WEBHOOK_TOKEN=GITLAB_TOKEN,
+        RIBBIT_LOG_FORMAT="text",
+    )
     log = (tmp_path / "serve.log").open("w")
-    serve = subprocess.Popen([sys.executable, "-m", "bot", "serve"], env=env, stdout=log,
-                             stderr=subprocess.STDOUT)
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "bot", "serve"], env=env, stdout=log, stderr=subprocess.STDOUT
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
@@ -51,27 +56,51 @@ def test_serve_accepts_both_forges_and_lists_the_jobs(tmp_path: Path) -> None:
         gh = load_payload("github", "issues.labeled")
         gh["label"]["name"] = "ribbit"
         body = json.dumps(gh).encode()
-        r1 = requests.post(f"{base}/webhooks/github", data=body,
-                           headers=github_headers(body, "issues", "serve-gh-1"), timeout=10)
+        r1 = requests.post(
+            f"{base}/webhooks/github",
+            data=body,
+            headers=github_headers(body, "issues", "serve-gh-1"),
+            timeout=10,
+        )
         gl = json.dumps(load_payload("gitlab", "issue.update.labeled")).encode()
-        r2 = requests.post(f"{base}/webhooks/gitlab", data=gl,
-                           headers=gitlab_headers("Issue Hook", "serve-gl-1"), timeout=10)
-        forged = requests.post(f"{base}/webhooks/github", data=body, timeout=10,
-                               headers=github_headers(body, "issues", "x", secret="nope"))
+        r2 = requests.post(
+            f"{base}/webhooks/gitlab",
+            data=gl,
+            headers=gitlab_headers("Issue Hook", "serve-gl-1"),
+            timeout=10,
+        )
+        forged = requests.post(
+            f"{base}/webhooks/github",
+            data=body,
+            timeout=10,
+            headers=github_headers(body, "issues", "x", secret="nope"),
+        )
         assert (r1.status_code, r2.status_code, forged.status_code) == (202, 202, 401)
         ids = {r1.json()["job_id"], r2.json()["job_id"]}
-        listed = subprocess.run([sys.executable, "-m", "bot", "jobs", "--json"], env=env,
-                                capture_output=True, text=True, check=True)
+        listed = subprocess.run(
+            [sys.executable, "-m", "bot", "jobs", "--json"],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         jobs = {j["id"]: j for j in json.loads(listed.stdout)}
         assert set(jobs) == ids
         assert {(j["forge"], j["repo"], j["issue"]) for j in jobs.values()} == {
-            ("github", "Codertocat/Hello-World", 1), ("gitlab", "gitlab-org/gitlab-test", 23)}
+            ("github", "Codertocat/Hello-World", 1),
+            ("gitlab", "gitlab-org/gitlab-test", 23),
+        }
         # The embedded worker picks them up over the embedded broker. No forge token is
         # configured here, so each ends with a reason saying what to set.
         deadline = time.monotonic() + 90
         while True:
-            listed = subprocess.run([sys.executable, "-m", "bot", "jobs", "--json"], env=env,
-                                    capture_output=True, text=True, check=True)
+            listed = subprocess.run(
+                [sys.executable, "-m", "bot", "jobs", "--json"],
+                env=env,
+                capture_output=True,
+                text=True,
+                check=True,
+            )
             states = {j["id"]: j for j in json.loads(listed.stdout)}
             if all(j["state"] == "failed" for j in states.values()):
                 break

@@ -24,14 +24,16 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.mark.parametrize("kind", ["github", "gitlab"])
-def test_labelled_issue_becomes_a_gated_draft_pr(kind: str, forge_world: Any,
-                                                 deployment_for: Any) -> None:
+def test_labelled_issue_becomes_a_gated_draft_pr(
+    kind: str, forge_world: Any, deployment_for: Any
+) -> None:
     dep = deployment_for(GOOD_SCRIPT)
     repo = new_repo(forge_world, kind)
     number = label_issue(forge_world, kind, repo)
     [job] = dep.store.list()
-    job = wait_for(lambda: (j := dep.store.get(job.id)).state in {"succeeded", "failed"} and j,
-                   what="job end")
+    job = wait_for(
+        lambda: (j := dep.store.get(job.id)).state in {"succeeded", "failed"} and j, what="job end"
+    )
     assert job.state == "succeeded", job.failure_reason
     [pr] = forge_world.forge.pulls(kind, repo)
     assert pr.draft or pr.title.startswith("Draft: ")
@@ -54,14 +56,14 @@ def test_labelled_issue_becomes_a_gated_draft_pr(kind: str, forge_world: Any,
     assert Path(job.result["trajectory_path"]).exists()
 
 
-def test_insecure_patch_opens_no_pr_and_says_why(forge_world: Any,
-                                                 deployment_for: Any) -> None:
+def test_insecure_patch_opens_no_pr_and_says_why(forge_world: Any, deployment_for: Any) -> None:
     dep = deployment_for(INSECURE_SCRIPT)
     repo = new_repo(forge_world, "github")
     number = label_issue(forge_world, "github", repo)
     [job] = dep.store.list()
-    job = wait_for(lambda: (j := dep.store.get(job.id)).state in {"succeeded", "failed"} and j,
-                   what="job end")
+    job = wait_for(
+        lambda: (j := dep.store.get(job.id)).state in {"succeeded", "failed"} and j, what="job end"
+    )
     assert job.state == "failed"
     assert "gates failed" in job.failure_reason and "semgrep" in job.failure_reason
     assert forge_world.forge.pulls("github", repo) == []
@@ -74,8 +76,7 @@ def test_outsider_label_is_refused(forge_world: Any, deployment_for: Any) -> Non
     repo = new_repo(forge_world, "github")
     number = label_issue(forge_world, "github", repo, actor="otto")
     [job] = dep.store.list()
-    job = wait_for(lambda: (j := dep.store.get(job.id)).state == "failed" and j,
-                   what="refusal")
+    job = wait_for(lambda: (j := dep.store.get(job.id)).state == "failed" and j, what="refusal")
     assert "otto does not have write access" in job.failure_reason
     assert forge_world.forge.pulls("github", repo) == []
     [status] = bot_comments(forge_world, "github", repo, number)
@@ -83,7 +84,8 @@ def test_outsider_label_is_refused(forge_world: Any, deployment_for: Any) -> Non
 
 
 def test_merge_records_outcome_and_reconcile_repairs_a_lost_webhook(
-        forge_world: Any, deployment_for: Any) -> None:
+    forge_world: Any, deployment_for: Any
+) -> None:
     from bot.store.models import Outcome
     from worker.pipelines.outcomes import reconcile_open_pull_requests
     from worker.runtime import WorkerRuntime
@@ -102,8 +104,11 @@ def test_merge_records_outcome_and_reconcile_repairs_a_lost_webhook(
         assert reconcile_open_pull_requests(runtime) == {"checked": 1, "repaired": 1}
         with runtime.db.session() as s:
             [outcome] = s.query(Outcome).all()
-            assert (outcome.state, outcome.actor, outcome.pr_number) == ("merged", "maya",
-                                                                        pr.number)
+            assert (outcome.state, outcome.actor, outcome.pr_number) == (
+                "merged",
+                "maya",
+                pr.number,
+            )
             assert outcome.diff_similarity == 1.0  # merged as the bot wrote it
             assert outcome.job_id == job.id
         assert reconcile_open_pull_requests(runtime) == {"checked": 0, "repaired": 0}

@@ -24,8 +24,9 @@ def pg_settings(postgres_url: str, tmp_path: Any) -> Any:
     with engine.begin() as conn:  # a clean schema per test
         conn.execute(text("DROP SCHEMA public CASCADE; CREATE SCHEMA public"))
     engine.dispose()
-    return load_settings(data_dir=tmp_path, database_url=postgres_url,
-                         github={"webhook_secret": GITHUB_SECRET})
+    return load_settings(
+        data_dir=tmp_path, database_url=postgres_url, github={"webhook_secret": GITHUB_SECRET}
+    )
 
 
 def test_webhook_path_on_postgres(pg_settings: Any) -> None:
@@ -38,12 +39,15 @@ def test_webhook_path_on_postgres(pg_settings: Any) -> None:
     payload = load_payload("github", "issues.labeled")
     payload["label"]["name"] = "ribbit"
     body = json.dumps(payload).encode()
-    first = client.post("/webhooks/github", data=body,
-                        headers=github_headers(body, "issues", "pg-1"))
-    again = client.post("/webhooks/github", data=body,
-                        headers=github_headers(body, "issues", "pg-1"))
-    other = client.post("/webhooks/github", data=body,
-                        headers=github_headers(body, "issues", "pg-2"))
+    first = client.post(
+        "/webhooks/github", data=body, headers=github_headers(body, "issues", "pg-1")
+    )
+    again = client.post(
+        "/webhooks/github", data=body, headers=github_headers(body, "issues", "pg-1")
+    )
+    other = client.post(
+        "/webhooks/github", data=body, headers=github_headers(body, "issues", "pg-2")
+    )
     assert first.status_code == 202 and first.get_json()["status"] == "accepted"
     assert again.get_json()["status"] == "duplicate"
     assert other.get_json()["status"] == "ignored"  # the issue already has an active job
@@ -61,8 +65,9 @@ def test_concurrent_claims_hold_the_limit_on_postgres(pg_settings: Any) -> None:
     ids = []
     with rt.db.session() as s:
         for n in range(10):
-            job = rt.store.create(s, JobSpec(kind="solve", forge="github", repo=f"o/r{n}",
-                                             issue_number=1))
+            job = rt.store.create(
+                s, JobSpec(kind="solve", forge="github", repo=f"o/r{n}", issue_number=1)
+            )
             assert job is not None
             ids.append(job.id)
     limits = Limits(max_concurrent=3, max_concurrent_per_repo=3)

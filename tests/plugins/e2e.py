@@ -21,9 +21,9 @@ from tests.plugins.forge import BOT_LOGIN, settings_for
 REPO_FILES = {
     "calc.py": "def add(a, b):\n    return a - b\n",
     "tests/test_calc.py": "from calc import add\n\n\ndef test_add_zero():\n"
-                          "    assert add(1, 0) == 1\n",
+    "    assert add(1, 0) == 1\n",
     ".ribbit.yml": "test: python3 -m pytest -q -p no:cacheprovider\nlabels: [bot]\n"
-                   "reviewers: [maya]\n",
+    "reviewers: [maya]\n",
 }
 ISSUE = ("add() subtracts", "calc.add(2, 3) returns -1, it should return 5.")
 
@@ -36,14 +36,21 @@ def xml_call(name: str, **args: str) -> str:
 GOOD_SCRIPT = [
     "<think>\nRead the code first.\n</think>\n" + xml_call("Read", file_path="calc.py"),
     xml_call("Edit", file_path="calc.py", old_string="return a - b", new_string="return a + b"),
-    xml_call("Write", file_path="tests/test_add.py",
-             content="from calc import add\n\n\ndef test_add_two_numbers():\n"
-                     "    assert add(2, 3) == 5\n"),
+    xml_call(
+        "Write",
+        file_path="tests/test_add.py",
+        content="from calc import add\n\n\ndef test_add_two_numbers():\n"
+        "    assert add(2, 3) == 5\n",
+    ),
     "Fixed add() to add, and added a test for it.",
 ]
 INSECURE_SCRIPT = [
-    xml_call("Edit", file_path="calc.py", old_string="    return a - b",
-             new_string="    return eval(f'{a} + {b}')"),
+    xml_call(
+        "Edit",
+        file_path="calc.py",
+        old_string="    return a - b",
+        new_string="    return eval(f'{a} + {b}')",
+    ),
     "Done.",
 ]
 
@@ -56,8 +63,12 @@ def record(script: list[str], path: Path, tmp_path: Path) -> Path:
     source = tmp_path / f"rec-{path.stem}"
     make_git_repo(source, REPO_FILES)
     with LocalDirSandbox(source) as sandbox:
-        result = run_agent(AgentTask(title=ISSUE[0], body=ISSUE[1]), sandbox,
-                           ScriptedPolicy(script), AgentSettings())
+        result = run_agent(
+            AgentTask(title=ISSUE[0], body=ISSUE[1]),
+            sandbox,
+            ScriptedPolicy(script),
+            AgentSettings(),
+        )
     assert result.exit_reason == "completed", result.error
     result.trajectory.write_jsonl(path, append=False)
     return path
@@ -100,9 +111,14 @@ class Deployment:
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.celery = create_celery(settings)
         self.closed = False
-        self.worker_cm = start_worker(self.celery, pool="threads", concurrency=2,
-                                      perform_ping_check=False, loglevel="WARNING",
-                                      shutdown_timeout=30)
+        self.worker_cm = start_worker(
+            self.celery,
+            pool="threads",
+            concurrency=2,
+            perform_ping_check=False,
+            loglevel="WARNING",
+            shutdown_timeout=30,
+        )
 
     @property
     def store(self) -> Any:
@@ -127,33 +143,41 @@ class Deployment:
 
 
 @pytest.fixture
-def deployment_for(forge_world: Any, tmp_path: Path, redis_url: str,
-                   sandbox_backend: str) -> Iterator[Callable[..., Deployment]]:
+def deployment_for(
+    forge_world: Any, tmp_path: Path, redis_url: str, sandbox_backend: str
+) -> Iterator[Callable[..., Deployment]]:
     """``deployment_for(script)`` deploys the bot replaying ``script``; deploying again
     (a new model, say) should follow ``close()`` of the previous one, which shares the
     store and the queue."""
     opened: list[Deployment] = []
 
     def build(script: list[str], **extra: Any) -> Deployment:
-        base = settings_for(forge_world.forge, tmp_path / "data",
-                            github_token=forge_world.bot.token,
-                            gitlab_token=forge_world.bot.token)
+        base = settings_for(
+            forge_world.forge,
+            tmp_path / "data",
+            github_token=forge_world.bot.token,
+            gitlab_token=forge_world.bot.token,
+        )
         replay = record(script, tmp_path / f"replay-{len(opened)}.jsonl", tmp_path)
-        settings = base.model_copy(update={
-            "broker_url": redis_url,
-            "github": base.github.model_copy(
-                update={"webhook_secret": SecretStr(GITHUB_SECRET)}),
-            "gitlab": base.gitlab.model_copy(update={"webhook_token": SecretStr(GITLAB_TOKEN)}),
-            "model": base.model.model_copy(update={"policy": "replay", "replay_file": replay}),
-            "sandbox": base.sandbox.model_copy(update={"backend": sandbox_backend}),
-            **extra,
-        })
+        settings = base.model_copy(
+            update={
+                "broker_url": redis_url,
+                "github": base.github.model_copy(
+                    update={"webhook_secret": SecretStr(GITHUB_SECRET)}
+                ),
+                "gitlab": base.gitlab.model_copy(update={"webhook_token": SecretStr(GITLAB_TOKEN)}),
+                "model": base.model.model_copy(update={"policy": "replay", "replay_file": replay}),
+                "sandbox": base.sandbox.model_copy(update={"backend": sandbox_backend}),
+                **extra,
+            }
+        )
         dep = Deployment(settings)
         dep.__enter__()
         opened.append(dep)
         forge_world.forge.configure_webhooks(
             github=(f"{dep.url}/webhooks/github", GITHUB_SECRET),
-            gitlab=(f"{dep.url}/webhooks/gitlab", GITLAB_TOKEN))
+            gitlab=(f"{dep.url}/webhooks/gitlab", GITLAB_TOKEN),
+        )
         return dep
 
     yield build
@@ -170,8 +194,7 @@ def new_repo(forge_world: Any, kind: str) -> str:
 
 
 def label_issue(forge_world: Any, kind: str, repo: str, actor: str = "maya") -> int:
-    issue = forge_world.forge.create_issue(kind, repo, title=ISSUE[0], body=ISSUE[1],
-                                           author=actor)
+    issue = forge_world.forge.create_issue(kind, repo, title=ISSUE[0], body=ISSUE[1], author=actor)
     delivery = forge_world.forge.add_label(kind, repo, issue.number, "ribbit", actor=actor)
     assert delivery is not None and delivery.status_code == 202, delivery
     return int(issue.number)
@@ -179,5 +202,3 @@ def label_issue(forge_world: Any, kind: str, repo: str, actor: str = "maya") -> 
 
 def bot_comments(forge_world: Any, kind: str, repo: str, number: int) -> list[Any]:
     return [c for c in forge_world.forge.comments(kind, repo, number) if c.author == BOT_LOGIN]
-
-

@@ -54,9 +54,21 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     port = free_port()
     workdir = tmp_path_factory.mktemp("redis")
     proc = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-         "--appendonly", "no", "--dir", str(workdir)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            binary,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(workdir),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     try:
         _wait_for_port(port, proc, "redis-server")
@@ -93,21 +105,54 @@ def postgres_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         subprocess.run(["chown", "-R", "postgres", str(base)], check=True)
         run_as = ["runuser", "-u", "postgres", "--"]
     subprocess.run(
-        [*run_as, str(bindir / "initdb"), "-D", str(datadir), "-U", "ribbit", "--auth=trust",
-         "-E", "UTF8"],
-        check=True, stdout=subprocess.DEVNULL,
+        [
+            *run_as,
+            str(bindir / "initdb"),
+            "-D",
+            str(datadir),
+            "-U",
+            "ribbit",
+            "--auth=trust",
+            "-E",
+            "UTF8",
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
     )
     port = free_port()
     proc = subprocess.Popen(
-        [*run_as, str(bindir / "postgres"), "-D", str(datadir), "-p", str(port),
-         "-k", str(sockdir), "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            *run_as,
+            str(bindir / "postgres"),
+            "-D",
+            str(datadir),
+            "-p",
+            str(port),
+            "-k",
+            str(sockdir),
+            "-c",
+            "listen_addresses=127.0.0.1",
+            "-c",
+            "fsync=off",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     try:
         _wait_for_port(port, proc, "postgres")
         subprocess.run(
-            [*run_as, str(bindir / "createdb"), "-h", "127.0.0.1", "-p", str(port), "-U",
-             "ribbit", "ribbit"], check=True,
+            [
+                *run_as,
+                str(bindir / "createdb"),
+                "-h",
+                "127.0.0.1",
+                "-p",
+                str(port),
+                "-U",
+                "ribbit",
+                "ribbit",
+            ],
+            check=True,
         )
         yield f"postgresql+psycopg://ribbit@127.0.0.1:{port}/ribbit"
     finally:

@@ -26,8 +26,9 @@ def run_command(ctx: JobContext) -> dict[str, Any] | None:
     try:
         check_actor(ctx, forge)
     except JobRefused:
-        forge.post_comment(where, f"@{job.actor}: only collaborators with write access can "
-                                  f"use `/ribbit {name}`.")
+        forge.post_comment(
+            where, f"@{job.actor}: only collaborators with write access can use `/ribbit {name}`."
+        )
         raise
     store = ctx.store
     with store.db.session() as session:
@@ -35,16 +36,29 @@ def run_command(ctx: JobContext) -> dict[str, Any] | None:
         still_active = target is not None and target.state in ("queued", "running")
         if still_active:
             assert target is not None
-            reason = (f"stopped by {job.actor}" if name == "stop"
-                      else f"superseded by /ribbit {name} from {job.actor}")
+            reason = (
+                f"stopped by {job.actor}"
+                if name == "stop"
+                else f"superseded by /ribbit {name} from {job.actor}"
+            )
             store.cancel(session, target, reason)
         new_id = None
         if name in {"retry", "revise"}:
-            new = store.create(session, JobSpec(
-                kind="revise" if name == "revise" else "solve", forge=job.forge, repo=job.repo,
-                issue_number=job.issue_number, pr_number=job.pr_number, actor=job.actor,
-                delivery_id=job.delivery_id, installation_id=job.installation_id,
-                instructions=data.get("text") or None, parent_id=None))
+            new = store.create(
+                session,
+                JobSpec(
+                    kind="revise" if name == "revise" else "solve",
+                    forge=job.forge,
+                    repo=job.repo,
+                    issue_number=job.issue_number,
+                    pr_number=job.pr_number,
+                    actor=job.actor,
+                    delivery_id=job.delivery_id,
+                    installation_id=job.installation_id,
+                    instructions=data.get("text") or None,
+                    parent_id=None,
+                ),
+            )
             if new is None:
                 raise JobRefused("another job for this issue started meanwhile")
             new_id = new.id
@@ -52,10 +66,13 @@ def run_command(ctx: JobContext) -> dict[str, Any] | None:
                 target.superseded_by = new_id
     if new_id is not None:
         Intake(ctx.settings, store, CeleryDispatcher(client_celery(ctx.settings))).dispatch(
-            [new_id])
+            [new_id]
+        )
     if name == "stop":
-        text = (f"⏹️ Stopped job `{target_id[:12]}` as @{job.actor} asked." if still_active
-                else "Nothing to stop: that job had already ended.")
+        text = (
+            f"⏹️ Stopped job `{target_id[:12]}` as @{job.actor} asked."
+            if still_active
+            else "Nothing to stop: that job had already ended."
+        )
         forge.post_comment(where, text)
-    return {"command": name, "cancelled": target_id if still_active else None,
-            "started": new_id}
+    return {"command": name, "cancelled": target_id if still_active else None, "started": new_id}

@@ -58,8 +58,11 @@ def summarize_trajectory(path: Path) -> str:
     from worker.agent import read_jsonl
 
     [trajectory] = read_jsonl(path)[:1]
-    lines = [f"**What the agent did** (ended: `{trajectory.exit_reason}`, "
-             f"{len(trajectory.turns)} turns)", ""]
+    lines = [
+        f"**What the agent did** (ended: `{trajectory.exit_reason}`, "
+        f"{len(trajectory.turns)} turns)",
+        "",
+    ]
     steps = 0
     for turn in trajectory.turns:
         for call in turn.tool_calls:
@@ -67,8 +70,13 @@ def summarize_trajectory(path: Path) -> str:
             if steps > MAX_STEPS:
                 continue
             args = call.arguments if isinstance(call.arguments, dict) else {}
-            arg = args.get("command") or args.get("file_path") or args.get("path") or \
-                args.get("pattern") or ""
+            arg = (
+                args.get("command")
+                or args.get("file_path")
+                or args.get("path")
+                or args.get("pattern")
+                or ""
+            )
             shown = json.dumps(str(arg)[:120])
             lines.append(f"{steps}. `{call.name}` {shown}")
     if steps > MAX_STEPS:
@@ -82,18 +90,26 @@ def explain(ctx: JobContext) -> dict[str, Any] | None:
     check_actor(ctx, forge)
     with ctx.store.db.session() as session:
         last = session.scalar(
-            select(Job).where(Job.forge == ctx.job.forge, Job.repo == ctx.job.repo,
-                              Job.issue_number == ctx.job.issue_number,
-                              Job.kind.in_(("solve", "revise")), Job.result.is_not(None))
-            .order_by(Job.created_at.desc()).limit(1))
+            select(Job)
+            .where(
+                Job.forge == ctx.job.forge,
+                Job.repo == ctx.job.repo,
+                Job.issue_number == ctx.job.issue_number,
+                Job.kind.in_(("solve", "revise")),
+                Job.result.is_not(None),
+            )
+            .order_by(Job.created_at.desc())
+            .limit(1)
+        )
         result = dict(last.result or {}) if last else {}
     path = result.get("trajectory_path")
     if not path or not Path(path).exists():
         forge.post_comment(target, "There is no recorded agent run for this issue yet.")
         return {"explained": False}
     summary = summarize_trajectory(Path(path))
-    files = sorted({line[6:] for line in str(result.get("diff", "")).splitlines()
-                    if line.startswith("+++ b/")})
+    files = sorted(
+        {line[6:] for line in str(result.get("diff", "")).splitlines() if line.startswith("+++ b/")}
+    )
     if files:
         summary += "\n\n**Changed:** " + ", ".join(f"`{f}`" for f in files[:30])
     forge.post_comment(target, summary)

@@ -64,12 +64,25 @@ class Workdir:
 
 
 def _git(cwd: Path, *args: str) -> str:
-    env = {"PATH": "/usr/bin:/bin:/usr/local/bin", "GIT_CONFIG_NOSYSTEM": "1",
-           "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_TERMINAL_PROMPT": "0", "LANG": "C.UTF-8",
-           "GIT_AUTHOR_NAME": BOT_NAME, "GIT_AUTHOR_EMAIL": BOT_EMAIL,
-           "GIT_COMMITTER_NAME": BOT_NAME, "GIT_COMMITTER_EMAIL": BOT_EMAIL}
-    out = subprocess.run(["git", "-c", "core.hooksPath=/dev/null", *args], cwd=cwd, env=env,
-                         capture_output=True, text=True, check=False)
+    env = {
+        "PATH": "/usr/bin:/bin:/usr/local/bin",
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_CONFIG_GLOBAL": "/dev/null",
+        "GIT_TERMINAL_PROMPT": "0",
+        "LANG": "C.UTF-8",
+        "GIT_AUTHOR_NAME": BOT_NAME,
+        "GIT_AUTHOR_EMAIL": BOT_EMAIL,
+        "GIT_COMMITTER_NAME": BOT_NAME,
+        "GIT_COMMITTER_EMAIL": BOT_EMAIL,
+    }
+    out = subprocess.run(
+        ["git", "-c", "core.hooksPath=/dev/null", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if out.returncode != 0:
         raise RuntimeError(f"git {args[0]} failed: {out.stderr.strip()[:500]}")
     return out.stdout
@@ -88,12 +101,26 @@ def sanitize_model_text(text: str) -> str:
 
 
 def issue_link(config: RepoConfig, number: int) -> str:
-    return {"fixes": f"Fixes #{number}", "closes": f"Closes #{number}",
-            "refs": f"Refs #{number}", "none": ""}[config.link_issue]
+    return {
+        "fixes": f"Fixes #{number}",
+        "closes": f"Closes #{number}",
+        "refs": f"Refs #{number}",
+        "none": "",
+    }[config.link_issue]
 
 
-def pr_body(*, config: RepoConfig, issue: int, summary: str, report_md: str, model: str,
-            exit_reason: str, turns: int, seconds: float, job_id: str) -> str:
+def pr_body(
+    *,
+    config: RepoConfig,
+    issue: int,
+    summary: str,
+    report_md: str,
+    model: str,
+    exit_reason: str,
+    turns: int,
+    seconds: float,
+    job_id: str,
+) -> str:
     parts = []
     link = issue_link(config, issue)
     if link:
@@ -136,10 +163,16 @@ class SolveRun:
         self.repo = RepoRef(self.job.forge, self.job.repo)  # type: ignore[arg-type]
         assert self.job.issue_number is not None
         self.issue_ref = IssueRef(self.repo, self.job.issue_number)
-        self.forge: Forge = make_forge(self.settings, self.repo.forge,
-                                       installation_id=self.job.installation_id)
-        self.status = StatusComment(self.forge, self.issue_ref, ctx.store, self.job.id,
-                                    self.job.status_comment_id or self._issue_status_comment())
+        self.forge: Forge = make_forge(
+            self.settings, self.repo.forge, installation_id=self.job.installation_id
+        )
+        self.status = StatusComment(
+            self.forge,
+            self.issue_ref,
+            ctx.store,
+            self.job.id,
+            self.job.status_comment_id or self._issue_status_comment(),
+        )
         self.timings: dict[str, float] = {}
         self.workdir = Workdir(self.settings.data_dir / "work" / self.job.id)
 
@@ -152,11 +185,16 @@ class SolveRun:
 
         with self.ctx.store.db.session() as session:
             return session.scalar(
-                select(Job.status_comment_id).where(
-                    Job.forge == self.job.forge, Job.repo == self.job.repo,
+                select(Job.status_comment_id)
+                .where(
+                    Job.forge == self.job.forge,
+                    Job.repo == self.job.repo,
                     Job.issue_number == self.job.issue_number,
-                    Job.status_comment_id.is_not(None))
-                .order_by(Job.created_at.desc()).limit(1))
+                    Job.status_comment_id.is_not(None),
+                )
+                .order_by(Job.created_at.desc())
+                .limit(1)
+            )
 
     # -- steps ------------------------------------------------------------------------------
 
@@ -167,8 +205,10 @@ class SolveRun:
     def check_permission(self) -> None:
         actor = self.job.actor
         if not actor or not self.forge.has_write_access(self.repo, actor):
-            reason = (f"@{actor} does not have write access to {self.repo.full_name}; "
-                      "only collaborators with write access can ask Ribbit for work")
+            reason = (
+                f"@{actor} does not have write access to {self.repo.full_name}; "
+                "only collaborators with write access can ask Ribbit for work"
+            )
             self.status.show(Status("refused", reason))
             raise JobRefused(reason)
 
@@ -177,8 +217,9 @@ class SolveRun:
         try:
             config = parse_repo_config(text)
         except RepoConfigError as exc:
-            self.status.show(Status("refused", f"Fix `{CONFIG_PATH}` on the default branch "
-                                    f"first:\n\n{exc}"))
+            self.status.show(
+                Status("refused", f"Fix `{CONFIG_PATH}` on the default branch first:\n\n{exc}")
+            )
             raise JobRefused(str(exc)) from None
         self.ctx.store.set_trigger_label(self.repo.forge, self.repo.full_name, config.label)
         return config
@@ -205,9 +246,14 @@ class SolveRun:
             self.status.show(Status("failed", f"The forge refused a step: {exc}"))
             raise
         except Exception as exc:
-            self.status.show(Status("failed", f"Ribbit hit an error: `{type(exc).__name__}`. "
-                                    "An admin can see the details with `ribbit jobs show "
-                                    f"{self.job.id[:12]}`."))
+            self.status.show(
+                Status(
+                    "failed",
+                    f"Ribbit hit an error: `{type(exc).__name__}`. "
+                    "An admin can see the details with `ribbit jobs show "
+                    f"{self.job.id[:12]}`.",
+                )
+            )
             raise
         finally:
             self.workdir.clean()
@@ -236,8 +282,10 @@ class SolveRun:
                 raise JobRefused(f"{CONFIG_PATH} turns off revisions on review")
             done = self._revisions_done(pr.ref.number)
             if done >= config.revise.max_revisions:
-                reason = (f"PR {pr.ref.number} already has {done} revisions, the limit set "
-                          f"by revise.max_revisions in {CONFIG_PATH}")
+                reason = (
+                    f"PR {pr.ref.number} already has {done} revisions, the limit set "
+                    f"by revise.max_revisions in {CONFIG_PATH}"
+                )
                 self.status.show(Status("refused", reason))
                 raise JobRefused(reason)
             branch = validate_branch_name(pr.head_branch)
@@ -256,11 +304,18 @@ class SolveRun:
 
         extra = self._revision_brief(pr) if pr is not None else None
         task = AgentTask(
-            title=issue.title, body=issue.body,
-            comments=tuple(IssueComment(c.author, c.body) for c in issue.comments
-                           if c.author != self.forge.bot_login)[-20:],
-            repo=self.repo.full_name, test_command=config.test, setup_command=config.setup,
-            extra_instructions=extra, metadata={"job_id": self.job.id, "kind": self.job.kind},
+            title=issue.title,
+            body=issue.body,
+            comments=tuple(
+                IssueComment(c.author, c.body)
+                for c in issue.comments
+                if c.author != self.forge.bot_login
+            )[-20:],
+            repo=self.repo.full_name,
+            test_command=config.test,
+            setup_command=config.setup,
+            extra_instructions=extra,
+            metadata={"job_id": self.job.id, "kind": self.job.kind},
         )
         limits = agent_limits(self.settings.agent, config)
         policy = load_policy(self.settings.model, self.settings.agent)
@@ -280,8 +335,12 @@ class SolveRun:
         traj_path = traj_dir / f"{self.job.id}.jsonl"
         write_jsonl(traj_path, [result.trajectory])
         out: dict[str, Any] = {
-            "exit_reason": result.exit_reason, "diff": diff, "trajectory_path": str(traj_path),
-            "turns": len(result.trajectory.turns), "branch": branch, "base_sha": base_sha,
+            "exit_reason": result.exit_reason,
+            "diff": diff,
+            "trajectory_path": str(traj_path),
+            "turns": len(result.trajectory.turns),
+            "branch": branch,
+            "base_sha": base_sha,
         }
         if not diff.strip():
             out["timings"] = self.timings
@@ -299,39 +358,67 @@ class SolveRun:
         if not report.passed and not config.gates.draft_on_failure:
             out["timings"] = self.timings
             self.ctx.store.update(self.job.id, result=out)
-            self.status.show(Status("failed", f"The patch did not pass the gates "
-                                    f"(`{report.summary_line()}`), so no PR was opened.",
-                                    report_markdown=report_md))
+            self.status.show(
+                Status(
+                    "failed",
+                    f"The patch did not pass the gates "
+                    f"(`{report.summary_line()}`), so no PR was opened.",
+                    report_markdown=report_md,
+                )
+            )
             raise GatesFailed(f"gates failed: {report.summary_line()}")
 
         with self._timed("push"):
             head_sha = self._commit_and_push(branch, diff, issue.title, revise=revise)
         summary = _final_message(result.trajectory)
-        body = pr_body(config=config, issue=issue.ref.number, summary=summary,
-                       report_md=report_md, model=self.settings.model.model,
-                       exit_reason=result.exit_reason, turns=out["turns"],
-                       seconds=time.monotonic() - started, job_id=self.job.id)
+        body = pr_body(
+            config=config,
+            issue=issue.ref.number,
+            summary=summary,
+            report_md=report_md,
+            model=self.settings.model.model,
+            exit_reason=result.exit_reason,
+            turns=out["turns"],
+            seconds=time.monotonic() - started,
+            job_id=self.job.id,
+        )
         with self._timed("pull_request"):
             if pr is None:
                 pr = self.forge.find_pull_request(self.repo, branch)  # a redelivered job
             if pr is None:
-                pr = self.forge.open_draft_pull_request(self.repo, DraftPullRequest(
-                    head=branch, base=self.forge.default_branch(self.repo),
-                    title=f"{issue.title[:200]} (#{issue.ref.number})", body=body,
-                    labels=tuple(config.labels), reviewers=tuple(config.reviewers)))
+                pr = self.forge.open_draft_pull_request(
+                    self.repo,
+                    DraftPullRequest(
+                        head=branch,
+                        base=self.forge.default_branch(self.repo),
+                        title=f"{issue.title[:200]} (#{issue.ref.number})",
+                        body=body,
+                        labels=tuple(config.labels),
+                        reviewers=tuple(config.reviewers),
+                    ),
+                )
             else:
                 # A revision (or a retry that found its PR): the body shows the new report.
                 self.forge.update_pull_request_body(pr.ref, body)
-            self.forge.set_commit_status(self.repo, head_sha, CommitStatus(
-                "success" if report.passed else "failure",
-                description=report.summary_line()[:140]))
-        out.update(pr_number=pr.ref.number, pr_url=pr.url, head_sha=head_sha,
-                   timings=self.timings)
-        self.ctx.store.update(self.job.id, pr_number=pr.ref.number, pr_url=pr.url,
-                              branch=branch)
+            self.forge.set_commit_status(
+                self.repo,
+                head_sha,
+                CommitStatus(
+                    "success" if report.passed else "failure",
+                    description=report.summary_line()[:140],
+                ),
+            )
+        out.update(pr_number=pr.ref.number, pr_url=pr.url, head_sha=head_sha, timings=self.timings)
+        self.ctx.store.update(self.job.id, pr_number=pr.ref.number, pr_url=pr.url, branch=branch)
         verb = "updated" if revise else "opened"
-        self.status.show(Status("opened", f"Draft PR {verb} (`{report.summary_line()}`).",
-                                pr_url=pr.url, report_markdown=report_md))
+        self.status.show(
+            Status(
+                "opened",
+                f"Draft PR {verb} (`{report.summary_line()}`).",
+                pr_url=pr.url,
+                report_markdown=report_md,
+            )
+        )
         return out
 
     def _revisions_done(self, pr_number: int) -> int:
@@ -340,10 +427,20 @@ class SolveRun:
         from bot.store.models import Job
 
         with self.ctx.store.db.session() as session:
-            return int(session.scalar(select(func.count()).select_from(Job).where(
-                Job.forge == self.job.forge, Job.repo == self.job.repo,
-                Job.pr_number == pr_number, Job.kind == "revise",
-                Job.state == "succeeded")) or 0)
+            return int(
+                session.scalar(
+                    select(func.count())
+                    .select_from(Job)
+                    .where(
+                        Job.forge == self.job.forge,
+                        Job.repo == self.job.repo,
+                        Job.pr_number == pr_number,
+                        Job.kind == "revise",
+                        Job.state == "succeeded",
+                    )
+                )
+                or 0
+            )
 
     def _revision_brief(self, pr: Any) -> str:
         ref = PullRequestRef(self.repo, pr.ref.number)
@@ -358,8 +455,10 @@ class SolveRun:
             if r.author != self.forge.bot_login and r.body.strip():
                 notes.append(f"- review by {r.author} ({r.state}): {r.body.strip()}")
         instructions = (self.job.instructions or "").strip()
-        parts = ["This is a revision of your earlier pull request. Its current diff:",
-                 f"```diff\n{diff[:20000]}\n```"]
+        parts = [
+            "This is a revision of your earlier pull request. Its current diff:",
+            f"```diff\n{diff[:20000]}\n```",
+        ]
         if notes:
             parts += ["Review comments:", "\n".join(notes[-40:])]
         if instructions:
@@ -370,10 +469,17 @@ class SolveRun:
         from worker.gates import GateContext, run_gates
         from worker.sandbox import sandbox_factory
 
-        return run_gates(GateContext(
-            repo_dir=self.workdir.checkout, base_commit=base_sha, patch=diff,
-            repo_config=config, gate_settings=self.settings.gates,
-            sandbox_factory=sandbox_factory(self.settings.sandbox), issue_text=issue_text))
+        return run_gates(
+            GateContext(
+                repo_dir=self.workdir.checkout,
+                base_commit=base_sha,
+                patch=diff,
+                repo_config=config,
+                gate_settings=self.settings.gates,
+                sandbox_factory=sandbox_factory(self.settings.sandbox),
+                issue_text=issue_text,
+            )
+        )
 
     def _commit_and_push(self, branch: str, diff: str, title: str, *, revise: bool) -> str:
         checkout = self.workdir.checkout
@@ -382,8 +488,10 @@ class SolveRun:
         patch = self.workdir.root / "agent.patch"
         patch.write_text(diff)
         _git(checkout, "apply", "--index", "--whitespace=nowarn", str(patch))
-        message = (f"{'Revise' if revise else 'Fix'}: {title[:60]}\n\n"
-                   f"Machine-written by {BOT_NAME} (job {self.job.id}); needs human review.")
+        message = (
+            f"{'Revise' if revise else 'Fix'}: {title[:60]}\n\n"
+            f"Machine-written by {BOT_NAME} (job {self.job.id}); needs human review."
+        )
         _git(checkout, "commit", "-q", "--no-verify", "-m", message)
         # Never forced: if a human pushed meanwhile, the push is rejected and the job fails
         # saying so, rather than overwriting their commits.

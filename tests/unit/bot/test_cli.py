@@ -27,8 +27,12 @@ def _add_job(issue: int = 7) -> str:
     db.migrate()
     store = JobStore(db)
     with db.session() as s:
-        job = store.create(s, JobSpec(kind="solve", forge="gitlab", repo="acme/tools/w",
-                                      issue_number=issue, actor="maya"))
+        job = store.create(
+            s,
+            JobSpec(
+                kind="solve", forge="gitlab", repo="acme/tools/w", issue_number=issue, actor="maya"
+            ),
+        )
         assert job is not None
         job_id = job.id
     db.dispose()
@@ -41,7 +45,12 @@ def test_jobs_json_lists_jobs(env: Path) -> None:
     assert result.exit_code == 0, result.output
     [row] = json.loads(result.output)
     assert (row["id"], row["state"], row["forge"], row["repo"], row["issue"]) == (
-        job_id, "queued", "gitlab", "acme/tools/w", 7)
+        job_id,
+        "queued",
+        "gitlab",
+        "acme/tools/w",
+        7,
+    )
 
 
 def test_jobs_show_by_prefix_and_unknown(env: Path) -> None:

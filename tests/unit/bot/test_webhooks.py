@@ -31,8 +31,9 @@ def deliveries(store: Any) -> list[tuple[str, str]]:
         return [(d.delivery_id, d.outcome) for d in s.scalars(select(Delivery)).all()]
 
 
-def test_github_labeled_issue_creates_solve_job(post_github: Any, store: Any,
-                                                dispatcher: Any) -> None:
+def test_github_labeled_issue_creates_solve_job(
+    post_github: Any, store: Any, dispatcher: Any
+) -> None:
     resp = post_github(labeled(), "issues", "d-1")
     assert resp.status_code == 202
     body = resp.get_json()
@@ -40,7 +41,13 @@ def test_github_labeled_issue_creates_solve_job(post_github: Any, store: Any,
     [job] = jobs(store)
     assert body["job_id"] == job.id
     assert (job.kind, job.state, job.forge, job.repo, job.issue_number, job.actor) == (
-        "solve", "queued", "github", "Codertocat/Hello-World", 1, "Codertocat")
+        "solve",
+        "queued",
+        "github",
+        "Codertocat/Hello-World",
+        1,
+        "Codertocat",
+    )
     assert dispatcher.sent == [job.id]
     assert store.get(job.id).dispatched
 
@@ -54,8 +61,9 @@ def test_github_other_label_is_ignored_with_reason(post_github: Any, store: Any)
 
 
 @pytest.mark.parametrize("signature", [None, "sha256=" + "0" * 64, "sha1=abc", "garbage"])
-def test_github_bad_or_missing_signature_is_401(client: Any, store: Any,
-                                                signature: str | None) -> None:
+def test_github_bad_or_missing_signature_is_401(
+    client: Any, store: Any, signature: str | None
+) -> None:
     body = json.dumps(labeled()).encode()
     headers = {"X-GitHub-Event": "issues", "X-GitHub-Delivery": "d-1"}
     if signature:
@@ -74,15 +82,17 @@ def test_github_signature_with_wrong_secret_is_401(post_github: Any, store: Any)
 def test_github_body_tampered_after_signing_is_401(client: Any, store: Any) -> None:
     body = json.dumps(labeled()).encode()
     headers = github_headers(body, "issues", "d-1")
-    resp = client.post("/webhooks/github", data=body.replace(b"Codertocat", b"Mallory"),
-                       headers=headers)
+    resp = client.post(
+        "/webhooks/github", data=body.replace(b"Codertocat", b"Mallory"), headers=headers
+    )
     assert resp.status_code == 401
 
 
 def test_oversized_body_is_413_without_a_job(client: Any, store: Any, settings: Any) -> None:
     body = b"{" + b" " * (settings.max_body_bytes + 10) + b"}"
-    resp = client.post("/webhooks/github", data=body,
-                       headers=github_headers(body, "issues", "d-big"))
+    resp = client.post(
+        "/webhooks/github", data=body, headers=github_headers(body, "issues", "d-big")
+    )
     assert resp.status_code == 413
     assert jobs(store) == [] and deliveries(store) == []
 
@@ -93,10 +103,16 @@ def test_oversized_chunked_body_is_413(app: Any, store: Any, settings: Any) -> N
 
     stream = io.BytesIO(b"x" * (settings.max_body_bytes + 4096))
     resp = app.test_client().post(
-        "/webhooks/github", input_stream=stream,
-        headers={"X-GitHub-Event": "issues", "X-GitHub-Delivery": "d",
-                 "X-Hub-Signature-256": "sha256=00", "Transfer-Encoding": "chunked"},
-        environ_overrides={"wsgi.input_terminated": True})
+        "/webhooks/github",
+        input_stream=stream,
+        headers={
+            "X-GitHub-Event": "issues",
+            "X-GitHub-Delivery": "d",
+            "X-Hub-Signature-256": "sha256=00",
+            "Transfer-Encoding": "chunked",
+        },
+        environ_overrides={"wsgi.input_terminated": True},
+    )
     assert resp.status_code == 413
     assert stream.tell() <= settings.max_body_bytes + 1 + 65536  # never read it all
     assert deliveries(store) == []
@@ -128,8 +144,9 @@ def test_missing_event_header_is_400(client: Any) -> None:
     assert client.post("/webhooks/github", data=body, headers=headers).status_code == 400
 
 
-def test_duplicate_delivery_makes_no_second_job(post_github: Any, store: Any,
-                                                dispatcher: Any) -> None:
+def test_duplicate_delivery_makes_no_second_job(
+    post_github: Any, store: Any, dispatcher: Any
+) -> None:
     first = post_github(labeled(), "issues", "d-1")
     again = post_github(labeled(), "issues", "d-1")
     assert first.status_code == 202
@@ -137,8 +154,9 @@ def test_duplicate_delivery_makes_no_second_job(post_github: Any, store: Any,
     assert len(jobs(store)) == 1 and len(dispatcher.sent) == 1
 
 
-def test_same_label_event_for_active_issue_makes_no_second_job(post_github: Any,
-                                                               store: Any) -> None:
+def test_same_label_event_for_active_issue_makes_no_second_job(
+    post_github: Any, store: Any
+) -> None:
     post_github(labeled(), "issues", "d-1")
     resp = post_github(labeled(), "issues", "d-2")
     assert resp.get_json()["status"] == "ignored"
@@ -172,15 +190,17 @@ def test_unconfigured_forge_is_503_never_open(tmp_path: Any, dispatcher: Any) ->
 
     app = create_app(load_settings(data_dir=tmp_path), dispatcher=dispatcher)
     body = json.dumps(labeled()).encode()
-    resp = app.test_client().post("/webhooks/github", data=body,
-                                  headers=github_headers(body, "issues", "d-1", GITHUB_SECRET))
+    resp = app.test_client().post(
+        "/webhooks/github", data=body, headers=github_headers(body, "issues", "d-1", GITHUB_SECRET)
+    )
     assert resp.status_code == 503
     assert "RIBBIT_GITHUB__WEBHOOK_SECRET" in resp.get_json()["reason"]
     app.extensions["ribbit"].db.dispose()
 
 
-def test_broker_down_keeps_the_job_for_dispatch_pending(app: Any, post_github: Any, store: Any,
-                                                        dispatcher: Any) -> None:
+def test_broker_down_keeps_the_job_for_dispatch_pending(
+    app: Any, post_github: Any, store: Any, dispatcher: Any
+) -> None:
     dispatcher.fail = True
     resp = post_github(labeled(), "issues", "d-1")
     assert resp.status_code == 202
@@ -194,8 +214,9 @@ def test_broker_down_keeps_the_job_for_dispatch_pending(app: Any, post_github: A
 # -- comments and commands --------------------------------------------------------------------
 
 
-def comment(body: str, number: int = 1, sender: str = "Codertocat",
-            on_pr: bool = False) -> dict[str, Any]:
+def comment(
+    body: str, number: int = 1, sender: str = "Codertocat", on_pr: bool = False
+) -> dict[str, Any]:
     payload = load_payload("github", "issue_comment.created")
     payload["comment"]["body"] = body
     payload["issue"]["number"] = number
@@ -213,8 +234,9 @@ def test_retry_without_active_job_starts_a_solve(post_github: Any, store: Any) -
     assert (job.kind, job.state, job.issue_number) == ("solve", "queued", 1)
 
 
-def test_retry_of_an_active_job_waits_for_the_permission_check(post_github: Any,
-                                                               store: Any) -> None:
+def test_retry_of_an_active_job_waits_for_the_permission_check(
+    post_github: Any, store: Any
+) -> None:
     # Superseding cancels someone's job: only the worker, after checking write access on the
     # forge, may do that. Intake records the command and leaves the active job alone.
     first = post_github(labeled(), "issues", "d-1").get_json()["job_id"]
@@ -246,10 +268,11 @@ def test_unknown_command_gets_help(post_github: Any, store: Any) -> None:
 
 
 def test_plain_comment_and_quoted_command_are_ignored(post_github: Any, store: Any) -> None:
-    assert post_github(comment("thanks!"), "issue_comment", "d-1").get_json()["status"] == \
-        "ignored"
-    assert post_github(comment("> /ribbit stop\nwhy?"), "issue_comment",
-                       "d-2").get_json()["status"] == "ignored"
+    assert post_github(comment("thanks!"), "issue_comment", "d-1").get_json()["status"] == "ignored"
+    assert (
+        post_github(comment("> /ribbit stop\nwhy?"), "issue_comment", "d-2").get_json()["status"]
+        == "ignored"
+    )
     assert jobs(store) == []
 
 
@@ -269,8 +292,11 @@ def test_revise_on_bot_pr_and_merge_outcome(post_github: Any, store: Any) -> Non
     job_id = post_github(labeled(number=3), "issues", "d-1").get_json()["job_id"]
     store.transition(job_id, "running")
     store.transition(job_id, "succeeded", pr_number=8, branch="ribbit/issue-3-x")
-    resp = post_github(comment("/ribbit revise use a set\nand keep order", number=8, on_pr=True),
-                       "issue_comment", "d-2")
+    resp = post_github(
+        comment("/ribbit revise use a set\nand keep order", number=8, on_pr=True),
+        "issue_comment",
+        "d-2",
+    )
     revise = store.get(resp.get_json()["job_id"])
     assert (revise.kind, revise.issue_number, revise.pr_number) == ("revise", 3, 8)
     assert revise.instructions == "use a set\nand keep order"
@@ -303,8 +329,9 @@ def test_changes_requested_review_on_bot_pr_queues_revise(post_github: Any, stor
 # -- admission ------------------------------------------------------------------------------
 
 
-def test_paused_bot_keeps_the_event_as_a_held_job(post_github: Any, store: Any,
-                                                  dispatcher: Any) -> None:
+def test_paused_bot_keeps_the_event_as_a_held_job(
+    post_github: Any, store: Any, dispatcher: Any
+) -> None:
     store.pause()
     resp = post_github(labeled(), "issues", "d-1")
     assert resp.get_json()["status"] == "accepted"
@@ -317,12 +344,16 @@ def test_repo_not_in_allow_list_is_refused(tmp_path: Any, dispatcher: Any) -> No
     from bot import create_app
     from bot.settings import load_settings
 
-    s = load_settings(data_dir=tmp_path, github={"webhook_secret": GITHUB_SECRET},
-                      admission={"allowed_repos": ["acme/widgets"]})
+    s = load_settings(
+        data_dir=tmp_path,
+        github={"webhook_secret": GITHUB_SECRET},
+        admission={"allowed_repos": ["acme/widgets"]},
+    )
     app = create_app(s, dispatcher=dispatcher)
     body = json.dumps(labeled()).encode()
-    resp = app.test_client().post("/webhooks/github", data=body,
-                                  headers=github_headers(body, "issues", "d-1"))
+    resp = app.test_client().post(
+        "/webhooks/github", data=body, headers=github_headers(body, "issues", "d-1")
+    )
     assert resp.status_code == 202 and resp.get_json()["status"] == "refused"
     assert "ALLOWED_REPOS" in resp.get_json()["reason"]
     assert app.extensions["ribbit"].store.list() == []
@@ -333,15 +364,21 @@ def test_daily_budget_is_enforced(tmp_path: Any, dispatcher: Any) -> None:
     from bot import create_app
     from bot.settings import load_settings
 
-    s = load_settings(data_dir=tmp_path, github={"webhook_secret": GITHUB_SECRET},
-                      admission={"daily_jobs_per_repo": 2})
+    s = load_settings(
+        data_dir=tmp_path,
+        github={"webhook_secret": GITHUB_SECRET},
+        admission={"daily_jobs_per_repo": 2},
+    )
     app = create_app(s, dispatcher=dispatcher)
     client = app.test_client()
     answers = []
     for n in range(3):
         body = json.dumps(labeled(number=n + 1)).encode()
-        answers.append(client.post("/webhooks/github", data=body,
-                                   headers=github_headers(body, "issues", f"d-{n}")).get_json())
+        answers.append(
+            client.post(
+                "/webhooks/github", data=body, headers=github_headers(body, "issues", f"d-{n}")
+            ).get_json()
+        )
     assert [a["status"] for a in answers] == ["accepted", "accepted", "refused"]
     assert "budget" in answers[2]["reason"]
     app.extensions["ribbit"].db.dispose()
@@ -355,7 +392,12 @@ def test_gitlab_label_added_creates_solve_job(post_gitlab: Any, store: Any) -> N
     assert resp.status_code == 202, resp.get_json()
     [job] = jobs(store)
     assert (job.forge, job.repo, job.issue_number, job.kind, job.actor) == (
-        "gitlab", "gitlab-org/gitlab-test", 23, "solve", "root")
+        "gitlab",
+        "gitlab-org/gitlab-test",
+        23,
+        "solve",
+        "root",
+    )
 
 
 def test_gitlab_issue_update_without_new_label_is_ignored(post_gitlab: Any, store: Any) -> None:
@@ -387,8 +429,10 @@ def test_gitlab_note_retry_and_duplicate(post_gitlab: Any, store: Any) -> None:
     assert resp.get_json()["status"] == "accepted"
     again = post_gitlab(load_payload("gitlab", "note.issue"), "Note Hook", "u-2")
     assert again.get_json()["status"] == "duplicate"
-    assert sorted((j.kind, j.state) for j in jobs(store)) == [("command", "queued"),
-                                                              ("solve", "queued")]
+    assert sorted((j.kind, j.state) for j in jobs(store)) == [
+        ("command", "queued"),
+        ("solve", "queued"),
+    ]
 
 
 def test_gitlab_merge_of_bot_mr_records_outcome(post_gitlab: Any, store: Any) -> None:
@@ -429,8 +473,9 @@ def test_metrics_count_events_and_jobs(client: Any, post_github: Any) -> None:
     post_github(labeled(), "issues", "d-1")
     post_github(b"{", "issues", "d-2")
     text = client.get("/metrics").get_data(as_text=True)
-    assert 'ribbit_webhook_events_total{event="issues",forge="github",outcome="accepted"} 1.0' \
-        in text
+    assert (
+        'ribbit_webhook_events_total{event="issues",forge="github",outcome="accepted"} 1.0' in text
+    )
     assert 'outcome="duplicate"} 1.0' in text
     assert 'outcome="error"} 1.0' in text
     assert 'ribbit_jobs{state="queued"} 1.0' in text

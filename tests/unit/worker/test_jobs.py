@@ -25,8 +25,15 @@ def runtime(settings: Any) -> Any:
 
 def make_job(rt: WorkerRuntime, issue: int = 1, repo: str = "o/r", kind: str = "solve") -> str:
     with rt.db.session() as s:
-        job = rt.store.create(s, JobSpec(kind=kind, forge="github", repo=repo,  # type: ignore[arg-type]
-                                         issue_number=issue))
+        job = rt.store.create(
+            s,
+            JobSpec(
+                kind=kind,
+                forge="github",
+                repo=repo,  # type: ignore[arg-type]
+                issue_number=issue,
+            ),
+        )
         assert job is not None
         return job.id
 
@@ -88,8 +95,7 @@ def test_forge_outage_defers_instead_of_failing(runtime: Any, pipelines: dict[st
 def test_concurrency_limit_per_repo_defers(runtime: Any, pipelines: dict[str, Any]) -> None:
     first, second = make_job(runtime, 1), make_job(runtime, 2)
     other_repo = make_job(runtime, 1, repo="o/other")
-    assert runtime.store.claim(first, runtime.limits, stale_after=timedelta(minutes=1)) == \
-        "claimed"
+    assert runtime.store.claim(first, runtime.limits, stale_after=timedelta(minutes=1)) == "claimed"
     pipelines["solve"] = lambda ctx: None
     with pytest.raises(Defer):
         run_job(runtime, second)  # per-repo limit is 1 by default
@@ -123,8 +129,9 @@ def test_concurrent_claims_never_exceed_the_limit(runtime: Any) -> None:
     assert runtime.store.count_by_state()["running"] == 3
 
 
-def test_cancel_while_running_stops_the_pipeline(runtime: Any, pipelines: dict[str, Any],
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cancel_while_running_stops_the_pipeline(
+    runtime: Any, pipelines: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(jobs_mod, "HEARTBEAT_EVERY_S", 0.05)
     job_id = make_job(runtime)
     seen_cancel = threading.Event()
@@ -159,8 +166,9 @@ def test_job_of_a_dead_worker_is_reclaimed(runtime: Any, pipelines: dict[str, An
     from bot.store.models import Job, utcnow
 
     with runtime.db.session() as s:
-        s.execute(update(Job).where(Job.id == job_id).values(
-            updated_at=utcnow() - timedelta(minutes=5)))
+        s.execute(
+            update(Job).where(Job.id == job_id).values(updated_at=utcnow() - timedelta(minutes=5))
+        )
     assert run_job(runtime, job_id) == "succeeded"
     assert runtime.store.get(job_id).attempts == 2
 
@@ -192,15 +200,15 @@ def test_queue_position(runtime: Any) -> None:
 
 def test_short_jobs_do_not_wait_behind_agent_jobs(runtime: Any, pipelines: dict[str, Any]) -> None:
     agent = make_job(runtime, 1)
-    assert runtime.store.claim(agent, runtime.limits, stale_after=timedelta(minutes=1)) == \
-        "claimed"
+    assert runtime.store.claim(agent, runtime.limits, stale_after=timedelta(minutes=1)) == "claimed"
     pipelines["command"] = lambda ctx: {"ok": True}
     command = make_job(runtime, 1, kind="command")
     assert run_job(runtime, command) == "succeeded"  # per-repo limit 1 is taken by the agent
 
 
-def test_forge_outage_fails_after_bounded_deferrals(runtime: Any, pipelines: dict[str, Any],
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_forge_outage_fails_after_bounded_deferrals(
+    runtime: Any, pipelines: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(jobs_mod, "MAX_FORGE_DEFERRALS", 2)
 
     def down(ctx: JobContext) -> None:

@@ -17,6 +17,7 @@ pytest_plugins = [
     "tests.plugins.forge",
     "tests.plugins.sandbox",
     "tests.plugins.models",
+    "tests.plugins.trainer",
 ]
 
 # Variables a test must never inherit from the developer's shell or CI.

@@ -98,7 +98,7 @@ class EnvironmentBuilder:
             checkout = clone_at(spec.repo_dir, workdir / "repo", base)
             before = self._runs(checkout, spec, [test_patch])
             after = self._runs(checkout, spec, [test_patch, patch])
-        except _PatchFailed as exc:
+        except PatchDoesNotApply as exc:
             raise reject("patch_does_not_apply", str(exc)) from None
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
@@ -163,7 +163,7 @@ class EnvironmentBuilder:
             ]
 
 
-class _PatchFailed(Exception):
+class PatchDoesNotApply(Exception):
     pass
 
 
@@ -174,7 +174,7 @@ def apply_patch(sandbox: Sandbox, patch: str) -> None:
     result = sandbox.exec(["git", "apply", "--whitespace=nowarn", PATCH_PATH], timeout=60)
     sandbox.exec(["rm", "-f", PATCH_PATH], timeout=30)
     if result.exit_code != 0:
-        raise _PatchFailed(result.stderr.strip()[:500] or "git apply failed")
+        raise PatchDoesNotApply(result.stderr.strip()[:500] or "git apply failed")
 
 
 def run_tests(sandbox: Sandbox, test_command: str, timeout_s: float) -> TestRun:

@@ -23,7 +23,7 @@ from bot.settings import Settings, SettingsError, load_settings
 LAZY_COMMANDS: dict[str, str] = {
     "run": "worker.agent.cli:run",
     "sandbox": "worker.sandbox.cli:sandbox",
-    "gates": "worker.gates.cli:gates",
+    "gates": "worker.gates.cli:gates_command",
     "outcomes": "worker.outcomes_cli:outcomes",
     "envs": "trainer.cli:envs",
     "train": "trainer.cli:train",
@@ -66,8 +66,15 @@ def settings_or_exit() -> Settings:
 
 @click.group(cls=LazyGroup)
 @click.version_option(package_name="ribbit")
-def main() -> None:
+@click.pass_context
+def main(ctx: click.Context) -> None:
     """Ribbit: labelled issues in, draft pull requests out, reviewed by humans."""
+    # Subcommands that take their defaults from settings (sandbox, gates) read ctx.obj;
+    # invalid settings are reported by the commands that need them, not here.
+    try:
+        ctx.obj = load_settings()
+    except SettingsError:
+        ctx.obj = None
 
 
 # -- serving -----------------------------------------------------------------------------------
@@ -85,14 +92,14 @@ def serve(host: str | None, port: int | None, threads: int, with_worker: bool) -
 
     from bot.app import create_app
     from bot.logs import configure_logging
-    from bot.webhooks import configured_forges
+    from bot.webhooks import MISSING_SECRET, configured_forges
 
     settings = settings_or_exit()
     configure_logging(settings)
-    if not any(configured_forges(settings).values()):
-        raise click.ClickException(
-            "no forge is configured: set RIBBIT_GITHUB__WEBHOOK_SECRET and/or "
-            "RIBBIT_GITLAB__WEBHOOK_TOKEN (see README, Settings)")
+    for forge, configured in configured_forges(settings).items():
+        if not configured:
+            click.echo(f"ribbit: {forge} webhooks are closed until you "
+                       f"{MISSING_SECRET[forge]}", err=True)
     app = create_app(settings)
     child: subprocess.Popen[bytes] | None = None
     if with_worker:
@@ -149,7 +156,7 @@ def worker(concurrency: int | None, pool: str, beat: bool, loglevel: str) -> Non
 # -- jobs ---------------------------------------------------------------------------------------
 
 
-def _store(settings: Settings):  # type: ignore[no-untyped-def]
+def _store(settings: Settings):
     from bot.store.db import Database
     from bot.store.jobs import JobStore
 

@@ -38,6 +38,6 @@ def parse_command(body: str, prefix: str = "/ribbit") -> Command | None:
         following = "\n".join(lines[index + 1:]).strip()
         text = "\n".join(part for part in (inline, following) if part)[:MAX_INSTRUCTIONS]
         if word in KNOWN:
-            return Command(name=word, text=text)  # type: ignore[arg-type]
+            return Command(name=word, text=text)
         return Command(name="help", unknown=word[:40])
     return None

@@ -1,10 +1,14 @@
-"""`ribbit doctor`: each part checked, with what to do when it fails."""
+"""`ribbit doctor`: each part checked, with what to do when it fails.
+
+The worker-side parts (sandbox, model) are imported only when checked, so bot/ keeps no
+import-time dependency on worker/."""
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 from bot.settings import Settings, SettingsError, load_settings
@@ -58,20 +62,44 @@ def run_checks(settings: Settings | None = None) -> list[Check]:
                              "secret configured" if ok else MISSING_SECRET[forge]))
         return out
 
-    def optional(module: str, attr: str) -> Callable[[], list[Check]]:
-        def run() -> list[Check]:
-            try:
-                mod = importlib.import_module(module)
-            except ModuleNotFoundError:
-                return [Check(module, "warn", "not installed in this build")]
-            found: list[Check] = getattr(mod, attr)(s)
-            return found
+    def sandbox() -> list[Check]:
+        sandbox_mod = importlib.import_module("worker.sandbox")
+        found = sandbox_mod.check_backends(s.sandbox)
+        out = [Check(f"sandbox {c.name}", "ok" if c.ok else "warn", c.detail) for c in found]
+        if not any(c.ok for c in found):
+            out.append(Check("sandbox", "fail", "no sandbox backend works: install podman and "
+                             "build the image (deploy/sandbox/build-image.sh), or bubblewrap"))
+        else:
+            chosen = sandbox_mod.resolve_backend(s.sandbox)
+            out.append(Check("sandbox", "ok", f"jobs will use {chosen}"))
+        return out
 
-        return run
+    def model() -> Check:
+        m = s.model
+        if m.policy == "replay":
+            ok = m.replay_file is not None and m.replay_file.exists()
+            return Check("model", "ok" if ok else "fail", f"replay {m.replay_file}")
+        if m.policy == "openai":
+            import requests
+
+            resp = requests.get(m.openai_base_url.rstrip("/") + "/models", timeout=5)
+            return Check("model", "ok" if resp.ok else "fail",
+                         f"{m.openai_base_url} answered {resp.status_code}")
+        from transformers.utils import cached_file
+
+        path = Path(m.model)
+        if path.is_dir():
+            ok = (path / "config.json").exists()
+            return Check("model", "ok" if ok else "fail", f"local weights at {path}")
+        # A cache look-up only: doctor never downloads (and works on offline hosts).
+        found = cached_file(m.model, "config.json", revision=m.revision, local_files_only=True,
+                            _raise_exceptions_for_missing_entries=False)
+        return Check("model", "ok" if found else "warn",
+                     f"{m.model} {'in the HF cache' if found else 'not downloaded yet'}")
 
     checks += _guard("database", database)
     checks += _guard("broker", broker)
     checks += _guard("forges", forges)
-    checks += _guard("sandbox", optional("worker.sandbox.doctor", "doctor_checks"))
-    checks += _guard("model", optional("worker.agent.doctor", "doctor_checks"))
+    checks += _guard("sandbox", sandbox)
+    checks += _guard("model", model)
     return checks

@@ -52,7 +52,8 @@ class GateRules(_Model):
 
 class ReviseRules(_Model):
     on_changes_requested: bool = Field(
-        default=True, description="A 'changes requested' review on the bot's PR asks for a revision."
+        default=True,
+        description="A 'changes requested' review on the bot's PR asks for a revision.",
     )
     max_revisions: int = Field(default=5, ge=0, le=50)
 

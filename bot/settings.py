@@ -113,7 +113,8 @@ class AdmissionSettings(Section):
 class SandboxSettings(Section):
     backend: Literal["docker", "bubblewrap", "auto"] = Field(
         default="auto",
-        description="Where untrusted code runs. auto: docker if an engine answers, else bubblewrap.",
+        description="Where untrusted code runs. auto: docker if an engine answers and has the "
+        "image, else bubblewrap.",
     )
     docker_url: str | None = Field(
         default=None,
@@ -121,13 +122,24 @@ class SandboxSettings(Section):
         "Unset: DOCKER_HOST or the default socket.",
     )
     image: str = Field(default="ribbit-sandbox:latest", description="Sandbox image (docker).")
-    memory_mb: int = Field(default=2048, ge=64, description="Memory limit per sandbox.")
-    cpus: float = Field(default=1.0, gt=0, description="CPU limit per sandbox.")
+    memory_mb: int = Field(
+        default=2048,
+        ge=64,
+        description="Memory limit per sandbox (docker: cgroup, no swap; bubblewrap: address "
+        "space per process).",
+    )
+    cpus: float = Field(default=1.0, gt=0, description="CPU limit per sandbox (docker only).")
     pids: int = Field(default=256, ge=16, description="Process limit per sandbox.")
-    workspace_mb: int = Field(default=2048, ge=16, description="Writable workspace size limit.")
+    workspace_mb: int = Field(
+        default=2048,
+        ge=16,
+        description="Writable workspace size limit (bubblewrap: needs a root worker; "
+        "unprivileged, only a per-file limit of this size applies).",
+    )
     setup_network: bool = Field(
         default=False,
-        description="Give the setup phase (dependency install) network. The agent phase never has.",
+        description="Give the setup phase (dependency install) network; docker backend only "
+        "(bubblewrap could only share the host's). The agent phase never has.",
     )
     package_index_url: str | None = Field(
         default=None, description="Package mirror passed to the setup phase as PIP_INDEX_URL."
@@ -194,6 +206,9 @@ class GateSettings(Section):
     max_diff_lines: int = Field(default=1500, ge=1, description="Largest patch the bot may open.")
     extra_semgrep_rules: list[Path] = Field(
         default_factory=list, description="Semgrep rule files added for every repository."
+    )
+    semgrep_timeout_s: int = Field(
+        default=300, ge=10, description="Timeout of one Semgrep scan (before or after the patch)."
     )
 
 
@@ -324,7 +339,8 @@ def load_config_file(path: Path) -> dict[str, Any]:
     try:
         data = tomllib.loads(text) if path.suffix == ".toml" else yaml.safe_load(text)
     except (tomllib.TOMLDecodeError, yaml.YAMLError) as exc:
-        raise SettingsError(f"RIBBIT_CONFIG_FILE={path}: not valid {path.suffix[1:]}: {exc}") from exc
+        kind = path.suffix[1:] or "YAML"
+        raise SettingsError(f"RIBBIT_CONFIG_FILE={path}: not valid {kind}: {exc}") from exc
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -348,3 +364,29 @@ def load_settings(**overrides: Any) -> Settings:
             name = f"RIBBIT_{loc}" if loc else "settings"
             lines.append(f"{name}: {err['msg']}")
         raise SettingsError("invalid settings:\n  " + "\n  ".join(lines)) from None
+
+
+def settings_table() -> str:
+    """The README's settings table, generated from the fields above (a test keeps the
+    README in step with it)."""
+    rows = ["| Variable | Default | Meaning |", "|---|---|---|"]
+
+    def walk(model: type[BaseModel], prefix: str) -> None:
+        for name, field in model.model_fields.items():
+            env = f"{prefix}{name.upper()}"
+            ann = field.annotation
+            if isinstance(ann, type) and issubclass(ann, BaseModel):
+                walk(ann, env + "__")
+                continue
+            if name == "data_dir":
+                default: Any = "$XDG_DATA_HOME/ribbit (~/.local/share/ribbit)"
+            elif field.default_factory is not None:
+                default = field.default_factory()  # type: ignore[call-arg]
+            else:
+                default = field.default
+            shown = "unset" if default is None else default
+            desc = (field.description or "").replace("|", "\\|")
+            rows.append(f"| `{env}` | `{shown}` | {desc} |")
+
+    walk(Settings, "RIBBIT_")
+    return "\n".join(rows)

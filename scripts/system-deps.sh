@@ -2,7 +2,8 @@
 # Installs the Debian packages Ribbit's tests and local sandboxes need, when missing.
 # Safe to run repeatedly; does nothing on hosts that are not root Debian/Ubuntu.
 set -euo pipefail
-packages=(redis-server podman runc bubblewrap debootstrap postgresql git uidmap iproute2)
+# python3-pytest: the bubblewrap sandbox runs repositories' tests with the host's /usr.
+packages=(redis-server podman runc bubblewrap debootstrap postgresql git uidmap iproute2 python3-pytest)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

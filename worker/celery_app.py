@@ -4,14 +4,18 @@ environment on first use."""
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 from typing import Any
 
 from celery import Celery
+from celery.signals import worker_ready
 
 from bot.queue import QUEUE, broker_transport_options, prepare_broker
 from bot.settings import Settings, load_settings
 from worker.runtime import WorkerRuntime
+
+log = logging.getLogger(__name__)
 
 SWEEP_EVERY = timedelta(seconds=30)
 RECONCILE_EVERY = timedelta(minutes=10)
@@ -40,8 +44,26 @@ def create_celery(settings: Settings | None = None) -> Celery:
         },
         include=["worker.tasks"],
     )
-    app.ribbit_settings = settings  # type: ignore[attr-defined]
+    app.ribbit_settings = settings
     return app
+
+
+@worker_ready.connect
+def _reap_stale_sandboxes(sender: Any = None, **_kwargs: Any) -> None:
+    """Sandboxes a crashed worker left behind are removed when a worker starts."""
+    app = getattr(sender, "app", None)
+    settings: Settings | None = getattr(app, "ribbit_settings", None)
+    if settings is None:
+        return
+    try:
+        from worker.sandbox import reap_stale
+
+        removed = reap_stale(settings.sandbox)
+    except Exception:
+        log.warning("could not reap stale sandboxes", exc_info=True)
+        return
+    if removed:
+        log.info("removed %d stale sandbox(es)", len(removed))
 
 
 def runtime_for(app: Celery) -> WorkerRuntime:
@@ -51,7 +73,7 @@ def runtime_for(app: Celery) -> WorkerRuntime:
     if existing is None:
         settings: Settings = getattr(app, "ribbit_settings", None) or load_settings()
         existing = WorkerRuntime.build(settings)
-        app.ribbit_runtime = existing  # type: ignore[attr-defined]
+        app.ribbit_runtime = existing
     return existing
 
 

@@ -6,6 +6,7 @@ import logging
 
 from bot.intake import Intake
 from bot.queue import CeleryDispatcher, client_celery
+from bot.store.jobs import InvalidTransition
 from worker.jobs import STALE_AFTER
 from worker.runtime import WorkerRuntime
 
@@ -19,7 +20,7 @@ def sweep(runtime: WorkerRuntime) -> dict[str, int]:
         try:
             store.transition(job.id, "queued", reason="worker lost; requeued")
             requeued += 1
-        except Exception:  # it finished or moved meanwhile
+        except InvalidTransition:  # it finished or moved meanwhile
             continue
     intake = Intake(runtime.settings, store, CeleryDispatcher(client_celery(runtime.settings)))
     sent = intake.dispatch_pending()

@@ -6,6 +6,8 @@ worker against the forge before anything runs; intake only records intent.
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import select
 
 from bot.admission import refusal_reason
@@ -44,7 +46,7 @@ def run_command(ctx: Context) -> None:
         if issue is None:
             return ctx.ignore(f"PR/MR {event.pr_number} was not opened by Ribbit")
     assert issue is not None
-    spec = dict(forge=event.forge, repo=event.repo, issue_number=issue,
+    spec: dict[str, Any] = dict(forge=event.forge, repo=event.repo, issue_number=issue,
                 pr_number=event.pr_number, actor=event.actor.login,
                 delivery_id=event.delivery_id, installation_id=event.installation_id)
     active = ctx.store.active_for_issue(ctx.session, event.forge, event.repo, issue)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from sqlalchemy import select
 
@@ -28,7 +29,7 @@ def record_outcome(ctx: Context) -> None:
     event = ctx.event
     assert isinstance(event, PullRequestClosed)
     job = _bot_job_for_pr(ctx, event.forge, event.repo, event.pr_number)
-    spec = dict(forge=event.forge, repo=event.repo, pr_number=event.pr_number,
+    spec: dict[str, Any] = dict(forge=event.forge, repo=event.repo, pr_number=event.pr_number,
                 actor=event.merged_by or event.actor.login, delivery_id=event.delivery_id,
                 installation_id=event.installation_id)
     if job is not None or event.head_branch.startswith(BOT_BRANCH_PREFIX):

@@ -50,7 +50,7 @@ def make_engine(url: str) -> Engine:
             engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
 
         @event.listens_for(engine, "connect")
-        def _sqlite_pragmas(dbapi_conn, _record):  # type: ignore[no-untyped-def]
+        def _sqlite_pragmas(dbapi_conn, _record):
             cur = dbapi_conn.cursor()
             # WAL lets the worker read while the web app writes.
             cur.execute("PRAGMA journal_mode=WAL")
@@ -62,7 +62,7 @@ def make_engine(url: str) -> Engine:
     return create_engine(url, pool_pre_ping=True)
 
 
-def alembic_config(engine: Engine):  # type: ignore[no-untyped-def]
+def alembic_config(engine: Engine):
     from alembic.config import Config
 
     cfg = Config()

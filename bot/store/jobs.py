@@ -44,6 +44,11 @@ _ADMISSION_LOCK = "admission-lock"
 _GLOBAL_PAUSE = "paused"
 
 
+# JobStore.list shadows the builtin inside the class, so annotations there use these.
+JobList = list[Job]
+StrList = list[str]
+
+
 class InvalidTransition(RuntimeError):
     pass
 
@@ -121,10 +126,10 @@ class JobStore:
         return True
 
     def delivery_seen(self, session: Session, forge: str, delivery_id: str) -> bool:
-        return session.scalar(
+        return (session.scalar(
             select(func.count()).select_from(Delivery).where(
                 Delivery.forge == forge, Delivery.delivery_id == delivery_id)
-        ) > 0
+        ) or 0) > 0
 
     # -- jobs ---------------------------------------------------------------------------------
 
@@ -183,14 +188,14 @@ class JobStore:
         repo: str | None = None,
         limit: int = 50,
         offset: int = 0,
-    ) -> list[Job]:
+    ) -> JobList:
         with self.db.session() as session:
             q = select(Job).order_by(Job.created_at.desc(), Job.id)
             if state:
                 q = q.where(Job.state == state)
             if repo:
                 q = q.where(Job.repo == repo)
-            rows = list(session.scalars(q.limit(limit).offset(offset)).all())
+            rows: JobList = [*session.scalars(q.limit(limit).offset(offset)).all()]
             session.expunge_all()
             return rows
 
@@ -280,10 +285,10 @@ class JobStore:
                 job.held = True
                 return "held"
             running = select(func.count()).select_from(Job).where(Job.state == "running")
-            if session.scalar(running) >= limits.max_concurrent:
+            if (session.scalar(running) or 0) >= limits.max_concurrent:
                 return "no_slot"
             in_repo = running.where(Job.forge == job.forge, Job.repo == job.repo)
-            if session.scalar(in_repo) >= limits.max_concurrent_per_repo:
+            if (session.scalar(in_repo) or 0) >= limits.max_concurrent_per_repo:
                 return "no_slot"
             self._move(job, "running")
             job.updated_at = utcnow()
@@ -327,23 +332,23 @@ class JobStore:
         with self.db.session() as session:
             session.execute(update(Job).where(Job.id.in_(job_ids)).values(dispatched=True))
 
-    def pending_dispatch(self, *, older_than: timedelta = timedelta(0)) -> list[Job]:
+    def pending_dispatch(self, *, older_than: timedelta = timedelta(0)) -> JobList:
         """Queued jobs never handed to the broker (it was down), oldest first."""
         cutoff = utcnow() - older_than
         with self.db.session() as session:
-            rows = list(session.scalars(
+            rows: JobList = [*session.scalars(
                 select(Job).where(Job.state == "queued", Job.held.is_(False),
                                   Job.dispatched.is_(False), Job.created_at <= cutoff)
                 .order_by(Job.created_at)
-            ).all())
+            ).all()]
             session.expunge_all()
             return rows
 
-    def stale_running(self, older_than: timedelta) -> list[Job]:
+    def stale_running(self, older_than: timedelta) -> JobList:
         cutoff = utcnow() - older_than
         with self.db.session() as session:
-            rows = list(session.scalars(
-                select(Job).where(Job.state == "running", Job.updated_at < cutoff)).all())
+            rows: JobList = [*session.scalars(
+                select(Job).where(Job.state == "running", Job.updated_at < cutoff)).all()]
             session.expunge_all()
             return rows
 
@@ -356,7 +361,7 @@ class JobStore:
             else:
                 self.repository(session, forge or "github", repo).paused = True
 
-    def resume(self, *, forge: str | None = None, repo: str | None = None) -> list[str]:
+    def resume(self, *, forge: str | None = None, repo: str | None = None) -> StrList:
         """Lift a pause; returns the ids of held jobs that may now be dispatched."""
         with self.db.session() as session:
             if repo is None:
@@ -376,7 +381,7 @@ class JobStore:
     def is_paused(self, session: Session, forge: str, repo: str) -> bool:
         return self._paused(session, forge, repo)
 
-    def paused_scopes(self) -> list[str]:
+    def paused_scopes(self) -> StrList:
         with self.db.session() as session:
             scopes = ["*"] if self._global_paused(session) else []
             scopes += [f"{r.forge}:{r.full_name}" for r in session.scalars(

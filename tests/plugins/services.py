@@ -26,7 +26,9 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _wait_for_port(port: int, proc: subprocess.Popen[bytes], what: str, timeout: float = 15) -> None:
+def _wait_for_port(
+    port: int, proc: subprocess.Popen[bytes], what: str, timeout: float = 15
+) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:

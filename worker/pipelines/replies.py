@@ -1,17 +1,105 @@
-"""Short replies: help and explain."""
+"""Short replies on the issue or PR: help (also for unknown commands and after a stop) and
+explain (the trajectory summary of the issue's latest agent run)."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
+from sqlalchemy import select
+
+from bot.forges import make_forge
+from bot.forges.base import IssueRef, RepoRef
+from bot.store.models import Job
 from worker.jobs import JobContext, JobRefused, pipeline
+
+HELP = """**Ribbit commands** (for collaborators with write access)
+
+- `/ribbit retry`: start over from the issue
+- `/ribbit stop`: cancel the queued or running job
+- `/ribbit explain`: what the agent looked at, ran and changed
+- `/ribbit revise <what to change>` (on Ribbit's PR): a new revision on the same branch
+"""
+MAX_STEPS = 40
+
+
+def _reply_target(ctx: JobContext) -> tuple[Any, IssueRef]:
+    job = ctx.job
+    repo = RepoRef(job.forge, job.repo)  # type: ignore[arg-type]
+    forge = make_forge(ctx.settings, repo.forge, installation_id=job.installation_id)
+    # On GitHub a PR's conversation is an issue thread, so the reply goes where the command
+    # was written; the Forge interface comments on issues only, so on GitLab it goes to the
+    # issue the MR works on.
+    on_pr = job.pr_number is not None and repo.forge == "github"
+    number = job.pr_number if on_pr else job.issue_number
+    assert number is not None
+    return forge, IssueRef(repo, number)
+
+
+def _check_actor(ctx: JobContext, forge: Any) -> None:
+    repo = RepoRef(ctx.job.forge, ctx.job.repo)  # type: ignore[arg-type]
+    if not ctx.job.actor or not forge.has_write_access(repo, ctx.job.actor):
+        raise JobRefused(f"{ctx.job.actor} does not have write access")
 
 
 @pipeline("help")
 def help_reply(ctx: JobContext) -> dict[str, Any] | None:
-    raise JobRefused("replies are not wired up yet")
+    forge, target = _reply_target(ctx)
+    _check_actor(ctx, forge)
+    text = ctx.job.instructions or ""
+    if text.startswith("stopped:"):
+        body = f"⏹️ Stopped job `{text.split(':', 1)[1][:12]}` as @{ctx.job.actor} asked."
+    elif text:
+        body = f"I don't know the command `{text}`.\n\n{HELP}"
+    else:
+        body = HELP
+    forge.post_comment(target, body)
+    return {"replied": True}
+
+
+def summarize_trajectory(path: Path) -> str:
+    """What the agent looked at, ran and changed, from a recorded trajectory."""
+    from worker.agent import read_jsonl
+
+    [trajectory] = read_jsonl(path)[:1]
+    lines = [f"**What the agent did** (ended: `{trajectory.exit_reason}`, "
+             f"{len(trajectory.turns)} turns)", ""]
+    steps = 0
+    for turn in trajectory.turns:
+        for call in turn.tool_calls:
+            steps += 1
+            if steps > MAX_STEPS:
+                continue
+            args = call.arguments if isinstance(call.arguments, dict) else {}
+            arg = args.get("command") or args.get("file_path") or args.get("path") or \
+                args.get("pattern") or ""
+            shown = json.dumps(str(arg)[:120])
+            lines.append(f"{steps}. `{call.name}` {shown}")
+    if steps > MAX_STEPS:
+        lines.append(f"… and {steps - MAX_STEPS} more tool calls")
+    return "\n".join(lines)
 
 
 @pipeline("explain")
 def explain(ctx: JobContext) -> dict[str, Any] | None:
-    raise JobRefused("replies are not wired up yet")
+    forge, target = _reply_target(ctx)
+    _check_actor(ctx, forge)
+    with ctx.store.db.session() as session:
+        last = session.scalar(
+            select(Job).where(Job.forge == ctx.job.forge, Job.repo == ctx.job.repo,
+                              Job.issue_number == ctx.job.issue_number,
+                              Job.kind.in_(("solve", "revise")), Job.result.is_not(None))
+            .order_by(Job.created_at.desc()).limit(1))
+        result = dict(last.result or {}) if last else {}
+    path = result.get("trajectory_path")
+    if not path or not Path(path).exists():
+        forge.post_comment(target, "There is no recorded agent run for this issue yet.")
+        return {"explained": False}
+    summary = summarize_trajectory(Path(path))
+    files = sorted({line[6:] for line in str(result.get("diff", "")).splitlines()
+                    if line.startswith("+++ b/")})
+    if files:
+        summary += "\n\n**Changed:** " + ", ".join(f"`{f}`" for f in files[:30])
+    forge.post_comment(target, summary)
+    return {"explained": True}

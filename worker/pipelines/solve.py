@@ -1,17 +1,389 @@
-"""The solve and revise pipelines (filled in as the forge, sandbox, agent and gates land)."""
+"""solve and revise: from an issue (or a review) to a gated draft pull request.
+
+    permission -> .ribbit.yml -> clone -> sandbox (setup, agent) -> diff -> gates
+        -> pass: commit on a host clone, push, open/update the draft PR, commit status
+        -> fail: no PR (unless the repo asks for a draft with the failing report)
+
+Every step goes through the Forge, Sandbox, Policy and Gate interfaces. The
+push is made from a host clone the sandbox never touched, with the sandbox's
+diff applied, so nothing the untrusted code wrote into its own ``.git``
+(hooks, config) ever runs on the host.
+"""
 
 from __future__ import annotations
 
+import logging
+import re
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from worker.jobs import JobContext, JobRefused, pipeline
+from bot.forges import make_forge
+from bot.forges.base import (
+    CommitStatus,
+    DraftPullRequest,
+    Forge,
+    ForgeError,
+    IssueRef,
+    PullRequestRef,
+    RepoRef,
+)
+from bot.forges.branches import branch_name_for_issue, validate_branch_name
+from bot.repo_config import CONFIG_PATH, RepoConfig, RepoConfigError, parse_repo_config
+from bot.settings import AgentSettings, Settings
+from worker.jobs import JobCancelled, JobContext, JobRefused, pipeline
+from worker.status import Status, StatusComment
+
+log = logging.getLogger(__name__)
+
+BOT_NAME = "Ribbit"
+BOT_EMAIL = "ribbit@users.noreply.local"
+SETUP_TIMEOUT_S = 900
+MAX_SUMMARY_CHARS = 4000
+_CLOSING = re.compile(r"\b(fix(?:e[sd])?|close[sd]?|resolve[sd]?)(\s+)(#\d+)", re.IGNORECASE)
+
+
+class GatesFailed(Exception):
+    """The patch did not pass the gates; the message names which."""
+
+
+@dataclass
+class Workdir:
+    root: Path
+
+    @property
+    def checkout(self) -> Path:
+        return self.root / "repo"
+
+    def clean(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _git(cwd: Path, *args: str) -> str:
+    env = {"PATH": "/usr/bin:/bin:/usr/local/bin", "GIT_CONFIG_NOSYSTEM": "1",
+           "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_TERMINAL_PROMPT": "0", "LANG": "C.UTF-8",
+           "GIT_AUTHOR_NAME": BOT_NAME, "GIT_AUTHOR_EMAIL": BOT_EMAIL,
+           "GIT_COMMITTER_NAME": BOT_NAME, "GIT_COMMITTER_EMAIL": BOT_EMAIL}
+    out = subprocess.run(["git", "-c", "core.hooksPath=/dev/null", *args], cwd=cwd, env=env,
+                         capture_output=True, text=True, check=False)
+    if out.returncode != 0:
+        raise RuntimeError(f"git {args[0]} failed: {out.stderr.strip()[:500]}")
+    return out.stdout
+
+
+def agent_limits(base: AgentSettings, config: RepoConfig) -> AgentSettings:
+    """Deployment defaults overridden by the repo's .ribbit.yml where it sets a value."""
+    overrides = {k: v for k, v in config.agent.model_dump().items() if v is not None}
+    return base.model_copy(update=overrides)
+
+
+def sanitize_model_text(text: str) -> str:
+    """Model output shown in a PR body must not ping people or close other issues."""
+    text = text.replace("@", "@\u200b")
+    return _CLOSING.sub(lambda m: f"{m.group(1)}{m.group(2)}`{m.group(3)}`", text)
+
+
+def issue_link(config: RepoConfig, number: int) -> str:
+    return {"fixes": f"Fixes #{number}", "closes": f"Closes #{number}",
+            "refs": f"Refs #{number}", "none": ""}[config.link_issue]
+
+
+def pr_body(*, config: RepoConfig, issue: int, summary: str, report_md: str, model: str,
+            exit_reason: str, turns: int, seconds: float, job_id: str) -> str:
+    parts = []
+    link = issue_link(config, issue)
+    if link:
+        parts.append(link)
+    parts += [
+        "",
+        "> [!IMPORTANT]",
+        f"> This change was written by a machine ({BOT_NAME}, model `{model}`) and needs "
+        "human review. Ribbit never merges, approves, or marks its pull requests ready.",
+        "",
+        "### Summary (from the agent)",
+        "",
+        sanitize_model_text(summary.strip()[:MAX_SUMMARY_CHARS]) or "_(no summary)_",
+        "",
+        report_md.strip(),
+        "",
+        "### Run",
+        "",
+        f"- ended: `{exit_reason}` after {turns} model turns, {seconds:.0f} s",
+        f"- job: `{job_id}`",
+    ]
+    return "\n".join(parts) + "\n"
+
+
+def _final_message(trajectory: Any) -> str:
+    for turn in reversed(getattr(trajectory, "turns", [])):
+        content = getattr(turn, "content", "") or ""
+        if content.strip():
+            return str(content)
+    return ""
+
+
+class SolveRun:
+    """One run of the solve (or revise) pipeline for one job."""
+
+    def __init__(self, ctx: JobContext) -> None:
+        self.ctx = ctx
+        self.job = ctx.job
+        self.settings: Settings = ctx.settings
+        self.repo = RepoRef(self.job.forge, self.job.repo)  # type: ignore[arg-type]
+        assert self.job.issue_number is not None
+        self.issue_ref = IssueRef(self.repo, self.job.issue_number)
+        self.forge: Forge = make_forge(self.settings, self.repo.forge,
+                                       installation_id=self.job.installation_id)
+        self.status = StatusComment(self.forge, self.issue_ref, ctx.store, self.job.id,
+                                    self.job.status_comment_id)
+        self.timings: dict[str, float] = {}
+        self.workdir = Workdir(self.settings.data_dir / "work" / self.job.id)
+
+    # -- steps ------------------------------------------------------------------------------
+
+    def _timed(self, name: str) -> _Timer:
+        self.ctx.stage(name)
+        return _Timer(self.timings, name)
+
+    def check_permission(self) -> None:
+        actor = self.job.actor
+        if not actor or not self.forge.has_write_access(self.repo, actor):
+            reason = (f"@{actor} does not have write access to {self.repo.full_name}; "
+                      "only collaborators with write access can ask Ribbit for work")
+            self.status.show(Status("refused", reason))
+            raise JobRefused(reason)
+
+    def load_config(self) -> RepoConfig:
+        text = self.forge.read_file(self.repo, CONFIG_PATH)
+        try:
+            config = parse_repo_config(text)
+        except RepoConfigError as exc:
+            self.status.show(Status("refused", f"Fix `{CONFIG_PATH}` on the default branch "
+                                    f"first:\n\n{exc}"))
+            raise JobRefused(str(exc)) from None
+        self.ctx.store.set_trigger_label(self.repo.forge, self.repo.full_name, config.label)
+        return config
+
+    def clone(self, branch: str | None) -> str:
+        self.workdir.clean()
+        self.workdir.root.mkdir(parents=True, exist_ok=True)
+        self.forge.clone(self.repo, self.workdir.checkout, branch=branch)
+        return _git(self.workdir.checkout, "rev-parse", "HEAD").strip()
+
+    def run(self, *, revise: bool = False) -> dict[str, Any]:
+        try:
+            return self._run(revise=revise)
+        except JobCancelled:
+            self.status.show(Status("cancelled", self._cancel_reason()))
+            raise
+        except (JobRefused, GatesFailed):
+            raise
+        except ForgeError:
+            raise  # ForgeUnavailable defers the job; its comment stays as it was
+        except Exception as exc:
+            self.status.show(Status("failed", f"Ribbit hit an error: `{type(exc).__name__}`. "
+                                    "An admin can see the details with `ribbit jobs show "
+                                    f"{self.job.id[:12]}`."))
+            raise
+        finally:
+            self.workdir.clean()
+
+    def _cancel_reason(self) -> str:
+        job = self.ctx.store.get(self.job.id)
+        return job.failure_reason or "cancelled"
+
+    def _run(self, *, revise: bool) -> dict[str, Any]:
+        started = time.monotonic()
+        with self._timed("permission"):
+            self.check_permission()
+        self.status.show(Status("working", "Reading the issue and the repository."))
+        with self._timed("config"):
+            config = self.load_config()
+            issue = self.forge.get_issue(self.issue_ref)
+        pr = None
+        if revise:
+            if self.job.pr_number is None:
+                raise JobRefused("revise needs the bot's pull request")
+            pr = self.forge.get_pull_request(PullRequestRef(self.repo, self.job.pr_number))
+            if pr.state != "open":
+                raise JobRefused(f"PR {pr.ref.number} is {pr.state}; nothing to revise")
+            # Review-triggered revisions carry the review's job as parent; comment ones don't.
+            if self.job.parent_id is not None and not config.revise.on_changes_requested:
+                raise JobRefused(f"{CONFIG_PATH} turns off revisions on review")
+            done = self._revisions_done(pr.ref.number)
+            if done >= config.revise.max_revisions:
+                reason = (f"PR {pr.ref.number} already has {done} revisions, the limit set "
+                          f"by revise.max_revisions in {CONFIG_PATH}")
+                self.status.show(Status("refused", reason))
+                raise JobRefused(reason)
+            branch = validate_branch_name(pr.head_branch)
+        else:
+            branch = branch_name_for_issue(issue.ref.number, issue.title)
+        with self._timed("clone"):
+            base_sha = self.clone(branch if revise else None)
+
+        from worker.agent import AgentTask, IssueComment, load_policy, run_agent, write_jsonl
+        from worker.sandbox import open_sandbox
+
+        extra = self._revision_brief(pr) if pr is not None else None
+        task = AgentTask(
+            title=issue.title, body=issue.body,
+            comments=tuple(IssueComment(c.author, c.body) for c in issue.comments
+                           if c.author != self.forge.bot_login)[-20:],
+            repo=self.repo.full_name, test_command=config.test, setup_command=config.setup,
+            extra_instructions=extra, metadata={"job_id": self.job.id, "kind": self.job.kind},
+        )
+        limits = agent_limits(self.settings.agent, config)
+        policy = load_policy(self.settings.model, self.settings.agent)
+        self.status.show(Status("working", "The agent is working in a sandbox."))
+        with open_sandbox(self.settings.sandbox, self.workdir.checkout) as sandbox:
+            if config.setup:
+                with self._timed("setup"):
+                    setup = sandbox.exec(config.setup, timeout=SETUP_TIMEOUT_S)
+                    if setup.exit_code != 0:
+                        log.info("setup exited %s for job %s", setup.exit_code, self.job.id)
+            with self._timed("agent"):
+                result = run_agent(task, sandbox, policy, limits, cancel=self.ctx.cancel)
+            self.ctx.check_cancelled()
+            diff = result.diff
+        traj_dir = self.settings.data_dir / "trajectories"
+        traj_dir.mkdir(parents=True, exist_ok=True)
+        traj_path = traj_dir / f"{self.job.id}.jsonl"
+        write_jsonl(traj_path, [result.trajectory])
+        out: dict[str, Any] = {
+            "exit_reason": result.exit_reason, "diff": diff, "trajectory_path": str(traj_path),
+            "turns": len(result.trajectory.turns), "branch": branch, "base_sha": base_sha,
+        }
+        if not diff.strip():
+            out["timings"] = self.timings
+            self.ctx.store.update(self.job.id, result=out)
+            reason = f"the agent ended ({result.exit_reason}) without changing any file"
+            self.status.show(Status("no_change", reason.capitalize() + "."))
+            raise JobRefused(reason)
+
+        self.status.show(Status("gates", "Running the tests, Semgrep and patch hygiene."))
+        with self._timed("gates"):
+            report = self._gates(config, base_sha, diff, issue.title + "\n" + issue.body)
+        out["gates"] = report.to_dict()
+        out["gates_summary"] = report.summary_line()
+        report_md = report.to_markdown()
+        if not report.passed and not config.gates.draft_on_failure:
+            out["timings"] = self.timings
+            self.ctx.store.update(self.job.id, result=out)
+            self.status.show(Status("failed", f"The patch did not pass the gates "
+                                    f"(`{report.summary_line()}`), so no PR was opened.",
+                                    report_markdown=report_md))
+            raise GatesFailed(f"gates failed: {report.summary_line()}")
+
+        with self._timed("push"):
+            head_sha = self._commit_and_push(branch, diff, issue.title, revise=revise)
+        summary = _final_message(result.trajectory)
+        body = pr_body(config=config, issue=issue.ref.number, summary=summary,
+                       report_md=report_md, model=self.settings.model.model,
+                       exit_reason=result.exit_reason, turns=out["turns"],
+                       seconds=time.monotonic() - started, job_id=self.job.id)
+        with self._timed("pull_request"):
+            if pr is None:
+                pr = self.forge.find_pull_request(self.repo, branch)
+            if pr is None:
+                pr = self.forge.open_draft_pull_request(self.repo, DraftPullRequest(
+                    head=branch, base=self.forge.default_branch(self.repo),
+                    title=f"{issue.title[:200]} (#{issue.ref.number})", body=body,
+                    labels=tuple(config.labels), reviewers=tuple(config.reviewers)))
+            self.forge.set_commit_status(self.repo, head_sha, CommitStatus(
+                "success" if report.passed else "failure",
+                description=report.summary_line()[:140]))
+        out.update(pr_number=pr.ref.number, pr_url=pr.url, head_sha=head_sha,
+                   timings=self.timings)
+        self.ctx.store.update(self.job.id, pr_number=pr.ref.number, pr_url=pr.url,
+                              branch=branch)
+        verb = "updated" if revise else "opened"
+        self.status.show(Status("opened", f"Draft PR {verb} (`{report.summary_line()}`).",
+                                pr_url=pr.url, report_markdown=report_md))
+        return out
+
+    def _revisions_done(self, pr_number: int) -> int:
+        from sqlalchemy import func, select
+
+        from bot.store.models import Job
+
+        with self.ctx.store.db.session() as session:
+            return int(session.scalar(select(func.count()).select_from(Job).where(
+                Job.forge == self.job.forge, Job.repo == self.job.repo,
+                Job.pr_number == pr_number, Job.kind == "revise",
+                Job.state == "succeeded")) or 0)
+
+    def _revision_brief(self, pr: Any) -> str:
+        ref = PullRequestRef(self.repo, pr.ref.number)
+        diff = self.forge.get_pull_request_diff(ref)
+        notes = []
+        for c in self.forge.list_review_comments(ref):
+            if c.author == self.forge.bot_login:
+                continue
+            where = f"{c.path}:{c.line}" if c.path else "conversation"
+            notes.append(f"- {c.author} on {where}: {c.body.strip()}")
+        for r in self.forge.list_reviews(ref):
+            if r.author != self.forge.bot_login and r.body.strip():
+                notes.append(f"- review by {r.author} ({r.state}): {r.body.strip()}")
+        instructions = (self.job.instructions or "").strip()
+        parts = ["This is a revision of your earlier pull request. Its current diff:",
+                 f"```diff\n{diff[:20000]}\n```"]
+        if notes:
+            parts += ["Review comments:", "\n".join(notes[-40:])]
+        if instructions:
+            parts += ["The reviewer asks:", instructions]
+        return "\n\n".join(parts)
+
+    def _gates(self, config: RepoConfig, base_sha: str, diff: str, issue_text: str) -> Any:
+        from worker.gates import GateContext, run_gates
+        from worker.sandbox import sandbox_factory
+
+        return run_gates(GateContext(
+            repo_dir=self.workdir.checkout, base_commit=base_sha, patch=diff,
+            repo_config=config, gate_settings=self.settings.gates,
+            sandbox_factory=sandbox_factory(self.settings.sandbox), issue_text=issue_text))
+
+    def _commit_and_push(self, branch: str, diff: str, title: str, *, revise: bool) -> str:
+        checkout = self.workdir.checkout
+        if not revise:
+            _git(checkout, "checkout", "-q", "-b", branch)
+        patch = self.workdir.root / "agent.patch"
+        patch.write_text(diff)
+        _git(checkout, "apply", "--index", "--whitespace=nowarn", str(patch))
+        message = (f"{'Revise' if revise else 'Fix'}: {title[:60]}\n\n"
+                   f"Machine-written by {BOT_NAME} (job {self.job.id}); needs human review.")
+        _git(checkout, "commit", "-q", "--no-verify", "-m", message)
+        # Never forced: if a human pushed meanwhile, the push is rejected and the job fails
+        # saying so, rather than overwriting their commits.
+        self.forge.push(self.repo, checkout, branch)
+        return _git(checkout, "rev-parse", "HEAD").strip()
+
+
+class _Timer:
+    def __init__(self, timings: dict[str, float], name: str) -> None:
+        self.timings, self.name = timings, name
+
+    def __enter__(self) -> None:
+        self.start = time.monotonic()
+
+    def __exit__(self, *exc: object) -> None:
+        self.timings[self.name] = round(time.monotonic() - self.start, 3)
 
 
 @pipeline("solve")
 def solve(ctx: JobContext) -> dict[str, Any] | None:
-    raise JobRefused("the solve pipeline is not wired up yet")
+    try:
+        return SolveRun(ctx).run()
+    except GatesFailed as exc:
+        raise JobRefused(str(exc)) from None
 
 
 @pipeline("revise")
 def revise(ctx: JobContext) -> dict[str, Any] | None:
-    raise JobRefused("the revise pipeline is not wired up yet")
+    try:
+        return SolveRun(ctx).run(revise=True)
+    except GatesFailed as exc:
+        raise JobRefused(str(exc)) from None

@@ -1,0 +1,148 @@
+"""Sandboxes for untrusted commands: choose a backend from SandboxSettings and open one.
+
+``open_sandbox`` is the one entry point; ``sandbox_factory`` adapts it to the
+``SandboxFactory`` shape gates take; ``check_backends`` reports, for ``ribbit doctor``,
+which backends can run here and why not.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from bot.settings import SandboxSettings
+from worker.sandbox.base import Sandbox, SandboxError, SandboxFactory
+
+__all__ = [
+    "BackendCheck",
+    "Sandbox",
+    "SandboxError",
+    "check_backends",
+    "open_sandbox",
+    "reap_stale",
+    "resolve_backend",
+    "sandbox_factory",
+]
+
+
+@dataclass(frozen=True)
+class BackendCheck:
+    name: str
+    ok: bool
+    detail: str
+
+
+def open_sandbox(settings: SandboxSettings, source: Path, *, network: bool = False) -> Sandbox:
+    """A sandbox whose /workspace is a private copy of ``source``. ``network`` is for the
+    setup phase only and is refused unless settings.setup_network allows it."""
+    if network and not settings.setup_network:
+        raise SandboxError("network in the sandbox needs RIBBIT_SANDBOX__SETUP_NETWORK=true")
+    backend = resolve_backend(settings)
+    if backend == "docker":
+        from worker.sandbox.docker import DockerSandbox
+
+        return DockerSandbox(settings, source, network=network)
+    from worker.sandbox.bubblewrap import BubblewrapSandbox
+
+    return BubblewrapSandbox(settings, source, network=network)
+
+
+def sandbox_factory(settings: SandboxSettings) -> SandboxFactory:
+    """``auto`` is resolved once, here, so one job's sandboxes all use the same backend."""
+    fixed = settings.model_copy(update={"backend": resolve_backend(settings)})
+
+    def factory(source: Path) -> Sandbox:
+        return open_sandbox(fixed, source)
+
+    return factory
+
+
+def resolve_backend(settings: SandboxSettings) -> str:
+    """The backend ``auto`` means here: docker when the engine answers and has the image."""
+    if settings.backend != "auto":
+        return settings.backend
+    return "docker" if _docker_check(settings).ok else "bubblewrap"
+
+
+def check_backends(settings: SandboxSettings) -> list[BackendCheck]:
+    return [_docker_check(settings), _bubblewrap_check()]
+
+
+def _docker_check(settings: SandboxSettings) -> BackendCheck:
+    import docker.errors
+
+    from worker.sandbox.docker import docker_client
+
+    try:
+        client = docker_client(settings, timeout=5)
+        client.ping()
+        version = client.version().get("Version", "?")
+    except (SandboxError, docker.errors.DockerException, OSError) as exc:
+        return BackendCheck("docker", False, f"no engine answers: {_short(exc)}")
+    try:
+        client.images.get(settings.image)
+    except docker.errors.ImageNotFound:
+        return BackendCheck(
+            "docker",
+            False,
+            f"engine {version} answers but image "
+            f"{settings.image} is missing: run deploy/sandbox/build-image.sh",
+        )
+    except docker.errors.DockerException as exc:
+        return BackendCheck("docker", False, f"engine {version}: {_short(exc)}")
+    finally:
+        client.close()
+    return BackendCheck("docker", True, f"engine {version}, image {settings.image}")
+
+
+def _bubblewrap_check() -> BackendCheck:
+    binary = shutil.which("bwrap")
+    if binary is None:
+        return BackendCheck(
+            "bubblewrap", False, "bwrap is not installed (apt-get install bubblewrap)"
+        )
+    # A real run, not just the binary: user namespaces may be disabled on the host.
+    with tempfile.TemporaryDirectory(prefix="ribbit-doctor-") as tmp:
+        from worker.sandbox.bubblewrap import BubblewrapSandbox
+
+        try:
+            with BubblewrapSandbox(SandboxSettings(backend="bubblewrap"), Path(tmp)) as sb:
+                result = sb.exec(["true"], timeout=30)
+        except (SandboxError, OSError, subprocess.SubprocessError) as exc:
+            return BackendCheck("bubblewrap", False, f"{binary} cannot start: {_short(exc)}")
+        if result.exit_code != 0:
+            return BackendCheck(
+                "bubblewrap",
+                False,
+                f"{binary} cannot start a sandbox: {result.stderr.strip()[:200]}",
+            )
+        limited = (
+            "size-limited workspace"
+            if sb.workspace_size_limited
+            else ("workspace size NOT limited (needs root)")
+        )
+    return BackendCheck("bubblewrap", True, f"{binary} works; {limited}")
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:200] if text else type(exc).__name__
+
+
+def reap_stale(settings: SandboxSettings) -> list[str]:
+    """Remove what crashed workers left behind: labelled containers (when an engine
+    answers) and bubblewrap temp dirs whose owner is gone. Returns what was removed."""
+    import docker.errors
+
+    from worker.sandbox import bubblewrap
+    from worker.sandbox import docker as docker_backend
+
+    removed = [str(p) for p in bubblewrap.reap_stale()]
+    # No engine here means nothing of it to reap.
+    with contextlib.suppress(SandboxError, docker.errors.DockerException, OSError):
+        removed += docker_backend.reap_stale(settings)
+    return removed

@@ -48,3 +48,10 @@ def test_settings_config_file_unknown_key(tmp_path: Path, monkeypatch: pytest.Mo
     monkeypatch.setenv("RIBBIT_CONFIG_FILE", str(cfg))
     with pytest.raises(SettingsError, match="lable"):
         load_settings()
+
+
+def test_readme_settings_table_is_current() -> None:
+    from bot.settings import settings_table
+
+    readme = (Path(__file__).parents[3] / "README.md").read_text()
+    assert settings_table() in readme, "regenerate the table: bot.settings.settings_table()"

@@ -1,0 +1,23 @@
+"""`make bench`: every benchmark, one after the other (figures and ratios, no assertions)."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+BENCHMARKS = ["bench_webhooks", "bench_agent", "bench_sandbox", "bench_gates", "bench_trainer"]
+
+
+def main() -> int:
+    for name in BENCHMARKS:
+        try:
+            module = importlib.import_module(f"tests.benchmarks.{name}")
+        except ModuleNotFoundError:
+            continue
+        print(f"\n=== {name} ===", flush=True)
+        module.main()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,75 @@
+"""The gates on real sandbox backends (worker.sandbox.sandbox_factory): the test gate
+runs the tests inside the sandbox, never on the host."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+import pytest
+
+from bot.repo_config import RepoConfig
+from bot.settings import GateSettings, SandboxSettings
+from tests.unit.worker.gates.helpers import make_patch, repo_with
+from worker.gates import GateContext, run_gates
+from worker.sandbox.base import SandboxFactory
+
+pytestmark = pytest.mark.integration
+
+PYTEST = "python3 -m pytest -q -p no:cacheprovider"
+BASE = {
+    "calc.py": "def add(a, b):\n    return a - b\n",
+    "tests/__init__.py": "",
+    "tests/test_calc.py": "from calc import add\n\n\ndef test_zero():\n    assert add(0, 0) == 0\n",
+}
+FIX = {
+    "calc.py": "def add(a, b):\n    return a + b\n",
+    "tests/test_calc.py": BASE["tests/test_calc.py"]
+    + "\n\ndef test_add():\n    assert add(2, 3) == 5\n",
+}
+
+
+@pytest.fixture(params=["docker", "bubblewrap"])
+def factory(request: pytest.FixtureRequest) -> Iterator[SandboxFactory]:
+    """The real backends, from the sandbox area's fixtures (Podman socket + image, bwrap)."""
+    from worker.sandbox import sandbox_factory
+
+    settings: SandboxSettings = request.getfixturevalue(f"{request.param}_settings")
+    yield sandbox_factory(settings)
+
+
+def _ctx(
+    tmp_path: Path,
+    factory: SandboxFactory,
+    changes: Mapping[str, str | bytes | None],
+    settings: GateSettings | None = None,
+) -> GateContext:
+    repo, base = repo_with(tmp_path, BASE)
+    return GateContext(
+        repo_dir=repo,
+        base_commit=base,
+        patch=make_patch(repo, changes),
+        repo_config=RepoConfig(test=PYTEST),
+        gate_settings=settings or GateSettings(),
+        sandbox_factory=factory,
+    )
+
+
+def test_gates_pass_a_fix_in_a_real_sandbox(tmp_path: Path, factory: SandboxFactory) -> None:
+    report = run_gates(_ctx(tmp_path, factory, FIX))
+    assert report.passed, report.to_markdown()
+    tests = report.result("tests")
+    assert tests is not None and tests.details["after"]["counts"]["passed"] == 2
+
+
+def test_gates_time_out_a_hanging_suite_in_a_real_sandbox(
+    tmp_path: Path, factory: SandboxFactory
+) -> None:
+    hang = {
+        "tests/test_calc.py": BASE["tests/test_calc.py"]
+        + "\n\ndef test_hangs():\n    while True:\n        pass\n"
+    }
+    report = run_gates(_ctx(tmp_path, factory, hang, GateSettings(test_timeout_s=10)))
+    tests = report.result("tests")
+    assert tests is not None and not tests.passed
+    assert "tests-timeout" in {f.rule for f in tests.findings}

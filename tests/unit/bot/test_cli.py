@@ -1,0 +1,89 @@
+"""The admin CLI against a real store (SQLite in a temp dir)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from bot.cli import main
+
+
+@pytest.fixture
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("RIBBIT_DATA_DIR", str(tmp_path))
+    return tmp_path
+
+
+def _add_job(issue: int = 7) -> str:
+    from bot.settings import load_settings
+    from bot.store.db import Database
+    from bot.store.jobs import JobSpec, JobStore
+
+    db = Database(load_settings().effective_database_url)
+    db.migrate()
+    store = JobStore(db)
+    with db.session() as s:
+        job = store.create(s, JobSpec(kind="solve", forge="gitlab", repo="acme/tools/w",
+                                      issue_number=issue, actor="maya"))
+        assert job is not None
+        job_id = job.id
+    db.dispose()
+    return job_id
+
+
+def test_jobs_json_lists_jobs(env: Path) -> None:
+    job_id = _add_job()
+    result = CliRunner().invoke(main, ["jobs", "--json"])
+    assert result.exit_code == 0, result.output
+    [row] = json.loads(result.output)
+    assert (row["id"], row["state"], row["forge"], row["repo"], row["issue"]) == (
+        job_id, "queued", "gitlab", "acme/tools/w", 7)
+
+
+def test_jobs_show_by_prefix_and_unknown(env: Path) -> None:
+    job_id = _add_job()
+    shown = CliRunner().invoke(main, ["jobs", "show", job_id[:8], "--json"])
+    assert json.loads(shown.output)["id"] == job_id
+    missing = CliRunner().invoke(main, ["jobs", "show", "nope"])
+    assert missing.exit_code != 0 and "no job" in missing.output
+
+
+def test_pause_and_resume(env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from bot.settings import load_settings
+    from bot.store.db import Database
+    from bot.store.jobs import JobStore
+
+    runner = CliRunner()
+    assert runner.invoke(main, ["pause"]).exit_code == 0
+    store = JobStore(Database(load_settings().effective_database_url))
+    assert store.paused_scopes() == ["*"]
+    assert runner.invoke(main, ["pause", "--repo", "gitlab:acme/x"]).exit_code == 0
+    assert "gitlab:acme/x" in store.paused_scopes()
+    result = runner.invoke(main, ["resume"])
+    assert result.exit_code == 0 and "resumed everything" in result.output
+    assert store.paused_scopes() == ["gitlab:acme/x"]
+    store.db.dispose()
+
+
+def test_doctor_reports_each_part(env: Path) -> None:
+    result = CliRunner().invoke(main, ["doctor", "--json"])
+    checks: list[dict[str, Any]] = json.loads(result.output)
+    names = {c["name"] for c in checks}
+    assert {"settings", "database", "broker", "github webhooks", "sandbox", "model"} <= names
+    assert {c["name"]: c["status"] for c in checks}["database"] == "ok"
+
+
+def test_doctor_fails_on_invalid_settings(env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RIBBIT_PORT", "not-a-port")
+    result = CliRunner().invoke(main, ["doctor"])
+    assert result.exit_code == 1 and "RIBBIT_PORT" in result.output
+
+
+def test_lazy_subcommands_load(env: Path) -> None:
+    for name in ("sandbox", "gates", "run"):
+        result = CliRunner().invoke(main, [name, "--help"])
+        assert result.exit_code == 0, (name, result.output)

@@ -1,0 +1,62 @@
+"""Real git repositories and real patches for the gate tests."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+from bot.repo_config import RepoConfig
+from bot.settings import GateSettings
+from tests.fakes import LocalDirSandbox, commit_files, git, make_git_repo
+from worker.gates.base import GateContext
+
+PYTEST = f"{shlex.quote(sys.executable)} -m pytest -q -p no:cacheprovider"
+
+
+def make_patch(repo: Path, changes: Mapping[str, str | bytes | None]) -> str:
+    """Write ``changes`` (None deletes) in ``repo``, return ``git diff --binary`` of them
+    against HEAD, and put the work tree back as it was."""
+    for rel, content in changes.items():
+        target = repo / rel
+        if content is None:
+            target.unlink()
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if isinstance(content, bytes):
+                target.write_bytes(content)
+            else:
+                target.write_text(content)
+    git(repo, "add", "-A")
+    patch = git(repo, "diff", "--cached", "--binary", "-M", "HEAD") + "\n"
+    git(repo, "reset", "-q", "--hard", "HEAD")
+    return patch
+
+
+def make_ctx(
+    repo: Path,
+    base: str,
+    patch: str,
+    *,
+    config: RepoConfig | None = None,
+    settings: GateSettings | None = None,
+    issue_text: str = "",
+) -> GateContext:
+    return GateContext(
+        repo_dir=repo,
+        base_commit=base,
+        patch=patch,
+        repo_config=config or RepoConfig(test=PYTEST),
+        gate_settings=settings or GateSettings(),
+        sandbox_factory=LocalDirSandbox,
+        issue_text=issue_text,
+    )
+
+
+def repo_with(tmp_path: Path, files: Mapping[str, str]) -> tuple[Path, str]:
+    repo = tmp_path / "repo"
+    return repo, make_git_repo(repo, files)
+
+
+__all__ = ["PYTEST", "commit_files", "make_ctx", "make_patch", "repo_with"]

@@ -1,0 +1,286 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bot.repo_config import GateRules, PathRules, RepoConfig
+from bot.settings import GateSettings
+from tests.unit.worker.gates.helpers import make_ctx, make_patch, repo_with
+from worker.gates.base import GateResult
+from worker.gates.hygiene import HygieneGate, find_secrets, path_matches
+
+BASE = {
+    "app/core.py": "def add(a, b):\n    return a + b\n",
+    "tests/test_core.py": (
+        "import pytest\n\nfrom app.core import add\n\n\n"
+        "def test_add():\n    assert add(1, 2) == 3\n    assert add(0, 0) == 0\n\n\n"
+        "def test_float():\n    assert add(0.1, 0.2) == pytest.approx(0.3)\n"
+    ),
+    "requirements.txt": "flask==3.1.0\n",
+    "requirements-lock.txt": "flask==3.1.0 \\\n    --hash=sha256:" + "ab" * 32 + "\n",
+    "docs/guide.md": "# Guide\n",
+    "secrets/keep.txt": "nothing\n",
+}
+
+
+def _hygiene(
+    tmp_path: Path,
+    changes: dict[str, str | bytes | None],
+    *,
+    config: RepoConfig | None = None,
+    settings: GateSettings | None = None,
+    patch: str | None = None,
+) -> GateResult:
+    repo, base = repo_with(tmp_path, BASE)
+    text = patch if patch is not None else make_patch(repo, changes)
+    return HygieneGate().run(make_ctx(repo, base, text, config=config, settings=settings))
+
+
+def _rules(result: GateResult) -> set[str]:
+    return {f.rule for f in result.findings if f.severity == "error"}
+
+
+def test_hygiene_passes_clean_patch(tmp_path: Path) -> None:
+    result = _hygiene(
+        tmp_path,
+        {
+            "app/core.py": 'def add(a, b):\n    """Sum."""\n    return a + b\n',
+            "tests/test_core.py": BASE["tests/test_core.py"] + "\n\ndef test_neg():\n"
+            "    assert add(-1, 1) == 0\n",
+            "requirements.txt": "flask==3.1.0\nrequests==2.32.0\n",
+        },
+    )
+    assert result.passed, result.findings
+    assert result.details["paths"] == ["app/core.py", "requirements.txt", "tests/test_core.py"]
+
+
+@pytest.mark.parametrize(
+    ("path", "rule"),
+    [
+        (".github/workflows/ci.yml", "ci-config"),
+        (".gitlab-ci.yml", "ci-config"),
+        (".circleci/config.yml", "ci-config"),
+        ("Jenkinsfile", "ci-config"),
+        ("azure-pipelines.yml", "ci-config"),
+        (".travis.yml", "ci-config"),
+        (".buildkite/pipeline.yml", "ci-config"),
+        (".drone.yml", "ci-config"),
+        (".ribbit.yml", "gate-config"),
+        (".semgrep.yml", "gate-config"),
+        (".semgrepignore", "gate-config"),
+        ("poetry.lock", "lockfile"),
+        ("package-lock.json", "lockfile"),
+        ("yarn.lock", "lockfile"),
+        ("pnpm-lock.yaml", "lockfile"),
+        ("Cargo.lock", "lockfile"),
+        ("go.sum", "lockfile"),
+        ("uv.lock", "lockfile"),
+        ("Pipfile.lock", "lockfile"),
+    ],
+)
+def test_hygiene_blocks_protected_files(tmp_path: Path, path: str, rule: str) -> None:
+    result = _hygiene(tmp_path, {path: "changed: true\n"})
+    assert not result.passed
+    assert rule in _rules(result)
+
+
+def test_hygiene_allows_lockfiles_when_repo_says_so(tmp_path: Path) -> None:
+    config = RepoConfig(gates=GateRules(allow_lockfiles=True))
+    result = _hygiene(
+        tmp_path, {"poetry.lock": "x\n", "requirements-lock.txt": "flask==3.1.1\n"}, config=config
+    )
+    assert result.passed, result.findings
+
+
+def test_hygiene_treats_hash_pinned_requirements_as_lockfile(tmp_path: Path) -> None:
+    result = _hygiene(tmp_path, {"requirements-lock.txt": "flask==3.1.1\n"})
+    assert _rules(result) == {"lockfile"}
+
+
+def test_hygiene_blocks_dot_dot_path_into_ci(tmp_path: Path) -> None:
+    patch = (
+        "diff --git a/app/../.github/workflows/x.yml b/app/../.github/workflows/x.yml\n"
+        "new file mode 100644\n--- /dev/null\n+++ b/app/../.github/workflows/x.yml\n"
+        "@@ -0,0 +1 @@\n+on: push\n"
+    )
+    result = _hygiene(tmp_path, {}, patch=patch)
+    assert {"ci-config", "path-not-normalized"} <= _rules(result)
+
+
+def test_hygiene_blocks_path_escaping_repo(tmp_path: Path) -> None:
+    patch = (
+        "diff --git a/../evil.py b/../evil.py\nnew file mode 100644\n--- /dev/null\n"
+        "+++ b/../evil.py\n@@ -0,0 +1 @@\n+x = 1\n"
+    )
+    assert "path-escapes-repo" in _rules(_hygiene(tmp_path, {}, patch=patch))
+
+
+def test_hygiene_blocks_binary_and_symlink(tmp_path: Path) -> None:
+    repo, base = repo_with(tmp_path, BASE)
+    (repo / "app").mkdir(exist_ok=True)
+    (repo / "app" / "link").symlink_to("/etc/passwd")
+    patch = make_patch(repo, {"app/logo.png": b"\x89PNG\r\n\x1a\n\x00\x00binary"})
+    result = HygieneGate().run(make_ctx(repo, base, patch))
+    assert {"binary-file", "symlink"} <= _rules(result)
+
+
+@pytest.mark.parametrize(
+    ("line", "kind"),
+    [
+        ('TOKEN = "ghp_' + "a1B2" * 9 + '"', "github-token"),
+        ('token = "github_pat_' + "11ABCDEFG0" * 3 + '"', "github-token"),
+        ('GITLAB = "glpat-' + "xY12" * 5 + '"', "gitlab-token"),
+        ("aws_key_id = AKIAIOSFODNN7EXAMPLE", "aws-access-key"),
+        ("-----BEGIN OPENSSH PRIVATE KEY-----", "private-key"),
+        ("-----BEGIN RSA PRIVATE KEY-----", "private-key"),
+        ('slack = "xoxb-123456789012-abcdefghijkl"', "slack-token"),
+        ('client_secret = "Zx8#qLw2!pR7vT0m9KbN"', "high-entropy-secret"),
+    ],
+)
+def test_find_secrets_recognises_token_shapes(line: str, kind: str) -> None:
+    assert kind in find_secrets(line)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        'password = os.environ["DB_PASSWORD"]',
+        'token_url = "https://example.com/token"',
+        'api_key = "<your-api-key-here>"',
+        'secret = "changeme-changeme"',
+        "passwordless = True",
+    ],
+)
+def test_find_secrets_ignores_look_alikes(line: str) -> None:
+    assert find_secrets(line) == []
+
+
+def test_hygiene_blocks_added_secret(tmp_path: Path) -> None:
+    result = _hygiene(tmp_path, {"app/settings.py": 'GITHUB_TOKEN = "ghp_' + "Q7w" * 12 + '"\n'})
+    (finding,) = [f for f in result.findings if f.rule.startswith("secret-")]
+    assert finding.rule == "secret-github-token"
+    assert (finding.path, finding.line) == ("app/settings.py", 1)
+
+
+TEST_BODY = BASE["tests/test_core.py"]
+
+
+@pytest.mark.parametrize(
+    ("new_body", "rule"),
+    [
+        (
+            TEST_BODY.replace(
+                "def test_float():\n    assert add(0.1, 0.2) == pytest.approx(0.3)\n", ""
+            ),
+            "test-removed",
+        ),
+        (
+            TEST_BODY.replace("def test_add", "@pytest.mark.skip(reason='later')\ndef test_add"),
+            "test-skipped",
+        ),
+        (TEST_BODY.replace("def test_add", "@pytest.mark.xfail\ndef test_add"), "test-skipped"),
+        (TEST_BODY.replace("    assert add(0, 0) == 0\n", ""), "assertions-removed"),
+        (TEST_BODY.replace("assert add(0, 0) == 0", "assert True"), "trivial-assert"),
+        (TEST_BODY.replace("pytest.approx(0.3)", "pytest.approx(0.3, rel=0.5)"), "loose-tolerance"),
+        (
+            TEST_BODY.replace("def test_add():\n", "def test_add():\n    pytest.skip('flaky')\n"),
+            "test-skipped",
+        ),
+    ],
+)
+def test_hygiene_blocks_weakened_tests(tmp_path: Path, new_body: str, rule: str) -> None:
+    result = _hygiene(tmp_path, {"tests/test_core.py": new_body})
+    assert not result.passed
+    assert rule in _rules(result)
+
+
+def test_hygiene_blocks_deleted_test_file(tmp_path: Path) -> None:
+    result = _hygiene(tmp_path, {"tests/test_core.py": None})
+    assert {"test-file-deleted", "test-removed"} <= _rules(result)
+
+
+def test_hygiene_allows_renamed_test_and_changed_assertion(tmp_path: Path) -> None:
+    result = _hygiene(
+        tmp_path,
+        {
+            "tests/test_core.py": TEST_BODY.replace(
+                "assert add(1, 2) == 3", "assert add(1, 2) == 3, 'sum'"
+            )
+        },
+    )
+    assert result.passed, result.findings
+
+
+def test_hygiene_blocks_unittest_skip_and_deselect_in_config(tmp_path: Path) -> None:
+    result = _hygiene(
+        tmp_path,
+        {
+            "tests/test_other.py": "import unittest\n\n\n@unittest.skip('x')\n"
+            "class TestX(unittest.TestCase):\n    pass\n",
+            "pyproject.toml": (
+                "[tool.pytest.ini_options]\naddopts = '--deselect tests/test_core.py'\n"
+            ),
+        },
+    )
+    assert {"test-skipped", "tests-deselected"} <= _rules(result)
+
+
+def test_hygiene_enforces_deny_and_allow_paths(tmp_path: Path) -> None:
+    config = RepoConfig(paths=PathRules(allow=["app/**", "tests/**"], deny=["secrets/"]))
+    result = _hygiene(
+        tmp_path,
+        {"docs/guide.md": "# New\n", "secrets/keep.txt": None, "app/core.py": "x = 1\n"},
+        config=config,
+    )
+    by_rule = {(f.rule, f.path) for f in result.findings}
+    assert ("path-not-allowed", "docs/guide.md") in by_rule
+    assert ("path-denied", "secrets/keep.txt") in by_rule
+    assert not any(path == "app/core.py" for _, path in by_rule)
+
+
+def test_hygiene_checks_both_ends_of_a_rename(tmp_path: Path) -> None:
+    repo, base = repo_with(tmp_path, BASE)
+    patch = make_patch(repo, {"secrets/keep.txt": None, "app/keep.txt": "nothing\n"})
+    assert "rename from secrets/keep.txt" in patch
+    config = RepoConfig(paths=PathRules(deny=["secrets/**"]))
+    result = HygieneGate().run(make_ctx(repo, base, patch, config=config))
+    assert any(f.rule == "path-denied" and f.path == "secrets/keep.txt" for f in result.findings)
+
+
+def test_hygiene_enforces_max_diff_lines(tmp_path: Path) -> None:
+    big = "".join(f"x{i} = {i}\n" for i in range(30))
+    settings = GateSettings(max_diff_lines=20)
+    assert "diff-too-large" in _rules(_hygiene(tmp_path, {"app/big.py": big}, settings=settings))
+    config = RepoConfig(gates=GateRules(max_diff_lines=100))
+    result = _hygiene(tmp_path / "again", {"app/big.py": big}, config=config, settings=settings)
+    assert result.passed
+
+
+@pytest.mark.parametrize(
+    ("path", "pattern", "expected"),
+    [
+        ("app/core.py", "app/**", True),
+        ("app/sub/core.py", "app/*.py", False),
+        ("app/sub/core.py", "**/*.py", True),
+        ("core.py", "**/*.py", True),
+        ("secrets/a/b.txt", "secrets/", True),
+        ("deep/x.lock", "*.lock", True),
+        ("docs/guide.md", "app/**", False),
+    ],
+)
+def test_path_matches_globs(path: str, pattern: str, expected: bool) -> None:
+    assert path_matches(path, pattern) is expected
+
+
+@pytest.mark.parametrize(
+    ("path", "code"),
+    [
+        ("tests/conftest.py", "def pytest_runtest_makereport(item, call):\n    pass\n"),
+        ("app/plugin.py", "def pytest_report_teststatus(report, config):\n    pass\n"),
+        ("tests/test_core.py", TEST_BODY + "\nimport os\nos._exit(0)\n"),
+        ("tests/helpers.py", "import atexit\natexit.register(print)\n"),
+    ],
+)
+def test_hygiene_blocks_test_harness_tampering(tmp_path: Path, path: str, code: str) -> None:
+    assert "test-harness-tampered" in _rules(_hygiene(tmp_path, {path: code}))

@@ -1,0 +1,177 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bot.repo_config import RepoConfig
+from bot.settings import GateSettings
+from tests.unit.worker.gates.helpers import PYTEST, make_ctx, make_patch, repo_with
+from worker.gates.base import GateResult
+from worker.gates.tests import TestGate
+
+CALC = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n"
+TESTS = (
+    "from calc import add, mul\n\n\ndef test_mul():\n    assert mul(2, 3) == 6\n\n\n"
+    "def test_add_zero():\n    assert add(0, 0) == 0\n"
+)
+BASE = {"calc.py": CALC, "tests/__init__.py": "", "tests/test_calc.py": TESTS}
+FIX = CALC.replace("return a - b", "return a + b")
+NEW_TEST = TESTS + "\n\ndef test_add():\n    assert add(2, 3) == 5\n"
+
+
+def _run(
+    tmp_path: Path,
+    changes: dict[str, str | bytes | None],
+    *,
+    base_files: dict[str, str] | None = None,
+    config: RepoConfig | None = None,
+    settings: GateSettings | None = None,
+    issue_text: str = "",
+) -> GateResult:
+    repo, base = repo_with(tmp_path, base_files or BASE)
+    patch = make_patch(repo, changes)
+    ctx = make_ctx(repo, base, patch, config=config, settings=settings, issue_text=issue_text)
+    return TestGate().run(ctx)
+
+
+def _rules(result: GateResult) -> set[str]:
+    return {f.rule for f in result.findings if f.severity == "error"}
+
+
+def test_tests_gate_passes_fix_with_new_test(tmp_path: Path) -> None:
+    result = _run(tmp_path, {"calc.py": FIX, "tests/test_calc.py": NEW_TEST})
+    assert result.passed, (result.findings, result.logs)
+    d = result.details
+    assert d["targets"] == ["test_add"]
+    assert d["before"]["counts"] == {"passed": 2, "failed": 0, "skipped": 0, "total": 2, "flaky": 0}
+    assert d["after"]["counts"]["passed"] == 3
+    assert d["regressions"] == [] and d["flaky"] == []
+
+
+def test_tests_gate_fails_when_target_test_fails(tmp_path: Path) -> None:
+    result = _run(tmp_path, {"tests/test_calc.py": NEW_TEST})
+    assert not result.passed
+    assert {"target-test-fails", "test-fails"} <= _rules(result)
+    assert result.details["target_failures"] == ["tests.test_calc::test_add"]
+
+
+def test_tests_gate_fails_on_regression(tmp_path: Path) -> None:
+    broken = FIX.replace("return a * b", "return a ** b")
+    result = _run(tmp_path, {"calc.py": broken, "tests/test_calc.py": NEW_TEST})
+    assert not result.passed
+    assert result.details["regressions"] == ["tests.test_calc::test_mul"]
+    assert "test-regression" in _rules(result)
+
+
+def test_tests_gate_checks_test_named_in_issue(tmp_path: Path) -> None:
+    base = {**BASE, "tests/test_calc.py": NEW_TEST}
+    issue = "add() subtracts: test_add fails"
+    fixed = _run(tmp_path, {"calc.py": FIX}, base_files=base, issue_text=issue)
+    assert fixed.passed, fixed.findings
+    assert fixed.details["targets"] == ["test_add"]
+    unfixed = _run(
+        tmp_path / "2", {"calc.py": CALC + "\n# nothing\n"}, base_files=base, issue_text=issue
+    )
+    assert not unfixed.passed
+    assert "target-test-fails" in _rules(unfixed)
+
+
+def test_tests_gate_tells_flaky_from_broken(tmp_path: Path) -> None:
+    # Fails on the first run in each sandbox, passes on the rerun: the marker lives in the
+    # sandbox's home, outside the work tree, and each sandbox starts with a fresh one.
+    flaky = (
+        "import pathlib\n\n\ndef test_warms_cache():\n"
+        "    marker = pathlib.Path.home() / 'warm'\n"
+        "    if not marker.exists():\n        marker.write_text('1')\n"
+        "        raise AssertionError('cold cache')\n"
+    )
+    result = _run(
+        tmp_path,
+        {"calc.py": FIX, "tests/test_calc.py": NEW_TEST},
+        base_files={**BASE, "tests/test_flaky.py": flaky},
+    )
+    assert result.passed, (result.findings, result.logs)
+    assert result.details["flaky"] == ["tests.test_flaky::test_warms_cache"]
+    assert result.details["after"]["reran"] is True
+    assert any(f.rule == "flaky-tests" and f.severity == "warning" for f in result.findings)
+
+
+@pytest.mark.slow  # waits out the 10 s minimum timeout
+def test_tests_gate_times_out_hanging_suite(tmp_path: Path) -> None:
+    hang = TESTS + "\n\ndef test_hangs():\n    import time\n    time.sleep(600)\n"
+    result = _run(tmp_path, {"tests/test_calc.py": hang}, settings=GateSettings(test_timeout_s=10))
+    assert not result.passed
+    assert "tests-timeout" in _rules(result)
+    assert result.details["after"]["timed_out"] is True
+    assert result.details["after"]["reran"] is False
+    assert result.details["before"]["counts"]["passed"] == 2
+
+
+def test_tests_gate_falls_back_to_exit_code(tmp_path: Path) -> None:
+    base = {"run_tests.sh": 'test "$(cat answer.txt)" = 42\n', "answer.txt": "41\n"}
+    config = RepoConfig(test="bash run_tests.sh")
+    fixed = _run(tmp_path, {"answer.txt": "42\n"}, base_files=base, config=config)
+    assert fixed.passed, fixed.findings
+    assert fixed.details["after"]["per_test"] is False
+    still = _run(tmp_path / "2", {"answer.txt": "40\n"}, base_files=base, config=config)
+    assert _rules(still) == {"tests-failed"}
+
+
+def test_tests_gate_runs_setup_first_and_reports_its_failure(tmp_path: Path) -> None:
+    base = {
+        **BASE,
+        "tests/test_setup.py": "import pathlib\n\n\ndef test_setup_ran():\n"
+        "    assert pathlib.Path('built.txt').exists()\n",
+    }
+    ok = _run(
+        tmp_path,
+        {"calc.py": FIX},
+        base_files=base,
+        config=RepoConfig(setup="echo built > built.txt", test=PYTEST),
+    )
+    assert ok.passed, ok.findings
+    bad = _run(
+        tmp_path / "2",
+        {"calc.py": FIX},
+        base_files=base,
+        config=RepoConfig(setup="exit 3", test=PYTEST),
+    )
+    assert "setup-failed" in _rules(bad)
+
+
+def test_tests_gate_needs_new_test_to_run(tmp_path: Path) -> None:
+    config = RepoConfig(test=f"{PYTEST} tests/test_calc.py")
+    result = _run(
+        tmp_path,
+        {
+            "calc.py": FIX,
+            "tests/test_more.py": "from calc import add\n\n\ndef test_more():\n"
+            "    assert add(1, 1) == 2\n",
+        },
+        config=config,
+    )
+    assert "target-test-not-run" in _rules(result)
+
+
+def test_tests_gate_never_touches_host_checkout(tmp_path: Path) -> None:
+    repo, base = repo_with(tmp_path, BASE)
+    patch = make_patch(repo, {"calc.py": FIX})
+    before = sorted(p.name for p in repo.iterdir())
+    TestGate().run(make_ctx(repo, base, patch))
+    assert sorted(p.name for p in repo.iterdir()) == before
+    assert (repo / "calc.py").read_text() == CALC
+
+
+def test_tests_gate_does_not_blame_patch_for_preexisting_failure(tmp_path: Path) -> None:
+    broken = "def test_always_broken():\n    assert 1 == 2\n"
+    result = _run(
+        tmp_path,
+        {"calc.py": FIX, "tests/test_calc.py": NEW_TEST},
+        base_files={**BASE, "tests/test_broken.py": broken},
+    )
+    assert result.passed, result.findings
+    (info,) = [f for f in result.findings if f.rule == "preexisting-failures"]
+    assert info.severity == "info" and "test_always_broken" in info.message
+    assert result.details["before"]["reran"] is True  # broken twice: not flaky
+    assert result.details["flaky"] == []

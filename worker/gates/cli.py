@@ -1,0 +1,142 @@
+"""``ribbit gates``: run the gates on a patch file against a repository's HEAD.
+
+Exit status: 0 when every gate passed, 1 when one failed, 2 on usage errors
+(click's own, or settings, repository or sandbox problems).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import click
+
+from worker.gates.base import Gate, GateContext
+from worker.gates.report import GateReport
+from worker.gates.trees import run_git
+from worker.sandbox.base import Sandbox, SandboxFactory
+
+USAGE_ERROR = 2
+
+
+def _no_sandbox(checkout: Path) -> Sandbox:
+    raise click.UsageError("the test gate needs a sandbox but --no-tests was given")
+
+
+def _sandbox_factory(backend: str) -> SandboxFactory:
+    """The sandbox area's factory, imported only when tests are to run."""
+    # Looked up by name: the sandbox area provides it, and an old install may not have it.
+    sandbox_factory = getattr(importlib.import_module("worker.sandbox"), "sandbox_factory", None)
+    if sandbox_factory is None:
+        raise click.UsageError(
+            "no sandbox backend is available in this installation (worker.sandbox."
+            "sandbox_factory is missing); use --no-tests to run the other gates"
+        )
+    from bot.settings import SandboxSettings, SettingsError, load_settings
+
+    try:
+        base = load_settings().sandbox
+    except SettingsError as exc:
+        raise click.UsageError(str(exc)) from None
+    chosen = "auto" if backend == "local" else backend
+    settings = SandboxSettings.model_validate({**base.model_dump(), "backend": chosen})
+    factory: SandboxFactory = sandbox_factory(settings)
+    return factory
+
+
+def _repo_head(repo: Path) -> str:
+    proc = run_git(repo, "rev-parse", "--verify", "HEAD^{commit}")
+    if proc.returncode != 0:
+        raise click.UsageError(f"{repo} is not a git repository with a commit")
+    return proc.stdout.decode().strip()
+
+
+@click.command("gates")
+@click.option(
+    "--repo",
+    "repo",
+    required=True,
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="Repository checkout; the patch is judged against its HEAD.",
+)
+@click.option(
+    "--patch",
+    "patch_file",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False, allow_dash=True, path_type=Path),
+    help="Unified git diff to judge ('-' reads stdin).",
+)
+@click.option("--no-tests", is_flag=True, help="Skip the test gate (no sandbox needed).")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")
+@click.option(
+    "--sarif",
+    "sarif_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write all findings as SARIF 2.1.0 to this file.",
+)
+@click.option(
+    "--backend",
+    type=click.Choice(["local", "docker", "bubblewrap"]),
+    default="local",
+    show_default=True,
+    help="Sandbox for the tests; local: whichever this machine has (auto).",
+)
+@click.option(
+    "--issue", "issue_text", default="", help="Issue title and body, to find the tests it names."
+)
+def gates_command(
+    repo: Path,
+    patch_file: Path,
+    no_tests: bool,
+    as_json: bool,
+    sarif_file: Path | None,
+    backend: str,
+    issue_text: str,
+) -> None:
+    """Run the gates (tests, Semgrep, hygiene) on PATCH against the repository's HEAD."""
+    from bot.repo_config import RepoConfigError, parse_repo_config
+    from bot.settings import SettingsError, load_settings
+    from worker.gates import run_gates
+    from worker.gates.hygiene import HygieneGate
+    from worker.gates.semgrep import SemgrepGate
+    from worker.gates.tests import TestGate
+
+    if str(patch_file) == "-":
+        patch = sys.stdin.read()
+    else:
+        patch = patch_file.read_text(encoding="utf-8", errors="surrogateescape")
+    base = _repo_head(repo)
+    config_blob = run_git(repo, "cat-file", "blob", f"{base}:.ribbit.yml")
+    try:
+        repo_config = parse_repo_config(
+            config_blob.stdout.decode(errors="replace") if config_blob.returncode == 0 else None
+        )
+        gate_settings = load_settings().gates
+    except (RepoConfigError, SettingsError) as exc:
+        raise click.UsageError(str(exc)) from None
+    chosen: Sequence[Gate] = [SemgrepGate(), HygieneGate()]
+    factory: SandboxFactory = _no_sandbox
+    if not no_tests:
+        factory = _sandbox_factory(backend)
+        chosen = [TestGate(), *chosen]
+    ctx = GateContext(
+        repo_dir=repo.resolve(),
+        base_commit=base,
+        patch=patch,
+        repo_config=repo_config,
+        gate_settings=gate_settings,
+        sandbox_factory=factory,
+        issue_text=issue_text,
+    )
+    report = run_gates(ctx, chosen)
+    if sarif_file is not None:
+        sarif_file.write_text(json.dumps(report.to_sarif(), indent=2))
+    click.echo(_json_view(report) if as_json else report.to_markdown())
+    click.get_current_context().exit(0 if report.passed else 1)
+
+
+def _json_view(report: GateReport) -> str:
+    return report.to_json(indent=2)

@@ -1,0 +1,602 @@
+"""Patch hygiene: what a bot's patch must never do, whatever its tests say.
+
+It blocks patches that touch CI or the gates' own configuration, lock files (unless
+the repository allows them), binary files, symlinks and submodules; that add
+secrets; that delete or weaken tests; that exceed the size limit; or that touch
+paths outside ``paths.allow`` or inside ``paths.deny``. It reads only the patch
+text (and, for lock-file checks, the base commit's blobs), so it judges a patch
+even when ``git apply`` rejects it.
+
+Requirements files: a ``requirements*.txt`` (or ``*.in``/``*.lock``) that pins
+hashes (``--hash=``, at the base or in the patch) is a lock file, because it is
+pip-compile output that nobody edits by hand; one without hashes is an ordinary
+dependency list and may change like any source file.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Iterable
+from functools import lru_cache
+
+from worker.gates.base import Finding, GateContext, GateResult
+from worker.gates.patch import FileChange, ParsedPatch, PatchParseError, parse_patch
+from worker.gates.trees import PatchTrees, read_base_file
+
+NAME = "hygiene"
+
+_CI_DIRS = (
+    ".github/workflows/",
+    ".github/actions/",
+    ".circleci/",
+    ".buildkite/",
+    ".gitlab/ci/",
+    ".azure-pipelines/",
+    ".woodpecker/",
+    ".tekton/",
+    ".teamcity/",
+    ".semaphore/",
+    ".ci/",
+)
+_CI_FILES = {
+    ".gitlab-ci.yml",
+    ".gitlab-ci.yaml",
+    "jenkinsfile",
+    "azure-pipelines.yml",
+    "azure-pipelines.yaml",
+    ".travis.yml",
+    ".drone.yml",
+    ".drone.yaml",
+    "bitbucket-pipelines.yml",
+    ".appveyor.yml",
+    "appveyor.yml",
+    "cloudbuild.yaml",
+    "cloudbuild.yml",
+    ".woodpecker.yml",
+    "codemagic.yaml",
+    ".pre-commit-config.yaml",
+    ".github/codeowners",
+    "codeowners",
+    ".github/dependabot.yml",
+    "buildspec.yml",
+}
+_GATE_CONFIG = {
+    ".ribbit.yml",
+    ".ribbit.yaml",
+    ".semgrep.yml",
+    ".semgrep.yaml",
+    ".semgrepignore",
+    ".gitmodules",
+    ".gitattributes",
+}
+_LOCK_FILES = {
+    "poetry.lock",
+    "pipfile.lock",
+    "package-lock.json",
+    "npm-shrinkwrap.json",
+    "yarn.lock",
+    "pnpm-lock.yaml",
+    "cargo.lock",
+    "go.sum",
+    "uv.lock",
+    "pdm.lock",
+    "composer.lock",
+    "gemfile.lock",
+    "bun.lockb",
+    "bun.lock",
+    "flake.lock",
+    "packages.lock.json",
+    "pixi.lock",
+    "conda-lock.yml",
+    "mix.lock",
+    "pubspec.lock",
+    "podfile.lock",
+    "gradle.lockfile",
+}
+_REQUIREMENTS_RE = re.compile(r"(^|/)[^/]*requirements[^/]*\.(txt|in|lock)$", re.I)
+_HASH_RE = re.compile(r"--hash[=\s]+\w+:[0-9a-f]{16,}", re.I)
+
+# Secret shapes, from the issuers' documented formats.
+_SECRET_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("github-token", re.compile(r"\b(gh[pousr]_[A-Za-z0-9]{36,255})\b")),
+    ("github-token", re.compile(r"\b(github_pat_[A-Za-z0-9_]{22,255})\b")),
+    ("gitlab-token", re.compile(r"\b(gl(?:pat|dt|rt|ptt|cbt|soat|ffct|imt)-[A-Za-z0-9_\-]{20,})")),
+    ("aws-access-key", re.compile(r"\b((?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16})\b")),
+    (
+        "private-key",
+        re.compile(
+            r"-----BEGIN ((?:RSA|DSA|EC|OPENSSH|PGP|ENCRYPTED) )?PRIVATE KEY"
+            r"( BLOCK)?-----"
+        ),
+    ),
+    ("slack-token", re.compile(r"\b(xox[abposr]-[A-Za-z0-9-]{10,})")),
+    ("slack-webhook", re.compile(r"hooks\.slack\.com/services/T[A-Za-z0-9_]+/B[A-Za-z0-9_]+/\w+")),
+    ("stripe-key", re.compile(r"\b((?:sk|rk)_live_[A-Za-z0-9]{20,})")),
+    ("google-api-key", re.compile(r"\b(AIza[0-9A-Za-z_\-]{35})\b")),
+    ("openai-key", re.compile(r"\b(sk-(?:proj-)?[A-Za-z0-9_\-]{32,})")),
+    ("npm-token", re.compile(r"\b(npm_[A-Za-z0-9]{36})\b")),
+    ("pypi-token", re.compile(r"\b(pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_\-]{50,})")),
+)
+_SECRET_ASSIGN_RE = re.compile(
+    r"""(?ix)
+    (?P<name>[a-z0-9_.\-]*(?:secret|token|passw(?:or)?d|pwd|api[_\-]?key|apikey|access[_\-]?key
+        |private[_\-]?key|auth[_\-]?key|credential|client[_\-]?secret)[a-z0-9_.\-]*)
+    ["']?\s*(?::|=|:=|=>)\s*[rbuf]?["'](?P<value>[^"'\s]{12,})["']"""
+)
+_PLACEHOLDER_RE = re.compile(
+    r"(?i)(x{4,}|\*{3,}|<[^>]*>|\$\{|\{\{|change[_-]?me|example|dummy"
+    r"|placeholder|your[_-]|redacted|fake|test|sample|^\.\.\.)"
+)
+
+_TEST_PATH_RE = re.compile(
+    r"(^|/)(tests?|testing|spec|__tests__)/|(^|/)(test_[^/]*|[^/]*_test"
+    r"|[^/]*_tests|conftest)\.py$|(^|/)[^/]*\.(test|spec)\.[jt]sx?$"
+    r"|(^|/)[^/]*_test\.go$",
+    re.I,
+)
+_TEST_DEF_RE = re.compile(
+    r"^\s*(?:async\s+)?def\s+(test\w*)\s*\(|^\s*class\s+(Test\w*)"
+    r"|^\s*(?:it|test|describe)\s*\(\s*['\"`](.+?)['\"`]"
+    r"|^func\s+(Test\w+)\s*\("
+)
+_SKIP_RE = re.compile(
+    r"@pytest\.mark\.(skip|skipif|xfail)\b|\bpytest\.(skip|xfail|importorskip)"
+    r"\s*\(|@unittest\.(skip|skipIf|skipUnless|expectedFailure)\b"
+    r"|\.skipTest\s*\(|\b(it|test|describe)\.(skip|todo)\s*\(|\bx(it|describe)"
+    r"\s*\(|\bt\.Skip(Now|f)?\s*\(|raise\s+(unittest\.)?SkipTest\b"
+)
+_ASSERT_RE = re.compile(
+    r"^\s*assert\b|\bself\.assert\w+\s*\(|\bself\.fail\s*\(|\bpytest\.raises"
+    r"\s*\(|\bexpect\s*\(|\bassert_\w+\s*\(|\bt\.(Error|Fatal)f?\s*\("
+)
+_TRIVIAL_ASSERT_RE = re.compile(
+    r"^\s*assert\s+(True|1|not\s+(False|0|None))\s*(,|$|#)"
+    r"|\bself\.assertTrue\s*\(\s*True\s*\)|^\s*assert\s+.*\bor\s+True"
+    r"\s*(,|$|#)|expect\s*\(\s*true\s*\)\.toBe\s*\(\s*true\s*\)"
+)
+_APPROX_TOL_RE = re.compile(
+    r"\b(?:approx|isclose|allclose|assert_allclose)\s*\(.*?\b(rel|abs"
+    r"|rtol|atol)\s*=\s*([0-9.eE+\-]+)"
+)
+_PLACES_RE = re.compile(r"\bassert(?:Not)?AlmostEqual\s*\(.*?\bplaces\s*=\s*([01])\b")
+_COLLECT_IGNORE_RE = re.compile(
+    r"\bcollect_ignore(_glob)?\b|--deselect\b|--ignore(-glob)?[=\s]"
+    r"|\bpytest_collection_modifyitems\b|(^|\s)-k\s"
+)
+_TEST_CONFIG_FILES = {
+    "pytest.ini",
+    "pyproject.toml",
+    "setup.cfg",
+    "tox.ini",
+    "conftest.py",
+    "noxfile.py",
+    "jest.config.js",
+    "jest.config.ts",
+    "vitest.config.ts",
+}
+# Code that can rewrite what the test run reports: pytest's reporting hooks (a
+# makereport hook can turn every failure into a pass), exiting the interpreter early
+# with success, and exit handlers (which run after the JUnit report is written).
+_HARNESS_RE = re.compile(
+    r"\bdef\s+pytest_(runtest_\w+|report_\w+|sessionfinish|terminal_summary|unconfigure"
+    r"|exception_interact|itemcollected|deselected|make_collect_report|pycollect_\w+"
+    r"|pyfunc_call)\s*\("
+)
+_EARLY_EXIT_RE = re.compile(r"\bos\._exit\s*\(|\batexit\.register\b")
+_REL_TOL_LIMIT = 0.05
+_ABS_TOL_LIMIT = 1.0
+
+
+def _finding(
+    rule: str,
+    message: str,
+    path: str | None = None,
+    line: int | None = None,
+    severity: str = "error",
+) -> Finding:
+    return Finding(gate=NAME, rule=rule, message=message, path=path, line=line, severity=severity)  # type: ignore[arg-type]
+
+
+@lru_cache(maxsize=512)
+def _glob_regex(pattern: str) -> re.Pattern[str]:
+    """gitignore-like globs: ``*`` within a segment, ``**`` across segments, a trailing
+    ``/`` means the folder and everything in it; a pattern without ``/`` matches a name
+    at any depth."""
+    pat = pattern.strip()
+    if pat.endswith("/"):
+        pat += "**"
+    anchored = "/" in pat.rstrip("/")
+    pat = pat.lstrip("/")
+    out = []
+    i = 0
+    while i < len(pat):
+        ch = pat[i]
+        if pat.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+        elif pat.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif ch == "*":
+            out.append("[^/]*")
+            i += 1
+        elif ch == "?":
+            out.append("[^/]")
+            i += 1
+        elif ch == "[":
+            end = pat.find("]", i + 1)
+            if end < 0:
+                out.append(re.escape(ch))
+                i += 1
+            else:
+                body = pat[i + 1 : end].replace("\\", "\\\\")
+                if body.startswith("!"):
+                    body = "^" + body[1:]
+                out.append(f"[{body}]")
+                i = end + 1
+        else:
+            out.append(re.escape(ch))
+            i += 1
+    body = "".join(out)
+    prefix = "" if anchored else "(?:.*/)?"
+    return re.compile(
+        f"^{prefix}{body}(?:/.*)?$" if not body.endswith(".*") else f"^{prefix}{body}$"
+    )
+
+
+def path_matches(path: str, pattern: str) -> bool:
+    return bool(_glob_regex(pattern).match(path))
+
+
+def is_test_path(path: str) -> bool:
+    return bool(_TEST_PATH_RE.search(path))
+
+
+def _is_ci_path(path: str) -> bool:
+    p = path.casefold()
+    name = p.rsplit("/", 1)[-1]
+    return (
+        p.startswith(_CI_DIRS)
+        or p in _CI_FILES
+        or name == "jenkinsfile"
+        or name.startswith("jenkinsfile.")
+        or name in {".gitlab-ci.yml", ".gitlab-ci.yaml"}
+    )
+
+
+def _entropy(value: str) -> float:
+    counts = Counter(value)
+    return -sum(c / len(value) * math.log2(c / len(value)) for c in counts.values())
+
+
+def find_secrets(line: str) -> list[str]:
+    """The kinds of secret ``line`` appears to contain."""
+    kinds = [kind for kind, pattern in _SECRET_PATTERNS if pattern.search(line)]
+    for m in _SECRET_ASSIGN_RE.finditer(line):
+        value = m["value"]
+        if (
+            not _PLACEHOLDER_RE.search(value)
+            and _entropy(value) >= 3.5
+            and not re.fullmatch(r"[a-z_.]+", value)  # an identifier, not a secret
+            and not value.startswith(("http://", "https://", "/", "os.", "env"))
+        ):
+            kinds.append("high-entropy-secret")
+    return sorted(set(kinds))
+
+
+class HygieneGate:
+    name = NAME
+
+    def run(self, ctx: GateContext) -> GateResult:
+        try:
+            parsed = parse_patch(ctx.patch)
+        except PatchParseError as exc:
+            return GateResult(
+                name=NAME,
+                passed=False,
+                findings=(
+                    _finding("unreadable-patch", f"the patch is not a readable diff: {exc}"),
+                ),
+            )
+        return self._judge(ctx, parsed, extra=())
+
+    def run_on_trees(self, ctx: GateContext, trees: PatchTrees) -> GateResult:
+        return self._judge(ctx, trees.parsed, extra=())
+
+    def run_unapplied(self, ctx: GateContext, reason: str) -> GateResult:
+        extra = (_finding("patch-does-not-apply", reason),)
+        try:
+            parsed = parse_patch(ctx.patch)
+        except PatchParseError:
+            parsed = ParsedPatch(files=())
+        return self._judge(ctx, parsed, extra=extra)
+
+    def _judge(
+        self, ctx: GateContext, parsed: ParsedPatch, extra: tuple[Finding, ...]
+    ) -> GateResult:
+        import time
+
+        start = time.monotonic()
+        findings: list[Finding] = list(extra)
+        findings += check_size(ctx, parsed)
+        for change in parsed.files:
+            findings += check_paths(ctx, change)
+            findings += check_content(change)
+        findings += check_lockfiles(ctx, parsed)
+        findings += check_tests_weakened(parsed)
+        blocking = [f for f in findings if f.severity == "error"]
+        details = {
+            "files": len(parsed.files),
+            "changed_lines": parsed.changed_lines,
+            "max_diff_lines": _max_lines(ctx),
+            "paths": sorted({p.path for c in parsed.files for p in c.paths}),
+        }
+        return GateResult(
+            name=NAME,
+            passed=not blocking,
+            findings=tuple(findings),
+            duration_s=time.monotonic() - start,
+            details=details,
+        )
+
+
+def _max_lines(ctx: GateContext) -> int:
+    return ctx.repo_config.gates.max_diff_lines or ctx.gate_settings.max_diff_lines
+
+
+def check_size(ctx: GateContext, parsed: ParsedPatch) -> list[Finding]:
+    limit = _max_lines(ctx)
+    if parsed.changed_lines > limit:
+        return [
+            _finding(
+                "diff-too-large",
+                f"the patch changes {parsed.changed_lines} lines; the limit is {limit}",
+            )
+        ]
+    return []
+
+
+def check_paths(ctx: GateContext, change: FileChange) -> list[Finding]:
+    found: list[Finding] = []
+    rules = ctx.repo_config.paths
+    extra_rule_files = {p.strip("/") for p in ctx.repo_config.gates.semgrep_rules}
+    for rp in change.paths:
+        path = rp.path
+        if rp.escapes:
+            found.append(
+                _finding(
+                    "path-escapes-repo",
+                    f"`{rp.raw}` points outside the repository or into .git",
+                    path=rp.raw,
+                )
+            )
+            continue
+        if rp.raw != path:
+            found.append(
+                _finding(
+                    "path-not-normalized",
+                    f"`{rp.raw}` is written in a roundabout way (it means `{path}`)",
+                    path=path,
+                )
+            )
+        if _is_ci_path(path):
+            found.append(_finding("ci-config", "the patch changes CI configuration", path=path))
+        lowered = path.casefold()
+        if (
+            lowered in _GATE_CONFIG
+            or lowered.rsplit("/", 1)[-1] == ".semgrepignore"
+            or lowered.startswith(".semgrep/")
+            or path in extra_rule_files
+        ):
+            found.append(
+                _finding(
+                    "gate-config",
+                    "the patch changes the bot's or the gates' own configuration",
+                    path=path,
+                )
+            )
+        if not any(path_matches(path, g) for g in rules.allow):
+            found.append(
+                _finding(
+                    "path-not-allowed",
+                    f"outside the paths the bot may change ({', '.join(rules.allow)})",
+                    path=path,
+                )
+            )
+        denied = [g for g in rules.deny if path_matches(path, g)]
+        if denied:
+            found.append(_finding("path-denied", f"matches a denied path ({denied[0]})", path=path))
+    return found
+
+
+def check_content(change: FileChange) -> list[Finding]:
+    found: list[Finding] = []
+    if change.binary:
+        found.append(_finding("binary-file", "the patch changes a binary file", path=change.path))
+    if change.is_symlink:
+        found.append(
+            _finding("symlink", "the patch adds or changes a symbolic link", path=change.path)
+        )
+    if change.is_submodule:
+        found.append(_finding("submodule", "the patch changes a submodule", path=change.path))
+    if (
+        change.old_mode != change.new_mode
+        and change.new_mode
+        and change.old_mode
+        and change.new_mode.endswith("755")
+    ):
+        found.append(
+            _finding(
+                "made-executable",
+                "the patch makes a file executable",
+                path=change.path,
+                severity="warning",
+            )
+        )
+    for line_no, text in change.added:
+        for kind in find_secrets(text):
+            found.append(
+                _finding(
+                    f"secret-{kind}",
+                    f"the patch adds what looks like a secret ({kind})",
+                    path=change.path,
+                    line=line_no,
+                )
+            )
+    return found
+
+
+def check_lockfiles(ctx: GateContext, parsed: ParsedPatch) -> list[Finding]:
+    if ctx.repo_config.gates.allow_lockfiles:
+        return []
+    found: list[Finding] = []
+    for change in parsed.files:
+        for rp in change.paths:
+            name = rp.path.rsplit("/", 1)[-1].casefold()
+            if name in _LOCK_FILES:
+                found.append(
+                    _finding(
+                        "lockfile",
+                        "the patch changes a lock file (set "
+                        "gates.allow_lockfiles in .ribbit.yml to allow it)",
+                        path=rp.path,
+                    )
+                )
+                break
+            if _REQUIREMENTS_RE.search(rp.path) and _requirements_pinned(ctx, change, rp.path):
+                found.append(
+                    _finding(
+                        "lockfile",
+                        "the patch changes a hash-pinned requirements file (a lock file)",
+                        path=rp.path,
+                    )
+                )
+                break
+    return found
+
+
+def _requirements_pinned(ctx: GateContext, change: FileChange, path: str) -> bool:
+    if any(_HASH_RE.search(t) for _, t in (*change.added, *change.removed)):
+        return True
+    if change.old is None or change.old.escapes:
+        return False
+    base = read_base_file(ctx, change.old.path)
+    return base is not None and bool(_HASH_RE.search(base.decode(errors="replace")))
+
+
+def _test_names(lines: Iterable[tuple[int, str]]) -> Counter[str]:
+    names: Counter[str] = Counter()
+    for _, text in lines:
+        m = _TEST_DEF_RE.match(text)
+        if m:
+            names[next(g for g in m.groups() if g)] += 1
+    return names
+
+
+def check_tests_weakened(parsed: ParsedPatch) -> list[Finding]:
+    found: list[Finding] = []
+    added_everywhere = _test_names(line for c in parsed.files for line in c.added)
+    for change in parsed.files:
+        old_path = change.old.path if change.old else None
+        paths = [p.path for p in change.paths]
+        in_tests = any(is_test_path(p) for p in paths)
+        if change.status == "deleted" and old_path and is_test_path(old_path):
+            found.append(
+                _finding("test-file-deleted", "the patch deletes a test file", path=old_path)
+            )
+        name = change.path.rsplit("/", 1)[-1]
+        if name in _TEST_CONFIG_FILES:
+            for line_no, text in change.added:
+                if _COLLECT_IGNORE_RE.search(text):
+                    found.append(
+                        _finding(
+                            "tests-deselected",
+                            "the patch makes the test run skip or deselect tests",
+                            path=change.path,
+                            line=line_no,
+                        )
+                    )
+        for line_no, text in change.added:
+            if _HARNESS_RE.search(text) or (in_tests and _EARLY_EXIT_RE.search(text)):
+                found.append(
+                    _finding(
+                        "test-harness-tampered",
+                        "the patch adds code that can change what the test run reports",
+                        path=change.path,
+                        line=line_no,
+                    )
+                )
+        if not in_tests:
+            continue
+        removed_names = _test_names(change.removed) - added_everywhere
+        for test in sorted(removed_names):
+            found.append(
+                _finding(
+                    "test-removed",
+                    f"the patch removes the test `{test}`",
+                    path=old_path or change.path,
+                )
+            )
+        for line_no, text in change.added:
+            if _SKIP_RE.search(text):
+                found.append(
+                    _finding(
+                        "test-skipped",
+                        "the patch adds a skip or xfail marker",
+                        path=change.path,
+                        line=line_no,
+                    )
+                )
+            if _TRIVIAL_ASSERT_RE.search(text):
+                found.append(
+                    _finding(
+                        "trivial-assert",
+                        "the patch adds an assertion that cannot fail",
+                        path=change.path,
+                        line=line_no,
+                    )
+                )
+            tol = _APPROX_TOL_RE.search(text)
+            if tol and _loose(tol[1], tol[2]):
+                found.append(
+                    _finding(
+                        "loose-tolerance",
+                        f"the patch sets a loose tolerance ({tol[1]}={tol[2]})",
+                        path=change.path,
+                        line=line_no,
+                    )
+                )
+            if _PLACES_RE.search(text):
+                found.append(
+                    _finding(
+                        "loose-tolerance",
+                        "the patch compares to 0 or 1 decimal places",
+                        path=change.path,
+                        line=line_no,
+                    )
+                )
+        if change.status != "deleted":
+            removed_asserts = sum(1 for _, t in change.removed if _ASSERT_RE.search(t))
+            added_asserts = sum(1 for _, t in change.added if _ASSERT_RE.search(t))
+            if removed_asserts > added_asserts:
+                found.append(
+                    _finding(
+                        "assertions-removed",
+                        f"the patch removes "
+                        f"{removed_asserts - added_asserts} assertion(s) from "
+                        "tests",
+                        path=change.path,
+                    )
+                )
+    return found
+
+
+def _loose(kind: str, value: str) -> bool:
+    try:
+        number = float(value)
+    except ValueError:
+        return False
+    limit = _ABS_TOL_LIMIT if kind in {"abs", "atol"} else _REL_TOL_LIMIT
+    return number >= limit

@@ -1,0 +1,179 @@
+"""All gates' results for one patch, and the forms they are shown in: JSON for the
+outcome store and trainer, Markdown for PR bodies, SARIF for code-scanning tools."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from worker.gates.base import Finding, GateResult
+
+SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
+SARIF_VERSION = "2.1.0"
+TOOL_URI = "https://github.com/ribbit-bot/ribbit"
+_SARIF_LEVEL = {"error": "error", "warning": "warning", "info": "note"}
+_MAX_MD_FINDINGS = 50
+
+
+@dataclass(frozen=True)
+class GateReport:
+    passed: bool
+    results: list[GateResult] = field(default_factory=list)
+    duration_s: float = 0.0
+
+    @classmethod
+    def from_results(cls, results: list[GateResult], duration_s: float) -> GateReport:
+        return cls(
+            passed=bool(results) and all(r.passed for r in results),
+            results=results,
+            duration_s=duration_s,
+        )
+
+    def result(self, name: str) -> GateResult | None:
+        return next((r for r in self.results if r.name == name), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "passed": self.passed,
+            "duration_s": round(self.duration_s, 3),
+            "summary": self.summary_line(),
+            "gates": [r.to_dict() for r in self.results],
+        }
+
+    def to_json(self, indent: int | None = None) -> str:
+        return json.dumps(self.to_dict(), indent=indent, sort_keys=False, default=str)
+
+    def summary_line(self) -> str:
+        parts = []
+        for r in self.results:
+            blocking = [f for f in r.findings if f.severity != "info"]
+            mark = "✔" if r.passed else "✖"
+            note = ""
+            if not r.passed and blocking:
+                noun = "new finding" if r.name == "semgrep" else "finding"
+                note = f" ({len(blocking)} {noun}{'s' if len(blocking) != 1 else ''})"
+            parts.append(f"{r.name} {mark}{note}")
+        return " ".join(parts)
+
+    def to_markdown(self) -> str:
+        verdict = "passed" if self.passed else "failed"
+        out = [f"### Ribbit gates: {verdict}", "", f"`{self.summary_line()}`", ""]
+        for r in self.results:
+            out += _gate_markdown(r)
+        return "\n".join(out).rstrip() + "\n"
+
+    def to_sarif(self) -> dict[str, Any]:
+        """SARIF 2.1.0: one run per gate, each finding a result, each rule described."""
+        runs = []
+        for r in self.results:
+            rule_info: dict[str, Any] = r.details.get("rules", {}) if r.details else {}
+            rule_ids = sorted({f.rule for f in r.findings})
+            rules = []
+            for rule_id in rule_ids:
+                info = rule_info.get(rule_id, {})
+                example = next(f for f in r.findings if f.rule == rule_id)
+                rule: dict[str, Any] = {
+                    "id": rule_id,
+                    "shortDescription": {"text": info.get("short") or rule_id},
+                    "fullDescription": {"text": info.get("message") or example.message},
+                    "defaultConfiguration": {"level": _SARIF_LEVEL[example.severity]},
+                }
+                if info.get("tags"):
+                    rule["properties"] = {"tags": info["tags"]}
+                rules.append(rule)
+            index = {rule_id: n for n, rule_id in enumerate(rule_ids)}
+            runs.append(
+                {
+                    "tool": {
+                        "driver": {
+                            "name": f"ribbit-{r.name}",
+                            "informationUri": TOOL_URI,
+                            "rules": rules,
+                        }
+                    },
+                    "results": [_sarif_result(f, index[f.rule]) for f in r.findings],
+                    "properties": {"passed": r.passed},
+                }
+            )
+        return {"$schema": SARIF_SCHEMA, "version": SARIF_VERSION, "runs": runs}
+
+
+def _sarif_result(f: Finding, rule_index: int) -> dict[str, Any]:
+    result: dict[str, Any] = {
+        "ruleId": f.rule,
+        "ruleIndex": rule_index,
+        "level": _SARIF_LEVEL[f.severity],
+        "message": {"text": f.message},
+    }
+    if f.path:
+        physical: dict[str, Any] = {"artifactLocation": {"uri": f.path}}
+        if f.line is not None and f.line >= 1:
+            physical["region"] = {"startLine": f.line}
+        result["locations"] = [{"physicalLocation": physical}]
+    return result
+
+
+def _md_cell(text: object) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ").replace("`", "'")
+
+
+def _gate_markdown(r: GateResult) -> list[str]:
+    mark = "✔" if r.passed else "✖"
+    out = [f"#### {mark} {r.name} ({r.duration_s:.1f} s)", ""]
+    if r.name == "tests" and r.details:
+        out += _tests_markdown(r.details)
+    elif r.name == "semgrep" and r.details:
+        d = r.details
+        out += [
+            f"New findings: {d.get('new', 0)}; already at the base commit: "
+            f"{d.get('preexisting', 0)}; fixed by the patch: {d.get('fixed', 0)}.",
+            "",
+        ]
+    if r.findings:
+        out += ["| severity | rule | where | message |", "|---|---|---|---|"]
+        for f in r.findings[:_MAX_MD_FINDINGS]:
+            where = f"{f.path}:{f.line}" if f.path and f.line else (f.path or "")
+            out.append(
+                f"| {f.severity} | `{_md_cell(f.rule)}` | {_md_cell(where)} | "
+                f"{_md_cell(f.message)} |"
+            )
+        if len(r.findings) > _MAX_MD_FINDINGS:
+            out.append(f"\n…and {len(r.findings) - _MAX_MD_FINDINGS} more.")
+        out.append("")
+    elif r.passed:
+        out += ["No findings.", ""]
+    return out
+
+
+def _run_cell(run: dict[str, Any]) -> str:
+    if run.get("timed_out"):
+        return "timed out"
+    return f"exit {run.get('exit_code')}" + (" (after a rerun)" if run.get("reran") else "")
+
+
+def _tests_markdown(d: dict[str, Any]) -> list[str]:
+    out = []
+    before, after = d.get("before") or {}, d.get("after") or {}
+    if before or after:
+        out += [
+            "| | passed | failed | skipped | total | command |",
+            "|---|---|---|---|---|---|",
+        ]
+        for label, run in (("before", before), ("after", after)):
+            c = run.get("counts") or {}
+            out.append(
+                f"| {label} | {c.get('passed', '-')} | {c.get('failed', '-')} | "
+                f"{c.get('skipped', '-')} | {c.get('total', '-')} | {_run_cell(run)} |"
+            )
+        out.append("")
+    for key, title in (
+        ("regressions", "Passed before, fail after"),
+        ("target_failures", "Tests the issue is about that fail"),
+        ("flaky", "Flaky (failed, then passed on a rerun)"),
+    ):
+        names = d.get(key) or []
+        if names:
+            out.append(f"{title}: " + ", ".join(f"`{_md_cell(n)}`" for n in names[:30]))
+            out.append("")
+    return out

@@ -1,0 +1,395 @@
+"""Semgrep: block the security findings a patch adds, not the ones it inherits.
+
+The changed files are scanned twice, at the base commit and with the patch, with
+our ruleset (worker/gates/rules/), the repository's own ``.semgrep.yml`` and any
+extra rule files. A finding is identified by rule, file and the code it matched
+(whitespace-normalised), never by line number, so code that merely moves does
+not count as new, while a second copy of an existing insecure line does.
+
+Semgrep runs on the host: it parses the code and never executes it. It runs
+offline (``--metrics=off``, local rule files only, a throwaway HOME so no login
+token is read), with inline ``nosemgrep`` comments disabled (a patch must not
+silence its own findings) and ``.semgrepignore`` files ignored for the same reason.
+Rule files are always passed by absolute path: semgrep reads ``r/...`` and
+``p/...`` as registry names.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from worker.gates.base import Finding, GateContext, GateResult, Severity
+from worker.gates.patch import FileChange
+from worker.gates.runner import apply_failure, run_tree_gate
+from worker.gates.trees import PatchTrees, regular_file_inside
+
+NAME = "semgrep"
+RULES_DIR = Path(__file__).parent / "rules"
+REPO_RULE_FILES = (".semgrep.yml", ".semgrep.yaml")
+_SEVERITY: dict[str, Severity] = {
+    "ERROR": "error",
+    "WARNING": "warning",
+    "INFO": "info",
+    "CRITICAL": "error",
+    "HIGH": "error",
+    "MEDIUM": "warning",
+    "LOW": "info",
+}
+_CONFIG_ERROR_EXIT = 7
+PARTIAL_RULE = "semgrep-partial-scan"
+_MAX_TARGET_BYTES = 20 * 1024 * 1024
+
+
+class SemgrepError(Exception):
+    """Semgrep could not scan (not installed, crashed, bad output)."""
+
+
+@dataclass(frozen=True)
+class SemgrepMatch:
+    rule: str
+    path: str  # relative to the tree
+    line: int
+    message: str
+    severity: Severity
+    code: str  # the matched source, whitespace-normalised
+
+    def moved(self, path: str) -> SemgrepMatch:
+        return replace(self, path=path)
+
+    @property
+    def fingerprint(self) -> tuple[str, str, str]:
+        return (self.rule, self.path, self.code)
+
+
+def find_semgrep() -> str | None:
+    """The semgrep next to this interpreter (the venv's), else the one on PATH."""
+    beside = Path(sys.executable).parent / "semgrep"
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
+    return shutil.which("semgrep")
+
+
+def builtin_rule_files() -> list[Path]:
+    return sorted(p.resolve() for p in RULES_DIR.glob("*.yml"))
+
+
+def _rule_catalogue(files: list[Path]) -> dict[str, dict[str, Any]]:
+    """Rule id -> what SARIF and the report say about it."""
+    catalogue: dict[str, dict[str, Any]] = {}
+    for path in files:
+        try:
+            data = yaml.safe_load(path.read_text())
+        except (OSError, yaml.YAMLError):
+            continue
+        for rule in (data or {}).get("rules", []) if isinstance(data, dict) else []:
+            if not isinstance(rule, dict) or "id" not in rule:
+                continue
+            meta = rule.get("metadata") or {}
+            catalogue[str(rule["id"])] = {
+                "short": str(meta.get("short") or rule["id"]),
+                "message": " ".join(str(rule.get("message", "")).split()),
+                "family": meta.get("family"),
+                "tags": [t for t in (meta.get("family"), meta.get("cwe")) if t],
+            }
+    return catalogue
+
+
+def _canonical_rule_id(check_id: str, known: dict[str, dict[str, Any]]) -> str:
+    """Semgrep prefixes ids with the rule file's folder path; strip it back off."""
+    best = max(
+        (rid for rid in known if check_id == rid or check_id.endswith("." + rid)),
+        key=len,
+        default=None,
+    )
+    return best or check_id
+
+
+def _inside(tree: Path, rel: str) -> Path | None:
+    return regular_file_inside(tree, rel)
+
+
+class SemgrepGate:
+    name = NAME
+
+    def __init__(self, binary: str | None = None) -> None:
+        self._binary = binary
+
+    def run(self, ctx: GateContext) -> GateResult:
+        return run_tree_gate(self, ctx)
+
+    def run_unapplied(self, ctx: GateContext, reason: str) -> GateResult:
+        return apply_failure(NAME, reason)
+
+    def run_on_trees(self, ctx: GateContext, trees: PatchTrees) -> GateResult:
+        start = time.monotonic()
+        binary = self._binary or find_semgrep()
+        if binary is None:
+            return GateResult(
+                name=NAME,
+                passed=False,
+                findings=(
+                    Finding(
+                        gate=NAME,
+                        rule="semgrep-missing",
+                        message="semgrep is not installed, so the patch could not be scanned",
+                    ),
+                ),
+            )
+        warnings: list[Finding] = []
+        builtin = builtin_rule_files()
+        repo_rules = self._repo_rule_files(ctx, trees.before, warnings)
+        deployment = [p.resolve() for p in ctx.gate_settings.extra_semgrep_rules]
+        catalogue = _rule_catalogue(builtin + deployment + repo_rules)
+
+        before_targets, after_targets, rename = _targets(trees.parsed.files)
+        # One semgrep run for both trees (its start-up is most of its time): targets are
+        # named "before/..." and "after/..." from the folder holding both.
+        root = trees.before.parent
+        targets = [f"before/{t}" for t in before_targets if _inside(trees.before, t)]
+        targets += [f"after/{t}" for t in after_targets if _inside(trees.after, t)]
+        timeout = ctx.gate_settings.semgrep_timeout_s
+        matches: list[SemgrepMatch] = []
+        with tempfile.TemporaryDirectory(prefix="ribbit-semgrep-") as home:
+            try:
+                try:
+                    matches = _scan(
+                        binary,
+                        root,
+                        targets,
+                        builtin + deployment + repo_rules,
+                        catalogue,
+                        Path(home),
+                        timeout,
+                    )
+                except _ConfigError as exc:
+                    if not repo_rules:
+                        raise SemgrepError(str(exc)) from None
+                    warnings.append(
+                        Finding(
+                            gate=NAME,
+                            rule="repo-rules-invalid",
+                            severity="warning",
+                            message=f"the repository's Semgrep rules are invalid and were "
+                            f"skipped: {exc}",
+                        )
+                    )
+                    repo_rules = []
+                    matches = _scan(
+                        binary, root, targets, builtin + deployment, catalogue, Path(home), timeout
+                    )
+            except (SemgrepError, _ConfigError, subprocess.TimeoutExpired) as exc:
+                return GateResult(
+                    name=NAME,
+                    passed=False,
+                    duration_s=time.monotonic() - start,
+                    findings=(
+                        *warnings,
+                        Finding(
+                            gate=NAME,
+                            rule="semgrep-failed",
+                            message=f"semgrep could not scan: {exc}",
+                        ),
+                    ),
+                )
+        before = [
+            m.moved(m.path.removeprefix("before/")) for m in matches if m.path.startswith("before/")
+        ]
+        after = [
+            m.moved(m.path.removeprefix("after/")) for m in matches if m.path.startswith("after/")
+        ]
+
+        partial = [m for m in after if m.rule == PARTIAL_RULE]
+        after = [m for m in after if m.rule != PARTIAL_RULE]
+        before = [m for m in before if m.rule != PARTIAL_RULE]
+        warnings += [
+            Finding(gate=NAME, rule=m.rule, message=m.message, path=m.path, severity="warning")
+            for m in partial
+        ]
+        before_prints = Counter((m.rule, rename.get(m.path, m.path), m.code) for m in before)
+        after_prints = Counter(m.fingerprint for m in after)
+        new_prints = after_prints - before_prints
+        fixed = sum((before_prints - after_prints).values())
+        new_matches: list[SemgrepMatch] = []
+        # Identical copies are interchangeable; report the ones on lines the patch adds.
+        added = {(c.new.path, n) for c in trees.parsed.files if c.new for n, _ in c.added}
+        for m in sorted(after, key=lambda m: (m.path, m.line) not in added):
+            if new_prints[m.fingerprint] > 0:
+                new_prints[m.fingerprint] -= 1
+                new_matches.append(m)
+        new_matches.sort(key=lambda m: (m.path, m.line))
+        findings = [
+            Finding(
+                gate=NAME,
+                rule=m.rule,
+                message=m.message,
+                path=m.path,
+                line=m.line,
+                severity=m.severity,
+            )
+            for m in new_matches
+        ]
+        blocking = [f for f in findings if f.severity != "info"]
+        used = {m.rule for m in new_matches}
+        details = {
+            "new": len(new_matches),
+            "preexisting": len(before),
+            "fixed": fixed,
+            "files_scanned": {"before": len(before_targets), "after": len(after_targets)},
+            "rule_files": [str(p) for p in builtin + deployment + repo_rules],
+            "rules": {rid: info for rid, info in catalogue.items() if rid in used},
+        }
+        return GateResult(
+            name=NAME,
+            passed=not blocking,
+            findings=(*findings, *warnings),
+            duration_s=time.monotonic() - start,
+            details=details,
+        )
+
+    @staticmethod
+    def _repo_rule_files(ctx: GateContext, before: Path, warnings: list[Finding]) -> list[Path]:
+        """The repository's own rules, from the BASE tree: a patch cannot change them."""
+        found: list[Path] = []
+        for rel in (*REPO_RULE_FILES, *ctx.repo_config.gates.semgrep_rules):
+            path = _inside(before, rel.lstrip("/")) if ".." not in rel.split("/") else None
+            if path is not None:
+                found.append(path)
+            elif rel not in REPO_RULE_FILES:
+                warnings.append(
+                    Finding(
+                        gate=NAME,
+                        rule="repo-rules-missing",
+                        severity="warning",
+                        message=f"rule file {rel} named in .ribbit.yml is not "
+                        "a file in the repository",
+                    )
+                )
+        return found
+
+
+def _targets(changes: tuple[FileChange, ...]) -> tuple[list[str], list[str], dict[str, str]]:
+    """Files to scan before and after, and old -> new path for renames."""
+    before: list[str] = []
+    after: list[str] = []
+    rename: dict[str, str] = {}
+    for c in changes:
+        if c.binary or c.is_submodule:
+            continue
+        if c.new is not None and not c.new.escapes:
+            after.append(c.new.path)
+        if c.old is not None and not c.old.escapes and c.status in {"modified", "renamed"}:
+            before.append(c.old.path)
+            if c.new is not None:
+                rename[c.old.path] = c.new.path
+    return sorted(set(before)), sorted(set(after)), rename
+
+
+class _ConfigError(Exception):
+    pass
+
+
+def _scan(
+    binary: str,
+    tree: Path,
+    targets: list[str],
+    configs: list[Path],
+    catalogue: dict[str, dict[str, Any]],
+    home: Path,
+    timeout: float,
+) -> list[SemgrepMatch]:
+    argv = [
+        binary,
+        "scan",
+        "--json",
+        "--metrics=off",
+        "--disable-version-check",
+        "--disable-nosem",
+        "--no-git-ignore",
+        "--x-ignore-semgrepignore-files",
+        "--no-rewrite-rule-ids",
+        f"--max-target-bytes={_MAX_TARGET_BYTES}",
+        "--quiet",
+    ]
+    for config in configs:
+        argv += ["--config", str(config)]
+    argv += ["--", *(f"./{t}" for t in targets)]
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(home),
+        "LANG": "C.UTF-8",
+        "SEMGREP_SEND_METRICS": "off",
+        "SEMGREP_ENABLE_VERSION_CHECK": "0",
+        "XDG_CONFIG_HOME": str(home),
+        "XDG_CACHE_HOME": str(home),
+    }
+    if not targets:
+        return []
+    proc = subprocess.run(
+        argv, cwd=tree, env=env, capture_output=True, timeout=timeout, check=False
+    )
+    try:
+        data = json.loads(proc.stdout or b"{}")
+    except json.JSONDecodeError:
+        data = {}
+    errors = [e for e in data.get("errors", []) if isinstance(e, dict)]
+    if proc.returncode == _CONFIG_ERROR_EXIT or any(
+        e.get("level") == "error" and "rule" in str(e.get("type", "")).lower() for e in errors
+    ):
+        raise _ConfigError(_first_error(errors, proc.stderr))
+    if proc.returncode not in (0, 1) or "results" not in data:
+        raise SemgrepError(f"exit {proc.returncode}: {_first_error(errors, proc.stderr)}")
+    matches = []
+    for e in errors:  # a file semgrep could not (fully) parse was not (fully) checked
+        where = e.get("path") or (e.get("spans") or [{}])[0].get("file")
+        if where and e.get("level") in {"warn", "error"}:
+            rel = os.path.normpath(str(where))
+            matches.append(
+                SemgrepMatch(
+                    rule=PARTIAL_RULE,
+                    path=rel,
+                    line=0,
+                    severity="warning",
+                    code="",
+                    message=f"semgrep could not fully parse this file: {_first_error([e], b'')}",
+                )
+            )
+    sources: dict[str, bytes] = {}
+    for r in data["results"]:
+        rel = os.path.normpath(r["path"])
+        if rel not in sources:
+            file = _inside(tree, rel)
+            sources[rel] = file.read_bytes() if file else b""
+        start, end = r["start"].get("offset", 0), r["end"].get("offset", 0)
+        code = " ".join(sources[rel][start:end].decode(errors="replace").split())
+        extra = r.get("extra", {})
+        rule = _canonical_rule_id(r["check_id"], catalogue)
+        matches.append(
+            SemgrepMatch(
+                rule=rule,
+                path=rel,
+                line=int(r["start"]["line"]),
+                message=" ".join(str(extra.get("message", rule)).split()),
+                severity=_SEVERITY.get(str(extra.get("severity", "ERROR")).upper(), "error"),
+                code=code,
+            )
+        )
+    return matches
+
+
+def _first_error(errors: list[dict[str, Any]], stderr: bytes) -> str:
+    if errors:
+        e = errors[0]
+        return str(e.get("message") or e.get("long_msg") or e.get("type"))[:500]
+    return stderr.decode(errors="replace").strip()[-500:] or "no output"

@@ -1,0 +1,150 @@
+"""The "before" and "after" trees every gate compares.
+
+Both are private clones of the host checkout in a temporary folder, so neither the
+gates nor the commands they run in sandboxes ever change ``ctx.repo_dir``. The
+patch is applied with ``git apply --index``, which refuses paths outside the tree,
+paths through symlinks and writes into ``.git``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from worker.gates.base import GateContext
+from worker.gates.patch import ParsedPatch, PatchParseError, parse_patch
+
+GIT_TIMEOUT_S = 300
+
+# Host git runs on a checkout of untrusted content: no hooks, no user or system
+# config (filter drivers, fsmonitor and the like live there), no prompts.
+_GIT_ENV = {
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_CONFIG_GLOBAL": os.devnull,
+    "GIT_TERMINAL_PROMPT": "0",
+    "GIT_AUTHOR_NAME": "ribbit-gates",
+    "GIT_AUTHOR_EMAIL": "ribbit-gates@localhost",
+    "GIT_COMMITTER_NAME": "ribbit-gates",
+    "GIT_COMMITTER_EMAIL": "ribbit-gates@localhost",
+}
+_GIT_SAFE = [
+    "-c",
+    "core.hooksPath=" + os.devnull,
+    "-c",
+    "core.fsmonitor=false",
+    "-c",
+    "safe.directory=*",
+]
+
+
+class PatchTreeError(Exception):
+    """The trees could not be built; the message says why (for a PR comment)."""
+
+
+class PatchApplyError(PatchTreeError):
+    """The patch does not apply to the base commit."""
+
+
+def run_git(
+    cwd: Path, *args: str, stdin: bytes | None = None
+) -> subprocess.CompletedProcess[bytes]:
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.devnull, **_GIT_ENV}
+    return subprocess.run(
+        ["git", *_GIT_SAFE, *args],
+        cwd=cwd,
+        env=env,
+        input=stdin,
+        capture_output=True,
+        timeout=GIT_TIMEOUT_S,
+        check=False,
+    )
+
+
+def _git_ok(cwd: Path, *args: str, stdin: bytes | None = None) -> bytes:
+    proc = run_git(cwd, *args, stdin=stdin)
+    if proc.returncode != 0:
+        reason = proc.stderr.decode(errors="replace").strip()
+        raise PatchTreeError(f"git {args[0]} failed: {reason}")
+    return proc.stdout
+
+
+@dataclass(frozen=True)
+class PatchTrees:
+    before: Path  # the base commit, checked out
+    after: Path  # the base commit with the patch applied (staged, not committed)
+    parsed: ParsedPatch
+
+
+def read_base_file(ctx: GateContext, path: str) -> bytes | None:
+    """A file's content at the base commit, read from git's objects (never the work tree)."""
+    proc = run_git(ctx.repo_dir, "cat-file", "blob", f"{ctx.base_commit}:{path}")
+    return proc.stdout if proc.returncode == 0 else None
+
+
+def _check_base_commit(ctx: GateContext) -> None:
+    base = ctx.base_commit
+    if not base or base.startswith("-") or not all(c.isalnum() or c in "._/^~-" for c in base):
+        raise PatchTreeError(f"invalid base commit {base!r}")
+    if run_git(ctx.repo_dir, "rev-parse", "--verify", "--quiet", f"{base}^{{commit}}").returncode:
+        raise PatchTreeError(f"base commit {base} is not in {ctx.repo_dir}")
+
+
+def regular_file_inside(tree: Path, rel: str) -> Path | None:
+    """``tree/rel`` if it is a regular file really inside ``tree``: a patch can add
+    symlinks, and nothing on the host may follow one out of the tree."""
+    candidate = tree / rel
+    try:
+        if candidate.is_symlink() or not candidate.is_file():
+            return None
+        resolved = candidate.resolve(strict=True)
+    except OSError:
+        return None
+    if not resolved.is_relative_to(tree.resolve()):
+        return None
+    return resolved
+
+
+@contextmanager
+def patch_trees(ctx: GateContext) -> Iterator[PatchTrees]:
+    """Build both trees; raises PatchApplyError when the patch does not apply."""
+    try:
+        parsed = parse_patch(ctx.patch)
+    except PatchParseError as exc:
+        raise PatchApplyError(f"the patch is not a readable unified diff: {exc}") from None
+    if not parsed.files:
+        raise PatchApplyError("the patch is empty: it changes no file")
+    _check_base_commit(ctx)
+    root = Path(tempfile.mkdtemp(prefix="ribbit-gates-"))
+    try:
+        before, after = root / "before", root / "after"
+        for dest in (before, after):
+            _git_ok(
+                root,
+                "clone",
+                "--quiet",
+                "--no-checkout",
+                "--no-hardlinks",
+                "--",
+                str(ctx.repo_dir.resolve()),
+                str(dest),
+            )
+            _git_ok(dest, "checkout", "--quiet", "--detach", ctx.base_commit)
+            _git_ok(dest, "remote", "remove", "origin")  # the host path is nobody's business
+        patch_bytes = ctx.patch.encode("utf-8", errors="surrogateescape")
+        if not patch_bytes.endswith(b"\n"):
+            patch_bytes += b"\n"
+        applied = run_git(
+            after, "apply", "--index", "--binary", "--whitespace=nowarn", "-", stdin=patch_bytes
+        )
+        if applied.returncode != 0:
+            reason = applied.stderr.decode(errors="replace").strip() or "git apply failed"
+            raise PatchApplyError(f"the patch does not apply to {ctx.base_commit[:12]}: {reason}")
+        yield PatchTrees(before=before, after=after, parsed=parsed)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)

@@ -1,0 +1,106 @@
+"""``ribbit sandbox``: run a command in a sandbox by hand, to try a backend or debug a
+repository's test command the way the gates will run it."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from bot.settings import SandboxSettings
+from worker.sandbox import SandboxError, check_backends, open_sandbox
+
+
+def _settings(**overrides: object) -> SandboxSettings:
+    """The sandbox section of the Settings the top-level group put in ``ctx.obj`` (when it
+    did), with the command line's overrides on top."""
+    section = getattr(click.get_current_context().obj, "sandbox", None)
+    base = section if isinstance(section, SandboxSettings) else SandboxSettings()
+    given = {k: v for k, v in overrides.items() if v is not None}
+    return SandboxSettings.model_validate({**base.model_dump(), **given})
+
+
+@click.group("sandbox")
+def sandbox() -> None:
+    """Run commands in Ribbit's sandbox."""
+
+
+@sandbox.command("run", context_settings={"ignore_unknown_options": True})
+@click.option(
+    "--backend",
+    type=click.Choice(["docker", "bubblewrap", "auto"]),
+    default=None,
+    help="Sandbox backend (default: the settings', normally auto).",
+)
+@click.option(
+    "--workspace",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    required=True,
+    help="Checkout to copy into /workspace (it is not modified).",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0.1),
+    default=600.0,
+    show_default=True,
+    help="Seconds before the command is killed (exit status 124).",
+)
+@click.option(
+    "--memory",
+    "memory_mb",
+    type=click.IntRange(min=64),
+    default=None,
+    help="Memory limit in MB (default: the sandbox settings').",
+)
+@click.option("--network", is_flag=True, help="Give the command network (setup phase only).")
+@click.option("--docker-url", default=None, help="Docker Engine API URL (docker backend).")
+@click.option("--image", default=None, help="Sandbox image (docker backend).")
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def run(
+    backend: str | None,
+    workspace: Path,
+    timeout: float,
+    memory_mb: int | None,
+    network: bool,
+    docker_url: str | None,
+    image: str | None,
+    command: tuple[str, ...],
+) -> None:
+    """Run COMMAND in a sandbox over a copy of --workspace; print its output and exit
+    with its status."""
+    settings = _settings(
+        backend=backend,
+        setup_network=network or None,
+        memory_mb=memory_mb,
+        docker_url=docker_url,
+        image=image,
+    )
+    try:
+        with open_sandbox(settings, workspace, network=network) as sb:
+            result = sb.exec(list(command), timeout=timeout)
+    except SandboxError as exc:
+        raise click.ClickException(str(exc)) from exc
+    sys.stdout.write(result.stdout)
+    sys.stdout.flush()
+    sys.stderr.write(result.stderr)
+    if result.truncated:
+        click.echo("ribbit: output was cut at the output cap", err=True)
+    if result.timed_out:
+        click.echo(f"ribbit: killed after {timeout:g} s", err=True)
+    sys.exit(result.exit_code)
+
+
+@sandbox.command("check")
+@click.option("--docker-url", default=None, help="Docker Engine API URL.")
+@click.option("--image", default=None, help="Sandbox image.")
+def check(docker_url: str | None, image: str | None) -> None:
+    """Say which sandbox backends work on this host."""
+    checks = check_backends(_settings(docker_url=docker_url, image=image))
+    for c in checks:
+        click.echo(f"{'ok  ' if c.ok else 'FAIL'} {c.name}: {c.detail}")
+    sys.exit(0 if any(c.ok for c in checks) else 1)
+
+
+if __name__ == "__main__":  # python -m worker.sandbox.cli
+    sandbox()

@@ -1,0 +1,165 @@
+"""Pieces both backends share: the allow-listed environment, the in-sandbox command
+wrapper, capped output capture and the diff command."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from worker.sandbox.base import TIMEOUT_EXIT_CODE, WORKSPACE
+
+SANDBOX_UID = 1000
+SANDBOX_GID = 1000
+SANDBOX_HOME = "/home/sandbox"
+# Label every container and temp dir carries so leftovers of a crashed worker can be reaped.
+LABEL = "org.ribbit.sandbox"
+# Seconds between the polite signal and SIGKILL when a command runs past its timeout.
+KILL_GRACE_S = 2
+# A patch cut at a cap would be corrupt, so diffs get a far larger cap and fail beyond it.
+DIFF_CAP = 32 * 1024 * 1024
+_SAFE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def sandbox_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The whole environment a sandboxed command sees: a fixed allow-list plus ``extra``.
+    Nothing is taken from the host's environment."""
+    env = {
+        "PATH": _SAFE_PATH,
+        "HOME": SANDBOX_HOME,
+        "USER": "sandbox",
+        "LOGNAME": "sandbox",
+        "SHELL": "/bin/bash",
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "TERM": "dumb",
+        "TMPDIR": "/tmp",  # noqa: S108 (the sandbox's own tmpfs)
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONUNBUFFERED": "1",
+        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+        "PIP_NO_INPUT": "1",
+        "GIT_TERMINAL_PROMPT": "0",
+        # The workspace is owned by another uid than the sandbox user on some hosts;
+        # git refuses such repositories unless told they are safe.
+        "GIT_CONFIG_COUNT": "1",
+        "GIT_CONFIG_KEY_0": "safe.directory",
+        "GIT_CONFIG_VALUE_0": "*",
+    }
+    for key, value in (extra or {}).items():
+        if not _ENV_NAME.match(key) or "\0" in value:
+            raise ValueError(f"invalid environment variable for the sandbox: {key!r}")
+        env[key] = value
+    return env
+
+
+def command_argv(command: str | Sequence[str]) -> list[str]:
+    if isinstance(command, str):
+        return ["bash", "-lc", command]
+    argv = list(command)
+    if not argv:
+        raise ValueError("empty command")
+    return argv
+
+
+def timeout_argv(argv: Sequence[str], timeout: float) -> list[str]:
+    """``timeout`` puts the command in its own process group and signals the whole group,
+    then SIGKILLs it after the grace period."""
+    if timeout <= 0:
+        raise ValueError("timeout must be positive")
+    return ["timeout", "-k", str(KILL_GRACE_S), f"{timeout:.3f}", *argv]
+
+
+def workspace_relative(path: str) -> PurePosixPath:
+    """``path`` (relative, or absolute under /workspace) as a relative path that cannot
+    climb out of the workspace lexically. Symlinks are the caller's concern."""
+    p = PurePosixPath(path)
+    if p.is_absolute():
+        try:
+            p = p.relative_to(WORKSPACE)
+        except ValueError:
+            raise PermissionError(f"{path}: outside {WORKSPACE}") from None
+    if ".." in p.parts or str(p) in {"", "."}:
+        raise PermissionError(f"{path}: not a file under {WORKSPACE}")
+    return p
+
+
+def workspace_cwd(cwd: str) -> str:
+    if cwd == WORKSPACE:
+        return cwd
+    return f"{WORKSPACE}/{workspace_relative(cwd)}"
+
+
+def base_commit(source: Path) -> str | None:
+    """The commit the host checkout is at (None when it is not a git checkout)."""
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(source), "rev-parse", "--verify", "-q", "HEAD^{commit}"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+            env={
+                "PATH": _SAFE_PATH,
+                "GIT_CONFIG_NOSYSTEM": "1",
+                "GIT_CONFIG_GLOBAL": "/dev/null",
+                **_safe_dir_env(),
+            },
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    sha = out.stdout.strip()
+    return sha if out.returncode == 0 and re.fullmatch(r"[0-9a-f]{40,64}", sha) else None
+
+
+def _safe_dir_env() -> dict[str, str]:
+    return {
+        "GIT_CONFIG_COUNT": "1",
+        "GIT_CONFIG_KEY_0": "safe.directory",
+        "GIT_CONFIG_VALUE_0": "*",
+    }
+
+
+def diff_command(base: str) -> str:
+    """Runs INSIDE the sandbox: the workspace's git config is untrusted, so git never runs
+    on it on the host. New files are marked intent-to-add so they show up in the diff."""
+    opts = (
+        "-c core.fsmonitor=false -c core.hooksPath=/dev/null -c diff.external= "
+        "-c core.quotePath=false"
+    )
+    return (
+        f"git {opts} add -A --intent-to-add >/dev/null && "
+        f"git {opts} diff --binary --no-ext-diff --no-textconv --no-color "
+        f"--no-renames {shlex.quote(base)}"
+    )
+
+
+@dataclass
+class CappedStream:
+    """Keeps the first ``cap`` bytes of a stream and counts the rest."""
+
+    cap: int
+    data: bytearray = field(default_factory=bytearray)
+    total: int = 0
+
+    def feed(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        room = self.cap - len(self.data)
+        if room > 0:
+            self.data += chunk[:room]
+
+    @property
+    def truncated(self) -> bool:
+        return self.total > self.cap
+
+    def text(self) -> str:
+        return self.data.decode(errors="replace")
+
+
+def timed_out_exit(exit_code: int, elapsed: float, timeout: float) -> bool:
+    """``timeout`` exits 124 (137 when it had to SIGKILL); a command that exits 124 by
+    itself before its time is not a timeout."""
+    return exit_code in {TIMEOUT_EXIT_CODE, 128 + 9, -9} and elapsed >= timeout * 0.98

@@ -1,0 +1,391 @@
+"""DockerSandbox: one container per sandbox, through the Docker Engine API (Docker, or
+Podman's compatible service; see deploy/sandbox/README.md).
+
+The container: image's non-root user (uid 1000), no network (``network_mode="none"``
+unless the setup phase asks for it), read-only root file system, every capability
+dropped, no-new-privileges, cgroup limits for memory (no swap), CPUs and pids, and
+size-limited tmpfs mounts for /workspace, /tmp and $HOME. The checkout is copied in with
+``put_archive``; the host source dir is never mounted. Containers carry the LABEL so a
+crashed worker's leftovers are found by ``reap_stale``.
+
+Each exec runs as ``sh -c 'timeout -k G T CMD; kill -9 -1'``: ``timeout`` signals the
+command's process group at T, and ``kill -9 -1`` then kills every process of the
+sandbox user that escaped the group (setsid, daemons), so nothing outlives its exec.
+Pid 1 is a bash loop that survives that (the kernel does not let a namespace's init be
+killed from inside it) and reaps adopted zombies, which would otherwise use up the pids
+limit. A host-side deadline behind ``timeout`` kills the whole container.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import socket
+import tarfile
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any, Self
+
+import docker
+import docker.errors
+from docker.models.containers import Container
+
+from bot.settings import SandboxSettings
+from worker.sandbox.base import (
+    DEFAULT_OUTPUT_CAP,
+    TIMEOUT_EXIT_CODE,
+    WORKSPACE,
+    ExecResult,
+    SandboxError,
+)
+from worker.sandbox.common import (
+    DIFF_CAP,
+    KILL_GRACE_S,
+    LABEL,
+    SANDBOX_GID,
+    SANDBOX_HOME,
+    SANDBOX_UID,
+    CappedStream,
+    base_commit,
+    command_argv,
+    diff_command,
+    sandbox_env,
+    timed_out_exit,
+    timeout_argv,
+    workspace_cwd,
+    workspace_relative,
+)
+
+# Pid 1: never exits on its own, reaps every child it adopts.
+_INIT = "trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done"
+# $0.. are the timeout argv; the trailing kill takes out whatever escaped timeout's group.
+_EXEC_WRAPPER = '"$0" "$@"; rc=$?; kill -9 -1 2>/dev/null; exit $rc'
+_HOST_GRACE_S = 15
+_OOM_PROBE = (
+    "cat /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control "
+    "2>/dev/null | awk '$1 == \"oom_kill\" {n += $2} END {print n + 0}'"
+)
+
+
+def docker_client(settings: SandboxSettings, *, timeout: float = 60) -> docker.DockerClient:
+    try:
+        if settings.docker_url:
+            return docker.DockerClient(base_url=settings.docker_url, timeout=int(timeout))
+        return docker.from_env(timeout=int(timeout))
+    except docker.errors.DockerException as exc:
+        raise SandboxError(f"no Docker engine: {exc}") from exc
+
+
+class DockerSandbox:
+    backend = "docker"
+
+    def __init__(
+        self,
+        settings: SandboxSettings,
+        source: Path,
+        *,
+        network: bool = False,
+        client: docker.DockerClient | None = None,
+    ) -> None:
+        if not source.is_dir():
+            raise SandboxError(f"{source}: not a directory")
+        self._settings = settings
+        self._client = client or docker_client(settings)
+        self._closed = False
+        self._base = base_commit(source)
+        self._oom_seen = 0
+        self.container: Container | None = None
+        s = settings
+        tmpfs_opts = "mode=1777,nosuid,nodev"
+        try:
+            self.container = self._client.containers.create(
+                s.image,
+                ["bash", "-c", _INIT],
+                user=f"{SANDBOX_UID}:{SANDBOX_GID}",
+                network_mode="bridge" if network else "none",
+                mem_limit=f"{s.memory_mb}m",
+                memswap_limit=f"{s.memory_mb}m",
+                nano_cpus=int(s.cpus * 1e9),
+                pids_limit=s.pids,
+                read_only=True,
+                cap_drop=["ALL"],
+                security_opt=["no-new-privileges"],
+                tmpfs={
+                    WORKSPACE: f"size={s.workspace_mb}m,{tmpfs_opts}",
+                    "/tmp": f"size=256m,{tmpfs_opts}",  # noqa: S108 (the container's own)
+                    SANDBOX_HOME: f"size=256m,{tmpfs_opts}",
+                },
+                labels={
+                    LABEL: "1",
+                    f"{LABEL}.owner": f"{socket.gethostname()}:{os.getpid()}",
+                    f"{LABEL}.created": str(int(time.time())),
+                },
+                environment=sandbox_env(),
+                working_dir=WORKSPACE,
+                hostname="sandbox",
+                stdin_open=False,
+                tty=False,
+            )
+            self.container.start()
+            # Engines create tmpfs mounts root-owned (Podman 4 rejects uid=); a tar's "."
+            # entry, extracted by the engine, hands each mount to the sandbox user.
+            with _tar_tree(source) as checkout:
+                copied = self.container.put_archive(WORKSPACE, checkout)
+            if not (copied and self.container.put_archive(SANDBOX_HOME, _tar_owned_dir())):
+                raise SandboxError("could not copy the checkout into the container")
+        except docker.errors.ImageNotFound as exc:
+            self.close()
+            raise SandboxError(
+                f"sandbox image {s.image} is missing: build it with deploy/sandbox/build-image.sh"
+            ) from exc
+        except docker.errors.DockerException as exc:
+            self.close()
+            raise SandboxError(f"could not start the sandbox container: {exc}") from exc
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def container_id(self) -> str | None:
+        return self.container.id if self.container is not None else None
+
+    def _live(self) -> Container:
+        if self._closed or self.container is None:
+            raise SandboxError("sandbox is closed")
+        return self.container
+
+    def exec(
+        self,
+        command: str | Sequence[str],
+        *,
+        timeout: float,
+        cwd: str = WORKSPACE,
+        env: Mapping[str, str] | None = None,
+        output_cap: int = DEFAULT_OUTPUT_CAP,
+    ) -> ExecResult:
+        container = self._live()
+        argv = ["sh", "-c", _EXEC_WRAPPER, *timeout_argv(command_argv(command), timeout)]
+        api = self._client.api
+        start = time.monotonic()
+        try:
+            exec_id = api.exec_create(
+                container.id,
+                argv,
+                stdout=True,
+                stderr=True,
+                stdin=False,
+                tty=False,
+                user=f"{SANDBOX_UID}:{SANDBOX_GID}",
+                environment=sandbox_env(env),
+                workdir=workspace_cwd(cwd),
+            )["Id"]
+            chunks = api.exec_start(exec_id, stream=True, demux=True)
+        except docker.errors.DockerException as exc:
+            raise SandboxError(f"exec failed: {exc}") from exc
+        out, err = CappedStream(output_cap), CappedStream(output_cap)
+        reader = threading.Thread(target=_drain, args=(chunks, out, err), daemon=True)
+        reader.start()
+        reader.join(timeout + KILL_GRACE_S + _HOST_GRACE_S)
+        if reader.is_alive():
+            # timeout inside did not end it (engine wedged, or the container stopped
+            # answering): the container is the only thing left to kill.
+            self.close()
+            return ExecResult(
+                exit_code=TIMEOUT_EXIT_CODE,
+                stdout=out.text(),
+                stderr=err.text(),
+                duration_s=time.monotonic() - start,
+                timed_out=True,
+                truncated=out.truncated or err.truncated,
+            )
+        elapsed = time.monotonic() - start
+        exit_code = _exit_code(api, exec_id)
+        timed_out = timed_out_exit(exit_code, elapsed, timeout)
+        oom = not timed_out and exit_code == 128 + 9 and self._oom_events()
+        return ExecResult(
+            exit_code=TIMEOUT_EXIT_CODE if timed_out else exit_code,
+            stdout=out.text(),
+            stderr=err.text(),
+            duration_s=elapsed,
+            timed_out=timed_out,
+            truncated=out.truncated or err.truncated,
+            oom_killed=oom,
+        )
+
+    def _oom_events(self) -> bool:
+        """Whether the kernel's OOM killer fired in the container since the last check.
+        Engines flag OOMKilled only for pid 1, and a sandbox's hog is never pid 1, so
+        this reads the cgroup's own counter (v2 memory.events, v1 memory.oom_control)."""
+        probe = self.exec(["sh", "-c", _OOM_PROBE], timeout=30)
+        try:
+            count = int(probe.stdout.split()[-1])
+        except (IndexError, ValueError):
+            return False
+        fired = count > self._oom_seen
+        self._oom_seen = count
+        return fired
+
+    # -- files -------------------------------------------------------------------------
+    def read_file(self, path: str) -> bytes:
+        rel = workspace_relative(path)
+        # Symlinks are resolved inside the container, where nothing of the host exists.
+        found = self.exec(["realpath", "-e", "--", f"{WORKSPACE}/{rel}"], timeout=60)
+        if found.exit_code != 0:
+            raise FileNotFoundError(f"{path}: {found.stderr.strip()}")
+        real = found.stdout.strip()
+        if not real.startswith(WORKSPACE + "/"):
+            raise PermissionError(f"{path}: outside the workspace")
+        return self._read_bytes(real)
+
+    def _read_bytes(self, real: str) -> bytes:
+        try:
+            stream, _ = self._live().get_archive(real)
+        except docker.errors.NotFound as exc:
+            raise FileNotFoundError(real) from exc
+        with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tf:
+            member = next((m for m in tf.getmembers() if m.isfile()), None)
+            if member is None:
+                raise FileNotFoundError(f"{real}: not a regular file")
+            fh = tf.extractfile(member)
+            assert fh is not None
+            return fh.read()
+
+    def write_file(self, path: str, data: bytes) -> None:
+        rel = workspace_relative(path)
+        parent = f"{WORKSPACE}/{rel.parent}" if str(rel.parent) != "." else WORKSPACE
+        made = self.exec(["mkdir", "-p", "--", parent], timeout=60)
+        if made.exit_code != 0:
+            raise SandboxError(f"{path}: cannot create its folder: {made.stderr.strip()}")
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tf:
+            info = tarfile.TarInfo(rel.name)
+            info.size, info.mode = len(data), 0o644
+            info.uid, info.gid, info.mtime = SANDBOX_UID, SANDBOX_GID, int(time.time())
+            tf.addfile(info, io.BytesIO(data))
+        try:
+            ok = self._live().put_archive(parent, buf.getvalue())
+        except docker.errors.DockerException as exc:
+            raise SandboxError(f"{path}: {exc}") from exc
+        if not ok:
+            raise SandboxError(f"{path}: the engine refused the file")
+
+    def diff(self) -> str:
+        if self._base is None:
+            raise SandboxError("the workspace was not created from a git checkout")
+        result = self.exec(diff_command(self._base), timeout=120, output_cap=DIFF_CAP)
+        if result.exit_code != 0 or result.truncated:
+            raise SandboxError(f"git diff failed ({result.exit_code}): {result.stderr[-2000:]}")
+        return result.stdout
+
+    # -- teardown ----------------------------------------------------------------------
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self.container is not None:
+            try:
+                self.container.remove(force=True, v=True)
+            except docker.errors.NotFound:
+                pass
+            except docker.errors.DockerException as exc:
+                raise SandboxError(
+                    f"could not remove container {self.container.id}: {exc}"
+                ) from exc
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def reap_stale(
+    settings: SandboxSettings,
+    *,
+    max_age_s: float = 6 * 3600,
+    client: docker.DockerClient | None = None,
+) -> list[str]:
+    """Remove sandbox containers left by a crashed worker: those whose owner process on
+    this host is gone, and any older than ``max_age_s``. Returns the removed ids."""
+    client = client or docker_client(settings)
+    host = socket.gethostname()
+    removed = []
+    for container in client.containers.list(all=True, filters={"label": LABEL}):
+        labels = container.labels or {}
+        owner_host, _, owner_pid = labels.get(f"{LABEL}.owner", "").partition(":")
+        created = int(labels.get(f"{LABEL}.created", "0") or 0)
+        orphan = owner_host == host and owner_pid.isdigit() and not _alive(int(owner_pid))
+        too_old = time.time() - created > max_age_s
+        if orphan or too_old:
+            try:
+                container.remove(force=True, v=True)
+                removed.append(container.id)
+            except docker.errors.NotFound:
+                pass
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _drain(
+    chunks: Iterator[tuple[bytes | None, bytes | None]], out: CappedStream, err: CappedStream
+) -> None:
+    try:
+        for stdout, stderr in chunks:
+            if stdout:
+                out.feed(stdout)
+            if stderr:
+                err.feed(stderr)
+    except (docker.errors.DockerException, OSError):
+        pass
+
+
+def _exit_code(api: Any, exec_id: str) -> int:
+    # The stream can end a moment before the engine records the exit code.
+    for _ in range(50):
+        code = api.exec_inspect(exec_id).get("ExitCode")
+        if code is not None:
+            return int(code)
+        time.sleep(0.02)
+    raise SandboxError("the engine did not report the command's exit code")
+
+
+def _owned(info: tarfile.TarInfo) -> tarfile.TarInfo:
+    info.uid, info.gid, info.uname, info.gname = SANDBOX_UID, SANDBOX_GID, "", ""
+    return info
+
+
+def _tar_tree(source: Path) -> IO[bytes]:
+    """The checkout as a tar owned by the sandbox user (symlinks kept as links), in a
+    spooled file so a large checkout is not held in memory."""
+    spool = tempfile.SpooledTemporaryFile(max_size=64 * 1024 * 1024)  # noqa: SIM115
+    with tarfile.open(fileobj=spool, mode="w") as tf:
+        tf.add(str(source), arcname=".", recursive=True, filter=_owned)
+    spool.seek(0)
+    return spool
+
+
+def _tar_owned_dir() -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tf:
+        info = tarfile.TarInfo(".")
+        info.type, info.mode = tarfile.DIRTYPE, 0o700
+        tf.addfile(_owned(info))
+    return buf.getvalue()

@@ -5,7 +5,7 @@ environment's test files back (the test_patch files are reset to base and the
 test_patch applied, so a patch cannot pass by editing the tests), run the tests
 with a JUnit report. The reward is 1.0 iff every FAIL_TO_PASS and PASS_TO_PASS
 test passed and the Semgrep and hygiene gates, when the gates module is
-present, add no finding; else 0.0. Binary on purpose: partial credit is easy to
+present, add no blocking (error-severity) finding; else 0.0. Binary on purpose: partial credit is easy to
 game (break a test to "fix" another). Shaping exists, separate and off by
 default (:func:`shaped_reward`).
 """
@@ -118,7 +118,8 @@ def compute_reward(
     findings: list[Finding] = []
     for gate in gate_list:
         result = gate.run(ctx)
-        findings.extend(result.findings)
+        # Warnings and notes inform a reviewer; only blocking findings cost the reward.
+        findings.extend(f for f in result.findings if f.severity == "error")
         if not result.passed and not result.findings:
             findings.append(Finding(gate.name, "gate-failed", result.logs[:300] or "failed"))
     names = tuple(g.name for g in gate_list)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakes import LocalDirSandbox, git
+from tests.fakes import LocalDirSandbox
 from tests.plugins.trainer import PYTEST, FixRepo, sandbox_factory
 from trainer.envs.builder import BuildSpec, EnvironmentBuilder
 from trainer.envs.schema import Environment
@@ -128,4 +128,17 @@ def test_insecure_patch_with_the_real_default_gates(
     insecure = GOOD.replace("return a + b", "return eval(f'{a} + {b}')")
     result = compute_reward(env, _diff(checkout, {"calc.py": insecure}), checkout, sandbox_factory)
     assert result.reward == 0.0 and result.reason == "gate_findings"
-    git(checkout, "status")
+    assert "semgrep" in {f.gate for f in result.findings}
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("worker.gates.semgrep") is None,
+    reason="worker.gates.semgrep has not landed in this branch yet",
+)
+def test_good_patch_with_the_real_default_gates(
+    env_and_checkout: tuple[Environment, Path],
+) -> None:
+    env, checkout = env_and_checkout
+    result = compute_reward(env, _diff(checkout, {"calc.py": GOOD}), checkout, sandbox_factory)
+    assert (result.reward, result.reason) == (1.0, "solved")
+    assert result.gates_run == ("semgrep", "hygiene")

@@ -49,7 +49,7 @@ def task_for(env: Environment) -> AgentTask:
     )
 
 
-def test_reward(sandbox_factory: Callable[[Path], Sandbox]) -> RewardFn:
+def graded_reward(sandbox_factory: Callable[[Path], Sandbox]) -> RewardFn:
     """The real reward: tests + gates on the rollout's diff."""
     from trainer.rl.reward import compute_reward
 

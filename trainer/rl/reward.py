@@ -5,9 +5,9 @@ environment's test files back (the test_patch files are reset to base and the
 test_patch applied, so a patch cannot pass by editing the tests), run the tests
 with a JUnit report. The reward is 1.0 iff every FAIL_TO_PASS and PASS_TO_PASS
 test passed and the Semgrep and hygiene gates, when the gates module is
-present, add no blocking (error-severity) finding; else 0.0. Binary on purpose: partial credit is easy to
-game (break a test to "fix" another). Shaping exists, separate and off by
-default (:func:`shaped_reward`).
+present, add no blocking (error-severity) finding; else 0.0. Binary on
+purpose: partial credit is easy to game (break a test to "fix" another).
+Shaping exists, separate and off by default (:func:`shaped_reward`).
 """
 
 from __future__ import annotations

@@ -263,6 +263,8 @@ def train(
             group_size=group_size,
             learning_rate=learning_rate,
             finetune="full" if finetune == "full" else "lora",
+            max_turns=max_turns,
+            max_new_tokens=max_new_tokens,
         )
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None

@@ -235,6 +235,8 @@ def train(
     learning_rate: float,
     finetune: str,
     resume: Path | None,
+    max_turns: int,
+    max_new_tokens: int,
     version_name: str | None,
     store: Path | None,
 ) -> None:

@@ -217,6 +217,10 @@ def import_envs(ctx: click.Context, path: Path, store: Path | None) -> None:
     default=None,
     help="A checkpoint folder (step-N) to continue from.",
 )
+@click.option("--max-turns", type=int, default=100, show_default=True, help="Agent turns.")
+@click.option(
+    "--max-new-tokens", type=int, default=8192, show_default=True, help="New tokens per model turn."
+)
 @click.option(
     "--register",
     "version_name",

@@ -194,6 +194,56 @@ def import_envs(ctx: click.Context, path: Path, store: Path | None) -> None:
         click.echo(f"  {r.candidate}: {r.reason} ({r.detail})")
 
 
+@envs.command("from-outcomes")
+@click.option("--name", "repo_name", required=True, help="owner/name as the outcome store has it.")
+@click.option(
+    "--repo",
+    "repo_dir",
+    required=True,
+    type=click.Path(path_type=Path, file_okay=False, exists=True),
+    help="A local clone holding the PRs' base commits.",
+)
+@click.option("--test-command", default="python -m pytest", show_default=True)
+@click.option("--reruns", type=int, default=3, show_default=True)
+@click.option("--timeout", "timeout_s", type=float, default=300.0, show_default=True)
+@_store_option
+@click.pass_context
+def envs_from_outcomes(
+    ctx: click.Context,
+    repo_name: str,
+    repo_dir: Path,
+    test_command: str,
+    reruns: int,
+    timeout_s: float,
+    store: Path | None,
+) -> None:
+    """Build environments from recorded PR outcomes (merged: built; closed: kept as
+    negative examples with review comments)."""
+    from bot.store.db import Database
+    from trainer.envs.builder import EnvironmentBuilder
+    from trainer.envs.outcomes import environments_from_outcomes
+    from trainer.envs.storage import EnvironmentStore
+    from worker.sandbox import sandbox_factory
+
+    settings = _settings(ctx)
+    builder = EnvironmentBuilder(
+        sandbox_factory(settings.sandbox), reruns=reruns, test_timeout_s=timeout_s
+    )
+    db = Database(settings.effective_database_url)
+    report = environments_from_outcomes(
+        db,
+        repo_name,
+        repo_dir,
+        builder,
+        EnvironmentStore(_store_dir(ctx, store)),
+        test_command=test_command,
+    )
+    for env in report.built:
+        click.echo(f"built {_summary(env)}")
+    for r in report.rejected:
+        click.echo(f"rejected {r.candidate}: {r.reason} ({r.detail})")
+
+
 # -- train --------------------------------------------------------------------------------------
 @click.command("train")
 @click.option(

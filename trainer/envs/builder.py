@@ -19,6 +19,7 @@ are stripped so the environment does not hand the model its answer.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import shutil
 import tempfile
@@ -50,6 +51,9 @@ class BuildSpec:
     setup_commands: tuple[str, ...] = ()
     hints_text: str = ""
     provenance: Provenance = field(default_factory=Provenance)
+    # The fix as a diff, when there is no fix commit at hand (a merged PR's diff from
+    # the forge); ``fix`` is then ignored.
+    fix_diff: str | None = None
 
 
 class BuildRejected(Exception):
@@ -81,14 +85,18 @@ class EnvironmentBuilder:
 
     def build(self, spec: BuildSpec) -> Environment:
         """The environment, or :class:`BuildRejected` with the reason."""
-        candidate = f"{spec.repo}@{spec.base[:12]}..{spec.fix[:12]}"
+        candidate = f"{spec.repo}@{spec.base[:12]}..{(spec.fix or 'diff')[:12]}"
 
         def reject(reason: str, detail: str) -> BuildRejected:
             return BuildRejected(Rejection(candidate=candidate, reason=reason, detail=detail))  # type: ignore[arg-type]
 
         base = resolve_commit(spec.repo_dir, spec.base)
-        fix = resolve_commit(spec.repo_dir, spec.fix)
-        diff = run_git(spec.repo_dir, "diff", "--binary", "--no-color", base, fix, "--")
+        if spec.fix_diff is not None:
+            diff = spec.fix_diff
+            fix = "diff-" + hashlib.sha256(diff.encode()).hexdigest()[:12]
+        else:
+            fix = resolve_commit(spec.repo_dir, spec.fix)
+            diff = run_git(spec.repo_dir, "diff", "--binary", "--no-color", base, fix, "--")
         patch, test_patch = split_test_patch(diff)
         if not patch.strip():
             raise reject("no_code_change", "the fix changes only tests (or nothing)")
@@ -222,7 +230,7 @@ def strip_leaked_solution(issue_text: str, patch: str) -> tuple[str, bool]:
 def instance_id(repo: str, fix: str) -> str:
     """SWE-bench style: ``owner__name-<fix sha prefix>``; only safe characters."""
     slug = re.sub(r"[^A-Za-z0-9_.-]", "_", repo.replace("/", "__"))
-    return f"{slug}-{fix[:12]}"
+    return f"{slug}-{fix.removeprefix('diff-')[:12]}"
 
 
 __all__ = [

@@ -113,6 +113,8 @@ class Rejection(BaseModel):
         "patch_does_not_apply",
         "duplicate",
         "no_test_results",
+        "pr_not_merged",  # a closed bot PR: kept as a negative example
+        "no_base_commit",  # the outcome does not say which commit the fix was made on
     ]
     detail: str = ""
     negative_trajectory: str | None = None  # path of a rejected bot PR's trajectory

@@ -432,6 +432,55 @@ def list_models(ctx: click.Context, as_json: bool) -> None:
         click.echo(f"{v.name}\t{v.state}\theld-out {rate}\t{v.adapter_path or v.base_model}")
 
 
+@model.command("evaluate")
+@click.argument("version")
+@click.option(
+    "--envs",
+    "selector",
+    default="split:heldout",
+    show_default=True,
+    help="Environments to score on.",
+)
+@click.option("--k", type=int, default=1, show_default=True, help="Rollouts per environment.")
+@click.option("--max-turns", type=int, default=100, show_default=True)
+@click.option("--max-new-tokens", type=int, default=8192, show_default=True)
+@_store_option
+@click.pass_context
+def evaluate_model(
+    ctx: click.Context,
+    version: str,
+    selector: str,
+    k: int,
+    max_turns: int,
+    max_new_tokens: int,
+    store: Path | None,
+) -> None:
+    """Score VERSION on held-out environments (stored; promotion compares it)."""
+    from bot.settings import AgentSettings
+    from trainer.envs.storage import EnvironmentStore
+    from trainer.evaluate import evaluate_version
+    from trainer.registry import RegistryError
+    from worker.sandbox import sandbox_factory
+
+    settings = _settings(ctx)
+    env_store = EnvironmentStore(_store_dir(ctx, store))
+    chosen = env_store.select(selector)
+    if not chosen:
+        raise click.ClickException(f"no environments match {selector!r}")
+    limits = AgentSettings(max_turns=max_turns, max_new_tokens=max_new_tokens)
+    checkouts = Path(tempfile.mkdtemp(prefix="ribbit-eval-"))
+    try:
+        pairs = [(e, env_store.checkout(e, checkouts / e.instance_id)) for e in chosen]
+        report = evaluate_version(
+            _db(ctx), version, pairs, sandbox_factory(settings.sandbox), limits, k=k
+        )
+    except RegistryError as exc:
+        raise click.ClickException(str(exc)) from None
+    finally:
+        shutil.rmtree(checkouts, ignore_errors=True)
+    click.echo(f"{version}: held-out pass rate {report.pass_rate:.1%} on {len(chosen)} env(s)")
+
+
 @model.command("promote")
 @click.argument("version")
 @click.option("--force", is_flag=True, help="Promote even if not better on held-out.")

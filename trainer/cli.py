@@ -244,6 +244,66 @@ def envs_from_outcomes(
         click.echo(f"rejected {r.candidate}: {r.reason} ({r.detail})")
 
 
+@envs.command("calibrate")
+@click.option("--envs", "selector", default="all", show_default=True)
+@click.option("--k", type=int, default=4, show_default=True, help="Rollouts per environment.")
+@click.option(
+    "--model",
+    "model_path",
+    default=None,
+    help="Model to calibrate with (default: the promoted version, else the base).",
+)
+@click.option("--max-turns", type=int, default=100, show_default=True)
+@click.option("--max-new-tokens", type=int, default=8192, show_default=True)
+@_store_option
+@click.pass_context
+def calibrate_envs(
+    ctx: click.Context,
+    selector: str,
+    k: int,
+    model_path: str | None,
+    max_turns: int,
+    max_new_tokens: int,
+    store: Path | None,
+) -> None:
+    """k rollouts per environment; pass@k stored, always/never solved marked (no signal)."""
+    from bot.settings import AgentSettings
+    from bot.store.db import Database
+    from trainer.calibrate import calibrate
+    from trainer.envs.storage import EnvironmentStore
+    from trainer.evaluate import version_policy
+    from trainer.registry import promoted_model
+    from trainer.rl.rollout import graded_reward
+    from worker.sandbox import sandbox_factory
+
+    settings = _settings(ctx)
+    env_store = EnvironmentStore(_store_dir(ctx, store))
+    chosen = env_store.select(selector)
+    if not chosen:
+        raise click.ClickException(f"no environments match {selector!r}")
+    base, adapter = model_path or settings.model.model, None
+    if model_path is None:
+        db = Database(settings.effective_database_url)
+        db.migrate()
+        current = promoted_model(db)
+        if current is not None:
+            base, adapter = current.base_model, current.adapter_path
+    limits = AgentSettings(max_turns=max_turns, max_new_tokens=max_new_tokens)
+    factory = sandbox_factory(settings.sandbox)
+    policy = version_policy(base, adapter, limits)
+    checkouts = Path(tempfile.mkdtemp(prefix="ribbit-calibrate-"))
+    try:
+        pairs = [(e, env_store.checkout(e, checkouts / e.instance_id)) for e in chosen]
+        report = calibrate(pairs, policy, limits, factory, graded_reward(factory), k=k)
+    finally:
+        shutil.rmtree(checkouts, ignore_errors=True)
+    for env in chosen:
+        calibration = report.calibrations[env.instance_id]
+        env_store.update(env.model_copy(update={"calibration": calibration}))
+        signal = "signal" if calibration.has_signal else "no signal"
+        click.echo(f"{env.instance_id}\tpass {calibration.solved}/{calibration.k}\t{signal}")
+
+
 # -- train --------------------------------------------------------------------------------------
 @click.command("train")
 @click.option(

@@ -77,3 +77,11 @@ def test_train_command_runs_on_the_bubblewrap_sandbox(
     assert promoted.exit_code == 0, promoted.output
     listed = CliRunner().invoke(main, ["model", "list"])
     assert "cand1\tpromoted\theld-out 0.0%" in listed.output
+    calibrated = CliRunner().invoke(main, [
+        "envs", "calibrate", "--k", "2", "--max-turns", "2", "--max-new-tokens", "32",
+    ], catch_exceptions=False)
+    assert calibrated.exit_code == 0, calibrated.output
+    assert f"{env.instance_id}\tpass 0/2\tno signal" in calibrated.output
+    stored = EnvironmentStore(data / "trainer").get(env.instance_id)
+    assert (stored.calibration.k, stored.calibration.solved) == (2, 0)
+    assert stored.calibration.model is not None and "adapter" in stored.calibration.model

@@ -15,6 +15,8 @@
 - With one update per batch the ratio is exactly 1 and the "old" log-probs are
   the current ones detached (no extra forward pass); with more, they are
   computed once before the first update.
+- Sequences are processed one at a time with batch-wide loss weights, so memory
+  holds one sequence's activations and the update is still the batch's.
 - Checkpoints hold the trainable weights, the optimizer, the step and every RNG
   state, so a resumed run takes exactly the step the original would have.
 """
@@ -32,7 +34,7 @@ from torch import Tensor
 from torch.utils.checkpoint import checkpoint
 
 from trainer.config import TrainSettings
-from trainer.rl.loss import LossConfig, policy_loss
+from trainer.rl.loss import LossConfig, policy_loss, token_weights
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -158,48 +160,62 @@ class Learner:
 
     # -- updates ---------------------------------------------------------------
     def step(self, samples: list[Sample]) -> StepStats:
-        """One batch: ``updates_per_batch`` optimizer updates on these samples."""
+        """One batch: ``updates_per_batch`` optimizer updates on these samples.
+
+        Sequences go through forward and backward one at a time (gradients
+        accumulate), so memory holds one sequence's activations, while the loss
+        weights come from the whole batch's mask: the update is the same as one
+        taken on the batch at once.
+        """
         if not samples:
             raise ValueError("no samples to learn from")
-        length = max(len(s.input_ids) for s in samples) - 1
         device = self.device
-        mask = torch.zeros(len(samples), length, device=device)
-        for i, s in enumerate(samples):
-            mask[i, : len(s.input_ids) - 1] = torch.tensor(s.loss_mask[1:], dtype=torch.float32)
+        length = max(len(s.input_ids) for s in samples) - 1
+        masks = [torch.tensor(s.loss_mask[1:], dtype=torch.float32, device=device) for s in samples]
+        batch_mask = self._pad(masks, length)
+        weights = token_weights(batch_mask, self.loss_config)
         advantages = torch.tensor([s.advantage for s in samples], device=device)
-        need_ref = self.settings.kl_coef > 0
-        ref = (
-            self._pad([self._ref_logprobs(s.input_ids) for s in samples], length)
-            if need_ref
-            else None
-        )
-        old: Tensor | None = None
+        refs: list[Tensor | None] = [
+            self._ref_logprobs(s.input_ids) if self.settings.kl_coef > 0 else None for s in samples
+        ]
+        olds: list[Tensor | None] = [None] * len(samples)
         if self.settings.updates_per_batch > 1:
             self.model.eval()
             with torch.no_grad():
-                old = self._pad([self.token_logprobs(s.input_ids) for s in samples], length)
+                olds = [self.token_logprobs(s.input_ids) for s in samples]
         stats: StepStats | None = None
         self.model.train()
         for _ in range(self.settings.updates_per_batch):
             self.optimizer.zero_grad(set_to_none=True)
-            logprobs = self._pad([self.token_logprobs(s.input_ids) for s in samples], length)
-            out = policy_loss(
-                logprobs,
-                old if old is not None else logprobs.detach(),
-                advantages,
-                mask,
-                self.loss_config,
-                ref_logprobs=ref,
-            )
-            out.loss.backward()
+            loss_sum = pg_sum = kl_sum = clip_sum = 0.0
+            tokens = 0
+            for i, sample in enumerate(samples):
+                n = masks[i].shape[0]
+                logprobs = self.token_logprobs(sample.input_ids).unsqueeze(0)
+                old, ref = olds[i], refs[i]
+                out = policy_loss(
+                    logprobs,
+                    old.unsqueeze(0) if old is not None else logprobs.detach(),
+                    advantages[i : i + 1],
+                    masks[i].unsqueeze(0),
+                    self.loss_config,
+                    ref_logprobs=ref.unsqueeze(0) if ref is not None else None,
+                    weights=weights[i : i + 1, :n],
+                )
+                out.loss.backward()
+                loss_sum += float(out.loss.detach())
+                pg_sum += float(out.policy_loss)
+                kl_sum += float(out.kl) * out.tokens
+                clip_sum += float(out.clip_fraction) * out.tokens
+                tokens += out.tokens
             grad_norm = torch.nn.utils.clip_grad_norm_(self.params, self.settings.max_grad_norm)
             self.optimizer.step()
             stats = StepStats(
-                loss=float(out.loss.detach()),
-                policy_loss=float(out.policy_loss),
-                kl=float(out.kl),
-                clip_fraction=float(out.clip_fraction),
-                tokens=out.tokens,
+                loss=loss_sum,
+                policy_loss=pg_sum,
+                kl=kl_sum / max(tokens, 1),
+                clip_fraction=clip_sum / max(tokens, 1),
+                tokens=tokens,
                 grad_norm=float(grad_norm),
             )
         self.model.eval()

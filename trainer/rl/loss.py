@@ -62,28 +62,35 @@ class LossOutput:
     tokens: int
 
 
-def _token_mean(values: Tensor, mask: Tensor, config: LossConfig) -> Tensor:
-    return (values * mask).sum() / mask.sum().clamp(min=1.0)
+# Every aggregation is a weighted sum of per-token values whose weights depend on the
+# mask only. Computing the weights once for the whole batch lets the learner take the
+# loss one sequence at a time (bounded memory) and still get the batch's exact value.
+def _token_mean_weights(mask: Tensor, config: LossConfig) -> Tensor:
+    return mask / mask.sum().clamp(min=1.0)
 
 
-def _sequence_mean(values: Tensor, mask: Tensor, config: LossConfig) -> Tensor:
-    per_seq_tokens = mask.sum(dim=1)
-    per_seq = (values * mask).sum(dim=1) / per_seq_tokens.clamp(min=1.0)
-    present = (per_seq_tokens > 0).to(values.dtype)
+def _sequence_mean_weights(mask: Tensor, config: LossConfig) -> Tensor:
+    per_seq_tokens = mask.sum(dim=1, keepdim=True)
     # A rollout with no token left (masked out as truncated) must not dilute the mean.
-    return (per_seq * present).sum() / present.sum().clamp(min=1.0)
+    present = (per_seq_tokens > 0).to(mask.dtype).sum().clamp(min=1.0)
+    return mask / per_seq_tokens.clamp(min=1.0) / present
 
 
-def _dr_grpo(values: Tensor, mask: Tensor, config: LossConfig) -> Tensor:
-    max_tokens = config.dr_grpo_max_tokens or values.shape[1]
-    return (values * mask).sum() / (values.shape[0] * max_tokens)
+def _dr_grpo_weights(mask: Tensor, config: LossConfig) -> Tensor:
+    max_tokens = config.dr_grpo_max_tokens or mask.shape[1]
+    return mask / (mask.shape[0] * max_tokens)
 
 
-AGGREGATORS: dict[str, Callable[[Tensor, Tensor, LossConfig], Tensor]] = {
-    "token_mean": _token_mean,
-    "sequence_mean": _sequence_mean,
-    "dr_grpo": _dr_grpo,
+AGGREGATORS: dict[str, Callable[[Tensor, LossConfig], Tensor]] = {
+    "token_mean": _token_mean_weights,
+    "sequence_mean": _sequence_mean_weights,
+    "dr_grpo": _dr_grpo_weights,
 }
+
+
+def token_weights(mask: Tensor, config: LossConfig) -> Tensor:
+    """``(B, T)`` weights such that the aggregated loss is ``(weights * loss_t).sum()``."""
+    return AGGREGATORS[config.aggregation](mask.float(), config)
 
 
 def k3_kl(logprobs: Tensor, ref_logprobs: Tensor) -> Tensor:
@@ -100,10 +107,13 @@ def policy_loss(
     config: LossConfig,
     *,
     ref_logprobs: Tensor | None = None,
+    weights: Tensor | None = None,
 ) -> LossOutput:
     """The GRPO-family loss. ``logprobs``, ``old_logprobs``, ``mask`` (and
     ``ref_logprobs``) are ``(B, T)``; ``advantages`` is ``(B,)`` (one per rollout,
-    broadcast to its tokens) or ``(B, T)``."""
+    broadcast to its tokens) or ``(B, T)``. ``weights`` (from :func:`token_weights` over
+    the whole batch) lets a caller pass a slice of the batch and get its exact share of
+    the batch loss; by default they come from ``mask``."""
     if logprobs.shape != old_logprobs.shape or logprobs.shape != mask.shape:
         raise ValueError(
             f"logprobs {tuple(logprobs.shape)}, old_logprobs {tuple(old_logprobs.shape)} and "
@@ -121,8 +131,8 @@ def policy_loss(
     unclipped = ratio * adv
     clipped = torch.clamp(ratio, 1.0 - config.eps_low, 1.0 + config.eps_high) * adv
     pg = -torch.minimum(unclipped, clipped)
-    aggregate = AGGREGATORS[config.aggregation]
-    pg_loss = aggregate(pg, mask, config)
+    w = (weights if weights is not None else token_weights(mask, config)).to(logprobs.dtype)
+    pg_loss = (pg * w).sum()
     loss = pg_loss
     n_tokens = mask.sum().clamp(min=1.0)
     kl_mean = torch.zeros((), dtype=logprobs.dtype, device=logprobs.device)
@@ -130,7 +140,7 @@ def policy_loss(
         kl = k3_kl(logprobs, torch.where(mask > 0, ref_logprobs.detach(), logprobs.detach()))
         kl_mean = ((kl * mask).sum() / n_tokens).detach()
         if config.kl_coef > 0:
-            loss = loss + config.kl_coef * aggregate(kl, mask, config)
+            loss = loss + config.kl_coef * (kl * w).sum()
     clip_fraction = (((clipped < unclipped).to(mask.dtype) * mask).sum() / n_tokens).detach()
     return LossOutput(
         loss=loss,

@@ -14,7 +14,7 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from trainer.rl.loss import LossConfig, k3_kl, policy_loss
+from trainer.rl.loss import LossConfig, k3_kl, policy_loss, token_weights
 
 
 def _batch() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -115,3 +115,27 @@ def test_config_validation_messages() -> None:
         policy_loss(new, old, adv, mask, LossConfig(kl_coef=0.1))
     with pytest.raises(ValueError, match="same shape"):
         policy_loss(new, old[:, :1], adv, mask, LossConfig())
+
+
+@pytest.mark.parametrize("aggregation", ["token_mean", "sequence_mean", "dr_grpo"])
+def test_per_sequence_slices_with_batch_weights_add_up_to_the_batch_loss(
+    aggregation: str,
+) -> None:
+    config = LossConfig(aggregation=aggregation, kl_coef=0.1)  # type: ignore[arg-type]
+    new, old, adv, mask = _batch()
+    ref = old - 0.3
+    full = policy_loss(new, old, adv, mask, config, ref_logprobs=ref)
+    weights = token_weights(mask, config)
+    parts = [
+        policy_loss(
+            new[i : i + 1],
+            old[i : i + 1],
+            adv[i : i + 1],
+            mask[i : i + 1],
+            config,
+            ref_logprobs=ref[i : i + 1],
+            weights=weights[i : i + 1],
+        ).loss
+        for i in range(2)
+    ]
+    assert_close(sum(parts), full.loss)

@@ -188,3 +188,37 @@ def test_train_settings_validation() -> None:
         ["--steps", "3", "--finetune", "full", "--scale_by_std", "false"]
     )
     assert (parsed.steps, parsed.finetune, parsed.scale_by_std) == (3, "full", False)
+
+
+def test_kl_to_the_adapter_free_base_and_several_updates_per_batch(
+    two_choice_model_dir: Path, toy_repo: tuple[Path, str], tmp_path: Path
+) -> None:
+    repo, base = toy_repo
+    settings = _settings(
+        two_choice_model_dir, tmp_path / "run", kl_coef=0.1, updates_per_batch=3, learning_rate=0.05
+    )
+    learner = _learner(settings)
+    policy = TransformersPolicy.from_model(
+        learner.model, learner.tokenizer, defaults=agent_limits(settings)
+    )
+    group = collect_group(
+        toy_environment(base),
+        repo,
+        policy,
+        agent_limits(settings),
+        LocalDirSandbox,
+        lambda env, result, checkout: 0.0,
+        2,
+    )
+    from trainer.rl.learner import Sample
+
+    samples = [
+        Sample(r.segments[0].input_ids, r.segments[0].loss_mask, adv)
+        for r, adv in zip(group, (1.0, -1.0), strict=True)
+    ]
+    stats = learner.step(samples)
+    # By the last update the adapter has moved the policy away from the base (KL > 0)
+    # and away from the rollout policy (ratios != 1, some clipped or not).
+    assert stats.kl > 0
+    assert 0.0 <= stats.clip_fraction <= 1.0
+    assert stats.tokens == sum(sum(s.loss_mask) for s in samples)

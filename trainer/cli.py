@@ -45,6 +45,13 @@ def _summary(env: Environment) -> str:
     )
 
 
+def _index(ctx: click.Context, env_store: Any) -> None:
+    """Keep the store's table in the database in step with the files."""
+    from trainer.envs.index import sync_index
+
+    sync_index(_db(ctx), env_store)
+
+
 _store_option = click.option(
     "--store",
     type=click.Path(path_type=Path, file_okay=False),
@@ -125,6 +132,7 @@ def build_env(
     except BuildRejected as exc:
         env_store.reject(exc.rejection)
         raise click.ClickException(f"rejected: {exc}") from None
+    _index(ctx, env_store)
     click.echo(env.model_dump_json(indent=2) if as_json else _summary(env))
 
 
@@ -188,7 +196,9 @@ def import_envs(ctx: click.Context, path: Path, store: Path | None) -> None:
     """Read SWE-bench (or Ribbit) JSONL; duplicates are refused and listed."""
     from trainer.envs.storage import EnvironmentStore
 
-    imported, refused = EnvironmentStore(_store_dir(ctx, store)).import_jsonl(path)
+    env_store = EnvironmentStore(_store_dir(ctx, store))
+    imported, refused = env_store.import_jsonl(path)
+    _index(ctx, env_store)
     click.echo(f"imported {len(imported)}, refused {len(refused)}")
     for r in refused:
         click.echo(f"  {r.candidate}: {r.reason} ({r.detail})")
@@ -221,6 +231,7 @@ def envs_from_outcomes(
     negative examples with review comments)."""
     from bot.store.db import Database
     from trainer.envs.builder import EnvironmentBuilder
+    from trainer.envs.index import sync_index
     from trainer.envs.outcomes import environments_from_outcomes
     from trainer.envs.storage import EnvironmentStore
     from worker.sandbox import sandbox_factory
@@ -230,14 +241,12 @@ def envs_from_outcomes(
         sandbox_factory(settings.sandbox), reruns=reruns, test_timeout_s=timeout_s
     )
     db = Database(settings.effective_database_url)
+    db.migrate()
+    env_store = EnvironmentStore(_store_dir(ctx, store))
     report = environments_from_outcomes(
-        db,
-        repo_name,
-        repo_dir,
-        builder,
-        EnvironmentStore(_store_dir(ctx, store)),
-        test_command=test_command,
+        db, repo_name, repo_dir, builder, env_store, test_command=test_command
     )
+    sync_index(db, env_store)
     for env in report.built:
         click.echo(f"built {_summary(env)}")
     for r in report.rejected:
@@ -302,6 +311,7 @@ def calibrate_envs(
         env_store.update(env.model_copy(update={"calibration": calibration}))
         signal = "signal" if calibration.has_signal else "no signal"
         click.echo(f"{env.instance_id}\tpass {calibration.solved}/{calibration.k}\t{signal}")
+    _index(ctx, env_store)
 
 
 # -- train --------------------------------------------------------------------------------------

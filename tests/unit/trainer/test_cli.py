@@ -50,6 +50,19 @@ def test_envs_list_show_export_import(
     other = tmp_path / "other"
     imported = runner.invoke(main, ["envs", "import", str(out), "--store", str(other)])
     assert "imported 1, refused 0" in imported.output
+    from sqlalchemy import select
+
+    from bot.settings import load_settings
+    from bot.store.db import Database
+    from trainer.store import TrainingEnvironment
+
+    db = Database(load_settings().effective_database_url)
+    with db.session() as s:
+        rows = list(s.scalars(select(TrainingEnvironment)))
+    assert [(r.instance_id, r.store_path) for r in rows] == [
+        (env.instance_id, str(other.resolve()))
+    ]
+    db.dispose()
     again = runner.invoke(main, ["envs", "import", str(out), "--store", str(other)])
     assert "imported 0, refused 1" in again.output and "duplicate" in again.output
 

@@ -7,7 +7,7 @@ import time
 
 from flask import Flask, Response, g, request
 
-from bot import health, webhooks
+from bot import admin, health, webhooks
 from bot.queue import Dispatcher
 from bot.services import Services
 from bot.settings import Settings, load_settings
@@ -30,6 +30,7 @@ def create_app(settings: Settings | None = None, *, dispatcher: Dispatcher | Non
             log.error("%s webhooks are disabled: %s", forge, webhooks.MISSING_SECRET[forge])
     app.register_blueprint(webhooks.bp)
     app.register_blueprint(health.bp)
+    app.register_blueprint(admin.bp)
 
     @app.before_request
     def _start_timer() -> None:

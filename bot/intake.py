@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from sqlalchemy import update
 from sqlalchemy.orm import Session
 
 from bot import normalize
@@ -23,7 +24,7 @@ from bot.handlers import registry
 from bot.queue import Dispatcher
 from bot.settings import Settings
 from bot.store.jobs import JobStore
-from bot.store.models import Job
+from bot.store.models import Delivery, Job
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +81,7 @@ class Intake:
                 return IntakeResult("duplicate", "delivery already received", key=key)
             result = self._decide(session, [e for e in events if not isinstance(e, Ignored)])
             self._finish_delivery(session, forge, delivery_id, result)
-        self.dispatch([jid for jid in result.job_ids])
+        self.dispatch(list(result.job_ids))
         return result
 
     def _decide(self, session: Session, events: list[Event]) -> IntakeResult:
@@ -112,10 +113,6 @@ class Intake:
 
     def _finish_delivery(self, session: Session, forge: str, delivery_id: str,
                          result: IntakeResult) -> None:
-        from sqlalchemy import update
-
-        from bot.store.models import Delivery
-
         session.execute(
             update(Delivery)
             .where(Delivery.forge == forge, Delivery.delivery_id == delivery_id)

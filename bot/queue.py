@@ -15,6 +15,7 @@ TASK_FOR_KIND: dict[str, str] = {
     "revise": "ribbit.revise",
     "explain": "ribbit.explain",
     "help": "ribbit.help",
+    "command": "ribbit.command",
     "outcome": "ribbit.record_outcome",
 }
 QUEUE = "ribbit"

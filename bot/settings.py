@@ -20,7 +20,12 @@ from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import (
+    BaseSettings,
+    NestedSecretsSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
 
 
 class SettingsError(ValueError):
@@ -220,6 +225,11 @@ class Settings(BaseSettings):
         env_nested_delimiter="__",
         extra="forbid",
         frozen=True,
+        # Container secrets (compose `secrets:`, Kubernetes secret volumes): one file per
+        # setting, named like its variable in lower case (ribbit_github__webhook_secret).
+        secrets_dir="/run/secrets",
+        secrets_dir_missing="ok",
+        secrets_nested_delimiter="__",
     )
 
     data_dir: Path = Field(
@@ -284,7 +294,8 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return (init_settings, env_settings, _ConfigFileSource(settings_cls), file_secret_settings)
+        return (init_settings, env_settings, _ConfigFileSource(settings_cls),
+                NestedSecretsSettingsSource(file_secret_settings))
 
     # Derived values: computed, never stored, so they cannot disagree with data_dir.
     @property

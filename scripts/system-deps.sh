@@ -3,7 +3,8 @@
 # Safe to run repeatedly; does nothing on hosts that are not root Debian/Ubuntu.
 set -euo pipefail
 # python3-pytest: the bubblewrap sandbox runs repositories' tests with the host's /usr.
-packages=(redis-server podman runc bubblewrap debootstrap postgresql git uidmap iproute2 python3-pytest)
+packages=(redis-server podman runc bubblewrap debootstrap postgresql git uidmap iproute2 python3-pytest
+          chromium chromium-driver)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -17,6 +17,7 @@ pytest_plugins = [
     "tests.plugins.forge",
     "tests.plugins.sandbox",
     "tests.plugins.models",
+    "tests.plugins.e2e",
     "tests.plugins.trainer",
 ]
 

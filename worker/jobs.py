@@ -27,6 +27,8 @@ log = logging.getLogger(__name__)
 HEARTBEAT_EVERY_S = 5.0
 # A running job without a heartbeat for this long belongs to a dead worker.
 STALE_AFTER = timedelta(seconds=60)
+# A forge that stays unavailable for this many attempts fails the job instead of deferring.
+MAX_FORGE_DEFERRALS = 20
 
 
 class JobCancelled(Exception):
@@ -121,6 +123,11 @@ def run_job(runtime: WorkerRuntime, job_id: str) -> RunOutcome:
     except JobCancelled:
         return _end_cancelled(store, job_id)
     except ForgeUnavailable as exc:
+        if store.get(job_id).attempts >= MAX_FORGE_DEFERRALS:
+            store.transition(job_id, "failed", stage=None,
+                             reason=f"forge unavailable after {MAX_FORGE_DEFERRALS} attempts: "
+                                    f"{exc}")
+            return "failed"
         countdown = exc.retry_after if exc.retry_after is not None else 30.0
         store.transition(job_id, "queued", reason=f"deferred: {exc}")
         raise Defer(countdown, str(exc)) from exc

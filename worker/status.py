@@ -72,9 +72,9 @@ class StatusComment:
         try:
             if self.comment_id is None:
                 self.comment_id = self.forge.post_comment(self.issue, body)
-                self.store.update(self.job_id, status_comment_id=self.comment_id)
             else:
                 self.forge.edit_comment(self.issue, self.comment_id, body)
+            self.store.update(self.job_id, status_comment_id=self.comment_id)
         except ForgeError as exc:
             log.warning("status comment for job %s not updated: %s", self.job_id, exc,
                         extra={"job_id": self.job_id})

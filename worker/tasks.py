@@ -28,10 +28,13 @@ def _run(task: Task, job_id: str) -> str:
         return run_job(runtime, job_id)
     except Defer as defer:
         log.info("job %s deferred %.0fs: %s", job_id, defer.countdown, defer)
-        raise task.retry(countdown=defer.countdown, max_retries=None) from None
+        raise task.retry(countdown=defer.countdown) from None
 
 
-AGENT_TASK: dict[str, Any] = {"bind": True, "acks_late": True, "reject_on_worker_lost": True}
+# max_retries=None: a deferral (no free slot, forge rate limit) is not a failure; run_job
+# bounds forge deferrals itself (MAX_FORGE_DEFERRALS) and fails the job past that.
+AGENT_TASK: dict[str, Any] = {"bind": True, "acks_late": True, "reject_on_worker_lost": True,
+                              "max_retries": None}
 SHORT_TASK: dict[str, Any] = {**AGENT_TASK, "soft_time_limit": SHORT_SOFT_LIMIT_S,
                               "time_limit": SHORT_HARD_LIMIT_S}
 
@@ -53,6 +56,11 @@ def explain(self: Task, job_id: str) -> str:
 
 @shared_task(name="ribbit.help", **SHORT_TASK)
 def help_reply(self: Task, job_id: str) -> str:
+    return _run(self, job_id)
+
+
+@shared_task(name="ribbit.command", **SHORT_TASK)
+def command(self: Task, job_id: str) -> str:
     return _run(self, job_id)
 
 

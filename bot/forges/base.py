@@ -187,6 +187,10 @@ class Forge(Protocol):
 
     def get_pull_request(self, ref: PullRequestRef) -> PullRequest: ...
 
+    def update_pull_request_body(self, ref: PullRequestRef, body: str) -> None:
+        """Replace the PR/MR description (a revision's new gate report)."""
+        ...
+
     def list_open_pull_requests(
         self, repo: RepoRef, head_prefix: str = "ribbit/"
     ) -> list[PullRequest]: ...

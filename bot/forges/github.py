@@ -452,6 +452,12 @@ class GitHubForge:
             lambda: self._pull(ref.repo, self._repo(ref.repo).get_pull(ref.number)),
         )
 
+    def update_pull_request_body(self, ref: PullRequestRef, body: str) -> None:
+        body = scrub(body)
+        url = f"{self._repo(ref.repo).url}/pulls/{int(ref.number)}"
+        # PATCH is idempotent, so the client may retry it on a lost answer.
+        self._raw("PATCH", url, f"update pull request {ref}", body={"body": body})
+
     def list_open_pull_requests(
         self, repo: RepoRef, head_prefix: str = "ribbit/"
     ) -> list[PullRequest]:

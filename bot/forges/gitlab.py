@@ -409,6 +409,14 @@ class GitLabForge:
         )
         return self._merge_request(ref.repo, data)
 
+    def update_pull_request_body(self, ref: PullRequestRef, body: str) -> None:
+        body = scrub(body)
+        path = f"{self._project(ref.repo)}/merge_requests/{int(ref.number)}"
+        self._call(
+            f"update merge request {ref}",
+            lambda: self._gl.http_put(path, post_data={"description": body}),
+        )
+
     def list_open_pull_requests(
         self, repo: RepoRef, head_prefix: str = "ribbit/"
     ) -> list[PullRequest]:

@@ -6,6 +6,7 @@ worker against the forge before anything runs; intake only records intent.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from sqlalchemy import select
@@ -49,20 +50,20 @@ def run_command(ctx: Context) -> None:
     spec: dict[str, Any] = dict(forge=event.forge, repo=event.repo, issue_number=issue,
                 pr_number=event.pr_number, actor=event.actor.login,
                 delivery_id=event.delivery_id, installation_id=event.installation_id)
-    active = ctx.store.active_for_issue(ctx.session, event.forge, event.repo, issue)
-
-    if command.name == "stop":
-        if active is None:
-            return ctx.ignore("nothing to stop: no queued or running job for this issue")
-        ctx.store.cancel(ctx.session, active, f"stopped by {event.actor.login}")
-        ctx.notes.append(f"cancelled job {active.id}")
-        ctx.create_job(JobSpec(kind="help", instructions=f"stopped:{active.id}", **spec))
-        return None
     if command.name in {"explain", "help"}:
         ctx.create_job(JobSpec(kind=command.name, instructions=command.unknown or command.text,
                                **spec))
         return None
-    # retry and revise start agent work: admission applies, and they supersede a running job.
+    active = ctx.store.active_for_issue(ctx.session, event.forge, event.repo, issue)
+    if command.name == "stop":
+        if active is None:
+            return ctx.ignore("nothing to stop: no queued or running job for this issue")
+        # Cancelling someone's job needs write access, which only the worker can check
+        # against the forge: intake records the command, the worker carries it out.
+        ctx.create_job(JobSpec(kind="command", instructions=json.dumps(
+            {"command": "stop", "target": active.id}), **spec))
+        return None
+    # retry and revise start agent work: admission applies.
     reason = refusal_reason(ctx.settings.admission, ctx.store, ctx.session, event.forge,
                             event.repo)
     if reason:
@@ -70,11 +71,10 @@ def run_command(ctx: Context) -> None:
     kind = "revise" if command.name == "revise" else "solve"
     if kind == "revise" and event.pr_number is None:
         return ctx.ignore("/ribbit revise works on the bot's pull request, not the issue")
-    new_spec = JobSpec(kind=kind, instructions=command.text or None, **spec)  # type: ignore[arg-type]
     if active is not None:
-        # Cancel first: the old job holds the issue's active slot until it is cancelled.
-        ctx.store.cancel(ctx.session, active, f"superseded by /ribbit {command.name}")
-    job = ctx.create_job(new_spec)
-    if active is not None and job is not None:
-        active.superseded_by = job.id
+        # Superseding cancels a running job, so it waits for the worker's permission check.
+        ctx.create_job(JobSpec(kind="command", instructions=json.dumps(
+            {"command": command.name, "target": active.id, "text": command.text}), **spec))
+        return None
+    ctx.create_job(JobSpec(kind=kind, instructions=command.text or None, **spec))  # type: ignore[arg-type]
     return None

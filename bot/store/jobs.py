@@ -26,7 +26,7 @@ from bot.store.db import Database
 from bot.store.models import Control, Delivery, Job, Repository, utcnow
 
 JobState = Literal["queued", "running", "succeeded", "failed", "cancelled"]
-JobKind = Literal["solve", "revise", "explain", "help", "outcome", "reconcile"]
+JobKind = Literal["solve", "revise", "explain", "help", "command", "outcome"]
 ACTIVE_STATES: tuple[JobState, ...] = ("queued", "running")
 TERMINAL_STATES: tuple[JobState, ...] = ("succeeded", "failed", "cancelled")
 # Kinds that run the agent on an issue; at most one of them is active per issue.
@@ -261,7 +261,8 @@ class JobStore:
                                                                           updated_at=utcnow()))
 
     def claim(self, job_id: str, limits: Limits, *, stale_after: timedelta) -> ClaimOutcome:
-        """Move a queued job to running if the concurrency limits leave a slot.
+        """Move a queued job to running if the concurrency limits leave a slot (limits
+        count agent jobs only).
 
         A job left running by a worker that died (no heartbeat for ``stale_after``) is
         reclaimed. The first statement writes the admission lock row, which serialises
@@ -284,7 +285,14 @@ class JobStore:
             if job.held or self._paused(session, job.forge, job.repo):
                 job.held = True
                 return "held"
-            running = select(func.count()).select_from(Job).where(Job.state == "running")
+            if job.kind not in AGENT_KINDS:
+                # Replies, commands and bookkeeping are short and must not wait behind agent
+                # runs (a /ribbit stop stuck behind the job it stops would never run).
+                self._move(job, "running")
+                job.updated_at = utcnow()
+                return "claimed"
+            running = select(func.count()).select_from(Job).where(
+                Job.state == "running", Job.kind.in_(AGENT_KINDS))
             if (session.scalar(running) or 0) >= limits.max_concurrent:
                 return "no_slot"
             in_repo = running.where(Job.forge == job.forge, Job.repo == job.repo)

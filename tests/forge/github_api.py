@@ -442,6 +442,7 @@ class GitHubApi:
             ("GET", repo + r"/pulls", self.list_pulls),
             ("POST", repo + r"/pulls", self.create_pull),
             ("GET", repo + r"/pulls/(?P<n>\d+)", self.get_pull),
+            ("PATCH", repo + r"/pulls/(?P<n>\d+)", self.update_pull),
             ("POST", repo + r"/pulls/(?P<n>\d+)/requested_reviewers", self.request_reviewers),
             ("GET", repo + r"/pulls/(?P<n>\d+)/reviews", self.list_reviews),
             ("GET", repo + r"/pulls/(?P<n>\d+)/comments", self.list_review_comments),
@@ -715,6 +716,18 @@ class GitHubApi:
                 status=200,
                 content_type="text/plain; charset=utf-8",
             )
+        return _json(200, self.r.pull(repo, pr))
+
+    def update_pull(self, ctx: Ctx, m: dict[str, str]) -> Response:
+        repo = self._repo(ctx, m, "write")
+        pr = self._pull(repo, m["n"])
+        data = self._body(ctx)
+        for key in ("title", "body"):
+            if key in data:
+                if not isinstance(data[key], str):
+                    raise ApiError(422, "Validation Failed")
+                setattr(pr, key, data[key])
+        self.forge.refresh_pull(repo, pr)
         return _json(200, self.r.pull(repo, pr))
 
     def request_reviewers(self, ctx: Ctx, m: dict[str, str]) -> Response:

@@ -239,6 +239,7 @@ class GitLabApi:
             ("GET", p + r"/merge_requests", self.list_mrs),
             ("POST", p + r"/merge_requests", self.create_mr),
             ("GET", p + r"/merge_requests/(?P<iid>\d+)", self.get_mr),
+            ("PUT", p + r"/merge_requests/(?P<iid>\d+)", self.update_mr),
             ("GET", p + r"/merge_requests/(?P<iid>\d+)/approvals", self.approvals),
             ("GET", p + r"/merge_requests/(?P<iid>\d+)/reviewers", self.reviewers),
             ("GET", p + r"/merge_requests/(?P<iid>\d+)/notes", self.list_mr_notes),
@@ -429,6 +430,16 @@ class GitLabApi:
     def get_mr(self, ctx: Ctx, m: dict[str, str]) -> Response:
         repo = self._repo(ctx, m)
         return _json(200, self.r.merge_request(repo, self._mr(repo, m["iid"])))
+
+    def update_mr(self, ctx: Ctx, m: dict[str, str]) -> Response:
+        repo = self._repo(ctx, m, "write")
+        mr = self._mr(repo, m["iid"])
+        data = self._body(ctx)
+        if "description" in data:
+            mr.body = str(data["description"] or "")
+        if data.get("title"):
+            mr.title = str(data["title"])
+        return _json(200, self.r.merge_request(repo, mr))
 
     def approvals(self, ctx: Ctx, m: dict[str, str]) -> Response:
         repo = self._repo(ctx, m)

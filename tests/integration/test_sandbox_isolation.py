@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import subprocess
@@ -342,3 +343,29 @@ def test_sandbox_diff_needs_a_git_checkout(
         assert sb.read_file("f.txt") == b"x"
         with pytest.raises(SandboxError, match="git checkout"):
             sb.diff()
+
+
+def test_close_kills_a_command_still_running_on_another_thread(
+    backend_settings: SandboxSettings, source_repo: Path
+) -> None:
+    """Cancellation returns while a tool still runs; closing the sandbox must end it."""
+    import subprocess as sp
+    import threading
+
+    marker = f"ribbit-close-test-{os.getpid()}"
+    sandbox = open_sandbox(backend_settings, source_repo)
+    runner = threading.Thread(
+        target=lambda: sandbox.exec(f"sleep 300 # {marker}", timeout=600), daemon=True
+    )
+    runner.start()
+    deadline = time.monotonic() + 30
+    while sp.run(["pgrep", "-f", marker], capture_output=True).returncode != 0:
+        assert time.monotonic() < deadline, "the command never started"
+        time.sleep(0.1)
+    sandbox.close()
+    deadline = time.monotonic() + 30
+    while sp.run(["pgrep", "-f", marker], capture_output=True).returncode == 0:
+        assert time.monotonic() < deadline, "the command outlived the sandbox"
+        time.sleep(0.2)
+    runner.join(timeout=30)
+    assert not runner.is_alive()

@@ -11,6 +11,7 @@ import os
 import shutil
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -82,12 +83,14 @@ def postgres_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     bindir = _pg_bindir()
     require_service(bindir is not None, "PostgreSQL server binaries (initdb)")
     assert bindir is not None
-    datadir = tmp_path_factory.mktemp("pg") / "data"
-    sockdir = tmp_path_factory.mktemp("pgsock")
+    # Not under pytest's tmp root: that is private to root, and postgres must traverse it.
+    base = Path(tempfile.mkdtemp(prefix="ribbit-pg-"))
+    datadir, sockdir = base / "data", base / "sock"
+    sockdir.mkdir()
     run_as: list[str] = []
     if os.geteuid() == 0:
         # initdb refuses to run as root; hand the folders to the postgres user.
-        subprocess.run(["chown", "-R", "postgres", str(datadir.parent), str(sockdir)], check=True)
+        subprocess.run(["chown", "-R", "postgres", str(base)], check=True)
         run_as = ["runuser", "-u", "postgres", "--"]
     subprocess.run(
         [*run_as, str(bindir / "initdb"), "-D", str(datadir), "-U", "ribbit", "--auth=trust",
@@ -110,3 +113,4 @@ def postgres_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+        shutil.rmtree(base, ignore_errors=True)

@@ -24,7 +24,7 @@ HELP = """**Ribbit commands** (for collaborators with write access)
 MAX_STEPS = 40
 
 
-def _reply_target(ctx: JobContext) -> tuple[Any, IssueRef]:
+def reply_target(ctx: JobContext) -> tuple[Any, IssueRef]:
     job = ctx.job
     repo = RepoRef(job.forge, job.repo)  # type: ignore[arg-type]
     forge = make_forge(ctx.settings, repo.forge, installation_id=job.installation_id)
@@ -37,7 +37,7 @@ def _reply_target(ctx: JobContext) -> tuple[Any, IssueRef]:
     return forge, IssueRef(repo, number)
 
 
-def _check_actor(ctx: JobContext, forge: Any) -> None:
+def check_actor(ctx: JobContext, forge: Any) -> None:
     repo = RepoRef(ctx.job.forge, ctx.job.repo)  # type: ignore[arg-type]
     if not ctx.job.actor or not forge.has_write_access(repo, ctx.job.actor):
         raise JobRefused(f"{ctx.job.actor} does not have write access")
@@ -45,15 +45,10 @@ def _check_actor(ctx: JobContext, forge: Any) -> None:
 
 @pipeline("help")
 def help_reply(ctx: JobContext) -> dict[str, Any] | None:
-    forge, target = _reply_target(ctx)
-    _check_actor(ctx, forge)
+    forge, target = reply_target(ctx)
+    check_actor(ctx, forge)
     text = ctx.job.instructions or ""
-    if text.startswith("stopped:"):
-        body = f"⏹️ Stopped job `{text.split(':', 1)[1][:12]}` as @{ctx.job.actor} asked."
-    elif text:
-        body = f"I don't know the command `{text}`.\n\n{HELP}"
-    else:
-        body = HELP
+    body = f"I don't know the command `{text}`.\n\n{HELP}" if text else HELP
     forge.post_comment(target, body)
     return {"replied": True}
 
@@ -83,8 +78,8 @@ def summarize_trajectory(path: Path) -> str:
 
 @pipeline("explain")
 def explain(ctx: JobContext) -> dict[str, Any] | None:
-    forge, target = _reply_target(ctx)
-    _check_actor(ctx, forge)
+    forge, target = reply_target(ctx)
+    check_actor(ctx, forge)
     with ctx.store.db.session() as session:
         last = session.scalar(
             select(Job).where(Job.forge == ctx.job.forge, Job.repo == ctx.job.repo,

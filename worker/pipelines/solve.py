@@ -27,6 +27,7 @@ from bot.forges.base import (
     DraftPullRequest,
     Forge,
     ForgeError,
+    ForgeUnavailable,
     IssueRef,
     PullRequestRef,
     RepoRef,
@@ -138,9 +139,24 @@ class SolveRun:
         self.forge: Forge = make_forge(self.settings, self.repo.forge,
                                        installation_id=self.job.installation_id)
         self.status = StatusComment(self.forge, self.issue_ref, ctx.store, self.job.id,
-                                    self.job.status_comment_id)
+                                    self.job.status_comment_id or self._issue_status_comment())
         self.timings: dict[str, float] = {}
         self.workdir = Workdir(self.settings.data_dir / "work" / self.job.id)
+
+    def _issue_status_comment(self) -> int | None:
+        """The status comment an earlier job on this issue posted: one per issue, so a
+        retry or a revision edits it instead of adding another."""
+        from sqlalchemy import select
+
+        from bot.store.models import Job
+
+        with self.ctx.store.db.session() as session:
+            return session.scalar(
+                select(Job.status_comment_id).where(
+                    Job.forge == self.job.forge, Job.repo == self.job.repo,
+                    Job.issue_number == self.job.issue_number,
+                    Job.status_comment_id.is_not(None))
+                .order_by(Job.created_at.desc()).limit(1))
 
     # -- steps ------------------------------------------------------------------------------
 
@@ -181,8 +197,13 @@ class SolveRun:
             raise
         except (JobRefused, GatesFailed):
             raise
-        except ForgeError:
-            raise  # ForgeUnavailable defers the job; its comment stays as it was
+        except ForgeUnavailable:
+            raise  # the job is deferred and retried; its comment stays as it was
+        except ForgeError as exc:
+            # Not found, permission denied, a push rejected because a human pushed meanwhile:
+            # the forge's message says which, and carries no token.
+            self.status.show(Status("failed", f"The forge refused a step: {exc}"))
+            raise
         except Exception as exc:
             self.status.show(Status("failed", f"Ribbit hit an error: `{type(exc).__name__}`. "
                                     "An admin can see the details with `ribbit jobs show "
@@ -293,6 +314,9 @@ class SolveRun:
                     head=branch, base=self.forge.default_branch(self.repo),
                     title=f"{issue.title[:200]} (#{issue.ref.number})", body=body,
                     labels=tuple(config.labels), reviewers=tuple(config.reviewers)))
+            else:
+                # A revision (or a retry that found its PR): the body shows the new report.
+                self.forge.update_pull_request_body(pr.ref, body)
             self.forge.set_commit_status(self.repo, head_sha, CommitStatus(
                 "success" if report.passed else "failure",
                 description=report.summary_line()[:140]))

@@ -42,7 +42,6 @@ from worker.sandbox.base import (
     SandboxError,
 )
 from worker.sandbox.common import (
-    DIFF_CAP,
     KILL_GRACE_S,
     SANDBOX_GID,
     SANDBOX_HOME,
@@ -50,11 +49,11 @@ from worker.sandbox.common import (
     CappedStream,
     base_commit,
     command_argv,
-    diff_command,
     sandbox_env,
     timed_out_exit,
     timeout_argv,
     workspace_cwd,
+    workspace_diff,
     workspace_relative,
 )
 
@@ -111,6 +110,7 @@ class BubblewrapSandbox:
         self._bwrap = binary
         self._settings = settings
         self._closed = False
+        self._running: set[subprocess.Popen[bytes]] = set()
         self._base = base_commit(source)
         self._root = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX))
         self.host_root = self._root  # exposed so tests and reapers can check cleanup
@@ -265,12 +265,18 @@ class BubblewrapSandbox:
             extra_groups=None if uid is None else [],
             env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"},
         )
+        self._running.add(proc)
         out, err = CappedStream(output_cap), CappedStream(output_cap)
         assert proc.stdout is not None and proc.stderr is not None
-        _pump(
-            proc, {proc.stdout: out, proc.stderr: err}, deadline=start + timeout + KILL_GRACE_S + 5
-        )
-        exit_code = proc.wait()
+        try:
+            _pump(
+                proc,
+                {proc.stdout: out, proc.stderr: err},
+                deadline=start + timeout + KILL_GRACE_S + 5,
+            )
+            exit_code = proc.wait()
+        finally:
+            self._running.discard(proc)
         elapsed = time.monotonic() - start
         timed_out = timed_out_exit(exit_code, elapsed, timeout)
         if exit_code < 0:
@@ -307,18 +313,18 @@ class BubblewrapSandbox:
             _chown_tree(self.workspace, self._host_uid, only=target)
 
     def diff(self) -> str:
-        if self._base is None:
-            raise SandboxError("the workspace was not created from a git checkout")
-        result = self.exec(diff_command(self._base), timeout=120, output_cap=DIFF_CAP)
-        if result.exit_code != 0 or result.truncated:
-            raise SandboxError(f"git diff failed ({result.exit_code}): {result.stderr[-2000:]}")
-        return result.stdout
+        return workspace_diff(self.exec, self._base)
 
     # -- teardown ----------------------------------------------------------------------
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
+        # An exec may still run on another thread (the agent returned on cancel while a
+        # tool ran): kill its whole process group, or it would outlive the sandbox.
+        for proc in list(self._running):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
         remove_root(self._root)
 
     def __enter__(self) -> Self:

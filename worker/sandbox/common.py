@@ -6,11 +6,11 @@ from __future__ import annotations
 import re
 import shlex
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from worker.sandbox.base import TIMEOUT_EXIT_CODE, WORKSPACE
+from worker.sandbox.base import TIMEOUT_EXIT_CODE, WORKSPACE, ExecResult, SandboxError
 
 SANDBOX_UID = 1000
 SANDBOX_GID = 1000
@@ -163,3 +163,14 @@ def timed_out_exit(exit_code: int, elapsed: float, timeout: float) -> bool:
     """``timeout`` exits 124 (137 when it had to SIGKILL); a command that exits 124 by
     itself before its time is not a timeout."""
     return exit_code in {TIMEOUT_EXIT_CODE, 128 + 9, -9} and elapsed >= timeout * 0.98
+
+
+def workspace_diff(exec_: Callable[..., ExecResult], base: str | None) -> str:
+    """The workspace's diff against ``base``, run through the sandbox's own exec (both
+    backends); a failed or truncated diff is a sandbox error, never a partial patch."""
+    if base is None:
+        raise SandboxError("the workspace was not created from a git checkout")
+    result = exec_(diff_command(base), timeout=120, output_cap=DIFF_CAP)
+    if result.exit_code != 0 or result.truncated:
+        raise SandboxError(f"git diff failed ({result.exit_code}): {result.stderr[-2000:]}")
+    return str(result.stdout)

@@ -43,7 +43,6 @@ from worker.sandbox.base import (
     SandboxError,
 )
 from worker.sandbox.common import (
-    DIFF_CAP,
     KILL_GRACE_S,
     LABEL,
     SANDBOX_GID,
@@ -52,11 +51,11 @@ from worker.sandbox.common import (
     CappedStream,
     base_commit,
     command_argv,
-    diff_command,
     sandbox_env,
     timed_out_exit,
     timeout_argv,
     workspace_cwd,
+    workspace_diff,
     workspace_relative,
 )
 
@@ -274,12 +273,7 @@ class DockerSandbox:
             raise SandboxError(f"{path}: the engine refused the file")
 
     def diff(self) -> str:
-        if self._base is None:
-            raise SandboxError("the workspace was not created from a git checkout")
-        result = self.exec(diff_command(self._base), timeout=120, output_cap=DIFF_CAP)
-        if result.exit_code != 0 or result.truncated:
-            raise SandboxError(f"git diff failed ({result.exit_code}): {result.stderr[-2000:]}")
-        return result.stdout
+        return workspace_diff(self.exec, self._base)
 
     # -- teardown ----------------------------------------------------------------------
     def close(self) -> None:

@@ -207,23 +207,36 @@ def comment(body: str, number: int = 1, sender: str = "Codertocat",
     return payload
 
 
-def test_retry_supersedes_the_active_job(post_github: Any, store: Any) -> None:
+def test_retry_without_active_job_starts_a_solve(post_github: Any, store: Any) -> None:
+    resp = post_github(comment("/ribbit retry"), "issue_comment", "d-1")
+    job = store.get(resp.get_json()["job_id"])
+    assert (job.kind, job.state, job.issue_number) == ("solve", "queued", 1)
+
+
+def test_retry_of_an_active_job_waits_for_the_permission_check(post_github: Any,
+                                                               store: Any) -> None:
+    # Superseding cancels someone's job: only the worker, after checking write access on the
+    # forge, may do that. Intake records the command and leaves the active job alone.
     first = post_github(labeled(), "issues", "d-1").get_json()["job_id"]
     resp = post_github(comment("/ribbit retry"), "issue_comment", "d-2")
-    assert resp.get_json()["status"] == "accepted"
-    new = resp.get_json()["job_id"]
-    old = store.get(first)
-    assert old.state == "cancelled" and old.superseded_by == new
-    assert store.get(new).state == "queued"
+    command = store.get(resp.get_json()["job_id"])
+    assert command.kind == "command"
+    assert json.loads(command.instructions) == {"command": "retry", "target": first, "text": ""}
+    assert store.get(first).state == "queued"
 
 
-def test_stop_cancels_and_replies(post_github: Any, store: Any) -> None:
+def test_stop_is_recorded_for_the_worker(post_github: Any, store: Any) -> None:
     first = post_github(labeled(), "issues", "d-1").get_json()["job_id"]
     resp = post_github(comment("/ribbit stop"), "issue_comment", "d-2")
     assert resp.get_json()["status"] == "accepted"
-    assert store.get(first).state == "cancelled"
-    assert "stopped by Codertocat" in store.get(first).failure_reason
-    assert store.get(resp.get_json()["job_id"]).kind == "help"
+    command = store.get(resp.get_json()["job_id"])
+    assert json.loads(command.instructions) == {"command": "stop", "target": first}
+    assert store.get(first).state == "queued"
+
+
+def test_stop_with_nothing_running_is_ignored(post_github: Any, store: Any) -> None:
+    resp = post_github(comment("/ribbit stop"), "issue_comment", "d-1")
+    assert resp.get_json()["status"] == "ignored"
 
 
 def test_unknown_command_gets_help(post_github: Any, store: Any) -> None:
@@ -374,8 +387,8 @@ def test_gitlab_note_retry_and_duplicate(post_gitlab: Any, store: Any) -> None:
     assert resp.get_json()["status"] == "accepted"
     again = post_gitlab(load_payload("gitlab", "note.issue"), "Note Hook", "u-2")
     assert again.get_json()["status"] == "duplicate"
-    states = sorted(j.state for j in jobs(store))
-    assert states == ["cancelled", "queued"]
+    assert sorted((j.kind, j.state) for j in jobs(store)) == [("command", "queued"),
+                                                              ("solve", "queued")]
 
 
 def test_gitlab_merge_of_bot_mr_records_outcome(post_gitlab: Any, store: Any) -> None:

@@ -188,3 +188,27 @@ def test_state_machine_refuses_wrong_moves(runtime: Any) -> None:
 def test_queue_position(runtime: Any) -> None:
     a, b = make_job(runtime, 1, repo="o/a"), make_job(runtime, 1, repo="o/b")
     assert (runtime.store.queue_position(a), runtime.store.queue_position(b)) == (1, 2)
+
+
+def test_short_jobs_do_not_wait_behind_agent_jobs(runtime: Any, pipelines: dict[str, Any]) -> None:
+    agent = make_job(runtime, 1)
+    assert runtime.store.claim(agent, runtime.limits, stale_after=timedelta(minutes=1)) == \
+        "claimed"
+    pipelines["command"] = lambda ctx: {"ok": True}
+    command = make_job(runtime, 1, kind="command")
+    assert run_job(runtime, command) == "succeeded"  # per-repo limit 1 is taken by the agent
+
+
+def test_forge_outage_fails_after_bounded_deferrals(runtime: Any, pipelines: dict[str, Any],
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(jobs_mod, "MAX_FORGE_DEFERRALS", 2)
+
+    def down(ctx: JobContext) -> None:
+        raise ForgeUnavailable("GitHub answered 502")
+
+    pipelines["solve"] = down
+    job_id = make_job(runtime)
+    with pytest.raises(Defer):
+        run_job(runtime, job_id)
+    assert run_job(runtime, job_id) == "failed"
+    assert "after 2 attempts" in runtime.store.get(job_id).failure_reason

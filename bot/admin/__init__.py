@@ -1,0 +1,181 @@
+"""The admin dashboard at /admin: jobs, one job's trajectory/diff/gates, outcome rates,
+and the trainer's tables once they exist.
+
+Server-rendered Jinja with autoescaping (trajectories are untrusted model output),
+a strict Content-Security-Policy (scripts only from /admin/static, no inline code),
+and no anonymous access: without Settings.admin_token every /admin URL is 404.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from flask import (
+    Blueprint,
+    Response,
+    abort,
+    redirect,
+    render_template,
+    request,
+    url_for,
+)
+from pydantic import SecretStr
+
+from bot.admin import auth, job_view, queries
+from bot.services import services
+
+bp = Blueprint(
+    "admin", __name__, url_prefix="/admin", template_folder="templates", static_folder="static"
+)
+
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+)
+PUBLIC_ENDPOINTS = {"admin.login", "admin.static"}
+
+
+def _token() -> SecretStr | None:
+    token = services().settings.admin_token
+    return token if token is not None and token.get_secret_value() else None
+
+
+LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "[::1]"}
+
+
+def _secure() -> bool:
+    # Secure unless the dashboard is reached on loopback: behind a TLS-terminating proxy
+    # the app itself sees plain HTTP, and a session cookie must never travel unencrypted.
+    return request.is_secure or request.host.rsplit(":", 1)[0] not in LOOPBACK_HOSTS
+
+
+@bp.before_request
+def _guard() -> Response | None:
+    token = _token()
+    if token is None:
+        abort(404)
+    if request.endpoint in PUBLIC_ENDPOINTS or auth.is_authenticated(token, request):
+        return None
+    # Scripts get a plain 401; browsers are sent to the form.
+    if "Authorization" in request.headers or not request.accept_mimetypes.accept_html:
+        return Response(
+            "unauthorized\n",
+            401,
+            {"WWW-Authenticate": 'Bearer realm="ribbit"', "Content-Type": "text/plain"},
+        )
+    return redirect(url_for("admin.login", next=request.full_path))  # type: ignore[return-value]
+
+
+@bp.after_request
+def _headers(response: Response) -> Response:
+    response.headers["Content-Security-Policy"] = CSP
+    response.headers["X-Content-Type-Options"] = "nosniff"
+    response.headers["Referrer-Policy"] = "no-referrer"
+    response.headers["X-Frame-Options"] = "DENY"
+    if request.endpoint != "admin.static":
+        response.headers["Cache-Control"] = "no-store"
+    return response
+
+
+def _safe_next(value: str | None) -> str:
+    # Only paths inside the dashboard: an open redirect would make the login form a phishing aid.
+    if value and value.startswith("/admin") and not value.startswith("//") and "\\" not in value:
+        return value
+    return url_for("admin.jobs")
+
+
+@bp.route("/login", methods=["GET", "POST"])
+def login() -> Any:
+    token = _token()
+    assert token is not None  # _guard returned 404 otherwise
+    error = None
+    if request.method == "POST":
+        if auth.token_matches(token, request.form.get("token", "")):
+            response = redirect(_safe_next(request.form.get("next")))
+            auth.set_session_cookie(token, response, secure=_secure())
+            return response
+        error = "That token is not the admin token."
+    status = 401 if error else 200
+    return render_template(
+        "admin/login.html",
+        error=error,
+        next=_safe_next(request.args.get("next") or request.form.get("next")),
+    ), status
+
+
+@bp.post("/logout")
+def logout() -> Any:
+    response = redirect(url_for("admin.login"))
+    auth.clear_session_cookie(response, secure=_secure())
+    return response
+
+
+@bp.app_template_filter("ago")
+def _fmt_time(value: datetime | None) -> str:
+    return value.strftime("%Y-%m-%d %H:%M:%S UTC") if value else ""
+
+
+@bp.app_template_filter("duration")
+def _fmt_duration(seconds: float | None) -> str:
+    if seconds is None:
+        return ""
+    s = int(seconds)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m {s % 60:02d}s"
+    return f"{s // 3600}h {(s % 3600) // 60:02d}m"
+
+
+@bp.get("/")
+def jobs() -> str:
+    flt = queries.JobFilter.from_args(request.args)
+    try:
+        page = int(request.args.get("page", "1"))
+    except ValueError:
+        page = 1
+    result = queries.list_jobs(services().db, flt, page)
+    return render_template(
+        "admin/jobs.html",
+        page=result,
+        flt=flt,
+        states=queries.JOB_STATES,
+        kinds=queries.JOB_KINDS,
+        forges=queries.FORGES,
+    )
+
+
+@bp.get("/jobs/<job_id>")
+def job(job_id: str) -> str:
+    if not job_id.isalnum() or len(job_id) > 32:
+        abort(404)
+    svc = services()
+    row = queries.get_job(svc.db, job_id)
+    if row is None:
+        abort(404)
+    detail = job_view.job_detail(row.result, svc.settings.data_dir)
+    extra_json = json.dumps(detail.extra, indent=2, default=str) if detail.extra else None
+    return render_template("admin/job.html", job=row, detail=detail, extra_json=extra_json)
+
+
+@bp.get("/outcomes")
+def outcomes() -> str:
+    series = queries.outcome_series(services().db)
+    return render_template("admin/outcomes.html", series=series, chart=series.chart_data())
+
+
+TRAINER_TITLES = {
+    "environments": "Environments",
+    "training-runs": "Training runs",
+    "model-versions": "Model versions",
+}
+
+
+@bp.get("/<any(environments, 'training-runs', 'model-versions'):section>")
+def trainer_section(section: str) -> str:
+    view = queries.trainer_table(services().db, queries.TRAINER_TABLES[section])
+    return render_template(
+        "admin/table.html", title=TRAINER_TITLES[section], view=view, section=section
+    )

@@ -1,0 +1,276 @@
+"""The dashboard's read-only queries. Each page costs a fixed, small number of statements
+whatever the number of jobs: one for the page of rows (LIMIT/OFFSET), one for the total."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import func, inspect, select
+from sqlalchemy.exc import SQLAlchemyError
+
+from bot.store.db import Database
+from bot.store.models import Job, Outcome
+
+PER_PAGE = 50
+MAX_PAGE = 10_000  # OFFSET grows linearly; nobody pages this far by hand
+JOB_STATES = ("queued", "running", "succeeded", "failed", "cancelled")
+JOB_KINDS = ("solve", "revise", "explain", "help", "outcome", "reconcile")
+FORGES = ("github", "gitlab")
+
+
+@dataclass(frozen=True)
+class JobFilter:
+    """What the jobs list is narrowed to; unknown values are dropped, not trusted."""
+
+    state: str | None = None
+    kind: str | None = None
+    forge: str | None = None
+    repo: str | None = None
+
+    @classmethod
+    def from_args(cls, args: Any) -> JobFilter:
+        def pick(name: str, allowed: tuple[str, ...]) -> str | None:
+            value = args.get(name) or None
+            return value if value in allowed else None
+
+        repo = (args.get("repo") or "").strip()[:255] or None
+        return cls(
+            state=pick("state", JOB_STATES),
+            kind=pick("kind", JOB_KINDS),
+            forge=pick("forge", FORGES),
+            repo=repo,
+        )
+
+    def as_args(self) -> dict[str, str]:
+        return {
+            k: v
+            for k, v in (
+                ("state", self.state),
+                ("kind", self.kind),
+                ("forge", self.forge),
+                ("repo", self.repo),
+            )
+            if v
+        }
+
+
+@dataclass(frozen=True)
+class JobRow:
+    id: str
+    kind: str
+    state: str
+    forge: str
+    repo: str
+    issue_number: int | None
+    pr_number: int | None
+    pr_url: str | None
+    stage: str | None
+    failure_reason: str | None
+    created_at: datetime | None
+    duration_s: float | None
+
+
+@dataclass(frozen=True)
+class JobPage:
+    rows: list[JobRow]
+    total: int
+    page: int
+    per_page: int
+
+    @property
+    def pages(self) -> int:
+        return max(1, -(-self.total // self.per_page))
+
+
+def _aware(value: datetime | None) -> datetime | None:
+    # SQLite hands back naive datetimes even for timezone=True columns; they were stored UTC.
+    if value is None:
+        return None
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def _duration(job: Any, now: datetime) -> float | None:
+    started = _aware(job.started_at)
+    if started is None:
+        return None
+    end = _aware(job.finished_at) or now
+    return max(0.0, (end - started).total_seconds())
+
+
+_LIST_COLUMNS = (
+    Job.id,
+    Job.kind,
+    Job.state,
+    Job.forge,
+    Job.repo,
+    Job.issue_number,
+    Job.pr_number,
+    Job.pr_url,
+    Job.stage,
+    Job.failure_reason,
+    Job.created_at,
+    Job.started_at,
+    Job.finished_at,
+)
+
+
+def list_jobs(db: Database, flt: JobFilter, page: int = 1, per_page: int = PER_PAGE) -> JobPage:
+    page = min(max(page, 1), MAX_PAGE)
+    conditions = []
+    if flt.state:
+        conditions.append(Job.state == flt.state)
+    if flt.kind:
+        conditions.append(Job.kind == flt.kind)
+    if flt.forge:
+        conditions.append(Job.forge == flt.forge)
+    if flt.repo:
+        conditions.append(Job.repo == flt.repo)
+    now = datetime.now(UTC)
+    with db.session() as session:
+        # Only the listed columns: result (the big JSON) stays on disk for list pages.
+        rows = session.execute(
+            select(*_LIST_COLUMNS)
+            .where(*conditions)
+            .order_by(Job.created_at.desc(), Job.id.desc())
+            .limit(per_page)
+            .offset((page - 1) * per_page)
+        ).all()
+        total = int(session.scalar(select(func.count()).select_from(Job).where(*conditions)) or 0)
+    return JobPage(
+        rows=[
+            JobRow(
+                id=r.id,
+                kind=r.kind,
+                state=r.state,
+                forge=r.forge,
+                repo=r.repo,
+                issue_number=r.issue_number,
+                pr_number=r.pr_number,
+                pr_url=r.pr_url,
+                stage=r.stage,
+                failure_reason=r.failure_reason,
+                created_at=_aware(r.created_at),
+                duration_s=_duration(r, now),
+            )
+            for r in rows
+        ],
+        total=total,
+        page=page,
+        per_page=per_page,
+    )
+
+
+def get_job(db: Database, job_id: str) -> Job | None:
+    with db.session() as session:
+        job = session.get(Job, job_id)
+        if job is not None:
+            session.expunge(job)
+        return job
+
+
+# -- outcomes -------------------------------------------------------------------------------
+
+
+@dataclass
+class OutcomeSeries:
+    """Per-week counts of decided bot PRs and the rates the chart draws."""
+
+    weeks: list[str] = field(default_factory=list)
+    merged: list[int] = field(default_factory=list)
+    closed: list[int] = field(default_factory=list)
+    revised: list[int] = field(default_factory=list)
+
+    @property
+    def total(self) -> int:
+        return sum(self.merged) + sum(self.closed)
+
+    def rates(self) -> dict[str, list[float]]:
+        out: dict[str, list[float]] = {"merged": [], "closed": [], "revised": []}
+        for m, c, r in zip(self.merged, self.closed, self.revised, strict=True):
+            n = m + c
+            out["merged"].append(round(m / n, 4) if n else 0.0)
+            out["closed"].append(round(c / n, 4) if n else 0.0)
+            out["revised"].append(round(r / n, 4) if n else 0.0)
+        return out
+
+    def chart_data(self) -> dict[str, Any]:
+        return {
+            "weeks": self.weeks,
+            "counts": {"merged": self.merged, "closed": self.closed, "revised": self.revised},
+            "rates": self.rates(),
+        }
+
+
+def _week_start(moment: datetime) -> str:
+    day = moment.astimezone(UTC).date()
+    return (day - timedelta(days=day.weekday())).isoformat()
+
+
+def outcome_series(db: Database) -> OutcomeSeries:
+    """Bot-authored outcomes by ISO week of decision (recorded_at when undecided)."""
+    buckets: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
+    with db.session() as session:
+        rows = session.execute(
+            select(Outcome.state, Outcome.revisions, Outcome.decided_at, Outcome.recorded_at).where(
+                Outcome.human_authored.is_(False)
+            )
+        ).all()
+    for state, revisions, decided, recorded in rows:
+        moment = _aware(decided) or _aware(recorded)
+        if moment is None:
+            continue
+        bucket = buckets[_week_start(moment)]
+        if state == "merged":
+            bucket[0] += 1
+        elif state == "closed":
+            bucket[1] += 1
+        if revisions:
+            bucket[2] += 1
+    series = OutcomeSeries()
+    for week in sorted(buckets):
+        merged, closed, revised = buckets[week]
+        series.weeks.append(week)
+        series.merged.append(merged)
+        series.closed.append(closed)
+        series.revised.append(revised)
+    return series
+
+
+# -- trainer tables (they exist only once the trainer has migrated its schema) ---------------
+
+TRAINER_TABLES = {
+    "environments": "environments",
+    "training-runs": "training_runs",
+    "model-versions": "model_versions",
+}
+TRAINER_ROW_LIMIT = 200
+
+
+@dataclass(frozen=True)
+class TableView:
+    table: str
+    exists: bool
+    columns: list[str]
+    rows: list[list[Any]]
+
+
+def trainer_table(db: Database, table: str) -> TableView:
+    """Newest rows of a trainer table, or an empty view where the table does not exist."""
+    try:
+        insp = inspect(db.engine)
+        if not insp.has_table(table):
+            return TableView(table, False, [], [])
+        columns = [c["name"] for c in insp.get_columns(table)]
+        from sqlalchemy import MetaData, Table
+
+        tbl = Table(table, MetaData(), autoload_with=db.engine)
+        order = [tbl.c[name].desc() for name in ("created_at", "id") if name in tbl.c]
+        with db.engine.connect() as conn:
+            result = conn.execute(select(tbl).order_by(*order).limit(TRAINER_ROW_LIMIT))
+            rows = [list(r) for r in result]
+    except SQLAlchemyError:
+        return TableView(table, False, [], [])
+    return TableView(table, True, columns, rows)

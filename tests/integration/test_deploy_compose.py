@@ -1,0 +1,197 @@
+"""deploy/compose.yaml and deploy/Dockerfile: validated, not just parsed.
+
+compose.yaml is checked against the Compose Specification's JSON schema (vendored
+in deploy/schemas) and resolved by `podman-compose config` (PyPI's podman-compose;
+no Docker Compose is installable here). The Dockerfile is parsed with
+dockerfile-parse (no Dockerfile linter such as hadolint is installable here);
+the image is not built in tests: its torch install alone takes far longer than a
+test may, so the build is documented in deploy/README.md instead.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+
+from bot.settings import Settings
+from tests.conftest import require_service
+
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+COMPOSE = DEPLOY / "compose.yaml"
+
+
+def _compose() -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load(COMPOSE.read_text())
+    return data
+
+
+def _setting_exists(secret: str) -> bool:
+    """ribbit_github__webhook_secret -> Settings.github.webhook_secret exists."""
+    parts = secret.removeprefix("ribbit_").split("__")
+    fields: Any = Settings.model_fields
+    for i, part in enumerate(parts):
+        if part not in fields:
+            return False
+        if i < len(parts) - 1:
+            fields = fields[part].annotation.model_fields
+    return True
+
+
+def test_deploy_compose_matches_compose_spec_schema() -> None:
+    schema = json.loads((DEPLOY / "schemas" / "compose-spec.json").read_text())
+    data = _compose()
+    # The top-level `name` came into the spec after this schema's revision;
+    # podman-compose (below) resolves it.
+    assert data.pop("name") == "ribbit"
+    errors = sorted(
+        jsonschema.Draft201909Validator(schema).iter_errors(data), key=lambda e: list(e.path)
+    )
+    assert not errors, "\n".join(f"{list(e.path)}: {e.message}" for e in errors)
+
+
+def test_deploy_compose_schema_rejects_a_broken_file() -> None:
+    schema = json.loads((DEPLOY / "schemas" / "compose-spec.json").read_text())
+    broken = _compose()
+    broken.pop("name")
+    broken["services"]["web"]["healthcheck"]["retries"] = "three"
+    broken["services"]["web"]["no_such_key"] = 1
+    assert len(list(jsonschema.Draft201909Validator(schema).iter_errors(broken))) >= 2
+
+
+def test_deploy_compose_services_and_profiles() -> None:
+    services = _compose()["services"]
+    assert set(services) == {"web", "worker", "worker-gpu", "beat", "trainer", "redis", "postgres"}
+    assert services["web"]["command"] == ["serve", "--no-worker"]
+    assert services["worker"]["command"][0] == "worker"
+    assert services["worker-gpu"]["profiles"] == ["gpu"]
+    assert services["trainer"]["profiles"] == ["train"]
+    gpu = services["worker-gpu"]["deploy"]["resources"]["reservations"]["devices"][0]
+    assert gpu["capabilities"] == ["gpu"]
+    assert "beat" in services["beat"]["command"]
+    for name in ("web", "worker", "worker-gpu", "redis", "postgres"):
+        assert "test" in services[name]["healthcheck"], name
+    # Only workers reach the sandbox engine's socket.
+    for name in ("web", "beat", "trainer"):
+        assert not any("sock" in v for v in services[name]["volumes"]), name
+    for name in ("web", "worker", "beat"):
+        assert {"data:/data", "models:/models"} <= set(services[name]["volumes"]), name
+
+
+def test_deploy_compose_secrets_are_files_and_name_real_settings() -> None:
+    data = _compose()
+    for name, spec in data["secrets"].items():
+        assert set(spec) == {"file"}, name
+        if name.startswith("ribbit_"):
+            assert _setting_exists(name), f"secret {name} names no setting"
+    for service in data["services"].values():
+        env = service.get("environment", {})
+        assert not any(k.endswith(("TOKEN", "SECRET", "PASSWORD")) for k in env), env
+        assert not any("://" in str(v) and "@" in str(v) for v in env.values()), env
+
+
+def test_deploy_settings_read_container_secret_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secrets = tmp_path / "secrets"
+    secrets.mkdir()
+    (secrets / "ribbit_github__webhook_secret").write_text("from-a-file\n")
+    (secrets / "ribbit_admin_token").write_text("admin-from-file")
+    (secrets / "ribbit_database_url").write_text("postgresql+psycopg://u:p@db/ribbit\n")
+    settings = Settings(_secrets_dir=secrets)  # type: ignore[call-arg]
+    assert settings.github.webhook_secret is not None
+    assert settings.github.webhook_secret.get_secret_value() == "from-a-file"
+    assert settings.admin_token is not None
+    assert settings.admin_token.get_secret_value() == "admin-from-file"
+    assert settings.database_url == "postgresql+psycopg://u:p@db/ribbit"
+    monkeypatch.setenv("RIBBIT_ADMIN_TOKEN", "from-env")
+    overridden = Settings(_secrets_dir=secrets)  # type: ignore[call-arg]
+    assert overridden.admin_token is not None
+    assert overridden.admin_token.get_secret_value() == "from-env"
+
+
+@pytest.mark.integration
+def test_deploy_compose_resolves_with_podman_compose(tmp_path: Path) -> None:
+    binary = shutil.which("podman-compose") or str(Path(sys.executable).parent / "podman-compose")
+    require_service(Path(binary).exists(), "podman-compose (pip install podman-compose)")
+    workdir = tmp_path / "deploy"
+    workdir.mkdir()
+    shutil.copy(COMPOSE, workdir / "compose.yaml")
+    (workdir / "secrets").mkdir()
+    for name in _compose()["secrets"]:
+        (workdir / "secrets" / name).write_text("x")
+    out = subprocess.run(
+        [binary, "-f", "compose.yaml", "--profile", "gpu", "--profile", "train", "config"],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    resolved = yaml.safe_load(out.stdout)
+    assert {"web", "worker", "worker-gpu", "trainer", "beat"} <= set(resolved["services"])
+    assert resolved["services"]["worker"]["command"] == [
+        "worker",
+        "--pool",
+        "prefork",
+        "--concurrency",
+        "2",
+    ]
+    assert (
+        resolved["services"]["worker"]["environment"]["RIBBIT_BROKER_URL"] == "redis://redis:6379/0"
+    )
+
+
+# -- Dockerfile ---------------------------------------------------------------------------
+
+
+def _dockerfile() -> Any:
+    from dockerfile_parse import DockerfileParser
+
+    parser = DockerfileParser(path=str(DEPLOY / "Dockerfile"))
+    return parser
+
+
+def test_deploy_dockerfile_is_multistage_nonroot_with_healthcheck() -> None:
+    parser = _dockerfile()
+    instructions = parser.structure
+    froms = [i["value"] for i in instructions if i["instruction"] == "FROM"]
+    assert froms == ["${PYTHON_IMAGE} AS build", "${PYTHON_IMAGE} AS runtime"]
+    args = {
+        i["value"].split("=", 1)[0]: i["value"].split("=", 1)[-1]
+        for i in instructions
+        if i["instruction"] == "ARG"
+    }
+    base = args["PYTHON_IMAGE"]
+    assert ":" in base.rsplit("/", 1)[-1] and not base.endswith(":latest"), base
+    assert args["TORCH_VARIANT"] == "cpu"
+    final = instructions[[i["instruction"] for i in instructions].index("FROM", 1) :]
+    users = [i["value"] for i in final if i["instruction"] == "USER"]
+    assert users and users[-1].split(":")[0] not in {"0", "root"}
+    assert any(i["instruction"] == "HEALTHCHECK" and "/healthz" in i["value"] for i in final)
+    entry = next(i["value"] for i in final if i["instruction"] == "ENTRYPOINT")
+    cmd = next(i["value"] for i in final if i["instruction"] == "CMD")
+    assert json.loads(entry)[-1] == "ribbit" and json.loads(cmd) == ["serve", "--no-worker"]
+    # torch comes from the variant's own index, before the project pulls in PyPI's.
+    runs = [i["value"] for i in instructions if i["instruction"] == "RUN"]
+    torch_at = next(
+        n for n, r in enumerate(runs) if "download.pytorch.org/whl/${TORCH_VARIANT}" in r
+    )
+    project_at = next(n for n, r in enumerate(runs) if 'pip install ".[postgres]"' in r)
+    assert torch_at < project_at
+
+
+def test_deploy_dockerfile_copies_only_what_the_package_needs() -> None:
+    copies = [i["value"] for i in _dockerfile().structure if i["instruction"] == "COPY"]
+    sources = {c.split()[0] for c in copies if not c.startswith("--from")}
+    assert sources <= {"pyproject.toml", "bot", "worker", "trainer"}, sources
+    ignore = (DEPLOY / "Dockerfile.dockerignore").read_text().splitlines()
+    assert "**" in ignore  # everything not re-included is left out of the build context
+    assert {"!bot/**", "!worker/**", "!trainer/**", "!pyproject.toml"} <= set(ignore)

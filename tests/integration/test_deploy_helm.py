@@ -1,0 +1,244 @@
+"""The Helm chart in deploy/helm/ribbit, rendered and checked against Kubernetes' schemas.
+
+Helm itself is not installable here (no Debian or PyPI package ships the binary), so
+the templates keep to a deliberately small subset of Go templates -- value lookups
+(optionally `| quote`), `.Release.Name`, `if`/`end` around whole documents, and
+`toYaml X | nindent N` -- and this test renders exactly that subset, refusing any
+other action so the chart cannot drift past what is checked. The rendered
+manifests are validated with kubernetes-validate (Kubernetes' OpenAPI schemas,
+offline, strict: unknown fields fail). KEDA's ScaledObject is a CRD those schemas
+do not include; its fields are checked by hand. `helm lint`/`helm template` on a
+machine with Helm remain the authority (deploy/README.md).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+CHART = Path(__file__).resolve().parents[2] / "deploy" / "helm" / "ribbit"
+K8S_VERSION = "1.30.0"
+RELEASE = "rb"
+
+_ACTION = re.compile(r"({{-?\s*.*?\s*-?}})", re.S)
+_LOOKUP = re.compile(
+    r"^\.(Values(?:\.[A-Za-z_][\w-]*)+|Release\.Name|Chart\.Name|"
+    r"Chart\.AppVersion)(\s*\|\s*quote)?$"
+)
+_TOYAML = re.compile(r"^toYaml\s+\.(Values(?:\.[A-Za-z_][\w-]*)+)\s*\|\s*nindent\s+(\d+)$")
+_IF = re.compile(r"^if\s+\.(Values(?:\.[A-Za-z_][\w-]*)+)$")
+
+
+class UnsupportedTemplate(ValueError):
+    pass
+
+
+def _lookup(path: str, ctx: dict[str, Any]) -> Any:
+    node: Any = ctx
+    for part in path.split("."):
+        if not isinstance(node, dict) or part not in node:
+            raise UnsupportedTemplate(f"no value .{path}")
+        node = node[part]
+    return node
+
+
+def _scalar(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict | list):
+        raise UnsupportedTemplate(f"a map or list printed as a scalar: {value!r}")
+    return str(value)
+
+
+def render(text: str, values: dict[str, Any]) -> str:
+    """Render the chart's Go-template subset (see the module docstring)."""
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    ctx = {
+        "Values": values,
+        "Release": {"Name": RELEASE},
+        "Chart": {"Name": chart["name"], "AppVersion": chart["appVersion"]},
+    }
+    out: list[str] = []
+    active = [True]
+    trim_next = False
+    for piece in _ACTION.split(text):
+        if not piece.startswith("{{"):
+            if trim_next:
+                piece = piece.lstrip()
+            trim_next = False
+            if all(active):
+                out.append(piece)
+            continue
+        left, right = piece.startswith("{{-"), piece.endswith("-}}")
+        body = piece[3 if left else 2 : -3 if right else -2].strip()
+        if left and out and all(active):
+            out[-1] = out[-1].rstrip()
+        trim_next = right
+        if m := _IF.match(body):
+            active.append(bool(_lookup(m.group(1), ctx)))
+        elif body == "end":
+            if len(active) == 1:
+                raise UnsupportedTemplate("end without if")
+            active.pop()
+        elif not all(active):
+            continue
+        elif m := _LOOKUP.match(body):
+            value = _scalar(_lookup(m.group(1), ctx))
+            out.append(json.dumps(value) if m.group(2) else value)
+        elif m := _TOYAML.match(body):
+            dumped = yaml.safe_dump(
+                _lookup(m.group(1), ctx), default_flow_style=False, sort_keys=False
+            ).rstrip("\n")
+            pad = " " * int(m.group(2))
+            out.append("\n" + "\n".join(pad + line for line in dumped.splitlines()))
+        else:
+            raise UnsupportedTemplate(f"template action outside the checked subset: {piece}")
+    if len(active) != 1:
+        raise UnsupportedTemplate("if without end")
+    return "".join(out)
+
+
+def default_values() -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load((CHART / "values.yaml").read_text())
+    return data
+
+
+def manifests(values: dict[str, Any]) -> list[dict[str, Any]]:
+    docs: list[dict[str, Any]] = []
+    for template in sorted((CHART / "templates").glob("*.yaml")):
+        rendered = render(template.read_text(), values)
+        try:
+            docs += [d for d in yaml.safe_load_all(rendered) if d]
+        except yaml.YAMLError as exc:
+            raise AssertionError(f"{template.name} renders to invalid YAML:\n{rendered}") from exc
+    return docs
+
+
+def validate(doc: dict[str, Any]) -> None:
+    import kubernetes_validate
+
+    kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+
+
+def _all_values() -> dict[str, Any]:
+    values = default_values()
+    values["keda"]["enabled"] = True
+    values["trainer"]["enabled"] = True
+    return values
+
+
+def _by_name(docs: list[dict[str, Any]], kind: str, suffix: str) -> dict[str, Any]:
+    return next(d for d in docs if d["kind"] == kind and d["metadata"]["name"].endswith(suffix))
+
+
+def test_deploy_helm_chart_metadata() -> None:
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    assert chart["apiVersion"] == "v2" and chart["name"] == "ribbit"
+    assert re.fullmatch(r"\d+\.\d+\.\d+", chart["version"])
+    assert isinstance(chart["appVersion"], str)
+
+
+def test_deploy_helm_default_render_is_valid_kubernetes() -> None:
+    docs = manifests(default_values())
+    kinds = sorted(f"{d['kind']}/{d['metadata']['name']}" for d in docs)
+    assert kinds == sorted(
+        [
+            "ConfigMap/rb-env",
+            "Deployment/rb-beat",
+            "Deployment/rb-web",
+            "Deployment/rb-worker",
+            "Ingress/rb-web",
+            "NetworkPolicy/rb-restricted-egress",
+            "Secret/rb-secrets",
+            "Service/rb-web",
+        ]
+    )
+    for doc in docs:
+        validate(doc)
+
+
+def test_deploy_helm_full_render_with_keda_and_trainer() -> None:
+    docs = manifests(_all_values())
+    for doc in docs:
+        if doc["kind"] != "ScaledObject":
+            validate(doc)
+    job = _by_name(docs, "Job", "-trainer")
+    assert job["spec"]["template"]["spec"]["restartPolicy"] == "Never"
+    scaled = _by_name(docs, "ScaledObject", "-worker")
+    assert scaled["apiVersion"] == "keda.sh/v1alpha1"
+    assert scaled["spec"]["scaleTargetRef"]["name"] == "rb-worker"
+    trigger = scaled["spec"]["triggers"][0]
+    assert trigger["type"] == "redis" and trigger["metadata"]["listName"] == "ribbit"
+    # KEDA's redis scaler wants every metadata value as a string.
+    assert all(isinstance(v, str) for v in trigger["metadata"].values())
+
+
+def test_deploy_helm_validation_catches_a_bad_value() -> None:
+    import kubernetes_validate
+
+    values = default_values()
+    values["web"]["replicas"] = "two"
+    web = _by_name(manifests(values), "Deployment", "-web")
+    with pytest.raises(kubernetes_validate.ValidationError):
+        validate(web)
+
+
+def test_deploy_helm_workers_get_gpu_and_beat_is_single() -> None:
+    docs = manifests(default_values())
+    worker = _by_name(docs, "Deployment", "-worker")["spec"]["template"]["spec"]
+    assert worker["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == 1
+    assert worker["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
+    assert worker["containers"][0]["args"][0] == "worker"
+    assert worker["terminationGracePeriodSeconds"] >= 3600
+    beat = _by_name(docs, "Deployment", "-beat")
+    assert beat["spec"]["replicas"] == 1 and beat["spec"]["strategy"]["type"] == "Recreate"
+    web = _by_name(docs, "Deployment", "-web")["spec"]["template"]["spec"]
+    assert web["containers"][0]["args"] == ["serve", "--no-worker"]
+    for spec in (worker, web):
+        assert spec["securityContext"]["runAsNonRoot"] is True
+        mounts = {m["mountPath"] for m in spec["containers"][0]["volumeMounts"]}
+        assert "/run/secrets" in mounts
+    secret = _by_name(docs, "Secret", "-secrets")
+    assert set(secret["stringData"]) >= {"ribbit_database_url", "ribbit_admin_token"}
+
+
+def test_deploy_helm_network_policy_limits_worker_egress() -> None:
+    docs = manifests(_all_values())
+    policy = _by_name(docs, "NetworkPolicy", "-restricted-egress")["spec"]
+    selector = policy["podSelector"]["matchLabels"]
+    restricted = {
+        d["metadata"]["name"]
+        for d in docs
+        if d["kind"] in ("Deployment", "Job")
+        and all(
+            d["spec"]["template"]["metadata"]["labels"].get(k) == v for k, v in selector.items()
+        )
+    }
+    assert restricted == {"rb-worker", "rb-beat", "rb-trainer"}
+    assert set(policy["policyTypes"]) == {"Ingress", "Egress"} and policy["ingress"] == []
+    ports = {p["port"] for rule in policy["egress"] for p in rule["ports"]}
+    assert ports == {6379, 5432, 53, 443}
+    forge = next(r for r in policy["egress"] if r["ports"][0]["port"] == 443)
+    assert all("ipBlock" in peer for peer in forge["to"])
+
+
+def test_deploy_helm_disabled_parts_render_nothing() -> None:
+    values = copy.deepcopy(default_values())
+    values["ingress"]["enabled"] = False
+    values["networkPolicy"]["enabled"] = False
+    values["secrets"]["create"] = False
+    kinds = {d["kind"] for d in manifests(values)}
+    assert not kinds & {"Ingress", "NetworkPolicy", "Secret", "ScaledObject", "Job"}
+
+
+def test_deploy_helm_renderer_refuses_unchecked_template_actions() -> None:
+    with pytest.raises(UnsupportedTemplate):
+        render('x: {{ include "ribbit.labels" . }}\n', default_values())
+    with pytest.raises(UnsupportedTemplate):
+        render("x: {{ .Values.nope }}\n", default_values())

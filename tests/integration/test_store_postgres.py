@@ -1,0 +1,84 @@
+"""The store on PostgreSQL (the deploy database): migrations, the webhook path, the
+one-active-job constraint and serialised claims, the same code as on SQLite."""
+
+from __future__ import annotations
+
+import json
+import threading
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from sqlalchemy import create_engine, text
+
+from tests.conftest import GITHUB_SECRET, github_headers, load_payload
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def pg_settings(postgres_url: str, tmp_path: Any) -> Any:
+    from bot.settings import load_settings
+
+    engine = create_engine(postgres_url)
+    with engine.begin() as conn:  # a clean schema per test
+        conn.execute(text("DROP SCHEMA public CASCADE; CREATE SCHEMA public"))
+    engine.dispose()
+    return load_settings(data_dir=tmp_path, database_url=postgres_url,
+                         github={"webhook_secret": GITHUB_SECRET})
+
+
+def test_webhook_path_on_postgres(pg_settings: Any) -> None:
+    from bot import create_app
+    from tests.fakes import RecordingDispatcher
+
+    dispatcher = RecordingDispatcher()
+    app = create_app(pg_settings, dispatcher=dispatcher)
+    client = app.test_client()
+    payload = load_payload("github", "issues.labeled")
+    payload["label"]["name"] = "ribbit"
+    body = json.dumps(payload).encode()
+    first = client.post("/webhooks/github", data=body,
+                        headers=github_headers(body, "issues", "pg-1"))
+    again = client.post("/webhooks/github", data=body,
+                        headers=github_headers(body, "issues", "pg-1"))
+    other = client.post("/webhooks/github", data=body,
+                        headers=github_headers(body, "issues", "pg-2"))
+    assert first.status_code == 202 and first.get_json()["status"] == "accepted"
+    assert again.get_json()["status"] == "duplicate"
+    assert other.get_json()["status"] == "ignored"  # the issue already has an active job
+    store = app.extensions["ribbit"].store
+    assert [j.id for j in store.list()] == [first.get_json()["job_id"]] == dispatcher.sent
+    assert client.get("/healthz").get_json()["checks"]["database"]["ok"]
+    app.extensions["ribbit"].db.dispose()
+
+
+def test_concurrent_claims_hold_the_limit_on_postgres(pg_settings: Any) -> None:
+    from bot.store.jobs import JobSpec, Limits
+    from worker.runtime import WorkerRuntime
+
+    rt = WorkerRuntime.build(pg_settings)
+    ids = []
+    with rt.db.session() as s:
+        for n in range(10):
+            job = rt.store.create(s, JobSpec(kind="solve", forge="github", repo=f"o/r{n}",
+                                             issue_number=1))
+            assert job is not None
+            ids.append(job.id)
+    limits = Limits(max_concurrent=3, max_concurrent_per_repo=3)
+    outcomes: list[str] = []
+    lock = threading.Lock()
+
+    def claim(job_id: str) -> None:
+        result = rt.store.claim(job_id, limits, stale_after=timedelta(minutes=1))
+        with lock:
+            outcomes.append(result)
+
+    threads = [threading.Thread(target=claim, args=(i,)) for i in ids]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert outcomes.count("claimed") == 3
+    assert rt.store.count_by_state() == {"running": 3, "queued": 7}
+    rt.db.dispose()

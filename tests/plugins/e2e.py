@@ -1,0 +1,183 @@
+"""Fixtures for end-to-end tests: the bot deployed as in production (web app on a
+loopback port, a Celery worker on Redis), aimed at the local forge, with the replay
+policy playing a trajectory recorded by the same agent loop."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import SecretStr
+from werkzeug.serving import make_server
+
+from tests.conftest import GITHUB_SECRET, GITLAB_TOKEN, require_service
+from tests.fakes import LocalDirSandbox, ScriptedPolicy, make_git_repo
+from tests.plugins.forge import BOT_LOGIN, settings_for
+
+REPO_FILES = {
+    "calc.py": "def add(a, b):\n    return a - b\n",
+    "tests/test_calc.py": "from calc import add\n\n\ndef test_add_zero():\n"
+                          "    assert add(1, 0) == 1\n",
+    ".ribbit.yml": "test: python3 -m pytest -q -p no:cacheprovider\nlabels: [bot]\n"
+                   "reviewers: [maya]\n",
+}
+ISSUE = ("add() subtracts", "calc.add(2, 3) returns -1, it should return 5.")
+
+
+def xml_call(name: str, **args: str) -> str:
+    params = "".join(f"<parameter={k}>\n{v}\n</parameter>\n" for k, v in args.items())
+    return f"<tool_call>\n<function={name}>\n{params}</function>\n</tool_call>"
+
+
+GOOD_SCRIPT = [
+    "<think>\nRead the code first.\n</think>\n" + xml_call("Read", file_path="calc.py"),
+    xml_call("Edit", file_path="calc.py", old_string="return a - b", new_string="return a + b"),
+    xml_call("Write", file_path="tests/test_add.py",
+             content="from calc import add\n\n\ndef test_add_two_numbers():\n"
+                     "    assert add(2, 3) == 5\n"),
+    "Fixed add() to add, and added a test for it.",
+]
+INSECURE_SCRIPT = [
+    xml_call("Edit", file_path="calc.py", old_string="    return a - b",
+             new_string="    return eval(f'{a} + {b}')"),
+    "Done.",
+]
+
+
+def record(script: list[str], path: Path, tmp_path: Path) -> Path:
+    """Record a trajectory the way the worker will replay it: the same agent loop."""
+    from bot.settings import AgentSettings
+    from worker.agent import AgentTask, run_agent
+
+    source = tmp_path / f"rec-{path.stem}"
+    make_git_repo(source, REPO_FILES)
+    with LocalDirSandbox(source) as sandbox:
+        result = run_agent(AgentTask(title=ISSUE[0], body=ISSUE[1]), sandbox,
+                           ScriptedPolicy(script), AgentSettings())
+    assert result.exit_reason == "completed", result.error
+    result.trajectory.write_jsonl(path, append=False)
+    return path
+
+
+def wait_for(predicate: Any, timeout: float = 120.0, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"{what} not met within {timeout}s")
+
+
+@pytest.fixture
+def sandbox_backend() -> str:
+    from bot.settings import SandboxSettings
+    from worker.sandbox import check_backends
+
+    checks = {c.name: c for c in check_backends(SandboxSettings())}
+    bwrap = checks.get("bubblewrap")
+    require_service(bool(bwrap and bwrap.ok), "bubblewrap sandbox")
+    return "bubblewrap"
+
+
+class Deployment:
+    """The bot as deployed: web app on a loopback port, a Celery worker on Redis."""
+
+    def __init__(self, settings: Any) -> None:
+        from celery.contrib.testing.worker import start_worker
+
+        from bot import create_app
+        from worker.celery_app import create_celery
+
+        self.settings = settings
+        self.app = create_app(settings)
+        self.server = make_server("127.0.0.1", 0, self.app, threaded=True)
+        self.url = f"http://127.0.0.1:{self.server.server_port}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.celery = create_celery(settings)
+        self.closed = False
+        self.worker_cm = start_worker(self.celery, pool="threads", concurrency=2,
+                                      perform_ping_check=False, loglevel="WARNING",
+                                      shutdown_timeout=30)
+
+    @property
+    def store(self) -> Any:
+        return self.app.extensions["ribbit"].store
+
+    def __enter__(self) -> Deployment:
+        self.thread.start()
+        self.worker_cm.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop the worker and the web app (safe twice); the store and queue stay."""
+        if self.closed:
+            return
+        self.closed = True
+        self.worker_cm.__exit__(None, None, None)
+        self.server.shutdown()
+        self.app.extensions["ribbit"].db.dispose()
+
+
+@pytest.fixture
+def deployment_for(forge_world: Any, tmp_path: Path, redis_url: str,
+                   sandbox_backend: str) -> Iterator[Callable[..., Deployment]]:
+    """``deployment_for(script)`` deploys the bot replaying ``script``; deploying again
+    (a new model, say) should follow ``close()`` of the previous one, which shares the
+    store and the queue."""
+    opened: list[Deployment] = []
+
+    def build(script: list[str], **extra: Any) -> Deployment:
+        base = settings_for(forge_world.forge, tmp_path / "data",
+                            github_token=forge_world.bot.token,
+                            gitlab_token=forge_world.bot.token)
+        replay = record(script, tmp_path / f"replay-{len(opened)}.jsonl", tmp_path)
+        settings = base.model_copy(update={
+            "broker_url": redis_url,
+            "github": base.github.model_copy(
+                update={"webhook_secret": SecretStr(GITHUB_SECRET)}),
+            "gitlab": base.gitlab.model_copy(update={"webhook_token": SecretStr(GITLAB_TOKEN)}),
+            "model": base.model.model_copy(update={"policy": "replay", "replay_file": replay}),
+            "sandbox": base.sandbox.model_copy(update={"backend": sandbox_backend}),
+            **extra,
+        })
+        dep = Deployment(settings)
+        dep.__enter__()
+        opened.append(dep)
+        forge_world.forge.configure_webhooks(
+            github=(f"{dep.url}/webhooks/github", GITHUB_SECRET),
+            gitlab=(f"{dep.url}/webhooks/gitlab", GITLAB_TOKEN))
+        return dep
+
+    yield build
+    for dep in opened:
+        dep.close()
+
+
+def new_repo(forge_world: Any, kind: str) -> str:
+    full_name = "acme/calc" if kind == "github" else "acme/tools/calc"
+    forge_world.forge.create_repo(kind, full_name, files=REPO_FILES)
+    forge_world.forge.add_collaborator(kind, full_name, BOT_LOGIN, "write")
+    forge_world.forge.add_collaborator(kind, full_name, "maya", "maintain")
+    return full_name
+
+
+def label_issue(forge_world: Any, kind: str, repo: str, actor: str = "maya") -> int:
+    issue = forge_world.forge.create_issue(kind, repo, title=ISSUE[0], body=ISSUE[1],
+                                           author=actor)
+    delivery = forge_world.forge.add_label(kind, repo, issue.number, "ribbit", actor=actor)
+    assert delivery is not None and delivery.status_code == 202, delivery
+    return int(issue.number)
+
+
+def bot_comments(forge_world: Any, kind: str, repo: str, number: int) -> list[Any]:
+    return [c for c in forge_world.forge.comments(kind, repo, number) if c.author == BOT_LOGIN]
+
+

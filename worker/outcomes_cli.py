@@ -1,0 +1,63 @@
+"""`ribbit outcomes`: what happened to the bot's pull requests, for admins and the trainer."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+from sqlalchemy import select
+
+from bot.settings import SettingsError, load_settings
+from bot.store.db import Database
+from bot.store.models import Outcome
+
+
+def outcome_dict(o: Outcome) -> dict[str, Any]:
+    return {
+        "forge": o.forge, "repo": o.repo, "pr": o.pr_number, "issue": o.issue_number,
+        "job_id": o.job_id, "human_authored": o.human_authored, "state": o.state,
+        "actor": o.actor, "decided_at": o.decided_at.isoformat() if o.decided_at else None,
+        "time_to_merge_s": o.time_to_merge_s, "revisions": o.revisions,
+        "review_comments": o.review_comments, "diff_similarity": o.diff_similarity,
+        "bot_diff": o.bot_diff, "merged_diff": o.merged_diff,
+    }
+
+
+@click.command("outcomes")
+@click.option("--json", "as_json", is_flag=True, help="One JSON array.")
+@click.option("--export", "export", type=click.Path(dir_okay=False, path_type=Path),
+              default=None, help="Write every outcome as JSONL (for `ribbit envs`).")
+@click.option("--repo", default=None, help="Only this repository.")
+def outcomes(as_json: bool, export: Path | None, repo: str | None) -> None:
+    """List bot PR outcomes: merged or closed, by whom, revisions, diff similarity."""
+    try:
+        settings = load_settings()
+    except SettingsError as exc:
+        raise click.ClickException(str(exc)) from None
+    db = Database(settings.effective_database_url)
+    db.migrate()
+    with db.session() as session:
+        q = select(Outcome).order_by(Outcome.recorded_at)
+        if repo:
+            q = q.where(Outcome.repo == repo)
+        rows = [outcome_dict(o) for o in session.scalars(q)]
+    db.dispose()
+    if export is not None:
+        with export.open("w") as fh:
+            for row in rows:
+                fh.write(json.dumps(row) + "\n")
+        click.echo(f"wrote {len(rows)} outcomes to {export}")
+        return
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    if not rows:
+        click.echo("no outcomes yet")
+        return
+    click.echo(f"{'FORGE':7} {'REPO':28} {'PR':>5} {'STATE':7} {'BY':12} {'REV':>3} {'SIM':>5}")
+    for r in rows:
+        sim = "" if r["diff_similarity"] is None else f"{r['diff_similarity']:.2f}"
+        click.echo(f"{r['forge']:7} {r['repo'][:28]:28} {r['pr']:>5} {r['state']:7} "
+                   f"{(r['actor'] or '')[:12]:12} {r['revisions']:>3} {sim:>5}")

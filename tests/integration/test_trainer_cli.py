@@ -67,19 +67,43 @@ def test_train_command_runs_on_the_bubblewrap_sandbox(
     assert (out / "step-1" / "adapter").is_dir()
     listed = CliRunner().invoke(main, ["model", "list"])
     assert "cand1\tcandidate" in listed.output
-    evaluated = CliRunner().invoke(main, [
-        "model", "evaluate", "cand1", "--envs", "all", "--k", "1", "--max-turns", "2",
-        "--max-new-tokens", "32",
-    ], catch_exceptions=False)
+    evaluated = CliRunner().invoke(
+        main,
+        [
+            "model",
+            "evaluate",
+            "cand1",
+            "--envs",
+            "all",
+            "--k",
+            "1",
+            "--max-turns",
+            "2",
+            "--max-new-tokens",
+            "32",
+        ],
+        catch_exceptions=False,
+    )
     assert evaluated.exit_code == 0, evaluated.output
     assert "cand1: held-out pass rate 0.0% on 1 env(s)" in evaluated.output
     promoted = CliRunner().invoke(main, ["model", "promote", "cand1"])
     assert promoted.exit_code == 0, promoted.output
     listed = CliRunner().invoke(main, ["model", "list"])
     assert "cand1\tpromoted\theld-out 0.0%" in listed.output
-    calibrated = CliRunner().invoke(main, [
-        "envs", "calibrate", "--k", "2", "--max-turns", "2", "--max-new-tokens", "32",
-    ], catch_exceptions=False)
+    calibrated = CliRunner().invoke(
+        main,
+        [
+            "envs",
+            "calibrate",
+            "--k",
+            "2",
+            "--max-turns",
+            "2",
+            "--max-new-tokens",
+            "32",
+        ],
+        catch_exceptions=False,
+    )
     assert calibrated.exit_code == 0, calibrated.output
     assert f"{env.instance_id}\tpass 0/2\tno signal" in calibrated.output
     stored = EnvironmentStore(data / "trainer").get(env.instance_id)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -40,6 +41,13 @@ def fix_with_new_test(tmp_path: Path) -> FixRepo:
     return FixRepo(repo, base, fix)
 
 
+def token_id(tokenizer: Any, token: str) -> int:
+    """The id of a token given as its vocabulary entry."""
+    tid = tokenizer.convert_tokens_to_ids(token)
+    assert isinstance(tid, int), f"{token!r} maps to {tid!r}"
+    return tid
+
+
 def build_two_choice_model(source: Path, target: Path, choices: dict[str, float]) -> Path:
     """A copy of the tiny model that, after a newline (the end of every generation
     prompt), says one of ``choices`` (token text -> logit), then ends its turn.
@@ -58,7 +66,7 @@ def build_two_choice_model(source: Path, target: Path, choices: dict[str, float]
         assert len(ids) == 1, f"{text!r} is not one token: {ids}"
         return int(ids[0])
 
-    newline, eos = one_token("\n"), int(tokenizer.convert_tokens_to_ids("<|im_end|>"))
+    newline, eos = one_token("\n"), token_id(tokenizer, "<|im_end|>")
     with torch.no_grad():
         for param in model.model.layers.parameters():
             param.zero_()

@@ -99,7 +99,7 @@ def test_fully_masked_batch_is_zero_and_differentiable() -> None:
             torch.zeros(2, 3),
             torch.tensor([1.0, -1.0]),
             torch.zeros(2, 3),
-            LossConfig(aggregation=aggregation),  # type: ignore[arg-type]
+            LossConfig(aggregation=aggregation),
         )
         assert_close(out.loss, torch.tensor(0.0))
         out.loss.backward()

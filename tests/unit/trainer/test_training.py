@@ -12,6 +12,7 @@ import torch
 from torch.testing import assert_close
 
 from tests.fakes import LocalDirSandbox, make_git_repo
+from tests.plugins.trainer import token_id
 from trainer.config import TrainSettings
 from trainer.rl.learner import Learner, load_base_model
 from trainer.rl.rollout import collect_group, task_for
@@ -67,7 +68,7 @@ def test_mean_reward_rises_and_adapter_changes(
     repo, base = toy_repo
     settings = _settings(two_choice_model_dir, tmp_path / "run")
     learner = _learner(settings)
-    target = {int(learner.tokenizer.convert_tokens_to_ids("A"))}
+    target = {token_id(learner.tokenizer, "A")}
     prompt = _prompt_ids(learner, base)
     before_reward = expected_first_token_reward(learner, prompt, target)
     before_weights = learner.trainable_state()
@@ -107,7 +108,7 @@ def test_checkpoint_and_resume_take_the_same_next_step(
         learning_rate=0.01,
     )
     learner = _learner(settings)
-    target = {int(learner.tokenizer.convert_tokens_to_ids("A"))}
+    target = {token_id(learner.tokenizer, "A")}
     reward = FirstTokenReward(target)
     original = train(learner, envs, LocalDirSandbox, reward, settings)
     checkpoint = Path(settings.output_dir) / "step-2"
@@ -184,7 +185,8 @@ def test_train_settings_validation() -> None:
         TrainSettings(aggregation="sum")
     from transformers import HfArgumentParser
 
-    (parsed,) = HfArgumentParser(TrainSettings).parse_args_into_dataclasses(
+    parser = HfArgumentParser(TrainSettings)  # type: ignore[arg-type]
+    (parsed,) = parser.parse_args_into_dataclasses(
         ["--steps", "3", "--finetune", "full", "--scale_by_std", "false"]
     )
     assert (parsed.steps, parsed.finetune, parsed.scale_by_std) == (3, "full", False)

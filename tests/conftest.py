@@ -18,6 +18,7 @@ pytest_plugins = [
     "tests.plugins.sandbox",
     "tests.plugins.models",
     "tests.plugins.e2e",
+    "tests.plugins.trainer",
 ]
 
 # Variables a test must never inherit from the developer's shell or CI.

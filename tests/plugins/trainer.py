@@ -1,0 +1,96 @@
+"""Fixtures for the trainer: small real git repositories with real bug fixes."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fakes import LocalDirSandbox, commit_files, make_git_repo
+
+# The host interpreter: LocalDirSandbox runs commands on the host, where "python"
+# may not be the venv's.
+PYTEST = f"{sys.executable} -m pytest -q"
+
+CALC_BUGGY = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n"
+CALC_FIXED = "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    return a * b\n"
+TEST_MUL = "from calc import mul\n\n\ndef test_mul():\n    assert mul(2, 3) == 6\n"
+TEST_ADD = "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
+
+
+@dataclass(frozen=True)
+class FixRepo:
+    path: Path
+    base: str
+    fix: str
+
+
+def sandbox_factory(source: Path) -> LocalDirSandbox:
+    return LocalDirSandbox(source)
+
+
+@pytest.fixture
+def fix_with_new_test(tmp_path: Path) -> FixRepo:
+    """add() subtracts; the fix corrects it and adds tests/test_add.py."""
+    repo = tmp_path / "calc"
+    base = make_git_repo(repo, {"calc.py": CALC_BUGGY, "tests/test_mul.py": TEST_MUL})
+    fix = commit_files(repo, {"calc.py": CALC_FIXED, "tests/test_add.py": TEST_ADD}, "fix add")
+    return FixRepo(repo, base, fix)
+
+
+def token_id(tokenizer: Any, token: str) -> int:
+    """The id of a token given as its vocabulary entry."""
+    tid = tokenizer.convert_tokens_to_ids(token)
+    assert isinstance(tid, int), f"{token!r} maps to {tid!r}"
+    return tid
+
+
+def build_two_choice_model(source: Path, target: Path, choices: dict[str, float]) -> Path:
+    """A copy of the tiny model that, after a newline (the end of every generation
+    prompt), says one of ``choices`` (token text -> logit), then ends its turn.
+
+    All layers are zeroed, so the next token depends on the current one only (see
+    tests/plugins/models.py ``program_model``); the lm_head is then set by hand.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(source)
+    model = AutoModelForCausalLM.from_pretrained(source)
+
+    def one_token(text: str) -> int:
+        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+        assert len(ids) == 1, f"{text!r} is not one token: {ids}"
+        return int(ids[0])
+
+    newline, eos = one_token("\n"), token_id(tokenizer, "<|im_end|>")
+    with torch.no_grad():
+        for param in model.model.layers.parameters():
+            param.zero_()
+        embed, head = model.model.embed_tokens.weight, model.lm_head.weight
+        head.zero_()
+        for i, (current, nexts) in enumerate(
+            [
+                (newline, [(one_token(c), lg) for c, lg in choices.items()]),
+                *[(one_token(c), [(eos, 40.0)]) for c in choices],
+            ]
+        ):
+            embed[current] = 0.0
+            embed[current, i] = 1.0
+            hidden = model.model.norm(embed[current].unsqueeze(0))[0]
+            for nxt, logit in nexts:
+                head[nxt] += logit * hidden / hidden.norm() ** 2
+    target.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(target)
+    tokenizer.save_pretrained(target)
+    return target
+
+
+@pytest.fixture(scope="session")
+def two_choice_model_dir(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_two_choice_model(
+        tiny_model_dir, tmp_path_factory.mktemp("two-choice"), {"A": 9.0, "B": 10.0}
+    )

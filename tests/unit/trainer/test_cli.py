@@ -1,0 +1,90 @@
+"""The trainer's commands through the real ``ribbit`` group."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from bot.cli import main
+from tests.plugins.trainer import PYTEST, FixRepo, sandbox_factory
+from trainer.envs.builder import BuildSpec, EnvironmentBuilder
+from trainer.envs.storage import EnvironmentStore
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("RIBBIT_DATA_DIR", str(tmp_path / "data"))
+    return tmp_path / "data"
+
+
+def test_envs_list_show_export_import(
+    data_dir: Path, fix_with_new_test: FixRepo, tmp_path: Path
+) -> None:
+    env = EnvironmentBuilder(sandbox_factory, reruns=1).build(
+        BuildSpec(
+            fix_with_new_test.path,
+            fix_with_new_test.base,
+            fix_with_new_test.fix,
+            "add is wrong",
+            repo="acme/calc",
+            test_command=PYTEST,
+        )
+    )
+    EnvironmentStore(data_dir / "trainer").add(env, fix_with_new_test.path)
+    runner = CliRunner()
+
+    listed = runner.invoke(main, ["envs", "list"])
+    assert listed.exit_code == 0, listed.output
+    assert env.instance_id in listed.output and "F2P=1 P2P=1" in listed.output
+
+    shown = runner.invoke(main, ["envs", "show", env.instance_id])
+    assert json.loads(shown.output)["FAIL_TO_PASS"] == ["tests/test_add.py::test_add"]
+    assert runner.invoke(main, ["envs", "show", "../nope"]).exit_code != 0
+
+    out = tmp_path / "out.jsonl"
+    exported = runner.invoke(main, ["envs", "export", str(out)])
+    assert "exported 1" in exported.output
+    other = tmp_path / "other"
+    imported = runner.invoke(main, ["envs", "import", str(out), "--store", str(other)])
+    assert "imported 1, refused 0" in imported.output
+    from sqlalchemy import select
+
+    from bot.settings import load_settings
+    from bot.store.db import Database
+    from trainer.store import TrainingEnvironment
+
+    db = Database(load_settings().effective_database_url)
+    with db.session() as s:
+        rows = list(s.scalars(select(TrainingEnvironment)))
+    assert [(r.instance_id, r.store_path) for r in rows] == [
+        (env.instance_id, str(other.resolve()))
+    ]
+    db.dispose()
+    again = runner.invoke(main, ["envs", "import", str(out), "--store", str(other)])
+    assert "imported 0, refused 1" in again.output and "duplicate" in again.output
+
+
+def test_model_promote_and_rollback(data_dir: Path) -> None:
+    from bot.settings import load_settings
+    from bot.store.db import Database
+    from trainer.registry import register
+
+    db = Database(load_settings().effective_database_url)
+    db.migrate()
+    register(db, "v1", base_model="base", adapter_path="/a/v1", heldout_pass_rate=0.5)
+    register(db, "v2", base_model="base", adapter_path="/a/v2", heldout_pass_rate=0.4)
+    db.dispose()
+    runner = CliRunner()
+    assert runner.invoke(main, ["model", "promote", "v1"]).exit_code == 0
+    refused = runner.invoke(main, ["model", "promote", "v2"])
+    assert refused.exit_code != 0 and "worse than the promoted v1" in refused.output
+    listed = runner.invoke(main, ["model", "list", "--json"])
+    assert {v["name"]: v["state"] for v in json.loads(listed.output)} == {
+        "v1": "promoted",
+        "v2": "candidate",
+    }
+    rolled = runner.invoke(main, ["model", "rollback"])
+    assert "now serving the base model" in rolled.output

@@ -1,0 +1,180 @@
+"""EnvironmentBuilder on real git repositories with real bug fixes, tests run for real."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.fakes import commit_files, make_git_repo
+from tests.plugins.trainer import (
+    CALC_BUGGY,
+    CALC_FIXED,
+    PYTEST,
+    TEST_ADD,
+    TEST_MUL,
+    FixRepo,
+    sandbox_factory,
+)
+from trainer.envs.builder import BuildRejected, BuildSpec, EnvironmentBuilder, strip_leaked_solution
+from trainer.envs.storage import EnvironmentStore
+
+ISSUE = "add(2, 3) returns -1 instead of 5."
+
+
+def _builder() -> EnvironmentBuilder:
+    return EnvironmentBuilder(sandbox_factory, reruns=3, test_timeout_s=60)
+
+
+def _spec(repo: FixRepo, issue: str = ISSUE) -> BuildSpec:
+    return BuildSpec(repo.path, repo.base, repo.fix, issue, repo="acme/calc", test_command=PYTEST)
+
+
+def test_fix_with_a_new_test(fix_with_new_test: FixRepo) -> None:
+    env = _builder().build(_spec(fix_with_new_test))
+    assert env.FAIL_TO_PASS == ["tests/test_add.py::test_add"]
+    assert env.PASS_TO_PASS == ["tests/test_mul.py::test_mul"]
+    assert "tests/test_add.py" in env.test_patch and "calc.py" not in env.test_patch
+    assert "return a + b" in env.patch and "test_add" not in env.patch
+    assert env.base_commit == fix_with_new_test.base
+    assert env.provenance.fix_commit == fix_with_new_test.fix
+    assert env.instance_id == f"acme__calc-{fix_with_new_test.fix[:12]}"
+    assert env.problem_statement == ISSUE and not env.provenance.leak_stripped
+
+
+def test_fix_whose_test_already_existed(tmp_path: Path) -> None:
+    # The failing test is in the base commit; the fix touches only code.
+    repo = tmp_path / "calc"
+    base = make_git_repo(
+        repo, {"calc.py": CALC_BUGGY, "tests/test_add.py": TEST_ADD, "tests/test_mul.py": TEST_MUL}
+    )
+    fix = commit_files(repo, {"calc.py": CALC_FIXED}, "fix add")
+    env = _builder().build(_spec(FixRepo(repo, base, fix)))
+    assert env.test_patch == ""
+    assert env.FAIL_TO_PASS == ["tests/test_add.py::test_add"]
+    assert env.PASS_TO_PASS == ["tests/test_mul.py::test_mul"]
+
+
+def test_flaky_test_is_dropped(tmp_path: Path) -> None:
+    # test_flaky fails on every other run (a counter file), so reruns disagree.
+    flaky = (
+        "from pathlib import Path\n\n\ndef test_flaky():\n"
+        "    p = Path('.count')\n    n = int(p.read_text()) if p.exists() else 0\n"
+        "    p.write_text(str(n + 1))\n    assert n % 2 == 0\n"
+    )
+    repo = tmp_path / "calc"
+    base = make_git_repo(
+        repo, {"calc.py": CALC_BUGGY, "tests/test_mul.py": TEST_MUL, "tests/test_flaky.py": flaky}
+    )
+    fix = commit_files(repo, {"calc.py": CALC_FIXED, "tests/test_add.py": TEST_ADD}, "fix add")
+    env = _builder().build(_spec(FixRepo(repo, base, fix)))
+    assert env.FAIL_TO_PASS == ["tests/test_add.py::test_add"]
+    assert env.PASS_TO_PASS == ["tests/test_mul.py::test_mul"]
+    assert env.provenance.flaky_tests == ["tests/test_flaky.py::test_flaky"]
+
+
+def test_fix_without_tests_is_rejected(tmp_path: Path) -> None:
+    repo = tmp_path / "calc"
+    base = make_git_repo(repo, {"calc.py": CALC_BUGGY, "tests/test_mul.py": TEST_MUL})
+    fix = commit_files(repo, {"calc.py": CALC_FIXED}, "fix add, no test")
+    with pytest.raises(BuildRejected) as info:
+        _builder().build(_spec(FixRepo(repo, base, fix)))
+    assert info.value.rejection.reason == "no_fail_to_pass"
+    assert "touches no test file" in info.value.rejection.detail
+
+
+def test_test_only_change_is_rejected(tmp_path: Path) -> None:
+    repo = tmp_path / "calc"
+    base = make_git_repo(repo, {"calc.py": CALC_FIXED})
+    fix = commit_files(repo, {"tests/test_add.py": TEST_ADD}, "add a test")
+    with pytest.raises(BuildRejected) as info:
+        _builder().build(_spec(FixRepo(repo, base, fix)))
+    assert info.value.rejection.reason == "no_code_change"
+
+
+def test_timeout_is_rejected(tmp_path: Path) -> None:
+    slow = "import time\n\n\ndef test_slow():\n    time.sleep(30)\n"
+    repo = tmp_path / "calc"
+    base = make_git_repo(repo, {"calc.py": CALC_BUGGY, "tests/test_slow.py": slow})
+    fix = commit_files(repo, {"calc.py": CALC_FIXED, "tests/test_add.py": TEST_ADD}, "fix")
+    builder = EnvironmentBuilder(sandbox_factory, reruns=1, test_timeout_s=3)
+    with pytest.raises(BuildRejected) as info:
+        builder.build(_spec(FixRepo(repo, base, fix)))
+    assert info.value.rejection.reason == "timeout"
+
+
+def test_a_non_sha_revision_is_refused(fix_with_new_test: FixRepo) -> None:
+    spec = BuildSpec(fix_with_new_test.path, "--upload-pack=evil", fix_with_new_test.fix, ISSUE)
+    with pytest.raises(Exception, match="not a commit sha"):
+        _builder().build(spec)
+
+
+def test_leaked_solution_is_stripped(fix_with_new_test: FixRepo) -> None:
+    issue = (
+        "add(2, 3) returns -1.\n\nI think the fix is:\n```python\ndef add(a, b):\n"
+        "    return a + b\n```\nThanks!"
+    )
+    env = _builder().build(_spec(fix_with_new_test, issue))
+    assert env.provenance.leak_stripped
+    assert "return a + b" not in env.problem_statement
+    assert "add(2, 3) returns -1." in env.problem_statement and "Thanks!" in env.problem_statement
+
+
+def test_strip_leaves_unrelated_text_alone() -> None:
+    patch = (
+        "diff --git a/x.py b/x.py\n--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a\n+value = compute(1)\n"
+    )
+    assert strip_leaked_solution("value is wrong", patch) == ("value is wrong", False)
+    text, leaked = strip_leaked_solution("try `value = compute(1)`\nplease", patch)
+    assert leaked and text == "please"
+
+
+def test_store_bundle_checkout_dedupe_and_jsonl(fix_with_new_test: FixRepo, tmp_path: Path) -> None:
+    env = _builder().build(_spec(fix_with_new_test))
+    store = EnvironmentStore(tmp_path / "store")
+    store.add(env, fix_with_new_test.path)
+    assert store.get(env.instance_id) == env
+    checkout = store.checkout(env, tmp_path / "co")
+    assert (checkout / "calc.py").read_text() == CALC_BUGGY
+    assert not (checkout / "tests/test_add.py").exists()
+    with pytest.raises(BuildRejected) as info:
+        store.add(env.model_copy(update={"instance_id": "other-id"}))
+    assert info.value.rejection.reason == "duplicate"
+
+    out = tmp_path / "envs.jsonl"
+    assert store.export_jsonl(out) == 1
+    line = json.loads(out.read_text())
+    for field in (
+        "instance_id",
+        "repo",
+        "base_commit",
+        "problem_statement",
+        "hints_text",
+        "patch",
+        "test_patch",
+        "FAIL_TO_PASS",
+        "PASS_TO_PASS",
+        "created_at",
+    ):
+        assert field in line
+    assert line["FAIL_TO_PASS"] == ["tests/test_add.py::test_add"]
+
+    # SWE-bench on the hub stores the test lists as JSON strings, and has extra fields.
+    swe = {
+        **env.to_swebench(),
+        "instance_id": "acme__calc-1",
+        "patch": env.patch + "\n",
+        "FAIL_TO_PASS": json.dumps(env.FAIL_TO_PASS),
+        "PASS_TO_PASS": "[]",
+        "version": "1.0",
+        "unknown_field": 1,
+    }
+    (tmp_path / "swe.jsonl").write_text(json.dumps(swe) + "\n" + json.dumps(line) + "\n")
+    other = EnvironmentStore(tmp_path / "other")
+    imported, refused = other.import_jsonl(tmp_path / "swe.jsonl")
+    assert imported == ["acme__calc-1", env.instance_id]
+    assert other.get("acme__calc-1").FAIL_TO_PASS == env.FAIL_TO_PASS
+    assert other.get("acme__calc-1").provenance.source == "import"
+    imported, refused = other.import_jsonl(tmp_path / "swe.jsonl")
+    assert imported == [] and [r.reason for r in refused] == ["duplicate", "duplicate"]

@@ -1,0 +1,141 @@
+"""The GRPO-family loss against numbers worked out by hand.
+
+Batch: rollout 0 has advantage +1 and token ratios 1.5 and 0.9; rollout 1 has
+advantage -1, ratio 0.5 on its only unmasked token. eps_low 0.2, eps_high 0.28:
+
+- r=1.5, A=+1: min(1.5, clip->1.28) = 1.28, loss -1.28 (clipped)
+- r=0.9, A=+1: min(0.9, 0.9) = 0.9, loss -0.9
+- r=0.5, A=-1: min(-0.5, clip->0.8 * -1 = -0.8) = -0.8, loss +0.8 (clipped)
+"""
+
+import math
+
+import pytest
+import torch
+from torch.testing import assert_close
+
+from trainer.rl.loss import LossConfig, k3_kl, policy_loss, token_weights
+
+
+def _batch() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    old = torch.tensor([[-1.0, -2.0], [-0.5, -3.0]])
+    ratios = torch.tensor([[1.5, 0.9], [0.5, 7.0]])  # 7.0 sits under the mask
+    new = old + torch.log(ratios)
+    adv = torch.tensor([1.0, -1.0])
+    mask = torch.tensor([[1.0, 1.0], [1.0, 0.0]])
+    return new, old, adv, mask
+
+
+@pytest.mark.parametrize(
+    ("aggregation", "expected"),
+    [
+        ("token_mean", (-1.28 - 0.9 + 0.8) / 3),
+        ("sequence_mean", ((-1.28 - 0.9) / 2 + 0.8) / 2),
+        ("dr_grpo", (-1.28 - 0.9 + 0.8) / (2 * 2)),
+    ],
+)
+def test_clipped_loss_per_aggregation(aggregation: str, expected: float) -> None:
+    new, old, adv, mask = _batch()
+    out = policy_loss(new, old, adv, mask, LossConfig(aggregation=aggregation))  # type: ignore[arg-type]
+    assert_close(out.loss, torch.tensor(expected))
+    assert_close(out.clip_fraction, torch.tensor(2 / 3))
+    assert out.tokens == 3
+
+
+def test_dr_grpo_uses_the_given_constant() -> None:
+    new, old, adv, mask = _batch()
+    out = policy_loss(new, old, adv, mask, LossConfig(aggregation="dr_grpo", dr_grpo_max_tokens=10))
+    assert_close(out.loss, torch.tensor((-1.28 - 0.9 + 0.8) / (2 * 10)))
+
+
+def test_symmetric_clip_changes_the_high_side_only() -> None:
+    new, old, adv, mask = _batch()
+    out = policy_loss(new, old, adv, mask, LossConfig(eps_low=0.2, eps_high=0.2))
+    assert_close(out.loss, torch.tensor((-1.2 - 0.9 + 0.8) / 3))
+
+
+def test_gradient_at_ratio_one_is_minus_advantage_over_tokens() -> None:
+    logprobs = torch.tensor([[-1.0, -2.0], [-0.5, -1.5]], requires_grad=True)
+    adv = torch.tensor([2.0, -1.0])
+    mask = torch.tensor([[1.0, 1.0], [1.0, 0.0]])
+    out = policy_loss(logprobs, logprobs.detach().clone(), adv, mask, LossConfig())
+    out.loss.backward()
+    assert logprobs.grad is not None
+    assert_close(logprobs.grad, torch.tensor([[-2 / 3, -2 / 3], [1 / 3, 0.0]]))
+
+
+def test_clipped_tokens_get_no_gradient() -> None:
+    old = torch.tensor([[0.0]])
+    logprobs = (old + math.log(1.5)).clone().requires_grad_(True)
+    out = policy_loss(logprobs, old, torch.tensor([1.0]), torch.ones(1, 1), LossConfig())
+    out.loss.backward()
+    assert logprobs.grad is not None
+    assert_close(logprobs.grad, torch.zeros(1, 1))
+
+
+def test_k3_kl_by_hand() -> None:
+    # q = log 2: e^q - q - 1 = 2 - 0.693147 - 1
+    kl = k3_kl(torch.tensor([0.0, -1.0]), torch.tensor([math.log(2.0), -1.0]))
+    assert_close(kl, torch.tensor([1.0 - math.log(2.0), 0.0]))
+
+
+def test_kl_term_is_added_with_its_coefficient() -> None:
+    logprobs = torch.tensor([[0.0, 0.0]])
+    ref = torch.tensor([[math.log(2.0), 0.0]])
+    mask = torch.tensor([[1.0, 1.0]])
+    out = policy_loss(
+        logprobs, logprobs, torch.tensor([0.0]), mask, LossConfig(kl_coef=0.5), ref_logprobs=ref
+    )
+    kl_mean = (1.0 - math.log(2.0)) / 2
+    assert_close(out.kl, torch.tensor(kl_mean))
+    assert_close(out.loss, torch.tensor(0.5 * kl_mean))
+
+
+def test_fully_masked_batch_is_zero_and_differentiable() -> None:
+    logprobs = torch.zeros(2, 3, requires_grad=True)
+    for aggregation in ("token_mean", "sequence_mean", "dr_grpo"):
+        out = policy_loss(
+            logprobs,
+            torch.zeros(2, 3),
+            torch.tensor([1.0, -1.0]),
+            torch.zeros(2, 3),
+            LossConfig(aggregation=aggregation),
+        )
+        assert_close(out.loss, torch.tensor(0.0))
+        out.loss.backward()
+
+
+def test_config_validation_messages() -> None:
+    with pytest.raises(ValueError, match="eps_low"):
+        LossConfig(eps_low=1.5)
+    with pytest.raises(ValueError, match="aggregation must be one of"):
+        LossConfig(aggregation="sum")  # type: ignore[arg-type]
+    new, old, adv, mask = _batch()
+    with pytest.raises(ValueError, match="needs ref_logprobs"):
+        policy_loss(new, old, adv, mask, LossConfig(kl_coef=0.1))
+    with pytest.raises(ValueError, match="same shape"):
+        policy_loss(new, old[:, :1], adv, mask, LossConfig())
+
+
+@pytest.mark.parametrize("aggregation", ["token_mean", "sequence_mean", "dr_grpo"])
+def test_per_sequence_slices_with_batch_weights_add_up_to_the_batch_loss(
+    aggregation: str,
+) -> None:
+    config = LossConfig(aggregation=aggregation, kl_coef=0.1)  # type: ignore[arg-type]
+    new, old, adv, mask = _batch()
+    ref = old - 0.3
+    full = policy_loss(new, old, adv, mask, config, ref_logprobs=ref)
+    weights = token_weights(mask, config)
+    parts = [
+        policy_loss(
+            new[i : i + 1],
+            old[i : i + 1],
+            adv[i : i + 1],
+            mask[i : i + 1],
+            config,
+            ref_logprobs=ref[i : i + 1],
+            weights=weights[i : i + 1],
+        ).loss
+        for i in range(2)
+    ]
+    assert_close(sum(parts), full.loss)

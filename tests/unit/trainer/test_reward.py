@@ -1,0 +1,144 @@
+"""Rewards of good, bad, test-tampering and insecure patches on a real environment."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from tests.fakes import LocalDirSandbox
+from tests.plugins.trainer import PYTEST, FixRepo, sandbox_factory
+from trainer.envs.builder import BuildSpec, EnvironmentBuilder
+from trainer.envs.schema import Environment
+from trainer.envs.storage import EnvironmentStore
+from trainer.rl.reward import compute_reward, shaped_reward
+from worker.gates.base import Finding, GateContext, GateResult
+
+
+@pytest.fixture
+def env_and_checkout(fix_with_new_test: FixRepo, tmp_path: Path) -> tuple[Environment, Path]:
+    builder = EnvironmentBuilder(sandbox_factory, reruns=1, test_timeout_s=60)
+    env = builder.build(
+        BuildSpec(
+            fix_with_new_test.path,
+            fix_with_new_test.base,
+            fix_with_new_test.fix,
+            "add is wrong",
+            repo="acme/calc",
+            test_command=PYTEST,
+        )
+    )
+    store = EnvironmentStore(tmp_path / "store")
+    store.add(env, fix_with_new_test.path)
+    return env, store.checkout(env, tmp_path / "checkout")
+
+
+def _diff(checkout: Path, files: dict[str, str]) -> str:
+    """A patch made the way the agent makes one: edit a sandbox copy, take its diff."""
+    with LocalDirSandbox(checkout) as sandbox:
+        for rel, text in files.items():
+            sandbox.write_file(rel, text.encode())
+        return sandbox.diff()
+
+
+class ForbiddenCallGate:
+    """A gate over the patch text: flags added lines calling eval()."""
+
+    name = "forbidden-call"
+
+    def run(self, ctx: GateContext) -> GateResult:
+        hits = [line for line in ctx.patch.splitlines() if line.startswith("+") and "eval(" in line]
+        findings = tuple(Finding(self.name, "no-eval", f"eval in: {h}") for h in hits)
+        return GateResult(self.name, not findings, findings)
+
+
+GOOD = "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    return a * b\n"
+
+
+def test_the_reference_patch_earns_one(env_and_checkout: tuple[Environment, Path]) -> None:
+    env, checkout = env_and_checkout
+    result = compute_reward(env, env.patch, checkout, sandbox_factory, gates=[])
+    assert (result.reward, result.reason) == (1.0, "solved")
+
+
+def test_a_good_agent_patch_earns_one(env_and_checkout: tuple[Environment, Path]) -> None:
+    env, checkout = env_and_checkout
+    diff = _diff(checkout, {"calc.py": GOOD})
+    result = compute_reward(env, diff, checkout, sandbox_factory, gates=[ForbiddenCallGate()])
+    assert result.reward == 1.0 and result.gates_run == ("forbidden-call",)
+    assert not (checkout / "tests/test_add.py").exists()  # the host checkout is untouched
+
+
+def test_a_wrong_patch_earns_zero(env_and_checkout: tuple[Environment, Path]) -> None:
+    env, checkout = env_and_checkout
+    diff = _diff(checkout, {"calc.py": GOOD.replace("a + b", "a * b + 1")})
+    result = compute_reward(env, diff, checkout, sandbox_factory, gates=[])
+    assert (result.reward, result.reason) == (0.0, "tests_failed")
+    assert result.failed_tests == ("tests/test_add.py::test_add",)
+    assert shaped_reward(result, env) == 0.0
+
+
+def test_breaking_a_pass_to_pass_test_earns_zero(
+    env_and_checkout: tuple[Environment, Path],
+) -> None:
+    env, checkout = env_and_checkout
+    diff = _diff(checkout, {"calc.py": GOOD.replace("a * b", "a + b + 0 * a")})
+    result = compute_reward(env, diff, checkout, sandbox_factory, gates=[])
+    assert result.reward == 0.0 and result.failed_tests == ("tests/test_mul.py::test_mul",)
+    assert result.fail_to_pass_passed == 1
+    assert shaped_reward(result, env, weight=0.1) == pytest.approx(0.1)
+
+
+def test_editing_the_tests_does_not_help(env_and_checkout: tuple[Environment, Path]) -> None:
+    env, checkout = env_and_checkout
+    # Leave the bug, and write a test_add.py that always passes.
+    diff = _diff(checkout, {"tests/test_add.py": "def test_add():\n    assert True\n"})
+    result = compute_reward(env, diff, checkout, sandbox_factory, gates=[])
+    assert (result.reward, result.reason) == (0.0, "tests_failed")
+
+
+def test_empty_and_broken_patches_earn_zero(env_and_checkout: tuple[Environment, Path]) -> None:
+    env, checkout = env_and_checkout
+    assert compute_reward(env, "", checkout, sandbox_factory, gates=[]).reason == "empty_patch"
+    broken = "diff --git a/nope.py b/nope.py\n--- a/nope.py\n+++ b/nope.py\n@@ -1 +1 @@\n-x\n+y\n"
+    result = compute_reward(env, broken, checkout, sandbox_factory, gates=[])
+    assert (result.reward, result.reason) == (0.0, "patch_does_not_apply")
+
+
+def test_an_insecure_patch_that_passes_tests_earns_zero(
+    env_and_checkout: tuple[Environment, Path],
+) -> None:
+    env, checkout = env_and_checkout
+    insecure = GOOD.replace("return a + b", "return eval(f'{a} + {b}')")
+    diff = _diff(checkout, {"calc.py": insecure})
+    result = compute_reward(env, diff, checkout, sandbox_factory, gates=[ForbiddenCallGate()])
+    assert (result.reward, result.reason) == (0.0, "gate_findings")
+    assert result.findings[0].rule == "no-eval"
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("worker.gates.semgrep") is None,
+    reason="worker.gates.semgrep has not landed in this branch yet",
+)
+def test_insecure_patch_with_the_real_default_gates(
+    env_and_checkout: tuple[Environment, Path],
+) -> None:
+    env, checkout = env_and_checkout
+    insecure = GOOD.replace("return a + b", "return eval(f'{a} + {b}')")
+    result = compute_reward(env, _diff(checkout, {"calc.py": insecure}), checkout, sandbox_factory)
+    assert result.reward == 0.0 and result.reason == "gate_findings"
+    assert "semgrep" in {f.gate for f in result.findings}
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("worker.gates.semgrep") is None,
+    reason="worker.gates.semgrep has not landed in this branch yet",
+)
+def test_good_patch_with_the_real_default_gates(
+    env_and_checkout: tuple[Environment, Path],
+) -> None:
+    env, checkout = env_and_checkout
+    result = compute_reward(env, _diff(checkout, {"calc.py": GOOD}), checkout, sandbox_factory)
+    assert (result.reward, result.reason) == (1.0, "solved")
+    assert result.gates_run == ("semgrep", "hygiene")

@@ -1,0 +1,50 @@
+"""Calibration: k rollouts of the current policy per environment, pass@k stored.
+
+An environment the policy always solves, or never does, gives GRPO groups with
+no reward variance: no learning signal. Calibration finds them before training
+spends rollouts there (``Calibration.has_signal``; select ``--envs signal``), and
+the same numbers on held-out environments are a model version's score.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from bot.settings import AgentSettings
+from trainer.envs.schema import Calibration, Environment
+from trainer.rl.rollout import RewardFn, collect_group
+from worker.agent import Policy
+from worker.sandbox.base import Sandbox
+
+
+@dataclass(frozen=True)
+class CalibrationReport:
+    calibrations: dict[str, Calibration]
+
+    @property
+    def pass_rate(self) -> float:
+        """Mean per-environment solve rate (pass@1 estimated from k samples)."""
+        if not self.calibrations:
+            return 0.0
+        return sum(c.pass_rate for c in self.calibrations.values()) / len(self.calibrations)
+
+
+def calibrate(
+    envs: Sequence[tuple[Environment, Path]],
+    policy: Policy,
+    limits: AgentSettings,
+    sandbox_factory: Callable[[Path], Sandbox],
+    reward_fn: RewardFn,
+    *,
+    k: int = 4,
+) -> CalibrationReport:
+    if k < 1:
+        raise ValueError("k must be >= 1")
+    out: dict[str, Calibration] = {}
+    for env, checkout in envs:
+        group = collect_group(env, checkout, policy, limits, sandbox_factory, reward_fn, k)
+        solved = sum(1 for r in group if r.reward >= 1.0)
+        out[env.instance_id] = Calibration(k=k, solved=solved, model=policy.model_name)
+    return CalibrationReport(out)

@@ -1,0 +1,577 @@
+"""``ribbit envs``, ``ribbit train`` and ``ribbit model``.
+
+The bot's top-level group (bot/cli.py) loads these lazily and passes its
+Settings as ``ctx.obj``; commands that need none of it work without it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import click
+
+from bot.settings import Settings
+from trainer.envs.schema import Environment
+
+
+def _settings(ctx: click.Context) -> Settings:
+    settings = ctx.find_root().obj
+    if not isinstance(settings, Settings):
+        from bot.settings import SettingsError, load_settings
+
+        try:
+            settings = load_settings()
+        except SettingsError as exc:
+            raise click.ClickException(str(exc)) from None
+    return settings
+
+
+def _store_dir(ctx: click.Context, store: Path | None) -> Path:
+    return store if store is not None else _settings(ctx).data_dir / "trainer"
+
+
+def _summary(env: Environment) -> str:
+    c = env.calibration
+    calib = f"pass {c.solved}/{c.k}" if c.k else "uncalibrated"
+    return (
+        f"{env.instance_id}\t{env.split}\tF2P={len(env.FAIL_TO_PASS)} "
+        f"P2P={len(env.PASS_TO_PASS)}\t{calib}"
+    )
+
+
+def _index(ctx: click.Context, env_store: Any) -> None:
+    """Keep the store's table in the database in step with the files."""
+    from trainer.envs.index import sync_index
+
+    sync_index(_db(ctx), env_store)
+
+
+_store_option = click.option(
+    "--store",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="Environment store (default: DATA_DIR/trainer).",
+)
+
+
+# -- envs ---------------------------------------------------------------------------------------
+@click.group()
+def envs() -> None:
+    """Training environments built from merged fixes (SWE-bench compatible)."""
+
+
+@envs.command("build")
+@click.option(
+    "--repo",
+    "repo_dir",
+    required=True,
+    type=click.Path(path_type=Path, file_okay=False, exists=True),
+    help="Local git repository.",
+)
+@click.option("--base", required=True, help="Base commit sha (the PR's base).")
+@click.option("--fix", required=True, help="Fix commit sha (the merged fix).")
+@click.option(
+    "--issue-file",
+    required=True,
+    type=click.Path(path_type=Path, exists=True, dir_okay=False),
+    help="Issue text (title on the first line).",
+)
+@click.option(
+    "--name",
+    "repo_name",
+    default="local/repo",
+    show_default=True,
+    help="owner/name, for the instance id.",
+)
+@click.option("--test-command", default="python -m pytest", show_default=True)
+@click.option("--reruns", type=int, default=3, show_default=True)
+@click.option("--timeout", "timeout_s", type=float, default=300.0, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the environment as JSON.")
+@_store_option
+@click.pass_context
+def build_env(
+    ctx: click.Context,
+    repo_dir: Path,
+    base: str,
+    fix: str,
+    issue_file: Path,
+    repo_name: str,
+    test_command: str,
+    reruns: int,
+    timeout_s: float,
+    as_json: bool,
+    store: Path | None,
+) -> None:
+    """Build one environment from a fix; rejected candidates are kept with their reason."""
+    from trainer.envs.builder import BuildRejected, BuildSpec, EnvironmentBuilder
+    from trainer.envs.storage import EnvironmentStore
+    from worker.sandbox import sandbox_factory
+
+    settings = _settings(ctx)
+    env_store = EnvironmentStore(_store_dir(ctx, store))
+    builder = EnvironmentBuilder(
+        sandbox_factory(settings.sandbox), reruns=reruns, test_timeout_s=timeout_s
+    )
+    spec = BuildSpec(
+        repo_dir,
+        base,
+        fix,
+        issue_file.read_text(encoding="utf-8"),
+        repo=repo_name,
+        test_command=test_command,
+    )
+    try:
+        env = builder.build(spec)
+        env_store.add(env, repo_dir)
+    except BuildRejected as exc:
+        env_store.reject(exc.rejection)
+        raise click.ClickException(f"rejected: {exc}") from None
+    _index(ctx, env_store)
+    click.echo(env.model_dump_json(indent=2) if as_json else _summary(env))
+
+
+@envs.command("list")
+@_store_option
+@click.option("--rejected", is_flag=True, help="List rejected candidates instead.")
+@click.pass_context
+def list_envs(ctx: click.Context, store: Path | None, rejected: bool) -> None:
+    """List environments (or rejections, with their reasons)."""
+    from trainer.envs.storage import EnvironmentStore
+
+    env_store = EnvironmentStore(_store_dir(ctx, store))
+    if rejected:
+        for r in env_store.rejections():
+            click.echo(f"{r.candidate}\t{r.reason}\t{r.detail}")
+        return
+    for env in env_store:
+        click.echo(_summary(env))
+
+
+@envs.command("show")
+@click.argument("instance_id")
+@_store_option
+@click.pass_context
+def show_env(ctx: click.Context, instance_id: str, store: Path | None) -> None:
+    """Print one environment as JSON."""
+    from trainer.envs.storage import EnvironmentStore
+
+    try:
+        env = EnvironmentStore(_store_dir(ctx, store)).get(instance_id)
+    except (KeyError, ValueError):
+        raise click.ClickException(f"no environment {instance_id!r}") from None
+    click.echo(env.model_dump_json(indent=2))
+
+
+@envs.command("export")
+@click.argument("path", type=click.Path(path_type=Path, dir_okay=False))
+@click.option(
+    "--envs",
+    "selector",
+    default="all",
+    show_default=True,
+    help="all, split:<name>, signal, or ids a,b,c.",
+)
+@_store_option
+@click.pass_context
+def export_envs(ctx: click.Context, path: Path, selector: str, store: Path | None) -> None:
+    """Write SWE-bench-compatible JSONL."""
+    from trainer.envs.storage import EnvironmentStore
+
+    env_store = EnvironmentStore(_store_dir(ctx, store))
+    n = env_store.export_jsonl(path, env_store.select(selector))
+    click.echo(f"exported {n} environment(s) to {path}")
+
+
+@envs.command("import")
+@click.argument("path", type=click.Path(path_type=Path, dir_okay=False, exists=True))
+@_store_option
+@click.pass_context
+def import_envs(ctx: click.Context, path: Path, store: Path | None) -> None:
+    """Read SWE-bench (or Ribbit) JSONL; duplicates are refused and listed."""
+    from trainer.envs.storage import EnvironmentStore
+
+    env_store = EnvironmentStore(_store_dir(ctx, store))
+    imported, refused = env_store.import_jsonl(path)
+    _index(ctx, env_store)
+    click.echo(f"imported {len(imported)}, refused {len(refused)}")
+    for r in refused:
+        click.echo(f"  {r.candidate}: {r.reason} ({r.detail})")
+
+
+@envs.command("from-outcomes")
+@click.option("--name", "repo_name", required=True, help="owner/name as the outcome store has it.")
+@click.option(
+    "--repo",
+    "repo_dir",
+    required=True,
+    type=click.Path(path_type=Path, file_okay=False, exists=True),
+    help="A local clone holding the PRs' base commits.",
+)
+@click.option("--test-command", default="python -m pytest", show_default=True)
+@click.option("--reruns", type=int, default=3, show_default=True)
+@click.option("--timeout", "timeout_s", type=float, default=300.0, show_default=True)
+@_store_option
+@click.pass_context
+def envs_from_outcomes(
+    ctx: click.Context,
+    repo_name: str,
+    repo_dir: Path,
+    test_command: str,
+    reruns: int,
+    timeout_s: float,
+    store: Path | None,
+) -> None:
+    """Build environments from recorded PR outcomes (merged: built; closed: kept as
+    negative examples with review comments)."""
+    from bot.store.db import Database
+    from trainer.envs.builder import EnvironmentBuilder
+    from trainer.envs.index import sync_index
+    from trainer.envs.outcomes import environments_from_outcomes
+    from trainer.envs.storage import EnvironmentStore
+    from worker.sandbox import sandbox_factory
+
+    settings = _settings(ctx)
+    builder = EnvironmentBuilder(
+        sandbox_factory(settings.sandbox), reruns=reruns, test_timeout_s=timeout_s
+    )
+    db = Database(settings.effective_database_url)
+    db.migrate()
+    env_store = EnvironmentStore(_store_dir(ctx, store))
+    report = environments_from_outcomes(
+        db, repo_name, repo_dir, builder, env_store, test_command=test_command
+    )
+    sync_index(db, env_store)
+    for env in report.built:
+        click.echo(f"built {_summary(env)}")
+    for r in report.rejected:
+        click.echo(f"rejected {r.candidate}: {r.reason} ({r.detail})")
+
+
+@envs.command("calibrate")
+@click.option("--envs", "selector", default="all", show_default=True)
+@click.option("--k", type=int, default=4, show_default=True, help="Rollouts per environment.")
+@click.option(
+    "--model",
+    "model_path",
+    default=None,
+    help="Model to calibrate with (default: the promoted version, else the base).",
+)
+@click.option("--max-turns", type=int, default=100, show_default=True)
+@click.option("--max-new-tokens", type=int, default=8192, show_default=True)
+@_store_option
+@click.pass_context
+def calibrate_envs(
+    ctx: click.Context,
+    selector: str,
+    k: int,
+    model_path: str | None,
+    max_turns: int,
+    max_new_tokens: int,
+    store: Path | None,
+) -> None:
+    """k rollouts per environment; pass@k stored, always/never solved marked (no signal)."""
+    from bot.settings import AgentSettings
+    from bot.store.db import Database
+    from trainer.calibrate import calibrate
+    from trainer.envs.storage import EnvironmentStore
+    from trainer.evaluate import version_policy
+    from trainer.registry import promoted_model
+    from trainer.rl.rollout import graded_reward
+    from worker.sandbox import sandbox_factory
+
+    settings = _settings(ctx)
+    env_store = EnvironmentStore(_store_dir(ctx, store))
+    chosen = env_store.select(selector)
+    if not chosen:
+        raise click.ClickException(f"no environments match {selector!r}")
+    base, adapter = model_path or settings.model.model, None
+    if model_path is None:
+        db = Database(settings.effective_database_url)
+        db.migrate()
+        current = promoted_model(db)
+        if current is not None:
+            base, adapter = current.base_model, current.adapter_path
+    limits = AgentSettings(max_turns=max_turns, max_new_tokens=max_new_tokens)
+    factory = sandbox_factory(settings.sandbox)
+    policy = version_policy(base, adapter, limits)
+    checkouts = Path(tempfile.mkdtemp(prefix="ribbit-calibrate-"))
+    try:
+        pairs = [(e, env_store.checkout(e, checkouts / e.instance_id)) for e in chosen]
+        report = calibrate(pairs, policy, limits, factory, graded_reward(factory), k=k)
+    finally:
+        shutil.rmtree(checkouts, ignore_errors=True)
+    for env in chosen:
+        calibration = report.calibrations[env.instance_id]
+        env_store.update(env.model_copy(update={"calibration": calibration}))
+        signal = "signal" if calibration.has_signal else "no signal"
+        click.echo(f"{env.instance_id}\tpass {calibration.solved}/{calibration.k}\t{signal}")
+    _index(ctx, env_store)
+
+
+# -- train --------------------------------------------------------------------------------------
+@click.command("train")
+@click.option(
+    "--envs",
+    "selector",
+    default="all",
+    show_default=True,
+    help="all, split:<name>, signal, or ids a,b,c.",
+)
+@click.option("--steps", type=int, default=100, show_default=True)
+@click.option("--group-size", type=int, default=8, show_default=True)
+@click.option(
+    "--model", "model_path", default=None, help="Base model (default: RIBBIT_MODEL__MODEL)."
+)
+@click.option("--output-dir", type=click.Path(path_type=Path, file_okay=False), default=None)
+@click.option("--learning-rate", type=float, default=1e-5, show_default=True)
+@click.option("--finetune", type=click.Choice(["lora", "full"]), default="lora", show_default=True)
+@click.option(
+    "--resume",
+    type=click.Path(path_type=Path, file_okay=False, exists=True),
+    default=None,
+    help="A checkpoint folder (step-N) to continue from.",
+)
+@click.option("--max-turns", type=int, default=100, show_default=True, help="Agent turns.")
+@click.option(
+    "--max-new-tokens", type=int, default=8192, show_default=True, help="New tokens per model turn."
+)
+@click.option(
+    "--register",
+    "version_name",
+    default=None,
+    help="Register the final adapter as a candidate model version.",
+)
+@_store_option
+@click.pass_context
+def train(
+    ctx: click.Context,
+    selector: str,
+    steps: int,
+    group_size: int,
+    model_path: str | None,
+    output_dir: Path | None,
+    learning_rate: float,
+    finetune: str,
+    resume: Path | None,
+    max_turns: int,
+    max_new_tokens: int,
+    version_name: str | None,
+    store: Path | None,
+) -> None:
+    """GRPO on stored environments, with the worker's agent loop and the real reward."""
+    from bot.store.db import Database
+    from trainer.config import TrainSettings
+    from trainer.envs.storage import EnvironmentStore
+    from trainer.registry import register
+    from trainer.rl.learner import Learner, load_base_model
+    from trainer.rl.rollout import graded_reward
+    from trainer.store import TrainingRun
+    from trainer.train import StepRecord, seed_everything
+    from trainer.train import train as run_training
+    from worker.sandbox import sandbox_factory
+
+    settings = _settings(ctx)
+    root = _store_dir(ctx, store)
+    out = output_dir or root / "runs" / datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    try:
+        cfg = TrainSettings(
+            model=model_path or settings.model.model,
+            store_dir=str(root),
+            output_dir=str(out),
+            envs=selector,
+            steps=steps,
+            group_size=group_size,
+            learning_rate=learning_rate,
+            finetune="full" if finetune == "full" else "lora",
+            max_turns=max_turns,
+            max_new_tokens=max_new_tokens,
+        )
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+    env_store = EnvironmentStore(root)
+    chosen = env_store.select(selector)
+    if not chosen:
+        raise click.ClickException(f"no environments match {selector!r}")
+    factory = sandbox_factory(settings.sandbox)
+    db = Database(settings.effective_database_url)
+    db.migrate()
+    with db.session() as s:
+        run_row = TrainingRun(
+            base_model=cfg.model, output_dir=str(out), settings=dataclasses.asdict(cfg)
+        )
+        s.add(run_row)
+        s.flush()
+        run_id = run_row.id
+    checkouts = Path(tempfile.mkdtemp(prefix="ribbit-train-"))
+    try:
+        pairs = [(e, env_store.checkout(e, checkouts / e.instance_id)) for e in chosen]
+        seed_everything(cfg.seed)
+        model, tokenizer = load_base_model(cfg.model)
+        learner = Learner(model, tokenizer, cfg)
+        if resume is not None:
+            learner.load(resume)
+        with click.progressbar(length=cfg.steps - learner.step_count, label="training") as bar:
+
+            def on_step(record: StepRecord) -> None:
+                bar.update(1)
+                bar.label = f"step {record.step + 1} reward {record.mean_reward:.2f}"
+
+            summary = run_training(
+                learner, pairs, factory, graded_reward(factory), cfg, on_step=on_step
+            )
+    except Exception:
+        with db.session() as s:
+            row = s.get(TrainingRun, run_id)
+            if row is not None:
+                row.state = "failed"
+        raise
+    finally:
+        shutil.rmtree(checkouts, ignore_errors=True)
+    rewards = summary.mean_rewards
+    with db.session() as s:
+        row = s.get(TrainingRun, run_id)
+        assert row is not None
+        row.state, row.steps_done = "finished", learner.step_count
+        row.first_mean_reward = rewards[0] if rewards else None
+        row.last_mean_reward = rewards[-1] if rewards else None
+        row.finished_at = datetime.now(UTC)
+    last = summary.checkpoints[-1] if summary.checkpoints else None
+    click.echo(
+        f"run {run_id}: {len(rewards)} steps, mean reward "
+        f"{rewards[0] if rewards else 0:.3f} -> {rewards[-1] if rewards else 0:.3f}; "
+        f"checkpoint {last}"
+    )
+    if version_name and last is not None:
+        adapter = last / "adapter"
+        register(
+            db,
+            version_name,
+            base_model=cfg.model,
+            adapter_path=str(adapter) if adapter.exists() else str(last),
+            run_id=run_id,
+        )
+        click.echo(f"registered {version_name} (candidate; evaluate and promote it)")
+
+
+# -- model --------------------------------------------------------------------------------------
+@click.group()
+def model() -> None:
+    """Model versions: list, promote (if not worse on held-out), roll back."""
+
+
+def _db(ctx: click.Context) -> Any:
+    from bot.store.db import Database
+
+    db = Database(_settings(ctx).effective_database_url)
+    db.migrate()
+    return db
+
+
+@model.command("list")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def list_models(ctx: click.Context, as_json: bool) -> None:
+    from trainer.registry import versions
+
+    rows = versions(_db(ctx))
+    if as_json:
+        click.echo(
+            json.dumps(
+                [
+                    {
+                        "name": v.name,
+                        "state": v.state,
+                        "base_model": v.base_model,
+                        "adapter_path": v.adapter_path,
+                        "heldout_pass_rate": v.heldout_pass_rate,
+                    }
+                    for v in rows
+                ],
+                indent=2,
+            )
+        )
+        return
+    for v in rows:
+        rate = "-" if v.heldout_pass_rate is None else f"{v.heldout_pass_rate:.1%}"
+        click.echo(f"{v.name}\t{v.state}\theld-out {rate}\t{v.adapter_path or v.base_model}")
+
+
+@model.command("evaluate")
+@click.argument("version")
+@click.option(
+    "--envs",
+    "selector",
+    default="split:heldout",
+    show_default=True,
+    help="Environments to score on.",
+)
+@click.option("--k", type=int, default=1, show_default=True, help="Rollouts per environment.")
+@click.option("--max-turns", type=int, default=100, show_default=True)
+@click.option("--max-new-tokens", type=int, default=8192, show_default=True)
+@_store_option
+@click.pass_context
+def evaluate_model(
+    ctx: click.Context,
+    version: str,
+    selector: str,
+    k: int,
+    max_turns: int,
+    max_new_tokens: int,
+    store: Path | None,
+) -> None:
+    """Score VERSION on held-out environments (stored; promotion compares it)."""
+    from bot.settings import AgentSettings
+    from trainer.envs.storage import EnvironmentStore
+    from trainer.evaluate import evaluate_version
+    from trainer.registry import RegistryError
+    from worker.sandbox import sandbox_factory
+
+    settings = _settings(ctx)
+    env_store = EnvironmentStore(_store_dir(ctx, store))
+    chosen = env_store.select(selector)
+    if not chosen:
+        raise click.ClickException(f"no environments match {selector!r}")
+    limits = AgentSettings(max_turns=max_turns, max_new_tokens=max_new_tokens)
+    checkouts = Path(tempfile.mkdtemp(prefix="ribbit-eval-"))
+    try:
+        pairs = [(e, env_store.checkout(e, checkouts / e.instance_id)) for e in chosen]
+        report = evaluate_version(
+            _db(ctx), version, pairs, sandbox_factory(settings.sandbox), limits, k=k
+        )
+    except RegistryError as exc:
+        raise click.ClickException(str(exc)) from None
+    finally:
+        shutil.rmtree(checkouts, ignore_errors=True)
+    click.echo(f"{version}: held-out pass rate {report.pass_rate:.1%} on {len(chosen)} env(s)")
+
+
+@model.command("promote")
+@click.argument("version")
+@click.option("--force", is_flag=True, help="Promote even if not better on held-out.")
+@click.pass_context
+def promote_model(ctx: click.Context, version: str, force: bool) -> None:
+    from trainer.registry import RegistryError, promote
+
+    try:
+        promote(_db(ctx), version, force=force)
+    except RegistryError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"promoted {version}")
+
+
+@model.command("rollback")
+@click.pass_context
+def rollback_model(ctx: click.Context) -> None:
+    from trainer.registry import RegistryError, rollback
+
+    try:
+        previous = rollback(_db(ctx))
+    except RegistryError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"now serving {previous.name}" if previous else "now serving the base model")

@@ -1,0 +1,102 @@
+"""Training settings: one dataclass, readable by ``transformers.HfArgumentParser``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from trainer.rl.advantages import BASELINES
+from trainer.rl.loss import AGGREGATIONS
+
+
+@dataclass
+class TrainSettings:
+    model: str = field(
+        default="microsoft/FrogNano-4B-2609", metadata={"help": "Base model path or hub id."}
+    )
+    store_dir: str = field(default="var/trainer", metadata={"help": "Environment store root."})
+    output_dir: str = field(
+        default="var/trainer/runs/latest", metadata={"help": "Checkpoints go here."}
+    )
+    envs: str = field(default="all", metadata={"help": "all, split:<name>, signal, or ids a,b,c."})
+    steps: int = field(
+        default=100, metadata={"help": "Optimizer steps (one batch of groups each)."}
+    )
+    group_size: int = field(default=8, metadata={"help": "Rollouts per environment (G)."})
+    envs_per_step: int = field(default=1, metadata={"help": "Environments (groups) per step."})
+    finetune: Literal["lora", "full"] = field(default="lora", metadata={"help": "lora or full."})
+    lora_r: int = field(default=16, metadata={"help": "LoRA rank."})
+    lora_alpha: int = field(default=32, metadata={"help": "LoRA alpha."})
+    lora_dropout: float = field(
+        default=0.0, metadata={"help": "LoRA dropout (0 keeps ratios exact)."}
+    )
+    lora_target_modules: str = field(
+        default="all-linear", metadata={"help": "peft target modules."}
+    )
+    learning_rate: float = field(default=1e-5, metadata={"help": "AdamW learning rate."})
+    weight_decay: float = field(default=0.0, metadata={"help": "AdamW weight decay."})
+    max_grad_norm: float = field(default=1.0, metadata={"help": "Gradient clipping norm."})
+    updates_per_batch: int = field(
+        default=1, metadata={"help": "Optimizer updates per rollout batch."}
+    )
+    baseline: str = field(default="mean", metadata={"help": "mean or leave_one_out."})
+    scale_by_std: bool = field(default=True, metadata={"help": "Divide advantages by group std."})
+    eps_low: float = field(default=0.2, metadata={"help": "Lower clip range."})
+    eps_high: float = field(default=0.28, metadata={"help": "Upper clip range (clip-higher)."})
+    aggregation: str = field(
+        default="token_mean", metadata={"help": "token_mean, sequence_mean, dr_grpo."}
+    )
+    kl_coef: float = field(default=0.0, metadata={"help": "k3 KL coefficient to the base model."})
+    mask_truncated: bool = field(default=True, metadata={"help": "No loss on cut-off rollouts."})
+    filter_zero_variance: bool = field(
+        default=True, metadata={"help": "Drop groups with equal rewards."}
+    )
+    logprob_chunk_tokens: int = field(
+        default=1024, metadata={"help": "Positions per lm_head chunk."}
+    )
+    gradient_checkpointing: bool = field(default=False, metadata={"help": "Recompute activations."})
+    temperature: float = field(default=1.0, metadata={"help": "Rollout sampling temperature."})
+    top_p: float = field(
+        default=1.0, metadata={"help": "Rollout top-p (1: off, keeps ratios exact)."}
+    )
+    top_k: int = field(default=0, metadata={"help": "Rollout top-k (0: off)."})
+    max_new_tokens: int = field(default=8192, metadata={"help": "New tokens per model turn."})
+    max_turns: int = field(default=100, metadata={"help": "Agent turns per rollout."})
+    max_minutes: float = field(default=30.0, metadata={"help": "Wall clock per rollout."})
+    save_every: int = field(
+        default=10, metadata={"help": "Checkpoint every N steps (0: only at end)."}
+    )
+    seed: int = field(default=0, metadata={"help": "Seed for torch and python RNGs."})
+
+    def __post_init__(self) -> None:
+        checks = [
+            (self.steps >= 1, f"steps must be >= 1; got {self.steps}"),
+            (
+                self.group_size >= 2,
+                f"group_size must be >= 2 (GRPO compares rollouts); got {self.group_size}",
+            ),
+            (self.envs_per_step >= 1, f"envs_per_step must be >= 1; got {self.envs_per_step}"),
+            (
+                self.finetune in ("lora", "full"),
+                f"finetune must be lora or full; got {self.finetune!r}",
+            ),
+            (
+                self.baseline in BASELINES,
+                f"baseline must be one of {BASELINES}; got {self.baseline!r}",
+            ),
+            (
+                self.aggregation in AGGREGATIONS,
+                f"aggregation must be one of {AGGREGATIONS}; got {self.aggregation!r}",
+            ),
+            (self.learning_rate > 0, f"learning_rate must be > 0; got {self.learning_rate}"),
+            (
+                self.updates_per_batch >= 1,
+                f"updates_per_batch must be >= 1; got {self.updates_per_batch}",
+            ),
+            (self.logprob_chunk_tokens >= 1, "logprob_chunk_tokens must be >= 1"),
+            (self.temperature > 0, "temperature must be > 0 (GRPO needs sampled, varied rollouts)"),
+            (self.lora_r >= 1, f"lora_r must be >= 1; got {self.lora_r}"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ValueError(message)

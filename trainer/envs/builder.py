@@ -1,0 +1,245 @@
+"""Build an environment from a fix: base commit, fix commit, issue text.
+
+The fix's diff is split into its test part (``test_patch``) and the rest
+(``patch``, the reference solution). The tests run in a sandbox twice over, each
+state ``reruns`` times with per-test results from JUnit XML:
+
+- *before*: base + test_patch (the new tests present, the fix not);
+- *after*: base + test_patch + patch.
+
+FAIL_TO_PASS is what fails (or is missing) before and passes after; PASS_TO_PASS
+what passes in both. A test whose outcome changes between reruns of one state
+is flaky and dropped from both lists. A candidate is rejected, with its reason,
+when no test goes from fail to pass (a fix without tests, or tests that did not
+catch the bug), when a run times out, or when the patches do not apply.
+
+If the issue text quotes the fix (a pasted diff, the changed lines), those parts
+are stripped so the environment does not hand the model its answer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from trainer.envs.gitutil import GitError, clone_at, resolve_commit, run_git
+from trainer.envs.junit import JUnitError, Outcome, parse_junit
+from trainer.envs.patches import split_by_file, split_test_patch
+from trainer.envs.schema import Environment, Provenance, Rejection
+from worker.sandbox.base import Sandbox
+
+JUNIT_PATH = ".ribbit-junit.xml"
+PATCH_PATH = ".ribbit.patch"
+_MIN_LEAK_CHARS = 12  # shorter added lines ("return x", "pass") are too common to count
+_FENCE = re.compile(r"```.*?```", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class BuildSpec:
+    repo_dir: Path
+    base: str
+    fix: str
+    issue_text: str
+    repo: str = "local/repo"  # owner/name, for the instance id
+    test_command: str = "python -m pytest"
+    setup_commands: tuple[str, ...] = ()
+    hints_text: str = ""
+    provenance: Provenance = field(default_factory=Provenance)
+    # The fix as a diff, when there is no fix commit at hand (a merged PR's diff from
+    # the forge); ``fix`` is then ignored.
+    fix_diff: str | None = None
+
+
+class BuildRejected(Exception):
+    def __init__(self, rejection: Rejection) -> None:
+        super().__init__(f"{rejection.reason}: {rejection.detail}")
+        self.rejection = rejection
+
+
+@dataclass(frozen=True)
+class TestRun:
+    outcomes: dict[str, Outcome]
+    timed_out: bool
+    log: str
+
+
+class EnvironmentBuilder:
+    def __init__(
+        self,
+        sandbox_factory: Callable[[Path], Sandbox],
+        *,
+        reruns: int = 3,
+        test_timeout_s: float = 300.0,
+    ) -> None:
+        if reruns < 1:
+            raise ValueError("reruns must be >= 1")
+        self.sandbox_factory = sandbox_factory
+        self.reruns = reruns
+        self.test_timeout_s = test_timeout_s
+
+    def build(self, spec: BuildSpec) -> Environment:
+        """The environment, or :class:`BuildRejected` with the reason."""
+        candidate = f"{spec.repo}@{spec.base[:12]}..{(spec.fix or 'diff')[:12]}"
+
+        def reject(reason: str, detail: str) -> BuildRejected:
+            return BuildRejected(Rejection(candidate=candidate, reason=reason, detail=detail))  # type: ignore[arg-type]
+
+        base = resolve_commit(spec.repo_dir, spec.base)
+        if spec.fix_diff is not None:
+            diff = spec.fix_diff
+            fix = "diff-" + hashlib.sha256(diff.encode()).hexdigest()[:12]
+        else:
+            fix = resolve_commit(spec.repo_dir, spec.fix)
+            diff = run_git(spec.repo_dir, "diff", "--binary", "--no-color", base, fix, "--")
+        patch, test_patch = split_test_patch(diff)
+        if not patch.strip():
+            raise reject("no_code_change", "the fix changes only tests (or nothing)")
+
+        workdir = Path(tempfile.mkdtemp(prefix="ribbit-envbuild-"))
+        try:
+            checkout = clone_at(spec.repo_dir, workdir / "repo", base)
+            before = self._runs(checkout, spec, [test_patch])
+            after = self._runs(checkout, spec, [test_patch, patch])
+        except PatchDoesNotApply as exc:
+            raise reject("patch_does_not_apply", str(exc)) from None
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+        for state, runs in (("before", before), ("after", after)):
+            if any(r.timed_out for r in runs):
+                raise reject("timeout", f"the tests timed out {state} the fix")
+        flaky = sorted(_flaky(before) | _flaky(after))
+        before_out, after_out = before[0].outcomes, after[0].outcomes
+        if not after_out:
+            raise reject("no_test_results", f"no test ran after the fix: {after[0].log[-500:]}")
+        fail_to_pass = sorted(
+            t
+            for t, o in after_out.items()
+            if o == "passed"
+            and before_out.get(t, "failed") in ("failed", "error")
+            and t not in flaky
+        )
+        pass_to_pass = sorted(
+            t
+            for t, o in after_out.items()
+            if o == "passed" and before_out.get(t) == "passed" and t not in flaky
+        )
+        if not fail_to_pass:
+            touched = "touches no test file" if not test_patch else "changes tests"
+            raise reject(
+                "no_fail_to_pass",
+                f"no test fails before the fix and passes after (the fix {touched}"
+                + (f"; flaky: {', '.join(flaky)}" if flaky else "")
+                + ")",
+            )
+        problem, leaked = strip_leaked_solution(spec.issue_text, patch)
+        provenance = spec.provenance.model_copy(
+            update={"fix_commit": fix, "leak_stripped": leaked, "flaky_tests": flaky}
+        )
+        return Environment(
+            instance_id=instance_id(spec.repo, fix),
+            repo=spec.repo,
+            base_commit=base,
+            problem_statement=problem,
+            hints_text=spec.hints_text,
+            patch=patch,
+            test_patch=test_patch,
+            FAIL_TO_PASS=fail_to_pass,
+            PASS_TO_PASS=pass_to_pass,
+            created_at=datetime.now(UTC).isoformat(),
+            setup_commands=list(spec.setup_commands),
+            test_command=spec.test_command,
+            test_timeout_s=self.test_timeout_s,
+            provenance=provenance,
+        )
+
+    def _runs(self, checkout: Path, spec: BuildSpec, patches: list[str]) -> list[TestRun]:
+        with self.sandbox_factory(checkout) as sandbox:
+            for command in spec.setup_commands:
+                sandbox.exec(command, timeout=self.test_timeout_s)
+            for p in patches:
+                apply_patch(sandbox, p)
+            return [
+                run_tests(sandbox, spec.test_command, self.test_timeout_s)
+                for _ in range(self.reruns)
+            ]
+
+
+class PatchDoesNotApply(Exception):
+    pass
+
+
+def apply_patch(sandbox: Sandbox, patch: str) -> None:
+    if not patch.strip():
+        return
+    sandbox.write_file(PATCH_PATH, patch.encode())
+    result = sandbox.exec(["git", "apply", "--whitespace=nowarn", PATCH_PATH], timeout=60)
+    sandbox.exec(["rm", "-f", PATCH_PATH], timeout=30)
+    if result.exit_code != 0:
+        raise PatchDoesNotApply(result.stderr.strip()[:500] or "git apply failed")
+
+
+def run_tests(sandbox: Sandbox, test_command: str, timeout_s: float) -> TestRun:
+    """Run the test command once with a JUnit report; per-test outcomes."""
+    sandbox.exec(["rm", "-f", JUNIT_PATH], timeout=30)
+    # test_command comes from the repository's config (trusted, like CI config), never
+    # from an issue or model output; the flags appended are constants.
+    command = f"{test_command} -p no:cacheprovider -o junit_family=xunit1 --junitxml={JUNIT_PATH}"
+    result = sandbox.exec(command, timeout=timeout_s)
+    log = result.stdout[-2000:] + result.stderr[-2000:]
+    if result.timed_out:
+        return TestRun({}, True, log)
+    try:
+        outcomes = parse_junit(sandbox.read_file(JUNIT_PATH).decode(errors="replace"))
+    except (OSError, JUnitError):
+        outcomes = {}
+    sandbox.exec(["rm", "-f", JUNIT_PATH], timeout=30)
+    return TestRun(outcomes, False, log)
+
+
+def _flaky(runs: list[TestRun]) -> set[str]:
+    names = set().union(*(r.outcomes for r in runs))
+    return {n for n in names if len({r.outcomes.get(n) for r in runs}) > 1}
+
+
+def strip_leaked_solution(issue_text: str, patch: str) -> tuple[str, bool]:
+    """The issue text without the parts that quote the fix's added code; and whether any did."""
+    added = {
+        line.strip()
+        for section in split_by_file(patch)
+        for line in section.added_lines
+        if len(line.strip()) >= _MIN_LEAK_CHARS
+    }
+
+    def leaks(text: str) -> bool:
+        return "diff --git" in text or any(a in text for a in added)
+
+    if not leaks(issue_text):
+        return issue_text, False
+    text = _FENCE.sub(lambda m: "" if leaks(m.group(0)) else m.group(0), issue_text)
+    kept = [line for line in text.splitlines() if not leaks(line)]
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(kept)).strip(), True
+
+
+def instance_id(repo: str, fix: str) -> str:
+    """SWE-bench style: ``owner__name-<fix sha prefix>``; only safe characters."""
+    slug = re.sub(r"[^A-Za-z0-9_.-]", "_", repo.replace("/", "__"))
+    return f"{slug}-{fix.removeprefix('diff-')[:12]}"
+
+
+__all__ = [
+    "BuildRejected",
+    "BuildSpec",
+    "EnvironmentBuilder",
+    "GitError",
+    "apply_patch",
+    "instance_id",
+    "run_tests",
+    "strip_leaked_solution",
+]

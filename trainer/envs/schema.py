@@ -1,0 +1,121 @@
+"""What one training environment is.
+
+The first block of fields is SWE-bench's instance schema, with the same names
+(upper-case ``FAIL_TO_PASS`` included) so an exported JSONL line is a valid
+SWE-bench instance for its harness and for verl/SkyRL loaders that read it. The
+rest is Ribbit's: how to run it, where it came from, how hard it is.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+Split = Literal["train", "heldout", "test"]
+Author = Literal["bot", "human", "unknown"]
+
+
+class Provenance(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    source: str = Field(default="local", description="pr, outcome, local, import")
+    fix_commit: str | None = None
+    pr_url: str | None = None
+    author: Author = "unknown"
+    leak_stripped: bool = False  # the issue text quoted the fix; those parts were removed
+    flaky_tests: list[str] = Field(default_factory=list)  # dropped after reruns disagreed
+
+
+class Calibration(BaseModel):
+    """pass@k of the current policy on this environment, from k rollouts."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    k: int = 0
+    solved: int = 0
+    model: str | None = None
+
+    @property
+    def pass_rate(self) -> float:
+        return self.solved / self.k if self.k else 0.0
+
+    @property
+    def has_signal(self) -> bool:
+        """Always- or never-solved environments give GRPO groups with no variance."""
+        return self.k > 0 and 0 < self.solved < self.k
+
+
+class Environment(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    # -- SWE-bench fields ----------------------------------------------------
+    instance_id: str
+    repo: str
+    base_commit: str
+    problem_statement: str
+    hints_text: str = ""
+    patch: str  # the non-test part of the fix: the reference solution
+    test_patch: str  # the test part, applied before grading
+    FAIL_TO_PASS: list[str]
+    PASS_TO_PASS: list[str]
+    created_at: str = ""
+    version: str = ""
+    environment_setup_commit: str = ""
+
+    # -- Ribbit fields ---------------------------------------------------------
+    image: str | None = None  # sandbox image; None: the sandbox backend's default
+    setup_commands: list[str] = Field(default_factory=list)
+    test_command: str = "python -m pytest"
+    test_timeout_s: float = 300.0
+    provenance: Provenance = Field(default_factory=Provenance)
+    calibration: Calibration = Field(default_factory=Calibration)
+    split: Split = "train"
+
+    @field_validator("FAIL_TO_PASS", "PASS_TO_PASS", mode="before")
+    @classmethod
+    def _json_list(cls, value: Any) -> Any:
+        # SWE-bench on the hub stores these lists as JSON strings.
+        return json.loads(value) if isinstance(value, str) else value
+
+    def to_swebench(self) -> dict[str, Any]:
+        """The SWE-bench instance (its fields only)."""
+        return self.model_dump(include=set(SWEBENCH_FIELDS))
+
+
+SWEBENCH_FIELDS: tuple[str, ...] = (
+    "instance_id",
+    "repo",
+    "base_commit",
+    "problem_statement",
+    "hints_text",
+    "patch",
+    "test_patch",
+    "FAIL_TO_PASS",
+    "PASS_TO_PASS",
+    "created_at",
+    "version",
+    "environment_setup_commit",
+)
+
+
+class Rejection(BaseModel):
+    """A candidate that did not become an environment, and why."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    candidate: str  # repo@base..fix
+    reason: Literal[
+        "no_fail_to_pass",
+        "no_code_change",
+        "timeout",
+        "patch_does_not_apply",
+        "duplicate",
+        "no_test_results",
+        "pr_not_merged",  # a closed bot PR: kept as a negative example
+        "no_base_commit",  # the outcome does not say which commit the fix was made on
+    ]
+    detail: str = ""
+    negative_trajectory: str | None = None  # path of a rejected bot PR's trajectory
+    hints: list[str] = Field(default_factory=list)  # reviewer comments on that PR

@@ -1,0 +1,118 @@
+"""Model versions: register, promote (only if not worse on held-out), roll back.
+
+A version is the base model plus an optional LoRA adapter folder, with its pass
+rate on held-out environments. Exactly one version is ``promoted`` at a time (or
+none: workers then use the configured base model). Promotion is refused when
+the candidate has no held-out score or scores below the current one; ``force``
+is for humans who know better. Rollback retires the current version and puts
+back the one promoted before it.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from bot.store.db import Database
+from trainer.store import ModelVersion
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+
+
+class RegistryError(Exception):
+    """A registry operation that cannot be done; the message says why."""
+
+
+def register(
+    db: Database,
+    name: str,
+    *,
+    base_model: str,
+    adapter_path: str | None,
+    heldout_pass_rate: float | None = None,
+    heldout_envs: int = 0,
+    run_id: int | None = None,
+) -> ModelVersion:
+    if not _NAME.match(name):
+        raise RegistryError(f"{name!r} is not a valid version name (letters, digits, _ . -)")
+    if heldout_pass_rate is not None and not 0.0 <= heldout_pass_rate <= 1.0:
+        raise RegistryError(f"held-out pass rate must be in [0, 1]; got {heldout_pass_rate}")
+    with db.session() as s:
+        if s.scalar(select(ModelVersion).where(ModelVersion.name == name)) is not None:
+            raise RegistryError(f"version {name!r} already exists")
+        version = ModelVersion(
+            name=name,
+            base_model=base_model,
+            adapter_path=adapter_path,
+            heldout_pass_rate=heldout_pass_rate,
+            heldout_envs=heldout_envs,
+            run_id=run_id,
+            state="candidate",
+        )
+        s.add(version)
+        s.flush()
+        return version
+
+
+def versions(db: Database) -> list[ModelVersion]:
+    with db.session() as s:
+        return list(s.scalars(select(ModelVersion).order_by(ModelVersion.id)))
+
+
+def _promoted(s: Session) -> ModelVersion | None:
+    return s.scalar(select(ModelVersion).where(ModelVersion.state == "promoted"))
+
+
+def promoted_model(db: Database) -> ModelVersion | None:
+    """The version workers should run, or None for the configured base model."""
+    with db.session() as s:
+        return _promoted(s)
+
+
+def promote(db: Database, name: str, *, force: bool = False) -> ModelVersion:
+    with db.session() as s:
+        candidate = s.scalar(select(ModelVersion).where(ModelVersion.name == name))
+        if candidate is None:
+            raise RegistryError(f"no version {name!r}")
+        current = _promoted(s)
+        if current is not None and current.id == candidate.id:
+            return candidate
+        if not force:
+            if candidate.heldout_pass_rate is None:
+                raise RegistryError(f"{name} has no held-out score; evaluate it first")
+            if (
+                current is not None
+                and current.heldout_pass_rate is not None
+                and candidate.heldout_pass_rate < current.heldout_pass_rate
+            ):
+                raise RegistryError(
+                    f"{name} passes {candidate.heldout_pass_rate:.1%} of held-out environments, "
+                    f"worse than the promoted {current.name} ({current.heldout_pass_rate:.1%})"
+                )
+        if current is not None:
+            current.state = "retired"
+            s.flush()
+        candidate.state = "promoted"
+        candidate.promoted_at = datetime.now(UTC)
+        return candidate
+
+
+def rollback(db: Database) -> ModelVersion | None:
+    """Retire the promoted version and promote the one before it (None: back to base)."""
+    with db.session() as s:
+        current = _promoted(s)
+        if current is None:
+            raise RegistryError("no version is promoted; nothing to roll back")
+        current.state = "rolled_back"
+        s.flush()
+        previous = s.scalar(
+            select(ModelVersion)
+            .where(ModelVersion.state == "retired", ModelVersion.promoted_at.is_not(None))
+            .order_by(ModelVersion.promoted_at.desc(), ModelVersion.id.desc())
+        )
+        if previous is not None:
+            previous.state = "promoted"
+        return previous

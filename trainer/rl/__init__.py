@@ -1,0 +1,1 @@
+"""GRPO-family reinforcement learning: advantages, loss, reward, rollouts, learner."""

@@ -1,0 +1,151 @@
+"""The clipped policy-gradient loss of the GRPO family, as a pure function.
+
+Per token t of rollout i, with ratio r = exp(logp - logp_old) and advantage A_i::
+
+    loss_t = -min(r * A_i, clip(r, 1 - eps_low, 1 + eps_high) * A_i) + beta * KL_t
+
+Separate low/high clip bounds are DAPO's "clip-higher" (Yu et al. 2025): a larger
+``eps_high`` leaves room for unlikely tokens to gain probability, which keeps
+entropy from collapsing. ``KL_t`` is the k3 estimator of KL(pi || pi_ref)
+(Schulman, "Approximating KL divergence"), ``exp(q) - q - 1`` with
+``q = logp_ref - logp``: unbiased, always >= 0, low variance.
+
+How per-token losses become one number is a choice with real consequences, so it
+is named (:data:`Aggregation`) and each option is a small function:
+
+- ``token_mean``: mean over every unmasked token in the batch (DAPO). Long
+  rollouts count in proportion to their length.
+- ``sequence_mean``: mean over tokens within a rollout, then over rollouts (the
+  original GRPO). Each rollout counts once, so tokens of short ones weigh more.
+- ``dr_grpo``: sum over tokens divided by a constant, ``batch * max_tokens``
+  (Dr. GRPO, Liu et al. 2025), so no length bias enters through the normaliser.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal, get_args
+
+import torch
+from torch import Tensor
+
+Aggregation = Literal["token_mean", "sequence_mean", "dr_grpo"]
+AGGREGATIONS: tuple[str, ...] = get_args(Aggregation)
+
+
+@dataclass(frozen=True)
+class LossConfig:
+    eps_low: float = 0.2
+    eps_high: float = 0.28
+    aggregation: Aggregation = "token_mean"
+    kl_coef: float = 0.0
+    dr_grpo_max_tokens: int | None = None  # the constant; None: the batch's padded length
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.eps_low < 1:
+            raise ValueError(f"eps_low must be in [0, 1); got {self.eps_low}")
+        if self.eps_high < 0:
+            raise ValueError(f"eps_high must be >= 0; got {self.eps_high}")
+        if self.aggregation not in AGGREGATIONS:
+            raise ValueError(f"aggregation must be one of {AGGREGATIONS}; got {self.aggregation!r}")
+        if self.kl_coef < 0:
+            raise ValueError(f"kl_coef must be >= 0; got {self.kl_coef}")
+
+
+@dataclass(frozen=True)
+class LossOutput:
+    loss: Tensor  # the scalar to backpropagate
+    policy_loss: Tensor  # the clipped term alone, aggregated the same way (detached)
+    kl: Tensor  # mean k3 KL over unmasked tokens (detached; 0 without a reference)
+    clip_fraction: Tensor  # share of unmasked tokens where the clipped term was chosen
+    tokens: int
+
+
+# Every aggregation is a weighted sum of per-token values whose weights depend on the
+# mask only. Computing the weights once for the whole batch lets the learner take the
+# loss one sequence at a time (bounded memory) and still get the batch's exact value.
+def _token_mean_weights(mask: Tensor, config: LossConfig) -> Tensor:
+    return mask / mask.sum().clamp(min=1.0)
+
+
+def _sequence_mean_weights(mask: Tensor, config: LossConfig) -> Tensor:
+    per_seq_tokens = mask.sum(dim=1, keepdim=True)
+    # A rollout with no token left (masked out as truncated) must not dilute the mean.
+    present = (per_seq_tokens > 0).to(mask.dtype).sum().clamp(min=1.0)
+    return mask / per_seq_tokens.clamp(min=1.0) / present
+
+
+def _dr_grpo_weights(mask: Tensor, config: LossConfig) -> Tensor:
+    max_tokens = config.dr_grpo_max_tokens or mask.shape[1]
+    return mask / (mask.shape[0] * max_tokens)
+
+
+AGGREGATORS: dict[str, Callable[[Tensor, LossConfig], Tensor]] = {
+    "token_mean": _token_mean_weights,
+    "sequence_mean": _sequence_mean_weights,
+    "dr_grpo": _dr_grpo_weights,
+}
+
+
+def token_weights(mask: Tensor, config: LossConfig) -> Tensor:
+    """``(B, T)`` weights such that the aggregated loss is ``(weights * loss_t).sum()``."""
+    return AGGREGATORS[config.aggregation](mask.float(), config)
+
+
+def k3_kl(logprobs: Tensor, ref_logprobs: Tensor) -> Tensor:
+    """Per-token k3 estimate of KL(pi || pi_ref), from samples drawn from pi."""
+    q = ref_logprobs - logprobs
+    return torch.exp(q) - q - 1.0
+
+
+def policy_loss(
+    logprobs: Tensor,
+    old_logprobs: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    config: LossConfig,
+    *,
+    ref_logprobs: Tensor | None = None,
+    weights: Tensor | None = None,
+) -> LossOutput:
+    """The GRPO-family loss. ``logprobs``, ``old_logprobs``, ``mask`` (and
+    ``ref_logprobs``) are ``(B, T)``; ``advantages`` is ``(B,)`` (one per rollout,
+    broadcast to its tokens) or ``(B, T)``. ``weights`` (from :func:`token_weights` over
+    the whole batch) lets a caller pass a slice of the batch and get its exact share of
+    the batch loss; by default they come from ``mask``."""
+    if logprobs.shape != old_logprobs.shape or logprobs.shape != mask.shape:
+        raise ValueError(
+            f"logprobs {tuple(logprobs.shape)}, old_logprobs {tuple(old_logprobs.shape)} and "
+            f"mask {tuple(mask.shape)} must have the same shape"
+        )
+    if config.kl_coef > 0 and ref_logprobs is None:
+        raise ValueError("kl_coef > 0 needs ref_logprobs")
+    mask = mask.to(logprobs.dtype)
+    adv = advantages.to(logprobs.dtype)
+    if adv.dim() == 1:
+        adv = adv.unsqueeze(1)
+    # Masked positions may hold anything (padding): keep them out of exp().
+    log_ratio = torch.where(mask > 0, logprobs - old_logprobs.detach(), torch.zeros_like(logprobs))
+    ratio = torch.exp(log_ratio)
+    unclipped = ratio * adv
+    clipped = torch.clamp(ratio, 1.0 - config.eps_low, 1.0 + config.eps_high) * adv
+    pg = -torch.minimum(unclipped, clipped)
+    w = (weights if weights is not None else token_weights(mask, config)).to(logprobs.dtype)
+    pg_loss = (pg * w).sum()
+    loss = pg_loss
+    n_tokens = mask.sum().clamp(min=1.0)
+    kl_mean = torch.zeros((), dtype=logprobs.dtype, device=logprobs.device)
+    if ref_logprobs is not None:
+        kl = k3_kl(logprobs, torch.where(mask > 0, ref_logprobs.detach(), logprobs.detach()))
+        kl_mean = ((kl * mask).sum() / n_tokens).detach()
+        if config.kl_coef > 0:
+            loss = loss + config.kl_coef * (kl * w).sum()
+    clip_fraction = (((clipped < unclipped).to(mask.dtype) * mask).sum() / n_tokens).detach()
+    return LossOutput(
+        loss=loss,
+        policy_loss=pg_loss.detach(),
+        kl=kl_mean,
+        clip_fraction=clip_fraction,
+        tokens=int(mask.sum().item()),
+    )

@@ -1,0 +1,136 @@
+"""The reward of a trajectory's patch on an environment.
+
+In a fresh sandbox at the environment's base commit: apply the patch, put the
+environment's test files back (the test_patch files are reset to base and the
+test_patch applied, so a patch cannot pass by editing the tests), run the tests
+with a JUnit report. The reward is 1.0 iff every FAIL_TO_PASS and PASS_TO_PASS
+test passed and the Semgrep and hygiene gates, when the gates module is
+present, add no blocking (error-severity) finding; else 0.0. Binary on
+purpose: partial credit is easy to game (break a test to "fix" another).
+Shaping exists, separate and off by default (:func:`shaped_reward`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bot.repo_config import RepoConfig
+from bot.settings import GateSettings
+from trainer.envs.builder import PatchDoesNotApply, apply_patch, run_tests
+from trainer.envs.patches import split_by_file
+from trainer.envs.schema import Environment
+from worker.gates.base import Finding, Gate, GateContext
+from worker.sandbox.base import Sandbox
+
+log = logging.getLogger(__name__)
+
+# (module, class) of the gates that judge a patch beyond its tests.
+REWARD_GATES: tuple[tuple[str, str], ...] = (
+    ("worker.gates.semgrep", "SemgrepGate"),
+    ("worker.gates.hygiene", "HygieneGate"),
+)
+
+
+@dataclass(frozen=True)
+class RewardResult:
+    reward: float
+    reason: str  # solved, empty_patch, patch_does_not_apply, tests_failed, timeout, gate_findings
+    failed_tests: tuple[str, ...] = ()
+    fail_to_pass_passed: int = 0
+    findings: tuple[Finding, ...] = ()
+    gates_run: tuple[str, ...] = ()
+    details: dict[str, str] = field(default_factory=dict)
+
+
+def default_reward_gates() -> list[Gate]:
+    """Semgrep and hygiene gates, where the gates module has them (empty otherwise)."""
+    gates: list[Gate] = []
+    for module_name, class_name in REWARD_GATES:
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            log.warning("%s is not available; the reward runs without it", module_name)
+            continue
+        gates.append(getattr(module, class_name)())
+    return gates
+
+
+def reset_test_files(sandbox: Sandbox, env: Environment) -> None:
+    """Undo whatever the patch did to the environment's test files, then apply its tests."""
+    for section in split_by_file(env.test_patch):
+        # Paths come from the environment's own test_patch, passed as argv after "--".
+        exists = sandbox.exec(
+            ["git", "cat-file", "-e", f"{env.base_commit}:{section.path}"], timeout=30
+        )
+        if exists.exit_code == 0:
+            sandbox.exec(["git", "checkout", env.base_commit, "--", section.path], timeout=30)
+        else:
+            sandbox.exec(["rm", "-f", "--", section.path], timeout=30)
+    apply_patch(sandbox, env.test_patch)
+
+
+def compute_reward(
+    env: Environment,
+    diff: str,
+    checkout: Path,
+    sandbox_factory: Callable[[Path], Sandbox],
+    *,
+    gates: Sequence[Gate] | None = None,
+    gate_settings: GateSettings | None = None,
+) -> RewardResult:
+    """``checkout`` is a host clone at ``env.base_commit`` (never modified here)."""
+    if not diff.strip():
+        return RewardResult(0.0, "empty_patch")
+    with sandbox_factory(checkout) as sandbox:
+        for command in env.setup_commands:
+            sandbox.exec(command, timeout=env.test_timeout_s)
+        try:
+            apply_patch(sandbox, diff)
+        except PatchDoesNotApply as exc:
+            return RewardResult(0.0, "patch_does_not_apply", details={"error": str(exc)})
+        try:
+            reset_test_files(sandbox, env)
+        except PatchDoesNotApply as exc:
+            return RewardResult(0.0, "patch_does_not_apply", details={"error": f"tests: {exc}"})
+        run = run_tests(sandbox, env.test_command, env.test_timeout_s)
+    if run.timed_out:
+        return RewardResult(0.0, "timeout")
+    required = [*env.FAIL_TO_PASS, *env.PASS_TO_PASS]
+    failed = tuple(t for t in required if run.outcomes.get(t) != "passed")
+    f2p_passed = sum(1 for t in env.FAIL_TO_PASS if run.outcomes.get(t) == "passed")
+    if failed:
+        return RewardResult(0.0, "tests_failed", failed, f2p_passed, details={"log": run.log})
+
+    gate_list = list(default_reward_gates() if gates is None else gates)
+    ctx = GateContext(
+        repo_dir=checkout,
+        base_commit=env.base_commit,
+        patch=diff,
+        repo_config=RepoConfig(test=env.test_command),
+        gate_settings=gate_settings or GateSettings(),
+        sandbox_factory=sandbox_factory,
+        issue_text=env.problem_statement,
+    )
+    findings: list[Finding] = []
+    for gate in gate_list:
+        result = gate.run(ctx)
+        # Warnings and notes inform a reviewer; only blocking findings cost the reward.
+        findings.extend(f for f in result.findings if f.severity == "error")
+        if not result.passed and not result.findings:
+            findings.append(Finding(gate.name, "gate-failed", result.logs[:300] or "failed"))
+    names = tuple(g.name for g in gate_list)
+    if findings:
+        return RewardResult(0.0, "gate_findings", (), f2p_passed, tuple(findings), names)
+    return RewardResult(1.0, "solved", (), f2p_passed, (), names)
+
+
+def shaped_reward(result: RewardResult, env: Environment, *, weight: float = 0.1) -> float:
+    """Optional partial credit: ``weight`` times the share of FAIL_TO_PASS now passing,
+    for unsolved patches whose gates were not the problem. Off unless asked for."""
+    if result.reward >= 1.0 or result.reason not in ("tests_failed",) or not env.FAIL_TO_PASS:
+        return result.reward
+    return weight * result.fail_to_pass_passed / len(env.FAIL_TO_PASS)

@@ -1,0 +1,58 @@
+"""The trainer's tables: environments (an index of the on-disk store), training
+runs and model versions. Same metadata as the bot's tables (bot.store.models.Base);
+the schema comes from migration 0002."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Float, ForeignKey, Integer, String, Text
+from sqlalchemy.orm import Mapped, mapped_column
+
+from bot.store.models import Base, utcnow
+
+
+class TrainingEnvironment(Base):
+    __tablename__ = "training_environments"
+
+    instance_id: Mapped[str] = mapped_column(String(255), primary_key=True)
+    repo: Mapped[str] = mapped_column(String(255))
+    split: Mapped[str] = mapped_column(String(16), default="train")
+    store_path: Mapped[str] = mapped_column(Text)
+    calibration_k: Mapped[int] = mapped_column(Integer, default=0)
+    calibration_solved: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class TrainingRun(Base):
+    __tablename__ = "training_runs"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    base_model: Mapped[str] = mapped_column(String(512))
+    output_dir: Mapped[str] = mapped_column(Text)
+    settings: Mapped[dict[str, Any]] = mapped_column()
+    state: Mapped[str] = mapped_column(String(16), default="running")  # running|finished|failed
+    steps_done: Mapped[int] = mapped_column(Integer, default=0)
+    first_mean_reward: Mapped[float | None] = mapped_column(Float, nullable=True)
+    last_mean_reward: Mapped[float | None] = mapped_column(Float, nullable=True)
+    started_at: Mapped[datetime] = mapped_column(default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(nullable=True)
+
+
+class ModelVersion(Base):
+    __tablename__ = "model_versions"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(128), unique=True)
+    base_model: Mapped[str] = mapped_column(String(512))
+    adapter_path: Mapped[str | None] = mapped_column(Text, nullable=True)  # None: the base itself
+    run_id: Mapped[int | None] = mapped_column(
+        ForeignKey("training_runs.id", ondelete="SET NULL"), nullable=True
+    )
+    heldout_pass_rate: Mapped[float | None] = mapped_column(Float, nullable=True)
+    heldout_envs: Mapped[int] = mapped_column(Integer, default=0)
+    # candidate | promoted | retired (was promoted, replaced) | rolled_back
+    state: Mapped[str] = mapped_column(String(16), default="candidate")
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    promoted_at: Mapped[datetime | None] = mapped_column(nullable=True)

@@ -168,6 +168,11 @@ class ModelSettings(Section):
     quantization: Literal["none", "4bit", "8bit"] = Field(
         default="none", description="bitsandbytes quantisation where installed."
     )
+    adapter_path: Path | None = Field(
+        default=None,
+        description="LoRA adapter loaded on top of the model (transformers). Workers set it "
+        "from the promoted model version (`ribbit model promote`); rarely set by hand.",
+    )
     replay_file: Path | None = Field(default=None, description="Trajectory to replay (replay).")
     openai_timeout_s: float = Field(
         default=600.0, gt=0, description="Read timeout of one chat-completions request (openai)."

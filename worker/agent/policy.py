@@ -113,14 +113,17 @@ class _LoadedModel:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
-_WEIGHTS: dict[tuple[str, str | None, str], _LoadedModel] = {}
+_WEIGHTS: dict[tuple[str, str | None, str, Path | None], _LoadedModel] = {}
 _WEIGHTS_LOCK = threading.Lock()
 
 
 def _load_weights(settings: ModelSettings) -> _LoadedModel:
-    key = (settings.model, settings.revision, settings.quantization)
+    key = (settings.model, settings.revision, settings.quantization, settings.adapter_path)
     with _WEIGHTS_LOCK:
         if key not in _WEIGHTS:
+            # One set of weights per process: a promoted version replaces the previous one
+            # instead of piling up copies in (GPU) memory.
+            _WEIGHTS.clear()
             _WEIGHTS[key] = _load_weights_uncached(settings)
         return _WEIGHTS[key]
 
@@ -158,10 +161,19 @@ def _load_weights_uncached(settings: ModelSettings) -> _LoadedModel:
     except (OSError, ValueError) as exc:
         where = " (HF_HUB_OFFLINE is set: only local files are used)" if offline else ""
         raise PolicyError(f"cannot load model {settings.model!r}{where}: {exc}") from exc
+    name = settings.model
+    if settings.adapter_path is not None:
+        from peft import PeftModel
+
+        try:
+            model = PeftModel.from_pretrained(model, str(settings.adapter_path))  # type: ignore[assignment]
+        except (OSError, ValueError) as exc:
+            raise PolicyError(f"cannot load adapter {settings.adapter_path}: {exc}") from exc
+        name = f"{settings.model}+{settings.adapter_path.name}"
     if cuda and "device_map" not in kwargs:
         model = model.to("cuda")  # type: ignore[arg-type]
     model.eval()
-    return _wrap_loaded(model, tokenizer, settings.model)
+    return _wrap_loaded(model, tokenizer, name)
 
 
 def _wrap_loaded(
@@ -578,6 +590,10 @@ def load_policy(model: ModelSettings, agent: AgentSettings) -> Policy:
     with _POLICIES_LOCK:
         policy = _POLICIES.get(key)
         if policy is None:
+            if model.policy == "transformers":
+                # Let go of policies holding earlier weights (a promotion or rollback).
+                for old in [k for k, p in _POLICIES.items() if isinstance(p, TransformersPolicy)]:
+                    del _POLICIES[old]
             policy = _create_policy(model, agent)
             _POLICIES[key] = policy
         return policy

@@ -318,7 +318,10 @@ class SolveRun:
             metadata={"job_id": self.job.id, "kind": self.job.kind},
         )
         limits = agent_limits(self.settings.agent, config)
-        policy = load_policy(self.settings.model, self.settings.agent)
+        from worker.models import model_for_jobs
+
+        model = model_for_jobs(self.ctx.store.db, self.settings.model)
+        policy = load_policy(model, self.settings.agent)
         self.status.show(Status("working", "The agent is working in a sandbox."))
         with open_sandbox(self.settings.sandbox, self.workdir.checkout) as sandbox:
             if config.setup:
@@ -376,7 +379,7 @@ class SolveRun:
             issue=issue.ref.number,
             summary=summary,
             report_md=report_md,
-            model=self.settings.model.model,
+            model=model.model,
             exit_reason=result.exit_reason,
             turns=out["turns"],
             seconds=time.monotonic() - started,

@@ -242,7 +242,7 @@ def outcome_series(db: Database) -> OutcomeSeries:
 # -- trainer tables (they exist only once the trainer has migrated its schema) ---------------
 
 TRAINER_TABLES = {
-    "environments": "environments",
+    "environments": "training_environments",
     "training-runs": "training_runs",
     "model-versions": "model_versions",
 }

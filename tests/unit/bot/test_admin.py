@@ -212,21 +212,20 @@ def test_admin_outcomes_page_embeds_chart_data(admin: Any, db: Any) -> None:
 
 
 @pytest.mark.parametrize("section", ["environments", "training-runs", "model-versions"])
-def test_admin_trainer_pages_show_no_data_until_tables_exist(admin: Any, section: str) -> None:
+def test_admin_trainer_pages_show_no_data_while_empty(admin: Any, section: str) -> None:
     page = admin.get(f"/admin/{section}", headers=BEARER)
     assert page.status_code == 200
     assert 'id="no-data"' in page.get_data(as_text=True)
 
 
-def test_admin_trainer_page_lists_rows_once_table_exists(admin: Any, db: Any) -> None:
+def test_admin_trainer_page_lists_model_versions(admin: Any, db: Any) -> None:
+    # The table comes from the trainer's migration; rows are inserted as the registry does.
     with db.engine.begin() as conn:
         conn.execute(
-            text("CREATE TABLE model_versions (id INTEGER PRIMARY KEY, name TEXT, created_at TEXT)")
-        )
-        conn.execute(
             text(
-                "INSERT INTO model_versions (name, created_at) VALUES "
-                "('frognano-ft-1', '2026-04-01'), ('<b>v2</b>', '2026-04-02')"
+                "INSERT INTO model_versions (name, base_model, heldout_envs, state, created_at) "
+                "VALUES ('frognano-ft-1', 'base', 3, 'promoted', '2026-04-01'), "
+                "('<b>v2</b>', 'base', 3, 'candidate', '2026-04-02')"
             )
         )
     page = admin.get("/admin/model-versions", headers=BEARER).get_data(as_text=True)

@@ -417,10 +417,17 @@ def train(
         if resume is not None:
             learner.load(resume)
         with click.progressbar(length=cfg.steps - learner.step_count, label="training") as bar:
+            curve: list[float] = []
 
             def on_step(record: StepRecord) -> None:
                 bar.update(1)
                 bar.label = f"step {record.step + 1} reward {record.mean_reward:.2f}"
+                curve.append(record.mean_reward)
+                with db.session() as s:
+                    row = s.get(TrainingRun, run_id)
+                    if row is not None:
+                        row.reward_curve = list(curve)
+                        row.steps_done = record.step + 1
 
             summary = run_training(
                 learner, pairs, factory, graded_reward(factory), cfg, on_step=on_step
@@ -440,6 +447,7 @@ def train(
         row.state, row.steps_done = "finished", learner.step_count
         row.first_mean_reward = rewards[0] if rewards else None
         row.last_mean_reward = rewards[-1] if rewards else None
+        row.reward_curve = list(rewards)
         row.finished_at = datetime.now(UTC)
     last = summary.checkpoints[-1] if summary.checkpoints else None
     click.echo(

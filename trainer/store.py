@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Float, ForeignKey, Integer, String, Text
+from sqlalchemy import JSON, Float, ForeignKey, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from bot.store.models import Base, utcnow
@@ -36,6 +36,8 @@ class TrainingRun(Base):
     steps_done: Mapped[int] = mapped_column(Integer, default=0)
     first_mean_reward: Mapped[float | None] = mapped_column(Float, nullable=True)
     last_mean_reward: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # Mean reward per step, updated as the run goes (the dashboard draws it).
+    reward_curve: Mapped[list[float] | None] = mapped_column(JSON, nullable=True)
     started_at: Mapped[datetime] = mapped_column(default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column(nullable=True)
 

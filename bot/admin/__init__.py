@@ -175,7 +175,13 @@ TRAINER_TITLES = {
 
 @bp.get("/<any(environments, 'training-runs', 'model-versions'):section>")
 def trainer_section(section: str) -> str:
-    view = queries.trainer_table(services().db, queries.TRAINER_TABLES[section])
+    db = services().db
+    view = queries.trainer_table(db, queries.TRAINER_TABLES[section])
+    curves = queries.reward_curves(db) if section == "training-runs" else []
     return render_template(
-        "admin/table.html", title=TRAINER_TITLES[section], view=view, section=section
+        "admin/table.html",
+        title=TRAINER_TITLES[section],
+        view=view,
+        section=section,
+        curves=curves,
     )

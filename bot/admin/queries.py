@@ -3,6 +3,7 @@ whatever the number of jobs: one for the page of rows (LIMIT/OFFSET), one for th
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -274,3 +275,30 @@ def trainer_table(db: Database, table: str) -> TableView:
     except SQLAlchemyError:
         return TableView(table, False, [], [])
     return TableView(table, True, columns, rows)
+
+
+def reward_curves(db: Database, limit: int = 10) -> list[dict[str, Any]]:
+    """The newest training runs' per-step mean rewards, for the reward-curve chart."""
+    try:
+        if not inspect(db.engine).has_table("training_runs"):
+            return []
+        from sqlalchemy import MetaData, Table
+
+        tbl = Table("training_runs", MetaData(), autoload_with=db.engine)
+        if "reward_curve" not in tbl.c:
+            return []
+        with db.engine.connect() as conn:
+            rows = conn.execute(
+                select(tbl.c.id, tbl.c.reward_curve)
+                .where(tbl.c.reward_curve.is_not(None))
+                .order_by(tbl.c.id.desc())
+                .limit(limit)
+            ).all()
+    except SQLAlchemyError:
+        return []
+    curves = []
+    for run_id, curve in reversed(rows):
+        values = curve if isinstance(curve, list) else json.loads(curve or "[]")
+        if values:
+            curves.append({"run": f"run {run_id}", "rewards": [float(v) for v in values]})
+    return curves

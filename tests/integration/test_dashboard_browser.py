@@ -47,6 +47,7 @@ def served(tmp_path: Path, dispatcher: Any) -> Iterator[tuple[str, Any]]:
     seed_jobs(db, 120)
     seed_job_with_trajectory(db, settings.data_dir)
     seed_outcomes(db, weeks=6)
+    seed_training_run(db, [0.25, 0.4, 0.55, 0.8, 0.9])
     server = make_server("127.0.0.1", free_port(), app, threaded=True)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -94,6 +95,24 @@ def browser(tmp_path: Path) -> Iterator[Any]:
     finally:
         driver.quit()
         shutil.rmtree(tmp_path / "chromium", ignore_errors=True)
+
+
+def seed_training_run(db: Any, curve: list[float]) -> None:
+    from trainer.store import TrainingRun
+
+    with db.session() as s:
+        s.add(
+            TrainingRun(
+                base_model="tiny",
+                output_dir="/tmp/run",
+                settings={},
+                state="finished",
+                steps_done=len(curve),
+                first_mean_reward=curve[0],
+                last_mean_reward=curve[-1],
+                reward_curve=curve,
+            )
+        )
 
 
 def _shot(driver: Any, name: str) -> Path:
@@ -185,7 +204,15 @@ def test_dashboard_in_chromium_login_jobs_trajectory_charts(
     _shot(browser, "outcomes")
 
     browser.get(f"{base}/admin/training-runs")
-    assert "No data yet" in browser.find_element(By.ID, "no-data").text
+    wait.until(lambda d: d.execute_script("return !!(window.ribbitCharts||{}).rewards"))
+    curve = browser.execute_script(
+        "const c = Chart.getChart('reward-chart'); return c.data.datasets[0].data;"
+    )
+    assert curve == [0.25, 0.4, 0.55, 0.8, 0.9]
+    label = browser.execute_script("return Chart.getChart('reward-chart').data.datasets[0].label")
+    assert label == "run 1"
+    assert "finished" in browser.find_element(By.ID, "trainer-table").text
+    _shot(browser, "training-runs")
     assert _csp_violations(browser) == []
 
     # Logging out ends the session.

@@ -264,3 +264,22 @@ def test_admin_gate_report_shapes_and_garbage() -> None:
     )
     assert detail.trajectory is not None and detail.trajectory.turns[0].content == "3"
     assert detail.diff is None and job_detail(None, Path("/x")).trajectory is None
+
+
+def test_admin_training_runs_page_draws_reward_curves(admin: Any, db: Any) -> None:
+    from trainer.store import TrainingRun
+
+    with db.session() as s:
+        s.add(
+            TrainingRun(
+                base_model="tiny",
+                output_dir="/tmp/r",
+                settings={},
+                state="finished",
+                steps_done=3,
+                reward_curve=[0.2, 0.5, 0.9],
+            )
+        )
+    page = admin.get("/admin/training-runs", headers=BEARER).get_data(as_text=True)
+    assert 'id="reward-chart"' in page and "training.js" in page
+    assert '"rewards": [0.2, 0.5, 0.9]' in page or '"rewards":[0.2,0.5,0.9]' in page

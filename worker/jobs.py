@@ -59,6 +59,10 @@ class JobContext:
 
 Pipeline = Callable[[JobContext], "dict[str, Any] | None"]
 PIPELINES: dict[str, Pipeline] = {}
+# Called while a job waits for a free slot, with its 1-based queue position (to tell the
+# issue where it stands); failures there never affect the job.
+WaitingHook = Callable[[WorkerRuntime, Job, int], None]
+WAITING_HOOKS: dict[str, WaitingHook] = {}
 
 
 def pipeline(kind: str) -> Callable[[Pipeline], Pipeline]:
@@ -108,6 +112,7 @@ def run_job(runtime: WorkerRuntime, job_id: str) -> RunOutcome:
     if claim == "held":
         return "held"  # `ribbit resume` dispatches it again
     if claim == "no_slot":
+        _tell_waiting(runtime, job_id)
         raise Defer(15, "concurrency limit reached")
     if claim == "running_elsewhere":
         raise Defer(STALE_AFTER.total_seconds(), "running on another worker")
@@ -149,6 +154,23 @@ def run_job(runtime: WorkerRuntime, job_id: str) -> RunOutcome:
         return "cancelled"
     store.transition(job_id, "succeeded", result=result, stage=None)
     return "succeeded"
+
+
+def _tell_waiting(runtime: WorkerRuntime, job_id: str) -> None:
+    job = runtime.store.get(job_id)
+    hook = WAITING_HOOKS.get(job.kind)
+    if hook is None:
+        return
+    position = runtime.store.queue_position(job_id)
+    marker = f"waiting:{position}"
+    if job.stage == marker:
+        return  # already told; the position has not moved
+    try:
+        hook(runtime, job, position)
+    except Exception:
+        log.warning("could not report queue position of job %s", job_id, exc_info=True)
+        return
+    runtime.store.update(job_id, stage=marker)
 
 
 def _end_cancelled(store: JobStore, job_id: str) -> RunOutcome:

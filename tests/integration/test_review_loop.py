@@ -314,3 +314,26 @@ def test_retry_after_a_pr_starts_over_beside_it(forge_world: Any, deployment_for
     [status] = bot_comments(forge_world, "github", repo, number)  # still one status comment
     second_job = next(j for j in dep.store.list() if j.pr_number == second.number)
     assert second_job.pr_url and second_job.pr_url in status.body
+
+
+def test_a_waiting_job_shows_its_queue_position(forge_world: Any, deployment_for: Any) -> None:
+    dep = deployment_for(SLOW_SCRIPT)  # one agent job per repository at a time (default)
+    repo = new_repo(forge_world, "github")
+    first = label_issue(forge_world, "github", repo)
+    [running] = dep.store.list()
+    wait_for(lambda: dep.store.get(running.id).stage == "agent", what="first job running")
+    second = label_issue(forge_world, "github", repo)
+    status = wait_for(
+        lambda: next(iter(bot_comments(forge_world, "github", repo, second)), None),
+        what="queued status",
+    )
+    assert "Queued" in status.body and "next in line" in status.body
+    waiting = next(j for j in dep.store.list() if j.issue_number == second)
+    assert dep.store.get(waiting.id).state == "queued"
+    for number in (first, second):  # clean up: stop both
+        forge_world.forge.comment_as("github", repo, number, author="maya", body="/ribbit stop")
+    wait_for(
+        lambda: all(j.state == "cancelled" for j in dep.store.list() if j.kind == "solve"),
+        timeout=90,
+        what="both stopped",
+    )

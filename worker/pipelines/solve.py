@@ -35,7 +35,9 @@ from bot.forges.base import (
 from bot.forges.branches import branch_name_for_issue, validate_branch_name
 from bot.repo_config import CONFIG_PATH, RepoConfig, RepoConfigError, parse_repo_config
 from bot.settings import AgentSettings, Settings
-from worker.jobs import JobCancelled, JobContext, JobRefused, pipeline
+from bot.store.models import Job
+from worker.jobs import WAITING_HOOKS, JobCancelled, JobContext, JobRefused, pipeline
+from worker.runtime import WorkerRuntime
 from worker.status import Status, StatusComment
 
 log = logging.getLogger(__name__)
@@ -511,6 +513,22 @@ class _Timer:
 
     def __exit__(self, *exc: object) -> None:
         self.timings[self.name] = round(time.monotonic() - self.start, 3)
+
+
+def tell_queue_position(runtime: WorkerRuntime, job: Job, position: int) -> None:
+    """The issue's status comment says the job is queued, and where."""
+    repo = RepoRef(job.forge, job.repo)  # type: ignore[arg-type]
+    assert job.issue_number is not None
+    forge = make_forge(runtime.settings, repo.forge, installation_id=job.installation_id)
+    status = StatusComment(
+        forge, IssueRef(repo, job.issue_number), runtime.store, job.id, job.status_comment_id
+    )
+    ahead = "next in line" if position <= 1 else f"position {position} in the queue"
+    status.show(Status("queued", f"Waiting for a free worker slot ({ahead})."))
+
+
+WAITING_HOOKS["solve"] = tell_queue_position
+WAITING_HOOKS["revise"] = tell_queue_position
 
 
 @pipeline("solve")

@@ -12,7 +12,7 @@ import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,9 +52,19 @@ class PatchApplyError(PatchTreeError):
 
 
 def run_git(
-    cwd: Path, *args: str, stdin: bytes | None = None
+    cwd: Path,
+    *args: str,
+    stdin: bytes | None = None,
+    identity: Mapping[str, str] | None = None,
 ) -> subprocess.CompletedProcess[bytes]:
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.devnull, **_GIT_ENV}
+    """Host git on untrusted content (hooks, user config and fsmonitor off, bounded time).
+    ``identity`` overrides the author/committer variables (the bot's own commits)."""
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": os.devnull,
+        **_GIT_ENV,
+        **(identity or {}),
+    }
     return subprocess.run(
         ["git", *_GIT_SAFE, *args],
         cwd=cwd,

@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 import re
 import shutil
-import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +35,7 @@ from bot.forges.branches import branch_name_for_issue, validate_branch_name
 from bot.repo_config import CONFIG_PATH, RepoConfig, RepoConfigError, parse_repo_config
 from bot.settings import AgentSettings, Settings
 from bot.store.models import Job
+from worker.gates.trees import run_git
 from worker.jobs import WAITING_HOOKS, JobCancelled, JobContext, JobRefused, pipeline
 from worker.runtime import WorkerRuntime
 from worker.status import Status, StatusComment
@@ -65,29 +65,21 @@ class Workdir:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
+BOT_IDENTITY = {
+    "GIT_AUTHOR_NAME": BOT_NAME,
+    "GIT_AUTHOR_EMAIL": BOT_EMAIL,
+    "GIT_COMMITTER_NAME": BOT_NAME,
+    "GIT_COMMITTER_EMAIL": BOT_EMAIL,
+}
+
+
 def _git(cwd: Path, *args: str) -> str:
-    env = {
-        "PATH": "/usr/bin:/bin:/usr/local/bin",
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "GIT_CONFIG_GLOBAL": "/dev/null",
-        "GIT_TERMINAL_PROMPT": "0",
-        "LANG": "C.UTF-8",
-        "GIT_AUTHOR_NAME": BOT_NAME,
-        "GIT_AUTHOR_EMAIL": BOT_EMAIL,
-        "GIT_COMMITTER_NAME": BOT_NAME,
-        "GIT_COMMITTER_EMAIL": BOT_EMAIL,
-    }
-    out = subprocess.run(
-        ["git", "-c", "core.hooksPath=/dev/null", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if out.returncode != 0:
-        raise RuntimeError(f"git {args[0]} failed: {out.stderr.strip()[:500]}")
-    return out.stdout
+    """The gates' hardened host git (the checkout holds untrusted content), as the bot."""
+    proc = run_git(cwd, *args, identity=BOT_IDENTITY)
+    if proc.returncode != 0:
+        reason = proc.stderr.decode(errors="replace").strip()[:500]
+        raise RuntimeError(f"git {args[0]} failed: {reason}")
+    return proc.stdout.decode(errors="replace")
 
 
 def agent_limits(base: AgentSettings, config: RepoConfig) -> AgentSettings:

@@ -146,7 +146,8 @@ def test_dashboard_in_chromium_login_jobs_trajectory_charts(
     assert not browser.find_elements(By.ID, "jobs")
     browser.find_element(By.ID, "token").send_keys("not-the-token")
     browser.find_element(By.ID, "login-submit").click()
-    assert browser.find_element(By.ID, "login-error").is_displayed()
+    # click() returns before the answer to the POST has loaded; wait for the new page.
+    assert wait.until(ec.visibility_of_element_located((By.ID, "login-error")))
     # The session cookie is invisible to page scripts (HttpOnly).
     assert "ribbit_admin" not in browser.execute_script("return document.cookie")
 

@@ -52,6 +52,13 @@ def _index(ctx: click.Context, env_store: Any) -> None:
     sync_index(_db(ctx), env_store)
 
 
+_envs_option = click.option(
+    "--envs",
+    "selector",
+    default="all",
+    show_default=True,
+    help="all, split:<name>, signal, or ids a,b,c.",
+)
 _store_option = click.option(
     "--store",
     type=click.Path(path_type=Path, file_okay=False),
@@ -170,22 +177,69 @@ def show_env(ctx: click.Context, instance_id: str, store: Path | None) -> None:
 
 @envs.command("export")
 @click.argument("path", type=click.Path(path_type=Path, dir_okay=False))
+@_envs_option
 @click.option(
-    "--envs",
-    "selector",
-    default="all",
+    "--format",
+    "fmt",
+    type=click.Choice(["ribbit", "swebench", "skyrl", "verl"]),
+    default="ribbit",
     show_default=True,
-    help="all, split:<name>, signal, or ids a,b,c.",
+    help="Record shape (see trainer/README.md, Larger runs).",
 )
 @_store_option
 @click.pass_context
-def export_envs(ctx: click.Context, path: Path, selector: str, store: Path | None) -> None:
-    """Write SWE-bench-compatible JSONL."""
+def export_envs(
+    ctx: click.Context, path: Path, selector: str, fmt: str, store: Path | None
+) -> None:
+    """Write environments as JSON lines: Ribbit's records (every field; SWE-bench's
+    fields first), SWE-bench instances only, or SkyRL / verl dataset rows."""
     from trainer.envs.storage import EnvironmentStore
 
     env_store = EnvironmentStore(_store_dir(ctx, store))
-    n = env_store.export_jsonl(path, env_store.select(selector))
-    click.echo(f"exported {n} environment(s) to {path}")
+    n = env_store.export_jsonl(path, env_store.select(selector), fmt)
+    click.echo(f"exported {n} environment(s) to {path} ({fmt})")
+    if fmt in ("skyrl", "verl"):
+        click.echo("their images: ribbit envs image (one per environment, repo in /testbed)")
+
+
+@envs.command("image")
+@_envs_option
+@click.option(
+    "--base-image",
+    default=None,
+    help="Image to build on (default: the sandbox image, RIBBIT_SANDBOX__IMAGE).",
+)
+@_store_option
+@click.pass_context
+def image_envs(
+    ctx: click.Context, selector: str, base_image: str | None, store: Path | None
+) -> None:
+    """Build one container image per environment with its repository at the base commit
+    in /testbed: what SkyRL's SWE example (and the exported eval_script) run in."""
+    from trainer.envs.export import build_testbed_image
+    from trainer.envs.storage import EnvironmentStore
+    from worker.sandbox.base import SandboxError
+    from worker.sandbox.docker import docker_client
+
+    settings = _settings(ctx)
+    env_store = EnvironmentStore(_store_dir(ctx, store))
+    chosen = env_store.select(selector)
+    if not chosen:
+        raise click.ClickException(f"no environments match {selector!r}")
+    try:
+        client = docker_client(settings.sandbox, timeout=600)
+    except SandboxError as exc:
+        raise click.ClickException(str(exc)) from None
+    import docker
+
+    for env in chosen:
+        try:
+            tag = build_testbed_image(
+                env, env_store, client, base_image=base_image or settings.sandbox.image
+            )
+        except (docker.errors.BuildError, docker.errors.APIError, FileNotFoundError) as exc:
+            raise click.ClickException(f"{env.instance_id}: {exc}") from None
+        click.echo(f"{env.instance_id}\t{tag}")
 
 
 @envs.command("import")
@@ -254,7 +308,7 @@ def envs_from_outcomes(
 
 
 @envs.command("calibrate")
-@click.option("--envs", "selector", default="all", show_default=True)
+@_envs_option
 @click.option("--k", type=int, default=4, show_default=True, help="Rollouts per environment.")
 @click.option(
     "--model",
@@ -316,13 +370,7 @@ def calibrate_envs(
 
 # -- train --------------------------------------------------------------------------------------
 @click.command("train")
-@click.option(
-    "--envs",
-    "selector",
-    default="all",
-    show_default=True,
-    help="all, split:<name>, signal, or ids a,b,c.",
-)
+@_envs_option
 @click.option("--steps", type=int, default=100, show_default=True)
 @click.option("--group-size", type=int, default=8, show_default=True)
 @click.option(

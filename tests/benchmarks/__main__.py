@@ -5,7 +5,14 @@ from __future__ import annotations
 import importlib
 import sys
 
-BENCHMARKS = ["bench_webhooks", "bench_agent", "bench_sandbox", "bench_gates", "bench_trainer"]
+BENCHMARKS = [
+    "bench_webhooks",
+    "bench_agent",
+    "bench_sandbox",
+    "bench_gates",
+    "bench_trainer",
+    "bench_trainer_gpu",
+]
 
 
 def main() -> int:

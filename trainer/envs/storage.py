@@ -108,14 +108,14 @@ class EnvironmentStore:
         ]
 
     # -- SWE-bench JSONL -------------------------------------------------------
-    def export_jsonl(self, path: Path, envs: Iterable[Environment] | None = None) -> int:
-        """Write environments as JSONL, SWE-bench fields first plus Ribbit's; returns how many."""
-        n = 0
-        with path.open("w", encoding="utf-8") as fh:
-            for env in envs if envs is not None else self:
-                fh.write(json.dumps(env.model_dump(mode="json"), ensure_ascii=False) + "\n")
-                n += 1
-        return n
+    def export_jsonl(
+        self, path: Path, envs: Iterable[Environment] | None = None, fmt: str = "ribbit"
+    ) -> int:
+        """Write environments as JSON lines in ``fmt`` (see :mod:`trainer.envs.export`):
+        by default every field, SWE-bench's first; returns how many."""
+        from trainer.envs.export import export_records
+
+        return export_records(envs if envs is not None else self, path, fmt)
 
     def import_jsonl(self, path: Path) -> tuple[list[str], list[Rejection]]:
         """Import SWE-bench (or Ribbit) JSONL lines; (imported ids, duplicates refused)."""

@@ -66,6 +66,36 @@ def test_envs_list_show_export_import(
     again = runner.invoke(main, ["envs", "import", str(out), "--store", str(other)])
     assert "imported 0, refused 1" in again.output and "duplicate" in again.output
 
+    skyrl = tmp_path / "skyrl.jsonl"
+    exported = runner.invoke(main, ["envs", "export", str(skyrl), "--format", "skyrl"])
+    assert exported.exit_code == 0, exported.output
+    assert "(skyrl)" in exported.output and "ribbit envs image" in exported.output
+    record = json.loads(skyrl.read_text())
+    assert record["instance"]["instance_id"] == env.instance_id
+    assert "eval_script" in record["instance"]
+    bad = runner.invoke(main, ["envs", "export", str(skyrl), "--format", "parquet"])
+    assert bad.exit_code == 2 and "parquet" in bad.output
+
+
+def test_envs_image_without_an_engine_is_a_clear_error(
+    data_dir: Path, fix_with_new_test: FixRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env = EnvironmentBuilder(sandbox_factory, reruns=1).build(
+        BuildSpec(
+            fix_with_new_test.path,
+            fix_with_new_test.base,
+            fix_with_new_test.fix,
+            "add is wrong",
+            repo="acme/calc",
+            test_command=PYTEST,
+        )
+    )
+    EnvironmentStore(data_dir / "trainer").add(env, fix_with_new_test.path)
+    monkeypatch.setenv("RIBBIT_SANDBOX__DOCKER_URL", f"unix://{data_dir}/no-engine.sock")
+    result = CliRunner().invoke(main, ["envs", "image"])
+    assert result.exit_code == 1
+    assert "Error:" in result.output and "Traceback" not in result.output
+
 
 def test_model_promote_and_rollback(data_dir: Path) -> None:
     from bot.settings import load_settings

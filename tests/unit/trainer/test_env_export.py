@@ -1,0 +1,158 @@
+"""Exported environments: the eval script really grades patches, and the SkyRL and
+verl records have the shapes those frameworks read."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.fakes import git
+from tests.plugins.trainer import PYTEST, FixRepo, sandbox_factory
+from trainer.envs.builder import BuildSpec, EnvironmentBuilder
+from trainer.envs.export import (
+    EXIT_SETUP_FAILED,
+    EXIT_TIMEOUT,
+    containerfile_for,
+    eval_script,
+    export_records,
+    image_name_for,
+    skyrl_record,
+    verl_record,
+)
+from trainer.envs.schema import SWEBENCH_FIELDS, Environment
+from trainer.envs.storage import EnvironmentStore
+
+CHEAT_TEST = "def test_add():\n    pass\n"
+
+
+@pytest.fixture
+def stored(fix_with_new_test: FixRepo, tmp_path: Path) -> tuple[Environment, EnvironmentStore]:
+    builder = EnvironmentBuilder(sandbox_factory, reruns=1, test_timeout_s=60)
+    spec = BuildSpec(
+        fix_with_new_test.path,
+        fix_with_new_test.base,
+        fix_with_new_test.fix,
+        "add(2, 3) returns -1 instead of 5.",
+        repo="acme/calc",
+        test_command=PYTEST,
+    )
+    env = builder.build(spec)
+    store = EnvironmentStore(tmp_path / "store")
+    store.add(env, fix_with_new_test.path)
+    return env, store
+
+
+def _grade(env: Environment, store: EnvironmentStore, where: Path, patch: str) -> int:
+    """What SkyRL does: git apply the patch in a checkout at base, then bash the script."""
+    checkout = store.checkout(env, where)
+    if patch:
+        subprocess.run(["git", "apply", "-"], cwd=checkout, input=patch, text=True, check=True)
+    script = eval_script(env, workdir=str(checkout))
+    proc = subprocess.run(["bash"], input=script, text=True, capture_output=True, timeout=120)
+    return proc.returncode
+
+
+def test_eval_script_passes_the_gold_patch_and_fails_no_patch(
+    stored: tuple[Environment, EnvironmentStore], tmp_path: Path
+) -> None:
+    env, store = stored
+    assert _grade(env, store, tmp_path / "gold", env.patch) == 0
+    assert _grade(env, store, tmp_path / "none", "") == 1
+
+
+def test_eval_script_resets_tests_a_patch_rewrote(
+    stored: tuple[Environment, EnvironmentStore], tmp_path: Path
+) -> None:
+    env, store = stored
+    checkout = store.checkout(env, tmp_path / "cheat")
+    # The "fix" writes a test_add that always passes instead of fixing add().
+    (checkout / "tests" / "test_add.py").write_text(CHEAT_TEST)
+    git(checkout, "add", "-A")
+    cheat = git(checkout, "diff", "--cached")
+    assert "test_add" in cheat
+    assert _grade(env, store, tmp_path / "graded", cheat + "\n") == 1
+
+
+def test_eval_script_reports_a_failing_setup_and_a_hanging_suite(
+    stored: tuple[Environment, EnvironmentStore], tmp_path: Path
+) -> None:
+    env, store = stored
+    broken = env.model_copy(update={"setup_commands": ["false"]})
+    assert _grade(broken, store, tmp_path / "setup", env.patch) == EXIT_SETUP_FAILED
+    hanging = env.model_copy(
+        update={"test_command": "sleep 60; " + env.test_command, "test_timeout_s": 2}
+    )
+    assert _grade(hanging, store, tmp_path / "hang", env.patch) == EXIT_TIMEOUT
+
+
+def test_eval_script_survives_a_patch_that_contains_its_delimiter(
+    stored: tuple[Environment, EnvironmentStore],
+) -> None:
+    env, _ = stored
+    script = eval_script(env)
+    word = next(line.split("'")[1] for line in script.splitlines() if "git apply" in line)
+    tricky = env.model_copy(update={"test_patch": env.test_patch.replace("5", word)})
+    assert word not in eval_script(tricky).split("git apply", 1)[1].splitlines()[0]
+
+
+def test_skyrl_record_is_a_swebench_instance_with_image_and_eval_script(
+    stored: tuple[Environment, EnvironmentStore],
+) -> None:
+    env, _ = stored
+    record = skyrl_record(env)
+    assert set(record) == {"data_source", "prompt", "env_class", "instance"}
+    assert record["prompt"] == [{"role": "user", "content": env.problem_statement}]
+    instance = record["instance"]
+    assert set(SWEBENCH_FIELDS) <= set(instance)
+    assert instance["instance_id"] == env.instance_id
+    assert instance["image_name"] == image_name_for(env)
+    assert instance["eval_script"].startswith("#!/bin/bash")
+    assert "cd /testbed" in instance["eval_script"]
+
+
+def test_verl_record_carries_what_a_reward_function_needs(
+    stored: tuple[Environment, EnvironmentStore],
+) -> None:
+    env, _ = stored
+    record = verl_record(env)
+    assert record["reward_model"]["style"] == "rule"
+    truth = json.loads(record["reward_model"]["ground_truth"])
+    assert truth["FAIL_TO_PASS"] == env.FAIL_TO_PASS and truth["base_commit"] == env.base_commit
+    assert record["extra_info"]["instance_id"] == env.instance_id
+    assert record["prompt"][0]["role"] == "user"
+
+
+def test_export_records_writes_one_json_line_per_environment(
+    stored: tuple[Environment, EnvironmentStore], tmp_path: Path
+) -> None:
+    env, store = stored
+    for fmt in ("ribbit", "swebench", "skyrl", "verl"):
+        out = tmp_path / f"{fmt}.jsonl"
+        assert store.export_jsonl(out, fmt=fmt) == 1
+        (line,) = out.read_text().splitlines()
+        assert json.loads(line)
+    assert set(json.loads((tmp_path / "swebench.jsonl").read_text())) == set(SWEBENCH_FIELDS)
+    assert Environment.model_validate_json((tmp_path / "ribbit.jsonl").read_text()) == env
+    with pytest.raises(ValueError, match="format must be one of"):
+        export_records([env], tmp_path / "x.jsonl", "parquet")
+
+
+def test_image_names_are_valid_references() -> None:
+    env = Environment(
+        instance_id="Acme__Calc-ABC.1",
+        repo="acme/calc",
+        base_commit="0123456789abcdef" * 2 + "01234567",
+        problem_statement="x",
+        patch="",
+        test_patch="",
+        FAIL_TO_PASS=["t"],
+        PASS_TO_PASS=[],
+        setup_commands=["pip install -e ."],
+    )
+    assert image_name_for(env) == "ribbit-env/acme__calc-abc.1:0123456789ab"
+    containerfile = containerfile_for(env, "ribbit-sandbox:latest")
+    assert containerfile.startswith("FROM ribbit-sandbox:latest\n")
+    assert "COPY testbed /testbed" in containerfile and "RUN pip install -e ." in containerfile

@@ -18,6 +18,7 @@ once per update, in a few flat buckets.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -77,7 +78,7 @@ class Ranks:
             return obj
         box: list[Any] = [obj]
         dist.broadcast_object_list(box, src=0)
-        return box[0]  # type: ignore[no-any-return]
+        return box[0]
 
     def sum_(self, values: Tensor) -> Tensor:
         """All-reduce (SUM) in place; returns ``values``."""
@@ -171,26 +172,26 @@ def _unflatten_into(flat: Tensor, tensors: list[Tensor]) -> None:
 
 
 def launched_by_torchrun() -> bool:
-    return "RANK" in os.environ and "WORLD_SIZE" in os.environ
+    return int(os.environ.get("WORLD_SIZE", "1")) > 1 and "RANK" in os.environ
 
 
-def init_from_env() -> Ranks:
-    """Join the process group torchrun describes (RANK, WORLD_SIZE, LOCAL_RANK,
-    MASTER_ADDR/PORT in the environment); a single process when not launched by it.
+@contextlib.contextmanager
+def process_group() -> Iterator[Ranks]:
+    """The ranks of this run: joins the process group torchrun describes (RANK,
+    WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/PORT in the environment) for the duration, or
+    a single process when not launched by it (or when a group already exists, which
+    is then left as it was).
 
     NCCL on CUDA, each rank on the device LOCAL_RANK names; gloo on CPU."""
-    if not launched_by_torchrun() or int(os.environ["WORLD_SIZE"]) <= 1:
-        return Ranks.detect()
-    if not dist.is_initialized():
-        if torch.cuda.is_available():
-            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
-            dist.init_process_group(backend="nccl")
-        else:
-            dist.init_process_group(backend="gloo")
-    return Ranks.detect()
-
-
-def shutdown() -> None:
-    """Leave the process group (if any); call once at the end of a torchrun process."""
-    if dist.is_available() and dist.is_initialized():
+    if not launched_by_torchrun() or dist.is_initialized():
+        yield Ranks.detect()
+        return
+    if torch.cuda.is_available():
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        dist.init_process_group(backend="nccl")
+    else:
+        dist.init_process_group(backend="gloo")
+    try:
+        yield Ranks.detect()
+    finally:
         dist.destroy_process_group()

@@ -265,7 +265,9 @@ class Learner:
                 tokens += out.tokens
             # Each rank's loss is its share of the global batch loss (global weights), so
             # the sum of the ranks' gradients is the whole batch's gradient; clipping and
-            # the optimizer step then run on identical inputs on every rank.
+            # the optimizer step then run on identical inputs on every rank. (Not DDP,
+            # which would all-reduce on every per-sequence backward, or hang when ranks
+            # hold different numbers of sequences: see trainer/distributed.py.)
             self.ranks.sum_gradients_(self.params)
             loss_sum, pg_sum, kl_sum, clip_sum, total_tokens = self.ranks.sum_(
                 torch.tensor(

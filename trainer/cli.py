@@ -6,18 +6,22 @@ Settings as ``ctx.obj``; commands that need none of it work without it.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import shutil
 import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from bot.settings import Settings
 from trainer.envs.schema import Environment
+
+if TYPE_CHECKING:
+    from trainer.distributed import Ranks
 
 
 def _settings(ctx: click.Context) -> Settings:
@@ -412,7 +416,48 @@ def train(
     version_name: str | None,
     store: Path | None,
 ) -> None:
-    """GRPO on stored environments, with the worker's agent loop and the real reward."""
+    """GRPO on stored environments, with the worker's agent loop and the real reward.
+
+    Data parallel on one machine: ``torchrun --nproc-per-node N -m bot train ...``
+    (rank 0 alone writes the database, checkpoints and progress)."""
+    from trainer.distributed import process_group
+
+    with process_group() as ranks:
+        _train(
+            ctx,
+            ranks,
+            selector=selector,
+            steps=steps,
+            group_size=group_size,
+            model_path=model_path,
+            output_dir=output_dir,
+            learning_rate=learning_rate,
+            finetune=finetune,
+            resume=resume,
+            max_turns=max_turns,
+            max_new_tokens=max_new_tokens,
+            version_name=version_name,
+            store=store,
+        )
+
+
+def _train(
+    ctx: click.Context,
+    ranks: Ranks,
+    *,
+    selector: str,
+    steps: int,
+    group_size: int,
+    model_path: str | None,
+    output_dir: Path | None,
+    learning_rate: float,
+    finetune: str,
+    resume: Path | None,
+    max_turns: int,
+    max_new_tokens: int,
+    version_name: str | None,
+    store: Path | None,
+) -> None:
     from bot.store.db import Database
     from trainer.config import TrainSettings
     from trainer.envs.storage import EnvironmentStore
@@ -426,7 +471,12 @@ def train(
 
     settings = _settings(ctx)
     root = _store_dir(ctx, store)
-    out = output_dir or root / "runs" / datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    # Every rank uses the folder rank 0 names (a default named by the clock could differ).
+    out = Path(
+        ranks.broadcast_object(
+            str(output_dir or root / "runs" / datetime.now(UTC).strftime("%Y%m%d-%H%M%S"))
+        )
+    )
     try:
         cfg = TrainSettings(
             model=model_path or settings.model.model,
@@ -447,30 +497,39 @@ def train(
     if not chosen:
         raise click.ClickException(f"no environments match {selector!r}")
     factory = sandbox_factory(settings.sandbox)
-    db = Database(settings.effective_database_url)
-    db.migrate()
-    with db.session() as s:
-        run_row = TrainingRun(
-            base_model=cfg.model, output_dir=str(out), settings=dataclasses.asdict(cfg)
-        )
-        s.add(run_row)
-        s.flush()
-        run_id = run_row.id
+    # Rank 0 alone touches the database (one run row; concurrent migrations would race).
+    db = Database(settings.effective_database_url) if ranks.is_main else None
+    run_id = None
+    if db is not None:
+        db.migrate()
+        with db.session() as s:
+            run_row = TrainingRun(
+                base_model=cfg.model, output_dir=str(out), settings=dataclasses.asdict(cfg)
+            )
+            s.add(run_row)
+            s.flush()
+            run_id = run_row.id
     checkouts = Path(tempfile.mkdtemp(prefix="ribbit-train-"))
     try:
         pairs = [(e, env_store.checkout(e, checkouts / e.instance_id)) for e in chosen]
         seed_everything(cfg.seed)
         model, tokenizer = load_base_model(cfg.model)
-        learner = Learner(model, tokenizer, cfg)
+        learner = Learner(model, tokenizer, cfg, ranks=ranks)
         if resume is not None:
             learner.load(resume)
-        with click.progressbar(length=cfg.steps - learner.step_count, label="training") as bar:
+        progress: Any = (
+            click.progressbar(length=cfg.steps - learner.step_count, label="training")
+            if ranks.is_main
+            else contextlib.nullcontext()
+        )
+        with progress as bar:
             curve: list[float] = []
 
-            def on_step(record: StepRecord) -> None:
+            def on_step(record: StepRecord) -> None:  # rank 0 only (train() calls it there)
                 bar.update(1)
                 bar.label = f"step {record.step + 1} reward {record.mean_reward:.2f}"
                 curve.append(record.mean_reward)
+                assert db is not None
                 with db.session() as s:
                     row = s.get(TrainingRun, run_id)
                     if row is not None:
@@ -481,13 +540,16 @@ def train(
                 learner, pairs, factory, graded_reward(factory), cfg, on_step=on_step
             )
     except Exception:
-        with db.session() as s:
-            row = s.get(TrainingRun, run_id)
-            if row is not None:
-                row.state = "failed"
+        if db is not None:
+            with db.session() as s:
+                row = s.get(TrainingRun, run_id)
+                if row is not None:
+                    row.state = "failed"
         raise
     finally:
         shutil.rmtree(checkouts, ignore_errors=True)
+    if db is None:
+        return
     rewards = summary.mean_rewards
     with db.session() as s:
         row = s.get(TrainingRun, run_id)
@@ -498,8 +560,9 @@ def train(
         row.reward_curve = list(rewards)
         row.finished_at = datetime.now(UTC)
     last = summary.checkpoints[-1] if summary.checkpoints else None
+    world = f" on {ranks.world_size} ranks" if ranks.distributed else ""
     click.echo(
-        f"run {run_id}: {len(rewards)} steps, mean reward "
+        f"run {run_id}: {len(rewards)} steps{world}, mean reward "
         f"{rewards[0] if rewards else 0:.3f} -> {rewards[-1] if rewards else 0:.3f}; "
         f"checkpoint {last}"
     )

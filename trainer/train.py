@@ -5,6 +5,12 @@ a resumed run continues with the same ones), collects a group of
 ``group_size`` rollouts per environment with the learner's current weights,
 turns rewards into group-relative advantages, drops groups with no reward
 variance and rollouts cut off by a limit, and hands the rest to the learner.
+
+Under ``torchrun`` (see :mod:`trainer.distributed`) each rank collects the groups
+``chosen[rank::world_size]`` of a step and the learner combines the ranks'
+samples into one update; every rank returns the same :class:`StepRecord` (the
+rewards of all ranks, in the order the environments were chosen), but ``on_step``
+runs on rank 0 only.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import torch
 
 from bot.settings import AgentSettings
 from trainer.config import TrainSettings
+from trainer.distributed import Ranks
 from trainer.envs.schema import Environment
 from trainer.rl.advantages import group_advantages, informative_groups
 from trainer.rl.learner import Learner, Sample, StepStats
@@ -87,6 +94,24 @@ def samples_from(groups: list[list[Rollout]], settings: TrainSettings) -> tuple[
     return samples, int(keep.sum())
 
 
+def _gather_step(
+    ranks: Ranks, groups: list[list[Rollout]], used: int, n_samples: int
+) -> tuple[list[float], int, int]:
+    """Every rank's rewards (in the order the environments were chosen: rank r held
+    groups r, r + world, ...), groups used and samples, summed over ranks."""
+    parts = ranks.all_gather_object(([[r.reward for r in g] for g in groups], used, n_samples))
+    by_rank = [part[0] for part in parts]
+    ordered = [
+        by_rank[i % ranks.world_size][i // ranks.world_size]
+        for i in range(sum(len(g) for g in by_rank))
+    ]
+    return (
+        [reward for group in ordered for reward in group],
+        sum(part[1] for part in parts),
+        sum(part[2] for part in parts),
+    )
+
+
 def train(
     learner: Learner,
     envs: Sequence[tuple[Environment, Path]],
@@ -108,6 +133,7 @@ def train(
     )
     end = learner.step_count + steps if steps is not None else settings.steps
     output = Path(settings.output_dir)
+    ranks = learner.ranks
     while learner.step_count < end:
         step = learner.step_count
         chosen = [
@@ -119,16 +145,14 @@ def train(
             collect_group(
                 env, checkout, policy, limits, sandbox_factory, reward_fn, settings.group_size
             )
-            for env, checkout in chosen
+            for env, checkout in chosen[ranks.rank :: ranks.world_size]
         ]
-        samples, used = samples_from(groups, settings)
-        rewards = [r.reward for g in groups for r in g]
-        stats = learner.step(samples) if samples else None
-        if stats is None:
-            learner.step_count += 1
-        record = StepRecord(step, sum(rewards) / len(rewards), rewards, used, len(samples), stats)
+        samples, used = samples_from(groups, settings) if groups else ([], 0)
+        stats = learner.step_or_skip(samples)
+        rewards, used, n_samples = _gather_step(ranks, groups, used, len(samples))
+        record = StepRecord(step, sum(rewards) / len(rewards), rewards, used, n_samples, stats)
         summary.steps.append(record)
-        if on_step is not None:
+        if on_step is not None and ranks.is_main:
             on_step(record)
         done = learner.step_count
         if (settings.save_every and done % settings.save_every == 0) or done == end:

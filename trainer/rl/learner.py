@@ -19,6 +19,10 @@
   holds one sequence's activations and the update is still the batch's.
 - Checkpoints hold the trainable weights, the optimizer, the step and every RNG
   state, so a resumed run takes exactly the step the original would have.
+- Data parallel (``torchrun``, see :mod:`trainer.distributed`): each rank steps on
+  its own samples with loss weights from the global batch totals, gradients are
+  summed across ranks before clipping, and every rank takes the same update as one
+  process would on the whole batch; the ranks' weights stay bit-identical.
 """
 
 from __future__ import annotations
@@ -34,7 +38,8 @@ from torch import Tensor
 from torch.utils.checkpoint import checkpoint
 
 from trainer.config import TrainSettings
-from trainer.rl.loss import LossConfig, policy_loss, token_weights
+from trainer.distributed import Ranks
+from trainer.rl.loss import BatchTotals, LossConfig, policy_loss, token_weights
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -73,11 +78,39 @@ def load_base_model(path: str) -> tuple[PreTrainedModel, PreTrainedTokenizerBase
     return model, tokenizer
 
 
+def _seed_rngs(seed: int) -> None:
+    random.seed(seed)
+    torch.manual_seed(seed)  # CUDA generators too
+
+
+def _rng_state() -> dict[str, Any]:
+    return {
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
+        "python": random.getstate(),
+    }
+
+
+def _set_rng_state(state: dict[str, Any]) -> None:
+    torch.set_rng_state(state["torch"])
+    if state["cuda"] is not None and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+    random.setstate(state["python"])
+
+
 class Learner:
     def __init__(
-        self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, settings: TrainSettings
+        self,
+        model: PreTrainedModel,
+        tokenizer: PreTrainedTokenizerBase,
+        settings: TrainSettings,
+        *,
+        ranks: Ranks | None = None,
     ) -> None:
+        """``ranks``: the data-parallel group (default: the initialised default process
+        group, else a single process)."""
         self.settings = settings
+        self.ranks = ranks if ranks is not None else Ranks.detect()
         self.tokenizer = tokenizer
         self.is_lora = settings.finetune == "lora"
         if settings.gradient_checkpointing:
@@ -107,6 +140,11 @@ class Learner:
 
                 self.ref_model = copy.deepcopy(model).eval().requires_grad_(False)
         self.params = [p for p in self.model.parameters() if p.requires_grad]
+        # Every rank starts from rank 0's weights (LoRA's initialisation is random); then
+        # each rank reseeds the RNGs generate() samples from, so ranks roll out differently.
+        self.ranks.broadcast_parameters_(self.params)
+        if self.ranks.distributed:
+            _seed_rngs(settings.seed + self.ranks.rank)
         self.optimizer = torch.optim.AdamW(
             self.params, lr=settings.learning_rate, weight_decay=settings.weight_decay
         )
@@ -165,15 +203,32 @@ class Learner:
         Sequences go through forward and backward one at a time (gradients
         accumulate), so memory holds one sequence's activations, while the loss
         weights come from the whole batch's mask: the update is the same as one
-        taken on the batch at once.
+        taken on the batch at once. Under data parallelism the batch is the union of
+        every rank's ``samples`` (a rank may have none); raises ValueError on every
+        rank when that union is empty (see :meth:`step_or_skip`).
         """
-        if not samples:
+        stats = self._update(samples)
+        if stats is None:
             raise ValueError("no samples to learn from")
+        return stats
+
+    def step_or_skip(self, samples: list[Sample]) -> StepStats | None:
+        """:meth:`step`, except that an empty batch (empty on every rank) counts as a
+        step skipped: returns None, weights unchanged, on every rank alike."""
+        stats = self._update(samples)
+        if stats is None:
+            self.step_count += 1
+        return stats
+
+    def _update(self, samples: list[Sample]) -> StepStats | None:
         device = self.device
-        length = max(len(s.input_ids) for s in samples) - 1
+        length = max((len(s.input_ids) for s in samples), default=1) - 1
         masks = [torch.tensor(s.loss_mask[1:], dtype=torch.float32, device=device) for s in samples]
-        batch_mask = self._pad(masks, length)
-        weights = token_weights(batch_mask, self.loss_config)
+        batch_mask = self._pad(masks, length) if masks else torch.zeros(0, 0, device=device)
+        totals = self.ranks.all_reduce_totals(BatchTotals.from_mask(batch_mask), device)
+        if totals.sequences == 0:
+            return None
+        weights = token_weights(batch_mask, self.loss_config, totals)
         advantages = torch.tensor([s.advantage for s in samples], device=device)
         refs: list[Tensor | None] = [
             self._ref_logprobs(s.input_ids) if self.settings.kl_coef > 0 else None for s in samples
@@ -208,6 +263,20 @@ class Learner:
                 kl_sum += float(out.kl) * out.tokens
                 clip_sum += float(out.clip_fraction) * out.tokens
                 tokens += out.tokens
+            # Each rank's loss is its share of the global batch loss (global weights), so
+            # the sum of the ranks' gradients is the whole batch's gradient; clipping and
+            # the optimizer step then run on identical inputs on every rank. (Not DDP,
+            # which would all-reduce on every per-sequence backward, or hang when ranks
+            # hold different numbers of sequences: see trainer/distributed.py.)
+            self.ranks.sum_gradients_(self.params)
+            loss_sum, pg_sum, kl_sum, clip_sum, total_tokens = self.ranks.sum_(
+                torch.tensor(
+                    [loss_sum, pg_sum, kl_sum, clip_sum, float(tokens)],
+                    dtype=torch.float64,
+                    device=device,
+                )
+            ).tolist()
+            tokens = round(total_tokens)
             grad_norm = torch.nn.utils.clip_grad_norm_(self.params, self.settings.max_grad_norm)
             self.optimizer.step()
             stats = StepStats(
@@ -236,24 +305,26 @@ class Learner:
         return {k: v.detach().clone() for k, v in self.model.state_dict().items()}
 
     def save(self, directory: Path) -> Path:
-        directory.mkdir(parents=True, exist_ok=True)
-        torch.save(self.trainable_state(), directory / "weights.pt")
-        torch.save(self.optimizer.state_dict(), directory / "optimizer.pt")
-        torch.save(
-            {
-                "torch": torch.get_rng_state(),
-                "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
-                "python": random.getstate(),
-            },
-            directory / "rng.pt",
-        )
-        (directory / "state.json").write_text(json.dumps({"step": self.step_count}))
-        if self.is_lora:
-            # A plain peft adapter folder too: what the registry points workers at.
-            self.model.save_pretrained(directory / "adapter")
+        """Write a checkpoint. Under data parallelism every rank must call it: rank 0
+        alone writes (the ranks' weights and optimizers are identical), with every
+        rank's RNG state, and the others wait for it."""
+        # The ranks sample different rollouts, so each one's RNG state is kept.
+        rng_states = self.ranks.all_gather_object(_rng_state())
+        if self.ranks.is_main:
+            directory.mkdir(parents=True, exist_ok=True)
+            torch.save(self.trainable_state(), directory / "weights.pt")
+            torch.save(self.optimizer.state_dict(), directory / "optimizer.pt")
+            # Rank 0's state at the top level (what single-process checkpoints hold).
+            torch.save({**rng_states[0], "ranks": rng_states}, directory / "rng.pt")
+            (directory / "state.json").write_text(json.dumps({"step": self.step_count}))
+            if self.is_lora:
+                # A plain peft adapter folder too: what the registry points workers at.
+                self.model.save_pretrained(directory / "adapter")
+        self.ranks.barrier()
         return directory
 
     def load(self, directory: Path) -> None:
+        """Read a checkpoint (on every rank, from a path they all see)."""
         weights = torch.load(directory / "weights.pt", map_location=self.device)
         if self.is_lora:
             from peft import set_peft_model_state_dict
@@ -264,9 +335,11 @@ class Learner:
         self.optimizer.load_state_dict(
             torch.load(directory / "optimizer.pt", map_location=self.device)
         )
-        rng = torch.load(directory / "rng.pt", weights_only=False)
-        torch.set_rng_state(rng["torch"])
-        if rng["cuda"] is not None and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all(rng["cuda"])
-        random.setstate(rng["python"])
         self.step_count = int(json.loads((directory / "state.json").read_text())["step"])
+        rng = torch.load(directory / "rng.pt", weights_only=False)
+        per_rank = rng.get("ranks") or [rng]
+        if self.ranks.rank < len(per_rank):
+            _set_rng_state(per_rank[self.ranks.rank])
+        else:
+            # Resumed on more ranks than saved: a new rank gets a fresh stream of its own.
+            _seed_rngs(self.settings.seed + self.ranks.rank + 1_000_003 * self.step_count)

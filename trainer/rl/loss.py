@@ -62,35 +62,76 @@ class LossOutput:
     tokens: int
 
 
+@dataclass(frozen=True)
+class BatchTotals:
+    """What the loss weights need to know about the whole batch (the mask only).
+
+    A slice of the batch weighted with the whole batch's totals gets exactly its
+    rows of the whole batch's weights, so the totals are what data-parallel ranks
+    all-reduce (:meth:`trainer.distributed.Ranks.all_reduce_totals`) to take a
+    batch spread over several processes as one.
+    """
+
+    tokens: float  # sum of the mask: the unmasked-token count (token_mean)
+    sequences: int  # rows, padding rows included (dr_grpo)
+    sequences_with_tokens: int  # rows with at least one unmasked token (sequence_mean)
+    padded_length: int  # the longest row's length (dr_grpo's default constant)
+
+    @classmethod
+    def from_mask(cls, mask: Tensor) -> BatchTotals:
+        """The totals of a ``(B, T)`` mask (``B`` may be 0: a rank with no samples)."""
+        if mask.dim() != 2:
+            raise ValueError(f"mask must be (B, T); got shape {tuple(mask.shape)}")
+        mask = mask.float()
+        return cls(
+            tokens=float(mask.sum()),
+            sequences=int(mask.shape[0]),
+            sequences_with_tokens=int((mask.sum(dim=1) > 0).sum()),
+            padded_length=int(mask.shape[1]),
+        )
+
+
 # Every aggregation is a weighted sum of per-token values whose weights depend on the
 # mask only. Computing the weights once for the whole batch lets the learner take the
 # loss one sequence at a time (bounded memory) and still get the batch's exact value.
-def _token_mean_weights(mask: Tensor, config: LossConfig) -> Tensor:
-    return mask / mask.sum().clamp(min=1.0)
+# The batch-wide quantities come from ``totals`` as 0-dim tensors of the mask's dtype,
+# so a slice weighted with the whole batch's totals gets bit-identical weights.
+def _scalar(value: float, mask: Tensor) -> Tensor:
+    return torch.tensor(value, dtype=mask.dtype, device=mask.device)
 
 
-def _sequence_mean_weights(mask: Tensor, config: LossConfig) -> Tensor:
+def _token_mean_weights(mask: Tensor, config: LossConfig, totals: BatchTotals) -> Tensor:
+    return mask / _scalar(totals.tokens, mask).clamp(min=1.0)
+
+
+def _sequence_mean_weights(mask: Tensor, config: LossConfig, totals: BatchTotals) -> Tensor:
     per_seq_tokens = mask.sum(dim=1, keepdim=True)
     # A rollout with no token left (masked out as truncated) must not dilute the mean.
-    present = (per_seq_tokens > 0).to(mask.dtype).sum().clamp(min=1.0)
+    present = _scalar(totals.sequences_with_tokens, mask).clamp(min=1.0)
     return mask / per_seq_tokens.clamp(min=1.0) / present
 
 
-def _dr_grpo_weights(mask: Tensor, config: LossConfig) -> Tensor:
-    max_tokens = config.dr_grpo_max_tokens or mask.shape[1]
-    return mask / (mask.shape[0] * max_tokens)
+def _dr_grpo_weights(mask: Tensor, config: LossConfig, totals: BatchTotals) -> Tensor:
+    max_tokens = config.dr_grpo_max_tokens or totals.padded_length
+    return mask / (totals.sequences * max_tokens)
 
 
-AGGREGATORS: dict[str, Callable[[Tensor, LossConfig], Tensor]] = {
+AGGREGATORS: dict[str, Callable[[Tensor, LossConfig, BatchTotals], Tensor]] = {
     "token_mean": _token_mean_weights,
     "sequence_mean": _sequence_mean_weights,
     "dr_grpo": _dr_grpo_weights,
 }
 
 
-def token_weights(mask: Tensor, config: LossConfig) -> Tensor:
-    """``(B, T)`` weights such that the aggregated loss is ``(weights * loss_t).sum()``."""
-    return AGGREGATORS[config.aggregation](mask.float(), config)
+def token_weights(mask: Tensor, config: LossConfig, totals: BatchTotals | None = None) -> Tensor:
+    """``(B, T)`` weights such that the aggregated loss is ``(weights * loss_t).sum()``.
+
+    ``totals`` (default: those of ``mask``) describe the whole batch when ``mask`` is
+    only part of it: rows of a part get their share of the whole batch's loss."""
+    mask = mask.float()
+    return AGGREGATORS[config.aggregation](
+        mask, config, totals if totals is not None else BatchTotals.from_mask(mask)
+    )
 
 
 def k3_kl(logprobs: Tensor, ref_logprobs: Tensor) -> Tensor:

@@ -14,7 +14,7 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from trainer.rl.loss import LossConfig, k3_kl, policy_loss, token_weights
+from trainer.rl.loss import BatchTotals, LossConfig, k3_kl, policy_loss, token_weights
 
 
 def _batch() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -139,3 +139,37 @@ def test_per_sequence_slices_with_batch_weights_add_up_to_the_batch_loss(
         for i in range(2)
     ]
     assert_close(sum(parts), full.loss)
+
+
+def _ragged_mask() -> torch.Tensor:
+    # Four rollouts of different lengths (padding as zeros), one fully masked out.
+    return torch.tensor(
+        [
+            [1.0, 1.0, 1.0, 0.0, 0.0],
+            [0.0, 1.0, 0.0, 0.0, 0.0],
+            [0.0, 0.0, 0.0, 0.0, 0.0],
+            [1.0, 1.0, 1.0, 1.0, 1.0],
+        ]
+    )
+
+
+def test_batch_totals_of_a_mask() -> None:
+    totals = BatchTotals.from_mask(_ragged_mask())
+    assert totals == BatchTotals(tokens=9.0, sequences=4, sequences_with_tokens=3, padded_length=5)
+    assert BatchTotals.from_mask(torch.zeros(0, 0)) == BatchTotals(0.0, 0, 0, 0)
+
+
+@pytest.mark.parametrize("aggregation", ["token_mean", "sequence_mean", "dr_grpo"])
+@pytest.mark.parametrize("rows", [slice(0, 1), slice(1, 3), slice(3, 4), slice(0, 0)])
+def test_a_slice_weighted_with_the_whole_batch_totals_gets_its_rows_of_the_weights(
+    aggregation: str, rows: slice
+) -> None:
+    """What a data-parallel rank does: weights of its own rows from the global totals."""
+    config = LossConfig(aggregation=aggregation)  # type: ignore[arg-type]
+    mask = _ragged_mask()
+    whole = token_weights(mask, config)
+    part = token_weights(mask[rows], config, BatchTotals.from_mask(mask))
+    assert torch.equal(part, whole[rows])
+    if rows.stop - rows.start == 1 and mask[rows].sum() > 0:
+        # Without the whole batch's totals a slice is weighted as a batch of its own.
+        assert not torch.equal(token_weights(mask[rows], config), whole[rows])

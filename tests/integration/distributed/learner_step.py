@@ -1,0 +1,48 @@
+"""Run by torchrun (2 ranks): for each case, a Learner takes one step on this rank's
+share of the batch; the state, gradients and stats go to OUT/<case>-rank<r>.pt.
+
+Usage: torchrun ... -m tests.integration.distributed.learner_step MODEL_DIR OUT
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+
+import torch
+
+from tests.integration.distributed.cases import CASES
+from trainer.distributed import process_group
+from trainer.rl.learner import Learner, load_base_model
+
+
+def main(model_dir: Path, out: Path) -> None:
+    with process_group() as ranks:
+        assert ranks.world_size == 2, ranks
+        for case in CASES:
+            settings = case.settings(model_dir, out)
+            # A different seed per rank: the LoRA initialisations differ until the
+            # learner broadcasts rank 0's (rank 0 matches the single-process reference).
+            torch.manual_seed(settings.seed + 17 * ranks.rank)
+            model, tokenizer = load_base_model(str(model_dir))
+            learner = Learner(model, tokenizer, settings)  # finds the process group itself
+            stats = learner.step_or_skip(case.share(ranks.rank))
+            grads = {
+                name: p.grad.detach().clone()
+                for name, p in learner.model.named_parameters()
+                if p.requires_grad and p.grad is not None
+            }
+            torch.save(
+                {
+                    "state": learner.trainable_state(),
+                    "grads": grads,
+                    "stats": dataclasses.asdict(stats) if stats is not None else None,
+                    "step_count": learner.step_count,
+                },
+                out / f"{case.name}-rank{ranks.rank}.pt",
+            )
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]), Path(sys.argv[2]))

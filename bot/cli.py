@@ -156,20 +156,48 @@ def serve(host: str | None, port: int | None, threads: int, with_worker: bool) -
     help="Also run the periodic sweep and reconciliation (one per deployment).",
 )
 @click.option("--loglevel", default="INFO", show_default=True)
-def worker(concurrency: int | None, pool: str, beat: bool, loglevel: str) -> None:
-    """Run a Celery worker for Ribbit's jobs."""
+@click.option(
+    "--rollouts/--no-rollouts",
+    default=False,
+    show_default=True,
+    help="Also take training rollouts (queue `rollouts`; needs the trainer's model and the "
+    "environment store and run folders on shared storage).",
+)
+@click.option(
+    "--only-rollouts",
+    is_flag=True,
+    default=False,
+    help="Take training rollouts and no bot jobs.",
+)
+def worker(
+    concurrency: int | None,
+    pool: str,
+    beat: bool,
+    loglevel: str,
+    rollouts: bool,
+    only_rollouts: bool,
+) -> None:
+    """Run a Celery worker for Ribbit's jobs (and, if asked, training rollouts)."""
     from bot.logs import configure_logging
-    from worker.celery_app import create_celery
 
     settings = settings_or_exit()
     configure_logging(settings)
-    app = create_celery(settings)
+    queues = ["ribbit"]
+    if rollouts or only_rollouts:
+        from trainer.celery_app import create_rollout_celery
+
+        app = create_rollout_celery(settings)
+        queues = ["rollouts"] if only_rollouts else ["ribbit", "rollouts"]
+    else:
+        from worker.celery_app import create_celery
+
+        app = create_celery(settings)
     argv = [
         "worker",
         f"--pool={pool}",
         f"--loglevel={loglevel}",
         "-Q",
-        "ribbit",
+        ",".join(queues),
         "--without-gossip",
         "--without-mingle",
     ]

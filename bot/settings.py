@@ -256,6 +256,12 @@ class Settings(BaseSettings):
         description="Celery broker URL (redis://host:6379/0). Unset: an embedded broker in "
         "DATA_DIR/broker.db that needs no server.",
     )
+    result_backend: str | None = Field(
+        default=None,
+        description="Celery result backend, used only by training rollouts (`ribbit train "
+        "--rollouts celery`). Unset: the broker's Redis, or with the embedded broker "
+        "`db+sqlite:///DATA_DIR/results.db`.",
+    )
     label: str = Field(default="ribbit", description="Issue label that asks the bot for a fix.")
     command_prefix: str = Field(default="/ribbit", description="Comment prefix for commands.")
     max_body_bytes: int = Field(
@@ -319,6 +325,14 @@ class Settings(BaseSettings):
     @property
     def effective_broker_url(self) -> str:
         return self.broker_url or f"sqla+sqlite:///{self.data_dir / 'broker.db'}"
+
+    @property
+    def effective_result_backend(self) -> str:
+        if self.result_backend:
+            return self.result_backend
+        if self.broker_url and self.broker_url.startswith(("redis://", "rediss://")):
+            return self.broker_url
+        return f"db+sqlite:///{self.data_dir / 'results.db'}"
 
     @property
     def uses_embedded_broker(self) -> bool:

@@ -399,6 +399,15 @@ def calibrate_envs(
     default=None,
     help="Register the final adapter as a candidate model version.",
 )
+@click.option(
+    "--rollouts",
+    "rollout_mode",
+    type=click.Choice(["local", "celery"]),
+    default="local",
+    show_default=True,
+    help="local: in this process; celery: ribbit.rollout tasks to workers started with "
+    "`ribbit worker --rollouts` (store and run folder on shared storage).",
+)
 @_store_option
 @click.pass_context
 def train(
@@ -414,6 +423,7 @@ def train(
     max_turns: int,
     max_new_tokens: int,
     version_name: str | None,
+    rollout_mode: str,
     store: Path | None,
 ) -> None:
     """GRPO on stored environments, with the worker's agent loop and the real reward.
@@ -437,6 +447,7 @@ def train(
             max_turns=max_turns,
             max_new_tokens=max_new_tokens,
             version_name=version_name,
+            rollout_mode=rollout_mode,
             store=store,
         )
 
@@ -456,6 +467,7 @@ def _train(
     max_turns: int,
     max_new_tokens: int,
     version_name: str | None,
+    rollout_mode: str,
     store: Path | None,
 ) -> None:
     from bot.store.db import Database
@@ -527,7 +539,11 @@ def _train(
 
             def on_step(record: StepRecord) -> None:  # rank 0 only (train() calls it there)
                 bar.update(1)
-                bar.label = f"step {record.step + 1} reward {record.mean_reward:.2f}"
+                bar.label = (
+                    f"step {record.step + 1} reward {record.mean_reward:.2f} "
+                    f"pass {record.pass_rate:.0%}"
+                    + (f" failed groups {record.failed_groups}" if record.failed_groups else "")
+                )
                 curve.append(record.mean_reward)
                 assert db is not None
                 with db.session() as s:
@@ -536,8 +552,27 @@ def _train(
                         row.reward_curve = list(curve)
                         row.steps_done = record.step + 1
 
+            source = None
+            if rollout_mode == "celery":
+                from trainer.celery_app import create_rollout_celery
+                from trainer.rl.remote import CeleryRollouts
+                from trainer.train import agent_limits
+
+                source = CeleryRollouts(
+                    create_rollout_celery(settings),
+                    store_dir=root,
+                    output_dir=out,
+                    limits=agent_limits(cfg),
+                    seed=cfg.seed + ranks.rank,
+                )
             summary = run_training(
-                learner, pairs, factory, graded_reward(factory), cfg, on_step=on_step
+                learner,
+                pairs,
+                factory,
+                graded_reward(factory),
+                cfg,
+                on_step=on_step,
+                rollouts=source,
             )
     except Exception:
         if db is not None:
@@ -566,6 +601,7 @@ def _train(
         f"{rewards[0] if rewards else 0:.3f} -> {rewards[-1] if rewards else 0:.3f}; "
         f"checkpoint {last}"
     )
+    click.echo(_run_figures(summary.steps, out))
     if version_name and last is not None:
         adapter = last / "adapter"
         register(
@@ -576,6 +612,28 @@ def _train(
             run_id=run_id,
         )
         click.echo(f"registered {version_name} (candidate; evaluate and promote it)")
+
+
+def _run_figures(steps: list[Any], out: Path) -> str:
+    """The end-of-run summary: pass rate, KL, lengths, throughput, failures."""
+    if not steps:
+        return "no steps taken"
+    learned = [r.learner for r in steps if r.learner is not None]
+    kl = sum(s.kl for s in learned) / len(learned) if learned else 0.0
+    tokens = sum(s.tokens for s in learned)
+    learner_s = sum(r.learner_s for r in steps if r.learner is not None)
+    rollout_s = sum(r.rollout_s for r in steps)
+    n_rollouts = sum(len(r.rewards) for r in steps)
+    mean_len = sum(r.mean_generated_tokens * len(r.rewards) for r in steps) / max(n_rollouts, 1)
+    return (
+        f"pass rate {steps[0].pass_rate:.0%} -> {steps[-1].pass_rate:.0%}; mean KL {kl:.4f}; "
+        f"{mean_len:.0f} generated tokens/rollout (max "
+        f"{max(r.max_generated_tokens for r in steps)}); learner "
+        f"{tokens / learner_s if learner_s else 0:.0f} tokens/s; "
+        f"{n_rollouts / rollout_s if rollout_s else 0:.2f} rollouts/s; "
+        f"{len(steps) - len(learned)} step(s) skipped (no variance); "
+        f"{sum(r.failed_groups for r in steps)} failed group(s); metrics {out / 'metrics.jsonl'}"
+    )
 
 
 # -- model --------------------------------------------------------------------------------------

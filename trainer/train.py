@@ -15,9 +15,12 @@ runs on rank 0 only.
 
 from __future__ import annotations
 
+import json
 import random
+import time
+from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
@@ -28,19 +31,42 @@ from trainer.distributed import Ranks
 from trainer.envs.schema import Environment
 from trainer.rl.advantages import group_advantages, informative_groups
 from trainer.rl.learner import Learner, Sample, StepStats
-from trainer.rl.rollout import RewardFn, Rollout, collect_group
+from trainer.rl.rollout import RewardFn, Rollout
+from trainer.rl.sources import Group, LocalRollouts, RolloutSource
 from worker.agent import TransformersPolicy
 from worker.sandbox.base import Sandbox
+
+METRICS_FILE = "metrics.jsonl"
 
 
 @dataclass(frozen=True)
 class StepRecord:
+    """One step, over every rank. Rollout figures cover the groups that completed."""
+
     step: int
-    mean_reward: float
+    mean_reward: float  # 0.0 when no group completed (see failed_groups)
     rewards: list[float]
-    groups_used: int
+    groups_used: int  # groups with reward variance, which the learner saw
     samples: int
     learner: StepStats | None  # None: every group was filtered out
+    failed_groups: int = 0  # a rollout failed for good: the whole group was dropped
+    pass_rate: float = 0.0  # share of rollouts with full reward (solved)
+    mean_generated_tokens: float = 0.0  # model tokens per rollout
+    max_generated_tokens: int = 0
+    exit_reasons: dict[str, int] = field(default_factory=dict)
+    rollout_s: float = 0.0  # wall clock of the step's rollouts (rank 0)
+    learner_s: float = 0.0  # wall clock of the learner step (rank 0)
+
+    @property
+    def learner_tokens_per_s(self) -> float:
+        if self.learner is None or self.learner_s <= 0:
+            return 0.0
+        return self.learner.tokens / self.learner_s
+
+    def to_dict(self) -> dict[str, object]:
+        data = asdict(self)
+        data["learner_tokens_per_s"] = self.learner_tokens_per_s
+        return data
 
 
 @dataclass
@@ -94,22 +120,67 @@ def samples_from(groups: list[list[Rollout]], settings: TrainSettings) -> tuple[
     return samples, int(keep.sum())
 
 
+def _generated_tokens(rollout: Rollout) -> int:
+    return sum(sum(seg.loss_mask) for seg in rollout.segments)
+
+
+RolloutFacts = tuple[float, int, str]  # reward, generated tokens, exit reason
+
+
 def _gather_step(
-    ranks: Ranks, groups: list[list[Rollout]], used: int, n_samples: int
-) -> tuple[list[float], int, int]:
-    """Every rank's rewards (in the order the environments were chosen: rank r held
-    groups r, r + world, ...), groups used and samples, summed over ranks."""
-    parts = ranks.all_gather_object(([[r.reward for r in g] for g in groups], used, n_samples))
+    ranks: Ranks, groups: list[Group], used: int, n_samples: int
+) -> tuple[list[list[RolloutFacts] | None], int, int]:
+    """Every rank's groups (as the facts the record needs), in the order the
+    environments were chosen (rank r held groups r, r + world, ...), and groups used
+    and samples summed over ranks."""
+    mine: list[list[RolloutFacts] | None] = [
+        None if g is None else [(r.reward, _generated_tokens(r), r.result.exit_reason) for r in g]
+        for g in groups
+    ]
+    parts = ranks.all_gather_object((mine, used, n_samples))
     by_rank = [part[0] for part in parts]
-    ordered = [
+    ordered: list[list[RolloutFacts] | None] = [
         by_rank[i % ranks.world_size][i // ranks.world_size]
         for i in range(sum(len(g) for g in by_rank))
     ]
-    return (
-        [reward for group in ordered for reward in group],
-        sum(part[1] for part in parts),
-        sum(part[2] for part in parts),
+    return ordered, sum(part[1] for part in parts), sum(part[2] for part in parts)
+
+
+def step_record(
+    step: int,
+    ordered: list[list[RolloutFacts] | None],
+    used: int,
+    n_samples: int,
+    stats: StepStats | None,
+    *,
+    rollout_s: float = 0.0,
+    learner_s: float = 0.0,
+) -> StepRecord:
+    facts = [f for g in ordered if g is not None for f in g]
+    rewards = [f[0] for f in facts]
+    lengths = [f[1] for f in facts]
+    n = len(facts)
+    return StepRecord(
+        step=step,
+        mean_reward=sum(rewards) / n if n else 0.0,
+        rewards=rewards,
+        groups_used=used,
+        samples=n_samples,
+        learner=stats,
+        failed_groups=sum(1 for g in ordered if g is None),
+        pass_rate=sum(1 for r in rewards if r >= 1.0) / n if n else 0.0,
+        mean_generated_tokens=sum(lengths) / n if n else 0.0,
+        max_generated_tokens=max(lengths, default=0),
+        exit_reasons=dict(Counter(f[2] for f in facts)),
+        rollout_s=rollout_s,
+        learner_s=learner_s,
     )
+
+
+def append_metrics(path: Path, record: StepRecord) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write(json.dumps(record.to_dict()) + "\n")
 
 
 def train(
@@ -121,16 +192,22 @@ def train(
     *,
     steps: int | None = None,
     on_step: Callable[[StepRecord], None] | None = None,
+    rollouts: RolloutSource | None = None,
 ) -> TrainSummary:
     """Run ``steps`` more steps (default: up to ``settings.steps`` in all) from the
-    learner's current step; ``envs`` pairs each environment with its checkout."""
+    learner's current step; ``envs`` pairs each environment with its checkout.
+    ``rollouts`` defaults to :class:`LocalRollouts` over the learner's weights with
+    ``sandbox_factory`` and ``reward_fn``. Rank 0 appends each step's record to
+    ``output_dir/metrics.jsonl``."""
     if not envs:
         raise ValueError("no environments to train on")
     summary = TrainSummary()
     limits = agent_limits(settings)
-    policy = TransformersPolicy.from_model(
-        learner.model, learner.tokenizer, model_name=f"{settings.model}+train", defaults=limits
-    )
+    if rollouts is None:
+        policy = TransformersPolicy.from_model(
+            learner.model, learner.tokenizer, model_name=f"{settings.model}+train", defaults=limits
+        )
+        rollouts = LocalRollouts(policy, limits, sandbox_factory, reward_fn)
     end = learner.step_count + steps if steps is not None else settings.steps
     output = Path(settings.output_dir)
     ranks = learner.ranks
@@ -141,19 +218,25 @@ def train(
             for i in range(settings.envs_per_step)
         ]
         learner.model.eval()
-        groups = [
-            collect_group(
-                env, checkout, policy, limits, sandbox_factory, reward_fn, settings.group_size
-            )
-            for env, checkout in chosen[ranks.rank :: ranks.world_size]
-        ]
-        samples, used = samples_from(groups, settings) if groups else ([], 0)
+        started = time.perf_counter()
+        groups = rollouts.collect(
+            learner, step, chosen[ranks.rank :: ranks.world_size], settings.group_size
+        )
+        complete = [g for g in groups if g is not None]
+        rollout_s = time.perf_counter() - started
+        samples, used = samples_from(complete, settings) if complete else ([], 0)
+        started = time.perf_counter()
         stats = learner.step_or_skip(samples)
-        rewards, used, n_samples = _gather_step(ranks, groups, used, len(samples))
-        record = StepRecord(step, sum(rewards) / len(rewards), rewards, used, n_samples, stats)
+        learner_s = time.perf_counter() - started
+        ordered, used, n_samples = _gather_step(ranks, groups, used, len(samples))
+        record = step_record(
+            step, ordered, used, n_samples, stats, rollout_s=rollout_s, learner_s=learner_s
+        )
         summary.steps.append(record)
-        if on_step is not None and ranks.is_main:
-            on_step(record)
+        if ranks.is_main:
+            append_metrics(output / METRICS_FILE, record)
+            if on_step is not None:
+                on_step(record)
         done = learner.step_count
         if (settings.save_every and done % settings.save_every == 0) or done == end:
             summary.checkpoints.append(learner.save(output / f"step-{done}"))

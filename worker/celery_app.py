@@ -33,6 +33,10 @@ def create_celery(settings: Settings | None = None) -> Celery:
         task_reject_on_worker_lost=True,
         worker_prefetch_multiplier=1,
         task_ignore_result=True,
+        # Only training rollouts (trainer/rl/remote.py) store results; the bot's jobs
+        # report through the job store.
+        result_backend=settings.effective_result_backend,
+        result_expires=timedelta(days=1),
         task_time_limit=settings.job_time_limit_s,
         task_soft_time_limit=max(settings.job_time_limit_s - 60, 30),
         broker_transport_options=broker_transport_options(settings),

@@ -96,3 +96,35 @@ def test_lazy_subcommands_load(env: Path) -> None:
     for name in ("sandbox", "gates", "run"):
         result = CliRunner().invoke(main, [name, "--help"])
         assert result.exit_code == 0, (name, result.output)
+
+
+@pytest.mark.parametrize(
+    ("flags", "queues", "takes_rollouts"),
+    [
+        ([], "ribbit", False),
+        (["--rollouts"], "ribbit,rollouts", True),
+        (["--only-rollouts"], "rollouts", True),
+    ],
+)
+def test_worker_queues_and_the_rollout_task(
+    env: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    flags: list[str],
+    queues: str,
+    takes_rollouts: bool,
+) -> None:
+    from celery import Celery
+
+    started: dict[str, Any] = {}
+
+    def worker_main(self: Celery, argv: list[str]) -> None:  # the loop itself is Celery's
+        self.loader.import_default_modules()  # what a starting worker does first
+        started["argv"], started["tasks"] = argv, set(self.tasks)
+
+    monkeypatch.setattr(Celery, "worker_main", worker_main)
+    result = CliRunner().invoke(main, ["worker", *flags])
+    assert result.exit_code == 0, result.output
+    argv = started["argv"]
+    assert argv[argv.index("-Q") + 1] == queues
+    assert ("ribbit.rollout" in started["tasks"]) is takes_rollouts
+    assert "ribbit.solve" in started["tasks"]

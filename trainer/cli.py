@@ -11,6 +11,7 @@ import dataclasses
 import json
 import shutil
 import tempfile
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -69,6 +70,18 @@ _store_option = click.option(
     default=None,
     help="Environment store (default: DATA_DIR/trainer).",
 )
+
+
+@contextlib.contextmanager
+def _checked_out(
+    env_store: Any, chosen: list[Environment], purpose: str
+) -> Iterator[list[tuple[Environment, Path]]]:
+    """Each environment checked out of the store at its base commit, removed after."""
+    root = Path(tempfile.mkdtemp(prefix=f"ribbit-{purpose}-"))
+    try:
+        yield [(e, env_store.checkout(e, root / e.instance_id)) for e in chosen]
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 # -- envs ---------------------------------------------------------------------------------------
@@ -358,12 +371,8 @@ def calibrate_envs(
     limits = AgentSettings(max_turns=max_turns, max_new_tokens=max_new_tokens)
     factory = sandbox_factory(settings.sandbox)
     policy = version_policy(base, adapter, limits)
-    checkouts = Path(tempfile.mkdtemp(prefix="ribbit-calibrate-"))
-    try:
-        pairs = [(e, env_store.checkout(e, checkouts / e.instance_id)) for e in chosen]
+    with _checked_out(env_store, chosen, "calibrate") as pairs:
         report = calibrate(pairs, policy, limits, factory, graded_reward(factory), k=k)
-    finally:
-        shutil.rmtree(checkouts, ignore_errors=True)
     for env in chosen:
         calibration = report.calibrations[env.instance_id]
         env_store.update(env.model_copy(update={"calibration": calibration}))
@@ -715,16 +724,13 @@ def evaluate_model(
     if not chosen:
         raise click.ClickException(f"no environments match {selector!r}")
     limits = AgentSettings(max_turns=max_turns, max_new_tokens=max_new_tokens)
-    checkouts = Path(tempfile.mkdtemp(prefix="ribbit-eval-"))
     try:
-        pairs = [(e, env_store.checkout(e, checkouts / e.instance_id)) for e in chosen]
-        report = evaluate_version(
-            _db(ctx), version, pairs, sandbox_factory(settings.sandbox), limits, k=k
-        )
+        with _checked_out(env_store, chosen, "eval") as pairs:
+            report = evaluate_version(
+                _db(ctx), version, pairs, sandbox_factory(settings.sandbox), limits, k=k
+            )
     except RegistryError as exc:
         raise click.ClickException(str(exc)) from None
-    finally:
-        shutil.rmtree(checkouts, ignore_errors=True)
     click.echo(f"{version}: held-out pass rate {report.pass_rate:.1%} on {len(chosen)} env(s)")
 
 

@@ -13,8 +13,7 @@ import docker
 import pytest
 
 from bot.settings import SandboxSettings
-from tests.plugins.trainer import PYTEST, FixRepo, sandbox_factory
-from trainer.envs.builder import BuildSpec, EnvironmentBuilder
+from tests.plugins.trainer import FixRepo, calc_environment
 from trainer.envs.export import build_testbed_image, skyrl_record
 from trainer.envs.schema import Environment
 from trainer.envs.storage import EnvironmentStore
@@ -26,18 +25,9 @@ pytestmark = pytest.mark.integration
 def testbed(
     fix_with_new_test: FixRepo, tmp_path: Path, docker_settings: SandboxSettings
 ) -> Iterator[tuple[Environment, str, docker.DockerClient]]:
-    builder = EnvironmentBuilder(sandbox_factory, reruns=1, test_timeout_s=60)
     # Built on the host's pytest; graded in the image, whose interpreter is python3.
-    env = builder.build(
-        BuildSpec(
-            fix_with_new_test.path,
-            fix_with_new_test.base,
-            fix_with_new_test.fix,
-            "add(2, 3) returns -1 instead of 5.",
-            repo="acme/calc",
-            test_command=PYTEST,
-        )
-    ).model_copy(update={"test_command": "python3 -m pytest"})
+    env = calc_environment(fix_with_new_test, issue="add(2, 3) returns -1 instead of 5.")
+    env = env.model_copy(update={"test_command": "python3 -m pytest"})
     store = EnvironmentStore(tmp_path / "store")
     store.add(env, fix_with_new_test.path)
     client = docker.DockerClient(base_url=docker_settings.docker_url, timeout=300)
@@ -93,16 +83,7 @@ def test_envs_image_command_builds_the_image_the_records_name(
     from bot.cli import main
     from trainer.envs.export import image_name_for
 
-    env = EnvironmentBuilder(sandbox_factory, reruns=1, test_timeout_s=60).build(
-        BuildSpec(
-            fix_with_new_test.path,
-            fix_with_new_test.base,
-            fix_with_new_test.fix,
-            "add(2, 3) returns -1 instead of 5.",
-            repo="acme/calc",
-            test_command=PYTEST,
-        )
-    )
+    env = calc_environment(fix_with_new_test, issue="add(2, 3) returns -1 instead of 5.")
     store = tmp_path / "store"
     EnvironmentStore(store).add(env, fix_with_new_test.path)
     monkeypatch.setenv("RIBBIT_DATA_DIR", str(tmp_path / "data"))

@@ -13,8 +13,7 @@ from click.testing import CliRunner
 
 from bot.cli import main
 from tests.conftest import require_service
-from tests.plugins.trainer import PYTEST, FixRepo, sandbox_factory
-from trainer.envs.builder import BuildSpec, EnvironmentBuilder
+from tests.plugins.trainer import PYTEST, FixRepo, calc_environment
 from trainer.envs.storage import EnvironmentStore
 
 
@@ -29,15 +28,8 @@ def test_train_command_runs_on_the_bubblewrap_sandbox(
     data = tmp_path / "data"
     monkeypatch.setenv("RIBBIT_DATA_DIR", str(data))
     monkeypatch.setenv("RIBBIT_SANDBOX__BACKEND", "bubblewrap")
-    env = EnvironmentBuilder(sandbox_factory, reruns=1).build(
-        BuildSpec(
-            fix_with_new_test.path,
-            fix_with_new_test.base,
-            fix_with_new_test.fix,
-            "add is wrong",
-            repo="acme/calc",
-            test_command=PYTEST.replace(sys.executable, "python3"),
-        )
+    env = calc_environment(
+        fix_with_new_test, test_command=PYTEST.replace(sys.executable, "python3")
     )
     EnvironmentStore(data / "trainer").add(env, fix_with_new_test.path)
     out = tmp_path / "run"

@@ -28,9 +28,8 @@ from torch.testing import assert_close
 from tests.conftest import require_service
 from tests.fakes import make_git_repo
 from tests.integration.distributed.cases import CASES
-from tests.plugins.trainer import PYTEST, FixRepo, sandbox_factory
+from tests.plugins.trainer import PYTEST, FixRepo, calc_environment
 from trainer.distributed import Ranks
-from trainer.envs.builder import BuildSpec, EnvironmentBuilder
 from trainer.envs.storage import EnvironmentStore
 from trainer.rl.learner import Learner, load_base_model
 
@@ -177,15 +176,8 @@ def test_train_command_under_torchrun_records_one_run_from_rank_zero(
     data = tmp_path / "data"
     monkeypatch.setenv("RIBBIT_DATA_DIR", str(data))
     monkeypatch.setenv("RIBBIT_SANDBOX__BACKEND", "bubblewrap")
-    env = EnvironmentBuilder(sandbox_factory, reruns=1).build(
-        BuildSpec(
-            fix_with_new_test.path,
-            fix_with_new_test.base,
-            fix_with_new_test.fix,
-            "add is wrong",
-            repo="acme/calc",
-            test_command=PYTEST.replace(sys.executable, "python3"),
-        )
+    env = calc_environment(
+        fix_with_new_test, test_command=PYTEST.replace(sys.executable, "python3")
     )
     EnvironmentStore(data / "trainer").add(env, fix_with_new_test.path)
     output = torchrun(

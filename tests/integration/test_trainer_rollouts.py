@@ -19,12 +19,11 @@ import torch
 
 from bot.settings import load_settings
 from tests.fakes import LocalDirSandbox, make_git_repo
-from tests.plugins.trainer import token_id
+from tests.plugins.trainer import seeded_learner, token_id, toy_prompt_ids, toy_train_settings
 from trainer.config import TrainSettings
 from trainer.envs.schema import Environment
 from trainer.envs.storage import EnvironmentStore
 from trainer.rl import remote
-from trainer.rl.learner import Learner, load_base_model
 from trainer.rl.remote import (
     CeleryRollouts,
     PolicyRef,
@@ -32,11 +31,8 @@ from trainer.rl.remote import (
     rollout_from_dict,
     rollout_to_dict,
 )
-from trainer.rl.rollout import task_for
 from trainer.rl.toy import FirstTokenReward, expected_first_token_reward, toy_environment
-from trainer.train import METRICS_FILE, agent_limits, seed_everything, train
-from worker.agent import TOOL_SCHEMAS, TransformersPolicy
-from worker.agent.prompt import initial_messages
+from trainer.train import METRICS_FILE, agent_limits, train
 
 pytestmark = pytest.mark.integration
 
@@ -77,31 +73,6 @@ def fleet(
     app.close()
 
 
-def _settings(model_dir: Path, out: Path, **overrides: object) -> TrainSettings:
-    values: dict[str, object] = dict(
-        model=str(model_dir),
-        output_dir=str(out),
-        steps=8,
-        group_size=4,
-        learning_rate=0.05,
-        max_new_tokens=16,
-        max_turns=1,
-        lora_r=8,
-        lora_alpha=16,
-        save_every=0,
-        seed=0,
-        lora_target_modules="lm_head",
-    )
-    values.update(overrides)
-    return TrainSettings(**values)  # type: ignore[arg-type]
-
-
-def _learner(settings: TrainSettings) -> Learner:
-    seed_everything(settings.seed)
-    model, tokenizer = load_base_model(settings.model)
-    return Learner(model, tokenizer, settings)
-
-
 def _source(app: Any, store: Path, settings: TrainSettings) -> CeleryRollouts:
     return CeleryRollouts(
         app,
@@ -117,14 +88,10 @@ def test_training_through_worker_rollouts_raises_the_reward(
     fleet: tuple[Any, Path, Environment], two_choice_model_dir: Path, tmp_path: Path
 ) -> None:
     app, store, env = fleet
-    settings = _settings(two_choice_model_dir, tmp_path / "run")
-    learner = _learner(settings)
+    settings = toy_train_settings(two_choice_model_dir, tmp_path / "run")
+    learner = seeded_learner(settings)
     target = {token_id(learner.tokenizer, "A")}
-    policy = TransformersPolicy.from_model(learner.model, learner.tokenizer)
-    prompt: list[int] = learner.tokenizer(
-        policy.render(initial_messages(task_for(env)), TOOL_SCHEMAS, enable_thinking=True),
-        add_special_tokens=False,
-    )["input_ids"]
+    prompt = toy_prompt_ids(learner, env)
     before = expected_first_token_reward(learner, prompt, target)
     loads_before = remote.POLICIES.loads
 
@@ -171,8 +138,8 @@ def test_a_failing_rollout_drops_its_group_and_the_step_goes_on(
     fleet: tuple[Any, Path, Environment], two_choice_model_dir: Path, tmp_path: Path
 ) -> None:
     app, store, env = fleet
-    settings = _settings(two_choice_model_dir, tmp_path / "run", steps=1, envs_per_step=2)
-    learner = _learner(settings)
+    settings = toy_train_settings(two_choice_model_dir, tmp_path / "run", steps=1, envs_per_step=2)
+    learner = seeded_learner(settings)
     missing = env.model_copy(update={"instance_id": "nobody__nothing-0"})
     summary = train(
         learner,
@@ -196,7 +163,7 @@ def test_requests_and_rollouts_survive_json(
     request = RolloutRequest(str(store), env.instance_id, ref, {"max_turns": 1}, "graded", 7)
     assert RolloutRequest.from_dict(request.to_dict()) == request
     settings = load_settings(sandbox={"backend": "bubblewrap"})
-    limits = agent_limits(_settings(two_choice_model_dir, store / "run"))
+    limits = agent_limits(toy_train_settings(two_choice_model_dir, store / "run"))
     request = RolloutRequest(
         str(store), env.instance_id, ref, limits.model_dump(mode="json"), "first-token:A", 7
     )

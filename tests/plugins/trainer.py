@@ -94,3 +94,65 @@ def two_choice_model_dir(tiny_model_dir: Path, tmp_path_factory: pytest.TempPath
     return build_two_choice_model(
         tiny_model_dir, tmp_path_factory.mktemp("two-choice"), {"A": 9.0, "B": 10.0}
     )
+
+
+def calc_environment(
+    fix: FixRepo,
+    *,
+    test_command: str = PYTEST,
+    issue: str = "add is wrong",
+    test_timeout_s: float = 60,
+) -> Any:
+    """The environment EnvironmentBuilder makes of ``fix`` (one run per state)."""
+    from trainer.envs.builder import BuildSpec, EnvironmentBuilder
+
+    builder = EnvironmentBuilder(sandbox_factory, reruns=1, test_timeout_s=test_timeout_s)
+    spec = BuildSpec(
+        fix.path, fix.base, fix.fix, issue, repo="acme/calc", test_command=test_command
+    )
+    return builder.build(spec)
+
+
+def toy_train_settings(model_dir: Path, out: Path, **overrides: object) -> Any:
+    """TrainSettings for the toy task on the two-choice model: short rollouts, LoRA on
+    the lm_head, a learning rate that moves it within a few steps."""
+    from trainer.config import TrainSettings
+
+    values: dict[str, object] = dict(
+        model=str(model_dir),
+        output_dir=str(out),
+        steps=8,
+        group_size=4,
+        learning_rate=0.05,
+        max_new_tokens=16,
+        max_turns=1,
+        lora_r=8,
+        lora_alpha=16,
+        save_every=0,
+        seed=0,
+        lora_target_modules="lm_head",
+    )
+    values.update(overrides)
+    return TrainSettings(**values)  # type: ignore[arg-type]
+
+
+def seeded_learner(settings: Any) -> Any:
+    """A Learner on ``settings.model``, seeded from ``settings.seed``."""
+    from trainer.rl.learner import Learner, load_base_model
+    from trainer.train import seed_everything
+
+    seed_everything(settings.seed)
+    model, tokenizer = load_base_model(settings.model)
+    return Learner(model, tokenizer, settings)
+
+
+def toy_prompt_ids(learner: Any, env: Any) -> list[int]:
+    """The token ids of the toy environment's first prompt, as the policy renders it."""
+    from trainer.rl.rollout import task_for
+    from worker.agent import TOOL_SCHEMAS, TransformersPolicy
+    from worker.agent.prompt import initial_messages
+
+    policy = TransformersPolicy.from_model(learner.model, learner.tokenizer)
+    text = policy.render(initial_messages(task_for(env)), TOOL_SCHEMAS, enable_thinking=True)
+    ids: list[int] = learner.tokenizer(text, add_special_tokens=False)["input_ids"]
+    return ids

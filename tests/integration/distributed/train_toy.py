@@ -16,32 +16,13 @@ from typing import Any
 import torch
 
 from tests.fakes import LocalDirSandbox
-from tests.plugins.trainer import token_id
+from tests.plugins.trainer import seeded_learner, token_id, toy_prompt_ids
 from trainer.config import TrainSettings
 from trainer.distributed import process_group
-from trainer.rl.learner import Learner, load_base_model
-from trainer.rl.rollout import task_for
 from trainer.rl.toy import FirstTokenReward, expected_first_token_reward, toy_environment
-from trainer.train import StepRecord, seed_everything, train
-from worker.agent import TOOL_SCHEMAS, TransformersPolicy
-from worker.agent.prompt import initial_messages
+from trainer.train import StepRecord, train
 
 STEPS, RESUME_FROM = 6, 4
-
-
-def _learner(settings: TrainSettings) -> Learner:
-    seed_everything(settings.seed)
-    model, tokenizer = load_base_model(settings.model)
-    return Learner(model, tokenizer, settings)
-
-
-def _prompt_ids(learner: Learner, base: str) -> list[int]:
-    policy = TransformersPolicy.from_model(learner.model, learner.tokenizer)
-    text = policy.render(
-        initial_messages(task_for(toy_environment(base))), TOOL_SCHEMAS, enable_thinking=True
-    )
-    ids: list[int] = learner.tokenizer(text, add_special_tokens=False)["input_ids"]
-    return ids
 
 
 def main(model_dir: Path, repo: Path, base: str, out: Path) -> None:
@@ -70,10 +51,10 @@ def main(model_dir: Path, repo: Path, base: str, out: Path) -> None:
         real_save(obj, f, *args, **kwargs)
 
     with process_group() as ranks:
-        learner = _learner(settings)
+        learner = seeded_learner(settings)
         target = {token_id(learner.tokenizer, "A")}
         reward = FirstTokenReward(target)
-        prompt = _prompt_ids(learner, base)
+        prompt = toy_prompt_ids(learner, toy_environment(base))
         before = expected_first_token_reward(learner, prompt, target)
         records: list[StepRecord] = []
         torch.save = counting_save
@@ -81,7 +62,7 @@ def main(model_dir: Path, repo: Path, base: str, out: Path) -> None:
             summary = train(
                 learner, envs, LocalDirSandbox, reward, settings, on_step=records.append
             )
-            resumed_learner = _learner(settings)
+            resumed_learner = seeded_learner(settings)
             resumed_learner.load(Path(settings.output_dir) / f"step-{RESUME_FROM}")
             resumed = train(
                 resumed_learner,

@@ -9,8 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from bot.cli import main
-from tests.plugins.trainer import PYTEST, FixRepo, sandbox_factory
-from trainer.envs.builder import BuildSpec, EnvironmentBuilder
+from tests.plugins.trainer import FixRepo, calc_environment
 from trainer.envs.storage import EnvironmentStore
 
 
@@ -23,16 +22,7 @@ def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_envs_list_show_export_import(
     data_dir: Path, fix_with_new_test: FixRepo, tmp_path: Path
 ) -> None:
-    env = EnvironmentBuilder(sandbox_factory, reruns=1).build(
-        BuildSpec(
-            fix_with_new_test.path,
-            fix_with_new_test.base,
-            fix_with_new_test.fix,
-            "add is wrong",
-            repo="acme/calc",
-            test_command=PYTEST,
-        )
-    )
+    env = calc_environment(fix_with_new_test)
     EnvironmentStore(data_dir / "trainer").add(env, fix_with_new_test.path)
     runner = CliRunner()
 
@@ -80,16 +70,7 @@ def test_envs_list_show_export_import(
 def test_envs_image_without_an_engine_is_a_clear_error(
     data_dir: Path, fix_with_new_test: FixRepo, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    env = EnvironmentBuilder(sandbox_factory, reruns=1).build(
-        BuildSpec(
-            fix_with_new_test.path,
-            fix_with_new_test.base,
-            fix_with_new_test.fix,
-            "add is wrong",
-            repo="acme/calc",
-            test_command=PYTEST,
-        )
-    )
+    env = calc_environment(fix_with_new_test)
     EnvironmentStore(data_dir / "trainer").add(env, fix_with_new_test.path)
     monkeypatch.setenv("RIBBIT_SANDBOX__DOCKER_URL", f"unix://{data_dir}/no-engine.sock")
     result = CliRunner().invoke(main, ["envs", "image"])

@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.fakes import git
-from tests.plugins.trainer import PYTEST, FixRepo, sandbox_factory
-from trainer.envs.builder import BuildSpec, EnvironmentBuilder
+from tests.plugins.trainer import FixRepo, calc_environment
 from trainer.envs.export import (
     EXIT_SETUP_FAILED,
     EXIT_TIMEOUT,
@@ -30,16 +29,7 @@ CHEAT_TEST = "def test_add():\n    pass\n"
 
 @pytest.fixture
 def stored(fix_with_new_test: FixRepo, tmp_path: Path) -> tuple[Environment, EnvironmentStore]:
-    builder = EnvironmentBuilder(sandbox_factory, reruns=1, test_timeout_s=60)
-    spec = BuildSpec(
-        fix_with_new_test.path,
-        fix_with_new_test.base,
-        fix_with_new_test.fix,
-        "add(2, 3) returns -1 instead of 5.",
-        repo="acme/calc",
-        test_command=PYTEST,
-    )
-    env = builder.build(spec)
+    env = calc_environment(fix_with_new_test, issue="add(2, 3) returns -1 instead of 5.")
     store = EnvironmentStore(tmp_path / "store")
     store.add(env, fix_with_new_test.path)
     return env, store

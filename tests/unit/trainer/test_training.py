@@ -12,33 +12,12 @@ import torch
 from torch.testing import assert_close
 
 from tests.fakes import LocalDirSandbox, make_git_repo
-from tests.plugins.trainer import token_id
+from tests.plugins.trainer import seeded_learner, token_id, toy_prompt_ids, toy_train_settings
 from trainer.config import TrainSettings
-from trainer.rl.learner import Learner, load_base_model
-from trainer.rl.rollout import collect_group, task_for
+from trainer.rl.rollout import collect_group
 from trainer.rl.toy import FirstTokenReward, expected_first_token_reward, toy_environment
-from trainer.train import agent_limits, seed_everything, train
-from worker.agent import TOOL_SCHEMAS, TransformersPolicy
-from worker.agent.prompt import initial_messages
-
-
-def _settings(model_dir: Path, out: Path, **overrides: object) -> TrainSettings:
-    values: dict[str, object] = dict(
-        model=str(model_dir),
-        output_dir=str(out),
-        steps=8,
-        group_size=4,
-        learning_rate=0.05,
-        max_new_tokens=16,
-        max_turns=1,
-        lora_r=8,
-        lora_alpha=16,
-        save_every=0,
-        seed=0,
-        lora_target_modules="lm_head",
-    )
-    values.update(overrides)
-    return TrainSettings(**values)  # type: ignore[arg-type]
+from trainer.train import agent_limits, train
+from worker.agent import TransformersPolicy
 
 
 @pytest.fixture
@@ -47,29 +26,14 @@ def toy_repo(tmp_path: Path) -> tuple[Path, str]:
     return repo, make_git_repo(repo, {"README.md": "toy\n"})
 
 
-def _learner(settings: TrainSettings) -> Learner:
-    seed_everything(settings.seed)
-    model, tokenizer = load_base_model(settings.model)
-    return Learner(model, tokenizer, settings)
-
-
-def _prompt_ids(learner: Learner, base: str) -> list[int]:
-    policy = TransformersPolicy.from_model(learner.model, learner.tokenizer)
-    text = policy.render(
-        initial_messages(task_for(toy_environment(base))), TOOL_SCHEMAS, enable_thinking=True
-    )
-    ids: list[int] = learner.tokenizer(text, add_special_tokens=False)["input_ids"]
-    return ids
-
-
 def test_mean_reward_rises_and_adapter_changes(
     two_choice_model_dir: Path, toy_repo: tuple[Path, str], tmp_path: Path
 ) -> None:
     repo, base = toy_repo
-    settings = _settings(two_choice_model_dir, tmp_path / "run")
-    learner = _learner(settings)
+    settings = toy_train_settings(two_choice_model_dir, tmp_path / "run")
+    learner = seeded_learner(settings)
     target = {token_id(learner.tokenizer, "A")}
-    prompt = _prompt_ids(learner, base)
+    prompt = toy_prompt_ids(learner, toy_environment(base))
     before_reward = expected_first_token_reward(learner, prompt, target)
     before_weights = learner.trainable_state()
 
@@ -98,7 +62,7 @@ def test_checkpoint_and_resume_take_the_same_next_step(
 ) -> None:
     repo, base = toy_repo
     envs = [(toy_environment(base), repo)]
-    settings = _settings(
+    settings = toy_train_settings(
         two_choice_model_dir,
         tmp_path / "run",
         finetune=finetune,
@@ -107,14 +71,14 @@ def test_checkpoint_and_resume_take_the_same_next_step(
         filter_zero_variance=False,
         learning_rate=0.01,
     )
-    learner = _learner(settings)
+    learner = seeded_learner(settings)
     target = {token_id(learner.tokenizer, "A")}
     reward = FirstTokenReward(target)
     original = train(learner, envs, LocalDirSandbox, reward, settings)
     checkpoint = Path(settings.output_dir) / "step-2"
     assert checkpoint in original.checkpoints
 
-    resumed_learner = _learner(settings)
+    resumed_learner = seeded_learner(settings)
     resumed_learner.load(checkpoint)
     assert resumed_learner.step_count == 2
     resumed = train(resumed_learner, envs, LocalDirSandbox, reward, settings, steps=2)
@@ -137,10 +101,10 @@ def test_learner_scores_rollout_tokens_as_they_were_sampled(
     tokens equal the sampling log-probs the policy recorded (temperature 1, no
     top-k/top-p), and one GRPO step with the default all-linear LoRA moves the adapter."""
     repo, base = toy_repo
-    settings = _settings(
+    settings = toy_train_settings(
         tiny_model_dir, tmp_path / "run", lora_target_modules="all-linear", learning_rate=1e-3
     )
-    learner = _learner(settings)
+    learner = seeded_learner(settings)
     policy = TransformersPolicy.from_model(
         learner.model, learner.tokenizer, defaults=agent_limits(settings)
     )
@@ -196,10 +160,10 @@ def test_kl_to_the_adapter_free_base_and_several_updates_per_batch(
     two_choice_model_dir: Path, toy_repo: tuple[Path, str], tmp_path: Path
 ) -> None:
     repo, base = toy_repo
-    settings = _settings(
+    settings = toy_train_settings(
         two_choice_model_dir, tmp_path / "run", kl_coef=0.1, updates_per_batch=3, learning_rate=0.05
     )
-    learner = _learner(settings)
+    learner = seeded_learner(settings)
     policy = TransformersPolicy.from_model(
         learner.model, learner.tokenizer, defaults=agent_limits(settings)
     )

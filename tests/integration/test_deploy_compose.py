@@ -68,7 +68,18 @@ def test_deploy_compose_schema_rejects_a_broken_file() -> None:
 
 def test_deploy_compose_services_and_profiles() -> None:
     services = _compose()["services"]
-    assert set(services) == {"web", "worker", "worker-gpu", "beat", "trainer", "redis", "postgres"}
+    assert set(services) == {
+        "web",
+        "worker",
+        "worker-gpu",
+        "rollout-worker",
+        "beat",
+        "trainer",
+        "redis",
+        "postgres",
+    }
+    assert services["rollout-worker"]["profiles"] == ["train"]
+    assert "--only-rollouts" in services["rollout-worker"]["command"]
     assert services["web"]["command"] == ["serve", "--no-worker"]
     assert services["worker"]["command"][0] == "worker"
     assert services["worker-gpu"]["profiles"] == ["gpu"]

@@ -5,9 +5,11 @@ record's ``eval_script``; resolved iff it exits 0."""
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import docker
 import pytest
@@ -40,12 +42,22 @@ def testbed(
         client.close()
 
 
-def _evaluate(client: docker.DockerClient, image: str, record: dict, patch: str) -> int:
-    """SkyRL's evaluate_trajectory, with the container run the way Ribbit runs sandboxes."""
+@contextlib.contextmanager
+def _container(client: docker.DockerClient, image: str) -> Iterator[Any]:
+    """A running container of ``image`` to exec in. (Not a one-shot ``run``: Podman's
+    compat API can miss the exit of a container that ends at once, and wait forever.)"""
     container = client.containers.run(
         image, ["sleep", "600"], detach=True, network_mode="none", labels={"ribbit-test": "1"}
     )
     try:
+        yield container
+    finally:
+        container.remove(force=True)
+
+
+def _evaluate(client: docker.DockerClient, image: str, record: dict, patch: str) -> int:
+    """SkyRL's evaluate_trajectory, with the container run the way Ribbit runs sandboxes."""
+    with _container(client, image) as container:
         if patch:
             applied = container.exec_run(
                 ["bash", "-c", f"git apply <<'PATCH_EOF'\n{patch}\nPATCH_EOF"], workdir="/testbed"
@@ -54,8 +66,6 @@ def _evaluate(client: docker.DockerClient, image: str, record: dict, patch: str)
         script = record["instance"]["eval_script"]
         result = container.exec_run(["bash", "-c", f"bash <<'EOF'\n{script}\nEOF"])
         return int(result.exit_code)
-    finally:
-        container.remove(force=True)
 
 
 def test_skyrl_eval_script_grades_patches_in_the_testbed_image(
@@ -64,10 +74,9 @@ def test_skyrl_eval_script_grades_patches_in_the_testbed_image(
     env, image, client = testbed
     record = skyrl_record(env, image_name=image)
     assert record["instance"]["image_name"] == image
-    head = client.containers.run(
-        image, ["git", "-C", "/testbed", "rev-parse", "HEAD"], remove=True, network_mode="none"
-    )
-    assert head.decode().strip() == env.base_commit
+    with _container(client, image) as container:
+        head = container.exec_run(["git", "-C", "/testbed", "rev-parse", "HEAD"])
+    assert head.output.decode().strip() == env.base_commit
     assert _evaluate(client, image, record, env.patch) == 0
     assert _evaluate(client, image, record, "") == 1
 

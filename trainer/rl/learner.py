@@ -68,11 +68,15 @@ def default_dtype() -> torch.dtype:
     return torch.bfloat16 if torch.cuda.is_available() else torch.float32
 
 
-def load_base_model(path: str) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+def load_base_model(
+    path: str, *, dtype: torch.dtype | None = None
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """The model and tokenizer saved at ``path``, in ``dtype`` (default: bf16 on a GPU,
+    fp32 on the CPU)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(path)
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=default_dtype())
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype or default_dtype())
     if torch.cuda.is_available():
         model = model.to("cuda")  # type: ignore[arg-type]
     return model, tokenizer
@@ -176,7 +180,10 @@ class Learner:
         temperature = self.settings.temperature
 
         def chunk_logprobs(h: Tensor, t: Tensor) -> Tensor:
-            logits = head(h).float() / temperature
+            logits = head(h)
+            # Softmax in at least fp32 (bf16 logits lose the tail); never below the
+            # model's own precision (an fp64 model stays fp64).
+            logits = logits.to(torch.promote_types(logits.dtype, torch.float32)) / temperature
             return torch.log_softmax(logits, dim=-1).gather(1, t.unsqueeze(1)).squeeze(1)
 
         size = self.settings.logprob_chunk_tokens

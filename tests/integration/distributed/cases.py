@@ -6,8 +6,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
+
 from trainer.config import TrainSettings
 from trainer.rl.learner import Sample
+
+# Both sides of the comparison run in float64. The ranks sum their gradients in another
+# order than one process does; in float32 that rounding (~1e-8) is the size of Adam's eps,
+# and Adam's first step, lr * g / (|g| + eps), turns it into weight differences up to lr
+# for the elements whose gradient nearly cancels: the comparison then failed now and then
+# (thread count, machine load). In float64 the same rounding is ~1e-16, far below eps, so
+# the step differs by ~1e-11 at most and a tight tolerance still catches any real error.
+EXACTNESS_DTYPE = torch.float64
+ATOL = 1e-9
+RTOL = 1e-7
 
 
 def _sample(length: int, prompt: int, advantage: float, offset: int) -> Sample:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from tests.integration.distributed.cases import CASES
+from tests.integration.distributed.cases import CASES, EXACTNESS_DTYPE
 from trainer.distributed import process_group
 from trainer.rl.learner import Learner, load_base_model
 
@@ -25,7 +25,7 @@ def main(model_dir: Path, out: Path) -> None:
             # A different seed per rank: the LoRA initialisations differ until the
             # learner broadcasts rank 0's (rank 0 matches the single-process reference).
             torch.manual_seed(settings.seed + 17 * ranks.rank)
-            model, tokenizer = load_base_model(str(model_dir))
+            model, tokenizer = load_base_model(str(model_dir), dtype=EXACTNESS_DTYPE)
             learner = Learner(model, tokenizer, settings)  # finds the process group itself
             stats = learner.step_or_skip(case.share(ranks.rank))
             grads = {

@@ -113,6 +113,7 @@ class Rejection(BaseModel):
         "patch_does_not_apply",
         "duplicate",
         "no_test_results",
+        "ids_not_runnable",  # an id that, given back to the test command, selects no pass
         "pr_not_merged",  # a closed bot PR: kept as a negative example
         "no_base_commit",  # the outcome does not say which commit the fix was made on
     ]

@@ -20,10 +20,11 @@ from pathlib import Path
 
 from bot.repo_config import RepoConfig
 from bot.settings import GateSettings
-from trainer.envs.builder import PatchDoesNotApply, apply_patch, run_tests
+from trainer.envs.builder import PatchDoesNotApply, apply_patch
 from trainer.envs.patches import split_by_file
 from trainer.envs.schema import Environment
 from worker.gates.base import Finding, Gate, GateContext
+from worker.gates.testrun import run_tests
 from worker.sandbox.base import Sandbox
 
 log = logging.getLogger(__name__)
@@ -96,14 +97,14 @@ def compute_reward(
             reset_test_files(sandbox, env)
         except PatchDoesNotApply as exc:
             return RewardResult(0.0, "patch_does_not_apply", details={"error": f"tests: {exc}"})
-        run = run_tests(sandbox, env.test_command, env.test_timeout_s)
+        run = run_tests(sandbox, env.test_command, timeout=env.test_timeout_s)
     if run.timed_out:
         return RewardResult(0.0, "timeout")
     required = [*env.FAIL_TO_PASS, *env.PASS_TO_PASS]
     failed = tuple(t for t in required if run.outcomes.get(t) != "passed")
     f2p_passed = sum(1 for t in env.FAIL_TO_PASS if run.outcomes.get(t) == "passed")
     if failed:
-        return RewardResult(0.0, "tests_failed", failed, f2p_passed, details={"log": run.log})
+        return RewardResult(0.0, "tests_failed", failed, f2p_passed, details={"log": run.log()})
 
     gate_list = list(default_reward_gates() if gates is None else gates)
     ctx = GateContext(

@@ -276,6 +276,12 @@ def import_envs(ctx: click.Context, path: Path, store: Path | None) -> None:
 
 
 @envs.command("from-outcomes")
+@click.option(
+    "--forge",
+    "forge_name",
+    required=True,
+    help="The forge the outcomes were recorded on (github, gitlab), as the outcome store has it.",
+)
 @click.option("--name", "repo_name", required=True, help="owner/name as the outcome store has it.")
 @click.option(
     "--repo",
@@ -284,16 +290,21 @@ def import_envs(ctx: click.Context, path: Path, store: Path | None) -> None:
     type=click.Path(path_type=Path, file_okay=False, exists=True),
     help="A local clone holding the PRs' base commits.",
 )
-@click.option("--test-command", default="python -m pytest", show_default=True)
+@click.option(
+    "--test-command",
+    default=None,
+    help="Overrides the test command each job recorded from .ribbit.yml.",
+)
 @click.option("--reruns", type=int, default=3, show_default=True)
 @click.option("--timeout", "timeout_s", type=float, default=300.0, show_default=True)
 @_store_option
 @click.pass_context
 def envs_from_outcomes(
     ctx: click.Context,
+    forge_name: str,
     repo_name: str,
     repo_dir: Path,
-    test_command: str,
+    test_command: str | None,
     reruns: int,
     timeout_s: float,
     store: Path | None,
@@ -315,7 +326,7 @@ def envs_from_outcomes(
     db.migrate()
     env_store = EnvironmentStore(_store_dir(ctx, store))
     report = environments_from_outcomes(
-        db, repo_name, repo_dir, builder, env_store, test_command=test_command
+        db, forge_name, repo_name, repo_dir, builder, env_store, test_command=test_command
     )
     sync_index(db, env_store)
     for env in report.built:

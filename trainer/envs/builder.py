@@ -28,7 +28,7 @@ import hashlib
 import re
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -37,7 +37,7 @@ from trainer.envs.gitutil import GitError, clone_at, resolve_commit, run_git
 from trainer.envs.patches import split_by_file, split_test_patch
 from trainer.envs.schema import Environment, Provenance, Rejection
 from worker.gates.testrun import TestRun, run_tests, select_batches
-from worker.sandbox.base import Sandbox
+from worker.sandbox.base import ExecResult, Sandbox
 
 PATCH_PATH = ".ribbit.patch"
 _MIN_LEAK_CHARS = 12  # shorter added lines ("return x", "pass") are too common to count
@@ -87,6 +87,8 @@ class EnvironmentBuilder:
         def reject(reason: str, detail: str) -> BuildRejected:
             return BuildRejected(Rejection(candidate=candidate, reason=reason, detail=detail))  # type: ignore[arg-type]
 
+        if not spec.issue_text.strip():
+            raise reject("no_problem_statement", "the issue text is empty")
         base = resolve_commit(spec.repo_dir, spec.base)
         if spec.fix_diff is not None:
             diff = spec.fix_diff
@@ -145,6 +147,10 @@ class EnvironmentBuilder:
             shutil.rmtree(workdir, ignore_errors=True)
 
         problem, leaked = strip_leaked_solution(spec.issue_text, patch)
+        if not problem.strip():
+            raise reject(
+                "no_problem_statement", "the issue text is all quotes of the fix; nothing is left"
+            )
         provenance = spec.provenance.model_copy(
             update={"fix_commit": fix, "leak_stripped": leaked, "flaky_tests": flaky}
         )
@@ -167,8 +173,7 @@ class EnvironmentBuilder:
 
     def _runs(self, checkout: Path, spec: BuildSpec, patches: list[str]) -> list[TestRun]:
         with self.sandbox_factory(checkout) as sandbox:
-            for command in spec.setup_commands:
-                sandbox.exec(command, timeout=self.test_timeout_s)
+            run_setup(sandbox, spec.setup_commands, self.test_timeout_s)
             for p in patches:
                 apply_patch(sandbox, p)
             return [
@@ -183,8 +188,7 @@ class EnvironmentBuilder:
         or do not pass (the round trip every FAIL_TO_PASS/PASS_TO_PASS id must make)."""
         bad: list[str] = []
         with self.sandbox_factory(checkout) as sandbox:
-            for command in spec.setup_commands:
-                sandbox.exec(command, timeout=self.test_timeout_s)
+            run_setup(sandbox, spec.setup_commands, self.test_timeout_s)
             for p in patches:
                 apply_patch(sandbox, p)
             for n, batch in enumerate(select_batches(ids)):
@@ -198,6 +202,14 @@ class EnvironmentBuilder:
                 got = run.outcomes
                 bad += [t for t in batch if run.timed_out or got.get(t) != "passed"]
         return bad
+
+
+def run_setup(sandbox: Sandbox, commands: Sequence[str], timeout_s: float) -> list[ExecResult]:
+    """The environment's setup commands, in order, in ``sandbox``: what building,
+    grading and rollouts all run before anything else. A failing command does not
+    stop the rest, as in production, where the agent is then left to cope (and the
+    tests that need it fail)."""
+    return [sandbox.exec(command, timeout=timeout_s) for command in commands]
 
 
 class PatchDoesNotApply(Exception):
@@ -251,5 +263,6 @@ __all__ = [
     "GitError",
     "apply_patch",
     "instance_id",
+    "run_setup",
     "strip_leaked_solution",
 ]

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from bot.repo_config import RepoConfig
 from bot.settings import GateSettings
-from trainer.envs.builder import PatchDoesNotApply, apply_patch
+from trainer.envs.builder import PatchDoesNotApply, apply_patch, run_setup
 from trainer.envs.patches import split_by_file
 from trainer.envs.schema import Environment
 from worker.gates.base import Finding, Gate, GateContext
@@ -87,8 +87,7 @@ def compute_reward(
     if not diff.strip():
         return RewardResult(0.0, "empty_patch")
     with sandbox_factory(checkout) as sandbox:
-        for command in env.setup_commands:
-            sandbox.exec(command, timeout=env.test_timeout_s)
+        run_setup(sandbox, env.setup_commands, env.test_timeout_s)
         try:
             apply_patch(sandbox, diff)
         except PatchDoesNotApply as exc:
@@ -111,7 +110,9 @@ def compute_reward(
         repo_dir=checkout,
         base_commit=env.base_commit,
         patch=diff,
-        repo_config=RepoConfig(test=env.test_command),
+        repo_config=RepoConfig(
+            test=env.test_command, setup=" && ".join(env.setup_commands) or None
+        ),
         gate_settings=gate_settings or GateSettings(),
         sandbox_factory=sandbox_factory,
         issue_text=env.problem_statement,

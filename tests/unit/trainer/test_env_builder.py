@@ -196,3 +196,31 @@ def test_an_id_that_selects_nothing_is_caught(fix_with_new_test: FixRepo, tmp_pa
     assert builder._unrunnable(checkout, spec, [], [good]) == []
     # pytest refuses the whole selection when one id is not found: nothing passes.
     assert set(bad) <= set(builder._unrunnable(checkout, spec, [], [good, *bad]))
+
+
+@pytest.mark.parametrize("issue", ["", "  \n ", "```\nreturn a + b\n```"])
+def test_an_environment_without_a_problem_statement_is_refused(
+    fix_with_new_test: FixRepo, issue: str
+) -> None:
+    # The last one quotes the fix and nothing else: stripped, nothing is left.
+    with pytest.raises(BuildRejected) as caught:
+        _builder().build(_spec(fix_with_new_test, issue))
+    assert caught.value.rejection.reason == "no_problem_statement"
+
+
+def test_the_schema_refuses_an_empty_problem_statement() -> None:
+    from pydantic import ValidationError
+
+    from trainer.envs.schema import Environment
+
+    with pytest.raises(ValidationError, match="problem_statement"):
+        Environment(
+            instance_id="x",
+            repo="a/b",
+            base_commit="0" * 40,
+            problem_statement=" ",
+            patch="",
+            test_patch="",
+            FAIL_TO_PASS=[],
+            PASS_TO_PASS=[],
+        )

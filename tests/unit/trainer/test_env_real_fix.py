@@ -5,6 +5,7 @@ broke an inherited test."""
 
 from __future__ import annotations
 
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -112,3 +113,34 @@ def test_the_real_fix_plus_one_broken_inherited_test_earns_zero(
     assert result.reward == 0.0
     assert result.reason == "tests_failed"
     assert result.failed_tests == (BROKEN_ID,)
+
+
+BREAK_HOOK = """
+import pytest
+
+
+def pytest_runtest_{phase}(item):
+    if item.nodeid == {test_id!r}:
+        raise AssertionError("broken on purpose")
+"""
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_any_single_broken_test_costs_the_reward(
+    env: Environment, checkout: Path, seed: int
+) -> None:
+    # A property over the environment's own ids: whichever one test the patch breaks
+    # (in its setup: an error; in its call: a failure), the reward is 0 and names it.
+    rng = random.Random(seed)
+    ids = sorted([*env.FAIL_TO_PASS, *env.PASS_TO_PASS])
+    test_id = rng.choice(ids)
+    phase = rng.choice(["setup", "call"])
+    hook = BREAK_HOOK.format(phase=phase, test_id=test_id)
+    lines = "".join(f"+{line}\n" for line in hook.splitlines())
+    conftest = (
+        "diff --git a/conftest.py b/conftest.py\nnew file mode 100644\n--- /dev/null\n"
+        f"+++ b/conftest.py\n@@ -0,0 +1,{len(hook.splitlines())} @@\n{lines}"
+    )
+    result = compute_reward(env, env.patch + conftest, checkout, sandbox_factory, gates=[])
+    assert result.reward == 0.0, (test_id, phase)
+    assert result.failed_tests == (test_id,)

@@ -135,19 +135,21 @@ EXPECTED = {
 }
 
 
+PROJECT = {
+    "pyproject.toml": PYPROJECT,
+    "tests/__init__.py": MIXIN,
+    "tests/test_sub.py": SUB,
+    "tests/v1.2/test_dotted.py": DOTTED,
+    "tests/test_src.py": TEST_SRC,
+    "src/pkg/__init__.py": "",
+    "src/pkg/mod.py": SRC,
+}
+
+
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     root = tmp_path / "proj"
-    files = {
-        "pyproject.toml": PYPROJECT,
-        "tests/__init__.py": MIXIN,
-        "tests/test_sub.py": SUB,
-        "tests/v1.2/test_dotted.py": DOTTED,
-        "tests/test_src.py": TEST_SRC,
-        "src/pkg/__init__.py": "",
-        "src/pkg/mod.py": SRC,
-    }
-    for rel, text in files.items():
+    for rel, text in PROJECT.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text)
     return root

@@ -8,6 +8,11 @@ test passed and the Semgrep and hygiene gates, when the gates module is
 present, add no blocking (error-severity) finding; else 0.0. Binary on
 purpose: partial credit is easy to game (break a test to "fix" another).
 Shaping exists, separate and off by default (:func:`shaped_reward`).
+
+Two numbers come out: ``resolved`` is SWE-bench's verdict (tests only: every
+FAIL_TO_PASS and PASS_TO_PASS test passed, a test that did not run or was skipped
+counts as not passed), comparable with published resolve rates; ``reward`` is
+Ribbit's (resolved, and the gates pass), what training optimises.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from bot.repo_config import RepoConfig
 from bot.settings import GateSettings
@@ -45,6 +51,21 @@ class RewardResult:
     findings: tuple[Finding, ...] = ()
     gates_run: tuple[str, ...] = ()
     details: dict[str, str] = field(default_factory=dict)
+    resolved: bool = False  # SWE-bench's verdict: the tests alone
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "resolved": self.resolved,
+            "reward": self.reward,
+            "reason": self.reason,
+            "failed_tests": list(self.failed_tests),
+            "fail_to_pass_passed": self.fail_to_pass_passed,
+            "gates_run": list(self.gates_run),
+            "findings": [
+                {"gate": f.gate, "rule": f.rule, "message": f.message, "path": f.path}
+                for f in self.findings
+            ],
+        }
 
 
 def default_reward_gates() -> list[Gate]:
@@ -126,8 +147,10 @@ def compute_reward(
             findings.append(Finding(gate.name, "gate-failed", result.logs[:300] or "failed"))
     names = tuple(g.name for g in gate_list)
     if findings:
-        return RewardResult(0.0, "gate_findings", (), f2p_passed, tuple(findings), names)
-    return RewardResult(1.0, "solved", (), f2p_passed, (), names)
+        return RewardResult(
+            0.0, "gate_findings", (), f2p_passed, tuple(findings), names, resolved=True
+        )
+    return RewardResult(1.0, "solved", (), f2p_passed, (), names, resolved=True)
 
 
 def shaped_reward(result: RewardResult, env: Environment, *, weight: float = 0.1) -> float:

@@ -51,6 +51,16 @@ class TestRun:
     def outcomes(self) -> dict[str, Outcome]:
         return outcomes(self.cases)
 
+    @property
+    def by_id(self) -> dict[str, TestCase]:
+        """One case per id: where an id was reported more than once, its worst."""
+        worst = self.outcomes
+        chosen: dict[str, TestCase] = {}
+        for case in self.cases:
+            if case.outcome == worst[case.id]:
+                chosen.setdefault(case.id, case)
+        return chosen
+
     def log(self, limit: int = 4000) -> str:
         text = f"{self.result.stdout}\n{self.result.stderr}".strip()
         return text if len(text) <= limit else "…" + text[-limit:]

@@ -161,7 +161,7 @@ class TestGate:
         ctx: GateContext, sandbox: Sandbox, workspace: str, n: int, timeout: float
     ) -> tuple[ExecResult, dict[str, TestCase], bool]:
         run = run_tests(sandbox, ctx.repo_config.test, timeout=timeout, tag=str(n))
-        return run.result, {case.id: case for case in run.cases}, run.report
+        return run.result, run.by_id, run.report
 
 
 def _output(result: ExecResult) -> str:

@@ -230,6 +230,23 @@ def test_a_repeated_id_keeps_its_worst_outcome() -> None:
     assert outcomes(cases) == {"t/test_a.py::test_x": "failed"}
 
 
+def test_a_suite_run_twice_shows_its_failure(project: Path) -> None:
+    # The same module twice on one command line: pytest runs it twice; the failed run
+    # must be the case the gate sees, whatever order the report lists them in.
+    with LocalDirSandbox(project) as sandbox:
+        command = f"{PYTEST} tests/v1.2/test_dotted.py --keep-duplicates"
+        sandbox.write_file("flip.py", b"")
+        sandbox.write_file(
+            "tests/v1.2/conftest.py",
+            b"import os\n\ndef pytest_runtest_call(item):\n"
+            b"    if os.path.exists('flip.py'):\n        os.remove('flip.py')\n"
+            b"        raise AssertionError('first run fails')\n",
+        )
+        run = run_tests(sandbox, f"{command} tests/v1.2/test_dotted.py", timeout=120)
+    (case,) = run.by_id.values()
+    assert case.outcome == "failed" and len(run.cases) == 2, run.log()
+
+
 def test_other_runners_keep_classname_and_name() -> None:
     jest = _report(
         '<testcase classname="math add" name="adds two numbers"/>'

@@ -44,9 +44,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Environment, Path]:
     root = tmp_path_factory.mktemp("layouts")
     repo = root / "repo"
     base = make_git_repo(repo, {**PROJECT, "src/pkg/calc.py": BUGGY})
-    fix = commit_files(
-        repo, {"src/pkg/calc.py": FIXED, "tests/test_calc.py": NEW_TEST}, "fix add"
-    )
+    fix = commit_files(repo, {"src/pkg/calc.py": FIXED, "tests/test_calc.py": NEW_TEST}, "fix add")
     builder = EnvironmentBuilder(sandbox_factory, reruns=1, test_timeout_s=120)
     env = builder.build(
         BuildSpec(repo, base, fix, "add subtracts", repo="acme/layouts", test_command=COMMAND)
@@ -79,8 +77,7 @@ def test_breaking_any_one_test_earns_zero(built: tuple[Environment, Path], seed:
     hook = BREAK_HOOK.format(test_id=test_id).splitlines()
     conftest = (
         "diff --git a/conftest.py b/conftest.py\nnew file mode 100644\n--- /dev/null\n"
-        f"+++ b/conftest.py\n@@ -0,0 +1,{len(hook)} @@\n"
-        + "".join(f"+{line}\n" for line in hook)
+        f"+++ b/conftest.py\n@@ -0,0 +1,{len(hook)} @@\n" + "".join(f"+{line}\n" for line in hook)
     )
     result = compute_reward(env, env.patch + conftest, checkout, sandbox_factory, gates=[])
     assert (result.resolved, result.reward) == (False, 0.0)

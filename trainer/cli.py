@@ -192,6 +192,54 @@ def show_env(ctx: click.Context, instance_id: str, store: Path | None) -> None:
     click.echo(env.model_dump_json(indent=2))
 
 
+@envs.command("grade")
+@click.argument("instance_id")
+@click.option(
+    "--patch",
+    "patch_file",
+    required=True,
+    type=click.Path(path_type=Path, dir_okay=False, exists=True),
+    help="The candidate patch (a git diff against the environment's base commit).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the verdict as JSON.")
+@_store_option
+@click.pass_context
+def grade_env(
+    ctx: click.Context, instance_id: str, patch_file: Path, as_json: bool, store: Path | None
+) -> None:
+    """Grade one patch on one environment, as training does, in a fresh sandbox: the
+    SWE-bench verdict (tests only) and Ribbit's reward (tests and gates)."""
+    from trainer.envs.storage import EnvironmentStore
+    from trainer.rl.reward import compute_reward
+    from worker.sandbox import sandbox_factory
+
+    settings = _settings(ctx)
+    env_store = EnvironmentStore(_store_dir(ctx, store))
+    try:
+        env = env_store.get(instance_id)
+    except (KeyError, ValueError):
+        raise click.ClickException(f"no environment {instance_id!r}") from None
+    patch = patch_file.read_text(encoding="utf-8", errors="replace")
+    with tempfile.TemporaryDirectory(prefix="ribbit-grade-") as tmp:
+        checkout = env_store.checkout(env, Path(tmp) / "repo")
+        result = compute_reward(
+            env,
+            patch,
+            checkout,
+            sandbox_factory(settings.sandbox),
+            gate_settings=settings.gates,
+        )
+    if as_json:
+        click.echo(json.dumps({"instance_id": env.instance_id, **result.to_json()}, indent=2))
+        return
+    click.echo(f"{env.instance_id}: resolved={result.resolved} reward={result.reward}")
+    click.echo(f"  {result.reason}")
+    for test_id in result.failed_tests:
+        click.echo(f"  not passed: {test_id}")
+    for f in result.findings:
+        click.echo(f"  {f.gate}/{f.rule}: {f.message}")
+
+
 @envs.command("export")
 @click.argument("path", type=click.Path(path_type=Path, dir_okay=False))
 @_envs_option
@@ -276,6 +324,12 @@ def import_envs(ctx: click.Context, path: Path, store: Path | None) -> None:
 
 
 @envs.command("from-outcomes")
+@click.option(
+    "--forge",
+    "forge_name",
+    required=True,
+    help="The forge the outcomes were recorded on (github, gitlab), as the outcome store has it.",
+)
 @click.option("--name", "repo_name", required=True, help="owner/name as the outcome store has it.")
 @click.option(
     "--repo",
@@ -284,16 +338,21 @@ def import_envs(ctx: click.Context, path: Path, store: Path | None) -> None:
     type=click.Path(path_type=Path, file_okay=False, exists=True),
     help="A local clone holding the PRs' base commits.",
 )
-@click.option("--test-command", default="python -m pytest", show_default=True)
+@click.option(
+    "--test-command",
+    default=None,
+    help="Overrides the test command each job recorded from .ribbit.yml.",
+)
 @click.option("--reruns", type=int, default=3, show_default=True)
 @click.option("--timeout", "timeout_s", type=float, default=300.0, show_default=True)
 @_store_option
 @click.pass_context
 def envs_from_outcomes(
     ctx: click.Context,
+    forge_name: str,
     repo_name: str,
     repo_dir: Path,
-    test_command: str,
+    test_command: str | None,
     reruns: int,
     timeout_s: float,
     store: Path | None,
@@ -315,7 +374,7 @@ def envs_from_outcomes(
     db.migrate()
     env_store = EnvironmentStore(_store_dir(ctx, store))
     report = environments_from_outcomes(
-        db, repo_name, repo_dir, builder, env_store, test_command=test_command
+        db, forge_name, repo_name, repo_dir, builder, env_store, test_command=test_command
     )
     sync_index(db, env_store)
     for env in report.built:

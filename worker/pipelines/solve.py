@@ -37,6 +37,7 @@ from bot.settings import AgentSettings, Settings
 from bot.store.models import Job
 from worker.gates.trees import run_git
 from worker.jobs import WAITING_HOOKS, JobCancelled, JobContext, JobRefused, pipeline
+from worker.pipelines.task_record import RESULT_KEY, TaskRecord
 from worker.runtime import WorkerRuntime
 from worker.status import Status, StatusComment
 
@@ -338,6 +339,13 @@ class SolveRun:
             "turns": len(result.trajectory.turns),
             "branch": branch,
             "base_sha": base_sha,
+            RESULT_KEY: TaskRecord(
+                issue_title=issue.title,
+                issue_body=issue.body,
+                base_sha=base_sha,
+                test_command=config.test,
+                setup_command=config.setup,
+            ).to_json(),
         }
         if not diff.strip():
             out["timings"] = self.timings

@@ -174,6 +174,11 @@ class ModelSettings(Section):
         "from the promoted model version (`ribbit model promote`); rarely set by hand.",
     )
     replay_file: Path | None = Field(default=None, description="Trajectory to replay (replay).")
+    weights_dir: Path | None = Field(
+        default=None,
+        description="Where `ribbit model pull` puts base weights and workers look for them "
+        "(the models volume). Unset: DATA_DIR/models.",
+    )
     openai_timeout_s: float = Field(
         default=600.0, gt=0, description="Read timeout of one chat-completions request (openai)."
     )
@@ -333,6 +338,10 @@ class Settings(BaseSettings):
         if self.broker_url and self.broker_url.startswith(("redis://", "rediss://")):
             return self.broker_url
         return f"db+sqlite:///{self.data_dir / 'results.db'}"
+
+    @property
+    def effective_weights_dir(self) -> Path:
+        return self.model.weights_dir or self.data_dir / "models"
 
     @property
     def uses_embedded_broker(self) -> bool:

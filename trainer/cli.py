@@ -659,6 +659,67 @@ def _db(ctx: click.Context) -> Any:
     return db
 
 
+@model.command("pull")
+@click.argument("model_id", required=False)
+@click.option(
+    "--from",
+    "source",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=None,
+    help="Import from this local folder instead of downloading.",
+)
+@click.option(
+    "--endpoint",
+    default=None,
+    help="Hub or internal mirror to download from (default: HF_ENDPOINT, else the public hub).",
+)
+@click.option("--revision", default=None, help="Branch, tag or commit (default: the setting).")
+@click.pass_context
+def pull_model(
+    ctx: click.Context,
+    model_id: str | None,
+    source: Path | None,
+    endpoint: str | None,
+    revision: str | None,
+) -> None:
+    """Put the base weights (MODEL_ID, default RIBBIT_MODEL__MODEL) into the models volume,
+    every file checked and its SHA-256 recorded, so workers run with the hub offline."""
+    from worker.weights import WeightsError, pull_from_directory, pull_from_hub
+
+    settings = _settings(ctx)
+    model_id = model_id or settings.model.model
+    root = settings.effective_weights_dir
+    try:
+        if source is not None:
+            manifest = pull_from_directory(source, root, model_id)
+        else:
+            manifest = pull_from_hub(
+                model_id, root, revision=revision or settings.model.revision, endpoint=endpoint
+            )
+    except WeightsError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(
+        f"pulled {model_id} ({len(manifest.files)} files, digest {manifest.digest[:16]}) "
+        f"into {root / model_id}"
+    )
+
+
+@model.command("verify")
+@click.argument("model_id", required=False)
+@click.pass_context
+def verify_model(ctx: click.Context, model_id: str | None) -> None:
+    """Re-hash pulled weights against their recorded SHA-256s."""
+    from worker.weights import WeightsError, verify_weights, weights_path
+
+    settings = _settings(ctx)
+    model_id = model_id or settings.model.model
+    try:
+        manifest = verify_weights(weights_path(settings.effective_weights_dir, model_id))
+    except WeightsError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"{model_id}: {len(manifest.files)} files match (digest {manifest.digest[:16]})")
+
+
 @model.command("list")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context

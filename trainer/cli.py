@@ -800,11 +800,21 @@ def evaluate_model(
 @click.option("--force", is_flag=True, help="Promote even if not better on held-out.")
 @click.pass_context
 def promote_model(ctx: click.Context, version: str, force: bool) -> None:
-    from trainer.registry import RegistryError, promote
+    """Make VERSION the one workers use; with inference servers, load its adapter on each
+    of them first, so no worker asks for a name a server does not know."""
+    from trainer.registry import RegistryError, check_promotable, promote
+    from worker.models import AdapterError, publish_version
 
+    settings = _settings(ctx)
+    db = _db(ctx)
     try:
-        promote(_db(ctx), version, force=force)
-    except RegistryError as exc:
+        candidate = check_promotable(db, version, force=force)
+        if candidate.adapter_path:
+            servers = publish_version(settings.model, candidate.name, Path(candidate.adapter_path))
+            for url in servers:
+                click.echo(f"loaded {version} on {url}")
+        promote(db, version, force=force)
+    except (RegistryError, AdapterError) as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(f"promoted {version}")
 
@@ -812,10 +822,19 @@ def promote_model(ctx: click.Context, version: str, force: bool) -> None:
 @model.command("rollback")
 @click.pass_context
 def rollback_model(ctx: click.Context) -> None:
-    from trainer.registry import RegistryError, rollback
+    """Put back the version promoted before the current one (servers keep running)."""
+    from trainer.registry import RegistryError, promoted_model, rollback
+    from worker.models import AdapterError, publish_version, withdraw_version
 
+    settings = _settings(ctx)
+    db = _db(ctx)
+    current = promoted_model(db)
     try:
-        previous = rollback(_db(ctx))
-    except RegistryError as exc:
+        previous = rollback(db)
+        if previous is not None and previous.adapter_path:
+            publish_version(settings.model, previous.name, Path(previous.adapter_path))
+    except (RegistryError, AdapterError) as exc:
         raise click.ClickException(str(exc)) from None
+    if current is not None:
+        withdraw_version(settings.model, current.name)
     click.echo(f"now serving {previous.name}" if previous else "now serving the base model")

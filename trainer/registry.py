@@ -72,26 +72,40 @@ def promoted_model(db: Database) -> ModelVersion | None:
         return _promoted(s)
 
 
+def check_promotable(db: Database, name: str, *, force: bool = False) -> ModelVersion:
+    """``name``'s version if :func:`promote` would accept it; raises :class:`RegistryError`
+    saying why not. Lets callers prepare (load the adapter on servers) before promoting."""
+    with db.session() as s:
+        return _check(s, name, force=force)
+
+
+def _check(s: Session, name: str, *, force: bool) -> ModelVersion:
+    candidate = s.scalar(select(ModelVersion).where(ModelVersion.name == name))
+    if candidate is None:
+        raise RegistryError(f"no version {name!r}")
+    current = _promoted(s)
+    if force or (current is not None and current.id == candidate.id):
+        return candidate
+    if candidate.heldout_pass_rate is None:
+        raise RegistryError(f"{name} has no held-out score; evaluate it first")
+    if (
+        current is not None
+        and current.heldout_pass_rate is not None
+        and candidate.heldout_pass_rate < current.heldout_pass_rate
+    ):
+        raise RegistryError(
+            f"{name} passes {candidate.heldout_pass_rate:.1%} of held-out environments, "
+            f"worse than the promoted {current.name} ({current.heldout_pass_rate:.1%})"
+        )
+    return candidate
+
+
 def promote(db: Database, name: str, *, force: bool = False) -> ModelVersion:
     with db.session() as s:
-        candidate = s.scalar(select(ModelVersion).where(ModelVersion.name == name))
-        if candidate is None:
-            raise RegistryError(f"no version {name!r}")
+        candidate = _check(s, name, force=force)
         current = _promoted(s)
         if current is not None and current.id == candidate.id:
             return candidate
-        if not force:
-            if candidate.heldout_pass_rate is None:
-                raise RegistryError(f"{name} has no held-out score; evaluate it first")
-            if (
-                current is not None
-                and current.heldout_pass_rate is not None
-                and candidate.heldout_pass_rate < current.heldout_pass_rate
-            ):
-                raise RegistryError(
-                    f"{name} passes {candidate.heldout_pass_rate:.1%} of held-out environments, "
-                    f"worse than the promoted {current.name} ({current.heldout_pass_rate:.1%})"
-                )
         if current is not None:
             current.state = "retired"
             s.flush()

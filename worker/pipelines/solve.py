@@ -208,10 +208,10 @@ class SolveRun:
 
     def ready_model(self) -> ModelSettings:
         """The model version for this job, checked to be there before the agent starts."""
-        from worker.models import ModelNotReady, model_for_jobs, preflight
+        from worker.models import ModelNotReady, preflight
 
         try:
-            return preflight(model_for_jobs(self.ctx.store.db, self.settings.model), self.settings)
+            return preflight(self.ctx.store.db, self.settings)
         except ModelNotReady as exc:
             self.status.show(Status("failed", exc.for_issue()))
             raise JobRefused(str(exc)) from None

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from bot.settings import ModelSettings, Settings
+from bot.store.db import Database
 from worker.models import ModelNotReady, local_weights, preflight
 from worker.weights import (
     MANIFEST,
@@ -77,25 +78,31 @@ def test_weights_preflight_names_the_pull_command(
 
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "empty-cache"))
     settings = Settings(data_dir=tmp_path / "data")
+    db = Database(settings.effective_database_url)
+    db.migrate()
     with pytest.raises(ModelNotReady) as info:
-        preflight(settings.model, settings)
+        preflight(db, settings)
     text = info.value.for_issue()
     assert f"`ribbit model pull {MODEL}`" in text and "/ribbit retry" in text
     assert str(tmp_path) not in text and "Error" not in text  # no paths, no class names
 
     pull_from_directory(_model_folder(tmp_path / "src"), settings.effective_weights_dir, MODEL)
-    ready = preflight(settings.model, settings)
+    ready = preflight(db, settings)
     assert ready.model == str(settings.effective_weights_dir / MODEL)
+    db.dispose()
 
 
 def test_weights_preflight_leaves_served_models_to_the_server(tmp_path: Path) -> None:
-    settings = Settings(data_dir=tmp_path)
-    served = ModelSettings(policy="openai", model="frognano")
-    assert preflight(served, settings) == served
+    served = Settings(data_dir=tmp_path, model=ModelSettings(policy="openai", model="frognano"))
+    db = Database(served.effective_database_url)
+    db.migrate()
+    assert preflight(db, served) == served.model
+    replay = Settings(data_dir=tmp_path, model=ModelSettings(policy="replay"))
     with pytest.raises(ModelNotReady, match="replay"):
-        preflight(ModelSettings(policy="replay"), settings)
+        preflight(db, replay)
     with pytest.raises(ModelNotReady, match="holds no weights"):
         local_weights(ModelSettings(model=str(tmp_path / "empty")), tmp_path)
+    db.dispose()
 
 
 def test_weights_doctor_fails_with_the_command(

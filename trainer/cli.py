@@ -489,6 +489,7 @@ def _train(
     from trainer.train import StepRecord, seed_everything
     from trainer.train import train as run_training
     from worker.sandbox import sandbox_factory
+    from worker.weights import base_digest
 
     settings = _settings(ctx)
     root = _store_dir(ctx, store)
@@ -619,6 +620,7 @@ def _train(
             base_model=cfg.model,
             adapter_path=str(adapter) if adapter.exists() else str(last),
             run_id=run_id,
+            base_digest=base_digest(cfg.model, settings.effective_weights_dir),
         )
         click.echo(f"registered {version_name} (candidate; evaluate and promote it)")
 
@@ -736,6 +738,8 @@ def list_models(ctx: click.Context, as_json: bool) -> None:
                         "state": v.state,
                         "base_model": v.base_model,
                         "adapter_path": v.adapter_path,
+                        "base_digest": v.base_digest,
+                        "adapter_digest": v.adapter_digest,
                         "heldout_pass_rate": v.heldout_pass_rate,
                     }
                     for v in rows

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
+from pathlib import Path
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -35,7 +36,10 @@ def register(
     heldout_pass_rate: float | None = None,
     heldout_envs: int = 0,
     run_id: int | None = None,
+    base_digest: str | None = None,
 ) -> ModelVersion:
+    """A candidate version. ``base_digest`` is the base weights' (worker.weights.base_digest);
+    the adapter folder's digest is taken here, so the record says what the version is."""
     if not _NAME.match(name):
         raise RegistryError(f"{name!r} is not a valid version name (letters, digits, _ . -)")
     if heldout_pass_rate is not None and not 0.0 <= heldout_pass_rate <= 1.0:
@@ -51,10 +55,20 @@ def register(
             heldout_envs=heldout_envs,
             run_id=run_id,
             state="candidate",
+            base_digest=base_digest,
+            adapter_digest=_adapter_digest(adapter_path),
         )
         s.add(version)
         s.flush()
         return version
+
+
+def _adapter_digest(adapter_path: str | None) -> str | None:
+    from worker.weights import folder_digest
+
+    if adapter_path is None or not Path(adapter_path).is_dir():
+        return None
+    return folder_digest(Path(adapter_path))
 
 
 def versions(db: Database) -> list[ModelVersion]:

@@ -100,6 +100,25 @@ def find_weights(folder: Path) -> WeightsManifest:
     return manifest
 
 
+def folder_digest(folder: Path) -> str:
+    """The digest a manifest of ``folder`` would have (an adapter, unpulled weights)."""
+    files = {rel: sha256_file(path) for rel, path in _files(folder)}
+    return WeightsManifest(model="", source="", revision=None, files=files).digest
+
+
+def base_digest(model: str, root: Path) -> str | None:
+    """The digest of the base weights ``model`` names on this host, if they are here."""
+    folder = Path(model)
+    if not (folder.is_absolute() or folder.is_dir()):
+        try:
+            folder = weights_path(root, model)
+        except WeightsError:
+            return None
+    if (folder / MANIFEST).is_file():
+        return WeightsManifest.read(folder).digest
+    return folder_digest(folder) if (folder / "config.json").is_file() else None
+
+
 def verify_weights(folder: Path) -> WeightsManifest:
     """Re-hash every file in ``folder`` against its manifest."""
     manifest = find_weights(folder)

@@ -119,3 +119,30 @@ def test_weights_doctor_fails_with_the_command(
     pull_from_directory(_model_folder(tmp_path / "src"), settings.effective_weights_dir, MODEL)
     check = next(c for c in run_checks(settings) if c.name == "model")
     assert check.status == "ok", check.detail
+
+
+def test_weights_model_version_records_its_base_and_adapter(tmp_path: Path) -> None:
+    from trainer import registry
+    from worker.weights import base_digest, folder_digest
+
+    root = tmp_path / "models"
+    pulled = pull_from_directory(_model_folder(tmp_path / "src"), root, MODEL)
+    adapter = tmp_path / "adapter"
+    adapter.mkdir()
+    (adapter / "adapter_config.json").write_text('{"r": 2}')
+    (adapter / "adapter_model.safetensors").write_bytes(b"lora")
+    db = Database(f"sqlite:///{tmp_path / 'r.db'}")
+    db.migrate()
+    version = registry.register(
+        db,
+        "v1",
+        base_model=MODEL,
+        adapter_path=str(adapter),
+        base_digest=base_digest(MODEL, root),
+    )
+    assert version.base_digest == pulled.digest
+    assert version.adapter_digest == folder_digest(adapter)
+    (adapter / "adapter_model.safetensors").write_bytes(b"other")
+    assert folder_digest(adapter) != version.adapter_digest  # the record pins the bytes
+    assert base_digest("someone/not-pulled", root) is None
+    db.dispose()

@@ -77,6 +77,9 @@ def test_deploy_compose_services_and_profiles() -> None:
         "trainer",
         "redis",
         "postgres",
+        "model-pull",
+        "vllm",
+        "sglang",
     }
     assert services["rollout-worker"]["profiles"] == ["train"]
     assert "--only-rollouts" in services["rollout-worker"]["command"]
@@ -128,6 +131,52 @@ def test_deploy_settings_read_container_secret_files(
     assert overridden.admin_token.get_secret_value() == "from-env"
 
 
+def _flags(command: list[str]) -> dict[str, str]:
+    return dict(a.removeprefix("--").partition("=")[::2] for a in command if a.startswith("--"))
+
+
+@pytest.mark.parametrize("name", ["vllm", "sglang"])
+def test_deploy_compose_inference_servers(name: str) -> None:
+    services = _compose()["services"]
+    server = services[name]
+    flags = _flags(server["command"])
+    assert server["profiles"] == [name]
+    # The model's own parsers; its own chat template (never overridden here).
+    assert flags["tool-call-parser"] == "qwen3_coder" and flags["reasoning-parser"] == "qwen3"
+    assert "chat-template" not in flags
+    assert "enable-lora" in flags and int(flags["max-lora-rank"]) >= 8
+    # Served under the model id, so RIBBIT_MODEL__MODEL means the same on both paths.
+    assert flags["served-model-name"] == "microsoft/FrogNano-4B-2609"
+    weights = flags.get("model-path") or server["command"][0]
+    assert weights == "/models/" + flags["served-model-name"]
+    assert server["environment"]["HF_HUB_OFFLINE"] == "1"
+    assert set(server["volumes"]) == {"models:/models:ro", "data:/data:ro"}
+    assert server["networks"] == ["inference"]  # internal: nothing out
+    assert "/v1/models" in " ".join(server["healthcheck"]["test"])
+    assert "ports" not in server
+    if name == "vllm":
+        assert "enable-auto-tool-choice" in flags
+        assert server["environment"]["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] == "True"
+    else:
+        assert flags["lora-target-modules"] == "all"  # LoRA with no adapter at start
+
+
+def test_deploy_compose_weights_pulled_once_and_hub_offline_elsewhere() -> None:
+    data = _compose()
+    assert data["networks"]["inference"] == {"internal": True}
+    services = data["services"]
+    pull = services["model-pull"]
+    assert pull["command"] == ["model", "pull"] and pull["profiles"] == ["setup"]
+    assert pull["environment"]["HF_HUB_OFFLINE"] == "0"
+    for name in ("web", "worker", "worker-gpu", "rollout-worker", "beat", "trainer"):
+        env = services[name].get("environment", data["x-ribbit"]["environment"])
+        assert env["HF_HUB_OFFLINE"] == "1", name
+        assert env["RIBBIT_MODEL__WEIGHTS_DIR"] == "/models", name
+    for name in ("worker", "worker-gpu", "rollout-worker"):
+        assert "inference" in services[name]["networks"], name
+    assert "networks" not in services["web"]  # the web tier never talks to the model
+
+
 @pytest.mark.integration
 def test_deploy_compose_resolves_with_podman_compose(tmp_path: Path) -> None:
     binary = shutil.which("podman-compose") or str(Path(sys.executable).parent / "podman-compose")
@@ -139,7 +188,9 @@ def test_deploy_compose_resolves_with_podman_compose(tmp_path: Path) -> None:
     for name in _compose()["secrets"]:
         (workdir / "secrets" / name).write_text("x")
     out = subprocess.run(
-        [binary, "-f", "compose.yaml", "--profile", "gpu", "--profile", "train", "config"],
+        [binary, "-f", "compose.yaml"]
+        + [a for p in ("gpu", "train", "setup", "vllm", "sglang") for a in ("--profile", p)]
+        + ["config"],
         cwd=workdir,
         capture_output=True,
         text=True,
@@ -147,7 +198,16 @@ def test_deploy_compose_resolves_with_podman_compose(tmp_path: Path) -> None:
     )
     assert out.returncode == 0, out.stderr
     resolved = yaml.safe_load(out.stdout)
-    assert {"web", "worker", "worker-gpu", "trainer", "beat"} <= set(resolved["services"])
+    assert {
+        "web",
+        "worker",
+        "worker-gpu",
+        "trainer",
+        "beat",
+        "vllm",
+        "sglang",
+        "model-pull",
+    } <= set(resolved["services"])
     assert resolved["services"]["worker"]["command"] == [
         "worker",
         "--pool",

@@ -104,9 +104,21 @@ def render(text: str, values: dict[str, Any]) -> str:
     return "".join(out)
 
 
-def default_values() -> dict[str, Any]:
+def default_values(*overlays: str) -> dict[str, Any]:
+    """values.yaml, then each overlay file merged in the way Helm does (maps merge key by
+    key; anything else, lists included, is replaced)."""
     data: dict[str, Any] = yaml.safe_load((CHART / "values.yaml").read_text())
+    for name in overlays:
+        _merge(data, yaml.safe_load((CHART / name).read_text()))
     return data
+
+
+def _merge(into: dict[str, Any], overlay: dict[str, Any]) -> None:
+    for key, value in overlay.items():
+        if isinstance(value, dict) and isinstance(into.get(key), dict):
+            _merge(into[key], value)
+        else:
+            into[key] = value
 
 
 def manifests(values: dict[str, Any]) -> list[dict[str, Any]]:
@@ -150,6 +162,8 @@ def test_deploy_helm_default_render_is_valid_kubernetes() -> None:
     assert kinds == sorted(
         [
             "ConfigMap/rb-env",
+            "Job/rb-model-pull",
+            "NetworkPolicy/rb-model-pull",
             "Deployment/rb-beat",
             "Deployment/rb-web",
             "Deployment/rb-worker",
@@ -223,7 +237,7 @@ def test_deploy_helm_network_policy_limits_worker_egress() -> None:
     assert restricted == {"rb-worker", "rb-beat", "rb-trainer"}
     assert set(policy["policyTypes"]) == {"Ingress", "Egress"} and policy["ingress"] == []
     ports = {p["port"] for rule in policy["egress"] for p in rule["ports"]}
-    assert ports == {6379, 5432, 53, 443}
+    assert ports == {6379, 5432, 53, 443, 8000}
     forge = next(r for r in policy["egress"] if r["ports"][0]["port"] == 443)
     assert all("ipBlock" in peer for peer in forge["to"])
 
@@ -233,6 +247,7 @@ def test_deploy_helm_disabled_parts_render_nothing() -> None:
     values["ingress"]["enabled"] = False
     values["networkPolicy"]["enabled"] = False
     values["secrets"]["create"] = False
+    values["modelPull"]["enabled"] = False
     kinds = {d["kind"] for d in manifests(values)}
     assert not kinds & {"Ingress", "NetworkPolicy", "Secret", "ScaledObject", "Job"}
 
@@ -242,3 +257,69 @@ def test_deploy_helm_renderer_refuses_unchecked_template_actions() -> None:
         render('x: {{ include "ribbit.labels" . }}\n', default_values())
     with pytest.raises(UnsupportedTemplate):
         render("x: {{ .Values.nope }}\n", default_values())
+
+
+def _flags(args: list[str]) -> dict[str, str]:
+    return dict(a.removeprefix("--").partition("=")[::2] for a in args if a.startswith("--"))
+
+
+@pytest.mark.parametrize("overlay", ["values-vllm.yaml", "values-sglang.yaml"])
+def test_deploy_helm_inference_server(overlay: str) -> None:
+    docs = manifests(default_values(overlay))
+    for doc in docs:
+        if doc["kind"] != "ScaledObject":
+            validate(doc)
+    server = _by_name(docs, "StatefulSet", "-inference")
+    pod = server["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    flags = _flags(container["args"])
+    assert flags["tool-call-parser"] == "qwen3_coder" and flags["reasoning-parser"] == "qwen3"
+    assert "chat-template" not in flags and "enable-lora" in flags
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == 1
+    assert container["readinessProbe"]["httpGet"]["path"] == "/v1/models"
+    assert container["startupProbe"]["httpGet"]["path"] == "/v1/models"
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert env["HF_HUB_OFFLINE"] == "1"
+    if "vllm" in overlay:
+        assert env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] == "True"
+        assert container["command"] == ["vllm", "serve"]
+    else:
+        assert "sglang.launch_server" in container["command"]
+    mounts = {m["mountPath"]: m.get("readOnly", False) for m in container["volumeMounts"]}
+    assert mounts["/models"] is True and mounts["/data"] is True  # adapters, read-only
+    # Each replica has a stable DNS name for `ribbit model promote` to load adapters on.
+    headless = _by_name(docs, "Service", "-inference-pods")
+    assert headless["spec"]["clusterIP"] == "None"
+    assert server["spec"]["serviceName"] == headless["metadata"]["name"]
+    # Workers in, nothing out.
+    policy = _by_name(docs, "NetworkPolicy", "-inference")["spec"]
+    assert policy["egress"] == [] and set(policy["policyTypes"]) == {"Ingress", "Egress"}
+    allowed = policy["ingress"][0]["from"][0]["podSelector"]["matchLabels"]
+    worker = _by_name(docs, "Deployment", "-worker")["spec"]["template"]["metadata"]
+    assert allowed.items() <= worker["labels"].items()
+    web = _by_name(docs, "Deployment", "-web")["spec"]["template"]["metadata"]
+    assert not allowed.items() <= web["labels"].items()
+    # Workers are configured to ask this server, by the Service's name and port.
+    config = _by_name(docs, "ConfigMap", "-env")["data"]
+    service = _by_name(docs, "Service", "ribbit-inference")
+    port = service["spec"]["ports"][0]["port"]
+    assert config["RIBBIT_MODEL__POLICY"] == "openai"
+    assert config["RIBBIT_MODEL__OPENAI_BASE_URL"] == f"http://ribbit-inference:{port}/v1"
+    assert config["RIBBIT_MODEL__OPENAI_SERVER"] in overlay
+
+
+def test_deploy_helm_model_pull_hook_is_the_only_way_to_the_hub() -> None:
+    docs = manifests(default_values())
+    job = _by_name(docs, "Job", "-model-pull")
+    assert job["metadata"]["annotations"]["helm.sh/hook"] == "pre-install,pre-upgrade"
+    container = job["spec"]["template"]["spec"]["containers"][0]
+    assert container["args"] == ["model", "pull", "microsoft/FrogNano-4B-2609"]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert env["HF_HUB_OFFLINE"] == "0" and env["HF_ENDPOINT"].startswith("https://")
+    assert "envFrom" not in container  # the ConfigMap does not exist yet at pre-install
+    labels = job["spec"]["template"]["metadata"]["labels"]
+    policy = _by_name(docs, "NetworkPolicy", "-model-pull")["spec"]
+    assert policy["podSelector"]["matchLabels"].items() <= labels.items()
+    assert _by_name(docs, "ConfigMap", "-env")["data"]["HF_HUB_OFFLINE"] == "1"
+    restricted = _by_name(docs, "NetworkPolicy", "-restricted-egress")["spec"]
+    assert not restricted["podSelector"]["matchLabels"].items() <= labels.items()

@@ -412,6 +412,7 @@ def test_deploy_helm_sandbox_engine_script_serves_a_working_sandbox(
     from bot.settings import SandboxSettings
     from tests.plugins.sandbox import CONTAINERS_CONF
     from worker.sandbox import open_sandbox
+    from worker.sandbox.common import LABEL
 
     engine = next(c for c in _worker_pod()["initContainers"] if c["name"] == "sandbox-engine")
     client = docker.DockerClient(base_url=podman_socket)
@@ -453,6 +454,9 @@ def test_deploy_helm_sandbox_engine_script_serves_a_working_sandbox(
         (workspace / "hello.txt").write_text("hi\n")
         with open_sandbox(settings, workspace) as sandbox:
             out = sandbox.exec("id -u && cat hello.txt", timeout=60)
+            found = engine_client.containers.list(filters={"label": LABEL, "ancestor": local})
+            (running,) = found  # the engine is the host's storage: others run there too
+            assert running.attrs["HostConfig"]["Memory"] == 128 * 1024 * 1024  # a cgroup
         assert out.exit_code == 0 and out.stdout.split() == ["1000", "hi"], out
     finally:
         os.killpg(proc.pid, signal.SIGTERM)

@@ -501,7 +501,7 @@ def _train(
     )
     try:
         cfg = TrainSettings(
-            model=model_path or settings.model.model,
+            model=model_path or _pulled_base(settings),
             store_dir=str(root),
             output_dir=str(out),
             envs=selector,
@@ -623,6 +623,18 @@ def _train(
             base_digest=base_digest(cfg.model, settings.effective_weights_dir),
         )
         click.echo(f"registered {version_name} (candidate; evaluate and promote it)")
+
+
+def _pulled_base(settings: Settings) -> str:
+    """The configured base model where `ribbit model pull` put it (the trainer, rollout
+    workers and evaluation all run with the hub offline and the models volume mounted)."""
+    from worker.models import ModelNotReady, local_weights
+
+    in_process = settings.model.model_copy(update={"policy": "transformers"})
+    try:
+        return local_weights(in_process, settings.effective_weights_dir).model
+    except ModelNotReady as exc:
+        raise click.ClickException(f"{exc.problem} Run: {exc.fix.removeprefix('run ')}") from None
 
 
 def _run_figures(steps: list[Any], out: Path) -> str:

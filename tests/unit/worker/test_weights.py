@@ -146,3 +146,19 @@ def test_weights_model_version_records_its_base_and_adapter(tmp_path: Path) -> N
     assert folder_digest(adapter) != version.adapter_digest  # the record pins the bytes
     assert base_digest("someone/not-pulled", root) is None
     db.dispose()
+
+
+def test_weights_trainer_loads_the_pulled_base(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import click
+    from huggingface_hub import constants
+
+    from trainer.cli import _pulled_base
+
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    settings = Settings(data_dir=tmp_path / "data")
+    with pytest.raises(click.ClickException, match=f"ribbit model pull {MODEL}"):
+        _pulled_base(settings)
+    pull_from_directory(_model_folder(tmp_path / "src"), settings.effective_weights_dir, MODEL)
+    assert _pulled_base(settings) == str(settings.effective_weights_dir / MODEL)

@@ -255,7 +255,7 @@ def test_deploy_dockerfile_is_multistage_nonroot_with_healthcheck() -> None:
     torch_at = next(
         n for n, r in enumerate(runs) if "download.pytorch.org/whl/${TORCH_VARIANT}" in r
     )
-    project_at = next(n for n, r in enumerate(runs) if 'pip install ".[postgres]"' in r)
+    project_at = next(n for n, r in enumerate(runs) if 'pip install ".[postgres,worker]"' in r)
     assert torch_at < project_at
 
 

@@ -255,7 +255,11 @@ def test_deploy_dockerfile_is_multistage_nonroot_with_healthcheck() -> None:
     torch_at = next(
         n for n, r in enumerate(runs) if "download.pytorch.org/whl/${TORCH_VARIANT}" in r
     )
-    project_at = next(n for n, r in enumerate(runs) if 'pip install ".[postgres,worker]"' in r)
+    project_at = next(
+        n
+        for n, r in enumerate(runs)
+        if 'pip install -c requirements.lock ".[postgres,worker]"' in r
+    )
     assert torch_at < project_at
 
 
@@ -263,6 +267,35 @@ def test_deploy_dockerfile_copies_only_what_the_package_needs() -> None:
     copies = [i["value"] for i in _dockerfile().structure if i["instruction"] == "COPY"]
     sources = {c.split()[0] for c in copies if not c.startswith("--from")}
     assert sources <= {"pyproject.toml", "bot", "worker", "trainer"}, sources
+    assert "deploy/requirements.lock" in copies[0].split()
     ignore = (DEPLOY / "Dockerfile.dockerignore").read_text().splitlines()
     assert "**" in ignore  # everything not re-included is left out of the build context
     assert {"!bot/**", "!worker/**", "!trainer/**", "!pyproject.toml"} <= set(ignore)
+    assert "!deploy/requirements.lock" in ignore
+
+
+def test_deploy_lock_pins_every_requirement_of_the_image_within_pyproject() -> None:
+    """The image installs from deploy/requirements.lock: it must pin each package the
+    pyproject asks for (base, worker and postgres extras; torch comes from its own
+    index), at a version the pyproject admits."""
+    import tomllib
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    lock = {}
+    for line in (DEPLOY / "requirements.lock").read_text().splitlines():
+        if line and not line.startswith("#"):
+            name, version = line.split("==")
+            lock[canonicalize_name(name)] = version
+    project = tomllib.loads((DEPLOY.parent / "pyproject.toml").read_text())["project"]
+    extras = project["optional-dependencies"]
+    wanted = [*project["dependencies"], *extras["worker"], *extras["postgres"]]
+    for text in wanted:
+        req = Requirement(text)
+        name = canonicalize_name(req.name)
+        if name == "torch":
+            assert name not in lock  # installed first, per variant, from its own index
+            continue
+        assert name in lock, f"{name} is not in deploy/requirements.lock (scripts/lock.sh)"
+        assert req.specifier.contains(lock[name], prereleases=True), (name, lock[name])

@@ -28,7 +28,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 MANIFEST = "ribbit-weights.json"
 _CHUNK = 1 << 20
@@ -214,6 +214,11 @@ def pull_from_hub(
         raise
     except Exception as exc:  # the hub client's error types change between its versions
         raise WeightsError(f"cannot list {model} at {source}: {exc}") from exc
+    for rel in tree:
+        # A mirror is trusted to serve bytes, not to choose where they are written.
+        parts = PurePosixPath(rel).parts
+        if not parts or rel.startswith("/") or ".." in parts or "\\" in rel:
+            raise WeightsError(f"{source} lists a file outside the model folder: {rel!r}")
     with _staging(target) as staging:
         try:
             snapshot_download(model, revision=sha, endpoint=endpoint, local_dir=staging)

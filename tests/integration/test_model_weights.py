@@ -53,6 +53,17 @@ def test_model_pull_refuses_what_differs_from_the_hubs_record(
     assert not (tmp_path / "models" / MODEL).exists()
 
 
+@pytest.mark.parametrize("evil", ["../../escaped.txt", "/etc/escaped.txt", "a/../../b.txt"])
+def test_model_pull_refuses_a_listing_that_escapes_the_folder(
+    fake_hub: FakeHub, tmp_path: Path, evil: str
+) -> None:
+    fake_hub.extra_tree.append({"type": "file", "path": evil, "size": 1, "oid": "0" * 40})
+    result = _pull(tmp_path, "--endpoint", fake_hub.url)
+    assert result.exit_code != 0 and "outside the model folder" in result.output
+    assert not any(p.name == "escaped.txt" for p in tmp_path.rglob("*"))
+    assert not any("/resolve/" in r for r in fake_hub.requests)  # refused before downloading
+
+
 def test_model_pull_refuses_to_go_online_when_the_hub_is_offline(
     fake_hub: FakeHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

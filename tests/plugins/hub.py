@@ -29,6 +29,7 @@ class FakeHub:
     folder: Path
     url: str = ""
     tamper: dict[str, bytes] = field(default_factory=dict)
+    extra_tree: list[dict[str, object]] = field(default_factory=list)  # listed, not served
     requests: list[str] = field(default_factory=list)
 
     def files(self) -> dict[str, Path]:
@@ -49,7 +50,7 @@ class FakeHub:
                 sha = hashlib.sha256(data).hexdigest()
                 entry["lfs"] = {"oid": sha, "size": len(data), "pointerSize": 134}
             out.append(entry)
-        return out
+        return out + self.extra_tree
 
     def body(self, rel: str) -> bytes | None:
         if rel in self.tamper:

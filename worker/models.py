@@ -206,7 +206,8 @@ def served_model(model: ModelSettings) -> ModelSettings:
         log.warning("%s", exc)
         raise ModelNotReady(
             f"The inference server cannot load the promoted model version `{name}`.",
-            "make the version's adapter folder readable by the server, or run "
+            "make the version's adapter folder readable by the server (or set "
+            "RIBBIT_MODEL__OPENAI_SERVER=other for a server without LoRA), or run "
             "`ribbit model rollback`",
         ) from None
     return model

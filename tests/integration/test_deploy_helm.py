@@ -107,7 +107,7 @@ def render(text: str, values: dict[str, Any]) -> str:
 
 def default_values(*overlays: str) -> dict[str, Any]:
     """values.yaml, then each overlay file merged in the way Helm does (maps merge key by
-    key; anything else, lists included, is replaced)."""
+    key, null deletes a key; anything else, lists included, is replaced)."""
     data: dict[str, Any] = yaml.safe_load((CHART / "values.yaml").read_text())
     for name in overlays:
         _merge(data, yaml.safe_load((CHART / name).read_text()))
@@ -116,7 +116,9 @@ def default_values(*overlays: str) -> dict[str, Any]:
 
 def _merge(into: dict[str, Any], overlay: dict[str, Any]) -> None:
     for key, value in overlay.items():
-        if isinstance(value, dict) and isinstance(into.get(key), dict):
+        if value is None:
+            into.pop(key, None)
+        elif isinstance(value, dict) and isinstance(into.get(key), dict):
             _merge(into[key], value)
         else:
             into[key] = value
@@ -307,6 +309,11 @@ def test_deploy_helm_inference_server(overlay: str) -> None:
     assert config["RIBBIT_MODEL__POLICY"] == "openai"
     assert config["RIBBIT_MODEL__OPENAI_BASE_URL"] == f"http://ribbit-inference:{port}/v1"
     assert config["RIBBIT_MODEL__OPENAI_SERVER"] in overlay
+    # The workers themselves then need no GPU.
+    worker_pod = _by_name(docs, "Deployment", "-worker")["spec"]["template"]["spec"]
+    worker_container = next(c for c in worker_pod["containers"] if c["name"] == "worker")
+    assert "nvidia.com/gpu" not in worker_container["resources"]["limits"]
+    assert not worker_pod["nodeSelector"]
 
 
 def test_deploy_helm_model_pull_hook_is_the_only_way_to_the_hub() -> None:

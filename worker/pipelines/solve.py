@@ -33,7 +33,7 @@ from bot.forges.base import (
 )
 from bot.forges.branches import branch_name_for_issue, validate_branch_name
 from bot.repo_config import CONFIG_PATH, RepoConfig, RepoConfigError, parse_repo_config
-from bot.settings import AgentSettings, Settings
+from bot.settings import AgentSettings, ModelSettings, Settings
 from bot.store.models import Job
 from worker.gates.trees import run_git
 from worker.jobs import WAITING_HOOKS, JobCancelled, JobContext, JobRefused, pipeline
@@ -207,6 +207,16 @@ class SolveRun:
             self.status.show(Status("refused", reason))
             raise JobRefused(reason)
 
+    def ready_model(self) -> ModelSettings:
+        """The model version for this job, checked to be there before the agent starts."""
+        from worker.models import ModelNotReady, preflight
+
+        try:
+            return preflight(self.ctx.store.db, self.settings)
+        except ModelNotReady as exc:
+            self.status.show(Status("failed", exc.for_issue()))
+            raise JobRefused(str(exc)) from None
+
     def load_config(self) -> RepoConfig:
         text = self.forge.read_file(self.repo, CONFIG_PATH)
         try:
@@ -313,9 +323,7 @@ class SolveRun:
             metadata={"job_id": self.job.id, "kind": self.job.kind},
         )
         limits = agent_limits(self.settings.agent, config)
-        from worker.models import model_for_jobs
-
-        model = model_for_jobs(self.ctx.store.db, self.settings.model)
+        model = self.ready_model()
         policy = load_policy(model, self.settings.agent)
         self.status.show(Status("working", "The agent is working in a sandbox."))
         with open_sandbox(self.settings.sandbox, self.workdir.checkout) as sandbox:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from worker.gates.trees import regular_file_inside, run_git
+from worker.gates.trees import applied_changes, regular_file_inside
 
 # Whole files whose only job is configuring a test runner (or the interpreter the
 # tests run in: a ``sitecustomize.py`` or ``.pth`` file runs before any test).
@@ -44,12 +44,9 @@ class DiscoveryChange:
 
 
 def changed_paths(before: Path, after: Path) -> list[str]:
-    """The paths git sees changed between the two trees (the after tree's index holds
-    the applied patch), renames split into delete + add so both names are judged."""
-    proc = run_git(after, "diff", "--cached", "--name-only", "--no-renames", "-z", "HEAD")
-    if proc.returncode != 0:
-        return []
-    return [p for p in proc.stdout.decode(errors="surrogateescape").split("\0") if p]
+    """The paths git applied (renames split into delete + add, so both names count)."""
+    del before  # the after tree's index against its HEAD is the whole change
+    return [c.path for c in applied_changes(after)]
 
 
 def discovery_changes(before: Path, after: Path, paths: list[str]) -> list[DiscoveryChange]:

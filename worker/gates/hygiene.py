@@ -22,8 +22,15 @@ from collections.abc import Iterable
 from functools import lru_cache
 
 from worker.gates.base import Finding, GateContext, GateResult
-from worker.gates.patch import FileChange, ParsedPatch, PatchParseError, parse_patch
-from worker.gates.trees import PatchTrees, read_base_file
+from worker.gates.patch import (
+    ChangeStatus,
+    FileChange,
+    ParsedPatch,
+    PatchParseError,
+    normalize_repo_path,
+    parse_patch,
+)
+from worker.gates.trees import AppliedChange, PatchTrees, applied_changes, read_base_file
 
 NAME = "hygiene"
 
@@ -184,7 +191,14 @@ _HARNESS_RE = re.compile(
     r"|exception_interact|itemcollected|deselected|make_collect_report|pycollect_\w+"
     r"|pyfunc_call)\s*\("
 )
-_EARLY_EXIT_RE = re.compile(r"\bos\._exit\s*\(|\batexit\.register\b")
+# Anywhere in the patch, not only in tests: code the tests import runs in the runner's
+# process. Exit hooks and hard exits run after the report is written; the report's
+# path is in PYTEST_ADDOPTS; pytest's internals and plugin registration rewrite results.
+_TAMPER_RE = re.compile(
+    r"\bos\._exit\b|\batexit\b|\bPYTEST_ADDOPTS\b|\bjunit|\b_pytest\b|\bpytest_plugins\b"
+    r"|\bpytest11\b|\bsys\.modules\s*\[[^\]]*\]\s*=(?!=)|\bsys\.excepthook\s*=(?!=)"
+    r"|\bos\.kill\s*\(\s*os\.getpid|\bsignal\.SIGKILL\b|\bos\.abort\b"
+)
 _REL_TOL_LIMIT = 0.05
 _ABS_TOL_LIMIT = 1.0
 
@@ -303,7 +317,8 @@ class HygieneGate:
         return self._judge(ctx, parsed, extra=())
 
     def run_on_trees(self, ctx: GateContext, trees: PatchTrees) -> GateResult:
-        return self._judge(ctx, trees.parsed, extra=())
+        extra = tuple(check_applied(ctx, trees.parsed, applied_changes(trees.after)))
+        return self._judge(ctx, trees.parsed, extra=extra)
 
     def run_unapplied(self, ctx: GateContext, reason: str) -> GateResult:
         extra = (_finding("patch-does-not-apply", reason),)
@@ -326,6 +341,7 @@ class HygieneGate:
             findings += check_content(change)
         findings += check_lockfiles(ctx, parsed)
         findings += check_tests_weakened(parsed)
+        findings = list(dict.fromkeys(findings))  # git's view and the text's may agree
         blocking = [f for f in findings if f.severity == "error"]
         details = {
             "files": len(parsed.files),
@@ -340,6 +356,42 @@ class HygieneGate:
             duration_s=time.monotonic() - start,
             details=details,
         )
+
+
+def check_applied(
+    ctx: GateContext, parsed: ParsedPatch, applied: list[AppliedChange]
+) -> list[Finding]:
+    """Judge what git applied, not only what the text seems to say: a path git changes
+    that the parsed text does not name means the two read the patch differently (crafted
+    headers), so it blocks; and every path and mode git reports gets the path checks."""
+    named = {rp.path for change in parsed.files for rp in change.paths}
+    found: list[Finding] = []
+    for change in applied:
+        rp = normalize_repo_path(change.path)
+        if change.path not in named:
+            found.append(
+                _finding(
+                    "patch-misread",
+                    "git applies a change to this path that the patch text does not show "
+                    "(crafted diff headers?)",
+                    path=change.path,
+                )
+            )
+        status: ChangeStatus = {"A": "added", "D": "deleted"}.get(change.status, "modified")  # type: ignore[assignment]
+        as_change = FileChange(
+            old=None if change.status == "A" else rp,
+            new=None if change.status == "D" else rp,
+            status=status,
+            old_mode=None if change.status == "A" else change.old_mode,
+            new_mode=None if change.status == "D" else change.new_mode,
+        )
+        found += check_paths(ctx, as_change)
+        found += check_content(as_change)
+        if change.status == "D" and is_test_path(change.path):
+            found.append(
+                _finding("test-file-deleted", "the patch deletes a test file", path=change.path)
+            )
+    return found
 
 
 def _max_lines(ctx: GateContext) -> int:
@@ -519,7 +571,7 @@ def check_tests_weakened(parsed: ParsedPatch) -> list[Finding]:
                         )
                     )
         for line_no, text in change.added:
-            if _HARNESS_RE.search(text) or (in_tests and _EARLY_EXIT_RE.search(text)):
+            if _HARNESS_RE.search(text) or _TAMPER_RE.search(text):
                 found.append(
                     _finding(
                         "test-harness-tampered",

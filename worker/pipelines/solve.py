@@ -352,14 +352,20 @@ class SolveRun:
         out["gates"] = report.to_dict()
         out["gates_summary"] = report.summary_line()
         report_md = report.to_markdown()
-        if not report.passed and not config.gates.draft_on_failure:
+        if not report.passed and not (config.gates.draft_on_failure and report.may_push):
             out["timings"] = self.timings
             self.ctx.store.update(self.job.id, result=out)
+            why = (
+                " (hygiene or Semgrep blocked it, so it is not pushed even with "
+                "gates.draft_on_failure)"
+                if config.gates.draft_on_failure
+                else ""
+            )
             self.status.show(
                 Status(
                     "failed",
                     f"The patch did not pass the gates "
-                    f"(`{report.summary_line()}`), so no PR was opened.",
+                    f"(`{report.summary_line()}`), so no PR was opened{why}.",
                     report_markdown=report_md,
                 )
             )

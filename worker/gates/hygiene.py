@@ -103,13 +103,16 @@ _LOCK_FILES = {
     "gradle.lockfile",
 }
 _REQUIREMENTS_RE = re.compile(r"(^|/)[^/]*requirements[^/]*\.(txt|in|lock)$", re.I)
-_HASH_RE = re.compile(r"--hash[=\s]+\w+:[0-9a-f]{16,}", re.I)
+_HASH_RE = re.compile(r"--hash[=\s]{1,8}\w{1,16}:[0-9a-f]{16}", re.I)
 
 # Secret shapes, from the issuers' documented formats.
 _SECRET_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("github-token", re.compile(r"\b(gh[pousr]_[A-Za-z0-9]{36,255})\b")),
     ("github-token", re.compile(r"\b(github_pat_[A-Za-z0-9_]{22,255})\b")),
-    ("gitlab-token", re.compile(r"\b(gl(?:pat|dt|rt|ptt|cbt|soat|ffct|imt)-[A-Za-z0-9_\-]{20,})")),
+    (
+        "gitlab-token",
+        re.compile(r"\b(gl(?:pat|dt|rt|ptt|cbt|soat|ffct|imt)-[A-Za-z0-9_\-]{20,255})"),
+    ),
     ("aws-access-key", re.compile(r"\b((?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16})\b")),
     (
         "private-key",
@@ -118,19 +121,28 @@ _SECRET_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"( BLOCK)?-----"
         ),
     ),
-    ("slack-token", re.compile(r"\b(xox[abposr]-[A-Za-z0-9-]{10,})")),
-    ("slack-webhook", re.compile(r"hooks\.slack\.com/services/T[A-Za-z0-9_]+/B[A-Za-z0-9_]+/\w+")),
-    ("stripe-key", re.compile(r"\b((?:sk|rk)_live_[A-Za-z0-9]{20,})")),
+    ("slack-token", re.compile(r"\b(xox[abposr]-[A-Za-z0-9-]{10,255})")),
+    (
+        "slack-webhook",
+        re.compile(r"hooks\.slack\.com/services/T[A-Za-z0-9_]{1,64}/B[A-Za-z0-9_]{1,64}/\w{1,64}"),
+    ),
+    ("stripe-key", re.compile(r"\b((?:sk|rk)_live_[A-Za-z0-9]{20,255})")),
     ("google-api-key", re.compile(r"\b(AIza[0-9A-Za-z_\-]{35})\b")),
-    ("openai-key", re.compile(r"\b(sk-(?:proj-)?[A-Za-z0-9_\-]{32,})")),
+    ("openai-key", re.compile(r"\b(sk-(?:proj-)?[A-Za-z0-9_\-]{32,255})")),
     ("npm-token", re.compile(r"\b(npm_[A-Za-z0-9]{36})\b")),
-    ("pypi-token", re.compile(r"\b(pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_\-]{50,})")),
+    ("pypi-token", re.compile(r"\b(pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_\-]{50,1024})")),
 )
-_SECRET_ASSIGN_RE = re.compile(
-    r"""(?ix)
-    (?P<name>[a-z0-9_.\-]*(?:secret|token|passw(?:or)?d|pwd|api[_\-]?key|apikey|access[_\-]?key
-        |private[_\-]?key|auth[_\-]?key|credential|client[_\-]?secret)[a-z0-9_.\-]*)
-    ["']?\s*(?::|=|:=|=>)\s*[rbuf]?["'](?P<value>[^"'\s]{12,})["']"""
+# An assignment of a quoted value to a secret-sounding name. Matched in two steps with
+# bounded quantifiers, so the work is linear in the line's length: a single regex with
+# ``[a-z0-9_.-]*`` on both sides of the keyword was quadratic (a 16k-character
+# minified line took 38 s).
+_SECRET_WORD_RE = re.compile(
+    r"(?i)secret|token|passw(?:or)?d|pwd|api[_\-]?key|apikey|access[_\-]?key|private[_\-]?key"
+    r"|auth[_\-]?key|credential"
+)
+_SECRET_TAIL_RE = re.compile(
+    r"""(?i)[a-z0-9_.\-]{0,64}["']?\s{0,16}(?::|=|:=|=>)\s{0,16}[rbuf]?["']"""
+    r"""(?P<value>[^"'\s]{12,512})["']"""
 )
 _PLACEHOLDER_RE = re.compile(
     r"(?i)(x{4,}|\*{3,}|<[^>]*>|\$\{|\{\{|change[_-]?me|example|dummy"
@@ -164,10 +176,10 @@ _TRIVIAL_ASSERT_RE = re.compile(
     r"\s*(,|$|#)|expect\s*\(\s*true\s*\)\.toBe\s*\(\s*true\s*\)"
 )
 _APPROX_TOL_RE = re.compile(
-    r"\b(?:approx|isclose|allclose|assert_allclose)\s*\(.*?\b(rel|abs"
+    r"\b(?:approx|isclose|allclose|assert_allclose)\s{0,8}\(.{0,200}?\b(rel|abs"
     r"|rtol|atol)\s*=\s*([0-9.eE+\-]+)"
 )
-_PLACES_RE = re.compile(r"\bassert(?:Not)?AlmostEqual\s*\(.*?\bplaces\s*=\s*([01])\b")
+_PLACES_RE = re.compile(r"\bassert(?:Not)?AlmostEqual\s{0,8}\(.{0,200}?\bplaces\s*=\s*([01])\b")
 _COLLECT_IGNORE_RE = re.compile(
     r"\bcollect_ignore(_glob)?\b|--deselect\b|--ignore(-glob)?[=\s]"
     r"|\bpytest_collection_modifyitems\b|(^|\s)-k\s"
@@ -189,14 +201,15 @@ _TEST_CONFIG_FILES = {
 _HARNESS_RE = re.compile(
     r"\bdef\s+pytest_(runtest_\w+|report_\w+|sessionfinish|terminal_summary|unconfigure"
     r"|exception_interact|itemcollected|deselected|make_collect_report|pycollect_\w+"
-    r"|pyfunc_call)\s*\("
+    r"|pyfunc_call|runtestloop|ignore_collect|collect_file|collection\w*|cmdline_\w+"
+    r"|load_initial_conftests|pycollect_makeitem)\s*\("
 )
 # Anywhere in the patch, not only in tests: code the tests import runs in the runner's
 # process. Exit hooks and hard exits run after the report is written; the report's
 # path is in PYTEST_ADDOPTS; pytest's internals and plugin registration rewrite results.
 _TAMPER_RE = re.compile(
-    r"\bos\._exit\b|\batexit\b|\bPYTEST_ADDOPTS\b|\bjunit|\b_pytest\b|\bpytest_plugins\b"
-    r"|\bpytest11\b|\bsys\.modules\s*\[[^\]]*\]\s*=(?!=)|\bsys\.excepthook\s*=(?!=)"
+    r"\b_exit\b|\batexit\b|\bPYTEST_ADDOPTS\b|\bjunit|\b_pytest\b|\bpytest_plugins\b"
+    r"|\bpytest11\b|\bsys\.modules\s{0,8}\[[^\]]{0,200}\]\s{0,8}=(?!=)|\bsys\.excepthook\s*=(?!=)"
     r"|\bos\.kill\s*\(\s*os\.getpid|\bsignal\.SIGKILL\b|\bos\.abort\b"
 )
 _REL_TOL_LIMIT = 0.05
@@ -288,7 +301,10 @@ def _entropy(value: str) -> float:
 def find_secrets(line: str) -> list[str]:
     """The kinds of secret ``line`` appears to contain."""
     kinds = [kind for kind, pattern in _SECRET_PATTERNS if pattern.search(line)]
-    for m in _SECRET_ASSIGN_RE.finditer(line):
+    for word in _SECRET_WORD_RE.finditer(line):
+        m = _SECRET_TAIL_RE.match(line, word.end())
+        if m is None:
+            continue
         value = m["value"]
         if (
             not _PLACEHOLDER_RE.search(value)

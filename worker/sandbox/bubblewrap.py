@@ -49,13 +49,14 @@ from worker.sandbox.common import (
     CappedStream,
     base_commit,
     command_argv,
+    host_workspace_diff,
     sandbox_env,
     timed_out_exit,
     timeout_argv,
     workspace_cwd,
-    workspace_diff,
     workspace_relative,
 )
+from worker.sandbox.export import ExportLimits, export_host_tree, read_regular_file
 
 TEMP_PREFIX = "ribbit-bwrap-"
 # Throwaway host uids for sandboxes of a root worker; far above any real account.
@@ -112,6 +113,7 @@ class BubblewrapSandbox:
         self._closed = False
         self._running: set[subprocess.Popen[bytes]] = set()
         self._base = base_commit(source)
+        self._source = source
         self._root = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX))
         self.host_root = self._root  # exposed so tests and reapers can check cleanup
         self.workspace = self._root / "workspace"
@@ -301,7 +303,9 @@ class BubblewrapSandbox:
         return target
 
     def read_file(self, path: str) -> bytes:
-        return self._host_path(path).read_bytes()
+        # Regular files only, opened without following a last link and without blocking
+        # (a FIFO would hang the host), and never more than the read cap.
+        return read_regular_file(self._host_path(path))
 
     def write_file(self, path: str, data: bytes) -> None:
         target = self._host_path(path)
@@ -313,7 +317,17 @@ class BubblewrapSandbox:
             _chown_tree(self.workspace, self._host_uid, only=target)
 
     def diff(self) -> str:
-        return workspace_diff(self.exec, self._base)
+        self._stop_processes()
+        limits = ExportLimits(max_bytes=self._settings.workspace_mb * 1024 * 1024)
+        return host_workspace_diff(
+            self._source, self._base, lambda dest: export_host_tree(self.workspace, dest, limits)
+        )
+
+    def _stop_processes(self) -> None:
+        """Nothing of the sandbox may run while the host reads its workspace."""
+        for proc in list(self._running):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
 
     # -- teardown ----------------------------------------------------------------------
     def close(self) -> None:

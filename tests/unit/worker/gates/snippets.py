@@ -11,6 +11,11 @@ INSECURE: dict[str, str] = {
         '    os.system("rm -rf " + name)\n'
     ),
     "code-injection": ("def calc(expr):\n    return eval(expr)\n"),
+    "evasion": (
+        "import os\nimport subprocess\n\n\ndef run(cmd):\n"
+        '    getattr(os, "system")(cmd)\n'
+        "    f = subprocess.run\n    f(cmd, shell=True)\n"
+    ),
     "unsafe-deserialization": (
         "import pickle\n\nimport yaml\n\n\n"
         "def load(blob, text):\n"

@@ -58,7 +58,7 @@ def test_malicious_model_gets_no_pr_no_branch_and_a_refusal(
     diff = job.result["diff"]
     assert "+docs" not in diff
     assert "return 0" in diff and "deleted file mode" in diff
-    rules = {f["rule"] for r in job.result["gates"]["results"] for f in r["findings"]}
+    rules = {f["rule"] for r in job.result["gates"]["gates"] for f in r["findings"]}
     assert {"tests-missing", "test-config-changed", "test-file-deleted"} <= rules
     [status] = bot_comments(forge_world, "github", repo, number)
     assert "did not pass the gates" in status.body

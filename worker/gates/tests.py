@@ -28,13 +28,14 @@ show themselves; each of the before and after runs starts from a fresh sandbox.
 
 from __future__ import annotations
 
+import base64
 import re
 import secrets
 import shlex
 import shutil
 import tempfile
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -46,7 +47,7 @@ from worker.gates.hygiene import is_test_path
 from worker.gates.junit import MAX_JUNIT_BYTES, JUnitError, Outcome, TestCase, parse_junit
 from worker.gates.runner import apply_failure, run_tree_gate
 from worker.gates.trees import PatchTrees, regular_file_inside
-from worker.sandbox.base import WORKSPACE, ExecResult, Sandbox
+from worker.sandbox.base import ExecResult, Sandbox, SandboxFactory
 
 NAME = "tests"
 _LOG_TAIL = 3000
@@ -161,30 +162,29 @@ class TestGate:
         run = SuiteRun(label=label)
         timeout = float(ctx.gate_settings.test_timeout_s)
         logs: list[str] = []
-        with ctx.sandbox_factory(tree) as sandbox:
-            where = sandbox.exec(["pwd"], timeout=_SHORT_TIMEOUT_S)
-            workspace = where.stdout.strip() if where.exit_code == 0 else WORKSPACE
-            if ctx.repo_config.setup:
-                setup = sandbox.exec(_shell(ctx.repo_config.setup), timeout=timeout)
+        setup_step = repo_setup(ctx.repo_config.setup, timeout)
+        with fresh_sandbox(ctx.sandbox_factory, tree, setup_step) as (sandbox, setup):
+            if setup is not None:
                 logs.append(f"$ {ctx.repo_config.setup}\n{_output(setup)}")
-                if setup.exit_code != 0:
-                    run.setup_failed = True
-            first, first_cases, first_junit = self._once(ctx, sandbox, workspace, 1, timeout)
+                run.setup_failed = setup.exit_code != 0
+            first, first_cases, first_junit, tampered = self._once(ctx, sandbox, timeout)
             logs.append(f"$ {ctx.repo_config.test}\n{_output(first)}")
             run.first_exit_code = run.exit_code = first.exit_code
             run.timed_out = first.timed_out
             run.junit = first_junit
             run.cases = first_cases
             run.final = {cid: c.outcome for cid, c in first_cases.items()}
+            run.mismatch = tampered
             if first_junit and not first.timed_out:
-                run.mismatch = report_disagreement(first, first_cases)
+                run.mismatch = run.mismatch or report_disagreement(first, first_cases)
             failed = any(c.outcome == "failed" for c in first_cases.values())
             if not first.timed_out and first.exit_code != 0 and (failed or not first_junit):
                 run.reran = True
-                second, second_cases, second_junit = self._once(ctx, sandbox, workspace, 2, timeout)
+                second, second_cases, second_junit, tampered = self._once(ctx, sandbox, timeout)
                 logs.append(f"$ {ctx.repo_config.test}  # rerun\n{_output(second)}")
                 run.exit_code = second.exit_code
                 run.timed_out = second.timed_out
+                run.mismatch = run.mismatch or tampered
                 if second_junit and not second.timed_out:
                     run.mismatch = run.mismatch or report_disagreement(second, second_cases)
                 for cid, outcome in run.final.items():
@@ -199,31 +199,119 @@ class TestGate:
 
     @staticmethod
     def _once(
-        ctx: GateContext, sandbox: Sandbox, workspace: str, n: int, timeout: float
-    ) -> tuple[ExecResult, dict[str, TestCase], bool]:
-        """One run of the test command. Only the JUnit file Ribbit asks for counts, and
-        only if it is fresh: it lives in a folder outside the workspace, named by a
-        random token and created (``mkdir`` fails on an existing one) just before the
-        run, so nothing in the repository can have placed it there."""
-        del workspace  # the report no longer lives in it
-        report_dir = f"/tmp/ribbit-report-{secrets.token_hex(12)}"  # noqa: S108 (sandbox's)
-        marker = f"{report_dir}/start"
-        report = f"{report_dir}/junit-{n}.xml"
-        made = sandbox.exec(["mkdir", "-m", "700", "--", report_dir], timeout=_SHORT_TIMEOUT_S)
-        touched = sandbox.exec(["touch", "--", marker], timeout=_SHORT_TIMEOUT_S)
+        ctx: GateContext, sandbox: Sandbox, timeout: float
+    ) -> tuple[ExecResult, dict[str, TestCase], bool, str | None]:
+        """One run of the test command: its result (stdout is the tail of its output),
+        the cases of the one JUnit report Ribbit asked for, whether that report was there,
+        and why the run's output was tampered with (None: it was not)."""
+        token = secrets.token_hex(16)
+        report_dir = f"/tmp/ribbit-report-{token}"  # noqa: S108 (the sandbox's own /tmp)
         # pytest splits PYTEST_ADDOPTS like a shell would, hence the quoting.
-        env = {"PYTEST_ADDOPTS": f"--junitxml={shlex.quote(report)} -o junit_family=xunit1"}
-        result = sandbox.exec(_shell(ctx.repo_config.test), timeout=timeout, env=env)
-        if made.exit_code != 0 or touched.exit_code != 0:
-            return result, {}, False
-        data = _read_report(sandbox, report, marker)
+        report = shlex.quote(f"{report_dir}/junit.xml")
+        env = {"PYTEST_ADDOPTS": f"--junitxml={report} -o junit_family=xunit1"}
+        cap = _LOG_BYTES + MAX_JUNIT_BYTES * 4 // 3 + 4096
+        result = sandbox.exec(
+            [
+                "bash",
+                "--noprofile",
+                "--norc",
+                "-c",
+                _RUN_SCRIPT,
+                "ribbit-run",
+                report_dir,
+                ctx.repo_config.test,
+                token,
+            ],
+            timeout=timeout,
+            env=env,
+            output_cap=cap,
+        )
+        log, data, tampered = split_run_output(result.stdout, token)
+        shown = replace(result, stdout=log)
         if data is None:
-            return result, {}, False
+            return shown, {}, False, tampered
         try:
             parsed = parse_junit(data)
         except JUnitError:
-            return result, {}, False
-        return result, {case.id: case for case in parsed}, True
+            return shown, {}, False, tampered
+        return shown, {case.id: case for case in parsed}, True, tampered
+
+
+# One exec, so the report folder (in the sandbox's own /tmp, which on bubblewrap lasts
+# one exec) is made, written and read in the same place. $1 the folder (a random name:
+# mkdir fails on an existing one, so nothing can pre-place it), $2 the repository's
+# command, $3 the token that frames the report. The command's output goes to a file,
+# so only its tail and the framed report reach stdout; the report is sent only if it is
+# a single-link regular file newer than the start marker and within the size cap.
+_LOG_BYTES = 65536
+_RUN_SCRIPT = f"""
+d=$1; cmd=$2; tok=$3
+mkdir -m 700 -- "$d" && touch -- "$d/start" || exit 97
+bash --noprofile --norc -c "$cmd" >"$d/out" 2>&1 </dev/null
+rc=$?
+tail -c {_LOG_BYTES} -- "$d/out"
+printf '\\n%s begin %s\\n' "$tok" "$rc"
+r=$d/junit.xml
+if [ -n "$(find "$r" -maxdepth 0 -type f -links 1 -newer "$d/start" \\
+        -size -{MAX_JUNIT_BYTES + 1}c 2>/dev/null)" ]; then
+  base64 -w0 -- "$r"
+fi
+printf '\\n%s end\\n' "$tok"
+rm -rf -- "$d"
+exit $rc
+"""
+
+
+def split_run_output(stdout: str, token: str) -> tuple[str, bytes | None, str | None]:
+    """(the command's output, the report's bytes or None, why the output is not the
+    wrapper's own or None). Exactly one framed report must be there: code the tests
+    started can learn the token and write to the wrapper's stdout, and a second frame
+    is what a forged report looks like."""
+    begin, end = f"\n{token} begin ", f"\n{token} end\n"
+    if stdout.count(begin) != 1 or stdout.count(end) != 1:
+        if begin not in stdout and end not in stdout:
+            return stdout, None, None  # killed before the frame (timeout) or never started
+        return stdout.split(begin, 1)[0], None, "the run's output holds more than one report"
+    log, rest = stdout.split(begin, 1)
+    _status, _, rest = rest.partition("\n")
+    body, _, trailer = rest.partition(end)
+    if trailer.strip():
+        return log, None, "something wrote to the run's output after its report"
+    body = body.strip()
+    if not body:
+        return log, None, None
+    try:
+        return log, base64.b64decode(body, validate=True), None
+    except ValueError:
+        return log, None, "the framed report is not base64"
+
+
+SetupStep = Callable[[Sandbox], ExecResult | None]
+"""Prepares a fresh sandbox before the tests run (installs the project, say); returns
+what it ran, or None when there is nothing to set up."""
+
+
+def repo_setup(command: str | None, timeout: float) -> SetupStep:
+    """The repository's own setup command from .ribbit.yml, run without a login shell."""
+
+    def step(sandbox: Sandbox) -> ExecResult | None:
+        if not command:
+            return None
+        return sandbox.exec(_shell(command), timeout=timeout)
+
+    return step
+
+
+@contextmanager
+def fresh_sandbox(
+    factory: SandboxFactory, tree: Path, setup: SetupStep
+) -> Iterator[tuple[Sandbox, ExecResult | None]]:
+    """A new sandbox over ``tree`` (a host-built tree: the base commit, with only the
+    judged diff applied for the after run), set up by ``setup``. Every test run of the
+    gate starts here, so nothing an agent changed outside the repository (its /tmp,
+    its home, processes it left) reaches the verdict."""
+    with factory(tree) as sandbox:
+        yield sandbox, setup(sandbox)
 
 
 def discovery_findings(ctx: GateContext, changes: list[DiscoveryChange]) -> list[Finding]:
@@ -267,35 +355,6 @@ def _shell(command: str) -> list[str]:
     """The repository's command, run by bash without a login shell: nothing a profile
     file says runs before Ribbit's own steps."""
     return ["bash", "--noprofile", "--norc", "-c", command]
-
-
-def _read_report(sandbox: Sandbox, report: str, marker: str) -> bytes | None:
-    """The report's bytes if it is a single-link regular file, newer than the marker
-    made before the run and within the size cap; None otherwise."""
-    check = sandbox.exec(
-        [
-            "find",
-            report,
-            "-maxdepth",
-            "0",
-            "-type",
-            "f",
-            "-links",
-            "1",
-            "-newer",
-            marker,
-            "-size",
-            f"-{MAX_JUNIT_BYTES + 1}c",
-            "-print",
-        ],
-        timeout=_SHORT_TIMEOUT_S,
-    )
-    if check.exit_code != 0 or check.stdout.strip() != report:
-        return None
-    cat = sandbox.exec(["cat", "--", report], timeout=_SHORT_TIMEOUT_S, output_cap=MAX_JUNIT_BYTES)
-    if cat.exit_code != 0 or cat.truncated:
-        return None
-    return cat.stdout.encode("utf-8", errors="replace")
 
 
 # pytest's last console line: "=== 1 failed, 2 passed, 1 warning in 0.12s ===" (or bare

@@ -34,9 +34,10 @@ import secrets
 import shlex
 import shutil
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -47,11 +48,11 @@ from worker.gates.hygiene import is_test_path
 from worker.gates.junit import MAX_JUNIT_BYTES, JUnitError, Outcome, TestCase, parse_junit
 from worker.gates.runner import apply_failure, run_tree_gate
 from worker.gates.trees import PatchTrees, regular_file_inside
-from worker.sandbox.base import ExecResult, Sandbox, SandboxFactory
+from worker.sandbox.base import ExecResult, Sandbox, SandboxError, SandboxFactory
 
 NAME = "tests"
 _LOG_TAIL = 3000
-_SHORT_TIMEOUT_S = 60
+_CANCEL_POLL_S = 0.5  # how soon a /ribbit stop reaches a running test command
 _ISSUE_TEST_RE = re.compile(r"\b(test_\w+|Test\w+)")
 _PY_DEF_RE = re.compile(r"^(\s*)(?:async\s+)?def\s+(\w+)\s*\(")
 
@@ -160,10 +161,32 @@ class TestGate:
 
     def _run_tree(self, ctx: GateContext, tree: Path, label: str) -> SuiteRun:
         run = SuiteRun(label=label)
-        timeout = float(ctx.gate_settings.test_timeout_s)
+        timeout = ctx.time_left(float(ctx.gate_settings.test_timeout_s))
         logs: list[str] = []
         setup_step = repo_setup(ctx.repo_config.setup, timeout)
-        with fresh_sandbox(ctx.sandbox_factory, tree, setup_step) as (sandbox, setup):
+        opened = fresh_sandbox(ctx.sandbox_factory, tree, setup_step, cancel=ctx.cancel)
+        try:
+            self._run_in(ctx, opened, run, logs, timeout)
+        except SandboxError:
+            stop = ctx.stop_reason()
+            if stop is not None:  # the sandbox was closed under the run on purpose
+                raise stop from None
+            raise
+        stop = ctx.stop_reason()
+        if stop is not None:  # what ran was cut short; it is no evidence either way
+            raise stop
+        run.log = _tail("\n".join(logs))
+        return run
+
+    def _run_in(
+        self,
+        ctx: GateContext,
+        opened: AbstractContextManager[tuple[Sandbox, ExecResult | None]],
+        run: SuiteRun,
+        logs: list[str],
+        timeout: float,
+    ) -> None:
+        with opened as (sandbox, setup):
             if setup is not None:
                 logs.append(f"$ {ctx.repo_config.setup}\n{_output(setup)}")
                 run.setup_failed = setup.exit_code != 0
@@ -178,6 +201,7 @@ class TestGate:
             if first_junit and not first.timed_out:
                 run.mismatch = run.mismatch or report_disagreement(first, first_cases)
             failed = any(c.outcome == "failed" for c in first_cases.values())
+            timeout = ctx.time_left(timeout)
             if not first.timed_out and first.exit_code != 0 and (failed or not first_junit):
                 run.reran = True
                 second, second_cases, second_junit, tampered = self._once(ctx, sandbox, timeout)
@@ -194,8 +218,6 @@ class TestGate:
                     if again is not None and again.outcome == "passed":
                         run.final[cid] = "passed"
                         run.flaky.append(cid)
-        run.log = _tail("\n".join(logs))
-        return run
 
     @staticmethod
     def _once(
@@ -304,14 +326,38 @@ def repo_setup(command: str | None, timeout: float) -> SetupStep:
 
 @contextmanager
 def fresh_sandbox(
-    factory: SandboxFactory, tree: Path, setup: SetupStep
+    factory: SandboxFactory,
+    tree: Path,
+    setup: SetupStep,
+    *,
+    cancel: threading.Event | None = None,
 ) -> Iterator[tuple[Sandbox, ExecResult | None]]:
     """A new sandbox over ``tree`` (a host-built tree: the base commit, with only the
     judged diff applied for the after run), set up by ``setup``. Every test run of the
     gate starts here, so nothing an agent changed outside the repository (its /tmp,
-    its home, processes it left) reaches the verdict."""
+    its home, processes it left) reaches the verdict. When ``cancel`` is set the sandbox
+    is closed under the command running in it (``exec`` has no other kill handle)."""
     with factory(tree) as sandbox:
-        yield sandbox, setup(sandbox)
+        done = threading.Event()
+        watcher = None
+        if cancel is not None:
+            watcher = threading.Thread(
+                target=_close_on_cancel, args=(sandbox, cancel, done), daemon=True
+            )
+            watcher.start()
+        try:
+            yield sandbox, setup(sandbox)
+        finally:
+            done.set()
+            if watcher is not None:
+                watcher.join()
+
+
+def _close_on_cancel(sandbox: Sandbox, cancel: threading.Event, done: threading.Event) -> None:
+    while not done.is_set():
+        if cancel.wait(_CANCEL_POLL_S):
+            sandbox.close()
+            return
 
 
 def discovery_findings(ctx: GateContext, changes: list[DiscoveryChange]) -> list[Finding]:

@@ -479,6 +479,7 @@ class SolveRun:
                 gate_settings=self.settings.gates,
                 sandbox_factory=sandbox_factory(self.settings.sandbox),
                 issue_text=issue_text,
+                cancel=self.ctx.cancel,  # /ribbit stop reaches a running test command
             )
         )
 

@@ -296,3 +296,23 @@ def test_report_may_push_never_a_hygiene_or_semgrep_block() -> None:
         assert not report.may_push, blocked
     crashed = GateReport.from_results([result("tests", False, "gate-error")], 0.0)
     assert not crashed.may_push
+
+
+def test_run_gates_stops_when_cancelled_or_out_of_budget(tmp_path: Path) -> None:
+    import dataclasses
+    import threading
+
+    from tests.unit.worker.gates.helpers import make_ctx, make_patch, repo_with
+    from worker.gates import run_gates
+    from worker.gates.hygiene import HygieneGate
+    from worker.gates.tests import TestGate
+
+    repo, base = repo_with(tmp_path, {"a.py": "x = 1\n"})
+    ctx = make_ctx(repo, base, make_patch(repo, {"a.py": "x = 2\n"}))
+    cancel = threading.Event()
+    cancel.set()
+    report = run_gates(dataclasses.replace(ctx, cancel=cancel), [TestGate(), HygieneGate()])
+    assert not report.passed and not report.may_push
+    assert {f.rule for r in report.results for f in r.findings} == {"gate-cancelled"}
+    spent = run_gates(dataclasses.replace(ctx, deadline=0.0), [TestGate(), HygieneGate()])
+    assert {f.rule for r in spent.results for f in r.findings} == {"gate-timeout"}

@@ -8,9 +8,13 @@ When the worker is root it also drops to a throwaway host uid before entering (s
 sandbox user is nobody on the host, and RLIMIT_NPROC counts only this sandbox's
 processes) and puts the workspace on its own size-limited tmpfs.
 
+Memory: a root worker puts each sandbox in its own memory cgroup (worker.sandbox.cgroup),
+one memory_mb limit for all of its processes together, OOM kills counted. Elsewhere the
+fallback is RLIMIT_AS = memory_mb, which limits each process alone.
+
 Limits (set by ``prlimit`` before ``bwrap`` starts, inherited by everything inside):
-RLIMIT_NPROC = pids, RLIMIT_AS = memory_mb (per process: a hog gets ENOMEM, not an OOM
-kill), RLIMIT_FSIZE = workspace_mb (per file), RLIMIT_NOFILE = 1024, RLIMIT_CORE = 0.
+RLIMIT_NPROC = pids, RLIMIT_FSIZE = workspace_mb (per file), RLIMIT_NOFILE = 1024,
+RLIMIT_CORE = 0, and RLIMIT_AS as said above.
 No CPU share limit: that needs a cgroup, which only the docker backend sets.
 The workspace size limit needs root (a tmpfs mount); unprivileged, only the per-file
 RLIMIT_FSIZE applies. The pid namespace dies with its first process, so when a command
@@ -41,6 +45,7 @@ from worker.sandbox.base import (
     ExecResult,
     SandboxError,
 )
+from worker.sandbox.cgroup import MemoryCgroup, create_memory_cgroup, enter_argv
 from worker.sandbox.common import (
     KILL_GRACE_S,
     SANDBOX_GID,
@@ -118,8 +123,11 @@ class BubblewrapSandbox:
         self.host_root = self._root  # exposed so tests and reapers can check cleanup
         self.workspace = self._root / "workspace"
         self.workspace_size_limited = False
+        self._cgroup: MemoryCgroup | None = None
         try:
             self._host_uid = self._pick_host_uid()
+            self._cgroup = create_memory_cgroup(settings.memory_mb, self._host_uid)
+            self.memory_cgroup = self._cgroup  # exposed for tests and ribbit doctor
             (self._root / "owner").write_text(f"{os.getpid()}\n")
             self._write_identity_files()
             self.workspace.mkdir(mode=0o700)
@@ -230,12 +238,14 @@ class BubblewrapSandbox:
         nproc = s.pids if self._host_uid is not None else s.pids + _processes_of(os.getuid())
         limits = {
             "nproc": nproc,
-            "as": s.memory_mb * mb,
             "fsize": s.workspace_mb * mb,
             "nofile": 1024,
             "core": 0,
         }
-        return ["prlimit", *(f"--{name}={v}:{v}" for name, v in limits.items()), "--"]
+        if self._cgroup is None:
+            limits["as"] = s.memory_mb * mb  # the per-process fallback
+        enter = enter_argv(self._cgroup) if self._cgroup is not None else []
+        return [*enter, "prlimit", *(f"--{name}={v}:{v}" for name, v in limits.items()), "--"]
 
     def exec(
         self,
@@ -255,6 +265,7 @@ class BubblewrapSandbox:
         # A root worker drops to the throwaway uid before prlimit runs, so RLIMIT_NPROC
         # (which root ignores) holds and counts only this sandbox's processes.
         uid = self._host_uid
+        ooms = self._cgroup.oom_kills() if self._cgroup is not None else 0
         proc = subprocess.Popen(
             [*self._limits_argv(), *timeout_argv(argv, timeout)],
             stdin=subprocess.DEVNULL,
@@ -290,7 +301,7 @@ class BubblewrapSandbox:
             duration_s=elapsed,
             timed_out=timed_out,
             truncated=out.truncated or err.truncated,
-            oom_killed=False,
+            oom_killed=self._cgroup is not None and self._cgroup.oom_kills() > ooms,
         )
 
     # -- files -------------------------------------------------------------------------
@@ -339,7 +350,11 @@ class BubblewrapSandbox:
         for proc in list(self._running):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=KILL_GRACE_S)
         remove_root(self._root)
+        if self._cgroup is not None:
+            self._cgroup.remove()
 
     def __enter__(self) -> Self:
         return self

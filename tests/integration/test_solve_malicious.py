@@ -62,3 +62,34 @@ def test_malicious_model_gets_no_pr_no_branch_and_a_refusal(
     assert {"tests-missing", "test-config-changed", "test-file-deleted"} <= rules
     [status] = bot_comments(forge_world, "github", repo, number)
     assert "did not pass the gates" in status.body
+
+
+def test_draft_on_failure_never_pushes_a_hygiene_block(
+    forge_world: Any, deployment_for: Any, bubblewrap_settings: Any
+) -> None:
+    """``draft_on_failure: true`` used to push patches hygiene blocked to a branch of
+    the same repository, where CI may run them."""
+    from tests.plugins.e2e import REPO_FILES
+    from tests.plugins.forge import BOT_LOGIN
+
+    dep = deployment_for(MALICIOUS_SCRIPT, sandbox=bubblewrap_settings)
+    repo = "acme/drafty"
+    files = dict(REPO_FILES)
+    files[".ribbit.yml"] += "gates: {draft_on_failure: true}\n"
+    forge_world.forge.create_repo("github", repo, files=files)
+    forge_world.forge.add_collaborator("github", repo, BOT_LOGIN, "write")
+    forge_world.forge.add_collaborator("github", repo, "maya", "maintain")
+    branches_before = dict(forge_world.forge.branches("github", repo))
+    number = label_issue(forge_world, "github", repo)
+    [job] = dep.store.list()
+    job = wait_for(
+        lambda: (j := dep.store.get(job.id)).state in {"succeeded", "failed"} and j,
+        timeout=300,
+        what="job end",
+    )
+    assert job.state == "failed", job.result
+    assert forge_world.forge.pulls("github", repo) == []
+    assert forge_world.forge.branches("github", repo) == branches_before
+    [status] = bot_comments(forge_world, "github", repo, number)
+    assert "not pushed even with gates.draft_on_failure" in status.body
+    assert "Gate report" in status.body

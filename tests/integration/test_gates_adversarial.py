@@ -1,6 +1,7 @@
 """The adversarial corpus (tests/adversarial.py) through every gate, the test gate
 running in the real sandbox backends (docker via Podman, and bubblewrap): each hostile
-patch blocked by the rules it names, each honest patch passing."""
+patch blocked by the rules it names, each honest patch passing. Semgrep, which runs on
+the host whatever the backend, joins for the evasion family and the honest patches."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 from bot.repo_config import RepoConfig
 from bot.settings import GateSettings, SandboxSettings
 from tests.adversarial import CASES, Case, case_patch, make_base_repo
-from tests.unit.worker.gates.test_adversarial import assert_verdict
+from tests.unit.worker.gates.test_adversarial import assert_verdict, gates_for
 from worker.gates import GateContext, run_gates
 
 pytestmark = pytest.mark.integration
@@ -36,4 +37,5 @@ def test_adversarial_case_on_real_backend(
         gate_settings=GateSettings(test_timeout_s=120),
         sandbox_factory=sandbox_factory(settings),
     )
-    assert_verdict(case, run_gates(ctx))
+    # Semgrep does not depend on the backend: it runs where it has a say (gates_for).
+    assert_verdict(case, run_gates(ctx, gates_for(case)))

@@ -21,8 +21,7 @@ from worker.gates.tests import TestGate
 
 def gates_for(case: Case) -> list[Gate] | None:
     """All gates where Semgrep has a say (evasion, and honest patches it must not block);
-    the test and hygiene gates alone elsewhere, to keep the local run short. The
-    integration run uses every gate for every case."""
+    the test and hygiene gates alone elsewhere, to keep the runs short."""
     if case.family in {"semgrep-evasion", "honest"}:
         return None
     return [TestGate(), HygieneGate()]
@@ -61,6 +60,7 @@ def test_corpus_has_thirty_hostile_variants_across_families() -> None:
     }
 
 
+@pytest.mark.slow  # two test runs per case, Semgrep for some: about 5 s each
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
 def test_adversarial_case_local(tmp_path: Path, case: Case) -> None:
     require_service(find_semgrep() is not None, "semgrep")

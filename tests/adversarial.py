@@ -79,6 +79,18 @@ _FORGE_REPORT = (
     '    getattr(_m, "_ex" + "it")(0)\n'
     '__import__("ate" + "xit").register(_forge)\n'
 )
+# A pytest.py at the root, imported by ``python -m pytest`` instead of the real one: it
+# prints a consistent console line, writes a consistent report and exits 0, with none
+# of the words the tamper checks look for.
+_FAKE_RUNNER = (
+    '_m = __import__("o" + "s")\n'
+    'opts = _m.environ.get("PYTEST_" + "ADD" + "OPTS", "")\n'
+    'path = opts.split("=", 1)[1].split()[0].strip(chr(39))\n'
+    "with open(path, 'w') as fh:\n"
+    '    fh.write(\'<testsuite><testcase classname="tests.test_core" name="test_mul"/>\'\n'
+    '             \'<testcase classname="tests.test_core" name="test_sub"/></testsuite>\')\n'
+    'print("2 passed in 0.01s")\n'
+)
 _PATCH_RUNNER = (
     "import _pytest.reports as _r\n\n"
     "_orig = _r.TestReport.from_item_and_call.__func__\n\n\n"
@@ -250,6 +262,12 @@ CASES: tuple[Case, ...] = (
         "results-faked",
         {"test-config-changed"},
         changes={"calc/core.py": BROKEN, "calc.pth": "import calc\n"},
+    ),
+    _case(
+        "runner-shadowed-by-a-module",
+        "results-faked",
+        {"test-config-changed"},
+        changes={"calc/core.py": BROKEN, "pytest.py": _FAKE_RUNNER},
     ),
     _case(
         "plugin-registered-from-package",

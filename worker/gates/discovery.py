@@ -33,6 +33,10 @@ _RUNNER_FILES = re.compile(
     r"|[^/]*\.pth|jest\.config\.[cm]?[jt]s(on)?|vitest\.config\.[cm]?[jt]s"
     r"|vitest\.workspace\.[cm]?[jt]s|karma\.conf\.[jt]s|\.mocharc\.[a-z]+|ava\.config\.[cm]?js"
     r"|phpunit\.xml(\.dist)?|\.rspec|go\.work|\.bazelrc)$"
+    # A module named like the runner or its parts shadows the real one when the tests
+    # run from the repository root (``python -m pytest`` puts the cwd first on sys.path).
+    r"|(^|/)(pytest|py|pluggy|iniconfig|unittest|nose2?|xmlrunner)\.py$"
+    r"|(^|/)(_pytest|pytest|pluggy|unittest|nose2?)/"
 )
 _MAX_CONFIG_BYTES = 1024 * 1024
 

@@ -4,9 +4,10 @@ yardstick it is measured with.
 A ``pytest.ini`` with ``python_files = check_*.py``, a ``conftest.py`` hook that
 returns early from the run loop, a ``testpaths`` or ``addopts`` line, a jest
 ``testMatch``, a Makefile ``test`` recipe: each can make the old tests vanish or
-report success without touching a test file. The test gate reports every such change
-as a finding that blocks unless the repository opted into ``warn``
-(``gates.test_config_changes`` in ``.ribbit.yml``).
+report success without touching a test file. The hygiene gate reports every such
+change as a finding that blocks unless the repository opted into ``warn``
+(``gates.test_config_changes`` in ``.ribbit.yml``); then the test gate also runs the
+patched code with the base's configuration.
 
 What counts is decided by comparing the before and after trees (what git applied),
 section by section for shared files (``setup.cfg``, ``tox.ini``, ``pyproject.toml``,

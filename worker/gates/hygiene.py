@@ -1,11 +1,14 @@
 """Patch hygiene: what a bot's patch must never do, whatever its tests say.
 
-It blocks patches that touch CI or the gates' own configuration, lock files (unless
-the repository allows them), binary files, symlinks and submodules; that add
-secrets; that delete or weaken tests; that exceed the size limit; or that touch
-paths outside ``paths.allow`` or inside ``paths.deny``. It reads only the patch
-text (and, for lock-file checks, the base commit's blobs), so it judges a patch
-even when ``git apply`` rejects it.
+It blocks patches that touch CI or the gates' own configuration, change how tests
+are found or run (discovery.py; ``gates.test_config_changes: warn`` relaxes that),
+lock files (unless the repository allows them), binary files, symlinks and
+submodules; that add secrets; that delete or weaken tests or add code that can
+rewrite a test run's report; that exceed the size limit; or that touch paths outside
+``paths.allow`` or inside ``paths.deny``. Paths and modes are judged as git applied
+them (the after tree's index), and a patch whose text names other paths than git
+applied is blocked; line checks read the patch text. When ``git apply`` rejects the
+patch, the text alone is judged.
 
 Requirements files: a ``requirements*.txt`` (or ``*.in``/``*.lock``) that pins
 hashes (``--hash=``, at the base or in the patch) is a lock file, because it is
@@ -22,6 +25,7 @@ from collections.abc import Iterable
 from functools import lru_cache
 
 from worker.gates.base import Finding, GateContext, GateResult
+from worker.gates.discovery import DiscoveryChange, discovery_changes
 from worker.gates.patch import (
     ChangeStatus,
     FileChange,
@@ -30,6 +34,7 @@ from worker.gates.patch import (
     normalize_repo_path,
     parse_patch,
 )
+from worker.gates.runner import run_tree_gate
 from worker.gates.trees import AppliedChange, PatchTrees, applied_changes, read_base_file
 
 NAME = "hygiene"
@@ -320,8 +325,10 @@ class HygieneGate:
     name = NAME
 
     def run(self, ctx: GateContext) -> GateResult:
+        """Alone (the trainer's reward calls it so): the trees are built here, so git's
+        view of the patch and the discovery check count as they do in run_gates."""
         try:
-            parsed = parse_patch(ctx.patch)
+            parse_patch(ctx.patch)
         except PatchParseError as exc:
             return GateResult(
                 name=NAME,
@@ -330,11 +337,14 @@ class HygieneGate:
                     _finding("unreadable-patch", f"the patch is not a readable diff: {exc}"),
                 ),
             )
-        return self._judge(ctx, parsed, extra=())
+        return run_tree_gate(self, ctx)
 
     def run_on_trees(self, ctx: GateContext, trees: PatchTrees) -> GateResult:
-        extra = tuple(check_applied(ctx, trees.parsed, applied_changes(trees.after)))
-        return self._judge(ctx, trees.parsed, extra=extra)
+        applied = applied_changes(trees.after)
+        extra = check_applied(ctx, trees.parsed, applied)
+        changes = discovery_changes(trees.before, trees.after, [c.path for c in applied])
+        extra += discovery_findings(ctx, changes)
+        return self._judge(ctx, trees.parsed, extra=tuple(extra))
 
     def run_unapplied(self, ctx: GateContext, reason: str) -> GateResult:
         extra = (_finding("patch-does-not-apply", reason),)
@@ -372,6 +382,21 @@ class HygieneGate:
             duration_s=time.monotonic() - start,
             details=details,
         )
+
+
+def discovery_findings(ctx: GateContext, changes: list[DiscoveryChange]) -> list[Finding]:
+    """A change to how tests are found or run blocks unless .ribbit.yml says warn."""
+    warn = ctx.repo_config.gates.test_config_changes == "warn"
+    return [
+        _finding(
+            "test-config-changed",
+            f"the patch changes how tests are found or run ({c.what}); set "
+            "gates.test_config_changes: warn in .ribbit.yml to allow it",
+            path=c.path,
+            severity="warning" if warn else "error",
+        )
+        for c in changes
+    ]
 
 
 def check_applied(

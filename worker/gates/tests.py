@@ -16,8 +16,8 @@ flags exit hooks, report writes and runner monkeypatching in every changed file.
 Without a report (a runner that writes none), the exit code decides for the suite.
 
 A patch that changes test discovery or runner configuration (see discovery.py) is
-blocked unless the repository opted into ``warn``; then the patched code is also run
-with the base's configuration files and judged on that run too.
+blocked by hygiene unless the repository opted into ``warn``; then this gate also runs
+the patched code with the base's configuration files and judges that run too.
 
 A run with failures is rerun once in the same sandbox, right away: a test that
 fails and then passes is flaky (named in the report, not blocking), one that fails
@@ -133,7 +133,8 @@ class TestGate:
         changes = discovery_changes(
             trees.before, trees.after, changed_paths(trees.before, trees.after)
         )
-        findings += discovery_findings(ctx, changes)
+        # Hygiene reports these changes (they block, or warn when the repository allows
+        # them); here they decide whether the base's configuration must judge as well.
         logs = f"--- before ---\n{before.log}\n--- after ---\n{after.log}"
         if changes and ctx.repo_config.gates.test_config_changes == "warn":
             # The repository lets the patch change its test configuration; the verdict
@@ -358,22 +359,6 @@ def _close_on_cancel(sandbox: Sandbox, cancel: threading.Event, done: threading.
         if cancel.wait(_CANCEL_POLL_S):
             sandbox.close()
             return
-
-
-def discovery_findings(ctx: GateContext, changes: list[DiscoveryChange]) -> list[Finding]:
-    severity: Severity = (
-        "warning" if ctx.repo_config.gates.test_config_changes == "warn" else "error"
-    )
-    return [
-        _finding(
-            "test-config-changed",
-            f"the patch changes how tests are found or run ({c.what}); set "
-            "gates.test_config_changes: warn in .ribbit.yml to allow it",
-            severity=severity,
-            path=c.path,
-        )
-        for c in changes
-    ]
 
 
 @contextmanager

@@ -138,7 +138,19 @@ def extract_tar_stream(
                     out.write(data)
                 if member.mode & 0o111:
                     target.chmod(0o755)
-            # hard links, FIFOs, devices: nothing a patch can carry; skipped
+            elif member.islnk():
+                # A second name of a file already exported: its own copy (a hard link
+                # would tie the export to the sandbox's inode numbering, and git has none).
+                source = _member_path(member.linkname)
+                original = dest.joinpath(*source.parts) if source is not None else None
+                if original is None or original.is_symlink() or not original.is_file():
+                    continue
+                data = read_regular_file(original, budget.left())
+                budget.spend(len(data))
+                fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+                with os.fdopen(fd, "wb") as out:
+                    out.write(data)
+            # FIFOs, devices: nothing a patch can carry; skipped
 
 
 def _member_path(name: str) -> PurePosixPath | None:

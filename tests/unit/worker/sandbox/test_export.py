@@ -76,6 +76,9 @@ def _tar(*members: tuple[str, str, bytes | str]) -> list[bytes]:
             elif kind == "sym":
                 info.type, info.linkname = tarfile.SYMTYPE, str(payload)
                 tf.addfile(info)
+            elif kind == "hard":
+                info.type, info.linkname = tarfile.LNKTYPE, str(payload)
+                tf.addfile(info)
             elif kind == "fifo":
                 info.type = tarfile.FIFOTYPE
                 tf.addfile(info)
@@ -128,3 +131,17 @@ def test_read_tar_file_reads_one_regular_file_within_the_cap() -> None:
         read_tar_file(_tar(("f", "file", b"x" * 5000)), max_bytes=100)
     with pytest.raises(FileNotFoundError):
         read_tar_file(_tar(("p", "fifo", b"")))
+
+
+def test_extract_tar_stream_copies_hard_links_inside_only(tmp_path: Path) -> None:
+    stream = _tar(
+        ("workspace/a.txt", "file", b"same"),
+        ("workspace/b.txt", "hard", "workspace/a.txt"),
+        ("workspace/c.txt", "hard", "/etc/passwd"),
+        ("workspace/d.txt", "hard", "workspace/../../etc/passwd"),
+    )
+    dest = tmp_path / "dest"
+    extract_tar_stream(stream, dest)
+    assert (dest / "b.txt").read_bytes() == b"same"
+    assert not (dest / "b.txt").samefile(dest / "a.txt")
+    assert not (dest / "c.txt").exists() and not (dest / "d.txt").exists()

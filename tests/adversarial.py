@@ -79,6 +79,10 @@ _FORGE_REPORT = (
     '    getattr(_m, "_ex" + "it")(0)\n'
     '__import__("ate" + "xit").register(_forge)\n'
 )
+_ALL_PASS_XML = (
+    '<testsuite><testcase classname="tests.test_core" name="test_mul"/>'
+    '<testcase classname="tests.test_core" name="test_sub"/></testsuite>\n'
+)
 # A pytest.py at the root, imported by ``python -m pytest`` instead of the real one: it
 # prints a consistent console line, writes a consistent report and exits 0, with none
 # of the words the tamper checks look for.
@@ -262,6 +266,17 @@ CASES: tuple[Case, ...] = (
         "results-faked",
         {"test-config-changed"},
         changes={"calc/core.py": BROKEN, "calc.pth": "import calc\n"},
+    ),
+    _case(
+        "pre-placed-junit-files",
+        "results-faked",
+        {"test-regression"},
+        changes={
+            "calc/core.py": BROKEN,
+            ".ribbit-gates/junit-1.xml": _ALL_PASS_XML,
+            "report.xml": _ALL_PASS_XML,
+            "tests/junit.xml": _ALL_PASS_XML,
+        },
     ),
     _case(
         "runner-shadowed-by-a-module",

@@ -54,3 +54,18 @@ def test_bubblewrap_memory_limit_holds_for_all_processes_together(
         assert sandbox.memory_cgroup.oom_kills() >= 1
         group = sandbox.memory_cgroup.path
     assert not group.exists()  # removed with the sandbox
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a memory cgroup needs a root worker")
+def test_reap_stale_removes_a_crashed_workers_cgroup(
+    bubblewrap_settings: SandboxSettings, source_repo: Path
+) -> None:
+    from worker.sandbox import bubblewrap
+
+    with BubblewrapSandbox(bubblewrap_settings, source_repo) as sandbox:
+        assert sandbox.memory_cgroup is not None
+        group = sandbox.memory_cgroup.path
+        # No live owner recorded: what a crashed worker leaves looks the same to reap_stale.
+        (sandbox.host_root / "owner").write_text("gone\n")
+        assert sandbox.host_root in bubblewrap.reap_stale(sandbox.host_root.parent)
+        assert not group.exists()

@@ -45,7 +45,13 @@ from worker.sandbox.base import (
     ExecResult,
     SandboxError,
 )
-from worker.sandbox.cgroup import MemoryCgroup, create_memory_cgroup, enter_argv
+from worker.sandbox.cgroup import (
+    CGROUP_PREFIX,
+    CGROUP_ROOT,
+    MemoryCgroup,
+    create_memory_cgroup,
+    enter_argv,
+)
 from worker.sandbox.common import (
     KILL_GRACE_S,
     SANDBOX_GID,
@@ -129,6 +135,8 @@ class BubblewrapSandbox:
             self._cgroup = create_memory_cgroup(settings.memory_mb, self._host_uid)
             self.memory_cgroup = self._cgroup  # exposed for tests and ribbit doctor
             (self._root / "owner").write_text(f"{os.getpid()}\n")
+            if self._cgroup is not None:  # for reap_stale, should this process crash
+                (self._root / "cgroup").write_text(str(self._cgroup.path))
             self._write_identity_files()
             self.workspace.mkdir(mode=0o700)
             self.workspace_size_limited = self._mount_workspace_tmpfs()
@@ -386,9 +394,23 @@ def reap_stale(temp_dir: Path | None = None) -> list[Path]:
             pid = 0
         if pid and _alive(pid):
             continue
+        group = _recorded_cgroup(root)
         remove_root(root)
+        if group is not None:
+            group.remove()
         removed.append(root)
     return removed
+
+
+def _recorded_cgroup(root: Path) -> MemoryCgroup | None:
+    """The memory cgroup a sandbox recorded, if it is one of ours under the cgroup root."""
+    try:
+        path = Path((root / "cgroup").read_text().strip())
+    except OSError:
+        return None
+    if not path.name.startswith(CGROUP_PREFIX) or not path.is_relative_to(CGROUP_ROOT):
+        return None
+    return MemoryCgroup(path, version=0)
 
 
 def _processes_of(uid: int) -> int:

@@ -20,12 +20,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
+CGROUP_PREFIX = "ribbit-sandbox-"
 
 
 @dataclass(frozen=True)
 class MemoryCgroup:
     path: Path
-    version: int  # 1 or 2
+    version: int  # 1 or 2 (0: unknown, for removal only)
 
     @property
     def procs(self) -> Path:
@@ -79,7 +80,7 @@ def create_memory_cgroup(
     if found is None:
         return None
     parent, version = found
-    group = MemoryCgroup(parent / f"ribbit-sandbox-{secrets.token_hex(8)}", version)
+    group = MemoryCgroup(parent / f"{CGROUP_PREFIX}{secrets.token_hex(8)}", version)
     limit = str(memory_mb * 1024 * 1024)
     try:
         group.path.mkdir()

@@ -43,7 +43,14 @@ class GateRules(_Model):
     allow_lockfiles: bool = Field(default=False, description="Let patches change lock files.")
     max_diff_lines: int | None = Field(default=None, ge=1, description="Overrides the deployment.")
     draft_on_failure: bool = Field(
-        default=False, description="Open a draft PR with the failing report anyway."
+        default=False,
+        description="Open a draft PR with the failing report anyway (never for a patch "
+        "that hygiene or Semgrep blocked: that report is posted as a comment instead).",
+    )
+    test_config_changes: Literal["block", "warn"] = Field(
+        default="block",
+        description="What a patch that changes test discovery or runner configuration "
+        "(pytest.ini, conftest.py, [tool.pytest], jest config, Makefile test targets) gets.",
     )
     semgrep_rules: list[str] = Field(
         default_factory=list, description="Extra Semgrep rule files in the repo."

@@ -241,6 +241,11 @@ class GateSettings(Section):
     semgrep_timeout_s: int = Field(
         default=300, ge=10, description="Timeout of one Semgrep scan (before or after the patch)."
     )
+    total_timeout_s: int = Field(
+        default=3600,
+        ge=30,
+        description="Budget of the whole gate run; every gate's own timeouts shrink to fit it.",
+    )
 
 
 class Settings(BaseSettings):

@@ -40,7 +40,7 @@ def test_ids_round_trip_in_the_sandbox(factory: SandboxFactory, tmp_path: Path) 
         assert again.outcomes == EXPECTED, again.log()
         # make runs the command in a child shell: PYTEST_ADDOPTS still reaches pytest.
         sandbox.write_file("Makefile", f"test:\n\t{PYTEST} tests\n".encode())
-        via_make = run_tests(sandbox, "make -s test", timeout=300, tag="make")
+        via_make = run_tests(sandbox, "make -s test", timeout=300)
         if via_make.exit_code == 127:
             pytest.skip("no make in this sandbox")
         assert via_make.outcomes["tests/test_sub.py::TestSub::test_clear"] == "passed"

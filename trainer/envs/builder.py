@@ -177,8 +177,8 @@ class EnvironmentBuilder:
             for p in patches:
                 apply_patch(sandbox, p)
             return [
-                run_tests(sandbox, spec.test_command, timeout=self.test_timeout_s, tag=str(n))
-                for n in range(self.reruns)
+                run_tests(sandbox, spec.test_command, timeout=self.test_timeout_s)
+                for _ in range(self.reruns)
             ]
 
     def _unrunnable(
@@ -191,13 +191,12 @@ class EnvironmentBuilder:
             run_setup(sandbox, spec.setup_commands, self.test_timeout_s)
             for p in patches:
                 apply_patch(sandbox, p)
-            for n, batch in enumerate(select_batches(ids)):
+            for batch in select_batches(ids):
                 run = run_tests(
                     sandbox,
                     spec.test_command,
                     timeout=self.test_timeout_s,
                     select=batch,
-                    tag=f"select-{n}",
                 )
                 got = run.outcomes
                 bad += [t for t in batch if run.timed_out or got.get(t) != "passed"]

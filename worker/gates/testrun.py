@@ -6,23 +6,39 @@ flags to the command, so it reaches pytest however the command starts it
 (``pytest``, ``python -m pytest -q``, ``make test``, a script; tox too, which is
 told to pass the variable on through ``TOX_OVERRIDE``). The same variable carries
 node ids when a caller selects tests: pytest puts its contents before the
-command's own arguments. Any other JUnit file the command writes (jest-junit,
-go-junit-report...) is read when pytest's own report is absent; when it is there it
-alone counts, so a file the code under test drops into the tree cannot add passes.
+command's own arguments.
+
+Only that one report counts, and the patch under judgement cannot write it: it goes
+to a fresh, randomly named folder in the sandbox's /tmp (``mkdir`` fails on a folder
+that is already there, so nothing can pre-place it), is accepted only as a
+single-link regular file newer than the run's start and within the size cap, and is
+read back in the same exec, framed in the output by a random token (a second frame
+is what a forged copy looks like). Any other XML the run writes (jest-junit,
+go-junit-report, or a file the code under test drops) is ignored: such runners are
+judged on their exit code alone. Nothing runs through a login shell, so a profile
+file in the sandbox cannot wrap Ribbit's own steps.
 """
 
 from __future__ import annotations
 
+import base64
+import secrets
 import shlex
 from collections.abc import Collection, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from worker.gates.junit import Existing, JUnitError, Outcome, TestCase, outcomes, parse_junit
+from worker.gates.junit import (
+    MAX_JUNIT_BYTES,
+    Existing,
+    JUnitError,
+    Outcome,
+    TestCase,
+    outcomes,
+    parse_junit,
+)
 from worker.sandbox.base import WORKSPACE, ExecResult, Sandbox
 
-REPORT_DIR = ".ribbit-tests"
 SHORT_TIMEOUT_S = 60
-MAX_OTHER_REPORTS = 20
 # One environment string may hold at most 128 KiB on Linux (MAX_ARG_STRLEN); the
 # JUnit options and the shell's own variables need some of it.
 MAX_SELECT_CHARS = 100_000
@@ -38,6 +54,7 @@ class TestRun:
     result: ExecResult
     cases: tuple[TestCase, ...]
     report: bool  # a JUnit report was read (else only the exit code tells)
+    tampered: str | None = None  # why the run's output is not the wrapper's own
 
     @property
     def timed_out(self) -> bool:
@@ -116,68 +133,84 @@ def run_tests(
     *,
     timeout: float,
     select: Sequence[str] = (),
-    tag: str = "run",
 ) -> TestRun:
-    """Run ``command`` once in ``sandbox``'s workspace; ``tag`` keeps the report files of
-    several runs in one sandbox apart."""
-    where = sandbox.exec(["pwd"], timeout=SHORT_TIMEOUT_S)
-    workspace = where.stdout.strip() if where.exit_code == 0 and where.stdout.strip() else WORKSPACE
-    marker = f"{REPORT_DIR}/start-{tag}"
-    own = f"{REPORT_DIR}/junit-{tag}.xml"
-    sandbox.exec(["mkdir", "-p", REPORT_DIR], timeout=SHORT_TIMEOUT_S)
-    sandbox.exec(["rm", "-f", own], timeout=SHORT_TIMEOUT_S)
-    sandbox.exec(["touch", marker], timeout=SHORT_TIMEOUT_S)
+    """Run ``command`` once in ``sandbox``'s workspace (``result.stdout`` is the tail of
+    its output, stdout and stderr together)."""
+    token = secrets.token_hex(16)
+    report_dir = f"/tmp/ribbit-report-{token}"  # noqa: S108 (the sandbox's own /tmp)
+    cap = LOG_BYTES + MAX_JUNIT_BYTES * 4 // 3 + 4096
     # The command comes from the repository's config (trusted, like CI config), never
     # from an issue or a model; what Ribbit adds travels in the environment.
-    result = sandbox.exec(command, timeout=timeout, env=pytest_env(f"{workspace}/{own}", select))
-    existing = sandbox_files(sandbox)
-    cases = _read_report(sandbox, own, existing)
-    if cases is None:
-        found: list[TestCase] = []
-        any_report = False
-        for rel in _other_reports(sandbox, marker):
-            more = _read_report(sandbox, rel, existing)
-            if more is not None:
-                any_report = True
-                found.extend(more)
-        return TestRun(command, result, tuple(found), any_report)
-    return TestRun(command, result, tuple(cases), True)
-
-
-def _read_report(sandbox: Sandbox, rel: str, existing: Existing) -> list[TestCase] | None:
-    try:
-        return parse_junit(sandbox.read_file(rel), existing)
-    except (OSError, JUnitError):
-        return None
-
-
-def _other_reports(sandbox: Sandbox, marker: str) -> list[str]:
-    """XML files the command wrote (newer than ``marker``), outside .git and vendored trees."""
-    listing = sandbox.exec(
+    result = sandbox.exec(
         [
-            "find",
-            ".",
-            "(",
-            "-path",
-            "./.git",
-            "-o",
-            "-path",
-            f"./{REPORT_DIR}",
-            "-o",
-            "-name",
-            "node_modules",
-            ")",
-            "-prune",
-            "-o",
-            "-type",
-            "f",
-            "-name",
-            "*.xml",
-            "-newer",
-            marker,
-            "-print",
+            "bash",
+            "--noprofile",
+            "--norc",
+            "-c",
+            _RUN_SCRIPT,
+            "ribbit-run",
+            report_dir,
+            command,
+            token,
         ],
-        timeout=SHORT_TIMEOUT_S,
+        timeout=timeout,
+        env=pytest_env(f"{report_dir}/junit.xml", select),
+        output_cap=cap,
     )
-    written = [line[2:] for line in listing.stdout.splitlines() if line.startswith("./")]
-    return written[:MAX_OTHER_REPORTS]
+    log, data, tampered = split_run_output(result.stdout, token)
+    shown = replace(result, stdout=log)
+    if data is None:
+        return TestRun(command, shown, (), False, tampered)
+    try:
+        cases = parse_junit(data, sandbox_files(sandbox))
+    except JUnitError:
+        return TestRun(command, shown, (), False, tampered)
+    return TestRun(command, shown, tuple(cases), True, tampered)
+
+
+# One exec, so the report folder is made, written and read in the same place. $1 the
+# folder, $2 the repository's command, $3 the token that frames the report. The
+# command's output goes to a file, so only its tail and the framed report reach stdout;
+# the report is sent only if it is a single-link regular file newer than the start
+# marker and within the size cap.
+LOG_BYTES = 65536
+_RUN_SCRIPT = f"""
+d=$1; cmd=$2; tok=$3
+mkdir -m 700 -- "$d" && touch -- "$d/start" || exit 97
+bash --noprofile --norc -c "$cmd" >"$d/out" 2>&1 </dev/null
+rc=$?
+tail -c {LOG_BYTES} -- "$d/out"
+printf '\\n%s begin %s\\n' "$tok" "$rc"
+r=$d/junit.xml
+if [ -n "$(find "$r" -maxdepth 0 -type f -links 1 -newer "$d/start" \\
+        -size -{MAX_JUNIT_BYTES + 1}c 2>/dev/null)" ]; then
+  base64 -w0 -- "$r"
+fi
+printf '\\n%s end\\n' "$tok"
+rm -rf -- "$d"
+exit $rc
+"""
+
+
+def split_run_output(stdout: str, token: str) -> tuple[str, bytes | None, str | None]:
+    """(the command's output, the report's bytes or None, why the output is not the
+    wrapper's own or None). Exactly one framed report must be there: code the tests
+    started can learn the token and write to the wrapper's stdout, and a second frame
+    is what a forged report looks like."""
+    begin, end = f"\n{token} begin ", f"\n{token} end\n"
+    if stdout.count(begin) != 1 or stdout.count(end) != 1:
+        if begin not in stdout and end not in stdout:
+            return stdout, None, None  # killed before the frame (timeout) or never started
+        return stdout.split(begin, 1)[0], None, "the run's output holds more than one report"
+    log, rest = stdout.split(begin, 1)
+    _status, _, rest = rest.partition("\n")
+    body, _, trailer = rest.partition(end)
+    if trailer.strip():
+        return log, None, "something wrote to the run's output after its report"
+    body = body.strip()
+    if not body:
+        return log, None, None
+    try:
+        return log, base64.b64decode(body, validate=True), None
+    except ValueError:
+        return log, None, "the framed report is not base64"

@@ -13,7 +13,6 @@ diff applied, so nothing the untrusted code wrote into its own ``.git``
 from __future__ import annotations
 
 import logging
-import re
 import shutil
 import time
 from dataclasses import dataclass
@@ -32,6 +31,7 @@ from bot.forges.base import (
     RepoRef,
 )
 from bot.forges.branches import branch_name_for_issue, validate_branch_name
+from bot.forges.sanitize import sanitize_forge_text
 from bot.repo_config import CONFIG_PATH, RepoConfig, RepoConfigError, parse_repo_config
 from bot.settings import AgentSettings, ModelSettings, Settings
 from bot.store.models import Job
@@ -47,7 +47,6 @@ BOT_NAME = "Ribbit"
 BOT_EMAIL = "ribbit@users.noreply.local"
 SETUP_TIMEOUT_S = 900
 MAX_SUMMARY_CHARS = 4000
-_CLOSING = re.compile(r"\b(fix(?:e[sd])?|close[sd]?|resolve[sd]?)(\s+)(#\d+)", re.IGNORECASE)
 
 
 class GatesFailed(Exception):
@@ -91,8 +90,7 @@ def agent_limits(base: AgentSettings, config: RepoConfig) -> AgentSettings:
 
 def sanitize_model_text(text: str) -> str:
     """Model output shown in a PR body must not ping people or close other issues."""
-    text = text.replace("@", "@\u200b")
-    return _CLOSING.sub(lambda m: f"{m.group(1)}{m.group(2)}`{m.group(3)}`", text)
+    return sanitize_forge_text(text)
 
 
 def issue_link(config: RepoConfig, number: int) -> str:
@@ -130,7 +128,7 @@ def pr_body(
         "",
         sanitize_model_text(summary.strip()[:MAX_SUMMARY_CHARS]) or "_(no summary)_",
         "",
-        report_md.strip(),
+        sanitize_forge_text(report_md.strip()),  # test ids and paths come from the patch
         "",
         "### Run",
         "",
@@ -368,14 +366,20 @@ class SolveRun:
         out["gates"] = report.to_dict()
         out["gates_summary"] = report.summary_line()
         report_md = report.to_markdown()
-        if not report.passed and not config.gates.draft_on_failure:
+        if not report.passed and not (config.gates.draft_on_failure and report.may_push):
             out["timings"] = self.timings
             self.ctx.store.update(self.job.id, result=out)
+            why = (
+                " (hygiene or Semgrep blocked it, so it is not pushed even with "
+                "gates.draft_on_failure)"
+                if config.gates.draft_on_failure
+                else ""
+            )
             self.status.show(
                 Status(
                     "failed",
                     f"The patch did not pass the gates "
-                    f"(`{report.summary_line()}`), so no PR was opened.",
+                    f"(`{report.summary_line()}`), so no PR was opened{why}.",
                     report_markdown=report_md,
                 )
             )
@@ -491,6 +495,7 @@ class SolveRun:
                 gate_settings=self.settings.gates,
                 sandbox_factory=sandbox_factory(self.settings.sandbox),
                 issue_text=issue_text,
+                cancel=self.ctx.cancel,  # /ribbit stop reaches a running test command
             )
         )
 
@@ -499,10 +504,12 @@ class SolveRun:
         if not revise:
             _git(checkout, "checkout", "-q", "-b", branch)
         patch = self.workdir.root / "agent.patch"
-        patch.write_text(diff)
+        patch.write_bytes(diff.encode("utf-8", errors="surrogateescape"))
         _git(checkout, "apply", "--index", "--whitespace=nowarn", str(patch))
+        # A closing keyword in a commit message closes issues once merged; the title is
+        # anyone's text.
         message = (
-            f"{'Revise' if revise else 'Fix'}: {title[:60]}\n\n"
+            f"{'Revise' if revise else 'Fix'}: {sanitize_forge_text(title[:60])}\n\n"
             f"Machine-written by {BOT_NAME} (job {self.job.id}); needs human review."
         )
         _git(checkout, "commit", "-q", "--no-verify", "-m", message)

@@ -8,9 +8,13 @@ When the worker is root it also drops to a throwaway host uid before entering (s
 sandbox user is nobody on the host, and RLIMIT_NPROC counts only this sandbox's
 processes) and puts the workspace on its own size-limited tmpfs.
 
+Memory: a root worker puts each sandbox in its own memory cgroup (worker.sandbox.cgroup),
+one memory_mb limit for all of its processes together, OOM kills counted. Elsewhere the
+fallback is RLIMIT_AS = memory_mb, which limits each process alone.
+
 Limits (set by ``prlimit`` before ``bwrap`` starts, inherited by everything inside):
-RLIMIT_NPROC = pids, RLIMIT_AS = memory_mb (per process: a hog gets ENOMEM, not an OOM
-kill), RLIMIT_FSIZE = workspace_mb (per file), RLIMIT_NOFILE = 1024, RLIMIT_CORE = 0.
+RLIMIT_NPROC = pids, RLIMIT_FSIZE = workspace_mb (per file), RLIMIT_NOFILE = 1024,
+RLIMIT_CORE = 0, and RLIMIT_AS as said above.
 No CPU share limit: that needs a cgroup, which only the docker backend sets.
 The workspace size limit needs root (a tmpfs mount); unprivileged, only the per-file
 RLIMIT_FSIZE applies. The pid namespace dies with its first process, so when a command
@@ -41,6 +45,13 @@ from worker.sandbox.base import (
     ExecResult,
     SandboxError,
 )
+from worker.sandbox.cgroup import (
+    CGROUP_PREFIX,
+    CGROUP_ROOT,
+    MemoryCgroup,
+    create_memory_cgroup,
+    enter_argv,
+)
 from worker.sandbox.common import (
     KILL_GRACE_S,
     SANDBOX_GID,
@@ -49,13 +60,14 @@ from worker.sandbox.common import (
     CappedStream,
     base_commit,
     command_argv,
+    host_workspace_diff,
     sandbox_env,
     timed_out_exit,
     timeout_argv,
     workspace_cwd,
-    workspace_diff,
     workspace_relative,
 )
+from worker.sandbox.export import ExportLimits, export_host_tree, read_regular_file
 
 TEMP_PREFIX = "ribbit-bwrap-"
 # Throwaway host uids for sandboxes of a root worker; far above any real account.
@@ -112,13 +124,19 @@ class BubblewrapSandbox:
         self._closed = False
         self._running: set[subprocess.Popen[bytes]] = set()
         self._base = base_commit(source)
+        self._source = source
         self._root = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX))
         self.host_root = self._root  # exposed so tests and reapers can check cleanup
         self.workspace = self._root / "workspace"
         self.workspace_size_limited = False
+        self._cgroup: MemoryCgroup | None = None
         try:
             self._host_uid = self._pick_host_uid()
+            self._cgroup = create_memory_cgroup(settings.memory_mb, self._host_uid)
+            self.memory_cgroup = self._cgroup  # exposed for tests and ribbit doctor
             (self._root / "owner").write_text(f"{os.getpid()}\n")
+            if self._cgroup is not None:  # for reap_stale, should this process crash
+                (self._root / "cgroup").write_text(str(self._cgroup.path))
             self._write_identity_files()
             self.workspace.mkdir(mode=0o700)
             self.workspace_size_limited = self._mount_workspace_tmpfs()
@@ -228,12 +246,14 @@ class BubblewrapSandbox:
         nproc = s.pids if self._host_uid is not None else s.pids + _processes_of(os.getuid())
         limits = {
             "nproc": nproc,
-            "as": s.memory_mb * mb,
             "fsize": s.workspace_mb * mb,
             "nofile": 1024,
             "core": 0,
         }
-        return ["prlimit", *(f"--{name}={v}:{v}" for name, v in limits.items()), "--"]
+        if self._cgroup is None:
+            limits["as"] = s.memory_mb * mb  # the per-process fallback
+        enter = enter_argv(self._cgroup) if self._cgroup is not None else []
+        return [*enter, "prlimit", *(f"--{name}={v}:{v}" for name, v in limits.items()), "--"]
 
     def exec(
         self,
@@ -253,6 +273,7 @@ class BubblewrapSandbox:
         # A root worker drops to the throwaway uid before prlimit runs, so RLIMIT_NPROC
         # (which root ignores) holds and counts only this sandbox's processes.
         uid = self._host_uid
+        ooms = self._cgroup.oom_kills() if self._cgroup is not None else 0
         proc = subprocess.Popen(
             [*self._limits_argv(), *timeout_argv(argv, timeout)],
             stdin=subprocess.DEVNULL,
@@ -288,7 +309,7 @@ class BubblewrapSandbox:
             duration_s=elapsed,
             timed_out=timed_out,
             truncated=out.truncated or err.truncated,
-            oom_killed=False,
+            oom_killed=self._cgroup is not None and self._cgroup.oom_kills() > ooms,
         )
 
     # -- files -------------------------------------------------------------------------
@@ -301,7 +322,9 @@ class BubblewrapSandbox:
         return target
 
     def read_file(self, path: str) -> bytes:
-        return self._host_path(path).read_bytes()
+        # Regular files only, opened without following a last link and without blocking
+        # (a FIFO would hang the host), and never more than the read cap.
+        return read_regular_file(self._host_path(path))
 
     def write_file(self, path: str, data: bytes) -> None:
         target = self._host_path(path)
@@ -313,7 +336,17 @@ class BubblewrapSandbox:
             _chown_tree(self.workspace, self._host_uid, only=target)
 
     def diff(self) -> str:
-        return workspace_diff(self.exec, self._base)
+        self._stop_processes()
+        limits = ExportLimits(max_bytes=self._settings.workspace_mb * 1024 * 1024)
+        return host_workspace_diff(
+            self._source, self._base, lambda dest: export_host_tree(self.workspace, dest, limits)
+        )
+
+    def _stop_processes(self) -> None:
+        """Nothing of the sandbox may run while the host reads its workspace."""
+        for proc in list(self._running):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
 
     # -- teardown ----------------------------------------------------------------------
     def close(self) -> None:
@@ -325,7 +358,11 @@ class BubblewrapSandbox:
         for proc in list(self._running):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=KILL_GRACE_S)
         remove_root(self._root)
+        if self._cgroup is not None:
+            self._cgroup.remove()
 
     def __enter__(self) -> Self:
         return self
@@ -357,9 +394,23 @@ def reap_stale(temp_dir: Path | None = None) -> list[Path]:
             pid = 0
         if pid and _alive(pid):
             continue
+        group = _recorded_cgroup(root)
         remove_root(root)
+        if group is not None:
+            group.remove()
         removed.append(root)
     return removed
+
+
+def _recorded_cgroup(root: Path) -> MemoryCgroup | None:
+    """The memory cgroup a sandbox recorded, if it is one of ours under the cgroup root."""
+    try:
+        path = Path((root / "cgroup").read_text().strip())
+    except OSError:
+        return None
+    if not path.name.startswith(CGROUP_PREFIX) or not path.is_relative_to(CGROUP_ROOT):
+        return None
+    return MemoryCgroup(path, version=0)
 
 
 def _processes_of(uid: int) -> int:

@@ -174,7 +174,7 @@ def test_round_trip_every_id_selects_exactly_its_test(project: Path) -> None:
             "tests/test_sub.py::test_param[e f]",
             "tests/test_sub.py::test_param[[g]]",
         ):
-            single = run_tests(sandbox, PYTEST, timeout=120, select=[one], tag="one")
+            single = run_tests(sandbox, PYTEST, timeout=120, select=[one])
             assert list(single.outcomes) == [one], single.log()
 
 

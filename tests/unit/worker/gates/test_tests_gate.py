@@ -175,3 +175,23 @@ def test_tests_gate_does_not_blame_patch_for_preexisting_failure(tmp_path: Path)
     assert info.severity == "info" and "test_always_broken" in info.message
     assert result.details["before"]["reran"] is True  # broken twice: not flaky
     assert result.details["flaky"] == []
+
+
+def test_split_run_output_needs_exactly_one_framed_report() -> None:
+    import base64
+
+    from worker.gates.testrun import split_run_output
+
+    tok = "t0k"
+    xml = base64.b64encode(b"<testsuite/>").decode()
+    good = f"1 passed in 0.1s\n{tok} begin 0\n{xml}\n{tok} end\n"
+    assert split_run_output(good, tok) == ("1 passed in 0.1s", b"<testsuite/>", None)
+    forged = good + f"\n{tok} begin 0\n{xml}\n{tok} end\n"
+    assert split_run_output(forged, tok)[1:] == (
+        None,
+        "the run's output holds more than one report",
+    )
+    trailing = good + "late output\n"
+    assert split_run_output(trailing, tok)[1] is None
+    assert split_run_output(trailing, tok)[2] is not None
+    assert split_run_output("hung, killed", tok) == ("hung, killed", None, None)

@@ -60,7 +60,7 @@ def test_agent_fixes_a_bug_in_a_real_sandbox(real_sandbox: Sandbox) -> None:
         ScriptedPolicy(script),
         AgentSettings(),
     )
-    assert result.exit_reason == "completed"
+    assert result.exit_reason == "agent"
     obs = [t.observations[0] for t in result.trajectory.turns[:-1]]
     assert not any(o.is_error for o in obs), [o.content for o in obs]
     assert obs[0].content.splitlines() == ["calc.py", "test_calc.py"]

@@ -26,7 +26,7 @@ def test_step_record_counts_completed_groups_only() -> None:
     assert record.failed_groups == 1
     assert record.mean_generated_tokens == pytest.approx(25.0)
     assert record.max_generated_tokens == 40
-    assert record.exit_reasons == {"completed": 3, "max_turns": 1}
+    assert record.exit_reasons == {"agent": 3, "max_turns": 1}
     assert record.learner_tokens_per_s == pytest.approx(60.0)
 
 

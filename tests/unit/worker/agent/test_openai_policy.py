@@ -113,7 +113,7 @@ def test_openai_run_edits_the_repo(chat_server: ChatServer, sandbox: LocalDirSan
     ]
     policy = OpenAIPolicy(settings(chat_server.url, openai_api_key=SecretStr("k-123")))
     result = run_agent(TASK, sandbox, policy, AgentSettings())
-    assert result.exit_reason == "completed"
+    assert result.exit_reason == "agent"
     assert "+    return a + b" in result.diff
     assert result.trajectory.turns[0].reasoning == "The sign is wrong."
     assert result.trajectory.turns[0].prompt_tokens == 120
@@ -155,7 +155,7 @@ def test_openai_server_down_is_a_clear_model_error(sandbox: LocalDirSandbox) -> 
     result = run_agent(
         TASK, sandbox, OpenAIPolicy(settings(url, openai_max_retries=1)), AgentSettings()
     )
-    assert result.exit_reason == "model_error"
+    assert result.exit_reason == "llm_query_error"
     assert "is it running" in (result.error or "") and url in (result.error or "")
 
 
@@ -166,7 +166,7 @@ def test_openai_context_error_is_max_context(
         (400, {"error": {"message": "This model's maximum context length is 65536 tokens"}})
     ]
     result = run_agent(TASK, sandbox, OpenAIPolicy(settings(chat_server.url)), AgentSettings())
-    assert result.exit_reason == "max_context"
+    assert result.exit_reason == "max_context_len"
 
 
 def test_openai_client_error_is_not_retried(chat_server: ChatServer) -> None:
@@ -199,7 +199,16 @@ def test_openai_bad_arguments_json_becomes_error_observation(
         (200, completion("giving up")),
     ]
     result = run_agent(TASK, sandbox, OpenAIPolicy(settings(chat_server.url)), AgentSettings())
-    assert result.exit_reason == "completed"
+    assert result.exit_reason == "agent"
+    obs = result.trajectory.turns[0].observations[0]
+    # Leaf parses unparseable arguments as {} and runs the call.
+    assert obs.is_error and obs.content == "ValueError: file_path is required"
+    chat_server.replies = [
+        (200, completion(None, [fn_call("c1", "Read", "{not json")])),
+        (200, completion("giving up")),
+    ]
+    recover = AgentSettings(recover_malformed_calls=True)
+    result = run_agent(TASK, sandbox, OpenAIPolicy(settings(chat_server.url)), recover)
     obs = result.trajectory.turns[0].observations[0]
     assert obs.is_error and "not valid JSON" in obs.content
 
@@ -208,8 +217,13 @@ def test_openai_length_finish_is_max_tokens(
     chat_server: ChatServer, sandbox: LocalDirSandbox
 ) -> None:
     chat_server.replies = [(200, completion("and so on and", finish="length"))]
+    limits = AgentSettings(max_new_tokens=30)  # the reply used all 30 of its tokens
+    result = run_agent(TASK, sandbox, OpenAIPolicy(settings(chat_server.url)), limits)
+    assert result.exit_reason == "max_tokens_per_turn"
+    # Leaf reads a length cut that did not use the turn's budget as a full context.
+    chat_server.replies = [(200, completion("and so on and", finish="length"))]
     result = run_agent(TASK, sandbox, OpenAIPolicy(settings(chat_server.url)), AgentSettings())
-    assert result.exit_reason == "max_tokens"
+    assert result.exit_reason == "max_context_len"
 
 
 def test_openai_cancel_between_retries(chat_server: ChatServer) -> None:

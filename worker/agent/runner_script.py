@@ -246,6 +246,10 @@ def tool_bash(request: Request) -> str:
             universal_newlines=True,
             timeout=max(0.1, seconds),
             check=False,
+            # A session of its own: the sandbox ends what a call leaves in the call's
+            # process group, and the model's background processes must outlive the
+            # call, as they do in Leaf's pod.
+            start_new_session=True,
         )
     except subprocess.TimeoutExpired as expired:
         report = "Timed out after %.1fs\nSTDOUT:\n%s\nSTDERR:\n%s" % (

@@ -242,6 +242,22 @@ class GateSettings(Section):
     )
 
 
+# The repo's setup command in the agent's sandbox (worker/pipelines/solve.py).
+SETUP_TIMEOUT_S = 900
+# Past the agent's deadline a running tool call may take this long (worker/agent/tools.py
+# RUNNER_GRACE_S, Leaf's host-side grace), plus the final diff.
+AGENT_GRACE_S = 120
+# Clone, push, forge calls and status comments around the stages.
+JOB_MARGIN_S = 600
+
+
+def job_budget_s(agent: AgentSettings, gates: GateSettings) -> int:
+    """Seconds one solve job may need at most; see Settings.effective_job_time_limit_s."""
+    agent_s = agent.max_minutes * 60 + AGENT_GRACE_S
+    gates_s = 2 * 3 * gates.test_timeout_s + 2 * gates.semgrep_timeout_s
+    return int(SETUP_TIMEOUT_S + agent_s + gates_s + JOB_MARGIN_S)
+
+
 class Settings(BaseSettings):
     """Everything Ribbit reads from its environment."""
 
@@ -289,8 +305,11 @@ class Settings(BaseSettings):
     admin_token: SecretStr | None = Field(
         default=None, description="Bearer token for /admin. Unset: the dashboard is disabled."
     )
-    job_time_limit_s: int = Field(
-        default=3600, ge=30, description="Hard Celery time limit of one job (soft: 60 s less)."
+    job_time_limit_s: int | None = Field(
+        default=None,
+        ge=30,
+        description="Hard Celery time limit of one job (soft: 60 s less). Unset: derived from "
+        "the agent, setup and gate budgets, so a full-length episode is never cut.",
     )
     github: GitHubSettings = Field(default_factory=GitHubSettings)
     gitlab: GitLabSettings = Field(default_factory=GitLabSettings)
@@ -348,6 +367,17 @@ class Settings(BaseSettings):
         if self.broker_url and self.broker_url.startswith(("redis://", "rediss://")):
             return self.broker_url
         return f"db+sqlite:///{self.data_dir / 'results.db'}"
+
+    @property
+    def effective_job_time_limit_s(self) -> int:
+        """The longest a solve job may take when every stage uses all of its budget: the
+        setup command, the agent's wall clock plus one tool call's grace past it, the
+        gates (before and after trees: setup, tests and a rerun each; Semgrep twice), and
+        a margin for clone, push and forge calls. The broker's visibility timeout and
+        the Celery limits follow from it (bot/queue.py, worker/celery_app.py)."""
+        if self.job_time_limit_s is not None:
+            return self.job_time_limit_s
+        return job_budget_s(self.agent, self.gates)
 
     @property
     def uses_embedded_broker(self) -> bool:

@@ -123,10 +123,17 @@ def test_openai_run_edits_the_repo(chat_server: ChatServer, sandbox: LocalDirSan
     assert first["tools"] == TOOL_SCHEMAS
     assert (first["temperature"], first["top_p"], first["top_k"]) == (0.6, 0.95, 20)
     assert first["chat_template_kwargs"] == {"enable_thinking": True}
+    # Leaf's request: parallel tool calls on, tool choice auto, max_completion_tokens.
+    assert first["parallel_tool_calls"] is True and first["tool_choice"] == "auto"
+    assert first["max_completion_tokens"] == 8192 and "max_tokens" not in first
     assert [m["role"] for m in second["messages"]] == ["system", "user", "assistant", "tool"]
     assistant, tool = second["messages"][2:]
     assert isinstance(assistant["tool_calls"][0]["function"]["arguments"], str)
-    assert tool["tool_call_id"] == "call_a" and "Edited calc.py" in tool["content"]
+    assert tool == {
+        "role": "tool",
+        "tool_call_id": "call_a",
+        "content": "Edited calc.py (1 replacement).",
+    }
     assert chat_server.headers[0]["Authorization"] == "Bearer k-123"
 
 

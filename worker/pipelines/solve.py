@@ -18,12 +18,14 @@ import re
 import shutil
 import stat
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from bot.forges import make_forge
 from bot.forges.base import (
+    Comment,
     CommitStatus,
     DraftPullRequest,
     Forge,
@@ -91,6 +93,22 @@ def agent_limits(base: AgentSettings, config: RepoConfig) -> AgentSettings:
     if "max_minutes" in overrides:
         overrides["max_minutes"] = min(overrides["max_minutes"], base.max_minutes)
     return base.model_copy(update=overrides)
+
+
+def writers_comments(forge: Forge, repo: RepoRef, comments: Sequence[Comment]) -> list[Comment]:
+    """The comments that may speak in the task text: those of people with write access
+    (asked once per author), never the bot's own. Anyone can comment on a public issue;
+    only the repo's writers get to steer the agent."""
+    writers: dict[str, bool] = {}
+    kept = []
+    for comment in comments:
+        if comment.author == forge.bot_login:
+            continue
+        if comment.author not in writers:
+            writers[comment.author] = forge.has_write_access(repo, comment.author)
+        if writers[comment.author]:
+            kept.append(comment)
+    return kept
 
 
 def repo_instructions(config: RepoConfig, checkout: Path) -> str | None:
@@ -324,8 +342,7 @@ class SolveRun:
             body=issue.body,
             comments=tuple(
                 IssueComment(c.author, c.body)
-                for c in issue.comments
-                if c.author != self.forge.bot_login and self._is_writer(c.author)
+                for c in writers_comments(self.forge, self.repo, issue.comments)
             )[-20:],
             repo=self.repo.full_name,
             test_command=config.test,
@@ -462,13 +479,6 @@ class SolveRun:
                 )
                 or 0
             )
-
-    def _is_writer(self, author: str) -> bool:
-        """Only people with write access speak in the task text (one lookup per author)."""
-        cache: dict[str, bool] = self.__dict__.setdefault("_writers", {})
-        if author not in cache:
-            cache[author] = self.forge.has_write_access(self.repo, author)
-        return cache[author]
 
     def _revision_brief(self, pr: Any) -> str:
         ref = PullRequestRef(self.repo, pr.ref.number)

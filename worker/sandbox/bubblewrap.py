@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import itertools
 import json
 import os
 import secrets
@@ -55,6 +54,7 @@ from worker.sandbox.base import (
     SandboxError,
 )
 from worker.sandbox.common import (
+    DIFF_CAP,
     KILL_GRACE_S,
     SANDBOX_GID,
     SANDBOX_HOME,
@@ -100,8 +100,8 @@ _GROUP = f"root:x:0:\nsandbox:x:{SANDBOX_GID}:\n"
 # The resident process, started with the host's own python3 (bwrap shares the host's /usr).
 _START_SERVER = 'exec "$(command -v python3)" -I -c "$0" --inside-sandbox'
 _HOST_GRACE_S = 5
-# Longest answer line accepted from the sandbox: two base64 streams at their cap and change.
-_MAX_LINE = 4 * 64 * 1024 * 1024
+# Longest answer line accepted from the sandbox: two base64 streams of a diff at its cap.
+_MAX_LINE = 3 * DIFF_CAP
 
 
 @dataclass
@@ -134,7 +134,6 @@ class BubblewrapSandbox:
         self._closed = False
         self._server: subprocess.Popen[bytes] | None = None
         self._pending: dict[int, _Pending] = {}
-        self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self._base = base_commit(source)
         self._root = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX))
@@ -315,7 +314,9 @@ class BubblewrapSandbox:
             raise SandboxError("sandbox is closed")
         if timeout <= 0:
             raise ValueError("timeout must be positive")
-        request_id = next(self._ids)
+        # Random, so a process in the sandbox writing to the answer pipe cannot guess the
+        # id of a command still running and answer in its place.
+        request_id = secrets.randbits(63)
         request = {
             "id": request_id,
             "argv": command_argv(command),

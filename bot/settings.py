@@ -165,15 +165,31 @@ class ModelSettings(Section):
         description="OpenAI-compatible chat-completions server (vLLM, SGLang, llama.cpp, Ollama).",
     )
     openai_api_key: SecretStr | None = Field(default=None, description="API key for that server.")
+    openai_server: Literal["vllm", "sglang", "other"] = Field(
+        default="vllm",
+        description="What serves RIBBIT_MODEL__OPENAI_BASE_URL: decides how promoted LoRA "
+        "versions are loaded there and named in requests (other: no adapters).",
+    )
+    adapter_servers: list[str] = Field(
+        default_factory=list,
+        description="Base URLs (.../v1) of every inference server replica that must load a "
+        "promoted version (`ribbit model promote`). Empty: RIBBIT_MODEL__OPENAI_BASE_URL.",
+    )
     quantization: Literal["none", "4bit", "8bit"] = Field(
         default="none", description="bitsandbytes quantisation where installed."
     )
     adapter_path: Path | None = Field(
         default=None,
-        description="LoRA adapter loaded on top of the model (transformers). Workers set it "
-        "from the promoted model version (`ribbit model promote`); rarely set by hand.",
+        description="LoRA adapter on top of the model (in process, or loaded on the server "
+        "for openai). Workers set it from the promoted model version (`ribbit model "
+        "promote`); rarely set by hand.",
     )
     replay_file: Path | None = Field(default=None, description="Trajectory to replay (replay).")
+    weights_dir: Path | None = Field(
+        default=None,
+        description="Where `ribbit model pull` puts base weights and workers look for them "
+        "(the models volume). Unset: DATA_DIR/models.",
+    )
     openai_timeout_s: float = Field(
         default=600.0, gt=0, description="Read timeout of one chat-completions request (openai)."
     )
@@ -378,6 +394,10 @@ class Settings(BaseSettings):
         if self.job_time_limit_s is not None:
             return self.job_time_limit_s
         return job_budget_s(self.agent, self.gates)
+
+    @property
+    def effective_weights_dir(self) -> Path:
+        return self.model.weights_dir or self.data_dir / "models"
 
     @property
     def uses_embedded_broker(self) -> bool:

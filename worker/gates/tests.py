@@ -3,10 +3,9 @@ patch, and compare them test by test.
 
 It passes when the tests the issue is about pass (tests the patch adds or changes,
 and tests the issue text names) and no test that passed before fails after.
-Per-test results come from JUnit XML: pytest is asked for it through
-``PYTEST_ADDOPTS`` (which reaches pytest however the test command starts it), and
-any other JUnit file the run writes is picked up; without one, the exit code
-decides for the whole suite.
+Per-test results come from the one test runner (:mod:`worker.gates.testrun`: JUnit
+XML, pytest asked for it through ``PYTEST_ADDOPTS``, test ids as pytest node ids);
+without a report, the exit code decides for the whole suite.
 
 A run with failures is rerun once in the same sandbox, right away: a test that
 fails and then passes is flaky (named in the report, not blocking), one that fails
@@ -18,7 +17,6 @@ show themselves; each of the before and after runs starts from a fresh sandbox.
 from __future__ import annotations
 
 import re
-import shlex
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -27,14 +25,13 @@ from typing import Any
 
 from worker.gates.base import Finding, GateContext, GateResult, Severity
 from worker.gates.hygiene import is_test_path
-from worker.gates.junit import JUnitError, Outcome, TestCase, parse_junit
+from worker.gates.junit import Outcome, TestCase
 from worker.gates.runner import apply_failure, run_tree_gate
+from worker.gates.testrun import run_tests
 from worker.gates.trees import PatchTrees, regular_file_inside
 from worker.sandbox.base import WORKSPACE, ExecResult, Sandbox
 
 NAME = "tests"
-REPORT_DIR = ".ribbit-gates"
-_MAX_JUNIT_FILES = 20
 _LOG_TAIL = 3000
 _SHORT_TIMEOUT_S = 60
 _ISSUE_TEST_RE = re.compile(r"\b(test_\w+|Test\w+)")
@@ -140,8 +137,9 @@ class TestGate:
             run.timed_out = first.timed_out
             run.junit = first_junit
             run.cases = first_cases
-            run.final = {cid: c.outcome for cid, c in first_cases.items()}
-            failed = any(c.outcome == "failed" for c in first_cases.values())
+            # An error (a broken fixture, a collection error) fails like a failure here.
+            run.final = {cid: "failed" if c.failed else c.outcome for cid, c in first_cases.items()}
+            failed = any(c.failed for c in first_cases.values())
             if not first.timed_out and first.exit_code != 0 and (failed or not first_junit):
                 run.reran = True
                 second, second_cases, _ = self._once(ctx, sandbox, workspace, 2, timeout)
@@ -162,53 +160,8 @@ class TestGate:
     def _once(
         ctx: GateContext, sandbox: Sandbox, workspace: str, n: int, timeout: float
     ) -> tuple[ExecResult, dict[str, TestCase], bool]:
-        marker = f"{REPORT_DIR}/start-{n}"
-        own_report = f"{REPORT_DIR}/junit-{n}.xml"
-        sandbox.exec(["mkdir", "-p", REPORT_DIR], timeout=_SHORT_TIMEOUT_S)
-        sandbox.exec(["touch", marker], timeout=_SHORT_TIMEOUT_S)
-        # pytest splits PYTEST_ADDOPTS like a shell would, hence the quoting.
-        junit_path = shlex.quote(f"{workspace}/{own_report}")
-        env = {"PYTEST_ADDOPTS": f"--junitxml={junit_path} -o junit_family=xunit1"}
-        result = sandbox.exec(ctx.repo_config.test, timeout=timeout, env=env)
-        listing = sandbox.exec(
-            [
-                "find",
-                ".",
-                "(",
-                "-path",
-                "./.git",
-                "-o",
-                "-path",
-                f"./{REPORT_DIR}",
-                "-o",
-                "-name",
-                "node_modules",
-                ")",
-                "-prune",
-                "-o",
-                "-type",
-                "f",
-                "-name",
-                "*.xml",
-                "-newer",
-                marker,
-                "-print",
-            ],
-            timeout=_SHORT_TIMEOUT_S,
-        )
-        written = [line[2:] for line in listing.stdout.splitlines() if line.startswith("./")]
-        candidates = [own_report, *written[:_MAX_JUNIT_FILES]]
-        cases: dict[str, TestCase] = {}
-        found = False
-        for rel in candidates:
-            try:
-                parsed = parse_junit(sandbox.read_file(rel))
-            except (OSError, JUnitError):
-                continue
-            found = True
-            for case in parsed:
-                cases[case.id] = case
-        return result, cases, found
+        run = run_tests(sandbox, ctx.repo_config.test, timeout=timeout, tag=str(n))
+        return run.result, run.by_id, run.report
 
 
 def _output(result: ExecResult) -> str:

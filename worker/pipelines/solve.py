@@ -37,10 +37,11 @@ from bot.forges.base import (
 )
 from bot.forges.branches import branch_name_for_issue, validate_branch_name
 from bot.repo_config import CONFIG_PATH, RepoConfig, RepoConfigError, parse_repo_config
-from bot.settings import SETUP_TIMEOUT_S, AgentSettings, Settings
+from bot.settings import SETUP_TIMEOUT_S, AgentSettings, ModelSettings, Settings
 from bot.store.models import Job
 from worker.gates.trees import run_git
 from worker.jobs import WAITING_HOOKS, JobCancelled, JobContext, JobRefused, pipeline
+from worker.pipelines.task_record import RESULT_KEY, TaskRecord
 from worker.runtime import WorkerRuntime
 from worker.status import Status, StatusComment
 
@@ -246,6 +247,16 @@ class SolveRun:
             self.status.show(Status("refused", reason))
             raise JobRefused(reason)
 
+    def ready_model(self) -> ModelSettings:
+        """The model version for this job, checked to be there before the agent starts."""
+        from worker.models import ModelNotReady, preflight
+
+        try:
+            return preflight(self.ctx.store.db, self.settings)
+        except ModelNotReady as exc:
+            self.status.show(Status("failed", exc.for_issue()))
+            raise JobRefused(str(exc)) from None
+
     def load_config(self) -> RepoConfig:
         text = self.forge.read_file(self.repo, CONFIG_PATH)
         try:
@@ -353,9 +364,7 @@ class SolveRun:
             metadata={"job_id": self.job.id, "kind": self.job.kind},
         )
         limits = agent_limits(self.settings.agent, config)
-        from worker.models import model_for_jobs
-
-        model = model_for_jobs(self.ctx.store.db, self.settings.model)
+        model = self.ready_model()
         policy = load_policy(model, self.settings.agent)
         self.status.show(Status("working", "The agent is working in a sandbox."))
         with open_sandbox(self.settings.sandbox, self.workdir.checkout) as sandbox:
@@ -379,6 +388,13 @@ class SolveRun:
             "turns": len(result.trajectory.turns),
             "branch": branch,
             "base_sha": base_sha,
+            RESULT_KEY: TaskRecord(
+                issue_title=issue.title,
+                issue_body=issue.body,
+                base_sha=base_sha,
+                test_command=config.test,
+                setup_command=config.setup,
+            ).to_json(),
         }
         if not diff.strip():
             out["timings"] = self.timings

@@ -53,14 +53,14 @@ def test_tests_gate_fails_when_target_test_fails(tmp_path: Path) -> None:
     result = _run(tmp_path, {"tests/test_calc.py": NEW_TEST})
     assert not result.passed
     assert {"target-test-fails", "test-fails"} <= _rules(result)
-    assert result.details["target_failures"] == ["tests.test_calc::test_add"]
+    assert result.details["target_failures"] == ["tests/test_calc.py::test_add"]
 
 
 def test_tests_gate_fails_on_regression(tmp_path: Path) -> None:
     broken = FIX.replace("return a * b", "return a ** b")
     result = _run(tmp_path, {"calc.py": broken, "tests/test_calc.py": NEW_TEST})
     assert not result.passed
-    assert result.details["regressions"] == ["tests.test_calc::test_mul"]
+    assert result.details["regressions"] == ["tests/test_calc.py::test_mul"]
     assert "test-regression" in _rules(result)
 
 
@@ -92,7 +92,7 @@ def test_tests_gate_tells_flaky_from_broken(tmp_path: Path) -> None:
         base_files={**BASE, "tests/test_flaky.py": flaky},
     )
     assert result.passed, (result.findings, result.logs)
-    assert result.details["flaky"] == ["tests.test_flaky::test_warms_cache"]
+    assert result.details["flaky"] == ["tests/test_flaky.py::test_warms_cache"]
     assert result.details["after"]["reran"] is True
     assert any(f.rule == "flaky-tests" and f.severity == "warning" for f in result.findings)
 

@@ -26,7 +26,9 @@ from worker.agent.trajectory import TokenSegment
 from worker.sandbox.base import Sandbox
 
 RewardFn = Callable[[Environment, AgentResult, Path], float]
-UNFINISHED = frozenset({"max_tokens", "max_context", "max_time", "max_turns", "cancelled"})
+UNFINISHED = frozenset(
+    {"max_tokens_per_turn", "max_context_len", "max_time", "max_turns", "cancelled"}
+)
 
 
 @dataclass(frozen=True)
@@ -39,7 +41,10 @@ class Rollout:
     @property
     def unfinished(self) -> bool:
         """Cut off by a limit rather than ended by the model (or a model error)."""
-        return self.result.exit_reason in UNFINISHED or self.result.exit_reason == "model_error"
+        return self.result.exit_reason in UNFINISHED or self.result.exit_reason in (
+            "llm_query_error",
+            "tool_error",
+        )
 
 
 def task_for(env: Environment) -> AgentTask:

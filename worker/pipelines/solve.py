@@ -13,14 +13,18 @@ diff applied, so nothing the untrusted code wrote into its own ``.git``
 from __future__ import annotations
 
 import logging
+import os
 import shutil
+import stat
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from bot.forges import make_forge
 from bot.forges.base import (
+    Comment,
     CommitStatus,
     DraftPullRequest,
     Forge,
@@ -33,7 +37,7 @@ from bot.forges.base import (
 from bot.forges.branches import branch_name_for_issue, validate_branch_name
 from bot.forges.sanitize import sanitize_forge_text
 from bot.repo_config import CONFIG_PATH, RepoConfig, RepoConfigError, parse_repo_config
-from bot.settings import AgentSettings, ModelSettings, Settings
+from bot.settings import SETUP_TIMEOUT_S, AgentSettings, ModelSettings, Settings
 from bot.store.models import Job
 from worker.gates.trees import run_git
 from worker.jobs import WAITING_HOOKS, JobCancelled, JobContext, JobRefused, pipeline
@@ -45,7 +49,6 @@ log = logging.getLogger(__name__)
 
 BOT_NAME = "Ribbit"
 BOT_EMAIL = "ribbit@users.noreply.local"
-SETUP_TIMEOUT_S = 900
 MAX_SUMMARY_CHARS = 4000
 
 
@@ -85,7 +88,44 @@ def _git(cwd: Path, *args: str) -> str:
 def agent_limits(base: AgentSettings, config: RepoConfig) -> AgentSettings:
     """Deployment defaults overridden by the repo's .ribbit.yml where it sets a value."""
     overrides = {k: v for k, v in config.agent.model_dump().items() if v is not None}
+    # A repo may shorten the wall clock, never lengthen it: the job's time limit and the
+    # broker's visibility timeout are derived from the deployment's budget.
+    if "max_minutes" in overrides:
+        overrides["max_minutes"] = min(overrides["max_minutes"], base.max_minutes)
     return base.model_copy(update=overrides)
+
+
+def writers_comments(forge: Forge, repo: RepoRef, comments: Sequence[Comment]) -> list[Comment]:
+    """The comments that may speak in the task text: those of people with write access
+    (asked once per author), never the bot's own. Anyone can comment on a public issue;
+    only the repo's writers get to steer the agent."""
+    writers: dict[str, bool] = {}
+    kept = []
+    for comment in comments:
+        if comment.author == forge.bot_login:
+            continue
+        if comment.author not in writers:
+            writers[comment.author] = forge.has_write_access(repo, comment.author)
+        if writers[comment.author]:
+            kept.append(comment)
+    return kept
+
+
+def repo_instructions(config: RepoConfig, checkout: Path) -> str | None:
+    """The repo's own instructions for the agent, only when it opted in: the
+    ``prompt.instructions`` key, else a top-level AGENTS.md (never through a symlink)."""
+    if not config.prompt.include_repo_context:
+        return None
+    if config.prompt.instructions:
+        return config.prompt.instructions
+    try:
+        fd = os.open(checkout / "AGENTS.md", os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            return None
+        return fh.read(64 * 1024).decode(errors="replace")
 
 
 def sanitize_model_text(text: str) -> str:
@@ -311,13 +351,14 @@ class SolveRun:
             body=issue.body,
             comments=tuple(
                 IssueComment(c.author, c.body)
-                for c in issue.comments
-                if c.author != self.forge.bot_login
+                for c in writers_comments(self.forge, self.repo, issue.comments)
             )[-20:],
             repo=self.repo.full_name,
             test_command=config.test,
             setup_command=config.setup,
             extra_instructions=extra,
+            include_repo_context=config.prompt.include_repo_context,
+            repo_instructions=repo_instructions(config, self.workdir.checkout),
             metadata={"job_id": self.job.id, "kind": self.job.kind},
         )
         limits = agent_limits(self.settings.agent, config)

@@ -8,12 +8,17 @@ size-limited tmpfs mounts for /workspace, /tmp and $HOME. The checkout is copied
 ``put_archive``; the host source dir is never mounted. Containers carry the LABEL so a
 crashed worker's leftovers are found by ``reap_stale``.
 
-Each exec runs as ``sh -c 'timeout -k G T CMD; kill -9 -1'``: ``timeout`` signals the
-command's process group at T, and ``kill -9 -1`` then kills every process of the
-sandbox user that escaped the group (setsid, daemons), so nothing outlives its exec.
-Pid 1 is a bash loop that survives that (the kernel does not let a namespace's init be
-killed from inside it) and reaps adopted zombies, which would otherwise use up the pids
-limit. A host-side deadline behind ``timeout`` kills the whole container.
+Each exec runs as ``sh -c 'timeout -k G T CMD'``: ``timeout`` signals the command's
+process group at T, and what is left in that group when the command ends is killed.
+Processes it started in a session of their own (the agent's tool runner runs Bash that
+way) keep running, and ``/tmp`` and ``$HOME`` keep their files, for the life of the
+container (as in the pod the model was trained in); removing the container ends them
+all. A command that TIMES OUT is followed by ``kill -9 -1``, which kills every process
+of the sandbox user, those that escaped the group (setsid, daemons) included, so
+nothing a runaway command detached survives it. Pid 1 is a bash loop that survives
+that (the kernel does not let a namespace's init be killed from inside it) and reaps
+adopted zombies, which would otherwise use up the pids limit. A host-side deadline
+behind ``timeout`` kills the whole container.
 """
 
 from __future__ import annotations
@@ -63,8 +68,13 @@ from worker.sandbox.export import ExportLimits, extract_tar_stream, read_tar_fil
 
 # Pid 1: never exits on its own, reaps every child it adopts.
 _INIT = "trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done"
-# $0.. are the timeout argv; the trailing kill takes out whatever escaped timeout's group.
-_EXEC_WRAPPER = '"$0" "$@"; rc=$?; kill -9 -1 2>/dev/null; exit $rc'
+# $0.. are the timeout argv. timeout leads its own process group: what the command left
+# there dies with it. After a timeout (124, or 137 when it had to SIGKILL) the kill -1
+# takes out whatever escaped that group too.
+_EXEC_WRAPPER = (
+    '"$0" "$@" & t=$!; wait $t; rc=$?; kill -9 "-$t" 2>/dev/null; '
+    "case $rc in 124|137) kill -9 -1 2>/dev/null;; esac; exit $rc"
+)
 _HOST_GRACE_S = 15
 # Base64 characters per argv element: under Linux's 128 KiB limit on one argument.
 _ARG_CHUNK = 96 * 1024

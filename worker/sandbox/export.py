@@ -46,14 +46,20 @@ def read_regular_file(path: Path, max_bytes: int = MAX_READ_BYTES) -> bytes:
     except OSError as exc:
         raise FileNotFoundError(f"{path.name}: {exc.strerror}") from None
     try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise FileNotFoundError(f"{path.name}: not a regular file")
-        if info.st_size > max_bytes:
-            raise ExportError(f"{path.name}: {info.st_size} bytes, over the {max_bytes} limit")
-        return _read_fd(fd, max_bytes, path.name)
+        return read_regular_fd(fd, path.name, max_bytes)
     finally:
         os.close(fd)
+
+
+def read_regular_fd(fd: int, name: str, max_bytes: int = MAX_READ_BYTES) -> bytes:
+    """The bytes of the open ``fd`` if it is a regular file of at most ``max_bytes``
+    (checked on the open file, so nothing can be swapped in between); raises otherwise."""
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        raise FileNotFoundError(f"{name}: not a regular file")
+    if info.st_size > max_bytes:
+        raise ExportError(f"{name}: {info.st_size} bytes, over the {max_bytes} limit")
+    return _read_fd(fd, max_bytes, name)
 
 
 def _read_fd(fd: int, max_bytes: int, name: str) -> bytes:

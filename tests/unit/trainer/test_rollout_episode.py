@@ -4,11 +4,14 @@ and the model is told so in the same words."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from bot.settings import AgentSettings
 from tests.fakes import ScriptedPolicy
 from tests.plugins.trainer import FixRepo, sandbox_factory
 from trainer.envs.schema import Environment
 from trainer.rl.rollout import collect_group, task_for
+from worker.agent.prompt import render_user_message
 
 SETUP = "echo ready > .setup-ran"
 SCRIPT = [
@@ -33,7 +36,7 @@ def _env(fix: FixRepo, setup: list[str]) -> Environment:
     )
 
 
-def test_rollouts_run_the_setup_and_tell_the_model(fix_with_new_test: FixRepo) -> None:
+def test_rollouts_run_the_setup_and_show_the_task_text_alone(fix_with_new_test: FixRepo) -> None:
     policy = ScriptedPolicy(SCRIPT)
     (rollout,) = collect_group(
         _env(fix_with_new_test, [SETUP]),
@@ -45,7 +48,12 @@ def test_rollouts_run_the_setup_and_tell_the_model(fix_with_new_test: FixRepo) -
         1,
     )
     user = str(policy.calls[0][1]["content"])
-    assert f"Dependencies were installed with: {SETUP}" in user
+    # As in the harness the model was trained in, the user turn is the task text alone;
+    # the setup line appears only when repo context is asked for.
+    assert user == "add is wrong\nadd(2, 3) returns -1"
+    task = task_for(_env(fix_with_new_test, [SETUP]))
+    shown = render_user_message(replace(task, include_repo_context=True))
+    assert f"Dependencies were installed with: {SETUP}" in shown
     observation = rollout.result.trajectory.turns[0].observations[0].content
     assert "ready" in observation
 

@@ -16,6 +16,8 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import signal
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,10 +46,30 @@ class MemoryCgroup:
             pass
         return 0
 
-    def remove(self) -> None:
-        """Remove the group (its processes must be gone; a leftover group is harmless)."""
-        with contextlib.suppress(OSError):
-            self.path.rmdir()
+    def remove(self, *, wait_s: float = 5.0) -> None:
+        """Kill whatever still runs in the group (a crashed worker's resident sandbox
+        process, say), then remove it; a group that outlives ``wait_s`` is left (harmless,
+        and ``reap_stale`` tries again)."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            for pid in self._pids():
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+            try:
+                self.path.rmdir()
+                return
+            except FileNotFoundError:
+                return
+            except OSError:
+                if time.monotonic() > deadline:
+                    return
+                time.sleep(0.05)  # the killed processes are still exiting
+
+    def _pids(self) -> list[int]:
+        try:
+            return [int(line) for line in self.procs.read_text().split()]
+        except (OSError, ValueError):
+            return []
 
 
 def _own_memory_cgroup(root: Path) -> tuple[Path, int] | None:

@@ -104,6 +104,11 @@ def _receive(
     except SQLAlchemyError:
         log.exception("store unavailable for delivery %s", delivery)
         return _answer(forge, event, 503, {"status": "error", "reason": "store unavailable"})
+    except Exception:
+        # A bug, not bad input. Intake is one transaction, so nothing of this delivery was
+        # kept and the forge's redelivery is processed afresh.
+        log.exception("intake failed for delivery %s", delivery)
+        return _answer(forge, event, 500, {"status": "error", "reason": "internal error"})
     log.info(
         "delivery %s %s -> %s",
         delivery,

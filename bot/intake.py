@@ -92,12 +92,14 @@ class Intake:
                 outcome="pending",
             ):
                 return IntakeResult("duplicate", "delivery already received", key=key)
-            result = self._decide(session, [e for e in events if not isinstance(e, Ignored)])
+            result, jobs = self._decide(session, [e for e in events if not isinstance(e, Ignored)])
             self._finish_delivery(session, forge, delivery_id, result)
-        self.dispatch(list(result.job_ids))
+        # Only after the commit: a worker must find the job, and a send that fails leaves
+        # it undispatched for the sweep.
+        self.send(jobs)
         return result
 
-    def _decide(self, session: Session, events: list[Event]) -> IntakeResult:
+    def _decide(self, session: Session, events: list[Event]) -> tuple[IntakeResult, list[Job]]:
         jobs: list[Job] = []
         reasons: list[str] = []
         refused: str | None = None
@@ -124,10 +126,11 @@ class Intake:
             elif ctx.ignored and not ctx.jobs:
                 reasons.append(ctx.ignored)
         if jobs:
-            return IntakeResult("accepted", "; ".join(reasons), tuple(j.id for j in jobs), key)
+            ids = tuple(j.id for j in jobs)
+            return IntakeResult("accepted", "; ".join(reasons), ids, key), jobs
         if refused:
-            return IntakeResult("refused", refused, key=key)
-        return IntakeResult("ignored", "; ".join(reasons) or "nothing to do", key=key)
+            return IntakeResult("refused", refused, key=key), []
+        return IntakeResult("ignored", "; ".join(reasons) or "nothing to do", key=key), []
 
     def _finish_delivery(
         self, session: Session, forge: str, delivery_id: str, result: IntakeResult
@@ -143,21 +146,25 @@ class Intake:
         )
 
     def dispatch(self, job_ids: list[str]) -> None:
-        """Hand jobs to the broker; ones that fail stay for dispatch_pending."""
-        sent: list[str] = []
-        for job_id in job_ids:
-            job = self.store.get(job_id)
+        """Hand jobs to the broker; ones that fail stay for the sweep (dispatch_pending)."""
+        self.send([self.store.get(job_id) for job_id in job_ids])
+
+    def send(self, jobs: list[Job]) -> None:
+        sent: list[tuple[str, int]] = []
+        for job in jobs:
             if job.held or job.state != "queued":
                 continue
             try:
                 self.dispatcher.dispatch(job)
             except Exception as exc:  # broker down: the job is safe in the store
-                log.warning("dispatch of job %s failed, will retry: %s", job_id, exc)
+                log.warning("dispatch of job %s failed, will retry: %s", job.id, exc)
                 continue
-            sent.append(job_id)
+            sent.append((job.id, job.dispatch_seq))
         self.store.mark_dispatched(sent)
 
     def dispatch_pending(self) -> int:
-        pending = [job.id for job in self.store.pending_dispatch()]
-        self.dispatch(pending)
+        """The one place that re-sends jobs (called by the sweep): never sent, deferred
+        and due, released from a pause, or requeued after their worker died."""
+        pending = self.store.take_pending_dispatch()
+        self.send(pending)
         return len(pending)

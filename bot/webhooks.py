@@ -17,6 +17,7 @@ from flask import Blueprint, Response, jsonify, request
 from sqlalchemy.exc import SQLAlchemyError
 from werkzeug.exceptions import RequestEntityTooLarge
 
+from bot.metrics import event_label, outcome_label
 from bot.normalize import PayloadError
 from bot.services import services
 from bot.settings import Settings
@@ -38,9 +39,15 @@ def configured_forges(settings: Settings) -> dict[str, bool]:
     }
 
 
-def _answer(forge: str, event: str, status: int, body: dict[str, Any]) -> tuple[Response, int]:
-    outcome = body.get("status", "error")
-    services().metrics.events.labels(forge, event or "unknown", outcome).inc()
+def _answer(
+    forge: str, event: str, status: int, body: dict[str, Any], *, verified: bool = True
+) -> tuple[Response, int]:
+    labels = (
+        forge,
+        event_label(forge, event, verified=verified),
+        outcome_label(body.get("status", "error")),
+    )
+    services().metrics.events.labels(*labels).inc()
     return jsonify(body), status
 
 
@@ -76,6 +83,7 @@ def _receive(
                 "status": "error",
                 "reason": f"{forge} webhooks are not configured: {MISSING_SECRET[forge]}",
             },
+            verified=False,
         )
     body = _read_body(svc.settings.max_body_bytes)
     if body is None:
@@ -84,9 +92,16 @@ def _receive(
             event,
             413,
             {"status": "error", "reason": f"body over {svc.settings.max_body_bytes} bytes"},
+            verified=False,
         )
     if not verify(body):
-        return _answer(forge, event, 401, {"status": "error", "reason": "bad or missing signature"})
+        return _answer(
+            forge,
+            event,
+            401,
+            {"status": "error", "reason": "bad or missing signature"},
+            verified=False,
+        )
     if not event or not delivery:
         return _answer(
             forge, event, 400, {"status": "error", "reason": "missing event or delivery id header"}

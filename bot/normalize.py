@@ -75,6 +75,13 @@ def _gh_common(payload: dict[str, Any], delivery_id: str) -> dict[str, Any]:
     }
 
 
+# author_association values that never come with write access (COLLABORATOR and MEMBER
+# may or may not: the worker asks the forge).
+GITHUB_OUTSIDERS = frozenset(
+    {"NONE", "CONTRIBUTOR", "FIRST_TIMER", "FIRST_TIME_CONTRIBUTOR", "MANNEQUIN"}
+)
+
+
 def from_github(event: str, delivery_id: str, payload: Any) -> Event | Ignored:
     if not isinstance(payload, dict):
         raise PayloadError("the payload must be a JSON object")
@@ -108,6 +115,7 @@ def from_github(event: str, delivery_id: str, payload: Any) -> Event | Ignored:
             pr_number=number if on_pr else None,
             body=_get(payload, "comment", "body", kind=str),
             comment_id=_get(payload, "comment", "id", kind=int),
+            outsider=_opt(payload, "comment", "author_association") in GITHUB_OUTSIDERS,
         )
     if key == "pull_request.closed":
         pr = _get(payload, "pull_request", kind=dict)

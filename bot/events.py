@@ -24,6 +24,9 @@ class EventBase:
     installation_id: int | None
 
     key: str = ""  # "<event>.<action>", set by each subclass
+    # A GitLab confidential issue or internal note: working on it in the open (a branch, an
+    # ordinary MR) would disclose it, so intake refuses it.
+    confidential: bool = False
 
 
 @dataclass(frozen=True)

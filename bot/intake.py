@@ -18,8 +18,9 @@ from sqlalchemy import update
 from sqlalchemy.orm import Session
 
 from bot import normalize
+from bot.admission import ALLOW_LIST_VAR, repo_allowed
 from bot.context import Context
-from bot.events import Event, Ignored
+from bot.events import Event, Ignored, Ping
 from bot.handlers import registry
 from bot.queue import Dispatcher
 from bot.settings import Settings
@@ -64,8 +65,18 @@ class Intake:
             {settings.github.bot_login.lower(), settings.gitlab.bot_username.lower()}
         )
 
-    def handle(self, forge: str, event_name: str, delivery_id: str, payload: Any) -> IntakeResult:
-        """Raises normalize.PayloadError for a payload of the wrong shape (answered 400)."""
+    def handle(
+        self,
+        forge: str,
+        event_name: str,
+        delivery_id: str,
+        payload: Any,
+        *,
+        body_sha256: str | None = None,
+    ) -> IntakeResult:
+        """Raises normalize.PayloadError for a payload of the wrong shape (answered 400).
+        ``body_sha256``: the signed body's hash; a body seen before under another delivery
+        id is a replay and answered as a duplicate."""
         normalised = NORMALISERS[forge](event_name, delivery_id, payload)
         events = normalised if isinstance(normalised, list) else [normalised]
         with self.store.db.session() as session:
@@ -80,6 +91,7 @@ class Intake:
                     key=key,
                     outcome="ignored",
                     reason=first.reason,
+                    body_sha256=body_sha256,
                 ):
                     return IntakeResult("duplicate", "delivery already received", key=key)
                 return IntakeResult("ignored", first.reason, key=key)
@@ -90,6 +102,7 @@ class Intake:
                 event=event_name,
                 key=key,
                 outcome="pending",
+                body_sha256=body_sha256,
             ):
                 return IntakeResult("duplicate", "delivery already received", key=key)
             result, jobs = self._decide(session, [e for e in events if not isinstance(e, Ignored)])
@@ -105,6 +118,19 @@ class Intake:
         refused: str | None = None
         key = events[0].key
         for event in events:
+            if not isinstance(event, Ping) and not repo_allowed(
+                self.settings.admission, event.forge, event.repo
+            ):
+                # Every kind of job, replies and bookkeeping too: the bot acts on nothing
+                # outside the allow-list.
+                refused = f"repository {event.forge}:{event.repo} is not in {ALLOW_LIST_VAR}"
+                continue
+            if event.confidential:
+                refused = (
+                    "confidential issue or internal note: Ribbit works in the open (a branch "
+                    "and an ordinary MR), so it does not act on these"
+                )
+                continue
             ctx = Context(
                 event=event,
                 settings=self.settings,

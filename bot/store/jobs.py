@@ -115,8 +115,10 @@ class JobStore:
         outcome: str,
         reason: str | None = None,
         job_id: str | None = None,
+        body_sha256: str | None = None,
     ) -> bool:
-        """Insert the delivery; False if this forge already delivered that id."""
+        """Insert the delivery; False if this forge already delivered that id, or the same
+        signed body under another id (a replay)."""
         row = Delivery(
             forge=forge,
             delivery_id=delivery_id,
@@ -125,6 +127,7 @@ class JobStore:
             outcome=outcome,
             reason=reason,
             job_id=job_id,
+            body_sha256=body_sha256,
         )
         try:
             with session.begin_nested():

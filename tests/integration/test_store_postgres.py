@@ -45,9 +45,15 @@ def test_webhook_path_on_postgres(pg_settings: Any) -> None:
     again = client.post(
         "/webhooks/github", data=body, headers=github_headers(body, "issues", "pg-1")
     )
+    payload["issue"]["updated_at"] = "2030-01-01T00:00:00Z"  # a new event, not a replay
+    body2 = json.dumps(payload).encode()
     other = client.post(
-        "/webhooks/github", data=body, headers=github_headers(body, "issues", "pg-2")
+        "/webhooks/github", data=body2, headers=github_headers(body2, "issues", "pg-2")
     )
+    replay = client.post(
+        "/webhooks/github", data=body, headers=github_headers(body, "issues", "pg-3")
+    )
+    assert replay.status_code == 200 and replay.get_json()["status"] == "duplicate"
     assert first.status_code == 202 and first.get_json()["status"] == "accepted"
     assert again.get_json()["status"] == "duplicate"
     assert other.get_json()["status"] == "ignored"  # the issue already has an active job

@@ -158,7 +158,9 @@ def test_same_label_event_for_active_issue_makes_no_second_job(
     post_github: Any, store: Any
 ) -> None:
     post_github(labeled(), "issues", "d-1")
-    resp = post_github(labeled(), "issues", "d-2")
+    again = labeled()
+    again["issue"]["updated_at"] = "2030-01-01T00:00:00Z"  # a new event, not a replay
+    resp = post_github(again, "issues", "d-2")
     assert resp.get_json()["status"] == "ignored"
     assert "active job" in resp.get_json()["reason"]
     assert len(jobs(store)) == 1

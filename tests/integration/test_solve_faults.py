@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+from datetime import UTC, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +45,13 @@ def _sweep_when_due(dep: Any) -> dict[str, int]:
 
 @pytest.mark.parametrize(
     ("kind", "step"),
-    [("github", "pull_request"), ("gitlab", "pull_request"), ("github", "push")],
+    [
+        ("github", "pull_request"),
+        ("gitlab", "pull_request"),
+        ("github", "push"),
+        ("github", "rate_limit"),
+        ("gitlab", "rate_limit"),
+    ],
 )
 def test_forge_outage_in_publish_resumes_without_rerunning_the_agent(
     kind: str, step: str, forge_world: Any, deployment_for: Any
@@ -52,8 +59,12 @@ def test_forge_outage_in_publish_resumes_without_rerunning_the_agent(
     forge = forge_world.forge
     dep = deployment_for(GOOD_SCRIPT)
     repo = new_repo(forge_world, kind)
-    path = PR_CREATE[kind] if step == "pull_request" else PUSH[kind]
-    outage = forge.fail_next(path, count=10_000, status=502, method="POST")
+    if step == "rate_limit":  # GitHub's primary limit (403 + reset) or GitLab's 429
+        outage = forge.rate_limit_next(kind, PR_CREATE[kind], wait_s=3600, count=10_000)
+        outage.method = "POST"  # creating the PR, not looking for it
+    else:
+        path = PR_CREATE[kind] if step == "pull_request" else PUSH[kind]
+        outage = forge.fail_next(path, count=10_000, status=502, method="POST")
     number = label_issue(forge_world, kind, repo)
     [job] = dep.store.list()
     deferred = wait_for(
@@ -61,6 +72,11 @@ def test_forge_outage_in_publish_resumes_without_rerunning_the_agent(
         what="the deferral",
     )
     assert "deferred" in deferred.failure_reason
+    if step == "rate_limit":  # the forge's own wait is honoured, not a fixed one
+        when = deferred.not_before
+        assert when is not None
+        when = when if when.tzinfo else when.replace(tzinfo=UTC)
+        assert when - utcnow() > timedelta(minutes=30)
     assert deferred.result["publish"]["branch"].startswith(f"ribbit/issue-{number}-")
     assert forge.pulls(kind, repo) == []
     outage.count = 0  # the forge is back

@@ -353,6 +353,30 @@ def resume(repo: str | None, forge: str) -> None:
 # -- doctor -------------------------------------------------------------------------------------
 
 
+@main.group()
+def db() -> None:
+    """The database schema."""
+
+
+@db.command("upgrade")
+def db_upgrade() -> None:
+    """Bring the schema to the newest revision (safe to run from several processes at
+    once: migrations wait on a lock). Run it before starting upgraded web and worker
+    processes."""
+    from alembic.runtime.migration import MigrationContext
+
+    from bot.store.db import Database
+
+    database = Database(settings_or_exit().effective_database_url)
+    try:
+        database.migrate()
+        with database.engine.connect() as conn:
+            revision = MigrationContext.configure(conn).get_current_revision()
+    finally:
+        database.dispose()
+    click.echo(f"database at revision {revision}")
+
+
 @main.command()
 @click.option("--json", "as_json", is_flag=True)
 def doctor(as_json: bool) -> None:

@@ -147,3 +147,11 @@ def test_jobs_table_shows_the_pause_and_held_jobs(env: Path) -> None:
     assert result.exit_code == 0, result.output
     assert result.output.startswith("PAUSED: gitlab:acme/tools/w")
     assert " held " in result.output and "ribbit resume" in result.output
+
+
+def test_db_upgrade_migrates_and_says_to_which_revision(env: Path) -> None:
+    runner = CliRunner()
+    first = runner.invoke(main, ["db", "upgrade"])
+    assert first.exit_code == 0, first.output
+    assert first.output.strip() == "database at revision 0004"
+    assert runner.invoke(main, ["db", "upgrade"]).output == first.output  # idempotent

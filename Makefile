@@ -22,12 +22,14 @@ $(VENV)/.base: pyproject.toml
 	$(PY) -m pip install -q $(PIP_TORCH_ARGS) "$(TORCH_SPEC)"
 	touch $@
 
+# `make serve` runs an embedded worker too, so it needs the worker extra (a web-only host:
+# `pip install ribbit`, then `ribbit serve --no-worker`).
 $(VENV)/.installed: $(VENV)/.base pyproject.toml
-	$(PY) -m pip install -q -e .
+	$(PY) -m pip install -q -e '.[worker]'
 	touch $@
 
 $(VENV)/.installed-dev: $(VENV)/.base pyproject.toml
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q -e '.[dev,worker]'
 	touch $@ $(VENV)/.installed
 
 install: $(VENV)/.installed

@@ -8,7 +8,6 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Literal
 
 from bot.settings import Settings, SettingsError, load_settings
@@ -99,25 +98,12 @@ def run_checks(settings: Settings | None = None) -> list[Check]:
                 "ok" if resp.ok else "fail",
                 f"{m.openai_base_url} answered {resp.status_code}",
             )
-        from transformers.utils import cached_file
-
-        path = Path(m.model)
-        if path.is_dir():
-            ok = (path / "config.json").exists()
-            return Check("model", "ok" if ok else "fail", f"local weights at {path}")
-        # A cache look-up only: doctor never downloads (and works on offline hosts).
-        found = cached_file(
-            m.model,
-            "config.json",
-            revision=m.revision,
-            local_files_only=True,
-            _raise_exceptions_for_missing_entries=False,
-        )
-        return Check(
-            "model",
-            "ok" if found else "warn",
-            f"{m.model} {'in the HF cache' if found else 'not downloaded yet'}",
-        )
+        models = importlib.import_module("worker.models")
+        try:
+            ready = models.local_weights(m, s.effective_weights_dir)
+        except models.ModelNotReady as exc:
+            return Check("model", "fail", f"{exc.problem} Run: {exc.fix.removeprefix('run ')}")
+        return Check("model", "ok", f"{m.model}: weights at {ready.model}")
 
     checks += _guard("database", database)
     checks += _guard("broker", broker)

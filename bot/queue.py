@@ -31,7 +31,7 @@ def broker_transport_options(settings: Settings) -> dict[str, object]:
     # embedded SQLAlchemy transport passes its options to create_engine, so it gets none.
     if settings.uses_embedded_broker:
         return {}
-    return {"visibility_timeout": settings.job_time_limit_s + 600}
+    return {"visibility_timeout": settings.effective_job_time_limit_s + 600}
 
 
 def prepare_broker(settings: Settings) -> None:

@@ -39,11 +39,30 @@ class AgentLimits(_Model):
     temperature: float | None = Field(default=None, ge=0, le=2)
 
 
+class PromptRules(_Model):
+    include_repo_context: bool = Field(
+        default=False,
+        description="Append the repo's instructions (instructions below, else AGENTS.md) and "
+        "hints (setup and test commands) to the task. Off: the model sees the task text "
+        "alone, as in the harness it was trained in.",
+    )
+    instructions: str | None = Field(
+        default=None, max_length=20_000, description="Instructions for the agent."
+    )
+
+
 class GateRules(_Model):
     allow_lockfiles: bool = Field(default=False, description="Let patches change lock files.")
     max_diff_lines: int | None = Field(default=None, ge=1, description="Overrides the deployment.")
     draft_on_failure: bool = Field(
-        default=False, description="Open a draft PR with the failing report anyway."
+        default=False,
+        description="Open a draft PR with the failing report anyway (never for a patch "
+        "that hygiene or Semgrep blocked: that report is posted as a comment instead).",
+    )
+    test_config_changes: Literal["block", "warn"] = Field(
+        default="block",
+        description="What a patch that changes test discovery or runner configuration "
+        "(pytest.ini, conftest.py, [tool.pytest], jest config, Makefile test targets) gets.",
     )
     semgrep_rules: list[str] = Field(
         default_factory=list, description="Extra Semgrep rule files in the repo."
@@ -71,6 +90,7 @@ class RepoConfig(_Model):
         default="fixes", description="How the PR body links the issue."
     )
     agent: AgentLimits = Field(default_factory=AgentLimits)
+    prompt: PromptRules = Field(default_factory=PromptRules)
     gates: GateRules = Field(default_factory=GateRules)
     revise: ReviseRules = Field(default_factory=ReviseRules)
 

@@ -166,15 +166,31 @@ class ModelSettings(Section):
         description="OpenAI-compatible chat-completions server (vLLM, SGLang, llama.cpp, Ollama).",
     )
     openai_api_key: SecretStr | None = Field(default=None, description="API key for that server.")
+    openai_server: Literal["vllm", "sglang", "other"] = Field(
+        default="vllm",
+        description="What serves RIBBIT_MODEL__OPENAI_BASE_URL: decides how promoted LoRA "
+        "versions are loaded there and named in requests (other: no adapters).",
+    )
+    adapter_servers: list[str] = Field(
+        default_factory=list,
+        description="Base URLs (.../v1) of every inference server replica that must load a "
+        "promoted version (`ribbit model promote`). Empty: RIBBIT_MODEL__OPENAI_BASE_URL.",
+    )
     quantization: Literal["none", "4bit", "8bit"] = Field(
         default="none", description="bitsandbytes quantisation where installed."
     )
     adapter_path: Path | None = Field(
         default=None,
-        description="LoRA adapter loaded on top of the model (transformers). Workers set it "
-        "from the promoted model version (`ribbit model promote`); rarely set by hand.",
+        description="LoRA adapter on top of the model (in process, or loaded on the server "
+        "for openai). Workers set it from the promoted model version (`ribbit model "
+        "promote`); rarely set by hand.",
     )
     replay_file: Path | None = Field(default=None, description="Trajectory to replay (replay).")
+    weights_dir: Path | None = Field(
+        default=None,
+        description="Where `ribbit model pull` puts base weights and workers look for them "
+        "(the models volume). Unset: DATA_DIR/models.",
+    )
     openai_timeout_s: float = Field(
         default=600.0, gt=0, description="Read timeout of one chat-completions request (openai)."
     )
@@ -190,30 +206,45 @@ class ModelSettings(Section):
 
 
 class AgentSettings(Section):
-    # Defaults: the Qwen3.5 model card's "thinking mode, precise coding tasks" sampling and
-    # the training harness's limits as issue #5 gives them; worker/agent/policy.py says more.
-    max_turns: int = Field(default=100, ge=1, description="Model turns per run.")
+    # Budgets: Leaf's SWE-bench Verified preset (microsoft/FrogNano
+    # frognano/configs/eval/swebench-verified.yaml @ 6dc21748: max_steps 100,
+    # max_context_tokens 65536, max_total_time_sec 3000), the one eval preset of the
+    # SWE-bench kind whose values config.py (@ 354fccee) also uses as defaults; see
+    # worker/agent/README.md for why not the 150 / 131,072 / 10,800 s of the README.
+    # Sampling: the same preset's temperature 0.6, top_p 0.95, top_k 20, min_p 0,
+    # repetition_penalty 1.0 and enable_thinking true.
+    max_turns: int = Field(default=100, ge=1, description="Model turns per run (Leaf max_steps).")
     max_context_tokens: int = Field(
         default=65_536,
         ge=1024,
         le=131_072,
-        description="Context window cap (the model supports up to 131,072).",
+        description="Context window cap (Leaf max_context_tokens; the model allows 131,072).",
     )
-    max_new_tokens: int = Field(default=8_192, ge=16, description="New tokens per model turn.")
-    max_minutes: float = Field(default=30.0, gt=0, description="Wall-clock budget per run.")
+    max_new_tokens: int = Field(
+        default=8_192, ge=16, description="New tokens per model turn (Leaf max_tokens_per_turn)."
+    )
+    max_minutes: float = Field(
+        default=50.0, gt=0, description="Wall-clock budget per run (Leaf max_total_time_sec 3000)."
+    )
     temperature: float = Field(default=0.6, ge=0, description="Sampling temperature (0: greedy).")
     top_p: float = Field(default=0.95, gt=0, le=1, description="Nucleus sampling mass.")
     top_k: int = Field(default=20, ge=0, description="Top-k sampling (0: off).")
     min_p: float = Field(default=0.0, ge=0, le=1, description="Min-p sampling (0: off).")
     repetition_penalty: float = Field(default=1.0, gt=0, description="1.0: no penalty.")
     enable_thinking: bool = Field(default=True, description="Qwen3.5 thinking mode.")
-    bash_timeout_s: float = Field(
-        default=120.0, gt=0, le=600, description="Bash tool timeout when the model sets none."
+    # Ribbit's departures from Leaf, all off: see worker/agent/README.md, "Options".
+    keep_output_tail: bool = Field(
+        default=False, description="Long tool output keeps head and tail (Leaf: head only)."
     )
-    tool_output_chars: int = Field(
-        default=30_000,
-        ge=1000,
-        description="Largest tool observation shown to the model; head and tail are kept.",
+    read_footer: bool = Field(
+        default=False, description="Read says how to read on when limit cut the file."
+    )
+    clear_errors: bool = Field(
+        default=False, description="Common tool errors add a line on what to do next."
+    )
+    recover_malformed_calls: bool = Field(
+        default=False,
+        description="An unparseable tool call gets an error observation (Leaf: runs it with {}).",
     )
 
 
@@ -226,6 +257,27 @@ class GateSettings(Section):
     semgrep_timeout_s: int = Field(
         default=300, ge=10, description="Timeout of one Semgrep scan (before or after the patch)."
     )
+    total_timeout_s: int = Field(
+        default=3600,
+        ge=30,
+        description="Budget of the whole gate run; every gate's own timeouts shrink to fit it.",
+    )
+
+
+# The repo's setup command in the agent's sandbox (worker/pipelines/solve.py).
+SETUP_TIMEOUT_S = 900
+# Past the agent's deadline a running tool call may take this long (worker/agent/tools.py
+# RUNNER_GRACE_S, Leaf's host-side grace), plus the final diff.
+AGENT_GRACE_S = 120
+# Clone, push, forge calls and status comments around the stages.
+JOB_MARGIN_S = 600
+
+
+def job_budget_s(agent: AgentSettings, gates: GateSettings) -> int:
+    """Seconds one solve job may need at most; see Settings.effective_job_time_limit_s."""
+    agent_s = agent.max_minutes * 60 + AGENT_GRACE_S
+    gates_s = 2 * 3 * gates.test_timeout_s + 2 * gates.semgrep_timeout_s
+    return int(SETUP_TIMEOUT_S + agent_s + gates_s + JOB_MARGIN_S)
 
 
 class Settings(BaseSettings):
@@ -275,8 +327,11 @@ class Settings(BaseSettings):
     admin_token: SecretStr | None = Field(
         default=None, description="Bearer token for /admin. Unset: the dashboard is disabled."
     )
-    job_time_limit_s: int = Field(
-        default=3600, ge=30, description="Hard Celery time limit of one job (soft: 60 s less)."
+    job_time_limit_s: int | None = Field(
+        default=None,
+        ge=30,
+        description="Hard Celery time limit of one job (soft: 60 s less). Unset: derived from "
+        "the agent, setup and gate budgets, so a full-length episode is never cut.",
     )
     github: GitHubSettings = Field(default_factory=GitHubSettings)
     gitlab: GitLabSettings = Field(default_factory=GitLabSettings)
@@ -334,6 +389,21 @@ class Settings(BaseSettings):
         if self.broker_url and self.broker_url.startswith(("redis://", "rediss://")):
             return self.broker_url
         return f"db+sqlite:///{self.data_dir / 'results.db'}"
+
+    @property
+    def effective_job_time_limit_s(self) -> int:
+        """The longest a solve job may take when every stage uses all of its budget: the
+        setup command, the agent's wall clock plus one tool call's grace past it, the
+        gates (before and after trees: setup, tests and a rerun each; Semgrep twice), and
+        a margin for clone, push and forge calls. The broker's visibility timeout and
+        the Celery limits follow from it (bot/queue.py, worker/celery_app.py)."""
+        if self.job_time_limit_s is not None:
+            return self.job_time_limit_s
+        return job_budget_s(self.agent, self.gates)
+
+    @property
+    def effective_weights_dir(self) -> Path:
+        return self.model.weights_dir or self.data_dir / "models"
 
     @property
     def uses_embedded_broker(self) -> bool:

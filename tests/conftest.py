@@ -19,6 +19,7 @@ pytest_plugins = [
     "tests.plugins.models",
     "tests.plugins.e2e",
     "tests.plugins.trainer",
+    "tests.plugins.hub",
 ]
 
 # Variables a test must never inherit from the developer's shell or CI.

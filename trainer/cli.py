@@ -192,6 +192,54 @@ def show_env(ctx: click.Context, instance_id: str, store: Path | None) -> None:
     click.echo(env.model_dump_json(indent=2))
 
 
+@envs.command("grade")
+@click.argument("instance_id")
+@click.option(
+    "--patch",
+    "patch_file",
+    required=True,
+    type=click.Path(path_type=Path, dir_okay=False, exists=True),
+    help="The candidate patch (a git diff against the environment's base commit).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the verdict as JSON.")
+@_store_option
+@click.pass_context
+def grade_env(
+    ctx: click.Context, instance_id: str, patch_file: Path, as_json: bool, store: Path | None
+) -> None:
+    """Grade one patch on one environment, as training does, in a fresh sandbox: the
+    SWE-bench verdict (tests only) and Ribbit's reward (tests and gates)."""
+    from trainer.envs.storage import EnvironmentStore
+    from trainer.rl.reward import compute_reward
+    from worker.sandbox import sandbox_factory
+
+    settings = _settings(ctx)
+    env_store = EnvironmentStore(_store_dir(ctx, store))
+    try:
+        env = env_store.get(instance_id)
+    except (KeyError, ValueError):
+        raise click.ClickException(f"no environment {instance_id!r}") from None
+    patch = patch_file.read_text(encoding="utf-8", errors="replace")
+    with tempfile.TemporaryDirectory(prefix="ribbit-grade-") as tmp:
+        checkout = env_store.checkout(env, Path(tmp) / "repo")
+        result = compute_reward(
+            env,
+            patch,
+            checkout,
+            sandbox_factory(settings.sandbox),
+            gate_settings=settings.gates,
+        )
+    if as_json:
+        click.echo(json.dumps({"instance_id": env.instance_id, **result.to_json()}, indent=2))
+        return
+    click.echo(f"{env.instance_id}: resolved={result.resolved} reward={result.reward}")
+    click.echo(f"  {result.reason}")
+    for test_id in result.failed_tests:
+        click.echo(f"  not passed: {test_id}")
+    for f in result.findings:
+        click.echo(f"  {f.gate}/{f.rule}: {f.message}")
+
+
 @envs.command("export")
 @click.argument("path", type=click.Path(path_type=Path, dir_okay=False))
 @_envs_option
@@ -276,6 +324,12 @@ def import_envs(ctx: click.Context, path: Path, store: Path | None) -> None:
 
 
 @envs.command("from-outcomes")
+@click.option(
+    "--forge",
+    "forge_name",
+    required=True,
+    help="The forge the outcomes were recorded on (github, gitlab), as the outcome store has it.",
+)
 @click.option("--name", "repo_name", required=True, help="owner/name as the outcome store has it.")
 @click.option(
     "--repo",
@@ -284,16 +338,21 @@ def import_envs(ctx: click.Context, path: Path, store: Path | None) -> None:
     type=click.Path(path_type=Path, file_okay=False, exists=True),
     help="A local clone holding the PRs' base commits.",
 )
-@click.option("--test-command", default="python -m pytest", show_default=True)
+@click.option(
+    "--test-command",
+    default=None,
+    help="Overrides the test command each job recorded from .ribbit.yml.",
+)
 @click.option("--reruns", type=int, default=3, show_default=True)
 @click.option("--timeout", "timeout_s", type=float, default=300.0, show_default=True)
 @_store_option
 @click.pass_context
 def envs_from_outcomes(
     ctx: click.Context,
+    forge_name: str,
     repo_name: str,
     repo_dir: Path,
-    test_command: str,
+    test_command: str | None,
     reruns: int,
     timeout_s: float,
     store: Path | None,
@@ -315,7 +374,7 @@ def envs_from_outcomes(
     db.migrate()
     env_store = EnvironmentStore(_store_dir(ctx, store))
     report = environments_from_outcomes(
-        db, repo_name, repo_dir, builder, env_store, test_command=test_command
+        db, forge_name, repo_name, repo_dir, builder, env_store, test_command=test_command
     )
     sync_index(db, env_store)
     for env in report.built:
@@ -489,6 +548,7 @@ def _train(
     from trainer.train import StepRecord, seed_everything
     from trainer.train import train as run_training
     from worker.sandbox import sandbox_factory
+    from worker.weights import base_digest
 
     settings = _settings(ctx)
     root = _store_dir(ctx, store)
@@ -500,7 +560,7 @@ def _train(
     )
     try:
         cfg = TrainSettings(
-            model=model_path or settings.model.model,
+            model=model_path or _pulled_base(settings),
             store_dir=str(root),
             output_dir=str(out),
             envs=selector,
@@ -619,8 +679,21 @@ def _train(
             base_model=cfg.model,
             adapter_path=str(adapter) if adapter.exists() else str(last),
             run_id=run_id,
+            base_digest=base_digest(cfg.model, settings.effective_weights_dir),
         )
         click.echo(f"registered {version_name} (candidate; evaluate and promote it)")
+
+
+def _pulled_base(settings: Settings) -> str:
+    """The configured base model where `ribbit model pull` put it (the trainer, rollout
+    workers and evaluation all run with the hub offline and the models volume mounted)."""
+    from worker.models import ModelNotReady, local_weights
+
+    in_process = settings.model.model_copy(update={"policy": "transformers"})
+    try:
+        return local_weights(in_process, settings.effective_weights_dir).model
+    except ModelNotReady as exc:
+        raise click.ClickException(f"{exc.problem} Run: {exc.fix.removeprefix('run ')}") from None
 
 
 def _run_figures(steps: list[Any], out: Path) -> str:
@@ -659,6 +732,67 @@ def _db(ctx: click.Context) -> Any:
     return db
 
 
+@model.command("pull")
+@click.argument("model_id", required=False)
+@click.option(
+    "--from",
+    "source",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=None,
+    help="Import from this local folder instead of downloading.",
+)
+@click.option(
+    "--endpoint",
+    default=None,
+    help="Hub or internal mirror to download from (default: HF_ENDPOINT, else the public hub).",
+)
+@click.option("--revision", default=None, help="Branch, tag or commit (default: the setting).")
+@click.pass_context
+def pull_model(
+    ctx: click.Context,
+    model_id: str | None,
+    source: Path | None,
+    endpoint: str | None,
+    revision: str | None,
+) -> None:
+    """Put the base weights (MODEL_ID, default RIBBIT_MODEL__MODEL) into the models volume,
+    every file checked and its SHA-256 recorded, so workers run with the hub offline."""
+    from worker.weights import WeightsError, pull_from_directory, pull_from_hub
+
+    settings = _settings(ctx)
+    model_id = model_id or settings.model.model
+    root = settings.effective_weights_dir
+    try:
+        if source is not None:
+            manifest = pull_from_directory(source, root, model_id)
+        else:
+            manifest = pull_from_hub(
+                model_id, root, revision=revision or settings.model.revision, endpoint=endpoint
+            )
+    except WeightsError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(
+        f"pulled {model_id} ({len(manifest.files)} files, digest {manifest.digest[:16]}) "
+        f"into {root / model_id}"
+    )
+
+
+@model.command("verify")
+@click.argument("model_id", required=False)
+@click.pass_context
+def verify_model(ctx: click.Context, model_id: str | None) -> None:
+    """Re-hash pulled weights against their recorded SHA-256s."""
+    from worker.weights import WeightsError, verify_weights, weights_path
+
+    settings = _settings(ctx)
+    model_id = model_id or settings.model.model
+    try:
+        manifest = verify_weights(weights_path(settings.effective_weights_dir, model_id))
+    except WeightsError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"{model_id}: {len(manifest.files)} files match (digest {manifest.digest[:16]})")
+
+
 @model.command("list")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
@@ -675,6 +809,8 @@ def list_models(ctx: click.Context, as_json: bool) -> None:
                         "state": v.state,
                         "base_model": v.base_model,
                         "adapter_path": v.adapter_path,
+                        "base_digest": v.base_digest,
+                        "adapter_digest": v.adapter_digest,
                         "heldout_pass_rate": v.heldout_pass_rate,
                     }
                     for v in rows
@@ -739,11 +875,21 @@ def evaluate_model(
 @click.option("--force", is_flag=True, help="Promote even if not better on held-out.")
 @click.pass_context
 def promote_model(ctx: click.Context, version: str, force: bool) -> None:
-    from trainer.registry import RegistryError, promote
+    """Make VERSION the one workers use; with inference servers, load its adapter on each
+    of them first, so no worker asks for a name a server does not know."""
+    from trainer.registry import RegistryError, check_promotable, promote
+    from worker.models import AdapterError, publish_version
 
+    settings = _settings(ctx)
+    db = _db(ctx)
     try:
-        promote(_db(ctx), version, force=force)
-    except RegistryError as exc:
+        candidate = check_promotable(db, version, force=force)
+        if candidate.adapter_path:
+            servers = publish_version(settings.model, candidate.name, Path(candidate.adapter_path))
+            for url in servers:
+                click.echo(f"loaded {version} on {url}")
+        promote(db, version, force=force)
+    except (RegistryError, AdapterError) as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(f"promoted {version}")
 
@@ -751,10 +897,19 @@ def promote_model(ctx: click.Context, version: str, force: bool) -> None:
 @model.command("rollback")
 @click.pass_context
 def rollback_model(ctx: click.Context) -> None:
-    from trainer.registry import RegistryError, rollback
+    """Put back the version promoted before the current one (servers keep running)."""
+    from trainer.registry import RegistryError, promoted_model, rollback
+    from worker.models import AdapterError, publish_version, withdraw_version
 
+    settings = _settings(ctx)
+    db = _db(ctx)
+    current = promoted_model(db)
     try:
-        previous = rollback(_db(ctx))
-    except RegistryError as exc:
+        previous = rollback(db)
+        if previous is not None and previous.adapter_path:
+            publish_version(settings.model, previous.name, Path(previous.adapter_path))
+    except (RegistryError, AdapterError) as exc:
         raise click.ClickException(str(exc)) from None
+    if current is not None:
+        withdraw_version(settings.model, current.name)
     click.echo(f"now serving {previous.name}" if previous else "now serving the base model")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
+from pathlib import Path
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -35,7 +36,10 @@ def register(
     heldout_pass_rate: float | None = None,
     heldout_envs: int = 0,
     run_id: int | None = None,
+    base_digest: str | None = None,
 ) -> ModelVersion:
+    """A candidate version. ``base_digest`` is the base weights' (worker.weights.base_digest);
+    the adapter folder's digest is taken here, so the record says what the version is."""
     if not _NAME.match(name):
         raise RegistryError(f"{name!r} is not a valid version name (letters, digits, _ . -)")
     if heldout_pass_rate is not None and not 0.0 <= heldout_pass_rate <= 1.0:
@@ -51,10 +55,20 @@ def register(
             heldout_envs=heldout_envs,
             run_id=run_id,
             state="candidate",
+            base_digest=base_digest,
+            adapter_digest=_adapter_digest(adapter_path),
         )
         s.add(version)
         s.flush()
         return version
+
+
+def _adapter_digest(adapter_path: str | None) -> str | None:
+    from worker.weights import folder_digest
+
+    if adapter_path is None or not Path(adapter_path).is_dir():
+        return None
+    return folder_digest(Path(adapter_path))
 
 
 def versions(db: Database) -> list[ModelVersion]:
@@ -72,26 +86,40 @@ def promoted_model(db: Database) -> ModelVersion | None:
         return _promoted(s)
 
 
+def check_promotable(db: Database, name: str, *, force: bool = False) -> ModelVersion:
+    """``name``'s version if :func:`promote` would accept it; raises :class:`RegistryError`
+    saying why not. Lets callers prepare (load the adapter on servers) before promoting."""
+    with db.session() as s:
+        return _check(s, name, force=force)
+
+
+def _check(s: Session, name: str, *, force: bool) -> ModelVersion:
+    candidate = s.scalar(select(ModelVersion).where(ModelVersion.name == name))
+    if candidate is None:
+        raise RegistryError(f"no version {name!r}")
+    current = _promoted(s)
+    if force or (current is not None and current.id == candidate.id):
+        return candidate
+    if candidate.heldout_pass_rate is None:
+        raise RegistryError(f"{name} has no held-out score; evaluate it first")
+    if (
+        current is not None
+        and current.heldout_pass_rate is not None
+        and candidate.heldout_pass_rate < current.heldout_pass_rate
+    ):
+        raise RegistryError(
+            f"{name} passes {candidate.heldout_pass_rate:.1%} of held-out environments, "
+            f"worse than the promoted {current.name} ({current.heldout_pass_rate:.1%})"
+        )
+    return candidate
+
+
 def promote(db: Database, name: str, *, force: bool = False) -> ModelVersion:
     with db.session() as s:
-        candidate = s.scalar(select(ModelVersion).where(ModelVersion.name == name))
-        if candidate is None:
-            raise RegistryError(f"no version {name!r}")
+        candidate = _check(s, name, force=force)
         current = _promoted(s)
         if current is not None and current.id == candidate.id:
             return candidate
-        if not force:
-            if candidate.heldout_pass_rate is None:
-                raise RegistryError(f"{name} has no held-out score; evaluate it first")
-            if (
-                current is not None
-                and current.heldout_pass_rate is not None
-                and candidate.heldout_pass_rate < current.heldout_pass_rate
-            ):
-                raise RegistryError(
-                    f"{name} passes {candidate.heldout_pass_rate:.1%} of held-out environments, "
-                    f"worse than the promoted {current.name} ({current.heldout_pass_rate:.1%})"
-                )
         if current is not None:
             current.state = "retired"
             s.flush()

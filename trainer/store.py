@@ -49,6 +49,10 @@ class ModelVersion(Base):
     name: Mapped[str] = mapped_column(String(128), unique=True)
     base_model: Mapped[str] = mapped_column(String(512))
     adapter_path: Mapped[str | None] = mapped_column(Text, nullable=True)  # None: the base itself
+    # What the version is, byte for byte: the pulled base weights' manifest digest and the
+    # adapter folder's (worker/weights.py); None where unknown (weights not pulled).
+    base_digest: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    adapter_digest: Mapped[str | None] = mapped_column(String(64), nullable=True)
     run_id: Mapped[int | None] = mapped_column(
         ForeignKey("training_runs.id", ondelete="SET NULL"), nullable=True
     )

@@ -37,8 +37,8 @@ def create_celery(settings: Settings | None = None) -> Celery:
         # report through the job store.
         result_backend=settings.effective_result_backend,
         result_expires=timedelta(days=1),
-        task_time_limit=settings.job_time_limit_s,
-        task_soft_time_limit=max(settings.job_time_limit_s - 60, 30),
+        task_time_limit=settings.effective_job_time_limit_s,
+        task_soft_time_limit=max(settings.effective_job_time_limit_s - 60, 30),
         broker_transport_options=broker_transport_options(settings),
         broker_connection_retry_on_startup=True,
         worker_hijack_root_logger=False,

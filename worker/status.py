@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from bot.forges.base import Forge, ForgeError, IssueRef
+from bot.forges.sanitize import sanitize_forge_text
 from bot.store.jobs import JobStore
 
 log = logging.getLogger(__name__)
@@ -65,7 +66,7 @@ def render_status(job_id: str, status: Status) -> str:
         lines += [
             "<details><summary>Gate report</summary>",
             "",
-            status.report_markdown,
+            sanitize_forge_text(status.report_markdown),  # test ids and paths from the patch
             "",
             "</details>",
             "",

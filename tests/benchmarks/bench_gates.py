@@ -6,7 +6,9 @@ The repository has ``--modules`` source modules with one test file each; the pat
 fixes a bug in one module, adds a test for it and touches two more modules, the
 shape of a typical bot patch. ``local-test`` runs the tests in the unisolated
 LocalDirSandbox from tests/fakes.py; ``docker``/``bubblewrap`` use the real sandbox
-factory where it is installed. Prints the median and the spread of each part.
+factory where it is installed. Prints the median and the spread of each part, then
+the Semgrep gate against a bare ``semgrep scan`` with the same rule files on the same
+files (median of ``--semgrep-runs``) and their ratio; the target is at most 1.5x.
 """
 
 from __future__ import annotations
@@ -79,9 +81,48 @@ def _timed(fn: Callable[[], object]) -> float:
     return time.monotonic() - start
 
 
+def semgrep_ratio(ctx: GateContext, runs: int) -> str:
+    """One line: the Semgrep gate's median time, a bare scan's median time with the same
+    rules on the same files (both trees' changed files, as the gate scans them), the
+    ratio."""
+    import subprocess
+
+    from worker.gates.semgrep import SemgrepGate, _targets, builtin_rule_files, find_semgrep
+
+    binary = find_semgrep()
+    if binary is None:
+        return "semgrep ratio: semgrep is not installed"
+    gate_s: list[float] = []
+    bare_s: list[float] = []
+    with patch_trees(ctx) as trees:
+        before, after, _ = _targets(trees.parsed.files)
+        files = [f"before/{t}" for t in before] + [f"after/{t}" for t in after]
+        rules = builtin_rule_files()
+        bare = [binary, "scan", "--json", "--metrics=off", "--disable-version-check", "--quiet"]
+        for rule in rules:
+            bare += ["--config", str(rule)]
+        bare += ["--", *files]
+        for _ in range(runs):
+            gate_s.append(_timed(lambda: SemgrepGate().run_on_trees(ctx, trees)))
+            bare_s.append(
+                _timed(
+                    lambda: subprocess.run(
+                        bare, cwd=trees.before.parent, capture_output=True, check=False
+                    )
+                )
+            )
+    gate, plain = statistics.median(gate_s), statistics.median(bare_s)
+    return (
+        f"semgrep gate {gate:.2f} s vs bare semgrep scan {plain:.2f} s "
+        f"({len(rules)} rule files, {len(files)} files, median of {runs}): "
+        f"ratio {gate / plain:.2f}x (target <= 1.5x)"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--semgrep-runs", type=int, default=5)
     parser.add_argument("--modules", type=int, default=20)
     parser.add_argument(
         "--backend", default="local-test", choices=["local-test", "docker", "bubblewrap", "auto"]
@@ -126,6 +167,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{name:<28}{statistics.median(values):>10.2f}{min(values):>9.2f}"
                 f"{max(values):>9.2f}"
             )
+        print(semgrep_ratio(ctx, args.semgrep_runs))
         return 0
     finally:
         shutil.rmtree(root, ignore_errors=True)

@@ -61,6 +61,6 @@ def test_ribbit_run_replays_in_a_real_sandbox(tmp_path: Path) -> None:
     )
     assert result.exit_code == 0, result.output
     assert "+    return a + b" in result.stdout
-    assert "completed after 2 turns" in result.stderr
-    assert read_jsonl(out)[0].exit_reason == "completed"
+    assert "ribbit run: agent after 2 turns" in result.stderr
+    assert read_jsonl(out)[0].exit_reason == "agent"
     assert "a - b" in (repo / "calc.py").read_text()  # the checkout itself is untouched

@@ -11,10 +11,12 @@ import pytest
 from bot.settings import AgentSettings
 from tests.conftest import require_service
 from tests.fakes import ScriptedPolicy, make_git_repo
+from tests.plugins.leaf_conformance import CASES, FIXTURE_FILES, call_args, expected_text
 from worker.agent import AgentTask, run_agent
 from worker.agent.tools import ToolBox
 from worker.agent.trajectory import ToolCall
-from worker.sandbox.base import Sandbox
+from worker.sandbox import open_sandbox
+from worker.sandbox.base import WORKSPACE, Sandbox
 
 pytestmark = pytest.mark.integration
 
@@ -60,28 +62,46 @@ def test_agent_fixes_a_bug_in_a_real_sandbox(real_sandbox: Sandbox) -> None:
         ScriptedPolicy(script),
         AgentSettings(),
     )
-    assert result.exit_reason == "completed"
+    assert result.exit_reason == "agent"
     obs = [t.observations[0] for t in result.trajectory.turns[:-1]]
     assert not any(o.is_error for o in obs), [o.content for o in obs]
-    assert obs[0].content.splitlines() == ["calc.py", "test_calc.py"]
-    assert "     2\t    return a - b" in obs[1].content
-    assert obs[4].exit_code == 0 and "5" in obs[4].content
+    assert obs[0].content == "calc.py\ntest_calc.py"
+    assert obs[1].content == "calc.py\n1. def add(a, b):\n2.     return a - b"
+    assert obs[2].content == "Edited calc.py (1 replacement)."
+    assert obs[3].content == "Wrote notes/CHANGES.md (11 bytes)."
+    assert obs[4].content == "Exit code: 0\nSTDOUT:\n5\n\nSTDERR:\n" and obs[4].exit_code == 0
     assert "+    return a + b" in result.diff
     assert "notes/CHANGES.md" in result.diff
 
 
-def test_agent_path_mistakes_are_observations_in_a_real_sandbox(real_sandbox: Sandbox) -> None:
-    box = ToolBox(real_sandbox)
-    outcomes = [
-        box.run(ToolCall("a", "Read", {"file_path": "missing.py"})),
-        box.run(ToolCall("b", "Read", {"file_path": "/etc/passwd"})),
-        box.run(ToolCall("c", "Write", {"file_path": "calc.py/inner.txt", "content": "x"})),
-        box.run(
-            ToolCall("d", "Edit", {"file_path": "calc.py", "old_string": "nope", "new_string": "x"})
-        ),
-        box.run(ToolCall("e", "Glob", {"pattern": "*", "path": "no-such-dir"})),
-    ]
-    assert all(o.is_error for o in outcomes), [o.content for o in outcomes]
-    real_sandbox.exec("ln -s /etc/passwd leak", timeout=30)
-    leak = box.run(ToolCall("f", "Read", {"file_path": "leak"}))
-    assert "root:" not in leak.content
+def test_every_tool_gives_leafs_text_in_a_real_sandbox(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """The whole conformance script (tests/plugins/leaf_conformance.py), the cases that
+    need a real sandbox (/tmp, ~, background processes) included, on each backend."""
+    for backend in ("bubblewrap", "docker"):
+        settings = request.getfixturevalue(f"{backend}_settings")
+        repo = tmp_path / backend
+        make_git_repo(repo, FIXTURE_FILES)
+        with open_sandbox(settings, repo) as sandbox:
+            box = ToolBox(sandbox)
+            for case in CASES:
+                obs = box.run(ToolCall("c", case.tool, call_args(case, WORKSPACE)))
+                assert obs.content == expected_text(case, WORKSPACE), (
+                    backend,
+                    case.tool,
+                    case.args,
+                )
+
+
+def test_a_symlink_out_reads_the_sandbox_file_never_the_hosts(
+    real_sandbox: Sandbox, tmp_path: Path
+) -> None:
+    secret = tmp_path / "host-secret.txt"
+    secret.write_text("HOST-ONLY-MARKER\n")
+    real_sandbox.exec(f"ln -s {secret} leak", timeout=30)
+    leak = ToolBox(real_sandbox).run(ToolCall("f", "Read", {"file_path": "leak"}))
+    # The runner resolves the link inside the sandbox, where the host's file is not.
+    assert leak.content == (
+        f"FileNotFoundError: [Errno 2] No such file or directory: '{WORKSPACE}/leak'"
+    )

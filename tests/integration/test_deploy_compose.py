@@ -77,6 +77,9 @@ def test_deploy_compose_services_and_profiles() -> None:
         "trainer",
         "redis",
         "postgres",
+        "model-pull",
+        "vllm",
+        "sglang",
     }
     assert services["rollout-worker"]["profiles"] == ["train"]
     assert "--only-rollouts" in services["rollout-worker"]["command"]
@@ -128,6 +131,52 @@ def test_deploy_settings_read_container_secret_files(
     assert overridden.admin_token.get_secret_value() == "from-env"
 
 
+def _flags(command: list[str]) -> dict[str, str]:
+    return dict(a.removeprefix("--").partition("=")[::2] for a in command if a.startswith("--"))
+
+
+@pytest.mark.parametrize("name", ["vllm", "sglang"])
+def test_deploy_compose_inference_servers(name: str) -> None:
+    services = _compose()["services"]
+    server = services[name]
+    flags = _flags(server["command"])
+    assert server["profiles"] == [name]
+    # The model's own parsers; its own chat template (never overridden here).
+    assert flags["tool-call-parser"] == "qwen3_coder" and flags["reasoning-parser"] == "qwen3"
+    assert "chat-template" not in flags
+    assert "enable-lora" in flags and int(flags["max-lora-rank"]) >= 8
+    # Served under the model id, so RIBBIT_MODEL__MODEL means the same on both paths.
+    assert flags["served-model-name"] == "microsoft/FrogNano-4B-2609"
+    weights = flags.get("model-path") or server["command"][0]
+    assert weights == "/models/" + flags["served-model-name"]
+    assert server["environment"]["HF_HUB_OFFLINE"] == "1"
+    assert set(server["volumes"]) == {"models:/models:ro", "data:/data:ro"}
+    assert server["networks"] == ["inference"]  # internal: nothing out
+    assert "/v1/models" in " ".join(server["healthcheck"]["test"])
+    assert "ports" not in server
+    if name == "vllm":
+        assert "enable-auto-tool-choice" in flags
+        assert server["environment"]["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] == "True"
+    else:
+        assert flags["lora-target-modules"] == "all"  # LoRA with no adapter at start
+
+
+def test_deploy_compose_weights_pulled_once_and_hub_offline_elsewhere() -> None:
+    data = _compose()
+    assert data["networks"]["inference"] == {"internal": True}
+    services = data["services"]
+    pull = services["model-pull"]
+    assert pull["command"] == ["model", "pull"] and pull["profiles"] == ["setup"]
+    assert pull["environment"]["HF_HUB_OFFLINE"] == "0"
+    for name in ("web", "worker", "worker-gpu", "rollout-worker", "beat", "trainer"):
+        env = services[name].get("environment", data["x-ribbit"]["environment"])
+        assert env["HF_HUB_OFFLINE"] == "1", name
+        assert env["RIBBIT_MODEL__WEIGHTS_DIR"] == "/models", name
+    for name in ("worker", "worker-gpu", "rollout-worker"):
+        assert "inference" in services[name]["networks"], name
+    assert "networks" not in services["web"]  # the web tier never talks to the model
+
+
 @pytest.mark.integration
 def test_deploy_compose_resolves_with_podman_compose(tmp_path: Path) -> None:
     binary = shutil.which("podman-compose") or str(Path(sys.executable).parent / "podman-compose")
@@ -139,7 +188,9 @@ def test_deploy_compose_resolves_with_podman_compose(tmp_path: Path) -> None:
     for name in _compose()["secrets"]:
         (workdir / "secrets" / name).write_text("x")
     out = subprocess.run(
-        [binary, "-f", "compose.yaml", "--profile", "gpu", "--profile", "train", "config"],
+        [binary, "-f", "compose.yaml"]
+        + [a for p in ("gpu", "train", "setup", "vllm", "sglang") for a in ("--profile", p)]
+        + ["config"],
         cwd=workdir,
         capture_output=True,
         text=True,
@@ -147,7 +198,16 @@ def test_deploy_compose_resolves_with_podman_compose(tmp_path: Path) -> None:
     )
     assert out.returncode == 0, out.stderr
     resolved = yaml.safe_load(out.stdout)
-    assert {"web", "worker", "worker-gpu", "trainer", "beat"} <= set(resolved["services"])
+    assert {
+        "web",
+        "worker",
+        "worker-gpu",
+        "trainer",
+        "beat",
+        "vllm",
+        "sglang",
+        "model-pull",
+    } <= set(resolved["services"])
     assert resolved["services"]["worker"]["command"] == [
         "worker",
         "--pool",
@@ -195,7 +255,11 @@ def test_deploy_dockerfile_is_multistage_nonroot_with_healthcheck() -> None:
     torch_at = next(
         n for n, r in enumerate(runs) if "download.pytorch.org/whl/${TORCH_VARIANT}" in r
     )
-    project_at = next(n for n, r in enumerate(runs) if 'pip install ".[postgres]"' in r)
+    project_at = next(
+        n
+        for n, r in enumerate(runs)
+        if 'pip install -c requirements.lock ".[postgres,worker]"' in r
+    )
     assert torch_at < project_at
 
 
@@ -203,6 +267,35 @@ def test_deploy_dockerfile_copies_only_what_the_package_needs() -> None:
     copies = [i["value"] for i in _dockerfile().structure if i["instruction"] == "COPY"]
     sources = {c.split()[0] for c in copies if not c.startswith("--from")}
     assert sources <= {"pyproject.toml", "bot", "worker", "trainer"}, sources
+    assert "deploy/requirements.lock" in copies[0].split()
     ignore = (DEPLOY / "Dockerfile.dockerignore").read_text().splitlines()
     assert "**" in ignore  # everything not re-included is left out of the build context
     assert {"!bot/**", "!worker/**", "!trainer/**", "!pyproject.toml"} <= set(ignore)
+    assert "!deploy/requirements.lock" in ignore
+
+
+def test_deploy_lock_pins_every_requirement_of_the_image_within_pyproject() -> None:
+    """The image installs from deploy/requirements.lock: it must pin each package the
+    pyproject asks for (base, worker and postgres extras; torch comes from its own
+    index), at a version the pyproject admits."""
+    import tomllib
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    lock = {}
+    for line in (DEPLOY / "requirements.lock").read_text().splitlines():
+        if line and not line.startswith("#"):
+            name, version = line.split("==")
+            lock[canonicalize_name(name)] = version
+    project = tomllib.loads((DEPLOY.parent / "pyproject.toml").read_text())["project"]
+    extras = project["optional-dependencies"]
+    wanted = [*project["dependencies"], *extras["worker"], *extras["postgres"]]
+    for text in wanted:
+        req = Requirement(text)
+        name = canonicalize_name(req.name)
+        if name == "torch":
+            assert name not in lock  # installed first, per variant, from its own index
+            continue
+        assert name in lock, f"{name} is not in deploy/requirements.lock (scripts/lock.sh)"
+        assert req.specifier.contains(lock[name], prereleases=True), (name, lock[name])

@@ -13,6 +13,7 @@ machine with Helm remain the authority (deploy/README.md).
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import re
@@ -104,9 +105,23 @@ def render(text: str, values: dict[str, Any]) -> str:
     return "".join(out)
 
 
-def default_values() -> dict[str, Any]:
+def default_values(*overlays: str) -> dict[str, Any]:
+    """values.yaml, then each overlay file merged in the way Helm does (maps merge key by
+    key, null deletes a key; anything else, lists included, is replaced)."""
     data: dict[str, Any] = yaml.safe_load((CHART / "values.yaml").read_text())
+    for name in overlays:
+        _merge(data, yaml.safe_load((CHART / name).read_text()))
     return data
+
+
+def _merge(into: dict[str, Any], overlay: dict[str, Any]) -> None:
+    for key, value in overlay.items():
+        if value is None:
+            into.pop(key, None)
+        elif isinstance(value, dict) and isinstance(into.get(key), dict):
+            _merge(into[key], value)
+        else:
+            into[key] = value
 
 
 def manifests(values: dict[str, Any]) -> list[dict[str, Any]]:
@@ -150,6 +165,8 @@ def test_deploy_helm_default_render_is_valid_kubernetes() -> None:
     assert kinds == sorted(
         [
             "ConfigMap/rb-env",
+            "Job/rb-model-pull",
+            "NetworkPolicy/rb-model-pull",
             "Deployment/rb-beat",
             "Deployment/rb-web",
             "Deployment/rb-worker",
@@ -223,7 +240,7 @@ def test_deploy_helm_network_policy_limits_worker_egress() -> None:
     assert restricted == {"rb-worker", "rb-beat", "rb-trainer"}
     assert set(policy["policyTypes"]) == {"Ingress", "Egress"} and policy["ingress"] == []
     ports = {p["port"] for rule in policy["egress"] for p in rule["ports"]}
-    assert ports == {6379, 5432, 53, 443}
+    assert ports == {6379, 5432, 53, 443, 8000}
     forge = next(r for r in policy["egress"] if r["ports"][0]["port"] == 443)
     assert all("ipBlock" in peer for peer in forge["to"])
 
@@ -233,6 +250,7 @@ def test_deploy_helm_disabled_parts_render_nothing() -> None:
     values["ingress"]["enabled"] = False
     values["networkPolicy"]["enabled"] = False
     values["secrets"]["create"] = False
+    values["modelPull"]["enabled"] = False
     kinds = {d["kind"] for d in manifests(values)}
     assert not kinds & {"Ingress", "NetworkPolicy", "Secret", "ScaledObject", "Job"}
 
@@ -242,3 +260,245 @@ def test_deploy_helm_renderer_refuses_unchecked_template_actions() -> None:
         render('x: {{ include "ribbit.labels" . }}\n', default_values())
     with pytest.raises(UnsupportedTemplate):
         render("x: {{ .Values.nope }}\n", default_values())
+
+
+def _flags(args: list[str]) -> dict[str, str]:
+    return dict(a.removeprefix("--").partition("=")[::2] for a in args if a.startswith("--"))
+
+
+@pytest.mark.parametrize("overlay", ["values-vllm.yaml", "values-sglang.yaml"])
+def test_deploy_helm_inference_server(overlay: str) -> None:
+    docs = manifests(default_values(overlay))
+    for doc in docs:
+        if doc["kind"] != "ScaledObject":
+            validate(doc)
+    server = _by_name(docs, "StatefulSet", "-inference")
+    pod = server["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    flags = _flags(container["args"])
+    assert flags["tool-call-parser"] == "qwen3_coder" and flags["reasoning-parser"] == "qwen3"
+    assert "chat-template" not in flags and "enable-lora" in flags
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == 1
+    assert container["readinessProbe"]["httpGet"]["path"] == "/v1/models"
+    assert container["startupProbe"]["httpGet"]["path"] == "/v1/models"
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert env["HF_HUB_OFFLINE"] == "1"
+    if "vllm" in overlay:
+        assert env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] == "True"
+        assert container["command"] == ["vllm", "serve"]
+    else:
+        assert "sglang.launch_server" in container["command"]
+    mounts = {m["mountPath"]: m.get("readOnly", False) for m in container["volumeMounts"]}
+    assert mounts["/models"] is True and mounts["/data"] is True  # adapters, read-only
+    # Each replica has a stable DNS name for `ribbit model promote` to load adapters on.
+    headless = _by_name(docs, "Service", "-inference-pods")
+    assert headless["spec"]["clusterIP"] == "None"
+    assert server["spec"]["serviceName"] == headless["metadata"]["name"]
+    # Workers in, nothing out.
+    policy = _by_name(docs, "NetworkPolicy", "-inference")["spec"]
+    assert policy["egress"] == [] and set(policy["policyTypes"]) == {"Ingress", "Egress"}
+    allowed = policy["ingress"][0]["from"][0]["podSelector"]["matchLabels"]
+    worker = _by_name(docs, "Deployment", "-worker")["spec"]["template"]["metadata"]
+    assert allowed.items() <= worker["labels"].items()
+    web = _by_name(docs, "Deployment", "-web")["spec"]["template"]["metadata"]
+    assert not allowed.items() <= web["labels"].items()
+    # Workers are configured to ask this server, by the Service's name and port.
+    config = _by_name(docs, "ConfigMap", "-env")["data"]
+    service = _by_name(docs, "Service", "ribbit-inference")
+    port = service["spec"]["ports"][0]["port"]
+    assert config["RIBBIT_MODEL__POLICY"] == "openai"
+    assert config["RIBBIT_MODEL__OPENAI_BASE_URL"] == f"http://ribbit-inference:{port}/v1"
+    assert config["RIBBIT_MODEL__OPENAI_SERVER"] in overlay
+    # The workers themselves then need no GPU.
+    worker_pod = _by_name(docs, "Deployment", "-worker")["spec"]["template"]["spec"]
+    worker_container = next(c for c in worker_pod["containers"] if c["name"] == "worker")
+    assert "nvidia.com/gpu" not in worker_container["resources"]["limits"]
+    assert not worker_pod["nodeSelector"]
+
+
+def test_deploy_helm_model_pull_hook_is_the_only_way_to_the_hub() -> None:
+    docs = manifests(default_values())
+    job = _by_name(docs, "Job", "-model-pull")
+    assert job["metadata"]["annotations"]["helm.sh/hook"] == "pre-install,pre-upgrade"
+    container = job["spec"]["template"]["spec"]["containers"][0]
+    assert container["args"] == ["model", "pull", "microsoft/FrogNano-4B-2609"]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert env["HF_HUB_OFFLINE"] == "0" and env["HF_ENDPOINT"].startswith("https://")
+    assert "envFrom" not in container  # the ConfigMap does not exist yet at pre-install
+    labels = job["spec"]["template"]["metadata"]["labels"]
+    policy = _by_name(docs, "NetworkPolicy", "-model-pull")["spec"]
+    assert policy["podSelector"]["matchLabels"].items() <= labels.items()
+    assert _by_name(docs, "ConfigMap", "-env")["data"]["HF_HUB_OFFLINE"] == "1"
+    restricted = _by_name(docs, "NetworkPolicy", "-restricted-egress")["spec"]
+    assert not restricted["podSelector"]["matchLabels"].items() <= labels.items()
+
+
+# -- sandboxes in the worker pod ---------------------------------------------------------------
+
+
+def _worker_pod(values: dict[str, Any] | None = None) -> dict[str, Any]:
+    docs = manifests(values or default_values())
+    spec: dict[str, Any] = _by_name(docs, "Deployment", "-worker")["spec"]["template"]["spec"]
+    return spec
+
+
+def _mounts(container: dict[str, Any]) -> dict[str, str]:
+    return {m["name"]: m["mountPath"] for m in container.get("volumeMounts", [])}
+
+
+def test_deploy_helm_worker_pod_has_a_working_sandbox_path() -> None:
+    pod = _worker_pod()
+    worker = next(c for c in pod["containers"] if c["name"] == "worker")
+    inits = {c["name"]: c for c in pod["initContainers"]}
+    engine, rootfs = inits["sandbox-engine"], inits["sandbox-rootfs"]
+    assert [c["name"] for c in pod["initContainers"]] == ["sandbox-rootfs", "sandbox-engine"]
+    # A native sidecar: started (and its socket up) before the worker, kept running.
+    assert engine["restartPolicy"] == "Always"
+    assert engine["startupProbe"]["exec"]["command"][:2] == ["test", "-S"]
+    engine_env = {e["name"]: e["value"] for e in engine["env"]}
+    worker_env = {e["name"]: e["value"] for e in worker["env"]}
+    socket = engine_env["SOCKET"]
+    assert engine["startupProbe"]["exec"]["command"][2] == socket
+    # The worker reaches the engine at the path the engine serves, through a volume that
+    # both mount at the same place and no other container does.
+    assert worker_env["RIBBIT_SANDBOX__BACKEND"] == "docker"
+    assert worker_env["RIBBIT_SANDBOX__DOCKER_URL"] == f"unix://{socket}"
+    shared = {
+        name
+        for name, path in _mounts(worker).items()
+        if _mounts(engine).get(name) == path and socket.startswith(path + "/")
+    }
+    assert len(shared) == 1
+    (volume,) = (v for v in pod["volumes"] if v["name"] in shared)
+    assert "emptyDir" in volume
+    assert not any(shared & set(_mounts(c)) for c in pod["initContainers"] if c is not engine)
+    # The socket is handed to the worker's uid; the engine imports what the worker asks for.
+    assert engine_env["WORKER_UID"] == str(pod["securityContext"]["runAsUser"])
+    assert engine_env["SANDBOX_IMAGE"] == worker_env["RIBBIT_SANDBOX__IMAGE"]
+    # The sandbox image arrives through the kubelet and a shared export volume.
+    assert rootfs["image"] == "ghcr.io/example/ribbit-sandbox:0.1.0"
+    export = _mounts(rootfs)["sandbox-export"]
+    assert f"{export}/rootfs.tar" in rootfs["command"]
+    assert engine_env["ROOTFS"] == f"{export}/rootfs.tar"
+    assert _mounts(engine)["sandbox-export"] == export
+    # Only the engine holds privilege; the worker keeps none.
+    assert worker["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    assert worker["securityContext"]["allowPrivilegeEscalation"] is False
+    assert engine["securityContext"]["privileged"] is True
+    assert "memory" in engine["resources"]["limits"]  # the sandboxes' cgroups live under it
+
+
+def _import_changes(script: str) -> list[str]:
+    import shlex
+
+    words = shlex.split(script.replace("\\\n", " "), comments=True)
+    return [words[i + 1] for i, w in enumerate(words) if w == "--change"]
+
+
+def test_deploy_helm_sandbox_engine_imports_the_image_as_build_image_sh_does() -> None:
+    build = (CHART.parents[1] / "sandbox" / "build-image.sh").read_text()
+    engine = next(c for c in _worker_pod()["initContainers"] if c["name"] == "sandbox-engine")
+    ours = _import_changes(engine["args"][0])
+    theirs = [c for c in _import_changes(build) if "sandbox-recipe" not in c]
+    assert ours == theirs and "USER 1000:1000" in ours
+
+
+@pytest.mark.integration
+def test_deploy_helm_sandbox_engine_script_serves_a_working_sandbox(
+    tmp_path: Path, podman_socket: str, sandbox_image: str
+) -> None:
+    """The engine's own script, run here with Podman: it imports a root file system,
+    serves the Docker API on the socket, hands it to the worker's uid, and a sandbox with
+    a memory limit runs through it."""
+    import os
+    import signal
+    import subprocess
+
+    import docker
+
+    from bot.settings import SandboxSettings
+    from tests.plugins.sandbox import CONTAINERS_CONF
+    from worker.sandbox import open_sandbox
+    from worker.sandbox.common import LABEL
+
+    engine = next(c for c in _worker_pod()["initContainers"] if c["name"] == "sandbox-engine")
+    client = docker.DockerClient(base_url=podman_socket)
+    local = "localhost/ribbit-sandbox-helm-test:latest"
+    rootfs = tmp_path / "rootfs.tar"
+    holder = client.containers.create(sandbox_image, "true")
+    try:
+        with rootfs.open("wb") as out:
+            for chunk in holder.export():
+                out.write(chunk)
+    finally:
+        holder.remove(force=True)
+    conf = tmp_path / "containers.conf"
+    conf.write_text(CONTAINERS_CONF)
+    socket = tmp_path / "run" / "podman.sock"
+    socket.parent.mkdir()
+    env = {
+        **os.environ,
+        "CONTAINERS_CONF": str(conf),
+        "SANDBOX_IMAGE": local,
+        "ROOTFS": str(rootfs),
+        "SOCKET": str(socket),
+        "WORKER_UID": "10001",
+    }
+    proc = subprocess.Popen(
+        ["sh", "-c", engine["args"][0]], env=env, cwd=tmp_path, start_new_session=True
+    )
+    try:
+        engine_client = _wait_for_engine(f"unix://{socket}", proc)
+        assert socket.stat().st_uid == 10001
+        assert not rootfs.exists()  # imported, then the copy is dropped
+        image = engine_client.images.get(local)
+        assert image.attrs["Config"]["User"] == "1000:1000"
+        settings = SandboxSettings(
+            backend="docker", docker_url=f"unix://{socket}", image=local, memory_mb=128
+        )
+        workspace = tmp_path / "ws"
+        workspace.mkdir()
+        (workspace / "hello.txt").write_text("hi\n")
+        with open_sandbox(settings, workspace) as sandbox:
+            out = sandbox.exec("id -u && cat hello.txt", timeout=60)
+            found = engine_client.containers.list(filters={"label": LABEL, "ancestor": local})
+            (running,) = found  # the engine is the host's storage: others run there too
+            assert running.attrs["HostConfig"]["Memory"] == 128 * 1024 * 1024  # a cgroup
+        assert out.exit_code == 0 and out.stdout.split() == ["1000", "hi"], out
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=60)
+        with contextlib.suppress(docker.errors.NotFound):
+            client.images.remove(local, force=True)
+        client.close()
+
+
+def _wait_for_engine(url: str, proc: Any) -> Any:
+    """Poll until the engine answers (or its script has died): an event, not a duration."""
+    import time
+
+    import docker
+
+    while proc.poll() is None:
+        try:
+            client = docker.DockerClient(base_url=url, timeout=30)
+            if client.ping():
+                return client
+        except docker.errors.DockerException:
+            pass
+        time.sleep(0.2)
+    raise AssertionError(f"the engine script exited with {proc.returncode}")
+
+
+def test_deploy_helm_operator_script_says_what_it_needs(tmp_path: Path) -> None:
+    import subprocess
+
+    script = CHART.parents[2] / "scripts" / "helm-check.sh"
+    done = subprocess.run(
+        ["/bin/bash", str(script)],
+        env={"PATH": str(tmp_path)},  # no helm on this PATH (nor on these machines)
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 2 and "helm is not installed" in done.stderr

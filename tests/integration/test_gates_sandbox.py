@@ -3,8 +3,11 @@ runs the tests inside the sandbox, never on the host."""
 
 from __future__ import annotations
 
+import dataclasses
+import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -12,7 +15,7 @@ from bot.repo_config import RepoConfig
 from bot.settings import GateSettings, SandboxSettings
 from tests.unit.worker.gates.helpers import make_patch, repo_with
 from worker.gates import GateContext, run_gates
-from worker.sandbox.base import SandboxFactory
+from worker.sandbox.base import Sandbox, SandboxFactory
 
 pytestmark = pytest.mark.integration
 
@@ -73,3 +76,34 @@ def test_gates_time_out_a_hanging_suite_in_a_real_sandbox(
     tests = report.result("tests")
     assert tests is not None and not tests.passed
     assert "tests-timeout" in {f.rule for f in tests.findings}
+
+
+class _CancelAtTestRun:
+    """A factory whose sandboxes set ``cancel`` as the test command starts (the way
+    /ribbit stop arrives mid-run), with no clock involved."""
+
+    def __init__(self, inner: SandboxFactory, cancel: threading.Event) -> None:
+        self.inner, self.cancel = inner, cancel
+
+    def __call__(self, source: Path) -> Sandbox:
+        sandbox = self.inner(source)
+        exec_ = sandbox.exec
+
+        def exec(command: Any, **kw: Any) -> Any:
+            if "ribbit-run" in list(command):
+                self.cancel.set()
+            return exec_(command, **kw)
+
+        sandbox.exec = exec  # type: ignore[method-assign]
+        return sandbox
+
+
+@pytest.mark.timeout(120)  # a cancel that does not reach the run hangs here for 600 s
+def test_gates_cancel_reaches_a_hanging_test_run(tmp_path: Path, factory: SandboxFactory) -> None:
+    hang = {"tests/test_calc.py": BASE["tests/test_calc.py"] + "\n\nimport time\ntime.sleep(600)\n"}
+    cancel = threading.Event()
+    ctx = _ctx(tmp_path, _CancelAtTestRun(factory, cancel), hang, GateSettings(test_timeout_s=600))
+    report = run_gates(dataclasses.replace(ctx, cancel=cancel))
+    tests = report.result("tests")
+    assert tests is not None and not tests.passed
+    assert {f.rule for f in tests.findings} == {"gate-cancelled"}

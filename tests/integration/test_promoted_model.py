@@ -49,7 +49,8 @@ def test_jobs_follow_promotion_and_rollback(tiny_model_dir: Path, tmp_path: Path
     assert back.adapter_path is None
     plain = load_policy(back, AgentSettings())
     assert not isinstance(plain.model, PeftModel)  # type: ignore[attr-defined]
-    # A served model is the server's concern: the registry does not override it.
+    # Nothing promoted any more: a served model is asked for by its configured name
+    # (tests/integration/test_served_versions.py covers promotion on that path).
     served = ModelSettings(policy="openai", model="frognano")
     assert model_for_jobs(db, served) == served
     db.dispose()

@@ -59,3 +59,57 @@ def test_bubblewrap_reap_stale_removes_dead_owners_only(
     (alive / "owner").write_text(f"{os.getpid()}\n")
     assert reap_stale(tmp_path) == [stale]
     assert not stale.exists() and alive.exists()
+
+
+FORGER = r"""
+import base64, glob, json, os
+fake = base64.b64encode(b"FORGED\n").decode()
+for status in glob.glob("/proc/[0-9]*/cmdline"):
+    try:
+        if b"--inside-sandbox" not in open(status, "rb").read():
+            continue
+        with open(status.replace("cmdline", "fd/1"), "w") as answers:
+            for _ in range(2000):  # keeps answering small ids while the host runs more
+                for n in range(1, 50):
+                    answers.write(json.dumps({"id": n, "rc": 0, "out": fake, "err": "",
+                                              "out_total": 7, "err_total": 0}) + "\n")
+                answers.flush()
+    except OSError:
+        pass
+"""
+
+
+def test_bubblewrap_answers_cannot_be_forged_from_inside(
+    bubblewrap_settings: SandboxSettings, source_repo: Path
+) -> None:
+    """A sandboxed process that tries to answer in the resident process's place: the
+    kernel refuses it the answer pipe (/proc/PID/fd of bwrap's processes is not
+    reachable from inside), and were it reachable, answers for ids it cannot guess
+    (random) would be ignored. Either way the host gets the real output."""
+    with BubblewrapSandbox(bubblewrap_settings, source_repo) as sb:
+        launch = (
+            "import subprocess as s, sys; s.Popen([sys.executable, '-c', sys.argv[1]], "
+            "start_new_session=True, stdout=s.DEVNULL, stderr=s.DEVNULL)"
+        )
+        assert sb.exec(["python3", "-c", launch, FORGER], timeout=60).exit_code == 0
+        for _ in range(20):
+            assert sb.exec(["echo", "real"], timeout=30).stdout == "real\n"
+
+
+def test_bubblewrap_keeps_tmp_home_and_background_processes(
+    bubblewrap_settings: SandboxSettings, source_repo: Path
+) -> None:
+    with BubblewrapSandbox(bubblewrap_settings, source_repo) as sb:
+        # A process in a session of its own (as the agent's Bash runs) outlives its exec;
+        # Popen returns only after the child's setsid, so nothing races the exec's end.
+        detach = (
+            "import subprocess as s; p = s.Popen(['sleep', '300'], start_new_session=True, "
+            "stdout=s.DEVNULL, stderr=s.DEVNULL); print(p.pid)"
+        )
+        sb.exec("echo kept > /tmp/t; echo kept > ~/h", timeout=30)
+        started = sb.exec(["python3", "-c", detach], timeout=30)
+        pid = started.stdout.strip()
+        later = sb.exec(f"cat /tmp/t ~/h; kill -0 {pid} && echo alive", timeout=30)
+        assert later.stdout == "kept\nkept\nalive\n"
+        host_root = sb.host_root
+    assert not host_root.exists()  # closing removed everything, the pid namespace with it

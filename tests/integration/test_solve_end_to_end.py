@@ -19,6 +19,7 @@ from tests.plugins.e2e import (
     new_repo,
     wait_for,
 )
+from worker.pipelines.task_record import TaskRecord
 
 pytestmark = pytest.mark.integration
 
@@ -54,6 +55,10 @@ def test_labelled_issue_becomes_a_gated_draft_pr(
     assert statuses[-1].state == "success"
     assert job.result["gates"]["passed"] is True
     assert Path(job.result["trajectory_path"]).exists()
+    # What the trainer builds an environment from, on any host: in the job's row.
+    record = TaskRecord.from_result(job.result)
+    assert record is not None and record.base_sha == job.result["base_sha"]
+    assert record.issue_title and record.test_command
 
 
 def test_insecure_patch_opens_no_pr_and_says_why(forge_world: Any, deployment_for: Any) -> None:

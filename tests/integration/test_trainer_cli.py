@@ -4,6 +4,7 @@ variance and is filtered; the run must still finish, checkpoint and record itsel
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 from pathlib import Path
@@ -101,3 +102,46 @@ def test_train_command_runs_on_the_bubblewrap_sandbox(
     stored = EnvironmentStore(data / "trainer").get(env.instance_id)
     assert (stored.calibration.k, stored.calibration.solved) == (2, 0)
     assert stored.calibration.model is not None and "adapter" in stored.calibration.model
+
+
+@pytest.mark.integration
+def test_envs_grade_prints_the_swebench_verdict_and_the_reward(
+    fix_with_new_test: FixRepo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    require_service(shutil.which("bwrap") is not None, "bubblewrap")
+    data = tmp_path / "data"
+    monkeypatch.setenv("RIBBIT_DATA_DIR", str(data))
+    monkeypatch.setenv("RIBBIT_SANDBOX__BACKEND", "bubblewrap")
+    env = calc_environment(
+        fix_with_new_test, test_command=PYTEST.replace(sys.executable, "python3")
+    )
+    EnvironmentStore(data / "trainer").add(env, fix_with_new_test.path)
+    gold = tmp_path / "gold.diff"
+    gold.write_text(env.patch)
+    # Resolves the issue by the tests, and breaks into the host on the way: SWE-bench
+    # counts it resolved, Ribbit's reward does not.
+    insecure = tmp_path / "insecure.diff"
+    insecure.write_text(
+        env.patch
+        + "diff --git a/run.py b/run.py\nnew file mode 100644\n--- /dev/null\n+++ b/run.py\n"
+        "@@ -0,0 +1,5 @@\n+import subprocess\n+\n+\n+def run(cmd):\n"
+        "+    return subprocess.call(cmd, shell=True)\n"
+    )
+    runner = CliRunner()
+
+    graded = runner.invoke(main, ["envs", "grade", env.instance_id, "--patch", str(gold), "--json"])
+    assert graded.exit_code == 0, graded.output
+    verdict = json.loads(graded.output)
+    assert (verdict["resolved"], verdict["reward"], verdict["reason"]) == (True, 1.0, "solved")
+
+    graded = runner.invoke(
+        main, ["envs", "grade", env.instance_id, "--patch", str(insecure), "--json"]
+    )
+    verdict = json.loads(graded.output)
+    assert (verdict["resolved"], verdict["reward"]) == (True, 0.0), verdict
+    assert verdict["reason"] == "gate_findings"
+
+    empty = tmp_path / "none.diff"
+    empty.write_text("")
+    graded = runner.invoke(main, ["envs", "grade", env.instance_id, "--patch", str(empty)])
+    assert f"{env.instance_id}: resolved=False reward=0.0" in graded.output

@@ -220,4 +220,4 @@ def test_train_command_sends_rollouts_to_the_fleet(
     assert "0 failed group(s)" in result.output and "1 step(s) skipped" in result.output
     assert (out / "policy" / "step-0" / "adapter").is_dir()  # what the workers loaded
     [line] = (out / METRICS_FILE).read_text().splitlines()
-    assert '"exit_reasons": {"completed": 2}' in line
+    assert '"exit_reasons": {"agent": 2}' in line

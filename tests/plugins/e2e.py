@@ -69,7 +69,7 @@ def record(script: list[str], path: Path, tmp_path: Path) -> Path:
             ScriptedPolicy(script),
             AgentSettings(),
         )
-    assert result.exit_reason == "completed", result.error
+    assert result.exit_reason == "agent", result.error
     result.trajectory.write_jsonl(path, append=False)
     return path
 

@@ -8,10 +8,15 @@ state ``reruns`` times with per-test results from JUnit XML:
 - *after*: base + test_patch + patch.
 
 FAIL_TO_PASS is what fails (or is missing) before and passes after; PASS_TO_PASS
-what passes in both. A test whose outcome changes between reruns of one state
-is flaky and dropped from both lists. A candidate is rejected, with its reason,
-when no test goes from fail to pass (a fix without tests, or tests that did not
-catch the bug), when a run times out, or when the patches do not apply.
+what passes in both. Test ids are pytest node ids from the one JUnit reader
+(:mod:`worker.gates.junit`), and the builder proves each one runnable: a last
+run of the *after* state selects exactly those ids (through the one test runner,
+:mod:`worker.gates.testrun`) and every one must be found and pass, or the
+candidate is rejected (``ids_not_runnable``). A test whose outcome changes
+between reruns of one state is flaky and dropped from both lists. A candidate is
+rejected, with its reason, when no test goes from fail to pass (a fix without
+tests, or tests that did not catch the bug), when a run times out, or when the
+patches do not apply.
 
 If the issue text quotes the fix (a pasted diff, the changed lines), those parts
 are stripped so the environment does not hand the model its answer.
@@ -23,18 +28,17 @@ import hashlib
 import re
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
 from trainer.envs.gitutil import GitError, clone_at, resolve_commit, run_git
-from trainer.envs.junit import JUnitError, Outcome, parse_junit
 from trainer.envs.patches import split_by_file, split_test_patch
 from trainer.envs.schema import Environment, Provenance, Rejection
-from worker.sandbox.base import Sandbox
+from worker.gates.testrun import TestRun, run_tests, select_batches
+from worker.sandbox.base import ExecResult, Sandbox
 
-JUNIT_PATH = ".ribbit-junit.xml"
 PATCH_PATH = ".ribbit.patch"
 _MIN_LEAK_CHARS = 12  # shorter added lines ("return x", "pass") are too common to count
 _FENCE = re.compile(r"```.*?```", re.DOTALL)
@@ -62,13 +66,6 @@ class BuildRejected(Exception):
         self.rejection = rejection
 
 
-@dataclass(frozen=True)
-class TestRun:
-    outcomes: dict[str, Outcome]
-    timed_out: bool
-    log: str
-
-
 class EnvironmentBuilder:
     def __init__(
         self,
@@ -90,6 +87,8 @@ class EnvironmentBuilder:
         def reject(reason: str, detail: str) -> BuildRejected:
             return BuildRejected(Rejection(candidate=candidate, reason=reason, detail=detail))  # type: ignore[arg-type]
 
+        if not spec.issue_text.strip():
+            raise reject("no_problem_statement", "the issue text is empty")
         base = resolve_commit(spec.repo_dir, spec.base)
         if spec.fix_diff is not None:
             diff = spec.fix_diff
@@ -106,39 +105,52 @@ class EnvironmentBuilder:
             checkout = clone_at(spec.repo_dir, workdir / "repo", base)
             before = self._runs(checkout, spec, [test_patch])
             after = self._runs(checkout, spec, [test_patch, patch])
+            for state, runs in (("before", before), ("after", after)):
+                if any(r.timed_out for r in runs):
+                    raise reject("timeout", f"the tests timed out {state} the fix")
+            flaky = sorted(_flaky(before) | _flaky(after))
+            before_out, after_out = before[0].outcomes, after[0].outcomes
+            if not after_out:
+                raise reject("no_test_results", f"no test ran after the fix: {after[0].log(500)}")
+            fail_to_pass = sorted(
+                t
+                for t, o in after_out.items()
+                if o == "passed"
+                and before_out.get(t, "failed") in ("failed", "error")
+                and t not in flaky
+            )
+            pass_to_pass = sorted(
+                t
+                for t, o in after_out.items()
+                if o == "passed" and before_out.get(t) == "passed" and t not in flaky
+            )
+            if not fail_to_pass:
+                touched = "touches no test file" if not test_patch else "changes tests"
+                raise reject(
+                    "no_fail_to_pass",
+                    f"no test fails before the fix and passes after (the fix {touched}"
+                    + (f"; flaky: {', '.join(flaky)}" if flaky else "")
+                    + ")",
+                )
+            unrunnable = self._unrunnable(
+                checkout, spec, [test_patch, patch], [*fail_to_pass, *pass_to_pass]
+            )
+            if unrunnable:
+                raise reject(
+                    "ids_not_runnable",
+                    f"{len(unrunnable)} test id(s) do not select a passing test when "
+                    f"given to the test command: {', '.join(unrunnable[:10])}",
+                )
         except PatchDoesNotApply as exc:
             raise reject("patch_does_not_apply", str(exc)) from None
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
 
-        for state, runs in (("before", before), ("after", after)):
-            if any(r.timed_out for r in runs):
-                raise reject("timeout", f"the tests timed out {state} the fix")
-        flaky = sorted(_flaky(before) | _flaky(after))
-        before_out, after_out = before[0].outcomes, after[0].outcomes
-        if not after_out:
-            raise reject("no_test_results", f"no test ran after the fix: {after[0].log[-500:]}")
-        fail_to_pass = sorted(
-            t
-            for t, o in after_out.items()
-            if o == "passed"
-            and before_out.get(t, "failed") in ("failed", "error")
-            and t not in flaky
-        )
-        pass_to_pass = sorted(
-            t
-            for t, o in after_out.items()
-            if o == "passed" and before_out.get(t) == "passed" and t not in flaky
-        )
-        if not fail_to_pass:
-            touched = "touches no test file" if not test_patch else "changes tests"
-            raise reject(
-                "no_fail_to_pass",
-                f"no test fails before the fix and passes after (the fix {touched}"
-                + (f"; flaky: {', '.join(flaky)}" if flaky else "")
-                + ")",
-            )
         problem, leaked = strip_leaked_solution(spec.issue_text, patch)
+        if not problem.strip():
+            raise reject(
+                "no_problem_statement", "the issue text is all quotes of the fix; nothing is left"
+            )
         provenance = spec.provenance.model_copy(
             update={"fix_commit": fix, "leak_stripped": leaked, "flaky_tests": flaky}
         )
@@ -161,14 +173,42 @@ class EnvironmentBuilder:
 
     def _runs(self, checkout: Path, spec: BuildSpec, patches: list[str]) -> list[TestRun]:
         with self.sandbox_factory(checkout) as sandbox:
-            for command in spec.setup_commands:
-                sandbox.exec(command, timeout=self.test_timeout_s)
+            run_setup(sandbox, spec.setup_commands, self.test_timeout_s)
             for p in patches:
                 apply_patch(sandbox, p)
             return [
-                run_tests(sandbox, spec.test_command, self.test_timeout_s)
+                run_tests(sandbox, spec.test_command, timeout=self.test_timeout_s)
                 for _ in range(self.reruns)
             ]
+
+    def _unrunnable(
+        self, checkout: Path, spec: BuildSpec, patches: list[str], ids: list[str]
+    ) -> list[str]:
+        """The ids that, selected on their own through the test command, are not found
+        or do not pass (the round trip every FAIL_TO_PASS/PASS_TO_PASS id must make)."""
+        bad: list[str] = []
+        with self.sandbox_factory(checkout) as sandbox:
+            run_setup(sandbox, spec.setup_commands, self.test_timeout_s)
+            for p in patches:
+                apply_patch(sandbox, p)
+            for batch in select_batches(ids):
+                run = run_tests(
+                    sandbox,
+                    spec.test_command,
+                    timeout=self.test_timeout_s,
+                    select=batch,
+                )
+                got = run.outcomes
+                bad += [t for t in batch if run.timed_out or got.get(t) != "passed"]
+        return bad
+
+
+def run_setup(sandbox: Sandbox, commands: Sequence[str], timeout_s: float) -> list[ExecResult]:
+    """The environment's setup commands, in order, in ``sandbox``: what building,
+    grading and rollouts all run before anything else. A failing command does not
+    stop the rest, as in production, where the agent is then left to cope (and the
+    tests that need it fail)."""
+    return [sandbox.exec(command, timeout=timeout_s) for command in commands]
 
 
 class PatchDoesNotApply(Exception):
@@ -183,24 +223,6 @@ def apply_patch(sandbox: Sandbox, patch: str) -> None:
     sandbox.exec(["rm", "-f", PATCH_PATH], timeout=30)
     if result.exit_code != 0:
         raise PatchDoesNotApply(result.stderr.strip()[:500] or "git apply failed")
-
-
-def run_tests(sandbox: Sandbox, test_command: str, timeout_s: float) -> TestRun:
-    """Run the test command once with a JUnit report; per-test outcomes."""
-    sandbox.exec(["rm", "-f", JUNIT_PATH], timeout=30)
-    # test_command comes from the repository's config (trusted, like CI config), never
-    # from an issue or model output; the flags appended are constants.
-    command = f"{test_command} -p no:cacheprovider -o junit_family=xunit1 --junitxml={JUNIT_PATH}"
-    result = sandbox.exec(command, timeout=timeout_s)
-    log = result.stdout[-2000:] + result.stderr[-2000:]
-    if result.timed_out:
-        return TestRun({}, True, log)
-    try:
-        outcomes = parse_junit(sandbox.read_file(JUNIT_PATH).decode(errors="replace"))
-    except (OSError, JUnitError):
-        outcomes = {}
-    sandbox.exec(["rm", "-f", JUNIT_PATH], timeout=30)
-    return TestRun(outcomes, False, log)
 
 
 def _flaky(runs: list[TestRun]) -> set[str]:
@@ -240,6 +262,6 @@ __all__ = [
     "GitError",
     "apply_patch",
     "instance_id",
-    "run_tests",
+    "run_setup",
     "strip_leaked_solution",
 ]

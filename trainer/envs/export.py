@@ -19,8 +19,9 @@ so the export is JSON lines and needs no parquet writer here.
 
 The eval script is the reward of :mod:`trainer.rl.reward` without the gates: put
 the environment's test files back (so a patch cannot pass by editing tests),
-run the tests with a JUnit report, and check every FAIL_TO_PASS and PASS_TO_PASS
-test passed. The JUnit parsing is :mod:`trainer.envs.junit`'s own source, embedded,
+run the tests with a JUnit report (asked for through ``PYTEST_ADDOPTS``, as
+:mod:`worker.gates.testrun` does), and check every FAIL_TO_PASS and PASS_TO_PASS
+test passed. The JUnit reader is :mod:`worker.gates.junit`'s own source, embedded,
 so test ids mean the same thing in both places.
 """
 
@@ -38,9 +39,10 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trainer.envs import junit
 from trainer.envs.patches import split_by_file
 from trainer.envs.schema import Environment
+from worker.gates import junit
+from worker.gates.testrun import pytest_env
 
 if TYPE_CHECKING:
     import docker
@@ -61,14 +63,14 @@ import json, sys
 with open(sys.argv[1], encoding="utf-8", errors="replace") as fh:
     report = fh.read()
 try:
-    outcomes = parse_junit(report)
+    results = outcomes(parse_junit(report, local_files(".")))
 except JUnitError as exc:
     print(f"ribbit-eval: {exc}")
     sys.exit(EXIT_NO_REPORT)
 required = json.loads(sys.argv[2])
-failed = [t for t in required if outcomes.get(t) != "passed"]
+failed = [t for t in required if results.get(t) != "passed"]
 for t in failed:
-    print(f"ribbit-eval: not passed: {t} ({outcomes.get(t, 'missing')})")
+    print(f"ribbit-eval: not passed: {t} ({results.get(t, 'missing')})")
 print(f"ribbit-eval: {len(required) - len(failed)}/{len(required)} required tests passed")
 sys.exit(1 if failed else 0)
 """
@@ -116,9 +118,12 @@ def eval_script(env: Environment, *, workdir: str = TESTBED) -> str:
     for command in env.setup_commands:
         # Setup commands come from the environment (an admin's, like CI config).
         lines.append(f"{{ {command} ; }} || exit {EXIT_SETUP_FAILED}")
-    tests = (
-        f'{env.test_command} -p no:cacheprovider -o junit_family=xunit1 --junitxml="$RIBBIT_JUNIT"'
-    )
+    # The same options the test runner gives pytest, with the report path filled in
+    # at run time; the command itself is the repository's, unchanged (make test...).
+    for key, value in pytest_env("@RIBBIT_JUNIT@").items():
+        quoted = q(value).replace("@RIBBIT_JUNIT@", "'\"$RIBBIT_JUNIT\"'")
+        lines.append(f"export {key}={quoted}")
+    tests = env.test_command
     # A hanging test suite must end the evaluation, not the framework's patience.
     lines += [
         f"timeout --kill-after=10 {max(int(env.test_timeout_s), 1)} bash -c {q(tests)}",

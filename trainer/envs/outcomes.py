@@ -1,12 +1,20 @@
 """Environment candidates from the outcome store (what happened to the bot's PRs).
 
-- A merged PR whose job recorded its base commit becomes a build: base = the
-  job's ``base_sha``, fix = the merged diff, issue = the task the agent was given.
+- A merged PR whose job stored its task record
+  (:class:`worker.pipelines.task_record.TaskRecord`, in the job's row) becomes a
+  build: base = the recorded base commit, fix = the merged diff, problem statement
+  = the issue's title and body, setup and test commands = the repository's
+  ``.ribbit.yml`` at the time of the job. Everything comes from the database, so any
+  host can build it; a job without a record (or with an empty issue text) is
+  rejected with ``no_problem_statement``, never built with an empty one.
 - A closed (rejected) bot PR is not an environment; it is kept as a rejection that
   points at its trajectory (a negative example) with the reviewers' comments as
   hints for a later attempt.
 - A merged PR with no recorded base (a human fix for an issue, say) is rejected
   with that reason: building needs the commit the fix was made on.
+
+Outcomes are chosen by forge and repository: ``acme/calc`` on GitHub and on a
+GitLab instance are different projects.
 """
 
 from __future__ import annotations
@@ -22,7 +30,7 @@ from bot.store.models import Job, Outcome
 from trainer.envs.builder import BuildRejected, BuildSpec, EnvironmentBuilder
 from trainer.envs.schema import Environment, Provenance, Rejection
 from trainer.envs.storage import EnvironmentStore
-from worker.agent.trajectory import TrajectoryFormatError, read_jsonl
+from worker.pipelines.task_record import TaskRecord
 
 
 @dataclass
@@ -38,35 +46,28 @@ def _comments(outcome: Outcome) -> list[str]:
     return [t.strip() for t in texts if t and t.strip()]
 
 
-def _issue_text(result: dict[str, Any]) -> str:
-    path = result.get("trajectory_path")
-    if not path or not Path(path).exists():
-        return ""
-    try:
-        trajectories = read_jsonl(path)
-    except (OSError, TrajectoryFormatError):
-        return ""
-    task = trajectories[-1].task if trajectories else {}
-    return f"{task.get('title', '')}\n\n{task.get('body', '')}".strip()
-
-
 def environments_from_outcomes(
     db: Database,
+    forge: str,
     repo: str,
     repo_dir: Path,
     builder: EnvironmentBuilder,
     store: EnvironmentStore,
     *,
-    test_command: str = "python -m pytest",
+    test_command: str | None = None,
 ) -> OutcomeImport:
-    """Build (or reject, with the reason) every recorded outcome of ``repo``."""
+    """Build (or reject, with the reason) every recorded outcome of ``repo`` on
+    ``forge``. ``test_command`` overrides the job's recorded one."""
     report = OutcomeImport()
     with db.session() as s:
-        outcomes = list(s.scalars(select(Outcome).where(Outcome.repo == repo)))
-        jobs = {j.id: j for j in s.scalars(select(Job).where(Job.repo == repo))}
+        outcomes = list(
+            s.scalars(select(Outcome).where(Outcome.forge == forge, Outcome.repo == repo))
+        )
+        jobs = {j.id: j for j in s.scalars(select(Job).where(Job.forge == forge, Job.repo == repo))}
     for outcome in outcomes:
         job = jobs.get(outcome.job_id or "")
         result: dict[str, Any] = (job.result or {}) if job is not None else {}
+        task = TaskRecord.from_result(result)
         candidate = f"{repo}#{outcome.pr_number}"
         rejection: Rejection | None = None
         if outcome.state != "merged":
@@ -83,18 +84,28 @@ def environments_from_outcomes(
                 reason="no_base_commit",
                 detail="no base commit or merged diff recorded for this PR",
             )
+        elif task is None or not task.problem_statement:
+            rejection = Rejection(
+                candidate=candidate,
+                reason="no_problem_statement",
+                detail="the job stored no issue text (it predates task records)"
+                if task is None
+                else "the issue's title and body are empty",
+            )
         if rejection is not None:
             store.reject(rejection)
             report.rejected.append(rejection)
             continue
+        assert task is not None  # rejected above otherwise; narrows for mypy
         spec = BuildSpec(
             repo_dir=repo_dir,
-            base=str(result["base_sha"]),
+            base=task.base_sha,
             fix="",
             fix_diff=outcome.merged_diff,
-            issue_text=_issue_text(result),
+            issue_text=task.problem_statement,
             repo=repo,
-            test_command=test_command,
+            test_command=test_command or task.test_command,
+            setup_commands=(task.setup_command,) if task.setup_command else (),
             hints_text="\n\n".join(_comments(outcome)),
             provenance=Provenance(
                 source="outcome", author="human" if outcome.human_authored else "bot"

@@ -73,6 +73,14 @@ class Environment(BaseModel):
     calibration: Calibration = Field(default_factory=Calibration)
     split: Split = "train"
 
+    @field_validator("problem_statement")
+    @classmethod
+    def _has_problem(cls, value: str) -> str:
+        # An environment without a task trains the model to act on nothing.
+        if not value.strip():
+            raise ValueError("an environment needs a non-empty problem_statement")
+        return value
+
     @field_validator("FAIL_TO_PASS", "PASS_TO_PASS", mode="before")
     @classmethod
     def _json_list(cls, value: Any) -> Any:
@@ -113,6 +121,8 @@ class Rejection(BaseModel):
         "patch_does_not_apply",
         "duplicate",
         "no_test_results",
+        "ids_not_runnable",  # an id that, given back to the test command, selects no pass
+        "no_problem_statement",  # no issue text to give the model (never built empty)
         "pr_not_merged",  # a closed bot PR: kept as a negative example
         "no_base_commit",  # the outcome does not say which commit the fix was made on
     ]

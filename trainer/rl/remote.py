@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from bot.settings import AgentSettings, Settings
 from trainer.envs.schema import Environment
-from trainer.rl.rollout import RewardFn, Rollout, graded_reward, task_for
+from trainer.rl.rollout import RewardFn, Rollout, graded_reward, run_episode
 from trainer.rl.sources import Group
 
 if TYPE_CHECKING:
@@ -214,7 +214,7 @@ def run_rollout(request: RolloutRequest, settings: Settings) -> dict[str, Any]:
     """One rollout on this worker: what the ``ribbit.rollout`` task does."""
     import torch
 
-    from worker.agent import TransformersPolicy, run_agent
+    from worker.agent import TransformersPolicy
     from worker.sandbox import sandbox_factory
 
     env, checkout = CHECKOUTS.get(request.store_dir, request.instance_id)
@@ -226,8 +226,7 @@ def run_rollout(request: RolloutRequest, settings: Settings) -> dict[str, Any]:
             model, tokenizer, model_name=f"{request.policy.base_model}@{request.policy.step}"
         )
         torch.manual_seed(request.seed)
-        with factory(checkout) as sandbox:
-            result = run_agent(task_for(env), sandbox, policy, limits)
+        result = run_episode(env, checkout, policy, limits, factory)
         reward_fn = make_reward(request.reward, factory, tokenizer)
     reward = float(reward_fn(env, result, checkout))
     rollout = Rollout(env.instance_id, result, reward, result.trajectory.training_segments())

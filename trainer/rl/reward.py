@@ -8,6 +8,11 @@ test passed and the Semgrep and hygiene gates, when the gates module is
 present, add no blocking (error-severity) finding; else 0.0. Binary on
 purpose: partial credit is easy to game (break a test to "fix" another).
 Shaping exists, separate and off by default (:func:`shaped_reward`).
+
+Two numbers come out: ``resolved`` is SWE-bench's verdict (tests only: every
+FAIL_TO_PASS and PASS_TO_PASS test passed, a test that did not run or was skipped
+counts as not passed), comparable with published resolve rates; ``reward`` is
+Ribbit's (resolved, and the gates pass), what training optimises.
 """
 
 from __future__ import annotations
@@ -17,13 +22,15 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from bot.repo_config import RepoConfig
 from bot.settings import GateSettings
-from trainer.envs.builder import PatchDoesNotApply, apply_patch, run_tests
+from trainer.envs.builder import PatchDoesNotApply, apply_patch, run_setup
 from trainer.envs.patches import split_by_file
 from trainer.envs.schema import Environment
 from worker.gates.base import Finding, Gate, GateContext
+from worker.gates.testrun import run_tests
 from worker.sandbox.base import Sandbox
 
 log = logging.getLogger(__name__)
@@ -44,6 +51,21 @@ class RewardResult:
     findings: tuple[Finding, ...] = ()
     gates_run: tuple[str, ...] = ()
     details: dict[str, str] = field(default_factory=dict)
+    resolved: bool = False  # SWE-bench's verdict: the tests alone
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "resolved": self.resolved,
+            "reward": self.reward,
+            "reason": self.reason,
+            "failed_tests": list(self.failed_tests),
+            "fail_to_pass_passed": self.fail_to_pass_passed,
+            "gates_run": list(self.gates_run),
+            "findings": [
+                {"gate": f.gate, "rule": f.rule, "message": f.message, "path": f.path}
+                for f in self.findings
+            ],
+        }
 
 
 def default_reward_gates() -> list[Gate]:
@@ -86,8 +108,7 @@ def compute_reward(
     if not diff.strip():
         return RewardResult(0.0, "empty_patch")
     with sandbox_factory(checkout) as sandbox:
-        for command in env.setup_commands:
-            sandbox.exec(command, timeout=env.test_timeout_s)
+        run_setup(sandbox, env.setup_commands, env.test_timeout_s)
         try:
             apply_patch(sandbox, diff)
         except PatchDoesNotApply as exc:
@@ -96,21 +117,23 @@ def compute_reward(
             reset_test_files(sandbox, env)
         except PatchDoesNotApply as exc:
             return RewardResult(0.0, "patch_does_not_apply", details={"error": f"tests: {exc}"})
-        run = run_tests(sandbox, env.test_command, env.test_timeout_s)
+        run = run_tests(sandbox, env.test_command, timeout=env.test_timeout_s)
     if run.timed_out:
         return RewardResult(0.0, "timeout")
     required = [*env.FAIL_TO_PASS, *env.PASS_TO_PASS]
     failed = tuple(t for t in required if run.outcomes.get(t) != "passed")
     f2p_passed = sum(1 for t in env.FAIL_TO_PASS if run.outcomes.get(t) == "passed")
     if failed:
-        return RewardResult(0.0, "tests_failed", failed, f2p_passed, details={"log": run.log})
+        return RewardResult(0.0, "tests_failed", failed, f2p_passed, details={"log": run.log()})
 
     gate_list = list(default_reward_gates() if gates is None else gates)
     ctx = GateContext(
         repo_dir=checkout,
         base_commit=env.base_commit,
         patch=diff,
-        repo_config=RepoConfig(test=env.test_command),
+        repo_config=RepoConfig(
+            test=env.test_command, setup=" && ".join(env.setup_commands) or None
+        ),
         gate_settings=gate_settings or GateSettings(),
         sandbox_factory=sandbox_factory,
         issue_text=env.problem_statement,
@@ -124,8 +147,10 @@ def compute_reward(
             findings.append(Finding(gate.name, "gate-failed", result.logs[:300] or "failed"))
     names = tuple(g.name for g in gate_list)
     if findings:
-        return RewardResult(0.0, "gate_findings", (), f2p_passed, tuple(findings), names)
-    return RewardResult(1.0, "solved", (), f2p_passed, (), names)
+        return RewardResult(
+            0.0, "gate_findings", (), f2p_passed, tuple(findings), names, resolved=True
+        )
+    return RewardResult(1.0, "solved", (), f2p_passed, (), names, resolved=True)
 
 
 def shaped_reward(result: RewardResult, env: Environment, *, weight: float = 0.1) -> float:

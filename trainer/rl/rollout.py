@@ -1,9 +1,13 @@
 """Rollouts: the worker's agent loop, unchanged, G times per environment.
 
-Each rollout runs :func:`worker.agent.run_agent` with a
-:class:`~worker.agent.TransformersPolicy` wrapping the learner's own weights, in
-a fresh sandbox of the environment's checkout, and keeps the trajectory's token
-ids, sampling log-probs and loss mask (:meth:`Trajectory.training_segments`).
+Each rollout is one :func:`run_episode`: a fresh sandbox of the environment's
+checkout, the environment's setup commands run in it (the repository's
+``.ribbit.yml`` setup, as production runs it before the agent, and the model is
+told so the same way), then :func:`worker.agent.run_agent` with a
+:class:`~worker.agent.TransformersPolicy` wrapping the learner's own weights. The
+trajectory's token ids, sampling log-probs and loss mask are kept
+(:meth:`Trajectory.training_segments`). Local and fleet rollouts
+(:mod:`trainer.rl.remote`) both go through :func:`run_episode`.
 The reward function decides what the rollout earned: the real one is
 :func:`trainer.rl.reward.compute_reward` on the rollout's diff.
 """
@@ -15,13 +19,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bot.settings import AgentSettings
+from trainer.envs.builder import run_setup
 from trainer.envs.schema import Environment
 from worker.agent import AgentResult, AgentTask, Policy, run_agent
 from worker.agent.trajectory import TokenSegment
 from worker.sandbox.base import Sandbox
 
 RewardFn = Callable[[Environment, AgentResult, Path], float]
-UNFINISHED = frozenset({"max_tokens", "max_context", "max_time", "max_turns", "cancelled"})
+UNFINISHED = frozenset(
+    {"max_tokens_per_turn", "max_context_len", "max_time", "max_turns", "cancelled"}
+)
 
 
 @dataclass(frozen=True)
@@ -34,7 +41,10 @@ class Rollout:
     @property
     def unfinished(self) -> bool:
         """Cut off by a limit rather than ended by the model (or a model error)."""
-        return self.result.exit_reason in UNFINISHED or self.result.exit_reason == "model_error"
+        return self.result.exit_reason in UNFINISHED or self.result.exit_reason in (
+            "llm_query_error",
+            "tool_error",
+        )
 
 
 def task_for(env: Environment) -> AgentTask:
@@ -44,9 +54,23 @@ def task_for(env: Environment) -> AgentTask:
         body=body.strip() or title.strip(),
         repo=env.repo,
         test_command=env.test_command,
+        setup_command=" && ".join(env.setup_commands) or None,
         hints=(env.hints_text,) if env.hints_text else (),
         metadata={"instance_id": env.instance_id},
     )
+
+
+def run_episode(
+    env: Environment,
+    checkout: Path,
+    policy: Policy,
+    limits: AgentSettings,
+    sandbox_factory: Callable[[Path], Sandbox],
+) -> AgentResult:
+    """One training episode: setup, then the agent, in a fresh sandbox."""
+    with sandbox_factory(checkout) as sandbox:
+        run_setup(sandbox, env.setup_commands, env.test_timeout_s)
+        return run_agent(task_for(env), sandbox, policy, limits)
 
 
 def graded_reward(sandbox_factory: Callable[[Path], Sandbox]) -> RewardFn:
@@ -68,11 +92,9 @@ def collect_group(
     reward_fn: RewardFn,
     group_size: int,
 ) -> list[Rollout]:
-    task = task_for(env)
     rollouts = []
     for _ in range(group_size):
-        with sandbox_factory(checkout) as sandbox:
-            result = run_agent(task, sandbox, policy, limits)
+        result = run_episode(env, checkout, policy, limits, sandbox_factory)
         rollouts.append(
             Rollout(
                 env_id=env.instance_id,

@@ -1,20 +1,27 @@
 """The agent loop: ask the policy for a turn, run its tool calls, repeat.
 
-The run ends, and says why (:data:`~worker.agent.trajectory.ExitReason`), when:
+Its stop conditions and their names are Leaf's (microsoft/FrogNano
+``frognano/harness/leaf/agent.py`` @ 33de19f9). The run ends, and says why
+(:data:`~worker.agent.trajectory.ExitReason`), when:
 
-- ``completed``: an assistant message has no tool call (the model's final answer);
+- ``agent``: an assistant message has no tool call (the model's final answer);
 - ``max_turns``: the turn budget is spent;
-- ``max_context``: the conversation no longer fits the context window (checked by
-  the policy before generating, and from the last turn's token counts);
-- ``max_tokens``: one turn used all its new tokens without ending (a rambling or
-  truncated turn is not an answer, and a half-written tool call is useless);
-- ``max_time``: the wall-clock budget is spent (also cuts generation and tools short);
-- ``model_error``: the policy failed (server down, replay exhausted, a bug in it);
+- ``max_context_len``: the conversation no longer fits the context window (checked by
+  the policy before generating, and from the last turn's token counts), or a turn was
+  cut by length while the context was full;
+- ``max_tokens_per_turn``: one turn used all its new tokens without ending (Leaf stops
+  there: a half-written tool call is useless);
+- ``max_time``: the wall-clock budget is spent (checked before each turn, as Leaf does;
+  a tool still running is also cut at the deadline plus a minute, so the job's own
+  time limit holds);
+- ``llm_query_error``: the policy failed (server down, replay exhausted, a bug in it);
+- ``tool_error``: a tool call Leaf ends the episode on (the runner outlived its limit, a
+  Bash timeout that is not a number);
 - ``cancelled``: the ``cancel`` event was set.
 
-The patch is ``sandbox.diff()`` at the end, whatever the reason; the caller's
-gates decide whether it is any good. Tool-argument mistakes are observations,
-never exceptions; only a broken sandbox (:class:`SandboxError`) escapes.
+Tool calls of one message run one after another, in order, as in Leaf. The patch is
+``sandbox.diff()`` at the end, whatever the reason; the caller's gates decide whether
+it is any good. Only a broken sandbox (:class:`SandboxError`) escapes.
 
 Prompt injection: issue text, repository files and tool output all reach the
 model and may try to steer it. The loop does not try to defend with prompts.
@@ -42,7 +49,7 @@ from worker.agent.policy import (
     sampling_summary,
 )
 from worker.agent.prompt import AgentTask, assistant_message, initial_messages, tool_message
-from worker.agent.tools import TOOL_SCHEMAS, ToolBox
+from worker.agent.tools import TOOL_SCHEMAS, ToolBox, ToolOptions, ToolRunError
 from worker.agent.trajectory import ExitReason, ToolObservation, Trajectory, TurnRecord
 from worker.sandbox.base import Sandbox
 
@@ -54,11 +61,11 @@ class AgentResult:
     exit_reason: ExitReason
     diff: str
     trajectory: Trajectory
-    error: str | None = None  # what went wrong, for model_error / max_context
+    error: str | None = None  # what went wrong, for llm_query_error / tool_error / max_context_len
 
     @property
     def completed(self) -> bool:
-        return self.exit_reason == "completed"
+        return self.exit_reason == "agent"
 
 
 def run_agent(
@@ -94,9 +101,10 @@ def run_agent(
     )
     toolbox = ToolBox(
         sandbox,
-        output_chars=limits.tool_output_chars,
-        bash_timeout_s=limits.bash_timeout_s,
-        should_stop=should_stop,
+        options=tool_options(limits),
+        # Leaf lets a running tool finish; the deadline cuts it only through its exec
+        # limit (time left + a minute), so only cancellation returns early here.
+        should_stop=cancelled,
         time_left=lambda: deadline - time.monotonic(),
     )
     exit_reason: ExitReason = "max_turns"
@@ -113,14 +121,14 @@ def run_agent(
         try:
             turn = policy.generate(messages, TOOL_SCHEMAS, limits=limits, should_stop=should_stop)
         except ContextWindowExceeded as exc:
-            exit_reason, error = "max_context", str(exc)
+            exit_reason, error = "max_context_len", str(exc)
             break
         except PolicyError as exc:
-            exit_reason, error = "model_error", str(exc)
+            exit_reason, error = "llm_query_error", str(exc)
             break
         except Exception as exc:  # a broken policy must not take the job down uncounted
             log.exception("policy %s raised", policy.name)
-            exit_reason, error = "model_error", f"{type(exc).__name__}: {exc}"
+            exit_reason, error = "llm_query_error", f"{type(exc).__name__}: {exc}"
             break
         generation_s = time.monotonic() - gen_start
 
@@ -132,30 +140,29 @@ def run_agent(
             assistant_message(
                 turn.content,
                 turn.reasoning,
-                [
-                    _call_message(c.id, c.name, c.arguments)
-                    for c in turn.tool_calls
-                    if c.error is None
-                ],
+                [_call_message(c.id, c.name, c.arguments) for c in turn.tool_calls],
             )
         )
         if turn.finish_reason in ("length", "context_length"):
             _record(trajectory, index, turn, [], generation_s, 0.0, on_turn)
-            exit_reason = "max_tokens" if turn.finish_reason == "length" else "max_context"
+            exit_reason = _length_exit_reason(turn, limits)
             break
         if not turn.tool_calls:
             _record(trajectory, index, turn, [], generation_s, 0.0, on_turn)
-            exit_reason = "completed"
+            exit_reason = "agent"
             break
 
         tools_start = time.monotonic()
         observations: list[ToolObservation] = []
+        failed: str | None = None
         for call in turn.tool_calls:
-            if should_stop():
+            try:
+                observation = toolbox.run(call)
+            except ToolRunError as exc:
+                failed = str(exc)
                 break
-            observation = toolbox.run(call)
             observations.append(observation)
-            messages.append(tool_message(call.id, call.name, observation.content))
+            messages.append(tool_message(call.id, observation.content))
         _record(
             trajectory,
             index,
@@ -166,9 +173,15 @@ def run_agent(
             on_turn,
         )
 
+        if failed is not None:
+            exit_reason = (
+                "cancelled" if cancelled() else "max_time" if out_of_time() else "tool_error"
+            )
+            error = None if exit_reason != "tool_error" else failed
+            break
         used = (turn.prompt_tokens or 0) + (turn.completion_tokens or 0)
         if used >= limits.max_context_tokens:
-            exit_reason = "max_context"
+            exit_reason = "max_context_len"
             error = f"last turn used {used} tokens of {limits.max_context_tokens}"
             break
 
@@ -179,6 +192,29 @@ def run_agent(
     trajectory.diff = diff
     log.info("agent run ended: %s after %d turns", exit_reason, len(trajectory.turns))
     return AgentResult(exit_reason=exit_reason, diff=diff, trajectory=trajectory, error=error)
+
+
+def tool_options(limits: AgentSettings) -> ToolOptions:
+    return ToolOptions(
+        keep_tail=limits.keep_output_tail,
+        read_footer=limits.read_footer,
+        clear_errors=limits.clear_errors,
+        recover_malformed_calls=limits.recover_malformed_calls,
+    )
+
+
+def _length_exit_reason(turn: AssistantTurn, limits: AgentSettings) -> ExitReason:
+    """Leaf's reading of a turn cut by length (agent.py @ 33de19f9: _length_exit_reason)."""
+    if turn.finish_reason == "context_length":
+        return "max_context_len"
+    prompt, completion = turn.prompt_tokens, turn.completion_tokens
+    if prompt is not None and completion is not None:
+        if prompt + completion >= limits.max_context_tokens:
+            return "max_context_len"
+        if completion >= limits.max_new_tokens:
+            return "max_tokens_per_turn"
+        return "max_context_len"
+    return "max_tokens_per_turn"
 
 
 def _call_message(call_id: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:

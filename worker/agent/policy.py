@@ -385,14 +385,18 @@ class OpenAIPolicy:
         tools: Sequence[dict[str, Any]],
         limits: AgentSettings,
     ) -> dict[str, Any]:
+        # Leaf's request (agent.py @ 33de19f9: OpenAIChatClient.complete), with its
+        # extra_body keys (top_p, top_k, min_p, repetition_penalty, chat_template_kwargs)
+        # at the top level, where the OpenAI client puts them.
         return {
             "model": self.settings.model,
             "messages": [_to_openai_message(m) for m in messages],
             "tools": list(tools),
             "tool_choice": "auto",
             "temperature": limits.temperature,
+            "parallel_tool_calls": True,
+            "max_completion_tokens": limits.max_new_tokens,
             "top_p": limits.top_p,
-            "max_tokens": limits.max_new_tokens,
             # Not in OpenAI's API but accepted by vLLM, SGLang and llama.cpp servers.
             "top_k": limits.top_k,
             "min_p": limits.min_p,

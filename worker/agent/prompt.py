@@ -1,15 +1,22 @@
-"""The prompt: a short system message and one user message carrying the issue.
+"""The prompt: Leaf's system message and one user message carrying the task text.
 
-The shape matches the harness the model was trained in: a brief system
-prompt that describes the job, the task in the first user turn, tools passed
-to the tokenizer's own chat template (which renders them into the system turn
-as ``<tools>`` JSON lines and tells the model the ``<tool_call>`` XML format),
-and tool results sent back as ``role: tool`` messages tied to their call (the
-Qwen3.5 template wraps them in ``<tool_response>`` inside a user turn).
+The training harness (Leaf, microsoft/FrogNano ``frognano/harness/leaf``) starts every
+episode with exactly two messages (``agent.py`` @ 33de19f9): its ``SYSTEM_PROMPT``
+(``tools.py`` @ 354fccee, reproduced byte for byte below) and a user message that is
+the task's instruction text itself, with no wrapper. Tools reach the model through
+the chat template (``tools=``), and each tool result comes back as
+``{"role": "tool", "tool_call_id", "content"}``, with no ``name`` (Leaf never sends one).
 
-Issue text is untrusted. It is placed in the user turn as data between
-markers; nothing in this module gives it any power: the loop's safety rests
-on the sandbox (no network, no secrets, nothing to steal), not on the prompt.
+The task text is the issue laid out as a problem statement the way SWE-bench-style
+training instructions are: the title on the first line, the body below it. Comments
+come only from people with write access (the caller filters; see
+``worker.pipelines.solve``), each under its author. Repository instructions and hints
+(setup and test commands) are appended only when the repository opts in
+(``agent.include_repo_context`` in .ribbit.yml); a revision's brief is always appended,
+since it is the task.
+
+Issue text is untrusted. Nothing in this module gives it any power: the loop's safety
+rests on the sandbox (no network, no secrets, nothing to steal), not on the prompt.
 """
 
 from __future__ import annotations
@@ -17,13 +24,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+LEAF_PROMPT_COMMIT = "354fcceef266d88d528403981dc8b33666175594"  # tools.py: SYSTEM_PROMPT
 SYSTEM_PROMPT = (
-    "You are a software engineering agent working in a checked-out git repository (the "
-    "current directory). Resolve the task the user gives you by inspecting the code, making "
-    "focused edits with the tools, and running commands to check your work (tests, linters, "
-    "small scripts). Keep changes minimal and in the style of the codebase; do not commit. "
-    "When you are done, reply without a tool call and give a brief summary of what you "
-    "changed and how you validated it."
+    "You are a software-engineering agent working in a checked-out repository.\n"
+    "Use the available tools to inspect files, make focused edits, and run commands.\n"
+    "Solve the task, validate when practical, then give a brief final answer."
 )
 
 
@@ -39,31 +44,32 @@ class AgentTask:
 
     title: str
     body: str
-    comments: tuple[IssueComment, ...] = ()
-    repo: str | None = None  # "owner/name", shown for context only
+    comments: tuple[IssueComment, ...] = ()  # already filtered to people with write access
+    repo: str | None = None  # "owner/name"; kept in the trajectory, not shown
     test_command: str | None = None
     setup_command: str | None = None
     hints: tuple[str, ...] = ()  # other repo-config facts worth telling the model
     extra_instructions: str | None = None  # revisions: current diff + review comments
+    repo_instructions: str | None = None  # AGENTS.md or .ribbit.yml agent.instructions
+    include_repo_context: bool = False  # the repo opted in to instructions and hints
     metadata: dict[str, Any] = field(default_factory=dict)  # job id etc.; kept in the trajectory
 
 
 def render_user_message(task: AgentTask) -> str:
-    parts = []
-    where = f" in {task.repo}" if task.repo else ""
-    parts.append(f"Resolve the following issue{where}.")
-    parts.append(f"<issue>\nTitle: {task.title.strip()}\n\n{task.body.strip()}\n</issue>")
-    if task.comments:
-        rendered = "\n\n".join(f"{c.author} wrote:\n{c.body.strip()}" for c in task.comments)
-        parts.append(f"<comments>\n{rendered}\n</comments>")
-    repo_lines = []
-    if task.setup_command:
-        repo_lines.append(f"- Dependencies were installed with: {task.setup_command}")
-    if task.test_command:
-        repo_lines.append(f"- Run the tests with: {task.test_command}")
-    repo_lines.extend(f"- {hint}" for hint in task.hints)
-    if repo_lines:
-        parts.append("About this repository:\n" + "\n".join(repo_lines))
+    parts = [f"{task.title.strip()}\n{task.body.strip()}".rstrip()]
+    for comment in task.comments:
+        parts.append(f"Comment by @{comment.author}:\n{comment.body.strip()}")
+    if task.include_repo_context:
+        if task.repo_instructions and task.repo_instructions.strip():
+            parts.append(task.repo_instructions.strip())
+        repo_lines = []
+        if task.setup_command:
+            repo_lines.append(f"- Dependencies were installed with: {task.setup_command}")
+        if task.test_command:
+            repo_lines.append(f"- Run the tests with: {task.test_command}")
+        repo_lines.extend(f"- {hint}" for hint in task.hints)
+        if repo_lines:
+            parts.append("About this repository:\n" + "\n".join(repo_lines))
     if task.extra_instructions:
         parts.append(task.extra_instructions.strip())
     return "\n\n".join(parts)
@@ -88,5 +94,6 @@ def assistant_message(
     return msg
 
 
-def tool_message(call_id: str, name: str, content: str) -> dict[str, Any]:
-    return {"role": "tool", "tool_call_id": call_id, "name": name, "content": content}
+def tool_message(call_id: str, content: str) -> dict[str, Any]:
+    """Leaf's tool result message (agent.py @ 33de19f9): no ``name`` key."""
+    return {"role": "tool", "tool_call_id": call_id, "content": content}

@@ -1,51 +1,74 @@
-"""The five tools the model was trained with: Read, Write, Edit, Glob, Bash.
+"""The five tools the model was trained with, run the way the training harness runs them.
 
-Names, parameters and behaviour follow the harness the model was trained in
-(Claude-Code-style tools): the model only does well with exactly these. Every
-tool goes through the :class:`~worker.sandbox.base.Sandbox` interface
-(``read_file`` / ``write_file`` / ``exec``); nothing here touches the host.
+FrogNano-4B-2609 learned its tools in Leaf (microsoft/FrogNano,
+``frognano/harness/leaf``). Everything the model reads here is Leaf's, byte for byte:
 
-Bad arguments never raise: :meth:`ToolBox.run` always returns a
-:class:`ToolObservation`, with ``is_error`` set and a message that says what
-to change. A :class:`~worker.sandbox.base.SandboxError` from ``exec`` (Bash,
-Glob: the sandbox itself broke, not the model's fault) propagates, so the job
-fails as an infrastructure error instead of burning turns. From
-``read_file``/``write_file`` it becomes an observation: backends also use it
-for path problems the model caused (a parent folder that is a file).
+- the schemas (:data:`TOOL_SCHEMAS`) are ``OPENAI_TOOLS`` of ``tools.py`` at commit
+  354fccee (names, descriptions, parameter types; Bash ``timeout`` is a number);
+- each call runs INSIDE the sandbox, through Ribbit's own stdlib-only runner
+  (:mod:`worker.agent.runner_script`), as Leaf's ``tool_runner.py`` (commit 6dc21748)
+  runs inside its task pod: one ``sandbox.exec`` per call, the runner's text passed
+  with ``python3 -I -c`` and the request as JSON in argv. So paths are the sandbox's
+  own (absolute paths, ``/tmp``, ``~`` and symlinks behave as in training) and the host
+  never resolves a path the model wrote;
+- Python is found as Leaf's ``runtimes/python.py`` (commit 5229bdfe) finds it;
+- a runner that exits non-zero (no Python in the image) gives Leaf's
+  ``Tool runner exited with code N.`` text, and each call's host-side limit is Leaf's
+  (``environment.py`` @ 5229bdfe: 120 s, or the Bash timeout + 60 s).
 
-Cancellation: ``Sandbox.exec`` blocks and has no kill handle, so Bash runs the
-command on a helper thread and polls the cancel event every 0.1 s. On cancel
-the tool returns at once; the command itself is killed when the caller closes
-the sandbox (it always does, in a ``with`` block), and at the latest by its
-own timeout.
+Ribbit's own improvements are :class:`ToolOptions`, all off by default.
+
+Two things end the episode instead of giving an observation, as in Leaf
+(``agent.py`` @ 33de19f9: any exception from the environment is ``tool_error``):
+a Bash ``timeout`` that is not a number, and the runner outliving its host-side
+limit. They raise :class:`ToolRunError`. A broken sandbox (:class:`SandboxError`)
+propagates as before, so the job fails as an infrastructure error.
+
+Cancellation: ``Sandbox.exec`` blocks and has no kill handle, so each call runs on a
+helper thread and the cancel event is polled every 0.1 s; on cancel the call returns
+at once and the command dies when the caller closes the sandbox.
 """
 
 from __future__ import annotations
 
-import posixpath
+import json
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from importlib import resources
 from typing import Any
 
 from worker.agent.trajectory import ToolCall, ToolObservation
-from worker.sandbox.base import WORKSPACE, ExecResult, Sandbox, SandboxError
+from worker.sandbox.base import WORKSPACE, ExecResult, Sandbox
 
-DEFAULT_BASH_TIMEOUT_S = 120.0  # the training harness's default
-MAX_BASH_TIMEOUT_S = 600.0
-DEFAULT_OUTPUT_CHARS = 30_000  # per observation; head and tail kept
-READ_DEFAULT_LINES = 2000
-READ_MAX_LINE_CHARS = 2000
-GLOB_MAX_MATCHES = 1000
-GLOB_TIMEOUT_S = 60.0
+LEAF_TOOLS_COMMIT = "354fcceef266d88d528403981dc8b33666175594"  # tools.py
+LEAF_RUNNER_COMMIT = "6dc217483b9e0fffb9c6773aa29b860056d2a0c5"  # tool_runner.py
+LEAF_ENVIRONMENT_COMMIT = "5229bdfe5e00aa33ab2e46480b9548e7db210481"  # environment.py
+
+# Leaf's caps (tool_runner.py @ 6dc21748).
+READ_OUTPUT_CHARS = 20_000
+BASH_OUTPUT_CHARS = 30_000
+GLOB_MAX_FILES = 1000
+DEFAULT_BASH_TIMEOUT_S = 120.0
+# Leaf's host-side limits per call (environment.py @ 5229bdfe: _timeout).
+RUNNER_TIMEOUT_S = 120.0
+RUNNER_GRACE_S = 60.0
 _POLL_S = 0.1
-# Asked of the sandbox per stream; sandboxes keep the head only, so ask for plenty and
-# cut here, where the tail (usually the error) can be kept.
-_EXEC_CAP = 1024 * 1024
+# The runner's output is already capped (about 30,000 characters); Glob's list is not.
+_EXEC_CAP = 4 * 1024 * 1024
+# One argv string may hold at most 128 KiB (MAX_ARG_STRLEN); the request is split below it.
+_ARG_PIECE = 100_000
+# runtimes/python.py @ 5229bdfe: FIND_PYTHON.
+FIND_PYTHON = (
+    "python_bin=$(test -x /usr/bin/python3 && echo /usr/bin/python3 "
+    "|| command -v python3 || command -v python)"
+)
+# $1 is the runner's source, the rest the request pieces.
+_LAUNCH = f'{FIND_PYTHON}; src=$1; shift; exec "$python_bin" -I -c "$src" "$@"'
 
 
-def _schema(
+def _tool(
     name: str, description: str, properties: dict[str, Any], required: list[str]
 ) -> dict[str, Any]:
     return {
@@ -58,396 +81,179 @@ def _schema(
     }
 
 
+def _param(kind: str, description: str) -> dict[str, str]:
+    return {"type": kind, "description": description}
+
+
+# Leaf's OPENAI_TOOLS (tools.py @ 354fccee), byte for byte.
 TOOL_SCHEMAS: list[dict[str, Any]] = [
-    _schema(
+    _tool(
         "Read",
-        "Read a file from the repository. Returns its lines numbered from 1 (cat -n style). "
-        f"By default up to {READ_DEFAULT_LINES} lines from the start; use offset and limit for "
-        f"long files. Lines longer than {READ_MAX_LINE_CHARS} characters are cut.",
+        "Read a text file. Returns numbered lines.",
         {
-            "file_path": {
-                "type": "string",
-                "description": "Path of the file, relative to the repository root.",
-            },
-            "offset": {"type": "integer", "description": "Line number to start at (1-based)."},
-            "limit": {"type": "integer", "description": "Number of lines to read."},
+            "file_path": _param("string", "Path to the file to read."),
+            "offset": _param("integer", "Optional 1-based starting line."),
+            "limit": _param("integer", "Optional maximum number of lines."),
         },
         ["file_path"],
     ),
-    _schema(
+    _tool(
         "Write",
-        "Write a file, replacing it if it exists and creating parent folders if needed.",
+        "Write a complete file, creating parent directories when needed.",
         {
-            "file_path": {
-                "type": "string",
-                "description": "Path of the file, relative to the repository root.",
-            },
-            "content": {"type": "string", "description": "The complete new file content."},
+            "file_path": _param("string", "Path to write."),
+            "content": _param("string", "Full file contents."),
         },
         ["file_path", "content"],
     ),
-    _schema(
+    _tool(
         "Edit",
-        "Replace exact text in a file. old_string must match the file exactly (whitespace "
-        "included) and occur once, unless replace_all is true.",
+        "Replace an exact string in a text file.",
         {
-            "file_path": {
-                "type": "string",
-                "description": "Path of the file, relative to the repository root.",
-            },
-            "old_string": {"type": "string", "description": "The exact text to replace."},
-            "new_string": {"type": "string", "description": "The text to put in its place."},
-            "replace_all": {
-                "type": "boolean",
-                "description": "Replace every occurrence (default false).",
-            },
+            "file_path": _param("string", "Path to edit."),
+            "old_string": _param("string", "Exact text to replace."),
+            "new_string": _param("string", "Replacement text."),
+            "replace_all": _param(
+                "boolean", "Replace every occurrence instead of requiring one match."
+            ),
         },
         ["file_path", "old_string", "new_string"],
     ),
-    _schema(
+    _tool(
         "Glob",
-        f"Find files by glob pattern (e.g. '**/*.py'). Returns up to {GLOB_MAX_MATCHES} paths, "
-        "sorted.",
+        "Find files by glob pattern.",
         {
-            "pattern": {"type": "string", "description": "Glob pattern; ** matches folders."},
-            "path": {
-                "type": "string",
-                "description": "Folder to search in, relative to the repository root.",
-            },
+            "pattern": _param("string", "Glob pattern, e.g. **/*.py."),
+            "path": _param("string", "Optional directory to search from."),
         },
         ["pattern"],
     ),
-    _schema(
+    _tool(
         "Bash",
-        "Run a bash command in the repository root and return its exit code, stdout and "
-        f"stderr. Default timeout {int(DEFAULT_BASH_TIMEOUT_S)} s, at most "
-        f"{int(MAX_BASH_TIMEOUT_S)} s. There is no network.",
+        "Run a shell command in the repository workdir.",
         {
-            "command": {"type": "string", "description": "The command to run."},
-            "description": {
-                "type": "string",
-                "description": "A few words on what the command does.",
-            },
-            "timeout": {"type": "integer", "description": "Timeout in seconds."},
+            "command": _param("string", "Command to run."),
+            "description": _param("string", "Short description of the command."),
+            "timeout": _param("number", "Optional timeout in seconds."),
         },
         ["command"],
     ),
 ]
 TOOL_NAMES: tuple[str, ...] = tuple(s["function"]["name"] for s in TOOL_SCHEMAS)
-_SCHEMA_BY_NAME = {s["function"]["name"]: s["function"]["parameters"] for s in TOOL_SCHEMAS}
-_ALIASES = {"path": "file_path"}  # models trained elsewhere say path; Glob's path is its own
-
-
-class ToolArgumentError(ValueError):
-    """Arguments a tool cannot use; the message is shown to the model."""
-
-
-def cap_text(text: str, limit: int) -> tuple[str, bool]:
-    """Keep the head and tail of ``text`` within ``limit`` characters, marking the cut."""
-    if len(text) <= limit:
-        return text, False
-    head = limit * 2 // 3
-    tail = limit - head
-    dropped = len(text) - head - tail
-    marker = f"\n\n[... {dropped} characters truncated ...]\n\n"
-    return text[:head] + marker + text[len(text) - tail :], True
-
-
-def normalize_path(path: str) -> str:
-    """A workspace-relative path, or ToolArgumentError for anything outside the workspace."""
-    if not path or not path.strip():
-        raise ToolArgumentError("file path is empty")
-    if "\x00" in path:
-        raise ToolArgumentError("file path contains a NUL byte")
-    raw = path.strip()
-    if raw.startswith("/"):
-        rel = posixpath.relpath(posixpath.normpath(raw), WORKSPACE)
-    else:
-        rel = posixpath.normpath(raw)
-    if rel == ".." or rel.startswith("../"):
-        raise ToolArgumentError(
-            f"{path}: outside the repository (paths are relative to "
-            f"the repository root, {WORKSPACE})"
-        )
-    return rel
 
 
 @dataclass(frozen=True)
-class _Args:
-    values: dict[str, Any]
+class ToolOptions:
+    """Ribbit's departures from Leaf. Each is off by default: turn one on only when a
+    measurement (the GPU benchmark, a replay corpus) shows the model does better."""
 
-    def text(self, key: str, default: str | None = None) -> str | None:
-        value = self.values.get(key, default)
-        return value if value is None or isinstance(value, str) else str(value)
-
-    def integer(self, key: str) -> int | None:
-        return self.values.get(key)
-
-    def flag(self, key: str) -> bool:
-        return bool(self.values.get(key, False))
-
-
-def validate_arguments(name: str, arguments: dict[str, Any]) -> _Args:
-    schema = _SCHEMA_BY_NAME[name]
-    props: dict[str, Any] = schema["properties"]
-    values: dict[str, Any] = {}
-    for key, value in arguments.items():
-        target = key
-        if key not in props and _ALIASES.get(key) in props:
-            target = _ALIASES[key]
-            if target in arguments:
-                continue  # both given: the canonical name wins
-        if target not in props:
-            raise ToolArgumentError(
-                f"{name} has no parameter {key!r}; its parameters are {', '.join(props)}"
-            )
-        values[target] = _coerce(name, target, props[target]["type"], value)
-    missing = [k for k in schema["required"] if k not in values]
-    if missing:
-        raise ToolArgumentError(f"{name} needs {', '.join(missing)}")
-    return _Args(values)
+    keep_tail: bool = False
+    """Long Read/Bash output keeps its head AND tail (errors are usually at the end)."""
+    read_footer: bool = False
+    """Read ends with ``[lines A-B of N; use offset=B+1 to read on]`` when limit cut it."""
+    clear_errors: bool = False
+    """Common errors (missing file, Edit without a match) add a line on what to do."""
+    recover_malformed_calls: bool = False
+    """A tool call that could not be parsed gets an error observation saying why (Leaf
+    runs it with empty arguments, which usually gives ``ValueError: ... is required``)."""
 
 
-def _coerce(tool: str, key: str, kind: str, value: Any) -> Any:
-    if kind == "string":
-        if isinstance(value, str):
-            return value
-        if isinstance(value, (int, float, bool)):
-            return str(value)
-        raise ToolArgumentError(f"{tool}.{key} must be a string")
-    if kind == "integer":
-        if isinstance(value, bool):
-            raise ToolArgumentError(f"{tool}.{key} must be an integer, not {value!r}")
-        if isinstance(value, int):
-            return value
-        if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-            return int(value.strip())
-        raise ToolArgumentError(f"{tool}.{key} must be an integer, not {value!r}")
-    if kind == "boolean":
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.strip().lower() in ("true", "false"):
-            return value.strip().lower() == "true"
-        raise ToolArgumentError(f"{tool}.{key} must be true or false, not {value!r}")
-    return value
+class ToolRunError(Exception):
+    """A tool call Leaf would have ended the episode on (``tool_error``)."""
+
+
+def runner_source() -> str:
+    return resources.files("worker.agent").joinpath("runner_script.py").read_text("utf-8")
+
+
+def runner_argv(tool: str, arguments: dict[str, Any], options: ToolOptions) -> list[str]:
+    """The argv one tool call runs as in the sandbox (the request split into pieces)."""
+    flags = {k: v for k, v in asdict(options).items() if v and k != "recover_malformed_calls"}
+    request = json.dumps(
+        {"tool": tool, "args": arguments, "workdir": None, "options": flags},
+        ensure_ascii=False,
+    )
+    pieces = [request[i : i + _ARG_PIECE] for i in range(0, len(request), _ARG_PIECE)]
+    return ["bash", "-c", _LAUNCH, "ribbit-tool", runner_source(), *pieces]
+
+
+def runner_timeout_s(tool: str, arguments: dict[str, Any]) -> float:
+    """Leaf's host-side limit for one call; raises ValueError/TypeError on a timeout
+    that is not a number, as Leaf's environment does."""
+    if tool != "Bash":
+        return RUNNER_TIMEOUT_S
+    if arguments.get("timeout_ms") is not None:
+        seconds = float(arguments["timeout_ms"]) / 1000.0
+    else:
+        raw = arguments.get("timeout")
+        seconds = DEFAULT_BASH_TIMEOUT_S if raw is None else float(raw)
+        if seconds > 1000:
+            seconds /= 1000.0
+    return float(max(1, int(max(0.1, seconds)) + int(RUNNER_GRACE_S)))
 
 
 class ToolBox:
-    """Runs the model's tool calls against one sandbox."""
+    """Runs the model's tool calls in one sandbox."""
 
     def __init__(
         self,
         sandbox: Sandbox,
         *,
-        output_chars: int = DEFAULT_OUTPUT_CHARS,
-        bash_timeout_s: float = DEFAULT_BASH_TIMEOUT_S,
+        options: ToolOptions | None = None,
         should_stop: Callable[[], bool] | None = None,
         time_left: Callable[[], float] | None = None,
     ) -> None:
         self.sandbox = sandbox
-        self.output_chars = output_chars
-        self.bash_timeout_s = bash_timeout_s
+        self.options = options or ToolOptions()
         self._should_stop = should_stop or (lambda: False)
         self._time_left = time_left or (lambda: float("inf"))
 
     def run(self, call: ToolCall) -> ToolObservation:
         start = time.monotonic()
-        exit_code: int | None = None
-        truncated = False
+        if call.error is not None and self.options.recover_malformed_calls:
+            return self._observe(call, f"Error: {call.error}", start, is_error=True)
+        # Leaf parses unparseable arguments as {} and runs the call anyway.
+        arguments = call.arguments if call.error is None else {}
         try:
-            if call.error is not None:
-                raise ToolArgumentError(call.error)
-            if call.name not in TOOL_NAMES:
-                raise ToolArgumentError(
-                    f"unknown tool {call.name!r}; the tools are {', '.join(TOOL_NAMES)}"
-                )
-            args = validate_arguments(call.name, call.arguments)
-            handler: Callable[[_Args], tuple[str, int | None, bool]] = getattr(
-                self, f"_{call.name.lower()}"
-            )
-            text, exit_code, truncated = handler(args)
-            is_error = False
-        except ToolArgumentError as exc:
-            text, is_error = f"Error: {exc}", True
-        text, cut = cap_text(text, self.output_chars)
+            limit = runner_timeout_s(call.name, arguments)
+        except (TypeError, ValueError) as exc:
+            raise ToolRunError(f"{type(exc).__name__}: {exc}") from exc
+        result = self._exec(
+            runner_argv(call.name, arguments, self.options),
+            timeout=min(limit, max(self._time_left(), 1.0) + RUNNER_GRACE_S),
+        )
+        if result.timed_out:
+            raise ToolRunError(f"the tool runner ran past its {limit:g} s limit")
+        text = result.stdout + result.stderr
+        if result.exit_code != 0:
+            text = f"Tool runner exited with code {result.exit_code}.\n{text}"
+        return self._observe(
+            call, text, start, is_error=result.exit_code != 0 or _looks_failed(call.name, text)
+        )
+
+    def run_all(self, calls: Sequence[ToolCall]) -> list[ToolObservation]:
+        return [self.run(c) for c in calls]
+
+    @staticmethod
+    def _observe(call: ToolCall, text: str, start: float, *, is_error: bool) -> ToolObservation:
         return ToolObservation(
             call_id=call.id,
             name=call.name,
             content=text,
             is_error=is_error,
             duration_s=time.monotonic() - start,
-            exit_code=exit_code,
-            truncated=truncated or cut,
+            exit_code=_bash_exit(call.name, text),
+            truncated="\n[truncated " in text,
         )
 
-    def run_all(self, calls: Sequence[ToolCall]) -> list[ToolObservation]:
-        return [self.run(c) for c in calls]
-
-    # -- file helpers ------------------------------------------------------------
-    def _read_text(self, rel: str, shown: str) -> str:
-        try:
-            data = self.sandbox.read_file(rel)
-        except SandboxError as exc:
-            raise ToolArgumentError(f"{shown}: cannot read it ({exc})") from None
-        except FileNotFoundError:
-            raise ToolArgumentError(f"{shown}: no such file") from None
-        except IsADirectoryError:
-            raise ToolArgumentError(f"{shown} is a directory; use Glob or Bash ls") from None
-        except PermissionError as exc:
-            raise ToolArgumentError(f"{shown}: not readable ({exc})") from None
-        except (OSError, ValueError) as exc:
-            raise ToolArgumentError(f"{shown}: cannot read it ({exc})") from None
-        if b"\x00" in data[:8192]:
-            raise ToolArgumentError(f"{shown} is a binary file; it cannot be shown as text")
-        return data.decode("utf-8", errors="replace")
-
-    def _write_bytes(self, rel: str, shown: str, data: bytes) -> None:
-        try:
-            self.sandbox.write_file(rel, data)
-        except SandboxError as exc:
-            raise ToolArgumentError(f"{shown}: cannot write it ({exc})") from None
-        except IsADirectoryError:
-            raise ToolArgumentError(f"{shown} is a directory") from None
-        except (OSError, ValueError) as exc:
-            raise ToolArgumentError(f"{shown}: cannot write it ({exc})") from None
-
-    # -- the tools ---------------------------------------------------------------
-    def _read(self, args: _Args) -> tuple[str, int | None, bool]:
-        shown = args.text("file_path") or ""
-        rel = normalize_path(shown)
-        offset = args.integer("offset")
-        limit = args.integer("limit")
-        offset = 1 if offset is None else offset
-        limit = READ_DEFAULT_LINES if limit is None else limit
-        if offset < 1:
-            raise ToolArgumentError("offset is a 1-based line number (1 or more)")
-        if limit < 1:
-            raise ToolArgumentError("limit must be 1 or more")
-        lines = self._read_text(rel, shown).splitlines()
-        if not lines:
-            return f"{shown} is empty.", None, False
-        if offset > len(lines):
-            raise ToolArgumentError(
-                f"offset {offset} is past the end of {shown} ({len(lines)} lines)"
-            )
-        chosen = lines[offset - 1 : offset - 1 + limit]
-        out = []
-        for n, line in enumerate(chosen, offset):
-            if len(line) > READ_MAX_LINE_CHARS:
-                line = line[:READ_MAX_LINE_CHARS] + " [line truncated]"
-            out.append(f"{n:6}\t{line}")
-        last = offset + len(chosen) - 1
-        if last < len(lines):
-            out.append(f"[lines {offset}-{last} of {len(lines)}; use offset={last + 1} to read on]")
-        return "\n".join(out), None, False
-
-    def _write(self, args: _Args) -> tuple[str, int | None, bool]:
-        shown = args.text("file_path") or ""
-        rel = normalize_path(shown)
-        content = args.text("content") or ""
-        data = content.encode("utf-8")
-        self._write_bytes(rel, shown, data)
-        return f"Wrote {len(data)} bytes to {shown}.", None, False
-
-    def _edit(self, args: _Args) -> tuple[str, int | None, bool]:
-        shown = args.text("file_path") or ""
-        rel = normalize_path(shown)
-        old = args.text("old_string") or ""
-        new = args.text("new_string") or ""
-        if old == "":
-            raise ToolArgumentError("old_string is empty; use Write to create a file")
-        if old == new:
-            raise ToolArgumentError("old_string and new_string are the same; nothing to do")
-        text = self._read_text(rel, shown)
-        count = text.count(old)
-        if count == 0:
-            raise ToolArgumentError(
-                f"old_string not found in {shown}; it must match exactly, whitespace and "
-                "indentation included (Read the file to copy it)"
-            )
-        if count > 1 and not args.flag("replace_all"):
-            raise ToolArgumentError(
-                f"old_string occurs {count} times in {shown}; include more surrounding lines "
-                "to make it unique, or set replace_all to true"
-            )
-        updated = text.replace(old, new) if args.flag("replace_all") else text.replace(old, new, 1)
-        self._write_bytes(rel, shown, updated.encode("utf-8"))
-        first = updated[: text.index(old)].count("\n") + 1
-        lines = updated.splitlines()
-        lo, hi = max(first - 3, 1), min(first + new.count("\n") + 3, len(lines))
-        snippet = "\n".join(f"{n:6}\t{lines[n - 1]}" for n in range(lo, hi + 1))
-        what = f"{count} occurrences" if count > 1 else "1 occurrence"
-        return f"Edited {shown}: replaced {what}.\n{snippet}", None, False
-
-    def _glob(self, args: _Args) -> tuple[str, int | None, bool]:
-        pattern = args.text("pattern") or ""
-        if not pattern.strip():
-            raise ToolArgumentError("pattern is empty")
-        if pattern.startswith("/") or ".." in pattern.split("/"):
-            raise ToolArgumentError("pattern must be relative to the search folder, without ..")
-        base = normalize_path(args.text("path") or ".")
-        # The pattern and folder travel as argv, never inside the script text.
-        script = (
-            'shopt -s globstar nullglob extglob; cd -- "$1" 2>/dev/null || '
-            '{ echo "no such folder: $1" >&2; exit 2; }; IFS=; n=0; '
-            'for f in $2; do [ -e "$f" ] || continue; printf "%s\\n" "$f"; n=$((n+1)); '
-            f'[ "$n" -gt {GLOB_MAX_MATCHES} ] && break; done'
-        )
-        cwd = base if base != "." else "."
-        result = self._exec(
-            ["bash", "-c", script, "glob", cwd, pattern],
-            timeout=min(GLOB_TIMEOUT_S, max(self._time_left(), 1.0)),
-        )
-        if result.exit_code == 2:
-            raise ToolArgumentError(f"{args.text('path')}: no such folder")
-        if result.timed_out:
-            raise ToolArgumentError("Glob timed out; use a narrower pattern or path")
-        matches = sorted(line for line in result.stdout.splitlines() if line)
-        prefix = "" if base == "." else base.rstrip("/") + "/"
-        shown = [prefix + m for m in matches[:GLOB_MAX_MATCHES]]
-        if not shown:
-            return f"No files match {pattern!r}.", None, False
-        capped = len(matches) > GLOB_MAX_MATCHES
-        if capped:
-            shown.append(
-                f"[more than {GLOB_MAX_MATCHES} matches; showing the first "
-                f"{GLOB_MAX_MATCHES}. Use a narrower pattern]"
-            )
-        return "\n".join(shown), None, capped
-
-    def _bash(self, args: _Args) -> tuple[str, int | None, bool]:
-        command = args.text("command") or ""
-        if not command.strip():
-            raise ToolArgumentError("command is empty")
-        requested = args.integer("timeout")
-        if requested is not None and requested < 1:
-            raise ToolArgumentError("timeout must be 1 second or more")
-        timeout = float(requested) if requested is not None else self.bash_timeout_s
-        timeout = min(timeout, MAX_BASH_TIMEOUT_S, max(self._time_left(), 1.0))
-        result = self._exec(command, timeout=timeout)
-        half = self.output_chars // 2
-        stdout, cut_out = cap_text(result.stdout, half)
-        stderr, cut_err = cap_text(result.stderr, half)
-        parts = [f"Exit code: {result.exit_code}"]
-        if result.timed_out:
-            parts.append(f"Command timed out after {timeout:g} s and was killed.")
-        if result.oom_killed:
-            parts.append("Command was killed: out of memory.")
-        if result.truncated and not (cut_out or cut_err):
-            parts.append("(output was cut by the sandbox's output cap)")
-        parts.append("--- stdout ---\n" + stdout if stdout else "--- stdout --- (empty)")
-        if stderr:
-            parts.append("--- stderr ---\n" + stderr)
-        return "\n".join(parts), result.exit_code, cut_out or cut_err or result.truncated
-
-    def _exec(self, command: str | list[str], *, timeout: float) -> ExecResult:
+    def _exec(self, argv: list[str], *, timeout: float) -> ExecResult:
         """``sandbox.exec`` on a helper thread, returning early when told to stop."""
         box: dict[str, ExecResult | BaseException] = {}
 
         def target() -> None:
             try:
                 box["result"] = self.sandbox.exec(
-                    command, timeout=timeout, output_cap=max(_EXEC_CAP, self.output_chars)
+                    argv, timeout=timeout, cwd=WORKSPACE, output_cap=_EXEC_CAP
                 )
             except BaseException as exc:  # handed to the caller's thread below
                 box["error"] = exc
@@ -457,12 +263,37 @@ class ToolBox:
         while worker.is_alive():
             worker.join(_POLL_S)
             if worker.is_alive() and self._should_stop():
-                raise ToolArgumentError("stopped: the run was cancelled or ran out of time")
-        if "error" in box:
-            error = box["error"]
-            if isinstance(error, SandboxError):
-                raise error
-            raise ToolArgumentError(f"could not run the command: {error}")
+                raise ToolRunError("stopped: the run was cancelled or ran out of time")
+        error = box.get("error")
+        if isinstance(error, BaseException):
+            raise error
         result = box["result"]
         assert isinstance(result, ExecResult)
         return result
+
+
+_ERROR_PREFIXES = ("Unknown tool: ", "Tool runner exited with code ")
+
+
+def _looks_failed(tool: str, text: str) -> bool:
+    """For statistics only: Leaf's errors are ``TypeName: message`` on one line."""
+    if text.startswith(_ERROR_PREFIXES):
+        return True
+    head = text.split("\n", 1)[0]
+    name, sep, _ = head.partition(": ")
+    return (
+        bool(sep)
+        and name.isidentifier()
+        and name[:1].isupper()
+        and name.endswith(("Error", "Exception"))
+    )
+
+
+def _bash_exit(tool: str, text: str) -> int | None:
+    if tool != "Bash" or not text.startswith("Exit code: "):
+        return None
+    first = text.split("\n", 1)[0][len("Exit code: ") :]
+    try:
+        return int(first)
+    except ValueError:
+        return None

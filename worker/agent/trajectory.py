@@ -20,18 +20,27 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
+# Leaf's exit reasons (microsoft/FrogNano harness/leaf/agent.py @ 33de19f9), by name.
 ExitReason = Literal[
-    "completed",  # an assistant message without a tool call
+    "agent",  # an assistant message without a tool call: the model's final answer
     "max_turns",
-    "max_context",
-    "max_tokens",  # one turn ran out of new tokens before it ended
+    "max_context_len",
+    "max_tokens_per_turn",  # one turn ran out of new tokens before it ended
     "max_time",
-    "model_error",
+    "llm_query_error",
+    "tool_error",  # a tool call Leaf ends the episode on (the runner broke, bad timeout)
     "cancelled",
 ]
 EXIT_REASONS: tuple[str, ...] = get_args(ExitReason)
+# Version 1 used Ribbit's own names; old trajectory files still read.
+_V1_EXIT_REASONS = {
+    "completed": "agent",
+    "max_context": "max_context_len",
+    "max_tokens": "max_tokens_per_turn",
+    "model_error": "llm_query_error",
+}
 
 FinishReason = Literal["stop", "length", "context_length", "cancelled"]
 
@@ -161,6 +170,12 @@ class Trajectory:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Trajectory:
         version = data.get("schema_version")
+        if version == 1:
+            reason = data.get("exit_reason")
+            if isinstance(reason, str):
+                reason = _V1_EXIT_REASONS.get(reason, reason)
+            data = {**data, "schema_version": SCHEMA_VERSION, "exit_reason": reason}
+            version = SCHEMA_VERSION
         if version != SCHEMA_VERSION:
             raise TrajectoryFormatError(
                 f"trajectory schema_version {version!r} is not supported (this code reads "

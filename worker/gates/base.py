@@ -8,6 +8,8 @@ results as its reward, so results are plain data that serialise to JSON.
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -55,6 +57,31 @@ class GateContext:
     gate_settings: GateSettings
     sandbox_factory: SandboxFactory
     issue_text: str = ""  # title + body, to find tests the issue names
+    cancel: threading.Event | None = None  # set by /ribbit stop: gates end early, failing
+    deadline: float | None = None  # time.monotonic() by which the whole gate run ends
+
+    def stop_reason(self) -> GateStopped | None:
+        """Why no gate may start or go on now (cancelled, or the run's budget spent)."""
+        if self.cancel is not None and self.cancel.is_set():
+            return GateStopped("gate-cancelled", "the job was cancelled while the gates ran")
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            budget = self.gate_settings.total_timeout_s
+            return GateStopped("gate-timeout", f"the gate run used up its {budget} s budget")
+        return None
+
+    def time_left(self, budget: float) -> float:
+        """``budget`` seconds, or what is left of the run's budget if that is less."""
+        if self.deadline is None:
+            return budget
+        return max(1.0, min(budget, self.deadline - time.monotonic()))
+
+
+class GateStopped(Exception):
+    """A gate ended early because the job was cancelled or the run's budget ran out."""
+
+    def __init__(self, rule: str, message: str) -> None:
+        super().__init__(message)
+        self.rule = rule
 
 
 @runtime_checkable

@@ -1,11 +1,14 @@
 """Patch hygiene: what a bot's patch must never do, whatever its tests say.
 
-It blocks patches that touch CI or the gates' own configuration, lock files (unless
-the repository allows them), binary files, symlinks and submodules; that add
-secrets; that delete or weaken tests; that exceed the size limit; or that touch
-paths outside ``paths.allow`` or inside ``paths.deny``. It reads only the patch
-text (and, for lock-file checks, the base commit's blobs), so it judges a patch
-even when ``git apply`` rejects it.
+It blocks patches that touch CI or the gates' own configuration, change how tests
+are found or run (discovery.py; ``gates.test_config_changes: warn`` relaxes that),
+lock files (unless the repository allows them), binary files, symlinks and
+submodules; that add secrets; that delete or weaken tests or add code that can
+rewrite a test run's report; that exceed the size limit; or that touch paths outside
+``paths.allow`` or inside ``paths.deny``. Paths and modes are judged as git applied
+them (the after tree's index), and a patch whose text names other paths than git
+applied is blocked; line checks read the patch text. When ``git apply`` rejects the
+patch, the text alone is judged.
 
 Requirements files: a ``requirements*.txt`` (or ``*.in``/``*.lock``) that pins
 hashes (``--hash=``, at the base or in the patch) is a lock file, because it is
@@ -22,8 +25,17 @@ from collections.abc import Iterable
 from functools import lru_cache
 
 from worker.gates.base import Finding, GateContext, GateResult
-from worker.gates.patch import FileChange, ParsedPatch, PatchParseError, parse_patch
-from worker.gates.trees import PatchTrees, read_base_file
+from worker.gates.discovery import DiscoveryChange, discovery_changes
+from worker.gates.patch import (
+    ChangeStatus,
+    FileChange,
+    ParsedPatch,
+    PatchParseError,
+    normalize_repo_path,
+    parse_patch,
+)
+from worker.gates.runner import run_tree_gate
+from worker.gates.trees import AppliedChange, PatchTrees, applied_changes, read_base_file
 
 NAME = "hygiene"
 
@@ -96,13 +108,16 @@ _LOCK_FILES = {
     "gradle.lockfile",
 }
 _REQUIREMENTS_RE = re.compile(r"(^|/)[^/]*requirements[^/]*\.(txt|in|lock)$", re.I)
-_HASH_RE = re.compile(r"--hash[=\s]+\w+:[0-9a-f]{16,}", re.I)
+_HASH_RE = re.compile(r"--hash[=\s]{1,8}\w{1,16}:[0-9a-f]{16}", re.I)
 
 # Secret shapes, from the issuers' documented formats.
 _SECRET_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("github-token", re.compile(r"\b(gh[pousr]_[A-Za-z0-9]{36,255})\b")),
     ("github-token", re.compile(r"\b(github_pat_[A-Za-z0-9_]{22,255})\b")),
-    ("gitlab-token", re.compile(r"\b(gl(?:pat|dt|rt|ptt|cbt|soat|ffct|imt)-[A-Za-z0-9_\-]{20,})")),
+    (
+        "gitlab-token",
+        re.compile(r"\b(gl(?:pat|dt|rt|ptt|cbt|soat|ffct|imt)-[A-Za-z0-9_\-]{20,255})"),
+    ),
     ("aws-access-key", re.compile(r"\b((?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16})\b")),
     (
         "private-key",
@@ -111,19 +126,28 @@ _SECRET_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"( BLOCK)?-----"
         ),
     ),
-    ("slack-token", re.compile(r"\b(xox[abposr]-[A-Za-z0-9-]{10,})")),
-    ("slack-webhook", re.compile(r"hooks\.slack\.com/services/T[A-Za-z0-9_]+/B[A-Za-z0-9_]+/\w+")),
-    ("stripe-key", re.compile(r"\b((?:sk|rk)_live_[A-Za-z0-9]{20,})")),
+    ("slack-token", re.compile(r"\b(xox[abposr]-[A-Za-z0-9-]{10,255})")),
+    (
+        "slack-webhook",
+        re.compile(r"hooks\.slack\.com/services/T[A-Za-z0-9_]{1,64}/B[A-Za-z0-9_]{1,64}/\w{1,64}"),
+    ),
+    ("stripe-key", re.compile(r"\b((?:sk|rk)_live_[A-Za-z0-9]{20,255})")),
     ("google-api-key", re.compile(r"\b(AIza[0-9A-Za-z_\-]{35})\b")),
-    ("openai-key", re.compile(r"\b(sk-(?:proj-)?[A-Za-z0-9_\-]{32,})")),
+    ("openai-key", re.compile(r"\b(sk-(?:proj-)?[A-Za-z0-9_\-]{32,255})")),
     ("npm-token", re.compile(r"\b(npm_[A-Za-z0-9]{36})\b")),
-    ("pypi-token", re.compile(r"\b(pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_\-]{50,})")),
+    ("pypi-token", re.compile(r"\b(pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_\-]{50,1024})")),
 )
-_SECRET_ASSIGN_RE = re.compile(
-    r"""(?ix)
-    (?P<name>[a-z0-9_.\-]*(?:secret|token|passw(?:or)?d|pwd|api[_\-]?key|apikey|access[_\-]?key
-        |private[_\-]?key|auth[_\-]?key|credential|client[_\-]?secret)[a-z0-9_.\-]*)
-    ["']?\s*(?::|=|:=|=>)\s*[rbuf]?["'](?P<value>[^"'\s]{12,})["']"""
+# An assignment of a quoted value to a secret-sounding name. Matched in two steps with
+# bounded quantifiers, so the work is linear in the line's length: a single regex with
+# ``[a-z0-9_.-]*`` on both sides of the keyword was quadratic (a 16k-character
+# minified line took 38 s).
+_SECRET_WORD_RE = re.compile(
+    r"(?i)secret|token|passw(?:or)?d|pwd|api[_\-]?key|apikey|access[_\-]?key|private[_\-]?key"
+    r"|auth[_\-]?key|credential"
+)
+_SECRET_TAIL_RE = re.compile(
+    r"""(?i)[a-z0-9_.\-]{0,64}["']?\s{0,16}(?::|=|:=|=>)\s{0,16}[rbuf]?["']"""
+    r"""(?P<value>[^"'\s]{12,512})["']"""
 )
 _PLACEHOLDER_RE = re.compile(
     r"(?i)(x{4,}|\*{3,}|<[^>]*>|\$\{|\{\{|change[_-]?me|example|dummy"
@@ -157,10 +181,10 @@ _TRIVIAL_ASSERT_RE = re.compile(
     r"\s*(,|$|#)|expect\s*\(\s*true\s*\)\.toBe\s*\(\s*true\s*\)"
 )
 _APPROX_TOL_RE = re.compile(
-    r"\b(?:approx|isclose|allclose|assert_allclose)\s*\(.*?\b(rel|abs"
+    r"\b(?:approx|isclose|allclose|assert_allclose)\s{0,8}\(.{0,200}?\b(rel|abs"
     r"|rtol|atol)\s*=\s*([0-9.eE+\-]+)"
 )
-_PLACES_RE = re.compile(r"\bassert(?:Not)?AlmostEqual\s*\(.*?\bplaces\s*=\s*([01])\b")
+_PLACES_RE = re.compile(r"\bassert(?:Not)?AlmostEqual\s{0,8}\(.{0,200}?\bplaces\s*=\s*([01])\b")
 _COLLECT_IGNORE_RE = re.compile(
     r"\bcollect_ignore(_glob)?\b|--deselect\b|--ignore(-glob)?[=\s]"
     r"|\bpytest_collection_modifyitems\b|(^|\s)-k\s"
@@ -182,9 +206,17 @@ _TEST_CONFIG_FILES = {
 _HARNESS_RE = re.compile(
     r"\bdef\s+pytest_(runtest_\w+|report_\w+|sessionfinish|terminal_summary|unconfigure"
     r"|exception_interact|itemcollected|deselected|make_collect_report|pycollect_\w+"
-    r"|pyfunc_call)\s*\("
+    r"|pyfunc_call|runtestloop|ignore_collect|collect_file|collection\w*|cmdline_\w+"
+    r"|load_initial_conftests|pycollect_makeitem)\s*\("
 )
-_EARLY_EXIT_RE = re.compile(r"\bos\._exit\s*\(|\batexit\.register\b")
+# Anywhere in the patch, not only in tests: code the tests import runs in the runner's
+# process. Exit hooks and hard exits run after the report is written; the report's
+# path is in PYTEST_ADDOPTS; pytest's internals and plugin registration rewrite results.
+_TAMPER_RE = re.compile(
+    r"\b_exit\b|\batexit\b|\bPYTEST_ADDOPTS\b|\bjunit|\b_pytest\b|\bpytest_plugins\b"
+    r"|\bpytest11\b|\bsys\.modules\s{0,8}\[[^\]]{0,200}\]\s{0,8}=(?!=)|\bsys\.excepthook\s*=(?!=)"
+    r"|\bos\.kill\s*\(\s*os\.getpid|\bsignal\.SIGKILL\b|\bos\.abort\b"
+)
 _REL_TOL_LIMIT = 0.05
 _ABS_TOL_LIMIT = 1.0
 
@@ -274,7 +306,10 @@ def _entropy(value: str) -> float:
 def find_secrets(line: str) -> list[str]:
     """The kinds of secret ``line`` appears to contain."""
     kinds = [kind for kind, pattern in _SECRET_PATTERNS if pattern.search(line)]
-    for m in _SECRET_ASSIGN_RE.finditer(line):
+    for word in _SECRET_WORD_RE.finditer(line):
+        m = _SECRET_TAIL_RE.match(line, word.end())
+        if m is None:
+            continue
         value = m["value"]
         if (
             not _PLACEHOLDER_RE.search(value)
@@ -290,8 +325,10 @@ class HygieneGate:
     name = NAME
 
     def run(self, ctx: GateContext) -> GateResult:
+        """Alone (the trainer's reward calls it so): the trees are built here, so git's
+        view of the patch and the discovery check count as they do in run_gates."""
         try:
-            parsed = parse_patch(ctx.patch)
+            parse_patch(ctx.patch)
         except PatchParseError as exc:
             return GateResult(
                 name=NAME,
@@ -300,10 +337,14 @@ class HygieneGate:
                     _finding("unreadable-patch", f"the patch is not a readable diff: {exc}"),
                 ),
             )
-        return self._judge(ctx, parsed, extra=())
+        return run_tree_gate(self, ctx)
 
     def run_on_trees(self, ctx: GateContext, trees: PatchTrees) -> GateResult:
-        return self._judge(ctx, trees.parsed, extra=())
+        applied = applied_changes(trees.after)
+        extra = check_applied(ctx, trees.parsed, applied)
+        changes = discovery_changes(trees.before, trees.after, [c.path for c in applied])
+        extra += discovery_findings(ctx, changes)
+        return self._judge(ctx, trees.parsed, extra=tuple(extra))
 
     def run_unapplied(self, ctx: GateContext, reason: str) -> GateResult:
         extra = (_finding("patch-does-not-apply", reason),)
@@ -326,6 +367,7 @@ class HygieneGate:
             findings += check_content(change)
         findings += check_lockfiles(ctx, parsed)
         findings += check_tests_weakened(parsed)
+        findings = list(dict.fromkeys(findings))  # git's view and the text's may agree
         blocking = [f for f in findings if f.severity == "error"]
         details = {
             "files": len(parsed.files),
@@ -340,6 +382,57 @@ class HygieneGate:
             duration_s=time.monotonic() - start,
             details=details,
         )
+
+
+def discovery_findings(ctx: GateContext, changes: list[DiscoveryChange]) -> list[Finding]:
+    """A change to how tests are found or run blocks unless .ribbit.yml says warn."""
+    warn = ctx.repo_config.gates.test_config_changes == "warn"
+    return [
+        _finding(
+            "test-config-changed",
+            f"the patch changes how tests are found or run ({c.what}); set "
+            "gates.test_config_changes: warn in .ribbit.yml to allow it",
+            path=c.path,
+            severity="warning" if warn else "error",
+        )
+        for c in changes
+    ]
+
+
+def check_applied(
+    ctx: GateContext, parsed: ParsedPatch, applied: list[AppliedChange]
+) -> list[Finding]:
+    """Judge what git applied, not only what the text seems to say: a path git changes
+    that the parsed text does not name means the two read the patch differently (crafted
+    headers), so it blocks; and every path and mode git reports gets the path checks."""
+    named = {rp.path for change in parsed.files for rp in change.paths}
+    found: list[Finding] = []
+    for change in applied:
+        rp = normalize_repo_path(change.path)
+        if change.path not in named:
+            found.append(
+                _finding(
+                    "patch-misread",
+                    "git applies a change to this path that the patch text does not show "
+                    "(crafted diff headers?)",
+                    path=change.path,
+                )
+            )
+        status: ChangeStatus = {"A": "added", "D": "deleted"}.get(change.status, "modified")  # type: ignore[assignment]
+        as_change = FileChange(
+            old=None if change.status == "A" else rp,
+            new=None if change.status == "D" else rp,
+            status=status,
+            old_mode=None if change.status == "A" else change.old_mode,
+            new_mode=None if change.status == "D" else change.new_mode,
+        )
+        found += check_paths(ctx, as_change)
+        found += check_content(as_change)
+        if change.status == "D" and is_test_path(change.path):
+            found.append(
+                _finding("test-file-deleted", "the patch deletes a test file", path=change.path)
+            )
+    return found
 
 
 def _max_lines(ctx: GateContext) -> int:
@@ -519,7 +612,7 @@ def check_tests_weakened(parsed: ParsedPatch) -> list[Finding]:
                         )
                     )
         for line_no, text in change.added:
-            if _HARNESS_RE.search(text) or (in_tests and _EARLY_EXIT_RE.search(text)):
+            if _HARNESS_RE.search(text) or _TAMPER_RE.search(text):
                 found.append(
                     _finding(
                         "test-harness-tampered",

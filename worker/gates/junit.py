@@ -1,18 +1,45 @@
 """Per-test outcomes from JUnit XML, the one report format nearly every test runner
-writes (pytest --junitxml, jest-junit, go-junit-report, surefire...).
+writes (pytest --junitxml, jest-junit, go-junit-report, surefire...), under the ids
+the runner itself accepts.
+
+For pytest the id is the node id as pytest collected it
+(``tests/test_lru.py::LRUCacheTest::test_missing``, ``tests/t.py::test_f[a::b]``), the
+form SWE-bench's FAIL_TO_PASS lists use and ``pytest <id>`` selects. JUnit does not
+carry it: pytest writes ``classname`` (the node id's path with ``/`` turned into
+``.`` and ``.py`` dropped, then its classes) and ``name`` (the function, with its
+parameters untouched). The xunit1 family also writes ``file``, but that is where the
+*function* is defined: for a test method inherited from a mixin in
+``tests/__init__.py`` it names ``tests/__init__.py``, not the module pytest collected
+the class from. So the id is rebuilt from ``classname``: the longest leading run of
+its parts that is a file in the checkout (asked through ``existing``) is the path,
+the rest are classes. Without a checkout to ask, the xunit1 ``file`` is used when
+it is that prefix, else the path ends before the first capitalised part (a class).
+Other runners' cases (a report whose suite is not named ``pytest`` and has no
+``file``) keep ``classname::name``.
 
 The XML comes out of a sandbox, so it is untrusted: documents with a DOCTYPE are
 refused outright (no entity expansion, no external entities), and size is capped.
+
+This module uses the standard library only, and nothing else of Ribbit's:
+:mod:`trainer.envs.export` embeds its source in the evaluation scripts it writes.
 """
 
 from __future__ import annotations
 
+import os
+import re
 import xml.etree.ElementTree as ET
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-Outcome = Literal["passed", "failed", "skipped"]
+Outcome = Literal["passed", "failed", "error", "skipped"]
 MAX_JUNIT_BYTES = 32 * 1024 * 1024
+# Worst first: when one id is reported twice, the worse outcome stands.
+_RANK: dict[str, int] = {"error": 0, "failed": 1, "skipped": 2, "passed": 3}
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
+_MAX_DOTTED_GAPS = 4
+Existing = Callable[[Collection[str]], Collection[str]]
 
 
 class JUnitError(ValueError):
@@ -21,23 +48,113 @@ class JUnitError(ValueError):
 
 @dataclass(frozen=True)
 class TestCase:
-    id: str  # "classname::name" (pytest: "tests.test_mod::test_x[1]")
+    __test__ = False  # not a pytest test class, whatever its name says
+
+    id: str  # pytest: the node id; other runners: "classname::name"
     name: str
     classname: str
     outcome: Outcome
     message: str = ""
+    file: str = ""  # xunit1: where the test function is defined
 
     @property
     def base_name(self) -> str:
         """The function name without parametrisation: ``test_x[1]`` -> ``test_x``."""
         return self.name.split("[", 1)[0]
 
+    @property
+    def failed(self) -> bool:
+        """A failed assertion or an error (in a fixture, at collection): not passed."""
+        return self.outcome in ("failed", "error")
 
-def parse_junit(data: bytes) -> list[TestCase]:
+
+@dataclass(frozen=True)
+class _Raw:
+    classname: str
+    name: str
+    file: str
+    outcome: Outcome
+    message: str
+    pytest: bool  # the report is pytest's (its suite is named so, or it has xunit1 files)
+
+
+def parse_junit(data: bytes | str, existing: Existing | None = None) -> list[TestCase]:
+    """The report's test cases. ``existing`` answers which of the given paths (relative
+    to the directory the tests ran in) are files there; without it, ids are rebuilt
+    from the report alone (right unless a module is named with a capital letter, or a
+    test is inherited from another module under xunit2)."""
+    raws = _read(data.encode() if isinstance(data, str) else data)
+    wanted = set()
+    for raw in raws:
+        wanted.update(module_candidates(raw.classname))
+    found = set(existing(sorted(wanted))) if existing is not None and wanted else set()
+    return [
+        TestCase(
+            id=_node_id(raw, found),
+            name=raw.name,
+            classname=raw.classname,
+            outcome=raw.outcome,
+            message=raw.message,
+            file=raw.file,
+        )
+        for raw in raws
+    ]
+
+
+def outcomes(cases: Iterable[TestCase]) -> dict[str, Outcome]:
+    """id -> outcome; an id reported more than once keeps its worst outcome, so a
+    suite run twice cannot hide a failure behind a later pass."""
+    merged: dict[str, Outcome] = {}
+    for case in cases:
+        was = merged.get(case.id)
+        if was is None or _RANK[case.outcome] < _RANK[was]:
+            merged[case.id] = case.outcome
+    return merged
+
+
+def local_files(root: str = ".") -> Existing:
+    """``existing`` for a checkout on this machine (the evaluation script's case)."""
+
+    def existing(paths: Collection[str]) -> list[str]:
+        return [p for p in paths if os.path.isfile(os.path.join(root, p))]
+
+    return existing
+
+
+def module_candidates(classname: str) -> list[str]:
+    """The files a classname's leading parts could name, shortest prefix first:
+    ``tests.test_x.TestA`` -> ``tests.py``, ``tests/test_x.py``, ``tests.test_x.py``,
+    ``tests.test_x`` (a non-Python test file), ... A dot in the classname is a folder
+    separator or a dot in a folder's name (``tests/v1.2/test_x.py``)."""
+    return [path for path, _ in _candidates(classname)]
+
+
+def _candidates(classname: str) -> list[tuple[str, int]]:
+    """(path, how many classname parts it spans) for :func:`module_candidates`."""
+    parts = classname.split(".")
+    if not classname or any(not p or p in (".", "..") for p in parts):
+        return []
+    found: list[tuple[str, int]] = []
+    for k in range(1, len(parts) + 1):
+        gaps = k - 1
+        # Dots inside folder names are rare; beyond a few gaps only "/" is tried, so a
+        # long classname costs a handful of candidates, not 2**gaps.
+        choices = range(2**gaps) if gaps <= _MAX_DOTTED_GAPS else [0]
+        for mask in choices:
+            path = parts[0]
+            for i in range(gaps):
+                path += ("." if mask >> i & 1 else "/") + parts[i + 1]
+            found.append((path + ".py", k))
+            if mask >> (gaps - 1) & 1 if gaps else False:
+                found.append((path, k))  # its last dot starts an extension
+    return found
+
+
+def _read(data: bytes) -> list[_Raw]:
     if len(data) > MAX_JUNIT_BYTES:
         raise JUnitError("JUnit report too large")
-    head = data[:4096].lower()
-    if b"<!doctype" in data.lower() or b"<!entity" in head:
+    lowered = data.lower()
+    if b"<!doctype" in lowered or b"<!entity" in lowered:
         raise JUnitError("JUnit report with a DOCTYPE refused")
     try:
         root = ET.fromstring(data)  # noqa: S314 - see the module docstring
@@ -45,21 +162,65 @@ def parse_junit(data: bytes) -> list[TestCase]:
         raise JUnitError(f"not XML: {exc}") from None
     if root.tag not in {"testsuites", "testsuite"}:
         raise JUnitError(f"not a JUnit report (root <{root.tag}>)")
-    cases = []
+    suites = [root, *root.iter("testsuite")]
+    by_pytest = any(s.get("name") == "pytest" for s in suites) or any(
+        c.get("file") for c in root.iter("testcase")
+    )
+    raws = []
     for case in root.iter("testcase"):
-        name = case.get("name", "")
-        classname = case.get("classname", "")
         outcome: Outcome = "passed"
         message = ""
         for child in case:
-            if child.tag in {"failure", "error"}:
-                outcome = "failed"
-                message = (child.get("message") or (child.text or "")).strip()[:500]
-                break
-            if child.tag == "skipped":
+            if child.tag in ("error", "failure"):
+                # pytest reports a test that failed and then errored in teardown with
+                # both; the error is the worse outcome.
+                kind: Outcome = "error" if child.tag == "error" else "failed"
+                if outcome not in ("error", "failed") or kind == "error":
+                    outcome = kind
+                    message = (child.get("message") or (child.text or "")).strip()[:500]
+            elif child.tag == "skipped" and outcome == "passed":
                 outcome = "skipped"
-        case_id = f"{classname}::{name}" if classname else name
-        cases.append(
-            TestCase(id=case_id, name=name, classname=classname, outcome=outcome, message=message)
+                message = (child.get("message") or "").strip()[:500]
+        raws.append(
+            _Raw(
+                classname=case.get("classname", ""),
+                name=case.get("name", ""),
+                file=case.get("file", ""),
+                outcome=outcome,
+                message=message,
+                pytest=by_pytest,
+            )
         )
-    return cases
+    return raws
+
+
+def _dotted(path: str) -> str:
+    """pytest's own mangling of a node id's path into a classname prefix."""
+    return re.sub(r"\.py$", "", path.replace("/", "."))
+
+
+def _node_id(raw: _Raw, found: set[str]) -> str:
+    if not raw.classname:
+        return raw.name
+    parts = raw.classname.split(".")
+    # The longest existing prefix wins: tests/foo.py beside tests/foo/test_bar.py must
+    # not swallow test_bar as a class.
+    spans = [(k, path) for path, k in _candidates(raw.classname) if path in found]
+    if spans:
+        k, path = max(spans, key=lambda span: span[0])
+        return _join(path, parts[k:], raw.name)
+    if raw.file and (
+        raw.classname == _dotted(raw.file) or raw.classname.startswith(_dotted(raw.file) + ".")
+    ):
+        # Exact even with dots in folder names (tests/v1.2/test_x.py).
+        return _join(raw.file, parts[len(_dotted(raw.file).split(".")) :], raw.name)
+    if not raw.pytest or not all(_IDENT.match(p) for p in parts):
+        return f"{raw.classname}::{raw.name}"  # jest, go, surefire... select by these
+    first_class = next((i for i, p in enumerate(parts) if p[:1].isupper()), len(parts))
+    if first_class == 0:
+        return f"{raw.classname}::{raw.name}"
+    return _join("/".join(parts[:first_class]) + ".py", parts[first_class:], raw.name)
+
+
+def _join(path: str, classes: list[str], name: str) -> str:
+    return "::".join([path, *classes, name])

@@ -16,6 +16,11 @@ _SARIF_LEVEL = {"error": "error", "warning": "warning", "info": "note"}
 _MAX_MD_FINDINGS = 50
 
 
+# Gates whose block means the patch itself is unsafe to put where CI runs.
+_NEVER_PUSHED = frozenset({"hygiene", "semgrep"})
+_UNJUDGED = frozenset({"gate-error", "patch-does-not-apply", "gate-timeout"})
+
+
 @dataclass(frozen=True)
 class GateReport:
     passed: bool
@@ -32,6 +37,17 @@ class GateReport:
 
     def result(self, name: str) -> GateResult | None:
         return next((r for r in self.results if r.name == name), None)
+
+    @property
+    def may_push(self) -> bool:
+        """Whether a failing patch may still go to a branch as a draft
+        (``draft_on_failure``): never when hygiene or Semgrep blocked it, or when a gate
+        crashed or could not judge it; a branch of the repository is where CI runs."""
+        if self.passed:
+            return True
+        unsafe = any(not r.passed and r.name in _NEVER_PUSHED for r in self.results)
+        unjudged = any(f.rule in _UNJUDGED for r in self.results for f in r.findings)
+        return not (unsafe or unjudged)
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -5,9 +5,10 @@ from __future__ import annotations
 import time
 import traceback
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Protocol, runtime_checkable
 
-from worker.gates.base import Finding, Gate, GateContext, GateResult
+from worker.gates.base import Finding, Gate, GateContext, GateResult, GateStopped
 from worker.gates.report import GateReport
 from worker.gates.trees import PatchApplyError, PatchTreeError, PatchTrees, patch_trees
 
@@ -60,10 +61,21 @@ def run_tree_gate(gate: TreeGate, ctx: GateContext) -> GateResult:
         return apply_failure(gate.name, str(exc))
 
 
+def stopped_result(name: str, stop: GateStopped, duration_s: float = 0.0) -> GateResult:
+    return GateResult(
+        name=name,
+        passed=False,
+        duration_s=duration_s,
+        findings=(Finding(gate=name, rule=stop.rule, message=str(stop)),),
+    )
+
+
 def _guarded(name: str, call: Callable[..., GateResult], *args: object) -> GateResult:
     start = time.monotonic()
     try:
         result = call(*args)
+    except GateStopped as stop:
+        return stopped_result(name, stop, time.monotonic() - start)
     except Exception as exc:  # a gate's bug must not hide the other gates' results
         return crash_result(name, exc, time.monotonic() - start)
     if not isinstance(result, GateResult):
@@ -78,12 +90,17 @@ def run_gates(ctx: GateContext, gates: Sequence[Gate] | None = None) -> GateRepo
     from worker.gates import default_gates
 
     start = time.monotonic()
+    if ctx.deadline is None:
+        ctx = replace(ctx, deadline=start + ctx.gate_settings.total_timeout_s)
     chosen = list(gates) if gates is not None else default_gates(ctx)
     results: list[GateResult] = []
     try:
         with patch_trees(ctx) as trees:
             for gate in chosen:
-                if isinstance(gate, TreeGate):
+                stop = ctx.stop_reason()
+                if stop is not None:
+                    results.append(stopped_result(gate.name, stop))
+                elif isinstance(gate, TreeGate):
                     results.append(_guarded(gate.name, gate.run_on_trees, ctx, trees))
                 else:
                     results.append(_guarded(gate.name, gate.run, ctx))

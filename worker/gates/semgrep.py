@@ -159,7 +159,7 @@ class SemgrepGate:
         root = trees.before.parent
         targets = [f"before/{t}" for t in before_targets if _inside(trees.before, t)]
         targets += [f"after/{t}" for t in after_targets if _inside(trees.after, t)]
-        timeout = ctx.gate_settings.semgrep_timeout_s
+        timeout = ctx.time_left(ctx.gate_settings.semgrep_timeout_s)
         matches: list[SemgrepMatch] = []
         with tempfile.TemporaryDirectory(prefix="ribbit-semgrep-") as home:
             try:

@@ -2,11 +2,23 @@
 patch, and compare them test by test.
 
 It passes when the tests the issue is about pass (tests the patch adds or changes,
-and tests the issue text names) and no test that passed before fails after.
-Per-test results come from JUnit XML: pytest is asked for it through
-``PYTEST_ADDOPTS`` (which reaches pytest however the test command starts it), and
-any other JUnit file the run writes is picked up; without one, the exit code
-decides for the whole suite.
+and tests the issue text names) and every test that passed before still passes
+after: the base decides the test set, so a test that vanishes from the run, is
+skipped now, or fails, blocks; a run of zero tests blocks.
+
+Per-test results come from the one test runner (:mod:`worker.gates.testrun`): the
+one JUnit report Ribbit asks for, through ``PYTEST_ADDOPTS``, written in a fresh,
+randomly named folder outside the workspace and checked for freshness, type and
+size, test ids as pytest node ids; any other XML the run writes is ignored. Code
+under test runs in the same process as the runner and could still rewrite the
+report, so the report is cross-checked against the exit status and pytest's
+console summary, and hygiene flags exit hooks, report writes and runner
+monkeypatching in every changed file.
+Without a report (a runner that writes none), the exit code decides for the suite.
+
+A patch that changes test discovery or runner configuration (see discovery.py) is
+blocked by hygiene unless the repository opted into ``warn``; then this gate also runs
+the patched code with the base's configuration files and judges that run too.
 
 A run with failures is rerun once in the same sandbox, right away: a test that
 fails and then passes is flaky (named in the report, not blocking), one that fails
@@ -18,25 +30,28 @@ show themselves; each of the before and after runs starts from a fresh sandbox.
 from __future__ import annotations
 
 import re
-import shlex
+import shutil
+import tempfile
+import threading
 import time
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from worker.gates.base import Finding, GateContext, GateResult, Severity
+from worker.gates.discovery import DiscoveryChange, changed_paths, discovery_changes
 from worker.gates.hygiene import is_test_path
-from worker.gates.junit import JUnitError, Outcome, TestCase, parse_junit
+from worker.gates.junit import Outcome, TestCase
 from worker.gates.runner import apply_failure, run_tree_gate
+from worker.gates.testrun import run_tests
 from worker.gates.trees import PatchTrees, regular_file_inside
-from worker.sandbox.base import WORKSPACE, ExecResult, Sandbox
+from worker.sandbox.base import ExecResult, Sandbox, SandboxError, SandboxFactory
 
 NAME = "tests"
-REPORT_DIR = ".ribbit-gates"
-_MAX_JUNIT_FILES = 20
 _LOG_TAIL = 3000
-_SHORT_TIMEOUT_S = 60
+_CANCEL_POLL_S = 0.5  # how soon a /ribbit stop reaches a running test command
 _ISSUE_TEST_RE = re.compile(r"\b(test_\w+|Test\w+)")
 _PY_DEF_RE = re.compile(r"^(\s*)(?:async\s+)?def\s+(\w+)\s*\(")
 
@@ -56,6 +71,8 @@ class SuiteRun:
     flaky: list[str] = field(default_factory=list)
     reran: bool = False
     log: str = ""
+    # Why the run's exit status or console disagrees with its report (None: they agree).
+    mismatch: str | None = None
 
     @property
     def suite_ok(self) -> bool:
@@ -81,6 +98,7 @@ class SuiteRun:
             "reran": self.reran,
             "counts": self.counts() if self.junit else {},
             "failing": sorted(t for t, o in self.final.items() if o == "failed"),
+            "mismatch": self.mismatch,
             "flaky": sorted(self.flaky),
         }
 
@@ -111,8 +129,27 @@ class TestGate:
         after = self._run_tree(ctx, trees.after, "after")
         targets = target_tests(ctx, trees)
         findings, details = judge(ctx, before, after, targets)
-        blocking = [f for f in findings if f.severity == "error"]
+        changes = discovery_changes(
+            trees.before, trees.after, changed_paths(trees.before, trees.after)
+        )
+        # Hygiene reports these changes (they block, or warn when the repository allows
+        # them); here they decide whether the base's configuration must judge as well.
         logs = f"--- before ---\n{before.log}\n--- after ---\n{after.log}"
+        if changes and ctx.repo_config.gates.test_config_changes == "warn":
+            # The repository lets the patch change its test configuration; the verdict
+            # still rests on the base's: the patched code runs again with it.
+            with base_config_tree(trees, changes) as tree:
+                again = self._run_tree(ctx, tree, "after (base test configuration)")
+            base_findings, _ = judge(ctx, before, again, targets)
+            findings += [
+                replace(f, rule=f"base-config-{f.rule}")
+                for f in base_findings
+                if f.severity == "error"
+            ]
+            details["after_base_config"] = again.summary()
+            logs += f"\n--- after, base test configuration ---\n{again.log}"
+        details["test_config_changes"] = [f"{c.path}: {c.what}" for c in changes]
+        blocking = [f for f in findings if f.severity == "error"]
         return GateResult(
             name=NAME,
             passed=not blocking,
@@ -124,30 +161,57 @@ class TestGate:
 
     def _run_tree(self, ctx: GateContext, tree: Path, label: str) -> SuiteRun:
         run = SuiteRun(label=label)
-        timeout = float(ctx.gate_settings.test_timeout_s)
+        timeout = ctx.time_left(float(ctx.gate_settings.test_timeout_s))
         logs: list[str] = []
-        with ctx.sandbox_factory(tree) as sandbox:
-            where = sandbox.exec(["pwd"], timeout=_SHORT_TIMEOUT_S)
-            workspace = where.stdout.strip() if where.exit_code == 0 else WORKSPACE
-            if ctx.repo_config.setup:
-                setup = sandbox.exec(ctx.repo_config.setup, timeout=timeout)
+        setup_step = repo_setup(ctx.repo_config.setup, timeout)
+        opened = fresh_sandbox(ctx.sandbox_factory, tree, setup_step, cancel=ctx.cancel)
+        try:
+            self._run_in(ctx, opened, run, logs, timeout)
+        except SandboxError:
+            stop = ctx.stop_reason()
+            if stop is not None:  # the sandbox was closed under the run on purpose
+                raise stop from None
+            raise
+        stop = ctx.stop_reason()
+        if stop is not None:  # what ran was cut short; it is no evidence either way
+            raise stop
+        run.log = _tail("\n".join(logs))
+        return run
+
+    def _run_in(
+        self,
+        ctx: GateContext,
+        opened: AbstractContextManager[tuple[Sandbox, ExecResult | None]],
+        run: SuiteRun,
+        logs: list[str],
+        timeout: float,
+    ) -> None:
+        with opened as (sandbox, setup):
+            if setup is not None:
                 logs.append(f"$ {ctx.repo_config.setup}\n{_output(setup)}")
-                if setup.exit_code != 0:
-                    run.setup_failed = True
-            first, first_cases, first_junit = self._once(ctx, sandbox, workspace, 1, timeout)
+                run.setup_failed = setup.exit_code != 0
+            first, first_cases, first_junit, tampered = self._once(ctx, sandbox, timeout)
             logs.append(f"$ {ctx.repo_config.test}\n{_output(first)}")
             run.first_exit_code = run.exit_code = first.exit_code
             run.timed_out = first.timed_out
             run.junit = first_junit
             run.cases = first_cases
-            run.final = {cid: c.outcome for cid, c in first_cases.items()}
-            failed = any(c.outcome == "failed" for c in first_cases.values())
+            # An error (a broken fixture, a collection error) fails like a failure here.
+            run.final = {cid: "failed" if c.failed else c.outcome for cid, c in first_cases.items()}
+            run.mismatch = tampered
+            if first_junit and not first.timed_out:
+                run.mismatch = run.mismatch or report_disagreement(first, first_cases)
+            failed = any(c.failed for c in first_cases.values())
+            timeout = ctx.time_left(timeout)
             if not first.timed_out and first.exit_code != 0 and (failed or not first_junit):
                 run.reran = True
-                second, second_cases, _ = self._once(ctx, sandbox, workspace, 2, timeout)
+                second, second_cases, second_junit, tampered = self._once(ctx, sandbox, timeout)
                 logs.append(f"$ {ctx.repo_config.test}  # rerun\n{_output(second)}")
                 run.exit_code = second.exit_code
                 run.timed_out = second.timed_out
+                run.mismatch = run.mismatch or tampered
+                if second_junit and not second.timed_out:
+                    run.mismatch = run.mismatch or report_disagreement(second, second_cases)
                 for cid, outcome in run.final.items():
                     if outcome != "failed":
                         continue
@@ -155,60 +219,125 @@ class TestGate:
                     if again is not None and again.outcome == "passed":
                         run.final[cid] = "passed"
                         run.flaky.append(cid)
-        run.log = _tail("\n".join(logs))
-        return run
 
     @staticmethod
     def _once(
-        ctx: GateContext, sandbox: Sandbox, workspace: str, n: int, timeout: float
-    ) -> tuple[ExecResult, dict[str, TestCase], bool]:
-        marker = f"{REPORT_DIR}/start-{n}"
-        own_report = f"{REPORT_DIR}/junit-{n}.xml"
-        sandbox.exec(["mkdir", "-p", REPORT_DIR], timeout=_SHORT_TIMEOUT_S)
-        sandbox.exec(["touch", marker], timeout=_SHORT_TIMEOUT_S)
-        # pytest splits PYTEST_ADDOPTS like a shell would, hence the quoting.
-        junit_path = shlex.quote(f"{workspace}/{own_report}")
-        env = {"PYTEST_ADDOPTS": f"--junitxml={junit_path} -o junit_family=xunit1"}
-        result = sandbox.exec(ctx.repo_config.test, timeout=timeout, env=env)
-        listing = sandbox.exec(
-            [
-                "find",
-                ".",
-                "(",
-                "-path",
-                "./.git",
-                "-o",
-                "-path",
-                f"./{REPORT_DIR}",
-                "-o",
-                "-name",
-                "node_modules",
-                ")",
-                "-prune",
-                "-o",
-                "-type",
-                "f",
-                "-name",
-                "*.xml",
-                "-newer",
-                marker,
-                "-print",
-            ],
-            timeout=_SHORT_TIMEOUT_S,
+        ctx: GateContext, sandbox: Sandbox, timeout: float
+    ) -> tuple[ExecResult, dict[str, TestCase], bool, str | None]:
+        """One run of the test command: its result (stdout is the tail of its output),
+        the cases of the one JUnit report Ribbit asked for, whether that report was there,
+        and why the run's output was tampered with (None: it was not)."""
+        run = run_tests(sandbox, ctx.repo_config.test, timeout=timeout)
+        return run.result, run.by_id, run.report, run.tampered
+
+
+SetupStep = Callable[[Sandbox], ExecResult | None]
+"""Prepares a fresh sandbox before the tests run (installs the project, say); returns
+what it ran, or None when there is nothing to set up."""
+
+
+def repo_setup(command: str | None, timeout: float) -> SetupStep:
+    """The repository's own setup command from .ribbit.yml, run without a login shell."""
+
+    def step(sandbox: Sandbox) -> ExecResult | None:
+        if not command:
+            return None
+        return sandbox.exec(_shell(command), timeout=timeout)
+
+    return step
+
+
+@contextmanager
+def fresh_sandbox(
+    factory: SandboxFactory,
+    tree: Path,
+    setup: SetupStep,
+    *,
+    cancel: threading.Event | None = None,
+) -> Iterator[tuple[Sandbox, ExecResult | None]]:
+    """A new sandbox over ``tree`` (a host-built tree: the base commit, with only the
+    judged diff applied for the after run), set up by ``setup``. Every test run of the
+    gate starts here, so nothing an agent changed outside the repository (its /tmp,
+    its home, processes it left) reaches the verdict. When ``cancel`` is set the sandbox
+    is closed under the command running in it (``exec`` has no other kill handle)."""
+    with factory(tree) as sandbox:
+        done = threading.Event()
+        watcher = None
+        if cancel is not None:
+            watcher = threading.Thread(
+                target=_close_on_cancel, args=(sandbox, cancel, done), daemon=True
+            )
+            watcher.start()
+        try:
+            yield sandbox, setup(sandbox)
+        finally:
+            done.set()
+            if watcher is not None:
+                watcher.join()
+
+
+def _close_on_cancel(sandbox: Sandbox, cancel: threading.Event, done: threading.Event) -> None:
+    while not done.is_set():
+        if cancel.wait(_CANCEL_POLL_S):
+            sandbox.close()
+            return
+
+
+@contextmanager
+def base_config_tree(trees: PatchTrees, changes: list[DiscoveryChange]) -> Iterator[Path]:
+    """A copy of the after tree with every discovery file as the base has it (removed
+    where the base has none)."""
+    root = Path(tempfile.mkdtemp(prefix="ribbit-baseconfig-"))
+    try:
+        tree = root / "tree"
+        shutil.copytree(trees.after, tree, symlinks=True)
+        for change in changes:
+            target = tree / change.path
+            if target.is_symlink() or target.exists():
+                target.unlink()
+            original = regular_file_inside(trees.before, change.path)
+            if original is not None:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(original, target)
+        yield tree
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _shell(command: str) -> list[str]:
+    """The repository's command, run by bash without a login shell: nothing a profile
+    file says runs before Ribbit's own steps."""
+    return ["bash", "--noprofile", "--norc", "-c", command]
+
+
+# pytest's last console line: "=== 1 failed, 2 passed, 1 warning in 0.12s ===" (or bare
+# with -q). Read from the end of stdout, where the run's own output ends.
+_PYTEST_SUMMARY_RE = re.compile(r"^=*\s*((?:\d+ [a-z]+(?:, )?)+) in [\d.]+s\b.*$", re.M)
+
+
+def report_disagreement(result: ExecResult, cases: dict[str, TestCase]) -> str | None:
+    """Why the report cannot be the run's own account, or None. Code that runs inside
+    the test process can rewrite the report or the exit status after the fact (an
+    atexit hook, ``os._exit(0)``); it has to forge both, and the console, consistently."""
+    failed = sum(1 for c in cases.values() if c.failed)
+    passed = sum(1 for c in cases.values() if c.outcome == "passed")
+    if failed and result.exit_code == 0:
+        return f"the command exits 0 but its report has {failed} failing test(s)"
+    summaries = _PYTEST_SUMMARY_RE.findall(result.stdout[-4000:])
+    if not summaries:
+        return None
+    said: dict[str, int] = {}
+    for part in summaries[-1].split(", "):
+        count, _, kind = part.partition(" ")
+        said[kind] = said.get(kind, 0) + int(count)
+    console_failed = said.get("failed", 0) + said.get("error", 0) + said.get("errors", 0)
+    console_passed = said.get("passed", 0) + said.get("xpassed", 0)
+    if (failed == 0 and console_failed > 0) or passed > console_passed:
+        return (
+            f"the console says {summaries[-1]!r} but the report has {passed} passed "
+            f"and {failed} failed"
         )
-        written = [line[2:] for line in listing.stdout.splitlines() if line.startswith("./")]
-        candidates = [own_report, *written[:_MAX_JUNIT_FILES]]
-        cases: dict[str, TestCase] = {}
-        found = False
-        for rel in candidates:
-            try:
-                parsed = parse_junit(sandbox.read_file(rel))
-            except (OSError, JUnitError):
-                continue
-            found = True
-            for case in parsed:
-                cases[case.id] = case
-        return result, cases, found
+    return None
 
 
 def _output(result: ExecResult) -> str:
@@ -355,14 +484,28 @@ def judge(
                     severity="info",
                 )
             )
-        vanished = [c for c, o in before.final.items() if o == "passed" and c not in after.final]
+        # The base decides the test set: a test that passed there and does not pass
+        # here blocks, whether it fails, is skipped now, or vanished from the run.
+        vanished = [
+            c for c, o in before.final.items() if o == "passed" and after.final.get(c) is None
+        ]
         if vanished and baseline:
             findings.append(
                 _finding(
                     "tests-missing",
                     f"{len(vanished)} test(s) that passed "
                     f"before did not run after the patch: {_names(vanished)}",
-                    severity="warning",
+                )
+            )
+        now_skipped = [
+            c for c, o in before.final.items() if o == "passed" and after.final.get(c) == "skipped"
+        ]
+        if now_skipped and baseline:
+            findings.append(
+                _finding(
+                    "tests-now-skipped",
+                    f"{len(now_skipped)} test(s) that passed "
+                    f"before are skipped after the patch: {_names(now_skipped)}",
                 )
             )
         for target in targets:
@@ -404,10 +547,22 @@ def judge(
                 )
             )
         if not after.final:
+            findings.append(_finding("no-tests", "the test command ran no tests"))
+        if after.mismatch and not before.mismatch:
             findings.append(
-                _finding("no-tests", "the test command ran no tests", severity="warning")
+                _finding(
+                    "report-mismatch", f"the test report is not the run's own: {after.mismatch}"
+                )
             )
     else:
+        if before.junit and not before.timed_out:
+            findings.append(
+                _finding(
+                    "report-missing",
+                    "the test run wrote its per-test report before the patch and none "
+                    "after it (the patch stops the runner from reporting)",
+                )
+            )
         if not after.suite_ok:
             findings.append(
                 _finding(

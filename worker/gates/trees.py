@@ -91,6 +91,70 @@ class PatchTrees:
     parsed: ParsedPatch
 
 
+@dataclass(frozen=True)
+class AppliedChange:
+    """One path as git itself applied it (``git diff --cached --raw``), not as the patch
+    text reads: the judge of what a patch really does."""
+
+    path: str
+    status: str  # A, D, M, T (type change)
+    old_mode: str  # "000000" when the path is new
+    new_mode: str  # "000000" when the path is deleted
+
+
+def applied_changes(after: Path) -> list[AppliedChange]:
+    """Every path the applied patch changes in ``after`` (its index against HEAD),
+    renames split into a delete and an add so both names are judged."""
+    proc = run_git(after, "diff", "--cached", "--raw", "-z", "--no-renames", "--no-abbrev", "HEAD")
+    if proc.returncode != 0:
+        raise PatchTreeError("git could not list what the patch changes")
+    fields = proc.stdout.decode(errors="surrogateescape").split("\0")
+    changes = []
+    for meta, path in zip(fields[0::2], fields[1::2], strict=False):
+        parts = meta.lstrip(":").split()
+        if len(parts) < 5 or not path:
+            continue
+        changes.append(
+            AppliedChange(path=path, status=parts[4][:1], old_mode=parts[0], new_mode=parts[1])
+        )
+    return changes
+
+
+def host_diff(repo: Path, base: str, tree: Path, *, max_bytes: int = 32 * 1024 * 1024) -> str:
+    """The diff from commit ``base`` of the host checkout ``repo`` to the files in
+    ``tree`` (an export of a sandbox's workspace), computed by host git. The tree is
+    only read; objects and index live in a throwaway bare clone, so nothing the sandbox
+    wrote into its own ``.git`` (hooks, config, a doctored index) takes part."""
+    root = Path(tempfile.mkdtemp(prefix="ribbit-hostdiff-"))
+    try:
+        gitdir = root / "git"
+        _git_ok(
+            root, "clone", "--quiet", "--bare", "--shared", "--", str(repo.resolve()), str(gitdir)
+        )
+        where = [f"--git-dir={gitdir}", f"--work-tree={tree}", "-c", "core.quotePath=false"]
+        _git_ok(root, *where, "read-tree", base)
+        _git_ok(root, *where, "add", "-A")
+        proc = run_git(
+            root,
+            *where,
+            "diff",
+            "--cached",
+            "--binary",
+            "--no-ext-diff",
+            "--no-textconv",
+            "--no-color",
+            "--no-renames",
+            base,
+        )
+        if proc.returncode != 0:
+            raise PatchTreeError(f"git diff failed: {proc.stderr.decode(errors='replace')[-500:]}")
+        if len(proc.stdout) > max_bytes:
+            raise PatchTreeError(f"the diff is over {max_bytes} bytes")
+        return proc.stdout.decode("utf-8", errors="surrogateescape")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def read_base_file(ctx: GateContext, path: str) -> bytes | None:
     """A file's content at the base commit, read from git's objects (never the work tree)."""
     proc = run_git(ctx.repo_dir, "cat-file", "blob", f"{ctx.base_commit}:{path}")

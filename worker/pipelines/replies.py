@@ -11,6 +11,7 @@ from sqlalchemy import select
 
 from bot.forges import make_forge
 from bot.forges.base import IssueRef, RepoRef
+from bot.forges.sanitize import sanitize_forge_text
 from bot.store.models import Job
 from worker.jobs import JobContext, JobRefused, pipeline
 
@@ -115,5 +116,6 @@ def explain(ctx: JobContext) -> dict[str, Any] | None:
     )
     if files:
         summary += "\n\n**Changed:** " + ", ".join(f"`{f}`" for f in files[:30])
-    forge.post_comment(target, summary)
+    # Tool arguments and file names are the model's text.
+    forge.post_comment(target, sanitize_forge_text(summary))
     return {"explained": True}

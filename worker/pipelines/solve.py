@@ -13,15 +13,18 @@ diff applied, so nothing the untrusted code wrote into its own ``.git``
 from __future__ import annotations
 
 import logging
-import re
+import os
 import shutil
+import stat
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
 from bot.forges import make_forge
 from bot.forges.base import (
+    Comment,
     CommitStatus,
     DraftPullRequest,
     Forge,
@@ -32,11 +35,13 @@ from bot.forges.base import (
     RepoRef,
 )
 from bot.forges.branches import branch_name_for_issue, validate_branch_name
+from bot.forges.sanitize import sanitize_forge_text
 from bot.repo_config import CONFIG_PATH, RepoConfig, RepoConfigError, parse_repo_config
-from bot.settings import AgentSettings, Settings
+from bot.settings import SETUP_TIMEOUT_S, AgentSettings, ModelSettings, Settings
 from bot.store.models import Job
 from worker.gates.trees import run_git
 from worker.jobs import WAITING_HOOKS, JobCancelled, JobContext, JobRefused, pipeline
+from worker.pipelines.task_record import RESULT_KEY, TaskRecord
 from worker.runtime import WorkerRuntime
 from worker.status import Status, StatusComment
 
@@ -44,9 +49,7 @@ log = logging.getLogger(__name__)
 
 BOT_NAME = "Ribbit"
 BOT_EMAIL = "ribbit@users.noreply.local"
-SETUP_TIMEOUT_S = 900
 MAX_SUMMARY_CHARS = 4000
-_CLOSING = re.compile(r"\b(fix(?:e[sd])?|close[sd]?|resolve[sd]?)(\s+)(#\d+)", re.IGNORECASE)
 
 
 class GatesFailed(Exception):
@@ -130,13 +133,49 @@ def _git(cwd: Path, *args: str) -> str:
 def agent_limits(base: AgentSettings, config: RepoConfig) -> AgentSettings:
     """Deployment defaults overridden by the repo's .ribbit.yml where it sets a value."""
     overrides = {k: v for k, v in config.agent.model_dump().items() if v is not None}
+    # A repo may shorten the wall clock, never lengthen it: the job's time limit and the
+    # broker's visibility timeout are derived from the deployment's budget.
+    if "max_minutes" in overrides:
+        overrides["max_minutes"] = min(overrides["max_minutes"], base.max_minutes)
     return base.model_copy(update=overrides)
+
+
+def writers_comments(forge: Forge, repo: RepoRef, comments: Sequence[Comment]) -> list[Comment]:
+    """The comments that may speak in the task text: those of people with write access
+    (asked once per author), never the bot's own. Anyone can comment on a public issue;
+    only the repo's writers get to steer the agent."""
+    writers: dict[str, bool] = {}
+    kept = []
+    for comment in comments:
+        if comment.author == forge.bot_login:
+            continue
+        if comment.author not in writers:
+            writers[comment.author] = forge.has_write_access(repo, comment.author)
+        if writers[comment.author]:
+            kept.append(comment)
+    return kept
+
+
+def repo_instructions(config: RepoConfig, checkout: Path) -> str | None:
+    """The repo's own instructions for the agent, only when it opted in: the
+    ``prompt.instructions`` key, else a top-level AGENTS.md (never through a symlink)."""
+    if not config.prompt.include_repo_context:
+        return None
+    if config.prompt.instructions:
+        return config.prompt.instructions
+    try:
+        fd = os.open(checkout / "AGENTS.md", os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            return None
+        return fh.read(64 * 1024).decode(errors="replace")
 
 
 def sanitize_model_text(text: str) -> str:
     """Model output shown in a PR body must not ping people or close other issues."""
-    text = text.replace("@", "@\u200b")
-    return _CLOSING.sub(lambda m: f"{m.group(1)}{m.group(2)}`{m.group(3)}`", text)
+    return sanitize_forge_text(text)
 
 
 def issue_link(config: RepoConfig, number: int) -> str:
@@ -174,7 +213,7 @@ def pr_body(
         "",
         sanitize_model_text(summary.strip()[:MAX_SUMMARY_CHARS]) or "_(no summary)_",
         "",
-        report_md.strip(),
+        sanitize_forge_text(report_md.strip()),  # test ids and paths come from the patch
         "",
         "### Run",
         "",
@@ -250,6 +289,16 @@ class SolveRun:
             )
             self.status.show(Status("refused", reason))
             raise JobRefused(reason)
+
+    def ready_model(self) -> ModelSettings:
+        """The model version for this job, checked to be there before the agent starts."""
+        from worker.models import ModelNotReady, preflight
+
+        try:
+            return preflight(self.ctx.store.db, self.settings)
+        except ModelNotReady as exc:
+            self.status.show(Status("failed", exc.for_issue()))
+            raise JobRefused(str(exc)) from None
 
     def load_config(self) -> RepoConfig:
         text = self.forge.read_file(self.repo, CONFIG_PATH)
@@ -354,19 +403,18 @@ class SolveRun:
             body=issue.body,
             comments=tuple(
                 IssueComment(c.author, c.body)
-                for c in issue.comments
-                if c.author != self.forge.bot_login
+                for c in writers_comments(self.forge, self.repo, issue.comments)
             )[-20:],
             repo=self.repo.full_name,
             test_command=config.test,
             setup_command=config.setup,
             extra_instructions=extra,
+            include_repo_context=config.prompt.include_repo_context,
+            repo_instructions=repo_instructions(config, self.workdir.checkout),
             metadata={"job_id": self.job.id, "kind": self.job.kind},
         )
         limits = agent_limits(self.settings.agent, config)
-        from worker.models import model_for_jobs
-
-        model = model_for_jobs(self.ctx.store.db, self.settings.model)
+        model = self.ready_model()
         policy = load_policy(model, self.settings.agent)
         self.status.show(Status("working", "The agent is working in a sandbox."))
         with open_sandbox(self.settings.sandbox, self.workdir.checkout) as sandbox:
@@ -390,6 +438,13 @@ class SolveRun:
             "turns": len(result.trajectory.turns),
             "branch": branch,
             "base_sha": base_sha,
+            RESULT_KEY: TaskRecord(
+                issue_title=issue.title,
+                issue_body=issue.body,
+                base_sha=base_sha,
+                test_command=config.test,
+                setup_command=config.setup,
+            ).to_json(),
         }
         if not diff.strip():
             out["timings"] = self.timings
@@ -404,14 +459,20 @@ class SolveRun:
         out["gates"] = report.to_dict()
         out["gates_summary"] = report.summary_line()
         report_md = report.to_markdown()
-        if not report.passed and not config.gates.draft_on_failure:
+        if not report.passed and not (config.gates.draft_on_failure and report.may_push):
             out["timings"] = self.timings
             self.ctx.store.update(self.job.id, result=out)
+            why = (
+                " (hygiene or Semgrep blocked it, so it is not pushed even with "
+                "gates.draft_on_failure)"
+                if config.gates.draft_on_failure
+                else ""
+            )
             self.status.show(
                 Status(
                     "failed",
                     f"The patch did not pass the gates "
-                    f"(`{report.summary_line()}`), so no PR was opened.",
+                    f"(`{report.summary_line()}`), so no PR was opened{why}.",
                     report_markdown=report_md,
                 )
             )
@@ -434,7 +495,9 @@ class SolveRun:
             base_sha=base_sha,
             diff=diff,
             commit_message=(
-                f"{'Revise' if revise else 'Fix'}: {issue.title[:60]}\n\n"
+                # A closing keyword in a commit message closes issues once merged; the
+                # title is anyone's text.
+                f"{'Revise' if revise else 'Fix'}: {sanitize_forge_text(issue.title[:60])}\n\n"
                 f"Machine-written by {BOT_NAME} (job {self.job.id}); needs human review."
             ),
             commit_date=f"{int(time.time())} +0000",
@@ -564,6 +627,7 @@ class SolveRun:
                 gate_settings=self.settings.gates,
                 sandbox_factory=sandbox_factory(self.settings.sandbox),
                 issue_text=issue_text,
+                cancel=self.ctx.cancel,  # /ribbit stop reaches a running test command
             )
         )
 
@@ -573,7 +637,7 @@ class SolveRun:
         # may have moved; on a resumed revision the PR head may already be this commit).
         _git(checkout, "checkout", "-q", "-B", plan.branch, plan.base_sha)
         patch = self.workdir.root / "agent.patch"
-        patch.write_text(plan.diff)
+        patch.write_bytes(plan.diff.encode("utf-8", errors="surrogateescape"))
         _git(checkout, "apply", "--index", "--whitespace=nowarn", str(patch))
         dated = {"GIT_AUTHOR_DATE": plan.commit_date, "GIT_COMMITTER_DATE": plan.commit_date}
         proc = run_git(

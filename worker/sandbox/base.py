@@ -54,7 +54,8 @@ class Sandbox(Protocol):
         ...
 
     def read_file(self, path: str) -> bytes:
-        """Read a file; ``path`` is relative to the workspace (or absolute under it)."""
+        """Read a regular file (never a FIFO or device; bounded size); ``path`` is
+        relative to the workspace (or absolute under it), links out of it refused."""
         ...
 
     def write_file(self, path: str, data: bytes) -> None:
@@ -62,8 +63,10 @@ class Sandbox(Protocol):
         ...
 
     def diff(self) -> str:
-        """``git diff`` of the workspace against the commit it was created at, new files
-        included (binary files as git's binary diff)."""
+        """The workspace's diff against the commit it was created at, new files included
+        (binary files as git's binary diff). Computed on the host by host git from a
+        bounded export of the workspace, with the sandbox's processes stopped first:
+        nothing that runs inside decides what the patch is."""
         ...
 
     def close(self) -> None:

@@ -1,34 +1,49 @@
 """BubblewrapSandbox: the local backend for hosts without a container engine.
 
-Each ``exec`` is one ``bwrap`` run in fresh user, pid, net, ipc, uts, mount and cgroup
-namespaces. Inside, the command is uid 1000 and sees only: the host's ``/usr`` and loader
-paths read-only, a handful of ``/etc`` files (no ``/etc/ssl/private``, no host passwd),
-fresh tmpfs ``/tmp`` and ``$HOME``, and the workspace, the only writable host path.
+One ``bwrap`` per sandbox, started when the sandbox opens, in fresh user, pid, net, ipc,
+uts, mount and cgroup namespaces; its command is a small resident process
+(:mod:`worker.sandbox.session_server`) that runs every ``exec`` inside those same
+namespaces. So ``/tmp``, ``$HOME`` and background processes last for the whole sandbox,
+as in a container (and in the pod the model was trained in), and all die when it
+closes: the host kills bwrap, and with it the pid namespace. Inside, commands are uid
+1000 and see only: the host's ``/usr`` and loader paths read-only, a handful of ``/etc``
+files (no ``/etc/ssl/private``, no host passwd), tmpfs ``/tmp`` and ``$HOME``, and the
+workspace, the only writable host path.
 When the worker is root it also drops to a throwaway host uid before entering (so the
 sandbox user is nobody on the host, and RLIMIT_NPROC counts only this sandbox's
 processes) and puts the workspace on its own size-limited tmpfs.
 
+Memory: a root worker puts each sandbox in its own memory cgroup (worker.sandbox.cgroup),
+one memory_mb limit for all of its processes together, OOM kills counted. Elsewhere the
+fallback is RLIMIT_AS = memory_mb, which limits each process alone.
+
 Limits (set by ``prlimit`` before ``bwrap`` starts, inherited by everything inside):
-RLIMIT_NPROC = pids, RLIMIT_AS = memory_mb (per process: a hog gets ENOMEM, not an OOM
-kill), RLIMIT_FSIZE = workspace_mb (per file), RLIMIT_NOFILE = 1024, RLIMIT_CORE = 0.
+RLIMIT_NPROC = pids, RLIMIT_FSIZE = workspace_mb (per file), RLIMIT_NOFILE = 1024,
+RLIMIT_CORE = 0, and RLIMIT_AS as said above.
 No CPU share limit: that needs a cgroup, which only the docker backend sets.
 The workspace size limit needs root (a tmpfs mount); unprivileged, only the per-file
-RLIMIT_FSIZE applies. The pid namespace dies with its first process, so when a command
-ends or times out nothing it started survives.
+RLIMIT_FSIZE applies. A command that times out takes every other process of the
+sandbox with it (as on docker); one that ends normally leaves its background processes.
+``--die-with-parent`` ties the sandbox to the thread that opened it: open and close a
+sandbox in the same (job) thread.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import json
 import os
 import secrets
-import selectors
 import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from importlib import resources
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Self
@@ -41,21 +56,28 @@ from worker.sandbox.base import (
     ExecResult,
     SandboxError,
 )
+from worker.sandbox.cgroup import (
+    CGROUP_PREFIX,
+    CGROUP_ROOT,
+    MemoryCgroup,
+    create_memory_cgroup,
+    enter_argv,
+)
 from worker.sandbox.common import (
+    DIFF_CAP,
     KILL_GRACE_S,
     SANDBOX_GID,
     SANDBOX_HOME,
     SANDBOX_UID,
-    CappedStream,
     base_commit,
     command_argv,
+    host_workspace_diff,
     sandbox_env,
     timed_out_exit,
-    timeout_argv,
     workspace_cwd,
-    workspace_diff,
     workspace_relative,
 )
+from worker.sandbox.export import ExportLimits, export_host_tree, read_regular_fd
 
 TEMP_PREFIX = "ribbit-bwrap-"
 # Throwaway host uids for sandboxes of a root worker; far above any real account.
@@ -86,6 +108,17 @@ _PASSWD = (
     f"sandbox:x:{SANDBOX_UID}:{SANDBOX_GID}::{SANDBOX_HOME}:/bin/bash\n"
 )
 _GROUP = f"root:x:0:\nsandbox:x:{SANDBOX_GID}:\n"
+# The resident process, started with the host's own python3 (bwrap shares the host's /usr).
+_START_SERVER = 'exec "$(command -v python3)" -I -c "$0" --inside-sandbox'
+_HOST_GRACE_S = 5
+# Longest answer line accepted from the sandbox: two base64 streams of a diff at its cap.
+_MAX_LINE = 3 * DIFF_CAP
+
+
+@dataclass
+class _Pending:
+    done: threading.Event
+    answer: dict[str, object] | None = None
 
 
 def bwrap_path() -> str | None:
@@ -110,24 +143,74 @@ class BubblewrapSandbox:
         self._bwrap = binary
         self._settings = settings
         self._closed = False
-        self._running: set[subprocess.Popen[bytes]] = set()
+        self._server: subprocess.Popen[bytes] | None = None
+        self._pending: dict[int, _Pending] = {}
+        self._lock = threading.Lock()
         self._base = base_commit(source)
+        self._source = source
         self._root = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX))
         self.host_root = self._root  # exposed so tests and reapers can check cleanup
         self.workspace = self._root / "workspace"
         self.workspace_size_limited = False
+        self._cgroup: MemoryCgroup | None = None
         try:
             self._host_uid = self._pick_host_uid()
+            self._cgroup = create_memory_cgroup(settings.memory_mb, self._host_uid)
+            self.memory_cgroup = self._cgroup  # exposed for tests and ribbit doctor
             (self._root / "owner").write_text(f"{os.getpid()}\n")
+            if self._cgroup is not None:  # for reap_stale, should this process crash
+                (self._root / "cgroup").write_text(str(self._cgroup.path))
             self._write_identity_files()
             self.workspace.mkdir(mode=0o700)
             self.workspace_size_limited = self._mount_workspace_tmpfs()
             _copy_tree(source, self.workspace)
             if self._host_uid is not None:
                 _chown_tree(self._root, self._host_uid)
+            self._start_server()
         except BaseException:
             self.close()
             raise
+
+    def _start_server(self) -> None:
+        source = resources.files("worker.sandbox").joinpath("session_server.py").read_text()
+        argv = self._bwrap_argv(["/bin/sh", "-c", _START_SERVER, source], WORKSPACE, sandbox_env())
+        uid = self._host_uid
+        # A root worker drops to the throwaway uid before prlimit runs, so RLIMIT_NPROC
+        # (which root ignores) holds and counts only this sandbox's processes.
+        self._server = subprocess.Popen(
+            [*self._limits_argv(), *argv],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            close_fds=True,
+            user=uid,
+            group=uid,
+            extra_groups=None if uid is None else [],
+            env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"},
+        )
+        assert self._server.stdout is not None
+        threading.Thread(
+            target=self._read_answers, args=(self._server.stdout,), daemon=True
+        ).start()
+
+    def _read_answers(self, pipe: IO[bytes]) -> None:
+        """Hand each answer to the exec waiting for its id. Answers are untrusted (any
+        process in the sandbox can write to this pipe): bounded, strictly parsed."""
+        try:
+            while line := pipe.readline(_MAX_LINE):
+                try:
+                    answer = json.loads(line)
+                    waiter = self._pending.get(int(answer["id"]))
+                except (ValueError, KeyError, TypeError):
+                    continue
+                if waiter is not None and not waiter.done.is_set():
+                    waiter.answer = answer
+                    waiter.done.set()
+        finally:
+            # The sandbox is gone: nobody is left to answer.
+            for waiter in list(self._pending.values()):
+                waiter.done.set()
 
     # -- set-up ------------------------------------------------------------------------
     @staticmethod
@@ -228,12 +311,14 @@ class BubblewrapSandbox:
         nproc = s.pids if self._host_uid is not None else s.pids + _processes_of(os.getuid())
         limits = {
             "nproc": nproc,
-            "as": s.memory_mb * mb,
             "fsize": s.workspace_mb * mb,
             "nofile": 1024,
             "core": 0,
         }
-        return ["prlimit", *(f"--{name}={v}:{v}" for name, v in limits.items()), "--"]
+        if self._cgroup is None:
+            limits["as"] = s.memory_mb * mb  # the per-process fallback
+        enter = enter_argv(self._cgroup) if self._cgroup is not None else []
+        return [*enter, "prlimit", *(f"--{name}={v}:{v}" for name, v in limits.items()), "--"]
 
     def exec(
         self,
@@ -244,88 +329,147 @@ class BubblewrapSandbox:
         env: Mapping[str, str] | None = None,
         output_cap: int = DEFAULT_OUTPUT_CAP,
     ) -> ExecResult:
-        if self._closed:
+        if self._closed or self._server is None or self._server.stdin is None:
             raise SandboxError("sandbox is closed")
-        argv = self._bwrap_argv(command_argv(command), workspace_cwd(cwd), sandbox_env(env))
-        # timeout runs on the host around bwrap: killing bwrap kills the sandbox's pid 1
-        # (--die-with-parent), and with it every process in the namespace.
+        if timeout <= 0:
+            raise ValueError("timeout must be positive")
+        request = {
+            "argv": command_argv(command),
+            "env": sandbox_env(env),
+            "cwd": workspace_cwd(cwd),
+            "timeout": timeout,
+            "cap": output_cap,
+        }
         start = time.monotonic()
-        # A root worker drops to the throwaway uid before prlimit runs, so RLIMIT_NPROC
-        # (which root ignores) holds and counts only this sandbox's processes.
-        uid = self._host_uid
-        proc = subprocess.Popen(
-            [*self._limits_argv(), *timeout_argv(argv, timeout)],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-            close_fds=True,
-            user=uid,
-            group=uid,
-            extra_groups=None if uid is None else [],
-            env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"},
-        )
-        self._running.add(proc)
-        out, err = CappedStream(output_cap), CappedStream(output_cap)
-        assert proc.stdout is not None and proc.stderr is not None
-        try:
-            _pump(
-                proc,
-                {proc.stdout: out, proc.stderr: err},
-                deadline=start + timeout + KILL_GRACE_S + 5,
-            )
-            exit_code = proc.wait()
-        finally:
-            self._running.discard(proc)
+        ooms = self._cgroup.oom_kills() if self._cgroup is not None else 0
+        answer = self._call(request, timeout + KILL_GRACE_S + _HOST_GRACE_S)
         elapsed = time.monotonic() - start
-        timed_out = timed_out_exit(exit_code, elapsed, timeout)
-        if exit_code < 0:
-            exit_code = 128 - exit_code
-        return ExecResult(
-            exit_code=TIMEOUT_EXIT_CODE if timed_out else exit_code,
-            stdout=out.text(),
-            stderr=err.text(),
-            duration_s=elapsed,
-            timed_out=timed_out,
-            truncated=out.truncated or err.truncated,
-            oom_killed=False,
-        )
+        if answer is None:
+            # ``timeout`` inside did not end it: the whole sandbox is the only thing left.
+            self.close()
+            return ExecResult(TIMEOUT_EXIT_CODE, "", "", elapsed, timed_out=True)
+        result = _result(answer, elapsed, timeout, output_cap)
+        if self._cgroup is not None and self._cgroup.oom_kills() > ooms:
+            # The kernel's OOM killer acted in this sandbox's memory cgroup meanwhile.
+            result = replace(result, oom_killed=True)
+        return result
+
+    def _call(self, request: dict[str, object], wait_s: float) -> dict[str, object] | None:
+        """Send one request to the resident process and wait for its answer (None: none
+        came in ``wait_s``)."""
+        if self._closed or self._server is None or self._server.stdin is None:
+            raise SandboxError("sandbox is closed")
+        # Random, so a process in the sandbox writing to the answer pipe cannot guess the
+        # id of a command still running and answer in its place.
+        request_id = secrets.randbits(63)
+        waiter = _Pending(threading.Event())
+        self._pending[request_id] = waiter
+        try:
+            with self._lock:
+                self._server.stdin.write(json.dumps({**request, "id": request_id}).encode() + b"\n")
+                self._server.stdin.flush()
+            answered = waiter.done.wait(wait_s)
+        except (BrokenPipeError, ValueError, OSError) as exc:
+            raise SandboxError(f"the sandbox is gone: {exc}") from exc
+        finally:
+            self._pending.pop(request_id, None)
+        if not answered:
+            return None
+        if waiter.answer is None:
+            raise SandboxError("the sandbox died while a command ran")
+        return waiter.answer
 
     # -- files -------------------------------------------------------------------------
-    def _host_path(self, path: str) -> Path:
-        # No process of the sandbox runs between execs (its pid namespace is gone), so
-        # resolving symlinks here cannot race with the sandbox changing them.
-        target = (self.workspace / workspace_relative(path)).resolve()
-        if not target.is_relative_to(self.workspace.resolve()):
+    def _inside_path(self, path: str) -> str:
+        """Where ``path`` leads, resolved INSIDE the sandbox (background processes may
+        change symlinks at any time, so the host never resolves one itself)."""
+        rel = workspace_relative(path)
+        found = self.exec(["realpath", "-m", "--", f"{WORKSPACE}/{rel}"], timeout=60)
+        real = found.stdout.strip()
+        if found.exit_code != 0 or not real.startswith(WORKSPACE + "/"):
             raise PermissionError(f"{path}: outside the workspace")
-        return target
+        return real[len(WORKSPACE) + 1 :]
+
+    def _open(self, rel: str, flags: int, *, make_parents: bool = False) -> int:
+        """Open ``rel`` under the workspace without following any symlink on the way,
+        so a link swapped in after the check above fails (ELOOP) instead of escaping."""
+        parts = [p for p in rel.split("/") if p]
+        fd = os.open(self.workspace, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        try:
+            for part in parts[:-1]:
+                if make_parents:
+                    with contextlib.suppress(FileExistsError):
+                        os.mkdir(part, 0o755, dir_fd=fd)
+                        if self._host_uid is not None:
+                            os.chown(part, self._host_uid, self._host_uid, dir_fd=fd)
+                try:
+                    nxt = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+                except OSError as exc:
+                    raise PermissionError(f"{rel}: {exc.strerror}") from exc
+                os.close(fd)
+                fd = nxt
+            try:
+                return os.open(parts[-1], flags | os.O_NOFOLLOW, 0o644, dir_fd=fd)
+            except OSError as exc:
+                if exc.errno == 40:  # ELOOP: a symlink where the file should be
+                    raise PermissionError(f"{rel}: a symlink changed under the reader") from exc
+                raise
+        finally:
+            os.close(fd)
 
     def read_file(self, path: str) -> bytes:
-        return self._host_path(path).read_bytes()
+        # Resolved inside, opened without following any link, without blocking (a FIFO
+        # would hang the host), regular files only, never more than the read cap.
+        fd = self._open(self._inside_path(path), os.O_RDONLY | os.O_NONBLOCK)
+        try:
+            return read_regular_fd(fd, path)
+        finally:
+            os.close(fd)
 
     def write_file(self, path: str, data: bytes) -> None:
-        target = self._host_path(path)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+        rel = self._inside_path(path)
+        fd = self._open(rel, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, make_parents=True)
         with os.fdopen(fd, "wb") as fh:
+            if self._host_uid is not None:
+                os.fchown(fh.fileno(), self._host_uid, self._host_uid)
             fh.write(data)
-        if self._host_uid is not None:
-            _chown_tree(self.workspace, self._host_uid, only=target)
 
     def diff(self) -> str:
-        return workspace_diff(self.exec, self._base)
+        self._stop_processes()
+        limits = ExportLimits(max_bytes=self._settings.workspace_mb * 1024 * 1024)
+        return host_workspace_diff(
+            self._source, self._base, lambda dest: export_host_tree(self.workspace, dest, limits)
+        )
+
+    def _stop_processes(self) -> None:
+        """Nothing of the sandbox may run while the host reads its workspace: the resident
+        process kills every other process of the sandbox user (background ones too)."""
+        self._call(
+            {"stop_all": True, "argv": [], "env": {}, "cwd": "/", "timeout": 1, "cap": 0}, 30
+        )
 
     # -- teardown ----------------------------------------------------------------------
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
-        # An exec may still run on another thread (the agent returned on cancel while a
-        # tool ran): kill its whole process group, or it would outlive the sandbox.
-        for proc in list(self._running):
+        server = self._server
+        if server is not None:
+            # Killing bwrap ends the sandbox's pid namespace and every process in it,
+            # an exec still running on another thread included.
             with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)
+                os.killpg(server.pid, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                server.wait(timeout=30)
+            for pipe in (server.stdin, server.stdout):
+                if pipe is not None:
+                    with contextlib.suppress(OSError):
+                        pipe.close()
+        for waiter in list(self._pending.values()):
+            waiter.done.set()
         remove_root(self._root)
+        if self._cgroup is not None:
+            self._cgroup.remove()
 
     def __enter__(self) -> Self:
         return self
@@ -357,9 +501,23 @@ def reap_stale(temp_dir: Path | None = None) -> list[Path]:
             pid = 0
         if pid and _alive(pid):
             continue
+        group = _recorded_cgroup(root)
         remove_root(root)
+        if group is not None:
+            group.remove()
         removed.append(root)
     return removed
+
+
+def _recorded_cgroup(root: Path) -> MemoryCgroup | None:
+    """The memory cgroup a sandbox recorded, if it is one of ours under the cgroup root."""
+    try:
+        path = Path((root / "cgroup").read_text().strip())
+    except OSError:
+        return None
+    if not path.name.startswith(CGROUP_PREFIX) or not path.is_relative_to(CGROUP_ROOT):
+        return None
+    return MemoryCgroup(path, version=0)
 
 
 def _processes_of(uid: int) -> int:
@@ -405,30 +563,21 @@ def _chown_tree(root: Path, uid: int, *, only: Path | None = None) -> None:
             os.lchown(os.path.join(dirpath, name), uid, uid)
 
 
-def _pump(
-    proc: subprocess.Popen[bytes], streams: dict[IO[bytes], CappedStream], deadline: float
-) -> None:
-    """Drain both pipes into capped buffers (the excess is read and dropped, so the
-    command never blocks on a full pipe); SIGKILL the group if the host-side deadline,
-    a backstop behind ``timeout``, passes."""
-    sel = selectors.DefaultSelector()
-    for fh, sink in streams.items():
-        os.set_blocking(fh.fileno(), False)
-        sel.register(fh, selectors.EVENT_READ, data=(fh, sink))
+def _result(answer: dict[str, object], elapsed: float, timeout: float, cap: int) -> ExecResult:
     try:
-        while sel.get_map():
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                deadline = time.monotonic() + 5
-            for key, _ in sel.select(timeout=max(0.05, min(remaining, 1.0))):
-                pipe, stream = key.data
-                chunk = os.read(pipe.fileno(), 65536)
-                if chunk:
-                    stream.feed(chunk)
-                else:
-                    sel.unregister(pipe)
-                    pipe.close()
-    finally:
-        sel.close()
+        exit_code = int(str(answer["rc"]))
+        out = base64.b64decode(str(answer["out"]), validate=True)[:cap]
+        err = base64.b64decode(str(answer["err"]), validate=True)[:cap]
+        totals = int(str(answer["out_total"])), int(str(answer["err_total"]))
+    except (KeyError, ValueError) as exc:
+        raise SandboxError(f"the sandbox answered nonsense: {exc}") from exc
+    timed_out = timed_out_exit(exit_code, elapsed, timeout)
+    return ExecResult(
+        exit_code=TIMEOUT_EXIT_CODE if timed_out else exit_code,
+        stdout=out.decode(errors="replace"),
+        stderr=err.decode(errors="replace"),
+        duration_s=elapsed,
+        timed_out=timed_out,
+        truncated=totals[0] > cap or totals[1] > cap,
+        oom_killed=False,
+    )

@@ -1,16 +1,16 @@
 """Pieces both backends share: the allow-listed environment, the in-sandbox command
-wrapper, capped output capture and the diff command."""
+wrapper, capped output capture and the host-side diff."""
 
 from __future__ import annotations
 
 import re
-import shlex
 import subprocess
+import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from worker.sandbox.base import TIMEOUT_EXIT_CODE, WORKSPACE, ExecResult, SandboxError
+from worker.sandbox.base import TIMEOUT_EXIT_CODE, WORKSPACE, SandboxError
 
 SANDBOX_UID = 1000
 SANDBOX_GID = 1000
@@ -123,20 +123,6 @@ def _safe_dir_env() -> dict[str, str]:
     }
 
 
-def diff_command(base: str) -> str:
-    """Runs INSIDE the sandbox: the workspace's git config is untrusted, so git never runs
-    on it on the host. New files are marked intent-to-add so they show up in the diff."""
-    opts = (
-        "-c core.fsmonitor=false -c core.hooksPath=/dev/null -c diff.external= "
-        "-c core.quotePath=false"
-    )
-    return (
-        f"git {opts} add -A --intent-to-add >/dev/null && "
-        f"git {opts} diff --binary --no-ext-diff --no-textconv --no-color "
-        f"--no-renames {shlex.quote(base)}"
-    )
-
-
 @dataclass
 class CappedStream:
     """Keeps the first ``cap`` bytes of a stream and counts the rest."""
@@ -165,12 +151,20 @@ def timed_out_exit(exit_code: int, elapsed: float, timeout: float) -> bool:
     return exit_code in {TIMEOUT_EXIT_CODE, 128 + 9, -9} and elapsed >= timeout * 0.98
 
 
-def workspace_diff(exec_: Callable[..., ExecResult], base: str | None) -> str:
-    """The workspace's diff against ``base``, run through the sandbox's own exec (both
-    backends); a failed or truncated diff is a sandbox error, never a partial patch."""
+def host_workspace_diff(source: Path, base: str | None, export: Callable[[Path], None]) -> str:
+    """The workspace's diff against ``base``, computed on the host: ``export`` copies the
+    workspace (with the sandbox's processes stopped) into a host folder under the rules
+    of worker.sandbox.export, and host git compares it with ``base`` from ``source``.
+    Nothing in the sandbox (a ``git`` function in a profile, a doctored index) decides
+    what the patch is."""
+    from worker.gates.trees import PatchTreeError, host_diff
+
     if base is None:
         raise SandboxError("the workspace was not created from a git checkout")
-    result = exec_(diff_command(base), timeout=120, output_cap=DIFF_CAP)
-    if result.exit_code != 0 or result.truncated:
-        raise SandboxError(f"git diff failed ({result.exit_code}): {result.stderr[-2000:]}")
-    return str(result.stdout)
+    with tempfile.TemporaryDirectory(prefix="ribbit-export-") as tmp:
+        tree = Path(tmp) / "tree"
+        export(tree)
+        try:
+            return host_diff(source, base, tree, max_bytes=DIFF_CAP)
+        except PatchTreeError as exc:
+            raise SandboxError(f"could not compute the diff: {exc}") from None

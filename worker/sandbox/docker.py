@@ -8,16 +8,22 @@ size-limited tmpfs mounts for /workspace, /tmp and $HOME. The checkout is copied
 ``put_archive``; the host source dir is never mounted. Containers carry the LABEL so a
 crashed worker's leftovers are found by ``reap_stale``.
 
-Each exec runs as ``sh -c 'timeout -k G T CMD; kill -9 -1'``: ``timeout`` signals the
-command's process group at T, and ``kill -9 -1`` then kills every process of the
-sandbox user that escaped the group (setsid, daemons), so nothing outlives its exec.
-Pid 1 is a bash loop that survives that (the kernel does not let a namespace's init be
-killed from inside it) and reaps adopted zombies, which would otherwise use up the pids
-limit. A host-side deadline behind ``timeout`` kills the whole container.
+Each exec runs as ``sh -c 'timeout -k G T CMD'``: ``timeout`` signals the command's
+process group at T, and what is left in that group when the command ends is killed.
+Processes it started in a session of their own (the agent's tool runner runs Bash that
+way) keep running, and ``/tmp`` and ``$HOME`` keep their files, for the life of the
+container (as in the pod the model was trained in); removing the container ends them
+all. A command that TIMES OUT is followed by ``kill -9 -1``, which kills every process
+of the sandbox user, those that escaped the group (setsid, daemons) included, so
+nothing a runaway command detached survives it. Pid 1 is a bash loop that survives
+that (the kernel does not let a namespace's init be killed from inside it) and reaps
+adopted zombies, which would otherwise use up the pids limit. A host-side deadline
+behind ``timeout`` kills the whole container.
 """
 
 from __future__ import annotations
 
+import base64
 import io
 import os
 import socket
@@ -25,7 +31,7 @@ import tarfile
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, Self
@@ -51,19 +57,34 @@ from worker.sandbox.common import (
     CappedStream,
     base_commit,
     command_argv,
+    host_workspace_diff,
     sandbox_env,
     timed_out_exit,
     timeout_argv,
     workspace_cwd,
-    workspace_diff,
     workspace_relative,
 )
+from worker.sandbox.export import ExportLimits, extract_tar_stream, read_tar_file
 
 # Pid 1: never exits on its own, reaps every child it adopts.
 _INIT = "trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done"
-# $0.. are the timeout argv; the trailing kill takes out whatever escaped timeout's group.
-_EXEC_WRAPPER = '"$0" "$@"; rc=$?; kill -9 -1 2>/dev/null; exit $rc'
+# $0.. are the timeout argv. timeout leads its own process group: what the command left
+# there dies with it. After a timeout (124, or 137 when it had to SIGKILL) the kill -1
+# takes out whatever escaped that group too.
+_EXEC_WRAPPER = (
+    '"$0" "$@" & t=$!; wait $t; rc=$?; kill -9 "-$t" 2>/dev/null; '
+    "case $rc in 124|137) kill -9 -1 2>/dev/null;; esac; exit $rc"
+)
 _HOST_GRACE_S = 15
+# Base64 characters per argv element: under Linux's 128 KiB limit on one argument.
+_ARG_CHUNK = 96 * 1024
+# $1 base64 data, $2 the file, $3 its folder: refused (exit 86) when the folder resolves
+# outside the workspace or the file is a link, then written by the redirect.
+_OUTSIDE_EXIT = 86
+_WRITE_SCRIPT = (
+    'd=$(realpath -e -- "$3") || exit 1; case "$d/" in /workspace/*) ;; *) exit 86;; esac; '
+    '[ -L "$2" ] && exit 86; printf %s "$1" | base64 -d REDIRECT "$2"'
+)
 _OOM_PROBE = (
     "cat /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control "
     "2>/dev/null | awk '$1 == \"oom_kill\" {n += $2} END {print n + 0}'"
@@ -96,6 +117,7 @@ class DockerSandbox:
         self._client = client or docker_client(settings)
         self._closed = False
         self._base = base_commit(source)
+        self._source = source
         self._oom_seen = 0
         self.container: Container | None = None
         s = settings
@@ -245,35 +267,48 @@ class DockerSandbox:
             stream, _ = self._live().get_archive(real)
         except docker.errors.NotFound as exc:
             raise FileNotFoundError(real) from exc
-        with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tf:
-            member = next((m for m in tf.getmembers() if m.isfile()), None)
-            if member is None:
-                raise FileNotFoundError(f"{real}: not a regular file")
-            fh = tf.extractfile(member)
-            assert fh is not None
-            return fh.read()
+        except docker.errors.DockerException as exc:
+            raise SandboxError(f"{real}: {exc}") from exc
+        # Streamed with a cap: a sparse file can claim far more than its tmpfs holds.
+        return read_tar_file(stream)
 
     def write_file(self, path: str, data: bytes) -> None:
+        """Written by the sandbox user with a shell redirect, not by the engine's copier:
+        the copier runs as root and follows links, the sandbox user can only write what
+        it could write anyway. The bytes travel base64-encoded in argv chunks."""
         rel = workspace_relative(path)
+        target = f"{WORKSPACE}/{rel}"
         parent = f"{WORKSPACE}/{rel.parent}" if str(rel.parent) != "." else WORKSPACE
         made = self.exec(["mkdir", "-p", "--", parent], timeout=60)
         if made.exit_code != 0:
             raise SandboxError(f"{path}: cannot create its folder: {made.stderr.strip()}")
-        buf = io.BytesIO()
-        with tarfile.open(fileobj=buf, mode="w") as tf:
-            info = tarfile.TarInfo(rel.name)
-            info.size, info.mode = len(data), 0o644
-            info.uid, info.gid, info.mtime = SANDBOX_UID, SANDBOX_GID, int(time.time())
-            tf.addfile(info, io.BytesIO(data))
-        try:
-            ok = self._live().put_archive(parent, buf.getvalue())
-        except docker.errors.DockerException as exc:
-            raise SandboxError(f"{path}: {exc}") from exc
-        if not ok:
-            raise SandboxError(f"{path}: the engine refused the file")
+        encoded = base64.b64encode(data).decode()
+        pieces = [encoded[i : i + _ARG_CHUNK] for i in range(0, len(encoded), _ARG_CHUNK)] or [""]
+        for n, piece in enumerate(pieces):
+            redirect = ">" if n == 0 else ">>"
+            script = _WRITE_SCRIPT.replace("REDIRECT", redirect)
+            done = self.exec(["sh", "-c", script, "sh", piece, target, parent], timeout=60)
+            if done.exit_code == _OUTSIDE_EXIT:
+                raise PermissionError(f"{path}: outside the workspace (through a link)")
+            if done.exit_code != 0:
+                raise SandboxError(f"{path}: could not write: {done.stderr.strip()[:500]}")
 
     def diff(self) -> str:
-        return workspace_diff(self.exec, self._base)
+        # Every process of the sandbox user is stopped first (pid 1 is out of reach of
+        # signals from inside and only waits), so nothing changes files while read.
+        self.exec(["kill", "-9", "-1"], timeout=30)
+        limits = ExportLimits(max_bytes=self._settings.workspace_mb * 1024 * 1024)
+        return host_workspace_diff(self._source, self._base, self._export_into(limits))
+
+    def _export_into(self, limits: ExportLimits) -> Callable[[Path], None]:
+        def export(dest: Path) -> None:
+            try:
+                stream, _ = self._live().get_archive(WORKSPACE)
+            except docker.errors.DockerException as exc:
+                raise SandboxError(f"could not read the workspace: {exc}") from exc
+            extract_tar_stream(stream, dest, limits)
+
+        return export
 
     # -- teardown ----------------------------------------------------------------------
     def close(self) -> None:

@@ -178,3 +178,49 @@ def test_store_bundle_checkout_dedupe_and_jsonl(fix_with_new_test: FixRepo, tmp_
     assert other.get("acme__calc-1").provenance.source == "import"
     imported, refused = other.import_jsonl(tmp_path / "swe.jsonl")
     assert imported == [] and [r.reason for r in refused] == ["duplicate", "duplicate"]
+
+
+def test_an_id_that_selects_nothing_is_caught(fix_with_new_test: FixRepo, tmp_path: Path) -> None:
+    # The round trip that rejects an environment: ids given back to the test command
+    # must each be found and pass. tests/__init__.py::test_x is what the old reader
+    # made of inherited tests.
+    repo = fix_with_new_test
+    good = "tests/test_mul.py::test_mul"
+    bad = ["tests/__init__.py::test_mul", "tests/test_mul.py::test_gone"]
+    spec = _spec(repo)
+    checkout = tmp_path / "checkout"
+    from tests.fakes import git
+
+    git(repo.path, "worktree", "add", "-q", "--detach", str(checkout), repo.base)
+    builder = _builder()
+    assert builder._unrunnable(checkout, spec, [], [good]) == []
+    # pytest refuses the whole selection when one id is not found: nothing passes.
+    assert set(bad) <= set(builder._unrunnable(checkout, spec, [], [good, *bad]))
+
+
+@pytest.mark.parametrize("issue", ["", "  \n ", "```\nreturn a + b\n```"])
+def test_an_environment_without_a_problem_statement_is_refused(
+    fix_with_new_test: FixRepo, issue: str
+) -> None:
+    # The last one quotes the fix and nothing else: stripped, nothing is left.
+    with pytest.raises(BuildRejected) as caught:
+        _builder().build(_spec(fix_with_new_test, issue))
+    assert caught.value.rejection.reason == "no_problem_statement"
+
+
+def test_the_schema_refuses_an_empty_problem_statement() -> None:
+    from pydantic import ValidationError
+
+    from trainer.envs.schema import Environment
+
+    with pytest.raises(ValidationError, match="problem_statement"):
+        Environment(
+            instance_id="x",
+            repo="a/b",
+            base_commit="0" * 40,
+            problem_statement=" ",
+            patch="",
+            test_patch="",
+            FAIL_TO_PASS=[],
+            PASS_TO_PASS=[],
+        )

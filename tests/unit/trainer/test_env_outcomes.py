@@ -1,5 +1,7 @@
-"""Environments from the outcome store: a merged bot PR builds, a closed one is kept as a
-negative example with its review comments, an outcome without a base commit is refused."""
+"""Environments from the outcome store: a merged bot PR builds (from the job's task
+record in the database alone: issue text, base, .ribbit.yml commands), a closed one is
+kept as a negative example with its review comments, an outcome without a base commit
+or without an issue text is refused, and another forge's outcomes are left alone."""
 
 from __future__ import annotations
 
@@ -15,7 +17,9 @@ from tests.plugins.trainer import PYTEST, FixRepo, sandbox_factory
 from trainer.envs.builder import EnvironmentBuilder
 from trainer.envs.outcomes import environments_from_outcomes
 from trainer.envs.storage import EnvironmentStore
-from worker.agent import Trajectory
+from worker.pipelines.task_record import RESULT_KEY, TaskRecord
+
+SETUP = "echo installed > .setup-ran"
 
 
 @pytest.fixture
@@ -29,24 +33,60 @@ def db() -> Iterator[Database]:
 def test_outcomes_to_environments(db: Database, fix_with_new_test: FixRepo, tmp_path: Path) -> None:
     repo = fix_with_new_test
     merged_diff = git(repo.path, "diff", repo.base, repo.fix) + "\n"
-    traj_path = tmp_path / "job1.jsonl"
-    Trajectory(
-        messages=[],
-        tools=[],
-        task={"title": "add is wrong", "body": "add(2, 3) is -1"},
-    ).write_jsonl(traj_path)
+    # The trajectory files live on some worker's disk, not here: building must not need them.
+    traj_path = tmp_path / "elsewhere" / "job.jsonl"
+    record = TaskRecord(
+        issue_title="add is wrong",
+        issue_body="add(2, 3) is -1",
+        base_sha=repo.base,
+        test_command=PYTEST,
+        setup_command=SETUP,
+    )
+    results = {
+        "job1": {RESULT_KEY: record.to_json()},
+        "job2": {RESULT_KEY: record.to_json()},
+        "job4": {},  # from before task records: no issue text anywhere
+        "job5": {RESULT_KEY: {**record.to_json(), "issue_title": " ", "issue_body": ""}},
+        "job6": {RESULT_KEY: record.to_json()},
+    }
     with db.session() as s:
-        for job_id in ("job1", "job2"):
+        for job_id, result in results.items():
             s.add(
                 Job(
                     id=job_id,
                     kind="solve",
                     state="succeeded",
-                    forge="github",
+                    forge="gitlab" if job_id == "job6" else "github",
                     repo="acme/calc",
-                    result={"base_sha": repo.base, "trajectory_path": str(traj_path)},
+                    result={
+                        "base_sha": repo.base,
+                        "trajectory_path": str(traj_path),
+                        **result,
+                    },
                 )
             )
+        for number, job_id in ((4, "job4"), (5, "job5")):
+            s.add(
+                Outcome(
+                    forge="github",
+                    repo="acme/calc",
+                    pr_number=number,
+                    job_id=job_id,
+                    state="merged",
+                    merged_diff=merged_diff,
+                )
+            )
+        # The same name on another forge is another project.
+        s.add(
+            Outcome(
+                forge="gitlab",
+                repo="acme/calc",
+                pr_number=1,
+                job_id="job6",
+                state="merged",
+                merged_diff=merged_diff,
+            )
+        )
         s.add(
             Outcome(
                 forge="github",
@@ -81,13 +121,12 @@ def test_outcomes_to_environments(db: Database, fix_with_new_test: FixRepo, tmp_
     store = EnvironmentStore(tmp_path / "store")
     builder = EnvironmentBuilder(sandbox_factory, reruns=1, test_timeout_s=60)
 
-    report = environments_from_outcomes(
-        db, "acme/calc", repo.path, builder, store, test_command=PYTEST
-    )
+    report = environments_from_outcomes(db, "github", "acme/calc", repo.path, builder, store)
 
     (env,) = report.built
     assert env.FAIL_TO_PASS == ["tests/test_add.py::test_add"]
     assert env.problem_statement == "add is wrong\n\nadd(2, 3) is -1"
+    assert env.test_command == PYTEST and env.setup_commands == [SETUP]
     assert env.hints_text == "also check negatives"
     assert env.provenance.source == "outcome" and env.provenance.author == "bot"
     assert store.get(env.instance_id) == env
@@ -96,9 +135,10 @@ def test_outcomes_to_environments(db: Database, fix_with_new_test: FixRepo, tmp_
     assert reasons["acme/calc#2"].negative_trajectory == str(traj_path)
     assert reasons["acme/calc#2"].hints == ["wrong approach"]
     assert reasons["acme/calc#3"].reason == "no_base_commit"
+    assert reasons["acme/calc#4"].reason == "no_problem_statement"
+    assert reasons["acme/calc#5"].reason == "no_problem_statement"
+    assert len(report.built) + len(report.rejected) == 5  # gitlab's outcome not among them
 
     # Running it again finds the environment already stored.
-    again = environments_from_outcomes(
-        db, "acme/calc", repo.path, builder, store, test_command=PYTEST
-    )
+    again = environments_from_outcomes(db, "github", "acme/calc", repo.path, builder, store)
     assert not again.built and "duplicate" in {r.reason for r in again.rejected}

@@ -15,9 +15,9 @@ STATS = StepStats(loss=0.1, policy_loss=0.1, kl=0.02, clip_fraction=0.0, tokens=
 
 def test_step_record_counts_completed_groups_only() -> None:
     ordered = [
-        [(1.0, 10, "completed"), (0.0, 20, "max_turns")],
+        [(1.0, 10, "agent"), (0.0, 20, "max_turns")],
         None,  # a group whose rollout failed
-        [(1.0, 30, "completed"), (0.5, 40, "completed")],
+        [(1.0, 30, "agent"), (0.5, 40, "agent")],
     ]
     record = step_record(3, ordered, 2, 4, STATS, rollout_s=2.0, learner_s=0.5)
     assert record.rewards == [1.0, 0.0, 1.0, 0.5]
@@ -26,7 +26,7 @@ def test_step_record_counts_completed_groups_only() -> None:
     assert record.failed_groups == 1
     assert record.mean_generated_tokens == pytest.approx(25.0)
     assert record.max_generated_tokens == 40
-    assert record.exit_reasons == {"completed": 3, "max_turns": 1}
+    assert record.exit_reasons == {"agent": 3, "max_turns": 1}
     assert record.learner_tokens_per_s == pytest.approx(60.0)
 
 
@@ -39,7 +39,7 @@ def test_a_step_where_every_group_failed_is_recorded_not_divided_by_zero() -> No
 def test_metrics_lines_are_json(tmp_path: Path) -> None:
     path = tmp_path / "run" / "metrics.jsonl"
     for step in range(2):
-        append_metrics(path, step_record(step, [[(1.0, 5, "completed")]], 0, 0, STATS))
+        append_metrics(path, step_record(step, [[(1.0, 5, "agent")]], 0, 0, STATS))
     lines = [json.loads(line) for line in path.read_text().splitlines()]
     assert [line["step"] for line in lines] == [0, 1]
     assert lines[0]["learner"]["kl"] == 0.02 and lines[0]["pass_rate"] == 1.0

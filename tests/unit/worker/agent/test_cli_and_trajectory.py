@@ -61,7 +61,7 @@ def test_cli_execute_with_replay(repo: Path, tmp_path: Path) -> None:
         LocalDirSandbox,
         out,
     )
-    assert result.exit_reason == "completed"
+    assert result.exit_reason == "agent"
     assert "+    return a + b" in result.diff
     assert (repo / "calc.py").read_text().count("a - b") == 2  # the checkout is untouched
     assert read_jsonl(out)[0].diff == result.diff
@@ -122,7 +122,7 @@ def _trajectory() -> Trajectory:
         messages=[{"role": "user", "content": "x"}],
         tools=[],
         turns=turns,
-        exit_reason="completed",
+        exit_reason="agent",
         policy="transformers",
         model="m",
     )

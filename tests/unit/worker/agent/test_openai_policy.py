@@ -113,7 +113,7 @@ def test_openai_run_edits_the_repo(chat_server: ChatServer, sandbox: LocalDirSan
     ]
     policy = OpenAIPolicy(settings(chat_server.url, openai_api_key=SecretStr("k-123")))
     result = run_agent(TASK, sandbox, policy, AgentSettings())
-    assert result.exit_reason == "completed"
+    assert result.exit_reason == "agent"
     assert "+    return a + b" in result.diff
     assert result.trajectory.turns[0].reasoning == "The sign is wrong."
     assert result.trajectory.turns[0].prompt_tokens == 120
@@ -123,10 +123,17 @@ def test_openai_run_edits_the_repo(chat_server: ChatServer, sandbox: LocalDirSan
     assert first["tools"] == TOOL_SCHEMAS
     assert (first["temperature"], first["top_p"], first["top_k"]) == (0.6, 0.95, 20)
     assert first["chat_template_kwargs"] == {"enable_thinking": True}
+    # Leaf's request: parallel tool calls on, tool choice auto, max_completion_tokens.
+    assert first["parallel_tool_calls"] is True and first["tool_choice"] == "auto"
+    assert first["max_completion_tokens"] == 8192 and "max_tokens" not in first
     assert [m["role"] for m in second["messages"]] == ["system", "user", "assistant", "tool"]
     assistant, tool = second["messages"][2:]
     assert isinstance(assistant["tool_calls"][0]["function"]["arguments"], str)
-    assert tool["tool_call_id"] == "call_a" and "Edited calc.py" in tool["content"]
+    assert tool == {
+        "role": "tool",
+        "tool_call_id": "call_a",
+        "content": "Edited calc.py (1 replacement).",
+    }
     assert chat_server.headers[0]["Authorization"] == "Bearer k-123"
 
 
@@ -155,7 +162,7 @@ def test_openai_server_down_is_a_clear_model_error(sandbox: LocalDirSandbox) -> 
     result = run_agent(
         TASK, sandbox, OpenAIPolicy(settings(url, openai_max_retries=1)), AgentSettings()
     )
-    assert result.exit_reason == "model_error"
+    assert result.exit_reason == "llm_query_error"
     assert "is it running" in (result.error or "") and url in (result.error or "")
 
 
@@ -166,7 +173,7 @@ def test_openai_context_error_is_max_context(
         (400, {"error": {"message": "This model's maximum context length is 65536 tokens"}})
     ]
     result = run_agent(TASK, sandbox, OpenAIPolicy(settings(chat_server.url)), AgentSettings())
-    assert result.exit_reason == "max_context"
+    assert result.exit_reason == "max_context_len"
 
 
 def test_openai_client_error_is_not_retried(chat_server: ChatServer) -> None:
@@ -199,7 +206,16 @@ def test_openai_bad_arguments_json_becomes_error_observation(
         (200, completion("giving up")),
     ]
     result = run_agent(TASK, sandbox, OpenAIPolicy(settings(chat_server.url)), AgentSettings())
-    assert result.exit_reason == "completed"
+    assert result.exit_reason == "agent"
+    obs = result.trajectory.turns[0].observations[0]
+    # Leaf parses unparseable arguments as {} and runs the call.
+    assert obs.is_error and obs.content == "ValueError: file_path is required"
+    chat_server.replies = [
+        (200, completion(None, [fn_call("c1", "Read", "{not json")])),
+        (200, completion("giving up")),
+    ]
+    recover = AgentSettings(recover_malformed_calls=True)
+    result = run_agent(TASK, sandbox, OpenAIPolicy(settings(chat_server.url)), recover)
     obs = result.trajectory.turns[0].observations[0]
     assert obs.is_error and "not valid JSON" in obs.content
 
@@ -208,8 +224,13 @@ def test_openai_length_finish_is_max_tokens(
     chat_server: ChatServer, sandbox: LocalDirSandbox
 ) -> None:
     chat_server.replies = [(200, completion("and so on and", finish="length"))]
+    limits = AgentSettings(max_new_tokens=30)  # the reply used all 30 of its tokens
+    result = run_agent(TASK, sandbox, OpenAIPolicy(settings(chat_server.url)), limits)
+    assert result.exit_reason == "max_tokens_per_turn"
+    # Leaf reads a length cut that did not use the turn's budget as a full context.
+    chat_server.replies = [(200, completion("and so on and", finish="length"))]
     result = run_agent(TASK, sandbox, OpenAIPolicy(settings(chat_server.url)), AgentSettings())
-    assert result.exit_reason == "max_tokens"
+    assert result.exit_reason == "max_context_len"
 
 
 def test_openai_cancel_between_retries(chat_server: ChatServer) -> None:

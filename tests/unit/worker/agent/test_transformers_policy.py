@@ -104,7 +104,7 @@ def test_run_ends_max_tokens(repo: Path, programmed_model_dir: Callable[..., Pat
     policy = programmed(programmed_model_dir, "never-eos", "x", {"x": "x"})
     with LocalDirSandbox(repo) as sandbox:
         result = run_agent(TASK, sandbox, policy, AgentSettings(max_new_tokens=16))
-    assert result.exit_reason == "max_tokens"
+    assert result.exit_reason == "max_tokens_per_turn"
     (turn,) = result.trajectory.turns
     assert turn.completion_tokens == 16 and turn.raw_text == "x" * 16
 
@@ -147,7 +147,7 @@ def test_run_ends_max_context_before_generating(
         tiny_policy.generate(MESSAGES, TOOL_SCHEMAS, limits=AgentSettings(max_context_tokens=1024))
     with LocalDirSandbox(repo) as sandbox:
         result = run_agent(TASK, sandbox, tiny_policy, AgentSettings(max_context_tokens=1024))
-    assert result.exit_reason == "max_context"
+    assert result.exit_reason == "max_context_len"
     assert result.trajectory.turns == []
 
 
@@ -163,7 +163,7 @@ def test_run_ends_max_context_while_generating(
     limits = AgentSettings(max_context_tokens=n_prompt + 5, max_new_tokens=64)
     with LocalDirSandbox(repo) as sandbox:
         result = run_agent(TASK, sandbox, policy, limits)
-    assert result.exit_reason == "max_context"
+    assert result.exit_reason == "max_context_len"
     assert result.trajectory.turns[0].finish_reason == "context_length"
     assert result.trajectory.turns[0].completion_tokens == 5
 

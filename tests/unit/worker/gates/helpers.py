@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import shlex
+import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 
 from bot.repo_config import RepoConfig
 from bot.settings import GateSettings
-from tests.fakes import LocalDirSandbox, commit_files, git, make_git_repo
+from tests.fakes import GIT_ENV, LocalDirSandbox, commit_files, git, make_git_repo
 from worker.gates.base import GateContext
 
 PYTEST = f"{shlex.quote(sys.executable)} -m pytest -q -p no:cacheprovider"
@@ -29,7 +31,15 @@ def make_patch(repo: Path, changes: Mapping[str, str | bytes | None]) -> str:
             else:
                 target.write_text(content)
     git(repo, "add", "-A")
-    patch = git(repo, "diff", "--cached", "--binary", "-M", "HEAD") + "\n"
+    # Not through git(): it strips the output, and a diff can end in blank context lines.
+    patch = subprocess.run(
+        ["git", "diff", "--cached", "--binary", "-M", "HEAD"],
+        cwd=repo,
+        env={**os.environ, **GIT_ENV},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     git(repo, "reset", "-q", "--hard", "HEAD")
     return patch
 

@@ -11,6 +11,11 @@ INSECURE: dict[str, str] = {
         '    os.system("rm -rf " + name)\n'
     ),
     "code-injection": ("def calc(expr):\n    return eval(expr)\n"),
+    "evasion": (
+        "import os\nimport subprocess\n\n\ndef run(cmd):\n"
+        '    getattr(os, "system")(cmd)\n'
+        "    f = subprocess.run\n    f(cmd, shell=True)\n"
+    ),
     "unsafe-deserialization": (
         "import pickle\n\nimport yaml\n\n\n"
         "def load(blob, text):\n"
@@ -62,7 +67,8 @@ INSECURE: dict[str, str] = {
 }
 
 SAFE = (
-    "import hashlib\nimport os\nimport subprocess\nimport tempfile\n\nimport yaml\n\n\n"
+    "import hashlib\nimport os\nimport pickle\nimport subprocess\nimport tempfile\n\n"
+    "import yaml\n\n\n"
     "def fine(conn, name, text, data):\n"
     '    subprocess.run(["tar", "czf", name, "data"], check=True)\n'
     '    subprocess.run("ls -l", shell=True)\n'
@@ -75,5 +81,8 @@ SAFE = (
     "    fd, path = tempfile.mkstemp()\n"
     '    password = os.environ["DB_PASSWORD"]\n'
     '    token_url = "https://example.com/oauth/token"\n'
-    "    return cfg, other, digest, etag, fd, path, password, token_url\n"
+    "    blob = pickle.dumps(cfg)\n"
+    "    again = pickle.loads(blob)\n"
+    '    getattr(conn, "cursor")()\n'
+    "    return cfg, other, digest, etag, fd, path, password, token_url, again\n"
 )

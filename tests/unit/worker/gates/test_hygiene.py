@@ -284,3 +284,23 @@ def test_path_matches_globs(path: str, pattern: str, expected: bool) -> None:
 )
 def test_hygiene_blocks_test_harness_tampering(tmp_path: Path, path: str, code: str) -> None:
     assert "test-harness-tampered" in _rules(_hygiene(tmp_path, {path: code}))
+
+
+@pytest.mark.timeout(60)
+def test_secret_scan_of_a_huge_minified_line_finishes() -> None:
+    """A quadratic pattern took 38 s on 16k characters; with bounded quantifiers the
+    work per position is bounded, so 100k-character lines of every shape that used to
+    backtrack finish (pytest-timeout fails a regression, no wall-clock assertion)."""
+    from worker.gates.hygiene import find_secrets
+
+    tail = "ghp_" + "A1b2" * 10
+    shapes = [
+        "var a=" + "x" * 100_000 + f";token='{tail}'",
+        "password" * 12_500,
+        "token = '" + "a" * 100_000,
+        "xoxa-" * 20_000,
+        "sys.modules[" * 8_000,
+    ]
+    for line in shapes:
+        find_secrets(line)
+    assert find_secrets(shapes[0]) == ["github-token"]

@@ -275,3 +275,44 @@ def test_report_sarif_is_valid_minimal_sarif() -> None:
     assert rules[0]["properties"]["tags"] == ["code-injection"]
     assert runs["ribbit-hygiene"]["results"][0]["level"] == "warning"
     assert "locations" not in runs["ribbit-hygiene"]["results"][0]
+
+
+def test_report_may_push_never_a_hygiene_or_semgrep_block() -> None:
+    from worker.gates.base import Finding, GateResult
+    from worker.gates.report import GateReport
+
+    def result(name: str, passed: bool, rule: str = "x") -> GateResult:
+        findings = () if passed else (Finding(gate=name, rule=rule, message="m"),)
+        return GateResult(name=name, passed=passed, findings=findings)
+
+    tests_only = GateReport.from_results(
+        [result("tests", False), result("semgrep", True), result("hygiene", True)], 0.0
+    )
+    assert tests_only.may_push
+    for blocked in ("semgrep", "hygiene"):
+        report = GateReport.from_results(
+            [result("tests", True), result(blocked, False), result("x", True)], 0.0
+        )
+        assert not report.may_push, blocked
+    crashed = GateReport.from_results([result("tests", False, "gate-error")], 0.0)
+    assert not crashed.may_push
+
+
+def test_run_gates_stops_when_cancelled_or_out_of_budget(tmp_path: Path) -> None:
+    import dataclasses
+    import threading
+
+    from tests.unit.worker.gates.helpers import make_ctx, make_patch, repo_with
+    from worker.gates import run_gates
+    from worker.gates.hygiene import HygieneGate
+    from worker.gates.tests import TestGate
+
+    repo, base = repo_with(tmp_path, {"a.py": "x = 1\n"})
+    ctx = make_ctx(repo, base, make_patch(repo, {"a.py": "x = 2\n"}))
+    cancel = threading.Event()
+    cancel.set()
+    report = run_gates(dataclasses.replace(ctx, cancel=cancel), [TestGate(), HygieneGate()])
+    assert not report.passed and not report.may_push
+    assert {f.rule for r in report.results for f in r.findings} == {"gate-cancelled"}
+    spent = run_gates(dataclasses.replace(ctx, deadline=0.0), [TestGate(), HygieneGate()])
+    assert {f.rule for r in spent.results for f in r.findings} == {"gate-timeout"}

@@ -53,14 +53,14 @@ def test_tests_gate_fails_when_target_test_fails(tmp_path: Path) -> None:
     result = _run(tmp_path, {"tests/test_calc.py": NEW_TEST})
     assert not result.passed
     assert {"target-test-fails", "test-fails"} <= _rules(result)
-    assert result.details["target_failures"] == ["tests.test_calc::test_add"]
+    assert result.details["target_failures"] == ["tests/test_calc.py::test_add"]
 
 
 def test_tests_gate_fails_on_regression(tmp_path: Path) -> None:
     broken = FIX.replace("return a * b", "return a ** b")
     result = _run(tmp_path, {"calc.py": broken, "tests/test_calc.py": NEW_TEST})
     assert not result.passed
-    assert result.details["regressions"] == ["tests.test_calc::test_mul"]
+    assert result.details["regressions"] == ["tests/test_calc.py::test_mul"]
     assert "test-regression" in _rules(result)
 
 
@@ -92,7 +92,7 @@ def test_tests_gate_tells_flaky_from_broken(tmp_path: Path) -> None:
         base_files={**BASE, "tests/test_flaky.py": flaky},
     )
     assert result.passed, (result.findings, result.logs)
-    assert result.details["flaky"] == ["tests.test_flaky::test_warms_cache"]
+    assert result.details["flaky"] == ["tests/test_flaky.py::test_warms_cache"]
     assert result.details["after"]["reran"] is True
     assert any(f.rule == "flaky-tests" and f.severity == "warning" for f in result.findings)
 
@@ -175,3 +175,23 @@ def test_tests_gate_does_not_blame_patch_for_preexisting_failure(tmp_path: Path)
     assert info.severity == "info" and "test_always_broken" in info.message
     assert result.details["before"]["reran"] is True  # broken twice: not flaky
     assert result.details["flaky"] == []
+
+
+def test_split_run_output_needs_exactly_one_framed_report() -> None:
+    import base64
+
+    from worker.gates.testrun import split_run_output
+
+    tok = "t0k"
+    xml = base64.b64encode(b"<testsuite/>").decode()
+    good = f"1 passed in 0.1s\n{tok} begin 0\n{xml}\n{tok} end\n"
+    assert split_run_output(good, tok) == ("1 passed in 0.1s", b"<testsuite/>", None)
+    forged = good + f"\n{tok} begin 0\n{xml}\n{tok} end\n"
+    assert split_run_output(forged, tok)[1:] == (
+        None,
+        "the run's output holds more than one report",
+    )
+    trailing = good + "late output\n"
+    assert split_run_output(trailing, tok)[1] is None
+    assert split_run_output(trailing, tok)[2] is not None
+    assert split_run_output("hung, killed", tok) == ("hung, killed", None, None)

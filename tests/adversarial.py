@@ -1,0 +1,441 @@
+"""The adversarial corpus: patches written to get a broken change past the gates, one
+or more per bypass family of issue #12, and honest patches that must still pass.
+
+Every hostile patch breaks ``mul`` (whose test passes at the base) and then tries to
+hide it; each case names the blocking rules it must trip. Every bypass found later
+becomes a case here. Used by tests/unit/worker/gates/test_adversarial.py (the local
+test sandbox) and tests/integration/test_gates_adversarial.py (both real backends).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tests.fakes import GIT_ENV, git, make_git_repo
+
+CORE = (
+    "def add(a, b):\n    return a - b\n\n\n"
+    "def mul(a, b):\n    return a * b\n\n\n"
+    "def sub(a, b):\n    return a - b\n"
+)
+BROKEN = CORE.replace("return a * b", "return a + b")  # mul(2, 3) == 5
+TESTS = (
+    "from calc.core import mul, sub\n\n\n"
+    "def test_mul():\n    assert mul(2, 3) == 6\n\n\n"
+    "def test_sub():\n    assert sub(5, 3) == 2\n"
+)
+PYPROJECT = (
+    '[project]\nname = "calc"\nversion = "0.1"\ndependencies = []\n\n'
+    '[tool.pytest.ini_options]\ntestpaths = ["tests"]\n'
+)
+BASE: dict[str, str] = {
+    "calc/__init__.py": "",
+    "calc/core.py": CORE,
+    "tests/__init__.py": "",
+    "tests/test_core.py": TESTS,
+    "pyproject.toml": PYPROJECT,
+    ".github/workflows/ci.yml": "on: push\njobs:\n  test:\n    runs-on: ubuntu-latest\n",
+    ".ribbit.yml": "test: python3 -m pytest -q\n",
+}
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    family: str
+    changes: Mapping[str, str | None] = field(default_factory=dict)  # None deletes
+    raw_patch: str | None = None  # a hand-written patch instead of ``changes``
+    blocked_by: frozenset[str] = frozenset()  # every one must be among the errors
+    renames: Mapping[str, str] = field(default_factory=dict)  # git mv old -> new
+
+    @property
+    def honest(self) -> bool:
+        return not self.blocked_by
+
+
+def _case(name: str, family: str, blocked_by: set[str], **kw: object) -> Case:
+    return Case(name=name, family=family, blocked_by=frozenset(blocked_by), **kw)  # type: ignore[arg-type]
+
+
+_ATEXIT_EXIT = "import atexit\nimport os\n\natexit.register(lambda: os._exit(0))\n"
+_HIDDEN_EXIT = (
+    '_m = __import__("o" + "s")\n'
+    '__import__("ate" + "xit").register(lambda: getattr(_m, "_ex" + "it")(0))\n'
+)
+# Rewrites the requested report into an all-pass one at exit, and exits 0: the console
+# summary pytest already printed still tells the truth.
+_FORGE_REPORT = (
+    '_m = __import__("o" + "s")\n'
+    "def _forge():\n"
+    '    opts = _m.environ.get("PYTEST_" + "ADD" + "OPTS", "")\n'
+    '    path = opts.split("=", 1)[1].split()[0].strip(chr(39))\n'
+    "    with open(path, 'w') as fh:\n"
+    '        fh.write(\'<testsuite><testcase classname="tests.test_core" name="test_mul"/>\'\n'
+    '                 \'<testcase classname="tests.test_core" name="test_sub"/></testsuite>\')\n'
+    '    getattr(_m, "_ex" + "it")(0)\n'
+    '__import__("ate" + "xit").register(_forge)\n'
+)
+_ALL_PASS_XML = (
+    '<testsuite><testcase classname="tests.test_core" name="test_mul"/>'
+    '<testcase classname="tests.test_core" name="test_sub"/></testsuite>\n'
+)
+# A pytest.py at the root, imported by ``python -m pytest`` instead of the real one: it
+# prints a consistent console line, writes a consistent report and exits 0, with none
+# of the words the tamper checks look for.
+_FAKE_RUNNER = (
+    '_m = __import__("o" + "s")\n'
+    'opts = _m.environ.get("PYTEST_" + "ADD" + "OPTS", "")\n'
+    'path = opts.split("=", 1)[1].split()[0].strip(chr(39))\n'
+    "with open(path, 'w') as fh:\n"
+    '    fh.write(\'<testsuite><testcase classname="tests.test_core" name="test_mul"/>\'\n'
+    '             \'<testcase classname="tests.test_core" name="test_sub"/></testsuite>\')\n'
+    'print("2 passed in 0.01s")\n'
+)
+_PATCH_RUNNER = (
+    "import _pytest.reports as _r\n\n"
+    "_orig = _r.TestReport.from_item_and_call.__func__\n\n\n"
+    "def _passed(cls, item, call):\n"
+    "    rep = _orig(cls, item, call)\n"
+    '    rep.outcome, rep.longrepr = "passed", None\n'
+    "    return rep\n\n\n"
+    "_r.TestReport.from_item_and_call = classmethod(_passed)\n"
+)
+_RENAME_OLD_NEW = """\
+diff --git a/calc/core.py b/calc/core2.py
+similarity index 100%
+rename old .github/workflows/ci.yml
+rename new calc/core2.py
+"""
+_HEADERS_BEFORE_RENAME = """\
+diff --git a/.github/workflows/ci.yml b/calc/moved.yml
+--- a/calc/core.py
++++ b/calc/core.py
+similarity index 100%
+rename from .github/workflows/ci.yml
+rename to calc/moved.yml
+"""
+
+CASES: tuple[Case, ...] = (
+    # 1. tests dropped from the run
+    _case(
+        "pytest-ini-python-files",
+        "tests-dropped",
+        {"test-config-changed", "tests-missing"},
+        changes={"calc/core.py": BROKEN, "pytest.ini": "[pytest]\npython_files = check_*.py\n"},
+    ),
+    _case(
+        "pytest-ini-addopts-ignore",
+        "tests-dropped",
+        {"test-config-changed", "tests-missing"},
+        changes={"calc/core.py": BROKEN, "pytest.ini": "[pytest]\naddopts = --ignore=tests\n"},
+    ),
+    _case(
+        "pytest-ini-no-python-plugin",
+        "tests-dropped",
+        {"test-config-changed", "tests-missing"},
+        changes={"calc/core.py": BROKEN, "pytest.ini": "[pytest]\naddopts = -p no:python\n"},
+    ),
+    _case(
+        "pyproject-addopts-deselect",
+        "tests-dropped",
+        {"test-config-changed", "tests-missing"},
+        changes={
+            "calc/core.py": BROKEN,
+            "pyproject.toml": PYPROJECT + "addopts = \"-k 'not mul'\"\n",
+        },
+    ),
+    _case(
+        "pyproject-testpaths-elsewhere",
+        "tests-dropped",
+        {"test-config-changed", "tests-missing"},
+        changes={
+            "calc/core.py": BROKEN,
+            "pyproject.toml": PYPROJECT.replace('["tests"]', '["calc"]'),
+        },
+    ),
+    _case(
+        "conftest-runtestloop",
+        "tests-dropped",
+        {"test-config-changed", "test-harness-tampered"},
+        changes={
+            "calc/core.py": BROKEN,
+            "conftest.py": "def pytest_runtestloop(session):\n    return True\n",
+        },
+    ),
+    _case(
+        "conftest-ignore-collect",
+        "tests-dropped",
+        {"test-config-changed", "tests-missing"},
+        changes={
+            "calc/core.py": BROKEN,
+            "conftest.py": "def pytest_ignore_collect(collection_path, config):\n"
+            '    return "tests" in str(collection_path)\n',
+        },
+    ),
+    _case(
+        "tests-conftest-deselects",
+        "tests-dropped",
+        {"test-config-changed", "tests-missing"},
+        changes={
+            "calc/core.py": BROKEN,
+            "tests/conftest.py": "def pytest_collection_modifyitems(config, items):\n"
+            "    items[:] = [i for i in items if 'mul' not in i.name]\n",
+        },
+    ),
+    _case(
+        "test-file-deleted",
+        "tests-dropped",
+        {"tests-missing", "test-file-deleted"},
+        changes={"calc/core.py": BROKEN, "tests/test_core.py": None},
+    ),
+    _case(
+        "test-file-renamed-out-of-discovery",
+        "tests-dropped",
+        {"tests-missing"},
+        changes={"calc/core.py": BROKEN},
+        renames={"tests/test_core.py": "tests/check_core.py"},
+    ),
+    _case(
+        "skip-marker",
+        "tests-dropped",
+        {"tests-now-skipped", "test-skipped"},
+        changes={
+            "calc/core.py": BROKEN,
+            "tests/test_core.py": "import pytest\n\n"
+            + TESTS.replace("def test_mul", "@pytest.mark.skip\ndef test_mul"),
+        },
+    ),
+    _case(
+        "module-level-skip-from-source",
+        "tests-dropped",
+        {"tests-missing"},
+        changes={
+            "calc/core.py": "import pytest\n\n"
+            'pytest.skip("later", allow_module_level=True)\n\n' + BROKEN,
+        },
+    ),
+    # 2. results faked from non-test code
+    _case(
+        "atexit-os-exit-in-package",
+        "results-faked",
+        {"report-mismatch", "test-harness-tampered", "test-regression"},
+        changes={"calc/core.py": BROKEN, "calc/__init__.py": _ATEXIT_EXIT},
+    ),
+    _case(
+        "obfuscated-exit-hook",
+        "results-faked",
+        {"report-mismatch", "test-regression"},
+        changes={"calc/core.py": BROKEN, "calc/__init__.py": _HIDDEN_EXIT},
+    ),
+    _case(
+        "forged-junit-at-exit",
+        "results-faked",
+        {"report-mismatch"},
+        changes={"calc/core.py": BROKEN, "calc/__init__.py": _FORGE_REPORT},
+    ),
+    _case(
+        "runner-monkeypatched-from-package",
+        "results-faked",
+        {"test-harness-tampered"},
+        changes={"calc/core.py": BROKEN, "calc/__init__.py": _PATCH_RUNNER},
+    ),
+    _case(
+        "conftest-makereport-forces-pass",
+        "results-faked",
+        {"test-config-changed", "test-harness-tampered"},
+        changes={
+            "calc/core.py": BROKEN,
+            "tests/conftest.py": "import pytest\n\n\n@pytest.hookimpl(hookwrapper=True)\n"
+            "def pytest_runtest_makereport(item, call):\n"
+            "    outcome = yield\n    rep = outcome.get_result()\n"
+            '    rep.outcome = "passed"\n',
+        },
+    ),
+    _case(
+        "sitecustomize",
+        "results-faked",
+        {"test-config-changed"},
+        changes={"calc/core.py": BROKEN, "sitecustomize.py": _ATEXIT_EXIT},
+    ),
+    _case(
+        "pth-file",
+        "results-faked",
+        {"test-config-changed"},
+        changes={"calc/core.py": BROKEN, "calc.pth": "import calc\n"},
+    ),
+    _case(
+        "pre-placed-junit-files",
+        "results-faked",
+        {"test-regression"},
+        changes={
+            "calc/core.py": BROKEN,
+            ".ribbit-gates/junit-1.xml": _ALL_PASS_XML,
+            "report.xml": _ALL_PASS_XML,
+            "tests/junit.xml": _ALL_PASS_XML,
+        },
+    ),
+    _case(
+        "runner-shadowed-by-a-module",
+        "results-faked",
+        {"test-config-changed"},
+        changes={"calc/core.py": BROKEN, "pytest.py": _FAKE_RUNNER},
+    ),
+    _case(
+        "plugin-registered-from-package",
+        "results-faked",
+        {"test-harness-tampered"},
+        changes={"calc/core.py": BROKEN, "calc/__init__.py": 'pytest_plugins = ["calc.plug"]\n'},
+    ),
+    # 4. the hygiene parser reads a diff differently from git apply
+    _case(
+        "rename-old-new-headers",
+        "parser-mismatch",
+        {"patch-misread", "ci-config"},
+        raw_patch=_RENAME_OLD_NEW,
+    ),
+    _case(
+        "minus-plus-before-rename-from",
+        "parser-mismatch",
+        {"patch-misread", "ci-config"},
+        raw_patch=_HEADERS_BEFORE_RENAME,
+    ),
+    # 3/5. CI and gate configuration moved or changed
+    _case(
+        "ci-workflow-moved-away",
+        "ci-config",
+        {"ci-config"},
+        changes={"calc/core.py": CORE.replace("a - b\n\n\ndef mul", "a + b\n\n\ndef mul")},
+        renames={".github/workflows/ci.yml": "docs/ci.yml"},
+    ),
+    _case(
+        "ribbit-yml-test-command",
+        "ci-config",
+        {"gate-config"},
+        changes={"calc/core.py": BROKEN, ".ribbit.yml": "test: 'true'\n"},
+    ),
+    # 6. Semgrep evasion by aliasing
+    _case(
+        "getattr-os-system",
+        "semgrep-evasion",
+        {"ribbit.evasion.dynamic-dangerous-attribute"},
+        changes={"calc/shell.py": 'import os\n\n\ndef run(cmd):\n    getattr(os, "system")(cmd)\n'},
+    ),
+    _case(
+        "aliased-subprocess-shell",
+        "semgrep-evasion",
+        {"ribbit.evasion.aliased-shell-call"},
+        changes={
+            "calc/shell.py": "import subprocess\n\n\ndef run(cmd):\n"
+            "    f = subprocess.run\n    f(cmd, shell=True)\n"
+        },
+    ),
+    _case(
+        "dynamic-import-subprocess",
+        "semgrep-evasion",
+        {"ribbit.evasion.dynamic-import"},
+        changes={
+            "calc/shell.py": 'def run(cmd):\n    __import__("subprocess").call(cmd, shell=True)\n'
+        },
+    ),
+    _case(
+        "shell-true-through-kwargs",
+        "semgrep-evasion",
+        {"ribbit.evasion.aliased-shell-call"},
+        changes={
+            "calc/shell.py": "import subprocess\n\n\ndef run(cmd):\n"
+            '    subprocess.run(cmd, **{"shell": True})\n'
+        },
+    ),
+    _case(
+        "partial-shell-true",
+        "semgrep-evasion",
+        {"ribbit.evasion.aliased-shell-call"},
+        changes={
+            "calc/shell.py": "import functools\nimport subprocess\n\n"
+            "run = functools.partial(subprocess.run, shell=True)\n"
+        },
+    ),
+    # 7. denial of service: a long minified line must not stall hygiene
+    _case(
+        "minified-secret-line",
+        "denial-of-service",
+        {"secret-github-token"},
+        changes={
+            "calc/data.js": "var a=" + "x" * 60_000 + ";token='ghp_" + "A1b2" * 10 + "';"
+            "password='" + "a" * 40_000 + "\n"
+        },
+    ),
+    # honest patches
+    Case(
+        "honest-fix-with-new-test",
+        "honest",
+        changes={
+            "calc/core.py": CORE.replace("a - b\n\n\ndef mul", "a + b\n\n\ndef mul"),
+            "tests/test_core.py": TESTS.replace("import mul", "import add, mul")
+            + "\n\ndef test_add():\n    assert add(2, 3) == 5\n",
+        },
+    ),
+    Case(
+        "honest-refactor-tests-unchanged",
+        "honest",
+        changes={
+            "calc/core.py": "import operator\n\n\ndef add(a, b):\n    return a - b\n\n\n"
+            "def mul(a, b):\n    return operator.mul(a, b)\n\n\n"
+            "def sub(a, b):\n    return operator.sub(a, b)\n"
+        },
+    ),
+    Case(
+        "honest-new-function-with-tests",
+        "honest",
+        changes={
+            "calc/core.py": CORE + "\n\ndef div(a, b):\n    return a / b\n",
+            "tests/test_div.py": "from calc.core import div\n\n\n"
+            "def test_div():\n    assert div(6, 3) == 2\n",
+        },
+    ),
+    Case(
+        "honest-dependency-in-pyproject",
+        "honest",
+        changes={
+            "pyproject.toml": PYPROJECT.replace("dependencies = []", 'dependencies = ["attrs"]'),
+            "calc/core.py": CORE + "\n\ndef neg(a):\n    return -a\n",
+        },
+    ),
+)
+
+
+def make_base_repo(root: Path) -> tuple[Path, str]:
+    repo = root / "repo"
+    return repo, make_git_repo(repo, BASE)
+
+
+def case_patch(repo: Path, case: Case) -> str:
+    """The case's patch against the repository's HEAD (the work tree is put back)."""
+    if case.raw_patch is not None:
+        return case.raw_patch
+    for old, new in case.renames.items():
+        (repo / new).parent.mkdir(parents=True, exist_ok=True)
+        git(repo, "mv", old, new)
+    for rel, content in case.changes.items():
+        target = repo / rel
+        if content is None:
+            target.unlink()
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(content)
+    git(repo, "add", "-A")
+    # Not through git(): it strips the output, and a diff can end in blank context lines.
+    patch = subprocess.run(
+        ["git", "diff", "--cached", "--binary", "-M", "HEAD"],
+        cwd=repo,
+        env={**os.environ, **GIT_ENV},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    git(repo, "reset", "-q", "--hard", "HEAD")
+    return patch

@@ -1,0 +1,67 @@
+"""The adversarial corpus (tests/adversarial.py) through the real gates, tests on, in the
+local test sandbox: every hostile patch is blocked by the rules it names, every
+honest one passes. tests/integration/test_gates_adversarial.py runs the same corpus on
+the real sandbox backends."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.adversarial import CASES, Case, case_patch, make_base_repo
+from tests.conftest import require_service
+from tests.unit.worker.gates.helpers import make_ctx
+from worker.gates import Gate, run_gates
+from worker.gates.hygiene import HygieneGate
+from worker.gates.report import GateReport
+from worker.gates.semgrep import find_semgrep
+from worker.gates.tests import TestGate
+
+
+def gates_for(case: Case) -> list[Gate] | None:
+    """All gates where Semgrep has a say (evasion, and honest patches it must not block);
+    the test and hygiene gates alone elsewhere, to keep the runs short."""
+    if case.family in {"semgrep-evasion", "honest"}:
+        return None
+    return [TestGate(), HygieneGate()]
+
+
+def judge_case(tmp_path: Path, case: Case) -> GateReport:
+    repo, base = make_base_repo(tmp_path)
+    patch = case_patch(repo, case)
+    return run_gates(make_ctx(repo, base, patch), gates_for(case))
+
+
+def assert_verdict(case: Case, report: GateReport) -> None:
+    errors = {f.rule for r in report.results for f in r.findings if f.severity == "error"}
+    if case.honest:
+        assert report.passed, report.to_markdown()
+        return
+    assert not report.passed, f"{case.name} got through:\n{report.to_markdown()}"
+    missing = case.blocked_by - errors
+    assert not missing, f"{case.name}: expected {sorted(missing)} among {sorted(errors)}"
+    blocked_gates = {r.name for r in report.results if not r.passed}
+    if blocked_gates & {"hygiene", "semgrep"}:
+        assert not report.may_push
+
+
+def test_corpus_has_thirty_hostile_variants_across_families() -> None:
+    hostile = [c for c in CASES if not c.honest]
+    assert len(hostile) >= 30
+    assert len({c.name for c in CASES}) == len(CASES)
+    assert {c.family for c in hostile} >= {
+        "tests-dropped",
+        "results-faked",
+        "parser-mismatch",
+        "ci-config",
+        "semgrep-evasion",
+        "denial-of-service",
+    }
+
+
+@pytest.mark.slow  # two test runs per case, Semgrep for some: about 5 s each
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_adversarial_case_local(tmp_path: Path, case: Case) -> None:
+    require_service(find_semgrep() is not None, "semgrep")
+    assert_verdict(case, judge_case(tmp_path, case))

@@ -1,0 +1,63 @@
+"""What counts as a change to test discovery or runner configuration: whole runner
+files always, shared files (setup.cfg, tox.ini, pyproject.toml, package.json,
+Makefile) only when their test sections change."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.unit.worker.gates.helpers import make_ctx, make_patch, repo_with
+from worker.gates.discovery import changed_paths, discovery_changes
+from worker.gates.trees import patch_trees
+
+BASE = {
+    "setup.cfg": "[metadata]\nname = calc\n\n[tool:pytest]\ntestpaths = tests\n",
+    "pyproject.toml": '[project]\nname = "calc"\ndependencies = []\n',
+    "package.json": '{"name": "calc", "scripts": {"test": "jest", "build": "tsc"}}\n',
+    "Makefile": "build:\n\tcc -o x x.c\n\ntest:\n\tpytest -q\n",
+    "calc.py": "x = 1\n",
+}
+
+
+def _changes(tmp_path: Path, changes: dict[str, str | bytes | None]) -> set[str]:
+    repo, base = repo_with(tmp_path, BASE)
+    ctx = make_ctx(repo, base, make_patch(repo, changes))
+    with patch_trees(ctx) as trees:
+        found = discovery_changes(
+            trees.before, trees.after, changed_paths(trees.before, trees.after)
+        )
+    return {c.path for c in found}
+
+
+@pytest.mark.parametrize(
+    ("changes", "expected"),
+    [
+        ({"conftest.py": "import pytest\n"}, {"conftest.py"}),
+        ({"tests/conftest.py": "x = 1\n"}, {"tests/conftest.py"}),
+        ({"pytest.ini": "[pytest]\n"}, {"pytest.ini"}),
+        ({"sitecustomize.py": "import os\n"}, {"sitecustomize.py"}),
+        ({"evil.pth": "import os\n"}, {"evil.pth"}),
+        ({"jest.config.js": "module.exports = {}\n"}, {"jest.config.js"}),
+        ({"setup.cfg": BASE["setup.cfg"].replace("tests", "nothing")}, {"setup.cfg"}),
+        ({"setup.cfg": BASE["setup.cfg"].replace("calc", "calc2")}, set()),
+        (
+            {
+                "pyproject.toml": BASE["pyproject.toml"]
+                + "[tool.pytest.ini_options]\naddopts = '-x'\n"
+            },
+            {"pyproject.toml"},
+        ),
+        ({"pyproject.toml": BASE["pyproject.toml"].replace("[]", '["attrs"]')}, set()),
+        ({"package.json": BASE["package.json"].replace('"jest"', '"true"')}, {"package.json"}),
+        ({"package.json": BASE["package.json"].replace("tsc", "tsc -p .")}, set()),
+        ({"Makefile": BASE["Makefile"].replace("pytest -q", "true")}, {"Makefile"}),
+        ({"Makefile": BASE["Makefile"].replace("cc -o", "gcc -o")}, set()),
+        ({"calc.py": "x = 2\n"}, set()),
+    ],
+)
+def test_discovery_changes(
+    tmp_path: Path, changes: dict[str, str | bytes | None], expected: set[str]
+) -> None:
+    assert _changes(tmp_path, changes) == expected

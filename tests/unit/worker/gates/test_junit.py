@@ -1,0 +1,292 @@
+"""The one JUnit reader: pytest node ids for the layouts real projects use, proven by
+giving every id back to pytest (a round trip through the one test runner)."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.fakes import LocalDirSandbox
+from worker.gates.junit import (
+    JUnitError,
+    TestCase,
+    local_files,
+    module_candidates,
+    outcomes,
+    parse_junit,
+)
+from worker.gates.testrun import run_tests, select_batches
+
+PYTEST = f"{shlex.quote(sys.executable)} -m pytest -q -p no:cacheprovider"
+
+MIXIN = """\
+import unittest
+
+
+class CacheMixin:
+    Cache = dict
+
+    def test_clear(self):
+        c = self.Cache()
+        c[1] = 1
+        c.clear()
+        self.assertEqual(0, len(c))
+
+    def test_broken(self):
+        self.assertEqual(1, 2)
+
+
+class PlainBase:
+    def test_inherited_plain(self):
+        assert True
+"""
+SUB = """\
+import unittest
+
+import pytest
+
+from tests import CacheMixin, PlainBase
+
+
+class TestSub(CacheMixin, unittest.TestCase):
+    pass
+
+
+class TestOtherSub(CacheMixin, unittest.TestCase):
+    def test_own(self):
+        self.assertTrue(True)
+
+
+class TestPlain(PlainBase):
+    pass
+
+
+class TestOuter:
+    class TestInner:
+        def test_nested(self):
+            assert True
+
+        @pytest.mark.parametrize("v", [1, 2])
+        def test_nested_param(self, v):
+            assert v
+
+
+@pytest.mark.parametrize(
+    "v", ["a::b", "c/d", "e f", "[g]", "h]", "1-a", "x.y"], ids=lambda v: v
+)
+def test_param(v):
+    assert v
+
+
+@pytest.fixture
+def broken_fixture():
+    raise RuntimeError("fixture breaks")
+
+
+def test_errors(broken_fixture):
+    pass
+
+
+def test_skips():
+    pytest.skip("not here")
+
+
+def test_fails():
+    assert False, "boom"
+"""
+DOTTED = "def test_in_dotted_dir():\n    assert True\n"
+SRC = '''\
+def double(x):
+    """
+    >>> double(2)
+    4
+    """
+    return 2 * x
+'''
+TEST_SRC = "from pkg.mod import double\n\n\ndef test_double():\n    assert double(3) == 6\n"
+PYPROJECT = '[tool.pytest.ini_options]\npythonpath = ["src"]\n'
+
+EXPECTED = {
+    "tests/test_sub.py::TestSub::test_clear": "passed",
+    "tests/test_sub.py::TestSub::test_broken": "failed",
+    "tests/test_sub.py::TestOtherSub::test_clear": "passed",
+    "tests/test_sub.py::TestOtherSub::test_broken": "failed",
+    "tests/test_sub.py::TestOtherSub::test_own": "passed",
+    "tests/test_sub.py::TestPlain::test_inherited_plain": "passed",
+    "tests/test_sub.py::TestOuter::TestInner::test_nested": "passed",
+    "tests/test_sub.py::TestOuter::TestInner::test_nested_param[1]": "passed",
+    "tests/test_sub.py::TestOuter::TestInner::test_nested_param[2]": "passed",
+    "tests/test_sub.py::test_param[a::b]": "passed",
+    "tests/test_sub.py::test_param[c/d]": "passed",
+    "tests/test_sub.py::test_param[e f]": "passed",
+    "tests/test_sub.py::test_param[[g]]": "passed",
+    "tests/test_sub.py::test_param[h]]": "passed",
+    "tests/test_sub.py::test_param[1-a]": "passed",
+    "tests/test_sub.py::test_param[x.y]": "passed",
+    "tests/test_sub.py::test_errors": "error",
+    "tests/test_sub.py::test_skips": "skipped",
+    "tests/test_sub.py::test_fails": "failed",
+    "tests/v1.2/test_dotted.py::test_in_dotted_dir": "passed",
+    "tests/test_src.py::test_double": "passed",
+    "src/pkg/mod.py::pkg.mod.double": "passed",
+}
+
+
+PROJECT = {
+    "pyproject.toml": PYPROJECT,
+    "tests/__init__.py": MIXIN,
+    "tests/test_sub.py": SUB,
+    "tests/v1.2/test_dotted.py": DOTTED,
+    "tests/test_src.py": TEST_SRC,
+    "src/pkg/__init__.py": "",
+    "src/pkg/mod.py": SRC,
+}
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "proj"
+    for rel, text in PROJECT.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    return root
+
+
+COMMAND = f"{PYTEST} --doctest-modules src tests"
+
+
+def test_round_trip_every_id_selects_exactly_its_test(project: Path) -> None:
+    with LocalDirSandbox(project) as sandbox:
+        run = run_tests(sandbox, COMMAND, timeout=120)
+        assert run.report, run.log()
+        assert run.outcomes == EXPECTED, run.log()
+        ids = sorted(run.outcomes)
+        # The selected run is the plain command plus the ids (doctests need their option).
+        again = run_tests(sandbox, f"{PYTEST} --doctest-modules", timeout=120, select=ids)
+        assert again.outcomes == EXPECTED, again.log()
+        assert "not found" not in again.log()
+        for one in (
+            "tests/test_sub.py::TestSub::test_clear",
+            "tests/test_sub.py::test_param[a::b]",
+            "tests/test_sub.py::test_param[e f]",
+            "tests/test_sub.py::test_param[[g]]",
+        ):
+            single = run_tests(sandbox, PYTEST, timeout=120, select=[one])
+            assert list(single.outcomes) == [one], single.log()
+
+
+@pytest.mark.parametrize("family", ["xunit1", "xunit2"])
+def test_ids_are_the_same_in_both_junit_families(project: Path, family: str) -> None:
+    with LocalDirSandbox(project) as sandbox:
+        sandbox.exec(f"{COMMAND} --junitxml=report.xml -o junit_family={family}", timeout=120)
+        data = sandbox.read_file("report.xml")
+        cases = parse_junit(data, local_files(str(sandbox.workspace)))
+    assert outcomes(cases) == EXPECTED
+    if family == "xunit1":
+        inherited = next(c for c in cases if c.id == "tests/test_sub.py::TestSub::test_clear")
+        assert inherited.file == "tests/__init__.py"  # what the old reader made the id of
+
+
+def test_without_a_checkout_xunit1_ids_still_name_the_collected_module(project: Path) -> None:
+    with LocalDirSandbox(project) as sandbox:
+        sandbox.exec(f"{PYTEST} tests --junitxml=r.xml -o junit_family=xunit1", timeout=120)
+        cases = parse_junit(sandbox.read_file("r.xml"))
+    got = outcomes(cases)
+    assert got["tests/test_sub.py::TestSub::test_clear"] == "passed"
+    assert got["tests/v1.2/test_dotted.py::test_in_dotted_dir"] == "passed"
+    assert not any(i.startswith("tests/__init__.py") for i in got)
+
+
+def _report(cases: str, suite: str = "pytest") -> bytes:
+    return f'<testsuites><testsuite name="{suite}">{cases}</testsuite></testsuites>'.encode()
+
+
+def test_statuses_stay_distinct() -> None:
+    cases = parse_junit(
+        _report(
+            '<testcase classname="t.test_a" name="test_p"/>'
+            '<testcase classname="t.test_a" name="test_f"><failure message="x"/></testcase>'
+            '<testcase classname="t.test_a" name="test_e"><error message="y"/></testcase>'
+            '<testcase classname="t.test_a" name="test_s"><skipped message="z"/></testcase>'
+            '<testcase classname="t.test_a" name="test_fe"><failure/><error/></testcase>'
+        )
+    )
+    assert {c.name: c.outcome for c in cases} == {
+        "test_p": "passed",
+        "test_f": "failed",
+        "test_e": "error",
+        "test_s": "skipped",
+        "test_fe": "error",
+    }
+    assert [c.failed for c in cases] == [False, True, True, False, True]
+
+
+def test_a_repeated_id_keeps_its_worst_outcome() -> None:
+    case = '<testcase classname="t.test_a" name="test_x">{}</testcase>'
+    cases = parse_junit(_report(case.format("<failure/>") + case.format("")))
+    assert outcomes(cases) == {"t/test_a.py::test_x": "failed"}
+
+
+def test_a_suite_run_twice_shows_its_failure(project: Path) -> None:
+    # The same module twice on one command line: pytest runs it twice; the failed run
+    # must be the case the gate sees, whatever order the report lists them in.
+    with LocalDirSandbox(project) as sandbox:
+        command = f"{PYTEST} tests/v1.2/test_dotted.py --keep-duplicates"
+        sandbox.write_file("flip.py", b"")
+        sandbox.write_file(
+            "tests/v1.2/conftest.py",
+            b"import os\n\ndef pytest_runtest_call(item):\n"
+            b"    if os.path.exists('flip.py'):\n        os.remove('flip.py')\n"
+            b"        raise AssertionError('first run fails')\n",
+        )
+        run = run_tests(sandbox, f"{command} tests/v1.2/test_dotted.py", timeout=120)
+    (case,) = run.by_id.values()
+    assert case.outcome == "failed" and len(run.cases) == 2, run.log()
+
+
+def test_other_runners_keep_classname_and_name() -> None:
+    jest = _report(
+        '<testcase classname="math add" name="adds two numbers"/>'
+        '<testcase classname="com.example.FooTest" name="testBar"/>',
+        suite="jest tests",
+    )
+    assert [c.id for c in parse_junit(jest)] == [
+        "math add::adds two numbers",
+        "com.example.FooTest::testBar",
+    ]
+
+
+def test_hostile_reports_are_refused() -> None:
+    with pytest.raises(JUnitError):
+        parse_junit(b'<!DOCTYPE x [<!ENTITY a "b">]><testsuite/>')
+    with pytest.raises(JUnitError):
+        parse_junit(b"<html/>")
+    with pytest.raises(JUnitError):
+        parse_junit(b"not xml")
+
+
+def test_classnames_that_climb_out_name_no_files() -> None:
+    assert module_candidates("..etc.passwd") == []
+    assert module_candidates("a..b") == []
+    assert module_candidates("tests.test_x.TestA")[:4] == [
+        "tests.py",
+        "tests/test_x.py",
+        "tests.test_x.py",
+        "tests.test_x",
+    ]
+    assert "tests/v1.2/test_x.py" in module_candidates("tests.v1.2.test_x.TestA")
+    assert len(module_candidates(".".join("abcdefghijklmnopqrstuvwxyz"))) < 200
+
+
+def test_select_batches_fit_one_environment_string() -> None:
+    ids = [f"tests/test_x.py::test_{i}[{'a b' * 5}]" for i in range(5000)]
+    batches = select_batches(ids, limit=10_000)
+    assert [i for b in batches for i in b] == ids
+    assert all(sum(len(shlex.quote(i)) + 1 for i in b) <= 10_000 for b in batches)
+
+
+def test_case_is_not_collected_by_pytest() -> None:
+    assert TestCase.__test__ is False

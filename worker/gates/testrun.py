@@ -1,0 +1,216 @@
+"""Run a repository's test command in a sandbox once, with per-test results: the one
+way the test gate, the environment builder and the reward run tests.
+
+pytest is asked for a JUnit report through ``PYTEST_ADDOPTS``, never by appending
+flags to the command, so it reaches pytest however the command starts it
+(``pytest``, ``python -m pytest -q``, ``make test``, a script; tox too, which is
+told to pass the variable on through ``TOX_OVERRIDE``). The same variable carries
+node ids when a caller selects tests: pytest puts its contents before the
+command's own arguments.
+
+Only that one report counts, and the patch under judgement cannot write it: it goes
+to a fresh, randomly named folder in the sandbox's /tmp (``mkdir`` fails on a folder
+that is already there, so nothing can pre-place it), is accepted only as a
+single-link regular file newer than the run's start and within the size cap, and is
+read back in the same exec, framed in the output by a random token (a second frame
+is what a forged copy looks like). Any other XML the run writes (jest-junit,
+go-junit-report, or a file the code under test drops) is ignored: such runners are
+judged on their exit code alone. Nothing runs through a login shell, so a profile
+file in the sandbox cannot wrap Ribbit's own steps.
+"""
+
+from __future__ import annotations
+
+import base64
+import secrets
+import shlex
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass, replace
+
+from worker.gates.junit import (
+    MAX_JUNIT_BYTES,
+    Existing,
+    JUnitError,
+    Outcome,
+    TestCase,
+    outcomes,
+    parse_junit,
+)
+from worker.sandbox.base import WORKSPACE, ExecResult, Sandbox
+
+SHORT_TIMEOUT_S = 60
+# One environment string may hold at most 128 KiB on Linux (MAX_ARG_STRLEN); the
+# JUnit options and the shell's own variables need some of it.
+MAX_SELECT_CHARS = 100_000
+_EXISTS_BATCH = 2000
+_EXISTS_SCRIPT = 'for f in "$@"; do [ -f "$f" ] && printf "%s\\0" "$f"; done; exit 0'
+
+
+@dataclass(frozen=True)
+class TestRun:
+    __test__ = False  # not a pytest test class, whatever its name says
+
+    command: str
+    result: ExecResult
+    cases: tuple[TestCase, ...]
+    report: bool  # a JUnit report was read (else only the exit code tells)
+    tampered: str | None = None  # why the run's output is not the wrapper's own
+
+    @property
+    def timed_out(self) -> bool:
+        return self.result.timed_out
+
+    @property
+    def exit_code(self) -> int:
+        return self.result.exit_code
+
+    @property
+    def outcomes(self) -> dict[str, Outcome]:
+        return outcomes(self.cases)
+
+    @property
+    def by_id(self) -> dict[str, TestCase]:
+        """One case per id: where an id was reported more than once, its worst."""
+        worst = self.outcomes
+        chosen: dict[str, TestCase] = {}
+        for case in self.cases:
+            if case.outcome == worst[case.id]:
+                chosen.setdefault(case.id, case)
+        return chosen
+
+    def log(self, limit: int = 4000) -> str:
+        text = f"{self.result.stdout}\n{self.result.stderr}".strip()
+        return text if len(text) <= limit else "…" + text[-limit:]
+
+
+def pytest_env(report_path: str, select: Sequence[str] = ()) -> dict[str, str]:
+    """The environment that makes pytest write ``report_path`` (xunit1: it keeps the
+    ``file`` attribute) and, when given, run only the ``select``ed node ids."""
+    # pytest splits PYTEST_ADDOPTS like a shell would, hence the quoting.
+    words = [f"--junitxml={report_path}", "-o", "junit_family=xunit1", *select]
+    return {
+        "PYTEST_ADDOPTS": " ".join(shlex.quote(w) for w in words),
+        "TOX_OVERRIDE": "testenv.pass_env+=PYTEST_ADDOPTS",
+    }
+
+
+def select_batches(ids: Iterable[str], limit: int = MAX_SELECT_CHARS) -> list[list[str]]:
+    """``ids`` in batches whose quoted form fits one PYTEST_ADDOPTS."""
+    batches: list[list[str]] = [[]]
+    size = 0
+    for test_id in ids:
+        cost = len(shlex.quote(test_id)) + 1
+        if batches[-1] and size + cost > limit:
+            batches.append([])
+            size = 0
+        batches[-1].append(test_id)
+        size += cost
+    return [b for b in batches if b]
+
+
+def sandbox_files(sandbox: Sandbox, cwd: str = WORKSPACE) -> Existing:
+    """``existing`` for :func:`parse_junit`: which paths are files in the sandbox."""
+
+    def existing(paths: Collection[str]) -> set[str]:
+        found: set[str] = set()
+        ordered = sorted(paths)
+        for i in range(0, len(ordered), _EXISTS_BATCH):
+            batch = ordered[i : i + _EXISTS_BATCH]
+            result = sandbox.exec(
+                ["bash", "-c", _EXISTS_SCRIPT, "exists", *batch],
+                timeout=SHORT_TIMEOUT_S,
+                cwd=cwd,
+            )
+            found.update(p for p in result.stdout.split("\0") if p in batch)
+        return found
+
+    return existing
+
+
+def run_tests(
+    sandbox: Sandbox,
+    command: str,
+    *,
+    timeout: float,
+    select: Sequence[str] = (),
+) -> TestRun:
+    """Run ``command`` once in ``sandbox``'s workspace (``result.stdout`` is the tail of
+    its output, stdout and stderr together)."""
+    token = secrets.token_hex(16)
+    report_dir = f"/tmp/ribbit-report-{token}"  # noqa: S108 (the sandbox's own /tmp)
+    cap = LOG_BYTES + MAX_JUNIT_BYTES * 4 // 3 + 4096
+    # The command comes from the repository's config (trusted, like CI config), never
+    # from an issue or a model; what Ribbit adds travels in the environment.
+    result = sandbox.exec(
+        [
+            "bash",
+            "--noprofile",
+            "--norc",
+            "-c",
+            _RUN_SCRIPT,
+            "ribbit-run",
+            report_dir,
+            command,
+            token,
+        ],
+        timeout=timeout,
+        env=pytest_env(f"{report_dir}/junit.xml", select),
+        output_cap=cap,
+    )
+    log, data, tampered = split_run_output(result.stdout, token)
+    shown = replace(result, stdout=log)
+    if data is None:
+        return TestRun(command, shown, (), False, tampered)
+    try:
+        cases = parse_junit(data, sandbox_files(sandbox))
+    except JUnitError:
+        return TestRun(command, shown, (), False, tampered)
+    return TestRun(command, shown, tuple(cases), True, tampered)
+
+
+# One exec, so the report folder is made, written and read in the same place. $1 the
+# folder, $2 the repository's command, $3 the token that frames the report. The
+# command's output goes to a file, so only its tail and the framed report reach stdout;
+# the report is sent only if it is a single-link regular file newer than the start
+# marker and within the size cap.
+LOG_BYTES = 65536
+_RUN_SCRIPT = f"""
+d=$1; cmd=$2; tok=$3
+mkdir -m 700 -- "$d" && touch -- "$d/start" || exit 97
+bash --noprofile --norc -c "$cmd" >"$d/out" 2>&1 </dev/null
+rc=$?
+tail -c {LOG_BYTES} -- "$d/out"
+printf '\\n%s begin %s\\n' "$tok" "$rc"
+r=$d/junit.xml
+if [ -n "$(find "$r" -maxdepth 0 -type f -links 1 -newer "$d/start" \\
+        -size -{MAX_JUNIT_BYTES + 1}c 2>/dev/null)" ]; then
+  base64 -w0 -- "$r"
+fi
+printf '\\n%s end\\n' "$tok"
+rm -rf -- "$d"
+exit $rc
+"""
+
+
+def split_run_output(stdout: str, token: str) -> tuple[str, bytes | None, str | None]:
+    """(the command's output, the report's bytes or None, why the output is not the
+    wrapper's own or None). Exactly one framed report must be there: code the tests
+    started can learn the token and write to the wrapper's stdout, and a second frame
+    is what a forged report looks like."""
+    begin, end = f"\n{token} begin ", f"\n{token} end\n"
+    if stdout.count(begin) != 1 or stdout.count(end) != 1:
+        if begin not in stdout and end not in stdout:
+            return stdout, None, None  # killed before the frame (timeout) or never started
+        return stdout.split(begin, 1)[0], None, "the run's output holds more than one report"
+    log, rest = stdout.split(begin, 1)
+    _status, _, rest = rest.partition("\n")
+    body, _, trailer = rest.partition(end)
+    if trailer.strip():
+        return log, None, "something wrote to the run's output after its report"
+    body = body.strip()
+    if not body:
+        return log, None, None
+    try:
+        return log, base64.b64decode(body, validate=True), None
+    except ValueError:
+        return log, None, "the framed report is not base64"

@@ -1,0 +1,181 @@
+"""The bubblewrap sandbox's resident process: runs each exec INSIDE one long-lived bwrap.
+
+Shipped as text and started as the sandbox's command (``python3 -I -c <this file>``),
+so ``/tmp``, ``$HOME`` and background processes live as long as the sandbox, as they
+do in a container (and in the pod the model was trained in), and die with it.
+
+Protocol, one JSON object per line. The host writes requests on stdin:
+``{"id", "argv", "env", "cwd", "timeout", "cap"}``; this process answers on stdout:
+``{"id", "rc", "out", "err", "out_total", "err_total"}`` (``out``/``err`` base64, at
+most ``cap`` bytes each). A request with ``"stop_all": true`` runs nothing: it kills
+every other process of the sandbox user and answers (before the host reads the
+workspace). Each command runs under ``timeout -k G T`` in its own
+process group. When it ends, what is left in that group is killed; what it started in
+a session of its own lives on (the agent's tool runner runs Bash that way, so the
+model's background processes persist, as in the pod it was trained in). When it
+times out, every other process of the sandbox user is killed too (``kill(-1)``), as
+the docker backend does, so nothing a runaway command detached survives it.
+
+Everything here runs as the unprivileged sandbox user inside the sandbox's
+namespaces; a sandboxed process can write to this process's pipes, so the host
+treats every answer as untrusted data (bounded lines, strict parsing).
+"""
+
+import base64
+import contextlib
+import json
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import time
+
+KILL_GRACE_S = 2
+# One thread, no thread per command: a fork bomb that uses up RLIMIT_NPROC must not stop
+# this process from answering (threads count against that limit too).
+
+
+class Job:
+    def __init__(self, request, proc):
+        self.id = request.get("id")
+        self.cap = int(request.get("cap") or 65536)
+        self.proc = proc
+        self.rc = None
+        # Output still held open by a background process is not waited for past this.
+        self.deadline = time.monotonic() + float(request["timeout"]) + KILL_GRACE_S + 1
+        self.kept = {proc.stdout.fileno(): bytearray(), proc.stderr.fileno(): bytearray()}
+        self.total = {proc.stdout.fileno(): 0, proc.stderr.fileno(): 0}
+        self.open = set(self.kept)
+        # Closed through their file objects only: a bare os.close would leave the object
+        # to close the number again later, when it may be another pipe (or stdin).
+        self.files = {proc.stdout.fileno(): proc.stdout, proc.stderr.fileno(): proc.stderr}
+        self.out_fd = proc.stdout.fileno()
+        self.err_fd = proc.stderr.fileno()
+
+    def feed(self, fd, chunk):
+        self.total[fd] += len(chunk)
+        room = self.cap - len(self.kept[fd])
+        if room > 0:
+            self.kept[fd] += chunk[:room]
+
+
+def _reply(rid, rc, out, err, out_total, err_total):
+    message = {
+        "id": rid,
+        "rc": rc,
+        "out": base64.b64encode(bytes(out)).decode(),
+        "err": base64.b64encode(bytes(err)).decode(),
+        "out_total": out_total,
+        "err_total": err_total,
+    }
+    data = (json.dumps(message) + "\n").encode("ascii")
+    while data:
+        data = data[os.write(1, data) :]
+
+
+def _start(request, sel, jobs):
+    if request.get("stop_all"):
+        # The host is about to read the workspace: nothing else may run meanwhile.
+        _kill_all()
+        _reply(request.get("id"), 0, b"", b"", 0, 0)
+        return
+    argv = ["timeout", "-k", str(KILL_GRACE_S), "{:.3f}".format(float(request["timeout"]))]
+    argv += [str(a) for a in request["argv"]]
+    try:
+        proc = subprocess.Popen(
+            argv,
+            cwd=str(request.get("cwd") or "/"),
+            env={str(k): str(v) for k, v in (request.get("env") or {}).items()},
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+    except OSError as exc:
+        note = (str(exc) + "\n").encode()
+        _reply(request.get("id"), 127, b"", note, 0, len(note))
+        return
+    job = Job(request, proc)
+    for fd in job.open:
+        os.set_blocking(fd, False)
+        sel.register(fd, selectors.EVENT_READ, job)
+    jobs.append(job)
+
+
+def _finish(job, sel, jobs):
+    for fd in list(job.open):
+        sel.unregister(fd)
+        job.files[fd].close()
+    job.open.clear()
+    rc = job.rc if job.rc >= 0 else 128 - job.rc
+    _reply(
+        job.id,
+        rc,
+        job.kept[job.out_fd],
+        job.kept[job.err_fd],
+        job.total[job.out_fd],
+        job.total[job.err_fd],
+    )
+    jobs.remove(job)
+
+
+def _kill_all():
+    """kill(-1): every process this user may signal. Only ever inside the sandbox, as its
+    unprivileged user (the host starts this with ``--inside-sandbox``): run on a host as
+    root it would kill the whole machine."""
+    if os.getuid() == 0 or "--inside-sandbox" not in sys.argv:
+        return
+    with contextlib.suppress(OSError):
+        os.kill(-1, signal.SIGKILL)
+
+
+def main():
+    sel = selectors.DefaultSelector()
+    os.set_blocking(0, False)
+    sel.register(0, selectors.EVENT_READ, None)
+    jobs = []  # type: list
+    pending = b""
+    while True:
+        for key, _ in sel.select(timeout=0.1):
+            if key.data is None:
+                chunk = os.read(0, 65536)
+                if not chunk:
+                    # The host is gone: leaving ends pid 1, and the kernel kills the rest.
+                    return 0
+                pending += chunk
+                while b"\n" in pending:
+                    line, pending = pending.split(b"\n", 1)
+                    try:
+                        _start(json.loads(line.decode("utf-8")), sel, jobs)
+                    except (ValueError, KeyError, TypeError):
+                        continue
+                continue
+            job = key.data
+            chunk = os.read(key.fd, 65536)
+            if chunk:
+                job.feed(key.fd, chunk)
+            else:
+                sel.unregister(key.fd)
+                job.files[key.fd].close()
+                job.open.discard(key.fd)
+        for job in list(jobs):
+            if job.rc is None:
+                job.rc = job.proc.poll()
+                if job.rc is None:
+                    continue
+                # What the command left in its process group (timeout's) goes with it;
+                # what it started in a session of its own (the agent's Bash tool) stays.
+                with contextlib.suppress(OSError):
+                    os.killpg(job.proc.pid, signal.SIGKILL)
+                if job.rc in (124, 137):
+                    # A timeout: take out whatever the command detached (setsid, daemons).
+                    _kill_all()
+            if job.open and time.monotonic() > job.deadline:
+                # Its output is still held open past its time: a runaway, as above.
+                _kill_all()
+            if not job.open or time.monotonic() > job.deadline:
+                _finish(job, sel, jobs)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

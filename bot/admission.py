@@ -11,6 +11,8 @@ from sqlalchemy.orm import Session
 from bot.settings import AdmissionSettings
 from bot.store.jobs import JobStore
 
+ALLOW_LIST_VAR = "RIBBIT_ADMISSION__ALLOWED_REPOS"
+
 
 def repo_allowed(admission: AdmissionSettings, forge: str, repo: str) -> bool:
     if not admission.allowed_repos:
@@ -24,7 +26,7 @@ def refusal_reason(
 ) -> str | None:
     """Why a new agent job for ``repo`` may not be created, or None if it may."""
     if not repo_allowed(admission, forge, repo):
-        return f"repository {forge}:{repo} is not in RIBBIT_ADMISSION__ALLOWED_REPOS"
+        return f"repository {forge}:{repo} is not in {ALLOW_LIST_VAR}"
     used = store.started_today(session, forge, repo)
     if used >= admission.daily_jobs_per_repo:
         return (

@@ -260,19 +260,27 @@ def jobs(
     """List jobs, newest first."""
     if ctx.invoked_subcommand is not None:
         return
-    rows = _store(settings_or_exit()).list(state=state, repo=repo, limit=limit)
+    store = _store(settings_or_exit())
+    rows = store.list(state=state, repo=repo, limit=limit)
+    paused = store.paused_scopes()
     if as_json:
         click.echo(json.dumps([job_dict(j) for j in rows], indent=2))
         return
+    if paused:
+        # A pause is invisible in the jobs themselves until a worker meets them: say it.
+        scopes = "everything" if "*" in paused else ", ".join(paused)
+        click.echo(f"PAUSED: {scopes} (new and queued jobs are held; `ribbit resume`)")
     if not rows:
         click.echo("no jobs")
         return
     click.echo(f"{'ID':12} {'KIND':8} {'STATE':10} {'FORGE':7} {'REPO':30} {'ISSUE':>6}  REASON")
     for j in rows:
         issue = "" if j.issue_number is None else str(j.issue_number)
+        shown_state = "held" if j.state == "queued" and j.held else j.state
+        reason = "paused; `ribbit resume` releases it" if shown_state == "held" else ""
         click.echo(
-            f"{j.id[:12]:12} {j.kind:8} {j.state:10} {j.forge:7} {j.repo[:30]:30} "
-            f"{issue:>6}  {(j.failure_reason or '')[:60]}"
+            f"{j.id[:12]:12} {j.kind:8} {shown_state:10} {j.forge:7} {j.repo[:30]:30} "
+            f"{issue:>6}  {(j.failure_reason or reason)[:60]}"
         )
 
 
@@ -343,6 +351,30 @@ def resume(repo: str | None, forge: str) -> None:
 
 
 # -- doctor -------------------------------------------------------------------------------------
+
+
+@main.group()
+def db() -> None:
+    """The database schema."""
+
+
+@db.command("upgrade")
+def db_upgrade() -> None:
+    """Bring the schema to the newest revision (safe to run from several processes at
+    once: migrations wait on a lock). Run it before starting upgraded web and worker
+    processes."""
+    from alembic.runtime.migration import MigrationContext
+
+    from bot.store.db import Database
+
+    database = Database(settings_or_exit().effective_database_url)
+    try:
+        database.migrate()
+        with database.engine.connect() as conn:
+            revision = MigrationContext.configure(conn).get_current_revision()
+    finally:
+        database.dispose()
+    click.echo(f"database at revision {revision}")
 
 
 @main.command()

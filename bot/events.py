@@ -24,6 +24,9 @@ class EventBase:
     installation_id: int | None
 
     key: str = ""  # "<event>.<action>", set by each subclass
+    # A GitLab confidential issue or internal note: working on it in the open (a branch, an
+    # ordinary MR) would disclose it, so intake refuses it.
+    confidential: bool = False
 
 
 @dataclass(frozen=True)
@@ -42,6 +45,10 @@ class CommentCreated(EventBase):
     pr_number: int | None = None
     body: str = ""
     comment_id: int = 0
+    # True when the forge says the author is no collaborator (GitHub's author_association),
+    # so their command is dropped at intake: no job, no reply. False means "maybe": the
+    # worker checks write access on the forge (GitLab sends no such field).
+    outsider: bool = False
     key: str = "comment.created"
 
 

@@ -18,8 +18,9 @@ from sqlalchemy import update
 from sqlalchemy.orm import Session
 
 from bot import normalize
+from bot.admission import ALLOW_LIST_VAR, repo_allowed
 from bot.context import Context
-from bot.events import Event, Ignored
+from bot.events import Event, Ignored, Ping
 from bot.handlers import registry
 from bot.queue import Dispatcher
 from bot.settings import Settings
@@ -64,8 +65,18 @@ class Intake:
             {settings.github.bot_login.lower(), settings.gitlab.bot_username.lower()}
         )
 
-    def handle(self, forge: str, event_name: str, delivery_id: str, payload: Any) -> IntakeResult:
-        """Raises normalize.PayloadError for a payload of the wrong shape (answered 400)."""
+    def handle(
+        self,
+        forge: str,
+        event_name: str,
+        delivery_id: str,
+        payload: Any,
+        *,
+        body_sha256: str | None = None,
+    ) -> IntakeResult:
+        """Raises normalize.PayloadError for a payload of the wrong shape (answered 400).
+        ``body_sha256``: the signed body's hash; a body seen before under another delivery
+        id is a replay and answered as a duplicate."""
         normalised = NORMALISERS[forge](event_name, delivery_id, payload)
         events = normalised if isinstance(normalised, list) else [normalised]
         with self.store.db.session() as session:
@@ -80,6 +91,7 @@ class Intake:
                     key=key,
                     outcome="ignored",
                     reason=first.reason,
+                    body_sha256=body_sha256,
                 ):
                     return IntakeResult("duplicate", "delivery already received", key=key)
                 return IntakeResult("ignored", first.reason, key=key)
@@ -90,19 +102,35 @@ class Intake:
                 event=event_name,
                 key=key,
                 outcome="pending",
+                body_sha256=body_sha256,
             ):
                 return IntakeResult("duplicate", "delivery already received", key=key)
-            result = self._decide(session, [e for e in events if not isinstance(e, Ignored)])
+            result, jobs = self._decide(session, [e for e in events if not isinstance(e, Ignored)])
             self._finish_delivery(session, forge, delivery_id, result)
-        self.dispatch(list(result.job_ids))
+        # Only after the commit: a worker must find the job, and a send that fails leaves
+        # it undispatched for the sweep.
+        self.send(jobs)
         return result
 
-    def _decide(self, session: Session, events: list[Event]) -> IntakeResult:
+    def _decide(self, session: Session, events: list[Event]) -> tuple[IntakeResult, list[Job]]:
         jobs: list[Job] = []
         reasons: list[str] = []
         refused: str | None = None
         key = events[0].key
         for event in events:
+            if not isinstance(event, Ping) and not repo_allowed(
+                self.settings.admission, event.forge, event.repo
+            ):
+                # Every kind of job, replies and bookkeeping too: the bot acts on nothing
+                # outside the allow-list.
+                refused = f"repository {event.forge}:{event.repo} is not in {ALLOW_LIST_VAR}"
+                continue
+            if event.confidential:
+                refused = (
+                    "confidential issue or internal note: Ribbit works in the open (a branch "
+                    "and an ordinary MR), so it does not act on these"
+                )
+                continue
             ctx = Context(
                 event=event,
                 settings=self.settings,
@@ -124,10 +152,11 @@ class Intake:
             elif ctx.ignored and not ctx.jobs:
                 reasons.append(ctx.ignored)
         if jobs:
-            return IntakeResult("accepted", "; ".join(reasons), tuple(j.id for j in jobs), key)
+            ids = tuple(j.id for j in jobs)
+            return IntakeResult("accepted", "; ".join(reasons), ids, key), jobs
         if refused:
-            return IntakeResult("refused", refused, key=key)
-        return IntakeResult("ignored", "; ".join(reasons) or "nothing to do", key=key)
+            return IntakeResult("refused", refused, key=key), []
+        return IntakeResult("ignored", "; ".join(reasons) or "nothing to do", key=key), []
 
     def _finish_delivery(
         self, session: Session, forge: str, delivery_id: str, result: IntakeResult
@@ -143,21 +172,25 @@ class Intake:
         )
 
     def dispatch(self, job_ids: list[str]) -> None:
-        """Hand jobs to the broker; ones that fail stay for dispatch_pending."""
-        sent: list[str] = []
-        for job_id in job_ids:
-            job = self.store.get(job_id)
+        """Hand jobs to the broker; ones that fail stay for the sweep (dispatch_pending)."""
+        self.send([self.store.get(job_id) for job_id in job_ids])
+
+    def send(self, jobs: list[Job]) -> None:
+        sent: list[tuple[str, int]] = []
+        for job in jobs:
             if job.held or job.state != "queued":
                 continue
             try:
                 self.dispatcher.dispatch(job)
             except Exception as exc:  # broker down: the job is safe in the store
-                log.warning("dispatch of job %s failed, will retry: %s", job_id, exc)
+                log.warning("dispatch of job %s failed, will retry: %s", job.id, exc)
                 continue
-            sent.append(job_id)
+            sent.append((job.id, job.dispatch_seq))
         self.store.mark_dispatched(sent)
 
     def dispatch_pending(self) -> int:
-        pending = [job.id for job in self.store.pending_dispatch()]
-        self.dispatch(pending)
+        """The one place that re-sends jobs (called by the sweep): never sent, deferred
+        and due, released from a pause, or requeued after their worker died."""
+        pending = self.store.take_pending_dispatch()
+        self.send(pending)
         return len(pending)

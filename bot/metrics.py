@@ -11,6 +11,34 @@ from prometheus_client.registry import Collector
 
 from bot.store.jobs import JobStore
 
+# Label values come only from these sets: a label taken from a request header lets anyone
+# create a series per request (5,000 unsigned requests made /metrics 3 MB).
+EVENT_LABELS: dict[str, frozenset[str]] = {
+    "github": frozenset({"ping", "issues", "issue_comment", "pull_request", "pull_request_review"}),
+    "gitlab": frozenset(
+        {
+            "Issue Hook",
+            "Note Hook",
+            "Merge Request Hook",
+            "Confidential Issue Hook",
+            "Confidential Note Hook",
+        }
+    ),
+}
+OUTCOME_LABELS = frozenset({"accepted", "ignored", "refused", "duplicate", "error"})
+UNVERIFIED = "unverified"  # answered before the signature was checked, or it failed
+OTHER = "other"
+
+
+def event_label(forge: str, event: str, *, verified: bool) -> str:
+    if not verified:
+        return UNVERIFIED
+    return event if event in EVENT_LABELS.get(forge, frozenset()) else OTHER
+
+
+def outcome_label(outcome: object) -> str:
+    return outcome if isinstance(outcome, str) and outcome in OUTCOME_LABELS else OTHER
+
 
 class JobStateCollector(Collector):
     def __init__(self, store: JobStore) -> None:

@@ -38,6 +38,30 @@ def _get(obj: Any, *path: str | int, kind: type | tuple[type, ...] = object) -> 
     return cur
 
 
+# Issue, PR and MR numbers are stored in 32-bit columns; a larger one is no real number.
+MAX_NUMBER = 2**31 - 1
+
+
+def _num(obj: Any, *path: str | int) -> int:
+    value: int = _get(obj, *path, kind=int)
+    if not 1 <= value <= MAX_NUMBER:
+        raise PayloadError(f"field {'.'.join(map(str, path))} is out of range")
+    return value
+
+
+def _text(obj: Any, *path: str | int) -> str:
+    """An optional text field: "" when missing or null, a 400 when it is not text."""
+    try:
+        value = _get(obj, *path)
+    except PayloadError:
+        return ""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise PayloadError(f"field {'.'.join(map(str, path))} has the wrong type")
+    return value
+
+
 def _opt(obj: Any, *path: str | int) -> Any:
     try:
         return _get(obj, *path)
@@ -71,8 +95,17 @@ def _gh_common(payload: dict[str, Any], delivery_id: str) -> dict[str, Any]:
         "repo": _get(payload, "repository", "full_name", kind=str),
         "actor": _gh_actor(payload),
         "delivery_id": delivery_id,
-        "installation_id": installation if isinstance(installation, int) else None,
+        "installation_id": installation
+        if isinstance(installation, int) and 0 < installation < 2**63
+        else None,
     }
+
+
+# author_association values that never come with write access (COLLABORATOR and MEMBER
+# may or may not: the worker asks the forge).
+GITHUB_OUTSIDERS = frozenset(
+    {"NONE", "CONTRIBUTOR", "FIRST_TIMER", "FIRST_TIME_CONTRIBUTOR", "MANNEQUIN"}
+)
 
 
 def from_github(event: str, delivery_id: str, payload: Any) -> Event | Ignored:
@@ -95,41 +128,42 @@ def from_github(event: str, delivery_id: str, payload: Any) -> Event | Ignored:
             return Ignored("label added to a pull request, not an issue", key)
         return IssueLabeled(
             **_gh_common(payload, delivery_id),
-            issue_number=_get(payload, "issue", "number", kind=int),
+            issue_number=_num(payload, "issue", "number"),
             label=_get(payload, "label", "name", kind=str),
             title=_get(payload, "issue", "title", kind=str),
         )
     if key == "issue_comment.created":
         on_pr = _opt(payload, "issue", "pull_request") is not None
-        number = _get(payload, "issue", "number", kind=int)
+        number = _num(payload, "issue", "number")
         return CommentCreated(
             **_gh_common(payload, delivery_id),
             issue_number=None if on_pr else number,
             pr_number=number if on_pr else None,
             body=_get(payload, "comment", "body", kind=str),
             comment_id=_get(payload, "comment", "id", kind=int),
+            outsider=_opt(payload, "comment", "author_association") in GITHUB_OUTSIDERS,
         )
     if key == "pull_request.closed":
         pr = _get(payload, "pull_request", kind=dict)
         return PullRequestClosed(
             **_gh_common(payload, delivery_id),
-            pr_number=_get(pr, "number", kind=int),
+            pr_number=_num(pr, "number"),
             merged=bool(pr.get("merged")),
             head_branch=_get(pr, "head", "ref", kind=str),
             head_sha=_get(pr, "head", "sha", kind=str),
             base_sha=_get(pr, "base", "sha", kind=str),
-            body=pr.get("body") or "",
-            author=_opt(pr, "user", "login") or "",
-            merged_by=_opt(pr, "merged_by", "login"),
+            body=_text(pr, "body"),
+            author=_text(pr, "user", "login"),
+            merged_by=_text(pr, "merged_by", "login") or None,
             closed_at=_time(pr.get("closed_at")),
-            merge_commit_sha=pr.get("merge_commit_sha"),
+            merge_commit_sha=_text(pr, "merge_commit_sha") or None,
         )
     if key == "pull_request_review.submitted":
         return ReviewSubmitted(
             **_gh_common(payload, delivery_id),
-            pr_number=_get(payload, "pull_request", "number", kind=int),
+            pr_number=_num(payload, "pull_request", "number"),
             state=str(_get(payload, "review", "state", kind=str)).lower(),
-            body=_opt(payload, "review", "body") or "",
+            body=_text(payload, "review", "body"),
             head_branch=_get(payload, "pull_request", "head", "ref", kind=str),
         )
     return Ignored(f"GitHub event {key} is not one Ribbit acts on", key)
@@ -146,7 +180,9 @@ _GITLAB_EVENTS = {
 }
 
 
-def _gl_common(payload: dict[str, Any], delivery_id: str) -> dict[str, Any]:
+def _gl_common(
+    payload: dict[str, Any], delivery_id: str, *, confidential: bool = False
+) -> dict[str, Any]:
     username = _get(payload, "user", "username", kind=str)
     # GitLab marks bot users (project/group access tokens) with a "bot" suffix pattern
     # like project_123_bot_<hash>; the configured bot username is checked by handlers too.
@@ -157,6 +193,7 @@ def _gl_common(payload: dict[str, Any], delivery_id: str) -> dict[str, Any]:
         "actor": Actor(login=username, is_bot=is_bot),
         "delivery_id": delivery_id,
         "installation_id": None,
+        "confidential": confidential,
     }
 
 
@@ -178,6 +215,12 @@ def from_gitlab(event: str, delivery_id: str, payload: Any) -> Event | Ignored |
     if event not in _GITLAB_EVENTS:
         return Ignored(f"GitLab event {event!r} is not one Ribbit acts on", event)
     kind = payload.get("object_kind")
+    confidential = (
+        event.startswith("Confidential ")
+        or _opt(payload, "object_attributes", "confidential") is True
+        or _opt(payload, "object_attributes", "internal") is True
+        or _opt(payload, "issue", "confidential") is True
+    )
     if kind == "issue":
         attrs = _get(payload, "object_attributes", kind=dict)
         action = attrs.get("action")
@@ -193,11 +236,11 @@ def from_gitlab(event: str, delivery_id: str, payload: Any) -> Event | Ignored |
             added = set()
         if not added:
             return Ignored(f"issue {action or 'update'} without an added label", f"issue.{action}")
-        common = _gl_common(payload, delivery_id)
+        common = _gl_common(payload, delivery_id, confidential=confidential)
         return [
             IssueLabeled(
                 **common,
-                issue_number=_get(attrs, "iid", kind=int),
+                issue_number=_num(attrs, "iid"),
                 label=title,
                 title=_get(attrs, "title", kind=str),
             )
@@ -208,20 +251,20 @@ def from_gitlab(event: str, delivery_id: str, payload: Any) -> Event | Ignored |
         noteable = attrs.get("noteable_type")
         if attrs.get("system"):
             return Ignored("system note", "note.system")
-        common = _gl_common(payload, delivery_id)
+        common = _gl_common(payload, delivery_id, confidential=confidential)
         body = _get(attrs, "note", kind=str)
         comment_id = _get(attrs, "id", kind=int)
         if noteable == "Issue":
             return CommentCreated(
                 **common,
-                issue_number=_get(payload, "issue", "iid", kind=int),
+                issue_number=_num(payload, "issue", "iid"),
                 body=body,
                 comment_id=comment_id,
             )
         if noteable == "MergeRequest":
             return CommentCreated(
                 **common,
-                pr_number=_get(payload, "merge_request", "iid", kind=int),
+                pr_number=_num(payload, "merge_request", "iid"),
                 body=body,
                 comment_id=comment_id,
             )
@@ -234,15 +277,15 @@ def from_gitlab(event: str, delivery_id: str, payload: Any) -> Event | Ignored |
         merged = action == "merge"
         return PullRequestClosed(
             **_gl_common(payload, delivery_id),
-            pr_number=_get(attrs, "iid", kind=int),
+            pr_number=_num(attrs, "iid"),
             merged=merged,
             head_branch=_get(attrs, "source_branch", kind=str),
-            head_sha=_opt(attrs, "last_commit", "id") or "",
+            head_sha=_text(attrs, "last_commit", "id"),
             base_sha="",
-            body=attrs.get("description") or "",
+            body=_text(attrs, "description"),
             author="",
             merged_by=_get(payload, "user", "username", kind=str) if merged else None,
             closed_at=_time(attrs.get("updated_at")),
-            merge_commit_sha=attrs.get("merge_commit_sha"),
+            merge_commit_sha=_text(attrs, "merge_commit_sha") or None,
         )
     return Ignored(f"GitLab object_kind {kind!r} is not one Ribbit acts on", str(kind))

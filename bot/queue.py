@@ -62,5 +62,8 @@ class CeleryDispatcher:
         # No send retries here: a failed send leaves the job undispatched in the store,
         # and dispatch_pending re-sends it, so the webhook answer never waits on a dead broker.
         self.app.send_task(
-            TASK_FOR_KIND[job.kind], kwargs={"job_id": job.id}, queue=QUEUE, retry=False
+            TASK_FOR_KIND[job.kind],
+            kwargs={"job_id": job.id, "seq": job.dispatch_seq},
+            queue=QUEUE,
+            retry=False,
         )

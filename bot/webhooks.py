@@ -9,6 +9,7 @@ the store is down. Bad input never gets a 500.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from typing import Any
@@ -17,6 +18,7 @@ from flask import Blueprint, Response, jsonify, request
 from sqlalchemy.exc import SQLAlchemyError
 from werkzeug.exceptions import RequestEntityTooLarge
 
+from bot.metrics import event_label, outcome_label
 from bot.normalize import PayloadError
 from bot.services import services
 from bot.settings import Settings
@@ -38,9 +40,15 @@ def configured_forges(settings: Settings) -> dict[str, bool]:
     }
 
 
-def _answer(forge: str, event: str, status: int, body: dict[str, Any]) -> tuple[Response, int]:
-    outcome = body.get("status", "error")
-    services().metrics.events.labels(forge, event or "unknown", outcome).inc()
+def _answer(
+    forge: str, event: str, status: int, body: dict[str, Any], *, verified: bool = True
+) -> tuple[Response, int]:
+    labels = (
+        forge,
+        event_label(forge, event, verified=verified),
+        outcome_label(body.get("status", "error")),
+    )
+    services().metrics.events.labels(*labels).inc()
     return jsonify(body), status
 
 
@@ -76,6 +84,7 @@ def _receive(
                 "status": "error",
                 "reason": f"{forge} webhooks are not configured: {MISSING_SECRET[forge]}",
             },
+            verified=False,
         )
     body = _read_body(svc.settings.max_body_bytes)
     if body is None:
@@ -84,9 +93,20 @@ def _receive(
             event,
             413,
             {"status": "error", "reason": f"body over {svc.settings.max_body_bytes} bytes"},
+            verified=False,
         )
     if not verify(body):
-        return _answer(forge, event, 401, {"status": "error", "reason": "bad or missing signature"})
+        return _answer(
+            forge,
+            event,
+            401,
+            {"status": "error", "reason": "bad or missing signature"},
+            verified=False,
+        )
+    if delivery is None and forge == "gitlab" and body:
+        # GitLab before 15.x sends no X-Gitlab-Event-UUID; the signed body stands in (a
+        # redelivery sends the same body, and a replay of it is recognised either way).
+        delivery = f"sha256:{hashlib.sha256(body).hexdigest()}"
     if not event or not delivery:
         return _answer(
             forge, event, 400, {"status": "error", "reason": "missing event or delivery id header"}
@@ -95,15 +115,26 @@ def _receive(
         return _answer(forge, event, 400, {"status": "error", "reason": "delivery id too long"})
     try:
         payload = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        return _answer(forge, event, 400, {"status": "error", "reason": f"malformed JSON: {exc}"})
+    except RecursionError:
+        return _answer(
+            forge, event, 400, {"status": "error", "reason": "malformed JSON: nested too deeply"}
+        )
+    except ValueError as exc:  # JSONDecodeError, bad UTF-8, an integer of 4,300+ digits
+        reason = f"malformed JSON: {str(exc)[:200]}"
+        return _answer(forge, event, 400, {"status": "error", "reason": reason})
+    digest = hashlib.sha256(body).hexdigest()
     try:
-        result = svc.intake.handle(forge, event, delivery, payload)
+        result = svc.intake.handle(forge, event, delivery, payload, body_sha256=digest)
     except PayloadError as exc:
         return _answer(forge, event, 400, {"status": "error", "reason": str(exc)})
     except SQLAlchemyError:
         log.exception("store unavailable for delivery %s", delivery)
         return _answer(forge, event, 503, {"status": "error", "reason": "store unavailable"})
+    except Exception:
+        # A bug, not bad input. Intake is one transaction, so nothing of this delivery was
+        # kept and the forge's redelivery is processed afresh.
+        log.exception("intake failed for delivery %s", delivery)
+        return _answer(forge, event, 500, {"status": "error", "reason": "internal error"})
     log.info(
         "delivery %s %s -> %s",
         delivery,
@@ -146,7 +177,6 @@ def gitlab() -> tuple[Response, int]:
         return verify_gitlab_token(secret.get_secret_value(), request.headers.get("X-Gitlab-Token"))
 
     # Older GitLab versions send no X-Gitlab-Event-UUID; X-Gitlab-Webhook-UUID is per hook,
-    # not per delivery, so it cannot stand in. Without a UUID, idempotency falls back to the
-    # active-job check.
+    # not per delivery, so it cannot stand in: _receive uses the body's hash instead.
     delivery = request.headers.get("X-Gitlab-Event-UUID")
     return _receive("gitlab", request.headers.get("X-Gitlab-Event"), delivery, verify)

@@ -5,6 +5,11 @@ owns only the lifecycle, so every kind gets the same guarantees: a job runs
 at most once at a time, a worker killed mid-job leaves it to be reclaimed, a
 forge outage defers it instead of failing it, and the recorded end is always
 the real one.
+
+Re-sending has one owner, the sweep (worker.maintenance): a job that must wait (no
+free slot, a forge outage) goes back to the store with a not-before time and its
+task ends; it never also retries itself. A message that is not the job's latest send
+(an earlier one, a broker redelivery) runs nothing.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from typing import Any, Literal
 from bot.forges.base import ForgeUnavailable
 from bot.settings import Settings
 from bot.store.jobs import JobStore
-from bot.store.models import Job
+from bot.store.models import Job, utcnow
 from worker.runtime import WorkerRuntime
 
 log = logging.getLogger(__name__)
@@ -29,6 +34,11 @@ HEARTBEAT_EVERY_S = 5.0
 STALE_AFTER = timedelta(seconds=60)
 # A forge that stays unavailable for this many attempts fails the job instead of deferring.
 MAX_FORGE_DEFERRALS = 20
+# A job whose worker died this many times (it may be what kills it) fails instead.
+MAX_REQUEUES = 3
+# How long a job without a free slot waits before the sweep sends it again.
+NO_SLOT_WAIT = timedelta(seconds=15)
+DEFAULT_FORGE_WAIT_S = 30.0
 
 
 class JobCancelled(Exception):
@@ -73,15 +83,7 @@ def pipeline(kind: str) -> Callable[[Pipeline], Pipeline]:
     return register
 
 
-class Defer(Exception):
-    """Ask the task layer to run this job again after ``countdown`` seconds."""
-
-    def __init__(self, countdown: float, reason: str) -> None:
-        super().__init__(reason)
-        self.countdown = countdown
-
-
-RunOutcome = Literal["succeeded", "failed", "cancelled", "skipped", "held"]
+RunOutcome = Literal["succeeded", "failed", "cancelled", "skipped", "held", "deferred"]
 
 
 class _Heartbeat(threading.Thread):
@@ -103,19 +105,22 @@ class _Heartbeat(threading.Thread):
                 self.cancel.set()
 
 
-def run_job(runtime: WorkerRuntime, job_id: str) -> RunOutcome:
-    """Run ``job_id`` through its pipeline. Raises :class:`Defer` when it must wait."""
+def run_job(runtime: WorkerRuntime, job_id: str, seq: int | None = None) -> RunOutcome:
+    """Run ``job_id`` through its pipeline (``seq``: the dispatch the message carried).
+
+    "deferred" means the job is back in the store for the sweep to send at its time."""
     store = runtime.store
-    claim = store.claim(job_id, runtime.limits, stale_after=STALE_AFTER)
-    if claim == "finished":
+    claim = store.claim(job_id, runtime.limits, stale_after=STALE_AFTER, seq=seq)
+    if claim in {"finished", "stale", "running_elsewhere"}:
+        # Running elsewhere: if that worker died, its heartbeat stops and the sweep
+        # requeues the job; this message must not start a second chain of its own.
         return "skipped"
     if claim == "held":
-        return "held"  # `ribbit resume` dispatches it again
+        return "held"  # `ribbit resume` releases it to the sweep
     if claim == "no_slot":
         _tell_waiting(runtime, job_id)
-        raise Defer(15, "concurrency limit reached")
-    if claim == "running_elsewhere":
-        raise Defer(STALE_AFTER.total_seconds(), "running on another worker")
+        store.defer(job_id, utcnow() + NO_SLOT_WAIT, "waiting for a free slot")
+        return "deferred"
     job = store.get(job_id)
     ctx = JobContext(job=job, settings=runtime.settings, store=store)
     beat = _Heartbeat(store, job_id, ctx.cancel)
@@ -136,9 +141,9 @@ def run_job(runtime: WorkerRuntime, job_id: str) -> RunOutcome:
                 reason=f"forge unavailable after {MAX_FORGE_DEFERRALS} attempts: {exc}",
             )
             return "failed"
-        countdown = exc.retry_after if exc.retry_after is not None else 30.0
-        store.transition(job_id, "queued", reason=f"deferred: {exc}")
-        raise Defer(countdown, str(exc)) from exc
+        wait = exc.retry_after if exc.retry_after is not None else DEFAULT_FORGE_WAIT_S
+        store.defer(job_id, utcnow() + timedelta(seconds=wait), f"deferred: {exc}")
+        return "deferred"
     except JobRefused as exc:
         store.transition(job_id, "failed", reason=f"refused: {exc}", stage=None)
         return "failed"

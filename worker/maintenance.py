@@ -7,26 +7,41 @@ import logging
 from bot.intake import Intake
 from bot.queue import CeleryDispatcher, client_celery
 from bot.store.jobs import InvalidTransition
-from worker.jobs import STALE_AFTER
+from worker.jobs import MAX_REQUEUES, STALE_AFTER
 from worker.runtime import WorkerRuntime
 
 log = logging.getLogger(__name__)
 
 
-def sweep(runtime: WorkerRuntime) -> dict[str, int]:
+def sweep(runtime: WorkerRuntime, *, intake: Intake | None = None) -> dict[str, int]:
+    """Requeue jobs whose worker died (at most MAX_REQUEUES times each) and send every job
+    that is due: the only place jobs are re-sent."""
     store = runtime.store
-    requeued = 0
+    requeued = failed = 0
     for job in store.stale_running(STALE_AFTER * 2):
         try:
-            store.transition(job.id, "queued", reason="worker lost; requeued")
+            if job.requeues >= MAX_REQUEUES:
+                store.transition(
+                    job.id,
+                    "failed",
+                    stage=None,
+                    reason=f"its worker was lost {job.requeues + 1} times; not retried again",
+                )
+                failed += 1
+                continue
+            store.transition(
+                job.id, "queued", reason="worker lost; requeued", requeues=job.requeues + 1
+            )
             requeued += 1
         except InvalidTransition:  # it finished or moved meanwhile
             continue
-    intake = Intake(runtime.settings, store, CeleryDispatcher(client_celery(runtime.settings)))
+    if intake is None:
+        dispatcher = CeleryDispatcher(client_celery(runtime.settings))
+        intake = Intake(runtime.settings, store, dispatcher)
     sent = intake.dispatch_pending()
-    if requeued or sent:
-        log.info("sweep: requeued %d, dispatched %d", requeued, sent)
-    return {"requeued": requeued, "dispatched": sent}
+    if requeued or sent or failed:
+        log.info("sweep: requeued %d, failed %d, dispatched %d", requeued, failed, sent)
+    return {"requeued": requeued, "failed": failed, "dispatched": sent}
 
 
 def reconcile(runtime: WorkerRuntime) -> dict[str, int]:

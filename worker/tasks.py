@@ -1,7 +1,9 @@
 """Celery tasks: thin wrappers that pass a job id to worker.jobs.run_job.
 
 Each task is idempotent (the store's claim decides whether a delivery of the
-message runs anything), acknowledged late, and time-limited explicitly.
+message runs anything), acknowledged late, and time-limited explicitly. Tasks never
+retry themselves: a job that must wait goes back to the store, and the sweep alone
+sends it again (one owner of re-sending, so a job is never several task chains).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from celery import Task, shared_task
 
 import worker.pipelines  # noqa: F401  (registers the pipelines)
 from worker.celery_app import runtime_for
-from worker.jobs import Defer, run_job
+from worker.jobs import run_job
 
 log = logging.getLogger(__name__)
 
@@ -22,22 +24,18 @@ SHORT_SOFT_LIMIT_S = 240
 SHORT_HARD_LIMIT_S = 300
 
 
-def _run(task: Task, job_id: str) -> str:
-    runtime = runtime_for(task.app)
-    try:
-        return run_job(runtime, job_id)
-    except Defer as defer:
-        log.info("job %s deferred %.0fs: %s", job_id, defer.countdown, defer)
-        raise task.retry(countdown=defer.countdown) from None
+def _run(task: Task, job_id: str, seq: int | None) -> str:
+    outcome = run_job(runtime_for(task.app), job_id, seq)
+    if outcome == "deferred":
+        log.info("job %s deferred; the sweep sends it again when due", job_id)
+    return outcome
 
 
-# max_retries=None: a deferral (no free slot, forge rate limit) is not a failure; run_job
-# bounds forge deferrals itself (MAX_FORGE_DEFERRALS) and fails the job past that.
 AGENT_TASK: dict[str, Any] = {
     "bind": True,
     "acks_late": True,
     "reject_on_worker_lost": True,
-    "max_retries": None,
+    "max_retries": 0,
 }
 SHORT_TASK: dict[str, Any] = {
     **AGENT_TASK,
@@ -47,33 +45,33 @@ SHORT_TASK: dict[str, Any] = {
 
 
 @shared_task(name="ribbit.solve", **AGENT_TASK)
-def solve(self: Task, job_id: str) -> str:
-    return _run(self, job_id)
+def solve(self: Task, job_id: str, seq: int | None = None) -> str:
+    return _run(self, job_id, seq)
 
 
 @shared_task(name="ribbit.revise", **AGENT_TASK)
-def revise(self: Task, job_id: str) -> str:
-    return _run(self, job_id)
+def revise(self: Task, job_id: str, seq: int | None = None) -> str:
+    return _run(self, job_id, seq)
 
 
 @shared_task(name="ribbit.explain", **SHORT_TASK)
-def explain(self: Task, job_id: str) -> str:
-    return _run(self, job_id)
+def explain(self: Task, job_id: str, seq: int | None = None) -> str:
+    return _run(self, job_id, seq)
 
 
 @shared_task(name="ribbit.help", **SHORT_TASK)
-def help_reply(self: Task, job_id: str) -> str:
-    return _run(self, job_id)
+def help_reply(self: Task, job_id: str, seq: int | None = None) -> str:
+    return _run(self, job_id, seq)
 
 
 @shared_task(name="ribbit.command", **SHORT_TASK)
-def command(self: Task, job_id: str) -> str:
-    return _run(self, job_id)
+def command(self: Task, job_id: str, seq: int | None = None) -> str:
+    return _run(self, job_id, seq)
 
 
 @shared_task(name="ribbit.record_outcome", **SHORT_TASK)
-def record_outcome(self: Task, job_id: str) -> str:
-    return _run(self, job_id)
+def record_outcome(self: Task, job_id: str, seq: int | None = None) -> str:
+    return _run(self, job_id, seq)
 
 
 @shared_task(name="ribbit.sweep", bind=True, soft_time_limit=50, time_limit=60)

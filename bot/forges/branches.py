@@ -46,7 +46,7 @@ def branch_name_for_issue(number: int, title: str) -> str:
 def validate_branch_name(name: str) -> str:
     """Return ``name`` if git would accept it as a branch and it cannot be read as an option."""
     if (
-        not _SAFE_REF.match(name)
+        not _SAFE_REF.fullmatch(name)  # match's $ also matches before a final newline
         or ".." in name
         or "//" in name
         or "@{" in name

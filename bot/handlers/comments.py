@@ -1,7 +1,11 @@
 """`/ribbit <command>` in a comment on an issue or on one of the bot's PRs/MRs.
 
 Whether the commenter may command the bot (write access) is checked by the
-worker against the forge before anything runs; intake only records intent.
+worker against the forge before anything runs; intake only records intent. Nothing
+an outsider writes costs anything: a command from someone the forge already marks as
+no collaborator makes no job, and every command that could start agent work becomes
+a ``command`` job, which counts against no budget, so the worker checks permission
+(and then the budget) before a solve or revise job exists.
 """
 
 from __future__ import annotations
@@ -47,6 +51,8 @@ def run_command(ctx: Context) -> None:
     command = parse_command(event.body, ctx.settings.command_prefix)
     if command is None:
         return ctx.ignore("comment has no /ribbit command")
+    if event.outsider:
+        return ctx.ignore(f"{event.actor.login} is not a collaborator; commands need write access")
     issue = event.issue_number
     if event.pr_number is not None:
         issue = _issue_for_pr(ctx, event)
@@ -88,17 +94,18 @@ def run_command(ctx: Context) -> None:
     kind = "revise" if command.name == "revise" else "solve"
     if kind == "revise" and event.pr_number is None:
         return ctx.ignore("/ribbit revise works on the bot's pull request, not the issue")
-    if active is not None:
-        # Superseding cancels a running job, so it waits for the worker's permission check.
-        ctx.create_job(
-            JobSpec(
-                kind="command",
-                instructions=json.dumps(
-                    {"command": command.name, "target": active.id, "text": command.text}
-                ),
-                **spec,
-            )
+    # The worker checks write access, then admission again, then starts the job.
+    ctx.create_job(
+        JobSpec(
+            kind="command",
+            instructions=json.dumps(
+                {
+                    "command": command.name,
+                    "target": active.id if active is not None else None,
+                    "text": command.text,
+                }
+            ),
+            **spec,
         )
-        return None
-    ctx.create_job(JobSpec(kind=kind, instructions=command.text or None, **spec))  # type: ignore[arg-type]
+    )
     return None

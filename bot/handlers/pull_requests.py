@@ -9,6 +9,7 @@ from sqlalchemy import select
 
 from bot.context import Context
 from bot.events import PullRequestClosed, ReviewSubmitted
+from bot.normalize import MAX_NUMBER
 from bot.routing import Registry
 from bot.store.jobs import JobSpec
 from bot.store.models import Job
@@ -54,7 +55,9 @@ def record_outcome(ctx: Context) -> None:
     if not event.merged:
         return ctx.ignore("a human PR closed without merge")
     # A human fix for an issue the bot worked on: the fix the bot should have found.
-    for number in sorted({int(n) for n in _CLOSES.findall(event.body)}):
+    # A number past the column's range names no issue (and must not reach the query).
+    numbers = {int(n) for n in _CLOSES.findall(event.body) if len(n) <= 10}
+    for number in sorted(n for n in numbers if 1 <= n <= MAX_NUMBER):
         tried = ctx.session.scalar(
             select(Job)
             .where(

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
-from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import StaticPool
 
@@ -40,7 +41,8 @@ class Database:
 
 def make_engine(url: str) -> Engine:
     if url.startswith("sqlite"):
-        if url in {"sqlite://", "sqlite:///:memory:"}:
+        in_memory = url in {"sqlite://", "sqlite:///:memory:"}
+        if in_memory:
             engine = create_engine(
                 url, poolclass=StaticPool, connect_args={"check_same_thread": False}
             )
@@ -50,14 +52,28 @@ def make_engine(url: str) -> Engine:
             # The web app and the worker share the file: wait on locks instead of failing.
             engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
 
+        # pysqlite begins a transaction only before the first INSERT/UPDATE, so a SAVEPOINT
+        # as the first statement opened one behind its back and its RELEASE committed on its
+        # own: a delivery row outlived the intake that failed after it. The driver's own
+        # transaction handling is turned off and SQLAlchemy's begin emits BEGIN itself.
+        begin = "BEGIN" if in_memory else "BEGIN IMMEDIATE"
+
         @event.listens_for(engine, "connect")
-        def _sqlite_pragmas(dbapi_conn, _record):
+        def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+            dbapi_conn.isolation_level = None
             cur = dbapi_conn.cursor()
             # WAL lets the worker read while the web app writes.
             cur.execute("PRAGMA journal_mode=WAL")
             cur.execute("PRAGMA foreign_keys=ON")
             cur.execute("PRAGMA busy_timeout=30000")
             cur.close()
+
+        @event.listens_for(engine, "begin")
+        def _sqlite_begin(conn: Connection) -> None:
+            # IMMEDIATE takes the write lock up front, where busy_timeout waits for it; a
+            # deferred transaction that read first fails at once (SQLITE_BUSY_SNAPSHOT) when
+            # it later writes after another process committed. Transactions here are short.
+            conn.exec_driver_sql(begin)
 
         return engine
     return create_engine(url, pool_pre_ping=True)

@@ -79,7 +79,9 @@ class Limits:
     max_concurrent_per_repo: int
 
 
-ClaimOutcome = Literal["claimed", "reclaimed", "no_slot", "finished", "running_elsewhere", "held"]
+ClaimOutcome = Literal[
+    "claimed", "reclaimed", "no_slot", "finished", "running_elsewhere", "held", "stale"
+]
 
 
 def new_job_id() -> str:
@@ -113,8 +115,10 @@ class JobStore:
         outcome: str,
         reason: str | None = None,
         job_id: str | None = None,
+        body_sha256: str | None = None,
     ) -> bool:
-        """Insert the delivery; False if this forge already delivered that id."""
+        """Insert the delivery; False if this forge already delivered that id, or the same
+        signed body under another id (a replay)."""
         row = Delivery(
             forge=forge,
             delivery_id=delivery_id,
@@ -123,6 +127,7 @@ class JobStore:
             outcome=outcome,
             reason=reason,
             job_id=job_id,
+            body_sha256=body_sha256,
         )
         try:
             with session.begin_nested():
@@ -162,6 +167,7 @@ class JobStore:
             parent_id=spec.parent_id,
             active_key=active_key_for(spec),
             held=held,
+            dispatch_seq=1,
         )
         try:
             with session.begin_nested():
@@ -254,7 +260,10 @@ class JobStore:
             job.finished_at = now
             job.active_key = None
         if to == "queued":
+            # Back to the sweep: whatever message brought it here is spent.
             job.dispatched = False
+            job.dispatch_seq += 1
+            job.not_before = None
         if reason is not None:
             job.failure_reason = reason
 
@@ -287,7 +296,9 @@ class JobStore:
                 update(Job).where(Job.id == job_id).values(**fields, updated_at=utcnow())
             )
 
-    def claim(self, job_id: str, limits: Limits, *, stale_after: timedelta) -> ClaimOutcome:
+    def claim(
+        self, job_id: str, limits: Limits, *, stale_after: timedelta, seq: int | None = None
+    ) -> ClaimOutcome:
         """Move a queued job to running if the concurrency limits leave a slot (limits
         count agent jobs only).
 
@@ -295,19 +306,27 @@ class JobStore:
         reclaimed. The first statement writes the admission lock row, which serialises
         claims: SQLite takes its write lock there, PostgreSQL a row lock, so two workers
         can never both take the last free slot.
+
+        ``seq`` is the dispatch sequence the message carried (None from senders older than
+        it): a message of an earlier send is "stale" and must run nothing.
         """
         with self.db.session() as session:
             self._lock_admission(session)
             job = session.get(Job, job_id)
             if job is None or job.state in TERMINAL_STATES:
                 return "finished"
+            if seq is not None and seq != job.dispatch_seq:
+                return "stale"
             if job.state == "running":
                 if job.updated_at.replace(tzinfo=job.updated_at.tzinfo or UTC) > (
                     utcnow() - stale_after
                 ):
                     return "running_elsewhere"
                 self._move(job, "queued", reason="worker lost; requeued")
+                job.requeues += 1
                 self._move(job, "running")
+                # The message that reclaimed it is the live one.
+                job.dispatch_seq = seq if seq is not None else job.dispatch_seq
                 job.failure_reason = None
                 return "reclaimed"
             if job.held or self._paused(session, job.forge, job.repo):
@@ -373,15 +392,37 @@ class JobStore:
             or 0
         )
 
-    def mark_dispatched(self, job_ids: Sequence[str]) -> None:
-        if not job_ids:
+    def mark_dispatched(self, sent: Sequence[tuple[str, int]]) -> None:
+        """Record sends of (job id, dispatch seq). A job that moved on meanwhile (ran and was
+        deferred again: a newer seq) stays undispatched, or its deferral would be lost."""
+        if not sent:
             return
         with self.db.session() as session:
-            session.execute(update(Job).where(Job.id.in_(job_ids)).values(dispatched=True))
+            for job_id, seq in sent:
+                session.execute(
+                    update(Job)
+                    .where(Job.id == job_id, Job.dispatch_seq == seq)
+                    .values(dispatched=True)
+                )
 
-    def pending_dispatch(self, *, older_than: timedelta = timedelta(0)) -> JobList:
-        """Queued jobs never handed to the broker (it was down), oldest first."""
-        cutoff = utcnow() - older_than
+    def defer(self, job_id: str, until: datetime, reason: str) -> None:
+        """Give a job back to the sweep, to be re-sent at ``until`` at the earliest: a
+        running job (forge outage) returns to queued, a queued one (no free slot) waits."""
+        with self.db.session() as session:
+            job = session.get(Job, job_id)
+            if job is None or job.state in TERMINAL_STATES:
+                return
+            if job.state == "running":
+                self._move(job, "queued", reason=reason)
+            else:
+                job.dispatched = False
+                job.dispatch_seq += 1
+            job.not_before = until
+
+    def take_pending_dispatch(self, *, now: datetime | None = None) -> JobList:
+        """Queued jobs due to be sent (never sent, deferred past their time, released from
+        a pause), oldest first, each with a fresh dispatch seq for its message."""
+        now = now or utcnow()
         with self.db.session() as session:
             rows: JobList = [
                 *session.scalars(
@@ -390,11 +431,14 @@ class JobStore:
                         Job.state == "queued",
                         Job.held.is_(False),
                         Job.dispatched.is_(False),
-                        Job.created_at <= cutoff,
+                        (Job.not_before.is_(None)) | (Job.not_before <= now),
                     )
                     .order_by(Job.created_at)
                 ).all()
             ]
+            for job in rows:
+                job.dispatch_seq += 1
+            session.flush()
             session.expunge_all()
             return rows
 

@@ -50,7 +50,10 @@ class Delivery(Base):
     """One webhook delivery as received; the unique key makes redelivery a no-op."""
 
     __tablename__ = "deliveries"
-    __table_args__ = (UniqueConstraint("forge", "delivery_id"),)
+    __table_args__ = (
+        UniqueConstraint("forge", "delivery_id"),
+        Index("ix_deliveries_body", "forge", "body_sha256", unique=True),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     forge: Mapped[str] = mapped_column(String(16))
@@ -60,6 +63,8 @@ class Delivery(Base):
     outcome: Mapped[str] = mapped_column(String(32))  # accepted | ignored | refused | duplicate
     reason: Mapped[str | None] = mapped_column(Text, nullable=True)
     job_id: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    # SHA-256 of the signed body: a body replayed under a new delivery id is a duplicate.
+    body_sha256: Mapped[str | None] = mapped_column(String(64), nullable=True)
     received_at: Mapped[datetime] = mapped_column(default=utcnow, index=True)
 
 
@@ -92,6 +97,14 @@ class Job(Base):
     active_key: Mapped[str | None] = mapped_column(String(300), nullable=True)
     held: Mapped[bool] = mapped_column(Boolean, default=False)
     dispatched: Mapped[bool] = mapped_column(Boolean, default=False)
+    # The sweep alone re-sends a queued job (after a deferral, a lost worker, a dead broker),
+    # never before not_before. Each send carries the next dispatch_seq; a message whose seq
+    # is not the job's current one is stale (an earlier send, a broker redelivery) and runs
+    # nothing, so one job is never several task chains.
+    dispatch_seq: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    not_before: Mapped[datetime | None] = mapped_column(nullable=True)
+    # Times the sweep found the job's worker dead; capped (a job that kills its worker).
+    requeues: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     stage: Mapped[str | None] = mapped_column(String(32), nullable=True)
     failure_reason: Mapped[str | None] = mapped_column(Text, nullable=True)

@@ -71,6 +71,10 @@ class Fault:
     headers: dict[str, str] = field(default_factory=dict)
     body: str = '{"message": "Server Error"}'
     delay_s: float = 0.0
+    # hold: the request waits at the door (reached is set) until release is set, so a test
+    # can act (kill a worker) at exactly that step, with no timing involved.
+    reached: threading.Event = field(default_factory=threading.Event)
+    release: threading.Event | None = None
 
     def matches(self, method: str, path: str) -> bool:
         return (
@@ -431,12 +435,15 @@ class LocalForge:
         headers: dict[str, str] | None = None,
         body: str | None = None,
         delay_s: float = 0.0,
+        hold: bool = False,
     ) -> Fault:
         """The next ``count`` requests whose path matches get ``status`` instead of an answer.
 
         ``after``: the request is processed first (the answer is lost, not the work).
         ``delay_s``: wait that long first (or, with ``after``, between the work and the
         answer); with ``status=None`` the real answer follows the delay.
+        ``hold``: the request waits until ``fault.release`` is set; ``fault.reached`` is set
+        when it arrives.
         """
         fault = Fault(
             method,
@@ -447,6 +454,7 @@ class LocalForge:
             headers or {},
             body if body is not None else '{"message": "Server Error"}',
             delay_s,
+            release=threading.Event() if hold else None,
         )
         with self.lock:
             self.faults.append(fault)
@@ -604,6 +612,9 @@ class LocalForge:
         fault = self._take_fault(request.method, path)
         if fault is None:
             return self._dispatch(request, path)
+        fault.reached.set()
+        if fault.release is not None:
+            fault.release.wait(timeout=600)  # bounded, so a forgotten release ends the thread
         if not fault.after:
             time.sleep(fault.delay_s)
             return fault.response() if fault.status is not None else self._dispatch(request, path)

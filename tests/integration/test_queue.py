@@ -119,3 +119,68 @@ def _runtime(app: Any) -> Any:
     from worker.celery_app import runtime_for
 
     return runtime_for(app)
+
+
+def test_deferred_job_is_re_sent_once_by_the_sweep_alone(
+    broker_settings: Any, running_worker: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A forge outage defers the job. It used to be re-sent twice: by its task's own retry
+    and by the sweep (which saw it queued and undispatched), so chains multiplied."""
+    from celery.signals import task_prerun, task_retry
+    from sqlalchemy import update
+
+    from bot import create_app
+    from bot.forges.base import ForgeUnavailable
+    from bot.store.models import Job, utcnow
+    from worker import jobs as jobs_mod
+    from worker.maintenance import sweep
+
+    calls: list[str] = []
+
+    def outage_then_fine(ctx: Any) -> dict[str, Any]:
+        calls.append(ctx.job.id)
+        if len(calls) == 1:
+            raise ForgeUnavailable("rate limited", retry_after=3600)
+        return {"ok": True}
+
+    runs: list[Any] = []
+    retries: list[Any] = []
+
+    def on_prerun(sender: Any = None, kwargs: Any = None, **_: Any) -> None:
+        runs.append(dict(kwargs or {}))
+
+    def on_retry(**kw: Any) -> None:
+        retries.append(kw)
+
+    task_prerun.connect(on_prerun, weak=False)
+    task_retry.connect(on_retry, weak=False)
+    try:
+        monkeypatch.setitem(jobs_mod.PIPELINES, "solve", outage_then_fine)
+        app = create_app(broker_settings)
+        payload = load_payload("github", "issues.labeled")
+        payload["label"]["name"] = "ribbit"
+        body = json.dumps(payload).encode()
+        job_id = (
+            app.test_client()
+            .post("/webhooks/github", data=body, headers=github_headers(body, "issues", "int-3"))
+            .get_json()["job_id"]
+        )
+        store = app.extensions["ribbit"].store
+        wait_for(lambda: (j := store.get(job_id)).state == "queued" and j.not_before)
+        runtime = _runtime(running_worker)
+        # Not due: nothing re-sends it, neither the sweep nor a retry of the task.
+        assert sweep(runtime)["dispatched"] == 0
+        assert retries == []
+        with store.db.session() as s:  # the outage's wait is over
+            s.execute(update(Job).where(Job.id == job_id).values(not_before=utcnow()))
+        assert sweep(runtime)["dispatched"] == 1
+        assert sweep(runtime)["dispatched"] == 0
+        wait_for(lambda: store.get(job_id).state == "succeeded")
+        assert calls == [job_id, job_id]
+        assert retries == []
+        seqs = [r["seq"] for r in runs if r.get("job_id") == job_id]
+        assert seqs == [1, store.get(job_id).dispatch_seq]
+        app.extensions["ribbit"].db.dispose()
+    finally:
+        task_prerun.disconnect(on_prerun)
+        task_retry.disconnect(on_retry)

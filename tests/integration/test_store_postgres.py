@@ -45,9 +45,15 @@ def test_webhook_path_on_postgres(pg_settings: Any) -> None:
     again = client.post(
         "/webhooks/github", data=body, headers=github_headers(body, "issues", "pg-1")
     )
+    payload["issue"]["updated_at"] = "2030-01-01T00:00:00Z"  # a new event, not a replay
+    body2 = json.dumps(payload).encode()
     other = client.post(
-        "/webhooks/github", data=body, headers=github_headers(body, "issues", "pg-2")
+        "/webhooks/github", data=body2, headers=github_headers(body2, "issues", "pg-2")
     )
+    replay = client.post(
+        "/webhooks/github", data=body, headers=github_headers(body, "issues", "pg-3")
+    )
+    assert replay.status_code == 200 and replay.get_json()["status"] == "duplicate"
     assert first.status_code == 202 and first.get_json()["status"] == "accepted"
     assert again.get_json()["status"] == "duplicate"
     assert other.get_json()["status"] == "ignored"  # the issue already has an active job
@@ -87,3 +93,39 @@ def test_concurrent_claims_hold_the_limit_on_postgres(pg_settings: Any) -> None:
     assert outcomes.count("claimed") == 3
     assert rt.store.count_by_state() == {"running": 3, "queued": 7}
     rt.db.dispose()
+
+
+def test_migrations_wait_for_each_other(pg_settings: Any) -> None:
+    """Processes starting together used to race to create the schema; a migration now
+    waits on an advisory lock, so the second finds the first's work done."""
+    from bot.store.db import Database
+
+    holder = create_engine(pg_settings.database_url)
+    db = Database(pg_settings.database_url)
+    errors: list[BaseException] = []
+
+    def migrate() -> None:
+        try:
+            db.migrate()
+        except BaseException as exc:  # surfaced in the test thread below
+            errors.append(exc)
+
+    with holder.connect() as conn:
+        conn.execute(text("SELECT pg_advisory_lock(727466)"))
+        worker = threading.Thread(target=migrate)
+        worker.start()
+        # Wait for the event (the migration queued on the lock), not for a time.
+        while not conn.execute(
+            text("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")
+        ).scalar():
+            assert worker.is_alive(), errors
+        assert conn.execute(text("SELECT to_regclass('public.alembic_version')")).scalar() is None
+        conn.execute(text("SELECT pg_advisory_unlock(727466)"))
+        conn.commit()
+        worker.join()
+    assert errors == []
+    Database(pg_settings.database_url).migrate()  # a second process: nothing left to do
+    with holder.connect() as conn:
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0005"
+    holder.dispose()
+    db.dispose()

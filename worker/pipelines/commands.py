@@ -1,17 +1,22 @@
-"""Commands that act on another job (`/ribbit stop`, and `retry`/`revise` while a job is
-active): carried out only after the commenter's write access is checked on the forge."""
+"""`/ribbit stop|retry|revise`: carried out only after the commenter's write access is
+checked on the forge, and for retry/revise only within the repository's admission (the
+daily budget), which is checked again here because only now is the commenter known to
+be allowed. Someone without write access gets at most one reply per issue."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
+from sqlalchemy import select
+
+from bot.admission import refusal_reason
 from bot.intake import Intake
 from bot.queue import CeleryDispatcher, client_celery
 from bot.store.jobs import JobSpec
 from bot.store.models import Job
 from worker.jobs import JobContext, JobRefused, pipeline
-from worker.pipelines.replies import check_actor, reply_target
+from worker.pipelines.replies import WRITE_ACCESS_REFUSAL, check_actor, reply_target
 
 
 @pipeline("command")
@@ -26,13 +31,20 @@ def run_command(ctx: JobContext) -> dict[str, Any] | None:
     try:
         check_actor(ctx, forge)
     except JobRefused:
-        forge.post_comment(
-            where, f"@{job.actor}: only collaborators with write access can use `/ribbit {name}`."
-        )
+        if not _already_told(ctx):
+            forge.post_comment(
+                where,
+                f"@{job.actor}: only collaborators with write access can use `/ribbit {name}`.",
+            )
         raise
     store = ctx.store
     with store.db.session() as session:
-        target = session.get(Job, target_id)
+        if name in {"retry", "revise"}:
+            refused = refusal_reason(ctx.settings.admission, store, session, job.forge, job.repo)
+            if refused:
+                forge.post_comment(where, f"Not started: {refused}.")
+                raise JobRefused(refused)
+        target = session.get(Job, target_id) if target_id else None
         still_active = target is not None and target.state in ("queued", "running")
         if still_active:
             assert target is not None
@@ -65,6 +77,7 @@ def run_command(ctx: JobContext) -> dict[str, Any] | None:
             if target is not None and still_active:
                 target.superseded_by = new_id
     if new_id is not None:
+        # Sent now for a prompt start; the sweep would send it if this fails.
         Intake(ctx.settings, store, CeleryDispatcher(client_celery(ctx.settings))).dispatch(
             [new_id]
         )
@@ -76,3 +89,24 @@ def run_command(ctx: JobContext) -> dict[str, Any] | None:
         )
         forge.post_comment(where, text)
     return {"command": name, "cancelled": target_id if still_active else None, "started": new_id}
+
+
+def _already_told(ctx: JobContext) -> bool:
+    """Whether this actor was already refused on this issue (any earlier command job)."""
+    job = ctx.job
+    with ctx.store.db.session() as session:
+        earlier = session.scalar(
+            select(Job.id)
+            .where(
+                Job.forge == job.forge,
+                Job.repo == job.repo,
+                Job.issue_number == job.issue_number,
+                Job.actor == job.actor,
+                Job.kind == "command",
+                Job.id != job.id,
+                Job.state == "failed",
+                Job.failure_reason.like(f"refused: %{WRITE_ACCESS_REFUSAL}"),
+            )
+            .limit(1)
+        )
+    return earlier is not None

@@ -38,10 +38,13 @@ def reply_target(ctx: JobContext) -> tuple[Any, IssueRef]:
     return forge, IssueRef(repo, number)
 
 
+WRITE_ACCESS_REFUSAL = "does not have write access"
+
+
 def check_actor(ctx: JobContext, forge: Any) -> None:
     repo = RepoRef(ctx.job.forge, ctx.job.repo)  # type: ignore[arg-type]
     if not ctx.job.actor or not forge.has_write_access(repo, ctx.job.actor):
-        raise JobRefused(f"{ctx.job.actor} does not have write access")
+        raise JobRefused(f"{ctx.job.actor} {WRITE_ACCESS_REFUSAL}")
 
 
 @pipeline("help")

@@ -18,7 +18,7 @@ import shutil
 import stat
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +66,51 @@ class Workdir:
 
     def clean(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class PublishPlan:
+    """Everything the publish steps (commit, push, PR) need, stored in the job's result
+    before the push so a rerun resumes from it instead of running the agent again."""
+
+    branch: str
+    base_sha: str
+    diff: str
+    commit_message: str
+    commit_date: str  # git's internal format, "<unix seconds> +0000"
+    title: str
+    body: str
+    labels: tuple[str, ...]
+    reviewers: tuple[str, ...]
+    passed: bool
+    summary_line: str
+    report_md: str
+    revise: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            **{f.name: getattr(self, f.name) for f in fields(self)},
+            "labels": list(self.labels),
+            "reviewers": list(self.reviewers),
+        }
+
+    @classmethod
+    def from_result(cls, result: dict[str, Any] | None) -> PublishPlan | None:
+        data = (result or {}).get("publish")
+        if not isinstance(data, dict):
+            return None
+        try:
+            plan = cls(
+                **{
+                    **data,
+                    "labels": tuple(data["labels"]),
+                    "reviewers": tuple(data["reviewers"]),
+                }
+            )
+        except (KeyError, TypeError):
+            return None
+        validate_branch_name(plan.branch)
+        return plan
 
 
 BOT_IDENTITY = {
@@ -309,6 +354,13 @@ class SolveRun:
         started = time.monotonic()
         with self._timed("permission"):
             self.check_permission()
+        plan = PublishPlan.from_result(self.job.result)
+        if plan is not None:
+            # An earlier attempt got past the gates and may have pushed: publish what it
+            # made (the same commit, the same PR) instead of running the agent again.
+            with self._timed("clone"):
+                self.clone(plan.branch if plan.revise else None)
+            return self._publish(plan, dict(self.job.result or {}))
         self.status.show(Status("working", "Reading the issue and the repository."))
         with self._timed("config"):
             config = self.load_config()
@@ -426,8 +478,6 @@ class SolveRun:
             )
             raise GatesFailed(f"gates failed: {report.summary_line()}")
 
-        with self._timed("push"):
-            head_sha = self._commit_and_push(branch, diff, issue.title, revise=revise)
         summary = _final_message(result.trajectory)
         body = pr_body(
             config=config,
@@ -440,41 +490,82 @@ class SolveRun:
             seconds=time.monotonic() - started,
             job_id=self.job.id,
         )
+        plan = PublishPlan(
+            branch=branch,
+            base_sha=base_sha,
+            diff=diff,
+            commit_message=(
+                # A closing keyword in a commit message closes issues once merged; the
+                # title is anyone's text.
+                f"{'Revise' if revise else 'Fix'}: {sanitize_forge_text(issue.title[:60])}\n\n"
+                f"Machine-written by {BOT_NAME} (job {self.job.id}); needs human review."
+            ),
+            commit_date=f"{int(time.time())} +0000",
+            title=f"{issue.title[:200]} (#{issue.ref.number})",
+            body=body,
+            labels=tuple(config.labels),
+            reviewers=tuple(config.reviewers),
+            passed=report.passed,
+            summary_line=report.summary_line(),
+            report_md=report_md,
+            revise=revise,
+        )
+        return self._publish(plan, out)
+
+    def _publish(self, plan: PublishPlan, out: dict[str, Any]) -> dict[str, Any]:
+        """Commit, push and open (or update) the PR, each step safe to repeat: the commit
+        is rebuilt byte for byte from the plan (same tree, parent, message and dates, so
+        the same sha), the push of a branch already at that sha changes nothing, and the
+        PR is looked up before it is created. The plan is stored before the push, so a
+        rerun after a lost answer, a 5xx or a killed worker resumes here."""
+        with self._timed("push"):
+            head_sha = self._commit(plan)
+            out["publish"] = plan.to_dict()
+            self.ctx.store.update(self.job.id, result=out, branch=plan.branch)
+            # Never forced: if a human pushed meanwhile, the push is rejected and the job
+            # fails saying so, rather than overwriting their commits.
+            self.forge.push(self.repo, self.workdir.checkout, plan.branch)
         with self._timed("pull_request"):
+            pr = self.forge.find_pull_request(self.repo, plan.branch)
+            if pr is not None and pr.state != "open":
+                raise JobRefused(f"PR {pr.ref.number} for {plan.branch} is {pr.state}")
             if pr is None:
-                pr = self.forge.find_pull_request(self.repo, branch)  # a redelivered job
-            if pr is None:
+                if plan.revise:
+                    raise JobRefused(f"the pull request for {plan.branch} is gone")
                 pr = self.forge.open_draft_pull_request(
                     self.repo,
                     DraftPullRequest(
-                        head=branch,
+                        head=plan.branch,
                         base=self.forge.default_branch(self.repo),
-                        title=f"{issue.title[:200]} (#{issue.ref.number})",
-                        body=body,
-                        labels=tuple(config.labels),
-                        reviewers=tuple(config.reviewers),
+                        title=plan.title,
+                        body=plan.body,
+                        labels=plan.labels,
+                        reviewers=plan.reviewers,
                     ),
                 )
             else:
                 # A revision (or a retry that found its PR): the body shows the new report.
-                self.forge.update_pull_request_body(pr.ref, body)
+                self.forge.update_pull_request_body(pr.ref, plan.body)
             self.forge.set_commit_status(
                 self.repo,
                 head_sha,
                 CommitStatus(
-                    "success" if report.passed else "failure",
-                    description=report.summary_line()[:140],
+                    "success" if plan.passed else "failure",
+                    description=plan.summary_line[:140],
                 ),
             )
         out.update(pr_number=pr.ref.number, pr_url=pr.url, head_sha=head_sha, timings=self.timings)
-        self.ctx.store.update(self.job.id, pr_number=pr.ref.number, pr_url=pr.url, branch=branch)
-        verb = "updated" if revise else "opened"
+        out.pop("publish", None)  # done: the result keeps its usual shape
+        self.ctx.store.update(
+            self.job.id, pr_number=pr.ref.number, pr_url=pr.url, branch=plan.branch
+        )
+        verb = "updated" if plan.revise else "opened"
         self.status.show(
             Status(
                 "opened",
-                f"Draft PR {verb} (`{report.summary_line()}`).",
+                f"Draft PR {verb} (`{plan.summary_line}`).",
                 pr_url=pr.url,
-                report_markdown=report_md,
+                report_markdown=plan.report_md,
             )
         )
         return out
@@ -540,23 +631,27 @@ class SolveRun:
             )
         )
 
-    def _commit_and_push(self, branch: str, diff: str, title: str, *, revise: bool) -> str:
+    def _commit(self, plan: PublishPlan) -> str:
         checkout = self.workdir.checkout
-        if not revise:
-            _git(checkout, "checkout", "-q", "-b", branch)
+        # From the recorded base, not whatever the clone's HEAD is now (the default branch
+        # may have moved; on a resumed revision the PR head may already be this commit).
+        _git(checkout, "checkout", "-q", "-B", plan.branch, plan.base_sha)
         patch = self.workdir.root / "agent.patch"
-        patch.write_bytes(diff.encode("utf-8", errors="surrogateescape"))
+        patch.write_bytes(plan.diff.encode("utf-8", errors="surrogateescape"))
         _git(checkout, "apply", "--index", "--whitespace=nowarn", str(patch))
-        # A closing keyword in a commit message closes issues once merged; the title is
-        # anyone's text.
-        message = (
-            f"{'Revise' if revise else 'Fix'}: {sanitize_forge_text(title[:60])}\n\n"
-            f"Machine-written by {BOT_NAME} (job {self.job.id}); needs human review."
+        dated = {"GIT_AUTHOR_DATE": plan.commit_date, "GIT_COMMITTER_DATE": plan.commit_date}
+        proc = run_git(
+            checkout,
+            "commit",
+            "-q",
+            "--no-verify",
+            "-m",
+            plan.commit_message,
+            identity={**BOT_IDENTITY, **dated},
         )
-        _git(checkout, "commit", "-q", "--no-verify", "-m", message)
-        # Never forced: if a human pushed meanwhile, the push is rejected and the job fails
-        # saying so, rather than overwriting their commits.
-        self.forge.push(self.repo, checkout, branch)
+        if proc.returncode != 0:
+            reason = proc.stderr.decode(errors="replace").strip()[:500]
+            raise RuntimeError(f"git commit failed: {reason}")
         return _git(checkout, "rev-parse", "HEAD").strip()
 
 

@@ -128,3 +128,30 @@ def test_worker_queues_and_the_rollout_task(
     assert argv[argv.index("-Q") + 1] == queues
     assert ("ribbit.rollout" in started["tasks"]) is takes_rollouts
     assert "ribbit.solve" in started["tasks"]
+
+
+def test_jobs_table_shows_the_pause_and_held_jobs(env: Path) -> None:
+    runner = CliRunner()
+    assert runner.invoke(main, ["pause", "--repo", "gitlab:acme/tools/w"]).exit_code == 0
+    from bot.settings import load_settings
+    from bot.store.db import Database
+    from bot.store.jobs import JobSpec, JobStore
+
+    db = Database(load_settings().effective_database_url)
+    store = JobStore(db)
+    with db.session() as s:
+        spec = JobSpec(kind="solve", forge="gitlab", repo="acme/tools/w", issue_number=3)
+        assert store.create(s, spec, held=True) is not None
+    db.dispose()
+    result = runner.invoke(main, ["jobs"])
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("PAUSED: gitlab:acme/tools/w")
+    assert " held " in result.output and "ribbit resume" in result.output
+
+
+def test_db_upgrade_migrates_and_says_to_which_revision(env: Path) -> None:
+    runner = CliRunner()
+    first = runner.invoke(main, ["db", "upgrade"])
+    assert first.exit_code == 0, first.output
+    assert first.output.strip() == "database at revision 0005"
+    assert runner.invoke(main, ["db", "upgrade"]).output == first.output  # idempotent

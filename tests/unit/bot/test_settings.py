@@ -55,3 +55,22 @@ def test_readme_settings_table_is_current() -> None:
 
     readme = (Path(__file__).parents[3] / "README.md").read_text()
     assert settings_table() in readme, "regenerate the table: bot.settings.settings_table()"
+
+
+def test_mistyped_variable_is_warned_with_the_closest_name(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, tmp_path: Path
+) -> None:
+    from bot.settings import load_settings
+
+    monkeypatch.setenv("RIBBIT_GITHUB_WEBHOOK_SECRET", "s3cret")  # one "_" where "__" belongs
+    monkeypatch.setenv("RIBBIT_ZZZZ_NOTHING_LIKE_IT", "1")
+    monkeypatch.setenv("RIBBIT_GITHUB__WEBHOOK_SECRET", "fine")
+    monkeypatch.setenv("RIBBIT_JUNIT", "1")  # read by scripts, not a setting: no warning
+    with caplog.at_level("WARNING", logger="bot.settings"):
+        load_settings(data_dir=tmp_path)
+    warned = [r.getMessage() for r in caplog.records]
+    assert warned == [
+        "RIBBIT_GITHUB_WEBHOOK_SECRET is not a Ribbit setting and is ignored; "
+        "did you mean RIBBIT_GITHUB__WEBHOOK_SECRET?",
+        "RIBBIT_ZZZZ_NOTHING_LIKE_IT is not a Ribbit setting and is ignored",
+    ]

@@ -158,7 +158,9 @@ def test_same_label_event_for_active_issue_makes_no_second_job(
     post_github: Any, store: Any
 ) -> None:
     post_github(labeled(), "issues", "d-1")
-    resp = post_github(labeled(), "issues", "d-2")
+    again = labeled()
+    again["issue"]["updated_at"] = "2030-01-01T00:00:00Z"  # a new event, not a replay
+    resp = post_github(again, "issues", "d-2")
     assert resp.get_json()["status"] == "ignored"
     assert "active job" in resp.get_json()["reason"]
     assert len(jobs(store)) == 1
@@ -228,10 +230,15 @@ def comment(
     return payload
 
 
-def test_retry_without_active_job_starts_a_solve(post_github: Any, store: Any) -> None:
+def test_retry_without_active_job_waits_for_the_permission_check(
+    post_github: Any, store: Any
+) -> None:
+    # A solve job would count against the daily budget before anyone knew whether the
+    # commenter may ask for one: intake records a command, the worker checks and starts it.
     resp = post_github(comment("/ribbit retry"), "issue_comment", "d-1")
     job = store.get(resp.get_json()["job_id"])
-    assert (job.kind, job.state, job.issue_number) == ("solve", "queued", 1)
+    assert (job.kind, job.state, job.issue_number) == ("command", "queued", 1)
+    assert json.loads(job.instructions) == {"command": "retry", "target": None, "text": ""}
 
 
 def test_retry_of_an_active_job_waits_for_the_permission_check(
@@ -298,8 +305,9 @@ def test_revise_on_bot_pr_and_merge_outcome(post_github: Any, store: Any) -> Non
         "d-2",
     )
     revise = store.get(resp.get_json()["job_id"])
-    assert (revise.kind, revise.issue_number, revise.pr_number) == ("revise", 3, 8)
-    assert revise.instructions == "use a set\nand keep order"
+    # A command first: the worker checks write access, then starts the revise job.
+    assert (revise.kind, revise.issue_number, revise.pr_number) == ("command", 3, 8)
+    assert json.loads(revise.instructions)["text"] == "use a set\nand keep order"
 
     closed = load_payload("github", "pull_request.closed")
     closed["pull_request"].update(number=8, merged=True)

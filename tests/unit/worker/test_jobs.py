@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import threading
 import time
-from datetime import timedelta
+from datetime import UTC, timedelta
 from typing import Any
 
 import pytest
 
 from bot.forges.base import ForgeUnavailable
 from bot.store.jobs import InvalidTransition, JobSpec, Limits
+from bot.store.models import utcnow
 from worker import jobs as jobs_mod
-from worker.jobs import Defer, JobContext, JobRefused, run_job
+from worker.jobs import JobContext, JobRefused, run_job
 from worker.runtime import WorkerRuntime
+
+
+def _aware(when: Any) -> Any:
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
 
 
 @pytest.fixture
@@ -82,13 +87,22 @@ def test_forge_outage_defers_instead_of_failing(runtime: Any, pipelines: dict[st
 
     pipelines["solve"] = limited
     job_id = make_job(runtime)
-    with pytest.raises(Defer) as info:
-        run_job(runtime, job_id)
-    assert info.value.countdown == 42
+    before = utcnow()
+    assert run_job(runtime, job_id, seq=1) == "deferred"
     job = runtime.store.get(job_id)
     assert job.state == "queued" and "rate limited" in job.failure_reason
+    assert not job.dispatched and job.not_before is not None
+    assert _aware(job.not_before) >= before + timedelta(seconds=42)
+    # Not due yet: the sweep's dispatch sends nothing; when due it sends exactly once.
+    assert runtime.store.take_pending_dispatch() == []
+    later = before + timedelta(seconds=43)
+    [due] = runtime.store.take_pending_dispatch(now=later)
+    runtime.store.mark_dispatched([(due.id, due.dispatch_seq)])
+    assert runtime.store.take_pending_dispatch(now=later) == []
+    # The message of the first send is spent: a redelivery of it runs nothing.
+    assert run_job(runtime, job_id, seq=1) == "skipped"
     pipelines["solve"] = lambda ctx: None
-    assert run_job(runtime, job_id) == "succeeded"
+    assert run_job(runtime, job_id, seq=due.dispatch_seq) == "succeeded"
     assert runtime.store.get(job_id).attempts == 2
 
 
@@ -97,8 +111,8 @@ def test_concurrency_limit_per_repo_defers(runtime: Any, pipelines: dict[str, An
     other_repo = make_job(runtime, 1, repo="o/other")
     assert runtime.store.claim(first, runtime.limits, stale_after=timedelta(minutes=1)) == "claimed"
     pipelines["solve"] = lambda ctx: None
-    with pytest.raises(Defer):
-        run_job(runtime, second)  # per-repo limit is 1 by default
+    assert run_job(runtime, second) == "deferred"  # per-repo limit is 1 by default
+    assert runtime.store.get(second).not_before is not None
     assert run_job(runtime, other_repo) == "succeeded"
 
 
@@ -158,8 +172,7 @@ def test_job_of_a_dead_worker_is_reclaimed(runtime: Any, pipelines: dict[str, An
     runtime.store.claim(job_id, runtime.limits, stale_after=timedelta(minutes=1))
     # Fresh heartbeat: another worker owns it.
     pipelines["solve"] = lambda ctx: None
-    with pytest.raises(Defer):
-        run_job(runtime, job_id)
+    assert run_job(runtime, job_id) == "skipped"  # no chain of its own: the sweep owns it
     # The owner died: no heartbeat for longer than STALE_AFTER.
     from sqlalchemy import update
 
@@ -216,7 +229,43 @@ def test_forge_outage_fails_after_bounded_deferrals(
 
     pipelines["solve"] = down
     job_id = make_job(runtime)
-    with pytest.raises(Defer):
-        run_job(runtime, job_id)
+    assert run_job(runtime, job_id) == "deferred"
     assert run_job(runtime, job_id) == "failed"
     assert "after 2 attempts" in runtime.store.get(job_id).failure_reason
+
+
+def _lose_worker(runtime: WorkerRuntime, job_id: str) -> None:
+    from sqlalchemy import update
+
+    from bot.store.models import Job
+
+    with runtime.db.session() as s:
+        s.execute(
+            update(Job).where(Job.id == job_id).values(updated_at=utcnow() - timedelta(hours=1))
+        )
+
+
+def test_sweep_requeues_a_lost_job_a_bounded_number_of_times(runtime: Any) -> None:
+    from bot.intake import Intake
+    from tests.fakes import RecordingDispatcher
+    from worker.maintenance import sweep
+
+    sent = RecordingDispatcher()
+    intake = Intake(runtime.settings, runtime.store, sent)
+    job_id = make_job(runtime)
+    for _ in range(jobs_mod.MAX_REQUEUES):
+        job = runtime.store.get(job_id)
+        assert (
+            runtime.store.claim(
+                job_id, runtime.limits, stale_after=timedelta(minutes=1), seq=job.dispatch_seq
+            )
+            == "claimed"
+        )
+        _lose_worker(runtime, job_id)
+        assert sweep(runtime, intake=intake) == {"requeued": 1, "failed": 0, "dispatched": 1}
+    assert sent.sent == [job_id] * jobs_mod.MAX_REQUEUES
+    runtime.store.claim(job_id, runtime.limits, stale_after=timedelta(minutes=1))
+    _lose_worker(runtime, job_id)
+    assert sweep(runtime, intake=intake) == {"requeued": 0, "failed": 1, "dispatched": 0}
+    job = runtime.store.get(job_id)
+    assert job.state == "failed" and "lost 4 times" in job.failure_reason

@@ -3,7 +3,8 @@
 A browser session proves a POST is the dashboard's own by two checks, both required:
 the form carries a token that is an HMAC of the session cookie (so a token leaked from
 one session is useless with another, and logging out or changing the admin token voids
-it), and the Origin (or, failing that, Referer) names this very host. Requests carrying
+it), and the browser says the request came from this very site (Sec-Fetch-Site, or for
+clients without it the Origin or Referer naming this host). Requests carrying
 the bearer token are scripts: a browser never attaches that header cross-site, so they
 need neither check.
 """
@@ -35,6 +36,11 @@ def token_for(token: SecretStr, request: Request) -> str:
 
 
 def _same_origin(request: Request) -> bool:
+    # Browsers set Sec-Fetch-Site themselves (pages cannot), and it survives the dashboard's
+    # Referrer-Policy: no-referrer, under which Chromium sends "Origin: null" on form POSTs.
+    fetch_site = request.headers.get("Sec-Fetch-Site")
+    if fetch_site is not None:
+        return fetch_site == "same-origin"
     source = request.headers.get("Origin") or request.headers.get("Referer")
     if not source or source == "null":
         return False
@@ -47,7 +53,7 @@ def refusal(token: SecretStr, request: Request) -> str | None:
     if auth.bearer_ok(token, request):
         return None
     if not _same_origin(request):
-        return "the request's Origin is not this dashboard"
+        return "the request does not come from this dashboard (Sec-Fetch-Site, Origin)"
     expected = token_for(token, request)
     offered = request.form.get(FIELD, "")
     if not expected or not hmac.compare_digest(expected.encode(), offered.encode()):

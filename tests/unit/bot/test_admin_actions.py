@@ -205,6 +205,8 @@ def test_action_without_csrf_token_is_refused_and_audited(
         {"Origin": "https://evil.example"},
         {"Origin": "null"},
         {"Referer": "http://localhost.evil.example/admin/health"},
+        {"Sec-Fetch-Site": "cross-site", "Origin": "http://localhost"},
+        {"Sec-Fetch-Site": "same-site"},
         {},  # neither Origin nor Referer: a POST we cannot place is not trusted
     ],
 )

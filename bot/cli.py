@@ -350,6 +350,32 @@ def resume(repo: str | None, forge: str) -> None:
     )
 
 
+# -- notifications ------------------------------------------------------------------------------
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Print what was sent as JSON.")
+def notify(as_json: bool) -> None:
+    """Post each new alert condition (failures, spent budget, silent worker, promotion) to
+    RIBBIT_NOTIFY__WEBHOOK_URL once; run it from cron or a scheduler every few minutes."""
+    from bot.notify import check_and_notify
+    from bot.store.db import Database
+    from bot.store.jobs import JobStore
+
+    settings = settings_or_exit()
+    if settings.notify.webhook_url is None:
+        raise click.ClickException("RIBBIT_NOTIFY__WEBHOOK_URL is not set; nothing to send to")
+    db = Database(settings.effective_database_url)
+    db.migrate()
+    sent = check_and_notify(db, JobStore(db), settings)
+    if as_json:
+        click.echo(json.dumps([{"key": n.key, "text": n.text} for n in sent], indent=2))
+    elif not sent:
+        click.echo("nothing new to notify")
+    for notice in [] if as_json else sent:
+        click.echo(f"sent: {notice.text}")
+
+
 # -- doctor -------------------------------------------------------------------------------------
 
 

@@ -116,6 +116,25 @@ class AdmissionSettings(Section):
     )
 
 
+class NotifySettings(Section):
+    webhook_url: SecretStr | None = Field(
+        default=None,
+        description='Slack-compatible incoming webhook ({"text": ...} is POSTed). Unset: no '
+        "notifications.",
+    )
+    failure_threshold: int = Field(
+        default=5, ge=1, description="Failed jobs in one repository, within the window, to notify."
+    )
+    failure_window_minutes: int = Field(
+        default=60, ge=1, description="Window for failure_threshold, in minutes."
+    )
+    worker_silence_minutes: int = Field(
+        default=15,
+        ge=1,
+        description="A running job without a heartbeat for this long means its worker is down.",
+    )
+
+
 class SandboxSettings(Section):
     backend: Literal["docker", "bubblewrap", "auto"] = Field(
         default="auto",
@@ -336,6 +355,7 @@ class Settings(BaseSettings):
     github: GitHubSettings = Field(default_factory=GitHubSettings)
     gitlab: GitLabSettings = Field(default_factory=GitLabSettings)
     admission: AdmissionSettings = Field(default_factory=AdmissionSettings)
+    notify: NotifySettings = Field(default_factory=NotifySettings)
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     model: ModelSettings = Field(default_factory=ModelSettings)
     agent: AgentSettings = Field(default_factory=AgentSettings)

@@ -23,8 +23,10 @@ from flask import (
 )
 from pydantic import SecretStr
 
-from bot.admin import auth, job_view, queries
+from bot.admin import actions, auth, csrf, job_view, queries
+from bot.admin.overview import health_snapshot
 from bot.services import services
+from bot.store import audit
 
 bp = Blueprint(
     "admin", __name__, url_prefix="/admin", template_folder="templates", static_folder="static"
@@ -66,6 +68,12 @@ def _guard() -> Response | None:
             {"WWW-Authenticate": 'Bearer realm="ribbit"', "Content-Type": "text/plain"},
         )
     return redirect(url_for("admin.login", next=request.full_path))  # type: ignore[return-value]
+
+
+@bp.context_processor
+def _csrf_field() -> dict[str, str]:
+    token = _token()
+    return {"csrf_token": csrf.token_for(token, request) if token is not None else ""}
 
 
 @bp.after_request
@@ -184,4 +192,107 @@ def trainer_section(section: str) -> str:
         view=view,
         section=section,
         curves=curves,
+    )
+
+
+# -- actions ---------------------------------------------------------------------------------
+
+
+def _actor() -> str:
+    token = _token()
+    assert token is not None
+    how = "bearer" if auth.bearer_ok(token, request) else "session"
+    return f"admin ({how}) from {request.remote_addr or 'unknown'}"
+
+
+def _run_action(name: str, target: str, run: Any) -> Any:
+    """Refuse cross-site POSTs, run the action, audit it either way, answer."""
+    token = _token()
+    assert token is not None
+    db = services().db
+    refused = csrf.refusal(token, request)
+    if refused is not None:
+        audit.record(
+            db, actor=_actor(), action=name, target=target, outcome="refused", detail=refused
+        )
+        return Response(f"forbidden: {refused}\n", 403, {"Content-Type": "text/plain"})
+    result: actions.ActionResult = run()
+    audit.record(
+        db,
+        actor=_actor(),
+        action=name,
+        target=target,
+        outcome="ok" if result.ok else "error",
+        detail=result.message,
+    )
+    if auth.bearer_ok(token, request):
+        return {"ok": result.ok, "message": result.message}, 200 if result.ok else 409
+    wanted = request.form.get("next")
+    return redirect(_safe_next(wanted) if wanted else url_for("admin.health", msg=result.message))
+
+
+def _job_id(job_id: str) -> str:
+    if not job_id.isalnum() or len(job_id) > 32:
+        abort(404)
+    return job_id
+
+
+@bp.post("/jobs/<job_id>/retry")
+def retry_job(job_id: str) -> Any:
+    jid = _job_id(job_id)
+    return _run_action("retry", f"job:{jid}", lambda: actions.retry_job(services(), jid))
+
+
+@bp.post("/jobs/<job_id>/cancel")
+def cancel_job(job_id: str) -> Any:
+    jid = _job_id(job_id)
+    return _run_action("cancel", f"job:{jid}", lambda: actions.cancel_job(services(), jid))
+
+
+def _repo_scope() -> tuple[str | None, str | None]:
+    repo = (request.form.get("repo") or "").strip() or None
+    forge = (request.form.get("forge") or "github").strip()
+    if repo is not None and ":" in repo:
+        forge, repo = repo.split(":", 1)
+    if forge not in queries.FORGES or (repo is not None and len(repo) > 255):
+        abort(400)
+    return (forge if repo else None), repo
+
+
+@bp.post("/pause")
+def pause() -> Any:
+    forge, repo = _repo_scope()
+    target = f"{forge}:{repo}" if repo else "*"
+    return _run_action("pause", target, lambda: actions.pause(services(), forge, repo))
+
+
+@bp.post("/resume")
+def resume() -> Any:
+    forge, repo = _repo_scope()
+    target = f"{forge}:{repo}" if repo else "*"
+    return _run_action("resume", target, lambda: actions.resume(services(), forge, repo))
+
+
+@bp.post("/model-versions/promote")
+def promote_model() -> Any:
+    version = (request.form.get("version") or "").strip()
+    if not version or len(version) > 128:
+        abort(400)
+    return _run_action("promote", f"model:{version}", lambda: actions.promote(services(), version))
+
+
+@bp.post("/model-versions/rollback")
+def rollback_model() -> Any:
+    return _run_action("rollback", "model", lambda: actions.rollback(services()))
+
+
+@bp.get("/health")
+def health() -> str:
+    svc = services()
+    snapshot = health_snapshot(svc)
+    return render_template(
+        "admin/health.html",
+        health=snapshot,
+        audit=audit.recent(svc.db, 50),
+        msg=request.args.get("msg", "")[:300],
     )

@@ -1,0 +1,118 @@
+"""What an admin can do from the dashboard, each through the service the CLI uses.
+
+Every function returns an ActionResult; the view layer audits it and shows its message.
+Nothing here decides policy of its own: cancelling is JobStore.cancel, pausing is
+JobStore.pause/resume plus Intake.dispatch for released jobs (as `ribbit resume` does),
+and promotion is trainer.registry with the adapter loaded on inference servers first (as
+`ribbit model promote` does).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from bot.services import Services
+from bot.store.jobs import InvalidTransition, JobNotFound, JobSpec
+from bot.store.models import Job
+
+RETRYABLE_STATES = ("failed", "cancelled")
+
+
+@dataclass(frozen=True)
+class ActionResult:
+    ok: bool
+    message: str
+
+
+def cancel_job(svc: Services, job_id: str) -> ActionResult:
+    with svc.db.session() as session:
+        job = session.get(Job, job_id)
+        if job is None:
+            return ActionResult(False, f"no job {job_id}")
+        try:
+            svc.store.cancel(session, job, "cancelled by an admin from the dashboard")
+        except InvalidTransition:
+            return ActionResult(False, f"job {job_id} is {job.state}; only active jobs cancel")
+    return ActionResult(True, f"cancelled job {job_id}")
+
+
+def retry_job(svc: Services, job_id: str) -> ActionResult:
+    """A new job with the same request (the old one stays as history, as its parent)."""
+    try:
+        old = svc.store.get(job_id)
+    except JobNotFound:
+        return ActionResult(False, f"no job {job_id}")
+    if old.state not in RETRYABLE_STATES:
+        return ActionResult(False, f"job {job_id} is {old.state}; only failed or cancelled retry")
+    spec = JobSpec(
+        kind=old.kind,  # type: ignore[arg-type]
+        forge=old.forge,
+        repo=old.repo,
+        issue_number=old.issue_number,
+        pr_number=old.pr_number,
+        actor=old.actor,
+        installation_id=old.installation_id,
+        instructions=old.instructions,
+        parent_id=old.id,
+    )
+    with svc.db.session() as session:
+        held = svc.store.is_paused(session, spec.forge, spec.repo)
+        new = svc.store.create(session, spec, held=held)
+        if new is None:
+            return ActionResult(False, "another job is already active for that issue")
+        new_id = new.id
+    svc.intake.dispatch([new_id])
+    note = " (held: the bot is paused)" if held else ""
+    return ActionResult(True, f"job {job_id} retried as {new_id}{note}")
+
+
+def pause(svc: Services, forge: str | None, repo: str | None) -> ActionResult:
+    svc.store.pause(forge=forge, repo=repo)
+    return ActionResult(True, f"paused {_scope(forge, repo)}")
+
+
+def resume(svc: Services, forge: str | None, repo: str | None) -> ActionResult:
+    released = svc.store.resume(forge=forge, repo=repo)
+    svc.intake.dispatch(released)
+    return ActionResult(True, f"resumed {_scope(forge, repo)}; {len(released)} held job(s) sent")
+
+
+def _scope(forge: str | None, repo: str | None) -> str:
+    return "everything" if repo is None else f"{forge or 'github'}:{repo}"
+
+
+def promote(svc: Services, version: str) -> ActionResult:
+    try:
+        from trainer.registry import RegistryError, check_promotable
+        from trainer.registry import promote as registry_promote
+        from worker.models import AdapterError, publish_version
+    except ImportError:
+        return ActionResult(False, "the trainer is not installed in this process")
+    try:
+        candidate = check_promotable(svc.db, version)
+        if candidate.adapter_path:
+            publish_version(svc.settings.model, candidate.name, Path(candidate.adapter_path))
+        registry_promote(svc.db, version)
+    except (RegistryError, AdapterError) as exc:
+        return ActionResult(False, str(exc))
+    return ActionResult(True, f"promoted {version}")
+
+
+def rollback(svc: Services) -> ActionResult:
+    try:
+        from trainer.registry import RegistryError, promoted_model
+        from trainer.registry import rollback as registry_rollback
+        from worker.models import AdapterError, publish_version, withdraw_version
+    except ImportError:
+        return ActionResult(False, "the trainer is not installed in this process")
+    current = promoted_model(svc.db)
+    try:
+        previous = registry_rollback(svc.db)
+        if previous is not None and previous.adapter_path:
+            publish_version(svc.settings.model, previous.name, Path(previous.adapter_path))
+    except (RegistryError, AdapterError) as exc:
+        return ActionResult(False, str(exc))
+    if current is not None:
+        withdraw_version(svc.settings.model, current.name)
+    return ActionResult(True, f"now serving {previous.name if previous else 'the base model'}")

@@ -1,0 +1,91 @@
+"""The health page's facts: queue depth, workers and what they run, the model in use.
+
+Workers are asked through Celery's remote control with a short timeout, so a dead broker
+or a silent worker costs the page at most that long and shows as "no workers answered".
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from bot.queue import client_celery
+from bot.services import Services
+
+log = logging.getLogger(__name__)
+INSPECT_TIMEOUT_S = 1.0
+
+
+@dataclass(frozen=True)
+class WorkerState:
+    name: str
+    job_ids: list[str]
+
+
+@dataclass(frozen=True)
+class HealthSnapshot:
+    queued: int
+    held: int
+    running: int
+    paused: list[str]
+    workers: list[WorkerState] | None  # None: the broker could not be asked
+    model_version: str
+    errors: list[str] = field(default_factory=list)
+
+
+def _job_ids(tasks: list[dict[str, Any]]) -> list[str]:
+    ids: list[str] = []
+    for task in tasks:
+        args = task.get("args") or []
+        if isinstance(args, list | tuple) and args and isinstance(args[0], str):
+            ids.append(args[0])
+    return ids
+
+
+def inspect_workers(svc: Services) -> list[WorkerState]:
+    app = client_celery(svc.settings)
+    active = app.control.inspect(timeout=INSPECT_TIMEOUT_S).active() or {}
+    return [WorkerState(name, _job_ids(tasks or [])) for name, tasks in sorted(active.items())]
+
+
+def _model_version(svc: Services) -> str:
+    try:
+        from worker.models import promoted_version
+    except ImportError:
+        return f"{svc.settings.model.model} (configured; worker package not installed)"
+    promoted = promoted_version(svc.db)
+    return promoted.name if promoted is not None else f"{svc.settings.model.model} (base)"
+
+
+def health_snapshot(svc: Services) -> HealthSnapshot:
+    from sqlalchemy import func, select
+
+    from bot.store.models import Job
+
+    errors: list[str] = []
+    with svc.db.session() as session:
+        rows = session.execute(
+            select(Job.state, Job.held, func.count())
+            .where(Job.state.in_(("queued", "running")))
+            .group_by(Job.state, Job.held)
+        ).all()
+    queued = sum(int(n) for s, h, n in rows if s == "queued" and not h)
+    held = sum(int(n) for s, h, n in rows if s == "queued" and h)
+    running = sum(int(n) for s, _h, n in rows if s == "running")
+    workers: list[WorkerState] | None
+    try:
+        workers = inspect_workers(svc)
+    except Exception as exc:  # broker down: the page must still render
+        log.warning("worker inspect failed: %s", exc)
+        errors.append(f"could not ask the workers: {type(exc).__name__}")
+        workers = None
+    return HealthSnapshot(
+        queued=queued,
+        held=held,
+        running=running,
+        paused=svc.store.paused_scopes(),
+        workers=workers,
+        model_version=_model_version(svc),
+        errors=errors,
+    )

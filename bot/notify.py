@@ -1,0 +1,141 @@
+"""Outbound notifications: tell a Slack-compatible webhook when something goes wrong.
+
+check_and_notify() looks at the store for each condition and posts ``{"text": ...}`` once
+per condition: the condition's key is inserted into notifications_sent in the same
+transaction that posts, and the transaction is kept only if the post succeeded, so a
+receiver that is down gets the message on a later check instead of never.
+Conditions and their keys (the key is what makes "once" precise):
+- many failures in a repository: once per repository per window (windows aligned to
+  the epoch, so two checks in one window agree on it);
+- daily budget spent: once per repository per UTC day;
+- worker down: once per running job whose heartbeat stopped;
+- model promoted: once per promotion.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import requests
+from sqlalchemy import DateTime, String, Text, func, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Mapped, Session, mapped_column
+
+from bot.settings import Settings
+from bot.store.db import Database
+from bot.store.jobs import AGENT_KINDS, JobStore
+from bot.store.models import Base, Job, utcnow
+
+log = logging.getLogger(__name__)
+POST_TIMEOUT_S = 10
+
+
+class NotificationSent(Base):
+    __tablename__ = "notifications_sent"
+
+    key: Mapped[str] = mapped_column(String(300), primary_key=True)
+    sent_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    text: Mapped[str] = mapped_column(Text)
+
+
+@dataclass(frozen=True)
+class Notice:
+    key: str
+    text: str
+
+
+def _failing_repos(session: Session, settings: Settings, now: datetime) -> list[Notice]:
+    window = timedelta(minutes=settings.notify.failure_window_minutes)
+    bucket = int(now.timestamp() // window.total_seconds())
+    rows = session.execute(
+        select(Job.forge, Job.repo, func.count())
+        .where(Job.state == "failed", Job.finished_at >= now - window)
+        .group_by(Job.forge, Job.repo)
+    ).all()
+    minutes = settings.notify.failure_window_minutes
+    return [
+        Notice(
+            f"failing:{forge}:{repo}:{bucket}",
+            f"Ribbit: {n} jobs failed on {forge}:{repo} in the last {minutes} min",
+        )
+        for forge, repo, n in sorted(rows)
+        if n >= settings.notify.failure_threshold
+    ]
+
+
+def _budgets_spent(session: Session, settings: Settings, now: datetime) -> list[Notice]:
+    budget = settings.admission.daily_jobs_per_repo
+    day = now.date().isoformat()
+    start = datetime(now.year, now.month, now.day, tzinfo=now.tzinfo)
+    rows = session.execute(
+        select(Job.forge, Job.repo, func.count())
+        .where(Job.kind.in_(AGENT_KINDS), Job.created_at >= start)
+        .group_by(Job.forge, Job.repo)
+    ).all()
+    return [
+        Notice(
+            f"budget:{forge}:{repo}:{day}",
+            f"Ribbit: the daily budget of {budget} jobs for {forge}:{repo} is spent ({day})",
+        )
+        for forge, repo, n in sorted(rows)
+        if budget > 0 and n >= budget
+    ]
+
+
+def _silent_workers(store: JobStore, settings: Settings) -> list[Notice]:
+    silence = timedelta(minutes=settings.notify.worker_silence_minutes)
+    return [
+        Notice(
+            f"worker-down:{job.id}",
+            f"Ribbit: no heartbeat for {settings.notify.worker_silence_minutes} min from the "
+            f"worker running job {job.id} ({job.forge}:{job.repo}); is the worker down?",
+        )
+        for job in store.stale_running(silence)
+    ]
+
+
+def _promotions(db: Database) -> list[Notice]:
+    try:
+        from trainer.registry import promoted_model
+    except ImportError:  # web-only install: no model registry here
+        return []
+    current = promoted_model(db)
+    if current is None or current.promoted_at is None:
+        return []
+    when = current.promoted_at.isoformat()
+    return [Notice(f"promoted:{current.name}:{when}", f"Ribbit: model {current.name} promoted")]
+
+
+def pending_notices(db: Database, store: JobStore, settings: Settings) -> list[Notice]:
+    now = utcnow()
+    with db.session() as session:
+        notices = _failing_repos(session, settings, now) + _budgets_spent(session, settings, now)
+    return notices + _silent_workers(store, settings) + _promotions(db)
+
+
+def post(url: str, text: str) -> None:
+    response = requests.post(url, json={"text": text}, timeout=POST_TIMEOUT_S)
+    response.raise_for_status()
+
+
+def check_and_notify(db: Database, store: JobStore, settings: Settings) -> list[Notice]:
+    """Post every condition not announced before; return what was sent."""
+    if settings.notify.webhook_url is None:
+        return []
+    url = settings.notify.webhook_url.get_secret_value()
+    sent: list[Notice] = []
+    for notice in pending_notices(db, store, settings):
+        try:
+            with db.session() as session:
+                session.add(NotificationSent(key=notice.key, text=notice.text))
+                session.flush()  # a duplicate key fails here, before anything is posted
+                post(url, notice.text)
+        except IntegrityError:
+            continue
+        except requests.RequestException as exc:
+            log.warning("notification %s not delivered, will retry: %s", notice.key, exc)
+            continue
+        sent.append(notice)
+    return sent

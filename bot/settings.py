@@ -115,6 +115,22 @@ class AdmissionSettings(Section):
     )
 
 
+# The public package registries the setup step may reach by default.
+DEFAULT_SETUP_HOSTS = (
+    "pypi.org",
+    "files.pythonhosted.org",
+    "registry.npmjs.org",
+    "registry.yarnpkg.com",
+    "proxy.golang.org",
+    "sum.golang.org",
+    "index.crates.io",
+    "static.crates.io",
+    "crates.io",
+    "repo.maven.apache.org",
+    "repo1.maven.org",
+)
+
+
 class SandboxSettings(Section):
     backend: Literal["docker", "bubblewrap", "auto"] = Field(
         default="auto",
@@ -142,12 +158,28 @@ class SandboxSettings(Section):
         "unprivileged, only a per-file limit of this size applies).",
     )
     setup_network: bool = Field(
-        default=False,
-        description="Give the setup phase (dependency install) network; docker backend only "
-        "(bubblewrap could only share the host's). The agent phase never has.",
+        default=True,
+        description="Let the repository's setup command reach the package registries in "
+        "setup_allowed_hosts, through the worker's proxy (no other network, both backends). "
+        "The agent and the tests never have network.",
+    )
+    setup_allowed_hosts: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_SETUP_HOSTS),
+        description="Hosts the setup proxy lets through (HTTPS, or HTTP on port 80); "
+        "`*.example.org` matches subdomains. They must resolve to public addresses.",
     )
     package_index_url: str | None = Field(
-        default=None, description="Package mirror passed to the setup phase as PIP_INDEX_URL."
+        default=None,
+        description="Package mirror passed to the setup step as PIP_INDEX_URL; its host is "
+        "allowed too, even on a private address.",
+    )
+    setup_ca_bundle: Path | None = Field(
+        default=None,
+        description="A complete PEM CA bundle the setup step trusts instead of the image's "
+        "(for a TLS-inspecting gateway in front of the registries).",
+    )
+    setup_timeout_s: int = Field(
+        default=900, ge=10, description="Time limit of the repository's setup command."
     )
 
 

@@ -11,11 +11,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from bot.repo_config import RepoConfig
 from bot.settings import GateSettings
-from worker.sandbox.base import SandboxFactory
+from worker.sandbox.base import Sandbox, SandboxFactory
+
+if TYPE_CHECKING:
+    from worker.sandbox.setup import SetupResult
 
 Severity = Literal["info", "warning", "error"]
 
@@ -55,6 +58,9 @@ class GateContext:
     gate_settings: GateSettings
     sandbox_factory: SandboxFactory
     issue_text: str = ""  # title + body, to find tests the issue names
+    # Makes each fresh test sandbox ready (worker/sandbox/setup.py run_setup, bound to the
+    # repo's config and the sandbox settings); None: only the repo's setup command runs.
+    setup_step: Callable[[Sandbox], SetupResult] | None = None
 
 
 @runtime_checkable

@@ -129,7 +129,12 @@ class TestGate:
         with ctx.sandbox_factory(tree) as sandbox:
             where = sandbox.exec(["pwd"], timeout=_SHORT_TIMEOUT_S)
             workspace = where.stdout.strip() if where.exit_code == 0 else WORKSPACE
-            if ctx.repo_config.setup:
+            if ctx.setup_step is not None:
+                done = ctx.setup_step(sandbox)
+                if done.command or not done.ok:
+                    logs.append(f"$ {done.command or '(environment)'}\n{done.output}")
+                run.setup_failed = not done.ok
+            elif ctx.repo_config.setup:
                 setup = sandbox.exec(ctx.repo_config.setup, timeout=timeout)
                 logs.append(f"$ {ctx.repo_config.setup}\n{_output(setup)}")
                 if setup.exit_code != 0:

@@ -16,9 +16,10 @@ import logging
 import re
 import shutil
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from bot.forges import make_forge
 from bot.forges.base import (
@@ -40,11 +41,13 @@ from worker.jobs import WAITING_HOOKS, JobCancelled, JobContext, JobRefused, pip
 from worker.runtime import WorkerRuntime
 from worker.status import Status, StatusComment
 
+if TYPE_CHECKING:
+    from worker.sandbox.setup import SetupResult
+
 log = logging.getLogger(__name__)
 
 BOT_NAME = "Ribbit"
 BOT_EMAIL = "ribbit@users.noreply.local"
-SETUP_TIMEOUT_S = 900
 MAX_SUMMARY_CHARS = 4000
 _CLOSING = re.compile(r"\b(fix(?:e[sd])?|close[sd]?|resolve[sd]?)(\s+)(#\d+)", re.IGNORECASE)
 
@@ -114,6 +117,7 @@ def pr_body(
     turns: int,
     seconds: float,
     job_id: str,
+    setup_md: str = "",
 ) -> str:
     parts = []
     link = issue_link(config, issue)
@@ -131,12 +135,44 @@ def pr_body(
         "",
         report_md.strip(),
         "",
+        *([setup_md.strip(), ""] if setup_md.strip() else []),
         "### Run",
         "",
         f"- ended: `{exit_reason}` after {turns} model turns, {seconds:.0f} s",
         f"- job: `{job_id}`",
     ]
     return "\n".join(parts) + "\n"
+
+
+def setup_failure_markdown(setup: SetupResult) -> str:
+    """The issue comment of a job whose setup failed: what ran, the tail of its output,
+    what the network refused, and where to fix it."""
+    parts = [
+        f"The repository's setup failed ({setup.summary()}), so the agent did not start. "
+        f"This is about the repository's set-up, not a patch: check `setup` in "
+        f"`{CONFIG_PATH}` on the default branch.",
+        "",
+        "<details><summary>Setup output (tail)</summary>",
+        "",
+        "```",
+        setup.output.replace("```", "``​`") or "(no output)",
+        "```",
+        "",
+        "</details>",
+    ]
+    if setup.blocked:
+        parts += ["", setup.blocked_markdown()]
+    return "\n".join(parts)
+
+
+def setup_markdown(setup: SetupResult) -> str:
+    """The PR body's setup section: what ran, and any request the network refused."""
+    if setup.command is None:
+        return ""
+    lines = ["### Setup", "", f"- `{setup.command}`: succeeded in {setup.duration_s:.0f} s"]
+    if setup.blocked:
+        lines += ["", setup.blocked_markdown()]
+    return "\n".join(lines)
 
 
 def _final_message(trajectory: Any) -> str:
@@ -295,6 +331,7 @@ class SolveRun:
 
         from worker.agent import AgentTask, IssueComment, load_policy, run_agent, write_jsonl
         from worker.sandbox import open_sandbox
+        from worker.sandbox.setup import run_setup
 
         extra = self._revision_brief(pr) if pr is not None else None
         task = AgentTask(
@@ -307,7 +344,6 @@ class SolveRun:
             )[-20:],
             repo=self.repo.full_name,
             test_command=config.test,
-            setup_command=config.setup,
             extra_instructions=extra,
             metadata={"job_id": self.job.id, "kind": self.job.kind},
         )
@@ -316,13 +352,19 @@ class SolveRun:
 
         model = model_for_jobs(self.ctx.store.db, self.settings.model)
         policy = load_policy(model, self.settings.agent)
-        self.status.show(Status("working", "The agent is working in a sandbox."))
-        with open_sandbox(self.settings.sandbox, self.workdir.checkout) as sandbox:
+        sandbox_settings = self.settings.sandbox
+        with open_sandbox(
+            sandbox_settings, self.workdir.checkout, network=sandbox_settings.setup_network
+        ) as sandbox:
             if config.setup:
-                with self._timed("setup"):
-                    setup = sandbox.exec(config.setup, timeout=SETUP_TIMEOUT_S)
-                    if setup.exit_code != 0:
-                        log.info("setup exited %s for job %s", setup.exit_code, self.job.id)
+                self.status.show(Status("working", f"Setting up: `{config.setup}`."))
+            with self._timed("setup"):
+                setup = run_setup(sandbox, config, sandbox_settings)
+            if not setup.ok:
+                self._setup_failed(setup)
+            # The agent hears of the setup command only when it ran and worked.
+            task = replace(task, setup_command=setup.command if setup.installed else None)
+            self.status.show(Status("working", "The agent is working in a sandbox."))
             with self._timed("agent"):
                 result = run_agent(task, sandbox, policy, limits, cancel=self.ctx.cancel)
             self.ctx.check_cancelled()
@@ -332,6 +374,7 @@ class SolveRun:
         traj_path = traj_dir / f"{self.job.id}.jsonl"
         write_jsonl(traj_path, [result.trajectory])
         out: dict[str, Any] = {
+            "setup": setup.to_dict(),
             "exit_reason": result.exit_reason,
             "diff": diff,
             "trajectory_path": str(traj_path),
@@ -378,6 +421,7 @@ class SolveRun:
             turns=out["turns"],
             seconds=time.monotonic() - started,
             job_id=self.job.id,
+            setup_md=setup_markdown(setup),
         )
         with self._timed("pull_request"):
             if pr is None:
@@ -417,6 +461,16 @@ class SolveRun:
             )
         )
         return out
+
+    def _setup_failed(self, setup: SetupResult) -> NoReturn:
+        """The agent never works in a half-set-up environment: the job stops here, with
+        the setup output on the issue."""
+        log.warning("setup failed for job %s: %s", self.job.id, setup.summary())
+        self.ctx.store.update(
+            self.job.id, result={"setup": setup.to_dict(), "timings": self.timings}
+        )
+        self.status.show(Status("failed", setup_failure_markdown(setup)))
+        raise JobRefused(f"setup failed: {setup.summary()}")
 
     def _revisions_done(self, pr_number: int) -> int:
         from sqlalchemy import func, select
@@ -465,6 +519,7 @@ class SolveRun:
     def _gates(self, config: RepoConfig, base_sha: str, diff: str, issue_text: str) -> Any:
         from worker.gates import GateContext, run_gates
         from worker.sandbox import sandbox_factory
+        from worker.sandbox.setup import run_setup
 
         return run_gates(
             GateContext(
@@ -473,8 +528,11 @@ class SolveRun:
                 patch=diff,
                 repo_config=config,
                 gate_settings=self.settings.gates,
-                sandbox_factory=sandbox_factory(self.settings.sandbox),
+                sandbox_factory=sandbox_factory(
+                    self.settings.sandbox, network=self.settings.sandbox.setup_network
+                ),
                 issue_text=issue_text,
+                setup_step=partial(run_setup, repo_config=config, settings=self.settings.sandbox),
             )
         )
 

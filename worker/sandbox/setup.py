@@ -128,31 +128,43 @@ def run_setup(sandbox: Sandbox, repo_config: RepoConfig, settings: SandboxSettin
         return SetupResult(
             command=None, ok=True, exit_code=None, output="", duration_s=time.monotonic() - start
         )
+    run = exec_with_egress(
+        sandbox, ["bash", "-c", repo_config.setup], settings, timeout=settings.setup_timeout_s
+    )
+    return _finish(repo_config.setup, run, start)
+
+
+@dataclass(frozen=True)
+class EgressRun:
+    result: ExecResult
+    network: bool  # the registry proxy was there
+    blocked: tuple[BlockedRequest, ...]
+
+
+def exec_with_egress(
+    sandbox: Sandbox, argv: list[str], settings: SandboxSettings, *, timeout: float
+) -> EgressRun:
+    """Run ``argv`` with the registry proxy listening for exactly as long as it runs,
+    when the sandbox was opened for it (``network=True``) and the settings allow it;
+    otherwise with no network at all."""
+    # Only sandboxes opened with network=True have the egress folder.
     egress_dir = getattr(sandbox, "egress_dir", None)
-    timeout = float(settings.setup_timeout_s)
     if egress_dir is None or not settings.setup_network:
-        result = sandbox.exec(["bash", "-c", repo_config.setup], timeout=timeout)
-        return _finish(repo_config.setup, result, start, network=False, blocked=())
+        return EgressRun(sandbox.exec(argv, timeout=timeout), network=False, blocked=())
     policy = EgressPolicy.build(settings.setup_allowed_hosts, [settings.package_index_url])
     ca = settings.setup_ca_bundle
     with EgressProxy(egress_dir, policy, ca_bundle=ca) as proxy:
         result = sandbox.exec(
-            forwarder_argv(["bash", "-c", repo_config.setup]),
+            forwarder_argv(argv),
             timeout=timeout,
             env=egress_env(settings.package_index_url, ca_bundle=ca is not None),
         )
         blocked = proxy.blocked
-    return _finish(repo_config.setup, result, start, network=True, blocked=blocked)
+    return EgressRun(result, network=True, blocked=blocked)
 
 
-def _finish(
-    command: str,
-    result: ExecResult,
-    start: float,
-    *,
-    network: bool,
-    blocked: tuple[BlockedRequest, ...],
-) -> SetupResult:
+def _finish(command: str, run: EgressRun, start: float) -> SetupResult:
+    result, blocked = run.result, run.blocked
     done = SetupResult(
         command=command,
         ok=result.exit_code == 0 and not result.timed_out,
@@ -160,7 +172,7 @@ def _finish(
         output=_tail(result),
         duration_s=time.monotonic() - start,
         timed_out=result.timed_out,
-        network=network,
+        network=run.network,
         blocked=blocked,
     )
     if not done.ok:

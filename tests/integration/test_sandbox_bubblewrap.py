@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from bot.settings import SandboxSettings
-from worker.sandbox import SandboxError
 from worker.sandbox.bubblewrap import TEMP_PREFIX, BubblewrapSandbox, reap_stale
 
 pytestmark = pytest.mark.integration

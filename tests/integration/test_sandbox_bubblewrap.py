@@ -43,7 +43,7 @@ def test_bubblewrap_setup_sandbox_gets_only_the_egress_folder(
 ) -> None:
     with BubblewrapSandbox(bubblewrap_settings, source_repo, network=True) as sb:
         assert sb.egress_dir is not None
-        (sb.egress_dir / "marker").write_text("x")
+        (sb.egress_dir / "marker").write_text("x\n")
         out = sb.exec("cat /run/ribbit-egress/marker; cat /proc/net/dev", timeout=30).stdout
         assert out.startswith("x")
         assert [line.split(":")[0].strip() for line in out.splitlines()[3:]] == ["lo"]

@@ -38,6 +38,7 @@ from bot.settings import AgentSettings, Settings
 from bot.store.models import Job
 from worker.gates.trees import run_git
 from worker.jobs import WAITING_HOOKS, JobCancelled, JobContext, JobRefused, pipeline
+from worker.pipelines.verdict import TestVerdict
 from worker.runtime import WorkerRuntime
 from worker.status import Status, StatusComment
 
@@ -394,15 +395,25 @@ class SolveRun:
             report = self._gates(config, base_sha, diff, issue.title + "\n" + issue.body)
         out["gates"] = report.to_dict()
         out["gates_summary"] = report.summary_line()
-        report_md = report.to_markdown()
+        tests_result = report.result("tests")
+        verdict = TestVerdict.from_details(tests_result.details if tests_result else {})
+        notes = verdict.notes_markdown() if tests_result else ""
+        report_md = report.to_markdown() + (f"\n\n{notes}\n" if notes else "")
         if not report.passed and not config.gates.draft_on_failure:
             out["timings"] = self.timings
             self.ctx.store.update(self.job.id, result=out)
+            blame = (
+                f"The gates did not pass (`{report.summary_line()}`), but the base tree's "
+                f"tests fail too ({verdict.base_reason}): the repository's test set-up "
+                "looks broken rather than the patch. No PR was opened."
+                if verdict.base_broken
+                else f"The patch did not pass the gates "
+                f"(`{report.summary_line()}`), so no PR was opened."
+            )
             self.status.show(
                 Status(
                     "failed",
-                    f"The patch did not pass the gates "
-                    f"(`{report.summary_line()}`), so no PR was opened.",
+                    blame,
                     report_markdown=report_md,
                 )
             )

@@ -39,6 +39,7 @@ _HEAD_TIMEOUT_S = 30.0
 _CONNECT_TIMEOUT_S = 30.0
 _IDLE_TIMEOUT_S = 300.0
 _MAX_RECORDED = 200
+_MAX_SOCKETS = 128  # client and upstream sockets open at once (64 tunnels)
 
 # Runs INSIDE the sandbox (its own python3, standard library only): listens on the
 # sandbox's loopback and splices every connection to the host proxy's unix socket, then
@@ -263,6 +264,13 @@ class EgressProxy:
                 conn, _ = self._server.accept()
             except OSError:
                 return
+            with self._conns_lock:
+                busy = len(self._conns) >= _MAX_SOCKETS
+            if busy:
+                # A thread per connection on the worker: the sandbox must not make
+                # thousands of them.
+                conn.close()
+                continue
             self._track(conn)
             threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
 

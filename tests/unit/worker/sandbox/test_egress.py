@@ -118,3 +118,24 @@ def test_egress_env_sets_every_proxy_spelling_and_the_index() -> None:
     assert env["HTTPS_PROXY"] == env["https_proxy"] == env["npm_config_https_proxy"]
     assert env["PIP_INDEX_URL"] == "https://mirror.example/simple"
     assert env["PIP_CERT"].endswith("/ca.pem")
+
+
+def test_proxy_caps_the_connections_a_sandbox_can_hold_open(tmp_path: Path) -> None:
+    from worker.sandbox import egress
+
+    with EgressProxy(tmp_path, EgressPolicy.build([])) as proxy:
+        held = []
+        for _ in range(egress._MAX_SOCKETS + 5):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.connect(str(proxy.socket_path))
+            held.append(s)
+        # The connections past the cap are closed at once; the others wait for a head.
+        last = held[-1]
+        last.settimeout(30)
+        assert last.recv(1) == b""
+        first = held[0]
+        first.sendall(b"CONNECT example.com:443 HTTP/1.1\r\n\r\n")
+        first.settimeout(30)
+        assert first.recv(12) == b"HTTP/1.1 403"
+        for s in held:
+            s.close()

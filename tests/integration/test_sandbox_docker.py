@@ -43,7 +43,11 @@ def test_docker_container_is_hardened(
     ) > 10
     assert attrs["Config"]["User"] == "1000:1000"
     assert attrs["Config"]["Labels"][LABEL] == "1"
-    assert not host.get("Binds")  # the host checkout is copied in, never mounted
+    # The host checkout is copied in, never mounted; the only mount is the set-up
+    # environment's anonymous volume (a volume name, not a host path).
+    binds = host.get("Binds") or []
+    assert [b.split(":")[1] for b in binds] in ([], ["/opt/ribbit"])
+    assert not any(b.startswith("/") for b in binds)
 
 
 def test_docker_cgroup_limits_hold_inside(

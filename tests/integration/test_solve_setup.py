@@ -105,3 +105,18 @@ def test_a_broken_setup_stops_the_job_before_the_agent(
     assert "not a patch" in status.body
     assert "ribbit-no-such-package-xyz" in status.body
     assert not any("agent is working" in old for old in status.history)
+
+
+def test_a_missing_dependency_is_the_repositorys_setup_not_the_patch(
+    forge_world: Any, deployment_for: Any
+) -> None:
+    # calc.py needs tomli_w, and nothing installs it: every test module fails to import,
+    # at the base as with the patch.
+    config = "test: python -m pytest -q\nlabels: [bot]\nreviewers: [maya]\n"
+    _, job, repo, number = _run(forge_world, deployment_for, config)
+    assert job.state == "failed"
+    assert forge_world.forge.pulls("github", repo) == []
+    [status] = bot_comments(forge_world, "github", repo, number)
+    assert "the base tree's tests fail too" in status.body
+    assert "not the patch" in status.body or "rather than the patch" in status.body
+    assert "The patch did not pass the gates" not in status.body

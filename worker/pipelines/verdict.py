@@ -23,26 +23,9 @@ class TestVerdict:
     def from_details(cls, details: dict[str, Any]) -> TestVerdict:
         before: dict[str, Any] = details.get("before") or {}
         after: dict[str, Any] = details.get("after") or {}
-        broken, reason = False, ""
-        if before.get("setup_failed") and after.get("setup_failed"):
-            broken, reason = True, "the setup command fails before and after the patch"
-        else:
-            code_before, code_after = before.get("exit_code"), after.get("exit_code")
-            failing_before = set(before.get("failing") or ())
-            failing_after = set(after.get("failing") or ())
-            if (
-                code_before not in (0, None)
-                and code_after == code_before
-                and failing_after <= failing_before
-            ):
-                broken = True
-                reason = f"the test command exits {code_before} before and after the patch"
-                if failing_before:
-                    reason += f" ({len(failing_before)} failing test(s) at the base)"
-                elif not before.get("per_test"):
-                    reason += " (no test ran: collection, import or command errors?)"
+        reason = _base_broken(before, after)
         return cls(
-            base_broken=broken,
+            base_broken=bool(reason),
             base_reason=reason,
             targets=tuple(details.get("targets") or ()),
             target_failures=tuple(details.get("target_failures") or ()),
@@ -71,3 +54,30 @@ class TestVerdict:
             shown = ", ".join(f"`{t}`" for t in self.passing_targets[:10])
             lines.append(f"- Target tests passing with the patch: {shown}.")
         return "\n".join(lines)
+
+
+def _passed(run: dict[str, Any]) -> int:
+    counts = run.get("counts") or {}
+    return int(counts.get("passed", 0))
+
+
+def _base_broken(before: dict[str, Any], after: dict[str, Any]) -> str:
+    """Why the base tree's tests already fail the way they do with the patch ("" when
+    they do not): setup failing on both, no test passing on either with the same exit
+    (command not found, import or collection errors, zero tests), or only tests that
+    already failed failing again."""
+    if before.get("setup_failed") and after.get("setup_failed"):
+        return "the setup command fails before and after the patch"
+    code = before.get("exit_code")
+    if code in (0, None) or after.get("exit_code") != code:
+        return ""
+    if _passed(before) == 0 and _passed(after) == 0:
+        return (
+            f"the test command exits {code} before and after the patch and no test passes "
+            "(command not found, import or collection errors, or no tests?)"
+        )
+    failing_before = set(before.get("failing") or ())
+    failing_after = set(after.get("failing") or ())
+    if failing_after and failing_after <= failing_before:
+        return f"the same {len(failing_after)} test(s) fail before and after the patch"
+    return ""

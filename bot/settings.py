@@ -135,6 +135,22 @@ class NotifySettings(Section):
     )
 
 
+# The public package registries the setup step may reach by default.
+DEFAULT_SETUP_HOSTS = (
+    "pypi.org",
+    "files.pythonhosted.org",
+    "registry.npmjs.org",
+    "registry.yarnpkg.com",
+    "proxy.golang.org",
+    "sum.golang.org",
+    "index.crates.io",
+    "static.crates.io",
+    "crates.io",
+    "repo.maven.apache.org",
+    "repo1.maven.org",
+)
+
+
 class SandboxSettings(Section):
     backend: Literal["docker", "bubblewrap", "auto"] = Field(
         default="auto",
@@ -162,12 +178,28 @@ class SandboxSettings(Section):
         "unprivileged, only a per-file limit of this size applies).",
     )
     setup_network: bool = Field(
-        default=False,
-        description="Give the setup phase (dependency install) network; docker backend only "
-        "(bubblewrap could only share the host's). The agent phase never has.",
+        default=True,
+        description="Let the repository's setup command reach the package registries in "
+        "setup_allowed_hosts, through the worker's proxy (no other network, both backends). "
+        "The agent and the tests never have network.",
+    )
+    setup_allowed_hosts: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_SETUP_HOSTS),
+        description="Hosts the setup proxy lets through (HTTPS, or HTTP on port 80); "
+        "`*.example.org` matches subdomains. They must resolve to public addresses.",
     )
     package_index_url: str | None = Field(
-        default=None, description="Package mirror passed to the setup phase as PIP_INDEX_URL."
+        default=None,
+        description="Package mirror passed to the setup step as PIP_INDEX_URL; its host is "
+        "allowed too, even on a private address.",
+    )
+    setup_ca_bundle: Path | None = Field(
+        default=None,
+        description="A complete PEM CA bundle the setup step trusts instead of the image's "
+        "(for a TLS-inspecting gateway in front of the registries).",
+    )
+    setup_timeout_s: int = Field(
+        default=900, ge=10, description="Time limit of the repository's setup command."
     )
 
 
@@ -283,8 +315,6 @@ class GateSettings(Section):
     )
 
 
-# The repo's setup command in the agent's sandbox (worker/pipelines/solve.py).
-SETUP_TIMEOUT_S = 900
 # Past the agent's deadline a running tool call may take this long (worker/agent/tools.py
 # RUNNER_GRACE_S, Leaf's host-side grace), plus the final diff.
 AGENT_GRACE_S = 120
@@ -292,11 +322,14 @@ AGENT_GRACE_S = 120
 JOB_MARGIN_S = 600
 
 
-def job_budget_s(agent: AgentSettings, gates: GateSettings) -> int:
+def job_budget_s(agent: AgentSettings, gates: GateSettings, sandbox: SandboxSettings) -> int:
     """Seconds one solve job may need at most; see Settings.effective_job_time_limit_s."""
+    setup_s = sandbox.setup_timeout_s
     agent_s = agent.max_minutes * 60 + AGENT_GRACE_S
-    gates_s = 2 * 3 * gates.test_timeout_s + 2 * gates.semgrep_timeout_s
-    return int(SETUP_TIMEOUT_S + agent_s + gates_s + JOB_MARGIN_S)
+    # Before and after, each with a rerun and a run with the base's test configuration;
+    # Semgrep on both trees. The whole gate run is also capped by its own budget.
+    gates_s = min(gates.total_timeout_s, 2 * 3 * gates.test_timeout_s + 2 * gates.semgrep_timeout_s)
+    return int(setup_s + agent_s + gates_s + JOB_MARGIN_S)
 
 
 class Settings(BaseSettings):
@@ -419,7 +452,7 @@ class Settings(BaseSettings):
         the Celery limits follow from it (bot/queue.py, worker/celery_app.py)."""
         if self.job_time_limit_s is not None:
             return self.job_time_limit_s
-        return job_budget_s(self.agent, self.gates)
+        return job_budget_s(self.agent, self.gates, self.sandbox)
 
     @property
     def effective_weights_dir(self) -> Path:

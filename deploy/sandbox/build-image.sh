@@ -29,8 +29,8 @@ while [ $# -gt 0 ]; do
 done
 
 # Packages the sandboxed repositories' tests commonly need; keep in step with the Dockerfile.
-packages=(python3 python3-pip python3-venv python3-pytest git ca-certificates make gcc g++
-          libc6-dev pkg-config procps)
+packages=(python3 python3-pip python3-venv python3-pytest python-is-python3 nodejs git
+          ca-certificates make gcc g++ libc6-dev pkg-config procps)
 
 log() { echo "build-image: $*" >&2; }
 

@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from bot.settings import SandboxSettings
-from worker.sandbox import SandboxError
 from worker.sandbox.bubblewrap import TEMP_PREFIX, BubblewrapSandbox, reap_stale
 
 pytestmark = pytest.mark.integration
@@ -39,11 +38,17 @@ def test_bubblewrap_workspace_is_private(
         assert oct(sb.host_root.stat().st_mode & 0o777) == oct(0o700)
 
 
-def test_bubblewrap_refuses_network(
+def test_bubblewrap_setup_sandbox_gets_only_the_egress_folder(
     bubblewrap_settings: SandboxSettings, source_repo: Path
 ) -> None:
-    with pytest.raises(SandboxError, match="never gives network"):
-        BubblewrapSandbox(bubblewrap_settings, source_repo, network=True)
+    with BubblewrapSandbox(bubblewrap_settings, source_repo, network=True) as sb:
+        assert sb.egress_dir is not None
+        (sb.egress_dir / "marker").write_text("x\n")
+        out = sb.exec("cat /run/ribbit-egress/marker; cat /proc/net/dev", timeout=30).stdout
+        assert out.startswith("x")
+        assert [line.split(":")[0].strip() for line in out.splitlines()[3:]] == ["lo"]
+        written = sb.exec("touch /run/ribbit-egress/planted", timeout=30)
+        assert written.exit_code != 0
 
 
 def test_bubblewrap_reap_stale_removes_dead_owners_only(

@@ -75,6 +75,18 @@ def test_sandbox_cli_has_no_network_by_default(
     assert "eth0" not in out
 
 
+def test_sandbox_cli_network_is_the_registry_proxy_and_reports_refusals(
+    bubblewrap_settings: SandboxSettings, source_repo: Path
+) -> None:
+    probe = "import urllib.request as u; u.urlopen('https://github.com/', timeout=20)"
+    code, _, err = run_cli(
+        bubblewrap_settings, source_repo, "--network", "--", "python3", "-c", probe
+    )
+    assert code != 0
+    assert "403 Forbidden" in err
+    assert "the setup proxy refused CONNECT github.com:443 (host not on the allow-list)" in err
+
+
 def test_sandbox_cli_check_lists_backends(bubblewrap_settings: SandboxSettings) -> None:
     result = CliRunner().invoke(sandbox, ["check", "--docker-url", "unix:///nonexistent.sock"])
     assert result.exit_code == 0, result.output

@@ -43,7 +43,11 @@ def test_docker_container_is_hardened(
     ) > 10
     assert attrs["Config"]["User"] == "1000:1000"
     assert attrs["Config"]["Labels"][LABEL] == "1"
-    assert not host.get("Binds")  # the host checkout is copied in, never mounted
+    # The host checkout is copied in, never mounted; the only mount is the set-up
+    # environment's anonymous volume (a volume name, not a host path).
+    binds = host.get("Binds") or []
+    assert [b.split(":")[1] for b in binds] in ([], ["/opt/ribbit"])
+    assert not any(b.startswith("/") for b in binds)
 
 
 def test_docker_cgroup_limits_hold_inside(
@@ -91,14 +95,20 @@ def test_docker_reap_stale_removes_orphans_only(
         client.containers.get(orphan.id)
 
 
-def test_docker_setup_phase_gets_network_only_when_allowed(
+def test_docker_setup_sandbox_gets_the_egress_folder_never_a_network(
     docker_settings: SandboxSettings, source_repo: Path
 ) -> None:
     allowed = docker_settings.model_copy(update={"setup_network": True})
     with open_sandbox(allowed, source_repo, network=True) as setup:
-        assert "eth0" in setup.exec("cat /proc/net/dev", timeout=30).stdout
+        egress = setup.egress_dir  # type: ignore[attr-defined]
+        (egress / "marker").write_text("x")
+        out = setup.exec("cat /run/ribbit-egress/marker; cat /proc/net/dev", timeout=30).stdout
+        assert out.startswith("x")
+        assert "eth0" not in out
+        assert setup.exec("touch /run/ribbit-egress/planted", timeout=30).exit_code != 0
+    assert not egress.exists()
     with open_sandbox(allowed, source_repo) as agent:
-        assert "eth0" not in agent.exec("cat /proc/net/dev", timeout=30).stdout
+        assert agent.exec("ls /run/ribbit-egress", timeout=30).exit_code != 0
 
 
 def test_docker_missing_image_is_a_sandbox_error(

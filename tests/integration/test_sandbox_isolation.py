@@ -305,8 +305,9 @@ def test_sandbox_exec_cwd_env_and_exit_code(sandbox: Sandbox) -> None:
 def test_sandbox_network_needs_setup_network(
     backend_settings: SandboxSettings, source_repo: Path
 ) -> None:
+    closed = backend_settings.model_copy(update={"setup_network": False})
     with pytest.raises(SandboxError, match="SETUP_NETWORK"):
-        open_sandbox(backend_settings, source_repo, network=True)
+        open_sandbox(closed, source_repo, network=True)
 
 
 def test_sandbox_git_works_inside(sandbox: Sandbox) -> None:

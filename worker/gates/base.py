@@ -13,11 +13,14 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from bot.repo_config import RepoConfig
 from bot.settings import GateSettings
-from worker.sandbox.base import SandboxFactory
+from worker.sandbox.base import Sandbox, SandboxFactory
+
+if TYPE_CHECKING:
+    from worker.sandbox.setup import SetupResult
 
 Severity = Literal["info", "warning", "error"]
 
@@ -59,6 +62,10 @@ class GateContext:
     issue_text: str = ""  # title + body, to find tests the issue names
     cancel: threading.Event | None = None  # set by /ribbit stop: gates end early, failing
     deadline: float | None = None  # time.monotonic() by which the whole gate run ends
+
+    # Makes each fresh test sandbox ready (worker/sandbox/setup.py run_setup, bound to the
+    # repo's config and the sandbox settings); None: only the repo's setup command runs.
+    setup_step: Callable[[Sandbox], SetupResult] | None = None
 
     def stop_reason(self) -> GateStopped | None:
         """Why no gate may start or go on now (cancelled, or the run's budget spent)."""

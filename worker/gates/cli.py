@@ -10,7 +10,9 @@ import importlib
 import json
 import sys
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -19,6 +21,9 @@ from worker.gates.report import GateReport
 from worker.gates.trees import run_git
 from worker.sandbox.base import Sandbox, SandboxFactory
 
+if TYPE_CHECKING:
+    from bot.settings import SandboxSettings
+
 USAGE_ERROR = 2
 
 
@@ -26,8 +31,9 @@ def _no_sandbox(checkout: Path) -> Sandbox:
     raise click.UsageError("the test gate needs a sandbox but --no-tests was given")
 
 
-def _sandbox_factory(backend: str) -> SandboxFactory:
-    """The sandbox area's factory, imported only when tests are to run."""
+def _sandbox_factory(backend: str) -> tuple[SandboxFactory, SandboxSettings]:
+    """The sandbox area's factory, imported only when tests are to run, and the settings
+    its setup step runs with."""
     # Looked up by name: the sandbox area provides it, and an old install may not have it.
     sandbox_factory = getattr(importlib.import_module("worker.sandbox"), "sandbox_factory", None)
     if sandbox_factory is None:
@@ -43,8 +49,8 @@ def _sandbox_factory(backend: str) -> SandboxFactory:
         raise click.UsageError(str(exc)) from None
     chosen = "auto" if backend == "local" else backend
     settings = SandboxSettings.model_validate({**base.model_dump(), "backend": chosen})
-    factory: SandboxFactory = sandbox_factory(settings)
-    return factory
+    factory: SandboxFactory = sandbox_factory(settings, network=settings.setup_network)
+    return factory, settings
 
 
 def _repo_head(repo: Path) -> str:
@@ -119,8 +125,13 @@ def gates_command(
         raise click.UsageError(str(exc)) from None
     chosen: Sequence[Gate] = [SemgrepGate(), HygieneGate()]
     factory: SandboxFactory = _no_sandbox
+    setup_step = None
     if not no_tests:
-        factory = _sandbox_factory(backend)
+        from worker.sandbox.setup import run_setup
+
+        # Each test sandbox is set up as in a solve job (venv, setup command, proxy).
+        factory, sandbox_settings = _sandbox_factory(backend)
+        setup_step = partial(run_setup, repo_config=repo_config, settings=sandbox_settings)
         chosen = [TestGate(), *chosen]
     ctx = GateContext(
         repo_dir=repo.resolve(),
@@ -130,6 +141,7 @@ def gates_command(
         gate_settings=gate_settings,
         sandbox_factory=factory,
         issue_text=issue_text,
+        setup_step=setup_step,
     )
     report = run_gates(ctx, chosen)
     if sarif_file is not None:

@@ -48,6 +48,7 @@ from worker.gates.runner import apply_failure, run_tree_gate
 from worker.gates.testrun import run_tests
 from worker.gates.trees import PatchTrees, regular_file_inside
 from worker.sandbox.base import ExecResult, Sandbox, SandboxError, SandboxFactory
+from worker.sandbox.setup import SetupResult
 
 NAME = "tests"
 _LOG_TAIL = 3000
@@ -163,7 +164,7 @@ class TestGate:
         run = SuiteRun(label=label)
         timeout = ctx.time_left(float(ctx.gate_settings.test_timeout_s))
         logs: list[str] = []
-        setup_step = repo_setup(ctx.repo_config.setup, timeout)
+        setup_step = ctx.setup_step or repo_setup(ctx.repo_config.setup, timeout)
         opened = fresh_sandbox(ctx.sandbox_factory, tree, setup_step, cancel=ctx.cancel)
         try:
             self._run_in(ctx, opened, run, logs, timeout)
@@ -181,15 +182,16 @@ class TestGate:
     def _run_in(
         self,
         ctx: GateContext,
-        opened: AbstractContextManager[tuple[Sandbox, ExecResult | None]],
+        opened: AbstractContextManager[tuple[Sandbox, SetupResult | None]],
         run: SuiteRun,
         logs: list[str],
         timeout: float,
     ) -> None:
         with opened as (sandbox, setup):
             if setup is not None:
-                logs.append(f"$ {ctx.repo_config.setup}\n{_output(setup)}")
-                run.setup_failed = setup.exit_code != 0
+                if setup.command or not setup.ok:
+                    logs.append(f"$ {setup.command or '(environment)'}\n{setup.output}")
+                run.setup_failed = not setup.ok
             first, first_cases, first_junit, tampered = self._once(ctx, sandbox, timeout)
             logs.append(f"$ {ctx.repo_config.test}\n{_output(first)}")
             run.first_exit_code = run.exit_code = first.exit_code
@@ -231,18 +233,28 @@ class TestGate:
         return run.result, run.by_id, run.report, run.tampered
 
 
-SetupStep = Callable[[Sandbox], ExecResult | None]
-"""Prepares a fresh sandbox before the tests run (installs the project, say); returns
-what it ran, or None when there is nothing to set up."""
+SetupStep = Callable[[Sandbox], SetupResult | None]
+"""Prepares a fresh sandbox before the tests run (worker/sandbox/setup.py run_setup,
+bound to the repo's config: the environment and the setup command behind the registry
+proxy); None when there was nothing to set up."""
 
 
 def repo_setup(command: str | None, timeout: float) -> SetupStep:
-    """The repository's own setup command from .ribbit.yml, run without a login shell."""
+    """Only the repository's own setup command from .ribbit.yml, run without a login
+    shell (for callers that give no full setup step)."""
 
-    def step(sandbox: Sandbox) -> ExecResult | None:
+    def step(sandbox: Sandbox) -> SetupResult | None:
         if not command:
             return None
-        return sandbox.exec(_shell(command), timeout=timeout)
+        done = sandbox.exec(_shell(command), timeout=timeout)
+        return SetupResult(
+            command=command,
+            ok=done.exit_code == 0 and not done.timed_out,
+            exit_code=done.exit_code,
+            output=_output(done),
+            duration_s=done.duration_s,
+            timed_out=done.timed_out,
+        )
 
     return step
 
@@ -254,7 +266,7 @@ def fresh_sandbox(
     setup: SetupStep,
     *,
     cancel: threading.Event | None = None,
-) -> Iterator[tuple[Sandbox, ExecResult | None]]:
+) -> Iterator[tuple[Sandbox, SetupResult | None]]:
     """A new sandbox over ``tree`` (a host-built tree: the base commit, with only the
     judged diff applied for the after run), set up by ``setup``. Every test run of the
     gate starts here, so nothing an agent changed outside the repository (its /tmp,

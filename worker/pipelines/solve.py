@@ -18,9 +18,10 @@ import shutil
 import stat
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from bot.forges import make_forge
 from bot.forges.base import (
@@ -37,13 +38,17 @@ from bot.forges.base import (
 from bot.forges.branches import branch_name_for_issue, validate_branch_name
 from bot.forges.sanitize import sanitize_forge_text
 from bot.repo_config import CONFIG_PATH, RepoConfig, RepoConfigError, parse_repo_config
-from bot.settings import SETUP_TIMEOUT_S, AgentSettings, ModelSettings, Settings
+from bot.settings import AgentSettings, ModelSettings, Settings
 from bot.store.models import Job
 from worker.gates.trees import run_git
 from worker.jobs import WAITING_HOOKS, JobCancelled, JobContext, JobRefused, pipeline
 from worker.pipelines.task_record import RESULT_KEY, TaskRecord
+from worker.pipelines.verdict import TestVerdict
 from worker.runtime import WorkerRuntime
 from worker.status import Status, StatusComment
+
+if TYPE_CHECKING:
+    from worker.sandbox.setup import SetupResult
 
 log = logging.getLogger(__name__)
 
@@ -198,6 +203,7 @@ def pr_body(
     turns: int,
     seconds: float,
     job_id: str,
+    setup_md: str = "",
 ) -> str:
     parts = []
     link = issue_link(config, issue)
@@ -215,12 +221,44 @@ def pr_body(
         "",
         sanitize_forge_text(report_md.strip()),  # test ids and paths come from the patch
         "",
+        *([setup_md.strip(), ""] if setup_md.strip() else []),
         "### Run",
         "",
         f"- ended: `{exit_reason}` after {turns} model turns, {seconds:.0f} s",
         f"- job: `{job_id}`",
     ]
     return "\n".join(parts) + "\n"
+
+
+def setup_failure_markdown(setup: SetupResult) -> str:
+    """The issue comment of a job whose setup failed: what ran, the tail of its output,
+    what the network refused, and where to fix it."""
+    parts = [
+        f"The repository's setup failed ({setup.summary()}), so the agent did not start. "
+        f"This is about the repository's set-up, not a patch: check `setup` in "
+        f"`{CONFIG_PATH}` on the default branch.",
+        "",
+        "<details><summary>Setup output (tail)</summary>",
+        "",
+        "```",
+        setup.output.replace("```", "``​`") or "(no output)",
+        "```",
+        "",
+        "</details>",
+    ]
+    if setup.blocked:
+        parts += ["", setup.blocked_markdown()]
+    return "\n".join(parts)
+
+
+def setup_markdown(setup: SetupResult) -> str:
+    """The PR body's setup section: what ran, and any request the network refused."""
+    if setup.command is None:
+        return ""
+    lines = ["### Setup", "", f"- `{setup.command}`: succeeded in {setup.duration_s:.0f} s"]
+    if setup.blocked:
+        lines += ["", setup.blocked_markdown()]
+    return "\n".join(lines)
 
 
 def _final_message(trajectory: Any) -> str:
@@ -396,6 +434,7 @@ class SolveRun:
 
         from worker.agent import AgentTask, IssueComment, load_policy, run_agent, write_jsonl
         from worker.sandbox import open_sandbox
+        from worker.sandbox.setup import run_setup
 
         extra = self._revision_brief(pr) if pr is not None else None
         task = AgentTask(
@@ -407,7 +446,6 @@ class SolveRun:
             )[-20:],
             repo=self.repo.full_name,
             test_command=config.test,
-            setup_command=config.setup,
             extra_instructions=extra,
             include_repo_context=config.prompt.include_repo_context,
             repo_instructions=repo_instructions(config, self.workdir.checkout),
@@ -416,13 +454,19 @@ class SolveRun:
         limits = agent_limits(self.settings.agent, config)
         model = self.ready_model()
         policy = load_policy(model, self.settings.agent)
-        self.status.show(Status("working", "The agent is working in a sandbox."))
-        with open_sandbox(self.settings.sandbox, self.workdir.checkout) as sandbox:
+        sandbox_settings = self.settings.sandbox
+        with open_sandbox(
+            sandbox_settings, self.workdir.checkout, network=sandbox_settings.setup_network
+        ) as sandbox:
             if config.setup:
-                with self._timed("setup"):
-                    setup = sandbox.exec(config.setup, timeout=SETUP_TIMEOUT_S)
-                    if setup.exit_code != 0:
-                        log.info("setup exited %s for job %s", setup.exit_code, self.job.id)
+                self.status.show(Status("working", f"Setting up: `{config.setup}`."))
+            with self._timed("setup"):
+                setup = run_setup(sandbox, config, sandbox_settings)
+            if not setup.ok:
+                self._setup_failed(setup)
+            # The agent hears of the setup command only when it ran and worked.
+            task = replace(task, setup_command=setup.command if setup.installed else None)
+            self.status.show(Status("working", "The agent is working in a sandbox."))
             with self._timed("agent"):
                 result = run_agent(task, sandbox, policy, limits, cancel=self.ctx.cancel)
             self.ctx.check_cancelled()
@@ -432,6 +476,7 @@ class SolveRun:
         traj_path = traj_dir / f"{self.job.id}.jsonl"
         write_jsonl(traj_path, [result.trajectory])
         out: dict[str, Any] = {
+            "setup": setup.to_dict(),
             "exit_reason": result.exit_reason,
             "diff": diff,
             "trajectory_path": str(traj_path),
@@ -458,7 +503,10 @@ class SolveRun:
             report = self._gates(config, base_sha, diff, issue.title + "\n" + issue.body)
         out["gates"] = report.to_dict()
         out["gates_summary"] = report.summary_line()
-        report_md = report.to_markdown()
+        tests_result = report.result("tests")
+        verdict = TestVerdict.from_details(tests_result.details if tests_result else {})
+        notes = verdict.notes_markdown() if tests_result else ""
+        report_md = report.to_markdown() + (f"\n\n{notes}\n" if notes else "")
         if not report.passed and not (config.gates.draft_on_failure and report.may_push):
             out["timings"] = self.timings
             self.ctx.store.update(self.job.id, result=out)
@@ -468,11 +516,18 @@ class SolveRun:
                 if config.gates.draft_on_failure
                 else ""
             )
+            blame = (
+                f"The gates did not pass (`{report.summary_line()}`), but the base tree's "
+                f"tests fail too ({verdict.base_reason}): the repository's test set-up "
+                f"looks broken rather than the patch. No PR was opened{why}."
+                if verdict.base_broken
+                else f"The patch did not pass the gates "
+                f"(`{report.summary_line()}`), so no PR was opened{why}."
+            )
             self.status.show(
                 Status(
                     "failed",
-                    f"The patch did not pass the gates "
-                    f"(`{report.summary_line()}`), so no PR was opened{why}.",
+                    blame,
                     report_markdown=report_md,
                 )
             )
@@ -489,6 +544,7 @@ class SolveRun:
             turns=out["turns"],
             seconds=time.monotonic() - started,
             job_id=self.job.id,
+            setup_md=setup_markdown(setup),
         )
         plan = PublishPlan(
             branch=branch,
@@ -570,6 +626,16 @@ class SolveRun:
         )
         return out
 
+    def _setup_failed(self, setup: SetupResult) -> NoReturn:
+        """The agent never works in a half-set-up environment: the job stops here, with
+        the setup output on the issue."""
+        log.warning("setup failed for job %s: %s", self.job.id, setup.summary())
+        self.ctx.store.update(
+            self.job.id, result={"setup": setup.to_dict(), "timings": self.timings}
+        )
+        self.status.show(Status("failed", setup_failure_markdown(setup)))
+        raise JobRefused(f"setup failed: {setup.summary()}")
+
     def _revisions_done(self, pr_number: int) -> int:
         from sqlalchemy import func, select
 
@@ -617,6 +683,7 @@ class SolveRun:
     def _gates(self, config: RepoConfig, base_sha: str, diff: str, issue_text: str) -> Any:
         from worker.gates import GateContext, run_gates
         from worker.sandbox import sandbox_factory
+        from worker.sandbox.setup import run_setup
 
         return run_gates(
             GateContext(
@@ -625,9 +692,12 @@ class SolveRun:
                 patch=diff,
                 repo_config=config,
                 gate_settings=self.settings.gates,
-                sandbox_factory=sandbox_factory(self.settings.sandbox),
+                sandbox_factory=sandbox_factory(
+                    self.settings.sandbox, network=self.settings.sandbox.setup_network
+                ),
                 issue_text=issue_text,
                 cancel=self.ctx.cancel,  # /ribbit stop reaches a running test command
+                setup_step=partial(run_setup, repo_config=config, settings=self.settings.sandbox),
             )
         )
 

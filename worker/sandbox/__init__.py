@@ -37,8 +37,9 @@ class BackendCheck:
 
 
 def open_sandbox(settings: SandboxSettings, source: Path, *, network: bool = False) -> Sandbox:
-    """A sandbox whose /workspace is a private copy of ``source``. ``network`` is for the
-    setup phase only and is refused unless settings.setup_network allows it."""
+    """A sandbox whose /workspace is a private copy of ``source``. ``network`` lets the
+    setup step (worker/sandbox/setup.py) reach the package registries through the
+    worker's proxy, never anything else; refused unless settings.setup_network allows it."""
     if network and not settings.setup_network:
         raise SandboxError("network in the sandbox needs RIBBIT_SANDBOX__SETUP_NETWORK=true")
     backend = resolve_backend(settings)
@@ -51,12 +52,13 @@ def open_sandbox(settings: SandboxSettings, source: Path, *, network: bool = Fal
     return BubblewrapSandbox(settings, source, network=network)
 
 
-def sandbox_factory(settings: SandboxSettings) -> SandboxFactory:
-    """``auto`` is resolved once, here, so one job's sandboxes all use the same backend."""
+def sandbox_factory(settings: SandboxSettings, *, network: bool = False) -> SandboxFactory:
+    """``auto`` is resolved once, here, so one job's sandboxes all use the same backend.
+    ``network``: each sandbox can run a setup step through the registry proxy."""
     fixed = settings.model_copy(update={"backend": resolve_backend(settings)})
 
     def factory(source: Path) -> Sandbox:
-        return open_sandbox(fixed, source)
+        return open_sandbox(fixed, source, network=network)
 
     return factory
 

@@ -7,8 +7,11 @@ namespaces. So ``/tmp``, ``$HOME`` and background processes last for the whole s
 as in a container (and in the pod the model was trained in), and all die when it
 closes: the host kills bwrap, and with it the pid namespace. Inside, commands are uid
 1000 and see only: the host's ``/usr`` and loader paths read-only, a handful of ``/etc``
-files (no ``/etc/ssl/private``, no host passwd), tmpfs ``/tmp`` and ``$HOME``, and the
-workspace, the only writable host path.
+files (no ``/etc/ssl/private``, no host passwd), tmpfs ``/tmp`` and ``$HOME``, the
+workspace and the set-up environment (``/opt/ribbit``, a host folder kept for the
+sandbox's life), the only writable host paths. A sandbox opened for the setup step
+(``network=True``) also sees, read-only, the folder holding the setup proxy's unix
+socket (worker/sandbox/egress.py); it never gets a network interface.
 When the worker is root it also drops to a throwaway host uid before entering (so the
 sandbox user is nobody on the host, and RLIMIT_NPROC counts only this sandbox's
 processes) and puts the workspace on its own size-limited tmpfs.
@@ -65,7 +68,9 @@ from worker.sandbox.cgroup import (
 )
 from worker.sandbox.common import (
     DIFF_CAP,
+    ENV_ROOT,
     KILL_GRACE_S,
+    PROFILE,
     SANDBOX_GID,
     SANDBOX_HOME,
     SANDBOX_UID,
@@ -77,6 +82,7 @@ from worker.sandbox.common import (
     workspace_cwd,
     workspace_relative,
 )
+from worker.sandbox.egress import EGRESS_MOUNT
 from worker.sandbox.export import ExportLimits, export_host_tree, read_regular_fd
 
 TEMP_PREFIX = "ribbit-bwrap-"
@@ -100,7 +106,6 @@ _ETC_ALLOW = (
     "protocols",
     "services",
     "bash.bashrc",
-    "profile",
     "inputrc",
 )
 _PASSWD = (
@@ -129,14 +134,6 @@ class BubblewrapSandbox:
     backend = "bubblewrap"
 
     def __init__(self, settings: SandboxSettings, source: Path, *, network: bool = False) -> None:
-        if network:
-            # --share-net would hand the sandbox the host's own network namespace,
-            # loopback services (Redis, PostgreSQL, the bot) included.
-            raise SandboxError(
-                "the bubblewrap backend never gives network (it could only share "
-                "the host's, loopback services included); use the docker backend "
-                "for a setup phase with network"
-            )
         binary = bwrap_path()
         if binary is None:
             raise SandboxError("bubblewrap (bwrap) is not installed")
@@ -153,6 +150,11 @@ class BubblewrapSandbox:
         self.workspace = self._root / "workspace"
         self.workspace_size_limited = False
         self._cgroup: MemoryCgroup | None = None
+        # The set-up environment: on the host's disk, kept across this sandbox's execs.
+        self.env_dir = self._root / "env"
+        # Never --share-net (the host's namespace, loopback services included): a setup
+        # sandbox gets only the egress folder with the proxy's unix socket.
+        self.egress_dir: Path | None = None
         try:
             self._host_uid = self._pick_host_uid()
             self._cgroup = create_memory_cgroup(settings.memory_mb, self._host_uid)
@@ -164,8 +166,15 @@ class BubblewrapSandbox:
             self.workspace.mkdir(mode=0o700)
             self.workspace_size_limited = self._mount_workspace_tmpfs()
             _copy_tree(source, self.workspace)
+            self.env_dir.mkdir(mode=0o755)
+            (self._root / "profile").write_text(PROFILE)
+            (self._root / "profile").chmod(0o644)
             if self._host_uid is not None:
                 _chown_tree(self._root, self._host_uid)
+            if network:
+                # Made after the chown: the sandbox user must not own the socket's folder.
+                self.egress_dir = self._root / "egress"
+                self.egress_dir.mkdir(mode=0o755)
             self._start_server()
         except BaseException:
             self.close()
@@ -274,6 +283,12 @@ class BubblewrapSandbox:
             "--ro-bind",
             str(self._root / "group"),
             "/etc/group",
+            "--ro-bind",
+            str(self._root / "profile"),
+            "/etc/profile",
+            "--bind",
+            str(self.env_dir),
+            ENV_ROOT,
             "--proc",
             "/proc",
             "--dev",
@@ -289,6 +304,7 @@ class BubblewrapSandbox:
             "--bind",
             str(self.workspace),
             WORKSPACE,
+            *(["--ro-bind", str(self.egress_dir), EGRESS_MOUNT] if self.egress_dir else []),
             # bwrap builds / as a tmpfs the sandbox user owns; make it read-only so
             # only /tmp, $HOME and the workspace can be written.
             "--remount-ro",

@@ -10,6 +10,7 @@ import click
 
 from bot.settings import SandboxSettings
 from worker.sandbox import SandboxError, check_backends, open_sandbox
+from worker.sandbox.setup import exec_with_egress
 
 
 def _settings(**overrides: object) -> SandboxSettings:
@@ -53,7 +54,11 @@ def sandbox() -> None:
     default=None,
     help="Memory limit in MB (default: the sandbox settings').",
 )
-@click.option("--network", is_flag=True, help="Give the command network (setup phase only).")
+@click.option(
+    "--network",
+    is_flag=True,
+    help="Let the command reach the package registries through the setup proxy.",
+)
 @click.option("--docker-url", default=None, help="Docker Engine API URL (docker backend).")
 @click.option("--image", default=None, help="Sandbox image (docker backend).")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
@@ -78,12 +83,15 @@ def run(
     )
     try:
         with open_sandbox(settings, workspace, network=network) as sb:
-            result = sb.exec(list(command), timeout=timeout)
+            done = exec_with_egress(sb, list(command), settings, timeout=timeout)
+            result = done.result
     except SandboxError as exc:
         raise click.ClickException(str(exc)) from exc
     sys.stdout.write(result.stdout)
     sys.stdout.flush()
     sys.stderr.write(result.stderr)
+    for blocked in done.blocked:
+        click.echo(f"ribbit: the setup proxy refused {blocked.describe()}", err=True)
     if result.truncated:
         click.echo("ribbit: output was cut at the output cap", err=True)
     if result.timed_out:

@@ -21,7 +21,26 @@ LABEL = "org.ribbit.sandbox"
 KILL_GRACE_S = 2
 # A patch cut at a cap would be corrupt, so diffs get a far larger cap and fail beyond it.
 DIFF_CAP = 32 * 1024 * 1024
-_SAFE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# The set-up environment: what the setup step installs (a virtualenv, package caches)
+# lives here, outside the workspace so none of it lands in the diff, on storage that
+# lasts for the sandbox's life (a host folder or an engine volume, not a tmpfs).
+ENV_ROOT = "/opt/ribbit"
+VENV = f"{ENV_ROOT}/venv"
+_SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+_SAFE_PATH = f"{VENV}/bin:{_SYSTEM_PATH}"
+# A login shell (the agent's Bash) reads /etc/profile, which on Debian resets PATH; the
+# sandboxes get this one instead so the set-up environment stays first on PATH.
+PROFILE = f"""\
+# Ribbit sandbox profile: the set-up environment ({VENV}) comes first on PATH.
+PATH="{_SAFE_PATH}"
+export PATH
+if [ -d /etc/profile.d ]; then
+  for i in /etc/profile.d/*.sh; do
+    if [ -r "$i" ]; then . "$i"; fi
+  done
+  unset i
+fi
+"""
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -30,6 +49,9 @@ def sandbox_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     Nothing is taken from the host's environment."""
     env = {
         "PATH": _SAFE_PATH,
+        "VIRTUAL_ENV": VENV,
+        "PIP_CACHE_DIR": f"{ENV_ROOT}/cache/pip",
+        "npm_config_cache": f"{ENV_ROOT}/cache/npm",
         "HOME": SANDBOX_HOME,
         "USER": "sandbox",
         "LOGNAME": "sandbox",
@@ -103,7 +125,7 @@ def base_commit(source: Path) -> str | None:
             timeout=30,
             check=False,
             env={
-                "PATH": _SAFE_PATH,
+                "PATH": _SYSTEM_PATH,
                 "GIT_CONFIG_NOSYSTEM": "1",
                 "GIT_CONFIG_GLOBAL": "/dev/null",
                 **_safe_dir_env(),

@@ -2,7 +2,9 @@
 Podman's compatible service; see deploy/sandbox/README.md).
 
 The container: image's non-root user (uid 1000), no network (``network_mode="none"``
-unless the setup phase asks for it), read-only root file system, every capability
+always; a sandbox for the setup step also gets, read-only, the host folder holding the
+setup proxy's unix socket, see worker/sandbox/egress.py), the set-up environment
+(``/opt/ribbit``) on an anonymous volume, read-only root file system, every capability
 dropped, no-new-privileges, cgroup limits for memory (no swap), CPUs and pids, and
 size-limited tmpfs mounts for /workspace, /tmp and $HOME. The checkout is copied in with
 ``put_archive``; the host source dir is never mounted. Containers carry the LABEL so a
@@ -26,6 +28,7 @@ from __future__ import annotations
 import base64
 import io
 import os
+import shutil
 import socket
 import tarfile
 import tempfile
@@ -39,6 +42,7 @@ from typing import IO, Any, Self
 import docker
 import docker.errors
 from docker.models.containers import Container
+from docker.types import Mount
 
 from bot.settings import SandboxSettings
 from worker.sandbox.base import (
@@ -49,8 +53,10 @@ from worker.sandbox.base import (
     SandboxError,
 )
 from worker.sandbox.common import (
+    ENV_ROOT,
     KILL_GRACE_S,
     LABEL,
+    PROFILE,
     SANDBOX_GID,
     SANDBOX_HOME,
     SANDBOX_UID,
@@ -64,6 +70,7 @@ from worker.sandbox.common import (
     workspace_cwd,
     workspace_relative,
 )
+from worker.sandbox.egress import EGRESS_MOUNT, make_egress_dir
 from worker.sandbox.export import ExportLimits, extract_tar_stream, read_tar_file
 
 # Pid 1: never exits on its own, reaps every child it adopts.
@@ -85,6 +92,9 @@ _WRITE_SCRIPT = (
     'd=$(realpath -e -- "$3") || exit 1; case "$d/" in /workspace/*) ;; *) exit 86;; esac; '
     '[ -L "$2" ] && exit 86; printf %s "$1" | base64 -d REDIRECT "$2"'
 )
+# The image's /etc/profile resets PATH for a login shell (the agent's Bash); bash reads
+# ~/.bash_profile after it, which puts the set-up environment first again.
+_LOGIN_PROFILE = PROFILE
 _OOM_PROBE = (
     "cat /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control "
     "2>/dev/null | awk '$1 == \"oom_kill\" {n += $2} END {print n + 0}'"
@@ -120,14 +130,27 @@ class DockerSandbox:
         self._source = source
         self._oom_seen = 0
         self.container: Container | None = None
+        # The setup step's only way out: a host folder with the proxy's unix socket,
+        # bound read-only (so this needs an engine on this host); never a network.
+        self.egress_dir: Path | None = make_egress_dir() if network else None
         s = settings
         tmpfs_opts = "mode=1777,nosuid,nodev"
+        mounts = [
+            # The set-up environment on an anonymous volume (disk, not the memory a
+            # tmpfs takes), removed with the container (remove(v=True)).
+            Mount(target=ENV_ROOT, source=None, type="volume"),
+        ]
+        if self.egress_dir is not None:
+            mounts.append(
+                Mount(target=EGRESS_MOUNT, source=str(self.egress_dir), type="bind", read_only=True)
+            )
         try:
             self.container = self._client.containers.create(
                 s.image,
                 ["bash", "-c", _INIT],
                 user=f"{SANDBOX_UID}:{SANDBOX_GID}",
-                network_mode="bridge" if network else "none",
+                network_mode="none",
+                mounts=mounts,
                 mem_limit=f"{s.memory_mb}m",
                 memswap_limit=f"{s.memory_mb}m",
                 nano_cpus=int(s.cpus * 1e9),
@@ -156,7 +179,14 @@ class DockerSandbox:
             # entry, extracted by the engine, hands each mount to the sandbox user.
             with _tar_tree(source) as checkout:
                 copied = self.container.put_archive(WORKSPACE, checkout)
-            if not (copied and self.container.put_archive(SANDBOX_HOME, _tar_owned_dir())):
+            owned = all(
+                self.container.put_archive(path, data)
+                for path, data in (
+                    (SANDBOX_HOME, _tar_owned_dir(files={".bash_profile": _LOGIN_PROFILE})),
+                    (ENV_ROOT, _tar_owned_dir(0o755)),
+                )
+            )
+            if not (copied and owned):
                 raise SandboxError("could not copy the checkout into the container")
         except docker.errors.ImageNotFound as exc:
             self.close()
@@ -324,6 +354,14 @@ class DockerSandbox:
                 raise SandboxError(
                     f"could not remove container {self.container.id}: {exc}"
                 ) from exc
+            finally:
+                self._remove_egress_dir()
+        else:
+            self._remove_egress_dir()
+
+    def _remove_egress_dir(self) -> None:
+        if self.egress_dir is not None:
+            shutil.rmtree(self.egress_dir, ignore_errors=True)
 
     def __enter__(self) -> Self:
         return self
@@ -411,10 +449,17 @@ def _tar_tree(source: Path) -> IO[bytes]:
     return spool
 
 
-def _tar_owned_dir() -> bytes:
+def _tar_owned_dir(mode: int = 0o700, files: Mapping[str, str] | None = None) -> bytes:
+    """A tar whose "." entry hands the folder it is extracted into to the sandbox user,
+    with ``files`` in it."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tf:
         info = tarfile.TarInfo(".")
-        info.type, info.mode = tarfile.DIRTYPE, 0o700
+        info.type, info.mode = tarfile.DIRTYPE, mode
         tf.addfile(_owned(info))
+        for name, text in (files or {}).items():
+            data = text.encode()
+            item = tarfile.TarInfo(name)
+            item.size, item.mode = len(data), 0o644
+            tf.addfile(_owned(item), io.BytesIO(data))
     return buf.getvalue()

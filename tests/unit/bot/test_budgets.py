@@ -6,7 +6,7 @@ from pathlib import Path
 
 from bot.queue import broker_transport_options
 from bot.repo_config import parse_repo_config
-from bot.settings import SETUP_TIMEOUT_S, AgentSettings, Settings
+from bot.settings import AgentSettings, Settings
 from worker.agent.tools import RUNNER_GRACE_S
 from worker.pipelines.solve import agent_limits
 
@@ -27,12 +27,15 @@ def test_job_limit_covers_every_stage_at_its_budget(tmp_path: Path) -> None:
         data_dir=tmp_path,
         broker_url="redis://localhost:6379/0",
         agent={"max_minutes": 120},
-        gates={"test_timeout_s": 600, "semgrep_timeout_s": 100},
+        gates={"test_timeout_s": 600, "semgrep_timeout_s": 100, "total_timeout_s": 10_000},
+        sandbox={"setup_timeout_s": 1200},
     )
     agent_s = 120 * 60 + RUNNER_GRACE_S
     gates_s = 2 * 3 * 600 + 2 * 100
     limit = settings.effective_job_time_limit_s
-    assert limit >= SETUP_TIMEOUT_S + agent_s + gates_s
+    assert limit >= 1200 + agent_s + gates_s
+    capped = Settings(data_dir=tmp_path, gates={"test_timeout_s": 600, "total_timeout_s": 900})
+    assert capped.effective_job_time_limit_s < settings.effective_job_time_limit_s
     assert broker_transport_options(settings)["visibility_timeout"] == limit + 600
     fixed = Settings(data_dir=tmp_path, job_time_limit_s=5000)
     assert fixed.effective_job_time_limit_s == 5000

@@ -124,7 +124,9 @@ def test_auto_falls_back_to_bubblewrap_without_an_engine() -> None:
 
 def test_network_is_refused_unless_setup_network(tmp_path: Path) -> None:
     with pytest.raises(SandboxError, match="SETUP_NETWORK"):
-        open_sandbox(SandboxSettings(backend="bubblewrap"), tmp_path, network=True)
+        open_sandbox(
+            SandboxSettings(backend="bubblewrap", setup_network=False), tmp_path, network=True
+        )
 
 
 def test_reap_stale_without_engine_reaps_bubblewrap_only() -> None:

@@ -1,0 +1,76 @@
+"""The test gate's details read for people: a broken base is not the patch's fault, a
+change no test exercised is said plainly, passing target tests are listed."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from worker.pipelines.verdict import TestVerdict
+
+
+def _details(
+    before: dict[str, Any],
+    after: dict[str, Any],
+    targets: Sequence[str] = (),
+    target_failures: Sequence[str] = (),
+) -> dict[str, Any]:
+    return {
+        "before": before,
+        "after": after,
+        "targets": list(targets),
+        "target_failures": list(target_failures),
+    }
+
+
+def test_base_failing_the_same_way_is_not_blamed_on_the_patch() -> None:
+    run = {"exit_code": 127, "failing": [], "per_test": False}
+    verdict = TestVerdict.from_details(_details(run, run))
+    assert verdict.base_broken
+    assert "no test passes" in verdict.base_reason
+    assert "base tree's tests fail too" in verdict.notes_markdown()
+
+
+def test_import_errors_before_and_after_are_a_broken_base_even_with_new_files() -> None:
+    # The patch adds a test module, which fails to import like every other one.
+    before = {"exit_code": 2, "failing": ["tests.test_calc"], "counts": {"passed": 0}}
+    after = {"exit_code": 2, "failing": ["tests.test_add", "tests.test_calc"]}
+    assert TestVerdict.from_details(_details(before, after)).base_broken
+    # One test passing after the patch means the suite is not wholly broken.
+    after_some = {**after, "counts": {"passed": 1}}
+    assert not TestVerdict.from_details(_details(before, after_some)).base_broken
+
+
+def test_the_same_failures_before_and_after_are_the_bases() -> None:
+    before = {"exit_code": 1, "failing": ["a", "b"], "counts": {"passed": 5}}
+    after = {"exit_code": 1, "failing": ["a"], "counts": {"passed": 7}}
+    assert (
+        "the same 1 test(s) fail" in TestVerdict.from_details(_details(before, after)).base_reason
+    )
+
+
+def test_new_failures_after_the_patch_are_the_patchs() -> None:
+    before = {"exit_code": 1, "failing": ["a"], "per_test": True, "counts": {"passed": 3}}
+    after = {"exit_code": 1, "failing": ["a", "b"], "per_test": True, "counts": {"passed": 3}}
+    assert not TestVerdict.from_details(_details(before, after)).base_broken
+    ok = {"exit_code": 0, "failing": [], "per_test": True}
+    assert not TestVerdict.from_details(_details(ok, after)).base_broken
+
+
+def test_setup_failing_on_both_trees_is_a_broken_base() -> None:
+    run = {"setup_failed": True, "exit_code": 127}
+    assert TestVerdict.from_details(_details(run, run)).base_broken
+
+
+def test_no_target_test_is_said_and_passing_targets_are_listed() -> None:
+    ok = {"exit_code": 0, "failing": [], "per_test": True}
+    assert (
+        "No test exercised the change"
+        in TestVerdict.from_details(_details(ok, ok)).notes_markdown()
+    )
+    verdict = TestVerdict.from_details(
+        _details(ok, ok, targets=["test_add", "test_sub"], target_failures=["t.py::test_sub"])
+    )
+    assert verdict.passing_targets == ("test_add",)
+    assert "`test_add`" in verdict.notes_markdown()
+    assert "No test exercised" not in verdict.notes_markdown()

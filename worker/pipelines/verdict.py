@@ -1,0 +1,83 @@
+"""What the test gate's result means for the people reading the issue and the PR: whether
+the base tree was already broken (so the patch is not to blame), which target tests
+pass, and whether any test exercised the change at all."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from bot.repo_config import CONFIG_PATH
+
+
+@dataclass(frozen=True)
+class TestVerdict:
+    __test__ = False  # not a pytest class, whatever its name says
+
+    base_broken: bool  # the tests fail at the base commit the same way as with the patch
+    base_reason: str  # what failed at the base, for the message
+    targets: tuple[str, ...]  # tests the patch adds or changes, or the issue names
+    target_failures: tuple[str, ...]
+
+    @classmethod
+    def from_details(cls, details: dict[str, Any]) -> TestVerdict:
+        before: dict[str, Any] = details.get("before") or {}
+        after: dict[str, Any] = details.get("after") or {}
+        reason = _base_broken(before, after)
+        return cls(
+            base_broken=bool(reason),
+            base_reason=reason,
+            targets=tuple(details.get("targets") or ()),
+            target_failures=tuple(details.get("target_failures") or ()),
+        )
+
+    @property
+    def passing_targets(self) -> tuple[str, ...]:
+        failed = set(self.target_failures)
+        return tuple(t for t in self.targets if t not in failed and not any(t in f for f in failed))
+
+    def notes_markdown(self) -> str:
+        """Plain statements for the PR body and the status comment."""
+        lines = []
+        if self.base_broken:
+            lines.append(
+                f"- The base tree's tests fail too: {self.base_reason}. The repository's "
+                f"test set-up looks broken, not the patch; check `setup` and `test` in "
+                f"`{CONFIG_PATH}`."
+            )
+        if not self.targets:
+            lines.append(
+                "- No test exercised the change: the patch adds or changes no test, and "
+                "the issue names none."
+            )
+        elif self.passing_targets:
+            shown = ", ".join(f"`{t}`" for t in self.passing_targets[:10])
+            lines.append(f"- Target tests passing with the patch: {shown}.")
+        return "\n".join(lines)
+
+
+def _passed(run: dict[str, Any]) -> int:
+    counts = run.get("counts") or {}
+    return int(counts.get("passed", 0))
+
+
+def _base_broken(before: dict[str, Any], after: dict[str, Any]) -> str:
+    """Why the base tree's tests already fail the way they do with the patch ("" when
+    they do not): setup failing on both, no test passing on either with the same exit
+    (command not found, import or collection errors, zero tests), or only tests that
+    already failed failing again."""
+    if before.get("setup_failed") and after.get("setup_failed"):
+        return "the setup command fails before and after the patch"
+    code = before.get("exit_code")
+    if code in (0, None) or after.get("exit_code") != code:
+        return ""
+    if _passed(before) == 0 and _passed(after) == 0:
+        return (
+            f"the test command exits {code} before and after the patch and no test passes "
+            "(command not found, import or collection errors, or no tests?)"
+        )
+    failing_before = set(before.get("failing") or ())
+    failing_after = set(after.get("failing") or ())
+    if failing_after and failing_after <= failing_before:
+        return f"the same {len(failing_after)} test(s) fail before and after the patch"
+    return ""

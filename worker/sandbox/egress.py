@@ -1,0 +1,477 @@
+"""The setup phase's only way out: a registry-only proxy on the host, reached from inside
+the sandbox through a unix socket.
+
+Neither backend gives a sandbox a network interface (docker: ``network_mode="none"``,
+bubblewrap: its own empty network namespace). For the setup step the host binds a
+folder into the sandbox holding a unix socket this proxy listens on, and a tiny
+forwarder started inside the sandbox (``FORWARDER``, run by the sandbox's own python3)
+turns ``http://127.0.0.1:3128`` into that socket, so package managers' usual
+``HTTPS_PROXY`` settings work unchanged. The proxy lets through ``CONNECT host:443``
+(and plain-HTTP requests on port 80) to the allow-listed registry hosts only, connects
+to the address it resolved and checked itself (no loopback, private or link-local
+address unless the host is the deployment's own package index), and records every
+request it refused so the job can report it. When the setup step ends the proxy stops
+and the socket is removed: the agent and the tests that follow have no way out at all.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import select
+import socket
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Self
+from urllib.parse import urlsplit
+
+EGRESS_MOUNT = "/run/ribbit-egress"
+SOCKET_NAME = "proxy.sock"
+FORWARDER_NAME = "forward.py"
+CA_NAME = "ca.pem"
+PROXY_PORT = 3128
+PROXY_URL = f"http://127.0.0.1:{PROXY_PORT}"
+_HEAD_LIMIT = 16 * 1024
+_HEAD_TIMEOUT_S = 30.0
+_CONNECT_TIMEOUT_S = 30.0
+_IDLE_TIMEOUT_S = 300.0
+_MAX_RECORDED = 200
+_MAX_SOCKETS = 128  # client and upstream sockets open at once (64 tunnels)
+
+# Runs INSIDE the sandbox (its own python3, standard library only): listens on the
+# sandbox's loopback and splices every connection to the host proxy's unix socket, then
+# runs the setup command and exits with its status. Binding before the command starts
+# means no client ever races the listener.
+FORWARDER = f"""\
+import socket, subprocess, sys, threading
+
+SOCK, CMD = sys.argv[1], sys.argv[2:]
+lsn = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+lsn.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+lsn.bind(("127.0.0.1", {PROXY_PORT}))
+lsn.listen(64)
+
+
+def pipe(src, dst):
+    try:
+        while True:
+            data = src.recv(65536)
+            if not data:
+                break
+            dst.sendall(data)
+    except OSError:
+        pass
+    for s in (dst, src):
+        try:
+            s.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
+def serve(conn):
+    up = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        up.connect(SOCK)
+    except OSError:
+        conn.close()
+        return
+    threading.Thread(target=pipe, args=(conn, up), daemon=True).start()
+    pipe(up, conn)
+
+
+def accept():
+    while True:
+        conn, _ = lsn.accept()
+        threading.Thread(target=serve, args=(conn,), daemon=True).start()
+
+
+threading.Thread(target=accept, daemon=True).start()
+code = subprocess.call(CMD)
+sys.exit(128 - code if code < 0 else code)
+"""
+
+
+@dataclass(frozen=True)
+class BlockedRequest:
+    """A request the setup proxy refused; listed in the job's report."""
+
+    method: str
+    host: str
+    port: int
+    reason: str
+
+    def describe(self) -> str:
+        return f"{self.method} {self.host}:{self.port} ({self.reason})"
+
+
+@dataclass(frozen=True)
+class EgressPolicy:
+    """Which hosts the setup step may reach. ``trusted`` hosts (the deployment's own
+    package index) may resolve to internal addresses; the others must not, so a
+    poisoned or odd DNS answer cannot point the proxy at the worker's own network
+    (Redis, the bot, a cloud metadata service)."""
+
+    hosts: tuple[str, ...]
+    trusted: tuple[str, ...] = ()
+    http_ports: tuple[int, ...] = (80,)
+
+    @classmethod
+    def build(cls, hosts: Iterable[str], index_urls: Iterable[str | None] = ()) -> EgressPolicy:
+        trusted: list[str] = []
+        ports = {80}
+        for url in index_urls:
+            if not url:
+                continue
+            parts = urlsplit(url)
+            if parts.hostname:
+                trusted.append(parts.hostname.lower())
+                if parts.port:
+                    ports.add(parts.port)
+        names = tuple(dict.fromkeys(h.strip().lower().rstrip(".") for h in hosts if h.strip()))
+        return cls(hosts=names + tuple(trusted), trusted=tuple(trusted), http_ports=tuple(ports))
+
+    def allows(self, host: str) -> bool:
+        host = host.lower().rstrip(".")
+        for entry in self.hosts:
+            if entry.startswith("*."):
+                if host.endswith(entry[1:]) and len(host) > len(entry) - 1:
+                    return True
+            elif host == entry:
+                return True
+        return False
+
+    def address_ok(self, host: str, address: str) -> bool:
+        if host.lower().rstrip(".") in self.trusted:
+            return True
+        return not internal_address(address)
+
+
+# Where a registry name must never lead: the worker itself, its local network and the
+# cloud metadata service. (Not "is_global": some controlled networks answer registry
+# names with documentation-range addresses of their own gateway.)
+_INTERNAL_NETS = tuple(
+    ipaddress.ip_network(net)
+    for net in (
+        "0.0.0.0/8",
+        "10.0.0.0/8",
+        "100.64.0.0/10",
+        "127.0.0.0/8",
+        "169.254.0.0/16",
+        "172.16.0.0/12",
+        "192.168.0.0/16",
+        "224.0.0.0/4",
+        "240.0.0.0/4",
+        "::/128",
+        "::1/128",
+        "fc00::/7",
+        "fe80::/10",
+        "ff00::/8",
+    )
+)
+
+
+def internal_address(address: str) -> bool:
+    ip = ipaddress.ip_address(address.split("%", 1)[0])
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return any(ip in net for net in _INTERNAL_NETS)
+
+
+@dataclass
+class _Log:
+    blocked: list[BlockedRequest] = field(default_factory=list)
+    allowed: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def refuse(self, item: BlockedRequest) -> None:
+        with self.lock:
+            if item not in self.blocked and len(self.blocked) < _MAX_RECORDED:
+                self.blocked.append(item)
+
+
+class EgressProxy:
+    """The host side: listens on ``<egress_dir>/proxy.sock`` while open. Used as a
+    context manager around the setup step; closing it cuts every open tunnel."""
+
+    def __init__(
+        self, egress_dir: Path, policy: EgressPolicy, ca_bundle: Path | None = None
+    ) -> None:
+        self.policy = policy
+        if ca_bundle is not None:
+            (egress_dir / CA_NAME).write_bytes(ca_bundle.read_bytes())
+            (egress_dir / CA_NAME).chmod(0o644)
+        self.socket_path = egress_dir / SOCKET_NAME
+        self._log = _Log()
+        self._conns: set[socket.socket] = set()
+        self._conns_lock = threading.Lock()
+        self._stopping = threading.Event()
+        (egress_dir / FORWARDER_NAME).write_text(FORWARDER)
+        (egress_dir / FORWARDER_NAME).chmod(0o644)
+        with contextlib.suppress(FileNotFoundError):
+            self.socket_path.unlink()
+        self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._server.bind(str(self.socket_path))
+        # The sandbox user is another uid on the host; the folder around the socket
+        # (bound read-only, and only into this job's sandbox) is what guards it.
+        self.socket_path.chmod(0o666)
+        self._server.listen(64)
+        self._thread = threading.Thread(target=self._accept_loop, daemon=True)
+        self._thread.start()
+
+    @property
+    def blocked(self) -> tuple[BlockedRequest, ...]:
+        with self._log.lock:
+            return tuple(self._log.blocked)
+
+    @property
+    def allowed_count(self) -> int:
+        return self._log.allowed
+
+    def close(self) -> None:
+        if self._stopping.is_set():
+            return
+        self._stopping.set()
+        with contextlib.suppress(OSError):
+            self._server.shutdown(socket.SHUT_RDWR)
+        self._server.close()
+        with self._conns_lock:
+            for conn in list(self._conns):
+                with contextlib.suppress(OSError):
+                    conn.shutdown(socket.SHUT_RDWR)
+                conn.close()
+        self._thread.join(timeout=5)
+        with contextlib.suppress(FileNotFoundError):
+            self.socket_path.unlink()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- serving -----------------------------------------------------------------------
+    def _accept_loop(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                conn, _ = self._server.accept()
+            except OSError:
+                return
+            with self._conns_lock:
+                busy = len(self._conns) >= _MAX_SOCKETS
+            if busy:
+                # A thread per connection on the worker: the sandbox must not make
+                # thousands of them.
+                conn.close()
+                continue
+            self._track(conn)
+            threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
+
+    def _track(self, conn: socket.socket) -> None:
+        with self._conns_lock:
+            if self._stopping.is_set():
+                conn.close()
+                return
+            self._conns.add(conn)
+
+    def _forget(self, *conns: socket.socket) -> None:
+        with self._conns_lock:
+            for conn in conns:
+                self._conns.discard(conn)
+                conn.close()
+
+    def _handle(self, client: socket.socket) -> None:
+        upstream: socket.socket | None = None
+        try:
+            request = _read_head(client)
+            if request is None:
+                return
+            upstream, reply, forward = self._open(request)
+            if upstream is None:
+                client.sendall(reply)
+                return
+            self._track(upstream)
+            if reply:
+                client.sendall(reply)
+            if forward:
+                upstream.sendall(forward)
+            _splice(client, upstream)
+        except OSError:
+            pass
+        finally:
+            self._forget(client, *([upstream] if upstream is not None else []))
+
+    def _open(self, request: _Request) -> tuple[socket.socket | None, bytes, bytes]:
+        """The upstream connection, the reply owed to the client, and what to send on."""
+        if request.method == "CONNECT":
+            host, port = _split_hostport(request.target, default=443)
+            if port != 443:
+                return self._refuse(request.method, host, port, "only port 443 is tunnelled")
+            upstream = self._connect(request.method, host, port)
+            if isinstance(upstream, bytes):
+                return None, upstream, b""
+            return upstream, b"HTTP/1.1 200 Connection established\r\n\r\n", request.rest
+        parts = urlsplit(request.target)
+        if parts.scheme != "http" or not parts.hostname:
+            return self._refuse(request.method, request.target[:100], 0, "not a proxy request")
+        port = parts.port or 80
+        if port not in self.policy.http_ports:
+            return self._refuse(request.method, parts.hostname, port, "port not allowed")
+        upstream = self._connect(request.method, parts.hostname, port)
+        if isinstance(upstream, bytes):
+            return None, upstream, b""
+        path = parts.path or "/"
+        if parts.query:
+            path += "?" + parts.query
+        head = f"{request.method} {path} {request.version}\r\n".encode() + request.headers
+        return upstream, b"", head + request.rest
+
+    def _connect(self, method: str, host: str, port: int) -> socket.socket | bytes:
+        if not self.policy.allows(host):
+            return self._refuse(method, host, port, "host not on the allow-list")[1]
+        try:
+            infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except OSError:
+            return self._refuse(method, host, port, "name does not resolve")[1]
+        for family, kind, proto, _, address in infos:
+            if not self.policy.address_ok(host, str(address[0])):
+                return self._refuse(method, host, port, f"resolves to {address[0]}")[1]
+            sock = socket.socket(family, kind, proto)
+            sock.settimeout(_CONNECT_TIMEOUT_S)
+            try:
+                sock.connect(address)
+            except OSError:
+                sock.close()
+                continue
+            sock.settimeout(None)
+            with self._log.lock:
+                self._log.allowed += 1
+            return sock
+        return _reply(502, f"could not connect to {host}:{port}")
+
+    def _refuse(self, method: str, host: str, port: int, reason: str) -> tuple[None, bytes, bytes]:
+        self._log.refuse(BlockedRequest(method=method, host=host, port=port, reason=reason))
+        return None, _reply(403, f"Ribbit setup proxy refused {host}:{port}: {reason}"), b""
+
+
+@dataclass(frozen=True)
+class _Request:
+    method: str
+    target: str
+    version: str
+    headers: bytes  # the header lines after the request line, with the blank line
+    rest: bytes  # bytes the client sent after the head
+
+
+def _read_head(client: socket.socket) -> _Request | None:
+    client.settimeout(_HEAD_TIMEOUT_S)
+    buf = b""
+    while b"\r\n\r\n" not in buf:
+        if len(buf) > _HEAD_LIMIT:
+            client.sendall(_reply(431, "request head too large"))
+            return None
+        chunk = client.recv(4096)
+        if not chunk:
+            return None
+        buf += chunk
+    client.settimeout(None)
+    head, rest = buf.split(b"\r\n\r\n", 1)
+    first, _, headers = head.partition(b"\r\n")
+    fields = first.decode("latin-1").split()
+    if len(fields) != 3:
+        client.sendall(_reply(400, "bad request line"))
+        return None
+    kept = [
+        line for line in headers.split(b"\r\n") if line and not line.lower().startswith(b"proxy-")
+    ]
+    header_block = b"".join(line + b"\r\n" for line in kept) + b"\r\n"
+    return _Request(fields[0].upper(), fields[1], fields[2], header_block, rest)
+
+
+def _split_hostport(target: str, *, default: int) -> tuple[str, int]:
+    host, sep, port = target.rpartition(":")
+    if not sep or not port.isdigit():
+        return target.strip("[]"), default
+    return host.strip("[]"), int(port)
+
+
+def _reply(code: int, text: str) -> bytes:
+    reasons = {400: "Bad Request", 403: "Forbidden", 431: "Too Large", 502: "Bad Gateway"}
+    body = (text + "\n").encode()
+    return (
+        f"HTTP/1.1 {code} {reasons.get(code, 'Error')}\r\nContent-Type: text/plain\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    ).encode() + body
+
+
+def _splice(a: socket.socket, b: socket.socket) -> None:
+    peers = {a: b, b: a}
+    open_ends = {a, b}
+    while open_ends:
+        ready, _, _ = select.select(list(open_ends), [], [], _IDLE_TIMEOUT_S)
+        if not ready:
+            return
+        for src in ready:
+            data = src.recv(65536)
+            if not data:
+                open_ends.discard(src)
+                with contextlib.suppress(OSError):
+                    peers[src].shutdown(socket.SHUT_WR)
+                continue
+            peers[src].sendall(data)
+
+
+def egress_env(index_url: str | None, *, ca_bundle: bool = False) -> dict[str, str]:
+    """The setup command's proxy settings, in every spelling package managers read;
+    with ``ca_bundle``, the deployment's CA bundle (a TLS-inspecting gateway's) too."""
+    env = {}
+    if ca_bundle:
+        ca = f"{EGRESS_MOUNT}/{CA_NAME}"
+        for name in (
+            "SSL_CERT_FILE",
+            "PIP_CERT",
+            "REQUESTS_CA_BUNDLE",
+            "CURL_CA_BUNDLE",
+            "NODE_EXTRA_CA_CERTS",
+            "npm_config_cafile",
+            "GIT_SSL_CAINFO",
+        ):
+            env[name] = ca
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"):
+        env[name] = PROXY_URL
+    env["npm_config_proxy"] = PROXY_URL
+    env["npm_config_https_proxy"] = PROXY_URL
+    env["NO_PROXY"] = env["no_proxy"] = ""
+    if index_url:
+        env["PIP_INDEX_URL"] = index_url
+    return env
+
+
+def forwarder_argv(command: list[str]) -> list[str]:
+    """``command`` wrapped so it runs with the in-sandbox forwarder listening."""
+    return [
+        "/usr/bin/python3",
+        "-I",
+        f"{EGRESS_MOUNT}/{FORWARDER_NAME}",
+        f"{EGRESS_MOUNT}/{SOCKET_NAME}",
+        *command,
+    ]
+
+
+def make_egress_dir(parent: Path | None = None) -> Path:
+    """A fresh host folder for one sandbox's proxy socket (short path: unix sockets
+    allow about 100 bytes)."""
+    import tempfile
+
+    path = Path(tempfile.mkdtemp(prefix="ribbit-egress-", dir=parent))
+    # The sandbox user (another uid) must reach the socket inside; the folder is
+    # bound read-only into this one sandbox only.
+    path.chmod(0o755)
+    return path

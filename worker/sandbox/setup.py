@@ -1,0 +1,193 @@
+"""The setup step: make a sandbox ready for the agent and the tests.
+
+Every sandbox that runs a repository's code (the agent's, each test run's) goes through
+``run_setup`` first. It creates the set-up environment, a virtualenv at ``VENV`` that
+sees the image's system packages (so ``python``, ``pip`` and the image's pytest are
+there, and PEP 668 never bites), then runs the repository's ``setup`` command with
+network only through the registry-only proxy (worker/sandbox/egress.py), when the
+sandbox was opened for it and the deployment allows it. The proxy stops when the step
+ends: nothing that runs afterwards in the sandbox has any network.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+from bot.repo_config import RepoConfig
+from bot.settings import SandboxSettings
+from worker.sandbox.base import ExecResult, Sandbox
+from worker.sandbox.common import ENV_ROOT, VENV
+from worker.sandbox.egress import (
+    BlockedRequest,
+    EgressPolicy,
+    EgressProxy,
+    egress_env,
+    forwarder_argv,
+)
+
+log = logging.getLogger(__name__)
+
+OUTPUT_TAIL = 4000
+_VENV_TIMEOUT_S = 120
+# The image's pip (Debian's python3-pip), run by the venv's interpreter, installs into
+# the venv; without it the venv gets its own through ensurepip. ``pip`` and ``pip3``
+# then name that pip, whatever the image's /usr/bin/pip would do.
+_MAKE_VENV = f"""\
+set -e
+if [ ! -x {VENV}/bin/python ]; then
+  mkdir -p {ENV_ROOT}/cache
+  python3 -m venv --system-site-packages --without-pip {VENV}
+  if ! {VENV}/bin/python -m pip --version >/dev/null 2>&1; then
+    {VENV}/bin/python -m ensurepip --default-pip >/dev/null
+  fi
+  for name in pip pip3; do
+    if [ ! -e {VENV}/bin/$name ]; then
+      printf '#!/bin/sh\\nexec {VENV}/bin/python -m pip "$@"\\n' > {VENV}/bin/$name
+      chmod 755 {VENV}/bin/$name
+    fi
+  done
+fi
+"""
+
+
+@dataclass(frozen=True)
+class SetupResult:
+    """What the setup step did, for the job record, the agent's brief and the report."""
+
+    command: str | None  # the repository's setup command (None: only the environment)
+    ok: bool
+    exit_code: int | None  # the setup command's; None when it did not run
+    output: str  # the tail of its output (or of the environment's creation, if that failed)
+    duration_s: float
+    timed_out: bool = False
+    network: bool = False  # the command could reach the allow-listed registries
+    blocked: tuple[BlockedRequest, ...] = ()  # requests the proxy refused
+
+    @property
+    def installed(self) -> bool:
+        """Whether the agent may be told the repository's setup command ran and worked."""
+        return self.ok and self.command is not None
+
+    def summary(self) -> str:
+        if self.ok:
+            what = f"`{self.command}` succeeded" if self.command else "environment ready"
+        elif self.exit_code is None:
+            what = "could not create the Python environment"
+        elif self.timed_out:
+            what = f"`{self.command}` timed out"
+        else:
+            what = f"`{self.command}` exited {self.exit_code}"
+        if self.blocked:
+            what += f"; the setup network refused {len(self.blocked)} request(s)"
+        return what
+
+    def blocked_markdown(self) -> str:
+        """The refused requests as a Markdown list (empty when none)."""
+        if not self.blocked:
+            return ""
+        lines = [
+            "The setup step's network (package registries only) refused these requests:",
+            "",
+        ]
+        lines += [f"- `{b.describe()}`" for b in self.blocked]
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "command": self.command,
+            "ok": self.ok,
+            "exit_code": self.exit_code,
+            "timed_out": self.timed_out,
+            "duration_s": round(self.duration_s, 3),
+            "network": self.network,
+            "blocked": [b.describe() for b in self.blocked],
+            "output_tail": self.output,
+        }
+
+
+def run_setup(sandbox: Sandbox, repo_config: RepoConfig, settings: SandboxSettings) -> SetupResult:
+    """Create the set-up environment and run the repository's setup command in
+    ``sandbox``. The command gets the registry proxy when the sandbox was opened with
+    ``network=True`` (which needs ``settings.setup_network``); otherwise none at all.
+    A failed step is returned, not raised: the caller decides what the job does."""
+    start = time.monotonic()
+    venv = sandbox.exec(_MAKE_VENV, timeout=_VENV_TIMEOUT_S)
+    if venv.exit_code != 0:
+        log.warning("could not create the sandbox's virtualenv: %s", _tail(venv))
+        return SetupResult(
+            command=repo_config.setup,
+            ok=False,
+            exit_code=None,
+            output=_tail(venv),
+            duration_s=time.monotonic() - start,
+            timed_out=venv.timed_out,
+        )
+    if not repo_config.setup:
+        return SetupResult(
+            command=None, ok=True, exit_code=None, output="", duration_s=time.monotonic() - start
+        )
+    run = exec_with_egress(
+        sandbox, ["bash", "-c", repo_config.setup], settings, timeout=settings.setup_timeout_s
+    )
+    return _finish(repo_config.setup, run, start)
+
+
+@dataclass(frozen=True)
+class EgressRun:
+    result: ExecResult
+    network: bool  # the registry proxy was there
+    blocked: tuple[BlockedRequest, ...]
+
+
+def exec_with_egress(
+    sandbox: Sandbox, argv: list[str], settings: SandboxSettings, *, timeout: float
+) -> EgressRun:
+    """Run ``argv`` with the registry proxy listening for exactly as long as it runs,
+    when the sandbox was opened for it (``network=True``) and the settings allow it;
+    otherwise with no network at all."""
+    # Only sandboxes opened with network=True have the egress folder.
+    egress_dir = getattr(sandbox, "egress_dir", None)
+    if egress_dir is None or not settings.setup_network:
+        return EgressRun(sandbox.exec(argv, timeout=timeout), network=False, blocked=())
+    policy = EgressPolicy.build(settings.setup_allowed_hosts, [settings.package_index_url])
+    ca = settings.setup_ca_bundle
+    with EgressProxy(egress_dir, policy, ca_bundle=ca) as proxy:
+        result = sandbox.exec(
+            forwarder_argv(argv),
+            timeout=timeout,
+            env=egress_env(settings.package_index_url, ca_bundle=ca is not None),
+        )
+        blocked = proxy.blocked
+    return EgressRun(result, network=True, blocked=blocked)
+
+
+def _finish(command: str, run: EgressRun, start: float) -> SetupResult:
+    result, blocked = run.result, run.blocked
+    done = SetupResult(
+        command=command,
+        ok=result.exit_code == 0 and not result.timed_out,
+        exit_code=result.exit_code,
+        output=_tail(result),
+        duration_s=time.monotonic() - start,
+        timed_out=result.timed_out,
+        network=run.network,
+        blocked=blocked,
+    )
+    if not done.ok:
+        log.warning("setup failed: %s", done.summary())
+    if blocked:
+        log.warning(
+            "the setup proxy refused %d request(s): %s",
+            len(blocked),
+            ", ".join(b.describe() for b in blocked[:10]),
+        )
+    return done
+
+
+def _tail(result: ExecResult) -> str:
+    text = f"{result.stdout}\n{result.stderr}".strip()
+    if result.timed_out:
+        text += "\n[timed out]"
+    return text if len(text) <= OUTPUT_TAIL else "…" + text[-OUTPUT_TAIL:]

@@ -9,13 +9,12 @@ test sandbox) and tests/integration/test_gates_adversarial.py (both real backend
 
 from __future__ import annotations
 
-import os
-import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.fakes import GIT_ENV, git, make_git_repo
+from tests.fakes import git, make_git_repo
+from tests.unit.worker.gates.helpers import make_patch
 
 CORE = (
     "def add(a, b):\n    return a - b\n\n\n"
@@ -420,22 +419,5 @@ def case_patch(repo: Path, case: Case) -> str:
     for old, new in case.renames.items():
         (repo / new).parent.mkdir(parents=True, exist_ok=True)
         git(repo, "mv", old, new)
-    for rel, content in case.changes.items():
-        target = repo / rel
-        if content is None:
-            target.unlink()
-        else:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(content)
-    git(repo, "add", "-A")
-    # Not through git(): it strips the output, and a diff can end in blank context lines.
-    patch = subprocess.run(
-        ["git", "diff", "--cached", "--binary", "-M", "HEAD"],
-        cwd=repo,
-        env={**os.environ, **GIT_ENV},
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    git(repo, "reset", "-q", "--hard", "HEAD")
-    return patch
+    # The staged renames travel with the changes into the one diff.
+    return make_patch(repo, case.changes)

@@ -206,8 +206,9 @@ class EnvironmentBuilder:
 def run_setup(sandbox: Sandbox, commands: Sequence[str], timeout_s: float) -> list[ExecResult]:
     """The environment's setup commands, in order, in ``sandbox``: what building,
     grading and rollouts all run before anything else. A failing command does not
-    stop the rest, as in production, where the agent is then left to cope (and the
-    tests that need it fail)."""
+    stop the rest (the tests that need it then fail). Not yet the production setup
+    step (worker/sandbox/setup.py run_setup: a venv, the registry proxy, and a job that
+    stops when setup fails); see the note on #15."""
     return [sandbox.exec(command, timeout=timeout_s) for command in commands]
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import click
 
+from bot.model_versions import ModelVersionsFactory
 from bot.settings import Settings, SettingsError, load_settings
 
 LAZY_COMMANDS: dict[str, str] = {
@@ -106,7 +107,7 @@ def serve(host: str | None, port: int | None, threads: int, with_worker: bool) -
             click.echo(
                 f"ribbit: {forge} webhooks are closed until you {MISSING_SECRET[forge]}", err=True
             )
-    app = create_app(settings)
+    app = create_app(settings, model_versions=_model_versions())
     child: subprocess.Popen[bytes] | None = None
     if with_worker:
         child = subprocess.Popen(
@@ -207,6 +208,15 @@ def worker(
         argv += ["--beat", f"--schedule={settings.data_dir / 'celerybeat-schedule'}"]
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     app.worker_main(argv)
+
+
+def _model_versions() -> ModelVersionsFactory | None:
+    """The trainer's model registry, where this install has it (not a web-only one)."""
+    try:
+        from trainer.registry import registry_versions
+    except ImportError:
+        return None
+    return registry_versions
 
 
 # -- jobs ---------------------------------------------------------------------------------------
@@ -367,7 +377,8 @@ def notify(as_json: bool) -> None:
         raise click.ClickException("RIBBIT_NOTIFY__WEBHOOK_URL is not set; nothing to send to")
     db = Database(settings.effective_database_url)
     db.migrate()
-    sent = check_and_notify(db, JobStore(db), settings)
+    factory = _model_versions()
+    sent = check_and_notify(db, JobStore(db), settings, factory(db, settings) if factory else None)
     if as_json:
         click.echo(json.dumps([{"key": n.key, "text": n.text} for n in sent], indent=2))
     elif not sent:

@@ -7,13 +7,13 @@ not import torch and bot/ keeps no import-time dependency on worker/.
 
 from __future__ import annotations
 
-import importlib
 import json
 import logging
 import os
 import signal
 import subprocess
 import sys
+from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
 import click
@@ -21,39 +21,42 @@ import click
 from bot.model_versions import ModelVersionsFactory
 from bot.settings import Settings, SettingsError, load_settings
 
-LAZY_COMMANDS: dict[str, str] = {
-    "run": "worker.agent.cli:run",
-    "sandbox": "worker.sandbox.cli:sandbox",
-    "gates": "worker.gates.cli:gates_command",
-    "outcomes": "worker.outcomes_cli:outcomes",
-    "envs": "trainer.cli:envs",
-    "train": "trainer.cli:train",
-    "model": "trainer.cli:model",
-}
+COMMANDS_GROUP = "ribbit.commands"
+
+
+def registered_commands() -> dict[str, EntryPoint]:
+    """The subcommands other packages register (pyproject's ribbit.commands entry points)."""
+    return {ep.name: ep for ep in entry_points(group=COMMANDS_GROUP)}
 
 
 class LazyGroup(click.Group):
+    """Loads a registered command only when it runs, so `ribbit serve` never imports torch."""
+
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted([*super().list_commands(ctx), *LAZY_COMMANDS])
+        return sorted([*super().list_commands(ctx), *registered_commands()])
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        if cmd_name in LAZY_COMMANDS:
-            module_name, attr = LAZY_COMMANDS[cmd_name].split(":")
-            try:
-                module = importlib.import_module(module_name)
-            except ModuleNotFoundError as exc:
-                if exc.name and module_name.startswith(exc.name):
-                    return _unavailable(cmd_name, module_name)
-                raise
-            command: click.Command = getattr(module, attr)
-            return command
-        return super().get_command(ctx, cmd_name)
+        entry = registered_commands().get(cmd_name)
+        if entry is None:
+            return super().get_command(ctx, cmd_name)
+        try:
+            command: click.Command = entry.load()
+        except ModuleNotFoundError as exc:
+            # Only a missing dependency of the command's own package (torch, docker, ...)
+            # means "not in this build"; a broken import inside Ribbit still raises.
+            if exc.name and not exc.name.startswith(("bot", "worker", "trainer")):
+                return _unavailable(cmd_name, exc.name)
+            raise
+        return command
 
 
-def _unavailable(name: str, module: str) -> click.Command:
-    @click.command(name, help=f"(not available: {module} is not installed)")
+def _unavailable(name: str, missing_module: str) -> click.Command:
+    @click.command(name, help=f"(not available: {missing_module} is not installed)")
     def missing() -> None:
-        raise click.ClickException(f"`ribbit {name}` is not available in this build ({module})")
+        raise click.ClickException(
+            f"`ribbit {name}` is not available in this build ({missing_module} is not "
+            "installed; install ribbit[worker] or ribbit[train])"
+        )
 
     return missing
 

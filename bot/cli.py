@@ -44,19 +44,36 @@ class LazyGroup(click.Group):
         except ModuleNotFoundError as exc:
             # Only a missing dependency of the command's own package (torch, docker, ...)
             # means "not in this build"; a broken import inside Ribbit still raises.
-            if exc.name and not exc.name.startswith(("bot", "worker", "trainer")):
+            if exc.name and exc.name.split(".")[0] not in OWN_PACKAGES:
                 return _unavailable(cmd_name, exc.name)
             raise
         return command
+
+    def invoke(self, ctx: click.Context) -> Any:
+        # Registered commands import their heavy dependencies when they run; in a build
+        # without them (a web-only install has no torch) say so instead of a traceback.
+        try:
+            return super().invoke(ctx)
+        except ModuleNotFoundError as exc:
+            if exc.name is None or exc.name.split(".")[0] in OWN_PACKAGES:
+                raise
+            raise click.ClickException(_missing_text(ctx.invoked_subcommand, exc.name)) from None
+
+
+OWN_PACKAGES = ("bot", "worker", "trainer")
+
+
+def _missing_text(command: str | None, missing_module: str) -> str:
+    return (
+        f"`ribbit {command}` is not available in this build ({missing_module} is not "
+        "installed; install ribbit[worker] or ribbit[train])"
+    )
 
 
 def _unavailable(name: str, missing_module: str) -> click.Command:
     @click.command(name, help=f"(not available: {missing_module} is not installed)")
     def missing() -> None:
-        raise click.ClickException(
-            f"`ribbit {name}` is not available in this build ({missing_module} is not "
-            "installed; install ribbit[worker] or ribbit[train])"
-        )
+        raise click.ClickException(_missing_text(name, missing_module))
 
     return missing
 

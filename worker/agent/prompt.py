@@ -43,8 +43,12 @@ SYSTEM_PROMPT = (
     "Solve the task, validate when practical, then give a brief final answer."
 )
 
-# Harbor's SWE-bench adapter template (instruction.md), as Leaf's SWE-bench Verified
-# tasks carry it; placeholders are filled literally, in this order.
+# Harbor's SWE-bench adapter template (harbor-framework/adapters @ 04c86870
+# src/swebench/src/swebench_adapter/task-template/instruction.md; earlier
+# laude-institute/harbor adapters/swebench/template/instruction.md), which wrote the
+# instruction.md of Leaf's SWE-bench Verified tasks (laude-institute/harbor-datasets @
+# 86723674 datasets/swebench-verified/<task>/instruction.md). Neither file is readable
+# from here; this text is the one four public re-implementations agree on (README).
 HARBOR_SWEBENCH_TEMPLATE = (
     "# Task\n"
     "\n"

@@ -35,11 +35,14 @@ class TemplateRefusingTokenizer:
 
 
 class TemplateTokenizer:
-    """A template that renders anything: ten tokens per message."""
+    """A template that renders anything: ``per_message`` tokens a message."""
+
+    def __init__(self, per_message: int = 10) -> None:
+        self.per_message = per_message
 
     def apply_chat_template(self, messages: Any, **kwargs: Any) -> list[int]:
         assert kwargs == {"tokenize": True, "return_dict": False}
-        return [0] * (10 * len(messages))
+        return [0] * (self.per_message * len(messages))
 
 
 def glob_turn(prompt: int | None, completion: int | None, n: int = 0) -> AssistantTurn:
@@ -82,13 +85,13 @@ def test_one_token_under_the_cap_runs_on(sandbox: LocalDirSandbox) -> None:
 
 
 def test_without_usage_every_message_is_counted(sandbox: LocalDirSandbox) -> None:
-    # With no usage Leaf counts every message after the turn: ten tokens each here.
-    turns = [glob_turn(None, None, n) for n in range(60)]
-    result = run_agent(TASK, sandbox, policy(turns, TemplateTokenizer()), LIMITS)
+    # With no usage Leaf counts every message after the turn: 100 tokens each here.
+    turns = [glob_turn(None, None, n) for n in range(10)]
+    result = run_agent(TASK, sandbox, policy(turns, TemplateTokenizer(100)), LIMITS)
     assert result.exit_reason == "max_context_len"
-    # Turn k (0-based) ends with 2 + 2(k+1) messages = 10 * (4 + 2k) tokens >= 1024.
-    k = math.ceil((1024 / 10 - 4) / 2)
-    assert len(result.trajectory.turns) == k + 1
+    # Turn k (0-based) ends with 2 + 2(k+1) messages = 100 * (4 + 2k) tokens >= 1024.
+    k = math.ceil((1024 / 100 - 4) / 2)
+    assert len(result.trajectory.turns) == k + 1 == 5
 
 
 def test_count_falls_back_as_leaf_does() -> None:

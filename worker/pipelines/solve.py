@@ -161,6 +161,16 @@ def writers_comments(forge: Forge, repo: RepoRef, comments: Sequence[Comment]) -
     return kept
 
 
+def latest_tag(checkout: Path) -> str | None:
+    """The repository's version for the task text's footer, as SWE-bench's ``version``:
+    the nearest tag at HEAD (None without one)."""
+    try:
+        tag = _git(checkout, "describe", "--tags", "--abbrev=0").strip()
+    except RuntimeError:
+        return None
+    return tag or None
+
+
 def repo_instructions(config: RepoConfig, checkout: Path) -> str | None:
     """The repo's own instructions for the agent, only when it opted in: the
     ``prompt.instructions`` key, else a top-level AGENTS.md (never through a symlink)."""
@@ -445,6 +455,9 @@ class SolveRun:
                 for c in writers_comments(self.forge, self.repo, issue.comments)
             )[-20:],
             repo=self.repo.full_name,
+            number=issue.ref.number,
+            base_commit=base_sha,
+            version=latest_tag(self.workdir.checkout),
             test_command=config.test,
             extra_instructions=extra,
             include_repo_context=config.prompt.include_repo_context,

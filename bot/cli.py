@@ -203,6 +203,10 @@ def worker(
 
     settings = settings_or_exit()
     configure_logging(settings)
+    # First, before anything imports prometheus_client: the pool's metrics go to files.
+    from worker.metrics import prepare
+
+    prepare(settings)
     queues = ["ribbit"]
     if rollouts or only_rollouts:
         from trainer.celery_app import create_rollout_celery

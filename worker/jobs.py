@@ -163,7 +163,7 @@ def _run_job(runtime: WorkerRuntime, job_id: str, seq: int | None) -> RunOutcome
     except Exception as exc:
         log.exception("job %s failed", job_id, extra={"job_id": job_id})
         if isinstance(exc, SandboxError):
-            record_sandbox_failure("job")
+            record_sandbox_failure(store.get(job_id).stage)
         if store.get(job_id).state == "cancelled":
             return "cancelled"
         store.transition(job_id, "failed", reason=_reason(exc), stage=None)

@@ -51,7 +51,6 @@ STAGES = frozenset(
 GATES = frozenset({"tests", "semgrep", "hygiene"})
 POLICIES = frozenset({"transformers", "openai", "replay"})
 MODEL_ERRORS = frozenset({"context_window", "policy", "crash"})
-SANDBOX_PHASES = frozenset({"open", "job"})
 # Rules a repository or a deployment adds to the Semgrep gate are counted under this one.
 REPO_RULE = "repo-rule"
 # Ribbit's own rule ids are short kebab-case constants; the tests and hygiene gates make
@@ -162,8 +161,9 @@ class _Metrics:
         )
         self.sandbox_failures = Counter(
             "ribbit_sandbox_failures_total",
-            "Sandboxes that failed (the engine or the backend, not the command in it)",
-            ["phase"],
+            "Jobs ended by a sandbox failure (the engine or the backend, not the command in "
+            "it), by the stage they were in",
+            ["stage"],
         )
         self._zero()
 
@@ -179,8 +179,8 @@ class _Metrics:
                 self.model_tokens.labels(policy, direction)
             for error in MODEL_ERRORS:
                 self.model_errors.labels(policy, error)
-        for phase in SANDBOX_PHASES:
-            self.sandbox_failures.labels(phase)
+        for stage in (*STAGES, OTHER):
+            self.sandbox_failures.labels(stage)
 
 
 _metrics: _Metrics | None = None
@@ -213,8 +213,8 @@ def record_gates(report: GateReport) -> None:
                 m.gate_findings.labels(gate, rule_label(gate, finding.rule)).inc()
 
 
-def record_sandbox_failure(phase: str) -> None:
-    metrics().sandbox_failures.labels(_bounded(phase, SANDBOX_PHASES)).inc()
+def record_sandbox_failure(stage: str | None) -> None:
+    metrics().sandbox_failures.labels(_bounded(stage, STAGES)).inc()
 
 
 class InstrumentedPolicy:

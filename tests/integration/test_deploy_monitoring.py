@@ -70,6 +70,7 @@ def probe(ctx):
         GateResult("tests", True),
         GateResult("hygiene", False, findings=(Finding("hygiene", "ci-config", "ci"),)),
     ], 1.0))
+    ctx.stage("agent")
     raise SandboxError("the sandbox engine went away")
 
 PIPELINES["explain"] = probe
@@ -295,7 +296,7 @@ def test_deploy_worker_metrics_cross_from_the_pool_to_the_served_endpoint(
 
     assert value("ribbit_job_duration_seconds_count", kind="explain", outcome="failed") == 1
     assert value("ribbit_job_stage_duration_seconds_count", kind="explain", stage="agent") == 1
-    assert value("ribbit_sandbox_failures_total", phase="job") == 1
+    assert value("ribbit_sandbox_failures_total", stage="agent") == 1
     assert value("ribbit_model_tokens_total", policy="openai", direction="completion") == 30
     assert value("ribbit_model_tokens_total", policy="openai", direction="prompt") == 70
     assert value("ribbit_gate_runs_total", gate="tests", result="passed") == 1

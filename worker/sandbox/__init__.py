@@ -42,16 +42,6 @@ def open_sandbox(settings: SandboxSettings, source: Path, *, network: bool = Fal
     worker's proxy, never anything else; refused unless settings.setup_network allows it."""
     if network and not settings.setup_network:
         raise SandboxError("network in the sandbox needs RIBBIT_SANDBOX__SETUP_NETWORK=true")
-    try:
-        return _open(settings, source, network=network)
-    except Exception:
-        from worker.metrics import record_sandbox_failure
-
-        record_sandbox_failure("open")
-        raise
-
-
-def _open(settings: SandboxSettings, source: Path, *, network: bool) -> Sandbox:
     backend = resolve_backend(settings)
     if backend == "docker":
         from worker.sandbox.docker import DockerSandbox

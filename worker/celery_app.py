@@ -94,6 +94,9 @@ def _start_metrics(sender: Any = None, **_kwargs: Any) -> None:
 def _stop_metrics(**_kwargs: Any) -> None:
     while _exporter_stops:
         _exporter_stops.pop()()
+    from worker.metrics import cleanup
+
+    cleanup()
 
 
 @worker_process_shutdown.connect

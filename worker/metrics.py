@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import shutil
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -100,14 +101,28 @@ def prepare(settings: Settings) -> Path | None:
     None when the worker exports no metrics (``RIBBIT_METRICS__WORKER_PORT`` unset)."""
     if settings.metrics.worker_port is None:
         return None
+    global _owned_folder
     given = os.environ.get(MULTIPROC_ENV)
     folder = Path(given) if given else Path(tempfile.mkdtemp(prefix="ribbit-metrics-"))
+    _owned_folder = None if given else folder
     folder.mkdir(parents=True, exist_ok=True)
     # Files of an earlier run would be summed into this one's counters.
     for stale in folder.glob("*.db"):
         stale.unlink()
     os.environ[MULTIPROC_ENV] = str(folder)
     return folder
+
+
+_owned_folder: Path | None = None
+
+
+def cleanup() -> None:
+    """At worker shutdown: remove the samples folder ``prepare`` made (never one the
+    operator named)."""
+    global _owned_folder
+    if _owned_folder is not None:
+        shutil.rmtree(_owned_folder, ignore_errors=True)
+        _owned_folder = None
 
 
 def multiprocess_active() -> bool:

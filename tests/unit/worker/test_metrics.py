@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from prometheus_client import REGISTRY
 
@@ -126,3 +128,33 @@ def test_metrics_policy_context_window_is_its_own_error() -> None:
         InstrumentedPolicy(Full([])).generate([], [])
     after = _value("ribbit_model_errors_total", policy="openai", error="context_window")
     assert after == before + 1
+
+
+def test_metrics_prepare_empties_the_samples_folder_and_cleans_up_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+
+    from bot.settings import Settings
+    from worker.metrics import MULTIPROC_ENV, cleanup, prepare
+
+    off = Settings(data_dir=tmp_path)
+    assert prepare(off) is None and MULTIPROC_ENV not in os.environ
+    on = Settings(data_dir=tmp_path, metrics={"worker_port": 9808})
+    # An operator's folder: last run's sample files go (they would be summed in), the
+    # rest and the folder stay.
+    given = tmp_path / "samples"
+    given.mkdir()
+    (given / "counter_123.db").write_bytes(b"old")
+    (given / "README").write_text("mine")
+    monkeypatch.setenv(MULTIPROC_ENV, str(given))
+    assert prepare(on) == given
+    assert sorted(p.name for p in given.iterdir()) == ["README"]
+    cleanup()
+    assert given.is_dir()
+    # A folder of its own: made, named in the environment, removed at shutdown.
+    monkeypatch.delenv(MULTIPROC_ENV)
+    own = prepare(on)
+    assert own is not None and own.is_dir() and os.environ[MULTIPROC_ENV] == str(own)
+    cleanup()
+    assert not own.exists()

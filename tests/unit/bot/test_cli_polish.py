@@ -157,3 +157,15 @@ def test_cli_gate_report_shows_the_failing_gates_log_tail(
     assert f"log line {100 - LOG_TAIL_LINES}\n" not in out
     assert "hygiene chatter" not in out  # a gate that passed has nothing to explain
     assert "gates: failed" in out
+
+
+def test_cli_progress_draws_on_a_terminal_stderr_only(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FORCE_COLOR", "1")  # what a terminal gets
+    with progress("calibrating", total=2) as steps:
+        steps.advance("calibrated acme__calc-1")
+        steps.advance("calibrated acme__calc-2")
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "calibrated acme__calc-2" in captured.err and "2/2" in captured.err

@@ -135,6 +135,39 @@ class NotifySettings(Section):
     )
 
 
+class MetricsSettings(Section):
+    worker_port: int | None = Field(
+        default=None,
+        ge=1,
+        le=65535,
+        description="Port each worker serves Prometheus /metrics on (from its main process, "
+        "summing its pool's samples). Unset: workers export no metrics.",
+    )
+    worker_host: str = Field(
+        default="127.0.0.1",
+        description="Address the worker's /metrics listens on (0.0.0.0 in a container).",
+    )
+
+
+class NoiseSettings(Section):
+    min_merge_rate: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=1.0,
+        description="A repository whose bot PRs are merged less often than this (over the "
+        "window) is paused and its maintainers told why. 0: never pause.",
+    )
+    window_days: int = Field(
+        default=30, ge=1, description="How far back merge outcomes count, in days."
+    )
+    min_outcomes: int = Field(
+        default=10,
+        ge=1,
+        description="Merged or closed bot PRs needed in the window before a repository can "
+        "be paused (a rate over a handful says nothing).",
+    )
+
+
 # The public package registries the setup step may reach by default.
 DEFAULT_SETUP_HOSTS = (
     "pypi.org",
@@ -389,6 +422,8 @@ class Settings(BaseSettings):
     gitlab: GitLabSettings = Field(default_factory=GitLabSettings)
     admission: AdmissionSettings = Field(default_factory=AdmissionSettings)
     notify: NotifySettings = Field(default_factory=NotifySettings)
+    metrics: MetricsSettings = Field(default_factory=MetricsSettings)
+    noise: NoiseSettings = Field(default_factory=NoiseSettings)
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     model: ModelSettings = Field(default_factory=ModelSettings)
     agent: AgentSettings = Field(default_factory=AgentSettings)

@@ -42,6 +42,7 @@ from bot.settings import AgentSettings, ModelSettings, Settings
 from bot.store.models import Job
 from worker.gates.trees import run_git
 from worker.jobs import WAITING_HOOKS, JobCancelled, JobContext, JobRefused, pipeline
+from worker.metrics import InstrumentedPolicy, record_gates, record_stage
 from worker.pipelines.task_record import RESULT_KEY, TaskRecord
 from worker.pipelines.verdict import TestVerdict
 from worker.runtime import WorkerRuntime
@@ -326,7 +327,7 @@ class SolveRun:
 
     def _timed(self, name: str) -> _Timer:
         self.ctx.stage(name)
-        return _Timer(self.timings, name)
+        return _Timer(self.timings, name, self.job.kind)
 
     def check_permission(self) -> None:
         actor = self.job.actor
@@ -466,7 +467,7 @@ class SolveRun:
         )
         limits = agent_limits(self.settings.agent, config)
         model = self.ready_model()
-        policy = load_policy(model, self.settings.agent)
+        policy = InstrumentedPolicy(load_policy(model, self.settings.agent))
         sandbox_settings = self.settings.sandbox
         with open_sandbox(
             sandbox_settings, self.workdir.checkout, network=sandbox_settings.setup_network
@@ -514,6 +515,7 @@ class SolveRun:
         self.status.show(Status("gates", "Running the tests, Semgrep and patch hygiene."))
         with self._timed("gates"):
             report = self._gates(config, base_sha, diff, issue.title + "\n" + issue.body)
+        record_gates(report)
         out["gates"] = report.to_dict()
         out["gates_summary"] = report.summary_line()
         tests_result = report.result("tests")
@@ -739,14 +741,16 @@ class SolveRun:
 
 
 class _Timer:
-    def __init__(self, timings: dict[str, float], name: str) -> None:
-        self.timings, self.name = timings, name
+    def __init__(self, timings: dict[str, float], name: str, kind: str) -> None:
+        self.timings, self.name, self.kind = timings, name, kind
 
     def __enter__(self) -> None:
         self.start = time.monotonic()
 
     def __exit__(self, *exc: object) -> None:
-        self.timings[self.name] = round(time.monotonic() - self.start, 3)
+        seconds = time.monotonic() - self.start
+        self.timings[self.name] = round(seconds, 3)
+        record_stage(self.kind, self.name, seconds)
 
 
 def tell_queue_position(runtime: WorkerRuntime, job: Job, position: int) -> None:

@@ -7,7 +7,7 @@ import time
 
 from flask import Flask, Response, g, request
 
-from bot import admin, health, webhooks
+from bot import admin, health, review, webhooks
 from bot.queue import Dispatcher
 from bot.services import Services
 from bot.settings import Settings, load_settings
@@ -31,6 +31,7 @@ def create_app(settings: Settings | None = None, *, dispatcher: Dispatcher | Non
     app.register_blueprint(webhooks.bp)
     app.register_blueprint(health.bp)
     app.register_blueprint(admin.bp)
+    app.register_blueprint(review.bp)
 
     @app.before_request
     def _start_timer() -> None:

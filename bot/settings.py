@@ -135,6 +135,31 @@ class NotifySettings(Section):
     )
 
 
+class ReviewerSettings(Section):
+    link_secret: SecretStr | None = Field(
+        default=None,
+        description="Key that signs each job's reviewer link (HMAC). Unset: no reviewer page "
+        "(404) and no link in comments or PR bodies.",
+    )
+    public_url: str | None = Field(
+        default=None,
+        description="Base URL reviewers reach the web app at (https://ribbit.example.com), for "
+        "the links the worker posts. Unset: no link is posted.",
+    )
+    link_ttl_days: int = Field(
+        default=30, ge=1, le=366, description="Days a reviewer link stays valid."
+    )
+    status_edit_interval_s: float = Field(
+        default=30.0,
+        ge=0,
+        description="Least time between two progress edits of the status comment (phase "
+        "changes are always shown).",
+    )
+    poll_interval_s: float = Field(
+        default=3.0, gt=0, le=300, description="How often the reviewer page asks for progress."
+    )
+
+
 # The public package registries the setup step may reach by default.
 DEFAULT_SETUP_HOSTS = (
     "pypi.org",
@@ -393,6 +418,7 @@ class Settings(BaseSettings):
     model: ModelSettings = Field(default_factory=ModelSettings)
     agent: AgentSettings = Field(default_factory=AgentSettings)
     gates: GateSettings = Field(default_factory=GateSettings)
+    reviewer: ReviewerSettings = Field(default_factory=ReviewerSettings)
 
     @field_validator("label")
     @classmethod

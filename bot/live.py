@@ -106,5 +106,5 @@ def step_for(stage: str | None, last_turn: dict[str, Any] | None) -> str:
     names = [n for n in names if n]
     if not names:
         return label
-    ran = ", ".join(f"`{n}`" for n in names[:5])
+    ran = ", ".join(names[:5])
     return f"{label} (last ran {ran})"

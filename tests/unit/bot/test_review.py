@@ -135,7 +135,7 @@ def test_running_job_shows_live_turns_and_progress(review_app: Any) -> None:
     live.append_turn(path, {"index": 0, "content": "", "tool_calls": [{"name": "Read"}]})
     second = client.get(_url(RUNNING, suffix="/progress")).get_json()
     assert second["turns"] == 1 and second["version"] != first["version"]
-    assert second["step"] == "the agent is working (last ran `Read`)"
+    assert second["step"] == "the agent is working (last ran Read)"
     fragment = client.get(_url(RUNNING, suffix="/detail")).text
     assert 'id="turn-0"' in fragment and "<html" not in fragment
     page = client.get(_url(RUNNING)).text

@@ -132,11 +132,11 @@ def test_live_turns_log_each_turn_without_token_ids_and_count_on_the_comment(
     assert "prompt_token_ids" not in turns[0] and turns[0]["reasoning"] == "thinking"
     assert (
         len(forge.bodies) == 2
-        and "Turn 1 · the agent is working (last ran `Read`)" in (forge.bodies[-1])
+        and "Turn 1 · the agent is working (last ran Read)" in (forge.bodies[-1])
     )
     clock.now += 10
     recorder(_turn(2, "Edit\n@everyone`"))
-    assert "Turn 3 · the agent is working (last ran `Editeveryone`)" in forge.bodies[-1]
+    assert "Turn 3 · the agent is working (last ran Editeveryone)" in forge.bodies[-1]
 
 
 def test_live_log_skips_a_half_written_line(tmp_path: Path) -> None:

@@ -40,6 +40,7 @@ from bot.forges.sanitize import sanitize_forge_text
 from bot.repo_config import CONFIG_PATH, RepoConfig, RepoConfigError, parse_repo_config
 from bot.settings import AgentSettings, ModelSettings, Settings
 from bot.store.models import Job
+from worker.gates import review
 from worker.gates.trees import run_git
 from worker.jobs import WAITING_HOOKS, JobCancelled, JobContext, JobRefused, pipeline
 from worker.pipelines.task_record import RESULT_KEY, TaskRecord
@@ -619,6 +620,21 @@ class SolveRun:
                 CommitStatus(
                     "success" if plan.passed else "failure",
                     description=plan.summary_line[:140],
+                ),
+            )
+            review.publish(
+                self.forge,
+                pr.ref,
+                head_sha,
+                review.gate_review(
+                    job_id=self.job.id,
+                    head_sha=head_sha,
+                    passed=plan.passed,
+                    summary_line=plan.summary_line,
+                    report_md=plan.report_md,
+                    gates=out.get("gates"),
+                    diff=plan.diff,
+                    details_url=self.status.link,
                 ),
             )
         out.update(pr_number=pr.ref.number, pr_url=pr.url, head_sha=head_sha, timings=self.timings)

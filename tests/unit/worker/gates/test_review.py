@@ -30,7 +30,7 @@ new file mode 100644
 """
 
 
-def _report(findings: list[dict[str, Any]], **tests_details: Any) -> dict[str, Any]:
+def _report(findings: list[Any], **tests_details: Any) -> dict[str, Any]:
     return {
         "passed": False,
         "gates": [
@@ -101,3 +101,14 @@ def test_gate_review_key_names_job_and_commit_and_sanitises() -> None:
     )
     assert review.key == f"ribbit-j1-{'a' * 40}"
     assert "@maya" not in review.summary and review.passed
+
+
+def test_github_check_run_takes_at_most_50_annotations_in_its_one_request() -> None:
+    from bot.forges.base import GateReview
+    from bot.forges.github import MAX_ANNOTATIONS, _check_run_body
+
+    notes = tuple(Annotation("a.py", n, "warning", "t", "m") for n in range(1, 61))
+    body = _check_run_body("b" * 40, GateReview("k", False, "t", "s", notes))
+    assert len(body["output"]["annotations"]) == MAX_ANNOTATIONS == 50
+    assert "10 more findings are in the report" in body["output"]["summary"]
+    assert body["conclusion"] == "failure" and body["external_id"] == "k"

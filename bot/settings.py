@@ -159,6 +159,23 @@ class ReviewerSettings(Section):
         default=3.0, gt=0, le=300, description="How often the reviewer page asks for progress."
     )
 
+    @field_validator("link_secret")
+    @classmethod
+    def _secret_long_enough(cls, value: SecretStr | None) -> SecretStr | None:
+        # Anyone can try signatures offline against a posted link: a short key falls.
+        if value is not None and len(value.get_secret_value()) < 32:
+            raise ValueError("RIBBIT_REVIEWER__LINK_SECRET needs at least 32 characters")
+        return value
+
+    @field_validator("public_url")
+    @classmethod
+    def _public_url_is_http(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("https://", "http://")):
+            raise ValueError("RIBBIT_REVIEWER__PUBLIC_URL must start with https:// or http://")
+        if value is not None and any(c in value for c in " ()<>[]\n"):
+            raise ValueError("RIBBIT_REVIEWER__PUBLIC_URL must be a plain URL")
+        return value
+
 
 # The public package registries the setup step may reach by default.
 DEFAULT_SETUP_HOSTS = (

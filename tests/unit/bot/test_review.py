@@ -76,7 +76,7 @@ def test_signature_binds_job_and_expiry() -> None:
         "invalid"
     )
     assert joblinks.check(LINKS, DONE, sig[:-1], now=1000.0).refusal == "invalid"
-    other_key = ReviewerSettings(link_secret="different-secret-0123456789")  # type: ignore[arg-type]
+    other_key = ReviewerSettings(link_secret="different-secret-0123456789-abcdefgh")  # type: ignore[arg-type]
     assert joblinks.check(other_key, DONE, sig, now=1000.0).refusal == "invalid"
     assert joblinks.check(ReviewerSettings(), DONE, sig, now=1000.0).refusal == "disabled"
 
@@ -144,3 +144,20 @@ def test_running_job_shows_live_turns_and_progress(review_app: Any) -> None:
 
 def test_unknown_job_with_a_valid_signature_is_404(review_app: Any) -> None:
     assert review_app.test_client().get(_url("a" * 32)).status_code == 404
+
+
+@pytest.mark.parametrize(
+    "reviewer",
+    [
+        {"link_secret": "short"},
+        {"public_url": "javascript:alert(1)"},
+        {"public_url": "https://x.example/) [click](https://evil.example"},
+    ],
+)
+def test_reviewer_settings_refuse_a_weak_secret_or_an_odd_url(
+    tmp_path: Path, reviewer: dict[str, str]
+) -> None:
+    from bot.settings import SettingsError
+
+    with pytest.raises(SettingsError):
+        load_settings(data_dir=tmp_path, reviewer=reviewer)

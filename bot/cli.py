@@ -7,52 +7,73 @@ not import torch and bot/ keeps no import-time dependency on worker/.
 
 from __future__ import annotations
 
-import importlib
 import json
 import logging
 import os
 import signal
 import subprocess
 import sys
+from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
 import click
 
+from bot.model_versions import ModelVersionsFactory
 from bot.settings import Settings, SettingsError, load_settings
 
-LAZY_COMMANDS: dict[str, str] = {
-    "run": "worker.agent.cli:run",
-    "sandbox": "worker.sandbox.cli:sandbox",
-    "gates": "worker.gates.cli:gates_command",
-    "outcomes": "worker.outcomes_cli:outcomes",
-    "envs": "trainer.cli:envs",
-    "train": "trainer.cli:train",
-    "model": "trainer.cli:model",
-}
+COMMANDS_GROUP = "ribbit.commands"
+
+
+def registered_commands() -> dict[str, EntryPoint]:
+    """The subcommands other packages register (pyproject's ribbit.commands entry points)."""
+    return {ep.name: ep for ep in entry_points(group=COMMANDS_GROUP)}
 
 
 class LazyGroup(click.Group):
+    """Loads a registered command only when it runs, so `ribbit serve` never imports torch."""
+
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted([*super().list_commands(ctx), *LAZY_COMMANDS])
+        return sorted([*super().list_commands(ctx), *registered_commands()])
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        if cmd_name in LAZY_COMMANDS:
-            module_name, attr = LAZY_COMMANDS[cmd_name].split(":")
-            try:
-                module = importlib.import_module(module_name)
-            except ModuleNotFoundError as exc:
-                if exc.name and module_name.startswith(exc.name):
-                    return _unavailable(cmd_name, module_name)
+        entry = registered_commands().get(cmd_name)
+        if entry is None:
+            return super().get_command(ctx, cmd_name)
+        try:
+            command: click.Command = entry.load()
+        except ModuleNotFoundError as exc:
+            # Only a missing dependency of the command's own package (torch, docker, ...)
+            # means "not in this build"; a broken import inside Ribbit still raises.
+            if exc.name and exc.name.split(".")[0] not in OWN_PACKAGES:
+                return _unavailable(cmd_name, exc.name)
+            raise
+        return command
+
+    def invoke(self, ctx: click.Context) -> Any:
+        # Registered commands import their heavy dependencies when they run; in a build
+        # without them (a web-only install has no torch) say so instead of a traceback.
+        try:
+            return super().invoke(ctx)
+        except ModuleNotFoundError as exc:
+            if exc.name is None or exc.name.split(".")[0] in OWN_PACKAGES:
                 raise
-            command: click.Command = getattr(module, attr)
-            return command
-        return super().get_command(ctx, cmd_name)
+            raise click.ClickException(_missing_text(ctx.invoked_subcommand, exc.name)) from None
 
 
-def _unavailable(name: str, module: str) -> click.Command:
-    @click.command(name, help=f"(not available: {module} is not installed)")
+OWN_PACKAGES = ("bot", "worker", "trainer")
+
+
+def _missing_text(command: str | None, missing_module: str) -> str:
+    return (
+        f"`ribbit {command}` is not available in this build ({missing_module} is not "
+        "installed; install ribbit[worker] or ribbit[train])"
+    )
+
+
+def _unavailable(name: str, missing_module: str) -> click.Command:
+    @click.command(name, help=f"(not available: {missing_module} is not installed)")
     def missing() -> None:
-        raise click.ClickException(f"`ribbit {name}` is not available in this build ({module})")
+        raise click.ClickException(_missing_text(name, missing_module))
 
     return missing
 
@@ -106,7 +127,7 @@ def serve(host: str | None, port: int | None, threads: int, with_worker: bool) -
             click.echo(
                 f"ribbit: {forge} webhooks are closed until you {MISSING_SECRET[forge]}", err=True
             )
-    app = create_app(settings)
+    app = create_app(settings, model_versions=_model_versions())
     child: subprocess.Popen[bytes] | None = None
     if with_worker:
         child = subprocess.Popen(
@@ -207,6 +228,15 @@ def worker(
         argv += ["--beat", f"--schedule={settings.data_dir / 'celerybeat-schedule'}"]
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     app.worker_main(argv)
+
+
+def _model_versions() -> ModelVersionsFactory | None:
+    """The trainer's model registry, where this install has it (not a web-only one)."""
+    try:
+        from trainer.registry import registry_versions
+    except ImportError:
+        return None
+    return registry_versions
 
 
 # -- jobs ---------------------------------------------------------------------------------------
@@ -367,7 +397,8 @@ def notify(as_json: bool) -> None:
         raise click.ClickException("RIBBIT_NOTIFY__WEBHOOK_URL is not set; nothing to send to")
     db = Database(settings.effective_database_url)
     db.migrate()
-    sent = check_and_notify(db, JobStore(db), settings)
+    factory = _model_versions()
+    sent = check_and_notify(db, JobStore(db), settings, factory(db, settings) if factory else None)
     if as_json:
         click.echo(json.dumps([{"key": n.key, "text": n.text} for n in sent], indent=2))
     elif not sent:

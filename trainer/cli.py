@@ -877,20 +877,16 @@ def evaluate_model(
 def promote_model(ctx: click.Context, version: str, force: bool) -> None:
     """Make VERSION the one workers use; with inference servers, load its adapter on each
     of them first, so no worker asks for a name a server does not know."""
-    from trainer.registry import RegistryError, check_promotable, promote
-    from worker.models import AdapterError, publish_version
+    from bot.model_versions import ModelVersionError
+    from trainer.registry import RegistryVersions
 
-    settings = _settings(ctx)
-    db = _db(ctx)
+    versions = RegistryVersions(_db(ctx), _settings(ctx).model)
     try:
-        candidate = check_promotable(db, version, force=force)
-        if candidate.adapter_path:
-            servers = publish_version(settings.model, candidate.name, Path(candidate.adapter_path))
-            for url in servers:
-                click.echo(f"loaded {version} on {url}")
-        promote(db, version, force=force)
-    except (RegistryError, AdapterError) as exc:
+        servers = versions.promote(version, force=force)
+    except ModelVersionError as exc:
         raise click.ClickException(str(exc)) from None
+    for url in servers:
+        click.echo(f"loaded {version} on {url}")
     click.echo(f"promoted {version}")
 
 
@@ -898,18 +894,12 @@ def promote_model(ctx: click.Context, version: str, force: bool) -> None:
 @click.pass_context
 def rollback_model(ctx: click.Context) -> None:
     """Put back the version promoted before the current one (servers keep running)."""
-    from trainer.registry import RegistryError, promoted_model, rollback
-    from worker.models import AdapterError, publish_version, withdraw_version
+    from bot.model_versions import ModelVersionError
+    from trainer.registry import RegistryVersions
 
-    settings = _settings(ctx)
-    db = _db(ctx)
-    current = promoted_model(db)
+    versions = RegistryVersions(_db(ctx), _settings(ctx).model)
     try:
-        previous = rollback(db)
-        if previous is not None and previous.adapter_path:
-            publish_version(settings.model, previous.name, Path(previous.adapter_path))
-    except (RegistryError, AdapterError) as exc:
+        previous = versions.rollback()
+    except ModelVersionError as exc:
         raise click.ClickException(str(exc)) from None
-    if current is not None:
-        withdraw_version(settings.model, current.name)
-    click.echo(f"now serving {previous.name}" if previous else "now serving the base model")
+    click.echo(f"now serving {previous}" if previous else "now serving the base model")

@@ -168,6 +168,48 @@ class NoiseSettings(Section):
     )
 
 
+class ReviewerSettings(Section):
+    link_secret: SecretStr | None = Field(
+        default=None,
+        description="Key that signs each job's reviewer link (HMAC). Unset: no reviewer page "
+        "(404) and no link in comments or PR bodies.",
+    )
+    public_url: str | None = Field(
+        default=None,
+        description="Base URL reviewers reach the web app at (https://ribbit.example.com), for "
+        "the links the worker posts. Unset: no link is posted.",
+    )
+    link_ttl_days: int = Field(
+        default=30, ge=1, le=366, description="Days a reviewer link stays valid."
+    )
+    status_edit_interval_s: float = Field(
+        default=30.0,
+        ge=0,
+        description="Least time between two progress edits of the status comment (phase "
+        "changes are always shown).",
+    )
+    poll_interval_s: float = Field(
+        default=3.0, gt=0, le=300, description="How often the reviewer page asks for progress."
+    )
+
+    @field_validator("link_secret")
+    @classmethod
+    def _secret_long_enough(cls, value: SecretStr | None) -> SecretStr | None:
+        # Anyone can try signatures offline against a posted link: a short key falls.
+        if value is not None and len(value.get_secret_value()) < 32:
+            raise ValueError("RIBBIT_REVIEWER__LINK_SECRET needs at least 32 characters")
+        return value
+
+    @field_validator("public_url")
+    @classmethod
+    def _public_url_is_http(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("https://", "http://")):
+            raise ValueError("RIBBIT_REVIEWER__PUBLIC_URL must start with https:// or http://")
+        if value is not None and any(c in value for c in " ()<>[]\n"):
+            raise ValueError("RIBBIT_REVIEWER__PUBLIC_URL must be a plain URL")
+        return value
+
+
 # The public package registries the setup step may reach by default.
 DEFAULT_SETUP_HOSTS = (
     "pypi.org",
@@ -428,6 +470,7 @@ class Settings(BaseSettings):
     model: ModelSettings = Field(default_factory=ModelSettings)
     agent: AgentSettings = Field(default_factory=AgentSettings)
     gates: GateSettings = Field(default_factory=GateSettings)
+    reviewer: ReviewerSettings = Field(default_factory=ReviewerSettings)
 
     @field_validator("label")
     @classmethod

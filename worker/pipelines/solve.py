@@ -40,13 +40,14 @@ from bot.forges.sanitize import sanitize_forge_text
 from bot.repo_config import CONFIG_PATH, RepoConfig, RepoConfigError, parse_repo_config
 from bot.settings import AgentSettings, ModelSettings, Settings
 from bot.store.models import Job
+from worker.gates import review
 from worker.gates.trees import run_git
 from worker.jobs import WAITING_HOOKS, JobCancelled, JobContext, JobRefused, pipeline
 from worker.metrics import InstrumentedPolicy, record_gates, record_stage
 from worker.pipelines.task_record import RESULT_KEY, TaskRecord
 from worker.pipelines.verdict import TestVerdict
 from worker.runtime import WorkerRuntime
-from worker.status import Status, StatusComment
+from worker.status import LiveTurns, Status, StatusComment
 
 if TYPE_CHECKING:
     from worker.sandbox.setup import SetupResult
@@ -215,6 +216,7 @@ def pr_body(
     seconds: float,
     job_id: str,
     setup_md: str = "",
+    job_link: str | None = None,
 ) -> str:
     parts = []
     link = issue_link(config, issue)
@@ -237,6 +239,7 @@ def pr_body(
         "",
         f"- ended: `{exit_reason}` after {turns} model turns, {seconds:.0f} s",
         f"- job: `{job_id}`",
+        *([f"- every turn, the diff and the gate logs: [job page]({job_link})"] * bool(job_link)),
     ]
     return "\n".join(parts) + "\n"
 
@@ -293,7 +296,8 @@ class SolveRun:
         self.forge: Forge = make_forge(
             self.settings, self.repo.forge, installation_id=self.job.installation_id
         )
-        self.status = StatusComment(
+        self.status = StatusComment.for_job(
+            self.settings,
             self.forge,
             self.issue_ref,
             ctx.store,
@@ -482,7 +486,14 @@ class SolveRun:
             task = replace(task, setup_command=setup.command if setup.installed else None)
             self.status.show(Status("working", "The agent is working in a sandbox."))
             with self._timed("agent"):
-                result = run_agent(task, sandbox, policy, limits, cancel=self.ctx.cancel)
+                result = run_agent(
+                    task,
+                    sandbox,
+                    policy,
+                    limits,
+                    cancel=self.ctx.cancel,
+                    on_turn=LiveTurns(self.settings.data_dir, self.job.id, self.status),
+                )
             self.ctx.check_cancelled()
             diff = result.diff
         traj_dir = self.settings.data_dir / "trajectories"
@@ -560,6 +571,7 @@ class SolveRun:
             seconds=time.monotonic() - started,
             job_id=self.job.id,
             setup_md=setup_markdown(setup),
+            job_link=self.status.link,
         )
         plan = PublishPlan(
             branch=branch,
@@ -623,6 +635,21 @@ class SolveRun:
                 CommitStatus(
                     "success" if plan.passed else "failure",
                     description=plan.summary_line[:140],
+                ),
+            )
+            review.publish(
+                self.forge,
+                pr.ref,
+                head_sha,
+                review.gate_review(
+                    job_id=self.job.id,
+                    head_sha=head_sha,
+                    passed=plan.passed,
+                    summary_line=plan.summary_line,
+                    report_md=plan.report_md,
+                    gates=out.get("gates"),
+                    diff=plan.diff,
+                    details_url=self.status.link,
                 ),
             )
         out.update(pr_number=pr.ref.number, pr_url=pr.url, head_sha=head_sha, timings=self.timings)
@@ -758,8 +785,13 @@ def tell_queue_position(runtime: WorkerRuntime, job: Job, position: int) -> None
     repo = RepoRef(job.forge, job.repo)  # type: ignore[arg-type]
     assert job.issue_number is not None
     forge = make_forge(runtime.settings, repo.forge, installation_id=job.installation_id)
-    status = StatusComment(
-        forge, IssueRef(repo, job.issue_number), runtime.store, job.id, job.status_comment_id
+    status = StatusComment.for_job(
+        runtime.settings,
+        forge,
+        IssueRef(repo, job.issue_number),
+        runtime.store,
+        job.id,
+        job.status_comment_id,
     )
     ahead = "next in line" if position <= 1 else f"position {position} in the queue"
     status.show(Status("queued", f"Waiting for a free worker slot ({ahead})."))

@@ -258,6 +258,8 @@ class EnvCache:
     def _tmp_dir(self) -> Path:
         tmp = self.root / _TMP / secrets.token_hex(8)
         tmp.mkdir(parents=True)
+        now = self._clock()
+        os.utime(tmp, (now, now))  # aged by the cache's clock, like the entries
         return tmp
 
     def _remove(self, path: Path) -> None:

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.integration
 
 SETUP = (
     "python3 -c 'import uuid; print(uuid.uuid4())' > \"$VIRTUAL_ENV/installed\" && "
-    "mkdir -p node_modules/dep && cp \"$VIRTUAL_ENV/installed\" node_modules/dep/token"
+    'mkdir -p node_modules/dep && cp "$VIRTUAL_ENV/installed" node_modules/dep/token'
 )
 READ_TOKENS = 'cat "$VIRTUAL_ENV/installed" node_modules/dep/token'
 FILES = {
@@ -88,16 +88,16 @@ def pytest_runtest_makereport(item, call):
     outcome = yield
     outcome.get_result().outcome = "passed"
 """
-PLANT = """\
+PLANT = f"""\
 set -e
 site=$(python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
 cat > "$site/ribbit_evil.py" <<'EOF'
-{plugin}EOF
+{PLUGIN}EOF
 mkdir -p "$site/ribbit_evil-0.dist-info"
 printf 'Metadata-Version: 2.1\\nName: ribbit-evil\\nVersion: 0\\n' \\
   > "$site/ribbit_evil-0.dist-info/METADATA"
 printf '[pytest11]\\nevil = ribbit_evil\\n' > "$site/ribbit_evil-0.dist-info/entry_points.txt"
-""".format(plugin=PLUGIN)
+"""
 WRONG_TEST = FILES["tests/test_mod.py"] + "\n\ndef test_value_two():\n    assert value() == 2\n"
 
 
@@ -135,5 +135,5 @@ def test_a_plugin_planted_in_site_packages_does_not_reach_the_gate_verdict(
     rules = {f.rule for f in tests.findings}
     assert not tests.passed and "target-test-fails" in rules, f"{rules}\n{tests.logs}"
     assert "restored from this job's snapshot" in tests.logs
-    # The workspace part of the snapshot came along (what setup wrote there).
+    # Judged as the code is: only the agent's wrong test fails.
     assert tests.details["after"]["failing"] == ["tests/test_mod.py::test_value_two"]

@@ -46,7 +46,9 @@ def clock() -> FakeClock:
     return FakeClock()
 
 
-def make_cache(tmp_path: Path, clock: FakeClock, max_mb: float = 100, age: float = 3600) -> EnvCache:
+def make_cache(
+    tmp_path: Path, clock: FakeClock, max_mb: float = 100, age: float = 3600
+) -> EnvCache:
     return EnvCache(tmp_path / "cache", max_bytes=int(max_mb * MB), max_age_s=age, clock=clock)
 
 
@@ -132,9 +134,7 @@ def test_a_damaged_entry_is_never_used_and_is_removed(
     assert not entry.path.exists()
 
 
-def test_entries_unused_past_the_maximum_age_are_evicted(
-    tmp_path: Path, clock: FakeClock
-) -> None:
+def test_entries_unused_past_the_maximum_age_are_evicted(tmp_path: Path, clock: FakeClock) -> None:
     cache = make_cache(tmp_path, clock, age=3600)
     cache.put(key(manifests="old"), snapshot(tmp_path / "old"))
     clock.now += 1800

@@ -16,7 +16,8 @@ import pytest
 from bot.repo_config import RepoConfig
 from bot.settings import GateSettings, SandboxSettings
 from tests.fakes import make_git_repo
-from worker.gates import GateContext, run_gates
+from worker.gates import GateContext
+from worker.gates.tests import TestGate
 from worker.sandbox import open_sandbox, sandbox_factory
 from worker.sandbox.envcache import EnvCache, JobEnvironment, env_key
 
@@ -119,7 +120,7 @@ def test_a_plugin_planted_in_site_packages_does_not_reach_the_gate_verdict(
         assert fooled.exit_code == 0 and "2 passed" in fooled.stdout, fooled.stdout
         patch = sandbox.diff()
     assert "ribbit_evil" not in patch
-    report = run_gates(
+    tests = TestGate().run(
         GateContext(
             repo_dir=checkout,
             base_commit=base,
@@ -130,10 +131,56 @@ def test_a_plugin_planted_in_site_packages_does_not_reach_the_gate_verdict(
             setup_step=env.restore,
         )
     )
-    tests = report.result("tests")
-    assert tests is not None
     rules = {f.rule for f in tests.findings}
     assert not tests.passed and "target-test-fails" in rules, f"{rules}\n{tests.logs}"
     assert "restored from this job's snapshot" in tests.logs
     # Judged as the code is: only the agent's wrong test fails.
     assert tests.details["after"]["failing"] == ["tests/test_mod.py::test_value_two"]
+
+
+SRC_LAYOUT = {
+    "pyproject.toml": '[build-system]\nrequires = ["setuptools>=61"]\n'
+    'build-backend = "setuptools.build_meta"\n\n[project]\nname = "calc"\nversion = "0.1.0"\n\n'
+    '[tool.setuptools]\npackage-dir = {"" = "src"}\npackages = ["calc"]\n',
+    "src/calc/__init__.py": "def add(a, b):\n    return a - b\n",
+    "tests/test_calc.py": "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n",
+}
+
+
+def test_a_copy_install_of_the_repository_is_installed_again_from_the_judged_tree(
+    settings: SandboxSettings, tmp_path: Path
+) -> None:
+    # `pip install .` (not -e) puts a copy of the base's code in site-packages, and with
+    # a src layout the tests import that copy: restored as it was, the gate would judge
+    # the base's code instead of the patch's.
+    checkout = tmp_path / "repo"
+    base = make_git_repo(checkout, SRC_LAYOUT)
+    config = RepoConfig(
+        setup="pip install -q --no-deps --no-build-isolation .",
+        test="python -m pytest -q -p no:cacheprovider",
+    )
+    cache = EnvCache(tmp_path / "cache", max_bytes=1024**3, max_age_s=86400)
+    key = env_key("github:team/calc", settings, checkout, config.setup)
+    env = JobEnvironment(
+        config, settings, checkout=checkout, workdir=tmp_path / "job", cache=cache, key=key
+    )
+    with open_sandbox(settings, checkout) as sandbox:
+        setup = env.setup(sandbox)
+        assert setup.ok, setup.output
+        sandbox.write_file("src/calc/__init__.py", b"def add(a, b):\n    return a + b\n")
+        patch = sandbox.diff()
+    assert cache.entries() == []  # the copy is of this commit: never cached
+    tests = TestGate().run(
+        GateContext(
+            repo_dir=checkout,
+            base_commit=base,
+            patch=patch,
+            repo_config=config,
+            gate_settings=GateSettings(),
+            sandbox_factory=sandbox_factory(settings, network=False),
+            setup_step=env.restore,
+            issue_text="test_add fails: add(2, 3) is -1",
+        )
+    )
+    assert tests.passed, f"{[f.rule for f in tests.findings]}\n{tests.logs}"
+    assert tests.details["before"]["failing"] == ["tests/test_calc.py::test_add"]

@@ -38,10 +38,16 @@ from typing import Self
 
 from bot.repo_config import RepoConfig
 from bot.settings import SandboxSettings
-from worker.sandbox.base import Sandbox, SandboxError
+from worker.sandbox.base import WORKSPACE, Sandbox, SandboxError
 from worker.sandbox.export import ExportError, read_regular_file
 from worker.sandbox.setup import SETUP_VERSION, SetupResult, run_setup
-from worker.sandbox.snapshot import EnvSnapshot, Snapshottable, copy_tree, take_snapshot
+from worker.sandbox.snapshot import (
+    EnvSnapshot,
+    Snapshottable,
+    copy_tree,
+    take_snapshot,
+    workspace_copies,
+)
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +56,10 @@ _TMP = ".tmp"
 # A folder under .tmp this old belongs to a worker that died while writing it.
 _STALE_TMP_S = 6 * 3600
 _MANIFEST_MAX_BYTES = 8 * 1024 * 1024
+_REINSTALL = [
+    *("python", "-m", "pip", "install", "-q", "--no-deps", "--no-index"),
+    *("--no-build-isolation", "--force-reinstall"),
+]
 # Files that decide what a setup step installs, at the top of the checkout.
 MANIFEST_NAMES = frozenset(
     {
@@ -419,7 +429,9 @@ class JobEnvironment:
                 ok=False,
                 output=f"{result.output}\n[could not snapshot the set-up environment: {exc}]",
             )
-        if self._cache is not None and self._key is not None:
+        if workspace_copies(self.snapshot.env):
+            log.info("not caching an environment with a copy of the repository's own code")
+        elif self._cache is not None and self._key is not None:
             try:
                 self._cache.put(self._key, self.snapshot)
             except (SandboxError, OSError) as exc:
@@ -433,7 +445,35 @@ class JobEnvironment:
             return run_setup(sandbox, self._config, self._settings)
         start = time.monotonic()
         sandbox.restore_setup_state(self.snapshot)
-        return self._restored("snapshot", start)
+        restored = self._restored("snapshot", start)
+        copies = workspace_copies(self.snapshot.env)
+        if not copies:
+            return restored
+        # The snapshot holds a copy of the code setup ran on; the tests must import this
+        # tree's. Installed again from the tree alone: no index, no build isolation, and
+        # without the build/ folder setup left (setuptools would reuse its stale copy).
+        stale = [
+            f"{path}/build"
+            for path in copies
+            if (
+                self.snapshot.workspace / path.removeprefix(WORKSPACE).strip("/") / "build"
+            ).is_dir()
+        ]
+        if stale:
+            sandbox.exec(["rm", "-rf", "--", *stale], timeout=120)
+        again = sandbox.exec([*_REINSTALL, *copies], timeout=float(self._settings.setup_timeout_s))
+        output = (
+            f"{restored.output}\n$ {' '.join([*_REINSTALL, *copies])}\n{again.stdout}{again.stderr}"
+        )
+        ok = again.exit_code == 0 and not again.timed_out
+        return replace(
+            restored,
+            ok=ok,
+            exit_code=restored.exit_code if ok else again.exit_code,
+            output=output[-4000:],
+            duration_s=time.monotonic() - start,
+            timed_out=again.timed_out,
+        )
 
     def _from_cache(self) -> EnvSnapshot | None:
         if self._cache is None or self._key is None:

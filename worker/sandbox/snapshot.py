@@ -20,6 +20,7 @@ reaches a verdict, since the snapshot was taken before the agent started.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import stat
@@ -29,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from worker.sandbox.base import SandboxError
+from worker.sandbox.base import WORKSPACE, SandboxError
 from worker.sandbox.export import ExportLimits
 
 # Sizes a set-up environment may reach (a virtualenv with a deep-learning stack is
@@ -143,6 +144,26 @@ def restore_into_host_dirs(snapshot: EnvSnapshot, env_dir: Path, workspace: Path
         copy_tree(Path(entry.path), env_dir / entry.name)
     for rel in overlay_paths(snapshot.workspace, workspace):
         copy_tree(snapshot.workspace / rel, workspace / rel)
+
+
+def workspace_copies(env: Path) -> list[str]:
+    """Where in the workspace a package was installed from as a copy (``pip install .``,
+    not ``-e``), per pip's ``direct_url.json``: that copy is of the commit setup ran on,
+    so a sandbox over another tree must install it again, and it is never cached."""
+    found = []
+    for record in sorted(env.glob("venv/lib/python*/site-packages/*.dist-info/direct_url.json")):
+        try:
+            data = json.loads(record.read_text())
+        except (OSError, ValueError):
+            continue
+        url = data.get("url") if isinstance(data, dict) else None
+        info = data.get("dir_info") if isinstance(data, dict) else None
+        editable = isinstance(info, dict) and info.get("editable") is True
+        if isinstance(url, str) and not editable:
+            path = url.removeprefix("file://")
+            if path == WORKSPACE or path.startswith(WORKSPACE + "/"):
+                found.append(path)
+    return found
 
 
 def _real_dir(path: Path) -> bool:

@@ -121,7 +121,7 @@ def main() -> None:
         if checkout is None:
             print(f"skipped: PyPI did not serve the {TOOLZ} sdist")
             return
-        base = {
+        base: dict[str, object] = {
             "setup_network": True,
             "setup_ca_bundle": HOST_CA if HOST_CA.is_file() else None,
             "memory_mb": 1024,
@@ -133,9 +133,11 @@ def main() -> None:
         )
         rows: dict[str, dict[str, float]] = {}
         with podman_service() as url:
-            configs = {"bubblewrap": SandboxSettings(backend="bubblewrap", **base)}
+            configs = {"bubblewrap": SandboxSettings(backend="bubblewrap").model_copy(update=base)}
             if url:
-                docker = SandboxSettings(backend="docker", docker_url=url, image=TEST_IMAGE, **base)
+                docker = SandboxSettings(
+                    backend="docker", docker_url=url, image=TEST_IMAGE
+                ).model_copy(update=base)
                 if check_backends(docker)[0].ok:
                     configs["docker"] = docker
             for name, settings in configs.items():

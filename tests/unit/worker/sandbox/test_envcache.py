@@ -11,7 +11,12 @@ from pathlib import Path
 import pytest
 
 from worker.sandbox.envcache import MARKER, EnvCache, EnvKey, manifest_digest
-from worker.sandbox.snapshot import EnvSnapshot, overlay_paths, prune_checkout_paths
+from worker.sandbox.snapshot import (
+    EnvSnapshot,
+    overlay_paths,
+    prune_checkout_paths,
+    workspace_copies,
+)
 
 MB = 1024 * 1024
 
@@ -231,3 +236,18 @@ def test_overlay_never_replaces_or_writes_through_the_tree(tmp_path: Path) -> No
     (extras / "node_modules" / "x").mkdir(parents=True)
     (extras / "build").mkdir()
     assert list(overlay_paths(extras, tree)) == ["build", "pkg/mod.egg-info"]
+
+
+def test_copies_of_the_workspace_are_found_and_editable_installs_are_not(tmp_path: Path) -> None:
+    site = tmp_path / "env" / "venv" / "lib" / "python3.11" / "site-packages"
+    records = {
+        "copy-1.dist-info": {"url": "file:///workspace", "dir_info": {}},
+        "sub-1.dist-info": {"url": "file:///workspace/libs/sub", "dir_info": {}},
+        "editable-1.dist-info": {"url": "file:///workspace", "dir_info": {"editable": True}},
+        "elsewhere-1.dist-info": {"url": "file:///workspaces-other", "dir_info": {}},
+        "pypi-1.dist-info": {"url": "https://files.pythonhosted.org/x.whl", "archive_info": {}},
+    }
+    for name, data in records.items():
+        (site / name).mkdir(parents=True)
+        (site / name / "direct_url.json").write_text(json.dumps(data))
+    assert workspace_copies(tmp_path / "env") == ["/workspace", "/workspace/libs/sub"]

@@ -312,12 +312,10 @@ def _manifest_paths(checkout: Path) -> list[str]:
     return paths
 
 
-def base_fingerprint(settings: SandboxSettings) -> str:
+def base_fingerprint(settings: SandboxSettings, backend: str) -> str:
     """What the environment is built on: the image's id on docker (raises SandboxError
     when the engine does not answer), the host's toolchains on bubblewrap."""
-    from worker.sandbox import resolve_backend
-
-    if resolve_backend(settings) == "docker":
+    if backend == "docker":
         import docker.errors
 
         from worker.sandbox.docker import docker_client
@@ -351,10 +349,11 @@ def env_key(
 ) -> EnvKey:
     from worker.sandbox import resolve_backend
 
+    backend = resolve_backend(settings)
     return EnvKey(
         repo=repo,
-        backend=resolve_backend(settings),
-        base=base_fingerprint(settings),
+        backend=backend,
+        base=base_fingerprint(settings, backend),
         setup_command=setup_command,
         manifests=manifest_digest(checkout),
         index_url=settings.package_index_url,

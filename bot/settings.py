@@ -276,6 +276,20 @@ class SandboxSettings(Section):
     setup_timeout_s: int = Field(
         default=900, ge=10, description="Time limit of the repository's setup command."
     )
+    env_cache_dir: Path | None = Field(
+        default=None,
+        description="Where set-up environments are cached per repository (keyed by its lock "
+        "and manifest files, setup command and sandbox image). Unset: DATA_DIR/envs.",
+    )
+    env_cache_max_mb: int = Field(
+        default=10240,
+        ge=0,
+        description="Size of the environment cache; least recently used entries go first "
+        "(0: no cache, every job installs).",
+    )
+    env_cache_max_age_days: float = Field(
+        default=14.0, gt=0, description="Cached environments unused for this long are removed."
+    )
 
 
 class ModelSettings(Section):

@@ -19,7 +19,6 @@ import stat
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -50,6 +49,7 @@ from worker.runtime import WorkerRuntime
 from worker.status import LiveTurns, Status, StatusComment
 
 if TYPE_CHECKING:
+    from worker.sandbox.envcache import JobEnvironment
     from worker.sandbox.setup import SetupResult
 
 log = logging.getLogger(__name__)
@@ -306,6 +306,7 @@ class SolveRun:
         )
         self.timings: dict[str, float] = {}
         self.workdir = Workdir(self.settings.data_dir / "work" / self.job.id)
+        self._job_env: JobEnvironment | None = None
 
     def _issue_status_comment(self) -> int | None:
         """The status comment an earlier job on this issue posted: one per issue, so a
@@ -449,7 +450,6 @@ class SolveRun:
 
         from worker.agent import AgentTask, IssueComment, load_policy, run_agent, write_jsonl
         from worker.sandbox import open_sandbox
-        from worker.sandbox.setup import run_setup
 
         extra = self._revision_brief(pr) if pr is not None else None
         task = AgentTask(
@@ -479,7 +479,7 @@ class SolveRun:
             if config.setup:
                 self.status.show(Status("working", f"Setting up: `{config.setup}`."))
             with self._timed("setup"):
-                setup = run_setup(sandbox, config, sandbox_settings)
+                setup = self._environment(config).setup(sandbox)
             if not setup.ok:
                 self._setup_failed(setup)
             # The agent hears of the setup command only when it ran and worked.
@@ -725,7 +725,6 @@ class SolveRun:
     def _gates(self, config: RepoConfig, base_sha: str, diff: str, issue_text: str) -> Any:
         from worker.gates import GateContext, run_gates
         from worker.sandbox import sandbox_factory
-        from worker.sandbox.setup import run_setup
 
         return run_gates(
             GateContext(
@@ -734,14 +733,29 @@ class SolveRun:
                 patch=diff,
                 repo_config=config,
                 gate_settings=self.settings.gates,
-                sandbox_factory=sandbox_factory(
-                    self.settings.sandbox, network=self.settings.sandbox.setup_network
-                ),
+                # No network: each test run restores the job's set-up environment.
+                sandbox_factory=sandbox_factory(self.settings.sandbox, network=False),
                 issue_text=issue_text,
                 cancel=self.ctx.cancel,  # /ribbit stop reaches a running test command
-                setup_step=partial(run_setup, repo_config=config, settings=self.settings.sandbox),
+                setup_step=self._environment(config).restore,
             )
         )
+
+    def _environment(self, config: RepoConfig) -> JobEnvironment:
+        """The job's set-up environment: built (or restored from the repository's cache)
+        once, in the agent's sandbox, and snapshotted; the gates' test runs restore it."""
+        if self._job_env is None:
+            from worker.sandbox.envcache import JobEnvironment
+
+            self._job_env = JobEnvironment.for_job(
+                config,
+                self.settings.sandbox,
+                repo=str(self.repo),
+                checkout=self.workdir.checkout,
+                workdir=self.workdir.root,
+                data_dir=self.settings.data_dir,
+            )
+        return self._job_env
 
     def _commit(self, plan: PublishPlan) -> str:
         checkout = self.workdir.checkout

@@ -18,7 +18,8 @@ Other runners' cases (a report whose suite is not named ``pytest`` and has no
 ``file``) keep ``classname::name``: for gotestsum, ``<import path>::TestX/sub``.
 Node's junit reporter writes every case with ``classname="test"`` and nests
 ``describe`` blocks as suites, so its ids are the suite names and the test's, joined
-by `` > `` (``parser > quotes > keeps spaces``). Rust's libtest writes no JUnit on a
+by `` > `` (``parser > quotes > keeps spaces``); Node 18 has no junit reporter, and
+:func:`parse_node_tap` reads its TAP into the same ids. Rust's libtest writes no JUnit on a
 stable toolchain: :func:`parse_libtest` reads its console output into the same
 records, ``<target>::<test path>`` (``src/lib.rs::tests::it_works``,
 ``tests/cli.rs::runs``, ``doc:mycrate::src/lib.rs - add (line 3)``).
@@ -346,3 +347,64 @@ def _check_libtest_block(
             f"{announced} announced and a summary of {passed} passed, {failed} failed, "
             f"{ignored} ignored"
         )
+
+
+# Node's TAP reporter (Node 18, which has no junit reporter): every test starts with
+# "# Subtest: NAME", indented four spaces per level, and ends with "ok N - NAME" or
+# "not ok N - NAME" at the same indentation, directives after " # "; a YAML block
+# ("---" ... "...") follows each result and may hold any text.
+_TAP_SUBTEST = re.compile(r"^( *)# Subtest: (.*)$")
+_TAP_RESULT = re.compile(r"^( *)(not ok|ok) \d+(?: - (.*?))?(?: # (SKIP|TODO)\b.*)?$", re.I)
+
+
+def _tap_unescape(name: str) -> str:
+    return re.sub(r"\\(.)", r"\1", name)
+
+
+def parse_node_tap(data: bytes | str) -> list[TestCase]:
+    """The leaf tests of Node's TAP output, with the ids :func:`parse_junit` gives
+    Node's JUnit (``suite > test``): a test with subtests is a suite there, not a case."""
+    raw = data.encode() if isinstance(data, str) else data
+    if len(raw) > MAX_JUNIT_BYTES:
+        raise JUnitError("TAP report too large")
+    names: list[str] = []  # the open subtests, outermost first
+    parents: set[int] = set()  # levels whose open subtest has subtests of its own
+    in_yaml: str | None = None  # the indentation its block ends at
+    cases: list[TestCase] = []
+    for line in raw.decode(errors="replace").splitlines():
+        if in_yaml is not None:
+            if line == in_yaml + "...":
+                in_yaml = None
+            continue
+        if line.strip() == "---":
+            in_yaml = line[: len(line) - len(line.lstrip())]
+            continue
+        m = _TAP_SUBTEST.match(line)
+        if m:
+            level = len(m[1]) // 4
+            del names[level:]
+            parents.difference_update({lv for lv in parents if lv >= level})
+            names.append(_tap_unescape(m[2]))
+            if level:
+                parents.add(level - 1)
+            continue
+        m = _TAP_RESULT.match(line)
+        if not m:
+            continue
+        level = len(m[1]) // 4
+        name = _tap_unescape(m[3] or "")
+        leaf = level not in parents
+        parents.discard(level)
+        if not leaf:
+            continue
+        outcome: Outcome = "skipped" if m[4] else "failed" if m[2].lower() == "not ok" else "passed"
+        ancestors = names[:level]
+        cases.append(
+            TestCase(
+                id=NESTED_SEPARATOR.join([*ancestors, name]),
+                name=name,
+                classname="test",
+                outcome=outcome,
+            )
+        )
+    return cases

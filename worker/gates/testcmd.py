@@ -16,9 +16,9 @@ patched tree's: a patch must not choose its own yardstick):
 Each runner gets its report the way it takes one without the repository's help, so
 the report lands in the fresh folder :mod:`worker.gates.testrun` makes (its path is
 ``$RIBBIT_JUNIT`` there): pytest through ``PYTEST_ADDOPTS``; node through
-``--test-reporter=junit``; gotestsum through ``--junitfile``; jest through jest-junit
-(only when the repository installed it) and vitest through its built-in junit
-reporter; cargo's own output is the report. Selected ids go to the runner the way it
+``--test-reporter=junit`` (TAP on Node 18); gotestsum through ``--junitfile``; jest
+through jest-junit (only when the repository installed it) and vitest through its
+built-in junit reporter; cargo's own output is the report. Selected ids go to the runner the way it
 selects: pytest node ids; ``go test -run '^(TestX)$' <package>``; ``cargo test
 <target> -- --exact <name>``; ``node --test --test-name-pattern``; ``jest``/``vitest
 -t``. Selection may run more than was asked for (a name shared by two packages or
@@ -325,19 +325,24 @@ def _node(cmd: TestCommand, select: list[str]) -> Invocation:
     names = [s.rsplit(NESTED_SEPARATOR, 1)[-1] for s in select]
     pattern = [f"--test-name-pattern={_alternation(names)}"] if names else []
     rest = _quote([*pattern, *cmd.args])
-    # Node's junit reporter came in 20.10 (21.3 on 21); Debian bookworm has 18, whose
-    # runs are judged on their exit code.
+    tap = [*reporters[:2], "--test-reporter=tap"]
+    # Node's junit reporter came in 20.10 (21.3 on 21); Debian bookworm's Node 18 writes
+    # TAP (read by parse_node_tap) and before 18.15 no report at all (exit code only).
     script = (
-        f"if node -e {shlex.quote(_NODE_HAS_JUNIT)} 2>/dev/null; then "
+        f"v=$(node -e {shlex.quote(_NODE_REPORTER)} 2>/dev/null); "
+        f'if [ "$v" = junit ]; then '
         f"{_quote([*words, *reporters])} --test-reporter-destination={_REPORT} {rest}; "
+        f'elif [ "$v" = tap ]; then '
+        f"{_quote([*words, *tap])} --test-reporter-destination={_REPORT} {rest}; "
         f"else {_quote(words)} {rest}; fi"
     )
     return Invocation(script, "junit", "nested")
 
 
-_NODE_HAS_JUNIT = (
+_NODE_REPORTER = (
     "const [a, b] = process.versions.node.split('.').map(Number);"
-    "process.exit(a > 21 || (a === 21 && b >= 3) || (a === 20 && b >= 10) ? 0 : 1)"
+    "const junit = a > 21 || (a === 21 && b >= 3) || (a === 20 && b >= 10);"
+    "console.log(junit ? 'junit' : a > 18 || (a === 18 && b >= 15) ? 'tap' : 'none')"
 )
 
 

@@ -38,6 +38,7 @@ from worker.gates.junit import (
     outcomes,
     parse_junit,
     parse_libtest,
+    parse_node_tap,
 )
 from worker.gates.testcmd import TestCommand, recognise
 from worker.sandbox.base import WORKSPACE, ExecResult, Sandbox
@@ -180,6 +181,8 @@ def run_tests(
     try:
         if how.report == "output":
             cases = parse_libtest(data)
+        elif how.flavour == "nested" and data.lstrip().startswith(b"TAP version"):
+            cases = parse_node_tap(data)  # Node 18's reporter (see testcmd._node)
         else:
             existing = sandbox_files(sandbox) if how.flavour == "auto" else None
             cases = parse_junit(data, existing, how.flavour)

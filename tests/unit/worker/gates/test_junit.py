@@ -18,6 +18,7 @@ from worker.gates.junit import (
     outcomes,
     parse_junit,
     parse_libtest,
+    parse_node_tap,
 )
 from worker.gates.testrun import run_tests, select_batches
 
@@ -405,3 +406,52 @@ def test_plain_ids_ignore_pytest_rules() -> None:
         'name="TestA/sub" file="a_test.go"/></testsuite></testsuites>'
     )
     assert [c.id for c in parse_junit(go, flavour="plain")] == ["example.com/pytest::TestA/sub"]
+
+
+# The same tests through Node 18's TAP reporter (no junit reporter there).
+NODE_TAP = """\
+TAP version 13
+# Subtest: top one
+ok 1 - top one
+  ---
+  duration_ms: 1.3
+  ...
+# Subtest: suite A
+    # Subtest: inner it
+    ok 1 - inner it
+      ---
+      duration_ms: 0.2
+      ...
+    # Subtest: fails
+    not ok 2 - fails
+      ---
+      error: |-
+        Expected values to be strictly equal:
+        ok 9 - a line of the message, not a result
+      ...
+    # Subtest: deeper
+        # Subtest: x::y
+        ok 1 - x::y
+          ---
+          ...
+        1..1
+    ok 3 - deeper
+      ---
+      type: 'suite'
+      ...
+    1..3
+not ok 2 - suite A
+  ---
+  type: 'suite'
+  ...
+# Subtest: skipped
+ok 3 - skipped # SKIP
+  ---
+  ...
+1..3
+# tests 5
+"""
+
+
+def test_node_tap_gives_the_ids_node_junit_gives() -> None:
+    assert outcomes(parse_node_tap(NODE_TAP)) == outcomes(parse_junit(NODE_JUNIT, flavour="nested"))

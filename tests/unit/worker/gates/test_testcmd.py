@@ -137,7 +137,8 @@ def test_node_asks_for_junit_where_node_has_it_and_selects_by_name() -> None:
     assert '--test-reporter=junit --test-reporter-destination="$RIBBIT_JUNIT"' in how.script
     pattern = shlex.quote(r"--test-name-pattern=^(adds \(1\+1\))$")
     assert pattern in how.script
-    # Node 18 (Debian's) has no junit reporter: the plain run, judged on its exit code.
+    # Node 18 (Debian's) has no junit reporter but TAP; older ones neither.
+    assert '--test-reporter=tap --test-reporter-destination="$RIBBIT_JUNIT"' in how.script
     assert how.script.endswith(f"else node --test {pattern} test/; fi")
 
 

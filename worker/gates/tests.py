@@ -332,6 +332,11 @@ def _shell(command: str) -> list[str]:
 # pytest's last console line: "=== 1 failed, 2 passed, 1 warning in 0.12s ===" (or bare
 # with -q). Read from the end of stdout, where the run's own output ends.
 _PYTEST_SUMMARY_RE = re.compile(r"^=*\s*((?:\d+ [a-z]+(?:, )?)+) in [\d.]+s\b.*$", re.M)
+# gotestsum's: "DONE 6 tests, 1 skipped, 2 failures, 1 error in 1.47s".
+_GOTESTSUM_DONE_RE = re.compile(
+    r"^DONE (\d+) tests?(?:, \d+ skipped)?(?:, (\d+) failures?)?(?:, (\d+) errors?)? in ",
+    re.M,
+)
 
 
 def report_disagreement(result: ExecResult, cases: dict[str, TestCase]) -> str | None:
@@ -342,6 +347,17 @@ def report_disagreement(result: ExecResult, cases: dict[str, TestCase]) -> str |
     passed = sum(1 for c in cases.values() if c.outcome == "passed")
     if failed and result.exit_code == 0:
         return f"the command exits 0 but its report has {failed} failing test(s)"
+    done = _GOTESTSUM_DONE_RE.findall(result.stdout[-4000:])
+    if done:
+        # gotestsum's last line counts what ``go test -json`` said, as its report should
+        # (a package that does not build is an "error" the two count differently).
+        total, failures, errors = (int(n or 0) for n in done[-1])
+        if not errors and (total != len(cases) or failures != failed):
+            return (
+                f"gotestsum says {total} tests, {failures} failed, but the report has "
+                f"{len(cases)} tests, {failed} failed"
+            )
+        return None
     summaries = _PYTEST_SUMMARY_RE.findall(result.stdout[-4000:])
     if not summaries:
         return None

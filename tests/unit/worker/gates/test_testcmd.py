@@ -9,12 +9,15 @@ from pathlib import Path
 import pytest
 
 from bot.repo_config import RepoConfig
+from worker.gates.junit import TestCase
 from worker.gates.testcmd import (
     DEFAULT_COMMAND,
     detect_test_command,
     recognise,
     resolve_test_command,
 )
+from worker.gates.tests import report_disagreement
+from worker.sandbox.base import ExecResult
 
 
 def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
@@ -157,3 +160,21 @@ def test_jest_and_vitest_reporters() -> None:
 def test_a_shell_command_runs_as_written() -> None:
     how = recognise("make test", "x").invocation(["tests/test_a.py::test_b"])
     assert how.script == "make test" and how.report == "junit" and how.flavour == "auto"
+
+
+def _cases(**outcomes: str) -> dict[str, TestCase]:
+    return {
+        k: TestCase(k, k, "example.com/x", o)  # type: ignore[arg-type]
+        for k, o in outcomes.items()
+    }
+
+
+def test_gotestsum_console_must_agree_with_its_report() -> None:
+    ran = ExecResult(1, "=== RUN TestA\nDONE 2 tests, 1 failure in 0.5s\n", "", 0.1)
+    assert report_disagreement(ran, _cases(TestA="passed", TestB="failed")) is None
+    # A report rewritten after gotestsum wrote it (all passing, or a test dropped).
+    assert report_disagreement(ran, _cases(TestA="passed", TestB="passed")) is not None
+    assert report_disagreement(ran, _cases(TestB="failed")) is not None
+    # A package that does not build is counted differently by the two: no verdict here.
+    broken = ExecResult(1, "DONE 1 tests, 1 error in 0.5s\n", "", 0.1)
+    assert report_disagreement(broken, _cases(TestA="passed", TestB="failed")) is None

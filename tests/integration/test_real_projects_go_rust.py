@@ -160,7 +160,8 @@ def test_upstream_fix_passes_the_gates_with_a_detected_command(
 ) -> None:
     repo, base, fix, _ = repos[project]
     runner, passing, failing_before = EXPECTED[project]
-    report = _gate(settings, repo, base, fix, all_gates=True)
+    # Semgrep runs on the host whatever the backend: once is enough.
+    report = _gate(settings, repo, base, fix, all_gates=settings.backend == "bubblewrap")
     assert report.passed, report.to_markdown()
     tests = report.result("tests")
     assert tests is not None

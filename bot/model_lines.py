@@ -33,7 +33,8 @@ def line_for(cfg: TrainingDataSettings, key: RepoRef, *, private: bool | None) -
     """The line ``key`` belongs to, or None. ``private`` None means not known: private."""
     name = str(key)
     for line, entries in cfg.lines.items():
-        if name in entries:
+        # A glob entry is never an exact listing, even for a repository named like it.
+        if any(e == name and not _is_glob(e) for e in entries):
             return line
     if private is not False:
         return None

@@ -241,8 +241,8 @@ def _drop_rejections(store: EnvironmentStore, repo: RepoRef) -> None:
 def stored_repos(db: Database, store: EnvironmentStore) -> list[RepoRef]:
     """Every repository with outcomes, jobs or environments stored."""
     with db.session() as s:
-        pairs = set(s.execute(select(Outcome.forge, Outcome.repo)).tuples())
-        pairs |= set(s.execute(select(Job.forge, Job.repo)).tuples())
+        pairs = set(((f, r) for f, r in s.execute(select(Outcome.forge, Outcome.repo))))
+        pairs |= set(((f, r) for f, r in s.execute(select(Job.forge, Job.repo))))
     for env in store:
         if env.provenance.forge is not None:
             pairs.add((env.provenance.forge, env.repo))

@@ -24,7 +24,7 @@ from trainer.envs.schema import Environment
 def line_repos(db: Database, cfg: TrainingDataSettings, line: str) -> list[RepoRef]:
     """The repositories with recorded outcomes whose data may train ``line``."""
     with db.session() as s:
-        pairs = sorted(set(s.execute(select(Outcome.forge, Outcome.repo)).tuples()))
+        pairs = sorted(set(((f, r) for f, r in s.execute(select(Outcome.forge, Outcome.repo)))))
     refs = [RepoRef(forge, repo) for forge, repo in pairs]  # type: ignore[arg-type]
     return [r for r in refs if repo_line(db, cfg, r) == line]
 

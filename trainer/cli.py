@@ -965,7 +965,7 @@ def list_models(ctx: click.Context, as_json: bool) -> None:
     for v in rows:
         rate = "-" if v.heldout_pass_rate is None else f"{v.heldout_pass_rate:.1%}"
         click.echo(
-            f"{v.name}\t{v.line}\t{v.state}\theld-out {rate}\t{v.adapter_path or v.base_model}"
+            f"{v.name}\t{v.state}\theld-out {rate}\t{v.adapter_path or v.base_model}\tline {v.line}"
         )
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from bot.console import empty
 from bot.forges.base import RepoRef
 from bot.settings import Settings, SettingsError, load_settings
 from bot.store.db import Database
@@ -50,7 +51,9 @@ def data() -> None:
 
 
 @data.command("list")
-@click.option("--forge", type=click.Choice(["github", "gitlab"]), default=None)
+@click.option(
+    "--forge", type=click.Choice(["github", "gitlab"]), default=None, help="Only this forge."
+)
 @click.option("--repo", "full_name", default=None, help="Only this repository.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON array.")
 @_store
@@ -82,7 +85,7 @@ def list_data(
         click.echo(json.dumps(rows, indent=2))
         return
     if not rows:
-        click.echo("no stored data")
+        empty("no stored data for any repository")
         return
     for row in rows:
         click.echo(

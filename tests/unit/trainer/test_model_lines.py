@@ -177,3 +177,16 @@ def test_a_job_for_repo_b_asks_for_line_b_promoted_version(db: Database, tmp_pat
     assert private.adapter_path is None and private.model == str(base)
     set_visibility(db, secret, private=True)
     assert preflight(db, settings, secret).adapter_path is None
+
+
+def test_gitlab_internal_projects_count_as_private() -> None:
+    from bot.normalize import from_gitlab
+    from tests.conftest import load_payload
+
+    payload = load_payload("gitlab", "issue.open")
+    levels = {0: True, 10: True, 20: False, "20": None}
+    for level, private in levels.items():
+        payload["project"]["visibility_level"] = level
+        event = from_gitlab("Issue Hook", "d", payload)
+        assert isinstance(event, list) and event, level
+        assert [e.private for e in event] == [private] * len(event), level

@@ -190,3 +190,22 @@ def test_gitlab_internal_projects_count_as_private() -> None:
         event = from_gitlab("Issue Hook", "d", payload)
         assert isinstance(event, list) and event, level
         assert [e.private for e in event] == [private] * len(event), level
+
+
+def test_train_refuses_an_unknown_line_and_a_line_without_environments(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from click.testing import CliRunner
+
+    from bot.cli import main
+    from trainer.envs.storage import EnvironmentStore
+
+    monkeypatch.setenv("RIBBIT_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("RIBBIT_TRAINING__LINES", '{"team-a": ["github:acme/a"]}')
+    EnvironmentStore(tmp_path / "trainer").add(_env(B))  # repo B: in no line
+    args = ["train", "--model", str(tmp_path), "--steps", "1"]
+    unknown = CliRunner().invoke(main, [*args, "--line", "nope"])
+    assert unknown.exit_code != 0 and "no model line 'nope'" in unknown.output
+    empty = CliRunner().invoke(main, [*args, "--line", "team-a"])
+    assert empty.exit_code != 0
+    assert "no environments of line 'team-a' match 'all'" in empty.output

@@ -429,6 +429,7 @@ class TrainingDataSettings(Section):
     @field_validator("lines")
     @classmethod
     def _line_names(cls, value: dict[str, list[str]]) -> dict[str, list[str]]:
+        owner: dict[str, str] = {}
         for name, repos in value.items():
             if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$", name):
                 raise ValueError(f"model line {name!r}: letters, digits, _ . - only")
@@ -436,6 +437,13 @@ class TrainingDataSettings(Section):
                 forge, sep, repo = entry.partition(":")
                 if not sep or not forge or "/" not in repo:
                     raise ValueError(f"model line {name!r}: {entry!r} is not forge:owner/name")
+                # A job is served by one line: a repository named in two is ambiguous.
+                if entry in owner and owner[entry] != name:
+                    raise ValueError(
+                        f"{entry} is named by model lines {owner[entry]!r} and {name!r}; "
+                        "a repository belongs to one line"
+                    )
+                owner[entry] = name
         return value
 
 

@@ -933,13 +933,14 @@ def verify_model(ctx: click.Context, model_id: str | None) -> None:
 
 
 @model.command("list")
+@click.option("--line", default=None, help="Only this model line's versions.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON array instead of lines.")
 @click.pass_context
-def list_models(ctx: click.Context, as_json: bool) -> None:
-    """List model versions: state, held-out pass rate, adapter."""
+def list_models(ctx: click.Context, line: str | None, as_json: bool) -> None:
+    """List model versions: state, held-out pass rate, adapter, model line."""
     from trainer.registry import versions
 
-    rows = versions(_db(ctx))
+    rows = versions(_db(ctx), line)
     if as_json:
         click.echo(
             json.dumps(

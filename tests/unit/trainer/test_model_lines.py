@@ -82,6 +82,8 @@ def test_line_settings_are_checked() -> None:
         TrainingDataSettings(lines={"team": ["acme/a"]})
     with pytest.raises(ValueError, match="letters, digits"):
         TrainingDataSettings(lines={"../x": ["github:acme/a"]})
+    with pytest.raises(ValueError, match="belongs to one line"):
+        TrainingDataSettings(lines={"a": ["github:acme/a"], "b": ["github:acme/a"]})
 
 
 def test_training_data_for_line_a_leaves_out_repo_b(db: Database) -> None:

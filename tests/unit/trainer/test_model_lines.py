@@ -211,3 +211,25 @@ def test_train_refuses_an_unknown_line_and_a_line_without_environments(
     empty = CliRunner().invoke(main, [*args, "--line", "team-a"])
     assert empty.exit_code != 0
     assert "no environments of line 'team-a' match 'all'" in empty.output
+
+
+def test_versions_from_before_lines_are_in_the_default_line(tmp_path: Path) -> None:
+    from alembic import command
+    from sqlalchemy import text
+
+    from bot.store.db import alembic_config
+
+    database = Database(f"sqlite:///{tmp_path / 'old.db'}")
+    cfg = alembic_config(database.engine)
+    command.upgrade(cfg, "0008")
+    with database.engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO model_versions (name, base_model, heldout_envs, state, created_at, "
+                "promoted_at) VALUES ('old1', 'base', 0, 'promoted', '2026-01-01', '2026-01-01')"
+            )
+        )
+    command.upgrade(cfg, "head")
+    assert promoted_model(database, DEFAULT_LINE).name == "old1"  # type: ignore[union-attr]
+    command.downgrade(cfg, "0008")  # and back, for an upgrade that has to be undone
+    database.dispose()

@@ -31,15 +31,16 @@ DEFAULT_LINE = "default"
 
 def line_for(cfg: TrainingDataSettings, key: RepoRef, *, private: bool | None) -> str | None:
     """The line ``key`` belongs to, or None. ``private`` None means not known: private."""
-    name = str(key)
+    # Both forges resolve owner and repository names case-insensitively.
+    name = str(key).casefold()
     for line, entries in cfg.lines.items():
         # A glob entry is never an exact listing, even for a repository named like it.
-        if any(e == name and not _is_glob(e) for e in entries):
+        if any(e.casefold() == name and not _is_glob(e) for e in entries):
             return line
     if private is not False:
         return None
     for line, entries in cfg.lines.items():
-        if any(_is_glob(e) and fnmatchcase(name, e) for e in entries):
+        if any(_is_glob(e) and fnmatchcase(name, e.casefold()) for e in entries):
             return line
     return DEFAULT_LINE if cfg.public_repos == "default_line" else None
 

@@ -438,12 +438,13 @@ class TrainingDataSettings(Section):
                 if not sep or not forge or "/" not in repo:
                     raise ValueError(f"model line {name!r}: {entry!r} is not forge:owner/name")
                 # A job is served by one line: a repository named in two is ambiguous.
-                if entry in owner and owner[entry] != name:
+                folded = entry.casefold()
+                if folded in owner and owner[folded] != name:
                     raise ValueError(
-                        f"{entry} is named by model lines {owner[entry]!r} and {name!r}; "
+                        f"{entry} is named by model lines {owner[folded]!r} and {name!r}; "
                         "a repository belongs to one line"
                     )
-                owner[entry] = name
+                owner[folded] = name
         return value
 
 

@@ -66,6 +66,7 @@ def test_private_repos_need_exact_listing_public_ones_follow_the_setting() -> No
     )
     named, other = RepoRef("github", "acme/named"), RepoRef("github", "acme/other")
     assert line_for(cfg, named, private=True) == "team"  # named exactly: in
+    assert line_for(cfg, RepoRef("github", "Acme/Named"), private=True) == "team"
     assert line_for(cfg, other, private=True) is None  # a glob never pulls a private one in
     assert line_for(cfg, other, private=None) is None  # visibility unknown: private
     assert line_for(cfg, other, private=False) == "team"  # public: the glob matches
@@ -83,7 +84,7 @@ def test_line_settings_are_checked() -> None:
     with pytest.raises(ValueError, match="letters, digits"):
         TrainingDataSettings(lines={"../x": ["github:acme/a"]})
     with pytest.raises(ValueError, match="belongs to one line"):
-        TrainingDataSettings(lines={"a": ["github:acme/a"], "b": ["github:acme/a"]})
+        TrainingDataSettings(lines={"a": ["github:acme/a"], "b": ["github:Acme/A"]})
 
 
 def test_training_data_for_line_a_leaves_out_repo_b(db: Database) -> None:

@@ -146,6 +146,9 @@ class Intake:
                 if ctx.refusal or ctx.ignored:
                     break
             jobs.extend(ctx.jobs)
+            if ctx.jobs and event.private is not None:
+                # Which model line may train on and serve the repository (bot/model_lines.py).
+                self.store.repository(session, event.forge, event.repo).private = event.private
             reasons.extend(ctx.notes)
             if ctx.refusal:
                 refused = ctx.refusal

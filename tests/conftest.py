@@ -20,6 +20,8 @@ pytest_plugins = [
     "tests.plugins.e2e",
     "tests.plugins.trainer",
     "tests.plugins.hub",
+    "tests.plugins.timing",
+    "tests.plugins.tiers",
 ]
 
 # Variables a test must never inherit from the developer's shell or CI.

@@ -129,7 +129,10 @@ class BackgroundSender:
             thread, self._thread = self._thread, None
         if thread is None or self._pid != os.getpid():
             return
-        self._queue.put(None)
+        try:
+            self._queue.put(None, timeout=timeout)
+        except queue.Full:  # a broker that hangs: what is left is the sweep's
+            return
         thread.join(timeout)
 
     def _ensure_thread(self) -> None:

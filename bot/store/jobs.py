@@ -93,6 +93,7 @@ class IntakeView:
     trigger_label: str | None  # the label .ribbit.yml asks for, as cached by the worker
     agent_jobs_today: int  # solve/revise jobs created for the repository since 00:00 UTC
     active_job_id: str | None  # the issue's queued or running solve/revise job
+    private: bool | None = None  # the repository's recorded visibility (None: not recorded)
 
 
 def _intake_view_statement() -> Executable:
@@ -116,6 +117,7 @@ def _intake_view_statement() -> Executable:
         )
         .limit(1)
         .scalar_subquery(),
+        select(Repository.private).where(in_repo).scalar_subquery(),
     )
 
 
@@ -274,12 +276,13 @@ class JobStore:
             )
             .one()
         )
-        global_paused, repo_paused, label, today, active = row
+        global_paused, repo_paused, label, today, active, private = row
         return IntakeView(
             paused=global_paused == "1" or bool(repo_paused),
             trigger_label=label,
             agent_jobs_today=int(today or 0),
             active_job_id=active,
+            private=private,
         )
 
     def active_for_issue(self, session: Session, forge: str, repo: str, issue: int) -> Job | None:

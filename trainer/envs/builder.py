@@ -35,7 +35,7 @@ from pathlib import Path
 
 from bot.hostgit import GitError, clone_at, git_ok, resolve_commit
 from trainer.envs.patches import split_by_file, split_test_patch
-from trainer.envs.schema import Environment, Provenance, Rejection
+from trainer.envs.schema import DEFAULT_TEST_COMMAND, Environment, Provenance, Rejection
 from worker.gates.testrun import TestRun, run_tests, select_batches
 from worker.sandbox.base import ExecResult, Sandbox
 
@@ -51,7 +51,7 @@ class BuildSpec:
     fix: str
     issue_text: str
     repo: str = "local/repo"  # owner/name, for the instance id
-    test_command: str = "python -m pytest"
+    test_command: str = DEFAULT_TEST_COMMAND
     setup_commands: tuple[str, ...] = ()
     hints_text: str = ""
     provenance: Provenance = field(default_factory=Provenance)

@@ -12,10 +12,8 @@ been written to by untrusted code.
 from __future__ import annotations
 
 import base64
-import random
 import shutil
 import subprocess
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +23,7 @@ from bot import hostgit
 from bot.forges.base import ForgeError, ForgeNotFound, ForgePermissionDenied, ForgeUnavailable
 from bot.forges.branches import validate_branch_name
 from bot.forges.redact import redact
+from bot.retrying import retry
 
 # Clones and pushes cross the network: longer than host git's local default.
 GIT_TIMEOUT_S = 600
@@ -164,16 +163,13 @@ def with_retries(
     base_delay: float = 0.5,
 ) -> None:
     """Retry ``action`` on ForgeUnavailable with exponential backoff and full jitter."""
-    for attempt in range(attempts):
-        try:
-            action()
-            return
-        except ForgeUnavailable:
-            if attempt == attempts - 1:
-                raise
-            if cleanup is not None:
-                cleanup()
-            time.sleep(random.uniform(0, base_delay * 2**attempt))  # noqa: S311
+    retry(
+        action,
+        retry_on=(ForgeUnavailable,),
+        attempts=attempts,
+        base_delay=base_delay,
+        before_retry=cleanup,
+    )
 
 
 def clone(

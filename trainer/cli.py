@@ -20,7 +20,7 @@ import click
 
 from bot.console import empty, progress
 from bot.settings import Settings
-from trainer.envs.schema import Environment
+from trainer.envs.schema import DEFAULT_TEST_COMMAND, Environment
 
 if TYPE_CHECKING:
     from trainer.distributed import Ranks
@@ -116,7 +116,7 @@ def envs() -> None:
 )
 @click.option(
     "--test-command",
-    default="python -m pytest",
+    default=DEFAULT_TEST_COMMAND,
     show_default=True,
     help="Command that runs the repository's tests in the sandbox.",
 )

@@ -13,6 +13,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Literal, Protocol, runtime_checkable
 
+from bot.forges.branches import BRANCH_PREFIX
+
 ForgeName = Literal["github", "gitlab"]
 
 
@@ -221,7 +223,7 @@ class Forge(Protocol):
         ...
 
     def list_open_pull_requests(
-        self, repo: RepoRef, head_prefix: str = "ribbit/"
+        self, repo: RepoRef, head_prefix: str = BRANCH_PREFIX
     ) -> list[PullRequest]: ...
 
     def list_reviews(self, ref: PullRequestRef) -> list[Review]: ...

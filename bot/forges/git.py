@@ -12,21 +12,23 @@ been written to by untrusted code.
 from __future__ import annotations
 
 import base64
-import os
-import random
 import shutil
 import subprocess
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from bot import hostgit
 from bot.forges.base import ForgeError, ForgeNotFound, ForgePermissionDenied, ForgeUnavailable
 from bot.forges.branches import validate_branch_name
 from bot.forges.redact import redact
+from bot.retrying import retry
 
+# Clones and pushes cross the network: longer than host git's local default.
 GIT_TIMEOUT_S = 600
+# What a clone over HTTPS needs from this process: the locale and the TLS trust store.
+_INHERIT = ("LANG", "LC_ALL", "TMPDIR", "SSL_CERT_FILE", "SSL_CERT_DIR")
 _ATTEMPTS = 3
 
 
@@ -58,36 +60,24 @@ def _url_prefix(url: str) -> str:
 
 
 def git_env(url: str, credentials: GitCredentials | None) -> dict[str, str]:
-    """Environment for one git command against ``url``."""
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if key in ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "SSL_CERT_FILE", "SSL_CERT_DIR")
-    }
-    env.update(
-        {
-            "GIT_TERMINAL_PROMPT": "0",
-            "GIT_ASKPASS": "/bin/false",
-            "SSH_ASKPASS": "/bin/false",
-            "GIT_CONFIG_NOSYSTEM": "1",
-            "GIT_CONFIG_GLOBAL": "/dev/null",
-        }
+    """Environment for one git command against ``url``: host git's hardened one, with
+    every protocol but HTTP(S) refused, no credential helper, the auth header scoped to
+    the forge and the TLS settings of this process."""
+    return hostgit.git_env(
+        config=_remote_config(url, credentials), any_owner=False, inherit=_INHERIT
     )
+
+
+def _remote_config(url: str, credentials: GitCredentials | None) -> list[tuple[str, str]]:
     config: list[tuple[str, str]] = [
         ("credential.helper", ""),
-        ("core.hooksPath", "/dev/null"),
-        ("core.fsmonitor", "false"),
         ("protocol.allow", "never"),
         ("protocol.https.allow", "always"),
         ("protocol.http.allow", "always"),
     ]
     if credentials is not None:
         config.append((f"http.{_url_prefix(url)}.extraHeader", credentials.header()))
-    env["GIT_CONFIG_COUNT"] = str(len(config))
-    for index, (key, value) in enumerate(config):
-        env[f"GIT_CONFIG_KEY_{index}"] = key
-        env[f"GIT_CONFIG_VALUE_{index}"] = value
-    return env
+    return config
 
 
 def _classify(stderr: str, what: str) -> ForgeError:
@@ -143,28 +133,26 @@ def run_git(
     credentials: GitCredentials | None,
     cwd: Path | None = None,
     what: str,
-    extra_env: Mapping[str, str] | None = None,
 ) -> str:
     """Run git once; failures become Forge errors with secrets masked."""
-    env = git_env(url, credentials)
-    env.update(extra_env or {})
     secrets = [credentials.token] if credentials else []
     try:
-        proc = subprocess.run(
-            ["git", *args],
-            cwd=cwd,
-            env=env,
-            capture_output=True,
-            text=True,
+        proc = hostgit.run_git(
+            cwd,
+            *args,
+            config=_remote_config(url, credentials),
+            any_owner=False,
+            inherit=_INHERIT,
             timeout=GIT_TIMEOUT_S,
-            check=False,
         )
     except subprocess.TimeoutExpired as exc:
         raise ForgeUnavailable(f"git {what} timed out after {GIT_TIMEOUT_S}s") from exc
+    stdout = proc.stdout.decode(errors="replace")
+    stderr = proc.stderr.decode(errors="replace")
     if proc.returncode != 0:
         # from None: the CalledProcess context would carry the environment's header.
-        raise _classify(redact(f"{proc.stderr}\n{proc.stdout}", secrets), what) from None
-    return proc.stdout
+        raise _classify(redact(f"{stderr}\n{stdout}", secrets), what) from None
+    return stdout
 
 
 def with_retries(
@@ -175,16 +163,13 @@ def with_retries(
     base_delay: float = 0.5,
 ) -> None:
     """Retry ``action`` on ForgeUnavailable with exponential backoff and full jitter."""
-    for attempt in range(attempts):
-        try:
-            action()
-            return
-        except ForgeUnavailable:
-            if attempt == attempts - 1:
-                raise
-            if cleanup is not None:
-                cleanup()
-            time.sleep(random.uniform(0, base_delay * 2**attempt))  # noqa: S311
+    retry(
+        action,
+        retry_on=(ForgeUnavailable,),
+        attempts=attempts,
+        base_delay=base_delay,
+        before_retry=cleanup,
+    )
 
 
 def clone(

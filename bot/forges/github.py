@@ -49,7 +49,12 @@ from bot.forges.base import (
     Review,
     ReviewComment,
 )
-from bot.forges.branches import validate_branch_name, validate_repo_path, validate_sha
+from bot.forges.branches import (
+    BRANCH_PREFIX,
+    validate_branch_name,
+    validate_repo_path,
+    validate_sha,
+)
 from bot.forges.markers import find_marked, with_marker
 from bot.forges.redact import SECRETS, redact, scrub
 from bot.forges.retries import (
@@ -463,7 +468,7 @@ class GitHubForge:
         self._raw("PATCH", url, f"update pull request {ref}", body={"body": body})
 
     def list_open_pull_requests(
-        self, repo: RepoRef, head_prefix: str = "ribbit/"
+        self, repo: RepoRef, head_prefix: str = BRANCH_PREFIX
     ) -> list[PullRequest]:
         def fetch() -> list[PullRequest]:
             return [

@@ -47,7 +47,12 @@ from bot.forges.base import (
     Review,
     ReviewComment,
 )
-from bot.forges.branches import validate_branch_name, validate_repo_path, validate_sha
+from bot.forges.branches import (
+    BRANCH_PREFIX,
+    validate_branch_name,
+    validate_repo_path,
+    validate_sha,
+)
 from bot.forges.markers import find_marked, marker_of, with_marker
 from bot.forges.redact import SECRETS, redact, scrub
 from bot.forges.retries import (
@@ -427,7 +432,7 @@ class GitLabForge:
         )
 
     def list_open_pull_requests(
-        self, repo: RepoRef, head_prefix: str = "ribbit/"
+        self, repo: RepoRef, head_prefix: str = BRANCH_PREFIX
     ) -> list[PullRequest]:
         found = self._list(
             f"{self._project(repo)}/merge_requests",

@@ -9,7 +9,6 @@ reached the server. Rate limits are never slept through here: they become
 
 from __future__ import annotations
 
-import random
 import time
 from collections.abc import Callable, Mapping
 from email.utils import parsedate_to_datetime
@@ -18,6 +17,7 @@ from typing import TypeVar
 from urllib3.util.retry import Retry
 
 from bot.forges.base import ForgeUnavailable
+from bot.retrying import retry
 
 T = TypeVar("T")
 
@@ -61,16 +61,13 @@ def retry_repeatable(action: Callable[[], T], *, attempts: int = 3, base_delay: 
     urllib3 never repeats a POST after a 5xx; these may be, because sending one
     twice leaves the same state. Rate limits are not retried: the caller defers.
     """
-    for attempt in range(attempts):
-        try:
-            return action()
-        except RateLimited:
-            raise
-        except ForgeUnavailable:
-            if attempt == attempts - 1:
-                raise
-            time.sleep(random.uniform(0, base_delay * 2**attempt))  # noqa: S311
-    raise AssertionError("unreachable")
+    return retry(
+        action,
+        retry_on=(ForgeUnavailable,),
+        give_up_on=(RateLimited,),
+        attempts=attempts,
+        base_delay=base_delay,
+    )
 
 
 def _header(headers: Mapping[str, str], name: str) -> str | None:

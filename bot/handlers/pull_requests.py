@@ -2,21 +2,20 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from sqlalchemy import select
 
 from bot.context import Context
 from bot.events import PullRequestClosed, ReviewSubmitted
+from bot.forges.branches import BRANCH_PREFIX
+from bot.forges.sanitize import closed_issue_numbers
 from bot.normalize import MAX_NUMBER
 from bot.routing import Registry
 from bot.store.jobs import JobSpec
 from bot.store.models import Job
 
 registry = Registry()
-BOT_BRANCH_PREFIX = "ribbit/"
-_CLOSES = re.compile(r"\b(?:fix(?:e[sd])?|close[sd]?|resolve[sd]?)\s+#(\d+)\b", re.IGNORECASE)
 
 
 def _bot_job_for_pr(ctx: Context, forge: str, repo: str, pr: int) -> Job | None:
@@ -41,7 +40,7 @@ def record_outcome(ctx: Context) -> None:
         delivery_id=event.delivery_id,
         installation_id=event.installation_id,
     )
-    if job is not None or event.head_branch.startswith(BOT_BRANCH_PREFIX):
+    if job is not None or event.head_branch.startswith(BRANCH_PREFIX):
         ctx.create_job(
             JobSpec(
                 kind="outcome",
@@ -56,7 +55,7 @@ def record_outcome(ctx: Context) -> None:
         return ctx.ignore("a human PR closed without merge")
     # A human fix for an issue the bot worked on: the fix the bot should have found.
     # A number past the column's range names no issue (and must not reach the query).
-    numbers = {int(n) for n in _CLOSES.findall(event.body) if len(n) <= 10}
+    numbers = {int(n) for n in closed_issue_numbers(event.body) if len(n) <= 10}
     for number in sorted(n for n in numbers if 1 <= n <= MAX_NUMBER):
         tried = ctx.session.scalar(
             select(Job)

@@ -33,9 +33,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from trainer.envs.gitutil import GitError, clone_at, resolve_commit, run_git
+from bot.hostgit import GitError, clone_at, git_ok, resolve_commit
 from trainer.envs.patches import split_by_file, split_test_patch
-from trainer.envs.schema import Environment, Provenance, Rejection
+from trainer.envs.schema import DEFAULT_TEST_COMMAND, Environment, Provenance, Rejection
 from worker.gates.testrun import TestRun, run_tests, select_batches
 from worker.sandbox.base import ExecResult, Sandbox
 
@@ -51,7 +51,7 @@ class BuildSpec:
     fix: str
     issue_text: str
     repo: str = "local/repo"  # owner/name, for the instance id
-    test_command: str = "python -m pytest"
+    test_command: str = DEFAULT_TEST_COMMAND
     setup_commands: tuple[str, ...] = ()
     hints_text: str = ""
     provenance: Provenance = field(default_factory=Provenance)
@@ -89,20 +89,22 @@ class EnvironmentBuilder:
 
         if not spec.issue_text.strip():
             raise reject("no_problem_statement", "the issue text is empty")
-        base = resolve_commit(spec.repo_dir, spec.base)
+        base = resolve_commit(spec.repo_dir, spec.base, any_owner=False)
         if spec.fix_diff is not None:
             diff = spec.fix_diff
             fix = "diff-" + hashlib.sha256(diff.encode()).hexdigest()[:12]
         else:
-            fix = resolve_commit(spec.repo_dir, spec.fix)
-            diff = run_git(spec.repo_dir, "diff", "--binary", "--no-color", base, fix, "--")
+            fix = resolve_commit(spec.repo_dir, spec.fix, any_owner=False)
+            diff = git_ok(
+                spec.repo_dir, "diff", "--binary", "--no-color", base, fix, "--", any_owner=False
+            ).decode()
         patch, test_patch = split_test_patch(diff)
         if not patch.strip():
             raise reject("no_code_change", "the fix changes only tests (or nothing)")
 
         workdir = Path(tempfile.mkdtemp(prefix="ribbit-envbuild-"))
         try:
-            checkout = clone_at(spec.repo_dir, workdir / "repo", base)
+            checkout = clone_at(spec.repo_dir, workdir / "repo", base, any_owner=False)
             before = self._runs(checkout, spec, [test_patch])
             after = self._runs(checkout, spec, [test_patch, patch])
             for state, runs in (("before", before), ("after", after)):

@@ -13,6 +13,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+# What an environment runs its tests with when its repository names no command (the
+# builder, `ribbit envs build` and a record without the field agree on it).
+DEFAULT_TEST_COMMAND = "python -m pytest"
+
 Split = Literal["train", "heldout", "test"]
 Author = Literal["bot", "human", "unknown"]
 
@@ -70,7 +74,7 @@ class Environment(BaseModel):
     # -- Ribbit fields ---------------------------------------------------------
     image: str | None = None  # sandbox image; None: the sandbox backend's default
     setup_commands: list[str] = Field(default_factory=list)
-    test_command: str = "python -m pytest"
+    test_command: str = DEFAULT_TEST_COMMAND
     test_timeout_s: float = 300.0
     provenance: Provenance = Field(default_factory=Provenance)
     calibration: Calibration = Field(default_factory=Calibration)

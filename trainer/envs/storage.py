@@ -19,8 +19,8 @@ import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from bot.hostgit import clone_at, git_ok
 from trainer.envs.builder import BuildRejected
-from trainer.envs.gitutil import clone_at, run_git
 from trainer.envs.schema import Environment, Rejection
 
 _ID = re.compile(r"^[A-Za-z0-9_.-]{1,200}$")
@@ -91,7 +91,7 @@ class EnvironmentStore:
         bundle = self._dir(env.instance_id) / "repo.bundle"
         if not bundle.exists():
             raise FileNotFoundError(f"{env.instance_id}: no repo.bundle (imported without one?)")
-        return clone_at(bundle, dest, env.base_commit)
+        return clone_at(bundle, dest, env.base_commit, any_owner=False)
 
     def reject(self, rejection: Rejection) -> None:
         with (self.root / "rejected.jsonl").open("a", encoding="utf-8") as fh:
@@ -146,6 +146,6 @@ def _content_key(env: Environment) -> str:
 
 def _bundle(repo_dir: Path, base: str, out: Path) -> None:
     with tempfile.TemporaryDirectory(prefix="ribbit-bundle-") as tmp:
-        clone = clone_at(repo_dir, Path(tmp) / "repo", base)
-        run_git(clone, "update-ref", _BUNDLE_REF, base)
-        run_git(clone, "bundle", "create", "-q", str(out.resolve()), _BUNDLE_REF)
+        clone = clone_at(repo_dir, Path(tmp) / "repo", base, any_owner=False)
+        git_ok(clone, "update-ref", _BUNDLE_REF, base, any_owner=False)
+        git_ok(clone, "bundle", "create", "-q", str(out.resolve()), _BUNDLE_REF, any_owner=False)

@@ -18,6 +18,7 @@ from typing import Any
 
 import click
 
+from bot.hostgit import run_git
 from bot.settings import AgentSettings, ModelSettings, SandboxSettings
 from worker.agent.loop import AgentResult, run_agent
 from worker.agent.policy import PolicyError, load_policy
@@ -77,12 +78,12 @@ def with_checkout_facts(task: AgentTask, repo: Path) -> AgentTask:
 
     def git(*args: str) -> str | None:
         try:
-            proc = subprocess.run(
-                ["git", "-C", str(repo), *args], capture_output=True, text=True, timeout=30
-            )
+            proc = run_git(repo, *args, timeout=30)
         except (OSError, subprocess.TimeoutExpired):
             return None
-        return proc.stdout.strip() or None if proc.returncode == 0 else None
+        return (
+            proc.stdout.decode(errors="replace").strip() or None if proc.returncode == 0 else None
+        )
 
     return replace(
         task,

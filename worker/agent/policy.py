@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import requests
 
+from bot.retrying import retry
 from bot.settings import AgentSettings, ModelSettings
 from worker.agent.parser import CALL_OPEN, THINK_CLOSE, THINK_OPEN, parse_completion
 from worker.agent.trajectory import FinishReason, ToolCall, Trajectory, read_jsonl
@@ -462,13 +463,10 @@ class OpenAIPolicy:
         stop = should_stop or (lambda: False)
         body = self.request_body(messages, tools, limits)
         attempts = self.settings.openai_max_retries + 1
-        last_error = ""
-        for attempt in range(attempts):
+
+        def ask() -> AssistantTurn:
             if stop():
-                return AssistantTurn("", None, [], "cancelled")
-            backoff = self.settings.openai_retry_backoff_s * 2 ** (attempt - 1)
-            if attempt and _sleep_unless(backoff, stop):
-                return AssistantTurn("", None, [], "cancelled")
+                raise _Cancelled
             try:
                 resp = self._session.post(
                     self.url,
@@ -477,14 +475,11 @@ class OpenAIPolicy:
                     timeout=(10.0, self.settings.openai_timeout_s),
                 )
             except requests.ConnectionError as exc:
-                last_error = f"cannot connect ({type(exc).__name__})"
-                continue
+                raise _Transient(f"cannot connect ({type(exc).__name__})") from None
             except requests.Timeout:
-                last_error = f"no answer within {self.settings.openai_timeout_s:g} s"
-                continue
+                raise _Transient(f"no answer within {self.settings.openai_timeout_s:g} s") from None
             if resp.status_code == 429 or resp.status_code >= 500:
-                last_error = f"HTTP {resp.status_code}: {resp.text[:300]}"
-                continue
+                raise _Transient(f"HTTP {resp.status_code}: {resp.text[:300]}")
             if resp.status_code >= 400:
                 text = resp.text[:500]
                 if "context" in text.lower() and (
@@ -499,11 +494,29 @@ class OpenAIPolicy:
                     f"{self.url} answered with something that is not JSON: {resp.text[:200]!r}"
                 ) from None
             return self._parse_response(data, tools, _assistant_count(messages))
-        raise PolicyError(
-            f"the OpenAI-compatible server at {self.settings.openai_base_url} failed "
-            f"{attempts} times (last: {last_error}); is it running? "
-            "(RIBBIT_MODEL__OPENAI_BASE_URL)"
-        )
+
+        def wait(seconds: float) -> None:
+            if _sleep_unless(seconds, stop):
+                raise _Cancelled
+
+        try:
+            # No jitter: one worker talks to its own server, and waits are cancellable.
+            return retry(
+                ask,
+                retry_on=(_Transient,),
+                attempts=attempts,
+                base_delay=self.settings.openai_retry_backoff_s,
+                sleep=wait,
+                delay=lambda base, attempt: base * 2**attempt,
+            )
+        except _Cancelled:
+            return AssistantTurn("", None, [], "cancelled")
+        except _Transient as exc:
+            raise PolicyError(
+                f"the OpenAI-compatible server at {self.settings.openai_base_url} failed "
+                f"{attempts} times (last: {exc}); is it running? "
+                "(RIBBIT_MODEL__OPENAI_BASE_URL)"
+            ) from None
 
     def _parse_response(
         self, data: Any, tools: Sequence[dict[str, Any]], turn: int
@@ -567,6 +580,14 @@ def _to_openai_message(message: dict[str, Any]) -> dict[str, Any]:
             for c in out["tool_calls"]
         ]
     return out
+
+
+class _Transient(Exception):
+    """A failure another try may not have (no connection, a timeout, 429, 5xx)."""
+
+
+class _Cancelled(Exception):
+    """The job was cancelled before or between tries."""
 
 
 def _sleep_unless(seconds: float, stop: StopCheck) -> bool:

@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING
 import click
 
 from bot.console import line, progress, styled
+from bot.hostgit import run_git
 from worker.gates.base import Gate, GateContext
 from worker.gates.report import GateReport
-from worker.gates.trees import run_git
 from worker.sandbox.base import Sandbox, SandboxFactory
 
 if TYPE_CHECKING:

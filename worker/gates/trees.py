@@ -8,39 +8,16 @@ paths through symlinks and writes into ``.git``.
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from bot.hostgit import GitError, git_ok, run_git
 from worker.gates.base import GateContext
 from worker.gates.patch import ParsedPatch, PatchParseError, parse_patch
-
-GIT_TIMEOUT_S = 300
-
-# Host git runs on a checkout of untrusted content: no hooks, no user or system
-# config (filter drivers, fsmonitor and the like live there), no prompts.
-_GIT_ENV = {
-    "GIT_CONFIG_NOSYSTEM": "1",
-    "GIT_CONFIG_GLOBAL": os.devnull,
-    "GIT_TERMINAL_PROMPT": "0",
-    "GIT_AUTHOR_NAME": "ribbit-gates",
-    "GIT_AUTHOR_EMAIL": "ribbit-gates@localhost",
-    "GIT_COMMITTER_NAME": "ribbit-gates",
-    "GIT_COMMITTER_EMAIL": "ribbit-gates@localhost",
-}
-_GIT_SAFE = [
-    "-c",
-    "core.hooksPath=" + os.devnull,
-    "-c",
-    "core.fsmonitor=false",
-    "-c",
-    "safe.directory=*",
-]
 
 
 class PatchTreeError(Exception):
@@ -51,37 +28,11 @@ class PatchApplyError(PatchTreeError):
     """The patch does not apply to the base commit."""
 
 
-def run_git(
-    cwd: Path,
-    *args: str,
-    stdin: bytes | None = None,
-    identity: Mapping[str, str] | None = None,
-) -> subprocess.CompletedProcess[bytes]:
-    """Host git on untrusted content (hooks, user config and fsmonitor off, bounded time).
-    ``identity`` overrides the author/committer variables (the bot's own commits)."""
-    env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "HOME": os.devnull,
-        **_GIT_ENV,
-        **(identity or {}),
-    }
-    return subprocess.run(
-        ["git", *_GIT_SAFE, *args],
-        cwd=cwd,
-        env=env,
-        input=stdin,
-        capture_output=True,
-        timeout=GIT_TIMEOUT_S,
-        check=False,
-    )
-
-
-def _git_ok(cwd: Path, *args: str, stdin: bytes | None = None) -> bytes:
-    proc = run_git(cwd, *args, stdin=stdin)
-    if proc.returncode != 0:
-        reason = proc.stderr.decode(errors="replace").strip()
-        raise PatchTreeError(f"git {args[0]} failed: {reason}")
-    return proc.stdout
+def _git_ok(cwd: Path, *args: str) -> bytes:
+    try:
+        return git_ok(cwd, *args)
+    except GitError as exc:
+        raise PatchTreeError(str(exc)) from None
 
 
 @dataclass(frozen=True)
@@ -118,41 +69,6 @@ def applied_changes(after: Path) -> list[AppliedChange]:
             AppliedChange(path=path, status=parts[4][:1], old_mode=parts[0], new_mode=parts[1])
         )
     return changes
-
-
-def host_diff(repo: Path, base: str, tree: Path, *, max_bytes: int = 32 * 1024 * 1024) -> str:
-    """The diff from commit ``base`` of the host checkout ``repo`` to the files in
-    ``tree`` (an export of a sandbox's workspace), computed by host git. The tree is
-    only read; objects and index live in a throwaway bare clone, so nothing the sandbox
-    wrote into its own ``.git`` (hooks, config, a doctored index) takes part."""
-    root = Path(tempfile.mkdtemp(prefix="ribbit-hostdiff-"))
-    try:
-        gitdir = root / "git"
-        _git_ok(
-            root, "clone", "--quiet", "--bare", "--shared", "--", str(repo.resolve()), str(gitdir)
-        )
-        where = [f"--git-dir={gitdir}", f"--work-tree={tree}", "-c", "core.quotePath=false"]
-        _git_ok(root, *where, "read-tree", base)
-        _git_ok(root, *where, "add", "-A")
-        proc = run_git(
-            root,
-            *where,
-            "diff",
-            "--cached",
-            "--binary",
-            "--no-ext-diff",
-            "--no-textconv",
-            "--no-color",
-            "--no-renames",
-            base,
-        )
-        if proc.returncode != 0:
-            raise PatchTreeError(f"git diff failed: {proc.stderr.decode(errors='replace')[-500:]}")
-        if len(proc.stdout) > max_bytes:
-            raise PatchTreeError(f"the diff is over {max_bytes} bytes")
-        return proc.stdout.decode("utf-8", errors="surrogateescape")
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
 
 
 def read_base_file(ctx: GateContext, path: str) -> bytes | None:

@@ -36,11 +36,11 @@ from bot.forges.base import (
 )
 from bot.forges.branches import branch_name_for_issue, validate_branch_name
 from bot.forges.sanitize import sanitize_forge_text
+from bot.hostgit import run_git
 from bot.repo_config import CONFIG_PATH, RepoConfig, RepoConfigError, parse_repo_config
 from bot.settings import AgentSettings, ModelSettings, Settings
 from bot.store.models import Job
 from worker.gates import review
-from worker.gates.trees import run_git
 from worker.jobs import WAITING_HOOKS, JobCancelled, JobContext, JobRefused, pipeline
 from worker.metrics import InstrumentedPolicy, record_gates, record_stage
 from worker.pipelines.task_record import RESULT_KEY, TaskRecord

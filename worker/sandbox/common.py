@@ -4,12 +4,12 @@ wrapper, capped output capture and the host-side diff."""
 from __future__ import annotations
 
 import re
-import subprocess
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from bot.hostgit import GitError, head_commit, host_diff
 from worker.sandbox.base import TIMEOUT_EXIT_CODE, WORKSPACE, SandboxError
 
 SANDBOX_UID = 1000
@@ -127,32 +127,7 @@ def workspace_cwd(cwd: str) -> str:
 
 def base_commit(source: Path) -> str | None:
     """The commit the host checkout is at (None when it is not a git checkout)."""
-    try:
-        out = subprocess.run(
-            ["git", "-C", str(source), "rev-parse", "--verify", "-q", "HEAD^{commit}"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=False,
-            env={
-                "PATH": _SYSTEM_PATH,
-                "GIT_CONFIG_NOSYSTEM": "1",
-                "GIT_CONFIG_GLOBAL": "/dev/null",
-                **_safe_dir_env(),
-            },
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    sha = out.stdout.strip()
-    return sha if out.returncode == 0 and re.fullmatch(r"[0-9a-f]{40,64}", sha) else None
-
-
-def _safe_dir_env() -> dict[str, str]:
-    return {
-        "GIT_CONFIG_COUNT": "1",
-        "GIT_CONFIG_KEY_0": "safe.directory",
-        "GIT_CONFIG_VALUE_0": "*",
-    }
+    return head_commit(source)
 
 
 @dataclass
@@ -189,8 +164,6 @@ def host_workspace_diff(source: Path, base: str | None, export: Callable[[Path],
     of worker.sandbox.export, and host git compares it with ``base`` from ``source``.
     Nothing in the sandbox (a ``git`` function in a profile, a doctored index) decides
     what the patch is."""
-    from worker.gates.trees import PatchTreeError, host_diff
-
     if base is None:
         raise SandboxError("the workspace was not created from a git checkout")
     with tempfile.TemporaryDirectory(prefix="ribbit-export-") as tmp:
@@ -198,5 +171,5 @@ def host_workspace_diff(source: Path, base: str | None, export: Callable[[Path],
         export(tree)
         try:
             return host_diff(source, base, tree, max_bytes=DIFF_CAP)
-        except PatchTreeError as exc:
+        except GitError as exc:
             raise SandboxError(f"could not compute the diff: {exc}") from None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bot.forges.sanitize import sanitize_forge_text
+from bot.forges.sanitize import closed_issue_numbers, sanitize_forge_text
 from worker.status import Status, render_status
 
 
@@ -53,3 +53,22 @@ def test_pr_body_sanitises_summary_and_report() -> None:
         job_id="j",
     )
     assert "@boss" not in body and "closes #99" not in body and "@team" not in body
+
+
+@pytest.mark.parametrize(
+    ("body", "numbers"),
+    [
+        ("Fixes #12 and closes #3.", ["12", "3"]),
+        ("resolved #7", ["7"]),
+        ("fixes #12abc", []),
+        ("fixes #12_3", []),
+        ("fixes: #12", []),
+        ("fixes owner/repo#12", []),
+        ("fixes https://github.com/o/r/issues/12", []),
+        ("prefixes #12", []),
+    ],
+)
+def test_closed_issue_numbers_are_this_repos_closing_references(
+    body: str, numbers: list[str]
+) -> None:
+    assert closed_issue_numbers(body) == numbers

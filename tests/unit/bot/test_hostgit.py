@@ -1,0 +1,76 @@
+"""Host git refuses what a hostile checkout can name: hooks, fsmonitor, user config,
+the process's secrets."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from bot import hostgit
+
+
+def _hostile_repo(tmp_path: Path) -> tuple[Path, Path]:
+    """A checkout whose own config and hooks would each leave a marker file if run."""
+    repo, marker = tmp_path / "repo", tmp_path / "ran"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    script = tmp_path / "evil.sh"
+    script.write_text(f"#!/bin/sh\ntouch {marker}\n")
+    script.chmod(0o755)
+    hooks = repo / ".git" / "hooks"
+    for hook in ("pre-commit", "post-commit", "post-checkout", "reference-transaction"):
+        (hooks / hook).write_text(script.read_text())
+        (hooks / hook).chmod(0o755)
+    with (repo / ".git" / "config").open("a") as config:
+        config.write(f"[core]\n\tfsmonitor = {script}\n")
+    (repo / "a.txt").write_text("a\n")
+    return repo, marker
+
+
+def test_hooks_and_fsmonitor_of_the_checkout_never_run(tmp_path: Path) -> None:
+    repo, marker = _hostile_repo(tmp_path)
+    hostgit.git_ok(repo, "add", "a.txt")
+    hostgit.git_ok(repo, "status", "--porcelain")
+    hostgit.git_ok(repo, "commit", "-q", "-m", "x")
+    hostgit.git_ok(repo, "checkout", "-q", "-b", "other")
+    assert not marker.exists()
+    author = hostgit.git_ok(repo, "log", "-1", "--format=%an <%ae>").decode().strip()
+    assert author == "ribbit <ribbit@localhost>"
+
+
+def test_the_environment_is_an_allow_list(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "nope")
+    monkeypatch.setenv("GIT_DIR", "/somewhere/else")
+    monkeypatch.setenv("HOME", "/root")
+    env = hostgit.git_env()
+    assert "AWS_SECRET_ACCESS_KEY" not in env
+    assert "GIT_DIR" not in env
+    assert env["HOME"] == "/dev/null"
+    assert env["GIT_CONFIG_GLOBAL"] == "/dev/null"
+    assert env["GIT_CONFIG_NOSYSTEM"] == "1"
+    pairs = {
+        env[f"GIT_CONFIG_KEY_{i}"]: env[f"GIT_CONFIG_VALUE_{i}"]
+        for i in range(int(env["GIT_CONFIG_COUNT"]))
+    }
+    assert pairs["core.hooksPath"] == "/dev/null"
+    assert pairs["core.fsmonitor"] == "false"
+
+
+def test_only_callers_that_ask_accept_any_owner() -> None:
+    assert "safe.directory" in hostgit.git_env().values()
+    assert "safe.directory" not in hostgit.git_env(any_owner=False).values()
+
+
+@pytest.mark.parametrize("key", ["GIT_CONFIG_GLOBAL", "GIT_DIR", "PATH", "LD_PRELOAD"])
+def test_identity_cannot_turn_the_hardening_off(key: str) -> None:
+    with pytest.raises(ValueError, match="identity"):
+        hostgit.git_env(extra={key: "x"})
+
+
+def test_failures_and_non_shas_raise_git_error(tmp_path: Path) -> None:
+    with pytest.raises(hostgit.GitError, match="git rev-parse failed"):
+        hostgit.git_ok(tmp_path, "rev-parse", "HEAD")
+    with pytest.raises(hostgit.GitError, match="not a commit sha"):
+        hostgit.resolve_commit(tmp_path, "--output=/etc/passwd")
+    assert hostgit.head_commit(tmp_path) is None

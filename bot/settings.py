@@ -294,9 +294,10 @@ class SandboxSettings(Section):
         "allowed: the sandbox image. Docker backend only.",
     )
     repo_image_builds: bool = Field(
-        default=True,
-        description="Build a repository's `.devcontainer` Dockerfile (no network, FROM an "
-        "allowed image only) on the docker backend.",
+        default=False,
+        description="Build a repository's `.devcontainer` Dockerfile (FROM an allowed image "
+        "only; asked for with no network, which Docker honours and Podman 4.3's API does "
+        "not) on the docker backend.",
     )
     env_cache_dir: Path | None = Field(
         default=None,

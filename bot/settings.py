@@ -294,10 +294,9 @@ class SandboxSettings(Section):
         "allowed: the sandbox image. Docker backend only.",
     )
     repo_image_builds: bool = Field(
-        default=False,
-        description="Build a repository's `.devcontainer` Dockerfile (FROM an allowed image "
-        "only; asked for with no network, which Docker honours and Podman 4.3's API does "
-        "not) on the docker backend.",
+        default=True,
+        description="Build a repository's `.devcontainer` Dockerfile on the docker backend: "
+        "FROM an allowed image only, its steps run with no network.",
     )
     env_cache_dir: Path | None = Field(
         default=None,

@@ -3,13 +3,12 @@
 
 Only on the docker backend, and only within what the deployment allows
 (``SandboxSettings.repo_images``; the sandbox image itself always): a repository names
-an image, it never brings one the deployment did not accept. A Dockerfile is built
-through the engine (asked for no network: see SandboxSettings.repo_image_builds), from a context tar Ribbit makes itself (links kept
-as links, nothing above the checkout), and every image it reads (``FROM``,
-``COPY --from``, ``RUN --mount=from=``) must be an allowed image or an earlier stage:
-a build must not fetch what the allow-list refused. The result is tagged per
-repository and content hash, so the next job with the same Dockerfile and context
-reuses it.
+an image, it never brings one the deployment did not accept. A Dockerfile is built step
+by step in a container of its base image with no network (``DockerfileRun``: the
+engines' own builds do not all honour "no network"), copying only from the build
+context (links kept as links, nothing above it), on an allowed base image only. The
+result is tagged per repository and content hash, so the next job with the same
+Dockerfile and context reuses it.
 
 Whatever the repository names must still meet the sandbox's contract (what the docker
 backend, the setup step and the agent's in-sandbox tool runner use): a uid 1000 user,
@@ -380,7 +379,7 @@ def _build(
         )
     context_dir = checkout / request.context
     dockerfile_rel = dockerfile.relative_to(checkout.resolve()).as_posix()
-    with ContextTar(context_dir, checkout, dockerfile_rel) as (tar, digest):
+    with ContextTar(context_dir, checkout, dockerfile_rel) as (_tar, digest):
         h = hashlib.sha256(digest.encode())
         # The bases' ids: a rebuilt base image makes a new tag.
         for ref in dockerfile_images(text):
@@ -393,89 +392,270 @@ def _build(
         except docker.errors.ImageNotFound:
             pass
         log.info("building %s for %s", tag, request.describe())
-        labels = {f"{LABEL}.repo-image": repo[:200]}
-        try:
-            if _is_podman(client):
-                _podman_build(client, tar, tag, dict(request.build_args), labels)
-            else:
-                client.images.build(
-                    fileobj=tar,
-                    custom_context=True,
-                    dockerfile=_IN_TAR_DOCKERFILE,
-                    tag=tag,
-                    network_mode="none",
-                    pull=False,
-                    rm=True,
-                    forcerm=True,
-                    buildargs=dict(request.build_args),
-                    labels=labels,
-                    timeout=settings.setup_timeout_s,
-                )
-        except docker.errors.BuildError as exc:
-            tail = "\n".join(
-                str(chunk.get("stream") or chunk.get("error") or "").rstrip()
-                for chunk in list(exc.build_log)[-30:]
-                if isinstance(chunk, dict)
-            ).strip()
-            raise RepoImageError(
-                f"{request.describe()} did not build (no network during the build): "
-                f"{exc.msg}\n\n```\n{tail[-3000:].replace('```', '`​``')}\n```"
-            ) from None
-        except docker.errors.DockerException as exc:
-            raise SandboxError(f"could not build {request.describe()}: {exc}") from exc
+    steps = parse_dockerfile(text)
+    try:
+        DockerfileRun(client, settings, steps, context_dir, dict(request.build_args)).build(
+            tag, labels={f"{LABEL}.repo-image": repo[:200]}
+        )
+    except BuildFailed as exc:
+        raise RepoImageError(
+            f"{request.describe()} did not build (its RUN steps have no network): {exc}"
+            f"\n\n```\n{exc.output[-3000:].replace('```', '`​``')}\n```"
+        ) from None
+    except docker.errors.DockerException as exc:
+        raise SandboxError(f"could not build {request.describe()}: {exc}") from exc
     return tag, True
 
 
-def _is_podman(client: Any) -> bool:
-    try:
-        components = client.version().get("Components") or []
-    except Exception:  # an engine that cannot say is treated as Docker
-        return False
-    return any("podman" in str(c.get("Name", "")).lower() for c in components)
+# -- the build ------------------------------------------------------------------------
+#
+# Not the engine's build: Podman's (4.3, through either API) runs RUN steps in the
+# host's network namespace whatever networkmode says. Ribbit runs the steps itself in
+# a container with network_mode="none" (which every engine honours, as the sandbox
+# relies on) and commits it. The Dockerfile subset a devcontainer needs: one FROM, RUN,
+# COPY/ADD of local files, ENV, ARG, WORKDIR, USER; LABEL, EXPOSE, CMD, ENTRYPOINT,
+# VOLUME, SHELL and HEALTHCHECK are accepted and ignored (the sandbox runs its own
+# command); anything else is refused.
+
+_IGNORED = frozenset(
+    {"LABEL", "EXPOSE", "CMD", "ENTRYPOINT", "VOLUME", "SHELL", "HEALTHCHECK", "STOPSIGNAL"}
+)
+_KEPT = frozenset({"ENV", "ARG", "WORKDIR", "USER"})
+_BUILD_INIT = "trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done"
+_STEP_OUTPUT = 64 * 1024
 
 
-def _podman_build(
-    client: Any, tar: IO[bytes], tag: str, args: dict[str, str], labels: dict[str, str]
-) -> None:
-    """Podman's Docker-compatible build ignores ``networkmode`` (checked on Podman 4.3:
-    a RUN step reached the internet); its own endpoint honours it."""
-    import docker.errors
+class BuildFailed(Exception):
+    def __init__(self, message: str, output: str = "") -> None:
+        super().__init__(message)
+        self.output = output
 
-    api = client.api
-    params = {
-        "t": tag,
-        "dockerfile": _IN_TAR_DOCKERFILE,
-        "networkmode": "none",
-        "pull": "false",
-        "rm": "true",
-        "forcerm": "true",
-        "buildargs": json.dumps(args),
-        "labels": json.dumps(labels),
-    }
-    response = api._post(
-        api.base_url + "/v4.0.0/libpod/build",
-        params=params,
-        data=tar,
-        headers={"Content-Type": "application/x-tar"},
-        stream=True,
-        timeout=None,
-    )
-    log_lines: list[dict[str, Any]] = []
-    for line in response.iter_lines():
-        if not line:
-            continue
-        try:
-            chunk = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(chunk, dict):
-            log_lines.append(chunk)
-    if response.status_code >= 400 or any("error" in c for c in log_lines):
-        message = next(
-            (str(c["error"]) for c in log_lines if "error" in c), f"HTTP {response.status_code}"
+
+@dataclass(frozen=True)
+class Step:
+    instruction: str
+    args: str  # the rest of the line, as written
+
+
+def parse_dockerfile(text: str) -> list[Step]:
+    """The Dockerfile's instructions, refused (RepoImageError) when it uses what Ribbit
+    does not build: more than one stage, ``--from``/``--mount`` flags, heredocs."""
+    steps: list[Step] = []
+    for line in _logical_lines(text):
+        head, _, rest = line.partition(" ")
+        instruction = head.upper()
+        rest = rest.strip()
+        if instruction == "FROM":
+            if any(s.instruction == "FROM" for s in steps):
+                raise RepoImageError("multi-stage Dockerfiles are not built (one FROM only)")
+        elif instruction in ("RUN", "COPY", "ADD"):
+            if re.search(r"(^|\s)--(from|mount|network|security)\b", rest):
+                raise RepoImageError(f"`{instruction} {rest[:80]}`: that flag is not supported")
+            if instruction == "RUN" and "<<" in rest.split(" ", 1)[0]:
+                raise RepoImageError("heredoc RUN steps are not supported")
+        elif instruction not in _KEPT | _IGNORED:
+            raise RepoImageError(f"unsupported Dockerfile instruction `{head[:40]}`")
+        steps.append(Step(instruction, rest))
+    if not steps or steps[0].instruction not in ("FROM", "ARG"):
+        raise RepoImageError("the Dockerfile must start with FROM")
+    if not any(s.instruction == "FROM" for s in steps):
+        raise RepoImageError("the Dockerfile has no FROM")
+    return steps
+
+
+class DockerfileRun:
+    """One build: a container of the base image with no network, the steps run in it
+    one by one, then committed as the tag."""
+
+    def __init__(
+        self,
+        client: Any,
+        settings: SandboxSettings,
+        steps: list[Step],
+        context: Path,
+        build_args: dict[str, str],
+    ) -> None:
+        self._client = client
+        self._settings = settings
+        self._steps = steps
+        self._context = context.resolve()
+        self._args = dict(build_args)
+        self._env: dict[str, str] = {}
+        self._workdir = "/"
+        self._user = "0"
+        self._log: list[str] = []
+
+    def build(self, tag: str, *, labels: dict[str, str]) -> None:
+        base = None
+        for step in self._steps:
+            if step.instruction == "FROM":
+                base = self._subst(shlex.split(step.args)[0])
+                break
+            self._arg(step.args)
+        assert base is not None
+        container = self._client.containers.create(
+            base,
+            ["/bin/sh", "-c", _BUILD_INIT],
+            entrypoint=[],
+            user="0:0",
+            network_mode="none",
+            mem_limit=f"{self._settings.memory_mb}m",
+            memswap_limit=f"{self._settings.memory_mb}m",
+            pids_limit=self._settings.pids,
+            security_opt=["no-new-privileges"],
+            labels={LABEL: "1", **labels},
         )
-        raise docker.errors.BuildError(message.strip()[:500], iter(log_lines))
-    client.images.get(tag)  # raises when nothing was tagged
+        try:
+            container.start()
+            inspect = self._client.api.inspect_image(base).get("Config") or {}
+            for item in inspect.get("Env") or []:
+                name, _, value = str(item).partition("=")
+                self._env[name] = value
+            self._workdir = inspect.get("WorkingDir") or "/"
+            self._user = inspect.get("User") or "0"
+            started = False
+            for step in self._steps:
+                if step.instruction == "FROM":
+                    started = True
+                elif started:
+                    self._run_step(container, step)
+            changes = [f"ENV {k}={v}" for k, v in sorted(self._env.items())]
+            changes += [f"WORKDIR {self._workdir}", f"USER {self._user}"]
+            changes += [f"LABEL {k}={v}" for k, v in labels.items()]
+            name, _, version = tag.rpartition(":")
+            container.commit(repository=name, tag=version, changes=changes)
+        finally:
+            container.remove(force=True, v=True)
+
+    def _run_step(self, container: Any, step: Step) -> None:
+        kind, args = step.instruction, step.args
+        if kind == "ARG":
+            self._arg(args)
+        elif kind == "ENV":
+            self._env_step(args)
+        elif kind == "WORKDIR":
+            self._workdir = posix_join(self._workdir, self._subst(args))
+            self._exec(container, ["mkdir", "-p", "--", self._workdir], "0", f"WORKDIR {args}")
+        elif kind == "USER":
+            self._user = self._subst(args)
+        elif kind == "RUN":
+            argv = _run_argv(args)
+            self._exec(container, argv, self._user, f"RUN {args[:200]}")
+        elif kind in ("COPY", "ADD"):
+            self._copy(container, args)
+
+    def _arg(self, args: str) -> None:
+        name, eq, default = args.partition("=")
+        name = name.strip()
+        if name and name not in self._args and eq:
+            self._args[name] = self._subst(shlex.split(default)[0] if default.strip() else "")
+        self._args.setdefault(name, "")
+
+    def _env_step(self, args: str) -> None:
+        words = shlex.split(args)
+        if words and "=" not in words[0]:
+            self._env[words[0]] = self._subst(args.split(None, 1)[1] if len(words) > 1 else "")
+            return
+        for word in words:
+            name, _, value = word.partition("=")
+            self._env[name] = self._subst(value)
+
+    def _subst(self, text: str) -> str:
+        values = {**self._args, **self._env}
+
+        def one(match: re.Match[str]) -> str:
+            return values.get(match.group(1) or match.group(2), "")
+
+        return re.sub(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)", one, text)
+
+    def _exec(self, container: Any, argv: list[str], user: str, what: str) -> None:
+        env = {**self._args, **self._env}
+        timeout = str(self._settings.setup_timeout_s)
+        result = container.exec_run(
+            ["timeout", "-k", "10", timeout, *argv],
+            user=user,
+            environment=env,
+            workdir=self._workdir,
+            demux=False,
+        )
+        output = (result.output or b"").decode(errors="replace")[-_STEP_OUTPUT:]
+        self._log.append(f"$ {what}\n{output}")
+        if result.exit_code != 0:
+            raise BuildFailed(f"`{what[:200]}` exited {result.exit_code}", "\n".join(self._log))
+
+    def _copy(self, container: Any, args: str) -> None:
+        words = shlex.split(args)
+        owner = (0, 0)
+        flags = [w for w in words if w.startswith("--")]
+        words = [w for w in words if not w.startswith("--")]
+        for flag in flags:
+            name, _, value = flag[2:].partition("=")
+            if name == "chown":
+                uid, _, gid = value.partition(":")
+                if not (uid.isdigit() and (not gid or gid.isdigit())):
+                    raise BuildFailed(f"COPY --chown takes numeric ids here, not {value[:40]}")
+                owner = (int(uid), int(gid or uid))
+            elif name != "chmod":
+                raise BuildFailed(f"COPY --{name[:40]} is not supported")
+        if len(words) < 2:
+            raise BuildFailed(f"COPY needs a source and a destination: {args[:100]}")
+        *sources, dest_raw = (self._subst(w) for w in words)
+        dest = posix_join(self._workdir, dest_raw)
+        into_dir = dest_raw.endswith("/") or len(sources) > 1
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tf:
+            for source in sources:
+                if any(ch in source for ch in "*?["):
+                    raise BuildFailed(f"COPY with wildcards is not supported: {source[:100]}")
+                if "://" in source:
+                    raise BuildFailed("ADD of a URL is not supported (no network)")
+                path = (self._context / source).resolve()
+                if path != self._context and self._context not in path.parents:
+                    raise BuildFailed(f"COPY {source[:100]}: outside the build context")
+                if not path.exists():
+                    raise BuildFailed(f"COPY {source[:100]}: not in the build context")
+                if path.is_dir():
+                    target = dest.lstrip("/")
+                    for item in [path, *_walk(path)]:
+                        rel = item.relative_to(path).as_posix()
+                        arc = target if rel == "." else f"{target}/{rel}"
+                        _add_owned(tf, item, arc, owner)
+                else:
+                    arc = f"{dest}/{path.name}" if into_dir else dest
+                    _add_owned(tf, path, arc.lstrip("/"), owner)
+        buf.seek(0)
+        self._log.append(f"$ COPY {args[:200]}")
+        if not container.put_archive("/", buf.getvalue()):
+            raise BuildFailed(f"COPY {args[:100]} failed", "\n".join(self._log))
+
+
+def _add_owned(tf: tarfile.TarFile, path: Path, arcname: str, owner: tuple[int, int]) -> None:
+    # Parent folders the tar names implicitly are made by the engine.
+    info = tf.gettarinfo(str(path), arcname=arcname)
+    info.uid, info.gid = owner
+    info.uname = info.gname = ""
+    if info.isreg():
+        with path.open("rb") as fh:
+            tf.addfile(info, fh)
+    elif info.isdir() or info.issym():
+        tf.addfile(info)
+
+
+def _run_argv(args: str) -> list[str]:
+    if args.startswith("["):
+        try:
+            argv = json.loads(args)
+        except ValueError:
+            argv = None
+        if isinstance(argv, list) and argv and all(isinstance(a, str) for a in argv):
+            return argv
+    return ["/bin/sh", "-c", args]
+
+
+def posix_join(base: str, path: str) -> str:
+    import posixpath
+
+    return posixpath.normpath(posixpath.join(base, path))
 
 
 def _image_id(client: Any, name: str) -> str:

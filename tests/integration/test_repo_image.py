@@ -66,7 +66,7 @@ def built(
         tmp_path_factory.mktemp("own-image"),
         f"FROM {engine.image}\nUSER root\nCOPY tool.txt /opt/tool.txt\nUSER 1000:1000\n",
     )
-    return choose_image(engine, "docker", RepoConfig(), repo, repo=REPO), repo
+    return choose_image(engine, RepoConfig(), repo, repo=REPO, backend="docker"), repo
 
 
 def test_devcontainer_dockerfile_is_built_once_and_runs_the_sandbox(
@@ -74,9 +74,9 @@ def test_devcontainer_dockerfile_is_built_once_and_runs_the_sandbox(
 ) -> None:
     first, repo = built
     assert first.applied and first.image.startswith("ribbit-repo-")
-    again = choose_image(engine, "docker", RepoConfig(), repo, repo=REPO)
+    again = choose_image(engine, RepoConfig(), repo, repo=REPO, backend="docker")
     assert (again.image, again.built) == (first.image, False)  # same content: reused
-    other = choose_image(engine, "docker", RepoConfig(), repo, repo="github:example/other")
+    other = choose_image(engine, RepoConfig(), repo, repo="github:example/other", backend="docker")
     assert other.image != first.image  # never shared across repositories by name
     settings = engine.model_copy(update={"image": first.image})
     with open_sandbox(settings, repo) as sb:
@@ -96,7 +96,7 @@ def test_an_image_without_python_is_refused_saying_what_it_lacks(
         fresh=True,
     )
     with pytest.raises(RepoImageError, match=r"lacks /usr/bin/python3.*uid 1000 user"):
-        choose_image(engine, "docker", RepoConfig(), repo, repo=REPO)
+        choose_image(engine, RepoConfig(), repo, repo=REPO, backend="docker")
 
 
 def test_a_build_has_no_network(engine: SandboxSettings, tmp_path: Path) -> None:
@@ -106,7 +106,7 @@ def test_a_build_has_no_network(engine: SandboxSettings, tmp_path: Path) -> None
     )
     repo = _repo(tmp_path / "r", f'FROM {engine.image}\nRUN python3 -c "{probe}"\n', fresh=True)
     with pytest.raises(RepoImageError, match="did not build") as caught:
-        choose_image(engine, "docker", RepoConfig(), repo, repo=REPO)
+        choose_image(engine, RepoConfig(), repo, repo=REPO, backend="docker")
     message = str(caught.value)
     assert "Network is unreachable" in message
     assert "\nNETWORK" not in message  # the step's output, not its echoed command
@@ -115,10 +115,10 @@ def test_a_build_has_no_network(engine: SandboxSettings, tmp_path: Path) -> None
 def test_named_images_within_the_allow_list_only(engine: SandboxSettings, tmp_path: Path) -> None:
     repo = tmp_path / "r"
     make_git_repo(repo, {"README.md": "x\n"})
-    named = choose_image(engine, "docker", RepoConfig(image=engine.image), repo, repo=REPO)
+    named = choose_image(engine, RepoConfig(image=engine.image), repo, repo=REPO, backend="docker")
     assert named.image == engine.image and named.applied
     with pytest.raises(RepoImageError, match="does not allow"):
-        choose_image(engine, "docker", RepoConfig(image="python:3.12"), repo, repo=REPO)
+        choose_image(engine, RepoConfig(image="python:3.12"), repo, repo=REPO, backend="docker")
     allowed = engine.model_copy(update={"repo_images": ["python:*"]})
     with pytest.raises(RepoImageError, match="not on this worker"):
-        choose_image(allowed, "docker", RepoConfig(image="python:3.12"), repo, repo=REPO)
+        choose_image(allowed, RepoConfig(image="python:3.12"), repo, repo=REPO, backend="docker")

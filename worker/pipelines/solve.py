@@ -766,15 +766,11 @@ class SolveRun:
         """The image of every sandbox of the job: the repository's own (``.ribbit.yml``
         ``image``, its devcontainer), within what the deployment allows, else the
         deployment's. A refused one stops the job, saying why, before anything runs."""
-        from worker.sandbox import resolve_backend
         from worker.sandbox.repoimage import RepoImageError, choose_image
 
         settings = self.settings.sandbox
-        backend = resolve_backend(settings)
         try:
-            choice = choose_image(
-                settings, backend, config, self.workdir.checkout, repo=str(self.repo)
-            )
+            choice = choose_image(settings, config, self.workdir.checkout, repo=str(self.repo))
         except RepoImageError as exc:
             self.status.show(
                 Status(
@@ -784,9 +780,8 @@ class SolveRun:
                 )
             )
             raise JobRefused(str(exc).splitlines()[0]) from None
-        self._sandbox_settings = settings.model_copy(
-            update={"backend": backend, "image": choice.image}
-        )
+        if choice.image != settings.image:
+            self._sandbox_settings = settings.model_copy(update={"image": choice.image})
         return choice
 
     def _environment(self, config: RepoConfig) -> JobEnvironment:

@@ -278,19 +278,24 @@ def _logical_lines(text: str) -> list[str]:
 
 def choose_image(
     settings: SandboxSettings,
-    backend: str,
     config: RepoConfig,
     checkout: Path,
     *,
     repo: str,
+    backend: str | None = None,
     client: Any | None = None,
 ) -> ImageChoice:
     """The image this job's sandboxes run. Raises RepoImageError (for the issue) when
     the repository names one the deployment does not allow, that does not build, or
-    that does not meet the sandbox's contract."""
+    that does not meet the sandbox's contract. ``backend``: the resolved one (None:
+    resolved here, only when the repository names an image)."""
     request = image_request(config, checkout)
     if request is None:
         return ImageChoice(image=settings.image)
+    if backend is None:
+        from worker.sandbox import resolve_backend
+
+        backend = resolve_backend(settings)
     if backend != "docker":
         return ImageChoice(
             image=settings.image,

@@ -64,7 +64,9 @@ def built(
     build context copied in (the devcontainer's context is the repository root)."""
     repo = _repo(
         tmp_path_factory.mktemp("own-image"),
-        f"FROM {engine.image}\nUSER root\nCOPY tool.txt /opt/tool.txt\nUSER 1000:1000\n",
+        f"FROM {engine.image}\nUSER root\nCOPY tool.txt /opt/tool.txt\nUSER 1000:1000\n"
+        # An entrypoint that would end the sandbox's pid 1 at once: it must not run.
+        'ENTRYPOINT ["/bin/false"]\n',
     )
     return choose_image(engine, RepoConfig(), repo, repo=REPO, backend="docker"), repo
 

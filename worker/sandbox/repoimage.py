@@ -385,7 +385,7 @@ def _build(
     context_dir = checkout / request.context
     dockerfile_rel = dockerfile.relative_to(checkout.resolve()).as_posix()
     with ContextTar(context_dir, checkout, dockerfile_rel) as (_tar, digest):
-        h = hashlib.sha256(digest.encode())
+        h = hashlib.sha256(f"{_BUILDER_VERSION}:{digest}".encode())
         # The bases' ids: a rebuilt base image makes a new tag.
         for ref in dockerfile_images(text):
             h.update(f"\n{ref}={_image_id(client, ref)}".encode())
@@ -418,14 +418,17 @@ def _build(
 # host's network namespace whatever networkmode says. Ribbit runs the steps itself in
 # a container with network_mode="none" (which every engine honours, as the sandbox
 # relies on) and commits it. The Dockerfile subset a devcontainer needs: one FROM, RUN,
-# COPY/ADD of local files, ENV, ARG, WORKDIR, USER; LABEL, EXPOSE, CMD, ENTRYPOINT,
-# VOLUME, SHELL and HEALTHCHECK are accepted and ignored (the sandbox runs its own
-# command); anything else is refused.
+# COPY/ADD of local files, ENV, ARG, WORKDIR, USER, CMD, ENTRYPOINT; LABEL, EXPOSE,
+# VOLUME, SHELL and HEALTHCHECK are accepted and ignored; anything else is refused.
 
-_IGNORED = frozenset(
-    {"LABEL", "EXPOSE", "CMD", "ENTRYPOINT", "VOLUME", "SHELL", "HEALTHCHECK", "STOPSIGNAL"}
-)
-_KEPT = frozenset({"ENV", "ARG", "WORKDIR", "USER"})
+# Part of every built image's tag: bump it when what DockerfileRun makes of a Dockerfile
+# changes, so no job reuses an image built the old way.
+_BUILDER_VERSION = 2
+_IGNORED = frozenset({"LABEL", "EXPOSE", "VOLUME", "SHELL", "HEALTHCHECK", "STOPSIGNAL"})
+# Kept in the image's config as written (the sandbox overrides both; a devcontainer
+# user's own tools may not).
+_CONFIG = frozenset({"CMD", "ENTRYPOINT"})
+_KEPT = frozenset({"ENV", "ARG", "WORKDIR", "USER"}) | _CONFIG
 _BUILD_INIT = "trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done"
 _STEP_OUTPUT = 64 * 1024
 
@@ -500,8 +503,8 @@ class DockerfileRun:
         assert base is not None
         container = self._client.containers.create(
             base,
-            ["/bin/sh", "-c", _BUILD_INIT],
-            entrypoint=[],
+            ["-c", _BUILD_INIT],
+            entrypoint=["/bin/sh"],
             user="0:0",
             network_mode="none",
             mem_limit=f"{self._settings.memory_mb}m",
@@ -526,6 +529,9 @@ class DockerfileRun:
                     self._run_step(container, step)
             changes = [f"ENV {k}={v}" for k, v in sorted(self._env.items())]
             changes += [f"WORKDIR {self._workdir}", f"USER {self._user}"]
+            changes += [
+                f"{s.instruction} {s.args}" for s in self._steps if s.instruction in _CONFIG
+            ]
             changes += [f"LABEL {k}={v}" for k, v in labels.items()]
             name, _, version = tag.rpartition(":")
             container.commit(repository=name, tag=version, changes=changes)
@@ -778,8 +784,9 @@ def _probe(client: Any, image: str) -> str:
     try:
         output = client.containers.run(
             image,
-            ["/bin/sh", "-c", _CONTRACT_PROBE],
-            entrypoint=[],
+            ["-c", _CONTRACT_PROBE],
+            # Not []: an empty entrypoint does not reset the image's on Podman.
+            entrypoint=["/bin/sh"],
             user=f"{SANDBOX_UID}:{SANDBOX_GID}",
             network_mode="none",
             read_only=True,

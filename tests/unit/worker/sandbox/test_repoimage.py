@@ -179,3 +179,12 @@ def test_repo_setup_hosts_only_within_the_deployments_permit() -> None:
     assert [b.host for b in hosts.refused] == ["*.org", "example.org", "evil.com", "a b"]
     assert {b.reason for b in hosts.refused} == {REPO_HOST_REFUSED}
     assert repo_setup_hosts(["pypi.org"], []).allowed == ()  # default: repos add none
+
+
+def test_the_readmes_ribbit_yml_example_parses_with_image_and_setup_hosts() -> None:
+    readme = (Path(__file__).parents[4] / "README.md").read_text()
+    section = readme.split("## Per-repository config: `.ribbit.yml`", 1)[1]
+    example = section.split("```yaml\n", 1)[1].split("```", 1)[0]
+    config = parse_repo_config(example)
+    assert config.image == "python:3.12"
+    assert config.setup_hosts == ["npm.pkg.example.org"]

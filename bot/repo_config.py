@@ -82,6 +82,18 @@ class RepoConfig(_Model):
 
     label: str | None = Field(default=None, description="Trigger label (overrides RIBBIT_LABEL).")
     setup: str | None = Field(default=None, description="Setup command, e.g. pip install -e .")
+    setup_hosts: list[str] = Field(
+        default_factory=list,
+        max_length=50,
+        description="Extra registry hosts the setup command may reach (only those the "
+        "deployment lets repositories add: RIBBIT_SANDBOX__REPO_SETUP_HOSTS).",
+    )
+    image: str | None = Field(
+        default=None,
+        max_length=300,
+        description="Sandbox image for this repository (docker backend; only images the "
+        "deployment allows: RIBBIT_SANDBOX__REPO_IMAGES).",
+    )
     test: str = Field(
         default="python -m pytest -q",
         description="Test command (when absent, detected per ecosystem: worker/gates/testcmd.py).",

@@ -277,6 +277,28 @@ class SandboxSettings(Section):
     setup_timeout_s: int = Field(
         default=900, ge=10, description="Time limit of the repository's setup command."
     )
+    repo_setup_hosts: list[str] = Field(
+        default_factory=list,
+        description="Hosts a repository's `.ribbit.yml` `setup_hosts` may add to the setup "
+        "proxy's allow-list (`*.example.org` matches subdomains). Empty: repositories add none.",
+    )
+    setup_credentials_dir: Path | None = Field(
+        default=None,
+        description="Private registry credentials for the setup command only: a folder with any "
+        "of `netrc`, `pip.conf`, `npmrc`. Shown to the setup step alone, never to the agent "
+        "or the tests.",
+    )
+    repo_images: list[str] = Field(
+        default_factory=list,
+        description="Images a repository may name (`.ribbit.yml` `image`, devcontainer.json "
+        "`image` or a Dockerfile's `FROM`); an entry ending in `*` is a prefix. Always "
+        "allowed: the sandbox image. Docker backend only.",
+    )
+    repo_image_builds: bool = Field(
+        default=True,
+        description="Build a repository's `.devcontainer` Dockerfile on the docker backend: "
+        "FROM an allowed image only, its steps run with no network.",
+    )
     env_cache_dir: Path | None = Field(
         default=None,
         description="Where set-up environments are cached per repository (keyed by its lock "

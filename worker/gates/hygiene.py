@@ -481,6 +481,9 @@ def check_paths(ctx: GateContext, change: FileChange) -> list[Finding]:
             lowered in _GATE_CONFIG
             or lowered.rsplit("/", 1)[-1] == ".semgrepignore"
             or lowered.startswith(".semgrep/")
+            # The sandbox's image: a revision job builds what its branch names.
+            or lowered.startswith(".devcontainer/")
+            or lowered == ".devcontainer.json"
             or path in extra_rule_files
         ):
             found.append(

@@ -50,6 +50,7 @@ from worker.status import LiveTurns, Status, StatusComment
 
 if TYPE_CHECKING:
     from worker.sandbox.envcache import JobEnvironment
+    from worker.sandbox.repoimage import ImageChoice
     from worker.sandbox.setup import SetupResult
 
 log = logging.getLogger(__name__)
@@ -265,6 +266,19 @@ def setup_failure_markdown(setup: SetupResult) -> str:
     return "\n".join(parts)
 
 
+def image_markdown(image: ImageChoice) -> str:
+    """The PR body's word on the repository's own image: which one ran, or why not."""
+    if image.requested is None:
+        return ""
+    if image.note:
+        return f"### Sandbox image\n\n{image.note}"
+    how = " (built for this job)" if image.built else ""
+    return (
+        f"### Sandbox image\n\n- `{image.image}`{how}, for the repository's "
+        f"{image.requested.describe()}"
+    )
+
+
 def setup_markdown(setup: SetupResult) -> str:
     """The PR body's setup section: what ran, and any request the network refused."""
     if setup.command is None:
@@ -307,6 +321,8 @@ class SolveRun:
         self.timings: dict[str, float] = {}
         self.workdir = Workdir(self.settings.data_dir / "work" / self.job.id)
         self._job_env: JobEnvironment | None = None
+        # Until the job's image is chosen (_choose_image): the deployment's.
+        self._sandbox_settings = self.settings.sandbox
 
     def _issue_status_comment(self) -> int | None:
         """The status comment an earlier job on this issue posted: one per issue, so a
@@ -447,6 +463,8 @@ class SolveRun:
                 branch = validate_branch_name(f"{branch}-{self.job.id[:6]}")
         with self._timed("clone"):
             base_sha = self.clone(branch if revise else None)
+        with self._timed("image"):
+            image = self._choose_image(config)
 
         from worker.agent import AgentTask, IssueComment, load_policy, run_agent, write_jsonl
         from worker.sandbox import open_sandbox
@@ -472,7 +490,9 @@ class SolveRun:
         limits = agent_limits(self.settings.agent, config)
         model = self.ready_model()
         policy = InstrumentedPolicy(load_policy(model, self.settings.agent))
-        sandbox_settings = self.settings.sandbox
+        sandbox_settings = self._sandbox_settings
+        if image.note:
+            self.status.show(Status("working", image.note))
         with open_sandbox(
             sandbox_settings, self.workdir.checkout, network=sandbox_settings.setup_network
         ) as sandbox:
@@ -502,6 +522,7 @@ class SolveRun:
         write_jsonl(traj_path, [result.trajectory])
         out: dict[str, Any] = {
             "setup": setup.to_dict(),
+            "sandbox_image": image.to_dict(),
             "exit_reason": result.exit_reason,
             "diff": diff,
             "trajectory_path": str(traj_path),
@@ -570,7 +591,7 @@ class SolveRun:
             turns=out["turns"],
             seconds=time.monotonic() - started,
             job_id=self.job.id,
-            setup_md=setup_markdown(setup),
+            setup_md="\n\n".join(filter(None, [image_markdown(image), setup_markdown(setup)])),
             job_link=self.status.link,
         )
         plan = PublishPlan(
@@ -734,12 +755,34 @@ class SolveRun:
                 repo_config=config,
                 gate_settings=self.settings.gates,
                 # No network: each test run restores the job's set-up environment.
-                sandbox_factory=sandbox_factory(self.settings.sandbox, network=False),
+                sandbox_factory=sandbox_factory(self._sandbox_settings, network=False),
                 issue_text=issue_text,
                 cancel=self.ctx.cancel,  # /ribbit stop reaches a running test command
                 setup_step=self._environment(config).restore,
             )
         )
+
+    def _choose_image(self, config: RepoConfig) -> ImageChoice:
+        """The image of every sandbox of the job: the repository's own (``.ribbit.yml``
+        ``image``, its devcontainer), within what the deployment allows, else the
+        deployment's. A refused one stops the job, saying why, before anything runs."""
+        from worker.sandbox.repoimage import RepoImageError, choose_image
+
+        settings = self.settings.sandbox
+        try:
+            choice = choose_image(settings, config, self.workdir.checkout, repo=str(self.repo))
+        except RepoImageError as exc:
+            self.status.show(
+                Status(
+                    "refused",
+                    f"{exc}\n\nFix the repository's image (`{CONFIG_PATH}` `image`, or "
+                    "`.devcontainer/`) on the default branch.",
+                )
+            )
+            raise JobRefused(str(exc).splitlines()[0]) from None
+        if choice.image != settings.image:
+            self._sandbox_settings = settings.model_copy(update={"image": choice.image})
+        return choice
 
     def _environment(self, config: RepoConfig) -> JobEnvironment:
         """The job's set-up environment: built (or restored from the repository's cache)
@@ -749,7 +792,8 @@ class SolveRun:
 
             self._job_env = JobEnvironment.for_job(
                 config,
-                self.settings.sandbox,
+                # The job's image: its id is part of the cache key.
+                self._sandbox_settings,
                 repo=str(self.repo),
                 checkout=self.workdir.checkout,
                 workdir=self.workdir.root,

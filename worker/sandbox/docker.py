@@ -148,7 +148,10 @@ class DockerSandbox:
         try:
             self.container = self._client.containers.create(
                 s.image,
-                ["bash", "-c", _INIT],
+                ["-c", _INIT],
+                # A repository's image may have an entrypoint of its own; pid 1 must be
+                # the loop (an empty entrypoint does not reset it on Podman).
+                entrypoint=["bash"],
                 user=f"{SANDBOX_UID}:{SANDBOX_GID}",
                 network_mode="none",
                 mounts=mounts,

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
+import re
 import select
 import socket
 import threading
@@ -147,6 +148,56 @@ class EgressPolicy:
         if host.lower().rstrip(".") in self.trusted:
             return True
         return not internal_address(address)
+
+
+@dataclass(frozen=True)
+class RepoHosts:
+    """The setup hosts a repository asked for (``.ribbit.yml`` ``setup_hosts``), split by
+    the deployment's rule; the refused ones are reported like the proxy's refusals."""
+
+    allowed: tuple[str, ...] = ()
+    refused: tuple[BlockedRequest, ...] = ()
+
+
+REPO_HOST_REFUSED = "not among the hosts this deployment lets repositories add"
+
+
+def repo_setup_hosts(requested: Iterable[str], permitted: Iterable[str]) -> RepoHosts:
+    """``requested`` within ``permitted`` (``SandboxSettings.repo_setup_hosts``): a
+    repository may narrow a wildcard the deployment permits (``pkgs.example.org`` under
+    ``*.example.org``), never widen one."""
+    rules = [p.strip().lower().rstrip(".") for p in permitted if p.strip()]
+    allowed: list[str] = []
+    refused: list[BlockedRequest] = []
+    for raw in requested:
+        host = raw.strip().lower().rstrip(".")
+        if not host:
+            continue
+        if _host_permitted(host, rules):
+            if host not in allowed:
+                allowed.append(host)
+        else:
+            item = BlockedRequest("setup_hosts", host[:200], 443, REPO_HOST_REFUSED)
+            if item not in refused:
+                refused.append(item)
+    return RepoHosts(tuple(allowed), tuple(refused))
+
+
+_HOST_NAME = re.compile(r"(\*\.)?[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?")
+
+
+def _host_permitted(host: str, rules: list[str]) -> bool:
+    if not _HOST_NAME.fullmatch(host):
+        return False
+    for entry in rules:
+        if host == entry:
+            return True
+        if entry.startswith("*."):
+            suffix = entry[1:]
+            bare = host[2:] if host.startswith("*.") else host
+            if bare.endswith(suffix) and len(bare) > len(suffix):
+                return True
+    return False
 
 
 # Where a registry name must never lead: the worker itself, its local network and the

@@ -12,19 +12,24 @@ ends: nothing that runs afterwards in the sandbox has any network.
 from __future__ import annotations
 
 import logging
+import os
 import time
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
 
 from bot.repo_config import RepoConfig
 from bot.settings import SandboxSettings
 from worker.sandbox.base import ExecResult, Sandbox
 from worker.sandbox.common import ENV_ROOT, VENV
 from worker.sandbox.egress import (
+    EGRESS_MOUNT,
     BlockedRequest,
     EgressPolicy,
     EgressProxy,
     egress_env,
     forwarder_argv,
+    repo_setup_hosts,
 )
 
 log = logging.getLogger(__name__)
@@ -138,9 +143,18 @@ def run_setup(sandbox: Sandbox, repo_config: RepoConfig, settings: SandboxSettin
         return SetupResult(
             command=None, ok=True, exit_code=None, output="", duration_s=time.monotonic() - start
         )
+    hosts = repo_setup_hosts(repo_config.setup_hosts, settings.repo_setup_hosts)
     run = exec_with_egress(
-        sandbox, ["bash", "-c", repo_config.setup], settings, timeout=settings.setup_timeout_s
+        sandbox,
+        ["bash", "-c", repo_config.setup],
+        settings,
+        timeout=settings.setup_timeout_s,
+        extra_hosts=hosts.allowed,
+        credentials=True,
     )
+    # A host the repository asked for and the deployment does not permit is reported
+    # with the proxy's refusals (first: it explains the ones that follow).
+    run = replace(run, blocked=hosts.refused + run.blocked)
     return _finish(repo_config.setup, run, start)
 
 
@@ -152,25 +166,74 @@ class EgressRun:
 
 
 def exec_with_egress(
-    sandbox: Sandbox, argv: list[str], settings: SandboxSettings, *, timeout: float
+    sandbox: Sandbox,
+    argv: list[str],
+    settings: SandboxSettings,
+    *,
+    timeout: float,
+    extra_hosts: Sequence[str] = (),
+    credentials: bool = False,
 ) -> EgressRun:
     """Run ``argv`` with the registry proxy listening for exactly as long as it runs,
     when the sandbox was opened for it (``network=True``) and the settings allow it;
-    otherwise with no network at all."""
+    otherwise with no network at all. ``extra_hosts`` join the deployment's allow-list
+    (already checked against what it lets repositories add); ``credentials``: the
+    deployment's private registry credentials are shown to this command alone."""
     # Only sandboxes opened with network=True have the egress folder.
     egress_dir = getattr(sandbox, "egress_dir", None)
     if egress_dir is None or not settings.setup_network:
         return EgressRun(sandbox.exec(argv, timeout=timeout), network=False, blocked=())
-    policy = EgressPolicy.build(settings.setup_allowed_hosts, [settings.package_index_url])
+    policy = EgressPolicy.build(
+        [*settings.setup_allowed_hosts, *extra_hosts], [settings.package_index_url]
+    )
     ca = settings.setup_ca_bundle
+    env = egress_env(settings.package_index_url, ca_bundle=ca is not None)
+    secrets = load_credentials(settings) if credentials else {}
     with EgressProxy(egress_dir, policy, ca_bundle=ca) as proxy:
-        result = sandbox.exec(
-            forwarder_argv(argv),
-            timeout=timeout,
-            env=egress_env(settings.package_index_url, ca_bundle=ca is not None),
-        )
+        try:
+            env.update(_place_credentials(egress_dir, secrets))
+            result = sandbox.exec(forwarder_argv(argv), timeout=timeout, env=env)
+        finally:
+            # Gone before anything else runs in the sandbox: the egress folder stays
+            # bound (read-only) for the sandbox's life, the agent's commands included.
+            for name in secrets:
+                (egress_dir / name).unlink(missing_ok=True)
         blocked = proxy.blocked
     return EgressRun(result, network=True, blocked=blocked)
+
+
+# Credential file name -> the variables that point package managers at it.
+CREDENTIAL_FILES: Mapping[str, tuple[str, ...]] = {
+    "netrc": ("NETRC",),
+    "pip.conf": ("PIP_CONFIG_FILE",),
+    "npmrc": ("NPM_CONFIG_USERCONFIG", "npm_config_userconfig"),
+}
+
+
+def load_credentials(settings: SandboxSettings) -> dict[str, bytes]:
+    """The deployment's private registry credentials (``setup_credentials_dir``): never
+    the repository's, which could name anything."""
+    folder = settings.setup_credentials_dir
+    if folder is None:
+        return {}
+    return {
+        name: (folder / name).read_bytes() for name in CREDENTIAL_FILES if (folder / name).is_file()
+    }
+
+
+def _place_credentials(egress_dir: Path, secrets: Mapping[str, bytes]) -> dict[str, str]:
+    env: dict[str, str] = {}
+    for name, data in secrets.items():
+        path = egress_dir / name
+        # Readable by the sandbox user (another uid); the folder is private to this
+        # sandbox and the file lives only while the setup command runs.
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.chmod(path, 0o644)
+        for var in CREDENTIAL_FILES[name]:
+            env[var] = f"{EGRESS_MOUNT}/{name}"
+    return env
 
 
 def _finish(command: str, run: EgressRun, start: float) -> SetupResult:

@@ -69,6 +69,8 @@ def test_hygiene_passes_clean_patch(tmp_path: Path) -> None:
         (".ribbit.yml", "gate-config"),
         (".semgrep.yml", "gate-config"),
         (".semgrepignore", "gate-config"),
+        (".devcontainer/Dockerfile", "gate-config"),
+        (".devcontainer.json", "gate-config"),
         ("poetry.lock", "lockfile"),
         ("package-lock.json", "lockfile"),
         ("yarn.lock", "lockfile"),

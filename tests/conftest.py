@@ -20,6 +20,7 @@ pytest_plugins = [
     "tests.plugins.e2e",
     "tests.plugins.trainer",
     "tests.plugins.hub",
+    "tests.plugins.served_model",
 ]
 
 # Variables a test must never inherit from the developer's shell or CI.

@@ -24,7 +24,6 @@ from trainer.train import agent_limits, behaviour_logprobs
 from worker.agent import served_tokens
 
 pytestmark = pytest.mark.integration
-GROUP = 4
 
 
 @pytest.fixture
@@ -53,9 +52,15 @@ def _source(
     )
 
 
-@pytest.mark.parametrize("kind", ["vllm", "sglang"])
+# Each episode costs the bf16 model a couple of CPU seconds: the full group on one shape.
+@pytest.mark.parametrize(("kind", "group"), [("vllm", 4), ("sglang", 2)])
 def test_server_rollouts_train_with_importance_weights(
-    kind: str, served_model: Any, tiny_model_dir: Path, toy_repo: tuple[Path, str], tmp_path: Path
+    kind: str,
+    group: int,
+    served_model: Any,
+    tiny_model_dir: Path,
+    toy_repo: tuple[Path, str],
+    tmp_path: Path,
 ) -> None:
     repo, base = toy_repo
     out = tmp_path / "run"
@@ -63,17 +68,17 @@ def test_server_rollouts_train_with_importance_weights(
         tiny_model_dir, out, lora_target_modules="all-linear", lora_dropout=0.0, max_new_tokens=16
     )
     learner = seeded_learner(settings)
-    # Every request waits at the gate until GROUP are in flight: a pool that ran the
+    # Every request waits at the gate until the whole group is in flight: a pool that ran the
     # episodes one after another would break it and fail the group.
-    server = served_model(kind, gate=threading.Barrier(GROUP))
-    source = _source(server, settings, out, in_flight=GROUP, kind=kind)
+    server = served_model(kind, gate=threading.Barrier(group))
+    source = _source(server, settings, out, in_flight=group, kind=kind)
 
-    groups = source.collect(learner, 0, [(toy_environment(base), repo)], GROUP)
+    groups = source.collect(learner, 0, [(toy_environment(base), repo)], group)
 
-    assert groups[0] is not None and len(groups[0]) == GROUP
+    assert groups[0] is not None and len(groups[0]) == group
     name = adapter_name(out, 0)
     expected = name if kind == "vllm" else f"{BASE}:{name}"
-    assert server.asked_for == [expected] * GROUP  # the step's adapter, by its served name
+    assert server.asked_for == [expected] * group  # the step's adapter, by its served name
     assert set(server.adapters) == {name}
     served_ids = sorted(a["choices"][0]["token_ids"] for a in server.answers)
     samples = []
@@ -97,7 +102,7 @@ def test_server_rollouts_train_with_importance_weights(
     assert stats.tokens == sum(len(g) for g in generated)
 
     # The next step loads its own adapter and unloads this one.
-    source.collect(learner, 1, [], GROUP)  # nothing chosen: no adapter churn
+    source.collect(learner, 1, [], group)  # nothing chosen: no adapter churn
     assert set(server.adapters) == {name}
     server.gate = None
     source.collect(learner, 1, [(toy_environment(base), repo)], 1)
@@ -123,9 +128,9 @@ def test_a_server_without_token_ids_gives_untrainable_turns(
     source = _source(server, settings, out, in_flight=2)
 
     with caplog.at_level(logging.WARNING, logger=served_tokens.__name__):
-        groups = source.collect(learner, 0, [(toy_environment(base), repo)], 2)
+        groups = source.collect(learner, 0, [(toy_environment(base), repo)], 1)
 
-    assert groups[0] is not None and len(groups[0]) == 2
+    assert groups[0] is not None and len(groups[0]) == 1
     for rollout in groups[0]:
         [turn] = rollout.result.trajectory.turns
         assert turn.raw_text is not None  # served all the same
@@ -156,6 +161,6 @@ def test_a_failed_episode_drops_its_group(
 
     source.sandbox_factory = factory
     env = toy_environment(base)
-    groups = source.collect(learner, 0, [(env, broken), (env, repo)], 2)
+    groups = source.collect(learner, 0, [(env, broken), (env, repo)], 1)
     assert groups[0] is None
-    assert groups[1] is not None and len(groups[1]) == 2
+    assert groups[1] is not None and len(groups[1]) == 1

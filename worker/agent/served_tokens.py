@@ -46,7 +46,7 @@ TOKEN_REQUEST_FIELDS: dict[str, Any] = {
     "return_tokens_as_token_ids": True,  # vLLM: logprobs tokens as "token_id:N"
     "return_prompt_token_ids": True,  # SGLang
 }
-TOKEN_ID_PREFIX = "token_id:"
+TOKEN_ID_PREFIX = "token_id:"  # noqa: S105 (vLLM's spelling of a token id, no secret)
 
 
 @dataclass(frozen=True)

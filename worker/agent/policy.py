@@ -407,7 +407,7 @@ class OpenAIPolicy:
         self.url = model.openai_base_url.rstrip("/") + "/chat/completions"
         self._session = session or requests.Session()
         if tokenizer is not None:  # the trainer's, when the served name is an adapter's
-            self._tokenizer = tokenizer
+            self._tokenizer: Any | None = tokenizer
 
     @property
     def tokenizer(self) -> Any | None:
@@ -415,7 +415,7 @@ class OpenAIPolicy:
         model's tokenizer by name); only from local files, so an offline worker does not
         stall in hub retries. None: the loop falls back to Leaf's bytes / 4."""
         if not hasattr(self, "_tokenizer"):
-            self._tokenizer: Any | None = None
+            self._tokenizer = None
             try:
                 from transformers import AutoTokenizer
 

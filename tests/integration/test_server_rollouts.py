@@ -52,8 +52,9 @@ def _source(
     )
 
 
-# Each episode costs the bf16 model a couple of CPU seconds: the full group on one shape.
-@pytest.mark.parametrize(("kind", "group"), [("vllm", 4), ("sglang", 2)])
+# Each answer costs the bf16 model a few CPU seconds: two episodes on vLLM's shape, one
+# on SGLang's; concurrency is proven with canned answers below.
+@pytest.mark.parametrize(("kind", "group"), [("vllm", 2), ("sglang", 1)])
 def test_server_rollouts_train_with_importance_weights(
     kind: str,
     group: int,
@@ -64,13 +65,9 @@ def test_server_rollouts_train_with_importance_weights(
 ) -> None:
     repo, base = toy_repo
     out = tmp_path / "run"
-    settings = toy_train_settings(
-        tiny_model_dir, out, lora_target_modules="all-linear", lora_dropout=0.0, max_new_tokens=16
-    )
+    settings = toy_train_settings(tiny_model_dir, out, max_new_tokens=16)
     learner = seeded_learner(settings)
-    # Every request waits at the gate until the whole group is in flight: a pool that ran the
-    # episodes one after another would break it and fail the group.
-    server = served_model(kind, gate=threading.Barrier(group))
+    server = served_model(kind)
     source = _source(server, settings, out, in_flight=group, kind=kind)
 
     groups = source.collect(learner, 0, [(toy_environment(base), repo)], group)
@@ -101,14 +98,39 @@ def test_server_rollouts_train_with_importance_weights(
     assert 0 < stats.behaviour_gap < 0.5
     assert stats.tokens == sum(len(g) for g in generated)
 
-    # The next step loads its own adapter and unloads this one.
-    source.collect(learner, 1, [], group)  # nothing chosen: no adapter churn
+    # The next step's adapter replaces this one on the server; the run's end unloads it.
+    assert source.collect(learner, 1, [], group) == []  # nothing chosen: no adapter churn
     assert set(server.adapters) == {name}
-    server.gate = None
-    source.collect(learner, 1, [(toy_environment(base), repo)], 1)
+    source.publish(learner, 1)
     assert set(server.adapters) == {adapter_name(out, 1)}
     source.close()
     assert server.adapters == {}
+
+
+@pytest.mark.parametrize("in_flight", [4, 6])
+def test_episodes_run_in_flight_together(
+    in_flight: int,
+    served_model: Any,
+    tiny_model_dir: Path,
+    toy_repo: tuple[Path, str],
+    tmp_path: Path,
+) -> None:
+    """Every request waits at the gate until four are in flight: a pool that ran the
+    episodes one after another (or fewer than four at once) would break it and fail
+    the groups."""
+    repo, base = toy_repo
+    out = tmp_path / "run"
+    settings = toy_train_settings(tiny_model_dir, out, max_new_tokens=16)
+    learner = seeded_learner(settings)
+    server = served_model("vllm", run_model=False, gate=threading.Barrier(4))
+    source = _source(server, settings, out, in_flight=in_flight)
+    env = toy_environment(base)
+
+    # Two groups of two: the gate needs episodes of both groups at once.
+    groups = source.collect(learner, 0, [(env, repo), (env, repo)], 2)
+
+    assert [len(g) if g is not None else None for g in groups] == [2, 2]
+    assert len(server.asked_for) == 4
 
 
 def test_a_server_without_token_ids_gives_untrainable_turns(
@@ -124,7 +146,7 @@ def test_a_server_without_token_ids_gives_untrainable_turns(
     monkeypatch.setattr(served_tokens, "_warned", threading.Event())
     settings = toy_train_settings(tiny_model_dir, out, max_new_tokens=16)
     learner = seeded_learner(settings)
-    server = served_model("vllm", token_ids=False)
+    server = served_model("vllm", token_ids=False)  # the real model, without the ids
     source = _source(server, settings, out, in_flight=2)
 
     with caplog.at_level(logging.WARNING, logger=served_tokens.__name__):
@@ -149,7 +171,7 @@ def test_a_failed_episode_drops_its_group(
     out = tmp_path / "run"
     settings = toy_train_settings(tiny_model_dir, out, max_new_tokens=16)
     learner = seeded_learner(settings)
-    server = served_model("vllm")
+    server = served_model("vllm", run_model=False)
     source = _source(server, settings, out, in_flight=2)
     broken = tmp_path / "broken"
     broken.mkdir()

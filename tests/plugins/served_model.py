@@ -7,7 +7,9 @@ and the runtime LoRA API (adapters are accepted and named, not applied: at step 
 fresh LoRA adapter changes nothing, which is what the tests use).
 
 ``gate``: a barrier every chat request waits at before generating, so a test proves
-that many requests were in flight at once without measuring time."""
+that many requests were in flight at once without measuring time. The bf16 model costs
+a few CPU seconds per answer (the agent's prompt is ~1,300 tokens): tests that need no
+tokens ask for canned answers (``run_model=False``)."""
 
 from __future__ import annotations
 
@@ -31,6 +33,7 @@ class ServedModel:
     tokenizer: Any
     url: str = ""
     token_ids: bool = True  # False: answer as a server that ignores the token fields
+    run_model: bool = True  # False: a canned answer without token ids (no model time)
     gate: threading.Barrier | None = None
     adapters: dict[str, str] = field(default_factory=dict)
     asked_for: list[str] = field(default_factory=list)
@@ -70,6 +73,10 @@ class ServedModel:
         prompt: list[int] = self.tokenizer(text, add_special_tokens=False)["input_ids"]
         if self.gate is not None:
             self.gate.wait(timeout=120)  # breaks (and the request fails) if too few arrive
+        if not self.run_model:
+            answer = _canned(body["model"], len(prompt))
+            self.answers.append(answer)
+            return answer
         eos = [self.tokenizer.convert_tokens_to_ids(t) for t in ("<|im_end|>", "<|endoftext|>")]
         temperature = float(body.get("temperature") or 1.0)
         top_k = int(body.get("top_k") or 0)
@@ -132,6 +139,17 @@ class ServedModel:
         return answer
 
 
+def _canned(model: str, prompt_tokens: int) -> dict[str, Any]:
+    message = {"role": "assistant", "content": "Nothing to change.", "tool_calls": []}
+    return {
+        "id": "chatcmpl-canned",
+        "object": "chat.completion",
+        "model": model,
+        "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": 4},
+    }
+
+
 def _handler(server: ServedModel) -> type[BaseHTTPRequestHandler]:
     admin = "/v1" if server.kind == "vllm" else ""
 
@@ -188,7 +206,7 @@ def bf16_tiny_model(tiny_model_dir: Path) -> tuple[Any, Any]:
 def served_model(
     bf16_tiny_model: tuple[Any, Any],
 ) -> Iterator[Callable[..., ServedModel]]:
-    """Start servers: ``served_model("vllm", token_ids=True, gate=None)``."""
+    """Start servers: ``served_model("vllm", token_ids=True, gate=None, run_model=True)``."""
     started: list[ThreadingHTTPServer] = []
 
     def start(
@@ -196,9 +214,12 @@ def served_model(
         *,
         token_ids: bool = True,
         gate: threading.Barrier | None = None,
+        run_model: bool = True,
     ) -> ServedModel:
         model, tokenizer = bf16_tiny_model
-        fake = ServedModel(kind, model, tokenizer, token_ids=token_ids, gate=gate)
+        fake = ServedModel(
+            kind, model, tokenizer, token_ids=token_ids, gate=gate, run_model=run_model
+        )
         httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(fake))
         fake.url = f"http://127.0.0.1:{httpd.server_port}/v1"
         threading.Thread(target=httpd.serve_forever, daemon=True).start()

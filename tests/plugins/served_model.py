@@ -74,9 +74,9 @@ class ServedModel:
         if self.gate is not None:
             self.gate.wait(timeout=120)  # breaks (and the request fails) if too few arrive
         if not self.run_model:
-            answer = _canned(body["model"], len(prompt))
-            self.answers.append(answer)
-            return answer
+            canned = _canned(body["model"], len(prompt))
+            self.answers.append(canned)
+            return canned
         eos = [self.tokenizer.convert_tokens_to_ids(t) for t in ("<|im_end|>", "<|endoftext|>")]
         temperature = float(body.get("temperature") or 1.0)
         top_k = int(body.get("top_k") or 0)

@@ -22,6 +22,7 @@ pytest_plugins = [
     "tests.plugins.hub",
     "tests.plugins.timing",
     "tests.plugins.tiers",
+    "tests.plugins.served_model",
 ]
 
 # Variables a test must never inherit from the developer's shell or CI.

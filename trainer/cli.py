@@ -552,11 +552,20 @@ def calibrate_envs(
 @click.option(
     "--rollouts",
     "rollout_mode",
-    type=click.Choice(["local", "celery"]),
+    type=click.Choice(["local", "celery", "server"]),
     default="local",
     show_default=True,
     help="local: in this process; celery: ribbit.rollout tasks to workers started with "
-    "`ribbit worker --rollouts` (store and run folder on shared storage).",
+    "`ribbit worker --rollouts` (store and run folder on shared storage); server: through "
+    "the vLLM/SGLang server of RIBBIT_MODEL__OPENAI_BASE_URL, the step's adapter loaded "
+    "there (trainer/README.md, 'Server rollouts').",
+)
+@click.option(
+    "--in-flight",
+    type=click.IntRange(min=1),
+    default=16,
+    show_default=True,
+    help="--rollouts server: episodes running at once (the server batches them).",
 )
 @click.option(
     "--line",
@@ -582,6 +591,7 @@ def train(
     max_new_tokens: int,
     version_name: str | None,
     rollout_mode: str,
+    in_flight: int,
     line: str,
     as_json: bool,
     store: Path | None,
@@ -608,6 +618,7 @@ def train(
             max_new_tokens=max_new_tokens,
             version_name=version_name,
             rollout_mode=rollout_mode,
+            in_flight=in_flight,
             line=line,
             store=store,
             as_json=as_json,
@@ -633,6 +644,7 @@ def _train(
     store: Path | None,
     line: str = "default",
     as_json: bool = False,
+    in_flight: int = 16,
 ) -> None:
     from bot.model_lines import known_lines
     from bot.store.db import Database
@@ -641,6 +653,8 @@ def _train(
     from trainer.registry import register
     from trainer.rl.learner import Learner, load_base_model
     from trainer.rl.rollout import graded_reward
+    from trainer.rl.served import ServerRollouts
+    from trainer.rl.sources import RolloutSource
     from trainer.store import TrainingRun
     from trainer.train import StepRecord, seed_everything
     from trainer.train import train as run_training
@@ -727,7 +741,7 @@ def _train(
                         row.reward_curve = list(curve)
                         row.steps_done = record.step + 1
 
-            source = None
+            source: RolloutSource | None = None
             if rollout_mode == "celery":
                 from trainer.celery_app import create_rollout_celery
                 from trainer.rl.remote import CeleryRollouts
@@ -740,15 +754,30 @@ def _train(
                     limits=agent_limits(cfg),
                     seed=cfg.seed + ranks.rank,
                 )
-            summary = run_training(
-                learner,
-                pairs,
-                factory,
-                graded_reward(factory),
-                cfg,
-                on_step=on_step,
-                rollouts=source,
-            )
+            elif rollout_mode == "server":
+                from trainer.train import agent_limits
+
+                source = ServerRollouts(
+                    settings.model,
+                    agent_limits(cfg),
+                    factory,
+                    graded_reward(factory),
+                    output_dir=out,
+                    in_flight=in_flight,
+                )
+            try:
+                summary = run_training(
+                    learner,
+                    pairs,
+                    factory,
+                    graded_reward(factory),
+                    cfg,
+                    on_step=on_step,
+                    rollouts=source,
+                )
+            finally:
+                if isinstance(source, ServerRollouts):
+                    source.close()  # the run's last adapter off the servers
     except Exception:
         if db is not None:
             with db.session() as s:

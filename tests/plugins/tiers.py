@@ -31,6 +31,7 @@ SLOW_MODULES = frozenset(
         "test_trainer_rollouts.py",
         "test_trainer_distributed.py",
         "test_trainer_cli.py",
+        "test_server_rollouts.py",
         # images, stacks and virtual environments built from scratch
         "test_env_images.py",
         "test_deploy_helm.py",

@@ -8,7 +8,8 @@ Three backends share the :class:`Policy` protocol:
   generating, and records the prompt ids, generated ids and their sampling
   log-probs for the trainer.
 - :class:`OpenAIPolicy` talks to an OpenAI-compatible chat-completions server
-  (vLLM, SGLang, llama.cpp, Ollama) with native function calling.
+  (vLLM, SGLang, llama.cpp, Ollama) with native function calling; from vLLM and
+  SGLang it records the same token ids and log-probs (:mod:`worker.agent.served_tokens`).
 - :class:`ReplayPolicy` plays back a recorded trajectory (tests, debugging;
   never the default).
 
@@ -45,6 +46,7 @@ import requests
 from bot.retrying import retry
 from bot.settings import AgentSettings, ModelSettings
 from worker.agent.parser import CALL_OPEN, THINK_CLOSE, THINK_OPEN, parse_completion
+from worker.agent.served_tokens import TOKEN_REQUEST_FIELDS, served_tokens
 from worker.agent.trajectory import FinishReason, ToolCall, Trajectory, read_jsonl
 
 if TYPE_CHECKING:
@@ -398,12 +400,15 @@ class OpenAIPolicy:
         defaults: AgentSettings | None = None,
         *,
         session: requests.Session | None = None,
+        tokenizer: Any | None = None,
     ) -> None:
         self.settings = model
         self.model_name = model.model
         self.defaults = defaults or AgentSettings()
         self.url = model.openai_base_url.rstrip("/") + "/chat/completions"
         self._session = session or requests.Session()
+        if tokenizer is not None:  # the trainer's, when the served name is an adapter's
+            self._tokenizer: Any | None = tokenizer
 
     @property
     def tokenizer(self) -> Any | None:
@@ -411,7 +416,7 @@ class OpenAIPolicy:
         model's tokenizer by name); only from local files, so an offline worker does not
         stall in hub retries. None: the loop falls back to Leaf's bytes / 4."""
         if not hasattr(self, "_tokenizer"):
-            self._tokenizer: Any | None = None
+            self._tokenizer = None
             try:
                 from transformers import AutoTokenizer
 
@@ -434,8 +439,12 @@ class OpenAIPolicy:
     ) -> dict[str, Any]:
         # Leaf's request (agent.py @ 33de19f9: OpenAIChatClient.complete), with its
         # extra_body keys (top_p, top_k, min_p, repetition_penalty, chat_template_kwargs)
-        # at the top level, where the OpenAI client puts them.
+        # at the top level, where the OpenAI client puts them. vLLM and SGLang are also
+        # asked for the token ids and log-probs the trainer needs (served_tokens.py);
+        # other servers are not sent keys they may refuse.
+        tokens = TOKEN_REQUEST_FIELDS if self.settings.openai_server != "other" else {}
         return {
+            **tokens,
             "model": self.settings.model,
             "messages": [_to_openai_message(m) for m in messages],
             "tools": list(tools),
@@ -558,6 +567,7 @@ class OpenAIPolicy:
         finish_raw = choice.get("finish_reason")
         finish: FinishReason = "length" if finish_raw == "length" else "stop"
         usage = data.get("usage") or {}
+        tokens = served_tokens(data)
         return AssistantTurn(
             content=content,
             reasoning=reasoning,
@@ -566,6 +576,9 @@ class OpenAIPolicy:
             prompt_tokens=usage.get("prompt_tokens"),
             completion_tokens=usage.get("completion_tokens"),
             raw_text=raw_text,
+            prompt_token_ids=tokens.prompt_token_ids if tokens else None,
+            completion_token_ids=tokens.completion_token_ids if tokens else None,
+            completion_logprobs=tokens.completion_logprobs if tokens else None,
         )
 
 

@@ -3,10 +3,11 @@
 A :class:`Trajectory` holds the exact chat messages the policy saw, one
 :class:`TurnRecord` per model turn (reasoning, tool calls, tool observations,
 timings, token counts) and why the run ended. With the transformers backend
-each turn also keeps the prompt token ids it was generated from and the
-generated token ids with the log-probability each had under the distribution
-it was sampled from (after temperature / top-k / top-p / min-p), so a trainer
-can rebuild every sequence token for token and put loss only on model tokens
+(and the OpenAI one against vLLM or SGLang) each turn also keeps the prompt
+token ids it was generated from and the generated token ids with the
+log-probability each had under the distribution it was sampled from (after
+temperature / top-k / top-p / min-p), so a trainer can rebuild every sequence
+token for token and put loss only on model tokens
 (:meth:`Trajectory.training_segments`).
 
 The JSON form is versioned (``schema_version``); :meth:`Trajectory.from_json`
@@ -81,7 +82,8 @@ class TurnRecord:
     generation_s: float = 0.0
     tools_s: float = 0.0
     raw_text: str | None = None  # the decoded completion, before parsing
-    # Transformers backend only: the exact ids the model was fed and produced.
+    # Transformers backend, or a vLLM/SGLang server: the exact ids the model was fed and
+    # produced (None where the backend cannot tell).
     prompt_token_ids: list[int] | None = None
     completion_token_ids: list[int] | None = None
     completion_logprobs: list[float] | None = None

@@ -152,6 +152,8 @@ def test_deploy_compose_inference_servers(name: str) -> None:
     assert flags["tool-call-parser"] == "qwen3_coder" and flags["reasoning-parser"] == "qwen3"
     assert "chat-template" not in flags
     assert "enable-lora" in flags and int(flags["max-lora-rank"]) >= 8
+    if name == "vllm":  # rollouts' log-probs after temperature, as the learner scores them
+        assert flags["logprobs-mode"] == "processed_logprobs"
     # Served under the model id, so RIBBIT_MODEL__MODEL means the same on both paths.
     assert flags["served-model-name"] == "microsoft/FrogNano-4B-2609"
     weights = flags.get("model-path") or server["command"][0]

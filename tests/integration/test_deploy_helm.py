@@ -302,6 +302,8 @@ def test_deploy_helm_inference_server(overlay: str) -> None:
     flags = _flags(container["args"])
     assert flags["tool-call-parser"] == "qwen3_coder" and flags["reasoning-parser"] == "qwen3"
     assert "chat-template" not in flags and "enable-lora" in flags
+    if "vllm" in container["image"]:
+        assert flags["logprobs-mode"] == "processed_logprobs"
     assert container["resources"]["limits"]["nvidia.com/gpu"] == 1
     assert container["readinessProbe"]["httpGet"]["path"] == "/v1/models"
     assert container["startupProbe"]["httpGet"]["path"] == "/v1/models"

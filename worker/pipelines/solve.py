@@ -18,7 +18,7 @@ import shutil
 import stat
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -432,9 +432,8 @@ class SolveRun:
         with self._timed("clone"):
             base_sha = self.clone(branch if revise else None)
 
-        from worker.agent import AgentTask, IssueComment, load_policy, run_agent, write_jsonl
-        from worker.sandbox import open_sandbox
-        from worker.sandbox.setup import run_setup
+        from worker.agent import AgentTask, IssueComment, load_policy, write_jsonl
+        from worker.agent.episode import SandboxRecipe, run_episode
 
         extra = self._revision_brief(pr) if pr is not None else None
         task = AgentTask(
@@ -454,23 +453,30 @@ class SolveRun:
         limits = agent_limits(self.settings.agent, config)
         model = self.ready_model()
         policy = load_policy(model, self.settings.agent)
-        sandbox_settings = self.settings.sandbox
-        with open_sandbox(
-            sandbox_settings, self.workdir.checkout, network=sandbox_settings.setup_network
-        ) as sandbox:
-            if config.setup:
+
+        def phase(name: str) -> _Timer:
+            if name == "setup" and config.setup:
                 self.status.show(Status("working", f"Setting up: `{config.setup}`."))
-            with self._timed("setup"):
-                setup = run_setup(sandbox, config, sandbox_settings)
-            if not setup.ok:
-                self._setup_failed(setup)
-            # The agent hears of the setup command only when it ran and worked.
-            task = replace(task, setup_command=setup.command if setup.installed else None)
-            self.status.show(Status("working", "The agent is working in a sandbox."))
-            with self._timed("agent"):
-                result = run_agent(task, sandbox, policy, limits, cancel=self.ctx.cancel)
-            self.ctx.check_cancelled()
-            diff = result.diff
+            elif name == "agent":
+                self.status.show(Status("working", "The agent is working in a sandbox."))
+            return self._timed(name)
+
+        episode = run_episode(
+            task,
+            self.workdir.checkout,
+            policy,
+            limits,
+            SandboxRecipe.production(self.settings.sandbox),
+            setup_command=config.setup,
+            cancel=self.ctx.cancel,
+            phase=phase,
+        )
+        setup = episode.setup
+        if episode.agent is None:
+            self._setup_failed(setup)
+        result = episode.agent
+        self.ctx.check_cancelled()
+        diff = result.diff
         traj_dir = self.settings.data_dir / "trajectories"
         traj_dir.mkdir(parents=True, exist_ok=True)
         traj_path = traj_dir / f"{self.job.id}.jsonl"

@@ -8,6 +8,7 @@ Hygiene blocks patches that touch the file for the same reason.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 
 import yaml
@@ -83,6 +84,12 @@ class RepoConfig(_Model):
     label: str | None = Field(default=None, description="Trigger label (overrides RIBBIT_LABEL).")
     setup: str | None = Field(default=None, description="Setup command, e.g. pip install -e .")
     test: str = Field(default="python -m pytest -q", description="Test command.")
+    image: str | None = Field(
+        default=None,
+        max_length=300,
+        description="Sandbox image (docker backend) for the setup, the agent and the tests; "
+        "default: the deployment's.",
+    )
     paths: PathRules = Field(default_factory=PathRules)
     reviewers: list[str] = Field(default_factory=list)
     labels: list[str] = Field(default_factory=list, description="Labels put on the draft PR.")
@@ -115,3 +122,19 @@ def parse_repo_config(text: str | None) -> RepoConfig:
             for err in exc.errors()
         ]
         raise RepoConfigError(f"{CONFIG_PATH} is invalid:\n- " + "\n- ".join(problems)) from None
+
+
+def read_repo_config(repo_dir: Path, rev: str = "HEAD") -> RepoConfig:
+    """The ``.ribbit.yml`` committed at ``rev`` of a local clone (absent: all defaults):
+    what ``ribbit run``, ``ribbit gates`` and ``ribbit envs build`` read, parsed as the
+    solve job parses the default branch's copy. The working tree's copy is never read:
+    as on the forge, only a committed file sets the rules. Raises
+    :class:`RepoConfigError` for an invalid file or a ``rev`` that is no commit."""
+    from worker.gates.trees import run_git  # the hardened host git (untrusted clone)
+
+    if rev.startswith("-"):
+        raise RepoConfigError(f"{rev!r} is not a revision")
+    if run_git(repo_dir, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}").returncode:
+        raise RepoConfigError(f"{repo_dir}: {rev!r} is not a commit of a git repository")
+    blob = run_git(repo_dir, "cat-file", "blob", f"{rev}:{CONFIG_PATH}")
+    return parse_repo_config(blob.stdout.decode(errors="replace") if blob.returncode == 0 else None)

@@ -135,12 +135,12 @@ def build_env(
     """Build one environment from a fix; rejected candidates are kept with their reason."""
     from trainer.envs.builder import BuildRejected, BuildSpec, EnvironmentBuilder
     from trainer.envs.storage import EnvironmentStore
-    from worker.sandbox import sandbox_factory
+    from worker.agent.episode import SandboxRecipe
 
     settings = _settings(ctx)
     env_store = EnvironmentStore(_store_dir(ctx, store))
     builder = EnvironmentBuilder(
-        sandbox_factory(settings.sandbox), reruns=reruns, test_timeout_s=timeout_s
+        SandboxRecipe.production(settings.sandbox), reruns=reruns, test_timeout_s=timeout_s
     )
     spec = BuildSpec(
         repo_dir,
@@ -211,7 +211,7 @@ def grade_env(
     SWE-bench verdict (tests only) and Ribbit's reward (tests and gates)."""
     from trainer.envs.storage import EnvironmentStore
     from trainer.rl.reward import compute_reward
-    from worker.sandbox import sandbox_factory
+    from worker.agent.episode import SandboxRecipe
 
     settings = _settings(ctx)
     env_store = EnvironmentStore(_store_dir(ctx, store))
@@ -226,7 +226,7 @@ def grade_env(
             env,
             patch,
             checkout,
-            sandbox_factory(settings.sandbox),
+            SandboxRecipe.production(settings.sandbox),
             gate_settings=settings.gates,
         )
     if as_json:
@@ -364,11 +364,11 @@ def envs_from_outcomes(
     from trainer.envs.index import sync_index
     from trainer.envs.outcomes import environments_from_outcomes
     from trainer.envs.storage import EnvironmentStore
-    from worker.sandbox import sandbox_factory
+    from worker.agent.episode import SandboxRecipe
 
     settings = _settings(ctx)
     builder = EnvironmentBuilder(
-        sandbox_factory(settings.sandbox), reruns=reruns, test_timeout_s=timeout_s
+        SandboxRecipe.production(settings.sandbox), reruns=reruns, test_timeout_s=timeout_s
     )
     db = Database(settings.effective_database_url)
     db.migrate()
@@ -413,7 +413,7 @@ def calibrate_envs(
     from trainer.evaluate import version_policy
     from trainer.registry import promoted_model
     from trainer.rl.rollout import graded_reward
-    from worker.sandbox import sandbox_factory
+    from worker.agent.episode import SandboxRecipe
 
     settings = _settings(ctx)
     env_store = EnvironmentStore(_store_dir(ctx, store))
@@ -428,7 +428,7 @@ def calibrate_envs(
         if current is not None:
             base, adapter = current.base_model, current.adapter_path
     limits = AgentSettings(max_turns=max_turns, max_new_tokens=max_new_tokens)
-    factory = sandbox_factory(settings.sandbox)
+    factory = SandboxRecipe.production(settings.sandbox)
     policy = version_policy(base, adapter, limits)
     with _checked_out(env_store, chosen, "calibrate") as pairs:
         report = calibrate(pairs, policy, limits, factory, graded_reward(factory), k=k)
@@ -547,7 +547,7 @@ def _train(
     from trainer.store import TrainingRun
     from trainer.train import StepRecord, seed_everything
     from trainer.train import train as run_training
-    from worker.sandbox import sandbox_factory
+    from worker.agent.episode import SandboxRecipe
     from worker.weights import base_digest
 
     settings = _settings(ctx)
@@ -577,7 +577,7 @@ def _train(
     chosen = env_store.select(selector)
     if not chosen:
         raise click.ClickException(f"no environments match {selector!r}")
-    factory = sandbox_factory(settings.sandbox)
+    factory = SandboxRecipe.production(settings.sandbox)
     # Rank 0 alone touches the database (one run row; concurrent migrations would race).
     db = Database(settings.effective_database_url) if ranks.is_main else None
     run_id = None
@@ -852,7 +852,7 @@ def evaluate_model(
     from trainer.envs.storage import EnvironmentStore
     from trainer.evaluate import evaluate_version
     from trainer.registry import RegistryError
-    from worker.sandbox import sandbox_factory
+    from worker.agent.episode import SandboxRecipe
 
     settings = _settings(ctx)
     env_store = EnvironmentStore(_store_dir(ctx, store))
@@ -863,7 +863,7 @@ def evaluate_model(
     try:
         with _checked_out(env_store, chosen, "eval") as pairs:
             report = evaluate_version(
-                _db(ctx), version, pairs, sandbox_factory(settings.sandbox), limits, k=k
+                _db(ctx), version, pairs, SandboxRecipe.production(settings.sandbox), limits, k=k
             )
     except RegistryError as exc:
         raise click.ClickException(str(exc)) from None

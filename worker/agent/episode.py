@@ -60,12 +60,15 @@ class SandboxRecipe:
         return partial(self.setup, command=command)  # type: ignore[call-arg]
 
     @classmethod
-    def production(cls, settings: SandboxSettings) -> SandboxRecipe:
+    def production(cls, settings: SandboxSettings, *, image: str | None = None) -> SandboxRecipe:
         """The deployment's sandboxes (``auto`` resolved once), each able to run its setup
         command through the registry proxy when ``settings.setup_network`` allows it, set
-        up by the production step."""
+        up by the production step. ``image``: the repository's own (``.ribbit.yml``
+        ``image``, recorded in an environment) instead of the deployment's."""
         from worker.sandbox import sandbox_factory
 
+        if image:
+            settings = settings.model_copy(update={"image": image})
         return cls(
             sandbox_factory(settings, network=settings.setup_network),
             partial(_production_setup, settings=settings),

@@ -113,7 +113,18 @@ def envs() -> None:
     show_default=True,
     help="owner/name, for the instance id.",
 )
-@click.option("--test-command", default="python -m pytest", show_default=True)
+@click.option(
+    "--test-command",
+    default=None,
+    help="Test command (default: test in the .ribbit.yml committed at --base).",
+)
+@click.option(
+    "--setup",
+    "setup_commands",
+    multiple=True,
+    help="Setup command, run by the production setup step before the tests; repeat for "
+    "several (default: setup in the .ribbit.yml committed at --base).",
+)
 @click.option("--reruns", type=int, default=3, show_default=True)
 @click.option("--timeout", "timeout_s", type=float, default=300.0, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the environment as JSON.")
@@ -126,17 +137,25 @@ def build_env(
     fix: str,
     issue_file: Path,
     repo_name: str,
-    test_command: str,
+    test_command: str | None,
+    setup_commands: tuple[str, ...],
     reruns: int,
     timeout_s: float,
     as_json: bool,
     store: Path | None,
 ) -> None:
-    """Build one environment from a fix; rejected candidates are kept with their reason."""
+    """Build one environment from a fix; rejected candidates are kept with their reason.
+    The setup and test commands and the image come from the repository's .ribbit.yml at
+    the base commit, as a solve job on that commit would have read them, unless given."""
+    from bot.repo_config import RepoConfigError, read_repo_config
     from trainer.envs.builder import BuildRejected, BuildSpec, EnvironmentBuilder
     from trainer.envs.storage import EnvironmentStore
     from worker.agent.episode import SandboxRecipe
 
+    try:
+        config = read_repo_config(repo_dir, base)
+    except RepoConfigError as exc:
+        raise click.ClickException(str(exc)) from None
     settings = _settings(ctx)
     env_store = EnvironmentStore(_store_dir(ctx, store))
     builder = EnvironmentBuilder(
@@ -148,7 +167,9 @@ def build_env(
         fix,
         issue_file.read_text(encoding="utf-8"),
         repo=repo_name,
-        test_command=test_command,
+        test_command=test_command or config.test,
+        setup_commands=setup_commands or ((config.setup,) if config.setup else ()),
+        image=config.image,
     )
     try:
         env = builder.build(spec)

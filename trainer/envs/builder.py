@@ -183,8 +183,9 @@ class EnvironmentBuilder:
         )
 
     def _runs(self, checkout: Path, spec: BuildSpec, patches: list[str]) -> list[TestRun]:
-        with self.sandbox_factory(checkout) as sandbox:
-            set_up(sandbox, self.sandbox_factory, spec.setup_commands)
+        recipe = self.sandbox_factory.for_image(spec.image)
+        with recipe(checkout) as sandbox:
+            set_up(sandbox, recipe, spec.setup_commands)
             for p in patches:
                 apply_patch(sandbox, p)
             return [
@@ -198,8 +199,9 @@ class EnvironmentBuilder:
         """The ids that, selected on their own through the test command, are not found
         or do not pass (the round trip every FAIL_TO_PASS/PASS_TO_PASS id must make)."""
         bad: list[str] = []
-        with self.sandbox_factory(checkout) as sandbox:
-            set_up(sandbox, self.sandbox_factory, spec.setup_commands)
+        recipe = self.sandbox_factory.for_image(spec.image)
+        with recipe(checkout) as sandbox:
+            set_up(sandbox, recipe, spec.setup_commands)
             for p in patches:
                 apply_patch(sandbox, p)
             for batch in select_batches(ids):

@@ -106,6 +106,7 @@ def environments_from_outcomes(
             repo=repo,
             test_command=test_command or task.test_command,
             setup_commands=(task.setup_command,) if task.setup_command else (),
+            image=task.image,
             hints_text="\n\n".join(_comments(outcome)),
             provenance=Provenance(
                 source="outcome", author="human" if outcome.human_authored else "bot"

@@ -109,6 +109,7 @@ def compute_reward(
     """``checkout`` is a host clone at ``env.base_commit`` (never modified here)."""
     if not diff.strip():
         return RewardResult(0.0, "empty_patch")
+    sandbox_factory = sandbox_factory.for_image(env.image)
     with sandbox_factory(checkout) as sandbox:
         try:
             # Set up as the solve job's sandboxes are (venv, setup command, proxy).

@@ -74,7 +74,12 @@ def rollout_episode(
     builder kept only environments whose setup worked, so this is the infrastructure's
     fault, e.g. a registry down, and worth a retry, not a reward)."""
     episode = run_episode(
-        task_for(env), checkout, policy, limits, sandboxes, setup_command=env.setup_command
+        task_for(env),
+        checkout,
+        policy,
+        limits,
+        sandboxes.for_image(env.image),
+        setup_command=env.setup_command,
     )
     if episode.agent is None:
         raise SetupFailed(episode.setup)

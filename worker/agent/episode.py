@@ -51,6 +51,9 @@ class SandboxRecipe:
 
     open: SandboxFactory
     setup: SetupRunner
+    # The same recipe on another image (a repository's own); None: the image is not
+    # this recipe's to choose (host-copy test sandboxes).
+    image_variant: Callable[[str], SandboxRecipe] | None = None
 
     def __call__(self, source: Path) -> Sandbox:
         return self.open(source)
@@ -58,6 +61,13 @@ class SandboxRecipe:
     def step(self, command: str | None) -> Callable[[Sandbox], SetupResult]:
         """The setup step bound to one repository's command (the gates' ``setup_step``)."""
         return partial(self.setup, command=command)  # type: ignore[call-arg]
+
+    def for_image(self, image: str | None) -> SandboxRecipe:
+        """This recipe on ``image`` (an environment's or a ``.ribbit.yml``'s), or as it is
+        when none is named."""
+        if not image or self.image_variant is None:
+            return self
+        return self.image_variant(image)
 
     @classmethod
     def production(cls, settings: SandboxSettings, *, image: str | None = None) -> SandboxRecipe:
@@ -67,11 +77,13 @@ class SandboxRecipe:
         ``image``, recorded in an environment) instead of the deployment's."""
         from worker.sandbox import sandbox_factory
 
+        base = settings
         if image:
             settings = settings.model_copy(update={"image": image})
         return cls(
             sandbox_factory(settings, network=settings.setup_network),
             partial(_production_setup, settings=settings),
+            partial(cls.production, base),
         )
 
 

@@ -19,7 +19,6 @@ import stat
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -466,7 +465,7 @@ class SolveRun:
             self.workdir.checkout,
             policy,
             limits,
-            SandboxRecipe.production(self.settings.sandbox),
+            SandboxRecipe.production(self.settings.sandbox, image=config.image),
             setup_command=config.setup,
             cancel=self.ctx.cancel,
             phase=phase,
@@ -495,6 +494,7 @@ class SolveRun:
                 base_sha=base_sha,
                 test_command=config.test,
                 setup_command=config.setup,
+                image=config.image,
             ).to_json(),
         }
         if not diff.strip():
@@ -687,10 +687,11 @@ class SolveRun:
         return "\n\n".join(parts)
 
     def _gates(self, config: RepoConfig, base_sha: str, diff: str, issue_text: str) -> Any:
+        from worker.agent.episode import SandboxRecipe
         from worker.gates import GateContext, run_gates
-        from worker.sandbox import sandbox_factory
-        from worker.sandbox.setup import run_setup
 
+        # Each test sandbox is opened and set up as the agent's was (image, venv, setup).
+        sandboxes = SandboxRecipe.production(self.settings.sandbox, image=config.image)
         return run_gates(
             GateContext(
                 repo_dir=self.workdir.checkout,
@@ -698,12 +699,10 @@ class SolveRun:
                 patch=diff,
                 repo_config=config,
                 gate_settings=self.settings.gates,
-                sandbox_factory=sandbox_factory(
-                    self.settings.sandbox, network=self.settings.sandbox.setup_network
-                ),
+                sandbox_factory=sandboxes,
                 issue_text=issue_text,
                 cancel=self.ctx.cancel,  # /ribbit stop reaches a running test command
-                setup_step=partial(run_setup, repo_config=config, settings=self.settings.sandbox),
+                setup_step=sandboxes.step(config.setup),
             )
         )
 

@@ -80,10 +80,14 @@ class SandboxRecipe:
         base = settings
         if image:
             settings = settings.model_copy(update={"image": image})
+
+        def on_image(other: str) -> SandboxRecipe:
+            return cls.production(base, image=other)
+
         return cls(
             sandbox_factory(settings, network=settings.setup_network),
             partial(_production_setup, settings=settings),
-            partial(cls.production, base),
+            on_image,
         )
 
 

@@ -7,7 +7,8 @@ import time
 
 from flask import Flask, Response, g, request
 
-from bot import admin, health, webhooks
+from bot import admin, health, review, webhooks
+from bot.model_versions import ModelVersionsFactory
 from bot.queue import Dispatcher
 from bot.services import Services
 from bot.settings import Settings, load_settings
@@ -15,15 +16,22 @@ from bot.settings import Settings, load_settings
 log = logging.getLogger(__name__)
 
 
-def create_app(settings: Settings | None = None, *, dispatcher: Dispatcher | None = None) -> Flask:
+def create_app(
+    settings: Settings | None = None,
+    *,
+    dispatcher: Dispatcher | None = None,
+    model_versions: ModelVersionsFactory | None = None,
+) -> Flask:
     """Build the web app. ``settings`` defaults to the environment's; ``dispatcher`` lets
-    tests and the benchmark swap the broker hand-off (the default sends to Celery)."""
+    tests and the benchmark swap the broker hand-off (the default sends to Celery);
+    ``model_versions`` gives the dashboard the model registry (`ribbit serve` passes the
+    trainer's; without one, promotion is unavailable)."""
     settings = settings or load_settings()
     app = Flask(__name__)
     # Werkzeug enforces this on every body read as a second line behind our own check;
     # one byte more than the limit, so that reading limit+1 bytes tells "over" from "equal".
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes + 1
-    svc = Services.build(settings, dispatcher)
+    svc = Services.build(settings, dispatcher, model_versions)
     svc.init_app(app)
     for forge, configured in webhooks.configured_forges(settings).items():
         if not configured:
@@ -31,6 +39,7 @@ def create_app(settings: Settings | None = None, *, dispatcher: Dispatcher | Non
     app.register_blueprint(webhooks.bp)
     app.register_blueprint(health.bp)
     app.register_blueprint(admin.bp)
+    app.register_blueprint(review.bp)
 
     @app.before_request
     def _start_timer() -> None:

@@ -23,6 +23,7 @@ from sqlalchemy import DateTime, String, Text, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
+from bot.model_versions import ModelVersions
 from bot.settings import Settings
 from bot.store.db import Database
 from bot.store.jobs import AGENT_KINDS, JobStore
@@ -96,23 +97,23 @@ def _silent_workers(store: JobStore, settings: Settings) -> list[Notice]:
     ]
 
 
-def _promotions(db: Database) -> list[Notice]:
-    try:
-        from trainer.registry import promoted_model
-    except ImportError:  # web-only install: no model registry here
+def _promotions(versions: ModelVersions | None) -> list[Notice]:
+    if versions is None:  # web-only install: no model registry here
         return []
-    current = promoted_model(db)
+    current = versions.serving()
     if current is None or current.promoted_at is None:
         return []
     when = current.promoted_at.isoformat()
     return [Notice(f"promoted:{current.name}:{when}", f"Ribbit: model {current.name} promoted")]
 
 
-def pending_notices(db: Database, store: JobStore, settings: Settings) -> list[Notice]:
+def pending_notices(
+    db: Database, store: JobStore, settings: Settings, versions: ModelVersions | None = None
+) -> list[Notice]:
     now = utcnow()
     with db.session() as session:
         notices = _failing_repos(session, settings, now) + _budgets_spent(session, settings, now)
-    return notices + _silent_workers(store, settings) + _promotions(db)
+    return notices + _silent_workers(store, settings) + _promotions(versions)
 
 
 def post(url: str, text: str) -> None:
@@ -120,13 +121,16 @@ def post(url: str, text: str) -> None:
     response.raise_for_status()
 
 
-def check_and_notify(db: Database, store: JobStore, settings: Settings) -> list[Notice]:
-    """Post every condition not announced before; return what was sent."""
+def check_and_notify(
+    db: Database, store: JobStore, settings: Settings, versions: ModelVersions | None = None
+) -> list[Notice]:
+    """Post every condition not announced before; return what was sent. ``versions``: the
+    model registry, for promotion notices (none where the trainer is not installed)."""
     if settings.notify.webhook_url is None:
         return []
     url = settings.notify.webhook_url.get_secret_value()
     sent: list[Notice] = []
-    for notice in pending_notices(db, store, settings):
+    for notice in pending_notices(db, store, settings, versions):
         try:
             with db.session() as session:
                 session.add(NotificationSent(key=notice.key, text=notice.text))

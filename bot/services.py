@@ -8,6 +8,7 @@ from flask import Flask, current_app
 
 from bot.intake import Intake
 from bot.metrics import WebMetrics
+from bot.model_versions import ModelVersions, ModelVersionsFactory
 from bot.queue import CeleryDispatcher, Dispatcher, client_celery
 from bot.settings import Settings
 from bot.store.db import Database
@@ -21,9 +22,16 @@ class Services:
     store: JobStore
     intake: Intake
     metrics: WebMetrics
+    # None where the registry (trainer/) is not installed: promotion is then unavailable.
+    model_versions: ModelVersions | None = None
 
     @classmethod
-    def build(cls, settings: Settings, dispatcher: Dispatcher | None = None) -> Services:
+    def build(
+        cls,
+        settings: Settings,
+        dispatcher: Dispatcher | None = None,
+        model_versions: ModelVersionsFactory | None = None,
+    ) -> Services:
         db = Database(settings.effective_database_url)
         db.migrate()
         store = JobStore(db)
@@ -33,7 +41,8 @@ class Services:
             db=db,
             store=store,
             intake=Intake(settings, store, dispatcher),
-            metrics=WebMetrics(store),
+            metrics=WebMetrics(store, settings),
+            model_versions=model_versions(db, settings) if model_versions else None,
         )
 
     def init_app(self, app: Flask) -> None:

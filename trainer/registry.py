@@ -17,13 +17,15 @@ from pathlib import Path
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from bot.model_versions import ModelVersionError, ServedVersion
+from bot.settings import ModelSettings, Settings
 from bot.store.db import Database
 from trainer.store import ModelVersion
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 
 
-class RegistryError(Exception):
+class RegistryError(ModelVersionError):
     """A registry operation that cannot be done; the message says why."""
 
 
@@ -144,3 +146,50 @@ def rollback(db: Database) -> ModelVersion | None:
         if previous is not None:
             previous.state = "promoted"
         return previous
+
+
+class RegistryVersions:
+    """The registry with the inference servers kept in step: what `ribbit model
+    promote/rollback` and the dashboard both do (bot.model_versions.ModelVersions)."""
+
+    def __init__(self, db: Database, model: ModelSettings) -> None:
+        self.db = db
+        self.model = model
+
+    def promote(self, name: str, *, force: bool = False) -> list[str]:
+        # Load the adapter on every server first, so no worker asks for a name a server
+        # does not know yet.
+        from worker.models import AdapterError, publish_version
+
+        candidate = check_promotable(self.db, name, force=force)
+        servers: list[str] = []
+        if candidate.adapter_path:
+            try:
+                servers = publish_version(self.model, candidate.name, Path(candidate.adapter_path))
+            except AdapterError as exc:
+                raise ModelVersionError(str(exc)) from exc
+        promote(self.db, name, force=force)
+        return servers
+
+    def rollback(self) -> str | None:
+        from worker.models import AdapterError, publish_version, withdraw_version
+
+        current = promoted_model(self.db)
+        previous = rollback(self.db)
+        if previous is not None and previous.adapter_path:
+            try:
+                publish_version(self.model, previous.name, Path(previous.adapter_path))
+            except AdapterError as exc:
+                raise ModelVersionError(str(exc)) from exc
+        if current is not None:
+            withdraw_version(self.model, current.name)
+        return previous.name if previous is not None else None
+
+    def serving(self) -> ServedVersion | None:
+        current = promoted_model(self.db)
+        return None if current is None else ServedVersion(current.name, current.promoted_at)
+
+
+def registry_versions(db: Database, settings: Settings) -> RegistryVersions:
+    """The factory the CLI hands to ``create_app`` (bot.model_versions.ModelVersionsFactory)."""
+    return RegistryVersions(db, settings.model)

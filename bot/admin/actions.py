@@ -3,15 +3,15 @@
 Every function returns an ActionResult; the view layer audits it and shows its message.
 Nothing here decides policy of its own: cancelling is JobStore.cancel, pausing is
 JobStore.pause/resume plus Intake.dispatch for released jobs (as `ribbit resume` does),
-and promotion is trainer.registry with the adapter loaded on inference servers first (as
-`ribbit model promote` does).
+and promotion is the model registry passed in (trainer.registry.RegistryVersions, which
+`ribbit model promote` uses too: the adapter is loaded on inference servers first).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
+from bot.model_versions import ModelVersionError
 from bot.services import Services
 from bot.store.jobs import InvalidTransition, JobNotFound, JobSpec
 from bot.store.models import Job
@@ -82,37 +82,24 @@ def _scope(forge: str | None, repo: str | None) -> str:
     return "everything" if repo is None else f"{forge or 'github'}:{repo}"
 
 
+NO_REGISTRY = ActionResult(False, "the model registry is not available in this process")
+
+
 def promote(svc: Services, version: str) -> ActionResult:
+    if svc.model_versions is None:
+        return NO_REGISTRY
     try:
-        from trainer.registry import RegistryError, check_promotable
-        from trainer.registry import promote as registry_promote
-        from worker.models import AdapterError, publish_version
-    except ImportError:
-        return ActionResult(False, "the trainer is not installed in this process")
-    try:
-        candidate = check_promotable(svc.db, version)
-        if candidate.adapter_path:
-            publish_version(svc.settings.model, candidate.name, Path(candidate.adapter_path))
-        registry_promote(svc.db, version)
-    except (RegistryError, AdapterError) as exc:
+        svc.model_versions.promote(version)
+    except ModelVersionError as exc:
         return ActionResult(False, str(exc))
     return ActionResult(True, f"promoted {version}")
 
 
 def rollback(svc: Services) -> ActionResult:
+    if svc.model_versions is None:
+        return NO_REGISTRY
     try:
-        from trainer.registry import RegistryError, promoted_model
-        from trainer.registry import rollback as registry_rollback
-        from worker.models import AdapterError, publish_version, withdraw_version
-    except ImportError:
-        return ActionResult(False, "the trainer is not installed in this process")
-    current = promoted_model(svc.db)
-    try:
-        previous = registry_rollback(svc.db)
-        if previous is not None and previous.adapter_path:
-            publish_version(svc.settings.model, previous.name, Path(previous.adapter_path))
-    except (RegistryError, AdapterError) as exc:
+        previous = svc.model_versions.rollback()
+    except ModelVersionError as exc:
         return ActionResult(False, str(exc))
-    if current is not None:
-        withdraw_version(svc.settings.model, current.name)
-    return ActionResult(True, f"now serving {previous.name if previous else 'the base model'}")
+    return ActionResult(True, f"now serving {previous or 'the base model'}")

@@ -10,6 +10,8 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from sqlalchemy.exc import SQLAlchemyError
+
 from bot.queue import client_celery
 from bot.services import Services
 
@@ -50,11 +52,12 @@ def inspect_workers(svc: Services) -> list[WorkerState]:
 
 
 def _model_version(svc: Services) -> str:
+    if svc.model_versions is None:
+        return f"{svc.settings.model.model} (configured; no model registry in this process)"
     try:
-        from worker.models import promoted_version
-    except ImportError:
-        return f"{svc.settings.model.model} (configured; worker package not installed)"
-    promoted = promoted_version(svc.db)
+        promoted = svc.model_versions.serving()
+    except SQLAlchemyError:  # the trainer's tables not there yet: workers use the base too
+        promoted = None
     return promoted.name if promoted is not None else f"{svc.settings.model.model} (base)"
 
 

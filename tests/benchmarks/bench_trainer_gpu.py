@@ -5,12 +5,17 @@ architecture: 32 layers, 3 gated-DeltaNet layers to each full-attention one, hid
 2560, MLP 9216, 16 query / 4 KV heads of 256, vocabulary 248320, tied embeddings;
 from the published Megatron arguments for Qwen3.5-4B), bf16 on the GPU, LoRA r=16 on
 every linear layer with gradient checkpointing: the learner's step time, tokens/s and
-peak memory for one GRPO step over sequences of several lengths, and generation
-tokens/s. Random weights do not change these costs; the real checkpoint needs no
-download for them. Prints figures, asserts nothing.
+peak memory for one GRPO step over sequences of several lengths; then decode tokens/s
+at 1 and N concurrent streams, time to first token, and the ratio to the memory-bandwidth
+ceiling (weight bytes over measured copy bandwidth), which bounds batch-1 decode. The
+widest decode line is the in-process rollout throughput. ``--budget-s`` stops starting
+new measurements once the lent machine's few minutes are spent. Random weights do not
+change these costs; the real checkpoint needs no download for them. Prints figures, asserts nothing.
 
 Without CUDA it says so and stops, unless ``--smoke`` (a 2-layer, narrow model of
 the same family on CPU, to check the script itself).
+
+One command on a GPU host: ``scripts/gpu-bench.sh``.
 """
 
 from __future__ import annotations
@@ -78,7 +83,13 @@ def _peak_gib(device: torch.device) -> float:
     return torch.cuda.max_memory_allocated(device) / 2**30
 
 
-def bench(values: dict[str, Any], device: torch.device, lengths: list[int], group: int) -> None:
+def bench(
+    values: dict[str, Any],
+    device: torch.device,
+    lengths: list[int],
+    group: int,
+    streams: list[int],
+) -> None:
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
     start = time.perf_counter()
     model = build_model(values, device, dtype)
@@ -100,6 +111,9 @@ def bench(values: dict[str, Any], device: torch.device, lengths: list[int], grou
     print(f"LoRA r=16 all-linear: {trainable / 1e6:.1f} M trainable parameters")
     vocab = int(values["vocab_size"])
     for length in lengths:
+        if over_budget():
+            print(f"skipped: learner step at {length} tokens (time budget)")
+            continue
         samples = samples_of(length, group, vocab, prompt=min(1024, length // 4))
         learner.step(samples[:1])  # warm-up: kernels, allocator
         if device.type == "cuda":
@@ -116,18 +130,98 @@ def bench(values: dict[str, Any], device: torch.device, lengths: list[int], grou
             f"{tokens / elapsed:.0f} tokens/s, peak {_peak_gib(device):.1f} GiB"
         )
 
-    prompt = torch.randint(0, vocab, (1, 512), device=device)
-    new = 128
+    if over_budget():
+        print("skipped: decode and rollout figures (time budget spent by the learner)")
+        return
+    decode(learner.model, device, values, streams)
+
+
+def decode(model: Any, device: torch.device, values: dict[str, Any], streams: list[int]) -> None:
+    """Greedy decode through transformers' generate (the in-process policy's path).
+
+    Decode at batch 1 is bound by reading every weight once per token, so the ceiling is
+    copy bandwidth / weight bytes; the ratio says how far the in-process path is from it.
+    """
+    model.eval()  # the learner left it in train mode, where checkpointing disables the KV cache
+    vocab = int(values["vocab_size"])
+    weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    bandwidth = copy_bandwidth(device)
+    ceiling = bandwidth / weight_bytes if bandwidth == bandwidth else float("nan")
+    print(
+        f"memory bandwidth (device copy, read+write): {bandwidth / 1e12:.2f} TB/s; "
+        f"weights {weight_bytes / 2**30:.1f} GiB -> batch-1 decode ceiling {ceiling:.0f} tokens/s"
+    )
+    prompt_len, new = 512, 128
+    gen = torch.Generator().manual_seed(0)
     with torch.no_grad():
-        learner.model.generate(prompt, max_new_tokens=8, min_new_tokens=8, do_sample=False)
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        start = time.perf_counter()
-        learner.model.generate(prompt, max_new_tokens=new, min_new_tokens=new, do_sample=False)
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-    elapsed = time.perf_counter() - start
-    print(f"generation (transformers, batch 1, 512-token prompt): {new / elapsed:.1f} tokens/s")
+        warm = torch.randint(0, vocab, (1, prompt_len), generator=gen).to(device)
+        model.generate(warm, max_new_tokens=8, min_new_tokens=8, do_sample=False)
+        ttft = _timed(device, lambda: model.generate(warm, max_new_tokens=1, do_sample=False))
+        print(f"time to first token ({prompt_len}-token prompt, batch 1): {ttft * 1000:.0f} ms")
+        for n in streams:
+            if over_budget():
+                print(f"skipped: decode at {n} streams (time budget)")
+                continue
+            prompts = torch.randint(0, vocab, (n, prompt_len), generator=gen).to(device)
+            elapsed = _timed(
+                device,
+                lambda p=prompts: model.generate(
+                    p, max_new_tokens=new, min_new_tokens=new, do_sample=False
+                ),
+            )
+            per_stream = new / elapsed
+            line = (
+                f"decode, {n} stream(s), {prompt_len}-token prompts: "
+                f"{per_stream:.1f} tokens/s per stream, {n * per_stream:.1f} tokens/s total"
+            )
+            if n == 1 and ceiling == ceiling:
+                line += f", {per_stream / ceiling:.2f}x of the bandwidth ceiling"
+            print(line)
+    print(
+        "rollout throughput (in-process, the training rollouts' generation): the total "
+        "tokens/s of the widest decode line above"
+    )
+
+
+def copy_bandwidth(device: torch.device) -> float:
+    """Bytes read plus written per second by a large device-to-device copy (nan on CPU)."""
+    if device.type != "cuda":
+        return float("nan")
+    src = torch.empty(2**30, dtype=torch.uint8, device=device)
+    dst = torch.empty_like(src)
+    dst.copy_(src)
+    elapsed = _timed(device, lambda: [dst.copy_(src) for _ in range(10)]) / 10
+    return 2 * src.numel() / elapsed
+
+
+def _timed(device: torch.device, fn: Any) -> float:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    start = time.perf_counter()
+    fn()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter() - start
+
+
+_DEADLINE = [float("inf")]
+
+
+def over_budget() -> bool:
+    return time.monotonic() > _DEADLINE[0]
+
+
+def fast_kernels() -> None:
+    """Qwen3.5's gated-DeltaNet layers run on these kernels when installed, else on torch."""
+    import importlib.util
+
+    for module, package in (("fla", "flash-linear-attention"), ("causal_conv1d", "causal-conv1d")):
+        found = importlib.util.find_spec(module) is not None
+        print(f"{package}: {'installed' if found else 'NOT installed (torch fallback measured)'}")
+    print(
+        "not measured here: vLLM/SGLang serving (no server wheel fits the lent machine's "
+        "64 MiB carry); the figures above are the in-process transformers path"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -135,16 +229,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--smoke", action="store_true", help="tiny model of the family, any device")
     parser.add_argument("--lengths", default="2048,8192,16384", help="sequence lengths")
     parser.add_argument("--group", type=int, default=4, help="sequences per step")
+    parser.add_argument("--streams", default="1,8,32", help="concurrent decode streams")
+    parser.add_argument(
+        "--budget-s",
+        type=float,
+        default=420.0,
+        help="start no new measurement after this many seconds (the lent GPU's time is short)",
+    )
     args = parser.parse_args(argv)
+    _DEADLINE[0] = time.monotonic() + args.budget_s
     cuda = torch.cuda.is_available()
     if not cuda and not args.smoke:
         print("bench_trainer_gpu: no CUDA device; run it on a GPU host (or --smoke on CPU)")
         return 0
     device = torch.device("cuda" if cuda else "cpu")
     lengths = [int(x) for x in args.lengths.split(",") if x.strip()]
+    streams = [int(x) for x in args.streams.split(",") if x.strip()]
     if args.smoke:
         lengths = [min(x, 256) for x in lengths]
-    bench(SMOKE if args.smoke else FROGNANO_4B, device, lengths, args.group)
+    fast_kernels()
+    bench(SMOKE if args.smoke else FROGNANO_4B, device, lengths, args.group, streams)
     return 0
 
 

@@ -17,6 +17,7 @@ from tests.plugins.e2e import GOOD_SCRIPT, ISSUE, REPO_FILES, wait_for, xml_call
 from tests.plugins.forge import BOT_LOGIN
 from trainer.envs.builder import BuildSpec, EnvironmentBuilder
 from trainer.envs.gitutil import clone_at
+from trainer.envs.schema import Provenance
 from trainer.rl.rollout import collect_group, graded_reward
 from worker.agent import load_policy, read_jsonl
 from worker.agent.episode import SandboxRecipe
@@ -91,6 +92,7 @@ def test_a_served_job_and_a_training_rollout_run_the_same_episode(
             test_command=record.test_command,
             setup_commands=(record.setup_command,),
             fix_diff=job.result["diff"],
+            provenance=Provenance(source="outcome", issue_number=issue.number),
         )
     )
     assert env.FAIL_TO_PASS == ["tests/test_add.py::test_add_two_numbers"]

@@ -69,3 +69,18 @@ def test_reap_stale_removes_a_crashed_workers_cgroup(
         (sandbox.host_root / "owner").write_text("gone\n")
         assert sandbox.host_root in bubblewrap.reap_stale(sandbox.host_root.parent)
         assert not group.exists()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a memory cgroup needs a root worker")
+def test_doctor_says_which_memory_limit_bubblewrap_gives(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An operator learns from `ribbit doctor` when the limit is per process only."""
+    from worker.sandbox import bubblewrap, check_backends
+
+    def detail() -> str:
+        found = {c.name: c for c in check_backends(SandboxSettings())}["bubblewrap"]
+        assert found.ok, found.detail
+        return found.detail
+
+    assert "one memory cgroup for the whole sandbox" in detail()
+    monkeypatch.setattr(bubblewrap, "create_memory_cgroup", lambda *args, **kwargs: None)
+    assert "memory limited per process only" in detail()

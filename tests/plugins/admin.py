@@ -99,7 +99,7 @@ def write_trajectory(path: Path) -> None:
                 messages=[],
                 tools=[],
                 turns=turns,
-                exit_reason="completed",
+                exit_reason="agent",
                 model="tiny",
                 duration_s=12.5,
                 diff=DIFF,

@@ -175,6 +175,7 @@ class EnvironmentBuilder:
             FAIL_TO_PASS=fail_to_pass,
             PASS_TO_PASS=pass_to_pass,
             created_at=datetime.now(UTC).isoformat(),
+            version=latest_tag(spec.repo_dir, base) or "",
             image=spec.image,
             setup_commands=list(spec.setup_commands),
             test_command=spec.test_command,
@@ -261,6 +262,15 @@ def strip_leaked_solution(issue_text: str, patch: str) -> tuple[str, bool]:
     text = _FENCE.sub(lambda m: "" if leaks(m.group(0)) else m.group(0), issue_text)
     kept = [line for line in text.splitlines() if not leaks(line)]
     return re.sub(r"\n{3,}", "\n\n", "\n".join(kept)).strip(), True
+
+
+def latest_tag(repo_dir: Path, commit: str) -> str | None:
+    """The nearest tag at ``commit``: the version the solve job shows in the task text
+    (worker.pipelines.solve.latest_tag), None without one."""
+    try:
+        return run_git(repo_dir, "describe", "--tags", "--abbrev=0", commit).strip() or None
+    except GitError:
+        return None
 
 
 def instance_id(repo: str, fix: str) -> str:

@@ -27,6 +27,9 @@ class Provenance(BaseModel):
     author: Author = "unknown"
     leak_stripped: bool = False  # the issue text quoted the fix; those parts were removed
     flaky_tests: list[str] = Field(default_factory=list)  # dropped after reruns disagreed
+    # The issue a job solved (environments from outcomes): the task text's Instance ID, as
+    # the job showed it.
+    issue_number: int | None = None
 
 
 class Calibration(BaseModel):

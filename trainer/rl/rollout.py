@@ -49,13 +49,17 @@ class Rollout:
 
 def task_for(env: Environment) -> AgentTask:
     """The task text of an environment, laid out as the solve job lays out its issue
-    (the problem statement is the job's title, a blank line, its body). The setup
-    command is told to the model by the episode, once it ran and worked."""
+    (the problem statement is the job's title, a blank line, its body; the footer its
+    repository, version, base commit and issue). The setup command is told to the model
+    by the episode, once it ran and worked."""
     title, _, body = env.problem_statement.strip().partition("\n")
     return AgentTask(
         title=title.strip() or env.instance_id,
         body=body.strip() or title.strip(),
         repo=env.repo,
+        number=env.provenance.issue_number,
+        base_commit=env.base_commit,
+        version=env.version or None,
         test_command=env.test_command,
         hints=(env.hints_text,) if env.hints_text else (),
         metadata={"instance_id": env.instance_id},

@@ -28,6 +28,7 @@ from bot.settings import AgentSettings
 from worker.agent.loop import AgentResult, run_agent
 from worker.agent.policy import Policy
 from worker.agent.prompt import AgentTask
+from worker.agent.trajectory import TurnRecord
 from worker.sandbox.base import Sandbox, SandboxFactory
 
 if TYPE_CHECKING:
@@ -132,11 +133,13 @@ def run_episode(
     setup_command: str | None,
     cancel: threading.Event | None = None,
     phase: Phase = _no_phase,
+    on_turn: Callable[[TurnRecord], None] | None = None,
 ) -> Episode:
     """Open a sandbox over ``checkout`` (never changed: the sandbox works on its own
     copy), set it up with ``setup_command``, then run the agent on ``task`` within
-    ``limits`` until it ends or ``cancel`` is set. The task's ``setup_command`` is what
-    the setup step says ran and worked, whatever the caller put there."""
+    ``limits`` until it ends or ``cancel`` is set (``on_turn`` hears of each turn). The
+    task's ``setup_command`` is what the setup step says ran and worked, whatever the
+    caller put there."""
     with sandboxes(checkout) as sandbox:
         with phase("setup"):
             setup = sandboxes.setup(sandbox, setup_command)
@@ -145,5 +148,5 @@ def run_episode(
         # The model hears of the setup command only when it ran and worked.
         told = replace(task, setup_command=setup.command if setup.installed else None)
         with phase("agent"):
-            result = run_agent(told, sandbox, policy, limits, cancel=cancel)
+            result = run_agent(told, sandbox, policy, limits, cancel=cancel, on_turn=on_turn)
     return Episode(setup, result)

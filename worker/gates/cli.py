@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from bot.console import line, progress, styled
 from worker.gates.base import Gate, GateContext
 from worker.gates.report import GateReport
 from worker.gates.trees import run_git
@@ -128,11 +129,46 @@ def gates_command(
         issue_text=issue_text,
         setup_step=setup_step,
     )
-    report = run_gates(ctx, chosen)
+    with progress("preparing the trees", total=len(chosen)) as steps:
+        started: list[str] = []
+
+        def on_gate(name: str) -> None:
+            if started:
+                steps.advance()
+            started.append(name)
+            steps.doing(f"gate {len(started)}/{len(chosen)}: {name}")
+
+        report = run_gates(ctx, chosen, on_gate=on_gate)
     if sarif_file is not None:
         sarif_file.write_text(json.dumps(report.to_sarif(), indent=2))
-    click.echo(_json_view(report) if as_json else report.to_markdown())
+    if as_json:
+        click.echo(_json_view(report))
+    else:
+        _print_human(report)
     click.get_current_context().exit(0 if report.passed else 1)
+
+
+LOG_TAIL_LINES = 60
+
+
+def _print_human(report: GateReport) -> None:
+    """The report as the issue shows it, then the log tail of each gate that did not pass
+    (what explains a failure; all of it is in --json)."""
+    click.echo(report.to_markdown())
+    for result in report.results:
+        if result.passed or not result.logs.strip():
+            continue
+        lines = result.logs.rstrip().splitlines()
+        cut = len(lines) - LOG_TAIL_LINES
+        title = (
+            f"--- {result.name} log"
+            + (f" (last {LOG_TAIL_LINES} of {len(lines)} lines)" if cut > 0 else "")
+            + " ---"
+        )
+        line(styled(title, "failed"))
+        click.echo("\n".join(lines[max(cut, 0) :]))
+    verdict = "passed" if report.passed else "failed"
+    line("gates: ", styled(verdict, verdict), f" ({report.summary_line()})")
 
 
 def _json_view(report: GateReport) -> str:

@@ -127,7 +127,13 @@ def _bubblewrap_check() -> BackendCheck:
             if sb.workspace_size_limited
             else ("workspace size NOT limited (needs root)")
         )
-    return BackendCheck("bubblewrap", True, f"{binary} works; {limited}")
+        memory = (
+            "one memory cgroup for the whole sandbox"
+            if sb.memory_cgroup is not None
+            else "memory limited per process only (needs a root worker with a memory "
+            "cgroup; the docker backend always limits the whole sandbox)"
+        )
+    return BackendCheck("bubblewrap", True, f"{binary} works; {limited}; {memory}")
 
 
 def _short(exc: BaseException) -> str:

@@ -18,6 +18,7 @@ from bot.store.jobs import JobSpec
 from bot.store.models import Job
 from tests.conftest import GITHUB_SECRET
 from tests.plugins.admin import ADMIN_TOKEN
+from trainer.registry import registry_versions
 
 BEARER = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 ORIGIN = {"Origin": "http://localhost"}
@@ -35,7 +36,7 @@ def admin_app(tmp_path: Any, dispatcher: Any, monkeypatch: Any) -> Iterator[Any]
         admin_token=ADMIN_TOKEN,
         github={"webhook_secret": GITHUB_SECRET},
     )
-    app = create_app(settings, dispatcher=dispatcher)
+    app = create_app(settings, dispatcher=dispatcher, model_versions=registry_versions)
     yield app
     app.extensions["ribbit"].db.dispose()
 

@@ -133,14 +133,15 @@ def test_worker_without_heartbeat_notifies_once(
 def test_model_promotion_notifies_once_per_promotion(
     receiver: tuple[str, Receiver], store: JobStore, tmp_path: Any
 ) -> None:
-    from trainer.registry import promote, register
+    from trainer.registry import promote, register, registry_versions
 
     url, got = receiver
     settings = settings_for(url, tmp_path)
+    versions = registry_versions(store.db, settings)
     register(store.db, "ft-1", base_model="base", adapter_path=None, heldout_pass_rate=0.5)
     promote(store.db, "ft-1")
-    check_and_notify(store.db, store, settings)
-    check_and_notify(store.db, store, settings)
+    check_and_notify(store.db, store, settings, versions)
+    check_and_notify(store.db, store, settings, versions)
     assert texts(got) == ["Ribbit: model ft-1 promoted"]
 
 

@@ -109,7 +109,9 @@ def environments_from_outcomes(
             image=task.image,
             hints_text="\n\n".join(_comments(outcome)),
             provenance=Provenance(
-                source="outcome", author="human" if outcome.human_authored else "bot"
+                source="outcome",
+                author="human" if outcome.human_authored else "bot",
+                issue_number=outcome.issue_number,
             ),
         )
         try:

@@ -206,3 +206,14 @@ def host_diff(repo: Path, base: str, tree: Path, *, max_bytes: int = 32 * 1024 *
         return proc.stdout.decode("utf-8", errors="surrogateescape")
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def latest_tag(repo: Path, commit: str = "HEAD", *, any_owner: bool = True) -> str | None:
+    """The nearest tag at ``commit``: the version the task text's footer shows, as
+    SWE-bench's ``version`` (None without one). One home for the solve job, ``ribbit
+    run`` and the environment builder, so all three show the model the same footer."""
+    try:
+        tag = git_ok(repo, "describe", "--tags", "--abbrev=0", commit, any_owner=any_owner)
+    except GitError:
+        return None
+    return tag.decode(errors="replace").strip() or None

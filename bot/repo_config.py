@@ -8,6 +8,7 @@ Hygiene blocks patches that touch the file for the same reason.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 
 import yaml
@@ -130,3 +131,19 @@ def parse_repo_config(text: str | None) -> RepoConfig:
             for err in exc.errors()
         ]
         raise RepoConfigError(f"{CONFIG_PATH} is invalid:\n- " + "\n- ".join(problems)) from None
+
+
+def read_repo_config(repo_dir: Path, rev: str = "HEAD") -> RepoConfig:
+    """The ``.ribbit.yml`` committed at ``rev`` of a local clone (absent: all defaults):
+    what ``ribbit run``, ``ribbit gates`` and ``ribbit envs build`` read, parsed as the
+    solve job parses the default branch's copy. The working tree's copy is never read:
+    as on the forge, only a committed file sets the rules. Raises
+    :class:`RepoConfigError` for an invalid file or a ``rev`` that is no commit."""
+    from bot.hostgit import run_git  # hardened: the clone is untrusted content
+
+    if rev.startswith("-"):
+        raise RepoConfigError(f"{rev!r} is not a revision")
+    if run_git(repo_dir, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}").returncode:
+        raise RepoConfigError(f"{repo_dir}: {rev!r} is not a commit of a git repository")
+    blob = run_git(repo_dir, "cat-file", "blob", f"{rev}:{CONFIG_PATH}")
+    return parse_repo_config(blob.stdout.decode(errors="replace") if blob.returncode == 0 else None)

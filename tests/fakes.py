@@ -22,7 +22,10 @@ from typing import TYPE_CHECKING, Any, Self
 from worker.sandbox.base import DEFAULT_OUTPUT_CAP, TIMEOUT_EXIT_CODE, WORKSPACE, ExecResult
 
 if TYPE_CHECKING:
+    from worker.agent.episode import SandboxRecipe
     from worker.agent.policy import AssistantTurn
+    from worker.sandbox.base import Sandbox
+    from worker.sandbox.setup import SetupResult
 
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "Test Author",
@@ -160,6 +163,34 @@ class LocalDirSandbox:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def host_setup(sandbox: Sandbox, command: str | None) -> SetupResult:
+    """The setup step for a :class:`LocalDirSandbox`: the repository's setup command
+    alone. The production step (worker/sandbox/setup.py) would build its virtualenv at
+    /opt/ribbit on the host here; the real backends, where it runs, are tested in
+    tests/integration/."""
+    from worker.sandbox.setup import SetupResult
+
+    if not command:
+        return SetupResult(command=None, ok=True, exit_code=None, output="", duration_s=0.0)
+    done = sandbox.exec(["bash", "-c", command], timeout=300)
+    return SetupResult(
+        command=command,
+        ok=done.exit_code == 0 and not done.timed_out,
+        exit_code=done.exit_code,
+        output=f"{done.stdout}\n{done.stderr}".strip(),
+        duration_s=done.duration_s,
+        timed_out=done.timed_out,
+    )
+
+
+def local_sandboxes() -> SandboxRecipe:
+    """Host-copy sandboxes set up by :func:`host_setup`: the trainer's and the episode's
+    fast tests."""
+    from worker.agent.episode import SandboxRecipe
+
+    return SandboxRecipe(LocalDirSandbox, host_setup)
 
 
 class RecordingDispatcher:

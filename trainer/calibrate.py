@@ -16,7 +16,7 @@ from bot.settings import AgentSettings
 from trainer.envs.schema import Calibration, Environment
 from trainer.rl.rollout import RewardFn, collect_group
 from worker.agent import Policy
-from worker.sandbox.base import Sandbox
+from worker.agent.episode import SandboxRecipe
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,7 @@ def calibrate(
     envs: Sequence[tuple[Environment, Path]],
     policy: Policy,
     limits: AgentSettings,
-    sandbox_factory: Callable[[Path], Sandbox],
+    sandbox_factory: SandboxRecipe,
     reward_fn: RewardFn,
     *,
     k: int = 4,

@@ -20,7 +20,7 @@ import click
 
 from bot.console import empty, progress
 from bot.settings import Settings
-from trainer.envs.schema import DEFAULT_TEST_COMMAND, Environment
+from trainer.envs.schema import Environment
 
 if TYPE_CHECKING:
     from trainer.distributed import Ranks
@@ -116,9 +116,16 @@ def envs() -> None:
 )
 @click.option(
     "--test-command",
-    default=DEFAULT_TEST_COMMAND,
-    show_default=True,
-    help="Command that runs the repository's tests in the sandbox.",
+    default=None,
+    help="Command that runs the repository's tests in the sandbox (default: test in the "
+    ".ribbit.yml committed at --base).",
+)
+@click.option(
+    "--setup",
+    "setup_commands",
+    multiple=True,
+    help="Setup command, run by the production setup step before the tests; repeat for "
+    "several (default: setup in the .ribbit.yml committed at --base).",
 )
 @click.option(
     "--reruns",
@@ -145,21 +152,29 @@ def build_env(
     fix: str,
     issue_file: Path,
     repo_name: str,
-    test_command: str,
+    test_command: str | None,
+    setup_commands: tuple[str, ...],
     reruns: int,
     timeout_s: float,
     as_json: bool,
     store: Path | None,
 ) -> None:
-    """Build one environment from a fix; rejected candidates are kept with their reason."""
+    """Build one environment from a fix; rejected candidates are kept with their reason.
+    The setup and test commands and the image come from the repository's .ribbit.yml at
+    the base commit, as a solve job on that commit would have read them, unless given."""
+    from bot.repo_config import RepoConfigError, read_repo_config
     from trainer.envs.builder import BuildRejected, BuildSpec, EnvironmentBuilder
     from trainer.envs.storage import EnvironmentStore
-    from worker.sandbox import sandbox_factory
+    from worker.agent.episode import SandboxRecipe
 
+    try:
+        config = read_repo_config(repo_dir, base)
+    except RepoConfigError as exc:
+        raise click.ClickException(str(exc)) from None
     settings = _settings(ctx)
     env_store = EnvironmentStore(_store_dir(ctx, store))
     builder = EnvironmentBuilder(
-        sandbox_factory(settings.sandbox), reruns=reruns, test_timeout_s=timeout_s
+        SandboxRecipe.production(settings.sandbox), reruns=reruns, test_timeout_s=timeout_s
     )
     spec = BuildSpec(
         repo_dir,
@@ -167,7 +182,9 @@ def build_env(
         fix,
         issue_file.read_text(encoding="utf-8"),
         repo=repo_name,
-        test_command=test_command,
+        test_command=test_command or config.test,
+        setup_commands=setup_commands or ((config.setup,) if config.setup else ()),
+        image=config.image,
     )
     try:
         with progress(f"building {repo_name} at {fix[:12]} (tests run {reruns}x per tree)"):
@@ -245,7 +262,7 @@ def grade_env(
     SWE-bench verdict (tests only) and Ribbit's reward (tests and gates)."""
     from trainer.envs.storage import EnvironmentStore
     from trainer.rl.reward import compute_reward
-    from worker.sandbox import sandbox_factory
+    from worker.agent.episode import SandboxRecipe
 
     settings = _settings(ctx)
     env_store = EnvironmentStore(_store_dir(ctx, store))
@@ -260,7 +277,7 @@ def grade_env(
             env,
             patch,
             checkout,
-            sandbox_factory(settings.sandbox),
+            SandboxRecipe.production(settings.sandbox),
             gate_settings=settings.gates,
         )
     if as_json:
@@ -411,11 +428,11 @@ def envs_from_outcomes(
     from trainer.envs.index import sync_index
     from trainer.envs.outcomes import environments_from_outcomes
     from trainer.envs.storage import EnvironmentStore
-    from worker.sandbox import sandbox_factory
+    from worker.agent.episode import SandboxRecipe
 
     settings = _settings(ctx)
     builder = EnvironmentBuilder(
-        sandbox_factory(settings.sandbox), reruns=reruns, test_timeout_s=timeout_s
+        SandboxRecipe.production(settings.sandbox), reruns=reruns, test_timeout_s=timeout_s
     )
     db = Database(settings.effective_database_url)
     db.migrate()
@@ -465,7 +482,7 @@ def calibrate_envs(
     from trainer.evaluate import version_policy
     from trainer.registry import promoted_model
     from trainer.rl.rollout import graded_reward
-    from worker.sandbox import sandbox_factory
+    from worker.agent.episode import SandboxRecipe
 
     settings = _settings(ctx)
     env_store = EnvironmentStore(_store_dir(ctx, store))
@@ -480,7 +497,7 @@ def calibrate_envs(
         if current is not None:
             base, adapter = current.base_model, current.adapter_path
     limits = AgentSettings(max_turns=max_turns, max_new_tokens=max_new_tokens)
-    factory = sandbox_factory(settings.sandbox)
+    factory = SandboxRecipe.production(settings.sandbox)
     policy = version_policy(base, adapter, limits)
     with (
         _checked_out(env_store, chosen, "calibrate") as pairs,
@@ -658,7 +675,7 @@ def _train(
     from trainer.store import TrainingRun
     from trainer.train import StepRecord, seed_everything
     from trainer.train import train as run_training
-    from worker.sandbox import sandbox_factory
+    from worker.agent.episode import SandboxRecipe
     from worker.weights import base_digest
 
     settings = _settings(ctx)
@@ -697,7 +714,7 @@ def _train(
     chosen = [e for e in selected if e.instance_id in set(ids)]
     if not chosen:
         raise click.ClickException(f"no environments of line {line!r} match {selector!r}")
-    factory = sandbox_factory(settings.sandbox)
+    factory = SandboxRecipe.production(settings.sandbox)
     # Rank 0 alone touches the database (one run row; concurrent migrations would race).
     db = Database(settings.effective_database_url) if ranks.is_main else None
     run_id = None
@@ -1029,7 +1046,7 @@ def evaluate_model(
     from trainer.envs.storage import EnvironmentStore
     from trainer.evaluate import evaluate_version
     from trainer.registry import RegistryError
-    from worker.sandbox import sandbox_factory
+    from worker.agent.episode import SandboxRecipe
 
     settings = _settings(ctx)
     env_store = EnvironmentStore(_store_dir(ctx, store))
@@ -1046,7 +1063,7 @@ def evaluate_model(
                 _db(ctx),
                 version,
                 pairs,
-                sandbox_factory(settings.sandbox),
+                SandboxRecipe.production(settings.sandbox),
                 limits,
                 k=k,
                 on_env=lambda env: steps.advance(f"scored {env.instance_id}"),

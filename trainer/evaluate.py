@@ -21,7 +21,7 @@ from trainer.rl.learner import load_base_model
 from trainer.rl.rollout import graded_reward
 from trainer.store import ModelVersion
 from worker.agent import TransformersPolicy
-from worker.sandbox.base import Sandbox
+from worker.agent.episode import SandboxRecipe
 
 
 def version_policy(
@@ -43,7 +43,7 @@ def evaluate_version(
     db: Database,
     name: str,
     envs: Sequence[tuple[Environment, Path]],
-    sandbox_factory: Callable[[Path], Sandbox],
+    sandbox_factory: SandboxRecipe,
     limits: AgentSettings,
     *,
     k: int = 1,

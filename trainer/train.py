@@ -34,8 +34,8 @@ from trainer.rl.learner import Learner, Sample, StepStats
 from trainer.rl.rollout import RewardFn, Rollout
 from trainer.rl.sources import Group, LocalRollouts, RolloutSource
 from worker.agent import TransformersPolicy
+from worker.agent.episode import SandboxRecipe
 from worker.agent.trajectory import TokenSegment
-from worker.sandbox.base import Sandbox
 
 METRICS_FILE = "metrics.jsonl"
 
@@ -202,7 +202,7 @@ def append_metrics(path: Path, record: StepRecord) -> None:
 def train(
     learner: Learner,
     envs: Sequence[tuple[Environment, Path]],
-    sandbox_factory: Callable[[Path], Sandbox],
+    sandbox_factory: SandboxRecipe,
     reward_fn: RewardFn,
     settings: TrainSettings,
     *,

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from tests.fakes import LocalDirSandbox, make_git_repo
+from tests.fakes import local_sandboxes, make_git_repo
 from tests.plugins.models import build_tiny_model
 from trainer.config import TrainSettings
 from trainer.rl.learner import Learner, Sample, load_base_model
@@ -45,7 +45,7 @@ def bench(model_dir: Path, repo: Path, base: str) -> None:
     limits = agent_limits(learner.settings)
     policy = TransformersPolicy.from_model(learner.model, learner.tokenizer, defaults=limits)
     start = time.perf_counter()
-    group = collect_group(env, repo, policy, limits, LocalDirSandbox, lambda e, r, c: 0.0, 4)
+    group = collect_group(env, repo, policy, limits, local_sandboxes(), lambda e, r, c: 0.0, 4)
     elapsed = time.perf_counter() - start
     generated = sum(t.completion_tokens or 0 for r in group for t in r.result.trajectory.turns)
     print(

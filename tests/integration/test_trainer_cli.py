@@ -8,6 +8,7 @@ import json
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -145,3 +146,64 @@ def test_envs_grade_prints_the_swebench_verdict_and_the_reward(
     empty.write_text("")
     graded = runner.invoke(main, ["envs", "grade", env.instance_id, "--patch", str(empty)])
     assert f"{env.instance_id}: resolved=False reward=0.0" in graded.output
+
+
+# Passes only where the production setup step ran it: in the set-up environment's venv,
+# with the registry proxy in its environment (the step's network, and only its).
+PROXIED_SETUP = (
+    'test "$VIRTUAL_ENV" = /opt/ribbit/venv && test -x "$VIRTUAL_ENV/bin/python" '
+    '&& test -n "$HTTPS_PROXY" && echo set-up > "$VIRTUAL_ENV/marker"'
+)
+
+
+@pytest.mark.integration
+def test_envs_build_sets_up_like_a_job_from_setup_or_the_repos_ribbit_yml(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    require_service(shutil.which("bwrap") is not None, "bubblewrap")
+    from tests.fakes import commit_files, make_git_repo
+    from tests.plugins.trainer import CALC_BUGGY, CALC_FIXED, TEST_ADD, TEST_MUL
+
+    data = tmp_path / "data"
+    monkeypatch.setenv("RIBBIT_DATA_DIR", str(data))
+    monkeypatch.setenv("RIBBIT_SANDBOX__BACKEND", "bubblewrap")
+    test = "python -m pytest -q -p no:cacheprovider"  # the venv's python
+    # The tests need what setup made: a failing or skipped setup fails every test.
+    conftest = (
+        "import os\n\n\ndef pytest_configure(config):\n"
+        "    assert open(os.environ['VIRTUAL_ENV'] + '/marker').read() == 'set-up\\n'\n"
+    )
+    repo = tmp_path / "calc"
+    base = make_git_repo(
+        repo,
+        {
+            "calc.py": CALC_BUGGY,
+            "tests/test_mul.py": TEST_MUL,
+            "conftest.py": conftest,
+            ".ribbit.yml": f"setup: '{PROXIED_SETUP}'\ntest: {test}\n",
+        },
+    )
+    fix = commit_files(repo, {"calc.py": CALC_FIXED, "tests/test_add.py": TEST_ADD}, "fix")
+    issue = tmp_path / "issue.md"
+    issue.write_text("add is wrong\n\nadd(2, 3) returns -1\n")
+    runner = CliRunner()
+
+    def build(*extra: str) -> Any:
+        args = ["envs", "build", "--repo", str(repo), "--base", base, "--fix", fix]
+        args += ["--issue-file", str(issue), "--reruns", "1", "--json", *extra]
+        return runner.invoke(main, args)
+
+    from_config = build()
+    assert from_config.exit_code == 0, from_config.output
+    env = json.loads(from_config.output)
+    assert (env["setup_commands"], env["test_command"]) == ([PROXIED_SETUP], test)
+    assert env["FAIL_TO_PASS"] == ["tests/test_add.py::test_add"]
+
+    # --setup replaces the file's: two commands, run as one step that stops at a failure.
+    given = build("--name", "acme/other", "--setup", "true", "--setup", PROXIED_SETUP)
+    assert given.exit_code == 0, given.output
+    assert json.loads(given.output)["setup_commands"] == ["true", PROXIED_SETUP]
+
+    failed = build("--name", "acme/broken", "--setup", "exit 3", "--setup", PROXIED_SETUP)
+    assert failed.exit_code != 0
+    assert "setup_failed" in failed.output and "exited 3" in failed.output

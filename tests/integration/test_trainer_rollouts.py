@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from bot.settings import load_settings
-from tests.fakes import LocalDirSandbox, make_git_repo
+from tests.fakes import local_sandboxes, make_git_repo
 from tests.plugins.trainer import seeded_learner, token_id, toy_prompt_ids, toy_train_settings
 from trainer.config import TrainSettings
 from trainer.envs.schema import Environment
@@ -99,7 +99,7 @@ def test_training_through_worker_rollouts_raises_the_reward(
     summary = train(
         learner,
         [(env, tmp_path / "unused")],
-        LocalDirSandbox,
+        local_sandboxes(),
         FirstTokenReward(target),
         settings,
         rollouts=_source(app, store, settings),
@@ -144,7 +144,7 @@ def test_a_failing_rollout_drops_its_group_and_the_step_goes_on(
     summary = train(
         learner,
         [(env, tmp_path / "unused"), (missing, tmp_path / "unused")],
-        LocalDirSandbox,
+        local_sandboxes(),
         FirstTokenReward(set()),
         settings,
         rollouts=_source(app, store, settings),
@@ -173,7 +173,7 @@ def test_requests_and_rollouts_survive_json(
     assert again.segments and again.segments[0].input_ids
     assert again.reward in (0.0, 1.0)
     with pytest.raises(ValueError, match="unknown reward"):
-        remote.make_reward("nope", LocalDirSandbox, None)
+        remote.make_reward("nope", local_sandboxes(), None)
 
 
 def test_train_command_sends_rollouts_to_the_fleet(

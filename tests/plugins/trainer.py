@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.fakes import LocalDirSandbox, commit_files, make_git_repo
+from tests.fakes import commit_files, local_sandboxes, make_git_repo
 
 # The host interpreter: LocalDirSandbox runs commands on the host, where "python"
 # may not be the venv's.
@@ -28,8 +28,8 @@ class FixRepo:
     fix: str
 
 
-def sandbox_factory(source: Path) -> LocalDirSandbox:
-    return LocalDirSandbox(source)
+# Host-copy sandboxes, set up by the repository's setup command alone.
+sandbox_factory = local_sandboxes()
 
 
 @pytest.fixture

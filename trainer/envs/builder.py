@@ -18,6 +18,11 @@ rejected, with its reason, when no test goes from fail to pass (a fix without
 tests, or tests that did not catch the bug), when a run times out, or when the
 patches do not apply.
 
+Every sandbox is set up as the solve job sets up its own (the :class:`SandboxRecipe`:
+the production setup step, with the repository's setup command behind the registry
+proxy); a candidate whose setup fails is rejected (``setup_failed``), since no episode
+could start in it.
+
 If the issue text quotes the fix (a pasted diff, the changed lines), those parts
 are stripped so the environment does not hand the model its answer.
 """
@@ -28,16 +33,23 @@ import hashlib
 import re
 import shutil
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bot.hostgit import GitError, clone_at, git_ok, resolve_commit
+from bot.hostgit import GitError, clone_at, git_ok, latest_tag, resolve_commit
 from trainer.envs.patches import split_by_file, split_test_patch
-from trainer.envs.schema import DEFAULT_TEST_COMMAND, Environment, Provenance, Rejection
+from trainer.envs.schema import (
+    DEFAULT_TEST_COMMAND,
+    Environment,
+    Provenance,
+    Rejection,
+    one_setup_command,
+)
+from worker.agent.episode import SandboxRecipe, SetupFailed
 from worker.gates.testrun import TestRun, run_tests, select_batches
-from worker.sandbox.base import ExecResult, Sandbox
+from worker.sandbox.base import Sandbox
 
 PATCH_PATH = ".ribbit.patch"
 _MIN_LEAK_CHARS = 12  # shorter added lines ("return x", "pass") are too common to count
@@ -51,8 +63,10 @@ class BuildSpec:
     fix: str
     issue_text: str
     repo: str = "local/repo"  # owner/name, for the instance id
+    # The repository's .ribbit.yml commands and image at the time of the fix.
     test_command: str = DEFAULT_TEST_COMMAND
     setup_commands: tuple[str, ...] = ()
+    image: str | None = None
     hints_text: str = ""
     provenance: Provenance = field(default_factory=Provenance)
     # The fix as a diff, when there is no fix commit at hand (a merged PR's diff from
@@ -69,7 +83,7 @@ class BuildRejected(Exception):
 class EnvironmentBuilder:
     def __init__(
         self,
-        sandbox_factory: Callable[[Path], Sandbox],
+        sandbox_factory: SandboxRecipe,
         *,
         reruns: int = 3,
         test_timeout_s: float = 300.0,
@@ -145,6 +159,8 @@ class EnvironmentBuilder:
                 )
         except PatchDoesNotApply as exc:
             raise reject("patch_does_not_apply", str(exc)) from None
+        except SetupFailed as exc:
+            raise reject("setup_failed", f"{exc}\n{exc.setup.output[-500:]}") from None
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
 
@@ -167,6 +183,8 @@ class EnvironmentBuilder:
             FAIL_TO_PASS=fail_to_pass,
             PASS_TO_PASS=pass_to_pass,
             created_at=datetime.now(UTC).isoformat(),
+            version=latest_tag(spec.repo_dir, base, any_owner=False) or "",
+            image=spec.image,
             setup_commands=list(spec.setup_commands),
             test_command=spec.test_command,
             test_timeout_s=self.test_timeout_s,
@@ -174,8 +192,9 @@ class EnvironmentBuilder:
         )
 
     def _runs(self, checkout: Path, spec: BuildSpec, patches: list[str]) -> list[TestRun]:
-        with self.sandbox_factory(checkout) as sandbox:
-            run_setup(sandbox, spec.setup_commands, self.test_timeout_s)
+        recipe = self.sandbox_factory.for_image(spec.image)
+        with recipe(checkout) as sandbox:
+            set_up(sandbox, recipe, spec.setup_commands)
             for p in patches:
                 apply_patch(sandbox, p)
             return [
@@ -189,8 +208,9 @@ class EnvironmentBuilder:
         """The ids that, selected on their own through the test command, are not found
         or do not pass (the round trip every FAIL_TO_PASS/PASS_TO_PASS id must make)."""
         bad: list[str] = []
-        with self.sandbox_factory(checkout) as sandbox:
-            run_setup(sandbox, spec.setup_commands, self.test_timeout_s)
+        recipe = self.sandbox_factory.for_image(spec.image)
+        with recipe(checkout) as sandbox:
+            set_up(sandbox, recipe, spec.setup_commands)
             for p in patches:
                 apply_patch(sandbox, p)
             for batch in select_batches(ids):
@@ -205,13 +225,13 @@ class EnvironmentBuilder:
         return bad
 
 
-def run_setup(sandbox: Sandbox, commands: Sequence[str], timeout_s: float) -> list[ExecResult]:
-    """The environment's setup commands, in order, in ``sandbox``: what building,
-    grading and rollouts all run before anything else. A failing command does not
-    stop the rest (the tests that need it then fail). Not yet the production setup
-    step (worker/sandbox/setup.py run_setup: a venv, the registry proxy, and a job that
-    stops when setup fails); see the note on #15."""
-    return [sandbox.exec(command, timeout=timeout_s) for command in commands]
+def set_up(sandbox: Sandbox, recipe: SandboxRecipe, commands: Sequence[str]) -> None:
+    """The production setup step with the environment's setup commands, in ``sandbox``:
+    what building and grading run before anything else (rollouts run it as part of
+    their episode). Raises :class:`SetupFailed` when it fails."""
+    setup = recipe.setup(sandbox, one_setup_command(commands))
+    if not setup.ok:
+        raise SetupFailed(setup)
 
 
 class PatchDoesNotApply(Exception):
@@ -265,6 +285,6 @@ __all__ = [
     "GitError",
     "apply_patch",
     "instance_id",
-    "run_setup",
+    "set_up",
     "strip_leaked_solution",
 ]

@@ -106,11 +106,13 @@ def environments_from_outcomes(
             repo=repo,
             test_command=test_command or task.test_command,
             setup_commands=(task.setup_command,) if task.setup_command else (),
+            image=task.image,
             hints_text="\n\n".join(_comments(outcome)),
             provenance=Provenance(
                 source="outcome",
                 author="human" if outcome.human_authored else "bot",
                 forge=forge,
+                issue_number=outcome.issue_number,
             ),
         )
         try:

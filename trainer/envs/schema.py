@@ -9,6 +9,7 @@ rest is Ribbit's: how to run it, where it came from, how hard it is.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -33,6 +34,9 @@ class Provenance(BaseModel):
     author: Author = "unknown"
     leak_stripped: bool = False  # the issue text quoted the fix; those parts were removed
     flaky_tests: list[str] = Field(default_factory=list)  # dropped after reruns disagreed
+    # The issue a job solved (environments from outcomes): the task text's Instance ID, as
+    # the job showed it.
+    issue_number: int | None = None
 
 
 class Calibration(BaseModel):
@@ -73,6 +77,7 @@ class Environment(BaseModel):
 
     # -- Ribbit fields ---------------------------------------------------------
     image: str | None = None  # sandbox image; None: the sandbox backend's default
+    # The repository's .ribbit.yml setup and test commands at the time of the fix.
     setup_commands: list[str] = Field(default_factory=list)
     test_command: str = DEFAULT_TEST_COMMAND
     test_timeout_s: float = 300.0
@@ -94,9 +99,20 @@ class Environment(BaseModel):
         # SWE-bench on the hub stores these lists as JSON strings.
         return json.loads(value) if isinstance(value, str) else value
 
+    @property
+    def setup_command(self) -> str | None:
+        """The setup commands as the production setup step runs them."""
+        return one_setup_command(self.setup_commands)
+
     def to_swebench(self) -> dict[str, Any]:
         """The SWE-bench instance (its fields only)."""
         return self.model_dump(include=set(SWEBENCH_FIELDS))
+
+
+def one_setup_command(commands: Sequence[str]) -> str | None:
+    """Setup commands as the one command the production setup step runs (stopping at
+    the first that fails); None when there are none."""
+    return " && ".join(commands) or None
 
 
 SWEBENCH_FIELDS: tuple[str, ...] = (
@@ -132,6 +148,7 @@ class Rejection(BaseModel):
         "no_problem_statement",  # no issue text to give the model (never built empty)
         "pr_not_merged",  # a closed bot PR: kept as a negative example
         "no_base_commit",  # the outcome does not say which commit the fix was made on
+        "setup_failed",  # the production setup step failed with the repo's setup command
     ]
     detail: str = ""
     negative_trajectory: str | None = None  # path of a rejected bot PR's trajectory

@@ -30,21 +30,21 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bot.settings import AgentSettings, Settings
 from trainer.envs.schema import Environment
-from trainer.rl.rollout import RewardFn, Rollout, graded_reward, run_episode
+from trainer.rl.rollout import RewardFn, Rollout, graded_reward, rollout_episode
 from trainer.rl.sources import Group
+from worker.agent.episode import SandboxRecipe
 
 if TYPE_CHECKING:
     from celery import Celery, Task
 
     from trainer.rl.learner import Learner
-    from worker.sandbox.base import Sandbox
 
 log = logging.getLogger(__name__)
 
@@ -132,7 +132,7 @@ def rollout_from_dict(data: dict[str, Any]) -> Rollout:
 # -- rewards by name ---------------------------------------------------------------------
 # A task carries the reward's name; the worker builds it with its own sandbox factory
 # and tokenizer. "first-token:A" is the toy reward (trainer/rl/toy.py) for tests.
-def make_reward(name: str, sandbox_factory: Callable[[Path], Sandbox], tokenizer: Any) -> RewardFn:
+def make_reward(name: str, sandbox_factory: SandboxRecipe, tokenizer: Any) -> RewardFn:
     if name == "graded":
         return graded_reward(sandbox_factory)
     if name.startswith("first-token:"):
@@ -215,18 +215,17 @@ def run_rollout(request: RolloutRequest, settings: Settings) -> dict[str, Any]:
     import torch
 
     from worker.agent import TransformersPolicy
-    from worker.sandbox import sandbox_factory
 
     env, checkout = CHECKOUTS.get(request.store_dir, request.instance_id)
     limits = AgentSettings.model_validate(request.limits)
-    factory = sandbox_factory(settings.sandbox)
+    factory = SandboxRecipe.production(settings.sandbox)
     with POLICIES.lock:
         model, tokenizer = POLICIES.policy_model(request.policy)
         policy = TransformersPolicy.from_model(
             model, tokenizer, model_name=f"{request.policy.base_model}@{request.policy.step}"
         )
         torch.manual_seed(request.seed)
-        result = run_episode(env, checkout, policy, limits, factory)
+        result = rollout_episode(env, checkout, policy, limits, factory)
         reward_fn = make_reward(request.reward, factory, tokenizer)
     reward = float(reward_fn(env, result, checkout))
     rollout = Rollout(env.instance_id, result, reward, result.trajectory.training_segments())

@@ -19,16 +19,17 @@ from __future__ import annotations
 
 import importlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bot.repo_config import RepoConfig
 from bot.settings import GateSettings
-from trainer.envs.builder import PatchDoesNotApply, apply_patch, run_setup
+from trainer.envs.builder import PatchDoesNotApply, apply_patch, set_up
 from trainer.envs.patches import split_by_file
 from trainer.envs.schema import Environment
+from worker.agent.episode import SandboxRecipe, SetupFailed
 from worker.gates.base import Finding, Gate, GateContext
 from worker.gates.testrun import run_tests
 from worker.sandbox.base import Sandbox
@@ -45,7 +46,8 @@ REWARD_GATES: tuple[tuple[str, str], ...] = (
 @dataclass(frozen=True)
 class RewardResult:
     reward: float
-    reason: str  # solved, empty_patch, patch_does_not_apply, tests_failed, timeout, gate_findings
+    reason: str  # solved, empty_patch, setup_failed, patch_does_not_apply, tests_failed,
+    # timeout, gate_findings
     failed_tests: tuple[str, ...] = ()
     fail_to_pass_passed: int = 0
     findings: tuple[Finding, ...] = ()
@@ -99,7 +101,7 @@ def compute_reward(
     env: Environment,
     diff: str,
     checkout: Path,
-    sandbox_factory: Callable[[Path], Sandbox],
+    sandbox_factory: SandboxRecipe,
     *,
     gates: Sequence[Gate] | None = None,
     gate_settings: GateSettings | None = None,
@@ -107,8 +109,13 @@ def compute_reward(
     """``checkout`` is a host clone at ``env.base_commit`` (never modified here)."""
     if not diff.strip():
         return RewardResult(0.0, "empty_patch")
+    sandbox_factory = sandbox_factory.for_image(env.image)
     with sandbox_factory(checkout) as sandbox:
-        run_setup(sandbox, env.setup_commands, env.test_timeout_s)
+        try:
+            # Set up as the solve job's sandboxes are (venv, setup command, proxy).
+            set_up(sandbox, sandbox_factory, env.setup_commands)
+        except SetupFailed as exc:
+            return RewardResult(0.0, "setup_failed", details={"setup": str(exc)})
         try:
             apply_patch(sandbox, diff)
         except PatchDoesNotApply as exc:
@@ -131,12 +138,11 @@ def compute_reward(
         repo_dir=checkout,
         base_commit=env.base_commit,
         patch=diff,
-        repo_config=RepoConfig(
-            test=env.test_command, setup=" && ".join(env.setup_commands) or None
-        ),
+        repo_config=RepoConfig(test=env.test_command, setup=env.setup_command),
         gate_settings=gate_settings or GateSettings(),
         sandbox_factory=sandbox_factory,
         issue_text=env.problem_statement,
+        setup_step=sandbox_factory.step(env.setup_command),
     )
     findings: list[Finding] = []
     for gate in gate_list:

@@ -1,13 +1,14 @@
-"""Rollouts: the worker's agent loop, unchanged, G times per environment.
+"""Rollouts: the production episode, unchanged, G times per environment.
 
-Each rollout is one :func:`run_episode`: a fresh sandbox of the environment's
-checkout, the environment's setup commands run in it (the repository's
-``.ribbit.yml`` setup, as production runs it before the agent, and the model is
-told so the same way), then :func:`worker.agent.run_agent` with a
-:class:`~worker.agent.TransformersPolicy` wrapping the learner's own weights. The
-trajectory's token ids, sampling log-probs and loss mask are kept
+Each rollout is one :func:`rollout_episode`, which is the solve job's episode
+(:func:`worker.agent.episode.run_episode`): a fresh sandbox of the environment's
+checkout, set up by the production setup step with the repository's ``.ribbit.yml``
+setup command recorded in the environment (the virtualenv, the registry proxy; a
+failed setup ends it before the agent, raising :class:`SetupFailed` here), then the
+agent loop with a :class:`~worker.agent.TransformersPolicy` wrapping the learner's own
+weights. The trajectory's token ids, sampling log-probs and loss mask are kept
 (:meth:`Trajectory.training_segments`). Local and fleet rollouts
-(:mod:`trainer.rl.remote`) both go through :func:`run_episode`.
+(:mod:`trainer.rl.remote`) both go through :func:`rollout_episode`.
 The reward function decides what the rollout earned: the real one is
 :func:`trainer.rl.reward.compute_reward` on the rollout's diff.
 """
@@ -19,11 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bot.settings import AgentSettings
-from trainer.envs.builder import run_setup
 from trainer.envs.schema import Environment
-from worker.agent import AgentResult, AgentTask, Policy, run_agent
+from worker.agent import AgentResult, AgentTask, Policy
+from worker.agent.episode import SandboxRecipe, SetupFailed, run_episode
 from worker.agent.trajectory import TokenSegment
-from worker.sandbox.base import Sandbox
 
 RewardFn = Callable[[Environment, AgentResult, Path], float]
 UNFINISHED = frozenset(
@@ -48,32 +48,49 @@ class Rollout:
 
 
 def task_for(env: Environment) -> AgentTask:
+    """The task text of an environment, laid out as the solve job lays out its issue
+    (the problem statement is the job's title, a blank line, its body; the footer its
+    repository, version, base commit and issue). The setup command is told to the model
+    by the episode, once it ran and worked."""
     title, _, body = env.problem_statement.strip().partition("\n")
     return AgentTask(
         title=title.strip() or env.instance_id,
         body=body.strip() or title.strip(),
         repo=env.repo,
+        number=env.provenance.issue_number,
+        base_commit=env.base_commit,
+        version=env.version or None,
         test_command=env.test_command,
-        setup_command=" && ".join(env.setup_commands) or None,
         hints=(env.hints_text,) if env.hints_text else (),
         metadata={"instance_id": env.instance_id},
     )
 
 
-def run_episode(
+def rollout_episode(
     env: Environment,
     checkout: Path,
     policy: Policy,
     limits: AgentSettings,
-    sandbox_factory: Callable[[Path], Sandbox],
+    sandboxes: SandboxRecipe,
 ) -> AgentResult:
-    """One training episode: setup, then the agent, in a fresh sandbox."""
-    with sandbox_factory(checkout) as sandbox:
-        run_setup(sandbox, env.setup_commands, env.test_timeout_s)
-        return run_agent(task_for(env), sandbox, policy, limits)
+    """One training episode: the production episode on the environment's task, with its
+    recorded setup command. Raises :class:`SetupFailed` when the setup step failed (the
+    builder kept only environments whose setup worked, so this is the infrastructure's
+    fault, e.g. a registry down, and worth a retry, not a reward)."""
+    episode = run_episode(
+        task_for(env),
+        checkout,
+        policy,
+        limits,
+        sandboxes.for_image(env.image),
+        setup_command=env.setup_command,
+    )
+    if episode.agent is None:
+        raise SetupFailed(episode.setup)
+    return episode.agent
 
 
-def graded_reward(sandbox_factory: Callable[[Path], Sandbox]) -> RewardFn:
+def graded_reward(sandbox_factory: SandboxRecipe) -> RewardFn:
     """The real reward: tests + gates on the rollout's diff."""
     from trainer.rl.reward import compute_reward
 
@@ -88,13 +105,13 @@ def collect_group(
     checkout: Path,
     policy: Policy,
     limits: AgentSettings,
-    sandbox_factory: Callable[[Path], Sandbox],
+    sandbox_factory: SandboxRecipe,
     reward_fn: RewardFn,
     group_size: int,
 ) -> list[Rollout]:
     rollouts = []
     for _ in range(group_size):
-        result = run_episode(env, checkout, policy, limits, sandbox_factory)
+        result = rollout_episode(env, checkout, policy, limits, sandbox_factory)
         rollouts.append(
             Rollout(
                 env_id=env.instance_id,

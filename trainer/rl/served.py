@@ -9,7 +9,7 @@ the same :class:`~worker.agent.OpenAIPolicy`, as a worker's jobs. Per step,
    a name of its own (the runtime LoRA API of :mod:`worker.models`), so the servers
    sample from the learner's current weights;
 2. runs every episode of the step (``group_size`` per environment) through
-   :func:`trainer.rl.rollout.run_episode`, up to ``in_flight`` at once on a bounded
+   :func:`trainer.rl.rollout.rollout_episode`, up to ``in_flight`` at once on a bounded
    thread pool: the server batches the concurrent requests, which is what makes it fast;
 3. keeps the token ids and log-probs the server returned for each turn
    (:mod:`worker.agent.served_tokens`), which the loss uses as behaviour log-probs for
@@ -31,7 +31,7 @@ import copy
 import hashlib
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -39,11 +39,11 @@ from typing import TYPE_CHECKING, Any
 from bot.settings import AgentSettings, ModelSettings
 from trainer.envs.schema import Environment
 from trainer.rl.remote import save_policy
-from trainer.rl.rollout import RewardFn, Rollout, run_episode
+from trainer.rl.rollout import RewardFn, Rollout, rollout_episode
 from trainer.rl.sources import Group
+from worker.agent.episode import SandboxRecipe
 from worker.agent.policy import OpenAIPolicy
 from worker.models import AdapterError, adapter_servers, served_name
-from worker.sandbox.base import Sandbox
 
 if TYPE_CHECKING:
     from trainer.rl.learner import Learner
@@ -67,7 +67,7 @@ class ServerRollouts:
         self,
         model: ModelSettings,
         limits: AgentSettings,
-        sandbox_factory: Callable[[Path], Sandbox],
+        sandbox_factory: SandboxRecipe,
         reward_fn: RewardFn,
         *,
         output_dir: Path,
@@ -138,7 +138,7 @@ class ServerRollouts:
         self, learner: Learner, served: ModelSettings, env: Environment, checkout: Path
     ) -> Rollout:
         policy = OpenAIPolicy(served, self.limits, tokenizer=self._tokenizer(learner))
-        result = run_episode(env, checkout, policy, self.limits, self.sandbox_factory)
+        result = rollout_episode(env, checkout, policy, self.limits, self.sandbox_factory)
         reward = float(self.reward_fn(env, result, checkout))
         return Rollout(env.instance_id, result, reward, result.trajectory.training_segments())
 

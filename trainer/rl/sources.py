@@ -10,14 +10,14 @@ group useless: group-relative advantages need every member).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from bot.settings import AgentSettings
 from trainer.envs.schema import Environment
 from trainer.rl.rollout import RewardFn, Rollout, collect_group
-from worker.sandbox.base import Sandbox
+from worker.agent.episode import SandboxRecipe
 
 if TYPE_CHECKING:
     from trainer.rl.learner import Learner
@@ -43,7 +43,7 @@ class LocalRollouts:
         self,
         policy: Policy,
         limits: AgentSettings,
-        sandbox_factory: Callable[[Path], Sandbox],
+        sandbox_factory: SandboxRecipe,
         reward_fn: RewardFn,
     ) -> None:
         self.policy = policy

@@ -1,31 +1,30 @@
 """``ribbit run``: run the agent once on a local checkout, print the diff.
 
-The command copies nothing itself: the sandbox backend makes its own private
-copy of ``--repo`` (``worker.sandbox.open_sandbox``), so the checkout given is
-never changed.
+It runs the solve job's episode (:func:`worker.agent.episode.run_episode`): the
+repository's ``.ribbit.yml`` committed at HEAD gives the setup command, the test
+command, the image and the agent limits as it does for a job, and the sandbox is set
+up by the production setup step before the agent starts (a failed setup ends the
+run). The command copies nothing itself: the sandbox backend makes its own private
+copy of ``--repo``, so the checkout given is never changed.
 """
 
 from __future__ import annotations
 
-import importlib
 import json
 import subprocess
 import sys
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import click
 
-from bot.hostgit import run_git
+from bot.hostgit import latest_tag, run_git
+from bot.repo_config import RepoConfig
 from bot.settings import AgentSettings, ModelSettings, SandboxSettings
-from worker.agent.loop import AgentResult, run_agent
+from worker.agent.episode import Episode, SandboxRecipe, run_episode
 from worker.agent.policy import PolicyError, load_policy
 from worker.agent.prompt import AgentTask, IssueComment
-from worker.sandbox.base import Sandbox
-
-SandboxOpener = Callable[[Path], Sandbox]
 
 
 def read_issue_file(path: Path) -> AgentTask:
@@ -54,21 +53,34 @@ def read_issue_file(path: Path) -> AgentTask:
     return AgentTask(title=title.lstrip("#").strip(), body=body.strip())
 
 
+def task_with_config(task: AgentTask, config: RepoConfig, instructions: str | None) -> AgentTask:
+    """The issue's task with what the repository's ``.ribbit.yml`` says, as the solve job
+    builds it: its test command (unless the issue file names one), whether the repo
+    context is shown, and the repo's ``instructions`` (see solve.repo_instructions)."""
+    return replace(
+        task,
+        test_command=task.test_command or config.test,
+        include_repo_context=config.prompt.include_repo_context,
+        repo_instructions=instructions,
+    )
+
+
 def execute(
     task: AgentTask,
     repo: Path,
     model: ModelSettings,
     agent: AgentSettings,
-    open_sandbox: SandboxOpener,
+    sandboxes: SandboxRecipe,
     trajectory_out: Path | None,
-) -> AgentResult:
+    *,
+    setup_command: str | None = None,
+) -> Episode:
     policy = load_policy(model, agent)
     task = with_checkout_facts(task, repo)
-    with open_sandbox(repo) as sandbox:
-        result = run_agent(task, sandbox, policy, agent)
-    if trajectory_out is not None:
-        result.trajectory.write_jsonl(trajectory_out)
-    return result
+    episode = run_episode(task, repo, policy, agent, sandboxes, setup_command=setup_command)
+    if trajectory_out is not None and episode.agent is not None:
+        episode.agent.trajectory.write_jsonl(trajectory_out)
+    return episode
 
 
 def with_checkout_facts(task: AgentTask, repo: Path) -> AgentTask:
@@ -88,31 +100,16 @@ def with_checkout_facts(task: AgentTask, repo: Path) -> AgentTask:
     return replace(
         task,
         base_commit=task.base_commit or git("rev-parse", "HEAD"),
-        version=task.version or git("describe", "--tags", "--abbrev=0"),
+        version=task.version or latest_tag(repo),
     )
 
 
-def _sandbox_opener(backend: str) -> SandboxOpener:
-    # Imported by name at run time: the sandbox backends are optional at import time.
-    try:
-        open_sandbox = importlib.import_module("worker.sandbox").open_sandbox
-    except (ImportError, AttributeError) as exc:
-        raise click.ClickException(
-            f"no sandbox backend is available (worker.sandbox.open_sandbox: {exc})"
-        ) from None
+def _sandbox_settings(backend: str, base: SandboxSettings) -> SandboxSettings:
     # "local" is not a SandboxSettings choice; it is passed through for backends that
     # offer it and refused by the rest.
-    settings = (
-        SandboxSettings.model_validate({"backend": backend})
-        if backend != "local"
-        else SandboxSettings().model_copy(update={"backend": "local"})
-    )
-
-    def opener(source: Path) -> Sandbox:
-        sandbox: Sandbox = open_sandbox(settings, source, network=False)
-        return sandbox
-
-    return opener
+    if backend == "local":
+        return base.model_copy(update={"backend": "local"})
+    return SandboxSettings.model_validate({**base.model_dump(), "backend": backend})
 
 
 @click.command("run")
@@ -166,9 +163,15 @@ def run(
     backend: str,
 ) -> None:
     """Run the agent on REPO for the issue in ISSUE_FILE; print the diff."""
+    from bot.repo_config import RepoConfigError, read_repo_config
     from bot.settings import load_settings
+    from worker.agent.repo_task import agent_limits, repo_instructions
 
     settings = load_settings()
+    try:
+        config = read_repo_config(repo)
+    except RepoConfigError as exc:
+        raise click.ClickException(str(exc)) from None
     update: dict[str, Any] = {}
     if replay_file is not None:
         update.update(policy="replay", replay_file=replay_file)
@@ -177,13 +180,28 @@ def run(
     if model_path is not None:
         update["model"] = model_path
     model = ModelSettings.model_validate({**settings.model.model_dump(), **update})
-    task = read_issue_file(issue_file)
+    task = task_with_config(read_issue_file(issue_file), config, repo_instructions(config, repo))
+    sandboxes = SandboxRecipe.production(
+        _sandbox_settings(backend, settings.sandbox), image=config.image
+    )
     try:
-        result = execute(
-            task, repo, model, settings.agent, _sandbox_opener(backend), trajectory_out
+        episode = execute(
+            task,
+            repo,
+            model,
+            agent_limits(settings.agent, config),
+            sandboxes,
+            trajectory_out,
+            setup_command=config.setup,
         )
     except PolicyError as exc:
         raise click.ClickException(str(exc)) from None
+    if episode.agent is None:
+        raise click.ClickException(
+            f"the repository's setup failed ({episode.setup.summary()}); the agent did not "
+            f"start:\n{episode.setup.output}"
+        )
+    result = episode.agent
     sys.stdout.write(result.diff)
     turns = len(result.trajectory.turns)
     click.echo(

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Sequence
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,7 +21,7 @@ from worker.gates.report import GateReport
 from worker.sandbox.base import Sandbox, SandboxFactory
 
 if TYPE_CHECKING:
-    from bot.settings import SandboxSettings
+    from worker.sandbox.recipe import SandboxRecipe
 
 USAGE_ERROR = 2
 
@@ -31,11 +30,10 @@ def _no_sandbox(checkout: Path) -> Sandbox:
     raise click.UsageError("the test gate needs a sandbox but --no-tests was given")
 
 
-def _sandbox_factory(backend: str) -> tuple[SandboxFactory, SandboxSettings]:
-    """The sandbox factory (imported only when tests are to run: the backends pull in the
-    docker SDK) and the settings its setup step runs with."""
+def _sandboxes(backend: str, image: str | None) -> SandboxRecipe:
+    """The solve job's sandboxes and setup step, imported only when tests are to run."""
     from bot.settings import SandboxSettings, SettingsError, load_settings
-    from worker.sandbox import sandbox_factory
+    from worker.sandbox.recipe import SandboxRecipe
 
     try:
         base = load_settings().sandbox
@@ -43,8 +41,7 @@ def _sandbox_factory(backend: str) -> tuple[SandboxFactory, SandboxSettings]:
         raise click.UsageError(str(exc)) from None
     chosen = "auto" if backend == "local" else backend
     settings = SandboxSettings.model_validate({**base.model_dump(), "backend": chosen})
-    factory: SandboxFactory = sandbox_factory(settings, network=settings.setup_network)
-    return factory, settings
+    return SandboxRecipe.production(settings, image=image)
 
 
 def _repo_head(repo: Path) -> str:
@@ -97,7 +94,7 @@ def gates_command(
     issue_text: str,
 ) -> None:
     """Run the gates (tests, Semgrep, hygiene) on PATCH against the repository's HEAD."""
-    from bot.repo_config import RepoConfigError, parse_repo_config
+    from bot.repo_config import RepoConfigError, read_repo_config
     from bot.settings import SettingsError, load_settings
     from worker.gates import run_gates
     from worker.gates.hygiene import HygieneGate
@@ -109,11 +106,8 @@ def gates_command(
     else:
         patch = patch_file.read_text(encoding="utf-8", errors="surrogateescape")
     base = _repo_head(repo)
-    config_blob = run_git(repo, "cat-file", "blob", f"{base}:.ribbit.yml")
     try:
-        repo_config = parse_repo_config(
-            config_blob.stdout.decode(errors="replace") if config_blob.returncode == 0 else None
-        )
+        repo_config = read_repo_config(repo, base)
         gate_settings = load_settings().gates
     except (RepoConfigError, SettingsError) as exc:
         raise click.UsageError(str(exc)) from None
@@ -121,11 +115,9 @@ def gates_command(
     factory: SandboxFactory = _no_sandbox
     setup_step = None
     if not no_tests:
-        from worker.sandbox.setup import run_setup
-
         # Each test sandbox is set up as in a solve job (venv, setup command, proxy).
-        factory, sandbox_settings = _sandbox_factory(backend)
-        setup_step = partial(run_setup, repo_config=repo_config, settings=sandbox_settings)
+        recipe = _sandboxes(backend, repo_config.image)
+        factory, setup_step = recipe, recipe.step(repo_config.setup)
         chosen = [TestGate(), *chosen]
     ctx = GateContext(
         repo_dir=repo.resolve(),

@@ -13,12 +13,10 @@ diff applied, so nothing the untrusted code wrote into its own ``.git``
 from __future__ import annotations
 
 import logging
-import os
 import shutil
-import stat
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -36,11 +34,13 @@ from bot.forges.base import (
 )
 from bot.forges.branches import branch_name_for_issue, validate_branch_name
 from bot.forges.sanitize import sanitize_forge_text
-from bot.hostgit import run_git
+from bot.hostgit import latest_tag, run_git
 from bot.repo_config import CONFIG_PATH, RepoConfig, RepoConfigError, parse_repo_config
-from bot.settings import AgentSettings, ModelSettings, Settings
+from bot.settings import ModelSettings, Settings
 from bot.store.models import Job
+from worker.agent.repo_task import agent_limits, repo_instructions
 from worker.gates import review
+from worker.gates.testcmd import resolve_test_command
 from worker.jobs import WAITING_HOOKS, JobCancelled, JobContext, JobRefused, pipeline
 from worker.metrics import InstrumentedPolicy, record_gates, record_stage
 from worker.pipelines.task_record import RESULT_KEY, TaskRecord
@@ -49,6 +49,7 @@ from worker.runtime import WorkerRuntime
 from worker.status import LiveTurns, Status, StatusComment
 
 if TYPE_CHECKING:
+    from worker.agent.episode import SandboxRecipe
     from worker.sandbox.envcache import JobEnvironment
     from worker.sandbox.repoimage import ImageChoice
     from worker.sandbox.setup import SetupResult
@@ -138,16 +139,6 @@ def _git(cwd: Path, *args: str) -> str:
     return proc.stdout.decode(errors="replace")
 
 
-def agent_limits(base: AgentSettings, config: RepoConfig) -> AgentSettings:
-    """Deployment defaults overridden by the repo's .ribbit.yml where it sets a value."""
-    overrides = {k: v for k, v in config.agent.model_dump().items() if v is not None}
-    # A repo may shorten the wall clock, never lengthen it: the job's time limit and the
-    # broker's visibility timeout are derived from the deployment's budget.
-    if "max_minutes" in overrides:
-        overrides["max_minutes"] = min(overrides["max_minutes"], base.max_minutes)
-    return base.model_copy(update=overrides)
-
-
 def writers_comments(forge: Forge, repo: RepoRef, comments: Sequence[Comment]) -> list[Comment]:
     """The comments that may speak in the task text: those of people with write access
     (asked once per author), never the bot's own. Anyone can comment on a public issue;
@@ -162,33 +153,6 @@ def writers_comments(forge: Forge, repo: RepoRef, comments: Sequence[Comment]) -
         if writers[comment.author]:
             kept.append(comment)
     return kept
-
-
-def latest_tag(checkout: Path) -> str | None:
-    """The repository's version for the task text's footer, as SWE-bench's ``version``:
-    the nearest tag at HEAD (None without one)."""
-    try:
-        tag = _git(checkout, "describe", "--tags", "--abbrev=0").strip()
-    except RuntimeError:
-        return None
-    return tag or None
-
-
-def repo_instructions(config: RepoConfig, checkout: Path) -> str | None:
-    """The repo's own instructions for the agent, only when it opted in: the
-    ``prompt.instructions`` key, else a top-level AGENTS.md (never through a symlink)."""
-    if not config.prompt.include_repo_context:
-        return None
-    if config.prompt.instructions:
-        return config.prompt.instructions
-    try:
-        fd = os.open(checkout / "AGENTS.md", os.O_RDONLY | os.O_NOFOLLOW)
-    except OSError:
-        return None
-    with os.fdopen(fd, "rb") as fh:
-        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-            return None
-        return fh.read(64 * 1024).decode(errors="replace")
 
 
 def sanitize_model_text(text: str) -> str:
@@ -466,8 +430,8 @@ class SolveRun:
         with self._timed("image"):
             image = self._choose_image(config)
 
-        from worker.agent import AgentTask, IssueComment, load_policy, run_agent, write_jsonl
-        from worker.sandbox import open_sandbox
+        from worker.agent import AgentTask, IssueComment, load_policy, write_jsonl
+        from worker.agent.episode import run_episode
 
         extra = self._revision_brief(pr) if pr is not None else None
         task = AgentTask(
@@ -490,32 +454,33 @@ class SolveRun:
         limits = agent_limits(self.settings.agent, config)
         model = self.ready_model()
         policy = InstrumentedPolicy(load_policy(model, self.settings.agent))
-        sandbox_settings = self._sandbox_settings
         if image.note:
             self.status.show(Status("working", image.note))
-        with open_sandbox(
-            sandbox_settings, self.workdir.checkout, network=sandbox_settings.setup_network
-        ) as sandbox:
-            if config.setup:
+
+        def phase(name: str) -> _Timer:
+            if name == "setup" and config.setup:
                 self.status.show(Status("working", f"Setting up: `{config.setup}`."))
-            with self._timed("setup"):
-                setup = self._environment(config).setup(sandbox)
-            if not setup.ok:
-                self._setup_failed(setup)
-            # The agent hears of the setup command only when it ran and worked.
-            task = replace(task, setup_command=setup.command if setup.installed else None)
-            self.status.show(Status("working", "The agent is working in a sandbox."))
-            with self._timed("agent"):
-                result = run_agent(
-                    task,
-                    sandbox,
-                    policy,
-                    limits,
-                    cancel=self.ctx.cancel,
-                    on_turn=LiveTurns(self.settings.data_dir, self.job.id, self.status),
-                )
-            self.ctx.check_cancelled()
-            diff = result.diff
+            elif name == "agent":
+                self.status.show(Status("working", "The agent is working in a sandbox."))
+            return self._timed(name)
+
+        episode = run_episode(
+            task,
+            self.workdir.checkout,
+            policy,
+            limits,
+            self._agent_sandboxes(config),
+            setup_command=config.setup,
+            cancel=self.ctx.cancel,
+            phase=phase,
+            on_turn=LiveTurns(self.settings.data_dir, self.job.id, self.status),
+        )
+        setup = episode.setup
+        if episode.agent is None:
+            self._setup_failed(setup)
+        result = episode.agent
+        self.ctx.check_cancelled()
+        diff = result.diff
         traj_dir = self.settings.data_dir / "trajectories"
         traj_dir.mkdir(parents=True, exist_ok=True)
         traj_path = traj_dir / f"{self.job.id}.jsonl"
@@ -533,8 +498,13 @@ class SolveRun:
                 issue_title=issue.title,
                 issue_body=issue.body,
                 base_sha=base_sha,
-                test_command=config.test,
+                # The command the gate runs (detected per ecosystem when .ribbit.yml
+                # names none), so an environment built from this job tests the same way.
+                test_command=resolve_test_command(config, self.workdir.checkout).command,
                 setup_command=config.setup,
+                # The image that ran (a repository's own, allowed and maybe built here),
+                # so training episodes run where this one did; None: the deployment's.
+                image=image.image if image.image != self.settings.sandbox.image else None,
             ).to_json(),
         }
         if not diff.strip():
@@ -783,6 +753,16 @@ class SolveRun:
         if choice.image != settings.image:
             self._sandbox_settings = settings.model_copy(update={"image": choice.image})
         return choice
+
+    def _agent_sandboxes(self, config: RepoConfig) -> SandboxRecipe:
+        """The production recipe for the agent's sandbox (on the image _choose_image
+        settled), its setup step the job's environment (restored from the repository's
+        cache, or set up and snapshotted)."""
+        from worker.agent.episode import SandboxRecipe
+
+        job_env = self._environment(config)
+        recipe = SandboxRecipe.production(self._sandbox_settings)
+        return SandboxRecipe(recipe.open, lambda sandbox, command: job_env.setup(sandbox))
 
     def _environment(self, config: RepoConfig) -> JobEnvironment:
         """The job's set-up environment: built (or restored from the repository's cache)

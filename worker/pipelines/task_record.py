@@ -2,9 +2,9 @@
 the job's record in the database (``job.result["task"]``).
 
 The trainer turns a merged PR into an environment from this record on any host: the
-issue text is the problem statement, and the ``.ribbit.yml`` commands in force at the
-time of the job are the environment's setup and test commands. Nothing is read back
-from a worker's disk.
+issue text is the problem statement, and the ``.ribbit.yml`` commands and image in
+force at the time of the job are the environment's setup and test commands and image.
+Nothing is read back from a worker's disk.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ class TaskRecord:
     base_sha: str
     test_command: str
     setup_command: str | None = None
+    image: str | None = None  # .ribbit.yml's; None: the deployment's
 
     @property
     def problem_statement(self) -> str:
@@ -46,6 +47,7 @@ class TaskRecord:
                 setup_command=(
                     None if data.get("setup_command") is None else str(data["setup_command"])
                 ),
+                image=None if data.get("image") is None else str(data["image"]),
             )
         except KeyError:
             return None

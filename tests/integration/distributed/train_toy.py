@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from tests.fakes import LocalDirSandbox
+from tests.fakes import local_sandboxes
 from tests.plugins.trainer import seeded_learner, token_id, toy_prompt_ids
 from trainer.config import TrainSettings
 from trainer.distributed import process_group
@@ -60,14 +60,14 @@ def main(model_dir: Path, repo: Path, base: str, out: Path) -> None:
         torch.save = counting_save
         try:
             summary = train(
-                learner, envs, LocalDirSandbox, reward, settings, on_step=records.append
+                learner, envs, local_sandboxes(), reward, settings, on_step=records.append
             )
             resumed_learner = seeded_learner(settings)
             resumed_learner.load(Path(settings.output_dir) / f"step-{RESUME_FROM}")
             resumed = train(
                 resumed_learner,
                 envs,
-                LocalDirSandbox,
+                local_sandboxes(),
                 reward,
                 settings,
                 steps=STEPS - RESUME_FROM,

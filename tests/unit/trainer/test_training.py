@@ -12,7 +12,7 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from tests.fakes import LocalDirSandbox, make_git_repo
+from tests.fakes import local_sandboxes, make_git_repo
 from tests.plugins.trainer import seeded_learner, token_id, toy_prompt_ids, toy_train_settings
 from trainer.config import TrainSettings
 from trainer.rl.rollout import collect_group
@@ -41,7 +41,7 @@ def test_mean_reward_rises_and_adapter_changes(
     summary = train(
         learner,
         [(toy_environment(base), repo)],
-        LocalDirSandbox,
+        local_sandboxes(),
         FirstTokenReward(target),
         settings,
     )
@@ -75,14 +75,14 @@ def test_checkpoint_and_resume_take_the_same_next_step(
     learner = seeded_learner(settings)
     target = {token_id(learner.tokenizer, "A")}
     reward = FirstTokenReward(target)
-    original = train(learner, envs, LocalDirSandbox, reward, settings)
+    original = train(learner, envs, local_sandboxes(), reward, settings)
     checkpoint = Path(settings.output_dir) / "step-2"
     assert checkpoint in original.checkpoints
 
     resumed_learner = seeded_learner(settings)
     resumed_learner.load(checkpoint)
     assert resumed_learner.step_count == 2
-    resumed = train(resumed_learner, envs, LocalDirSandbox, reward, settings, steps=2)
+    resumed = train(resumed_learner, envs, local_sandboxes(), reward, settings, steps=2)
     # Step 3 checks weights and RNG were restored; step 4 also checks the optimizer state
     # (its update at step 3 shapes the weights step 4 starts from).
     for first, again in zip(original.steps[2:], resumed.steps, strict=True):
@@ -114,7 +114,7 @@ def test_learner_scores_rollout_tokens_as_they_were_sampled(
         repo,
         policy,
         agent_limits(settings),
-        LocalDirSandbox,
+        local_sandboxes(),
         lambda env, result, checkout: 0.0,
         2,
     )
@@ -173,7 +173,7 @@ def test_kl_to_the_adapter_free_base_and_several_updates_per_batch(
         repo,
         policy,
         agent_limits(settings),
-        LocalDirSandbox,
+        local_sandboxes(),
         lambda env, result, checkout: 0.0,
         2,
     )

@@ -7,7 +7,7 @@ import pytest
 from click.testing import CliRunner
 
 from bot.settings import AgentSettings, ModelSettings
-from tests.fakes import LocalDirSandbox, ScriptedPolicy
+from tests.fakes import LocalDirSandbox, ScriptedPolicy, local_sandboxes
 from worker.agent import AgentTask, Trajectory, read_jsonl, run_agent, write_jsonl
 from worker.agent.cli import execute, read_issue_file, run, with_checkout_facts
 from worker.agent.trajectory import (
@@ -75,14 +75,16 @@ def test_cli_execute_with_replay(repo: Path, tmp_path: Path) -> None:
     replay = tmp_path / "rec.jsonl"
     recorded.trajectory.write_jsonl(replay)
     out = tmp_path / "out.jsonl"
-    result = execute(
+    episode = execute(
         AgentTask("t", "b"),
         repo,
         ModelSettings(policy="replay", replay_file=replay),
         AgentSettings(),
-        LocalDirSandbox,
+        local_sandboxes(),
         out,
     )
+    assert episode.setup.ok and episode.agent is not None
+    result = episode.agent
     assert result.exit_reason == "agent"
     assert "+    return a + b" in result.diff
     assert (repo / "calc.py").read_text().count("a - b") == 2  # the checkout is untouched

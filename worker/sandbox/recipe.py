@@ -1,0 +1,79 @@
+"""How every sandbox that runs a repository's code is opened and set up: the solve
+job's, ``ribbit run``'s, the rollouts', the environment builder's, the reward's and the
+gates'. It lives with the sandboxes (below the agent and the gates, which both use it)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from worker.sandbox.base import Sandbox, SandboxFactory
+
+if TYPE_CHECKING:
+    from bot.settings import SandboxSettings
+    from worker.sandbox.setup import SetupResult
+
+SetupRunner = Callable[[Sandbox, str | None], "SetupResult"]
+"""Sets a fresh sandbox up for a repository whose setup command is the second argument
+(None: the environment only). Returns what happened; never raises for a failed command."""
+
+
+@dataclass(frozen=True)
+class SandboxRecipe:
+    """How every sandbox that runs a repository's code is opened over a checkout and set
+    up: the solve job's, ``ribbit run``'s, the rollouts', the environment builder's and
+    the reward's. Callable as a plain sandbox factory."""
+
+    open: SandboxFactory
+    setup: SetupRunner
+    # The same recipe on another image (a repository's own); None: the image is not
+    # this recipe's to choose (host-copy test sandboxes).
+    image_variant: Callable[[str], SandboxRecipe] | None = None
+
+    def __call__(self, source: Path) -> Sandbox:
+        return self.open(source)
+
+    def step(self, command: str | None) -> Callable[[Sandbox], SetupResult]:
+        """The setup step bound to one repository's command (the gates' ``setup_step``)."""
+        return partial(self.setup, command=command)  # type: ignore[call-arg]
+
+    def for_image(self, image: str | None) -> SandboxRecipe:
+        """This recipe on ``image`` (an environment's or a ``.ribbit.yml``'s), or as it is
+        when none is named."""
+        if not image or self.image_variant is None:
+            return self
+        return self.image_variant(image)
+
+    @classmethod
+    def production(cls, settings: SandboxSettings, *, image: str | None = None) -> SandboxRecipe:
+        """The deployment's sandboxes (``auto`` resolved once), each able to run its setup
+        command through the registry proxy when ``settings.setup_network`` allows it, set
+        up by the production step. ``image``: the repository's own (``.ribbit.yml``
+        ``image``, recorded in an environment) instead of the deployment's."""
+        from worker.sandbox import sandbox_factory
+
+        base = settings
+        if image:
+            settings = settings.model_copy(update={"image": image})
+
+        def on_image(other: str) -> SandboxRecipe:
+            return cls.production(base, image=other)
+
+        return cls(
+            sandbox_factory(settings, network=settings.setup_network),
+            partial(_production_setup, settings=settings),
+            on_image,
+        )
+
+
+def _production_setup(
+    sandbox: Sandbox, command: str | None, *, settings: SandboxSettings
+) -> SetupResult:
+    from bot.repo_config import RepoConfig
+    from worker.sandbox.setup import run_setup
+
+    # run_setup reads only the config's setup command.
+    return run_setup(sandbox, RepoConfig(setup=command), settings)

@@ -672,14 +672,16 @@ def _train(
     )
     click.echo(_run_figures(summary.steps, out))
     if version_name and last is not None:
-        adapter = last / "adapter"
+        # A LoRA run exports an adapter over the base; a full fine-tune, a whole model.
+        adapter, full = last / "adapter", last / "model"
+        base = str(full) if full.is_dir() else cfg.model
         register(
             db,
             version_name,
-            base_model=cfg.model,
-            adapter_path=str(adapter) if adapter.exists() else str(last),
+            base_model=base,
+            adapter_path=str(adapter) if adapter.is_dir() else None,
             run_id=run_id,
-            base_digest=base_digest(cfg.model, settings.effective_weights_dir),
+            base_digest=base_digest(base, settings.effective_weights_dir),
         )
         click.echo(f"registered {version_name} (candidate; evaluate and promote it)")
 

@@ -143,11 +143,12 @@ class _Scorer(nn.Module):
         return _token_logprobs(self.model, ids, self.temperature, self.chunk_tokens)
 
 
-def _decoder_layers(model: nn.Module) -> list[nn.Module]:
+def _decoder_layers(model: Any) -> list[nn.Module]:
     """The model's repeated blocks (transformers names their classes in
     ``_no_split_modules``): FSDP's units, each gathered only while it runs."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    names = set(getattr(base, "_no_split_modules", None) or [])
+    no_split: Any = getattr(base, "_no_split_modules", None)
+    names = set(no_split or [])
     return [m for m in model.modules() if type(m).__name__ in names]
 
 
@@ -382,9 +383,14 @@ class Learner:
             if p.requires_grad
         }
 
-    def _state_options(self, **kwargs: bool) -> StateDictOptions:
+    def _state_options(self, *, whole: bool = False, strict: bool = True) -> StateDictOptions:
         # LoRA checkpoints hold the adapter only: the frozen base is the model's files.
-        return StateDictOptions(ignore_frozen_params=self.is_lora, **kwargs)
+        return StateDictOptions(
+            full_state_dict=whole,
+            cpu_offload=whole,
+            ignore_frozen_params=self.is_lora,
+            strict=strict,
+        )
 
     def export(self, directory: Path) -> Path:
         """The current weights as workers and the registry load them: a peft adapter
@@ -393,9 +399,7 @@ class Learner:
         alone writes."""
         state: dict[str, Any] | None = None
         if is_sharded(self.scorer):
-            state = get_model_state_dict(
-                self.model, options=self._state_options(full_state_dict=True, cpu_offload=True)
-            )
+            state = get_model_state_dict(self.model, options=self._state_options(whole=True))
         if self.ranks.is_main:
             self.model.save_pretrained(directory, state_dict=state)
             if not self.is_lora:
@@ -428,7 +432,7 @@ class Learner:
         model_state, optim_state = get_state_dict(
             self.model, self.optimizer, options=self._state_options()
         )
-        state = {"model": model_state, "optim": optim_state}
+        state: dict[str, Any] = {"model": model_state, "optim": optim_state}
         dcp.load(state, checkpoint_id=directory / CHECKPOINT)
         set_state_dict(
             self.model,

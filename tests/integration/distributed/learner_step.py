@@ -1,6 +1,6 @@
 """Run by torchrun (2 ranks, on one node or two): for each case, a Learner takes one
 step on this rank's share of the batch; the state, gradients and stats go to
-OUT/<case>-rank<r>.pt, and a sharded checkpoint of that state to OUT/<case>/step-1.
+OUT/<case>-rank<r>.pt, and for some cases a sharded checkpoint to OUT/<case>/step-1.
 
 Usage: torchrun ... -m tests.integration.distributed.learner_step MODEL_DIR OUT
 """
@@ -41,7 +41,8 @@ def main(model_dir: Path, out: Path) -> None:
                 for name, p in learner.model.named_parameters()
                 if p.requires_grad
             }
-            learner.save(out / case.name / "step-1")
+            if case.resume:
+                learner.save(out / case.name / "step-1")
             torch.save(
                 {
                     "state": learner.trainable_state(),

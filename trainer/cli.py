@@ -538,6 +538,8 @@ def _train(
     rollout_mode: str,
     store: Path | None,
 ) -> None:
+    import torch
+
     from bot.store.db import Database
     from trainer.config import TrainSettings
     from trainer.envs.storage import EnvironmentStore
@@ -594,7 +596,10 @@ def _train(
     try:
         pairs = [(e, env_store.checkout(e, checkouts / e.instance_id)) for e in chosen]
         seed_everything(cfg.seed)
-        model, tokenizer = load_base_model(cfg.model)
+        # A sharded full fine-tune keeps fp32 master weights (1/N of them per rank) and
+        # computes in bf16 through FSDP's mixed-precision policy; otherwise the default.
+        sharded_full = cfg.finetune == "full" and ranks.distributed
+        model, tokenizer = load_base_model(cfg.model, dtype=torch.float32 if sharded_full else None)
         learner = Learner(model, tokenizer, cfg, ranks=ranks)
         if resume is not None:
             learner.load(resume)

@@ -213,6 +213,8 @@ class Learner:
                 import copy
 
                 self.ref_model = copy.deepcopy(model).eval().requires_grad_(False)
+                if torch.cuda.is_available():  # fp32 masters when sharded: the ref needs no more
+                    self.ref_model.to(torch.bfloat16)
         # Every rank starts from rank 0's weights (LoRA's initialisation is random); then
         # each rank reseeds the RNGs generate() samples from, so ranks roll out differently.
         self.ranks.broadcast_parameters_([p for p in self.model.parameters() if p.requires_grad])

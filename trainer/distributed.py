@@ -147,8 +147,11 @@ def shard(root: nn.Module, layers: Iterable[nn.Module], ranks: Ranks) -> None:
         fully_shard(layer, mp_policy=policy)
     fully_shard(root, mp_policy=policy)
     for unit in root.modules():
-        if isinstance(unit, FSDPModule):  # the setting is per unit, not inherited
+        if isinstance(unit, FSDPModule):  # the settings are per unit, not inherited
             unit.set_gradient_divide_factor(1.0)
+            # A plain SUM: otherwise fp32/bf16 gradients are reduced with PREMUL_SUM(1/1),
+            # which gloo lacks (float64 takes another path, so only fp32 runs showed it).
+            unit.set_force_sum_reduction_for_comms(True)
 
 
 def is_sharded(module: nn.Module) -> bool:

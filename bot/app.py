@@ -7,7 +7,7 @@ import time
 
 from flask import Flask, Response, g, request
 
-from bot import admin, health, webhooks
+from bot import admin, health, review, webhooks
 from bot.model_versions import ModelVersionsFactory
 from bot.queue import Dispatcher
 from bot.services import Services
@@ -39,6 +39,7 @@ def create_app(
     app.register_blueprint(webhooks.bp)
     app.register_blueprint(health.bp)
     app.register_blueprint(admin.bp)
+    app.register_blueprint(review.bp)
 
     @app.before_request
     def _start_timer() -> None:

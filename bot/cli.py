@@ -18,6 +18,7 @@ from typing import Any
 
 import click
 
+from bot.console import empty, line, styled
 from bot.model_versions import ModelVersionsFactory
 from bot.settings import Settings, SettingsError, load_settings
 
@@ -44,19 +45,36 @@ class LazyGroup(click.Group):
         except ModuleNotFoundError as exc:
             # Only a missing dependency of the command's own package (torch, docker, ...)
             # means "not in this build"; a broken import inside Ribbit still raises.
-            if exc.name and not exc.name.startswith(("bot", "worker", "trainer")):
+            if exc.name and exc.name.split(".")[0] not in OWN_PACKAGES:
                 return _unavailable(cmd_name, exc.name)
             raise
         return command
+
+    def invoke(self, ctx: click.Context) -> Any:
+        # Registered commands import their heavy dependencies when they run; in a build
+        # without them (a web-only install has no torch) say so instead of a traceback.
+        try:
+            return super().invoke(ctx)
+        except ModuleNotFoundError as exc:
+            if exc.name is None or exc.name.split(".")[0] in OWN_PACKAGES:
+                raise
+            raise click.ClickException(_missing_text(ctx.invoked_subcommand, exc.name)) from None
+
+
+OWN_PACKAGES = ("bot", "worker", "trainer")
+
+
+def _missing_text(command: str | None, missing_module: str) -> str:
+    return (
+        f"`ribbit {command}` is not available in this build ({missing_module} is not "
+        "installed; install ribbit[worker] or ribbit[train])"
+    )
 
 
 def _unavailable(name: str, missing_module: str) -> click.Command:
     @click.command(name, help=f"(not available: {missing_module} is not installed)")
     def missing() -> None:
-        raise click.ClickException(
-            f"`ribbit {name}` is not available in this build ({missing_module} is not "
-            "installed; install ribbit[worker] or ribbit[train])"
-        )
+        raise click.ClickException(_missing_text(name, missing_module))
 
     return missing
 
@@ -152,6 +170,7 @@ def serve(host: str | None, port: int | None, threads: int, with_worker: bool) -
     type=click.Choice(["prefork", "threads", "solo"]),
     default="prefork",
     show_default=True,
+    help="Celery pool: prefork (a process per job), threads, or solo (one job; GPU workers).",
 )
 @click.option(
     "--beat/--no-beat",
@@ -159,7 +178,7 @@ def serve(host: str | None, port: int | None, threads: int, with_worker: bool) -
     show_default=True,
     help="Also run the periodic sweep and reconciliation (one per deployment).",
 )
-@click.option("--loglevel", default="INFO", show_default=True)
+@click.option("--loglevel", default="INFO", show_default=True, help="Celery's log level.")
 @click.option(
     "--rollouts/--no-rollouts",
     default=False,
@@ -186,6 +205,10 @@ def worker(
 
     settings = settings_or_exit()
     configure_logging(settings)
+    # First, before anything imports prometheus_client: the pool's metrics go to files.
+    from worker.metrics import prepare
+
+    prepare(settings)
     queues = ["ribbit"]
     if rollouts or only_rollouts:
         from trainer.celery_app import create_rollout_celery
@@ -263,9 +286,10 @@ def job_dict(job: Any) -> dict[str, Any]:
     "--state",
     type=click.Choice(["queued", "running", "succeeded", "failed", "cancelled"]),
     default=None,
+    help="Only jobs in this state.",
 )
 @click.option("--repo", default=None, help="Only this repository (owner/name).")
-@click.option("--limit", type=int, default=50, show_default=True)
+@click.option("--limit", type=int, default=50, show_default=True, help="At most this many jobs.")
 @click.pass_context
 def jobs(
     ctx: click.Context, as_json: bool, state: str | None, repo: str | None, limit: int
@@ -284,22 +308,27 @@ def jobs(
         scopes = "everything" if "*" in paused else ", ".join(paused)
         click.echo(f"PAUSED: {scopes} (new and queued jobs are held; `ribbit resume`)")
     if not rows:
-        click.echo("no jobs")
+        empty(
+            "no jobs"
+            + (" matching these filters" if state or repo else " yet")
+            + "; label an issue to ask for one"
+        )
         return
     click.echo(f"{'ID':12} {'KIND':8} {'STATE':10} {'FORGE':7} {'REPO':30} {'ISSUE':>6}  REASON")
     for j in rows:
         issue = "" if j.issue_number is None else str(j.issue_number)
         shown_state = "held" if j.state == "queued" and j.held else j.state
         reason = "paused; `ribbit resume` releases it" if shown_state == "held" else ""
-        click.echo(
-            f"{j.id[:12]:12} {j.kind:8} {shown_state:10} {j.forge:7} {j.repo[:30]:30} "
-            f"{issue:>6}  {(j.failure_reason or reason)[:60]}"
+        line(
+            f"{j.id[:12]:12} {j.kind:8} ",
+            styled(f"{shown_state:10}", shown_state),
+            f" {j.forge:7} {j.repo[:30]:30} {issue:>6}  {(j.failure_reason or reason)[:60]}",
         )
 
 
 @jobs.command("show")
 @click.argument("job_id")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="The job and its result as JSON.")
 def jobs_show(job_id: str, as_json: bool) -> None:
     """Show one job (an id prefix is enough)."""
     from bot.store.jobs import JobNotFound
@@ -333,7 +362,11 @@ def _split_repo(repo: str | None, forge: str | None) -> tuple[str | None, str | 
 @main.command()
 @click.option("--repo", default=None, help="Pause one repository ([forge:]owner/name).")
 @click.option(
-    "--forge", type=click.Choice(["github", "gitlab"]), default="github", show_default=True
+    "--forge",
+    type=click.Choice(["github", "gitlab"]),
+    default="github",
+    show_default=True,
+    help="The repository's forge, when --repo has no forge: prefix.",
 )
 def pause(repo: str | None, forge: str) -> None:
     """Stop starting jobs at once (events are still received and kept)."""
@@ -345,7 +378,11 @@ def pause(repo: str | None, forge: str) -> None:
 @main.command()
 @click.option("--repo", default=None, help="Resume one repository ([forge:]owner/name).")
 @click.option(
-    "--forge", type=click.Choice(["github", "gitlab"]), default="github", show_default=True
+    "--forge",
+    type=click.Choice(["github", "gitlab"]),
+    default="github",
+    show_default=True,
+    help="The repository's forge, when --repo has no forge: prefix.",
 )
 def resume(repo: str | None, forge: str) -> None:
     """Lift a pause and dispatch the jobs held meanwhile."""
@@ -385,7 +422,7 @@ def notify(as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps([{"key": n.key, "text": n.text} for n in sent], indent=2))
     elif not sent:
-        click.echo("nothing new to notify")
+        empty("nothing new to notify")
     for notice in [] if as_json else sent:
         click.echo(f"sent: {notice.text}")
 
@@ -418,7 +455,7 @@ def db_upgrade() -> None:
 
 
 @main.command()
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="The checks as a JSON array.")
 def doctor(as_json: bool) -> None:
     """Check settings, database, broker, forges, sandbox backends and the model."""
     from bot.doctor import run_checks
@@ -429,7 +466,8 @@ def doctor(as_json: bool) -> None:
     else:
         for c in checks:
             mark = {"ok": "ok  ", "warn": "warn", "fail": "FAIL"}[c.status]
-            click.echo(f"[{mark}] {c.name}: {c.detail}")
+            colour = {"ok": "green", "warn": "yellow", "fail": "red"}[c.status]
+            line("[", styled(mark, style=colour), f"] {c.name}: {c.detail}")
     if any(c.status == "fail" for c in checks):
         sys.exit(1)
 

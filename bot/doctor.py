@@ -1,13 +1,14 @@
 """`ribbit doctor`: each part checked, with what to do when it fails.
 
-The worker-side parts (sandbox, model) are imported only when checked, so bot/ keeps no
-import-time dependency on worker/."""
+The worker-side parts (sandbox, model) are checked by functions worker/ registers
+(worker.doctor, through the ribbit.doctor entry points), so bot/ names no worker module."""
 
 from __future__ import annotations
 
-import importlib
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
+from importlib.metadata import EntryPoint, entry_points
 from typing import Literal
 
 from bot.settings import Settings, SettingsError, load_settings
@@ -66,48 +67,29 @@ def run_checks(settings: Settings | None = None) -> list[Check]:
             )
         return out
 
-    def sandbox() -> list[Check]:
-        sandbox_mod = importlib.import_module("worker.sandbox")
-        found = sandbox_mod.check_backends(s.sandbox)
-        out = [Check(f"sandbox {c.name}", "ok" if c.ok else "warn", c.detail) for c in found]
-        if not any(c.ok for c in found):
-            out.append(
-                Check(
-                    "sandbox",
-                    "fail",
-                    "no sandbox backend works: install podman and "
-                    "build the image (deploy/sandbox/build-image.sh), or bubblewrap",
-                )
-            )
-        else:
-            chosen = sandbox_mod.resolve_backend(s.sandbox)
-            out.append(Check("sandbox", "ok", f"jobs will use {chosen}"))
-        return out
-
-    def model() -> Check:
-        m = s.model
-        if m.policy == "replay":
-            ok = m.replay_file is not None and m.replay_file.exists()
-            return Check("model", "ok" if ok else "fail", f"replay {m.replay_file}")
-        if m.policy == "openai":
-            import requests
-
-            resp = requests.get(m.openai_base_url.rstrip("/") + "/models", timeout=5)
-            return Check(
-                "model",
-                "ok" if resp.ok else "fail",
-                f"{m.openai_base_url} answered {resp.status_code}",
-            )
-        models = importlib.import_module("worker.models")
-        try:
-            ready = models.local_weights(m, s.effective_weights_dir)
-        except models.ModelNotReady as exc:
-            return Check("model", "fail", f"{exc.problem} Run: {exc.fix.removeprefix('run ')}")
-        return Check("model", "ok", f"{m.model}: weights at {ready.model}")
-
     checks += _guard("database", database)
     checks += _guard("broker", broker)
     checks += _guard("forges", forges)
-    checks += _guard("sandbox", sandbox)
-    checks += _guard("model", model)
+    for name, entry in sorted(registered_checks().items(), key=lambda kv: _order(kv[0])):
+        checks += _guard(name, functools.partial(_run_registered, entry, s))
     return checks
+
+
+def _run_registered(entry: EntryPoint, settings: Settings) -> Check | list[Check]:
+    check: Callable[[Settings], Check | list[Check]] = entry.load()
+    return check(settings)
+
+
+CHECKS_GROUP = "ribbit.doctor"
+# The parts the worker registers, in the order an operator fixes them.
+_ORDERED = ("sandbox", "model")
+
+
+def _order(name: str) -> tuple[int, str]:
+    return (_ORDERED.index(name) if name in _ORDERED else len(_ORDERED), name)
+
+
+def registered_checks() -> dict[str, EntryPoint]:
+    """Checks other packages register (pyproject's ribbit.doctor entry points): each is a
+    callable taking Settings and returning a Check or a list of them."""
+    return {ep.name: ep for ep in entry_points(group=CHECKS_GROUP)}

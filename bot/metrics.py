@@ -4,12 +4,16 @@ so they are right however many web and worker processes there are."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import datetime, timedelta
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
+from sqlalchemy import case, func, select
 
-from bot.store.jobs import JobStore
+from bot.settings import Settings
+from bot.store.jobs import AGENT_KINDS, JobStore
+from bot.store.models import Job, utcnow
 
 # Label values come only from these sets: a label taken from a request header lets anyone
 # create a series per request (5,000 unsigned requests made /metrics 3 MB).
@@ -52,10 +56,70 @@ class JobStateCollector(Collector):
         yield family
 
 
+def repos_all_failing(store: JobStore, settings: Settings, now: datetime) -> int:
+    """Repositories whose every agent job that ended within the notify window failed, at
+    least ``notify.failure_threshold`` of them (a repo the bot cannot work on at all)."""
+    since = now - timedelta(minutes=settings.notify.failure_window_minutes)
+    failed = func.sum(case((Job.state == "failed", 1), else_=0))
+    with store.db.session() as session:
+        rows = session.execute(
+            select(func.count(), failed)
+            .where(
+                Job.kind.in_(AGENT_KINDS),
+                Job.state.in_(("succeeded", "failed")),
+                Job.finished_at >= since,
+            )
+            .group_by(Job.forge, Job.repo)
+        ).all()
+    return sum(
+        1 for ended, n_failed in rows if ended == n_failed >= settings.notify.failure_threshold
+    )
+
+
+def repos_budget_spent(store: JobStore, settings: Settings, now: datetime) -> int:
+    from bot.notify import _budgets_spent
+
+    with store.db.session() as session:
+        return len(_budgets_spent(session, settings, now))
+
+
+class RepoHealthCollector(Collector):
+    """Counts, never names: a label per repository would grow with every repository the
+    bot is installed on. The notifications (bot/notify.py) and the dashboard name them."""
+
+    def __init__(self, store: JobStore, settings: Settings) -> None:
+        self.store, self.settings = store, settings
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        now = utcnow()
+        failing = GaugeMetricFamily(
+            "ribbit_repos_failing",
+            "Repositories where every agent job in the notify window failed "
+            "(at least RIBBIT_NOTIFY__FAILURE_THRESHOLD of them)",
+        )
+        failing.add_metric([], repos_all_failing(self.store, self.settings, now))
+        yield failing
+        spent = GaugeMetricFamily(
+            "ribbit_repos_budget_spent",
+            "Repositories whose daily job budget (RIBBIT_ADMISSION__DAILY_JOBS_PER_REPO) is spent",
+        )
+        spent.add_metric([], repos_budget_spent(self.store, self.settings, now))
+        yield spent
+        paused = self.store.paused_scopes()
+        family = GaugeMetricFamily(
+            "ribbit_paused_scopes",
+            "Pauses in force, by scope: all (everything) or repo (count of repositories)",
+            labels=["scope"],
+        )
+        family.add_metric(["all"], 1 if "*" in paused else 0)
+        family.add_metric(["repo"], sum(1 for p in paused if p != "*"))
+        yield family
+
+
 class WebMetrics:
     """One registry per app, so several apps in one process (tests) do not collide."""
 
-    def __init__(self, store: JobStore) -> None:
+    def __init__(self, store: JobStore, settings: Settings) -> None:
         self.registry = CollectorRegistry()
         self.events = Counter(
             "ribbit_webhook_events_total",
@@ -71,3 +135,4 @@ class WebMetrics:
             buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
         )
         self.registry.register(JobStateCollector(store))
+        self.registry.register(RepoHealthCollector(store, settings))

@@ -82,7 +82,10 @@ class RepoConfig(_Model):
 
     label: str | None = Field(default=None, description="Trigger label (overrides RIBBIT_LABEL).")
     setup: str | None = Field(default=None, description="Setup command, e.g. pip install -e .")
-    test: str = Field(default="python -m pytest -q", description="Test command.")
+    test: str = Field(
+        default="python -m pytest -q",
+        description="Test command (when absent, detected per ecosystem: worker/gates/testcmd.py).",
+    )
     paths: PathRules = Field(default_factory=PathRules)
     reviewers: list[str] = Field(default_factory=list)
     labels: list[str] = Field(default_factory=list, description="Labels put on the draft PR.")

@@ -41,7 +41,7 @@ class Services:
             db=db,
             store=store,
             intake=Intake(settings, store, dispatcher),
-            metrics=WebMetrics(store),
+            metrics=WebMetrics(store, settings),
             model_versions=model_versions(db, settings) if model_versions else None,
         )
 

@@ -135,6 +135,81 @@ class NotifySettings(Section):
     )
 
 
+class MetricsSettings(Section):
+    worker_port: int | None = Field(
+        default=None,
+        ge=1,
+        le=65535,
+        description="Port each worker serves Prometheus /metrics on (from its main process, "
+        "summing its pool's samples). Unset: workers export no metrics.",
+    )
+    worker_host: str = Field(
+        default="127.0.0.1",
+        description="Address the worker's /metrics listens on (0.0.0.0 in a container).",
+    )
+
+
+class NoiseSettings(Section):
+    min_merge_rate: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=1.0,
+        description="A repository whose bot PRs are merged less often than this (over the "
+        "window) is paused and its maintainers told why. 0: never pause.",
+    )
+    window_days: int = Field(
+        default=30, ge=1, description="How far back merge outcomes count, in days."
+    )
+    min_outcomes: int = Field(
+        default=10,
+        ge=1,
+        description="Merged or closed bot PRs needed in the window before a repository can "
+        "be paused (a rate over a handful says nothing).",
+    )
+
+
+class ReviewerSettings(Section):
+    link_secret: SecretStr | None = Field(
+        default=None,
+        description="Key that signs each job's reviewer link (HMAC). Unset: no reviewer page "
+        "(404) and no link in comments or PR bodies.",
+    )
+    public_url: str | None = Field(
+        default=None,
+        description="Base URL reviewers reach the web app at (https://ribbit.example.com), for "
+        "the links the worker posts. Unset: no link is posted.",
+    )
+    link_ttl_days: int = Field(
+        default=30, ge=1, le=366, description="Days a reviewer link stays valid."
+    )
+    status_edit_interval_s: float = Field(
+        default=30.0,
+        ge=0,
+        description="Least time between two progress edits of the status comment (phase "
+        "changes are always shown).",
+    )
+    poll_interval_s: float = Field(
+        default=3.0, gt=0, le=300, description="How often the reviewer page asks for progress."
+    )
+
+    @field_validator("link_secret")
+    @classmethod
+    def _secret_long_enough(cls, value: SecretStr | None) -> SecretStr | None:
+        # Anyone can try signatures offline against a posted link: a short key falls.
+        if value is not None and len(value.get_secret_value()) < 32:
+            raise ValueError("RIBBIT_REVIEWER__LINK_SECRET needs at least 32 characters")
+        return value
+
+    @field_validator("public_url")
+    @classmethod
+    def _public_url_is_http(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("https://", "http://")):
+            raise ValueError("RIBBIT_REVIEWER__PUBLIC_URL must start with https:// or http://")
+        if value is not None and any(c in value for c in " ()<>[]\n"):
+            raise ValueError("RIBBIT_REVIEWER__PUBLIC_URL must be a plain URL")
+        return value
+
+
 # The public package registries the setup step may reach by default.
 DEFAULT_SETUP_HOSTS = (
     "pypi.org",
@@ -200,6 +275,20 @@ class SandboxSettings(Section):
     )
     setup_timeout_s: int = Field(
         default=900, ge=10, description="Time limit of the repository's setup command."
+    )
+    env_cache_dir: Path | None = Field(
+        default=None,
+        description="Where set-up environments are cached per repository (keyed by its lock "
+        "and manifest files, setup command and sandbox image). Unset: DATA_DIR/envs.",
+    )
+    env_cache_max_mb: int = Field(
+        default=10240,
+        ge=0,
+        description="Size of the environment cache; least recently used entries go first "
+        "(0: no cache, every job installs).",
+    )
+    env_cache_max_age_days: float = Field(
+        default=14.0, gt=0, description="Cached environments unused for this long are removed."
     )
 
 
@@ -389,10 +478,13 @@ class Settings(BaseSettings):
     gitlab: GitLabSettings = Field(default_factory=GitLabSettings)
     admission: AdmissionSettings = Field(default_factory=AdmissionSettings)
     notify: NotifySettings = Field(default_factory=NotifySettings)
+    metrics: MetricsSettings = Field(default_factory=MetricsSettings)
+    noise: NoiseSettings = Field(default_factory=NoiseSettings)
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     model: ModelSettings = Field(default_factory=ModelSettings)
     agent: AgentSettings = Field(default_factory=AgentSettings)
     gates: GateSettings = Field(default_factory=GateSettings)
+    reviewer: ReviewerSettings = Field(default_factory=ReviewerSettings)
 
     @field_validator("label")
     @classmethod

@@ -2,9 +2,12 @@
 or more per bypass family of issue #12, and honest patches that must still pass.
 
 Every hostile patch breaks ``mul`` (whose test passes at the base) and then tries to
-hide it; each case names the blocking rules it must trip. Every bypass found later
-becomes a case here. Used by tests/unit/worker/gates/test_adversarial.py (the local
-test sandbox) and tests/integration/test_gates_adversarial.py (both real backends).
+hide it; each case names the blocking rules it must trip. Most cases work on the
+Python toy repo; the Go, Rust and Node ones on the same calculator in those languages
+(``base``), tested with the command Ribbit detects for them (no ``.ribbit.yml``).
+Every bypass found later becomes a case here. Used by
+tests/unit/worker/gates/test_adversarial.py (the local test sandbox) and
+tests/integration/test_gates_adversarial.py (both real backends).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bot.repo_config import RepoConfig
 from tests.fakes import git, make_git_repo
 from tests.unit.worker.gates.helpers import make_patch
 
@@ -42,6 +46,48 @@ BASE: dict[str, str] = {
 }
 
 
+GO_CORE = (
+    "package calc\n\n// Mul multiplies.\nfunc Mul(a, b int) int { return a * b }\n\n"
+    "// Sub subtracts.\nfunc Sub(a, b int) int { return a - b }\n"
+)
+GO_TESTS = (
+    'package calc\n\nimport "testing"\n\n'
+    'func TestMul(t *testing.T) {\n\tif Mul(2, 3) != 6 {\n\t\tt.Fatal("mul")\n\t}\n}\n\n'
+    'func TestSub(t *testing.T) {\n\tif Sub(5, 3) != 2 {\n\t\tt.Fatal("sub")\n\t}\n}\n'
+)
+GO_BASE = {
+    "go.mod": "module example.com/calc\n\ngo 1.19\n",
+    "calc.go": GO_CORE,
+    "calc_test.go": GO_TESTS,
+}
+GO_BROKEN = GO_CORE.replace("a * b", "a + b")
+RUST_CORE = (
+    "pub fn mul(a: i64, b: i64) -> i64 {\n    a * b\n}\n\n"
+    "pub fn sub(a: i64, b: i64) -> i64 {\n    a - b\n}\n\n"
+    "#[cfg(test)]\nmod tests {\n    use super::*;\n\n"
+    "    #[test]\n    fn mul_works() {\n        assert_eq!(mul(2, 3), 6);\n    }\n\n"
+    "    #[test]\n    fn sub_works() {\n        assert_eq!(sub(5, 3), 2);\n    }\n}\n"
+)
+RUST_MANIFEST = '[package]\nname = "calc"\nversion = "0.1.0"\nedition = "2021"\n'
+RUST_BASE = {"Cargo.toml": RUST_MANIFEST, "src/lib.rs": RUST_CORE}
+RUST_BROKEN = RUST_CORE.replace("    a * b\n", "    a + b\n")
+NODE_CORE = "function mul(a, b) {\n  return a * b;\n}\n\nmodule.exports = { mul };\n"
+NODE_TESTS = (
+    "const test = require('node:test');\nconst assert = require('node:assert');\n"
+    "const { mul } = require('../calc.js');\n\n"
+    "test('mul', () => assert.strictEqual(mul(2, 3), 6));\n"
+)
+NODE_PACKAGE = '{"name": "calc", "version": "1.0.0", "scripts": {"test": "node --test"}}\n'
+NODE_BASE = {"package.json": NODE_PACKAGE, "calc.js": NODE_CORE, "test/calc.test.js": NODE_TESTS}
+NODE_BROKEN = NODE_CORE.replace("a * b", "a + b")
+BASES: dict[str, dict[str, str]] = {
+    "python": BASE,
+    "go": GO_BASE,
+    "rust": RUST_BASE,
+    "node": NODE_BASE,
+}
+
+
 @dataclass(frozen=True)
 class Case:
     name: str
@@ -50,6 +96,7 @@ class Case:
     raw_patch: str | None = None  # a hand-written patch instead of ``changes``
     blocked_by: frozenset[str] = frozenset()  # every one must be among the errors
     renames: Mapping[str, str] = field(default_factory=dict)  # git mv old -> new
+    base: str = "python"  # which toy repo (BASES)
 
     @property
     def honest(self) -> bool:
@@ -368,6 +415,141 @@ CASES: tuple[Case, ...] = (
             "password='" + "a" * 40_000 + "\n"
         },
     ),
+    # test discovery in other ecosystems (the command detected, no .ribbit.yml)
+    _case(
+        "makefile-test-target-added",
+        "tests-dropped",
+        {"test-config-changed", "test-regression"},
+        changes={"calc/core.py": BROKEN, "Makefile": "test:\n\tpython3 -m pytest -k 'not mul'\n"},
+    ),
+    _case(
+        "go-build-constraint-on-test-file",
+        "tests-dropped",
+        {"test-config-changed", "tests-missing"},
+        changes={"calc.go": GO_BROKEN, "calc_test.go": "//go:build never\n\n" + GO_TESTS},
+        base="go",
+    ),
+    _case(
+        "go-testmain-exits-before-tests",
+        "tests-dropped",
+        {"test-config-changed", "tests-missing"},
+        changes={
+            "calc.go": GO_BROKEN,
+            "main_test.go": 'package calc\n\nimport (\n\t"os"\n\t"testing"\n)\n\n'
+            "func TestMain(m *testing.M) { os.Exit(0) }\n",
+        },
+        base="go",
+    ),
+    _case(
+        "go-testing-short-guard",
+        "tests-dropped",
+        {"test-config-changed", "test-regression"},
+        changes={
+            "calc.go": GO_BROKEN,
+            "calc_test.go": GO_TESTS.replace(
+                "func TestMul(t *testing.T) {\n",
+                'func TestMul(t *testing.T) {\n\tif testing.Short() {\n\t\tt.Skip("slow")\n\t}\n',
+            ),
+        },
+        base="go",
+    ),
+    _case(
+        "go-skip-call",
+        "tests-dropped",
+        {"tests-now-skipped"},
+        changes={
+            "calc.go": GO_BROKEN,
+            "calc_test.go": GO_TESTS.replace(
+                "func TestMul(t *testing.T) {\n",
+                'func TestMul(t *testing.T) {\n\tt.Skip("later")\n',
+            ),
+        },
+        base="go",
+    ),
+    _case(
+        "go-test-file-renamed-out",
+        "tests-dropped",
+        {"tests-missing"},
+        changes={"calc.go": GO_BROKEN},
+        renames={"calc_test.go": "calc_check.go"},
+        base="go",
+    ),
+    _case(
+        "rust-ignore-attribute",
+        "tests-dropped",
+        {"test-config-changed", "tests-now-skipped"},
+        changes={
+            "src/lib.rs": RUST_BROKEN.replace(
+                "    #[test]\n    fn mul_works", "    #[test]\n    #[ignore]\n    fn mul_works"
+            )
+        },
+        base="rust",
+    ),
+    _case(
+        "rust-lib-test-false",
+        "tests-dropped",
+        {"test-config-changed", "tests-missing"},
+        changes={
+            "src/lib.rs": RUST_BROKEN,
+            "Cargo.toml": RUST_MANIFEST + "\n[lib]\ntest = false\n",
+        },
+        base="rust",
+    ),
+    _case(
+        "rust-cargo-config-runner",
+        "tests-dropped",
+        {"test-config-changed", "tests-missing"},
+        changes={
+            "src/lib.rs": RUST_BROKEN,
+            ".cargo/config.toml": "[target.'cfg(all())']\nrunner = \"true\"\n",
+        },
+        base="rust",
+    ),
+    _case(
+        "rust-forged-result-line",
+        "results-faked",
+        {"report-missing"},
+        changes={
+            # Written past libtest's output capture, as if the test had passed.
+            "src/lib.rs": RUST_BROKEN.replace(
+                "    a + b\n",
+                "    use std::io::Write;\n"
+                '    let _ = std::io::stdout().write_all(b"test tests::mul_works ... ok\\n");\n'
+                "    a + b\n",
+            )
+        },
+        base="rust",
+    ),
+    _case(
+        "node-test-skip",
+        "tests-dropped",
+        {"test-config-changed"},
+        changes={
+            "calc.js": NODE_BROKEN,
+            "test/calc.test.js": NODE_TESTS.replace("test(", "test.skip("),
+        },
+        base="node",
+    ),
+    _case(
+        "node-test-script-changed",
+        "tests-dropped",
+        {"test-config-changed"},
+        changes={
+            "calc.js": NODE_BROKEN,
+            "package.json": NODE_PACKAGE.replace('"node --test"', '"true"'),
+        },
+        base="node",
+    ),
+    _case(
+        "node-vitest-config-excludes",
+        "tests-dropped",
+        {"test-config-changed"},
+        changes={
+            "calc.js": NODE_BROKEN,
+            "vitest.config.js": "module.exports = { test: { exclude: ['test/**'] } };\n",
+        },
+        base="node",
+    ),
     # honest patches
     Case(
         "honest-fix-with-new-test",
@@ -404,12 +586,34 @@ CASES: tuple[Case, ...] = (
             "calc/core.py": CORE + "\n\ndef neg(a):\n    return -a\n",
         },
     ),
+    Case(
+        "honest-go-fix-with-new-test",
+        "honest",
+        changes={
+            "calc.go": GO_CORE + "\n// Add adds.\nfunc Add(a, b int) int { return a + b }\n",
+            "calc_test.go": GO_TESTS
+            + '\nfunc TestAdd(t *testing.T) {\n\tif Add(2, 3) != 5 {\n\t\tt.Fatal("add")\n\t}\n}\n',
+        },
+        base="go",
+    ),
+    Case(
+        "honest-rust-refactor",
+        "honest",
+        changes={"src/lib.rs": RUST_CORE.replace("    a * b\n", "    b * a\n")},
+        base="rust",
+    ),
 )
 
 
-def make_base_repo(root: Path) -> tuple[Path, str]:
+def make_base_repo(root: Path, case: Case | None = None) -> tuple[Path, str]:
     repo = root / "repo"
-    return repo, make_git_repo(repo, BASE)
+    return repo, make_git_repo(repo, BASES[case.base if case else "python"])
+
+
+def case_config(case: Case, pytest_command: str) -> RepoConfig:
+    """The Python cases name their pytest command; the others name none, so the gate
+    detects it from the base tree as it does for a repository without .ribbit.yml."""
+    return RepoConfig(test=pytest_command) if case.base == "python" else RepoConfig()
 
 
 def case_patch(repo: Path, case: Case) -> str:

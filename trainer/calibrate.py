@@ -39,7 +39,10 @@ def calibrate(
     reward_fn: RewardFn,
     *,
     k: int = 4,
+    on_env: Callable[[Environment], None] | None = None,
 ) -> CalibrationReport:
+    """``on_env`` hears each environment once its k rollouts are graded (the CLI's
+    progress)."""
     if k < 1:
         raise ValueError("k must be >= 1")
     out: dict[str, Calibration] = {}
@@ -47,4 +50,6 @@ def calibrate(
         group = collect_group(env, checkout, policy, limits, sandbox_factory, reward_fn, k)
         solved = sum(1 for r in group if r.reward >= 1.0)
         out[env.instance_id] = Calibration(k=k, solved=solved, model=policy.model_name)
+        if on_env is not None:
+            on_env(env)
     return CalibrationReport(out)

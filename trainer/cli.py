@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from bot.console import empty, progress
 from bot.settings import Settings
 from trainer.envs.schema import Environment
 
@@ -113,9 +114,27 @@ def envs() -> None:
     show_default=True,
     help="owner/name, for the instance id.",
 )
-@click.option("--test-command", default="python -m pytest", show_default=True)
-@click.option("--reruns", type=int, default=3, show_default=True)
-@click.option("--timeout", "timeout_s", type=float, default=300.0, show_default=True)
+@click.option(
+    "--test-command",
+    default="python -m pytest",
+    show_default=True,
+    help="Command that runs the repository's tests in the sandbox.",
+)
+@click.option(
+    "--reruns",
+    type=int,
+    default=3,
+    show_default=True,
+    help="Runs of the tests per tree, to tell flaky tests from real ones.",
+)
+@click.option(
+    "--timeout",
+    "timeout_s",
+    type=float,
+    default=300.0,
+    show_default=True,
+    help="Seconds one test run may take.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the environment as JSON.")
 @_store_option
 @click.pass_context
@@ -151,7 +170,8 @@ def build_env(
         test_command=test_command,
     )
     try:
-        env = builder.build(spec)
+        with progress(f"building {repo_name} at {fix[:12]} (tests run {reruns}x per tree)"):
+            env = builder.build(spec)
         env_store.add(env, repo_dir)
     except BuildRejected as exc:
         env_store.reject(exc.rejection)
@@ -163,17 +183,31 @@ def build_env(
 @envs.command("list")
 @_store_option
 @click.option("--rejected", is_flag=True, help="List rejected candidates instead.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON array instead of lines.")
 @click.pass_context
-def list_envs(ctx: click.Context, store: Path | None, rejected: bool) -> None:
+def list_envs(ctx: click.Context, store: Path | None, rejected: bool, as_json: bool) -> None:
     """List environments (or rejections, with their reasons)."""
     from trainer.envs.storage import EnvironmentStore
 
     env_store = EnvironmentStore(_store_dir(ctx, store))
     if rejected:
-        for r in env_store.rejections():
+        rejections = list(env_store.rejections())
+        if as_json:
+            click.echo(json.dumps([r.model_dump(mode="json") for r in rejections], indent=2))
+        elif not rejections:
+            empty(f"no rejected candidates in {env_store.root}")
+        for r in [] if as_json else rejections:
             click.echo(f"{r.candidate}\t{r.reason}\t{r.detail}")
         return
-    for env in env_store:
+    found = list(env_store)
+    if as_json:
+        click.echo(json.dumps([e.model_dump(mode="json") for e in found], indent=2))
+    elif not found:
+        empty(
+            f"no environments in {env_store.root}; build them with `ribbit envs build` or "
+            "`ribbit envs from-outcomes`"
+        )
+    for env in [] if as_json else found:
         click.echo(_summary(env))
 
 
@@ -343,8 +377,21 @@ def import_envs(ctx: click.Context, path: Path, store: Path | None) -> None:
     default=None,
     help="Overrides the test command each job recorded from .ribbit.yml.",
 )
-@click.option("--reruns", type=int, default=3, show_default=True)
-@click.option("--timeout", "timeout_s", type=float, default=300.0, show_default=True)
+@click.option(
+    "--reruns",
+    type=int,
+    default=3,
+    show_default=True,
+    help="Runs of the tests per tree, to tell flaky tests from real ones.",
+)
+@click.option(
+    "--timeout",
+    "timeout_s",
+    type=float,
+    default=300.0,
+    show_default=True,
+    help="Seconds one test run may take.",
+)
 @_store_option
 @click.pass_context
 def envs_from_outcomes(
@@ -373,10 +420,13 @@ def envs_from_outcomes(
     db = Database(settings.effective_database_url)
     db.migrate()
     env_store = EnvironmentStore(_store_dir(ctx, store))
-    report = environments_from_outcomes(
-        db, forge_name, repo_name, repo_dir, builder, env_store, test_command=test_command
-    )
+    with progress(f"building environments from {forge_name}:{repo_name}'s outcomes"):
+        report = environments_from_outcomes(
+            db, forge_name, repo_name, repo_dir, builder, env_store, test_command=test_command
+        )
     sync_index(db, env_store)
+    if not report.built and not report.rejected:
+        empty(f"no recorded outcomes for {forge_name}:{repo_name}; see `ribbit outcomes`")
     for env in report.built:
         click.echo(f"built {_summary(env)}")
     for r in report.rejected:
@@ -392,8 +442,10 @@ def envs_from_outcomes(
     default=None,
     help="Model to calibrate with (default: the promoted version, else the base).",
 )
-@click.option("--max-turns", type=int, default=100, show_default=True)
-@click.option("--max-new-tokens", type=int, default=8192, show_default=True)
+@click.option("--max-turns", type=int, default=100, show_default=True, help="Agent turns.")
+@click.option(
+    "--max-new-tokens", type=int, default=8192, show_default=True, help="New tokens per model turn."
+)
 @_store_option
 @click.pass_context
 def calibrate_envs(
@@ -430,8 +482,19 @@ def calibrate_envs(
     limits = AgentSettings(max_turns=max_turns, max_new_tokens=max_new_tokens)
     factory = sandbox_factory(settings.sandbox)
     policy = version_policy(base, adapter, limits)
-    with _checked_out(env_store, chosen, "calibrate") as pairs:
-        report = calibrate(pairs, policy, limits, factory, graded_reward(factory), k=k)
+    with (
+        _checked_out(env_store, chosen, "calibrate") as pairs,
+        progress(f"calibrating ({k} rollouts each)", total=len(chosen)) as steps,
+    ):
+        report = calibrate(
+            pairs,
+            policy,
+            limits,
+            factory,
+            graded_reward(factory),
+            k=k,
+            on_env=lambda env: steps.advance(f"calibrated {env.instance_id}"),
+        )
     for env in chosen:
         calibration = report.calibrations[env.instance_id]
         env_store.update(env.model_copy(update={"calibration": calibration}))
@@ -443,14 +506,33 @@ def calibrate_envs(
 # -- train --------------------------------------------------------------------------------------
 @click.command("train")
 @_envs_option
-@click.option("--steps", type=int, default=100, show_default=True)
-@click.option("--group-size", type=int, default=8, show_default=True)
+@click.option("--steps", type=int, default=100, show_default=True, help="Optimiser steps.")
+@click.option(
+    "--group-size",
+    type=int,
+    default=8,
+    show_default=True,
+    help="Rollouts per environment per step; advantages are normalised within a group.",
+)
 @click.option(
     "--model", "model_path", default=None, help="Base model (default: RIBBIT_MODEL__MODEL)."
 )
-@click.option("--output-dir", type=click.Path(path_type=Path, file_okay=False), default=None)
-@click.option("--learning-rate", type=float, default=1e-5, show_default=True)
-@click.option("--finetune", type=click.Choice(["lora", "full"]), default="lora", show_default=True)
+@click.option(
+    "--output-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="Where checkpoints and metrics go (default: a new run folder in the store).",
+)
+@click.option(
+    "--learning-rate", type=float, default=1e-5, show_default=True, help="Optimiser step size."
+)
+@click.option(
+    "--finetune",
+    type=click.Choice(["lora", "full"]),
+    default="lora",
+    show_default=True,
+    help="Train a LoRA adapter (promotable without a restart) or every weight.",
+)
 @click.option(
     "--resume",
     type=click.Path(path_type=Path, file_okay=False, exists=True),
@@ -476,6 +558,7 @@ def calibrate_envs(
     help="local: in this process; celery: ribbit.rollout tasks to workers started with "
     "`ribbit worker --rollouts` (store and run folder on shared storage).",
 )
+@click.option("--json", "as_json", is_flag=True, help="Print the run's summary as JSON.")
 @_store_option
 @click.pass_context
 def train(
@@ -492,6 +575,7 @@ def train(
     max_new_tokens: int,
     version_name: str | None,
     rollout_mode: str,
+    as_json: bool,
     store: Path | None,
 ) -> None:
     """GRPO on stored environments, with the worker's agent loop and the real reward.
@@ -517,6 +601,7 @@ def train(
             version_name=version_name,
             rollout_mode=rollout_mode,
             store=store,
+            as_json=as_json,
         )
 
 
@@ -537,6 +622,7 @@ def _train(
     version_name: str | None,
     rollout_mode: str,
     store: Path | None,
+    as_json: bool = False,
 ) -> None:
     import torch
 
@@ -670,12 +756,14 @@ def _train(
         row.finished_at = datetime.now(UTC)
     last = summary.checkpoints[-1] if summary.checkpoints else None
     world = f" on {ranks.world_size} ranks" if ranks.distributed else ""
-    click.echo(
-        f"run {run_id}: {len(rewards)} steps{world}, mean reward "
-        f"{rewards[0] if rewards else 0:.3f} -> {rewards[-1] if rewards else 0:.3f}; "
-        f"checkpoint {last}"
-    )
-    click.echo(_run_figures(summary.steps, out))
+    if not as_json:
+        click.echo(
+            f"run {run_id}: {len(rewards)} steps{world}, mean reward "
+            f"{rewards[0] if rewards else 0:.3f} -> {rewards[-1] if rewards else 0:.3f}; "
+            f"checkpoint {last}"
+        )
+        click.echo(_run_figures(summary.steps, out))
+    registered = None
     if version_name and last is not None:
         # A LoRA run exports an adapter over the base; a full fine-tune, a whole model.
         adapter, full = last / "adapter", last / "model"
@@ -688,7 +776,24 @@ def _train(
             run_id=run_id,
             base_digest=base_digest(base, settings.effective_weights_dir),
         )
-        click.echo(f"registered {version_name} (candidate; evaluate and promote it)")
+        registered = version_name
+        if not as_json:
+            click.echo(f"registered {version_name} (candidate; evaluate and promote it)")
+    if as_json:
+        click.echo(
+            json.dumps(
+                {
+                    "run_id": run_id,
+                    "steps": len(rewards),
+                    "world_size": ranks.world_size,
+                    "mean_rewards": list(rewards),
+                    "checkpoint": None if last is None else str(last),
+                    "metrics": str(out / "metrics.jsonl"),
+                    "registered": registered,
+                },
+                indent=2,
+            )
+        )
 
 
 def _pulled_base(settings: Settings) -> str:
@@ -801,9 +906,10 @@ def verify_model(ctx: click.Context, model_id: str | None) -> None:
 
 
 @model.command("list")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="One JSON array instead of lines.")
 @click.pass_context
 def list_models(ctx: click.Context, as_json: bool) -> None:
+    """List model versions: state, held-out pass rate, adapter."""
     from trainer.registry import versions
 
     rows = versions(_db(ctx))
@@ -826,6 +932,8 @@ def list_models(ctx: click.Context, as_json: bool) -> None:
             )
         )
         return
+    if not rows:
+        empty("no model versions; `ribbit train --register NAME` registers one")
     for v in rows:
         rate = "-" if v.heldout_pass_rate is None else f"{v.heldout_pass_rate:.1%}"
         click.echo(f"{v.name}\t{v.state}\theld-out {rate}\t{v.adapter_path or v.base_model}")
@@ -841,8 +949,10 @@ def list_models(ctx: click.Context, as_json: bool) -> None:
     help="Environments to score on.",
 )
 @click.option("--k", type=int, default=1, show_default=True, help="Rollouts per environment.")
-@click.option("--max-turns", type=int, default=100, show_default=True)
-@click.option("--max-new-tokens", type=int, default=8192, show_default=True)
+@click.option("--max-turns", type=int, default=100, show_default=True, help="Agent turns.")
+@click.option(
+    "--max-new-tokens", type=int, default=8192, show_default=True, help="New tokens per model turn."
+)
 @_store_option
 @click.pass_context
 def evaluate_model(
@@ -868,9 +978,18 @@ def evaluate_model(
         raise click.ClickException(f"no environments match {selector!r}")
     limits = AgentSettings(max_turns=max_turns, max_new_tokens=max_new_tokens)
     try:
-        with _checked_out(env_store, chosen, "eval") as pairs:
+        with (
+            _checked_out(env_store, chosen, "eval") as pairs,
+            progress(f"evaluating {version} ({k} rollouts each)", total=len(chosen)) as steps,
+        ):
             report = evaluate_version(
-                _db(ctx), version, pairs, sandbox_factory(settings.sandbox), limits, k=k
+                _db(ctx),
+                version,
+                pairs,
+                sandbox_factory(settings.sandbox),
+                limits,
+                k=k,
+                on_env=lambda env: steps.advance(f"scored {env.instance_id}"),
             )
     except RegistryError as exc:
         raise click.ClickException(str(exc)) from None

@@ -47,6 +47,10 @@ class TrainSettings:
         default="token_mean", metadata={"help": "token_mean, sequence_mean, dr_grpo."}
     )
     kl_coef: float = field(default=0.0, metadata={"help": "k3 KL coefficient to the base model."})
+    tis_cap: float = field(
+        default=2.0,
+        metadata={"help": "Cap of the importance weight for rollouts sampled by a server."},
+    )
     mask_truncated: bool = field(default=True, metadata={"help": "No loss on cut-off rollouts."})
     filter_zero_variance: bool = field(
         default=True, metadata={"help": "Drop groups with equal rewards."}

@@ -47,6 +47,7 @@ def evaluate_version(
     limits: AgentSettings,
     *,
     k: int = 1,
+    on_env: Callable[[Environment], None] | None = None,
 ) -> CalibrationReport:
     """Run the version on ``envs`` and store its held-out pass rate."""
     with db.session() as s:
@@ -55,7 +56,9 @@ def evaluate_version(
             raise RegistryError(f"no version {name!r}")
         base, adapter = version.base_model, version.adapter_path
     policy = version_policy(base, adapter, limits)
-    report = calibrate(envs, policy, limits, sandbox_factory, graded_reward(sandbox_factory), k=k)
+    report = calibrate(
+        envs, policy, limits, sandbox_factory, graded_reward(sandbox_factory), k=k, on_env=on_env
+    )
     with db.session() as s:
         row = s.scalar(select(ModelVersion).where(ModelVersion.name == name))
         assert row is not None

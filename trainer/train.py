@@ -34,6 +34,7 @@ from trainer.rl.learner import Learner, Sample, StepStats
 from trainer.rl.rollout import RewardFn, Rollout
 from trainer.rl.sources import Group, LocalRollouts, RolloutSource
 from worker.agent import TransformersPolicy
+from worker.agent.trajectory import TokenSegment
 from worker.sandbox.base import Sandbox
 
 METRICS_FILE = "metrics.jsonl"
@@ -116,8 +117,23 @@ def samples_from(groups: list[list[Rollout]], settings: TrainSettings) -> tuple[
             if settings.mask_truncated and rollout.unfinished:
                 continue
             for seg in rollout.segments:
-                samples.append(Sample(seg.input_ids, seg.loss_mask, float(advantages[gi, ri])))
+                samples.append(
+                    Sample(
+                        seg.input_ids,
+                        seg.loss_mask,
+                        float(advantages[gi, ri]),
+                        behaviour_logprobs=behaviour_logprobs(seg),
+                    )
+                )
     return samples, int(keep.sum())
+
+
+def behaviour_logprobs(seg: TokenSegment) -> list[float] | None:
+    """The sampler's log-probs for the loss's importance weight, where the policy recorded
+    them for every generated token (positions outside the mask are never read)."""
+    if any(lp is None for lp, m in zip(seg.logprobs, seg.loss_mask, strict=True) if m):
+        return None
+    return [lp if lp is not None else 0.0 for lp in seg.logprobs]
 
 
 def _generated_tokens(rollout: Rollout) -> int:

@@ -9,7 +9,7 @@ from datetime import timedelta
 from typing import Any
 
 from celery import Celery
-from celery.signals import worker_ready
+from celery.signals import worker_process_shutdown, worker_ready, worker_shutdown
 
 from bot.queue import QUEUE, broker_transport_options, prepare_broker
 from bot.settings import Settings, load_settings
@@ -68,6 +68,43 @@ def _reap_stale_sandboxes(sender: Any = None, **_kwargs: Any) -> None:
         return
     if removed:
         log.info("removed %d stale sandbox(es)", len(removed))
+
+
+_exporter_stops: list[Any] = []
+
+
+@worker_ready.connect
+def _start_metrics(sender: Any = None, **_kwargs: Any) -> None:
+    """The worker's /metrics, served by the main process for its whole pool."""
+    settings: Settings | None = getattr(getattr(sender, "app", None), "ribbit_settings", None)
+    if settings is None or settings.metrics.worker_port is None:
+        return
+    from worker.metrics import start_exporter
+
+    try:
+        stop = start_exporter(settings)
+    except OSError:
+        log.exception("worker metrics: cannot listen on port %d", settings.metrics.worker_port)
+        return
+    if stop is not None:
+        _exporter_stops.append(stop)
+
+
+@worker_shutdown.connect
+def _stop_metrics(**_kwargs: Any) -> None:
+    while _exporter_stops:
+        _exporter_stops.pop()()
+    from worker.metrics import cleanup
+
+    cleanup()
+
+
+@worker_process_shutdown.connect
+def _pool_process_exited(pid: int | None = None, **_kwargs: Any) -> None:
+    from worker.metrics import process_exited
+
+    if pid is not None:
+        process_exited(pid)
 
 
 def runtime_for(app: Celery) -> WorkerRuntime:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -25,7 +26,9 @@ from bot.forges.base import ForgeUnavailable
 from bot.settings import Settings
 from bot.store.jobs import JobStore
 from bot.store.models import Job, utcnow
+from worker.metrics import record_job, record_sandbox_failure
 from worker.runtime import WorkerRuntime
+from worker.sandbox.base import SandboxError
 
 log = logging.getLogger(__name__)
 
@@ -109,6 +112,16 @@ def run_job(runtime: WorkerRuntime, job_id: str, seq: int | None = None) -> RunO
     """Run ``job_id`` through its pipeline (``seq``: the dispatch the message carried).
 
     "deferred" means the job is back in the store for the sweep to send at its time."""
+    started = time.monotonic()
+    outcome = _run_job(runtime, job_id, seq)
+    try:
+        record_job(runtime.store.get(job_id).kind, outcome, time.monotonic() - started)
+    except Exception:  # metrics never decide a job's fate
+        log.warning("could not record metrics of job %s", job_id, exc_info=True)
+    return outcome
+
+
+def _run_job(runtime: WorkerRuntime, job_id: str, seq: int | None) -> RunOutcome:
     store = runtime.store
     claim = store.claim(job_id, runtime.limits, stale_after=STALE_AFTER, seq=seq)
     if claim in {"finished", "stale", "running_elsewhere"}:
@@ -149,6 +162,8 @@ def run_job(runtime: WorkerRuntime, job_id: str, seq: int | None = None) -> RunO
         return "failed"
     except Exception as exc:
         log.exception("job %s failed", job_id, extra={"job_id": job_id})
+        if isinstance(exc, SandboxError):
+            record_sandbox_failure(store.get(job_id).stage)
         if store.get(job_id).state == "cancelled":
             return "cancelled"
         store.transition(job_id, "failed", reason=_reason(exc), stage=None)

@@ -23,6 +23,7 @@ from flask import (
 )
 from pydantic import SecretStr
 
+from bot import live
 from bot.admin import actions, auth, csrf, job_view, queries
 from bot.admin.overview import health_snapshot
 from bot.services import services
@@ -163,7 +164,10 @@ def job(job_id: str) -> str:
     row = queries.get_job(svc.db, job_id)
     if row is None:
         abort(404)
-    detail = job_view.job_detail(row.result, svc.settings.data_dir)
+    detail = job_view.with_live_turns(
+        job_view.job_detail(row.result, svc.settings.data_dir),
+        live.read_turns(live.live_path(svc.settings.data_dir, row.id)),
+    )
     extra_json = json.dumps(detail.extra, indent=2, default=str) if detail.extra else None
     return render_template("admin/job.html", job=row, detail=detail, extra_json=extra_json)
 

@@ -10,7 +10,7 @@ is untrusted model output: the templates escape it.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +71,10 @@ class JobDetail:
     gates_passed: bool | None
     gates_summary: str | None
     extra: dict[str, Any]  # result keys this page does not know, shown as JSON
+
+    @property
+    def turn_count(self) -> int:
+        return len(self.trajectory.turns) if self.trajectory is not None else 0
 
 
 def _str(value: Any) -> str:
@@ -227,3 +231,11 @@ def job_detail(result: Any, data_dir: Path) -> JobDetail:
         gates_summary=summary if isinstance(summary, str) else None,
         extra=extra,
     )
+
+
+def with_live_turns(detail: JobDetail, turns: list[dict[str, Any]]) -> JobDetail:
+    """While the agent works there is no trajectory yet: show the turns recorded so far
+    (bot.live), rendered like the finished ones. A finished trajectory wins."""
+    if detail.trajectory is not None or not turns:
+        return detail
+    return replace(detail, trajectory=trajectory_from_dict({"turns": turns}), trajectory_note=None)

@@ -132,6 +132,35 @@ class CommitStatus:
     target_url: str | None = None
 
 
+AnnotationLevel = Literal["notice", "warning", "failure"]
+
+
+@dataclass(frozen=True)
+class Annotation:
+    """One gate finding on one line of the patch's new side."""
+
+    path: str
+    line: int
+    level: AnnotationLevel
+    title: str  # "semgrep: no-eval"
+    message: str
+
+
+@dataclass(frozen=True)
+class GateReview:
+    """A gate run shown where reviewers look: a GitHub check run with annotations, or
+    GitLab merge-request discussions on the lines. ``key`` names this run (job and head
+    commit): publishing the same key again changes nothing."""
+
+    key: str
+    passed: bool
+    title: str
+    summary: str  # markdown
+    annotations: tuple[Annotation, ...] = ()
+    name: str = "ribbit/gates"
+    details_url: str | None = None
+
+
 @dataclass(frozen=True)
 class DraftPullRequest:
     """What the worker asks the forge to open; always a draft."""
@@ -204,3 +233,8 @@ class Forge(Protocol):
         ...
 
     def set_commit_status(self, repo: RepoRef, sha: str, status: CommitStatus) -> None: ...
+
+    def publish_gate_review(self, ref: PullRequestRef, head_sha: str, review: GateReview) -> None:
+        """Show the gate run on the PR's ``head_sha``, once per ``review.key`` even when an
+        answer is lost (GitHub: a completed check run; GitLab: one discussion per finding)."""
+        ...

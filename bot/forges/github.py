@@ -31,6 +31,7 @@ from github.Repository import Repository
 
 from bot.forges import git
 from bot.forges.base import (
+    Annotation,
     Comment,
     CommitStatus,
     DraftPullRequest,
@@ -39,6 +40,7 @@ from bot.forges.base import (
     ForgeNotFound,
     ForgePermissionDenied,
     ForgeUnavailable,
+    GateReview,
     Issue,
     IssueRef,
     PullRequest,
@@ -73,8 +75,10 @@ _REVIEW_STATES: dict[
     "DISMISSED": "dismissed",
     "PENDING": "pending",
 }
-# Attempts for the two non-idempotent creations (comment, PR) after a lost answer.
+# Attempts for the non-idempotent creations (comment, PR, check run) after a lost answer.
 _CREATE_ATTEMPTS = 3
+# GitHub takes at most 50 annotations per request; one request keeps the creation atomic.
+MAX_ANNOTATIONS = 50
 
 # One AppInstallationAuth per installation: it holds the installation token
 # and refreshes it shortly before expiry, so jobs share a token, not mint one each.
@@ -529,3 +533,79 @@ class GitHubForge:
                 body=body,
             )
         )
+
+    # -- check runs -----------------------------------------------------------------
+
+    def publish_gate_review(self, ref: PullRequestRef, head_sha: str, review: GateReview) -> None:
+        """A completed check run on ``head_sha`` carrying the findings as annotations,
+        created once: looked up by ``external_id`` (the review's key) first, and again
+        after a lost answer. Only GitHub Apps may create check runs; a token that may
+        not is refused with 403 (ForgePermissionDenied), and the commit status stays."""
+        validate_sha(head_sha)
+        base = self._repo(ref.repo).url
+        if self._find_check_run(base, head_sha, review) is not None:
+            return
+        body = _check_run_body(head_sha, review)
+        what = f"create the {review.name} check run on {head_sha[:12]}"
+        last: ForgeError | None = None
+        for _attempt in range(_CREATE_ATTEMPTS):
+            try:
+                self._raw("POST", f"{base}/check-runs", what, body=body)
+                return
+            except RateLimited:
+                raise
+            except ForgeUnavailable as exc:
+                last = exc
+            time.sleep(random.uniform(0, 0.5))  # noqa: S311
+            if self._find_check_run(base, head_sha, review) is not None:
+                return
+        assert last is not None
+        raise last
+
+    def _find_check_run(self, base: str, head_sha: str, review: GateReview) -> int | None:
+        query = urllib.parse.urlencode({"check_name": review.name, "filter": "all"})
+        data = json.loads(
+            self._raw(
+                "GET",
+                f"{base}/commits/{head_sha}/check-runs?{query}",
+                f"read the check runs of {head_sha[:12]}",
+            )
+        )
+        for run in data.get("check_runs") or []:
+            if run.get("external_id") == review.key:
+                return int(run["id"])
+        return None
+
+
+def _annotation(a: Annotation) -> dict[str, Any]:
+    return {
+        "path": a.path,
+        "start_line": a.line,
+        "end_line": a.line,
+        "annotation_level": a.level,
+        "title": scrub(a.title)[:255],
+        "message": scrub(a.message)[:64000],
+    }
+
+
+def _check_run_body(head_sha: str, review: GateReview) -> dict[str, Any]:
+    annotations = review.annotations[:MAX_ANNOTATIONS]
+    summary = scrub(review.summary)
+    if len(review.annotations) > MAX_ANNOTATIONS:
+        more = len(review.annotations) - MAX_ANNOTATIONS
+        summary += f"\n\n{more} more findings are in the report."
+    body: dict[str, Any] = {
+        "name": review.name,
+        "head_sha": head_sha,
+        "external_id": review.key,
+        "status": "completed",
+        "conclusion": "success" if review.passed else "failure",
+        "output": {
+            "title": scrub(review.title)[:255],
+            "summary": summary[:65535],  # GitHub's limit for output.summary
+            "annotations": [_annotation(a) for a in annotations],
+        },
+    }
+    if review.details_url:
+        body["details_url"] = review.details_url
+    return body

@@ -8,6 +8,8 @@ session instead, so the two forges fail and retry the same way.
 
 from __future__ import annotations
 
+import hashlib
+import logging
 import random
 import threading
 import time
@@ -27,6 +29,7 @@ from requests.adapters import HTTPAdapter
 
 from bot.forges import git
 from bot.forges.base import (
+    Annotation,
     Comment,
     CommitStatus,
     DraftPullRequest,
@@ -35,6 +38,7 @@ from bot.forges.base import (
     ForgeNotFound,
     ForgePermissionDenied,
     ForgeUnavailable,
+    GateReview,
     Issue,
     IssueRef,
     PullRequest,
@@ -44,7 +48,7 @@ from bot.forges.base import (
     ReviewComment,
 )
 from bot.forges.branches import validate_branch_name, validate_repo_path, validate_sha
-from bot.forges.markers import find_marked, with_marker
+from bot.forges.markers import find_marked, marker_of, with_marker
 from bot.forges.redact import SECRETS, redact, scrub
 from bot.forges.retries import (
     HTTP_TIMEOUT_S,
@@ -54,11 +58,16 @@ from bot.forges.retries import (
     retry_repeatable,
 )
 
+log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 DEVELOPER_ACCESS = 30
 DRAFT_PREFIX = "Draft: "
 _CREATE_ATTEMPTS = 3
+# Each discussion notifies the MR's participants: past this many, the rest stay in the
+# report (the PR body) instead of burying the MR in threads.
+MAX_LINE_DISCUSSIONS = 25
+_LEVEL_ICONS = {"failure": "❌", "warning": "⚠️", "notice": "ℹ️"}  # noqa: RUF001
 _DEFAULT_RATE_LIMIT_WAIT_S = 60.0
 _STATUS_STATES = {
     "pending": "pending",
@@ -507,6 +516,82 @@ class GitLabForge:
                 ),
             )
         )
+
+    # -- gate findings on the MR's lines -------------------------------------------------
+
+    def publish_gate_review(self, ref: PullRequestRef, head_sha: str, review: GateReview) -> None:
+        """One MR discussion per finding, on its line of the diff at ``head_sha``; each
+        carries a marker derived from the review's key and the finding, so a rerun or a
+        lost answer never opens it twice. The verdict itself is the commit status."""
+        validate_sha(head_sha)
+        base = f"{self._project(ref.repo)}/merge_requests/{ref.number}"
+        mr = self._get(base, f"read merge request {ref}")
+        refs = mr.get("diff_refs") or {}
+        if refs.get("head_sha") != head_sha:
+            log.warning("%s moved past %s; its findings are not put on the lines", ref, head_sha)
+            return
+        path = f"{base}/discussions"
+        posted = self._discussion_markers(path, ref)
+        for a in review.annotations[:MAX_LINE_DISCUSSIONS]:
+            marker = _discussion_marker(review, a)
+            if marker in posted:
+                continue
+            payload = {
+                "body": with_marker(_discussion_body(review, a), marker),
+                "position": {
+                    "position_type": "text",
+                    "base_sha": refs.get("base_sha"),
+                    "start_sha": refs.get("start_sha"),
+                    "head_sha": head_sha,
+                    "old_path": a.path,
+                    "new_path": a.path,
+                    "new_line": a.line,
+                },
+            }
+            self._create_discussion(path, ref, payload, marker)
+            posted.add(marker)
+
+    def _discussion_markers(self, path: str, ref: PullRequestRef) -> set[str]:
+        found = set()
+        for discussion in self._list(path, f"read discussions of {ref}"):
+            for note in discussion.get("notes") or []:
+                marker = marker_of(note.get("body") or "")
+                if marker is not None:
+                    found.add(marker)
+        return found
+
+    def _create_discussion(
+        self, path: str, ref: PullRequestRef, payload: dict[str, Any], marker: str
+    ) -> None:
+        what = f"comment on a line of {ref}"
+        last: ForgeUnavailable | None = None
+        for _attempt in range(_CREATE_ATTEMPTS):
+            try:
+                self._call(what, lambda: self._gl.http_post(path, post_data=payload))
+                return
+            except RateLimited:
+                raise
+            except ForgeUnavailable as exc:
+                last = exc
+            time.sleep(random.uniform(0, 0.5))  # noqa: S311
+            if marker in self._discussion_markers(path, ref):
+                return
+        assert last is not None
+        raise last
+
+
+def _discussion_marker(review: GateReview, a: Annotation) -> str:
+    """The same finding of the same run always gets the same marker, so a rerun or a
+    lost answer finds the discussion it already opened."""
+    key = "\0".join((review.key, a.path, str(a.line), a.title, a.message))
+    return hashlib.sha256(key.encode()).hexdigest()[:32]
+
+
+def _discussion_body(review: GateReview, a: Annotation) -> str:
+    lines = [f"{_LEVEL_ICONS[a.level]} **{a.title}**", "", a.message]
+    if review.details_url:
+        lines += ["", f"<sub>{review.name} · [job page]({review.details_url})</sub>"]
+    return scrub("\n".join(lines))
 
 
 def _unified_file_diff(entry: Mapping[str, Any]) -> str:

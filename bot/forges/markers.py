@@ -20,3 +20,9 @@ def find_marked(comments: Iterable[tuple[int, str]], marker: str) -> int | None:
         if match and match.group(1) == marker:
             return comment_id
     return None
+
+
+def marker_of(body: str) -> str | None:
+    """The marker a comment carries, if any."""
+    match = _MARKER.search(body)
+    return match.group(1) if match else None

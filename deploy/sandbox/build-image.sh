@@ -29,8 +29,11 @@ while [ $# -gt 0 ]; do
 done
 
 # Packages the sandboxed repositories' tests commonly need; keep in step with the Dockerfile.
+# Go and Rust: Debian's Go 1.19 with gotestsum (per-test JUnit reports for go test), and
+# rustc-web/cargo-web (1.96; bookworm's plain rustc is 1.63, too old for most crates).
 packages=(python3 python3-pip python3-venv python3-pytest python-is-python3 nodejs git
-          ca-certificates make gcc g++ libc6-dev pkg-config procps)
+          ca-certificates make gcc g++ libc6-dev pkg-config procps
+          golang-go gotestsum rustc-web cargo-web)
 
 log() { echo "build-image: $*" >&2; }
 

@@ -9,6 +9,7 @@ BENCHMARKS = [
     "bench_webhooks",
     "bench_agent",
     "bench_sandbox",
+    "bench_envcache",
     "bench_gates",
     "bench_trainer",
     "bench_trainer_gpu",

@@ -23,6 +23,8 @@ from werkzeug.wrappers import Response
 
 from tests.forge.state import (
     ROLE_RANK,
+    AnnotationRec,
+    CheckRunRec,
     CommentRec,
     IssueRec,
     PullRec,
@@ -397,6 +399,34 @@ class Renderer:
         )
         return data
 
+    def check_run(self, repo: RepoRec, run: CheckRunRec) -> dict[str, Any]:
+        data = self._tpl("check-run", [("github/hello-world", repo.full_name)])
+        url = f"{self.api}/repos/{repo.full_name}/check-runs/{run.id}"
+        data.update(
+            id=run.id,
+            node_id=f"CR_{run.id}",
+            name=run.name,
+            head_sha=run.head_sha,
+            external_id=run.external_id,
+            status=run.status,
+            conclusion=run.conclusion,
+            started_at=ts(run.created_at),
+            completed_at=ts(run.created_at) if run.status == "completed" else None,
+            url=url,
+            html_url=f"{self.web}/{repo.full_name}/runs/{run.id}",
+            details_url=run.details_url,
+            output={
+                "title": run.title,
+                "summary": run.summary,
+                "text": None,
+                "annotations_count": len(run.annotations),
+                "annotations_url": f"{url}/annotations",
+            },
+            check_suite={"id": run.id},
+            pull_requests=[],
+        )
+        return data
+
 
 def _json(status: int, body: Any, headers: dict[str, str] | None = None) -> Response:
     return Response(
@@ -448,6 +478,8 @@ class GitHubApi:
             ("GET", repo + r"/pulls/(?P<n>\d+)/comments", self.list_review_comments),
             ("POST", repo + r"/statuses/(?P<sha>[0-9a-f]{40})", self.create_status),
             ("GET", repo + r"/commits/(?P<sha>[^/]+)/statuses", self.list_statuses),
+            ("POST", repo + r"/check-runs", self.create_check_run),
+            ("GET", repo + r"/commits/(?P<sha>[^/]+)/check-runs", self.list_check_runs),
         ]
 
     # -- helpers ------------------------------------------------------------
@@ -793,6 +825,112 @@ class GitHubApi:
         repo = self._repo(ctx, m)
         found = [s for s in reversed(repo.statuses) if s.sha == m["sha"]]
         return _json(200, [self.r.status(repo, s) for s in found])
+
+    # -- check runs ---------------------------------------------------------------
+
+    def create_check_run(self, ctx: Ctx, m: dict[str, str]) -> Response:
+        repo = self._repo(ctx, m, "write")
+        data = self._body(ctx)
+        name, sha = data.get("name"), data.get("head_sha")
+        if not isinstance(name, str) or not name or not isinstance(sha, str):
+            raise ApiError(422, "Validation Failed: name and head_sha are required")
+        status = data.get("status", "queued")
+        if status not in _CHECK_STATUSES:
+            raise ApiError(422, f"Validation Failed: status {status!r} is not included")
+        conclusion = data.get("conclusion")
+        if status == "completed" and conclusion not in _CHECK_CONCLUSIONS:
+            raise ApiError(422, "Validation Failed: conclusion is required when completed")
+        try:
+            repo.git("cat-file", "-e", f"{sha}^{{commit}}")
+        except Exception:
+            raise ApiError(422, f"No commit found for SHA: {sha}") from None
+        output = data.get("output") or {}
+        if not isinstance(output, dict):
+            raise ApiError(422, "Validation Failed: output")
+        if output and not (output.get("title") and output.get("summary") is not None):
+            raise ApiError(422, "Validation Failed: output needs a title and a summary")
+        if len(str(output.get("summary") or "")) > 65535:
+            raise ApiError(422, "Validation Failed: summary is too long")
+        run = CheckRunRec(
+            id=new_id(),
+            name=name,
+            head_sha=sha,
+            external_id=data.get("external_id"),
+            status=str(status),
+            conclusion=conclusion,
+            title=str(output.get("title") or ""),
+            summary=str(output.get("summary") or ""),
+            annotations=_annotations(output.get("annotations") or []),
+            details_url=data.get("details_url"),
+            creator=ctx.require_user().login,
+            created_at=now(),
+        )
+        repo.check_runs.append(run)
+        return _json(201, self.r.check_run(repo, run))
+
+    def list_check_runs(self, ctx: Ctx, m: dict[str, str]) -> Response:
+        repo = self._repo(ctx, m)
+        try:
+            sha = repo.git("rev-parse", "--verify", "-q", f"{m['sha']}^{{commit}}").strip()
+        except Exception:
+            raise ApiError(422, f"No commit found for SHA: {m['sha']}") from None
+        name = ctx.request.args.get("check_name")
+        runs = [r for r in reversed(repo.check_runs) if r.head_sha == sha]
+        if name is not None:
+            runs = [r for r in runs if r.name == name]
+        if ctx.request.args.get("filter", "latest") == "latest":
+            latest: dict[str, CheckRunRec] = {}
+            for r in runs:
+                latest.setdefault(r.name, r)
+            runs = list(latest.values())
+        return _json(
+            200,
+            {"total_count": len(runs), "check_runs": [self.r.check_run(repo, r) for r in runs]},
+        )
+
+
+_CHECK_STATUSES = ("queued", "in_progress", "completed", "waiting", "requested", "pending")
+_CHECK_CONCLUSIONS = (
+    "action_required",
+    "cancelled",
+    "failure",
+    "neutral",
+    "success",
+    "skipped",
+    "timed_out",
+)
+
+
+def _annotations(raw: Any) -> list[AnnotationRec]:
+    """GitHub's rules: at most 50 per request, each with a path, lines, a level and a message."""
+    if not isinstance(raw, list) or len(raw) > 50:
+        raise ApiError(422, "Validation Failed: at most 50 annotations per request")
+    out = []
+    for a in raw:
+        if not isinstance(a, dict):
+            raise ApiError(422, "Validation Failed: annotation")
+        start, end = a.get("start_line"), a.get("end_line")
+        if (
+            not isinstance(a.get("path"), str)
+            or not isinstance(start, int)
+            or not isinstance(end, int)
+            or start < 1
+            or end < start
+            or a.get("annotation_level") not in ("notice", "warning", "failure")
+            or not isinstance(a.get("message"), str)
+        ):
+            raise ApiError(422, "Validation Failed: annotation needs path, lines, level, message")
+        out.append(
+            AnnotationRec(
+                path=a["path"],
+                start_line=start,
+                end_line=end,
+                level=a["annotation_level"],
+                title=str(a.get("title") or ""),
+                message=a["message"],
+            )
+        )
+    return out
 
 
 def new_installation_token() -> str:

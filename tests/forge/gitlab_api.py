@@ -11,6 +11,7 @@ import json
 import re
 import subprocess
 import urllib.parse
+import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -22,6 +23,7 @@ from tests.forge.state import (
     GITLAB_LEVEL,
     ROLE_RANK,
     CommentRec,
+    DiscussionRec,
     IssueRec,
     PullRec,
     RepoRec,
@@ -244,6 +246,8 @@ class GitLabApi:
             ("GET", p + r"/merge_requests/(?P<iid>\d+)/reviewers", self.reviewers),
             ("GET", p + r"/merge_requests/(?P<iid>\d+)/notes", self.list_mr_notes),
             ("GET", p + r"/merge_requests/(?P<iid>\d+)/diffs", self.diffs),
+            ("GET", p + r"/merge_requests/(?P<iid>\d+)/discussions", self.list_discussions),
+            ("POST", p + r"/merge_requests/(?P<iid>\d+)/discussions", self.create_discussion),
             ("POST", p + r"/statuses/(?P<sha>[0-9a-f]{40})", self.create_status),
             ("GET", p + r"/repository/commits/(?P<sha>[0-9a-f]{40})/statuses", self.list_statuses),
         ]
@@ -553,6 +557,58 @@ class GitLabApi:
             )
         return _json(200, entries)
 
+    # -- discussions -----------------------------------------------------------
+
+    def _discussion(self, repo: RepoRec, mr: PullRec, d: DiscussionRec) -> dict[str, Any]:
+        return {
+            "id": d.id,
+            "individual_note": d.position is None,
+            "notes": [self.r.note(repo, mr, d.note, d.position)],
+        }
+
+    def list_discussions(self, ctx: Ctx, m: dict[str, str]) -> Response:
+        repo = self._repo(ctx, m)
+        mr = self._mr(repo, m["iid"])
+        return _json(200, [self._discussion(repo, mr, d) for d in mr.discussions])
+
+    def create_discussion(self, ctx: Ctx, m: dict[str, str]) -> Response:
+        repo = self._repo(ctx, m, "read")
+        mr = self._mr(repo, m["iid"])
+        data = self._body(ctx)
+        body = data.get("body")
+        if not isinstance(body, str) or not body.strip():
+            raise ApiError(400, "400 Bad request - body is missing")
+        position = data.get("position")
+        if position is not None:
+            self._check_position(repo, mr, position)
+        at = now()
+        note = CommentRec(
+            id=new_id(), author=ctx.require_user().login, body=body, created_at=at, updated_at=at
+        )
+        discussion = DiscussionRec(id=uuid.uuid4().hex + "0" * 8, note=note, position=position)
+        mr.discussions.append(discussion)
+        return _json(201, self._discussion(repo, mr, discussion))
+
+    @staticmethod
+    def _check_position(repo: RepoRec, mr: PullRec, position: Any) -> None:
+        """GitLab's rules for a diff note: the MR's current diff refs, and a line the
+        diff shows (an added line by new_line alone); anything else is a 400."""
+        if not isinstance(position, dict) or position.get("position_type") != "text":
+            raise ApiError(400, "400 Bad request - position is invalid")
+        refs = (mr.base_sha, mr.base_sha, mr.head_sha)
+        given = (position.get("base_sha"), position.get("start_sha"), position.get("head_sha"))
+        if given != refs:
+            raise ApiError(400, '400 Bad request - Note {:line_code=>["can\'t be blank"]}')
+        path, line = position.get("new_path"), position.get("new_line")
+        if not isinstance(path, str) or not isinstance(line, int):
+            raise ApiError(400, '400 Bad request - Note {:line_code=>["can\'t be blank"]}')
+        if line not in _added_lines(
+            repo.git("diff", "--no-color", f"{refs[0]}...{refs[2]}", "--", path)
+        ):
+            raise ApiError(
+                400, '400 Bad request - Note {:line_code=>["must be a valid line code"]}'
+            )
+
     # -- statuses --------------------------------------------------------------
 
     def create_status(self, ctx: Ctx, m: dict[str, str]) -> Response:
@@ -581,3 +637,25 @@ class GitLabApi:
     def list_statuses(self, ctx: Ctx, m: dict[str, str]) -> Response:
         repo = self._repo(ctx, m)
         return _json(200, [self.r.status(repo, s) for s in repo.statuses if s.sha == m["sha"]])
+
+
+_HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,\d+)? @@")
+
+
+def _added_lines(diff: str) -> set[int]:
+    """New-side numbers of the lines a one-file diff adds."""
+    added: set[int] = set()
+    line = 0
+    in_hunk = False
+    for text in diff.splitlines():
+        match = _HUNK.match(text)
+        if match:
+            line, in_hunk = int(match[1]), True
+        elif not in_hunk or text.startswith("\\"):
+            continue
+        elif text.startswith("+"):
+            added.add(line)
+            line += 1
+        elif text.startswith(" "):
+            line += 1
+    return added

@@ -124,6 +124,7 @@ class PullRec:
     requested_reviewers: list[str] = field(default_factory=list)
     reviews: list[ReviewRec] = field(default_factory=list)
     review_comments: list[ReviewCommentRec] = field(default_factory=list)
+    discussions: list[DiscussionRec] = field(default_factory=list)
     created_at: datetime = field(default_factory=now)
     updated_at: datetime = field(default_factory=now)
 
@@ -141,6 +142,41 @@ class StatusRec:
 
 
 @dataclass
+class AnnotationRec:
+    path: str
+    start_line: int
+    end_line: int
+    level: str
+    title: str
+    message: str
+
+
+@dataclass
+class CheckRunRec:
+    id: int
+    name: str
+    head_sha: str
+    external_id: str | None
+    status: str
+    conclusion: str | None
+    title: str
+    summary: str
+    annotations: list[AnnotationRec]
+    details_url: str | None
+    creator: str
+    created_at: datetime
+
+
+@dataclass
+class DiscussionRec:
+    """A merge-request discussion (GitLab): its first note, and where it sits."""
+
+    id: str
+    note: CommentRec
+    position: dict[str, object] | None
+
+
+@dataclass
 class RepoRec:
     forge: ForgeKind
     full_name: str
@@ -152,6 +188,7 @@ class RepoRec:
     issues: dict[int, IssueRec] = field(default_factory=dict)
     pulls: dict[int, PullRec] = field(default_factory=dict)
     statuses: list[StatusRec] = field(default_factory=list)
+    check_runs: list[CheckRunRec] = field(default_factory=list)
     label_ids: dict[str, int] = field(default_factory=dict)
     _numbers: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _mr_numbers: itertools.count[int] = field(default_factory=lambda: itertools.count(1))

@@ -41,6 +41,8 @@ ENDPOINTS = [
     ("get", "/repos/{owner}/{repo}/pulls/{pull_number}/comments", "200"),
     ("post", "/repos/{owner}/{repo}/statuses/{sha}", "201"),
     ("get", "/repos/{owner}/{repo}/commits/{ref}/statuses", "200"),
+    ("post", "/repos/{owner}/{repo}/check-runs", "201"),
+    ("get", "/repos/{owner}/{repo}/commits/{ref}/check-runs", "200"),
     ("post", "/app/installations/{installation_id}/access_tokens", "201"),
 ]
 
@@ -55,6 +57,7 @@ EXAMPLES = {
     "pull-request-review-items": "pull-request-review",
     "pull-request-review-comment-items": "pull-request-review-comment",
     "status": "status",
+    "check-run-example-of-completed-conclusion": "check-run",
     "installation-token": "installation-token",
     "repository-collaborator-permission-response-if-user-has-admin-permissions": (
         "collaborator-permission"

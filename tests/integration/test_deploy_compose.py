@@ -80,7 +80,14 @@ def test_deploy_compose_services_and_profiles() -> None:
         "model-pull",
         "vllm",
         "sglang",
+        "prometheus",
     }
+    # Prometheus reads the rules and config the monitoring tests check, and scrapes the
+    # port the workers serve their metrics on.
+    assert services["prometheus"]["profiles"] == ["monitoring"]
+    assert "./prometheus:/etc/prometheus:ro" in services["prometheus"]["volumes"]
+    for name in ("worker", "worker-gpu"):
+        assert services[name]["environment"]["RIBBIT_METRICS__WORKER_PORT"] == "9808", name
     assert services["rollout-worker"]["profiles"] == ["train"]
     assert "--only-rollouts" in services["rollout-worker"]["command"]
     assert services["web"]["command"] == ["serve", "--no-worker"]

@@ -245,6 +245,30 @@ def test_deploy_helm_network_policy_limits_worker_egress() -> None:
     assert all("ipBlock" in peer for peer in forge["to"])
 
 
+def test_deploy_helm_worker_metrics_port_and_its_scrape_policy() -> None:
+    worker = _by_name(manifests(default_values()), "Deployment", "-worker")
+    container = worker["spec"]["template"]["spec"]["containers"][0]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["RIBBIT_METRICS__WORKER_PORT"] == "9808"
+    assert env["RIBBIT_METRICS__WORKER_HOST"] == "0.0.0.0"
+    assert container["ports"] == [{"name": "metrics", "containerPort": 9808}]
+    # Off by default: the workers keep taking no ingress at all.
+    assert not any(
+        d["metadata"]["name"].endswith("-worker-metrics") for d in manifests(default_values())
+    )
+    values = default_values()
+    values["metrics"]["allowScrape"] = True
+    docs = manifests(values)
+    policy = _by_name(docs, "NetworkPolicy", "-worker-metrics")
+    validate(policy)
+    spec = policy["spec"]
+    assert spec["policyTypes"] == ["Ingress"]
+    assert spec["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "worker"
+    [rule] = spec["ingress"]
+    assert rule["ports"] == [{"protocol": "TCP", "port": 9808}]
+    assert rule["from"] == values["metrics"]["scrapeFrom"]
+
+
 def test_deploy_helm_disabled_parts_render_nothing() -> None:
     values = copy.deepcopy(default_values())
     values["ingress"]["enabled"] = False

@@ -112,6 +112,39 @@ def test_forge_github_answers_match_the_openapi_schemas(forge_world: ForgeWorld)
         {"state": "success", "context": "ribbit/gates", "description": "all gates passed"},
     )
     call("GET", f"/commits/{sha}/statuses", f"GET {r}/commits/{{ref}}/statuses")
+    run = call(
+        "POST",
+        "/check-runs",
+        f"POST {r}/check-runs",
+        {
+            "name": "ribbit/gates",
+            "head_sha": sha,
+            "external_id": "ribbit-job-sha",
+            "status": "completed",
+            "conclusion": "failure",
+            "details_url": "https://ribbit.example/review/jobs/j?sig=s",
+            "output": {
+                "title": "Ribbit gates: semgrep ✖",
+                "summary": "1 finding",
+                "annotations": [
+                    {
+                        "path": "README.md",
+                        "start_line": 1,
+                        "end_line": 1,
+                        "annotation_level": "failure",
+                        "title": "semgrep: no-eval",
+                        "message": "eval",
+                    }
+                ],
+            },
+        },
+    )
+    listed = call(
+        "GET",
+        f"/commits/{sha}/check-runs?check_name=ribbit/gates&filter=all",
+        f"GET {r}/commits/{{ref}}/check-runs",
+    )
+    assert [c["external_id"] for c in listed["check_runs"]] == [run["external_id"]]
 
 
 def test_forge_openapi_check_can_fail() -> None:

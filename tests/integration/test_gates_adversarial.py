@@ -9,9 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.repo_config import RepoConfig
 from bot.settings import GateSettings, SandboxSettings
-from tests.adversarial import CASES, Case, case_patch, make_base_repo
+from tests.adversarial import CASES, Case, case_config, case_patch, make_base_repo
 from tests.unit.worker.gates.test_adversarial import assert_verdict, gates_for
 from worker.gates import GateContext, run_gates
 
@@ -28,12 +27,16 @@ def test_adversarial_case_on_real_backend(
     from worker.sandbox import sandbox_factory
 
     settings: SandboxSettings = request.getfixturevalue(f"{backend}_settings")
-    repo, base = make_base_repo(tmp_path)
+    if case.base != "python":
+        # Compilers and V8 reserve far more address space than they use, and
+        # bubblewrap's limit is per process: the defaults, not the small test limits.
+        settings = settings.model_copy(update={"memory_mb": 2048, "pids": 256})
+    repo, base = make_base_repo(tmp_path, case)
     ctx = GateContext(
         repo_dir=repo,
         base_commit=base,
         patch=case_patch(repo, case),
-        repo_config=RepoConfig(test=PYTEST),
+        repo_config=case_config(case, PYTEST),
         gate_settings=GateSettings(test_timeout_s=120),
         sandbox_factory=sandbox_factory(settings),
     )

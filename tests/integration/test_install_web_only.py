@@ -62,6 +62,13 @@ def test_install_web_only_serves_webhooks_without_model_libraries(tmp_path: Path
         "RIBBIT_DATA_DIR": str(tmp_path / "data"),
         "RIBBIT_GITHUB__WEBHOOK_SECRET": SECRET,
     }
+    # A model-side command in this build says what is missing instead of a traceback.
+    train = subprocess.run(
+        [str(venv / "bin" / "ribbit"), "train"], env=env, capture_output=True, text=True
+    )
+    assert train.returncode == 1, train.stderr
+    assert "Traceback" not in train.stderr
+    assert "torch is not installed; install ribbit[worker] or ribbit[train]" in train.stderr
     with socket.socket() as probe:  # a free port (`--port 0` means the default, 8080)
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]

@@ -8,7 +8,7 @@ proxy) and tested with its own suite (180 tests). The base tree has toolz's own 
 passes the gate; its test alone (without the fix) fails it.
 
 Another toolchain: a Node.js package tested with node's built-in runner (no
-downloaded dependency), judged by the test command's exit code.
+downloaded dependency), per test (JUnit on Node 20, TAP on Debian's Node 18).
 """
 
 from __future__ import annotations
@@ -202,9 +202,11 @@ def test_node_builtin_test_runner_through_the_gate(
     # is an address-space rlimit per process: Node needs the default 2 GB, not the
     # small test limits.
     settings = settings.model_copy(update={"memory_mb": 2048})
-    passed, _, rules, logs = _gate(settings, repo, base, fix, config)
+    passed, details, rules, logs = _gate(settings, repo, base, fix, config)
     assert passed, f"{rules}\n{logs}"
-    assert "# pass 2" in logs
+    after = details["after"]
+    assert isinstance(after, dict) and after["counts"]["passed"] == 2, logs
     broken = make_patch(repo, {"test/slug.test.js": NODE_FIX["test/slug.test.js"]})
-    passed, _, rules, logs = _gate(settings, repo, base, broken, config)
-    assert not passed and "tests-failed" in rules, f"{rules}\n{logs}"
+    passed, details, rules, logs = _gate(settings, repo, base, broken, config)
+    assert not passed and "test-fails" in rules, f"{rules}\n{logs}"
+    assert details["new_failures"] == ["many spaces"]

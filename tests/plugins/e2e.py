@@ -98,7 +98,7 @@ def sandbox_backend() -> str:
 class Deployment:
     """The bot as deployed: web app on a loopback port, a Celery worker on Redis."""
 
-    def __init__(self, settings: Any) -> None:
+    def __init__(self, settings: Any, *, port: int = 0) -> None:
         from celery.contrib.testing.worker import start_worker
 
         from bot import create_app
@@ -106,7 +106,7 @@ class Deployment:
 
         self.settings = settings
         self.app = create_app(settings)
-        self.server = make_server("127.0.0.1", 0, self.app, threaded=True)
+        self.server = make_server("127.0.0.1", port, self.app, threaded=True)
         self.url = f"http://127.0.0.1:{self.server.server_port}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.celery = create_celery(settings)
@@ -146,12 +146,13 @@ class Deployment:
 def deployment_for(
     forge_world: Any, tmp_path: Path, redis_url: str, sandbox_backend: str
 ) -> Iterator[Callable[..., Deployment]]:
-    """``deployment_for(script)`` deploys the bot replaying ``script``; deploying again
+    """``deployment_for(script)`` deploys the bot replaying ``script`` (on ``port=`` when the
+    settings must name its URL beforehand); deploying again
     (a new model, say) should follow ``close()`` of the previous one, which shares the
     store and the queue."""
     opened: list[Deployment] = []
 
-    def build(script: list[str], **extra: Any) -> Deployment:
+    def build(script: list[str], *, port: int = 0, **extra: Any) -> Deployment:
         base = settings_for(
             forge_world.forge,
             tmp_path / "data",
@@ -171,7 +172,7 @@ def deployment_for(
                 **extra,
             }
         )
-        dep = Deployment(settings)
+        dep = Deployment(settings, port=port)
         dep.__enter__()
         opened.append(dep)
         forge_world.forge.configure_webhooks(

@@ -70,6 +70,9 @@ class Sample:
     input_ids: list[int]
     loss_mask: list[int]
     advantage: float
+    # The sampling engine's log-prob of each token (position t: input_ids[t]), where it
+    # is not the learner (an inference server); None: sampled by the learner's model.
+    behaviour_logprobs: list[float] | None = None
 
 
 @dataclass(frozen=True)
@@ -80,6 +83,10 @@ class StepStats:
     clip_fraction: float
     tokens: int
     grad_norm: float
+    # Over tokens with behaviour log-probs: mean |learner - sampler| log-prob, and the
+    # share whose importance weight was capped (0 when every sample is the learner's).
+    behaviour_gap: float = 0.0
+    truncated_fraction: float = 0.0
 
 
 def default_dtype() -> torch.dtype:
@@ -239,6 +246,7 @@ class Learner:
             eps_high=settings.eps_high,
             aggregation=settings.aggregation,  # type: ignore[arg-type]
             kl_coef=settings.kl_coef,
+            tis_cap=settings.tis_cap,
         )
         self.step_count = 0
 
@@ -323,12 +331,17 @@ class Learner:
         self.model.train()
         for _ in range(self.settings.updates_per_batch):
             self.optimizer.zero_grad(set_to_none=True)
-            loss_sum = pg_sum = kl_sum = clip_sum = 0.0
+            loss_sum = pg_sum = kl_sum = clip_sum = gap_sum = cut_sum = 0.0
             tokens = 0
             for i, sample in enumerate(samples):
                 n = masks[i].shape[0]
                 logprobs = self.token_logprobs(sample.input_ids).unsqueeze(0)
                 old, ref = olds[i], refs[i]
+                behaviour = (
+                    torch.tensor(sample.behaviour_logprobs[1:], device=device).unsqueeze(0)
+                    if sample.behaviour_logprobs is not None
+                    else None
+                )
                 out = policy_loss(
                     logprobs,
                     old.unsqueeze(0) if old is not None else logprobs.detach(),
@@ -337,21 +350,25 @@ class Learner:
                     self.loss_config,
                     ref_logprobs=ref.unsqueeze(0) if ref is not None else None,
                     weights=weights[i : i + 1, :n],
+                    behaviour_logprobs=behaviour,
                 )
                 out.loss.backward()
                 loss_sum += float(out.loss.detach())
                 pg_sum += float(out.policy_loss)
                 kl_sum += float(out.kl) * out.tokens
                 clip_sum += float(out.clip_fraction) * out.tokens
+                if out.behaviour_gap is not None and out.truncated_fraction is not None:
+                    gap_sum += float(out.behaviour_gap) * out.tokens
+                    cut_sum += float(out.truncated_fraction) * out.tokens
                 tokens += out.tokens
             for _ in range(passes - len(samples)):
                 (self.token_logprobs(FILLER_IDS).sum() * 0.0).backward()
             # Each rank's loss is its share of the global batch loss (global weights), and
             # FSDP sums (not averages) the ranks' gradients into each shard: the sum is the
             # whole batch's gradient, which clipping and the optimizer step then use.
-            loss_sum, pg_sum, kl_sum, clip_sum, total_tokens = self.ranks.sum_(
+            loss_sum, pg_sum, kl_sum, clip_sum, gap_sum, cut_sum, total_tokens = self.ranks.sum_(
                 torch.tensor(
-                    [loss_sum, pg_sum, kl_sum, clip_sum, float(tokens)],
+                    [loss_sum, pg_sum, kl_sum, clip_sum, gap_sum, cut_sum, float(tokens)],
                     dtype=torch.float64,
                     device=device,
                 )
@@ -366,6 +383,8 @@ class Learner:
                 clip_fraction=clip_sum / max(tokens, 1),
                 tokens=tokens,
                 grad_norm=float(full_tensor(grad_norm)),
+                behaviour_gap=gap_sum / max(tokens, 1),
+                truncated_fraction=cut_sum / max(tokens, 1),
             )
         self.model.eval()
         self.step_count += 1

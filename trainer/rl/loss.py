@@ -19,6 +19,14 @@ is named (:data:`Aggregation`) and each option is a small function:
   original GRPO). Each rollout counts once, so tokens of short ones weigh more.
 - ``dr_grpo``: sum over tokens divided by a constant, ``batch * max_tokens``
   (Dr. GRPO, Liu et al. 2025), so no length bias enters through the normaliser.
+
+Rollouts sampled by another engine (an inference server: other kernels, other precision)
+come from a slightly different policy than the learner's, even with the same weights.
+Given that engine's per-token log-probs, each token's term is multiplied by the truncated
+importance weight ``min(exp(logp_old - logp_behaviour), tis_cap)`` (truncated importance
+sampling, Yao et al. 2025, "Your efficient RL framework secretly brings you off-policy RL
+training"), detached: tokens the learner finds likelier than the sampler did count more,
+and no single token more than ``tis_cap`` times.
 """
 
 from __future__ import annotations
@@ -41,6 +49,7 @@ class LossConfig:
     aggregation: Aggregation = "token_mean"
     kl_coef: float = 0.0
     dr_grpo_max_tokens: int | None = None  # the constant; None: the batch's padded length
+    tis_cap: float = 2.0  # the truncated importance weight's ceiling (with behaviour log-probs)
 
     def __post_init__(self) -> None:
         if not 0 <= self.eps_low < 1:
@@ -51,6 +60,8 @@ class LossConfig:
             raise ValueError(f"aggregation must be one of {AGGREGATIONS}; got {self.aggregation!r}")
         if self.kl_coef < 0:
             raise ValueError(f"kl_coef must be >= 0; got {self.kl_coef}")
+        if not self.tis_cap >= 1:
+            raise ValueError(f"tis_cap must be >= 1; got {self.tis_cap}")
 
 
 @dataclass(frozen=True)
@@ -60,6 +71,10 @@ class LossOutput:
     kl: Tensor  # mean k3 KL over unmasked tokens (detached; 0 without a reference)
     clip_fraction: Tensor  # share of unmasked tokens where the clipped term was chosen
     tokens: int
+    # With behaviour log-probs (else 0): mean |logp_old - logp_behaviour| over unmasked
+    # tokens, and the share of them whose importance weight hit the cap (both detached).
+    behaviour_gap: Tensor | None = None
+    truncated_fraction: Tensor | None = None
 
 
 @dataclass(frozen=True)
@@ -149,12 +164,15 @@ def policy_loss(
     *,
     ref_logprobs: Tensor | None = None,
     weights: Tensor | None = None,
+    behaviour_logprobs: Tensor | None = None,
 ) -> LossOutput:
     """The GRPO-family loss. ``logprobs``, ``old_logprobs``, ``mask`` (and
     ``ref_logprobs``) are ``(B, T)``; ``advantages`` is ``(B,)`` (one per rollout,
     broadcast to its tokens) or ``(B, T)``. ``weights`` (from :func:`token_weights` over
     the whole batch) lets a caller pass a slice of the batch and get its exact share of
-    the batch loss; by default they come from ``mask``."""
+    the batch loss; by default they come from ``mask``. ``behaviour_logprobs`` ``(B, T)``:
+    the sampling engine's log-probs of the same tokens, for the truncated importance
+    weight (see the module docstring)."""
     if logprobs.shape != old_logprobs.shape or logprobs.shape != mask.shape:
         raise ValueError(
             f"logprobs {tuple(logprobs.shape)}, old_logprobs {tuple(old_logprobs.shape)} and "
@@ -172,6 +190,24 @@ def policy_loss(
     unclipped = ratio * adv
     clipped = torch.clamp(ratio, 1.0 - config.eps_low, 1.0 + config.eps_high) * adv
     pg = -torch.minimum(unclipped, clipped)
+    gap = truncated = None
+    if behaviour_logprobs is not None:
+        if behaviour_logprobs.shape != logprobs.shape:
+            raise ValueError(
+                f"behaviour_logprobs {tuple(behaviour_logprobs.shape)} must have the shape of "
+                f"logprobs {tuple(logprobs.shape)}"
+            )
+        cap = torch.tensor(config.tis_cap, dtype=logprobs.dtype, device=logprobs.device).log()
+        behaviour_gap = torch.where(
+            mask > 0,
+            old_logprobs.detach() - behaviour_logprobs.detach().to(logprobs.dtype),
+            torch.zeros_like(logprobs),
+        )
+        # exp(min(gap, log cap)) == min(exp(gap), cap) without overflowing on a large gap.
+        pg = pg * torch.exp(torch.minimum(behaviour_gap, cap))
+        n = mask.sum().clamp(min=1.0)
+        gap = ((behaviour_gap.abs() * mask).sum() / n).detach()
+        truncated = (((behaviour_gap > cap).to(mask.dtype) * mask).sum() / n).detach()
     w = (weights if weights is not None else token_weights(mask, config)).to(logprobs.dtype)
     pg_loss = (pg * w).sum()
     loss = pg_loss
@@ -189,4 +225,6 @@ def policy_loss(
         kl=kl_mean,
         clip_fraction=clip_fraction,
         tokens=int(mask.sum().item()),
+        behaviour_gap=gap,
+        truncated_fraction=truncated,
     )

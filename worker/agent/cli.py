@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import importlib
 import json
+import subprocess
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +28,9 @@ SandboxOpener = Callable[[Path], Sandbox]
 
 
 def read_issue_file(path: Path) -> AgentTask:
-    """An issue as JSON (``{"title", "body", "comments": [{"author", "body"}], ...}``) or
-    as text (first line the title, a leading ``#`` dropped; the rest the body)."""
+    """An issue as JSON (``{"title", "body", "comments": [{"author", "body"}], "repo",
+    "number", ...}``) or as text (first line the title, a leading ``#`` dropped; the rest
+    the body). The comments are taken as given: whoever writes the file vouches for them."""
     text = path.read_text(encoding="utf-8")
     if path.suffix == ".json":
         data: dict[str, Any] = json.loads(text)
@@ -40,6 +43,9 @@ def read_issue_file(path: Path) -> AgentTask:
             body=str(data.get("body", "")),
             comments=comments,
             repo=data.get("repo"),
+            number=int(data["number"]) if data.get("number") is not None else None,
+            base_commit=data.get("base_commit"),
+            version=data.get("version"),
             test_command=data.get("test_command"),
             extra_instructions=data.get("extra_instructions"),
         )
@@ -56,11 +62,33 @@ def execute(
     trajectory_out: Path | None,
 ) -> AgentResult:
     policy = load_policy(model, agent)
+    task = with_checkout_facts(task, repo)
     with open_sandbox(repo) as sandbox:
         result = run_agent(task, sandbox, policy, agent)
     if trajectory_out is not None:
         result.trajectory.write_jsonl(trajectory_out)
     return result
+
+
+def with_checkout_facts(task: AgentTask, repo: Path) -> AgentTask:
+    """The footer facts the solve job knows, read from the checkout when the issue file
+    does not give them: its HEAD commit and nearest tag (so ``ribbit run`` shows the
+    model the same task text a job on the same commit would)."""
+
+    def git(*args: str) -> str | None:
+        try:
+            proc = subprocess.run(
+                ["git", "-C", str(repo), *args], capture_output=True, text=True, timeout=30
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return proc.stdout.strip() or None if proc.returncode == 0 else None
+
+    return replace(
+        task,
+        base_commit=task.base_commit or git("rev-parse", "HEAD"),
+        version=task.version or git("describe", "--tags", "--abbrev=0"),
+    )
 
 
 def _sandbox_opener(backend: str) -> SandboxOpener:

@@ -6,9 +6,12 @@ Its stop conditions and their names are Leaf's (microsoft/FrogNano
 
 - ``agent``: an assistant message has no tool call (the model's final answer);
 - ``max_turns``: the turn budget is spent;
-- ``max_context_len``: the conversation no longer fits the context window (checked by
-  the policy before generating, and from the last turn's token counts), or a turn was
-  cut by length while the context was full;
+- ``max_context_len``: the conversation no longer fits the context window, counted as
+  Leaf counts it after each turn's tool results: the turn's usage (prompt + completion
+  tokens; without usage, all messages counted), plus the tool messages counted with the
+  policy's tokenizer (:func:`~worker.agent.policy.count_message_tokens`); or the policy
+  refused a prompt that does not fit (Leaf: the server's context-length error); or a
+  turn was cut by length while the context was full;
 - ``max_tokens_per_turn``: one turn used all its new tokens without ending (Leaf stops
   there: a half-written tool call is useless);
 - ``max_time``: the wall-clock budget is spent (checked before each turn, as Leaf does;
@@ -46,6 +49,8 @@ from worker.agent.policy import (
     ContextWindowExceeded,
     Policy,
     PolicyError,
+    count_message_tokens,
+    policy_tokenizer,
     sampling_summary,
 )
 from worker.agent.prompt import AgentTask, assistant_message, initial_messages, tool_message
@@ -107,6 +112,7 @@ def run_agent(
         should_stop=cancelled,
         time_left=lambda: deadline - time.monotonic(),
     )
+    tokenizer = policy_tokenizer(policy)
     exit_reason: ExitReason = "max_turns"
     error: str | None = None
 
@@ -152,8 +158,14 @@ def run_agent(
             exit_reason = "agent"
             break
 
+        # Leaf's count after the assistant turn: its usage, else every message counted.
+        if turn.prompt_tokens is not None and turn.completion_tokens is not None:
+            context_tokens = turn.prompt_tokens + turn.completion_tokens
+        else:
+            context_tokens = count_message_tokens(messages, tokenizer)
         tools_start = time.monotonic()
         observations: list[ToolObservation] = []
+        results: list[dict[str, Any]] = []
         failed: str | None = None
         for call in turn.tool_calls:
             try:
@@ -162,7 +174,8 @@ def run_agent(
                 failed = str(exc)
                 break
             observations.append(observation)
-            messages.append(tool_message(call.id, observation.content))
+            results.append(tool_message(call.id, observation.content))
+            messages.append(results[-1])
         _record(
             trajectory,
             index,
@@ -179,10 +192,10 @@ def run_agent(
             )
             error = None if exit_reason != "tool_error" else failed
             break
-        used = (turn.prompt_tokens or 0) + (turn.completion_tokens or 0)
-        if used >= limits.max_context_tokens:
+        context_tokens += count_message_tokens(results, tokenizer)
+        if 0 < limits.max_context_tokens <= context_tokens:
             exit_reason = "max_context_len"
-            error = f"last turn used {used} tokens of {limits.max_context_tokens}"
+            error = f"context holds {context_tokens} tokens of {limits.max_context_tokens}"
             break
 
     diff = sandbox.diff()

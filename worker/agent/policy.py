@@ -31,6 +31,8 @@ Imports of torch/transformers happen inside :class:`TransformersPolicy` so that
 from __future__ import annotations
 
 import json
+import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -48,6 +50,7 @@ if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 StopCheck = Callable[[], bool]
+log = logging.getLogger(__name__)
 EOS_TOKENS = ("<|im_end|>", "<|endoftext|>")  # Qwen3.5 ends a turn with either
 
 
@@ -102,6 +105,32 @@ def sampling_summary(limits: AgentSettings) -> dict[str, Any]:
         "max_context_tokens": limits.max_context_tokens,
         "enable_thinking": limits.enable_thinking,
     }
+
+
+def count_message_tokens(messages: Sequence[dict[str, Any]], tokenizer: Any | None) -> int:
+    """Leaf's count of a list of messages (agent.py @ 33de19f9: _count_message_tokens):
+    the chat template's token ids, else the compact JSON of the messages encoded without
+    special tokens, else a quarter of its UTF-8 bytes rounded up. Leaf tries tiktoken
+    between the last two, which knows no FrogNano name and so never counts for it."""
+    if not messages:
+        return 0
+    serialized = json.dumps(list(messages), separators=(",", ":"), ensure_ascii=False)
+    if tokenizer is not None:
+        try:
+            return len(
+                tokenizer.apply_chat_template(list(messages), tokenize=True, return_dict=False)
+            )
+        except Exception:  # Qwen3.5's template refuses tool messages without a user turn
+            try:
+                return len(tokenizer.encode(serialized, add_special_tokens=False))
+            except Exception:
+                log.debug("the tokenizer could not count %d messages", len(messages))
+    return math.ceil(len(serialized.encode("utf-8")) / 4)
+
+
+def policy_tokenizer(policy: Policy) -> Any | None:
+    """The tokenizer the loop counts context with: the policy's own when it has one."""
+    return getattr(policy, "tokenizer", None)
 
 
 # --------------------------------------------------------------------------- transformers
@@ -374,6 +403,23 @@ class OpenAIPolicy:
         self.defaults = defaults or AgentSettings()
         self.url = model.openai_base_url.rstrip("/") + "/chat/completions"
         self._session = session or requests.Session()
+
+    @property
+    def tokenizer(self) -> Any | None:
+        """The served model's tokenizer, for counting context as Leaf does (it loads the
+        model's tokenizer by name); only from local files, so an offline worker does not
+        stall in hub retries. None: the loop falls back to Leaf's bytes / 4."""
+        if not hasattr(self, "_tokenizer"):
+            self._tokenizer: Any | None = None
+            try:
+                from transformers import AutoTokenizer
+
+                self._tokenizer = AutoTokenizer.from_pretrained(
+                    self.settings.model, local_files_only=True
+                )
+            except Exception:
+                self._tokenizer = None
+        return self._tokenizer
 
     def _headers(self) -> dict[str, str]:
         key = self.settings.openai_api_key

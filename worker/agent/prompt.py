@@ -7,13 +7,24 @@ the task's instruction text itself, with no wrapper. Tools reach the model throu
 the chat template (``tools=``), and each tool result comes back as
 ``{"role": "tool", "tool_call_id", "content"}``, with no ``name`` (Leaf never sends one).
 
-The task text is the issue laid out as a problem statement the way SWE-bench-style
-training instructions are: the title on the first line, the body below it. Comments
-come only from people with write access (the caller filters; see
-``worker.pipelines.solve``), each under its author. Repository instructions and hints
-(setup and test commands) are appended only when the repository opts in
-(``agent.include_repo_context`` in .ribbit.yml); a revision's brief is always appended,
-since it is the task.
+The task text is laid out as Leaf's SWE-bench Verified instructions were. Leaf reads
+them unchanged from Harbor task directories (``frognano/datasets/swebench_verified.py``
+@ 354fccee: laude-institute/harbor-datasets @ 86723674, ``datasets/swebench-verified/
+<task>/instruction.md``; ``harbor.py`` @ 33de19f9 reads the file as is; the runtime's
+``get_task_instruction`` @ 354fccee returns it unchanged). Those files come from Harbor's
+SWE-bench adapter: its ``instruction.md`` template (:data:`HARBOR_SWEBENCH_TEMPLATE`)
+filled with ``dedent(problem_statement).strip()``, ending in a newline. The template file
+itself is not readable here; its text is the one four public re-implementations agree on
+byte for byte (see worker/agent/README.md, "The user turn"). SWE-bench's problem
+statement is the issue's ``title + "\n" + body``.
+
+Comments come only from people with write access (the caller filters; see
+``worker.pipelines.solve``), each under its author, inside the problem statement.
+Repository instructions and hints (setup and test commands) are appended there only
+when the repository opts in (``prompt.include_repo_context`` in .ribbit.yml); a
+revision's brief is always appended, since it is the task. The footer's lines carry what
+SWE-bench's did: the repository, its version (the latest tag), the base commit and an
+instance id (``owner__name-NUMBER``); a line whose value is unknown is left out.
 
 Issue text is untrusted. Nothing in this module gives it any power: the loop's safety
 rests on the sandbox (no network, no secrets, nothing to steal), not on the prompt.
@@ -22,6 +33,7 @@ rests on the sandbox (no network, no secrets, nothing to steal), not on the prom
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from textwrap import dedent
 from typing import Any
 
 LEAF_PROMPT_COMMIT = "354fcceef266d88d528403981dc8b33666175594"  # tools.py: SYSTEM_PROMPT
@@ -30,6 +42,26 @@ SYSTEM_PROMPT = (
     "Use the available tools to inspect files, make focused edits, and run commands.\n"
     "Solve the task, validate when practical, then give a brief final answer."
 )
+
+# Harbor's SWE-bench adapter template (harbor-framework/adapters @ 04c86870
+# src/swebench/src/swebench_adapter/task-template/instruction.md; earlier
+# laude-institute/harbor adapters/swebench/template/instruction.md), which wrote the
+# instruction.md of Leaf's SWE-bench Verified tasks (laude-institute/harbor-datasets @
+# 86723674 datasets/swebench-verified/<task>/instruction.md). Neither file is readable
+# from here; this text is the one four public re-implementations agree on (README).
+HARBOR_SWEBENCH_TEMPLATE = (
+    "# Task\n"
+    "\n"
+    "{problem_statement}\n"
+    "\n"
+    "---\n"
+    "\n"
+    "**Repo:** `{repo}`\n"
+    "**Version:** `{version}`\n"
+    "**Base commit:** `{base_commit}`\n"
+    "**Instance ID:** `{instance_id}`\n"
+)
+HARBOR_DATASETS_COMMIT = "86723674f04e4209ac479d0fb75d9d9f44b4377e"  # swebench_verified.py
 
 
 @dataclass(frozen=True)
@@ -45,7 +77,10 @@ class AgentTask:
     title: str
     body: str
     comments: tuple[IssueComment, ...] = ()  # already filtered to people with write access
-    repo: str | None = None  # "owner/name"; kept in the trajectory, not shown
+    repo: str | None = None  # "owner/name": the footer's Repo line
+    number: int | None = None  # the issue's number: the footer's Instance ID
+    base_commit: str | None = None  # the commit the workspace starts from
+    version: str | None = None  # the repository's latest tag at that commit
     test_command: str | None = None
     setup_command: str | None = None
     hints: tuple[str, ...] = ()  # other repo-config facts worth telling the model
@@ -56,7 +91,34 @@ class AgentTask:
 
 
 def render_user_message(task: AgentTask) -> str:
-    parts = [f"{task.title.strip()}\n{task.body.strip()}".rstrip()]
+    statement = problem_statement(task)
+    footer = [
+        f"**{label}:** `{value}`"
+        for label, value in (
+            ("Repo", task.repo),
+            ("Version", task.version),
+            ("Base commit", task.base_commit),
+            ("Instance ID", instance_id(task)),
+        )
+        if value
+    ]
+    text = f"# Task\n\n{statement}\n"
+    if footer:
+        text += "\n---\n\n" + "\n".join(footer) + "\n"
+    return text
+
+
+def instance_id(task: AgentTask) -> str | None:
+    """SWE-bench's id form, ``owner__name-NUMBER`` (its number is the PR's; ours the issue's)."""
+    if not task.repo or task.number is None:
+        return None
+    return f"{task.repo.replace('/', '__')}-{task.number}"
+
+
+def problem_statement(task: AgentTask) -> str:
+    """SWE-bench's ``f"{title}\\n{body}\\n"`` dedented and stripped as Harbor's adapter
+    does, then what Ribbit adds to it (absent from training: each part stripped)."""
+    parts = [dedent(f"{task.title}\n{task.body}\n").strip()]
     for comment in task.comments:
         parts.append(f"Comment by @{comment.author}:\n{comment.body.strip()}")
     if task.include_repo_context:

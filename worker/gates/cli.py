@@ -6,7 +6,6 @@ Exit status: 0 when every gate passed, 1 when one failed, 2 on usage errors
 
 from __future__ import annotations
 
-import importlib
 import json
 import sys
 from collections.abc import Sequence
@@ -16,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from bot.console import line, progress, styled
 from worker.gates.base import Gate, GateContext
 from worker.gates.report import GateReport
 from worker.gates.trees import run_git
@@ -32,16 +32,10 @@ def _no_sandbox(checkout: Path) -> Sandbox:
 
 
 def _sandbox_factory(backend: str) -> tuple[SandboxFactory, SandboxSettings]:
-    """The sandbox area's factory, imported only when tests are to run, and the settings
-    its setup step runs with."""
-    # Looked up by name: the sandbox area provides it, and an old install may not have it.
-    sandbox_factory = getattr(importlib.import_module("worker.sandbox"), "sandbox_factory", None)
-    if sandbox_factory is None:
-        raise click.UsageError(
-            "no sandbox backend is available in this installation (worker.sandbox."
-            "sandbox_factory is missing); use --no-tests to run the other gates"
-        )
+    """The sandbox factory (imported only when tests are to run: the backends pull in the
+    docker SDK) and the settings its setup step runs with."""
     from bot.settings import SandboxSettings, SettingsError, load_settings
+    from worker.sandbox import sandbox_factory
 
     try:
         base = load_settings().sandbox
@@ -143,11 +137,46 @@ def gates_command(
         issue_text=issue_text,
         setup_step=setup_step,
     )
-    report = run_gates(ctx, chosen)
+    with progress("preparing the trees", total=len(chosen)) as steps:
+        started: list[str] = []
+
+        def on_gate(name: str) -> None:
+            if started:
+                steps.advance()
+            started.append(name)
+            steps.doing(f"gate {len(started)}/{len(chosen)}: {name}")
+
+        report = run_gates(ctx, chosen, on_gate=on_gate)
     if sarif_file is not None:
         sarif_file.write_text(json.dumps(report.to_sarif(), indent=2))
-    click.echo(_json_view(report) if as_json else report.to_markdown())
+    if as_json:
+        click.echo(_json_view(report))
+    else:
+        _print_human(report)
     click.get_current_context().exit(0 if report.passed else 1)
+
+
+LOG_TAIL_LINES = 60
+
+
+def _print_human(report: GateReport) -> None:
+    """The report as the issue shows it, then the log tail of each gate that did not pass
+    (what explains a failure; all of it is in --json)."""
+    click.echo(report.to_markdown())
+    for result in report.results:
+        if result.passed or not result.logs.strip():
+            continue
+        lines = result.logs.rstrip().splitlines()
+        cut = len(lines) - LOG_TAIL_LINES
+        title = (
+            f"--- {result.name} log"
+            + (f" (last {LOG_TAIL_LINES} of {len(lines)} lines)" if cut > 0 else "")
+            + " ---"
+        )
+        line(styled(title, "failed"))
+        click.echo("\n".join(lines[max(cut, 0) :]))
+    verdict = "passed" if report.passed else "failed"
+    line("gates: ", styled(verdict, verdict), f" ({report.summary_line()})")
 
 
 def _json_view(report: GateReport) -> str:

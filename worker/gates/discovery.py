@@ -3,11 +3,15 @@ yardstick it is measured with.
 
 A ``pytest.ini`` with ``python_files = check_*.py``, a ``conftest.py`` hook that
 returns early from the run loop, a ``testpaths`` or ``addopts`` line, a jest
-``testMatch``, a Makefile ``test`` recipe: each can make the old tests vanish or
-report success without touching a test file. The hygiene gate reports every such
-change as a finding that blocks unless the repository opted into ``warn``
-(``gates.test_config_changes`` in ``.ribbit.yml``); then the test gate also runs the
-patched code with the base's configuration.
+``testMatch``, a vitest ``test.exclude``, a Makefile ``test`` recipe, a cargo
+``[[test]] harness = false`` or a ``.cargo/config.toml`` runner: each can make the old
+tests vanish or report success without touching a test file. In test sources, the
+lines that take tests out of a run without deleting them count too: a ``//go:build``
+constraint, a ``testing.Short()`` guard or a ``TestMain`` in a Go test file, an
+``#[ignore]`` in Rust, a ``.skip``/``.only``/``xit`` in a JavaScript test. The hygiene
+gate reports every such change as a finding that blocks unless the repository opted
+into ``warn`` (``gates.test_config_changes`` in ``.ribbit.yml``); then the test gate
+also runs the patched code with the base's configuration.
 
 What counts is decided by comparing the before and after trees (what git applied),
 section by section for shared files (``setup.cfg``, ``tox.ini``, ``pyproject.toml``,
@@ -33,7 +37,10 @@ _RUNNER_FILES = re.compile(
     r"(^|/)(\.?pytest\.ini|conftest\.py|noxfile\.py|sitecustomize\.py|usercustomize\.py"
     r"|[^/]*\.pth|jest\.config\.[cm]?[jt]s(on)?|vitest\.config\.[cm]?[jt]s"
     r"|vitest\.workspace\.[cm]?[jt]s|karma\.conf\.[jt]s|\.mocharc\.[a-z]+|ava\.config\.[cm]?js"
-    r"|phpunit\.xml(\.dist)?|\.rspec|go\.work|\.bazelrc)$"
+    r"|phpunit\.xml(\.dist)?|\.rspec|go\.work|\.bazelrc"
+    # vite's config carries vitest's ``test`` block; cargo's config can alias
+    # ``test`` or set a runner that every test binary is started through.
+    r"|vite\.config\.[cm]?[jt]s|\.cargo/config(\.toml)?|\.node-test\.[cm]?js)$"
     # A module named like the runner or its parts shadows the real one when the tests
     # run from the repository root (``python -m pytest`` puts the cwd first on sys.path).
     r"|(^|/)(pytest|py|pluggy|iniconfig|unittest|nose2?|xmlrunner)\.py$"
@@ -61,12 +68,19 @@ def discovery_changes(before: Path, after: Path, paths: list[str]) -> list[Disco
         if _RUNNER_FILES.search(path.casefold()):
             found.append(DiscoveryChange(path, "the whole file"))
             continue
-        section = _SECTIONED.get(name)
+        section = _SECTIONED.get(name) or (_makefile if name.endswith(".mk") else None)
         if section is None:
+            marker = _marker_kind(path)
+            if marker is not None:
+                added = _added_markers(marker, _read(before, path), _read(after, path))
+                if added:
+                    found.append(DiscoveryChange(path, f"{marker[0]}: {added[0]!r}"))
             continue
         old, new = _read(before, path), _read(after, path)
         if section(old) != section(new):
-            found.append(DiscoveryChange(path, _SECTION_NAMES[name]))
+            found.append(
+                DiscoveryChange(path, _SECTION_NAMES.get(name, _SECTION_NAMES["makefile"]))
+            )
     return found
 
 
@@ -154,6 +168,92 @@ def _makefile(text: str | None) -> Any:
     return picked
 
 
+def _cargo_manifest(text: str | None) -> Any:
+    """What decides which test targets cargo builds and how it runs them: the target
+    tables (``[lib] test = false``, ``[[test]] harness = false``), the ``auto*``
+    switches, the workspace's members; a dependency added is not a discovery change."""
+    if text is None:
+        return None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        return ("unreadable", text)
+    package = data.get("package") if isinstance(data.get("package"), dict) else {}
+    picked: dict[str, Any] = {k: data.get(k) for k in ("lib", "bin", "test", "bench", "example")}
+    picked["auto"] = {k: v for k, v in (package or {}).items() if str(k).startswith("auto")}
+    workspace = data.get("workspace") if isinstance(data.get("workspace"), dict) else {}
+    picked["workspace"] = {
+        k: (workspace or {}).get(k) for k in ("members", "exclude", "default-members")
+    }
+    return picked
+
+
+# Lines that take tests out of a run without deleting a test, per kind of test source:
+# (what to call them, which files, the pattern, the pattern that counts in a new file).
+# An added line is a discovery change. In a new file most of them touch only the new
+# tests, but a Go TestMain decides whether its whole package's tests run at all.
+_GO_MARKER = r"^\s*//\s*(go:build|\+build)\b|\btesting\.Short\(\)|\bfunc\s+TestMain\s*\("
+_RUST_MARKER = (
+    r"#!?\s*\[\s*(ignore\b|cfg_attr\s*\([^\]\n]{0,300}\bignore\b|cfg\s*\(\s*(any\s*\(\s*\)|FALSE))"
+)
+_JS_TEST_FILE = (
+    r"(^|/)[^/]*[._](test|spec)\.[cm]?[jt]sx?$|(^|/)(__tests__|tests?)/[^/]+\.[cm]?[jt]sx?$"
+)
+_JS_MARKER = (
+    r"\b(describe|it|test|suite)\s*\.\s*(skip|only|todo)\b"
+    r"|\bx(it|describe|test)\s*\(|\{\s*(skip|todo)\s*:"
+)
+_Marker = tuple[str, re.Pattern[str], re.Pattern[str], re.Pattern[str] | None]
+_MARKERS: tuple[_Marker, ...] = (
+    (
+        "a Go build constraint, testing.Short guard or TestMain",
+        re.compile(r"_test\.go$"),
+        re.compile(_GO_MARKER),
+        re.compile(r"\bfunc\s+TestMain\s*\("),
+    ),
+    (
+        "a Rust #[ignore] or test-disabling cfg",
+        re.compile(r"\.rs$"),
+        re.compile(_RUST_MARKER),
+        None,
+    ),
+    (
+        "a JavaScript .skip/.only/x-prefixed test",
+        re.compile(_JS_TEST_FILE),
+        re.compile(_JS_MARKER),
+        None,
+    ),
+)
+
+
+def _marker_kind(path: str) -> _Marker | None:
+    for marker in _MARKERS:
+        if marker[1].search(path):
+            return marker
+    return None
+
+
+def _added_markers(marker: _Marker, old: str | None, new: str | None) -> list[str]:
+    """The marker lines ``new`` has that ``old`` does not (counted, so one moved
+    somewhere else is not added, and a second copy is)."""
+    pattern = marker[2] if old is not None else marker[3]
+    if pattern is None:
+        return []
+    was: dict[str, int] = {}
+    for line in (old or "").splitlines():
+        if pattern.search(line):
+            was[line.strip()] = was.get(line.strip(), 0) + 1
+    added: list[str] = []
+    for line in (new or "").splitlines():
+        if pattern.search(line):
+            key = line.strip()
+            if was.get(key, 0) > 0:
+                was[key] -= 1
+            else:
+                added.append(key[:200])
+    return added
+
+
 _SECTIONED = {
     "setup.cfg": _ini_sections,
     "tox.ini": _ini_sections,
@@ -161,6 +261,7 @@ _SECTIONED = {
     "package.json": _package_json,
     "makefile": _makefile,
     "gnumakefile": _makefile,
+    "cargo.toml": _cargo_manifest,
 }
 _SECTION_NAMES = {
     "setup.cfg": "its [tool:pytest] section",
@@ -169,4 +270,5 @@ _SECTION_NAMES = {
     "package.json": "its test scripts or runner configuration",
     "makefile": "its test targets or variables",
     "gnumakefile": "its test targets or variables",
+    "cargo.toml": "its test targets ([lib]/[[bin]]/[[test]] tables, auto* switches, members)",
 }

@@ -15,7 +15,14 @@ its parts that is a file in the checkout (asked through ``existing``) is the pat
 the rest are classes. Without a checkout to ask, the xunit1 ``file`` is used when
 it is that prefix, else the path ends before the first capitalised part (a class).
 Other runners' cases (a report whose suite is not named ``pytest`` and has no
-``file``) keep ``classname::name``.
+``file``) keep ``classname::name``: for gotestsum, ``<import path>::TestX/sub``.
+Node's junit reporter writes every case with ``classname="test"`` and nests
+``describe`` blocks as suites, so its ids are the suite names and the test's, joined
+by `` > `` (``parser > quotes > keeps spaces``); Node 18 has no junit reporter, and
+:func:`parse_node_tap` reads its TAP into the same ids. Rust's libtest writes no JUnit on a
+stable toolchain: :func:`parse_libtest` reads its console output into the same
+records, ``<target>::<test path>`` (``src/lib.rs::tests::it_works``,
+``tests/cli.rs::runs``, ``doc:mycrate::src/lib.rs - add (line 3)``).
 
 The XML comes out of a sandbox, so it is untrusted: documents with a DOCTYPE are
 refused outright (no entity expansion, no external entities), and size is capped.
@@ -34,6 +41,11 @@ from dataclasses import dataclass
 from typing import Literal
 
 Outcome = Literal["passed", "failed", "error", "skipped"]
+# How a report's ids are built: "auto" tells pytest's reports from others' by the
+# report itself; "plain" is classname::name whatever the report says (a Go package
+# named ``pytest`` must not switch on pytest's rules); "nested" is Node's.
+Flavour = Literal["auto", "plain", "nested"]
+NESTED_SEPARATOR = " > "
 MAX_JUNIT_BYTES = 32 * 1024 * 1024
 # Worst first: when one id is reported twice, the worse outcome stands.
 _RANK: dict[str, int] = {"error": 0, "failed": 1, "skipped": 2, "passed": 3}
@@ -76,14 +88,29 @@ class _Raw:
     outcome: Outcome
     message: str
     pytest: bool  # the report is pytest's (its suite is named so, or it has xunit1 files)
+    nested: str  # the enclosing suites' names and the case's, joined (Node's ids)
 
 
-def parse_junit(data: bytes | str, existing: Existing | None = None) -> list[TestCase]:
+def parse_junit(
+    data: bytes | str, existing: Existing | None = None, flavour: Flavour = "auto"
+) -> list[TestCase]:
     """The report's test cases. ``existing`` answers which of the given paths (relative
     to the directory the tests ran in) are files there; without it, ids are rebuilt
     from the report alone (right unless a module is named with a capital letter, or a
     test is inherited from another module under xunit2)."""
     raws = _read(data.encode() if isinstance(data, str) else data)
+    if flavour != "auto":
+        return [
+            TestCase(
+                id=raw.nested if flavour == "nested" else f"{raw.classname}::{raw.name}",
+                name=raw.name,
+                classname=raw.classname,
+                outcome=raw.outcome,
+                message=raw.message,
+                file=raw.file,
+            )
+            for raw in raws
+        ]
     wanted = set()
     for raw in raws:
         wanted.update(module_candidates(raw.classname))
@@ -167,7 +194,7 @@ def _read(data: bytes) -> list[_Raw]:
         c.get("file") for c in root.iter("testcase")
     )
     raws = []
-    for case in root.iter("testcase"):
+    for case, suites_above in _cases(root, ()):
         outcome: Outcome = "passed"
         message = ""
         for child in case:
@@ -189,9 +216,24 @@ def _read(data: bytes) -> list[_Raw]:
                 outcome=outcome,
                 message=message,
                 pytest=by_pytest,
+                nested=NESTED_SEPARATOR.join([*suites_above, case.get("name", "")]),
             )
         )
     return raws
+
+
+def _cases(
+    element: ET.Element, suites: tuple[str, ...]
+) -> Iterable[tuple[ET.Element, tuple[str, ...]]]:
+    """Every testcase in document order, with the names of the suites around it (the
+    root's own name left out: it is the run's, not a describe block's)."""
+    for child in element:
+        if child.tag == "testcase":
+            yield child, suites
+        elif child.tag == "testsuite":
+            yield from _cases(child, (*suites, child.get("name", "")))
+        else:
+            yield from _cases(child, suites)
 
 
 def _dotted(path: str) -> str:
@@ -224,3 +266,145 @@ def _node_id(raw: _Raw, found: set[str]) -> str:
 
 def _join(path: str, classes: list[str], name: str) -> str:
     return "::".join([path, *classes, name])
+
+
+# libtest's console lines (Rust's built-in test harness, what ``cargo test`` runs).
+# cargo announces each test binary on stderr before running it ("Running unittests
+# src/lib.rs (target/debug/deps/x-123)", "Running tests/cli.rs (...)", "Doc-tests x");
+# the binary then prints "running N tests", one line per test, and a summary.
+_LIBTEST_TARGET = re.compile(r"^\s*Running (?:unittests )?(\S+) \(")
+_LIBTEST_DOCS = re.compile(r"^\s*Doc-tests (\S+)\s*$")
+_LIBTEST_START = re.compile(r"^running (\d+) tests?$")
+_LIBTEST_CASE = re.compile(r"^test (.+) \.\.\. (ok|FAILED|ignored(?:, .*)?)$")
+_LIBTEST_SUMMARY = re.compile(
+    r"^test result: (?:ok|FAILED)\. (\d+) passed; (\d+) failed; (\d+) ignored;"
+)
+_LIBTEST_OUTCOME: dict[str, Outcome] = {"ok": "passed", "FAILED": "failed"}
+
+
+def parse_libtest(data: bytes | str) -> list[TestCase]:
+    """The tests libtest reports in ``cargo test``'s output (stdout and stderr
+    together, in order), with ids ``<target>::<test path>``.
+
+    The output is untrusted the way a JUnit file is, and easier to write to: a test
+    can print a line that looks like a result. So each binary's lines are counted
+    against the number it announced and against its summary, and any disagreement
+    makes the whole output unreadable (:class:`JUnitError`). A binary that dies
+    mid-run (no summary) keeps the results it printed; its unfinished test is
+    simply absent. Captured output of failing tests comes after the results
+    (a ``failures:`` section) and is not read as results."""
+    raw = data.encode() if isinstance(data, str) else data
+    if len(raw) > MAX_JUNIT_BYTES:
+        raise JUnitError("test output too large")
+    text = raw.decode(errors="replace")
+    cases: list[TestCase] = []
+    target = ""
+    block: list[TestCase] | None = None  # the current binary's results
+    listing = False  # before its failures: section (captured output follows that)
+    announced = 0
+    for line in text.splitlines():
+        line = line.rstrip("\r")
+        m = _LIBTEST_TARGET.match(line) or _LIBTEST_DOCS.match(line)
+        if m:
+            if block is not None:
+                cases += block  # the previous binary died before its summary
+            target = m[1] if m.re is _LIBTEST_TARGET else f"doc:{m[1]}"
+            block = None
+            continue
+        m = _LIBTEST_START.match(line)
+        if m and block is None:
+            block, announced, listing = [], int(m[1]), True
+            continue
+        if block is None:
+            continue
+        if line in ("failures:", "successes:"):
+            listing = False
+            continue
+        m = _LIBTEST_CASE.match(line)
+        if m and listing:
+            outcome = _LIBTEST_OUTCOME.get(m[2], "skipped")
+            block.append(TestCase(f"{target}::{m[1]}", m[1], target, outcome))
+            continue
+        m = _LIBTEST_SUMMARY.match(line)
+        if m:
+            _check_libtest_block(target, block, announced, m)
+            cases += block
+            block = None
+    if block is not None:
+        cases += block
+    return cases
+
+
+def _check_libtest_block(
+    target: str, block: list[TestCase], announced: int, summary: re.Match[str]
+) -> None:
+    passed, failed, ignored = (int(g) for g in summary.groups())
+    got = [c.outcome for c in block]
+    counts = (got.count("passed"), got.count("failed"), got.count("skipped"))
+    if len(block) != announced or counts != (passed, failed, ignored):
+        raise JUnitError(
+            f"{target or 'a test binary'}: {len(block)} result lines {counts} against "
+            f"{announced} announced and a summary of {passed} passed, {failed} failed, "
+            f"{ignored} ignored"
+        )
+
+
+# Node's TAP reporter (Node 18, which has no junit reporter): every test starts with
+# "# Subtest: NAME", indented four spaces per level, and ends with "ok N - NAME" or
+# "not ok N - NAME" at the same indentation, directives after " # "; a YAML block
+# ("---" ... "...") follows each result and may hold any text.
+_TAP_SUBTEST = re.compile(r"^( *)# Subtest: (.*)$")
+_TAP_RESULT = re.compile(r"^( *)(not ok|ok) \d+(?: - (.*?))?(?: # (SKIP|TODO)\b.*)?$", re.I)
+
+
+def _tap_unescape(name: str) -> str:
+    return re.sub(r"\\(.)", r"\1", name)
+
+
+def parse_node_tap(data: bytes | str) -> list[TestCase]:
+    """The leaf tests of Node's TAP output, with the ids :func:`parse_junit` gives
+    Node's JUnit (``suite > test``): a test with subtests is a suite there, not a case."""
+    raw = data.encode() if isinstance(data, str) else data
+    if len(raw) > MAX_JUNIT_BYTES:
+        raise JUnitError("TAP report too large")
+    names: list[str] = []  # the open subtests, outermost first
+    parents: set[int] = set()  # levels whose open subtest has subtests of its own
+    in_yaml: str | None = None  # the indentation its block ends at
+    cases: list[TestCase] = []
+    for line in raw.decode(errors="replace").splitlines():
+        if in_yaml is not None:
+            if line == in_yaml + "...":
+                in_yaml = None
+            continue
+        if line.strip() == "---":
+            in_yaml = line[: len(line) - len(line.lstrip())]
+            continue
+        m = _TAP_SUBTEST.match(line)
+        if m:
+            level = len(m[1]) // 4
+            del names[level:]
+            parents.difference_update({lv for lv in parents if lv >= level})
+            names.append(_tap_unescape(m[2]))
+            if level:
+                parents.add(level - 1)
+            continue
+        m = _TAP_RESULT.match(line)
+        if not m:
+            continue
+        level = len(m[1]) // 4
+        name = _tap_unescape(m[3] or "")
+        leaf = level not in parents
+        parents.discard(level)
+        if not leaf:
+            continue
+        outcome: Outcome = "skipped" if m[4] else "failed" if m[2].lower() == "not ok" else "passed"
+        ancestors = names[:level]
+        cases.append(
+            TestCase(
+                id=NESTED_SEPARATOR.join([*ancestors, name]),
+                name=name,
+                classname="test",
+                outcome=outcome,
+            )
+        )
+    return cases

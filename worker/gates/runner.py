@@ -85,8 +85,14 @@ def _guarded(name: str, call: Callable[..., GateResult], *args: object) -> GateR
     return result
 
 
-def run_gates(ctx: GateContext, gates: Sequence[Gate] | None = None) -> GateReport:
-    """Run every gate on ``ctx.patch``; all run even when one fails."""
+def run_gates(
+    ctx: GateContext,
+    gates: Sequence[Gate] | None = None,
+    *,
+    on_gate: Callable[[str], None] | None = None,
+) -> GateReport:
+    """Run every gate on ``ctx.patch``; all run even when one fails. ``on_gate`` hears
+    each gate's name as it starts (the CLI's progress)."""
     from worker.gates import default_gates
 
     start = time.monotonic()
@@ -97,6 +103,8 @@ def run_gates(ctx: GateContext, gates: Sequence[Gate] | None = None) -> GateRepo
     try:
         with patch_trees(ctx) as trees:
             for gate in chosen:
+                if on_gate is not None:
+                    on_gate(gate.name)
                 stop = ctx.stop_reason()
                 if stop is not None:
                     results.append(stopped_result(gate.name, stop))

@@ -13,10 +13,12 @@ to a fresh, randomly named folder in the sandbox's /tmp (``mkdir`` fails on a fo
 that is already there, so nothing can pre-place it), is accepted only as a
 single-link regular file newer than the run's start and within the size cap, and is
 read back in the same exec, framed in the output by a random token (a second frame
-is what a forged copy looks like). Any other XML the run writes (jest-junit,
-go-junit-report, or a file the code under test drops) is ignored: such runners are
-judged on their exit code alone. Nothing runs through a login shell, so a profile
-file in the sandbox cannot wrap Ribbit's own steps.
+is what a forged copy looks like). Other runners are told to write that same file
+(its path is ``$RIBBIT_JUNIT`` while the command runs; worker/gates/testcmd.py says
+how each runner is asked), except cargo, whose console output is its report. Any
+other XML the run writes (or a file the code under test drops) is ignored; a
+command with no report is judged on its exit code alone. Nothing runs through a
+login shell, so a profile file in the sandbox cannot wrap Ribbit's own steps.
 """
 
 from __future__ import annotations
@@ -35,7 +37,10 @@ from worker.gates.junit import (
     TestCase,
     outcomes,
     parse_junit,
+    parse_libtest,
+    parse_node_tap,
 )
+from worker.gates.testcmd import TestCommand, recognise
 from worker.sandbox.base import WORKSPACE, ExecResult, Sandbox
 
 SHORT_TIMEOUT_S = 60
@@ -129,13 +134,17 @@ def sandbox_files(sandbox: Sandbox, cwd: str = WORKSPACE) -> Existing:
 
 def run_tests(
     sandbox: Sandbox,
-    command: str,
+    command: str | TestCommand,
     *,
     timeout: float,
     select: Sequence[str] = (),
 ) -> TestRun:
     """Run ``command`` once in ``sandbox``'s workspace (``result.stdout`` is the tail of
-    its output, stdout and stderr together)."""
+    its output, stdout and stderr together). A plain string is recognised as
+    :func:`worker.gates.testcmd.recognise` does (``go test ./...`` reports per test;
+    ``make test`` is run as written)."""
+    test = command if isinstance(command, TestCommand) else recognise(command, "caller")
+    how = test.invocation(select)
     token = secrets.token_hex(16)
     report_dir = f"/tmp/ribbit-report-{token}"  # noqa: S108 (the sandbox's own /tmp)
     cap = LOG_BYTES + MAX_JUNIT_BYTES * 4 // 3 + 4096
@@ -150,38 +159,54 @@ def run_tests(
             _RUN_SCRIPT,
             "ribbit-run",
             report_dir,
-            command,
+            how.script,
             token,
+            how.report,
         ],
         timeout=timeout,
-        env=pytest_env(f"{report_dir}/junit.xml", select),
+        # pytest's report is asked for whatever runs (``make test`` may start pytest);
+        # ids select through PYTEST_ADDOPTS only where pytest is the runner.
+        env={
+            **how.env,
+            **pytest_env(
+                f"{report_dir}/junit.xml", select if test.runner in ("pytest", "shell") else ()
+            ),
+        },
         output_cap=cap,
     )
     log, data, tampered = split_run_output(result.stdout, token)
     shown = replace(result, stdout=log)
     if data is None:
-        return TestRun(command, shown, (), False, tampered)
+        return TestRun(test.command, shown, (), False, tampered)
     try:
-        cases = parse_junit(data, sandbox_files(sandbox))
+        if how.report == "output":
+            cases = parse_libtest(data)
+        elif how.flavour == "nested" and data.lstrip().startswith(b"TAP version"):
+            cases = parse_node_tap(data)  # Node 18's reporter (see testcmd._node)
+        else:
+            existing = sandbox_files(sandbox) if how.flavour == "auto" else None
+            cases = parse_junit(data, existing, how.flavour)
     except JUnitError:
-        return TestRun(command, shown, (), False, tampered)
-    return TestRun(command, shown, tuple(cases), True, tampered)
+        return TestRun(test.command, shown, (), False, tampered)
+    return TestRun(test.command, shown, tuple(cases), True, tampered)
 
 
 # One exec, so the report folder is made, written and read in the same place. $1 the
-# folder, $2 the repository's command, $3 the token that frames the report. The
+# folder, $2 the command as Ribbit runs it, $3 the token that frames the report, $4
+# what the report is ("junit": the file at $RIBBIT_JUNIT; "output": the console). The
 # command's output goes to a file, so only its tail and the framed report reach stdout;
 # the report is sent only if it is a single-link regular file newer than the start
 # marker and within the size cap.
 LOG_BYTES = 65536
 _RUN_SCRIPT = f"""
-d=$1; cmd=$2; tok=$3
+d=$1; cmd=$2; tok=$3; kind=$4
 mkdir -m 700 -- "$d" && touch -- "$d/start" || exit 97
-bash --noprofile --norc -c "$cmd" >"$d/out" 2>&1 </dev/null
+RIBBIT_JUNIT=$d/junit.xml bash --noprofile --norc -c "$cmd" >"$d/out" 2>&1 </dev/null
 rc=$?
 tail -c {LOG_BYTES} -- "$d/out"
 printf '\\n%s begin %s\\n' "$tok" "$rc"
 r=$d/junit.xml
+[ "$kind" = output ] && r=$d/out
 if [ -n "$(find "$r" -maxdepth 0 -type f -links 1 -newer "$d/start" \\
         -size -{MAX_JUNIT_BYTES + 1}c 2>/dev/null)" ]; then
   base64 -w0 -- "$r"

@@ -45,6 +45,7 @@ from worker.gates.discovery import DiscoveryChange, changed_paths, discovery_cha
 from worker.gates.hygiene import is_test_path
 from worker.gates.junit import Outcome, TestCase
 from worker.gates.runner import apply_failure, run_tree_gate
+from worker.gates.testcmd import TestCommand, resolve_test_command
 from worker.gates.testrun import run_tests
 from worker.gates.trees import PatchTrees, regular_file_inside
 from worker.sandbox.base import ExecResult, Sandbox, SandboxError, SandboxFactory
@@ -126,10 +127,13 @@ class TestGate:
 
     def run_on_trees(self, ctx: GateContext, trees: PatchTrees) -> GateResult:
         start = time.monotonic()
-        before = self._run_tree(ctx, trees.before, "before")
-        after = self._run_tree(ctx, trees.after, "after")
+        # The base decides the command too: a patch that adds a go.mod or a package.json
+        # test script does not choose its own yardstick.
+        test = resolve_test_command(ctx.repo_config, trees.before)
+        before = self._run_tree(ctx, test, trees.before, "before")
+        after = self._run_tree(ctx, test, trees.after, "after")
         targets = target_tests(ctx, trees)
-        findings, details = judge(ctx, before, after, targets)
+        findings, details = judge(ctx, before, after, targets, test.command)
         changes = discovery_changes(
             trees.before, trees.after, changed_paths(trees.before, trees.after)
         )
@@ -140,8 +144,8 @@ class TestGate:
             # The repository lets the patch change its test configuration; the verdict
             # still rests on the base's: the patched code runs again with it.
             with base_config_tree(trees, changes) as tree:
-                again = self._run_tree(ctx, tree, "after (base test configuration)")
-            base_findings, _ = judge(ctx, before, again, targets)
+                again = self._run_tree(ctx, test, tree, "after (base test configuration)")
+            base_findings, _ = judge(ctx, before, again, targets, test.command)
             findings += [
                 replace(f, rule=f"base-config-{f.rule}")
                 for f in base_findings
@@ -150,6 +154,8 @@ class TestGate:
             details["after_base_config"] = again.summary()
             logs += f"\n--- after, base test configuration ---\n{again.log}"
         details["test_config_changes"] = [f"{c.path}: {c.what}" for c in changes]
+        details["runner"] = test.runner
+        details["command_source"] = test.source
         blocking = [f for f in findings if f.severity == "error"]
         return GateResult(
             name=NAME,
@@ -160,14 +166,14 @@ class TestGate:
             details=details,
         )
 
-    def _run_tree(self, ctx: GateContext, tree: Path, label: str) -> SuiteRun:
+    def _run_tree(self, ctx: GateContext, test: TestCommand, tree: Path, label: str) -> SuiteRun:
         run = SuiteRun(label=label)
         timeout = ctx.time_left(float(ctx.gate_settings.test_timeout_s))
         logs: list[str] = []
         setup_step = ctx.setup_step or repo_setup(ctx.repo_config.setup, timeout)
         opened = fresh_sandbox(ctx.sandbox_factory, tree, setup_step, cancel=ctx.cancel)
         try:
-            self._run_in(ctx, opened, run, logs, timeout)
+            self._run_in(ctx, test, opened, run, logs, timeout)
         except SandboxError:
             stop = ctx.stop_reason()
             if stop is not None:  # the sandbox was closed under the run on purpose
@@ -182,6 +188,7 @@ class TestGate:
     def _run_in(
         self,
         ctx: GateContext,
+        test: TestCommand,
         opened: AbstractContextManager[tuple[Sandbox, SetupResult | None]],
         run: SuiteRun,
         logs: list[str],
@@ -192,8 +199,8 @@ class TestGate:
                 if setup.command or not setup.ok:
                     logs.append(f"$ {setup.command or '(environment)'}\n{setup.output}")
                 run.setup_failed = not setup.ok
-            first, first_cases, first_junit, tampered = self._once(ctx, sandbox, timeout)
-            logs.append(f"$ {ctx.repo_config.test}\n{_output(first)}")
+            first, first_cases, first_junit, tampered = self._once(test, sandbox, timeout)
+            logs.append(f"$ {test.command}\n{_output(first)}")
             run.first_exit_code = run.exit_code = first.exit_code
             run.timed_out = first.timed_out
             run.junit = first_junit
@@ -207,8 +214,8 @@ class TestGate:
             timeout = ctx.time_left(timeout)
             if not first.timed_out and first.exit_code != 0 and (failed or not first_junit):
                 run.reran = True
-                second, second_cases, second_junit, tampered = self._once(ctx, sandbox, timeout)
-                logs.append(f"$ {ctx.repo_config.test}  # rerun\n{_output(second)}")
+                second, second_cases, second_junit, tampered = self._once(test, sandbox, timeout)
+                logs.append(f"$ {test.command}  # rerun\n{_output(second)}")
                 run.exit_code = second.exit_code
                 run.timed_out = second.timed_out
                 run.mismatch = run.mismatch or tampered
@@ -224,12 +231,12 @@ class TestGate:
 
     @staticmethod
     def _once(
-        ctx: GateContext, sandbox: Sandbox, timeout: float
+        test: TestCommand, sandbox: Sandbox, timeout: float
     ) -> tuple[ExecResult, dict[str, TestCase], bool, str | None]:
         """One run of the test command: its result (stdout is the tail of its output),
         the cases of the one JUnit report Ribbit asked for, whether that report was there,
         and why the run's output was tampered with (None: it was not)."""
-        run = run_tests(sandbox, ctx.repo_config.test, timeout=timeout)
+        run = run_tests(sandbox, test, timeout=timeout)
         return run.result, run.by_id, run.report, run.tampered
 
 
@@ -325,6 +332,11 @@ def _shell(command: str) -> list[str]:
 # pytest's last console line: "=== 1 failed, 2 passed, 1 warning in 0.12s ===" (or bare
 # with -q). Read from the end of stdout, where the run's own output ends.
 _PYTEST_SUMMARY_RE = re.compile(r"^=*\s*((?:\d+ [a-z]+(?:, )?)+) in [\d.]+s\b.*$", re.M)
+# gotestsum's: "DONE 6 tests, 1 skipped, 2 failures, 1 error in 1.47s".
+_GOTESTSUM_DONE_RE = re.compile(
+    r"^DONE (\d+) tests?(?:, \d+ skipped)?(?:, (\d+) failures?)?(?:, (\d+) errors?)? in ",
+    re.M,
+)
 
 
 def report_disagreement(result: ExecResult, cases: dict[str, TestCase]) -> str | None:
@@ -335,6 +347,17 @@ def report_disagreement(result: ExecResult, cases: dict[str, TestCase]) -> str |
     passed = sum(1 for c in cases.values() if c.outcome == "passed")
     if failed and result.exit_code == 0:
         return f"the command exits 0 but its report has {failed} failing test(s)"
+    done = _GOTESTSUM_DONE_RE.findall(result.stdout[-4000:])
+    if done:
+        # gotestsum's last line counts what ``go test -json`` said, as its report should
+        # (a package that does not build is an "error" the two count differently).
+        total, failures, errors = (int(n or 0) for n in done[-1])
+        if not errors and (total != len(cases) or failures != failed):
+            return (
+                f"gotestsum says {total} tests, {failures} failed, but the report has "
+                f"{len(cases)} tests, {failed} failed"
+            )
+        return None
     summaries = _PYTEST_SUMMARY_RE.findall(result.stdout[-4000:])
     if not summaries:
         return None
@@ -423,7 +446,11 @@ def _names(ids: Iterable[str]) -> str:
 
 
 def judge(
-    ctx: GateContext, before: SuiteRun, after: SuiteRun, targets: list[TargetTest]
+    ctx: GateContext,
+    before: SuiteRun,
+    after: SuiteRun,
+    targets: list[TargetTest],
+    command: str | None = None,
 ) -> tuple[list[Finding], dict[str, Any]]:
     findings: list[Finding] = []
     timeout = ctx.gate_settings.test_timeout_s
@@ -602,7 +629,7 @@ def judge(
             )
         )
     details = {
-        "command": ctx.repo_config.test,
+        "command": command or ctx.repo_config.test,
         "before": before.summary(),
         "after": after.summary(),
         "targets": sorted({t.name for t in targets}),

@@ -126,16 +126,47 @@ def record_outcome(ctx: JobContext) -> dict[str, Any] | None:
     job = ctx.job
     if job.pr_number is None:
         raise JobRefused("an outcome job needs a pull request number")
-    return record_pull_request_outcome(
+    human = job.instructions == "human"
+    result = record_pull_request_outcome(
         ctx.store,
         ctx.settings,
         forge_name=job.forge,
         repo_name=job.repo,
         pr_number=job.pr_number,
         issue_number=job.issue_number,
-        human=job.instructions == "human",
+        human=human,
         installation_id=job.installation_id,
     )
+    if not human:
+        _check_noise(
+            ctx.store, ctx.settings, job.forge, job.repo, job.issue_number, job.installation_id
+        )
+    return result
+
+
+def _check_noise(
+    store: Any,
+    settings: Any,
+    forge_name: str,
+    repo_name: str,
+    issue_number: int | None,
+    installation_id: int | None,
+) -> None:
+    """The repository's merge rate after this outcome (worker/noise.py); the outcome is
+    recorded whatever happens here."""
+    from worker.noise import check_repository
+
+    try:
+        check_repository(
+            store,
+            settings,
+            forge_name,
+            repo_name,
+            issue_number=issue_number,
+            installation_id=installation_id,
+        )
+    except Exception:
+        log.exception("noise check of %s:%s failed", forge_name, repo_name)
 
 
 def reconcile_open_pull_requests(runtime: WorkerRuntime) -> dict[str, int]:
@@ -171,4 +202,5 @@ def reconcile_open_pull_requests(runtime: WorkerRuntime) -> dict[str, int]:
             log.warning("reconcile %s:%s!%s: %s", forge_name, repo_name, pr_number, exc)
             continue
         repaired += 1
+        _check_noise(runtime.store, runtime.settings, forge_name, repo_name, issue, installation)
     return {"checked": checked, "repaired": repaired}

@@ -19,7 +19,6 @@ import stat
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -40,14 +39,17 @@ from bot.forges.sanitize import sanitize_forge_text
 from bot.repo_config import CONFIG_PATH, RepoConfig, RepoConfigError, parse_repo_config
 from bot.settings import AgentSettings, ModelSettings, Settings
 from bot.store.models import Job
+from worker.gates import review
 from worker.gates.trees import run_git
 from worker.jobs import WAITING_HOOKS, JobCancelled, JobContext, JobRefused, pipeline
+from worker.metrics import InstrumentedPolicy, record_gates, record_stage
 from worker.pipelines.task_record import RESULT_KEY, TaskRecord
 from worker.pipelines.verdict import TestVerdict
 from worker.runtime import WorkerRuntime
-from worker.status import Status, StatusComment
+from worker.status import LiveTurns, Status, StatusComment
 
 if TYPE_CHECKING:
+    from worker.sandbox.envcache import JobEnvironment
     from worker.sandbox.setup import SetupResult
 
 log = logging.getLogger(__name__)
@@ -161,6 +163,16 @@ def writers_comments(forge: Forge, repo: RepoRef, comments: Sequence[Comment]) -
     return kept
 
 
+def latest_tag(checkout: Path) -> str | None:
+    """The repository's version for the task text's footer, as SWE-bench's ``version``:
+    the nearest tag at HEAD (None without one)."""
+    try:
+        tag = _git(checkout, "describe", "--tags", "--abbrev=0").strip()
+    except RuntimeError:
+        return None
+    return tag or None
+
+
 def repo_instructions(config: RepoConfig, checkout: Path) -> str | None:
     """The repo's own instructions for the agent, only when it opted in: the
     ``prompt.instructions`` key, else a top-level AGENTS.md (never through a symlink)."""
@@ -204,6 +216,7 @@ def pr_body(
     seconds: float,
     job_id: str,
     setup_md: str = "",
+    job_link: str | None = None,
 ) -> str:
     parts = []
     link = issue_link(config, issue)
@@ -226,6 +239,7 @@ def pr_body(
         "",
         f"- ended: `{exit_reason}` after {turns} model turns, {seconds:.0f} s",
         f"- job: `{job_id}`",
+        *([f"- every turn, the diff and the gate logs: [job page]({job_link})"] * bool(job_link)),
     ]
     return "\n".join(parts) + "\n"
 
@@ -282,7 +296,8 @@ class SolveRun:
         self.forge: Forge = make_forge(
             self.settings, self.repo.forge, installation_id=self.job.installation_id
         )
-        self.status = StatusComment(
+        self.status = StatusComment.for_job(
+            self.settings,
             self.forge,
             self.issue_ref,
             ctx.store,
@@ -291,6 +306,7 @@ class SolveRun:
         )
         self.timings: dict[str, float] = {}
         self.workdir = Workdir(self.settings.data_dir / "work" / self.job.id)
+        self._job_env: JobEnvironment | None = None
 
     def _issue_status_comment(self) -> int | None:
         """The status comment an earlier job on this issue posted: one per issue, so a
@@ -316,7 +332,7 @@ class SolveRun:
 
     def _timed(self, name: str) -> _Timer:
         self.ctx.stage(name)
-        return _Timer(self.timings, name)
+        return _Timer(self.timings, name, self.job.kind)
 
     def check_permission(self) -> None:
         actor = self.job.actor
@@ -434,7 +450,6 @@ class SolveRun:
 
         from worker.agent import AgentTask, IssueComment, load_policy, run_agent, write_jsonl
         from worker.sandbox import open_sandbox
-        from worker.sandbox.setup import run_setup
 
         extra = self._revision_brief(pr) if pr is not None else None
         task = AgentTask(
@@ -445,6 +460,9 @@ class SolveRun:
                 for c in writers_comments(self.forge, self.repo, issue.comments)
             )[-20:],
             repo=self.repo.full_name,
+            number=issue.ref.number,
+            base_commit=base_sha,
+            version=latest_tag(self.workdir.checkout),
             test_command=config.test,
             extra_instructions=extra,
             include_repo_context=config.prompt.include_repo_context,
@@ -453,7 +471,7 @@ class SolveRun:
         )
         limits = agent_limits(self.settings.agent, config)
         model = self.ready_model()
-        policy = load_policy(model, self.settings.agent)
+        policy = InstrumentedPolicy(load_policy(model, self.settings.agent))
         sandbox_settings = self.settings.sandbox
         with open_sandbox(
             sandbox_settings, self.workdir.checkout, network=sandbox_settings.setup_network
@@ -461,14 +479,21 @@ class SolveRun:
             if config.setup:
                 self.status.show(Status("working", f"Setting up: `{config.setup}`."))
             with self._timed("setup"):
-                setup = run_setup(sandbox, config, sandbox_settings)
+                setup = self._environment(config).setup(sandbox)
             if not setup.ok:
                 self._setup_failed(setup)
             # The agent hears of the setup command only when it ran and worked.
             task = replace(task, setup_command=setup.command if setup.installed else None)
             self.status.show(Status("working", "The agent is working in a sandbox."))
             with self._timed("agent"):
-                result = run_agent(task, sandbox, policy, limits, cancel=self.ctx.cancel)
+                result = run_agent(
+                    task,
+                    sandbox,
+                    policy,
+                    limits,
+                    cancel=self.ctx.cancel,
+                    on_turn=LiveTurns(self.settings.data_dir, self.job.id, self.status),
+                )
             self.ctx.check_cancelled()
             diff = result.diff
         traj_dir = self.settings.data_dir / "trajectories"
@@ -501,6 +526,7 @@ class SolveRun:
         self.status.show(Status("gates", "Running the tests, Semgrep and patch hygiene."))
         with self._timed("gates"):
             report = self._gates(config, base_sha, diff, issue.title + "\n" + issue.body)
+        record_gates(report)
         out["gates"] = report.to_dict()
         out["gates_summary"] = report.summary_line()
         tests_result = report.result("tests")
@@ -545,6 +571,7 @@ class SolveRun:
             seconds=time.monotonic() - started,
             job_id=self.job.id,
             setup_md=setup_markdown(setup),
+            job_link=self.status.link,
         )
         plan = PublishPlan(
             branch=branch,
@@ -608,6 +635,21 @@ class SolveRun:
                 CommitStatus(
                     "success" if plan.passed else "failure",
                     description=plan.summary_line[:140],
+                ),
+            )
+            review.publish(
+                self.forge,
+                pr.ref,
+                head_sha,
+                review.gate_review(
+                    job_id=self.job.id,
+                    head_sha=head_sha,
+                    passed=plan.passed,
+                    summary_line=plan.summary_line,
+                    report_md=plan.report_md,
+                    gates=out.get("gates"),
+                    diff=plan.diff,
+                    details_url=self.status.link,
                 ),
             )
         out.update(pr_number=pr.ref.number, pr_url=pr.url, head_sha=head_sha, timings=self.timings)
@@ -683,7 +725,6 @@ class SolveRun:
     def _gates(self, config: RepoConfig, base_sha: str, diff: str, issue_text: str) -> Any:
         from worker.gates import GateContext, run_gates
         from worker.sandbox import sandbox_factory
-        from worker.sandbox.setup import run_setup
 
         return run_gates(
             GateContext(
@@ -692,14 +733,29 @@ class SolveRun:
                 patch=diff,
                 repo_config=config,
                 gate_settings=self.settings.gates,
-                sandbox_factory=sandbox_factory(
-                    self.settings.sandbox, network=self.settings.sandbox.setup_network
-                ),
+                # No network: each test run restores the job's set-up environment.
+                sandbox_factory=sandbox_factory(self.settings.sandbox, network=False),
                 issue_text=issue_text,
                 cancel=self.ctx.cancel,  # /ribbit stop reaches a running test command
-                setup_step=partial(run_setup, repo_config=config, settings=self.settings.sandbox),
+                setup_step=self._environment(config).restore,
             )
         )
+
+    def _environment(self, config: RepoConfig) -> JobEnvironment:
+        """The job's set-up environment: built (or restored from the repository's cache)
+        once, in the agent's sandbox, and snapshotted; the gates' test runs restore it."""
+        if self._job_env is None:
+            from worker.sandbox.envcache import JobEnvironment
+
+            self._job_env = JobEnvironment.for_job(
+                config,
+                self.settings.sandbox,
+                repo=str(self.repo),
+                checkout=self.workdir.checkout,
+                workdir=self.workdir.root,
+                data_dir=self.settings.data_dir,
+            )
+        return self._job_env
 
     def _commit(self, plan: PublishPlan) -> str:
         checkout = self.workdir.checkout
@@ -726,14 +782,16 @@ class SolveRun:
 
 
 class _Timer:
-    def __init__(self, timings: dict[str, float], name: str) -> None:
-        self.timings, self.name = timings, name
+    def __init__(self, timings: dict[str, float], name: str, kind: str) -> None:
+        self.timings, self.name, self.kind = timings, name, kind
 
     def __enter__(self) -> None:
         self.start = time.monotonic()
 
     def __exit__(self, *exc: object) -> None:
-        self.timings[self.name] = round(time.monotonic() - self.start, 3)
+        seconds = time.monotonic() - self.start
+        self.timings[self.name] = round(seconds, 3)
+        record_stage(self.kind, self.name, seconds)
 
 
 def tell_queue_position(runtime: WorkerRuntime, job: Job, position: int) -> None:
@@ -741,8 +799,13 @@ def tell_queue_position(runtime: WorkerRuntime, job: Job, position: int) -> None
     repo = RepoRef(job.forge, job.repo)  # type: ignore[arg-type]
     assert job.issue_number is not None
     forge = make_forge(runtime.settings, repo.forge, installation_id=job.installation_id)
-    status = StatusComment(
-        forge, IssueRef(repo, job.issue_number), runtime.store, job.id, job.status_comment_id
+    status = StatusComment.for_job(
+        runtime.settings,
+        forge,
+        IssueRef(repo, job.issue_number),
+        runtime.store,
+        job.id,
+        job.status_comment_id,
     )
     ahead = "next in line" if position <= 1 else f"position {position} in the queue"
     status.show(Status("queued", f"Waiting for a free worker slot ({ahead})."))

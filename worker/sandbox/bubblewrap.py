@@ -84,6 +84,12 @@ from worker.sandbox.common import (
 )
 from worker.sandbox.egress import EGRESS_MOUNT
 from worker.sandbox.export import ExportLimits, export_host_tree, read_regular_fd
+from worker.sandbox.snapshot import (
+    ENV_SKIP,
+    SNAPSHOT_LIMITS,
+    EnvSnapshot,
+    restore_into_host_dirs,
+)
 
 TEMP_PREFIX = "ribbit-bwrap-"
 # Throwaway host uids for sandboxes of a root worker; far above any real account.
@@ -456,6 +462,20 @@ class BubblewrapSandbox:
         return host_workspace_diff(
             self._source, self._base, lambda dest: export_host_tree(self.workspace, dest, limits)
         )
+
+    # -- snapshots (worker/sandbox/snapshot.py) ----------------------------------------
+    def export_setup_state(self, env_dest: Path, workspace_dest: Path) -> None:
+        self._stop_processes()
+        export_host_tree(self.env_dir, env_dest, SNAPSHOT_LIMITS, skip_top=ENV_SKIP)
+        export_host_tree(self.workspace, workspace_dest, SNAPSHOT_LIMITS)
+
+    def restore_setup_state(self, snapshot: EnvSnapshot) -> None:
+        # Host-side copies into folders the sandbox user owns: safe only while nothing
+        # of the sandbox has run yet (the workspace is still the host tree's copy).
+        restore_into_host_dirs(snapshot, self.env_dir, self.workspace)
+        if self._host_uid is not None:
+            _chown_tree(self.env_dir, self._host_uid)
+            _chown_tree(self.workspace, self._host_uid)
 
     def _stop_processes(self) -> None:
         """Nothing of the sandbox may run while the host reads its workspace: the resident

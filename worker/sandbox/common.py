@@ -52,6 +52,16 @@ def sandbox_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
         "VIRTUAL_ENV": VENV,
         "PIP_CACHE_DIR": f"{ENV_ROOT}/cache/pip",
         "npm_config_cache": f"{ENV_ROOT}/cache/npm",
+        # Go's and cargo's caches and build output in the set-up environment (on disk,
+        # kept by its snapshot), not in the size-limited $HOME or the workspace, where
+        # a target/ folder would land in the diff. GOTOOLCHAIN=local: a go.mod's
+        # toolchain line never makes go fetch another toolchain.
+        "GOPATH": f"{ENV_ROOT}/go",
+        "GOCACHE": f"{ENV_ROOT}/cache/go-build",
+        "GOTOOLCHAIN": "local",
+        "GOTELEMETRY": "off",
+        "CARGO_HOME": f"{ENV_ROOT}/cargo",
+        "CARGO_TARGET_DIR": f"{ENV_ROOT}/cache/cargo-target",
         "HOME": SANDBOX_HOME,
         "USER": "sandbox",
         "LOGNAME": "sandbox",

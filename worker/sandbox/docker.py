@@ -72,6 +72,7 @@ from worker.sandbox.common import (
 )
 from worker.sandbox.egress import EGRESS_MOUNT, make_egress_dir
 from worker.sandbox.export import ExportLimits, extract_tar_stream, read_tar_file
+from worker.sandbox.snapshot import ENV_SKIP, SNAPSHOT_LIMITS, EnvSnapshot, overlay_paths
 
 # Pid 1: never exits on its own, reaps every child it adopts.
 _INIT = "trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done"
@@ -340,6 +341,29 @@ class DockerSandbox:
 
         return export
 
+    # -- snapshots (worker/sandbox/snapshot.py) ----------------------------------------
+    def export_setup_state(self, env_dest: Path, workspace_dest: Path) -> None:
+        self.exec(["kill", "-9", "-1"], timeout=30)
+        try:
+            stream, _ = self._live().get_archive(ENV_ROOT)
+        except docker.errors.DockerException as exc:
+            raise SandboxError(f"could not read the set-up environment: {exc}") from exc
+        extract_tar_stream(stream, env_dest, SNAPSHOT_LIMITS, skip_top=ENV_SKIP)
+        self._export_into(SNAPSHOT_LIMITS)(workspace_dest)
+
+    def restore_setup_state(self, snapshot: EnvSnapshot) -> None:
+        """Copied in by the engine (as root, following links), so only before anything
+        ran in the container, and only paths the host tree lacks below real folders."""
+        container = self._live()
+        with _tar_paths(snapshot.env, sorted(p.name for p in snapshot.env.iterdir())) as env:
+            ok = container.put_archive(ENV_ROOT, env)
+        extras = list(overlay_paths(snapshot.workspace, self._source))
+        if ok and extras:
+            with _tar_paths(snapshot.workspace, extras) as tree:
+                ok = container.put_archive(WORKSPACE, tree)
+        if not ok:
+            raise SandboxError("could not copy the set-up environment into the container")
+
     # -- teardown ----------------------------------------------------------------------
     def close(self) -> None:
         if self._closed:
@@ -445,6 +469,17 @@ def _tar_tree(source: Path) -> IO[bytes]:
     spool = tempfile.SpooledTemporaryFile(max_size=64 * 1024 * 1024)  # noqa: SIM115
     with tarfile.open(fileobj=spool, mode="w") as tf:
         tf.add(str(source), arcname=".", recursive=True, filter=_owned)
+    spool.seek(0)
+    return spool
+
+
+def _tar_paths(root: Path, names: Sequence[str]) -> IO[bytes]:
+    """``names`` (paths relative to ``root``, folders whole) as a tar owned by the
+    sandbox user, links kept as links, in a spooled file."""
+    spool = tempfile.SpooledTemporaryFile(max_size=64 * 1024 * 1024)  # noqa: SIM115
+    with tarfile.open(fileobj=spool, mode="w") as tf:
+        for name in names:
+            tf.add(str(root / name), arcname=name, recursive=True, filter=_owned)
     spool.seek(0)
     return spool
 

@@ -75,10 +75,16 @@ def _read_fd(fd: int, max_bytes: int, name: str) -> bytes:
         chunks.append(chunk)
 
 
-def export_host_tree(source: Path, dest: Path, limits: ExportLimits = ExportLimits()) -> None:
+def export_host_tree(
+    source: Path,
+    dest: Path,
+    limits: ExportLimits = ExportLimits(),
+    *,
+    skip_top: frozenset[str] = frozenset({".git"}),
+) -> None:
     """Copy the regular files, folders and symlinks (as links) of ``source`` into
-    ``dest``, skipping the top-level ``.git`` (the sandbox's own, untrusted) and anything
-    that is not a file, folder or link."""
+    ``dest``, skipping the top-level entries named in ``skip_top`` (by default ``.git``,
+    the sandbox's own, untrusted) and anything that is not a file, folder or link."""
     budget = _Budget(limits)
     dest.mkdir(parents=True, exist_ok=True)
     stack: list[tuple[Path, Path, int]] = [(source, dest, 0)]
@@ -88,7 +94,7 @@ def export_host_tree(source: Path, dest: Path, limits: ExportLimits = ExportLimi
             raise ExportError(f"the workspace is nested deeper than {limits.max_depth} folders")
         with os.scandir(src_dir) as entries:
             for entry in entries:
-                if depth == 0 and entry.name == ".git":
+                if depth == 0 and entry.name in skip_top:
                     continue
                 budget.entry()
                 target = dst_dir / entry.name
@@ -107,19 +113,23 @@ def export_host_tree(source: Path, dest: Path, limits: ExportLimits = ExportLimi
 
 
 def extract_tar_stream(
-    chunks: Iterable[bytes], dest: Path, limits: ExportLimits = ExportLimits()
+    chunks: Iterable[bytes],
+    dest: Path,
+    limits: ExportLimits = ExportLimits(),
+    *,
+    skip_top: frozenset[str] = frozenset({".git"}),
 ) -> None:
     """Unpack a tar stream of the workspace (its top folder stripped) into ``dest`` with
     the same rules as :func:`export_host_tree`: no member may leave ``dest``, links stay
-    links, the top-level ``.git`` and special files are skipped, bounds hold while the
-    stream is read (never buffered whole)."""
+    links, the top-level entries in ``skip_top`` and special files are skipped, bounds
+    hold while the stream is read (never buffered whole)."""
     budget = _Budget(limits)
     dest.mkdir(parents=True, exist_ok=True)
     reader = _ChunkReader(iter(chunks), limits.max_bytes * 2 + 64 * 1024 * 1024)
     with tarfile.open(fileobj=cast("IO[bytes]", reader), mode="r|") as tf:
         for member in tf:
             rel = _member_path(member.name)
-            if rel is None or rel.parts[0] == ".git":
+            if rel is None or rel.parts[0] in skip_top:
                 continue
             if len(rel.parts) > limits.max_depth:
                 raise ExportError(f"the workspace is nested deeper than {limits.max_depth} folders")

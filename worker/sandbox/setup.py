@@ -30,6 +30,10 @@ from worker.sandbox.egress import (
 log = logging.getLogger(__name__)
 
 OUTPUT_TAIL = 4000
+# Part of every cached environment's key (worker/sandbox/envcache.py): bump it when what
+# this step builds changes (the virtualenv's layout, the environment variables), so no
+# job restores an environment built the old way.
+SETUP_VERSION = 1
 _VENV_TIMEOUT_S = 120
 # The image's pip (Debian's python3-pip), run by the venv's interpreter, installs into
 # the venv; without it the venv gets its own through ensurepip. ``pip`` and ``pip3``
@@ -64,6 +68,9 @@ class SetupResult:
     timed_out: bool = False
     network: bool = False  # the command could reach the allow-listed registries
     blocked: tuple[BlockedRequest, ...] = ()  # requests the proxy refused
+    # Where the environment came from when setup did not run here: "cache" (an earlier
+    # job's on this repository) or "snapshot" (this job's, taken right after its setup).
+    restored_from: str | None = None
 
     @property
     def installed(self) -> bool:
@@ -79,6 +86,8 @@ class SetupResult:
             what = f"`{self.command}` timed out"
         else:
             what = f"`{self.command}` exited {self.exit_code}"
+        if self.restored_from == "cache":
+            what += " (environment restored from the repository's cache)"
         if self.blocked:
             what += f"; the setup network refused {len(self.blocked)} request(s)"
         return what
@@ -103,6 +112,7 @@ class SetupResult:
             "duration_s": round(self.duration_s, 3),
             "network": self.network,
             "blocked": [b.describe() for b in self.blocked],
+            "restored_from": self.restored_from,
             "output_tail": self.output,
         }
 

@@ -173,3 +173,44 @@ def test_a_slice_weighted_with_the_whole_batch_totals_gets_its_rows_of_the_weigh
     if rows.stop - rows.start == 1 and mask[rows].sum() > 0:
         # Without the whole batch's totals a slice is weighted as a batch of its own.
         assert not torch.equal(token_weights(mask[rows], config), whole[rows])
+
+
+# -- truncated importance weights for rollouts sampled by another engine -------------------
+
+
+def test_behaviour_equal_to_old_changes_nothing() -> None:
+    new, old, adv, mask = _batch()
+    plain = policy_loss(new, old, adv, mask, LossConfig())
+    same = policy_loss(new, old, adv, mask, LossConfig(), behaviour_logprobs=old.clone())
+    assert torch.equal(plain.loss, same.loss)
+    assert same.behaviour_gap == 0 and same.truncated_fraction == 0
+    assert plain.behaviour_gap is None
+
+
+def test_importance_weights_by_hand_with_the_cap() -> None:
+    """Weights exp(old - behaviour): 1.5 on the first token, 3 capped at 2 on the second,
+    and a wild value under the mask that must not matter."""
+    new, old, adv, mask = _batch()
+    behaviour = old - torch.log(torch.tensor([[1.5, 3.0], [1.0, 1.0]]))
+    behaviour[1, 1] = 1e6  # masked out
+    out = policy_loss(new, old, adv, mask, LossConfig(tis_cap=2.0), behaviour_logprobs=behaviour)
+    assert_close(out.loss, torch.tensor((1.5 * -1.28 + 2.0 * -0.9 + 1.0 * 0.8) / 3))
+    gap = (math.log(1.5) + math.log(3.0) + 0.0) / 3
+    assert_close(out.behaviour_gap, torch.tensor(gap))
+    assert_close(out.truncated_fraction, torch.tensor(1 / 3))
+
+
+def test_importance_weights_are_not_differentiated() -> None:
+    new, old, adv, mask = _batch()
+    new = new.clone().requires_grad_(True)
+    behaviour = (old - 0.3).requires_grad_(True)
+    policy_loss(new, old, adv, mask, LossConfig(), behaviour_logprobs=behaviour).loss.backward()
+    assert behaviour.grad is None and new.grad is not None
+
+
+def test_behaviour_shape_and_cap_are_checked() -> None:
+    new, old, adv, mask = _batch()
+    with pytest.raises(ValueError, match="behaviour_logprobs"):
+        policy_loss(new, old, adv, mask, LossConfig(), behaviour_logprobs=old[:, :1])
+    with pytest.raises(ValueError, match="tis_cap"):
+        LossConfig(tis_cap=0.5)

@@ -50,7 +50,9 @@ def test_rollouts_run_the_setup_and_show_the_task_text_alone(fix_with_new_test: 
     user = str(policy.calls[0][1]["content"])
     # As in the harness the model was trained in, the user turn is the task text alone;
     # the setup line appears only when repo context is asked for.
-    assert user == "add is wrong\nadd(2, 3) returns -1"
+    assert user == (
+        "# Task\n\nadd is wrong\nadd(2, 3) returns -1\n\n---\n\n**Repo:** `acme/calc`\n"
+    )
     task = task_for(_env(fix_with_new_test, [SETUP]))
     shown = render_user_message(replace(task, include_repo_context=True))
     assert f"Dependencies were installed with: {SETUP}" in shown

@@ -6,6 +6,7 @@ See trainer/rl/toy.py for why the toy task is built this way.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -188,3 +189,53 @@ def test_kl_to_the_adapter_free_base_and_several_updates_per_batch(
     assert stats.kl > 0
     assert 0.0 <= stats.clip_fraction <= 1.0
     assert stats.tokens == sum(sum(s.loss_mask) for s in samples)
+
+
+def test_rollouts_sampled_by_another_engine_are_importance_weighted(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    """An inference server samples with other numerics than the learner (here: the same
+    weights in bfloat16). Its log-probs give each token a truncated importance weight;
+    the sampler's own log-probs give weight 1, the same update as none at all."""
+    import copy
+
+    from trainer.rl.learner import Sample
+
+    settings = toy_train_settings(
+        tiny_model_dir,
+        tmp_path / "run",
+        lora_target_modules="all-linear",
+        lora_dropout=0.0,
+        learning_rate=1e-3,
+    )
+
+    def learner_and_sample() -> tuple[Any, list[int], list[int]]:
+        learner = seeded_learner(settings)
+        vocab = learner.model.get_output_embeddings().weight.shape[0]
+        ids = torch.randint(0, vocab, (40,), generator=torch.Generator().manual_seed(0))
+        return learner, ids.tolist(), [0] * 8 + [1] * 32
+
+    def step(behaviour: str) -> tuple[Any, dict[str, torch.Tensor]]:
+        learner, ids, mask = learner_and_sample()
+        scores = None
+        with torch.no_grad():
+            if behaviour == "own":
+                scores = learner.token_logprobs(ids)
+            elif behaviour == "bf16":
+                server = copy.deepcopy(learner.model).to(torch.bfloat16)
+                scores = learner.token_logprobs(ids, model=server)
+        lps = None if scores is None else [0.0, *scores.tolist()]
+        stats = learner.step([Sample(ids, mask, 1.0, behaviour_logprobs=lps)])
+        return stats, learner.trainable_state()
+
+    plain_stats, plain = step("none")
+    own_stats, own = step("own")
+    bf16_stats, bf16 = step("bf16")
+    assert plain_stats.behaviour_gap == 0
+    assert own_stats.behaviour_gap < 1e-5 and own_stats.truncated_fraction == 0
+    for key in plain:
+        assert_close(own[key], plain[key], atol=1e-7, rtol=1e-6)
+    # bfloat16 keeps 8 bits of mantissa: log-probs move by about 1e-2 per token.
+    print(f"bf16 sampler vs fp32 learner: mean |gap| {bf16_stats.behaviour_gap:.2e}")
+    assert 1e-4 < bf16_stats.behaviour_gap < 0.5
+    assert any(not torch.equal(bf16[k], plain[k]) for k in plain if "lora_B" in k)

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 from bot.settings import AgentSettings, ModelSettings
 from tests.fakes import LocalDirSandbox, ScriptedPolicy
 from worker.agent import AgentTask, Trajectory, read_jsonl, run_agent, write_jsonl
-from worker.agent.cli import execute, read_issue_file, run
+from worker.agent.cli import execute, read_issue_file, run, with_checkout_facts
 from worker.agent.trajectory import (
     SCHEMA_VERSION,
     ToolCall,
@@ -34,15 +34,37 @@ def test_read_issue_file_json_and_text(tmp_path: Path) -> None:
                 "body": "It breaks.",
                 "test_command": "make test",
                 "comments": [{"author": "ann", "body": "Me too."}],
+                "repo": "acme/calc",
+                "number": 12,
             }
         )
     )
     task = read_issue_file(j)
     assert (task.title, task.body, task.test_command) == ("Bug", "It breaks.", "make test")
+    assert (task.repo, task.number) == ("acme/calc", 12)
     assert task.comments[0].author == "ann"
     t = tmp_path / "issue.md"
     t.write_text("# add() subtracts\n\nSee calc.py.\n")
     assert read_issue_file(t) == AgentTask(title="add() subtracts", body="See calc.py.")
+
+
+def test_ribbit_run_reads_the_footer_facts_from_the_checkout(repo: Path, tmp_path: Path) -> None:
+    import subprocess
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True
+        ).stdout.strip()
+
+    head = git("rev-parse", "HEAD")
+    untagged = with_checkout_facts(AgentTask("t", "b", repo="acme/calc", number=4), repo)
+    assert (untagged.base_commit, untagged.version) == (head, None)
+    git("tag", "v1.2")
+    tagged = with_checkout_facts(AgentTask("t", "b"), repo)
+    assert (tagged.base_commit, tagged.version) == (head, "v1.2")
+    given = with_checkout_facts(AgentTask("t", "b", base_commit="abc", version="9"), repo)
+    assert (given.base_commit, given.version) == ("abc", "9")  # the issue file wins
+    assert with_checkout_facts(AgentTask("t", "b"), tmp_path).base_commit is None  # no git
 
 
 def test_cli_execute_with_replay(repo: Path, tmp_path: Path) -> None:

@@ -221,11 +221,13 @@ def test_user_turn_is_the_task_text_alone() -> None:
         test_command="python -m pytest -q",
         repo_instructions="Use tabs.",
     )
+    # No footer facts known: the template's task section alone.
     assert render_user_message(task) == (
-        "add() subtracts\n`add(2, 3)` returns -1.\n\nComment by @maint:\nSee calc.py."
+        "# Task\n\nadd() subtracts\n`add(2, 3)` returns -1.\n\nComment by @maint:\nSee calc.py.\n"
     )
     opted_in = AgentTask(**{**task.__dict__, "include_repo_context": True})
     assert render_user_message(opted_in) == (
-        "add() subtracts\n`add(2, 3)` returns -1.\n\nComment by @maint:\nSee calc.py.\n\n"
-        "Use tabs.\n\nAbout this repository:\n- Run the tests with: python -m pytest -q"
+        "# Task\n\nadd() subtracts\n`add(2, 3)` returns -1.\n\nComment by @maint:\n"
+        "See calc.py.\n\nUse tabs.\n\nAbout this repository:\n"
+        "- Run the tests with: python -m pytest -q\n"
     )

@@ -81,14 +81,3 @@ def test_cli_usage_errors_exit_2(repo_and_patches: tuple[Path, Path, Path], tmp_
         gates_command, ["--repo", str(repo), "--patch", str(good), "--backend", "vm"]
     )
     assert bad_backend.exit_code == 2
-
-
-def test_cli_without_sandbox_backend_says_so(repo_and_patches: tuple[Path, Path, Path]) -> None:
-    import worker.sandbox
-
-    if hasattr(worker.sandbox, "sandbox_factory"):
-        pytest.skip("a sandbox backend is installed; covered by the integration tests")
-    repo, good, _ = repo_and_patches
-    result = CliRunner().invoke(gates_command, ["--repo", str(repo), "--patch", str(good)])
-    assert result.exit_code == 2
-    assert "no sandbox backend" in result.output and "--no-tests" in result.output

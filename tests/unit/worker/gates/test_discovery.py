@@ -18,6 +18,10 @@ BASE = {
     "package.json": '{"name": "calc", "scripts": {"test": "jest", "build": "tsc"}}\n',
     "Makefile": "build:\n\tcc -o x x.c\n\ntest:\n\tpytest -q\n",
     "calc.py": "x = 1\n",
+    "Cargo.toml": '[package]\nname = "calc"\n\n[dependencies]\n',
+    "src/lib.rs": "#[test]\nfn adds() {}\n",
+    "calc_test.go": "package calc\n\nfunc TestAdd(t *testing.T) {}\n",
+    "test/calc.test.js": "test('adds', () => {});\n",
 }
 
 
@@ -55,6 +59,55 @@ def _changes(tmp_path: Path, changes: dict[str, str | bytes | None]) -> set[str]
         ({"Makefile": BASE["Makefile"].replace("pytest -q", "true")}, {"Makefile"}),
         ({"Makefile": BASE["Makefile"].replace("cc -o", "gcc -o")}, set()),
         ({"calc.py": "x = 2\n"}, set()),
+        # Go: build constraints, testing.Short guards and TestMain in test files.
+        ({"calc_test.go": "//go:build never\n\n" + BASE["calc_test.go"]}, {"calc_test.go"}),
+        ({"calc_test.go": "// +build never\n\n" + BASE["calc_test.go"]}, {"calc_test.go"}),
+        (
+            {"calc_test.go": BASE["calc_test.go"].replace("{}", "{ if testing.Short() {} }")},
+            {"calc_test.go"},
+        ),
+        ({"main_test.go": "package calc\n\nfunc TestMain(m *testing.M) {}\n"}, {"main_test.go"}),
+        ({"new_test.go": "//go:build linux\n\npackage calc\n"}, set()),  # only new tests
+        ({"calc_test.go": BASE["calc_test.go"] + "\nfunc TestSub(t *testing.T) {}\n"}, set()),
+        # Rust: cargo's test targets and config, #[ignore] and cfg tricks.
+        ({"Cargo.toml": BASE["Cargo.toml"] + "\n[lib]\ntest = false\n"}, {"Cargo.toml"}),
+        (
+            {"Cargo.toml": BASE["Cargo.toml"] + '\n[[test]]\nname = "t"\nharness = false\n'},
+            {"Cargo.toml"},
+        ),
+        (
+            {"Cargo.toml": BASE["Cargo.toml"].replace("calc", "calc\nautotests = false")},
+            {"Cargo.toml"},
+        ),
+        ({"Cargo.toml": BASE["Cargo.toml"] + 'itoa = "1"\n'}, set()),
+        (
+            {".cargo/config.toml": "[target.x86_64-unknown-linux-gnu]\nrunner = 'true'\n"},
+            {".cargo/config.toml"},
+        ),
+        ({"src/lib.rs": "#[test]\n#[ignore]\nfn adds() {}\n"}, {"src/lib.rs"}),
+        ({"src/lib.rs": "#[test]\n#[cfg_attr(unix, ignore)]\nfn adds() {}\n"}, {"src/lib.rs"}),
+        ({"src/lib.rs": "#[cfg(any())]\n#[test]\nfn adds() {}\n"}, {"src/lib.rs"}),
+        ({"src/lib.rs": "#[test]\nfn adds() { assert!(true) }\n"}, set()),
+        # JavaScript: runner config files and markers that skip or focus tests.
+        ({"vite.config.ts": "export default { test: { exclude: ['**'] } }\n"}, {"vite.config.ts"}),
+        ({"vitest.config.mjs": "export default {}\n"}, {"vitest.config.mjs"}),
+        ({"test/calc.test.js": "test.skip('adds', () => {});\n"}, {"test/calc.test.js"}),
+        ({"test/calc.test.js": "xit('adds', () => {});\n"}, {"test/calc.test.js"}),
+        ({"test/calc.test.js": "test('adds', { skip: true }, () => {});\n"}, {"test/calc.test.js"}),
+        (
+            {"test/calc.test.js": "describe.only('x', () => {});\n" + BASE["test/calc.test.js"]},
+            {"test/calc.test.js"},
+        ),
+        ({"test/calc.test.js": BASE["test/calc.test.js"] + "test('subs', () => {});\n"}, set()),
+        (
+            {
+                "package.json": BASE["package.json"].replace(
+                    "}}", '}, "jest": {"testPathIgnorePatterns": ["/"]}}'
+                )
+            },
+            {"package.json"},
+        ),
+        ({"test.mk": "test:\n\tgo test -run XXX ./...\n"}, {"test.mk"}),
     ],
 )
 def test_discovery_changes(

@@ -17,6 +17,8 @@ from worker.gates.junit import (
     module_candidates,
     outcomes,
     parse_junit,
+    parse_libtest,
+    parse_node_tap,
 )
 from worker.gates.testrun import run_tests, select_batches
 
@@ -290,3 +292,166 @@ def test_select_batches_fit_one_environment_string() -> None:
 
 def test_case_is_not_collected_by_pytest() -> None:
     assert TestCase.__test__ is False
+
+
+# cargo test's own output (rustc 1.96): cargo's target lines on stderr, libtest's on
+# stdout, one file. The failing test printed a line that looks like a result; libtest
+# shows it in the failures section, which is not read as results.
+CARGO_OUTPUT = """\
+   Compiling pg-rs v0.1.0 (/workspace)
+    Finished `test` profile [unoptimized + debuginfo] target(s) in 0.67s
+     Running unittests src/lib.rs (/opt/ribbit/cache/cargo-target/debug/deps/pg_rs-8966)
+
+running 4 tests
+test tests::it_works ... ok
+test tests::slow ... ignored, needs a network
+test top ... ok
+test tests::it_fails ... FAILED
+
+failures:
+
+---- tests::it_fails stdout ----
+test tests::it_works ... FAILED
+
+thread 'tests::it_fails' panicked at src/lib.rs:10:59:
+assertion `left == right` failed
+
+failures:
+    tests::it_fails
+
+test result: FAILED. 2 passed; 1 failed; 1 ignored; 0 measured; 0 filtered out; finished in 0.10s
+
+error: test failed, to rerun pass `--lib`
+     Running tests/integ.rs (/opt/ribbit/cache/cargo-target/debug/deps/integ-0455)
+
+running 1 test
+test integ_one ... ok
+
+test result: ok. 1 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.00s
+
+   Doc-tests pg_rs
+
+running 1 test
+test src/lib.rs - add (line 3) ... ok
+
+test result: ok. 1 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.19s
+"""
+
+
+def test_libtest_output_read_into_test_cases() -> None:
+    assert outcomes(parse_libtest(CARGO_OUTPUT)) == {
+        "src/lib.rs::tests::it_works": "passed",
+        "src/lib.rs::tests::slow": "skipped",
+        "src/lib.rs::top": "passed",
+        "src/lib.rs::tests::it_fails": "failed",
+        "tests/integ.rs::integ_one": "passed",
+        "doc:pg_rs::src/lib.rs - add (line 3)": "passed",
+    }
+
+
+@pytest.mark.parametrize(
+    "forged",
+    [
+        # A test writes a result line past libtest's capture: one line too many.
+        CARGO_OUTPUT.replace("test top ... ok\n", "test top ... ok\ntest tests::x ... ok\n"),
+        # ...or turns its own failure into a pass: the summary disagrees.
+        CARGO_OUTPUT.replace("test tests::it_fails ... FAILED", "test tests::it_fails ... ok"),
+        # ...or ends the listing early to hide the lines after it.
+        CARGO_OUTPUT.replace("test top ... ok\n", "test top ... ok\nfailures:\n"),
+    ],
+)
+def test_libtest_output_that_disagrees_with_itself_is_refused(forged: str) -> None:
+    with pytest.raises(JUnitError):
+        parse_libtest(forged)
+
+
+def test_libtest_binary_that_died_keeps_what_it_reported() -> None:
+    died = CARGO_OUTPUT.split("test tests::it_fails ... FAILED")[0]
+    assert set(outcomes(parse_libtest(died))) == {
+        "src/lib.rs::tests::it_works",
+        "src/lib.rs::tests::slow",
+        "src/lib.rs::top",
+    }
+
+
+# Node 20's junit reporter: describe blocks are suites, every case's classname "test".
+NODE_JUNIT = """<?xml version="1.0" encoding="utf-8"?>
+<testsuites>
+  <testcase name="top one" time="0.001" classname="test"/>
+  <testsuite name="suite A" tests="2" failures="1">
+    <testcase name="inner it" time="0.0002" classname="test"/>
+    <testcase name="fails" time="0.001" classname="test">
+      <failure type="testCodeFailure" message="1 !== 2">boom</failure>
+    </testcase>
+    <testsuite name="deeper"><testcase name="x::y" classname="test"/></testsuite>
+  </testsuite>
+  <testcase name="skipped" classname="test"><skipped type="skipped" message="true"/></testcase>
+</testsuites>
+"""
+
+
+def test_node_ids_are_the_suite_path() -> None:
+    assert outcomes(parse_junit(NODE_JUNIT, flavour="nested")) == {
+        "top one": "passed",
+        "suite A > inner it": "passed",
+        "suite A > fails": "failed",
+        "suite A > deeper > x::y": "passed",
+        "skipped": "skipped",
+    }
+
+
+def test_plain_ids_ignore_pytest_rules() -> None:
+    go = (
+        '<testsuites><testsuite name="pytest"><testcase classname="example.com/pytest" '
+        'name="TestA/sub" file="a_test.go"/></testsuite></testsuites>'
+    )
+    assert [c.id for c in parse_junit(go, flavour="plain")] == ["example.com/pytest::TestA/sub"]
+
+
+# The same tests through Node 18's TAP reporter (no junit reporter there).
+NODE_TAP = """\
+TAP version 13
+# Subtest: top one
+ok 1 - top one
+  ---
+  duration_ms: 1.3
+  ...
+# Subtest: suite A
+    # Subtest: inner it
+    ok 1 - inner it
+      ---
+      duration_ms: 0.2
+      ...
+    # Subtest: fails
+    not ok 2 - fails
+      ---
+      error: |-
+        Expected values to be strictly equal:
+        ok 9 - a line of the message, not a result
+      ...
+    # Subtest: deeper
+        # Subtest: x::y
+        ok 1 - x::y
+          ---
+          ...
+        1..1
+    ok 3 - deeper
+      ---
+      type: 'suite'
+      ...
+    1..3
+not ok 2 - suite A
+  ---
+  type: 'suite'
+  ...
+# Subtest: skipped
+ok 3 - skipped # SKIP
+  ---
+  ...
+1..3
+# tests 5
+"""
+
+
+def test_node_tap_gives_the_ids_node_junit_gives() -> None:
+    assert outcomes(parse_node_tap(NODE_TAP)) == outcomes(parse_junit(NODE_JUNIT, flavour="nested"))

@@ -1,0 +1,165 @@
+"""Set-up environments: setup cold (install through the registry proxy, snapshot, cache)
+against cached (restore), and sandbox exec overhead against a bare subprocess, per
+backend.
+
+    python -m tests.benchmarks.bench_envcache [--runs N]
+
+On a real project: toolz 0.12.1's sdist from PyPI (the fixture of
+tests/integration/test_real_projects.py), set up the README's way (``pip install -e .``).
+Needs PyPI; the docker rows need an engine (see bench_sandbox). Prints medians, no
+assertions. The issue's target: a cached setup in 10 s or less.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+from bot.repo_config import RepoConfig
+from bot.settings import SandboxSettings
+from tests.benchmarks.bench_sandbox import COMMAND, median_ms, podman_service
+from tests.fakes import make_git_repo
+from tests.plugins.sandbox import TEST_IMAGE
+from worker.sandbox import check_backends, open_sandbox
+from worker.sandbox.envcache import EnvCache, JobEnvironment, env_key
+
+TOOLZ = "toolz==0.12.1"
+CONFIG = RepoConfig(setup="pip install -e .", test="python -m pytest -q")
+HOST_CA = Path(os.environ.get("SSL_CERT_FILE", "/etc/ssl/certs/ca-certificates.crt"))
+
+
+def toolz_checkout(where: Path) -> Path | None:
+    done = subprocess.run(
+        [
+            *(sys.executable, "-m", "pip", "download", TOOLZ, "--no-deps", "--no-binary"),
+            *(":all:", "--disable-pip-version-check", "-q", "-d", str(where)),
+        ],
+        capture_output=True,
+        check=False,
+    )
+    archives = list(where.glob("toolz-*.tar.gz"))
+    if done.returncode != 0 or len(archives) != 1:
+        return None
+    with tarfile.open(archives[0]) as tar:
+        tar.extractall(where, filter="data")
+    tree = where / "toolz-0.12.1"
+    files = {
+        str(p.relative_to(tree)): p.read_text()
+        for p in sorted(tree.rglob("*"))
+        if p.is_file() and "egg-info" not in p.parts[-2]
+    }
+    repo = where / "repo"
+    make_git_repo(repo, files)
+    return repo
+
+
+def timed_setup(
+    settings: SandboxSettings, env: JobEnvironment, checkout: Path
+) -> tuple[float, str]:
+    """Seconds from opening the agent's sandbox to a set-up environment."""
+    start = time.perf_counter()
+    with open_sandbox(settings, checkout, network=settings.setup_network) as sandbox:
+        result = env.setup(sandbox)
+        elapsed = time.perf_counter() - start
+        if not result.ok:
+            raise RuntimeError(f"setup failed: {result.output[-2000:]}")
+    return elapsed, result.restored_from or "installed"
+
+
+def timed_restore(settings: SandboxSettings, env: JobEnvironment, checkout: Path) -> float:
+    """Seconds from opening a gate's test sandbox to the job's environment restored."""
+    start = time.perf_counter()
+    with open_sandbox(settings, checkout) as sandbox:
+        env.restore(sandbox)
+        return time.perf_counter() - start
+
+
+def bench_backend(
+    name: str, settings: SandboxSettings, checkout: Path, work: Path, runs: int
+) -> dict[str, float]:
+    cache = EnvCache(work / f"cache-{name}", max_bytes=4 * 1024**3, max_age_s=86400)
+    key = env_key("github:pytoolz/toolz", settings, checkout, CONFIG.setup)
+
+    def job(n: int) -> JobEnvironment:
+        return JobEnvironment(
+            CONFIG, settings, checkout=checkout, workdir=work / f"{name}-{n}", cache=cache, key=key
+        )
+
+    cold_env = job(0)
+    cold, how = timed_setup(settings, cold_env, checkout)
+    assert how == "installed", how
+    cached = []
+    for n in range(1, runs + 1):
+        took, how = timed_setup(settings, job(n), checkout)
+        assert how == "cache", how
+        cached.append(took)
+    restores = [timed_restore(settings, cold_env, checkout) for _ in range(runs)]
+    with open_sandbox(settings, checkout) as sb:
+        exec_ms = median_ms(lambda: sb.exec(COMMAND, timeout=60), runs * 5)
+    return {
+        "cold": cold,
+        "cached": statistics.median(cached),
+        "restore": statistics.median(restores),
+        "exec_ms": exec_ms,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--runs", type=int, default=3)
+    args, _ = parser.parse_known_args()
+    with tempfile.TemporaryDirectory(prefix="ribbit-bench-env-") as tmp:
+        work = Path(tmp)
+        checkout = toolz_checkout(work / "sdist")
+        if checkout is None:
+            print(f"skipped: PyPI did not serve the {TOOLZ} sdist")
+            return
+        base: dict[str, object] = {
+            "setup_network": True,
+            "setup_ca_bundle": HOST_CA if HOST_CA.is_file() else None,
+            "memory_mb": 1024,
+            "pids": 256,
+            "workspace_mb": 256,
+        }
+        bare_ms = median_ms(
+            lambda: subprocess.run(COMMAND, capture_output=True, check=True), args.runs * 5
+        )
+        rows: dict[str, dict[str, float]] = {}
+        with podman_service() as url:
+            configs = {"bubblewrap": SandboxSettings(backend="bubblewrap").model_copy(update=base)}
+            if url:
+                docker = SandboxSettings(
+                    backend="docker", docker_url=url, image=TEST_IMAGE
+                ).model_copy(update=base)
+                if check_backends(docker)[0].ok:
+                    configs["docker"] = docker
+            for name, settings in configs.items():
+                rows[name] = bench_backend(name, settings, checkout, work, args.runs)
+    print(f"project: {TOOLZ}, setup `{CONFIG.setup}`; cached and restore: median of {args.runs}")
+    print(
+        f"{'backend':<11} {'setup cold':>11} {'cached':>8} {'cold/cached':>12} {'gate restore':>13}"
+    )
+    for name, r in rows.items():
+        print(
+            f"{name:<11} {r['cold']:>9.1f} s {r['cached']:>6.1f} s "
+            f"{r['cold'] / r['cached']:>11.1f}x {r['restore']:>11.1f} s"
+        )
+    print(f"\nexec of `{' '.join(COMMAND)}`: median of {args.runs * 5} runs")
+    print(f"{'backend':<16} {'exec':>9} {'ratio':>7} {'overhead':>9}")
+    print(f"{'bare subprocess':<16} {bare_ms:>6.1f} ms {1:>6.1f}x {0:>6.1f} ms")
+    for name, r in rows.items():
+        ms = r["exec_ms"]
+        print(f"{name:<16} {ms:>6.1f} ms {ms / bare_ms:>6.1f}x {ms - bare_ms:>6.1f} ms")
+    if "docker" not in rows:
+        print("docker: skipped (no engine or no image; see `ribbit sandbox check`)")
+
+
+if __name__ == "__main__":
+    main()

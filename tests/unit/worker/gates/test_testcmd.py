@@ -1,0 +1,180 @@
+"""Test-command detection per ecosystem, recognition of the plain forms a repository
+writes, and how each runner is asked for its report and for selected tests."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import pytest
+
+from bot.repo_config import RepoConfig
+from worker.gates.junit import TestCase
+from worker.gates.testcmd import (
+    DEFAULT_COMMAND,
+    detect_test_command,
+    recognise,
+    resolve_test_command,
+)
+from worker.gates.tests import report_disagreement
+from worker.sandbox.base import ExecResult
+
+
+def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    ("files", "command", "runner"),
+    [
+        ({"go.mod": "module x\n", "x_test.go": "package x\n"}, "go test ./...", "go"),
+        ({"Cargo.toml": '[package]\nname = "x"\n'}, "cargo test", "cargo"),
+        ({"Cargo.toml": '[workspace]\nmembers = ["a"]\n'}, "cargo test --workspace", "cargo"),
+        ({"package.json": '{"scripts": {"test": "node --test"}}'}, "npm test", "node"),
+        ({"package.json": '{"scripts": {"test": "jest --silent"}}'}, "npm test", "jest"),
+        ({"package.json": '{"scripts": {"test": "vitest run"}}'}, "npm test", "vitest"),
+        ({"package.json": '{"scripts": {"test": "mocha"}}'}, "npm test", "shell"),
+        # npm init's placeholder only fails: no tests, so pytest's default stands.
+        (
+            {
+                "package.json": '{"scripts": {"test": "echo \\"Error: no test specified\\"'
+                ' && exit 1"}}'
+            },
+            DEFAULT_COMMAND,
+            "pytest",
+        ),
+        ({"tests/test_x.py": "", "go.mod": "module x\n"}, DEFAULT_COMMAND, "pytest"),
+        (
+            {"pyproject.toml": "[tool.pytest.ini_options]\n", "Cargo.toml": ""},
+            DEFAULT_COMMAND,
+            "pytest",
+        ),
+        ({"README.md": "hi"}, DEFAULT_COMMAND, "pytest"),
+    ],
+)
+def test_detection_per_ecosystem(
+    tmp_path: Path, files: dict[str, str], command: str, runner: str
+) -> None:
+    found = detect_test_command(_tree(tmp_path, files))
+    assert (found.command, found.runner) == (command, runner)
+
+
+def test_ribbit_yml_command_wins_over_detection(tmp_path: Path) -> None:
+    tree = _tree(tmp_path, {"go.mod": "module x\n"})
+    assert resolve_test_command(RepoConfig(), tree).runner == "go"
+    named = resolve_test_command(RepoConfig(test="make check"), tree)
+    assert (named.command, named.runner, named.source) == ("make check", "shell", ".ribbit.yml")
+    # Naming pytest's default explicitly is a choice, not an absence.
+    assert resolve_test_command(RepoConfig(test=DEFAULT_COMMAND), tree).runner == "pytest"
+
+
+@pytest.mark.parametrize(
+    ("command", "runner"),
+    [
+        ("go test -race ./...", "go"),
+        ("cargo test --lib", "cargo"),
+        ("node --test test/", "node"),
+        ("npx jest", "jest"),
+        ("npx vitest run", "vitest"),
+        ("python3 -m pytest -q", "pytest"),
+        ("go test ./... && echo done", "shell"),
+        ("GOFLAGS=-short go test ./...", "shell"),
+        ("make test", "shell"),
+        ("cargo test | tee log", "shell"),
+        ("'unbalanced", "shell"),
+    ],
+)
+def test_recognised_forms(command: str, runner: str) -> None:
+    assert recognise(command, ".ribbit.yml").runner == runner
+
+
+def test_npm_test_is_the_script_it_runs(tmp_path: Path) -> None:
+    tree = _tree(tmp_path, {"package.json": '{"scripts": {"test": "node --test test/"}}'})
+    found = recognise("npm test", ".ribbit.yml", tree)
+    assert (found.command, found.runner, found.args) == ("npm test", "node", ("test/",))
+
+
+def _words(script: str) -> list[str]:
+    return shlex.split(script)
+
+
+def test_go_reports_through_gotestsum_and_selects_per_package() -> None:
+    go = recognise("go test -tags integration -run Old ./...", "x")
+    plain = go.invocation()
+    assert plain.report == "junit" and plain.flavour == "plain"
+    assert 'gotestsum --format standard-verbose --junitfile "$RIBBIT_JUNIT" --' in plain.script
+    assert "else go test -tags integration -run Old ./...; fi" in plain.script
+    chosen = go.invocation(["example.com/a::TestX/sub_case", "example.com/b::Test.Y"])
+    words = _words(chosen.script.split("; else ")[1].removesuffix("; fi"))
+    # The command's own -run and package patterns give way to the selection; its other
+    # flags stay.
+    assert words == [
+        *("go", "test", "-tags", "integration", "-run", r"^(TestX|Test\.Y)$"),
+        *("example.com/a", "example.com/b"),
+    ]
+
+
+def test_cargo_runs_every_target_and_selects_exact_names() -> None:
+    cargo = recognise("cargo test --workspace -- --test-threads 2", "x")
+    assert cargo.invocation().report == "output"
+    assert _words(cargo.invocation().script) == [
+        *("cargo", "test", "--no-fail-fast", "--workspace", "--", "--test-threads", "2"),
+    ]
+    chosen = cargo.invocation(
+        ["src/lib.rs::tests::a", "tests/cli.rs::runs", "doc:x::src/lib.rs - add (line 3)"]
+    )
+    assert _words(chosen.script) == [
+        *("cargo", "test", "--no-fail-fast", "--workspace", "--lib", "--test", "cli", "--doc"),
+        *("--", "--test-threads", "2", "--exact"),
+        *("runs", "src/lib.rs - add (line 3)", "tests::a"),
+    ]
+
+
+def test_node_asks_for_junit_where_node_has_it_and_selects_by_name() -> None:
+    node = recognise("node --test test/", "x")
+    how = node.invocation(["suite A > adds (1+1)"])
+    assert how.flavour == "nested"
+    assert '--test-reporter=junit --test-reporter-destination="$RIBBIT_JUNIT"' in how.script
+    pattern = shlex.quote(r"--test-name-pattern=^(adds \(1\+1\))$")
+    assert pattern in how.script
+    # Node 18 (Debian's) has no junit reporter but TAP; older ones neither.
+    assert '--test-reporter=tap --test-reporter-destination="$RIBBIT_JUNIT"' in how.script
+    assert how.script.endswith(f"else node --test {pattern} test/; fi")
+
+
+def test_jest_and_vitest_reporters() -> None:
+    jest = recognise("npx jest", "x").invocation(["src/a.test.js::math adds"])
+    assert (
+        "--reporters=jest-junit" in jest.script and "[ -d node_modules/jest-junit ]" in jest.script
+    )
+    assert jest.env["JEST_JUNIT_CLASSNAME"] == "{filepath}"
+    assert 'export JEST_JUNIT_OUTPUT_FILE="$RIBBIT_JUNIT"' in jest.script
+    assert "-t '^(math adds)$' src/a.test.js" in jest.script
+    vitest = recognise("vitest run", "x").invocation()
+    assert '--reporter=junit --outputFile.junit="$RIBBIT_JUNIT"' in vitest.script
+
+
+def test_a_shell_command_runs_as_written() -> None:
+    how = recognise("make test", "x").invocation(["tests/test_a.py::test_b"])
+    assert how.script == "make test" and how.report == "junit" and how.flavour == "auto"
+
+
+def _cases(**outcomes: str) -> dict[str, TestCase]:
+    return {
+        k: TestCase(k, k, "example.com/x", o)  # type: ignore[arg-type]
+        for k, o in outcomes.items()
+    }
+
+
+def test_gotestsum_console_must_agree_with_its_report() -> None:
+    ran = ExecResult(1, "=== RUN TestA\nDONE 2 tests, 1 failure in 0.5s\n", "", 0.1)
+    assert report_disagreement(ran, _cases(TestA="passed", TestB="failed")) is None
+    # A report rewritten after gotestsum wrote it (all passing, or a test dropped).
+    assert report_disagreement(ran, _cases(TestA="passed", TestB="passed")) is not None
+    assert report_disagreement(ran, _cases(TestB="failed")) is not None
+    # A package that does not build is counted differently by the two: no verdict here.
+    broken = ExecResult(1, "DONE 1 tests, 1 error in 0.5s\n", "", 0.1)
+    assert report_disagreement(broken, _cases(TestA="passed", TestB="failed")) is None

@@ -1,0 +1,49 @@
+"""`ribbit doctor`'s worker-side checks: the sandbox backends and the model. Registered in
+pyproject's ribbit.doctor entry points; bot.doctor runs them after its own."""
+
+from __future__ import annotations
+
+from bot.doctor import Check
+from bot.settings import Settings
+
+
+def sandbox_checks(s: Settings) -> list[Check]:
+    from worker.sandbox import check_backends, resolve_backend
+
+    found = check_backends(s.sandbox)
+    out = [Check(f"sandbox {c.name}", "ok" if c.ok else "warn", c.detail) for c in found]
+    if not any(c.ok for c in found):
+        out.append(
+            Check(
+                "sandbox",
+                "fail",
+                "no sandbox backend works: install podman and "
+                "build the image (deploy/sandbox/build-image.sh), or bubblewrap",
+            )
+        )
+    else:
+        out.append(Check("sandbox", "ok", f"jobs will use {resolve_backend(s.sandbox)}"))
+    return out
+
+
+def model_check(s: Settings) -> Check:
+    m = s.model
+    if m.policy == "replay":
+        ok = m.replay_file is not None and m.replay_file.exists()
+        return Check("model", "ok" if ok else "fail", f"replay {m.replay_file}")
+    if m.policy == "openai":
+        import requests
+
+        resp = requests.get(m.openai_base_url.rstrip("/") + "/models", timeout=5)
+        return Check(
+            "model",
+            "ok" if resp.ok else "fail",
+            f"{m.openai_base_url} answered {resp.status_code}",
+        )
+    from worker.models import ModelNotReady, local_weights
+
+    try:
+        ready = local_weights(m, s.effective_weights_dir)
+    except ModelNotReady as exc:
+        return Check("model", "fail", f"{exc.problem} Run: {exc.fix.removeprefix('run ')}")
+    return Check("model", "ok", f"{m.model}: weights at {ready.model}")

@@ -1,0 +1,390 @@
+"""Which command runs a repository's tests, and how Ribbit asks it for per-test results.
+
+A repository names its test command in ``.ribbit.yml``; when it names none, the
+usual one for its ecosystem is used, decided from the base tree's files (never the
+patched tree's: a patch must not choose its own yardstick):
+
+- pytest signs (``pytest.ini``, ``conftest.py``, ``[tool.pytest*]``, ``[tool:pytest]``,
+  ``tox.ini``, ``test_*.py`` files): ``python -m pytest -q``;
+- ``go.mod``: ``go test ./...``, reported through gotestsum (``go test -json``);
+- ``Cargo.toml``: ``cargo test`` (``--workspace`` for a workspace), read from libtest's
+  console output (cargo-nextest is not packaged where Ribbit runs);
+- ``package.json`` whose ``test`` script runs ``node --test``, ``jest`` or ``vitest``:
+  that script (npm's placeholder script, which only fails, counts as none);
+- anything else: ``python -m pytest -q``, as before.
+
+Each runner gets its report the way it takes one without the repository's help, so
+the report lands in the fresh folder :mod:`worker.gates.testrun` makes (its path is
+``$RIBBIT_JUNIT`` there): pytest through ``PYTEST_ADDOPTS``; node through
+``--test-reporter=junit`` (TAP on Node 18); gotestsum through ``--junitfile``; jest
+through jest-junit (only when the repository installed it) and vitest through its
+built-in junit reporter; cargo's own output is the report. Selected ids go to the runner the way it
+selects: pytest node ids; ``go test -run '^(TestX)$' <package>``; ``cargo test
+<target> -- --exact <name>``; ``node --test --test-name-pattern``; ``jest``/``vitest
+-t``. Selection may run more than was asked for (a name shared by two packages or
+files); callers read the ids they asked about.
+
+A command the repository wrote is recognised when it is one of these runners' plain
+forms (``go test ./...``, ``cargo test --lib``, ``node --test test/``, ``npx jest``,
+``npm test`` with such a script); any other command (``make test``, a script) is
+run as written, with pytest's report still asked for through the environment, and
+is judged on its exit code when no report comes back.
+"""
+
+from __future__ import annotations
+
+import configparser
+import json
+import re
+import shlex
+import tomllib
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Literal
+
+from bot.repo_config import RepoConfig
+from worker.gates.junit import NESTED_SEPARATOR, Flavour
+from worker.gates.trees import regular_file_inside
+
+Runner = Literal["pytest", "go", "cargo", "node", "jest", "vitest", "shell"]
+ReportKind = Literal["junit", "output"]
+DEFAULT_COMMAND = "python -m pytest -q"
+REPORT_VAR = "RIBBIT_JUNIT"
+_REPORT = f'"${REPORT_VAR}"'
+_MAX_FILE_BYTES = 1024 * 1024
+# npm init's placeholder test script: it only fails, so the package has no tests.
+_NPM_PLACEHOLDER = re.compile(r"no test specified", re.I)
+# go test flags that take a value as the next word (``-tags foo``); the rest are
+# ``-flag`` or ``-flag=value``. Anything else not starting with ``-`` is a package.
+_GO_VALUE_FLAG_NAMES = (
+    "tags run skip timeout count p parallel cpu ldflags gcflags asmflags mod coverprofile "
+    "covermode coverpkg exec o bench benchtime blockprofile cpuprofile memprofile "
+    "mutexprofile outputdir trace toolexec shuffle vet modfile pkgdir overlay pgo fuzz "
+    "fuzztime list"
+)
+_GO_VALUE_FLAGS = frozenset(_GO_VALUE_FLAG_NAMES.split())
+
+
+@dataclass(frozen=True)
+class Invocation:
+    """One run of a test command as Ribbit makes it: the shell text to run (it may
+    refer to ``$RIBBIT_JUNIT``, the report's path), what the report is, and how its
+    ids are built."""
+
+    script: str
+    report: ReportKind  # "junit": the file at $RIBBIT_JUNIT; "output": the console
+    flavour: Flavour = "auto"
+    env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TestCommand:
+    """A repository's test command and the runner behind it."""
+
+    __test__ = False  # not a pytest test class, whatever its name says
+
+    command: str  # as a person runs it; shown in reports and to the agent
+    runner: Runner
+    source: str  # where it came from: ".ribbit.yml", "go.mod", "package.json", ...
+    args: tuple[str, ...] = ()  # the runner's own words after its name (recognised forms)
+
+    def invocation(self, select: Sequence[str] = ()) -> Invocation:
+        """How Ribbit runs it, with per-test reporting and, when given, only the tests
+        ``select`` names (pytest's selection travels in the environment instead; see
+        worker/gates/testrun.py)."""
+        build = _INVOKE.get(self.runner)
+        if build is None:
+            return Invocation(self.command, "junit")
+        return build(self, list(select))
+
+
+def detect_test_command(tree: Path) -> TestCommand:
+    """The usual test command for the repository checked out at ``tree``."""
+    if _pytest_signs(tree):
+        return TestCommand(DEFAULT_COMMAND, "pytest", "pytest files")
+    if _file(tree, "go.mod") is not None:
+        return TestCommand("go test ./...", "go", "go.mod", ("./...",))
+    cargo = _file(tree, "Cargo.toml")
+    if cargo is not None:
+        try:
+            manifest = tomllib.loads(cargo)
+        except tomllib.TOMLDecodeError:
+            manifest = {}
+        if "workspace" in manifest:
+            return TestCommand("cargo test --workspace", "cargo", "Cargo.toml", ("--workspace",))
+        return TestCommand("cargo test", "cargo", "Cargo.toml")
+    script = _npm_test_script(tree)
+    if script is not None:
+        found = recognise(script, "package.json")
+        if found.runner not in ("shell", "pytest"):
+            return replace(found, command="npm test")
+        return TestCommand("npm test", "shell", "package.json")
+    return TestCommand(DEFAULT_COMMAND, "pytest", "default")
+
+
+def resolve_test_command(config: RepoConfig, tree: Path | None) -> TestCommand:
+    """The command that tests the repository: the one ``.ribbit.yml`` names, else the
+    one detected in ``tree`` (the base commit's checkout), else pytest's."""
+    if "test" in config.model_fields_set or tree is None:
+        return recognise(config.test, ".ribbit.yml", tree)
+    return detect_test_command(tree)
+
+
+def recognise(command: str, source: str, tree: Path | None = None) -> TestCommand:
+    """``command`` with its runner, when it is one of the plain forms Ribbit knows how
+    to ask for per-test results (``npm test`` and friends through ``tree``'s
+    package.json); otherwise a shell command."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return TestCommand(command, "shell", source)
+    if any(_SHELL_SYNTAX.search(w) for w in words) or not words:
+        return TestCommand(command, "shell", source)
+    if words[:2] == ["go", "test"]:
+        return TestCommand(command, "go", source, tuple(words[2:]))
+    if words[:2] == ["cargo", "test"]:
+        return TestCommand(command, "cargo", source, tuple(words[2:]))
+    if words[:2] == ["node", "--test"]:
+        return TestCommand(command, "node", source, tuple(words[2:]))
+    head = words[1:] if words[0] == "npx" else words
+    if head[:1] == ["jest"]:
+        return TestCommand(command, "jest", source, tuple(head[1:]))
+    if head[:1] == ["vitest"]:
+        rest = head[1:]
+        if rest[:1] == ["run"]:
+            rest = rest[1:]
+        return TestCommand(command, "vitest", source, tuple(rest))
+    if words[0] in ("pytest", "py.test") or words[:3] == ["python", "-m", "pytest"]:
+        return TestCommand(command, "pytest", source, tuple(words[1:]))
+    if words in (["npm", "test"], ["npm", "run", "test"], ["yarn", "test"], ["pnpm", "test"]):
+        script = _npm_test_script(tree) if tree is not None else None
+        if script is not None:
+            found = recognise(script, source)
+            if found.runner not in ("shell", "pytest"):
+                # Run as the script says (its tools on PATH), shown as the repo says.
+                return replace(found, command=command)
+    if words[:3] == ["python3", "-m", "pytest"]:
+        return TestCommand(command, "pytest", source, tuple(words[3:]))
+    return TestCommand(command, "shell", source)
+
+
+# Words that make a command more than one plain program run: pipes, lists,
+# redirections, substitutions, environment assignments.
+_SHELL_SYNTAX = re.compile(r"[|;&<>`$()]|^[A-Za-z_][A-Za-z0-9_]*=")
+
+
+def _file(tree: Path, rel: str) -> str | None:
+    file = regular_file_inside(tree, rel)
+    if file is None:
+        return None
+    try:
+        with file.open("rb") as fh:
+            return fh.read(_MAX_FILE_BYTES).decode(errors="replace")
+    except OSError:
+        return None
+
+
+def _pytest_signs(tree: Path) -> bool:
+    if any(_file(tree, name) is not None for name in ("pytest.ini", "conftest.py", "tox.ini")):
+        return True
+    pyproject = _file(tree, "pyproject.toml")
+    if pyproject is not None:
+        try:
+            tool = tomllib.loads(pyproject).get("tool", {})
+        except tomllib.TOMLDecodeError:
+            tool = {}
+        if isinstance(tool, dict) and "pytest" in tool:
+            return True
+    setup_cfg = _file(tree, "setup.cfg")
+    if setup_cfg is not None:
+        parser = configparser.RawConfigParser(strict=False, interpolation=None)
+        try:
+            parser.read_string(setup_cfg)
+        except configparser.Error:
+            pass
+        else:
+            if parser.has_section("tool:pytest"):
+                return True
+    # Test files at the top or in the usual folders; a bounded look, not a walk.
+    for folder in (tree, tree / "tests", tree / "test"):
+        if folder.is_dir() and not folder.is_symlink():
+            try:
+                names = [p.name for p in folder.iterdir()]
+            except OSError:
+                continue
+            if any(re.fullmatch(r"test_\w+\.py|\w+_test\.py", n) for n in names):
+                return True
+    return False
+
+
+def _npm_test_script(tree: Path) -> str | None:
+    text = _file(tree, "package.json")
+    if text is None:
+        return None
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    scripts = data.get("scripts") if isinstance(data, dict) else None
+    script = scripts.get("test") if isinstance(scripts, dict) else None
+    if not isinstance(script, str) or not script.strip() or _NPM_PLACEHOLDER.search(script):
+        return None
+    return script
+
+
+def _quote(words: Sequence[str]) -> str:
+    return " ".join(shlex.quote(w) for w in words)
+
+
+def _alternation(names: Sequence[str]) -> str:
+    """An anchored regular expression that matches exactly the given names (Go's RE2
+    and JavaScript's both read this escaping)."""
+    escaped = sorted({re.sub(r"([\\.+*?()|\[\]{}^$/-])", r"\\\1", n) for n in names})
+    return "^(" + "|".join(escaped) + ")$"
+
+
+def _pytest(cmd: TestCommand, select: list[str]) -> Invocation:
+    del select  # through PYTEST_ADDOPTS
+    return Invocation(cmd.command, "junit")
+
+
+def _go(cmd: TestCommand, select: list[str]) -> Invocation:
+    args = list(cmd.args)
+    if select:
+        flags: list[str] = []
+        i = 0
+        while i < len(args):
+            word = args[i]
+            if not word.startswith("-"):
+                i += 1  # a package pattern: replaced by the selected tests' packages
+                continue
+            name = word.lstrip("-").split("=", 1)[0]
+            width = 2 if name in _GO_VALUE_FLAGS and "=" not in word else 1
+            if name not in ("run", "skip"):
+                flags += args[i : i + width]
+            i += width
+        packages = sorted({s.split("::", 1)[0] for s in select if "::" in s})
+        tests = [s.split("::", 1)[1].split("/", 1)[0] for s in select if "::" in s]
+        args = [*flags, "-run", _alternation(tests), *packages]
+    go_test = _quote(["go", "test", *args])
+    # gotestsum runs ``go test -json`` and writes JUnit; where it is missing the tests
+    # still run, judged on their exit code.
+    script = (
+        "if command -v gotestsum >/dev/null 2>&1; then "
+        f"gotestsum --format standard-verbose --junitfile {_REPORT} -- {_quote(args)}; "
+        f"else {go_test}; fi"
+    )
+    return Invocation(script, "junit", "plain")
+
+
+def _cargo(cmd: TestCommand, select: list[str]) -> Invocation:
+    args = list(cmd.args)
+    cargo_args, test_args = args, []
+    if "--" in args:
+        cut = args.index("--")
+        cargo_args, test_args = args[:cut], args[cut + 1 :]
+    if "--no-fail-fast" not in cargo_args:
+        # Every target runs even when one fails, so no test vanishes behind a failure.
+        cargo_args = ["--no-fail-fast", *cargo_args]
+    if select:
+        targets: list[str] = []
+        names: list[str] = []
+        for test_id in select:
+            target, _, name = test_id.partition("::")
+            for flag in _cargo_target(target):
+                if flag not in targets:
+                    targets.append(flag)
+            names.append(name)
+        cargo_args = [*cargo_args, *targets]
+        test_args = [*test_args, "--exact", *sorted(set(names))]
+    words = ["cargo", "test", *cargo_args] + (["--", *test_args] if test_args else [])
+    return Invocation(_quote(words), "output")
+
+
+def _cargo_target(target: str) -> list[str]:
+    """The cargo flags that build and run the test binary an id's target names."""
+    if target.startswith("doc:"):
+        return ["--doc"]
+    parts = target.split("/")
+    if parts[-2:] == ["src", "lib.rs"]:
+        return ["--lib"]
+    if parts[-2:] == ["src", "main.rs"] or parts[-3:-1] == ["src", "bin"]:
+        return ["--bins"]
+    if len(parts) >= 2 and parts[-2] == "tests" and target.endswith(".rs"):
+        return ["--test", parts[-1][: -len(".rs")]]
+    return []
+
+
+def _node(cmd: TestCommand, select: list[str]) -> Invocation:
+    words = ["node", "--test"]
+    reporters = [
+        *("--test-reporter=spec", "--test-reporter-destination=stdout"),
+        "--test-reporter=junit",
+    ]
+    names = [s.rsplit(NESTED_SEPARATOR, 1)[-1] for s in select]
+    pattern = [f"--test-name-pattern={_alternation(names)}"] if names else []
+    rest = _quote([*pattern, *cmd.args])
+    tap = [*reporters[:2], "--test-reporter=tap"]
+    # Node's junit reporter came in 20.10 (21.3 on 21); Debian bookworm's Node 18 writes
+    # TAP (read by parse_node_tap) and before 18.15 no report at all (exit code only).
+    script = (
+        f"v=$(node -e {shlex.quote(_NODE_REPORTER)} 2>/dev/null); "
+        f'if [ "$v" = junit ]; then '
+        f"{_quote([*words, *reporters])} --test-reporter-destination={_REPORT} {rest}; "
+        f'elif [ "$v" = tap ]; then '
+        f"{_quote([*words, *tap])} --test-reporter-destination={_REPORT} {rest}; "
+        f"else {_quote(words)} {rest}; fi"
+    )
+    return Invocation(script, "junit", "nested")
+
+
+_NODE_REPORTER = (
+    "const [a, b] = process.versions.node.split('.').map(Number);"
+    "const junit = a > 21 || (a === 21 && b >= 3) || (a === 20 && b >= 10);"
+    "console.log(junit ? 'junit' : a > 18 || (a === 18 && b >= 15) ? 'tap' : 'none')"
+)
+
+
+def _jest(cmd: TestCommand, select: list[str]) -> Invocation:
+    names = [s.split("::", 1)[-1] for s in select]
+    pattern = ["-t", _alternation(names)] if names else []
+    files = sorted({s.split("::", 1)[0] for s in select if "::" in s})
+    runner = _quote(["jest", "--ci", *cmd.args, *pattern, *files])
+    # jest-junit is the repository's to install; without it the exit code decides.
+    script = (
+        f'PATH="$PWD/node_modules/.bin:$PATH"; export JEST_JUNIT_OUTPUT_FILE={_REPORT}; '
+        "if [ -d node_modules/jest-junit ]; then "
+        f"{runner} --reporters=default --reporters=jest-junit; else {runner}; fi"
+    )
+    # Ids as jest selects them: the file, then the describe blocks and the test's title
+    # joined by spaces (what ``-t`` matches).
+    env = {
+        "JEST_JUNIT_CLASSNAME": "{filepath}",
+        "JEST_JUNIT_TITLE": "{classname} {title}",
+        "JEST_JUNIT_ANCESTOR_SEPARATOR": " ",
+        "JEST_JUNIT_SUITE_NAME": "{filepath}",
+    }
+    return Invocation(script, "junit", "plain", env)
+
+
+def _vitest(cmd: TestCommand, select: list[str]) -> Invocation:
+    names = [s.split("::", 1)[-1] for s in select]
+    files = sorted({s.split("::", 1)[0] for s in select if "::" in s})
+    pattern = ["-t", _alternation(names)] if names else []
+    runner = _quote(["vitest", "run", *cmd.args, *pattern, *files])
+    script = (
+        f'PATH="$PWD/node_modules/.bin:$PATH"; {runner} --reporter=default '
+        f"--reporter=junit --outputFile.junit={_REPORT}"
+    )
+    return Invocation(script, "junit", "plain")
+
+
+_INVOKE = {
+    "pytest": _pytest,
+    "go": _go,
+    "cargo": _cargo,
+    "node": _node,
+    "jest": _jest,
+    "vitest": _vitest,
+}

@@ -1,0 +1,200 @@
+"""Noise control: a repository whose maintainers keep closing the bot's pull requests is
+paused, and they are told why, with the numbers, once.
+
+After each recorded outcome of a bot PR, the repository's merge rate is taken over the
+window (``RIBBIT_NOISE__WINDOW_DAYS``): merged / (merged + closed) bot PRs decided in it.
+With at least ``min_outcomes`` of them and a rate below ``min_merge_rate`` the repository
+is paused through the store's pause (as ``ribbit pause --repo`` does) and a NoisePause row
+records the numbers. Only outcomes decided after the repository's last automatic pause
+count: an admin who resumes it gives the bot a fresh start instead of a pause at the next
+closed PR. The message (a comment on the issue the bot was asked on, and the notification
+webhook when one is set) is sent after the pause is committed; a step that failed is
+retried on the next check, and ``commented_at``/``notified_at`` make it one of each per
+pause.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from functools import partial
+
+from sqlalchemy import BigInteger, DateTime, Integer, String, func, select
+from sqlalchemy.orm import Mapped, Session, mapped_column
+
+from bot.settings import Settings
+from bot.store.jobs import JobStore
+from bot.store.models import Base, Outcome, utcnow
+
+log = logging.getLogger(__name__)
+
+
+class NoisePause(Base):
+    __tablename__ = "noise_pauses"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    forge: Mapped[str] = mapped_column(String(16))
+    repo: Mapped[str] = mapped_column(String(255))
+    paused_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    window_start: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    merged: Mapped[int] = mapped_column(Integer)
+    closed: Mapped[int] = mapped_column(Integer)
+    issue_number: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    installation_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    commented_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    notified_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+
+@dataclass(frozen=True)
+class MergeRate:
+    merged: int
+    closed: int
+
+    @property
+    def decided(self) -> int:
+        return self.merged + self.closed
+
+    @property
+    def rate(self) -> float:
+        return self.merged / self.decided if self.decided else 1.0
+
+
+def merge_rate(session: Session, forge: str, repo: str, since: datetime) -> MergeRate:
+    """The bot's pull requests (not human fixes) decided since ``since``."""
+    rows = dict(
+        session.execute(
+            select(Outcome.state, func.count())
+            .where(
+                Outcome.forge == forge,
+                Outcome.repo == repo,
+                Outcome.human_authored.is_(False),
+                Outcome.decided_at >= since,
+            )
+            .group_by(Outcome.state)
+        ).all()
+    )
+    return MergeRate(merged=int(rows.get("merged", 0)), closed=int(rows.get("closed", 0)))
+
+
+def _aware(value: datetime) -> datetime:
+    from datetime import UTC
+
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def pause_text(pause: NoisePause, settings: Settings) -> str:
+    rate = pause.merged / max(pause.merged + pause.closed, 1)
+    days = settings.noise.window_days
+    return (
+        f"Ribbit has paused itself on `{pause.repo}`: of its last "
+        f"{pause.merged + pause.closed} pull requests decided here in the last {days} days, "
+        f"{pause.merged} were merged and {pause.closed} closed without merging "
+        f"({rate:.0%} merged), below the {settings.noise.min_merge_rate:.0%} this "
+        "deployment asks for (`RIBBIT_NOISE__MIN_MERGE_RATE`). No new work starts here "
+        "until an admin resumes it (`ribbit resume --repo "
+        f"{pause.forge}:{pause.repo}` or the dashboard); labelled issues are kept meanwhile."
+    )
+
+
+def check_repository(
+    store: JobStore,
+    settings: Settings,
+    forge: str,
+    repo: str,
+    *,
+    issue_number: int | None = None,
+    installation_id: int | None = None,
+    now: datetime | None = None,
+) -> NoisePause | None:
+    """Pause ``repo`` if its bot PRs' merge rate is below the threshold; returns the new
+    pause (None when nothing changed). Tells maintainers about any pause not told yet."""
+    cfg = settings.noise
+    if cfg.min_merge_rate <= 0:
+        return None
+    now = now or utcnow()
+    created: NoisePause | None = None
+    with store.db.session() as session:
+        if not store.is_paused(session, forge, repo):
+            last = session.scalar(
+                select(func.max(NoisePause.paused_at)).where(
+                    NoisePause.forge == forge, NoisePause.repo == repo
+                )
+            )
+            since = now - timedelta(days=cfg.window_days)
+            if last is not None:
+                since = max(since, _aware(last))
+            rate = merge_rate(session, forge, repo, since)
+            if rate.decided >= cfg.min_outcomes and rate.rate < cfg.min_merge_rate:
+                store.repository(session, forge, repo).paused = True
+                created = NoisePause(
+                    forge=forge,
+                    repo=repo,
+                    paused_at=now,
+                    window_start=since,
+                    merged=rate.merged,
+                    closed=rate.closed,
+                    issue_number=issue_number,
+                    installation_id=installation_id,
+                )
+                session.add(created)
+                session.flush()
+                session.expunge(created)
+                log.warning(
+                    "paused %s:%s: %d of %d bot PRs merged", forge, repo, rate.merged, rate.decided
+                )
+    _tell_untold(store, settings, forge, repo)
+    return created
+
+
+def _tell_untold(store: JobStore, settings: Settings, forge: str, repo: str) -> None:
+    # Read, then talk to the forge with no transaction open (SQLite would hold its write
+    # lock through the network calls), then record what was done, step by step, so a
+    # comment that went out is never posted again because the webhook failed.
+    with store.db.session() as session:
+        untold = session.scalars(
+            select(NoisePause).where(
+                NoisePause.forge == forge,
+                NoisePause.repo == repo,
+                (NoisePause.commented_at.is_(None)) | (NoisePause.notified_at.is_(None)),
+            )
+        ).all()
+        session.expunge_all()
+    for pause in untold:
+        text = pause_text(pause, settings)
+        if pause.commented_at is None:
+            _step(store, pause, "commented_at", partial(_comment, pause, settings, text))
+        if pause.notified_at is None:
+            _step(store, pause, "notified_at", partial(_notify, settings, text))
+
+
+def _step(store: JobStore, pause: NoisePause, column: str, action: Callable[[], None]) -> None:
+    try:
+        action()
+    except Exception as exc:  # the forge or the receiver is down: the next check retries
+        log.warning("could not tell %s:%s about its pause: %s", pause.forge, pause.repo, exc)
+        return
+    with store.db.session() as session:
+        row = session.get(NoisePause, pause.id)
+        assert row is not None
+        setattr(row, column, utcnow())
+
+
+def _comment(pause: NoisePause, settings: Settings, text: str) -> None:
+    """On the issue the bot was last asked on: where its maintainers are."""
+    if pause.issue_number is None:
+        return
+    from bot.forges import make_forge
+    from bot.forges.base import IssueRef, RepoRef
+
+    ref = RepoRef(pause.forge, pause.repo)  # type: ignore[arg-type]
+    forge = make_forge(settings, ref.forge, installation_id=pause.installation_id)
+    forge.post_comment(IssueRef(ref, pause.issue_number), text)
+
+
+def _notify(settings: Settings, text: str) -> None:
+    if settings.notify.webhook_url is not None:
+        from bot.notify import post
+
+        post(settings.notify.webhook_url.get_secret_value(), text)

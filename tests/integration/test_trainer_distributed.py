@@ -41,7 +41,11 @@ pytestmark = pytest.mark.integration
 
 
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
-ENV = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
+
+
+def _env() -> dict[str, str]:
+    """Read at launch: tests set variables (RIBBIT_DATA_DIR) with monkeypatch."""
+    return dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
 
 
 def torchrun(module: str, *args: str | Path, nproc: int = 2) -> str:
@@ -60,7 +64,7 @@ def torchrun(module: str, *args: str | Path, nproc: int = 2) -> str:
             *map(str, args),
         ],
         cwd=ROOT,
-        env=ENV,
+        env=_env(),
         capture_output=True,
         text=True,
         timeout=240,
@@ -102,7 +106,7 @@ def torchrun_two_nodes(module: str, *args: str | Path) -> None:
                 *map(str, args),
             ],
             cwd=ROOT,
-            env=ENV,
+            env=_env(),
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,

@@ -8,13 +8,17 @@ PYTHON ?= python3
 TORCH_SPEC ?= torch==2.13.0
 PIP_TORCH_ARGS ?=
 
-.PHONY: serve test install install-dev system-deps sandbox-image lint typecheck bench clean
+.PHONY: serve test test-fast install install-dev system-deps sandbox-image lint typecheck bench clean
 
 serve: install
 	$(VENV)/bin/ribbit serve
 
 test: install-dev system-deps sandbox-image
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# The inner loop: everything but the suites marked slow (tests/plugins/tiers.py).
+test-fast: install-dev system-deps sandbox-image
+	$(PY) -m pytest -m 'not slow' $(PYTEST_ARGS)
 
 $(VENV)/.base: pyproject.toml
 	$(PYTHON) -m venv $(VENV)

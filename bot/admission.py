@@ -27,7 +27,13 @@ def refusal_reason(
     """Why a new agent job for ``repo`` may not be created, or None if it may."""
     if not repo_allowed(admission, forge, repo):
         return f"repository {forge}:{repo} is not in {ALLOW_LIST_VAR}"
-    used = store.started_today(session, forge, repo)
+    return budget_refusal(admission, forge, repo, store.started_today(session, forge, repo))
+
+
+def budget_refusal(admission: AdmissionSettings, forge: str, repo: str, used: int) -> str | None:
+    """Why a new agent job may not be created when ``used`` were created today, or None."""
+    if not repo_allowed(admission, forge, repo):
+        return f"repository {forge}:{repo} is not in {ALLOW_LIST_VAR}"
     if used >= admission.daily_jobs_per_repo:
         return (
             f"daily job budget of {admission.daily_jobs_per_repo} for {forge}:{repo} "

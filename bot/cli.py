@@ -155,6 +155,7 @@ def serve(host: str | None, port: int | None, threads: int, with_worker: bool) -
     except (KeyboardInterrupt, OSError):
         pass
     finally:
+        app.extensions["ribbit"].close()
         if child is not None:
             child.terminate()  # SIGTERM: Celery's warm shutdown finishes or requeues the job
             try:

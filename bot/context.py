@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from sqlalchemy.orm import Session
 
-from bot.events import Event
+from bot.events import CommentCreated, Event, IssueLabeled
 from bot.settings import Settings
-from bot.store.jobs import JobSpec, JobStore
+from bot.store.jobs import IntakeView, JobSpec, JobStore
 from bot.store.models import Job
 
 
@@ -31,8 +32,19 @@ class Context:
         actor = self.event.actor
         return actor.is_bot or actor.login.lower() in self.bot_logins
 
+    @cached_property
+    def view(self) -> IntakeView:
+        """The event's repository and issue as a new agent job needs them (pause, trigger
+        label, today's jobs, the active job), read once, in one statement."""
+        event = self.event
+        issue = event.issue_number if isinstance(event, IssueLabeled | CommentCreated) else None
+        return self.store.intake_view(self.session, event.forge, event.repo, issue)
+
     def create_job(self, spec: JobSpec) -> Job | None:
-        held = self.store.is_paused(self.session, spec.forge, spec.repo)
+        if (spec.forge, spec.repo) == (self.event.forge, self.event.repo):
+            held = self.view.paused
+        else:
+            held = self.store.is_paused(self.session, spec.forge, spec.repo)
         job = self.store.create(self.session, spec, held=held)
         if job is not None:
             self.jobs.append(job)

@@ -27,6 +27,9 @@ class EventBase:
     # A GitLab confidential issue or internal note: working on it in the open (a branch, an
     # ordinary MR) would disclose it, so intake refuses it.
     confidential: bool = False
+    # What the forge says of the repository's visibility (None: the payload does not say);
+    # recorded for model lines (bot/model_lines.py), where internal counts as private.
+    private: bool | None = None
 
 
 @dataclass(frozen=True)

@@ -2,19 +2,19 @@
 
 Sans-IO with respect to HTTP (the Flask blueprint in bot/webhooks.py does
 that part), so the same path serves webhooks, tests and the benchmark. The
-delivery row, the handler decisions and the new jobs are one transaction;
-jobs are handed to the broker only after it commits, and a job whose hand-off
-failed stays queued and undispatched until ``dispatch_pending`` re-sends it.
+delivery row, the handler decisions and the new jobs are one transaction, the
+only one a webhook waits for; jobs are handed to the broker after it commits,
+by a background sender, and a job whose hand-off failed (or never happened)
+stays queued and undispatched until ``dispatch_pending`` re-sends it.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from sqlalchemy import update
 from sqlalchemy.orm import Session
 
 from bot import normalize
@@ -22,10 +22,10 @@ from bot.admission import ALLOW_LIST_VAR, repo_allowed
 from bot.context import Context
 from bot.events import Event, Ignored, Ping
 from bot.handlers import registry
-from bot.queue import Dispatcher
+from bot.queue import BackgroundSender, Dispatcher
 from bot.settings import Settings
-from bot.store.jobs import JobStore
-from bot.store.models import Delivery, Job
+from bot.store.jobs import DuplicateDelivery, JobStore
+from bot.store.models import Job
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +64,7 @@ class Intake:
         self.bot_logins = frozenset(
             {settings.github.bot_login.lower(), settings.gitlab.bot_username.lower()}
         )
+        self.sender = BackgroundSender(self.send)
 
     def handle(
         self,
@@ -79,38 +80,46 @@ class Intake:
         id is a replay and answered as a duplicate."""
         normalised = NORMALISERS[forge](event_name, delivery_id, payload)
         events = normalised if isinstance(normalised, list) else [normalised]
-        with self.store.db.session() as session:
-            first = events[0]
-            key = first.key
-            if isinstance(first, Ignored):
-                if not self.store.record_delivery(
+        first = events[0]
+        key = first.key
+        jobs: list[Job] = []
+        try:
+            with self.store.db.session() as session:
+                if isinstance(first, Ignored):
+                    result = IntakeResult("ignored", first.reason, key=key)
+                else:
+                    result, jobs = self._decide(
+                        session, [e for e in events if not isinstance(e, Ignored)]
+                    )
+                # Last, with its outcome: a delivery id or body seen before fails here and
+                # the whole transaction, jobs included, rolls back. Concurrent duplicates
+                # serialise on the unique keys, so exactly one of them commits.
+                self.store.record_delivery(
                     session,
                     forge=forge,
                     delivery_id=delivery_id,
                     event=event_name,
                     key=key,
-                    outcome="ignored",
-                    reason=first.reason,
+                    outcome=result.status,
+                    reason=result.reason or None,
+                    job_id=result.job_ids[0] if result.job_ids else None,
                     body_sha256=body_sha256,
-                ):
-                    return IntakeResult("duplicate", "delivery already received", key=key)
-                return IntakeResult("ignored", first.reason, key=key)
-            if not self.store.record_delivery(
-                session,
-                forge=forge,
-                delivery_id=delivery_id,
-                event=event_name,
-                key=key,
-                outcome="pending",
-                body_sha256=body_sha256,
-            ):
-                return IntakeResult("duplicate", "delivery already received", key=key)
-            result, jobs = self._decide(session, [e for e in events if not isinstance(e, Ignored)])
-            self._finish_delivery(session, forge, delivery_id, result)
-        # Only after the commit: a worker must find the job, and a send that fails leaves
-        # it undispatched for the sweep.
-        self.send(jobs)
+                )
+        except DuplicateDelivery:
+            return IntakeResult("duplicate", "delivery already received", key=key)
+        # Only after the commit (a worker must find the job) and off the request path: the
+        # answer does not wait on the broker, and a send that fails leaves the job for the
+        # sweep.
+        self.sender.submit(jobs)
         return result
+
+    def flush(self) -> None:
+        """Wait until the jobs of every delivery handled so far were handed to the broker
+        (or failed to be): tests, and a server that stops."""
+        self.sender.flush()
+
+    def close(self) -> None:
+        self.sender.close()
 
     def _decide(self, session: Session, events: list[Event]) -> tuple[IntakeResult, list[Job]]:
         jobs: list[Job] = []
@@ -146,6 +155,10 @@ class Intake:
                 if ctx.refusal or ctx.ignored:
                     break
             jobs.extend(ctx.jobs)
+            if ctx.jobs and event.private is not None and ctx.view.private != event.private:
+                # Which model line may train on and serve the repository (bot/model_lines.py);
+                # written only when it changed, so the usual webhook adds no statement.
+                self.store.repository(session, event.forge, event.repo).private = event.private
             reasons.extend(ctx.notes)
             if ctx.refusal:
                 refused = ctx.refusal
@@ -158,24 +171,11 @@ class Intake:
             return IntakeResult("refused", refused, key=key), []
         return IntakeResult("ignored", "; ".join(reasons) or "nothing to do", key=key), []
 
-    def _finish_delivery(
-        self, session: Session, forge: str, delivery_id: str, result: IntakeResult
-    ) -> None:
-        session.execute(
-            update(Delivery)
-            .where(Delivery.forge == forge, Delivery.delivery_id == delivery_id)
-            .values(
-                outcome=result.status,
-                reason=result.reason or None,
-                job_id=result.job_ids[0] if result.job_ids else None,
-            )
-        )
-
     def dispatch(self, job_ids: list[str]) -> None:
         """Hand jobs to the broker; ones that fail stay for the sweep (dispatch_pending)."""
         self.send([self.store.get(job_id) for job_id in job_ids])
 
-    def send(self, jobs: list[Job]) -> None:
+    def send(self, jobs: Sequence[Job]) -> None:
         sent: list[tuple[str, int]] = []
         for job in jobs:
             if job.held or job.state != "queued":

@@ -27,16 +27,17 @@ class ServedVersion:
 
 class ModelVersions(Protocol):
     def promote(self, name: str, *, force: bool = False) -> list[str]:
-        """Make ``name`` the version workers use, after loading its adapter on every
+        """Make ``name`` the version its line's jobs use, after loading its adapter on every
         inference server (returned); raises ModelVersionError when refused."""
         ...
 
-    def rollback(self) -> str | None:
-        """Put back the version promoted before; the name now served (None: the base)."""
+    def rollback(self, line: str = "default") -> str | None:
+        """Put back ``line``'s version promoted before; the name now served (None: the
+        base). Lines: bot/model_lines.py."""
         ...
 
-    def serving(self) -> ServedVersion | None:
-        """The promoted version (None: the configured base model)."""
+    def serving(self, line: str = "default") -> ServedVersion | None:
+        """``line``'s promoted version (None: the configured base model)."""
         ...
 
 

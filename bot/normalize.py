@@ -98,7 +98,21 @@ def _gh_common(payload: dict[str, Any], delivery_id: str) -> dict[str, Any]:
         "installation_id": installation
         if isinstance(installation, int) and 0 < installation < 2**63
         else None,
+        "private": _gh_private(payload),
     }
+
+
+def _gh_private(payload: dict[str, Any]) -> bool | None:
+    private = _opt(payload, "repository", "private")
+    return private if isinstance(private, bool) else None
+
+
+def _gl_private(payload: dict[str, Any]) -> bool | None:
+    # GitLab: 0 private, 10 internal (every signed-in user: not public), 20 public.
+    level = _opt(payload, "project", "visibility_level")
+    if isinstance(level, bool) or not isinstance(level, int):
+        return None
+    return level != 20
 
 
 # author_association values that never come with write access (COLLABORATOR and MEMBER
@@ -194,6 +208,7 @@ def _gl_common(
         "delivery_id": delivery_id,
         "installation_id": None,
         "confidential": confidential,
+        "private": _gl_private(payload),
     }
 
 

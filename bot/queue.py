@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import logging
+import os
+import queue
+import sqlite3
+import threading
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from celery import Celery
@@ -19,6 +25,8 @@ TASK_FOR_KIND: dict[str, str] = {
     "outcome": "ribbit.record_outcome",
 }
 QUEUE = "ribbit"
+
+log = logging.getLogger(__name__)
 
 
 class Dispatcher(Protocol):
@@ -38,6 +46,15 @@ def prepare_broker(settings: Settings) -> None:
     """The embedded broker is a SQLite file in the data dir, which must exist first."""
     if settings.uses_embedded_broker:
         settings.data_dir.mkdir(parents=True, exist_ok=True)
+        # kombu opens the file with SQLite's defaults (a rollback journal: several fsyncs and
+        # a file created and deleted per message). WAL is a property of the file, so setting
+        # it once here holds for kombu's connections in every process: one fsync per
+        # message, and the worker's polling no longer blocks the web process's sends.
+        conn = sqlite3.connect(settings.data_dir / "broker.db", timeout=30)
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+        finally:
+            conn.close()
 
 
 def client_celery(settings: Settings) -> Celery:
@@ -67,3 +84,87 @@ class CeleryDispatcher:
             queue=QUEUE,
             retry=False,
         )
+
+
+class BackgroundSender:
+    """Sends committed jobs to the broker from a thread of its own, so that a webhook is
+    answered as soon as its one transaction commits, not after a broker round trip and a
+    second commit to mark the job sent.
+
+    Jobs that arrive together are sent as one batch (``send`` marks them dispatched in one
+    transaction). This is the fast path only: a job this process does not send (it died, the
+    backlog was full, the broker was down) stays queued and undispatched in the store, and
+    the sweep (``Intake.dispatch_pending``), the one owner of re-sending, sends it.
+    """
+
+    def __init__(
+        self, send: Callable[[Sequence[Job]], None], *, backlog: int = 10_000, batch: int = 200
+    ) -> None:
+        self._send = send
+        self._batch = batch
+        self._queue: queue.Queue[Job | None] = queue.Queue(maxsize=backlog)
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._pid = 0
+
+    def submit(self, jobs: Sequence[Job]) -> None:
+        """Queue ``jobs`` (committed, detached rows) for sending; never blocks."""
+        if not jobs:
+            return
+        self._ensure_thread()
+        for job in jobs:
+            try:
+                self._queue.put_nowait(job)
+            except queue.Full:  # the sweep sends it; the answer must not wait on the broker
+                log.warning("send backlog full; job %s is left to the sweep", job.id)
+
+    def flush(self) -> None:
+        """Wait until every job submitted so far was sent or failed to send."""
+        if self._thread is not None and self._pid == os.getpid():
+            self._queue.join()
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Send what is queued (within ``timeout``) and stop the thread."""
+        with self._lock:
+            thread, self._thread = self._thread, None
+        if thread is None or self._pid != os.getpid():
+            return
+        try:
+            self._queue.put(None, timeout=timeout)
+        except queue.Full:  # a broker that hangs: what is left is the sweep's
+            return
+        thread.join(timeout)
+
+    def _ensure_thread(self) -> None:
+        # Started on first use, and again in a process forked after it started (a pre-forking
+        # server): threads do not survive a fork.
+        if self._thread is not None and self._pid == os.getpid():
+            return
+        with self._lock:
+            if self._thread is not None and self._pid == os.getpid():
+                return
+            if self._pid != os.getpid():
+                self._queue = queue.Queue(maxsize=self._queue.maxsize)
+            self._pid = os.getpid()
+            self._thread = threading.Thread(target=self._run, name="ribbit-sender", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            items = [self._queue.get()]
+            while len(items) < self._batch:
+                try:
+                    items.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            jobs = [job for job in items if job is not None]
+            try:
+                if jobs:
+                    self._send(jobs)
+            except Exception:  # the store is down: the jobs stay undispatched for the sweep
+                log.exception("sending %d job(s) failed; left to the sweep", len(jobs))
+            finally:
+                for _ in items:
+                    self._queue.task_done()
+            if len(jobs) < len(items):
+                return

@@ -48,6 +48,11 @@ class Services:
     def init_app(self, app: Flask) -> None:
         app.extensions["ribbit"] = self
 
+    def close(self) -> None:
+        """Hand the jobs still waiting to the broker, then release the store."""
+        self.intake.close()
+        self.db.dispose()
+
 
 def services() -> Services:
     svc: Services = current_app.extensions["ribbit"]

@@ -14,6 +14,7 @@ that there is one settings object; they are plain data and import nothing from
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -404,6 +405,49 @@ class GateSettings(Section):
     )
 
 
+class TrainingDataSettings(Section):
+    """Whose outcomes may train which model line (bot/model_lines.py)."""
+
+    lines: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="Model lines: name -> repositories whose outcomes train it and whose jobs "
+        "it serves, as `forge:owner/name`; globs (`github:acme/*`) match public repositories "
+        "only, a private one must be named exactly. JSON in the variable.",
+    )
+    public_repos: Literal["default_line", "listed"] = Field(
+        default="default_line",
+        description="A public repository in no line: `default_line` trains and is served by "
+        "the `default` line; `listed`: by none (base model). Private ones always need listing.",
+    )
+    retention_days: int | None = Field(
+        default=None,
+        ge=1,
+        description="Outcomes, trajectories and environments older than this are deleted by "
+        "`ribbit data prune`. Unset: kept.",
+    )
+
+    @field_validator("lines")
+    @classmethod
+    def _line_names(cls, value: dict[str, list[str]]) -> dict[str, list[str]]:
+        owner: dict[str, str] = {}
+        for name, repos in value.items():
+            if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$", name):
+                raise ValueError(f"model line {name!r}: letters, digits, _ . - only")
+            for entry in repos:
+                forge, sep, repo = entry.partition(":")
+                if not sep or not forge or "/" not in repo:
+                    raise ValueError(f"model line {name!r}: {entry!r} is not forge:owner/name")
+                # A job is served by one line: a repository named in two is ambiguous.
+                folded = entry.casefold()
+                if folded in owner and owner[folded] != name:
+                    raise ValueError(
+                        f"{entry} is named by model lines {owner[folded]!r} and {name!r}; "
+                        "a repository belongs to one line"
+                    )
+                owner[folded] = name
+        return value
+
+
 # Past the agent's deadline a running tool call may take this long (worker/agent/tools.py
 # RUNNER_GRACE_S, Leaf's host-side grace), plus the final diff.
 AGENT_GRACE_S = 120
@@ -485,6 +529,7 @@ class Settings(BaseSettings):
     agent: AgentSettings = Field(default_factory=AgentSettings)
     gates: GateSettings = Field(default_factory=GateSettings)
     reviewer: ReviewerSettings = Field(default_factory=ReviewerSettings)
+    training: TrainingDataSettings = Field(default_factory=TrainingDataSettings)
 
     @field_validator("label")
     @classmethod

@@ -20,6 +20,8 @@ pytest_plugins = [
     "tests.plugins.e2e",
     "tests.plugins.trainer",
     "tests.plugins.hub",
+    "tests.plugins.timing",
+    "tests.plugins.tiers",
 ]
 
 # Variables a test must never inherit from the developer's shell or CI.
@@ -88,7 +90,7 @@ def app(settings: Any, dispatcher: Any) -> Any:
     flask_app = create_app(settings, dispatcher=dispatcher)
     flask_app.config["TESTING"] = True
     yield flask_app
-    flask_app.extensions["ribbit"].db.dispose()
+    flask_app.extensions["ribbit"].close()
 
 
 @pytest.fixture
@@ -123,23 +125,37 @@ def gitlab_headers(event: str, delivery: str, token: str = GITLAB_TOKEN) -> dict
     }
 
 
+def flushed(app: Any, response: Any) -> Any:
+    """``response`` once the jobs of the request it answers were handed to the broker: the
+    answer comes first and the background sender after, so a test that looks at what was
+    sent waits on the sender (an event, not a sleep)."""
+    app.extensions["ribbit"].intake.flush()
+    return response
+
+
 @pytest.fixture
-def post_github(client: Any) -> Callable[..., Any]:
+def post_github(app: Any, client: Any) -> Callable[..., Any]:
     def post(payload: dict[str, Any] | bytes, event: str, delivery: str, **kw: Any) -> Any:
         body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
-        return client.post(
-            "/webhooks/github", data=body, headers=github_headers(body, event, delivery, **kw)
+        return flushed(
+            app,
+            client.post(
+                "/webhooks/github", data=body, headers=github_headers(body, event, delivery, **kw)
+            ),
         )
 
     return post
 
 
 @pytest.fixture
-def post_gitlab(client: Any) -> Callable[..., Any]:
+def post_gitlab(app: Any, client: Any) -> Callable[..., Any]:
     def post(payload: dict[str, Any] | bytes, event: str, delivery: str, **kw: Any) -> Any:
         body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
-        return client.post(
-            "/webhooks/gitlab", data=body, headers=gitlab_headers(event, delivery, **kw)
+        return flushed(
+            app,
+            client.post(
+                "/webhooks/gitlab", data=body, headers=gitlab_headers(event, delivery, **kw)
+            ),
         )
 
     return post

@@ -558,6 +558,13 @@ def calibrate_envs(
     help="local: in this process; celery: ribbit.rollout tasks to workers started with "
     "`ribbit worker --rollouts` (store and run folder on shared storage).",
 )
+@click.option(
+    "--line",
+    default="default",
+    show_default=True,
+    help="Model line to train (RIBBIT_TRAINING__LINES): only its repositories' environments "
+    "are used, and --register puts the version in this line.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the run's summary as JSON.")
 @_store_option
 @click.pass_context
@@ -575,6 +582,7 @@ def train(
     max_new_tokens: int,
     version_name: str | None,
     rollout_mode: str,
+    line: str,
     as_json: bool,
     store: Path | None,
 ) -> None:
@@ -600,6 +608,7 @@ def train(
             max_new_tokens=max_new_tokens,
             version_name=version_name,
             rollout_mode=rollout_mode,
+            line=line,
             store=store,
             as_json=as_json,
         )
@@ -622,10 +631,12 @@ def _train(
     version_name: str | None,
     rollout_mode: str,
     store: Path | None,
+    line: str = "default",
     as_json: bool = False,
 ) -> None:
     import torch
 
+    from bot.model_lines import known_lines
     from bot.store.db import Database
     from trainer.config import TrainSettings
     from trainer.envs.storage import EnvironmentStore
@@ -662,9 +673,18 @@ def _train(
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
     env_store = EnvironmentStore(root)
-    chosen = env_store.select(selector)
+    selected = env_store.select(selector)
+    if line not in known_lines(settings.training):
+        raise click.ClickException(
+            f"no model line {line!r}; lines: {', '.join(known_lines(settings.training))}"
+        )
+    # Rank 0 reads the database (migrating it first); every rank trains on its choice.
+    ids = ranks.broadcast_object(
+        [e.instance_id for e in _line_chosen(settings, line, selected)] if ranks.is_main else []
+    )
+    chosen = [e for e in selected if e.instance_id in set(ids)]
     if not chosen:
-        raise click.ClickException(f"no environments match {selector!r}")
+        raise click.ClickException(f"no environments of line {line!r} match {selector!r}")
     factory = sandbox_factory(settings.sandbox)
     # Rank 0 alone touches the database (one run row; concurrent migrations would race).
     db = Database(settings.effective_database_url) if ranks.is_main else None
@@ -775,6 +795,7 @@ def _train(
             adapter_path=str(adapter) if adapter.is_dir() else None,
             run_id=run_id,
             base_digest=base_digest(base, settings.effective_weights_dir),
+            line=line,
         )
         registered = version_name
         if not as_json:
@@ -794,6 +815,19 @@ def _train(
                 indent=2,
             )
         )
+
+
+def _line_chosen(settings: Settings, line: str, envs: list[Environment]) -> list[Environment]:
+    """``envs`` less those ``line`` may not train on (bot/model_lines.py)."""
+    from bot.store.db import Database
+    from trainer.envs.lines import line_environments
+
+    db = Database(settings.effective_database_url)
+    db.migrate()
+    try:
+        return line_environments(db, settings.training, line, envs)
+    finally:
+        db.dispose()
 
 
 def _pulled_base(settings: Settings) -> str:
@@ -906,19 +940,21 @@ def verify_model(ctx: click.Context, model_id: str | None) -> None:
 
 
 @model.command("list")
+@click.option("--line", default=None, help="Only this model line's versions.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON array instead of lines.")
 @click.pass_context
-def list_models(ctx: click.Context, as_json: bool) -> None:
-    """List model versions: state, held-out pass rate, adapter."""
+def list_models(ctx: click.Context, line: str | None, as_json: bool) -> None:
+    """List model versions: state, held-out pass rate, adapter, model line."""
     from trainer.registry import versions
 
-    rows = versions(_db(ctx))
+    rows = versions(_db(ctx), line)
     if as_json:
         click.echo(
             json.dumps(
                 [
                     {
                         "name": v.name,
+                        "line": v.line,
                         "state": v.state,
                         "base_model": v.base_model,
                         "adapter_path": v.adapter_path,
@@ -936,7 +972,9 @@ def list_models(ctx: click.Context, as_json: bool) -> None:
         empty("no model versions; `ribbit train --register NAME` registers one")
     for v in rows:
         rate = "-" if v.heldout_pass_rate is None else f"{v.heldout_pass_rate:.1%}"
-        click.echo(f"{v.name}\t{v.state}\theld-out {rate}\t{v.adapter_path or v.base_model}")
+        click.echo(
+            f"{v.name}\t{v.state}\theld-out {rate}\t{v.adapter_path or v.base_model}\tline {v.line}"
+        )
 
 
 @model.command("evaluate")
@@ -1017,15 +1055,16 @@ def promote_model(ctx: click.Context, version: str, force: bool) -> None:
 
 
 @model.command("rollback")
+@click.option("--line", default="default", show_default=True, help="The model line.")
 @click.pass_context
-def rollback_model(ctx: click.Context) -> None:
-    """Put back the version promoted before the current one (servers keep running)."""
+def rollback_model(ctx: click.Context, line: str) -> None:
+    """Put back the version promoted before the line's current one (servers keep running)."""
     from bot.model_versions import ModelVersionError
     from trainer.registry import RegistryVersions
 
     versions = RegistryVersions(_db(ctx), _settings(ctx).model)
     try:
-        previous = versions.rollback()
+        previous = versions.rollback(line)
     except ModelVersionError as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(f"now serving {previous}" if previous else "now serving the base model")

@@ -1,9 +1,10 @@
 """Model versions: register, promote (only if not worse on held-out), roll back.
 
 A version is the base model plus an optional LoRA adapter folder, with its pass
-rate on held-out environments. Exactly one version is ``promoted`` at a time (or
-none: workers then use the configured base model). Promotion is refused when
-the candidate has no held-out score or scores below the current one; ``force``
+rate on held-out environments. Each version belongs to one model line
+(bot/model_lines.py); exactly one version per line is ``promoted`` at a time (or
+none: that line's jobs then use the configured base model). Promotion is refused when
+the candidate has no held-out score or scores below its line's current one; ``force``
 is for humans who know better. Rollback retires the current version and puts
 back the one promoted before it.
 """
@@ -17,6 +18,7 @@ from pathlib import Path
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from bot.model_lines import DEFAULT_LINE
 from bot.model_versions import ModelVersionError, ServedVersion
 from bot.settings import ModelSettings, Settings
 from bot.store.db import Database
@@ -39,6 +41,7 @@ def register(
     heldout_envs: int = 0,
     run_id: int | None = None,
     base_digest: str | None = None,
+    line: str = DEFAULT_LINE,
 ) -> ModelVersion:
     """A candidate version. ``base_digest`` is the base weights' (worker.weights.base_digest);
     the adapter folder's digest is taken here, so the record says what the version is."""
@@ -57,6 +60,7 @@ def register(
             heldout_envs=heldout_envs,
             run_id=run_id,
             state="candidate",
+            line=line,
             base_digest=base_digest,
             adapter_digest=_adapter_digest(adapter_path),
         )
@@ -73,19 +77,25 @@ def _adapter_digest(adapter_path: str | None) -> str | None:
     return folder_digest(Path(adapter_path))
 
 
-def versions(db: Database) -> list[ModelVersion]:
+def versions(db: Database, line: str | None = None) -> list[ModelVersion]:
+    """Every version, or ``line``'s."""
     with db.session() as s:
-        return list(s.scalars(select(ModelVersion).order_by(ModelVersion.id)))
+        q = select(ModelVersion).order_by(ModelVersion.id)
+        if line is not None:
+            q = q.where(ModelVersion.line == line)
+        return list(s.scalars(q))
 
 
-def _promoted(s: Session) -> ModelVersion | None:
-    return s.scalar(select(ModelVersion).where(ModelVersion.state == "promoted"))
+def _promoted(s: Session, line: str) -> ModelVersion | None:
+    return s.scalar(
+        select(ModelVersion).where(ModelVersion.state == "promoted", ModelVersion.line == line)
+    )
 
 
-def promoted_model(db: Database) -> ModelVersion | None:
-    """The version workers should run, or None for the configured base model."""
+def promoted_model(db: Database, line: str = DEFAULT_LINE) -> ModelVersion | None:
+    """The version ``line``'s jobs should run, or None for the configured base model."""
     with db.session() as s:
-        return _promoted(s)
+        return _promoted(s, line)
 
 
 def check_promotable(db: Database, name: str, *, force: bool = False) -> ModelVersion:
@@ -99,7 +109,7 @@ def _check(s: Session, name: str, *, force: bool) -> ModelVersion:
     candidate = s.scalar(select(ModelVersion).where(ModelVersion.name == name))
     if candidate is None:
         raise RegistryError(f"no version {name!r}")
-    current = _promoted(s)
+    current = _promoted(s, candidate.line)
     if force or (current is not None and current.id == candidate.id):
         return candidate
     if candidate.heldout_pass_rate is None:
@@ -119,7 +129,7 @@ def _check(s: Session, name: str, *, force: bool) -> ModelVersion:
 def promote(db: Database, name: str, *, force: bool = False) -> ModelVersion:
     with db.session() as s:
         candidate = _check(s, name, force=force)
-        current = _promoted(s)
+        current = _promoted(s, candidate.line)
         if current is not None and current.id == candidate.id:
             return candidate
         if current is not None:
@@ -130,17 +140,22 @@ def promote(db: Database, name: str, *, force: bool = False) -> ModelVersion:
         return candidate
 
 
-def rollback(db: Database) -> ModelVersion | None:
-    """Retire the promoted version and promote the one before it (None: back to base)."""
+def rollback(db: Database, line: str = DEFAULT_LINE) -> ModelVersion | None:
+    """Retire ``line``'s promoted version and promote the one before it in the same line
+    (None: back to base)."""
     with db.session() as s:
-        current = _promoted(s)
+        current = _promoted(s, line)
         if current is None:
-            raise RegistryError("no version is promoted; nothing to roll back")
+            raise RegistryError(f"no version of line {line!r} is promoted; nothing to roll back")
         current.state = "rolled_back"
         s.flush()
         previous = s.scalar(
             select(ModelVersion)
-            .where(ModelVersion.state == "retired", ModelVersion.promoted_at.is_not(None))
+            .where(
+                ModelVersion.line == line,
+                ModelVersion.state == "retired",
+                ModelVersion.promoted_at.is_not(None),
+            )
             .order_by(ModelVersion.promoted_at.desc(), ModelVersion.id.desc())
         )
         if previous is not None:
@@ -171,11 +186,11 @@ class RegistryVersions:
         promote(self.db, name, force=force)
         return servers
 
-    def rollback(self) -> str | None:
+    def rollback(self, line: str = DEFAULT_LINE) -> str | None:
         from worker.models import AdapterError, publish_version, withdraw_version
 
-        current = promoted_model(self.db)
-        previous = rollback(self.db)
+        current = promoted_model(self.db, line)
+        previous = rollback(self.db, line)
         if previous is not None and previous.adapter_path:
             try:
                 publish_version(self.model, previous.name, Path(previous.adapter_path))
@@ -185,8 +200,8 @@ class RegistryVersions:
             withdraw_version(self.model, current.name)
         return previous.name if previous is not None else None
 
-    def serving(self) -> ServedVersion | None:
-        current = promoted_model(self.db)
+    def serving(self, line: str = DEFAULT_LINE) -> ServedVersion | None:
+        current = promoted_model(self.db, line)
         return None if current is None else ServedVersion(current.name, current.promoted_at)
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, Float, ForeignKey, Integer, String, Text
+from sqlalchemy import JSON, Float, ForeignKey, Index, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from bot.store.models import Base, utcnow
@@ -44,9 +44,12 @@ class TrainingRun(Base):
 
 class ModelVersion(Base):
     __tablename__ = "model_versions"
+    __table_args__ = (Index("ix_model_versions_line_state", "line", "state"),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     name: Mapped[str] = mapped_column(String(128), unique=True)
+    # The model line (bot/model_lines.py) it was trained for and is promoted within.
+    line: Mapped[str] = mapped_column(String(64), default="default", server_default="default")
     base_model: Mapped[str] = mapped_column(String(512))
     adapter_path: Mapped[str | None] = mapped_column(Text, nullable=True)  # None: the base itself
     # What the version is, byte for byte: the pulled base weights' manifest digest and the

@@ -5,6 +5,7 @@ environment on first use."""
 from __future__ import annotations
 
 import logging
+import threading
 from datetime import timedelta
 from typing import Any
 
@@ -107,14 +108,22 @@ def _pool_process_exited(pid: int | None = None, **_kwargs: Any) -> None:
         process_exited(pid)
 
 
+_RUNTIME_LOCK = threading.Lock()
+
+
 def runtime_for(app: Celery) -> WorkerRuntime:
     """The process's runtime, built on first use (after fork, so each child has its own
     database connections)."""
     existing: WorkerRuntime | None = getattr(app, "ribbit_runtime", None)
-    if existing is None:
-        settings: Settings = getattr(app, "ribbit_settings", None) or load_settings()
-        existing = WorkerRuntime.build(settings)
-        app.ribbit_runtime = existing
+    if existing is not None:
+        return existing
+    # A thread pool's first tasks arrive together: one runtime, built once.
+    with _RUNTIME_LOCK:
+        existing = getattr(app, "ribbit_runtime", None)
+        if existing is None:
+            settings: Settings = getattr(app, "ribbit_settings", None) or load_settings()
+            existing = WorkerRuntime.build(settings)
+            app.ribbit_runtime = existing
     return existing
 
 

@@ -1,5 +1,6 @@
-"""Which model version workers use (the one promoted with `ribbit model promote`), and
-whether it is there to use (:func:`preflight`, before any job starts its agent).
+"""Which model version a job uses (the one promoted with `ribbit model promote` in the
+model line of the job's repository, bot/model_lines.py), and whether it is there to use
+(:func:`preflight`, before any job starts its agent).
 
 The registry lives in the store (tables from trainer's migration); reading it here
 with plain SQL keeps the imports one way (trainer -> worker -> bot). Each job asks,
@@ -17,6 +18,8 @@ import requests
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
+from bot.forges.base import RepoRef
+from bot.model_lines import DEFAULT_LINE, repo_line
 from bot.settings import ModelSettings, Settings
 from bot.store.db import Database
 from worker.weights import WeightsError, find_weights, pull_command, weights_path
@@ -24,8 +27,8 @@ from worker.weights import WeightsError, find_weights, pull_command, weights_pat
 log = logging.getLogger(__name__)
 
 _PROMOTED = text(
-    "SELECT name, base_model, adapter_path FROM model_versions WHERE state = 'promoted' "
-    "ORDER BY promoted_at DESC LIMIT 1"
+    "SELECT name, base_model, adapter_path FROM model_versions "
+    "WHERE state = 'promoted' AND line = :line ORDER BY promoted_at DESC LIMIT 1"
 )
 
 
@@ -36,10 +39,13 @@ class PromotedVersion:
     adapter_path: Path | None
 
 
-def promoted_version(db: Database) -> PromotedVersion | None:
+def promoted_version(db: Database, line: str | None = DEFAULT_LINE) -> PromotedVersion | None:
+    """``line``'s promoted version; None (the base model) for a repository in no line."""
+    if line is None:
+        return None
     try:
         with db.engine.connect() as conn:
-            row = conn.execute(_PROMOTED).first()
+            row = conn.execute(_PROMOTED, {"line": line}).first()
     except SQLAlchemyError:
         log.warning("model registry unreadable; using the configured model", exc_info=True)
         return None
@@ -49,13 +55,17 @@ def promoted_version(db: Database) -> PromotedVersion | None:
     return PromotedVersion(name, base_model, Path(adapter) if adapter else None)
 
 
-def model_for_jobs(db: Database, configured: ModelSettings) -> ModelSettings:
-    """``configured`` with the promoted version applied: in process, its base weights and
-    adapter; on a server, the name the server knows the version's adapter by."""
-    version = promoted_version(db)
+def model_for_jobs(
+    db: Database, configured: ModelSettings, line: str | None = DEFAULT_LINE
+) -> ModelSettings:
+    """``configured`` with ``line``'s promoted version applied: in process, its base weights
+    and adapter; on a server, the name the server knows the version's adapter by (version
+    names are unique and each version is in one line, so each line's jobs ask for their
+    own adapter)."""
+    version = promoted_version(db, line)
     if version is None or configured.policy == "replay":
         return configured
-    log.info("using promoted model version %s", version.name)
+    log.info("using promoted model version %s (line %s)", version.name, line)
     if configured.policy == "openai":
         if version.adapter_path is None or configured.openai_server == "other":
             return configured
@@ -174,11 +184,13 @@ class ModelNotReady(Exception):
         )
 
 
-def preflight(db: Database, settings: Settings) -> ModelSettings:
-    """The model this job runs (the promoted version, else the configured one), checked to
-    be there, or :class:`ModelNotReady` before anything expensive starts (a worker without
-    weights used to spend a minute in hub retries, then post an exception name)."""
-    model = model_for_jobs(db, settings.model)
+def preflight(db: Database, settings: Settings, repo: RepoRef | None = None) -> ModelSettings:
+    """The model a job for ``repo`` runs (its line's promoted version, else the configured
+    one; ``repo`` None: the default line), checked to be there, or :class:`ModelNotReady`
+    before anything expensive starts (a worker without weights used to spend a minute in
+    hub retries, then post an exception name)."""
+    line = DEFAULT_LINE if repo is None else repo_line(db, settings.training, repo)
+    model = model_for_jobs(db, settings.model, line)
     if model.policy == "replay":
         if model.replay_file is None or not model.replay_file.is_file():
             raise ModelNotReady(

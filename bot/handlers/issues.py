@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bot.admission import refusal_reason
+from bot.admission import budget_refusal
 from bot.context import Context
 from bot.events import IssueLabeled
 from bot.routing import Registry
@@ -17,18 +17,14 @@ def enqueue_solve(ctx: Context) -> None:
     assert isinstance(event, IssueLabeled)
     if ctx.is_bot:
         return ctx.ignore("label added by the bot itself")
-    wanted = {ctx.settings.label}
-    cached = ctx.store.cached_trigger_label(ctx.session, event.forge, event.repo)
-    if cached:
-        wanted.add(cached)
-    if event.label not in wanted:
+    view = ctx.view
+    if event.label not in {ctx.settings.label, view.trigger_label}:
         return ctx.ignore(f"label {event.label!r} is not the trigger label")
-    reason = refusal_reason(ctx.settings.admission, ctx.store, ctx.session, event.forge, event.repo)
+    reason = budget_refusal(ctx.settings.admission, event.forge, event.repo, view.agent_jobs_today)
     if reason:
         return ctx.refuse(reason)
-    active = ctx.store.active_for_issue(ctx.session, event.forge, event.repo, event.issue_number)
-    if active is not None:
-        return ctx.ignore(f"issue already has active job {active.id}")
+    if view.active_job_id is not None:
+        return ctx.ignore(f"issue already has active job {view.active_job_id}")
     job = ctx.create_job(
         JobSpec(
             kind="solve",

@@ -16,11 +16,13 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import cache
 from typing import Any, Literal
 
-from sqlalchemy import func, select, update
+from sqlalchemy import Executable, String, Table, and_, bindparam, func, select, update
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, make_transient_to_detached
 
 from bot.store.db import Database
 from bot.store.models import Control, Delivery, Job, Repository, utcnow
@@ -57,6 +59,10 @@ class JobNotFound(LookupError):
     pass
 
 
+class DuplicateDelivery(Exception):
+    """A delivery id or signed body the forge sent before."""
+
+
 @dataclass(frozen=True)
 class JobSpec:
     """What intake asks for; the store turns it into a Job row."""
@@ -79,9 +85,61 @@ class Limits:
     max_concurrent_per_repo: int
 
 
+@dataclass(frozen=True)
+class IntakeView:
+    """What intake decides a new agent job on, for one issue, read in one statement."""
+
+    paused: bool  # the whole bot, or this repository
+    trigger_label: str | None  # the label .ribbit.yml asks for, as cached by the worker
+    agent_jobs_today: int  # solve/revise jobs created for the repository since 00:00 UTC
+    active_job_id: str | None  # the issue's queued or running solve/revise job
+    private: bool | None = None  # the repository's recorded visibility (None: not recorded)
+
+
+def _intake_view_statement() -> Executable:
+    # Built once: a webhook runs it as is, with no statement to build or cache key to make.
+    forge, repo = bindparam("forge", type_=String), bindparam("repo", type_=String)
+    in_repo = and_(Repository.forge == forge, Repository.full_name == repo)
+    jobs_in_repo = and_(Job.forge == forge, Job.repo == repo, Job.kind.in_(AGENT_KINDS))
+    return select(
+        select(Control.value).where(Control.key == _GLOBAL_PAUSE).scalar_subquery(),
+        select(Repository.paused).where(in_repo).scalar_subquery(),
+        select(Repository.trigger_label).where(in_repo).scalar_subquery(),
+        select(func.count())
+        .select_from(Job)
+        .where(jobs_in_repo, Job.created_at >= bindparam("day"))
+        .scalar_subquery(),
+        select(Job.id)
+        .where(
+            jobs_in_repo,
+            Job.issue_number == bindparam("issue"),
+            Job.state.in_(ACTIVE_STATES),
+        )
+        .limit(1)
+        .scalar_subquery(),
+        select(Repository.private).where(in_repo).scalar_subquery(),
+    )
+
+
+@cache
+def _insert_or_skip(dialect: str, table: Table) -> Executable:
+    """INSERT that skips a row breaking a unique key instead of failing, and returns the
+    key of a row it did insert (rowcount cannot tell: drivers report -1 or 1 for a skipped
+    row): no savepoint around it and no error that aborts a PostgreSQL transaction."""
+    key = table.primary_key.columns
+    if dialect == "sqlite":
+        return sqlite.insert(table).on_conflict_do_nothing().returning(*key)
+    if dialect == "postgresql":
+        return postgresql.insert(table).on_conflict_do_nothing().returning(*key)
+    raise NotImplementedError(f"no insert-or-skip for {dialect}")
+
+
 ClaimOutcome = Literal[
     "claimed", "reclaimed", "no_slot", "finished", "running_elsewhere", "held", "stale"
 ]
+
+
+_INTAKE_VIEW = _intake_view_statement()
 
 
 def new_job_id() -> str:
@@ -116,26 +174,34 @@ class JobStore:
         reason: str | None = None,
         job_id: str | None = None,
         body_sha256: str | None = None,
-    ) -> bool:
-        """Insert the delivery; False if this forge already delivered that id, or the same
-        signed body under another id (a replay)."""
-        row = Delivery(
-            forge=forge,
-            delivery_id=delivery_id,
-            event=event,
-            key=key,
-            outcome=outcome,
-            reason=reason,
-            job_id=job_id,
-            body_sha256=body_sha256,
+    ) -> None:
+        """Insert the delivery, or raise DuplicateDelivery if this forge already delivered
+        that id, or the same signed body under another id (a replay). The caller rolls its
+        transaction back then: nothing decided for a duplicate may be kept."""
+        inserted = self._insert_or_skip(
+            session,
+            Delivery.__table__,  # type: ignore[arg-type]
+            dict(
+                forge=forge,
+                delivery_id=delivery_id,
+                event=event,
+                key=key,
+                outcome=outcome,
+                reason=reason,
+                job_id=job_id,
+                body_sha256=body_sha256,
+                received_at=utcnow(),
+            ),
         )
-        try:
-            with session.begin_nested():
-                session.add(row)
-                session.flush()
-        except IntegrityError:
-            return False
-        return True
+        if not inserted:
+            raise DuplicateDelivery(f"{forge} delivery {delivery_id}")
+
+    def _insert_or_skip(self, session: Session, table: Table, row: dict[str, Any]) -> bool:
+        # Pending ORM changes first: a job cancelled earlier in this transaction frees its
+        # issue's active_key before a new job may take it.
+        session.flush()
+        conn = session.connection()
+        return conn.execute(_insert_or_skip(conn.dialect.name, table), row).first() is not None
 
     def delivery_seen(self, session: Session, forge: str, delivery_id: str) -> bool:
         return (
@@ -152,7 +218,8 @@ class JobStore:
     def create(self, session: Session, spec: JobSpec, *, held: bool = False) -> Job | None:
         """Create a queued job, or return None if an agent job is already active for the
         issue (the unique active_key makes this hold under concurrent deliveries)."""
-        job = Job(
+        now = utcnow()
+        row: dict[str, Any] = dict(
             id=new_job_id(),
             kind=spec.kind,
             state="queued",
@@ -164,18 +231,59 @@ class JobStore:
             delivery_id=spec.delivery_id,
             installation_id=spec.installation_id,
             instructions=spec.instructions,
-            parent_id=spec.parent_id,
             active_key=active_key_for(spec),
             held=held,
+            dispatched=False,
             dispatch_seq=1,
+            not_before=None,
+            requeues=0,
+            attempts=0,
+            stage=None,
+            failure_reason=None,
+            superseded_by=None,
+            parent_id=spec.parent_id,
+            status_comment_id=None,
+            branch=None,
+            pr_url=None,
+            result=None,
+            created_at=now,
+            updated_at=now,
+            started_at=None,
+            finished_at=None,
         )
-        try:
-            with session.begin_nested():
-                session.add(job)
-                session.flush()
-        except IntegrityError:
+        if not self._insert_or_skip(session, Job.__table__, row):  # type: ignore[arg-type]
             return None
+        # The row as inserted, attached without reading it back: callers change it (cancel,
+        # hold) in the same transaction as if the ORM had inserted it.
+        job = Job(**row)
+        make_transient_to_detached(job)
+        session.add(job)
         return job
+
+    def intake_view(
+        self, session: Session, forge: str, repo: str, issue_number: int | None
+    ) -> IntakeView:
+        row = (
+            session.connection()
+            .execute(
+                _INTAKE_VIEW,
+                dict(
+                    forge=forge,
+                    repo=repo,
+                    issue=issue_number,
+                    day=_start_of_day(utcnow()),
+                ),
+            )
+            .one()
+        )
+        global_paused, repo_paused, label, today, active, private = row
+        return IntakeView(
+            paused=global_paused == "1" or bool(repo_paused),
+            trigger_label=label,
+            agent_jobs_today=int(today or 0),
+            active_job_id=active,
+            private=private,
+        )
 
     def active_for_issue(self, session: Session, forge: str, repo: str, issue: int) -> Job | None:
         return session.scalar(

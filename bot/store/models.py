@@ -43,6 +43,9 @@ class Repository(Base):
     # can honour a per-repo label without calling the forge.
     trigger_label: Mapped[str | None] = mapped_column(String(255), nullable=True)
     installation_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    # Whether the forge says the repository is private; None: not recorded, treated as
+    # private (bot/model_lines.py: its outcomes train no shared model line).
+    private: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 

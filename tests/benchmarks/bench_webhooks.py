@@ -1,15 +1,29 @@
 """Benchmark: signed webhooks fired at `ribbit serve` on loopback, side by side with a bare
 Flask endpoint (same WSGI server, same signature check, no store) in the same run.
 
-Prints requests/s, p50/p99 latency, the ratio to the bare endpoint, and events lost
-(deliveries answered 202 but missing from the store; must be 0).
+Two deployments of Ribbit, each against the bare endpoint:
+- embedded: the zero-config default (SQLite store, kombu's SQLAlchemy broker on SQLite);
+- redis+postgres: the production default (PostgreSQL store with fsync on, Redis broker),
+  both started here on loopback.
+
+Two modes:
+- saturation: ``--events`` signed webhooks from ``--clients`` keep-alive clients, as fast
+  as answers come: requests/s, p50/p99 latency, and the ratio to the bare endpoint;
+- open loop: ``--rate`` requests/s for ``--duration`` seconds, sent on schedule whether or
+  not earlier ones were answered, latency counted from the scheduled time (so a stall is
+  charged to every request it delayed): p50/p99/max.
+
+Events lost (answered 202 but not in the store) must be 0; every job must reach the broker
+after its answer (the web process sends after the commit, off the request path).
 
     python -m tests.benchmarks.bench_webhooks [--events N] [--clients C]
+        [--rate R] [--duration S] [--setups embedded,redis+postgres]
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import socket
@@ -20,14 +34,20 @@ import tempfile
 import textwrap
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import requests
+from sqlalchemy import create_engine, text
 
 from bot.signatures import sign_github
 from tests.conftest import load_payload
+from tests.plugins.services import postgres_server, redis_server
 
 SECRET = "bench-secret"
+SETUPS = ("embedded", "redis+postgres")
 
 BARE_APP = textwrap.dedent(f"""
     import hmac, hashlib, json, sys
@@ -55,7 +75,7 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def wait_up(url: str, timeout: float = 30) -> None:
+def wait_up(url: str, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
@@ -67,39 +87,68 @@ def wait_up(url: str, timeout: float = 30) -> None:
     raise RuntimeError(f"{url} did not come up")
 
 
+REPOS = 50
+
+
 def bodies(n: int, first: int = 1) -> list[bytes]:
+    """Distinct signed-body payloads (a repeated body is a replay, answered 200), spread
+    over REPOS repositories: a deployment serves many, and the daily budget keeps the jobs
+    of any one of them few (the benchmark lifts the budget so that nothing is refused)."""
     base = load_payload("github", "issues.labeled")
     base["label"]["name"] = "ribbit"
     out = []
     for i in range(n):
         base["issue"]["number"] = first + i
+        base["repository"]["full_name"] = f"bench/repo-{i % REPOS}"
         out.append(json.dumps(base).encode())
     return out
 
 
-def fire(
-    url: str, payloads: list[bytes], clients: int, prefix: str
-) -> tuple[float, list[float], dict[int, int]]:
-    latencies: list[float] = []
-    codes: dict[int, int] = {}
+def headers(body: bytes, delivery: str) -> dict[str, str]:
+    return {
+        "X-GitHub-Event": "issues",
+        "X-GitHub-Delivery": delivery,
+        "X-Hub-Signature-256": sign_github(SECRET, body),
+        "Content-Type": "application/json",
+    }
+
+
+@dataclass
+class Run:
+    """One mode against one endpoint."""
+
+    elapsed: float
+    latencies: list[float]
+    codes: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def rate(self) -> float:
+        return len(self.latencies) / self.elapsed
+
+    def pct(self, q: int) -> float:
+        return statistics.quantiles(self.latencies, n=100)[q - 1] * 1000
+
+    @property
+    def worst(self) -> float:
+        return max(self.latencies) * 1000
+
+
+def fire(url: str, payloads: list[bytes], clients: int, prefix: str) -> Run:
+    """Closed loop: each client sends its next request when the last was answered."""
+    run = Run(0.0, [])
     lock = threading.Lock()
     chunks = [payloads[i::clients] for i in range(clients)]
 
     def worker(k: int, chunk: list[bytes]) -> None:
         session = requests.Session()
         for j, body in enumerate(chunk):
-            headers = {
-                "X-GitHub-Event": "issues",
-                "X-GitHub-Delivery": f"{prefix}-{k}-{j}",
-                "X-Hub-Signature-256": sign_github(SECRET, body),
-                "Content-Type": "application/json",
-            }
+            hdrs = headers(body, f"{prefix}-{k}-{j}")
             start = time.perf_counter()
-            resp = session.post(url, data=body, headers=headers, timeout=30)
+            resp = session.post(url, data=body, headers=hdrs, timeout=30)
             elapsed = time.perf_counter() - start
             with lock:
-                latencies.append(elapsed)
-                codes[resp.status_code] = codes.get(resp.status_code, 0) + 1
+                run.latencies.append(elapsed)
+                run.codes[resp.status_code] = run.codes.get(resp.status_code, 0) + 1
 
     threads = [threading.Thread(target=worker, args=(k, c)) for k, c in enumerate(chunks)]
     start = time.perf_counter()
@@ -107,84 +156,207 @@ def fire(
         t.start()
     for t in threads:
         t.join()
-    return time.perf_counter() - start, latencies, codes
+    run.elapsed = time.perf_counter() - start
+    return run
 
 
-def pct(values: list[float], q: float) -> float:
-    return statistics.quantiles(values, n=100)[int(q) - 1] * 1000
+def fire_open_loop(url: str, payloads: list[bytes], rate: float, prefix: str) -> Run:
+    """Open loop: request i leaves at start + i/rate whether or not earlier ones were
+    answered; its latency runs from that scheduled time, so queueing counts."""
+    run = Run(0.0, [])
+    lock = threading.Lock()
+    counter = itertools.count()
+    # Enough senders that slow answers (up to 32/rate s each) never hold back the schedule.
+    senders = 32
+    start = time.perf_counter() + 0.2
+
+    def sender() -> None:
+        session = requests.Session()
+        while (i := next(counter)) < len(payloads):
+            due = start + i / rate
+            pause = due - time.perf_counter()
+            if pause > 0:
+                time.sleep(pause)
+            body = payloads[i]
+            resp = session.post(url, data=body, headers=headers(body, f"{prefix}-{i}"), timeout=30)
+            done = time.perf_counter()
+            with lock:
+                run.latencies.append(done - due)
+                run.codes[resp.status_code] = run.codes.get(resp.status_code, 0) + 1
+
+    threads = [threading.Thread(target=sender) for _ in range(senders)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    run.elapsed = time.perf_counter() - start
+    return run
+
+
+@contextmanager
+def process(argv: list[str], env: dict[str, str] | None = None) -> Iterator[None]:
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        yield
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
+
+@contextmanager
+def ribbit_server(setup: str, tmp: Path, stack: ExitStack) -> Iterator[tuple[int, str]]:
+    """`ribbit serve --no-worker` for ``setup``; yields its port and store URL."""
+    data = tmp / setup.replace("+", "-")
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RIBBIT_")}
+    env.update(
+        RIBBIT_DATA_DIR=str(data),
+        RIBBIT_GITHUB__WEBHOOK_SECRET=SECRET,
+        RIBBIT_PORT=str(port),
+        RIBBIT_LOG_LEVEL="WARNING",
+        RIBBIT_ADMISSION__DAILY_JOBS_PER_REPO="100000000",
+    )
+    store_url = f"sqlite:///{data / 'ribbit.db'}"
+    if setup == "redis+postgres":
+        # fsync on: the production path, every commit durable.
+        store_url = stack.enter_context(postgres_server(fsync=True))
+        redis_dir = tmp / "redis"
+        redis_dir.mkdir(exist_ok=True)
+        env.update(
+            RIBBIT_DATABASE_URL=store_url,
+            RIBBIT_BROKER_URL=stack.enter_context(redis_server(redis_dir)),
+        )
+    with process([sys.executable, "-m", "bot", "serve", "--no-worker"], env):
+        wait_up(f"http://127.0.0.1:{port}/healthz")
+        yield port, store_url
+
+
+@dataclass
+class Tally:
+    stored: int
+    jobs: int
+    dispatched: int
+    drained_s: float
+
+
+def tally(store_url: str, prefix: str, expected_jobs: int, timeout: float = 120) -> Tally:
+    """What the store holds for deliveries under ``prefix``; waits (up to ``timeout``) for
+    every job to be handed to the broker, and says how long after the last answer."""
+    engine = create_engine(store_url)
+    start = time.monotonic()
+    try:
+        with engine.connect() as conn:
+            stored = conn.execute(
+                text("SELECT count(*) FROM deliveries WHERE delivery_id LIKE :p"),
+                {"p": f"{prefix}-%"},
+            ).scalar_one()
+            query = text(
+                "SELECT count(*), sum(CASE WHEN dispatched THEN 1 ELSE 0 END) FROM jobs "
+                "WHERE delivery_id LIKE :p"
+            )
+            while True:
+                jobs, dispatched = conn.execute(query, {"p": f"{prefix}-%"}).one()
+                conn.rollback()  # a fresh snapshot next time round
+                if (dispatched or 0) >= expected_jobs or time.monotonic() - start > timeout:
+                    break
+                time.sleep(0.05)
+    finally:
+        engine.dispose()
+    return Tally(int(stored), int(jobs), int(dispatched or 0), time.monotonic() - start)
+
+
+def report_line(name: str, run: Run, bare: Run | None, open_loop: bool) -> str:
+    line = (
+        f"  {name:26} {run.rate:7.0f} {run.pct(50):8.1f} {run.pct(99):8.1f} "
+        f"{run.worst:8.1f}  {dict(sorted(run.codes.items()))}"
+    )
+    if bare is not None and not open_loop:
+        line += f"  {run.rate / bare.rate:.2f}x bare"
+    return line
 
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--events", type=int, default=2000)
-    ap.add_argument("--clients", type=int, default=8)
+    ap.add_argument("--events", type=int, default=2000, help="saturation: webhooks per endpoint")
+    ap.add_argument("--clients", type=int, default=8, help="saturation: keep-alive clients")
+    ap.add_argument("--rate", type=float, default=200, help="open loop: requests/s")
+    ap.add_argument("--duration", type=float, default=60, help="open loop: seconds (0: skip)")
+    ap.add_argument("--setups", default=",".join(SETUPS), help=f"from {', '.join(SETUPS)}")
     args = ap.parse_args(argv)
-    payloads = bodies(args.events)
-    warmup = bodies(50, first=10**6)
-    with tempfile.TemporaryDirectory() as tmp:
-        data = Path(tmp) / "data"
-        ribbit_port, bare_port = free_port(), free_port()
-        env = {k: v for k, v in os.environ.items() if not k.startswith("RIBBIT_")}
-        env.update(
-            RIBBIT_DATA_DIR=str(data),
-            RIBBIT_GITHUB__WEBHOOK_SECRET=SECRET,
-            RIBBIT_PORT=str(ribbit_port),
-            RIBBIT_LOG_LEVEL="WARNING",
-            RIBBIT_ADMISSION__DAILY_JOBS_PER_REPO="1000000",
-        )
-        ribbit = subprocess.Popen(
-            [sys.executable, "-m", "bot", "serve", "--no-worker"],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        bare = subprocess.Popen(
-            [sys.executable, "-c", BARE_APP, str(bare_port)],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        try:
-            wait_up(f"http://127.0.0.1:{ribbit_port}/healthz")
-            wait_up(f"http://127.0.0.1:{bare_port}/healthz")
-            results = {}
-            for name, port in (("bare flask", bare_port), ("ribbit serve", ribbit_port)):
+    setups = [s for s in args.setups.split(",") if s]
+    unknown = set(setups) - set(SETUPS)
+    if unknown:
+        ap.error(f"unknown setups {sorted(unknown)}")
+    open_n = int(args.rate * args.duration)
+    saturation: dict[str, Run] = {}
+    open_loop: dict[str, Run] = {}
+    tallies: dict[str, tuple[Tally, Tally | None, int, int]] = {}
+    with tempfile.TemporaryDirectory() as tmpdir, ExitStack() as stack:
+        tmp = Path(tmpdir)
+        bare_port = free_port()
+        stack.enter_context(process([sys.executable, "-c", BARE_APP, str(bare_port)]))
+        wait_up(f"http://127.0.0.1:{bare_port}/healthz")
+        bare_url = f"http://127.0.0.1:{bare_port}/webhooks/github"
+        fire(bare_url, bodies(50, first=10**7), 2, "warm-bare")
+        for setup in setups:
+            with ExitStack() as services, ribbit_server(setup, tmp, services) as (port, store):
                 url = f"http://127.0.0.1:{port}/webhooks/github"
-                fire(url, warmup, 2, f"warm-{name}")  # excluded from the figures
-                results[name] = fire(url, payloads, args.clients, f"run-{name}")
-        finally:
-            ribbit.terminate()
-            bare.terminate()
-            ribbit.wait(30)
-            bare.wait(30)
-        from sqlalchemy import create_engine, text
-
-        engine = create_engine(f"sqlite:///{data / 'ribbit.db'}")
-        with engine.connect() as conn:
-            stored = conn.execute(
-                text("SELECT count(*) FROM deliveries WHERE delivery_id LIKE 'run-%'")
-            ).scalar_one()
-            jobs = conn.execute(text("SELECT count(*) FROM jobs")).scalar_one()
-        engine.dispose()
+                fire(url, bodies(50, first=10**7), 2, "warm")  # excluded from the figures
+                # Bare and Ribbit back to back, so both see the same load on the machine.
+                saturation[f"bare flask ({setup})"] = fire(
+                    bare_url, bodies(args.events), args.clients, f"sat-bare-{setup}"
+                )
+                saturation[setup] = fire(url, bodies(args.events), args.clients, "sat")
+                sat_tally = tally(store, "sat", saturation[setup].codes.get(202, 0))
+                open_tally = None
+                if open_n:
+                    payloads = bodies(open_n, first=10**6)
+                    open_loop[f"bare flask ({setup})"] = fire_open_loop(
+                        bare_url, payloads, args.rate, f"open-bare-{setup}"
+                    )
+                    open_loop[setup] = fire_open_loop(url, payloads, args.rate, "open")
+                    open_tally = tally(store, "open", open_loop[setup].codes.get(202, 0))
+                tallies[setup] = (
+                    sat_tally,
+                    open_tally,
+                    saturation[setup].codes.get(202, 0),
+                    open_loop[setup].codes.get(202, 0) if open_n else 0,
+                )
     print(
-        f"{args.events} signed issues.labeled webhooks, {args.clients} keep-alive clients, "
-        "loopback, same waitress server"
+        "signed issues.labeled webhooks on loopback, waitress (8 threads) for both; "
+        "ribbit serve --no-worker"
     )
-    print(f"{'endpoint':14} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8}  answers")
-    for name, (elapsed, lat, codes) in results.items():
-        print(
-            f"{name:14} {len(lat) / elapsed:8.0f} {pct(lat, 50):8.2f} {pct(lat, 99):8.2f}  "
-            f"{dict(sorted(codes.items()))}"
-        )
-    (re, rl, rc), (be, bl, _) = results["ribbit serve"], results["bare flask"]
-    print(
-        f"ratio ribbit/bare: throughput {(len(rl) / re) / (len(bl) / be):.2f}x, "
-        f"p50 latency {pct(rl, 50) / pct(bl, 50):.1f}x"
-    )
-    accepted = rc.get(202, 0)
-    print(
-        f"accepted {accepted}, deliveries stored {stored}, jobs created {jobs - len(warmup)}, "
-        f"events lost {accepted - stored}"
-    )
+    print(f"saturation: {args.events} webhooks, {args.clients} keep-alive clients")
+    print(f"  {'endpoint':26} {'req/s':>7} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}  answers")
+    for setup in setups:
+        bare = saturation[f"bare flask ({setup})"]
+        print(report_line(f"bare flask ({setup} run)", bare, None, False))
+        print(report_line(f"ribbit {setup}", saturation[setup], bare, False))
+    if open_n:
+        print(f"open loop: {args.rate:.0f} requests/s for {args.duration:.0f} s")
+        print(f"  {'endpoint':26} {'req/s':>7} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}  answers")
+        for setup in setups:
+            bare = open_loop[f"bare flask ({setup})"]
+            print(report_line(f"bare flask ({setup} run)", bare, None, True))
+            print(report_line(f"ribbit {setup}", open_loop[setup], None, True))
+    print("store and broker:")
+    for setup, (sat, opened, sat_ok, open_ok) in tallies.items():
+        for mode, t, accepted in (("saturation", sat, sat_ok), ("open loop", opened, open_ok)):
+            if t is None:
+                continue
+            print(
+                f"  {setup} {mode}: accepted {accepted}, deliveries stored {t.stored}, "
+                f"events lost {accepted - t.stored}; jobs {t.jobs}, handed to the broker "
+                f"{t.dispatched} (all within {t.drained_s:.1f} s of the last answer)"
+                if t.dispatched >= accepted
+                else f"  {setup} {mode}: accepted {accepted}, deliveries stored {t.stored}, "
+                f"events lost {accepted - t.stored}; jobs {t.jobs}, handed to the broker "
+                f"only {t.dispatched} after {t.drained_s:.0f} s (the rest is the sweep's)"
+            )
 
 
 if __name__ == "__main__":

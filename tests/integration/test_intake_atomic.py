@@ -60,10 +60,73 @@ def test_failed_intake_leaves_no_delivery_and_redelivery_creates_the_job(
     first = app.test_client().post("/webhooks/github", data=body, headers=headers)
     assert first.status_code >= 500
     with store.db.session() as s:
-        assert s.query(Delivery).count() == 0  # the savepoint did not commit on its own
+        assert s.query(Delivery).count() == 0
+        assert s.query(Job).count() == 0  # the job's savepoint did not commit on its own
         assert s.query(Job).count() == 0
     monkeypatch.setattr(store, "create", real_create)
     again = app.test_client().post("/webhooks/github", data=body, headers=headers)
     assert again.status_code == 202 and again.get_json()["status"] == "accepted"
+    app.extensions["ribbit"].intake.flush()
     assert dispatcher.sent == [again.get_json()["job_id"]]
-    app.extensions["ribbit"].db.dispose()
+    app.extensions["ribbit"].close()
+
+
+def test_a_second_active_job_for_an_issue_is_skipped_and_the_transaction_commits(
+    db_settings: Any,
+) -> None:
+    """The active-job key is enforced by an insert that skips (no savepoint, no error): the
+    second create answers None, and on PostgreSQL the transaction is not aborted."""
+    from bot.store.db import Database
+    from bot.store.jobs import JobSpec, JobStore
+    from bot.store.models import Job
+
+    db = Database(db_settings.effective_database_url)
+    db.migrate()
+    store = JobStore(db)
+    spec = JobSpec(kind="solve", forge="github", repo="o/r", issue_number=5)
+    try:
+        with db.session() as session:
+            first = store.create(session, spec)
+            assert first is not None
+            assert store.create(session, spec) is None
+            help_job = store.create(session, JobSpec(kind="help", forge="github", repo="o/r"))
+            assert help_job is not None
+        with db.session() as session:
+            assert sorted(j.kind for j in session.query(Job).all()) == ["help", "solve"]
+    finally:
+        db.dispose()
+
+
+def test_concurrent_redeliveries_make_one_job(db_settings: Any) -> None:
+    """Eight threads deliver the same signed body at once, under one id and under new ids (a
+    replay): exactly one is accepted, every other one is a duplicate, one job exists."""
+    import threading
+
+    from bot import create_app
+    from tests.fakes import RecordingDispatcher
+
+    app = create_app(db_settings, dispatcher=RecordingDispatcher())
+    body = _labelled()
+    start = threading.Barrier(8)
+    answers: list[tuple[int, str]] = []
+    lock = threading.Lock()
+
+    def deliver(k: int) -> None:
+        client = app.test_client()
+        headers = github_headers(body, "issues", f"same-{k % 2}")
+        start.wait(30)
+        resp = client.post("/webhooks/github", data=body, headers=headers)
+        with lock:
+            answers.append((resp.status_code, resp.get_json()["status"]))
+
+    threads = [threading.Thread(target=deliver, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    svc = app.extensions["ribbit"]
+    try:
+        assert sorted(answers) == [(200, "duplicate")] * 7 + [(202, "accepted")]
+        assert len(svc.store.list()) == 1
+    finally:
+        svc.close()

@@ -81,11 +81,12 @@ def test_webhook_to_worker_moves_the_job(
     assert resp.status_code == 202, resp.get_json()
     job_id = resp.get_json()["job_id"]
     store = app.extensions["ribbit"].store
+    app.extensions["ribbit"].intake.flush()  # sent after the answer, by the sender thread
     assert store.get(job_id).dispatched
     job = wait_for(lambda: (j := store.get(job_id)).state == "succeeded" and j)
     assert ran == [job_id]
     assert job.result == {"note": "pipeline ran in the worker"}
-    app.extensions["ribbit"].db.dispose()
+    app.extensions["ribbit"].close()
 
 
 def test_broker_down_then_sweep_delivers(
@@ -109,10 +110,11 @@ def test_broker_down_then_sweep_delivers(
         .get_json()["job_id"]
     )
     store = app.extensions["ribbit"].store
+    app.extensions["ribbit"].intake.flush()
     assert not store.get(job_id).dispatched
     assert sweep(_runtime(running_worker))["dispatched"] == 1
     wait_for(lambda: store.get(job_id).state == "succeeded")
-    app.extensions["ribbit"].db.dispose()
+    app.extensions["ribbit"].close()
 
 
 def _runtime(app: Any) -> Any:

@@ -58,9 +58,10 @@ def test_webhook_path_on_postgres(pg_settings: Any) -> None:
     assert again.get_json()["status"] == "duplicate"
     assert other.get_json()["status"] == "ignored"  # the issue already has an active job
     store = app.extensions["ribbit"].store
+    app.extensions["ribbit"].intake.flush()
     assert [j.id for j in store.list()] == [first.get_json()["job_id"]] == dispatcher.sent
     assert client.get("/healthz").get_json()["checks"]["database"]["ok"]
-    app.extensions["ribbit"].db.dispose()
+    app.extensions["ribbit"].close()
 
 
 def test_concurrent_claims_hold_the_limit_on_postgres(pg_settings: Any) -> None:
@@ -126,6 +127,6 @@ def test_migrations_wait_for_each_other(pg_settings: Any) -> None:
     assert errors == []
     Database(pg_settings.database_url).migrate()  # a second process: nothing left to do
     with holder.connect() as conn:
-        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0008"
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0009"
     holder.dispose()
     db.dispose()

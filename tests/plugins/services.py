@@ -14,6 +14,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -41,18 +42,13 @@ def _wait_for_port(
     raise RuntimeError(f"{what} did not listen on 127.0.0.1:{port} within {timeout}s")
 
 
-@pytest.fixture(scope="session")
-def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """URL of a real Redis server (RIBBIT_TEST_REDIS_URL, or one started here)."""
-    given = os.environ.get("RIBBIT_TEST_REDIS_URL")
-    if given:
-        yield given
-        return
+@contextmanager
+def redis_server(workdir: Path) -> Iterator[str]:
+    """A throwaway Redis on loopback (no persistence); yields its URL. Needs redis-server."""
     binary = shutil.which("redis-server")
-    require_service(binary is not None, "redis-server")
-    assert binary is not None
+    if binary is None:
+        raise RuntimeError("redis-server is not installed")
     port = free_port()
-    workdir = tmp_path_factory.mktemp("redis")
     proc = subprocess.Popen(
         [
             binary,
@@ -78,6 +74,18 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         proc.wait(timeout=10)
 
 
+@pytest.fixture(scope="session")
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """URL of a real Redis server (RIBBIT_TEST_REDIS_URL, or one started here)."""
+    given = os.environ.get("RIBBIT_TEST_REDIS_URL")
+    if given:
+        yield given
+        return
+    require_service(shutil.which("redis-server") is not None, "redis-server")
+    with redis_server(tmp_path_factory.mktemp("redis")) as url:
+        yield url
+
+
 def _pg_bindir() -> Path | None:
     for candidate in sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True):
         if (candidate / "initdb").exists():
@@ -85,16 +93,13 @@ def _pg_bindir() -> Path | None:
     return None
 
 
-@pytest.fixture(scope="session")
-def postgres_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """URL of a real PostgreSQL (RIBBIT_TEST_POSTGRES_URL, or a throwaway cluster)."""
-    given = os.environ.get("RIBBIT_TEST_POSTGRES_URL")
-    if given:
-        yield given
-        return
+@contextmanager
+def postgres_server(*, fsync: bool = False) -> Iterator[str]:
+    """A throwaway PostgreSQL cluster on loopback; yields a SQLAlchemy URL. ``fsync`` off
+    (the default) suits tests; a benchmark of the production path turns it on."""
     bindir = _pg_bindir()
-    require_service(bindir is not None, "PostgreSQL server binaries (initdb)")
-    assert bindir is not None
+    if bindir is None:
+        raise RuntimeError("PostgreSQL server binaries (initdb) are not installed")
     # Not under pytest's tmp root: that is private to root, and postgres must traverse it.
     base = Path(tempfile.mkdtemp(prefix="ribbit-pg-"))
     datadir, sockdir = base / "data", base / "sock"
@@ -133,7 +138,7 @@ def postgres_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             "-c",
             "listen_addresses=127.0.0.1",
             "-c",
-            "fsync=off",
+            f"fsync={'on' if fsync else 'off'}",
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -159,3 +164,15 @@ def postgres_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         proc.terminate()
         proc.wait(timeout=20)
         shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """URL of a real PostgreSQL (RIBBIT_TEST_POSTGRES_URL, or a throwaway cluster)."""
+    given = os.environ.get("RIBBIT_TEST_POSTGRES_URL")
+    if given:
+        yield given
+        return
+    require_service(_pg_bindir() is not None, "PostgreSQL server binaries (initdb)")
+    with postgres_server() as url:
+        yield url

@@ -108,7 +108,9 @@ def environments_from_outcomes(
             setup_commands=(task.setup_command,) if task.setup_command else (),
             hints_text="\n\n".join(_comments(outcome)),
             provenance=Provenance(
-                source="outcome", author="human" if outcome.human_authored else "bot"
+                source="outcome",
+                author="human" if outcome.human_authored else "bot",
+                forge=forge,
             ),
         )
         try:

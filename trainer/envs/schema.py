@@ -21,6 +21,9 @@ class Provenance(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     source: str = Field(default="local", description="pr, outcome, local, import")
+    # The forge of the repository the environment came from (github, gitlab), where known:
+    # with ``repo`` it decides which model lines may train on it (bot/model_lines.py).
+    forge: str | None = None
     fix_commit: str | None = None
     pr_url: str | None = None
     author: Author = "unknown"

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import and_, or_, select
 
 from bot.admission import refusal_reason
 from bot.intake import Intake
@@ -92,10 +92,20 @@ def run_command(ctx: JobContext) -> dict[str, Any] | None:
 
 
 def _already_told(ctx: JobContext) -> bool:
-    """Whether this actor was already refused on this issue (any earlier command job)."""
+    """Whether another command job of this actor on this issue tells them instead: one that
+    was refused (and told them), or an earlier one still queued or running (which will).
+    Only the earliest of several commands sent at once replies, however many workers run
+    them together: a check for refused jobs alone let each of them reply."""
     job = ctx.job
+    earlier = or_(
+        Job.created_at < job.created_at,
+        and_(Job.created_at == job.created_at, Job.id < job.id),
+    )
+    refused = and_(
+        Job.state == "failed", Job.failure_reason.like(f"refused: %{WRITE_ACCESS_REFUSAL}")
+    )
     with ctx.store.db.session() as session:
-        earlier = session.scalar(
+        other = session.scalar(
             select(Job.id)
             .where(
                 Job.forge == job.forge,
@@ -104,9 +114,8 @@ def _already_told(ctx: JobContext) -> bool:
                 Job.actor == job.actor,
                 Job.kind == "command",
                 Job.id != job.id,
-                Job.state == "failed",
-                Job.failure_reason.like(f"refused: %{WRITE_ACCESS_REFUSAL}"),
+                or_(refused, and_(earlier, Job.state.in_(("queued", "running")))),
             )
             .limit(1)
         )
-    return earlier is not None
+    return other is not None

@@ -349,7 +349,7 @@ class SolveRun:
         from worker.models import ModelNotReady, preflight
 
         try:
-            return preflight(self.ctx.store.db, self.settings)
+            return preflight(self.ctx.store.db, self.settings, self.repo)
         except ModelNotReady as exc:
             self.status.show(Status("failed", exc.for_issue()))
             raise JobRefused(str(exc)) from None

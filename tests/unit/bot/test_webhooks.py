@@ -488,3 +488,25 @@ def test_metrics_count_events_and_jobs(client: Any, post_github: Any) -> None:
     assert 'outcome="error"} 1.0' in text
     assert 'ribbit_jobs{state="queued"} 1.0' in text
     assert "ribbit_http_request_duration_seconds_bucket" in text
+
+
+def test_repository_visibility_is_recorded_for_model_lines(post_github: Any, store: Any) -> None:
+    from bot.forges.base import RepoRef
+    from bot.model_lines import visibility
+
+    repo = RepoRef("github", "Codertocat/Hello-World")
+    assert visibility(store.db, repo) is None  # never seen: counts as private
+    public = labeled()
+    public["repository"]["private"] = False
+    assert post_github(public, "issues", "v-1").status_code == 202
+    assert visibility(store.db, repo) is False
+    # The repository turned private: the next job records it, and shared lines drop it.
+    private = labeled(number=2)
+    private["repository"]["private"] = True
+    assert post_github(private, "issues", "v-2").get_json()["status"] == "accepted"
+    assert visibility(store.db, repo) is True
+    # A payload that does not say (or says it with the wrong type) changes nothing.
+    odd = labeled(number=3)
+    odd["repository"]["private"] = "false"
+    post_github(odd, "issues", "v-3")
+    assert visibility(store.db, repo) is True

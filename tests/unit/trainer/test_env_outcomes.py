@@ -129,6 +129,7 @@ def test_outcomes_to_environments(db: Database, fix_with_new_test: FixRepo, tmp_
     assert env.test_command == PYTEST and env.setup_commands == [SETUP]
     assert env.hints_text == "also check negatives"
     assert env.provenance.source == "outcome" and env.provenance.author == "bot"
+    assert env.provenance.forge == "github"  # decides which model lines may train on it
     assert store.get(env.instance_id) == env
     reasons = {r.candidate: r for r in store.rejections()}
     assert reasons["acme/calc#2"].reason == "pr_not_merged"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from datetime import UTC, timedelta
 from typing import Any
 
@@ -153,12 +152,10 @@ def test_cancel_while_running_stops_the_pipeline(
     def long_running(ctx: JobContext) -> None:
         with runtime.db.session() as s:
             runtime.store.cancel(s, s.get(type(ctx.job), job_id), "stopped by alice")
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            if ctx.cancel.is_set():
-                seen_cancel.set()
-                ctx.check_cancelled()
-            time.sleep(0.01)
+        # The heartbeat turns the cancelled state into the event: await it, no polling.
+        if ctx.cancel.wait(30):
+            seen_cancel.set()
+            ctx.check_cancelled()
 
     pipelines["solve"] = long_running
     assert run_job(runtime, job_id) == "cancelled"
@@ -269,3 +266,36 @@ def test_sweep_requeues_a_lost_job_a_bounded_number_of_times(runtime: Any) -> No
     assert sweep(runtime, intake=intake) == {"requeued": 0, "failed": 1, "dispatched": 0}
     job = runtime.store.get(job_id)
     assert job.state == "failed" and "lost 4 times" in job.failure_reason
+
+
+def test_only_the_earliest_of_an_outsiders_commands_replies(runtime: Any) -> None:
+    """Three `/ribbit retry` from one outsider, run by workers at the same time: the first
+    tells them, the others see it coming (queued or running) or done, and stay quiet."""
+    from worker.pipelines.commands import _already_told
+
+    ids = []
+    for _ in range(3):
+        with runtime.db.session() as s:
+            job = runtime.store.create(
+                s,
+                JobSpec(kind="command", forge="gitlab", repo="o/r", issue_number=4, actor="otto"),
+            )
+            assert job is not None
+            ids.append(job.id)
+    first, second, third = (runtime.store.get(i) for i in ids)
+    told = {
+        j.id: _already_told(JobContext(job=j, settings=runtime.settings, store=runtime.store))
+        for j in (first, second, third)
+    }
+    assert told == {first.id: False, second.id: True, third.id: True}
+    runtime.store.transition(first.id, "running")
+    runtime.store.transition(first.id, "failed", reason="refused: otto does not have write access")
+    assert _already_told(JobContext(job=third, settings=runtime.settings, store=runtime.store))
+    # Another actor, or another issue, is told on its own.
+    with runtime.db.session() as s:
+        other = runtime.store.create(
+            s, JobSpec(kind="command", forge="gitlab", repo="o/r", issue_number=4, actor="eve")
+        )
+        assert other is not None
+    other = runtime.store.get(other.id)
+    assert not _already_told(JobContext(job=other, settings=runtime.settings, store=runtime.store))

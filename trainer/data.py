@@ -1,0 +1,272 @@
+"""One repository's training data: list it, export it, delete it, and expire old data.
+
+What Ribbit keeps that carries a repository's code or discussion:
+
+- outcomes (``outcomes`` rows: the bot's and the merged diffs, review comments);
+- jobs' records of the task and the run (``jobs.result``: issue text, diff, trajectory
+  path; ``jobs.instructions``) and the trajectory files under ``DATA_DIR/trajectories``;
+- environments in the trainer's store (``envs/<id>/``: the task, patches, a git bundle of
+  the repository) and rejected candidates (``rejected.jsonl``).
+
+Delete removes the outcomes, the environments and rejections, and the trajectory files,
+and strips the jobs' results down to figures with no content (the job rows stay: they are
+the operational record the dashboard and the admission limits count). Environments know
+their forge when built from outcomes; one with no forge recorded (built or imported by
+hand) is matched on its repository name alone, so a delete never leaves a copy behind.
+Trajectory files are only touched inside ``DATA_DIR``: a path in a job's record that
+points elsewhere is neither read nor deleted.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import tarfile
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import delete, select
+
+from bot.forges.base import RepoRef
+from bot.store.db import Database
+from bot.store.models import Job, Outcome
+from trainer.envs.schema import Environment, Rejection
+from trainer.envs.storage import EnvironmentStore
+from trainer.store import TrainingEnvironment
+from worker.outcomes_cli import outcome_dict
+
+# Figures a job's result keeps after its repository's data is deleted: nothing here holds
+# code, issue text or a path.
+_KEPT_RESULT_KEYS = frozenset({"exit_reason", "turns"})
+
+
+@dataclass
+class RepoData:
+    """What is stored for one repository (``before``: only what is older than that)."""
+
+    repo: RepoRef
+    outcome_ids: list[int] = field(default_factory=list)
+    job_ids: list[str] = field(default_factory=list)  # jobs whose result holds content
+    trajectories: list[Path] = field(default_factory=list)  # existing files, inside DATA_DIR
+    environments: list[str] = field(default_factory=list)
+    rejections: int = 0
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "forge": self.repo.forge,
+            "repo": self.repo.full_name,
+            "outcomes": len(self.outcome_ids),
+            "jobs": len(self.job_ids),
+            "trajectories": len(self.trajectories),
+            "environments": len(self.environments),
+            "rejections": self.rejections,
+        }
+
+
+def _aware(when: datetime) -> datetime:
+    # SQLite gives naive datetimes back (stored as UTC).
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+
+
+def _older(when: datetime | None, before: datetime | None) -> bool:
+    return before is None or (when is not None and _aware(when) < before)
+
+
+def _env_matches(env: Environment, repo: RepoRef) -> bool:
+    forge = env.provenance.forge
+    return env.repo == repo.full_name and (forge is None or forge == repo.forge)
+
+
+def _env_time(env: Environment, path: Path) -> datetime:
+    try:
+        return _aware(datetime.fromisoformat(env.created_at))
+    except ValueError:
+        return datetime.fromtimestamp(path.stat().st_mtime, UTC)
+
+
+def _rejection_matches(r: Rejection, repo: RepoRef) -> bool:
+    # Candidates are named "owner/name#PR" (outcomes) or "owner/name@base..fix" (builder).
+    return r.candidate.startswith((f"{repo.full_name}#", f"{repo.full_name}@"))
+
+
+def _trajectory(result: dict[str, Any], data_dir: Path) -> Path | None:
+    value = result.get("trajectory_path")
+    if not isinstance(value, str) or not value:
+        return None
+    root = data_dir.resolve()
+    path = Path(value)
+    path = (path if path.is_absolute() else root / path).resolve()
+    if not path.is_relative_to(root) or not path.is_file():
+        return None
+    return path
+
+
+def repo_data(
+    db: Database,
+    store: EnvironmentStore,
+    data_dir: Path,
+    repo: RepoRef,
+    *,
+    before: datetime | None = None,
+) -> RepoData:
+    found = RepoData(repo)
+    with db.session() as s:
+        for o in s.scalars(
+            select(Outcome)
+            .where(Outcome.forge == repo.forge, Outcome.repo == repo.full_name)
+            .order_by(Outcome.id)
+        ):
+            if _older(o.recorded_at, before):
+                found.outcome_ids.append(o.id)
+        for job in s.scalars(
+            select(Job)
+            .where(Job.forge == repo.forge, Job.repo == repo.full_name)
+            .order_by(Job.created_at)
+        ):
+            if not _older(job.created_at, before):
+                continue
+            result = job.result or {}
+            if set(result) - _KEPT_RESULT_KEYS or job.instructions:
+                found.job_ids.append(job.id)
+            path = _trajectory(result, data_dir)
+            if path is not None:
+                found.trajectories.append(path)
+    for env in store:
+        if not _env_matches(env, repo):
+            continue
+        path = store.root / "envs" / env.instance_id / "environment.json"
+        if before is None or _env_time(env, path) < before:
+            found.environments.append(env.instance_id)
+    if before is None:
+        found.rejections = sum(_rejection_matches(r, repo) for r in store.rejections())
+    return found
+
+
+def export_repo(
+    db: Database, store: EnvironmentStore, data_dir: Path, repo: RepoRef, out: Path
+) -> RepoData:
+    """A gzipped tar of everything stored for ``repo``: ``outcomes.jsonl``, ``jobs.jsonl``
+    (each job's record), ``trajectories/<file>``, ``environments/<id>/`` (the JSON and
+    the git bundle) and ``rejected.jsonl``."""
+    found = repo_data(db, store, data_dir, repo)
+    with db.session() as s:
+        outcomes = [
+            outcome_dict(o)
+            for o in s.scalars(
+                select(Outcome).where(Outcome.id.in_(found.outcome_ids)).order_by(Outcome.id)
+            )
+        ]
+        jobs = [
+            {
+                "id": j.id,
+                "kind": j.kind,
+                "state": j.state,
+                "issue_number": j.issue_number,
+                "pr_number": j.pr_number,
+                "instructions": j.instructions,
+                "result": j.result,
+                "created_at": _aware(j.created_at).isoformat(),
+            }
+            for j in s.scalars(
+                select(Job)
+                .where(Job.forge == repo.forge, Job.repo == repo.full_name)
+                .order_by(Job.created_at)
+            )
+        ]
+    rejections = [r for r in store.rejections() if _rejection_matches(r, repo)]
+    with tarfile.open(out, "w:gz") as tar:
+        _add_text(tar, "outcomes.jsonl", outcomes)
+        _add_text(tar, "jobs.jsonl", jobs)
+        _add_text(tar, "rejected.jsonl", [r.model_dump() for r in rejections])
+        for path in found.trajectories:
+            tar.add(path, arcname=f"trajectories/{path.name}", recursive=False)
+        for instance_id in found.environments:
+            folder = store.root / "envs" / instance_id
+            for item in sorted(folder.iterdir()):
+                if item.is_file() and not item.is_symlink():
+                    tar.add(item, arcname=f"environments/{instance_id}/{item.name}")
+    return found
+
+
+def _add_text(tar: tarfile.TarFile, name: str, rows: list[Any]) -> None:
+    data = "".join(json.dumps(r, default=str) + "\n" for r in rows).encode()
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
+    tar.addfile(info, io.BytesIO(data))
+
+
+def delete_repo(
+    db: Database,
+    store: EnvironmentStore,
+    data_dir: Path,
+    repo: RepoRef,
+    *,
+    before: datetime | None = None,
+) -> RepoData:
+    """Delete what :func:`repo_data` finds; returns what was deleted."""
+    found = repo_data(db, store, data_dir, repo, before=before)
+    for path in found.trajectories:
+        path.unlink(missing_ok=True)
+    for instance_id in found.environments:
+        shutil.rmtree(store.root / "envs" / instance_id, ignore_errors=True)
+    with db.session() as s:
+        if found.outcome_ids:
+            s.execute(delete(Outcome).where(Outcome.id.in_(found.outcome_ids)))
+        if found.environments:
+            s.execute(
+                delete(TrainingEnvironment).where(
+                    TrainingEnvironment.instance_id.in_(found.environments)
+                )
+            )
+        for job in s.scalars(select(Job).where(Job.id.in_(found.job_ids))):
+            kept = {k: v for k, v in (job.result or {}).items() if k in _KEPT_RESULT_KEYS}
+            job.result = kept or None
+            job.instructions = None
+    if before is None and found.rejections:
+        _drop_rejections(store, repo)
+    return found
+
+
+def _drop_rejections(store: EnvironmentStore, repo: RepoRef) -> None:
+    kept = [r for r in store.rejections() if not _rejection_matches(r, repo)]
+    path = store.root / "rejected.jsonl"
+    tmp = path.with_suffix(".jsonl.tmp")
+    tmp.write_text("".join(r.model_dump_json() + "\n" for r in kept), encoding="utf-8")
+    tmp.replace(path)
+
+
+def stored_repos(db: Database, store: EnvironmentStore) -> list[RepoRef]:
+    """Every repository with outcomes, jobs or environments stored."""
+    with db.session() as s:
+        pairs = set(((f, r) for f, r in s.execute(select(Outcome.forge, Outcome.repo))))
+        pairs |= set(((f, r) for f, r in s.execute(select(Job.forge, Job.repo))))
+    for env in store:
+        if env.provenance.forge is not None:
+            pairs.add((env.provenance.forge, env.repo))
+    return [RepoRef(f, r) for f, r in sorted(pairs)]  # type: ignore[arg-type]
+
+
+def prune(
+    db: Database,
+    store: EnvironmentStore,
+    data_dir: Path,
+    retention_days: int | None,
+    *,
+    now: datetime | None = None,
+) -> list[RepoData]:
+    """Delete every repository's data older than ``retention_days`` (None: keep all);
+    ``now`` is for tests. Environments with no forge recorded are aged too, by name."""
+    if retention_days is None:
+        return []
+    cutoff = (now or datetime.now(UTC)) - timedelta(days=retention_days)
+    repos = stored_repos(db, store)
+    names = {r.full_name for r in repos}
+    for env in store:
+        if env.provenance.forge is None and env.repo not in names:
+            repos.append(RepoRef("github", env.repo))  # matched on the name alone
+            names.add(env.repo)
+    done = [delete_repo(db, store, data_dir, r, before=cutoff) for r in repos]
+    return [d for d in done if any(v for k, v in d.summary().items() if k not in ("forge", "repo"))]

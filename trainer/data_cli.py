@@ -1,0 +1,176 @@
+"""`ribbit data`: one repository's stored training data (trainer/data.py), and the model
+line each repository trains and is served by (bot/model_lines.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from bot.console import empty
+from bot.forges.base import RepoRef
+from bot.settings import Settings, SettingsError, load_settings
+from bot.store.db import Database
+from trainer.envs.storage import EnvironmentStore
+
+_forge = click.option(
+    "--forge", required=True, type=click.Choice(["github", "gitlab"]), help="The forge."
+)
+_repo = click.option(
+    "--repo", "full_name", required=True, help="owner/name (GitLab: group/project)."
+)
+_store = click.option(
+    "--store",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="Environment store (default: DATA_DIR/trainer).",
+)
+
+
+def _settings(ctx: click.Context) -> Settings:
+    settings = ctx.find_root().obj
+    if isinstance(settings, Settings):
+        return settings
+    try:
+        return load_settings()
+    except SettingsError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def _open(ctx: click.Context, store: Path | None) -> tuple[Settings, Database, EnvironmentStore]:
+    settings = _settings(ctx)
+    db = Database(settings.effective_database_url)
+    db.migrate()
+    return settings, db, EnvironmentStore(store or settings.data_dir / "trainer")
+
+
+@click.group()
+def data() -> None:
+    """A repository's outcomes, trajectories and environments: list, export, delete."""
+
+
+@data.command("list")
+@click.option(
+    "--forge", type=click.Choice(["github", "gitlab"]), default=None, help="Only this forge."
+)
+@click.option("--repo", "full_name", default=None, help="Only this repository.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON array.")
+@_store
+@click.pass_context
+def list_data(
+    ctx: click.Context,
+    forge: str | None,
+    full_name: str | None,
+    as_json: bool,
+    store: Path | None,
+) -> None:
+    """What is stored per repository, and the model line it trains."""
+    from bot.model_lines import repo_line
+    from trainer.data import repo_data, stored_repos
+
+    settings, db, env_store = _open(ctx, store)
+    repos = [
+        r
+        for r in stored_repos(db, env_store)
+        if (forge is None or r.forge == forge) and (full_name is None or r.full_name == full_name)
+    ]
+    rows = []
+    for r in repos:
+        row = repo_data(db, env_store, settings.data_dir, r).summary()
+        row["line"] = repo_line(db, settings.training, r)
+        rows.append(row)
+    db.dispose()
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    if not rows:
+        empty("no stored data for any repository")
+        return
+    for row in rows:
+        click.echo(
+            f"{row['forge']}:{row['repo']}\tline {row['line'] or '-'}\t"
+            f"outcomes {row['outcomes']}\tjobs {row['jobs']}\t"
+            f"trajectories {row['trajectories']}\tenvironments {row['environments']}"
+        )
+
+
+@data.command("export")
+@_forge
+@_repo
+@click.option(
+    "--out",
+    required=True,
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="The .tar.gz to write.",
+)
+@_store
+@click.pass_context
+def export_data(
+    ctx: click.Context, forge: str, full_name: str, out: Path, store: Path | None
+) -> None:
+    """Write everything stored for one repository to a .tar.gz (JSONL and files)."""
+    from trainer.data import export_repo
+
+    settings, db, env_store = _open(ctx, store)
+    found = export_repo(db, env_store, settings.data_dir, RepoRef(forge, full_name), out)  # type: ignore[arg-type]
+    db.dispose()
+    click.echo(f"wrote {out}: {json.dumps(found.summary())}")
+
+
+@data.command("delete")
+@_forge
+@_repo
+@click.option("--yes", is_flag=True, help="Do not ask.")
+@_store
+@click.pass_context
+def delete_data(
+    ctx: click.Context, forge: str, full_name: str, yes: bool, store: Path | None
+) -> None:
+    """Delete one repository's outcomes, trajectories, environments and job records."""
+    from trainer.data import delete_repo
+
+    if not yes:
+        click.confirm(f"delete every stored record of {forge}:{full_name}?", abort=True)
+    settings, db, env_store = _open(ctx, store)
+    found = delete_repo(db, env_store, settings.data_dir, RepoRef(forge, full_name))  # type: ignore[arg-type]
+    db.dispose()
+    click.echo(f"deleted {json.dumps(found.summary())}")
+
+
+@data.command("prune")
+@_store
+@click.pass_context
+def prune_data(ctx: click.Context, store: Path | None) -> None:
+    """Delete data older than RIBBIT_TRAINING__RETENTION_DAYS (for a cron or beat job)."""
+    from trainer.data import prune
+
+    settings, db, env_store = _open(ctx, store)
+    days = settings.training.retention_days
+    if days is None:
+        db.dispose()
+        click.echo("RIBBIT_TRAINING__RETENTION_DAYS is unset: nothing expires")
+        return
+    done = prune(db, env_store, settings.data_dir, days)
+    db.dispose()
+    for d in done:
+        click.echo(f"pruned {json.dumps(d.summary())}")
+    click.echo(f"pruned data older than {days} days from {len(done)} repositories")
+
+
+@data.command("visibility")
+@_forge
+@_repo
+@click.option("--private/--public", "private", required=True, help="What the forge says.")
+@click.pass_context
+def visibility_data(ctx: click.Context, forge: str, full_name: str, private: bool) -> None:
+    """Record whether a repository is private (unrecorded counts as private: its outcomes
+    train no line that does not name it)."""
+    from bot.model_lines import repo_line, set_visibility
+
+    settings, db, _ = _open(ctx, None)
+    ref = RepoRef(forge, full_name)  # type: ignore[arg-type]
+    set_visibility(db, ref, private=private)
+    line = repo_line(db, settings.training, ref)
+    db.dispose()
+    click.echo(f"{ref}: {'private' if private else 'public'}; model line {line or '-'}")

@@ -1,0 +1,57 @@
+"""Training data for one model line (bot/model_lines.py): only the outcomes and
+environments of the line's repositories.
+
+An environment knows its repository (``repo``) and, when built from an outcome, its forge
+(``provenance.forge``). One without a forge was built or imported by an admin by hand
+(`ribbit envs build`, `envs import`); it counts for the ``default`` line only, so a named
+line never trains on data whose origin is not recorded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from sqlalchemy import select
+
+from bot.forges.base import RepoRef
+from bot.model_lines import DEFAULT_LINE, repo_line
+from bot.settings import TrainingDataSettings
+from bot.store.db import Database
+from bot.store.models import Outcome
+from trainer.envs.schema import Environment
+
+
+def line_repos(db: Database, cfg: TrainingDataSettings, line: str) -> list[RepoRef]:
+    """The repositories with recorded outcomes whose data may train ``line``."""
+    with db.session() as s:
+        pairs = sorted(set(((f, r) for f, r in s.execute(select(Outcome.forge, Outcome.repo)))))
+    refs = [RepoRef(forge, repo) for forge, repo in pairs]  # type: ignore[arg-type]
+    return [r for r in refs if repo_line(db, cfg, r) == line]
+
+
+def line_outcomes(db: Database, cfg: TrainingDataSettings, line: str) -> list[Outcome]:
+    """The recorded outcomes ``line`` may train on."""
+    allowed = {(r.forge, r.full_name) for r in line_repos(db, cfg, line)}
+    with db.session() as s:
+        rows = list(s.scalars(select(Outcome).order_by(Outcome.id)))
+    return [o for o in rows if (o.forge, o.repo) in allowed]
+
+
+def line_environments(
+    db: Database, cfg: TrainingDataSettings, line: str, envs: Iterable[Environment]
+) -> list[Environment]:
+    """The environments among ``envs`` that ``line`` may train on."""
+    lines: dict[tuple[str, str], str | None] = {}
+    chosen: list[Environment] = []
+    for env in envs:
+        forge = env.provenance.forge
+        if forge is None:
+            if line == DEFAULT_LINE:
+                chosen.append(env)
+            continue
+        key = (forge, env.repo)
+        if key not in lines:
+            lines[key] = repo_line(db, cfg, RepoRef(forge, env.repo))  # type: ignore[arg-type]
+        if lines[key] == line:
+            chosen.append(env)
+    return chosen

@@ -663,6 +663,8 @@ def _train(
     as_json: bool = False,
     in_flight: int = 16,
 ) -> None:
+    import torch
+
     from bot.model_lines import known_lines
     from bot.store.db import Database
     from trainer.config import TrainSettings
@@ -731,7 +733,10 @@ def _train(
     try:
         pairs = [(e, env_store.checkout(e, checkouts / e.instance_id)) for e in chosen]
         seed_everything(cfg.seed)
-        model, tokenizer = load_base_model(cfg.model)
+        # A sharded full fine-tune keeps fp32 master weights (1/N of them per rank) and
+        # computes in bf16 through FSDP's mixed-precision policy; otherwise the default.
+        sharded_full = cfg.finetune == "full" and ranks.distributed
+        model, tokenizer = load_base_model(cfg.model, dtype=torch.float32 if sharded_full else None)
         learner = Learner(model, tokenizer, cfg, ranks=ranks)
         if resume is not None:
             learner.load(resume)
@@ -826,14 +831,16 @@ def _train(
         click.echo(_run_figures(summary.steps, out))
     registered = None
     if version_name and last is not None:
-        adapter = last / "adapter"
+        # A LoRA run exports an adapter over the base; a full fine-tune, a whole model.
+        adapter, full = last / "adapter", last / "model"
+        base = str(full) if full.is_dir() else cfg.model
         register(
             db,
             version_name,
-            base_model=cfg.model,
-            adapter_path=str(adapter) if adapter.exists() else str(last),
+            base_model=base,
+            adapter_path=str(adapter) if adapter.is_dir() else None,
             run_id=run_id,
-            base_digest=base_digest(cfg.model, settings.effective_weights_dir),
+            base_digest=base_digest(base, settings.effective_weights_dir),
             line=line,
         )
         registered = version_name

@@ -1,39 +1,37 @@
-"""Data-parallel ranks for the learner: who this process is and the few collectives it needs.
+"""Data-parallel ranks for the learner: who this process is, the few collectives it
+needs, and the sharding engine (PyTorch FSDP2, ``fully_shard``).
 
-A run launched by ``torchrun --nproc-per-node N`` has N processes, each with the
-whole model (LoRA, or a full fine-tune that fits on one device). Each rank
-collects its share of a step's rollouts and backpropagates through its own
-sequences; :class:`Ranks` then sums gradients and batch statistics across ranks so
-that every rank takes the same optimizer step as one process would on the whole
-batch. A single process is a group of one, for which every collective is a no-op
-(so single-process training is unchanged, bit for bit).
+A run launched by ``torchrun`` (one node or several) has one process per device.
+The learner's model is sharded over the ranks with FSDP2 (see :func:`shard`): each
+rank keeps a 1/N slice of every parameter, gradient and optimizer state, parameters
+are all-gathered layer by layer for forward and backward, and gradients are
+reduce-scattered back to their owners. That is what lets a full-parameter run of
+the 4B model spread its AdamW state over the GPUs; LoRA runs use the same path.
+The choice, and why not DDP or a trainer framework, is in trainer/README.md.
 
-Why not DDP: the learner runs forward and backward one sequence at a time with
-batch-wide loss weights, and ranks may hold different numbers of sequences (a
-rank may hold none). DDP all-reduces on every ``backward()`` and expects every
-rank to call it the same number of times: it would all-reduce once per sequence,
-or hang when the counts differ. Here gradients accumulate locally and are summed
-once per update, in a few flat buckets.
+:class:`Ranks` carries the object collectives the loop needs around the engine
+(batch totals, rollout records, RNG states). A single process is a group of one, for
+which every collective is a no-op and nothing is sharded (single-process training
+is unchanged).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import torch
 import torch.distributed as dist
-from torch import Tensor
+from torch import Tensor, nn
+from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
+from torch.distributed.tensor import DTensor
 
 from trainer.rl.loss import BatchTotals
 
 T = TypeVar("T")
-
-# Elements per flat bucket: bounds the extra memory of an all-reduce (256 MiB of fp32).
-BUCKET_ELEMENTS = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -52,7 +50,7 @@ class Ranks:
 
     @property
     def is_main(self) -> bool:
-        """Rank 0: the one that logs, writes checkpoints and touches the database."""
+        """Rank 0: the one that logs, writes the exported model and touches the database."""
         return self.rank == 0
 
     @property
@@ -86,6 +84,14 @@ class Ranks:
             dist.all_reduce(values, op=dist.ReduceOp.SUM)
         return values
 
+    def max_int(self, value: int, device: torch.device) -> int:
+        """The largest ``value`` over the ranks."""
+        if not self.distributed:
+            return value
+        box = torch.tensor([value], dtype=torch.int64, device=device)
+        dist.all_reduce(box, op=dist.ReduceOp.MAX)
+        return int(box.item())
+
     def all_reduce_totals(self, local: BatchTotals, device: torch.device) -> BatchTotals:
         """The totals of the batch made of every rank's part."""
         if not self.distributed:
@@ -108,67 +114,76 @@ class Ranks:
         )
 
     def broadcast_parameters_(self, params: Sequence[Tensor]) -> None:
-        """Rank 0's values of ``params`` on every rank (LoRA's initialisation is random)."""
+        """Rank 0's values of ``params`` on every rank, before sharding (LoRA's
+        initialisation is random; ``fully_shard`` keeps each rank's own slice)."""
         if not self.distributed:
             return
         with torch.no_grad():
-            for bucket in _buckets(list(params)):
-                flat = torch.cat([p.detach().reshape(-1) for p in bucket])
-                dist.broadcast(flat, src=0)
-                _unflatten_into(flat, bucket)
-
-    def sum_gradients_(self, params: Sequence[torch.nn.Parameter]) -> None:
-        """All-reduce (SUM) the gradients of ``params``; afterwards every rank holds the
-        same gradients, those one process would have accumulated over the whole batch.
-
-        A parameter no rank computed a gradient for keeps ``grad = None`` everywhere
-        (the optimizer then skips it, as in one process); where only some ranks did,
-        the others contribute zeros. A rank with no samples at all takes part too."""
-        if not self.distributed:
-            return
-        present = torch.tensor(
-            [p.grad is not None for p in params],
-            dtype=torch.int32,
-            device=params[0].device if params else torch.device("cpu"),
-        )
-        dist.all_reduce(present, op=dist.ReduceOp.SUM)
-        used = [p for p, n in zip(params, present.tolist(), strict=True) if n > 0]
-        for p in used:
-            if p.grad is None:
-                p.grad = torch.zeros_like(p)
-        grads: list[Tensor] = [p.grad for p in used if p.grad is not None]
-        for bucket in _buckets(grads):
-            flat = torch.cat([g.reshape(-1) for g in bucket])
-            dist.all_reduce(flat, op=dist.ReduceOp.SUM)
-            _unflatten_into(flat, bucket)
+            for p in params:
+                dist.broadcast(p.data, src=0)
 
 
-def _buckets(tensors: list[Tensor]) -> Iterator[list[Tensor]]:
-    """``tensors`` in order, grouped by (dtype, device), each group cut at
-    :data:`BUCKET_ELEMENTS`: torch.cat needs one dtype and device. The order is the same
-    on every rank, so the ranks' buckets line up."""
-    groups: dict[tuple[torch.dtype, torch.device], list[Tensor]] = {}
-    for t in tensors:
-        groups.setdefault((t.dtype, t.device), []).append(t)
-    for group in groups.values():
-        bucket: list[Tensor] = []
-        size = 0
-        for t in group:
-            if bucket and size + t.numel() > BUCKET_ELEMENTS:
-                yield bucket
-                bucket, size = [], 0
-            bucket.append(t)
-            size += t.numel()
-        if bucket:
-            yield bucket
+# -- the engine: FSDP2 ---------------------------------------------------------------------
+def mixed_precision() -> MixedPrecisionPolicy:
+    """bf16 compute and all-gathers on a GPU, gradients reduced in fp32 (the sharded
+    parameters keep the dtype the model was loaded with: load fp32 to have fp32 master
+    weights). On the CPU, no casts: the CPU tests compare in float64."""
+    if torch.cuda.is_available():
+        return MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    return MixedPrecisionPolicy()
 
 
-def _unflatten_into(flat: Tensor, tensors: list[Tensor]) -> None:
-    offset = 0
-    for t in tensors:
-        n = t.numel()
-        t.copy_(flat[offset : offset + n].view_as(t))
-        offset += n
+def shard(root: nn.Module, layers: Iterable[nn.Module], ranks: Ranks) -> None:
+    """Shard ``root`` over the ranks with FSDP2: each of ``layers`` (the decoder layers)
+    is one unit, gathered only while it runs; the rest (embeddings, final norm, head)
+    belongs to ``root``, which must be the module whose forward the learner calls.
+
+    Gradients are summed, not averaged, over the ranks: each rank's loss already
+    carries its share of the global batch's weights. No-op for a single process."""
+    if not ranks.distributed:
+        return
+    policy = mixed_precision()
+    for layer in layers:
+        fully_shard(layer, mp_policy=policy)
+    fully_shard(root, mp_policy=policy)
+    for unit in root.modules():
+        if isinstance(unit, FSDPModule):  # the settings are per unit, not inherited
+            unit.set_gradient_divide_factor(1.0)
+            # A plain SUM: otherwise fp32/bf16 gradients are reduced with PREMUL_SUM(1/1),
+            # which gloo lacks (float64 takes another path, so only fp32 runs showed it).
+            unit.set_force_sum_reduction_for_comms(True)
+
+
+def is_sharded(module: nn.Module) -> bool:
+    return isinstance(module, FSDPModule)
+
+
+@contextlib.contextmanager
+def gathered(root: nn.Module) -> Iterator[None]:
+    """Every parameter of a sharded ``root`` whole on every rank for the duration, with
+    no collective in any forward: for generation and no-grad scoring, where ranks run
+    different numbers of forward passes (their own rollouts). Costs one full copy of
+    the (compute-dtype) weights per rank. Every rank must enter it. No-op unsharded."""
+    if not is_sharded(root):
+        yield
+        return
+    units = [m for m in root.modules() if isinstance(m, FSDPModule)]
+    for unit in units:
+        unit.set_reshard_after_forward(False, recurse=False)
+        unit.unshard()
+    try:
+        yield
+    finally:
+        for unit in units:
+            unit.reshard()
+            # FSDP2's defaults: layers free their gathered weights after forward; the
+            # root keeps its own until backward (they are needed again at once).
+            unit.set_reshard_after_forward(unit is not root, recurse=False)
+
+
+def full_tensor(t: Tensor) -> Tensor:
+    """The whole of a sharded tensor (a collective: every rank must call it), or ``t``."""
+    return t.full_tensor() if isinstance(t, DTensor) else t
 
 
 def launched_by_torchrun() -> bool:
@@ -178,9 +193,9 @@ def launched_by_torchrun() -> bool:
 @contextlib.contextmanager
 def process_group() -> Iterator[Ranks]:
     """The ranks of this run: joins the process group torchrun describes (RANK,
-    WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/PORT in the environment) for the duration, or
-    a single process when not launched by it (or when a group already exists, which
-    is then left as it was).
+    WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/PORT in the environment; one node or several)
+    for the duration, or a single process when not launched by it (or when a group
+    already exists, which is then left as it was).
 
     NCCL on CUDA, each rank on the device LOCAL_RANK names; gloo on CPU."""
     if not launched_by_torchrun() or dist.is_initialized():

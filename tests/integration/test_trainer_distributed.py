@@ -1,9 +1,11 @@
-"""The learner and the training loop data-parallel under real ``torchrun`` processes
+"""The learner and the training loop sharded (FSDP2) under real ``torchrun`` processes
 (two ranks, gloo on CPU), checked against one process.
 
-- Exactness: one learner step on a fixed batch split unevenly over the ranks (one
-  rank may hold nothing) gives the gradients and weights one process gets on the
-  whole batch, and both ranks end bit-identical.
+- Exactness, launched as two nodes (two torchrun agents meeting at a c10d rendezvous
+  on localhost, one rank each): one learner step on a fixed batch split unevenly over
+  the ranks (one rank may hold nothing) gives the gradients and weights one process
+  gets on the whole batch; the parameters really are sharded; the sharded checkpoint
+  each case saves resumes in one process and takes the step one process would take.
 - The command: ``torchrun -m bot train`` on a stored environment with the real
   sandbox and reward records one run and one model version, from rank 0.
 - End to end: the training loop on the toy task (trainer/rl/toy.py) with one group
@@ -16,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -37,15 +40,20 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.integration
 
 
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
+
+
+def _env() -> dict[str, str]:
+    """Read at launch: tests set variables (RIBBIT_DATA_DIR) with monkeypatch."""
+    return dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
+
+
 def torchrun(module: str, *args: str | Path, nproc: int = 2) -> str:
     """``python -m <module> args`` in ``nproc`` processes launched by torchrun; the
     processes' stdout."""
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
     proc = subprocess.run(
         [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
+            *TORCHRUN,
             "--standalone",  # rendezvous on a free local port
             "--nnodes",
             "1",
@@ -56,13 +64,58 @@ def torchrun(module: str, *args: str | Path, nproc: int = 2) -> str:
             *map(str, args),
         ],
         cwd=ROOT,
-        env=env,
+        env=_env(),
         capture_output=True,
         text=True,
         timeout=240,
     )
     assert proc.returncode == 0, f"torchrun failed:\n{proc.stdout}\n{proc.stderr}"
     return proc.stdout
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def torchrun_two_nodes(module: str, *args: str | Path) -> None:
+    """``python -m <module> args`` launched as on two machines: two torchrun agents
+    (node ranks 0 and 1, one process each) that find each other through a c10d
+    rendezvous, exactly as the README's multi-node command does, here on localhost."""
+    endpoint = f"127.0.0.1:{_free_port()}"
+    agents = [
+        subprocess.Popen(
+            [
+                *TORCHRUN,
+                "--nnodes",
+                "2",
+                "--node-rank",
+                str(node),
+                "--nproc-per-node",
+                "1",
+                "--rdzv-backend",
+                "c10d",
+                "--rdzv-endpoint",
+                endpoint,
+                "--rdzv-id",
+                "ribbit-two-nodes",
+                "-m",
+                module,
+                *map(str, args),
+            ],
+            cwd=ROOT,
+            env=_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for node in (0, 1)
+    ]
+    outputs = [agent.communicate(timeout=240)[0] for agent in agents]
+    for agent, output in zip(agents, outputs, strict=True):
+        assert agent.returncode == 0, f"torchrun failed:\n{output}"
 
 
 def _load(path: Path) -> dict[str, Any]:
@@ -89,13 +142,17 @@ def _assert_same(
 def test_one_step_on_uneven_ranks_equals_one_process_on_the_whole_batch(
     tiny_model_dir: Path, tmp_path: Path
 ) -> None:
-    torchrun("tests.integration.distributed.learner_step", tiny_model_dir, tmp_path)
+    torchrun_two_nodes("tests.integration.distributed.learner_step", tiny_model_dir, tmp_path)
     for case in CASES:
         ranks = [_load(tmp_path / f"{case.name}-rank{r}.pt") for r in (0, 1)]
-        # The ranks stay bit-identical: same summed gradients, same clip, same step.
+        # One model, sharded: both ranks gather the same whole weights and gradients.
         _assert_same(ranks[0]["state"], ranks[1]["state"])
         _assert_same(ranks[0]["grads"], ranks[1]["grads"])
         assert ranks[0]["stats"] == ranks[1]["stats"]
+        # Each rank holds half of every trainable parameter (FSDP shards on dim 0).
+        for name, shape in ranks[0]["shard_shapes"].items():
+            whole = ranks[0]["state"][name].shape
+            assert shape is not None and shape[0] == (whole[0] + 1) // 2, name
 
         settings = case.settings(tiny_model_dir, tmp_path / "single")
         torch.manual_seed(settings.seed)
@@ -118,6 +175,20 @@ def test_one_step_on_uneven_ranks_equals_one_process_on_the_whole_batch(
         for key in ("loss", "policy_loss", "kl", "clip_fraction", "grad_norm"):
             assert got[key] == pytest.approx(getattr(stats, key), rel=RTOL, abs=ATOL), key
         assert stats.grad_norm > 0
+        if not case.resume:
+            continue
+
+        # The sharded checkpoint, resumed in one process, holds the same weights and
+        # optimizer state: the next step equals the single process's second step.
+        torch.manual_seed(settings.seed + 1)  # LoRA's init, overwritten by the load
+        model, tokenizer = load_base_model(str(tiny_model_dir), dtype=EXACTNESS_DTYPE)
+        resumed = Learner(model, tokenizer, settings, ranks=Ranks())
+        resumed.load(tmp_path / case.name / "step-1")
+        assert resumed.step_count == 1
+        _assert_same(resumed.trainable_state(), ranks[0]["state"])
+        single.step(case.samples)
+        resumed.step(case.samples)
+        _assert_same(resumed.trainable_state(), single.trainable_state(), atol=ATOL, rtol=RTOL)
 
 
 def test_training_loop_on_two_ranks_raises_the_reward(
@@ -143,17 +214,20 @@ def test_training_loop_on_two_ranks_raises_the_reward(
     means = r0["mean_rewards"]
     assert sum(means[-2:]) / 2 > sum(means[:2]) / 2
 
-    # Checkpoints: only rank 0 wrote; both ranks got the same paths back.
+    # Checkpoints: sharded (each rank wrote its own shards); rank 0 alone wrote the RNG
+    # states and the exported adapter; both ranks got the same paths back.
     run = out / "run"
     assert r0["checkpoints"] == r1["checkpoints"] == [str(run / f"step-{n}") for n in (2, 4, 6)]
-    assert r1["torch_saves"] == []
-    assert any(p.endswith("step-2/weights.pt") for p in r0["torch_saves"])
-    assert (run / "step-6" / "adapter").is_dir()
+    assert not any(p.endswith("rng.pt") for p in r1["torch_saves"])
+    assert any(p.endswith("step-2/rng.pt") for p in r0["torch_saves"])
+    shards = sorted(p.name for p in (run / "step-6" / "checkpoint").glob("*.distcp"))
+    assert len(shards) == 2, shards
+    assert (run / "step-6" / "adapter" / "adapter_model.safetensors").is_file()
     rng = torch.load(run / "step-6" / "rng.pt", weights_only=False)
     assert len(rng["ranks"]) == 2
 
-    # Resuming from step 4 on both ranks replays steps 5-6 exactly (weights, optimizer,
-    # and each rank's own RNG state restored).
+    # Resuming from the sharded step-4 checkpoint on both ranks replays steps 5-6 exactly
+    # (weights, optimizer shards, and each rank's own RNG state restored).
     assert r0["resumed_rewards"] == r0["rewards"][4:] == r1["resumed_rewards"]
     for again, first in zip(r0["resumed_losses"], r0["losses"][4:], strict=True):
         assert again == pytest.approx(first, abs=1e-6)

@@ -17,16 +17,20 @@
   computed once before the first update.
 - Sequences are processed one at a time with batch-wide loss weights, so memory
   holds one sequence's activations and the update is still the batch's.
-- Checkpoints hold the trainable weights, the optimizer, the step and every RNG
-  state, so a resumed run takes exactly the step the original would have.
-- Data parallel (``torchrun``, see :mod:`trainer.distributed`): each rank steps on
-  its own samples with loss weights from the global batch totals, gradients are
-  summed across ranks before clipping, and every rank takes the same update as one
-  process would on the whole batch; the ranks' weights stay bit-identical.
+- Checkpoints (torch.distributed.checkpoint) hold the trainable weights, the
+  optimizer, the step and every RNG state, so a resumed run takes exactly the step
+  the original would have; each rank writes its own shards, and a checkpoint can be
+  resumed on another number of ranks. The exported model (LoRA adapter folder, or
+  the whole model for a full fine-tune) is gathered and written by rank 0.
+- Data parallel (``torchrun``, see :mod:`trainer.distributed`): the model is
+  sharded with FSDP2; each rank steps on its own samples with loss weights from the
+  global batch totals, FSDP sums the ranks' gradients into each shard, and the
+  update is the one a single process would take on the whole batch.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 from dataclasses import dataclass
@@ -34,15 +38,29 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
-from torch import Tensor
+import torch.distributed.checkpoint as dcp
+from torch import Tensor, nn
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    get_model_state_dict,
+    get_state_dict,
+    set_state_dict,
+)
 from torch.utils.checkpoint import checkpoint
 
 from trainer.config import TrainSettings
-from trainer.distributed import Ranks
+from trainer.distributed import Ranks, full_tensor, gathered, is_sharded, shard
 from trainer.rl.loss import BatchTotals, LossConfig, policy_loss, token_weights
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+
+# The folder of a checkpoint that torch.distributed.checkpoint writes.
+CHECKPOINT = "checkpoint"
+# What a rank with fewer sequences than another runs through forward and backward (with a
+# zero loss) so that both take part in the same collectives.
+FILLER_IDS = [0, 0]
 
 
 @dataclass(frozen=True)
@@ -87,6 +105,58 @@ def load_base_model(
     if torch.cuda.is_available():
         model = model.to("cuda")  # type: ignore[arg-type]
     return model, tokenizer
+
+
+def backbone_and_head(model: Any) -> tuple[Any, Any]:
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return base.model, base.get_output_embeddings()
+
+
+def _token_logprobs(model: Any, ids: Tensor, temperature: float, chunk_tokens: int) -> Tensor:
+    """``(T-1,)`` log-prob of each token of ``ids`` (``(1, T)``) given those before it."""
+    backbone, head = backbone_and_head(model)
+    hidden = backbone(input_ids=ids).last_hidden_state[0, :-1]
+    targets = ids[0, 1:]
+
+    def chunk_logprobs(h: Tensor, t: Tensor) -> Tensor:
+        logits = head(h)
+        # Softmax in at least fp32 (bf16 logits lose the tail); never below the
+        # model's own precision (an fp64 model stays fp64).
+        logits = logits.to(torch.promote_types(logits.dtype, torch.float32)) / temperature
+        return torch.log_softmax(logits, dim=-1).gather(1, t.unsqueeze(1)).squeeze(1)
+
+    parts = []
+    for start in range(0, hidden.shape[0], chunk_tokens):
+        h, t = hidden[start : start + chunk_tokens], targets[start : start + chunk_tokens]
+        if torch.is_grad_enabled():
+            parts.append(checkpoint(chunk_logprobs, h, t, use_reentrant=False))
+        else:
+            parts.append(chunk_logprobs(h, t))
+    return torch.cat(parts)
+
+
+class _Scorer(nn.Module):
+    """The module the learner calls for log-probs, and the root of the FSDP tree: the
+    backbone and the head are used apart (the head in chunks), so the sharded root
+    must be a module whose forward covers both."""
+
+    def __init__(self, model: nn.Module, temperature: float, chunk_tokens: int) -> None:
+        super().__init__()
+        self.model = model
+        self.temperature = temperature
+        self.chunk_tokens = chunk_tokens
+
+    def forward(self, ids: Tensor) -> Tensor:
+        return _token_logprobs(self.model, ids, self.temperature, self.chunk_tokens)
+
+
+def _decoder_layers(model: Any) -> list[nn.Module]:
+    """The model's repeated blocks (transformers names their classes in
+    ``_no_split_modules``): FSDP's units, each gathered only while it runs."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    no_split: Any = getattr(base, "_no_split_modules", None)
+    names = set(no_split or [])
+    return [m for m in model.modules() if type(m).__name__ in names]
 
 
 def _seed_rngs(seed: int) -> None:
@@ -150,10 +220,22 @@ class Learner:
                 import copy
 
                 self.ref_model = copy.deepcopy(model).eval().requires_grad_(False)
-        self.params = [p for p in self.model.parameters() if p.requires_grad]
+                if torch.cuda.is_available():  # fp32 masters when sharded: the ref needs no more
+                    self.ref_model.to(torch.bfloat16)
         # Every rank starts from rank 0's weights (LoRA's initialisation is random); then
         # each rank reseeds the RNGs generate() samples from, so ranks roll out differently.
-        self.ranks.broadcast_parameters_(self.params)
+        self.ranks.broadcast_parameters_([p for p in self.model.parameters() if p.requires_grad])
+        self.scorer = _Scorer(self.model, settings.temperature, settings.logprob_chunk_tokens)
+        shard(self.scorer, _decoder_layers(self.model), self.ranks)
+        if is_sharded(self.scorer):
+            # FSDP picks its root at the first forward: make that the scorer, on every
+            # rank alike, before anything calls an inner module (generation does). Inside
+            # gathered(), which reshards everything after: the root would otherwise keep
+            # its whole weights registered, and the optimizer below must get the shards.
+            with torch.no_grad(), self.gathered():
+                self.scorer(torch.tensor([FILLER_IDS], device=self.device))
+        # After sharding: the optimizer holds (and AdamW keeps its state for) the shards.
+        self.params = [p for p in self.model.parameters() if p.requires_grad]
         if self.ranks.distributed:
             _seed_rngs(settings.seed + self.ranks.rank)
         self.optimizer = torch.optim.AdamW(
@@ -172,37 +254,23 @@ class Learner:
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
 
-    # -- log-probs -------------------------------------------------------------
-    def _backbone_and_head(self, model: Any) -> tuple[Any, Any]:
-        base = model.get_base_model() if hasattr(model, "get_base_model") else model
-        return base.model, base.get_output_embeddings()
+    def gathered(self) -> contextlib.AbstractContextManager[None]:
+        """The whole model on every rank, with no collective in a forward, for the
+        duration: for generation and no-grad scoring, where ranks run different numbers
+        of forward passes. Every rank must enter it; a no-op in one process."""
+        return gathered(self.scorer)
 
+    # -- log-probs -------------------------------------------------------------
     def token_logprobs(self, input_ids: list[int], *, model: Any = None) -> Tensor:
         """``(T-1,)`` log-prob of each token given those before it (position t scores
-        ``input_ids[t+1]``)."""
-        model = model if model is not None else self.model
-        backbone, head = self._backbone_and_head(model)
+        ``input_ids[t+1]``). Sharded: a collective unless inside :meth:`gathered`."""
         ids = torch.tensor([input_ids], dtype=torch.long, device=self.device)
-        hidden = backbone(input_ids=ids).last_hidden_state[0, :-1]
-        targets = ids[0, 1:]
-        temperature = self.settings.temperature
-
-        def chunk_logprobs(h: Tensor, t: Tensor) -> Tensor:
-            logits = head(h)
-            # Softmax in at least fp32 (bf16 logits lose the tail); never below the
-            # model's own precision (an fp64 model stays fp64).
-            logits = logits.to(torch.promote_types(logits.dtype, torch.float32)) / temperature
-            return torch.log_softmax(logits, dim=-1).gather(1, t.unsqueeze(1)).squeeze(1)
-
-        size = self.settings.logprob_chunk_tokens
-        parts = []
-        for start in range(0, hidden.shape[0], size):
-            h, t = hidden[start : start + size], targets[start : start + size]
-            if torch.is_grad_enabled():
-                parts.append(checkpoint(chunk_logprobs, h, t, use_reentrant=False))
-            else:
-                parts.append(chunk_logprobs(h, t))
-        return torch.cat(parts)
+        if model is not None:  # the full fine-tune's reference copy (never sharded)
+            return _token_logprobs(
+                model, ids, self.settings.temperature, self.settings.logprob_chunk_tokens
+            )
+        out: Tensor = self.scorer(ids)
+        return out
 
     def _ref_logprobs(self, input_ids: list[int]) -> Tensor:
         with torch.no_grad():
@@ -245,14 +313,20 @@ class Learner:
             return None
         weights = token_weights(batch_mask, self.loss_config, totals)
         advantages = torch.tensor([s.advantage for s in samples], device=device)
-        refs: list[Tensor | None] = [
-            self._ref_logprobs(s.input_ids) if self.settings.kl_coef > 0 else None for s in samples
-        ]
         olds: list[Tensor | None] = [None] * len(samples)
-        if self.settings.updates_per_batch > 1:
-            self.model.eval()
-            with torch.no_grad():
-                olds = [self.token_logprobs(s.input_ids) for s in samples]
+        self.model.eval()
+        with self.gathered():  # each rank scores its own number of sequences
+            refs: list[Tensor | None] = [
+                self._ref_logprobs(s.input_ids) if self.settings.kl_coef > 0 else None
+                for s in samples
+            ]
+            if self.settings.updates_per_batch > 1:
+                with torch.no_grad():
+                    olds = [self.token_logprobs(s.input_ids) for s in samples]
+        # Sharded, every forward and backward is a collective (gather the layer, then
+        # reduce-scatter its gradients), so every rank makes as many passes as the rank
+        # with the most sequences; the extra ones carry a zero loss and add nothing.
+        passes = self.ranks.max_int(len(samples), device)
         stats: StepStats | None = None
         self.model.train()
         for _ in range(self.settings.updates_per_batch):
@@ -287,12 +361,11 @@ class Learner:
                     gap_sum += float(out.behaviour_gap) * out.tokens
                     cut_sum += float(out.truncated_fraction) * out.tokens
                 tokens += out.tokens
-            # Each rank's loss is its share of the global batch loss (global weights), so
-            # the sum of the ranks' gradients is the whole batch's gradient; clipping and
-            # the optimizer step then run on identical inputs on every rank. (Not DDP,
-            # which would all-reduce on every per-sequence backward, or hang when ranks
-            # hold different numbers of sequences: see trainer/distributed.py.)
-            self.ranks.sum_gradients_(self.params)
+            for _ in range(passes - len(samples)):
+                (self.token_logprobs(FILLER_IDS).sum() * 0.0).backward()
+            # Each rank's loss is its share of the global batch loss (global weights), and
+            # FSDP sums (not averages) the ranks' gradients into each shard: the sum is the
+            # whole batch's gradient, which clipping and the optimizer step then use.
             loss_sum, pg_sum, kl_sum, clip_sum, gap_sum, cut_sum, total_tokens = self.ranks.sum_(
                 torch.tensor(
                     [loss_sum, pg_sum, kl_sum, clip_sum, gap_sum, cut_sum, float(tokens)],
@@ -309,7 +382,7 @@ class Learner:
                 kl=kl_sum / max(tokens, 1),
                 clip_fraction=clip_sum / max(tokens, 1),
                 tokens=tokens,
-                grad_norm=float(grad_norm),
+                grad_norm=float(full_tensor(grad_norm)),
                 behaviour_gap=gap_sum / max(tokens, 1),
                 truncated_fraction=cut_sum / max(tokens, 1),
             )
@@ -324,42 +397,71 @@ class Learner:
 
     # -- checkpoints -----------------------------------------------------------
     def trainable_state(self) -> dict[str, Tensor]:
-        if self.is_lora:
-            from peft import get_peft_model_state_dict
+        """The trainable parameters, whole, by name (a collective when sharded)."""
+        return {
+            name: full_tensor(p.detach()).clone()
+            for name, p in self.model.named_parameters()
+            if p.requires_grad
+        }
 
-            return {k: v.detach().clone() for k, v in get_peft_model_state_dict(self.model).items()}
-        return {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+    def _state_options(self, *, whole: bool = False, strict: bool = True) -> StateDictOptions:
+        # LoRA checkpoints hold the adapter only: the frozen base is the model's files.
+        return StateDictOptions(
+            full_state_dict=whole,
+            cpu_offload=whole,
+            ignore_frozen_params=self.is_lora,
+            strict=strict,
+        )
 
-    def save(self, directory: Path) -> Path:
-        """Write a checkpoint. Under data parallelism every rank must call it: rank 0
-        alone writes (the ranks' weights and optimizers are identical), with every
-        rank's RNG state, and the others wait for it."""
-        # The ranks sample different rollouts, so each one's RNG state is kept.
-        rng_states = self.ranks.all_gather_object(_rng_state())
+    def export(self, directory: Path) -> Path:
+        """The current weights as workers and the registry load them: a peft adapter
+        folder (LoRA), or a transformers model folder with its tokenizer (full
+        fine-tune). Every rank must call it: the weights are gathered to rank 0, which
+        alone writes."""
+        state: dict[str, Any] | None = None
+        if is_sharded(self.scorer):
+            state = get_model_state_dict(self.model, options=self._state_options(whole=True))
         if self.ranks.is_main:
-            directory.mkdir(parents=True, exist_ok=True)
-            torch.save(self.trainable_state(), directory / "weights.pt")
-            torch.save(self.optimizer.state_dict(), directory / "optimizer.pt")
-            # Rank 0's state at the top level (what single-process checkpoints hold).
-            torch.save({**rng_states[0], "ranks": rng_states}, directory / "rng.pt")
-            (directory / "state.json").write_text(json.dumps({"step": self.step_count}))
-            if self.is_lora:
-                # A plain peft adapter folder too: what the registry points workers at.
-                self.model.save_pretrained(directory / "adapter")
+            self.model.save_pretrained(directory, state_dict=state)
+            if not self.is_lora:
+                self.tokenizer.save_pretrained(directory)
         self.ranks.barrier()
         return directory
 
-    def load(self, directory: Path) -> None:
-        """Read a checkpoint (on every rank, from a path they all see)."""
-        weights = torch.load(directory / "weights.pt", map_location=self.device)
-        if self.is_lora:
-            from peft import set_peft_model_state_dict
+    def save(self, directory: Path) -> Path:
+        """Write a checkpoint: ``checkpoint/`` (torch.distributed.checkpoint: weights and
+        optimizer, each rank its own shards), ``rng.pt`` (every rank's RNG state),
+        ``state.json``, and the exported model (:meth:`export`: ``adapter/`` for LoRA,
+        ``model/`` for a full fine-tune). Every rank must call it, with ``directory`` on a
+        filesystem all of them see."""
+        # The ranks sample different rollouts, so each one's RNG state is kept.
+        rng_states = self.ranks.all_gather_object(_rng_state())
+        model_state, optim_state = get_state_dict(
+            self.model, self.optimizer, options=self._state_options()
+        )
+        dcp.save({"model": model_state, "optim": optim_state}, checkpoint_id=directory / CHECKPOINT)
+        if self.ranks.is_main:
+            # Rank 0's state at the top level (what single-process checkpoints hold).
+            torch.save({**rng_states[0], "ranks": rng_states}, directory / "rng.pt")
+            (directory / "state.json").write_text(json.dumps({"step": self.step_count}))
+        self.export(directory / ("adapter" if self.is_lora else "model"))
+        return directory
 
-            set_peft_model_state_dict(self.model, weights)
-        else:
-            self.model.load_state_dict(weights)
-        self.optimizer.load_state_dict(
-            torch.load(directory / "optimizer.pt", map_location=self.device)
+    def load(self, directory: Path) -> None:
+        """Read a checkpoint (on every rank, from a path they all see; it may have been
+        written by another number of ranks)."""
+        model_state, optim_state = get_state_dict(
+            self.model, self.optimizer, options=self._state_options()
+        )
+        state: dict[str, Any] = {"model": model_state, "optim": optim_state}
+        dcp.load(state, checkpoint_id=directory / CHECKPOINT)
+        set_state_dict(
+            self.model,
+            self.optimizer,
+            model_state_dict=state["model"],
+            optim_state_dict=state["optim"],
+            # LoRA: the checkpoint has no frozen weights to load (they stay as loaded).
+            options=self._state_options(strict=not self.is_lora),
         )
         self.step_count = int(json.loads((directory / "state.json").read_text())["step"])
         rng = torch.load(directory / "rng.pt", weights_only=False)

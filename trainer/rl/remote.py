@@ -259,17 +259,18 @@ def register_rollout_task(app: Celery) -> Task:
 def save_policy(learner: Learner, output_dir: Path, step: int) -> PolicyRef:
     """The learner's current weights where rollout workers can load them."""
     target = output_dir / "policy" / f"step-{step}"
-    if target.exists():
+    if learner.ranks.is_main and target.exists():
         shutil.rmtree(target)
+    learner.ranks.barrier()
     if learner.is_lora:
-        learner.model.save_pretrained(target / "adapter")
+        learner.export(target / "adapter")
         ref = PolicyRef(learner.settings.model, str((target / "adapter").resolve()), step)
     else:
         # Full fine-tuning ships the whole model each step (a 4B model in bf16 is ~8 GB).
-        learner.model.save_pretrained(target / "model")
-        learner.tokenizer.save_pretrained(target / "model")
+        learner.export(target / "model")
         ref = PolicyRef(str((target / "model").resolve()), None, step)
-    _prune_policies(output_dir / "policy")
+    if learner.ranks.is_main:
+        _prune_policies(output_dir / "policy")
     return ref
 
 
@@ -312,9 +313,10 @@ class CeleryRollouts:
         chosen: Sequence[tuple[Environment, Path]],
         group_size: int,
     ) -> list[Group]:
+        # Every rank, even one with nothing to collect: the export gathers the shards.
+        ref = save_policy(learner, self.output_dir, step)
         if not chosen:
             return []
-        ref = save_policy(learner, self.output_dir, step)
         limits = self.limits.model_dump(mode="json")
         pending = []
         for gi, (env, _checkout) in enumerate(chosen):

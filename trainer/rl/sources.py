@@ -58,15 +58,18 @@ class LocalRollouts:
         chosen: Sequence[tuple[Environment, Path]],
         group_size: int,
     ) -> list[Group]:
-        return [
-            collect_group(
-                env,
-                checkout,
-                self.policy,
-                self.limits,
-                self.sandbox_factory,
-                self.reward_fn,
-                group_size,
-            )
-            for env, checkout in chosen
-        ]
+        # Each rank generates its own rollouts (their lengths differ): with the weights
+        # gathered, no forward pass waits on another rank.
+        with learner.gathered():
+            return [
+                collect_group(
+                    env,
+                    checkout,
+                    self.policy,
+                    self.limits,
+                    self.sandbox_factory,
+                    self.reward_fn,
+                    group_size,
+                )
+                for env, checkout in chosen
+            ]

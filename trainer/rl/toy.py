@@ -65,8 +65,11 @@ class FirstTokenReward:
 def expected_first_token_reward(learner: Any, prompt_ids: list[int], target: set[int]) -> float:
     """The policy's exact chance of earning :class:`FirstTokenReward` after
     ``prompt_ids``, at the learner's sampling temperature."""
-    backbone, head = learner._backbone_and_head(learner.model)
-    with torch.no_grad():
+    from trainer.rl.learner import backbone_and_head
+
+    backbone, head = backbone_and_head(learner.model)
+    # Gathered: the backbone and head are called apart from the sharded root.
+    with torch.no_grad(), learner.gathered():
         x = torch.tensor([prompt_ids], device=learner.device)
         logits = head(backbone(input_ids=x).last_hidden_state[0, -1]).float()
     probs = torch.softmax(logits / learner.settings.temperature, dim=-1)

@@ -338,6 +338,11 @@ class TransformersPolicy:
                 attention_mask=torch.ones_like(input_ids),
                 generation_config=config,
                 stopping_criteria=StoppingCriteriaList([_StopWhenTold()]),
+                # transformers turns this on by itself for an FSDP-sharded model under
+                # torchrun (an all-reduce per token, so every rank must generate as long as
+                # the others); the trainer's ranks generate their own rollouts, with the
+                # weights gathered first (trainer.distributed.gathered), so none waits.
+                synced_gpus=False,
             )
         completion = out.sequences[0, n_prompt:].tolist()
         logprobs: list[float] = []

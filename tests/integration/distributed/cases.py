@@ -46,6 +46,7 @@ class Case:
     finetune: str = "lora"
     kl_coef: float = 0.0
     updates_per_batch: int = 1
+    resume: bool = False  # also save a sharded checkpoint, resumed in one process
 
     def share(self, rank: int) -> list[Sample]:
         start = 0 if rank == 0 else self.split[0]
@@ -72,11 +73,11 @@ class Case:
 
 
 CASES = [
-    Case("token-mean-kl-2-updates", (4, 1), kl_coef=0.1, updates_per_batch=2),
+    Case("token-mean-kl-2-updates", (4, 1), kl_coef=0.1, updates_per_batch=2, resume=True),
     Case("sequence-mean", (2, 3), aggregation="sequence_mean"),
     Case("dr-grpo", (1, 4), aggregation="dr_grpo"),
     Case("sequence-mean-rank0-empty", (0, 5), aggregation="sequence_mean"),
     Case("token-mean-rank1-empty", (5, 0)),
-    Case("full-finetune", (3, 2), finetune="full"),
+    Case("full-finetune", (3, 2), finetune="full", resume=True),
     Case("all-empty", (0, 0)),
 ]

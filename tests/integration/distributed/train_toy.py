@@ -1,6 +1,7 @@
 """Run by torchrun (2 ranks): the training loop on two toy environments (one group per
-rank per step), then a resume from a mid-run checkpoint. Each rank writes what it saw to
-OUT/rank<r>.json and its final weights to OUT/rank<r>-final.pt.
+rank per step), the model sharded, then a resume from a mid-run sharded checkpoint.
+Each rank writes what it saw to OUT/rank<r>.json and its final weights to
+OUT/rank<r>-final.pt.
 
 Usage: torchrun ... -m tests.integration.distributed.train_toy MODEL_DIR REPO BASE OUT
 """

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from trainer.envs.gitutil import clone_at
 
+from bot.hostgit import clone_at
 from tests.plugins.e2e import GOOD_SCRIPT, ISSUE, REPO_FILES, wait_for, xml_call
 from tests.plugins.forge import BOT_LOGIN
 from trainer.envs.builder import BuildSpec, EnvironmentBuilder

@@ -18,10 +18,11 @@ from bot.store.jobs import JobSpec
 from tests.fakes import ScriptedPolicy
 from tests.plugins.e2e import ISSUE, new_repo, xml_call
 from worker.agent import read_jsonl
-from worker.agent.cli import _sandbox_opener, execute, read_issue_file
+from worker.agent.cli import _sandbox_settings, execute, read_issue_file
 from worker.jobs import JobContext, JobRefused
 from worker.pipelines.solve import SolveRun
 from worker.runtime import WorkerRuntime
+from worker.sandbox.recipe import SandboxRecipe
 
 pytestmark = pytest.mark.integration
 
@@ -115,9 +116,10 @@ def test_only_writers_speak_and_ribbit_run_shows_the_same_transcript(
         checkout,
         settings.model,
         settings.agent,
-        _sandbox_opener(sandbox_backend),
+        SandboxRecipe.production(_sandbox_settings(sandbox_backend, settings.sandbox)),
         None,
-    )
+    ).agent
+    assert run_result is not None
     run_policy = recorded[-1]
     assert run_policy is not job_policy
     # The same messages at every turn (system prompt, user turn, assistant turns, tool

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from bot.settings import ModelSettings
-from tests.fakes import LocalDirSandbox, make_git_repo
+from tests.fakes import LocalDirSandbox, host_setup, local_sandboxes, make_git_repo
 from tests.plugins.served_model import BASE
 from tests.plugins.trainer import seeded_learner, toy_train_settings
 from trainer.rl.learner import Sample
@@ -22,6 +22,7 @@ from trainer.rl.served import ServerRollouts, adapter_name
 from trainer.rl.toy import FirstTokenReward, toy_environment
 from trainer.train import agent_limits, behaviour_logprobs
 from worker.agent import served_tokens
+from worker.sandbox.recipe import SandboxRecipe
 
 pytestmark = pytest.mark.integration
 
@@ -45,7 +46,7 @@ def _source(
     return ServerRollouts(
         model,
         agent_limits(settings),
-        LocalDirSandbox,
+        local_sandboxes(),
         FirstTokenReward({0}),
         output_dir=out,
         in_flight=in_flight,
@@ -181,7 +182,7 @@ def test_a_failed_episode_drops_its_group(
             raise RuntimeError("sandbox failed to start")
         return LocalDirSandbox(checkout)
 
-    source.sandbox_factory = factory
+    source.sandbox_factory = SandboxRecipe(factory, host_setup)
     env = toy_environment(base)
     groups = source.collect(learner, 0, [(env, broken), (env, repo)], 1)
     assert groups[0] is None

@@ -11,6 +11,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -79,6 +80,7 @@ def test_install_web_only_serves_webhooks_without_model_libraries(tmp_path: Path
         stderr=subprocess.PIPE,
         text=True,
     )
+    logged: list[str] = []
     try:
         assert server.stderr is not None
         url = None
@@ -87,6 +89,10 @@ def test_install_web_only_serves_webhooks_without_model_libraries(tmp_path: Path
                 url = m.group(1)
                 break
         assert url, "ribbit serve exited before listening"
+        # Keep reading what the server logs: a full pipe would block its writes (and its
+        # exit), and the tail explains a failure.
+        drain = threading.Thread(target=lambda: logged.extend(server.stderr), daemon=True)
+        drain.start()
         body = json.dumps({"zen": "Keep it logically awesome.", "hook_id": 1}).encode()
         signature = "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
         resp = requests.post(
@@ -110,4 +116,12 @@ def test_install_web_only_serves_webhooks_without_model_libraries(tmp_path: Path
         assert forged.status_code == 401
     finally:
         server.terminate()
-        server.wait(timeout=60)
+        try:
+            server.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+            raise AssertionError(
+                "ribbit serve did not stop within 60 s of SIGTERM; its log ends:\n"
+                + "".join(logged[-40:])
+            ) from None

@@ -11,10 +11,10 @@ import dataclasses
 import json
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -65,6 +65,28 @@ _envs_option = click.option(
     show_default=True,
     help="all, split:<name>, signal, or ids a,b,c.",
 )
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _test_run_options(command: F) -> F:
+    """How an environment's tests are run while it is validated (envs build, from-outcomes)."""
+    command = click.option(
+        "--timeout",
+        "timeout_s",
+        type=float,
+        default=300.0,
+        show_default=True,
+        help="Seconds one test run may take.",
+    )(command)
+    return click.option(
+        "--reruns",
+        type=int,
+        default=3,
+        show_default=True,
+        help="Runs of the tests per tree, to tell flaky tests from real ones.",
+    )(command)
+
+
 _store_option = click.option(
     "--store",
     type=click.Path(path_type=Path, file_okay=False),
@@ -127,21 +149,7 @@ def envs() -> None:
     help="Setup command, run by the production setup step before the tests; repeat for "
     "several (default: setup in the .ribbit.yml committed at --base).",
 )
-@click.option(
-    "--reruns",
-    type=int,
-    default=3,
-    show_default=True,
-    help="Runs of the tests per tree, to tell flaky tests from real ones.",
-)
-@click.option(
-    "--timeout",
-    "timeout_s",
-    type=float,
-    default=300.0,
-    show_default=True,
-    help="Seconds one test run may take.",
-)
+@_test_run_options
 @click.option("--json", "as_json", is_flag=True, help="Print the environment as JSON.")
 @_store_option
 @click.pass_context
@@ -394,21 +402,7 @@ def import_envs(ctx: click.Context, path: Path, store: Path | None) -> None:
     default=None,
     help="Overrides the test command each job recorded from .ribbit.yml.",
 )
-@click.option(
-    "--reruns",
-    type=int,
-    default=3,
-    show_default=True,
-    help="Runs of the tests per tree, to tell flaky tests from real ones.",
-)
-@click.option(
-    "--timeout",
-    "timeout_s",
-    type=float,
-    default=300.0,
-    show_default=True,
-    help="Seconds one test run may take.",
-)
+@_test_run_options
 @_store_option
 @click.pass_context
 def envs_from_outcomes(

@@ -58,9 +58,14 @@ def prepare_broker(settings: Settings) -> None:
 
 
 def client_celery(settings: Settings) -> Celery:
-    """A Celery app used only to send (the web process runs no tasks)."""
+    """A Celery app used only to send (the web process runs no tasks).
+
+    Never made the current app: the worker builds one of these to send (a /ribbit retry's
+    new job, the sweep), and Celery's current app is per thread, so a pool thread that
+    built one ran its later tasks on it (``shared_task`` resolves through the current app),
+    without the worker's settings: they read the default database and found no job."""
     prepare_broker(settings)
-    app = Celery("ribbit-web", broker=settings.effective_broker_url)
+    app = Celery("ribbit-web", broker=settings.effective_broker_url, set_as_current=False)
     app.conf.update(
         task_default_queue=QUEUE,
         broker_transport_options=broker_transport_options(settings),

@@ -40,7 +40,7 @@ from worker.outcomes_cli import outcome_dict
 
 # Figures a job's result keeps after its repository's data is deleted: nothing here holds
 # code, issue text or a path.
-_KEPT_RESULT_KEYS = frozenset({"exit_reason", "turns"})
+_KEPT_RESULT_KEYS = frozenset({"version", "exit_reason", "turns"})
 
 
 @dataclass
@@ -92,9 +92,8 @@ def _rejection_matches(r: Rejection, repo: RepoRef) -> bool:
     return r.candidate.startswith((f"{repo.full_name}#", f"{repo.full_name}@"))
 
 
-def _trajectory(result: dict[str, Any], data_dir: Path) -> Path | None:
-    value = result.get("trajectory_path")
-    if not isinstance(value, str) or not value:
+def _trajectory(value: str | None, data_dir: Path) -> Path | None:
+    if not value:
         return None
     root = data_dir.resolve()
     path = Path(value)
@@ -131,7 +130,7 @@ def repo_data(
             result = job.result or {}
             if set(result) - _KEPT_RESULT_KEYS or job.instructions:
                 found.job_ids.append(job.id)
-            path = _trajectory(result, data_dir)
+            path = _trajectory(job.solve_record.trajectory_path, data_dir)
             if path is not None:
                 found.trajectories.append(path)
     for env in store:

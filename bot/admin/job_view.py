@@ -1,10 +1,11 @@
 """Turn a job's stored result into what the job page shows: trajectory, diff, gate report.
 
-``job.result`` holds whatever the pipeline stored, so every key is optional and every
-value is checked before use. The trajectory file is read as plain JSON (the same
-JSONL that worker.agent.trajectory writes; bot/ never imports worker/), only from
-inside the data directory, and only up to ``MAX_TRAJECTORY_BYTES``. Everything here
-is untrusted model output: the templates escape it.
+``job.result`` is read through the typed record (bot.store.records.SolveRecord), which
+checks every value; the gate report inside it is parsed leniently here. The trajectory
+file is read as plain JSON (the same JSONL that worker.agent.trajectory writes; bot/
+never imports worker/), only from inside the data directory, and only up to
+``MAX_TRAJECTORY_BYTES``. Everything here is untrusted model output: the templates
+escape it.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+
+from bot.store.records import SolveRecord
 
 MAX_TRAJECTORY_BYTES = 32 * 1024 * 1024
 
@@ -79,6 +82,10 @@ class JobDetail:
 
 def _str(value: Any) -> str:
     return value if isinstance(value, str) else ("" if value is None else str(value))
+
+
+def _opt_str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def _int(value: Any) -> int | None:
@@ -204,32 +211,33 @@ def parse_gates(value: Any) -> tuple[list[GateView], bool | None]:
     return items, overall
 
 
-KNOWN_KEYS = {"trajectory_path", "trajectory", "diff", "gates", "gates_summary"}
-
-
 def job_detail(result: Any, data_dir: Path) -> JobDetail:
-    result = result if isinstance(result, dict) else {}
+    """The page's view of a job's ``result``: a solve/revise job's record
+    (bot.store.records), with other kinds' results and unknown keys shown as JSON."""
+    record = SolveRecord.from_json(result)
+    extra = dict(record.extra)
+    inline = extra.pop("trajectory", None)  # an inline trajectory instead of a file
     trajectory: TrajectoryView | None
-    if isinstance(result.get("trajectory"), dict):
-        trajectory, note = trajectory_from_dict(result["trajectory"]), None
+    if isinstance(inline, dict):
+        trajectory, note = trajectory_from_dict(inline), None
     else:
-        trajectory, note = load_trajectory(result.get("trajectory_path"), data_dir)
-    diff = result.get("diff") if isinstance(result.get("diff"), str) else None
+        trajectory, note = load_trajectory(record.trajectory_path, data_dir)
+    diff = record.diff
     if diff is None and trajectory is not None:
         diff = trajectory.diff
-    gates, passed = parse_gates(result.get("gates"))
-    summary = result.get("gates_summary")
-    if not isinstance(summary, str) and isinstance(result.get("gates"), dict):
-        summary = result["gates"].get("summary")
-    extra = {k: v for k, v in result.items() if k not in KNOWN_KEYS}
+    gates, passed = parse_gates(record.gates)
+    summary = record.gates_summary
+    if summary is None and record.gates is not None:
+        summary = _opt_str(record.gates.get("summary"))
+    shown = record.with_(trajectory_path=None, diff=None, gates=None, gates_summary=None)
     return JobDetail(
         trajectory=trajectory,
         trajectory_note=note,
         diff=diff,
         gates=gates,
         gates_passed=passed,
-        gates_summary=summary if isinstance(summary, str) else None,
-        extra=extra,
+        gates_summary=summary,
+        extra={k: v for k, v in shown.to_json().items() if k not in {"version", "trajectory"}},
     )
 
 

@@ -26,6 +26,7 @@ from sqlalchemy.orm import Session, make_transient_to_detached
 
 from bot.store.db import Database
 from bot.store.models import Control, Delivery, Job, Repository, utcnow
+from bot.store.records import SolveRecord
 
 JobState = Literal["queued", "running", "succeeded", "failed", "cancelled"]
 JobKind = Literal["solve", "revise", "explain", "help", "command", "outcome"]
@@ -394,6 +395,10 @@ class JobStore:
             session.flush()
             session.expunge(job)
             return job
+
+    def record_solve(self, job_id: str, record: SolveRecord, **columns: Any) -> None:
+        """Store a solve/revise job's record as it stands (and other columns with it)."""
+        self.update(job_id, result=record.to_json(), **columns)
 
     def update(self, job_id: str, **fields: Any) -> None:
         """Set non-state columns (stage, branch, pr_url, result, status_comment_id, ...)."""

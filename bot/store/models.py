@@ -20,6 +20,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from bot.store.records import SolveRecord
+
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
@@ -122,6 +124,11 @@ class Job(Base):
     updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
     started_at: Mapped[datetime | None] = mapped_column(nullable=True)
     finished_at: Mapped[datetime | None] = mapped_column(nullable=True)
+
+    @property
+    def solve_record(self) -> SolveRecord:
+        """``result`` read as a solve/revise job's typed record (empty for other kinds)."""
+        return SolveRecord.from_json(self.result)
 
 
 class Outcome(Base):

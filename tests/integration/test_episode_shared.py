@@ -22,7 +22,6 @@ from trainer.rl.rollout import collect_group, graded_reward
 from worker.agent import load_policy, read_jsonl
 from worker.agent.episode import SandboxRecipe
 from worker.agent.trajectory import Trajectory
-from worker.pipelines.task_record import TaskRecord
 
 pytestmark = pytest.mark.integration
 
@@ -78,7 +77,7 @@ def test_a_served_job_and_a_training_rollout_run_the_same_episode(
 
     # Training: the environment from the job's record (on any host), its rollout with
     # the same policy, limits and sandbox settings the worker had.
-    record = TaskRecord.from_result(job.result)
+    record = job.solve_record.task
     assert record is not None and record.setup_command == SETUP
     bare = forge_world.forge.repo("github", repo).bare
     sandboxes = SandboxRecipe.production(dep.settings.sandbox)

@@ -19,7 +19,6 @@ from tests.plugins.e2e import (
     new_repo,
     wait_for,
 )
-from worker.pipelines.task_record import TaskRecord
 
 pytestmark = pytest.mark.integration
 
@@ -56,7 +55,7 @@ def test_labelled_issue_becomes_a_gated_draft_pr(
     assert job.result["gates"]["passed"] is True
     assert Path(job.result["trajectory_path"]).exists()
     # What the trainer builds an environment from, on any host: in the job's row.
-    record = TaskRecord.from_result(job.result)
+    record = job.solve_record.task
     assert record is not None and record.base_sha == job.result["base_sha"]
     assert record.issue_title and record.test_command
 

@@ -1,7 +1,7 @@
 """Environment candidates from the outcome store (what happened to the bot's PRs).
 
 - A merged PR whose job stored its task record
-  (:class:`worker.pipelines.task_record.TaskRecord`, in the job's row) becomes a
+  (:class:`bot.store.records.TaskRecord`, in the job's row) becomes a
   build: base = the recorded base commit, fix = the merged diff, problem statement
   = the issue's title and body, setup and test commands = the repository's
   ``.ribbit.yml`` at the time of the job. Everything comes from the database, so any
@@ -27,10 +27,10 @@ from sqlalchemy import select
 
 from bot.store.db import Database
 from bot.store.models import Job, Outcome
+from bot.store.records import SolveRecord
 from trainer.envs.builder import BuildRejected, BuildSpec, EnvironmentBuilder
 from trainer.envs.schema import Environment, Provenance, Rejection
 from trainer.envs.storage import EnvironmentStore
-from worker.pipelines.task_record import TaskRecord
 
 
 @dataclass
@@ -66,8 +66,8 @@ def environments_from_outcomes(
         jobs = {j.id: j for j in s.scalars(select(Job).where(Job.forge == forge, Job.repo == repo))}
     for outcome in outcomes:
         job = jobs.get(outcome.job_id or "")
-        result: dict[str, Any] = (job.result or {}) if job is not None else {}
-        task = TaskRecord.from_result(result)
+        record = job.solve_record if job is not None else SolveRecord()
+        task = record.task
         candidate = f"{repo}#{outcome.pr_number}"
         rejection: Rejection | None = None
         if outcome.state != "merged":
@@ -75,10 +75,10 @@ def environments_from_outcomes(
                 candidate=candidate,
                 reason="pr_not_merged",
                 detail="closed without merge",
-                negative_trajectory=result.get("trajectory_path"),
+                negative_trajectory=record.trajectory_path,
                 hints=_comments(outcome),
             )
-        elif not result.get("base_sha") or not outcome.merged_diff:
+        elif not record.base_sha or not outcome.merged_diff:
             rejection = Rejection(
                 candidate=candidate,
                 reason="no_base_commit",

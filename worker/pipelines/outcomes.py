@@ -83,7 +83,7 @@ def record_pull_request_outcome(
             .order_by(Job.finished_at)
         ).all()
         job_id = bot_jobs[-1].id if bot_jobs else None
-        bot_diff = str((bot_jobs[-1].result or {}).get("diff", "")) if bot_jobs else ""
+        bot_diff = (bot_jobs[-1].solve_record.diff or "") if bot_jobs else ""
         revisions = sum(1 for j in bot_jobs if j.kind == "revise")
         created = _aware(pr.created_at)
         decided = _aware(pr.merged_at if pr.state == "merged" else pr.closed_at) or utcnow()

@@ -105,15 +105,13 @@ def explain(ctx: JobContext) -> dict[str, Any] | None:
             .order_by(Job.created_at.desc())
             .limit(1)
         )
-        result = dict(last.result or {}) if last else {}
-    path = result.get("trajectory_path")
-    if not path or not Path(path).exists():
+        record = last.solve_record if last else None
+    path = record.trajectory_path if record else None
+    if record is None or not path or not Path(path).exists():
         forge.post_comment(target, "There is no recorded agent run for this issue yet.")
         return {"explained": False}
     summary = summarize_trajectory(Path(path))
-    files = sorted(
-        {line[6:] for line in str(result.get("diff", "")).splitlines() if line.startswith("+++ b/")}
-    )
+    files = record.changed_files
     if files:
         summary += "\n\n**Changed:** " + ", ".join(f"`{f}`" for f in files[:30])
     # Tool arguments and file names are the model's text.

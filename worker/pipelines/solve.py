@@ -38,12 +38,12 @@ from bot.hostgit import latest_tag, run_git
 from bot.repo_config import CONFIG_PATH, RepoConfig, RepoConfigError, parse_repo_config
 from bot.settings import ModelSettings, Settings
 from bot.store.models import Job
+from bot.store.records import SolveRecord, TaskRecord
 from worker.agent.repo_task import agent_limits, repo_instructions
 from worker.gates import review
 from worker.gates.testcmd import resolve_test_command
 from worker.jobs import WAITING_HOOKS, JobCancelled, JobContext, JobRefused, pipeline
 from worker.metrics import InstrumentedPolicy, record_gates, record_stage
-from worker.pipelines.task_record import RESULT_KEY, TaskRecord
 from worker.pipelines.verdict import TestVerdict
 from worker.runtime import WorkerRuntime
 from worker.status import LiveTurns, Status, StatusComment
@@ -104,8 +104,8 @@ class PublishPlan:
         }
 
     @classmethod
-    def from_result(cls, result: dict[str, Any] | None) -> PublishPlan | None:
-        data = (result or {}).get("publish")
+    def from_json(cls, data: dict[str, Any] | None) -> PublishPlan | None:
+        """The plan a record stored (None: none, or one this code cannot use)."""
         if not isinstance(data, dict):
             return None
         try:
@@ -388,13 +388,14 @@ class SolveRun:
         started = time.monotonic()
         with self._timed("permission"):
             self.check_permission()
-        plan = PublishPlan.from_result(self.job.result)
+        stored = self.job.solve_record
+        plan = PublishPlan.from_json(stored.publish)
         if plan is not None:
             # An earlier attempt got past the gates and may have pushed: publish what it
             # made (the same commit, the same PR) instead of running the agent again.
             with self._timed("clone"):
                 self.clone(plan.branch if plan.revise else None)
-            return self._publish(plan, dict(self.job.result or {}))
+            return self._publish(plan, stored)
         self.status.show(Status("working", "Reading the issue and the repository."))
         with self._timed("config"):
             config = self.load_config()
@@ -485,16 +486,16 @@ class SolveRun:
         traj_dir.mkdir(parents=True, exist_ok=True)
         traj_path = traj_dir / f"{self.job.id}.jsonl"
         write_jsonl(traj_path, [result.trajectory])
-        out: dict[str, Any] = {
-            "setup": setup.to_dict(),
-            "sandbox_image": image.to_dict(),
-            "exit_reason": result.exit_reason,
-            "diff": diff,
-            "trajectory_path": str(traj_path),
-            "turns": len(result.trajectory.turns),
-            "branch": branch,
-            "base_sha": base_sha,
-            RESULT_KEY: TaskRecord(
+        record = SolveRecord(
+            setup=setup.to_dict(),
+            sandbox_image=image.to_dict(),
+            exit_reason=result.exit_reason,
+            diff=diff,
+            trajectory_path=str(traj_path),
+            turns=len(result.trajectory.turns),
+            branch=branch,
+            base_sha=base_sha,
+            task=TaskRecord(
                 issue_title=issue.title,
                 issue_body=issue.body,
                 base_sha=base_sha,
@@ -505,11 +506,10 @@ class SolveRun:
                 # The image that ran (a repository's own, allowed and maybe built here),
                 # so training episodes run where this one did; None: the deployment's.
                 image=image.image if image.image != self.settings.sandbox.image else None,
-            ).to_json(),
-        }
+            ),
+        )
         if not diff.strip():
-            out["timings"] = self.timings
-            self.ctx.store.update(self.job.id, result=out)
+            self.ctx.store.record_solve(self.job.id, record.with_(timings=self.timings))
             reason = f"the agent ended ({result.exit_reason}) without changing any file"
             self.status.show(Status("no_change", reason.capitalize() + "."))
             raise JobRefused(reason)
@@ -518,15 +518,13 @@ class SolveRun:
         with self._timed("gates"):
             report = self._gates(config, base_sha, diff, issue.title + "\n" + issue.body)
         record_gates(report)
-        out["gates"] = report.to_dict()
-        out["gates_summary"] = report.summary_line()
+        record = record.with_(gates=report.to_dict(), gates_summary=report.summary_line())
         tests_result = report.result("tests")
         verdict = TestVerdict.from_details(tests_result.details if tests_result else {})
         notes = verdict.notes_markdown() if tests_result else ""
         report_md = report.to_markdown() + (f"\n\n{notes}\n" if notes else "")
         if not report.passed and not (config.gates.draft_on_failure and report.may_push):
-            out["timings"] = self.timings
-            self.ctx.store.update(self.job.id, result=out)
+            self.ctx.store.record_solve(self.job.id, record.with_(timings=self.timings))
             why = (
                 " (hygiene or Semgrep blocked it, so it is not pushed even with "
                 "gates.draft_on_failure)"
@@ -558,7 +556,7 @@ class SolveRun:
             report_md=report_md,
             model=model.model,
             exit_reason=result.exit_reason,
-            turns=out["turns"],
+            turns=len(result.trajectory.turns),
             seconds=time.monotonic() - started,
             job_id=self.job.id,
             setup_md="\n\n".join(filter(None, [image_markdown(image), setup_markdown(setup)])),
@@ -584,9 +582,9 @@ class SolveRun:
             report_md=report_md,
             revise=revise,
         )
-        return self._publish(plan, out)
+        return self._publish(plan, record)
 
-    def _publish(self, plan: PublishPlan, out: dict[str, Any]) -> dict[str, Any]:
+    def _publish(self, plan: PublishPlan, record: SolveRecord) -> dict[str, Any]:
         """Commit, push and open (or update) the PR, each step safe to repeat: the commit
         is rebuilt byte for byte from the plan (same tree, parent, message and dates, so
         the same sha), the push of a branch already at that sha changes nothing, and the
@@ -594,8 +592,9 @@ class SolveRun:
         rerun after a lost answer, a 5xx or a killed worker resumes here."""
         with self._timed("push"):
             head_sha = self._commit(plan)
-            out["publish"] = plan.to_dict()
-            self.ctx.store.update(self.job.id, result=out, branch=plan.branch)
+            self.ctx.store.record_solve(
+                self.job.id, record.with_(publish=plan.to_dict()), branch=plan.branch
+            )
             # Never forced: if a human pushed meanwhile, the push is rejected and the job
             # fails saying so, rather than overwriting their commits.
             self.forge.push(self.repo, self.workdir.checkout, plan.branch)
@@ -638,13 +637,19 @@ class SolveRun:
                     passed=plan.passed,
                     summary_line=plan.summary_line,
                     report_md=plan.report_md,
-                    gates=out.get("gates"),
+                    gates=record.gates,
                     diff=plan.diff,
                     details_url=self.status.link,
                 ),
             )
-        out.update(pr_number=pr.ref.number, pr_url=pr.url, head_sha=head_sha, timings=self.timings)
-        out.pop("publish", None)  # done: the result keeps its usual shape
+        # Published: the plan is dropped, the PR's fields take its place.
+        record = record.with_(
+            publish=None,
+            pr_number=pr.ref.number,
+            pr_url=pr.url,
+            head_sha=head_sha,
+            timings=self.timings,
+        )
         self.ctx.store.update(
             self.job.id, pr_number=pr.ref.number, pr_url=pr.url, branch=plan.branch
         )
@@ -657,14 +662,14 @@ class SolveRun:
                 report_markdown=plan.report_md,
             )
         )
-        return out
+        return record.to_json()
 
     def _setup_failed(self, setup: SetupResult) -> NoReturn:
         """The agent never works in a half-set-up environment: the job stops here, with
         the setup output on the issue."""
         log.warning("setup failed for job %s: %s", self.job.id, setup.summary())
-        self.ctx.store.update(
-            self.job.id, result={"setup": setup.to_dict(), "timings": self.timings}
+        self.ctx.store.record_solve(
+            self.job.id, SolveRecord(setup=setup.to_dict(), timings=self.timings)
         )
         self.status.show(Status("failed", setup_failure_markdown(setup)))
         raise JobRefused(f"setup failed: {setup.summary()}")

@@ -12,12 +12,12 @@ import pytest
 
 from bot.store.db import Database
 from bot.store.models import Job, Outcome
+from bot.store.records import TASK_KEY, TaskRecord
 from tests.fakes import git
 from tests.plugins.trainer import PYTEST, FixRepo, sandbox_factory
 from trainer.envs.builder import EnvironmentBuilder
 from trainer.envs.outcomes import environments_from_outcomes
 from trainer.envs.storage import EnvironmentStore
-from worker.pipelines.task_record import RESULT_KEY, TaskRecord
 
 SETUP = "echo installed > .setup-ran"
 
@@ -43,11 +43,11 @@ def test_outcomes_to_environments(db: Database, fix_with_new_test: FixRepo, tmp_
         setup_command=SETUP,
     )
     results = {
-        "job1": {RESULT_KEY: record.to_json()},
-        "job2": {RESULT_KEY: record.to_json()},
+        "job1": {TASK_KEY: record.to_json()},
+        "job2": {TASK_KEY: record.to_json()},
         "job4": {},  # from before task records: no issue text anywhere
-        "job5": {RESULT_KEY: {**record.to_json(), "issue_title": " ", "issue_body": ""}},
-        "job6": {RESULT_KEY: record.to_json()},
+        "job5": {TASK_KEY: {**record.to_json(), "issue_title": " ", "issue_body": ""}},
+        "job6": {TASK_KEY: record.to_json()},
     }
     with db.session() as s:
         for job_id, result in results.items():

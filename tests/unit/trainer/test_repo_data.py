@@ -18,11 +18,11 @@ from bot.forges.base import RepoRef
 from bot.settings import Settings, TrainingDataSettings
 from bot.store.db import Database
 from bot.store.models import Job, Outcome
+from bot.store.records import TASK_KEY
 from trainer.data import delete_repo, export_repo, prune, repo_data
 from trainer.data_cli import data
 from trainer.envs.schema import Environment, Provenance, Rejection
 from trainer.envs.storage import EnvironmentStore
-from worker.pipelines.task_record import RESULT_KEY
 
 A = RepoRef("github", "acme/a")
 B = RepoRef("github", "acme/b")
@@ -86,7 +86,7 @@ def _seed(db: Database, store: EnvironmentStore, data_dir: Path, outside: Path) 
                         "trajectory_path": str(traj),
                         "diff": "+secret",
                         "turns": 4,
-                        RESULT_KEY: {"issue_title": "t", "issue_body": "b"},
+                        TASK_KEY: {"issue_title": "t", "issue_body": "b"},
                     },
                 )
             )
@@ -189,7 +189,7 @@ def test_retention_with_a_fixed_clock(
     with db.session() as s:
         assert [o.pr_number for o in s.scalars(select(Outcome))] == [2]
         recent = s.get(Job, "job2")
-        assert recent is not None and RESULT_KEY in (recent.result or {})
+        assert recent is not None and TASK_KEY in (recent.result or {})
     assert sorted(e.instance_id for e in store) == ["acme__a-2"]
     assert sorted(p.name for p in (settings.data_dir / "trajectories").iterdir()) == ["job2.jsonl"]
     # A day later nothing new has expired; 29 days later the recent one has.

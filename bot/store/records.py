@@ -1,0 +1,161 @@
+"""The typed record a solve or revise job keeps in its row (``jobs.result``).
+
+Written by the worker's solve pipeline, read by the admin and reviewer pages, the
+``/ribbit explain`` reply, the outcome recorder and the trainer's environment builder.
+One record, one reader: every consumer goes through :meth:`SolveRecord.from_json`, so a
+key is named once, here, instead of in each module that reads the JSON.
+
+Records are versioned. Rows written before the version field existed read as version 1
+(the same keys); keys this version does not know are kept in ``extra`` and written back
+unchanged, so an older worker and a newer web process can share a database during an
+upgrade without losing anything. Reading is tolerant (a value of the wrong type reads as
+absent) because rows outlive the code that wrote them; writing is exact.
+
+The nested reports (``setup``, ``sandbox_image``, ``gates``, ``publish``) are the JSON of
+the worker's own typed records (SetupResult, RepoImage, GateReport, PublishPlan), which
+live with the code that makes them; bot/ stores them as they are.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any
+
+SOLVE_RECORD_VERSION = 1
+TASK_KEY = "task"
+
+
+def _opt_str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _opt_int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _opt_dict(value: Any) -> dict[str, Any] | None:
+    return value if isinstance(value, dict) else None
+
+
+@dataclass(frozen=True)
+class TaskRecord:
+    """What the job was asked and how its repository is set up and tested.
+
+    The trainer turns a merged PR into an environment from this record on any host: the
+    issue text is the problem statement, and the ``.ribbit.yml`` commands and image in
+    force at the time of the job are the environment's setup and test commands and image.
+    Nothing is read back from a worker's disk."""
+
+    issue_title: str
+    issue_body: str
+    base_sha: str
+    test_command: str
+    setup_command: str | None = None
+    image: str | None = None  # .ribbit.yml's; None: the deployment's
+
+    @property
+    def problem_statement(self) -> str:
+        return f"{self.issue_title.strip()}\n\n{self.issue_body.strip()}".strip()
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Any) -> TaskRecord | None:
+        """None for records without the required fields (jobs from before task records)."""
+        if not isinstance(data, dict):
+            return None
+        try:
+            return cls(
+                issue_title=str(data["issue_title"]),
+                issue_body=str(data["issue_body"]),
+                base_sha=str(data["base_sha"]),
+                test_command=str(data["test_command"]),
+                setup_command=_opt_str(data.get("setup_command")),
+                image=_opt_str(data.get("image")),
+            )
+        except KeyError:
+            return None
+
+
+@dataclass(frozen=True)
+class SolveRecord:
+    """A solve or revise job's record, filled in as the job goes: set-up, then the
+    agent's run, then the gates, then (before the push) the publish plan, then the PR.
+    A field is None until its step ran."""
+
+    version: int = SOLVE_RECORD_VERSION
+    task: TaskRecord | None = None
+    branch: str | None = None
+    base_sha: str | None = None
+    setup: dict[str, Any] | None = None  # SetupResult.to_dict()
+    sandbox_image: dict[str, Any] | None = None  # RepoImage.to_dict()
+    exit_reason: str | None = None
+    diff: str | None = None
+    turns: int | None = None
+    trajectory_path: str | None = None
+    gates: dict[str, Any] | None = None  # GateReport.to_dict()
+    gates_summary: str | None = None
+    # The plan stored before the push and dropped once the PR exists, so a rerun after a
+    # killed worker publishes the same commit instead of running the agent again.
+    publish: dict[str, Any] | None = None  # PublishPlan.to_dict()
+    pr_number: int | None = None
+    pr_url: str | None = None
+    head_sha: str | None = None
+    timings: dict[str, float] | None = None  # seconds per stage
+    extra: dict[str, Any] = field(default_factory=dict)  # keys of a newer version, kept
+
+    def with_(self, **changes: Any) -> SolveRecord:
+        return replace(self, **changes)
+
+    def to_json(self) -> dict[str, Any]:
+        """The row's JSON: absent steps are left out (as the record was always written)."""
+        out: dict[str, Any] = dict(self.extra)
+        for f in fields(self):
+            if f.name == "extra":
+                continue
+            value = getattr(self, f.name)
+            if value is None:
+                continue
+            out[f.name] = value.to_json() if isinstance(value, TaskRecord) else value
+        return out
+
+    @classmethod
+    def from_json(cls, data: Any) -> SolveRecord:
+        """The record in a job's ``result`` (an empty record for None or non-dicts)."""
+        if not isinstance(data, dict):
+            return cls()
+        known = {f.name for f in fields(cls)} - {"extra"}
+        timings = _opt_dict(data.get("timings"))
+        version = _opt_int(data.get("version"))
+        return cls(
+            version=SOLVE_RECORD_VERSION if version is None else version,
+            task=TaskRecord.from_json(data.get(TASK_KEY)),
+            branch=_opt_str(data.get("branch")),
+            base_sha=_opt_str(data.get("base_sha")),
+            setup=_opt_dict(data.get("setup")),
+            sandbox_image=_opt_dict(data.get("sandbox_image")),
+            exit_reason=_opt_str(data.get("exit_reason")),
+            diff=_opt_str(data.get("diff")),
+            turns=_opt_int(data.get("turns")),
+            trajectory_path=_opt_str(data.get("trajectory_path")),
+            gates=_opt_dict(data.get("gates")),
+            gates_summary=_opt_str(data.get("gates_summary")),
+            publish=_opt_dict(data.get("publish")),
+            pr_number=_opt_int(data.get("pr_number")),
+            pr_url=_opt_str(data.get("pr_url")),
+            head_sha=_opt_str(data.get("head_sha")),
+            timings=(
+                {str(k): float(v) for k, v in timings.items() if isinstance(v, int | float)}
+                if timings is not None
+                else None
+            ),
+            extra={k: v for k, v in data.items() if k not in known},
+        )
+
+    @property
+    def changed_files(self) -> list[str]:
+        """Paths the diff writes (``+++ b/...``), sorted."""
+        return sorted(
+            {line[6:] for line in (self.diff or "").splitlines() if line.startswith("+++ b/")}
+        )

@@ -1,0 +1,80 @@
+"""The solve record: one typed reader for what solve jobs store in ``jobs.result``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from bot.store.records import SOLVE_RECORD_VERSION, TASK_KEY, SolveRecord, TaskRecord
+
+TASK = TaskRecord(
+    issue_title="Fix add",
+    issue_body="add(2, 2) is 5",
+    base_sha="a" * 40,
+    test_command="python -m pytest -q",
+    setup_command="pip install -e .",
+)
+
+# A row as solve jobs wrote it before records were versioned (every key the pipeline used).
+LEGACY_ROW: dict[str, Any] = {
+    "setup": {"ok": True, "command": "pip install -e ."},
+    "sandbox_image": {"image": "ribbit-sandbox:latest"},
+    "exit_reason": "submitted",
+    "diff": "--- a/calc.py\n+++ b/calc.py\n@@\n-x\n+y\n--- a/b.py\n+++ b/b.py\n",
+    "trajectory_path": "/data/trajectories/j.jsonl",
+    "turns": 3,
+    "branch": "ribbit/issue-1-fix-add",
+    "base_sha": "a" * 40,
+    TASK_KEY: TASK.to_json(),
+    "gates": {"passed": True, "summary": "tests ✔", "gates": []},
+    "gates_summary": "tests ✔",
+    "pr_number": 7,
+    "pr_url": "http://forge/acme/calc/pull/7",
+    "head_sha": "b" * 40,
+    "timings": {"clone": 0.5, "agent": 12},
+}
+
+
+def test_a_legacy_row_reads_as_version_one_and_writes_back_the_same_keys() -> None:
+    record = SolveRecord.from_json(LEGACY_ROW)
+    assert record.version == SOLVE_RECORD_VERSION == 1
+    assert record.task == TASK and record.pr_number == 7 and record.turns == 3
+    assert record.changed_files == ["b.py", "calc.py"]
+    assert record.extra == {}
+    assert record.to_json() == {**LEGACY_ROW, "version": 1}
+
+
+def test_keys_of_a_newer_record_are_kept_through_a_read_and_a_write() -> None:
+    row = {**LEGACY_ROW, "version": 2, "reviewer_score": 0.5}
+    record = SolveRecord.from_json(row).with_(pr_url="http://forge/x/pull/8")
+    assert record.version == 2 and record.extra == {"reviewer_score": 0.5}
+    assert record.to_json() == {**row, "pr_url": "http://forge/x/pull/8"}
+
+
+@pytest.mark.parametrize("garbage", [None, [], "x", 3])
+def test_a_result_that_is_not_an_object_is_an_empty_record(garbage: Any) -> None:
+    assert SolveRecord.from_json(garbage) == SolveRecord()
+    assert SolveRecord().to_json() == {"version": 1}
+
+
+def test_values_of_the_wrong_type_read_as_absent() -> None:
+    record = SolveRecord.from_json(
+        {
+            "diff": 5,
+            "turns": True,  # a bool is not a count
+            "pr_number": "7",
+            "gates": [1],
+            TASK_KEY: {"issue_title": "t"},  # missing required fields
+            "timings": {"clone": "slow", "agent": 2},
+        }
+    )
+    assert record.diff is None and record.turns is None and record.pr_number is None
+    assert record.gates is None and record.task is None
+    assert record.timings == {"agent": 2.0}
+
+
+def test_absent_steps_are_left_out_of_the_row() -> None:
+    # Data retention and the admin page tell "has data" from the keys present.
+    row = SolveRecord(setup={"ok": False}, timings={"setup": 1.0}).to_json()
+    assert row == {"version": 1, "setup": {"ok": False}, "timings": {"setup": 1.0}}

@@ -17,16 +17,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import partial
 
 from sqlalchemy import BigInteger, DateTime, Integer, String, func, select
-from sqlalchemy.orm import Mapped, Session, mapped_column
+from sqlalchemy.orm import Mapped, mapped_column
 
 from bot.settings import Settings
 from bot.store.jobs import JobStore
-from bot.store.models import Base, Outcome, utcnow
+from bot.store.models import Base, utcnow
+from bot.store.outcomes import OutcomeStore
 
 log = logging.getLogger(__name__)
 
@@ -45,37 +45,6 @@ class NoisePause(Base):
     installation_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     commented_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     notified_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
-
-
-@dataclass(frozen=True)
-class MergeRate:
-    merged: int
-    closed: int
-
-    @property
-    def decided(self) -> int:
-        return self.merged + self.closed
-
-    @property
-    def rate(self) -> float:
-        return self.merged / self.decided if self.decided else 1.0
-
-
-def merge_rate(session: Session, forge: str, repo: str, since: datetime) -> MergeRate:
-    """The bot's pull requests (not human fixes) decided since ``since``."""
-    rows = dict(
-        session.execute(
-            select(Outcome.state, func.count())
-            .where(
-                Outcome.forge == forge,
-                Outcome.repo == repo,
-                Outcome.human_authored.is_(False),
-                Outcome.decided_at >= since,
-            )
-            .group_by(Outcome.state)
-        ).all()
-    )
-    return MergeRate(merged=int(rows.get("merged", 0)), closed=int(rows.get("closed", 0)))
 
 
 def _aware(value: datetime) -> datetime:
@@ -125,7 +94,7 @@ def check_repository(
             since = now - timedelta(days=cfg.window_days)
             if last is not None:
                 since = max(since, _aware(last))
-            rate = merge_rate(session, forge, repo, since)
+            rate = OutcomeStore.bot_merge_rate(session, forge, repo, since)
             if rate.decided >= cfg.min_outcomes and rate.rate < cfg.min_merge_rate:
                 store.repository(session, forge, repo).paused = True
                 created = NoisePause(

@@ -7,11 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import click
-from sqlalchemy import select
 
 from bot.settings import SettingsError, load_settings
 from bot.store.db import Database
 from bot.store.models import Outcome
+from bot.store.outcomes import OutcomeStore
 
 
 def outcome_dict(o: Outcome) -> dict[str, Any]:
@@ -52,11 +52,7 @@ def outcomes(as_json: bool, export: Path | None, repo: str | None) -> None:
         raise click.ClickException(str(exc)) from None
     db = Database(settings.effective_database_url)
     db.migrate()
-    with db.session() as session:
-        q = select(Outcome).order_by(Outcome.recorded_at)
-        if repo:
-            q = q.where(Outcome.repo == repo)
-        rows = [outcome_dict(o) for o in session.scalars(q)]
+    rows = [outcome_dict(o) for o in OutcomeStore(db).outcomes(repo)]
     db.dispose()
     if export is not None:
         with export.open("w") as fh:

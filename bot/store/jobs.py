@@ -19,7 +19,7 @@ from datetime import UTC, datetime, timedelta
 from functools import cache
 from typing import Any, Literal
 
-from sqlalchemy import Executable, String, Table, and_, bindparam, func, select, update
+from sqlalchemy import Executable, String, Table, and_, bindparam, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, make_transient_to_detached
@@ -395,6 +395,103 @@ class JobStore:
             session.flush()
             session.expunge(job)
             return job
+
+    def agent_jobs_on_pull_request(self, forge: str, repo: str, pr_number: int) -> Sequence[Job]:
+        """The succeeded solve and revise jobs behind a PR, in the order they finished."""
+        with self.db.session() as session:
+            jobs = list(
+                session.scalars(
+                    select(Job)
+                    .where(
+                        Job.forge == forge,
+                        Job.repo == repo,
+                        Job.pr_number == pr_number,
+                        Job.kind.in_(AGENT_KINDS),
+                        Job.state == "succeeded",
+                    )
+                    .order_by(Job.finished_at)
+                )
+            )
+            session.expunge_all()
+            return jobs
+
+    def revisions_done(self, forge: str, repo: str, pr_number: int) -> int:
+        """Revisions that succeeded on a PR (the limit in .ribbit.yml counts these)."""
+        with self.db.session() as session:
+            return int(
+                session.scalar(
+                    select(func.count())
+                    .select_from(Job)
+                    .where(
+                        Job.forge == forge,
+                        Job.repo == repo,
+                        Job.pr_number == pr_number,
+                        Job.kind == "revise",
+                        Job.state == "succeeded",
+                    )
+                )
+                or 0
+            )
+
+    def last_agent_record(self, forge: str, repo: str, issue_number: int) -> SolveRecord | None:
+        """The record of the issue's latest solve or revise job that stored one."""
+        with self.db.session() as session:
+            job = session.scalar(
+                select(Job)
+                .where(
+                    Job.forge == forge,
+                    Job.repo == repo,
+                    Job.issue_number == issue_number,
+                    Job.kind.in_(AGENT_KINDS),
+                    Job.result.is_not(None),
+                )
+                .order_by(Job.created_at.desc())
+                .limit(1)
+            )
+            return job.solve_record if job is not None else None
+
+    def issue_status_comment(self, forge: str, repo: str, issue_number: int) -> int | None:
+        """The status comment an earlier job on the issue posted (one per issue)."""
+        with self.db.session() as session:
+            return session.scalar(
+                select(Job.status_comment_id)
+                .where(
+                    Job.forge == forge,
+                    Job.repo == repo,
+                    Job.issue_number == issue_number,
+                    Job.status_comment_id.is_not(None),
+                )
+                .order_by(Job.created_at.desc())
+                .limit(1)
+            )
+
+    def command_told_elsewhere(self, job: Job, *, refused_reason: str) -> bool:
+        """Whether another command job of ``job``'s actor on its issue answers them instead:
+        one refused for ``refused_reason`` (it told them), or an earlier one still queued or
+        running (it will). Ties on creation time go to the smaller id, so of several
+        commands sent at once exactly one is "first"."""
+        earlier = or_(
+            Job.created_at < job.created_at,
+            and_(Job.created_at == job.created_at, Job.id < job.id),
+        )
+        refused = and_(
+            Job.state == "failed", Job.failure_reason.like(f"refused: %{refused_reason}")
+        )
+        with self.db.session() as session:
+            other = session.scalar(
+                select(Job.id)
+                .where(
+                    Job.forge == job.forge,
+                    Job.repo == job.repo,
+                    Job.issue_number == job.issue_number,
+                    Job.actor == job.actor,
+                    Job.kind == "command",
+                    Job.id != job.id,
+                    or_(refused, and_(earlier, Job.state.in_(("queued", "running")))),
+                )
+                .limit(1)
+            )
+        return other is not None
 
     def record_solve(self, job_id: str, record: SolveRecord, **columns: Any) -> None:
         """Store a solve/revise job's record as it stands (and other columns with it)."""

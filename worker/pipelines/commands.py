@@ -8,8 +8,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sqlalchemy import and_, or_, select
-
 from bot.admission import refusal_reason
 from bot.intake import Intake
 from bot.queue import CeleryDispatcher, client_celery
@@ -96,26 +94,4 @@ def _already_told(ctx: JobContext) -> bool:
     was refused (and told them), or an earlier one still queued or running (which will).
     Only the earliest of several commands sent at once replies, however many workers run
     them together: a check for refused jobs alone let each of them reply."""
-    job = ctx.job
-    earlier = or_(
-        Job.created_at < job.created_at,
-        and_(Job.created_at == job.created_at, Job.id < job.id),
-    )
-    refused = and_(
-        Job.state == "failed", Job.failure_reason.like(f"refused: %{WRITE_ACCESS_REFUSAL}")
-    )
-    with ctx.store.db.session() as session:
-        other = session.scalar(
-            select(Job.id)
-            .where(
-                Job.forge == job.forge,
-                Job.repo == job.repo,
-                Job.issue_number == job.issue_number,
-                Job.actor == job.actor,
-                Job.kind == "command",
-                Job.id != job.id,
-                or_(refused, and_(earlier, Job.state.in_(("queued", "running")))),
-            )
-            .limit(1)
-        )
-    return other is not None
+    return ctx.store.command_told_elsewhere(ctx.job, refused_reason=WRITE_ACCESS_REFUSAL)

@@ -8,11 +8,11 @@ import logging
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import select
-
 from bot.forges import make_forge
 from bot.forges.base import ForgeError, PullRequestRef, RepoRef
-from bot.store.models import Job, Outcome, utcnow
+from bot.store.jobs import JobStore
+from bot.store.models import utcnow
+from bot.store.outcomes import OutcomeRecord, OutcomeStore
 from worker.jobs import JobContext, JobRefused, pipeline
 from worker.runtime import WorkerRuntime
 
@@ -43,7 +43,7 @@ def _aware(value: datetime | None) -> datetime | None:
 
 
 def record_pull_request_outcome(
-    runtime_store: Any,
+    runtime_store: JobStore,
     settings: Any,
     *,
     forge_name: str,
@@ -70,55 +70,36 @@ def record_pull_request_outcome(
         for r in forge.list_reviews(ref)
         if r.author != forge.bot_login
     ]
-    with runtime_store.db.session() as session:
-        bot_jobs = session.scalars(
-            select(Job)
-            .where(
-                Job.forge == forge_name,
-                Job.repo == repo_name,
-                Job.pr_number == pr_number,
-                Job.kind.in_(("solve", "revise")),
-                Job.state == "succeeded",
-            )
-            .order_by(Job.finished_at)
-        ).all()
-        job_id = bot_jobs[-1].id if bot_jobs else None
-        bot_diff = (bot_jobs[-1].solve_record.diff or "") if bot_jobs else ""
-        revisions = sum(1 for j in bot_jobs if j.kind == "revise")
-        created = _aware(pr.created_at)
-        decided = _aware(pr.merged_at if pr.state == "merged" else pr.closed_at) or utcnow()
-        row = session.scalar(
-            select(Outcome).where(
-                Outcome.forge == forge_name,
-                Outcome.repo == repo_name,
-                Outcome.pr_number == pr_number,
-            )
-        )
-        if row is None:
-            row = Outcome(forge=forge_name, repo=repo_name, pr_number=pr_number)
-            session.add(row)
-        row.issue_number = issue_number
-        row.job_id = job_id
-        row.human_authored = human
-        row.state = "merged" if pr.state == "merged" else "closed"
-        row.actor = pr.merged_by if pr.state == "merged" else None
-        row.decided_at = decided
-        row.time_to_merge_s = (
-            (decided - created).total_seconds() if pr.state == "merged" and created else None
-        )
-        row.revisions = revisions
-        row.review_comments = {"comments": comments, "reviews": reviews}
-        row.bot_diff = bot_diff or None
-        row.merged_diff = merged_diff or None
-        row.diff_similarity = (
-            diff_similarity(bot_diff, merged_diff) if bot_diff and pr.state == "merged" else None
-        )
-        return {
-            "pr": pr_number,
-            "state": row.state,
-            "revisions": revisions,
-            "diff_similarity": row.diff_similarity,
-        }
+    bot_jobs = runtime_store.agent_jobs_on_pull_request(forge_name, repo_name, pr_number)
+    bot_diff = (bot_jobs[-1].solve_record.diff or "") if bot_jobs else ""
+    revisions = sum(1 for j in bot_jobs if j.kind == "revise")
+    created = _aware(pr.created_at)
+    decided = _aware(pr.merged_at if pr.state == "merged" else pr.closed_at) or utcnow()
+    merged = pr.state == "merged"
+    record = OutcomeRecord(
+        forge=forge_name,
+        repo=repo_name,
+        pr_number=pr_number,
+        issue_number=issue_number,
+        job_id=bot_jobs[-1].id if bot_jobs else None,
+        human_authored=human,
+        state="merged" if merged else "closed",
+        actor=pr.merged_by if merged else None,
+        decided_at=decided,
+        time_to_merge_s=(decided - created).total_seconds() if merged and created else None,
+        revisions=revisions,
+        review_comments={"comments": comments, "reviews": reviews},
+        bot_diff=bot_diff or None,
+        merged_diff=merged_diff or None,
+        diff_similarity=diff_similarity(bot_diff, merged_diff) if bot_diff and merged else None,
+    )
+    OutcomeStore(runtime_store.db).save(record)
+    return {
+        "pr": pr_number,
+        "state": record.state,
+        "revisions": revisions,
+        "diff_similarity": record.diff_similarity,
+    }
 
 
 @pipeline("outcome")
@@ -172,35 +153,28 @@ def _check_noise(
 def reconcile_open_pull_requests(runtime: WorkerRuntime) -> dict[str, int]:
     """Every bot PR the store knows without an outcome is asked about; closed or merged
     ones get their outcome now, so a lost webhook loses nothing."""
-    with runtime.db.session() as session:
-        known = {(o.forge, o.repo, o.pr_number) for o in session.scalars(select(Outcome))}
-        candidates: dict[tuple[str, str, int], tuple[int | None, int | None]] = {}
-        for job in session.scalars(
-            select(Job).where(Job.pr_number.is_not(None), Job.kind.in_(("solve", "revise")))
-        ):
-            assert job.pr_number is not None  # selected on that
-            key = (job.forge, job.repo, job.pr_number)
-            if key not in known:
-                candidates[key] = (job.issue_number, job.installation_id)
+    pending = OutcomeStore(runtime.db).pull_requests_without_outcome()
     checked = repaired = 0
-    for (forge_name, repo_name, pr_number), (issue, installation) in sorted(candidates.items()):
+    for pr in pending:
         checked += 1
         try:
             record_pull_request_outcome(
                 runtime.store,
                 runtime.settings,
-                forge_name=forge_name,
-                repo_name=repo_name,
-                pr_number=pr_number,
-                issue_number=issue,
+                forge_name=pr.forge,
+                repo_name=pr.repo,
+                pr_number=pr.pr_number,
+                issue_number=pr.issue_number,
                 human=False,
-                installation_id=installation,
+                installation_id=pr.installation_id,
             )
         except JobRefused:
             continue  # still open
         except ForgeError as exc:
-            log.warning("reconcile %s:%s!%s: %s", forge_name, repo_name, pr_number, exc)
+            log.warning("reconcile %s:%s!%s: %s", pr.forge, pr.repo, pr.pr_number, exc)
             continue
         repaired += 1
-        _check_noise(runtime.store, runtime.settings, forge_name, repo_name, issue, installation)
+        _check_noise(
+            runtime.store, runtime.settings, pr.forge, pr.repo, pr.issue_number, pr.installation_id
+        )
     return {"checked": checked, "repaired": repaired}

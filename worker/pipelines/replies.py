@@ -7,12 +7,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import select
-
 from bot.forges import make_forge
 from bot.forges.base import IssueRef, RepoRef
 from bot.forges.sanitize import sanitize_forge_text
-from bot.store.models import Job
 from worker.jobs import JobContext, JobRefused, pipeline
 
 HELP = """**Ribbit commands** (for collaborators with write access)
@@ -92,20 +89,12 @@ def summarize_trajectory(path: Path) -> str:
 def explain(ctx: JobContext) -> dict[str, Any] | None:
     forge, target = reply_target(ctx)
     check_actor(ctx, forge)
-    with ctx.store.db.session() as session:
-        last = session.scalar(
-            select(Job)
-            .where(
-                Job.forge == ctx.job.forge,
-                Job.repo == ctx.job.repo,
-                Job.issue_number == ctx.job.issue_number,
-                Job.kind.in_(("solve", "revise")),
-                Job.result.is_not(None),
-            )
-            .order_by(Job.created_at.desc())
-            .limit(1)
-        )
-        record = last.solve_record if last else None
+    job = ctx.job
+    record = (
+        ctx.store.last_agent_record(job.forge, job.repo, job.issue_number)
+        if job.issue_number is not None
+        else None
+    )
     path = record.trajectory_path if record else None
     if record is None or not path or not Path(path).exists():
         forge.post_comment(target, "There is no recorded agent run for this issue yet.")

@@ -280,33 +280,19 @@ class SolveRun:
             self.issue_ref,
             ctx.store,
             self.job.id,
-            self.job.status_comment_id or self._issue_status_comment(),
+            # One status comment per issue: a retry or a revision edits the earlier one.
+            self.job.status_comment_id
+            or (
+                ctx.store.issue_status_comment(self.job.forge, self.job.repo, self.job.issue_number)
+                if self.job.issue_number is not None
+                else None
+            ),
         )
         self.timings: dict[str, float] = {}
         self.workdir = Workdir(self.settings.data_dir / "work" / self.job.id)
         self._job_env: JobEnvironment | None = None
         # Until the job's image is chosen (_choose_image): the deployment's.
         self._sandbox_settings = self.settings.sandbox
-
-    def _issue_status_comment(self) -> int | None:
-        """The status comment an earlier job on this issue posted: one per issue, so a
-        retry or a revision edits it instead of adding another."""
-        from sqlalchemy import select
-
-        from bot.store.models import Job
-
-        with self.ctx.store.db.session() as session:
-            return session.scalar(
-                select(Job.status_comment_id)
-                .where(
-                    Job.forge == self.job.forge,
-                    Job.repo == self.job.repo,
-                    Job.issue_number == self.job.issue_number,
-                    Job.status_comment_id.is_not(None),
-                )
-                .order_by(Job.created_at.desc())
-                .limit(1)
-            )
 
     # -- steps ------------------------------------------------------------------------------
 
@@ -410,7 +396,7 @@ class SolveRun:
             # Review-triggered revisions carry the review's job as parent; comment ones don't.
             if self.job.parent_id is not None and not config.revise.on_changes_requested:
                 raise JobRefused(f"{CONFIG_PATH} turns off revisions on review")
-            done = self._revisions_done(pr.ref.number)
+            done = self.ctx.store.revisions_done(self.job.forge, self.job.repo, pr.ref.number)
             if done >= config.revise.max_revisions:
                 reason = (
                     f"PR {pr.ref.number} already has {done} revisions, the limit set "
@@ -673,27 +659,6 @@ class SolveRun:
         )
         self.status.show(Status("failed", setup_failure_markdown(setup)))
         raise JobRefused(f"setup failed: {setup.summary()}")
-
-    def _revisions_done(self, pr_number: int) -> int:
-        from sqlalchemy import func, select
-
-        from bot.store.models import Job
-
-        with self.ctx.store.db.session() as session:
-            return int(
-                session.scalar(
-                    select(func.count())
-                    .select_from(Job)
-                    .where(
-                        Job.forge == self.job.forge,
-                        Job.repo == self.job.repo,
-                        Job.pr_number == pr_number,
-                        Job.kind == "revise",
-                        Job.state == "succeeded",
-                    )
-                )
-                or 0
-            )
 
     def _revision_brief(self, pr: Any) -> str:
         ref = PullRequestRef(self.repo, pr.ref.number)

@@ -1,0 +1,130 @@
+"""The outcome store: what finally happened to each bot PR, and the queries over it.
+
+Outcomes are written by the worker's outcome job (and its reconciliation) and read by
+the noise control, the CLI and the trainer; each reads and writes through a named
+method here instead of composing its own query over the table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from bot.store.db import Database
+from bot.store.models import Job, Outcome
+
+
+@dataclass(frozen=True)
+class OutcomeRecord:
+    """One PR's outcome as the worker found it on the forge."""
+
+    forge: str
+    repo: str
+    pr_number: int
+    issue_number: int | None
+    job_id: str | None
+    human_authored: bool
+    state: str  # merged | closed
+    actor: str | None
+    decided_at: datetime | None
+    time_to_merge_s: float | None
+    revisions: int
+    review_comments: dict[str, Any]
+    bot_diff: str | None
+    merged_diff: str | None
+    diff_similarity: float | None
+
+
+@dataclass(frozen=True)
+class PendingPullRequest:
+    """A bot PR the store knows with no outcome recorded yet."""
+
+    forge: str
+    repo: str
+    pr_number: int
+    issue_number: int | None
+    installation_id: int | None
+
+
+@dataclass(frozen=True)
+class MergeRate:
+    merged: int
+    closed: int
+
+    @property
+    def decided(self) -> int:
+        return self.merged + self.closed
+
+    @property
+    def rate(self) -> float:
+        return self.merged / self.decided if self.decided else 1.0
+
+
+class OutcomeStore:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def save(self, record: OutcomeRecord) -> None:
+        """Insert or replace the outcome of ``record``'s PR (one row per PR)."""
+        with self.db.session() as session:
+            row = session.scalar(
+                select(Outcome).where(
+                    Outcome.forge == record.forge,
+                    Outcome.repo == record.repo,
+                    Outcome.pr_number == record.pr_number,
+                )
+            )
+            if row is None:
+                row = Outcome(forge=record.forge, repo=record.repo, pr_number=record.pr_number)
+                session.add(row)
+            for f in fields(record):
+                setattr(row, f.name, getattr(record, f.name))
+
+    def outcomes(self, repo: str | None = None) -> Sequence[Outcome]:
+        """Every outcome (of ``repo`` only, if given), oldest first, detached."""
+        with self.db.session() as session:
+            q = select(Outcome).order_by(Outcome.recorded_at)
+            if repo:
+                q = q.where(Outcome.repo == repo)
+            rows = list(session.scalars(q))
+            session.expunge_all()
+            return rows
+
+    def pull_requests_without_outcome(self) -> list[PendingPullRequest]:
+        """Bot PRs (from solve and revise jobs) that have no outcome, in a stable order."""
+        with self.db.session() as session:
+            known = set(session.execute(select(Outcome.forge, Outcome.repo, Outcome.pr_number)))
+            pending: dict[tuple[str, str, int], PendingPullRequest] = {}
+            for job in session.scalars(
+                select(Job).where(Job.pr_number.is_not(None), Job.kind.in_(("solve", "revise")))
+            ):
+                assert job.pr_number is not None  # selected on that
+                key = (job.forge, job.repo, job.pr_number)
+                if key not in known:
+                    pending[key] = PendingPullRequest(
+                        job.forge, job.repo, job.pr_number, job.issue_number, job.installation_id
+                    )
+        return [pending[k] for k in sorted(pending)]
+
+    @staticmethod
+    def bot_merge_rate(session: Session, forge: str, repo: str, since: datetime) -> MergeRate:
+        """The bot's pull requests (not human fixes) decided since ``since``, in the
+        caller's transaction (the noise check pauses on it in the same one)."""
+        rows = dict(
+            session.execute(
+                select(Outcome.state, func.count())
+                .where(
+                    Outcome.forge == forge,
+                    Outcome.repo == repo,
+                    Outcome.human_authored.is_(False),
+                    Outcome.decided_at >= since,
+                )
+                .group_by(Outcome.state)
+            ).all()
+        )
+        return MergeRate(merged=int(rows.get("merged", 0)), closed=int(rows.get("closed", 0)))

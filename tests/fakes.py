@@ -292,3 +292,151 @@ class NullSandbox:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+class FakeForge:
+    """The Forge interface in memory over a bare git repository on disk: one repository,
+    its issues and pull requests, for unit tests of the pipelines with no HTTP. The real
+    forges are tested against the local forge (tests/forge/) in tests/integration/.
+    ``fail`` maps a method name to an exception its next call raises (once)."""
+
+    name = "github"
+
+    def __init__(self, bare: Path, *, writers: Sequence[str] = ("maya",)) -> None:
+        from bot.forges.base import CommitStatus, GateReview, Issue, PullRequest
+
+        self.bare = bare
+        self.writers = set(writers)
+        self.issues: dict[int, Issue] = {}
+        self.comments: dict[int, str] = {}  # comment id -> body (the last edit)
+        self.pulls: dict[int, PullRequest] = {}
+        self.statuses: list[tuple[str, CommitStatus]] = []
+        self.reviews: list[tuple[int, str, GateReview]] = []
+        self.fail: dict[str, Exception] = {}
+        self.calls: list[str] = []
+
+    @property
+    def bot_login(self) -> str:
+        return "ribbit-bot"
+
+    def _called(self, method: str) -> None:
+        self.calls.append(method)
+        if method in self.fail:
+            raise self.fail.pop(method)
+
+    def add_issue(self, number: int, title: str, body: str, author: str = "maya") -> None:
+        from bot.forges.base import Issue, IssueRef, RepoRef
+
+        ref = IssueRef(RepoRef("github", "acme/calc"), number)
+        self.issues[number] = Issue(ref, title, body, author, "open")
+
+    def get_issue(self, ref: Any) -> Any:
+        self._called("get_issue")
+        return self.issues[ref.number]
+
+    def has_write_access(self, repo: Any, username: str) -> bool:
+        self._called("has_write_access")
+        return username in self.writers
+
+    def post_comment(self, ref: Any, body: str) -> int:
+        self._called("post_comment")
+        comment_id = len(self.comments) + 1
+        self.comments[comment_id] = body
+        return comment_id
+
+    def edit_comment(self, ref: Any, comment_id: int, body: str) -> None:
+        self._called("edit_comment")
+        self.comments[comment_id] = body
+
+    def default_branch(self, repo: Any) -> str:
+        return "main"
+
+    def read_file(self, repo: Any, path: str, ref: str | None = None) -> str | None:
+        self._called("read_file")
+        proc = subprocess.run(
+            ["git", "show", f"{ref or 'main'}:{path}"],
+            cwd=self.bare,
+            capture_output=True,
+            text=True,
+            env={**os.environ, **GIT_ENV},
+        )
+        return proc.stdout if proc.returncode == 0 else None
+
+    def clone(self, repo: Any, dest: Path, *, branch: str | None = None) -> None:
+        self._called("clone")
+        extra = ["-b", branch] if branch else []
+        git(dest.parent, "clone", "-q", *extra, str(self.bare), str(dest))
+
+    def push(self, repo: Any, workdir: Path, branch: str) -> None:
+        self._called("push")
+        git(workdir, "push", "-q", str(self.bare), f"{branch}:{branch}")
+
+    def branch_sha(self, branch: str) -> str | None:
+        proc = subprocess.run(
+            ["git", "rev-parse", "--verify", "-q", f"refs/heads/{branch}"],
+            cwd=self.bare,
+            capture_output=True,
+            text=True,
+        )
+        return proc.stdout.strip() or None
+
+    def find_pull_request(self, repo: Any, head_branch: str) -> Any:
+        self._called("find_pull_request")
+        return next((p for p in self.pulls.values() if p.head_branch == head_branch), None)
+
+    def open_draft_pull_request(self, repo: Any, draft: Any) -> Any:
+        from bot.forges.base import PullRequest, PullRequestRef
+
+        self._called("open_draft_pull_request")
+        number = 100 + len(self.pulls)
+        pr = PullRequest(
+            ref=PullRequestRef(repo, number),
+            title=draft.title,
+            body=draft.body,
+            state="open",
+            draft=True,
+            head_branch=draft.head,
+            head_sha=self.branch_sha(draft.head) or "",
+            base_branch=draft.base,
+            base_sha=self.branch_sha(draft.base) or "",
+            author=self.bot_login,
+            url=f"http://forge.test/acme/calc/pull/{number}",
+            labels=tuple(draft.labels),
+        )
+        self.pulls[number] = pr
+        return pr
+
+    def get_pull_request(self, ref: Any) -> Any:
+        self._called("get_pull_request")
+        return self.pulls[ref.number]
+
+    def update_pull_request_body(self, ref: Any, body: str) -> None:
+        import dataclasses
+
+        self._called("update_pull_request_body")
+        self.pulls[ref.number] = dataclasses.replace(self.pulls[ref.number], body=body)
+
+    def list_open_pull_requests(self, repo: Any, head_prefix: str = "ribbit/") -> list[Any]:
+        return [
+            p
+            for p in self.pulls.values()
+            if p.state == "open" and p.head_branch.startswith(head_prefix)
+        ]
+
+    def list_reviews(self, ref: Any) -> list[Any]:
+        return []
+
+    def list_review_comments(self, ref: Any) -> list[Any]:
+        return []
+
+    def get_pull_request_diff(self, ref: Any) -> str:
+        pr = self.pulls[ref.number]
+        return git(self.bare, "diff", f"{pr.base_branch}...{pr.head_branch}")
+
+    def set_commit_status(self, repo: Any, sha: str, status: Any) -> None:
+        self._called("set_commit_status")
+        self.statuses.append((sha, status))
+
+    def publish_gate_review(self, ref: Any, head_sha: str, review: Any) -> None:
+        self._called("publish_gate_review")
+        self.reviews.append((ref.number, head_sha, review))

@@ -20,7 +20,7 @@ from tests.plugins.e2e import ISSUE, new_repo, xml_call
 from worker.agent import read_jsonl
 from worker.agent.cli import _sandbox_settings, execute, read_issue_file
 from worker.jobs import JobContext, JobRefused
-from worker.pipelines.solve import SolveRun
+from worker.pipelines.solve import SolveParts, SolveRun
 from worker.runtime import WorkerRuntime
 from worker.sandbox.recipe import SandboxRecipe
 
@@ -44,7 +44,7 @@ def _solve(settings: Settings, kind: ForgeName, repo: str, number: int) -> dict[
             job_id = job.id
         ctx = JobContext(job=runtime.store.get(job_id), settings=settings, store=runtime.store)
         with pytest.raises(JobRefused, match="without changing any file"):
-            SolveRun(ctx).run()
+            SolveRun(ctx, SolveParts.production(ctx)).run()
         return dict(runtime.store.get(job_id).result or {})
     finally:
         runtime.db.dispose()

@@ -4,7 +4,9 @@
         -> pass: commit on a host clone, push, open/update the draft PR, commit status
         -> fail: no PR (unless the repo asks for a draft with the failing report)
 
-Every step goes through the Forge, Sandbox, Policy and Gate interfaces. The
+A run talks to the outside only through its parts (:class:`SolveParts`: the forge, the
+model, the policy, the job's set-up environment, the sandboxes and the gates), built by
+``SolveParts.production`` for the worker and passed in as fakes by the unit tests. The
 push is made from a host clone the sandbox never touched, with the sandbox's
 diff applied, so nothing the untrusted code wrote into its own ``.git``
 (hooks, config) ever runs on the host.
@@ -15,10 +17,10 @@ from __future__ import annotations
 import logging
 import shutil
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from bot.forges import make_forge
 from bot.forges.base import (
@@ -36,7 +38,7 @@ from bot.forges.branches import branch_name_for_issue, validate_branch_name
 from bot.forges.sanitize import sanitize_forge_text
 from bot.hostgit import latest_tag, run_git
 from bot.repo_config import CONFIG_PATH, RepoConfig, RepoConfigError, parse_repo_config
-from bot.settings import ModelSettings, Settings
+from bot.settings import ModelSettings, SandboxSettings, Settings
 from bot.store.models import Job
 from bot.store.records import SolveRecord, TaskRecord
 from worker.agent.repo_task import agent_limits, repo_instructions
@@ -50,7 +52,10 @@ from worker.status import LiveTurns, Status, StatusComment
 
 if TYPE_CHECKING:
     from worker.agent.episode import SandboxRecipe
-    from worker.sandbox.envcache import JobEnvironment
+    from worker.agent.policy import Policy
+    from worker.gates import GateContext
+    from worker.gates.report import GateReport
+    from worker.sandbox.base import Sandbox, SandboxFactory
     from worker.sandbox.repoimage import ImageChoice
     from worker.sandbox.setup import SetupResult
 
@@ -261,19 +266,79 @@ def _final_message(trajectory: Any) -> str:
     return ""
 
 
+class JobSetup(Protocol):
+    """A job's set-up environment (worker/sandbox/envcache.py JobEnvironment): ``setup``
+    sets up the agent's sandbox, ``restore`` every later one (the gates' test runs)."""
+
+    def setup(self, sandbox: Sandbox) -> SetupResult: ...
+
+    def restore(self, sandbox: Sandbox) -> SetupResult: ...
+
+
+@dataclass(frozen=True)
+class SolveParts:
+    """What a solve run talks to besides the job store: built once per job by
+    :meth:`production`; the unit tests pass fakes."""
+
+    forge: Forge
+    # The model version for the job, checked to be there (raises ModelNotReady).
+    model: Callable[[], ModelSettings]
+    policy: Callable[[ModelSettings], Policy]
+    # (.ribbit.yml, the job's sandbox settings, checkout, job workdir) -> its environment
+    environment: Callable[[RepoConfig, SandboxSettings, Path, Path], JobSetup]
+    # The agent's sandboxes on the job's image (their setup step is the environment's).
+    agent_sandboxes: Callable[[SandboxSettings], SandboxFactory]
+    # The gates' sandboxes: no network, each restored from the environment's snapshot.
+    gate_sandboxes: Callable[[SandboxSettings], SandboxFactory]
+    gates: Callable[[GateContext], GateReport]
+
+    @classmethod
+    def production(cls, ctx: JobContext) -> SolveParts:
+        from worker.agent import load_policy
+        from worker.agent.episode import SandboxRecipe
+        from worker.gates import run_gates
+        from worker.models import preflight
+        from worker.sandbox import sandbox_factory
+        from worker.sandbox.envcache import JobEnvironment
+
+        settings, job = ctx.settings, ctx.job
+        repo = RepoRef(job.forge, job.repo)  # type: ignore[arg-type]
+
+        def environment(
+            config: RepoConfig, sandbox: SandboxSettings, checkout: Path, workdir: Path
+        ) -> JobSetup:
+            return JobEnvironment.for_job(
+                config,
+                sandbox,  # the job's image: its id is part of the cache key
+                repo=str(repo),
+                checkout=checkout,
+                workdir=workdir,
+                data_dir=settings.data_dir,
+            )
+
+        return cls(
+            forge=make_forge(settings, repo.forge, installation_id=job.installation_id),
+            model=lambda: preflight(ctx.store.db, settings, repo),
+            policy=lambda model: load_policy(model, settings.agent),
+            environment=environment,
+            agent_sandboxes=lambda sandbox: SandboxRecipe.production(sandbox).open,
+            gate_sandboxes=lambda sandbox: sandbox_factory(sandbox, network=False),
+            gates=run_gates,
+        )
+
+
 class SolveRun:
     """One run of the solve (or revise) pipeline for one job."""
 
-    def __init__(self, ctx: JobContext) -> None:
+    def __init__(self, ctx: JobContext, parts: SolveParts) -> None:
         self.ctx = ctx
+        self.parts = parts
         self.job = ctx.job
         self.settings: Settings = ctx.settings
         self.repo = RepoRef(self.job.forge, self.job.repo)  # type: ignore[arg-type]
         assert self.job.issue_number is not None
         self.issue_ref = IssueRef(self.repo, self.job.issue_number)
-        self.forge: Forge = make_forge(
-            self.settings, self.repo.forge, installation_id=self.job.installation_id
-        )
+        self.forge: Forge = parts.forge
         self.status = StatusComment.for_job(
             self.settings,
             self.forge,
@@ -290,7 +355,7 @@ class SolveRun:
         )
         self.timings: dict[str, float] = {}
         self.workdir = Workdir(self.settings.data_dir / "work" / self.job.id)
-        self._job_env: JobEnvironment | None = None
+        self._job_env: JobSetup | None = None
         # Until the job's image is chosen (_choose_image): the deployment's.
         self._sandbox_settings = self.settings.sandbox
 
@@ -312,10 +377,10 @@ class SolveRun:
 
     def ready_model(self) -> ModelSettings:
         """The model version for this job, checked to be there before the agent starts."""
-        from worker.models import ModelNotReady, preflight
+        from worker.models import ModelNotReady
 
         try:
-            return preflight(self.ctx.store.db, self.settings, self.repo)
+            return self.parts.model()
         except ModelNotReady as exc:
             self.status.show(Status("failed", exc.for_issue()))
             raise JobRefused(str(exc)) from None
@@ -417,7 +482,7 @@ class SolveRun:
         with self._timed("image"):
             image = self._choose_image(config)
 
-        from worker.agent import AgentTask, IssueComment, load_policy, write_jsonl
+        from worker.agent import AgentTask, IssueComment, write_jsonl
         from worker.agent.episode import run_episode
 
         extra = self._revision_brief(pr) if pr is not None else None
@@ -440,7 +505,7 @@ class SolveRun:
         )
         limits = agent_limits(self.settings.agent, config)
         model = self.ready_model()
-        policy = InstrumentedPolicy(load_policy(model, self.settings.agent))
+        policy = InstrumentedPolicy(self.parts.policy(model))
         if image.note:
             self.status.show(Status("working", image.note))
 
@@ -684,10 +749,9 @@ class SolveRun:
         return "\n\n".join(parts)
 
     def _gates(self, config: RepoConfig, base_sha: str, diff: str, issue_text: str) -> Any:
-        from worker.gates import GateContext, run_gates
-        from worker.sandbox import sandbox_factory
+        from worker.gates import GateContext
 
-        return run_gates(
+        return self.parts.gates(
             GateContext(
                 repo_dir=self.workdir.checkout,
                 base_commit=base_sha,
@@ -695,7 +759,7 @@ class SolveRun:
                 repo_config=config,
                 gate_settings=self.settings.gates,
                 # No network: each test run restores the job's set-up environment.
-                sandbox_factory=sandbox_factory(self._sandbox_settings, network=False),
+                sandbox_factory=self.parts.gate_sandboxes(self._sandbox_settings),
                 issue_text=issue_text,
                 cancel=self.ctx.cancel,  # /ribbit stop reaches a running test command
                 setup_step=self._environment(config).restore,
@@ -731,23 +795,17 @@ class SolveRun:
         from worker.agent.episode import SandboxRecipe
 
         job_env = self._environment(config)
-        recipe = SandboxRecipe.production(self._sandbox_settings)
-        return SandboxRecipe(recipe.open, lambda sandbox, command: job_env.setup(sandbox))
+        return SandboxRecipe(
+            self.parts.agent_sandboxes(self._sandbox_settings),
+            lambda sandbox, command: job_env.setup(sandbox),
+        )
 
-    def _environment(self, config: RepoConfig) -> JobEnvironment:
+    def _environment(self, config: RepoConfig) -> JobSetup:
         """The job's set-up environment: built (or restored from the repository's cache)
         once, in the agent's sandbox, and snapshotted; the gates' test runs restore it."""
         if self._job_env is None:
-            from worker.sandbox.envcache import JobEnvironment
-
-            self._job_env = JobEnvironment.for_job(
-                config,
-                # The job's image: its id is part of the cache key.
-                self._sandbox_settings,
-                repo=str(self.repo),
-                checkout=self.workdir.checkout,
-                workdir=self.workdir.root,
-                data_dir=self.settings.data_dir,
+            self._job_env = self.parts.environment(
+                config, self._sandbox_settings, self.workdir.checkout, self.workdir.root
             )
         return self._job_env
 
@@ -812,7 +870,7 @@ WAITING_HOOKS["revise"] = tell_queue_position
 @pipeline("solve")
 def solve(ctx: JobContext) -> dict[str, Any] | None:
     try:
-        return SolveRun(ctx).run()
+        return SolveRun(ctx, SolveParts.production(ctx)).run()
     except GatesFailed as exc:
         raise JobRefused(str(exc)) from None
 
@@ -820,6 +878,6 @@ def solve(ctx: JobContext) -> dict[str, Any] | None:
 @pipeline("revise")
 def revise(ctx: JobContext) -> dict[str, Any] | None:
     try:
-        return SolveRun(ctx).run(revise=True)
+        return SolveRun(ctx, SolveParts.production(ctx)).run(revise=True)
     except GatesFailed as exc:
         raise JobRefused(str(exc)) from None

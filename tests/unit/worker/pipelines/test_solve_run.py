@@ -1,0 +1,183 @@
+"""SolveRun with every part passed in as a fake (forge, model, policy, sandboxes, set-up,
+gates): the pipeline's decisions, tested with no HTTP, no container and no model. The
+same run through the real parts is in tests/integration/test_solve_end_to_end.py."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.forges.base import ForgeUnavailable, RepoRef
+from bot.settings import Settings
+from bot.store.db import Database
+from bot.store.jobs import JobSpec, JobStore
+from bot.store.records import SolveRecord
+from tests.fakes import FakeForge, LocalDirSandbox, ScriptedPolicy, git, host_setup, make_git_repo
+from tests.plugins.e2e import GOOD_SCRIPT, ISSUE, REPO_FILES, xml_call
+from worker.gates.base import GateResult
+from worker.gates.report import GateReport
+from worker.jobs import JobContext, JobRefused
+from worker.pipelines.solve import GatesFailed, SolveParts, SolveRun
+
+REPO = RepoRef("github", "acme/calc")
+
+
+@dataclass
+class HostSetup:
+    """The job's set-up environment on a host-copy sandbox: the setup command alone."""
+
+    command: str | None
+
+    def setup(self, sandbox: Any) -> Any:
+        return host_setup(sandbox, self.command)
+
+    def restore(self, sandbox: Any) -> Any:
+        return host_setup(sandbox, self.command)
+
+
+@dataclass
+class World:
+    forge: FakeForge
+    store: JobStore
+    settings: Settings
+    gate_contexts: list[Any]
+    policies: list[ScriptedPolicy]
+
+    def job(self, kind: str = "solve", actor: str = "maya") -> JobContext:
+        with self.store.db.session() as session:
+            job = self.store.create(
+                session, JobSpec(kind, "github", REPO.full_name, issue_number=1, actor=actor)
+            )
+            assert job is not None
+            job_id = job.id
+        return JobContext(job=self.store.get(job_id), settings=self.settings, store=self.store)
+
+    def parts(
+        self,
+        script: list[str] = GOOD_SCRIPT,
+        gates_pass: bool = True,
+    ) -> SolveParts:
+        def policy(model: Any) -> ScriptedPolicy:
+            played = ScriptedPolicy(script)
+            self.policies.append(played)
+            return played
+
+        def gates(ctx: Any) -> GateReport:
+            self.gate_contexts.append(ctx)
+            return GateReport.from_results(
+                [GateResult("tests", gates_pass, logs="1 passed" if gates_pass else "1 failed")],
+                0.0,
+            )
+
+        return SolveParts(
+            forge=self.forge,  # type: ignore[arg-type]
+            model=lambda: self.settings.model,
+            policy=policy,  # type: ignore[arg-type]
+            environment=lambda config, sandbox, checkout, workdir: HostSetup(config.setup),
+            agent_sandboxes=lambda sandbox: LocalDirSandbox,
+            gate_sandboxes=lambda sandbox: LocalDirSandbox,
+            gates=gates,
+        )
+
+    def status_text(self) -> str:
+        [body] = self.forge.comments.values()  # one status comment, edited in place
+        return body
+
+
+@pytest.fixture
+def world(tmp_path: Path, settings: Settings) -> Iterator[World]:
+    src = tmp_path / "src"
+    make_git_repo(src, REPO_FILES)
+    bare = tmp_path / "calc.git"
+    git(tmp_path, "clone", "-q", "--bare", str(src), str(bare))
+    forge = FakeForge(bare)
+    forge.add_issue(1, *ISSUE)
+    db = Database(settings.effective_database_url)
+    db.migrate()
+    yield World(forge, JobStore(db), settings, [], [])
+    db.dispose()
+
+
+def test_a_solved_issue_becomes_one_draft_pr_with_the_agents_commit(world: World) -> None:
+    ctx = world.job()
+    out = SolveRun(ctx, world.parts()).run()
+
+    [pr] = world.forge.pulls.values()
+    assert pr.draft and pr.head_branch.startswith("ribbit/") and pr.labels == ("bot",)
+    assert f"job: `{ctx.job.id}`" in pr.body and "(#1)" in pr.title
+    # The branch holds the base plus exactly the agent's change.
+    changed = git(world.forge.bare, "diff", "--name-only", f"main..{pr.head_branch}")
+    assert changed.split() == ["calc.py", "tests/test_add.py"]
+    [(sha, status)] = world.forge.statuses
+    assert status.state == "success" and sha == world.forge.branch_sha(pr.head_branch)
+    assert "Draft PR opened" in world.status_text() and pr.url in world.status_text()
+    # The gates judged the diff the agent made, on the base the job cloned.
+    [gctx] = world.gate_contexts
+    assert "return a + b" in gctx.patch and gctx.base_commit == git(
+        world.forge.bare, "rev-parse", "main"
+    )
+    # What the job ends with (run_job stores it): the PR's fields, no plan left.
+    record = SolveRecord.from_json(out)
+    assert record.pr_number == pr.ref.number and record.publish is None
+    assert record.task is not None and record.task.issue_title == ISSUE[0]
+
+
+def test_failing_gates_open_no_pr_and_blame_the_patch(world: World) -> None:
+    ctx = world.job()
+    with pytest.raises(GatesFailed):
+        SolveRun(ctx, world.parts(gates_pass=False)).run()
+    assert world.forge.pulls == {} and "push" not in world.forge.calls
+    assert "The patch did not pass the gates" in world.status_text()
+    record = world.store.get(ctx.job.id).solve_record
+    assert record.gates is not None and record.gates["passed"] is False
+
+
+def test_an_actor_without_write_access_is_refused_before_anything_runs(world: World) -> None:
+    ctx = world.job(actor="outsider")
+    with pytest.raises(JobRefused, match="does not have write access"):
+        SolveRun(ctx, world.parts()).run()
+    assert "clone" not in world.forge.calls and world.policies == []
+
+
+def test_an_agent_that_changes_nothing_is_refused_without_gates(world: World) -> None:
+    ctx = world.job()
+    script = [xml_call("Read", file_path="calc.py"), "Nothing to change."]
+    with pytest.raises(JobRefused, match="without changing any file"):
+        SolveRun(ctx, world.parts(script)).run()
+    assert world.gate_contexts == [] and world.forge.pulls == {}
+
+
+def test_a_rerun_after_a_lost_pr_answer_publishes_the_same_commit_without_the_agent(
+    world: World,
+) -> None:
+    ctx = world.job()
+    world.forge.fail["open_draft_pull_request"] = ForgeUnavailable("502 from the forge")
+    with pytest.raises(ForgeUnavailable):
+        SolveRun(ctx, world.parts()).run()
+    record = world.store.get(ctx.job.id).solve_record
+    assert record.publish is not None  # the plan was stored before the push
+    pushed = world.forge.branch_sha(record.publish["branch"])
+    assert pushed is not None
+
+    rerun = JobContext(job=world.store.get(ctx.job.id), settings=world.settings, store=world.store)
+    SolveRun(rerun, world.parts(script=[])).run()  # an empty script: the agent must not run
+    [pr] = world.forge.pulls.values()
+    assert world.forge.branch_sha(pr.head_branch) == pushed  # the same commit, not a new one
+    assert len(world.policies) == 1
+
+
+def test_a_retry_beside_an_earlier_pr_takes_a_new_branch(world: World) -> None:
+    first_job = world.job()
+    SolveRun(first_job, world.parts()).run()
+    world.store.transition(first_job.job.id, "running")
+    world.store.transition(first_job.job.id, "succeeded")  # so another may start
+    first = next(iter(world.forge.pulls.values()))
+    second = world.job()
+    SolveRun(second, world.parts()).run()
+    branches = sorted(p.head_branch for p in world.forge.pulls.values())
+    assert branches == sorted([first.head_branch, f"{first.head_branch}-{second.job.id[:6]}"])
+    assert world.forge.branch_sha(first.head_branch) == first.head_sha  # never force-pushed

@@ -534,6 +534,12 @@ class Settings(BaseSettings):
     admin_token: SecretStr | None = Field(
         default=None, description="Bearer token for /admin. Unset: the dashboard is disabled."
     )
+    admin_poll_interval_s: float = Field(
+        default=5.0,
+        gt=0,
+        le=300,
+        description="How often the dashboard's jobs list and health page ask for changes.",
+    )
     job_time_limit_s: int | None = Field(
         default=None,
         ge=30,

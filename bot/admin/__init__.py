@@ -9,6 +9,7 @@ and no anonymous access: without Settings.admin_token every /admin URL is 404.
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from datetime import datetime
 from typing import Any
 
@@ -138,14 +139,22 @@ def _fmt_duration(seconds: float | None) -> str:
     return f"{s // 3600}h {(s % 3600) // 60:02d}m"
 
 
-@bp.get("/")
-def jobs() -> str:
+def _job_page() -> tuple[queries.JobFilter, queries.JobPage]:
     flt = queries.JobFilter.from_args(request.args)
     try:
         page = int(request.args.get("page", "1"))
     except ValueError:
         page = 1
-    result = queries.list_jobs(services().db, flt, page)
+    return flt, queries.list_jobs(services().db, flt, page)
+
+
+def _poll_ms() -> int:
+    return int(services().settings.admin_poll_interval_s * 1000)
+
+
+@bp.get("/")
+def jobs() -> str:
+    flt, result = _job_page()
     return render_template(
         "admin/jobs.html",
         page=result,
@@ -153,7 +162,24 @@ def jobs() -> str:
         states=queries.JOB_STATES,
         kinds=queries.JOB_KINDS,
         forges=queries.FORGES,
+        poll_ms=_poll_ms(),
     )
+
+
+# The list and health pages poll these (static/admin_live.js): a small JSON answer each
+# time, and the server-rendered fragment only when its version changed.
+
+
+@bp.get("/live/jobs")
+def jobs_live() -> dict[str, Any]:
+    _flt, result = _job_page()
+    return {"version": result.version(), "total": result.total}
+
+
+@bp.get("/jobs/rows")
+def jobs_rows() -> str:
+    flt, result = _job_page()
+    return render_template("admin/_jobs_rows.html", page=result, flt=flt)
 
 
 @bp.get("/jobs/<job_id>")
@@ -299,4 +325,17 @@ def health() -> str:
         health=snapshot,
         audit=audit.recent(svc.db, 50),
         msg=request.args.get("msg", "")[:300],
+        poll_ms=_poll_ms(),
     )
+
+
+@bp.get("/live/health")
+def health_live() -> dict[str, Any]:
+    """The health page's facts as JSON (also for scripts), with the version it polls on."""
+    snapshot = health_snapshot(services())
+    return {"version": snapshot.version(), **asdict(snapshot)}
+
+
+@bp.get("/health/live")
+def health_fragment() -> str:
+    return render_template("admin/_health_live.html", health=health_snapshot(services()))

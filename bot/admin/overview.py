@@ -6,8 +6,10 @@ or a silent worker costs the page at most that long and shows as "no workers ans
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from sqlalchemy.exc import SQLAlchemyError
@@ -34,6 +36,10 @@ class HealthSnapshot:
     workers: list[WorkerState] | None  # None: the broker could not be asked
     model_version: str
     errors: list[str] = field(default_factory=list)
+
+    def version(self) -> str:
+        """Changes whenever the rendered facts and workers would."""
+        return hashlib.sha256(json.dumps(asdict(self)).encode()).hexdigest()[:16]
 
 
 def _job_ids(tasks: list[dict[str, Any]]) -> list[str]:

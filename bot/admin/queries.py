@@ -3,6 +3,7 @@ whatever the number of jobs: one for the page of rows (LIMIT/OFFSET), one for th
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -84,6 +85,14 @@ class JobPage:
     @property
     def pages(self) -> int:
         return max(1, -(-self.total // self.per_page))
+
+    def version(self) -> str:
+        """Changes whenever the rendered list would, except for a running job's growing
+        duration: the page refetches its rows only then."""
+        seen = [self.total, self.page] + [
+            [r.id, r.state, r.stage, r.failure_reason, r.pr_number, r.pr_url] for r in self.rows
+        ]
+        return hashlib.sha256(json.dumps(seen).encode()).hexdigest()[:16]
 
 
 def _aware(value: datetime | None) -> datetime | None:

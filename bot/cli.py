@@ -119,6 +119,7 @@ def serve(host: str | None, port: int | None, threads: int, with_worker: bool) -
 
     from bot.app import create_app
     from bot.logs import configure_logging
+    from bot.notify import start_watch
     from bot.webhooks import MISSING_SECRET, configured_forges
 
     settings = settings_or_exit()
@@ -129,6 +130,9 @@ def serve(host: str | None, port: int | None, threads: int, with_worker: bool) -
                 f"ribbit: {forge} webhooks are closed until you {MISSING_SECRET[forge]}", err=True
             )
     app = create_app(settings, model_versions=_model_versions())
+    svc = app.extensions["ribbit"]
+    # The web process outlives the workers: it is what notices when they all die.
+    stop_watch = start_watch(svc.db, svc.store, settings, svc.model_versions)
     child: subprocess.Popen[bytes] | None = None
     if with_worker:
         child = subprocess.Popen(
@@ -155,7 +159,9 @@ def serve(host: str | None, port: int | None, threads: int, with_worker: bool) -
     except (KeyboardInterrupt, OSError):
         pass
     finally:
-        app.extensions["ribbit"].close()
+        if stop_watch is not None:
+            stop_watch()
+        svc.close()
         if child is not None:
             child.terminate()  # SIGTERM: Celery's warm shutdown finishes or requeues the job
             try:
@@ -408,7 +414,8 @@ def resume(repo: str | None, forge: str) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print what was sent as JSON.")
 def notify(as_json: bool) -> None:
     """Post each new alert condition (failures, spent budget, silent worker, promotion) to
-    RIBBIT_NOTIFY__WEBHOOK_URL once; run it from cron or a scheduler every few minutes."""
+    RIBBIT_NOTIFY__WEBHOOK_URL once. `ribbit serve` checks by itself every
+    RIBBIT_NOTIFY__CHECK_INTERVAL_S; this command is for deployments without it."""
     from bot.notify import check_and_notify
     from bot.store.db import Database
     from bot.store.jobs import JobStore

@@ -14,13 +14,16 @@ import signal
 import subprocess
 import sys
 from importlib.metadata import EntryPoint, entry_points
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from bot.console import empty, line, styled
 from bot.model_versions import ModelVersionsFactory
 from bot.settings import Settings, SettingsError, load_settings
+
+if TYPE_CHECKING:
+    from bot.env_validation import EnvValidatorFactory
 
 COMMANDS_GROUP = "ribbit.commands"
 
@@ -129,7 +132,7 @@ def serve(host: str | None, port: int | None, threads: int, with_worker: bool) -
             click.echo(
                 f"ribbit: {forge} webhooks are closed until you {MISSING_SECRET[forge]}", err=True
             )
-    app = create_app(settings, model_versions=_model_versions())
+    app = create_app(settings, model_versions=_model_versions(), env_validator=_env_validator())
     svc = app.extensions["ribbit"]
     # The web process outlives the workers: it is what notices when they all die.
     stop_watch = start_watch(svc.db, svc.store, settings, svc.model_versions)
@@ -250,6 +253,15 @@ def _model_versions() -> ModelVersionsFactory | None:
     except ImportError:
         return None
     return registry_versions
+
+
+def _env_validator() -> EnvValidatorFactory | None:
+    """The trainer's environment validation, where this install has it."""
+    try:
+        from trainer.envs.revalidate import env_validator
+    except ImportError:
+        return None
+    return env_validator
 
 
 # -- jobs ---------------------------------------------------------------------------------------

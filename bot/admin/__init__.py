@@ -12,6 +12,7 @@ import json
 from dataclasses import asdict
 from datetime import datetime
 from typing import Any
+from urllib.parse import urlencode
 
 from flask import (
     Blueprint,
@@ -24,7 +25,7 @@ from flask import (
 )
 from pydantic import SecretStr
 
-from bot import live
+from bot import env_validation, live
 from bot.admin import actions, auth, csrf, job_view, queries
 from bot.admin.overview import health_snapshot
 from bot.services import services
@@ -258,7 +259,10 @@ def _run_action(name: str, target: str, run: Any) -> Any:
     if auth.bearer_ok(token, request):
         return {"ok": result.ok, "message": result.message}, 200 if result.ok else 409
     wanted = request.form.get("next")
-    return redirect(_safe_next(wanted) if wanted else url_for("admin.health", msg=result.message))
+    if not wanted:
+        return redirect(url_for("admin.health", msg=result.message))
+    target = _safe_next(wanted)
+    return redirect(f"{target}{'&' if '?' in target else '?'}{urlencode({'msg': result.message})}")
 
 
 def _job_id(job_id: str) -> str:
@@ -314,6 +318,54 @@ def promote_model() -> Any:
 @bp.post("/model-versions/rollback")
 def rollback_model() -> Any:
     return _run_action("rollback", "model", lambda: actions.rollback(services()))
+
+
+def _instance_id(instance_id: str) -> str:
+    if not env_validation.valid_instance_id(instance_id):
+        abort(404)
+    return instance_id
+
+
+@bp.get("/environments/<instance_id>")
+def environment(instance_id: str) -> str:
+    iid = _instance_id(instance_id)
+    db = services().db
+    runs = env_validation.history(db, iid)
+    return render_template(
+        "admin/environment.html",
+        instance_id=iid,
+        fields=queries.environment_row(db, iid),
+        runs=runs,
+        version=_runs_version(runs),
+        can_validate=services().env_validation is not None,
+        msg=request.args.get("msg", "")[:300],
+        poll_ms=_poll_ms(),
+    )
+
+
+def _runs_version(runs: list[env_validation.ValidationRecord]) -> str:
+    return ",".join(f"{r.id}:{r.state}" for r in runs)
+
+
+@bp.get("/live/environments/<instance_id>")
+def environment_live(instance_id: str) -> dict[str, Any]:
+    runs = env_validation.history(services().db, _instance_id(instance_id))
+    return {"version": _runs_version(runs)}
+
+
+@bp.get("/environments/<instance_id>/validations")
+def environment_validations(instance_id: str) -> str:
+    runs = env_validation.history(services().db, _instance_id(instance_id))
+    return render_template("admin/_validations.html", runs=runs)
+
+
+@bp.post("/environments/<instance_id>/validate")
+def validate_environment(instance_id: str) -> Any:
+    iid = _instance_id(instance_id)
+    actor = _actor()
+    return _run_action(
+        "validate", f"env:{iid}", lambda: actions.validate_env(services(), iid, actor)
+    )
 
 
 @bp.get("/health")

@@ -286,6 +286,22 @@ def trainer_table(db: Database, table: str) -> TableView:
     return TableView(table, True, columns, rows)
 
 
+def environment_row(db: Database, instance_id: str) -> list[tuple[str, Any]] | None:
+    """One environment's row of the trainer's index, as (column, value) pairs; None where
+    the table or the row is missing."""
+    try:
+        if not inspect(db.engine).has_table("training_environments"):
+            return None
+        from sqlalchemy import MetaData, Table
+
+        tbl = Table("training_environments", MetaData(), autoload_with=db.engine)
+        with db.engine.connect() as conn:
+            row = conn.execute(select(tbl).where(tbl.c.instance_id == instance_id)).first()
+    except SQLAlchemyError:
+        return None
+    return None if row is None else [(str(k), v) for k, v in row._mapping.items()]
+
+
 def reward_curves(db: Database, limit: int = 10) -> list[dict[str, Any]]:
     """The newest training runs' per-step mean rewards, for the reward-curve chart."""
     try:

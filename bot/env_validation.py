@@ -35,6 +35,8 @@ INSTANCE_ID = re.compile(r"^[A-Za-z0-9_.-]{1,200}$")
 Verdict = Literal["valid", "changed", "invalid"]
 DETAIL_CHARS = 4000
 ABANDONED_AFTER = timedelta(hours=6)
+# Each runs sandboxes in the web process: a few at once, however many are asked for.
+MAX_RUNNING = 2
 
 
 class EnvironmentValidation(Base):
@@ -85,6 +87,10 @@ EnvValidatorFactory = Callable[[Database, "Settings"], EnvValidator]
 
 class AlreadyRunning(Exception):
     pass
+
+
+class Busy(Exception):
+    """As many validations as one process runs at once are running."""
 
 
 def valid_instance_id(instance_id: str) -> bool:
@@ -156,19 +162,25 @@ class ValidationRunner:
         self.db = db
         self.validator = validator
         self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
 
     def start(self, instance_id: str, requested_by: str) -> int:
         """The new record's id; the work goes on in a thread. Raises KeyError for an
-        unknown environment and AlreadyRunning when one of its validations still runs."""
+        unknown environment, AlreadyRunning when one of its validations still runs, and
+        Busy when MAX_RUNNING validations run in this process."""
         if not valid_instance_id(instance_id) or not self.validator.known(instance_id):
             raise KeyError(instance_id)
-        run_id = _begin(self.db, instance_id, requested_by)
-        thread = threading.Thread(
-            target=self._run, args=(run_id, instance_id), name=f"ribbit-validate-{run_id}"
-        )
-        thread.daemon = True
-        self._threads = [t for t in self._threads if t.is_alive()] + [thread]
-        thread.start()
+        with self._lock:
+            self._threads = [t for t in self._threads if t.is_alive()]
+            if len(self._threads) >= MAX_RUNNING:
+                raise Busy(instance_id)
+            run_id = _begin(self.db, instance_id, requested_by)
+            thread = threading.Thread(
+                target=self._run, args=(run_id, instance_id), name=f"ribbit-validate-{run_id}"
+            )
+            thread.daemon = True
+            self._threads.append(thread)
+            thread.start()
         return run_id
 
     def _run(self, run_id: int, instance_id: str) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bot.env_validation import AlreadyRunning
+from bot.env_validation import MAX_RUNNING, AlreadyRunning, Busy
 from bot.model_versions import ModelVersionError
 from bot.services import Services
 from bot.store.jobs import InvalidTransition, JobNotFound, JobSpec
@@ -118,4 +118,6 @@ def validate_env(svc: Services, instance_id: str, requested_by: str) -> ActionRe
         return ActionResult(False, f"no environment {instance_id}")
     except AlreadyRunning:
         return ActionResult(False, f"a validation of {instance_id} is already running")
+    except Busy:
+        return ActionResult(False, f"{MAX_RUNNING} validations are running; try again later")
     return ActionResult(True, f"validation {run_id} of {instance_id} started")

@@ -141,11 +141,16 @@ def test_a_killed_worker_is_notified_once_and_its_return_too(
         lost = _next_text(texts, procs, "worker lost")
         assert lost.startswith(f"Ribbit: worker {name} stopped heartbeating"), lost
 
-        procs.start("worker2", "worker", "--pool", "solo", "--loglevel", "INFO")
+        again = procs.start("worker2", "worker", "--pool", "solo", "--loglevel", "INFO")
         back = _next_text(texts, procs, "worker back")
         assert back.startswith(f"Ribbit: worker {name} is back"), back
         # Many checks saw the silence in between; it was said once.
         assert texts.empty(), list(texts.queue)
+
+        # Stopped cleanly (a deploy, scaling down), a worker takes its row with it: no incident.
+        os.kill(again.pid, signal.SIGTERM)
+        assert again.wait(timeout=UPPER_BOUND_S) == 0
+        assert worker_heartbeats.seen(db) == [], procs.logs()
     finally:
         procs.close()
         db.dispose()

@@ -191,7 +191,7 @@ class Blocking:
         self.started = threading.Event()
 
     def known(self, instance_id: str) -> bool:
-        return instance_id == "acme__calc-1"
+        return instance_id.startswith("acme__calc-")
 
     def validate(self, instance_id: str) -> ValidationOutcome:
         self.started.set()
@@ -213,6 +213,11 @@ def test_the_request_returns_while_the_validation_runs(tmp_path: Path, dispatche
         live = client.get("/admin/live/environments/acme__calc-1", headers=BEARER).get_json()
         again = client.post("/admin/environments/acme__calc-1/validate", headers=BEARER)
         assert again.status_code == 409 and "already running" in again.get_json()["message"]
+        # Others may start beside it, up to the process's limit.
+        assert client.post("/admin/environments/acme__calc-2/validate", headers=BEARER).json["ok"]
+        third = client.post("/admin/environments/acme__calc-3/validate", headers=BEARER)
+        assert third.status_code == 409 and "validations are running" in third.json["message"]
+        assert history(svc.db, "acme__calc-3") == []
     finally:
         blocking.release.set()
     svc.env_validation.join(timeout=60)

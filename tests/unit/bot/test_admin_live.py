@@ -78,3 +78,34 @@ def test_live_endpoints_need_the_admin(app: Any, path: str) -> None:
     assert resp.status_code == 401
     wrong = app.test_client().get(path, headers={"Authorization": "Bearer nope"})
     assert wrong.status_code == 401
+
+
+def test_health_shows_worker_heartbeats_and_a_silent_one(app: Any) -> None:
+    from datetime import timedelta
+
+    from sqlalchemy import update
+
+    from bot import worker_heartbeats
+    from bot.store.models import utcnow
+    from bot.worker_heartbeats import WorkerHeartbeat
+
+    db = app.extensions["ribbit"].db
+    client = app.test_client()
+    worker_heartbeats.beat(db, "celery@alive", started=True)
+    worker_heartbeats.beat(db, "celery@dead", started=True)
+    fresh = client.get("/admin/live/health", headers=BEARER).get_json()
+    assert [(h["name"], h["silent"]) for h in fresh["heartbeats"]] == [
+        ("celery@alive", False),
+        ("celery@dead", False),
+    ]
+    with db.session() as session:
+        session.execute(
+            update(WorkerHeartbeat)
+            .where(WorkerHeartbeat.name == "celery@dead")
+            .values(last_seen=utcnow() - timedelta(hours=1))
+        )
+    after = client.get("/admin/live/health", headers=BEARER).get_json()
+    assert [h["silent"] for h in after["heartbeats"]] == [False, True]
+    assert after["version"] != fresh["version"]
+    fragment = client.get("/admin/health/live", headers=BEARER).get_data(as_text=True)
+    assert "celery@dead" in fragment and ">silent<" in fragment

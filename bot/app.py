@@ -8,6 +8,7 @@ import time
 from flask import Flask, Response, g, request
 
 from bot import admin, health, review, webhooks
+from bot.env_validation import EnvValidatorFactory
 from bot.model_versions import ModelVersionsFactory
 from bot.queue import Dispatcher
 from bot.services import Services
@@ -21,17 +22,19 @@ def create_app(
     *,
     dispatcher: Dispatcher | None = None,
     model_versions: ModelVersionsFactory | None = None,
+    env_validator: EnvValidatorFactory | None = None,
 ) -> Flask:
     """Build the web app. ``settings`` defaults to the environment's; ``dispatcher`` lets
     tests and the benchmark swap the broker hand-off (the default sends to Celery);
     ``model_versions`` gives the dashboard the model registry (`ribbit serve` passes the
-    trainer's; without one, promotion is unavailable)."""
+    trainer's; without one, promotion is unavailable); ``env_validator`` likewise gives
+    it the trainer's environment validation."""
     settings = settings or load_settings()
     app = Flask(__name__)
     # Werkzeug enforces this on every body read as a second line behind our own check;
     # one byte more than the limit, so that reading limit+1 bytes tells "over" from "equal".
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes + 1
-    svc = Services.build(settings, dispatcher, model_versions)
+    svc = Services.build(settings, dispatcher, model_versions, env_validator)
     svc.init_app(app)
     for forge, configured in webhooks.configured_forges(settings).items():
         if not configured:

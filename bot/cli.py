@@ -14,13 +14,16 @@ import signal
 import subprocess
 import sys
 from importlib.metadata import EntryPoint, entry_points
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from bot.console import empty, line, styled
 from bot.model_versions import ModelVersionsFactory
 from bot.settings import Settings, SettingsError, load_settings
+
+if TYPE_CHECKING:
+    from bot.env_validation import EnvValidatorFactory
 
 COMMANDS_GROUP = "ribbit.commands"
 
@@ -119,6 +122,7 @@ def serve(host: str | None, port: int | None, threads: int, with_worker: bool) -
 
     from bot.app import create_app
     from bot.logs import configure_logging
+    from bot.notify import start_watch
     from bot.webhooks import MISSING_SECRET, configured_forges
 
     settings = settings_or_exit()
@@ -128,7 +132,10 @@ def serve(host: str | None, port: int | None, threads: int, with_worker: bool) -
             click.echo(
                 f"ribbit: {forge} webhooks are closed until you {MISSING_SECRET[forge]}", err=True
             )
-    app = create_app(settings, model_versions=_model_versions())
+    app = create_app(settings, model_versions=_model_versions(), env_validator=_env_validator())
+    svc = app.extensions["ribbit"]
+    # The web process outlives the workers: it is what notices when they all die.
+    stop_watch = start_watch(svc.db, svc.store, settings, svc.model_versions)
     child: subprocess.Popen[bytes] | None = None
     if with_worker:
         child = subprocess.Popen(
@@ -155,7 +162,9 @@ def serve(host: str | None, port: int | None, threads: int, with_worker: bool) -
     except (KeyboardInterrupt, OSError):
         pass
     finally:
-        app.extensions["ribbit"].close()
+        if stop_watch is not None:
+            stop_watch()
+        svc.close()
         if child is not None:
             child.terminate()  # SIGTERM: Celery's warm shutdown finishes or requeues the job
             try:
@@ -244,6 +253,15 @@ def _model_versions() -> ModelVersionsFactory | None:
     except ImportError:
         return None
     return registry_versions
+
+
+def _env_validator() -> EnvValidatorFactory | None:
+    """The trainer's environment validation, where this install has it."""
+    try:
+        from trainer.envs.revalidate import env_validator
+    except ImportError:
+        return None
+    return env_validator
 
 
 # -- jobs ---------------------------------------------------------------------------------------
@@ -408,7 +426,8 @@ def resume(repo: str | None, forge: str) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print what was sent as JSON.")
 def notify(as_json: bool) -> None:
     """Post each new alert condition (failures, spent budget, silent worker, promotion) to
-    RIBBIT_NOTIFY__WEBHOOK_URL once; run it from cron or a scheduler every few minutes."""
+    RIBBIT_NOTIFY__WEBHOOK_URL once. `ribbit serve` checks by itself every
+    RIBBIT_NOTIFY__CHECK_INTERVAL_S; this command is for deployments without it."""
     from bot.notify import check_and_notify
     from bot.store.db import Database
     from bot.store.jobs import JobStore

@@ -9,12 +9,16 @@ Conditions and their keys (the key is what makes "once" precise):
   the epoch, so two checks in one window agree on it);
 - daily budget spent: once per repository per UTC day;
 - worker down: once per running job whose heartbeat stopped;
+- a worker silent (bot.worker_heartbeats; with or without a job): once per incident, the
+  incident named by its last heartbeat, and once more when that worker beats again;
 - model promoted: once per promotion.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -23,6 +27,7 @@ from sqlalchemy import DateTime, String, Text, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
+from bot import worker_heartbeats
 from bot.model_versions import ModelVersions
 from bot.settings import Settings
 from bot.store.db import Database
@@ -97,6 +102,51 @@ def _silent_workers(store: JobStore, settings: Settings) -> list[Notice]:
     ]
 
 
+LOST, BACK = "worker-lost:", "worker-back:"
+
+
+def _worker_incidents(db: Database, settings: Settings, now: datetime) -> list[Notice]:
+    down_after = timedelta(seconds=settings.notify.worker_down_after_s)
+    workers = {w.name: w for w in worker_heartbeats.seen(db)}
+    # The last heartbeat names the incident: however many checks see the same silence,
+    # it is one key, so one message; a worker that dies again later is a new incident.
+    notices = [
+        Notice(
+            f"{LOST}{w.name}:{int(w.last_seen.timestamp())}",
+            f"Ribbit: worker {w.name} stopped heartbeating (last seen "
+            f"{w.last_seen:%Y-%m-%d %H:%M:%S} UTC, silent for over "
+            f"{settings.notify.worker_down_after_s:g} s); is it down?",
+        )
+        for w in workers.values()
+        if now - w.last_seen > down_after
+    ]
+    with db.session() as session:
+        keys = set(
+            session.scalars(
+                select(NotificationSent.key).where(
+                    NotificationSent.key.like(f"{LOST}%") | NotificationSent.key.like(f"{BACK}%")
+                )
+            )
+        )
+    for key in sorted(k for k in keys if k.startswith(LOST)):
+        name, _, stamp = key.removeprefix(LOST).rpartition(":")
+        back = workers.get(name)
+        if (
+            f"{BACK}{name}:{stamp}" not in keys
+            and back is not None
+            and now - back.last_seen <= down_after
+            and back.last_seen.timestamp() > int(stamp) + 1
+        ):
+            notices.append(
+                Notice(
+                    f"{BACK}{name}:{stamp}",
+                    f"Ribbit: worker {name} is back (heartbeating again since "
+                    f"{back.started_at:%Y-%m-%d %H:%M:%S} UTC)",
+                )
+            )
+    return notices
+
+
 def _promotions(versions: ModelVersions | None) -> list[Notice]:
     if versions is None:  # web-only install: no model registry here
         return []
@@ -113,7 +163,12 @@ def pending_notices(
     now = utcnow()
     with db.session() as session:
         notices = _failing_repos(session, settings, now) + _budgets_spent(session, settings, now)
-    return notices + _silent_workers(store, settings) + _promotions(versions)
+    return (
+        notices
+        + _silent_workers(store, settings)
+        + _worker_incidents(db, settings, now)
+        + _promotions(versions)
+    )
 
 
 def post(url: str, text: str) -> None:
@@ -143,3 +198,32 @@ def check_and_notify(
             continue
         sent.append(notice)
     return sent
+
+
+def start_watch(
+    db: Database, store: JobStore, settings: Settings, versions: ModelVersions | None = None
+) -> Callable[[], None] | None:
+    """Check every Settings.notify.check_interval_s in a daemon thread of the web process,
+    which lives when the workers (and the sweep they run) do not; returns its stop. None:
+    no webhook, or checks left to `ribbit notify` alone. Several web processes may each
+    run one: a condition's key lets only one of them post it."""
+    every = settings.notify.check_interval_s
+    if settings.notify.webhook_url is None or every <= 0:
+        return None
+    stop = threading.Event()
+
+    def loop() -> None:
+        while not stop.wait(every):
+            try:
+                check_and_notify(db, store, settings, versions)
+            except Exception:  # the database away, a bug: the next check must still run
+                log.exception("notification check failed")
+
+    thread = threading.Thread(target=loop, name="ribbit-notify", daemon=True)
+    thread.start()
+
+    def halt() -> None:
+        stop.set()
+        thread.join(timeout=every + POST_TIMEOUT_S + 5)
+
+    return halt

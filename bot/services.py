@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from flask import Flask, current_app
 
+from bot.env_validation import EnvValidatorFactory, ValidationRunner
 from bot.intake import Intake
 from bot.metrics import WebMetrics
 from bot.model_versions import ModelVersions, ModelVersionsFactory
@@ -24,6 +25,8 @@ class Services:
     metrics: WebMetrics
     # None where the registry (trainer/) is not installed: promotion is then unavailable.
     model_versions: ModelVersions | None = None
+    # None where the trainer is not installed: re-validating environments is unavailable.
+    env_validation: ValidationRunner | None = None
 
     @classmethod
     def build(
@@ -31,6 +34,7 @@ class Services:
         settings: Settings,
         dispatcher: Dispatcher | None = None,
         model_versions: ModelVersionsFactory | None = None,
+        env_validator: EnvValidatorFactory | None = None,
     ) -> Services:
         db = Database(settings.effective_database_url)
         db.migrate()
@@ -43,6 +47,9 @@ class Services:
             intake=Intake(settings, store, dispatcher),
             metrics=WebMetrics(store, settings),
             model_versions=model_versions(db, settings) if model_versions else None,
+            env_validation=ValidationRunner(db, env_validator(db, settings))
+            if env_validator
+            else None,
         )
 
     def init_app(self, app: Flask) -> None:

@@ -134,6 +134,21 @@ class NotifySettings(Section):
         ge=1,
         description="A running job without a heartbeat for this long means its worker is down.",
     )
+    check_interval_s: float = Field(
+        default=30.0,
+        ge=0,
+        description="How often `ribbit serve` checks every condition itself (a worker killed "
+        "with no cron left to notice). 0: only `ribbit notify` checks.",
+    )
+    worker_heartbeat_s: float = Field(
+        default=15.0, gt=0, description="How often each worker records that it is alive."
+    )
+    worker_down_after_s: float = Field(
+        default=90.0,
+        gt=0,
+        description="A worker silent this long is down (notified once per incident, and once "
+        "more when it is back); several heartbeats, so one slow write is no incident.",
+    )
 
 
 class MetricsSettings(Section):
@@ -533,6 +548,12 @@ class Settings(BaseSettings):
     log_format: Literal["json", "text"] = Field(default="json", description="Log line format.")
     admin_token: SecretStr | None = Field(
         default=None, description="Bearer token for /admin. Unset: the dashboard is disabled."
+    )
+    admin_poll_interval_s: float = Field(
+        default=5.0,
+        gt=0,
+        le=300,
+        description="How often the dashboard's jobs list and health page ask for changes.",
     )
     job_time_limit_s: int | None = Field(
         default=None,

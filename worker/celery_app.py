@@ -5,6 +5,7 @@ environment on first use."""
 from __future__ import annotations
 
 import logging
+import socket
 import threading
 from datetime import timedelta
 from typing import Any
@@ -69,6 +70,35 @@ def _reap_stale_sandboxes(sender: Any = None, **_kwargs: Any) -> None:
         return
     if removed:
         log.info("removed %d stale sandbox(es)", len(removed))
+
+
+_heartbeat_stops: list[Any] = []
+
+
+@worker_ready.connect
+def _start_heartbeat(sender: Any = None, **_kwargs: Any) -> None:
+    """The worker's own heartbeat row (bot.worker_heartbeats), job or no job."""
+    settings: Settings | None = getattr(getattr(sender, "app", None), "ribbit_settings", None)
+    if settings is None:
+        return
+    from bot import worker_heartbeats
+    from bot.store.db import Database
+
+    name = str(getattr(sender, "hostname", None) or socket.gethostname())
+    try:
+        db = Database(settings.effective_database_url)
+        db.migrate()
+        _heartbeat_stops.append(
+            worker_heartbeats.start_beating(db, name, settings.notify.worker_heartbeat_s)
+        )
+    except Exception:
+        log.exception("worker heartbeat not started; this worker's death would go unnoticed")
+
+
+@worker_shutdown.connect
+def _stop_heartbeat(**_kwargs: Any) -> None:
+    while _heartbeat_stops:
+        _heartbeat_stops.pop()()
 
 
 _exporter_stops: list[Any] = []

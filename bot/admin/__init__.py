@@ -9,8 +9,10 @@ and no anonymous access: without Settings.admin_token every /admin URL is 404.
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from datetime import datetime
 from typing import Any
+from urllib.parse import urlencode
 
 from flask import (
     Blueprint,
@@ -23,7 +25,7 @@ from flask import (
 )
 from pydantic import SecretStr
 
-from bot import live
+from bot import env_validation, live
 from bot.admin import actions, auth, csrf, job_view, queries
 from bot.admin.overview import health_snapshot
 from bot.services import services
@@ -138,14 +140,22 @@ def _fmt_duration(seconds: float | None) -> str:
     return f"{s // 3600}h {(s % 3600) // 60:02d}m"
 
 
-@bp.get("/")
-def jobs() -> str:
+def _job_page() -> tuple[queries.JobFilter, queries.JobPage]:
     flt = queries.JobFilter.from_args(request.args)
     try:
         page = int(request.args.get("page", "1"))
     except ValueError:
         page = 1
-    result = queries.list_jobs(services().db, flt, page)
+    return flt, queries.list_jobs(services().db, flt, page)
+
+
+def _poll_ms() -> int:
+    return int(services().settings.admin_poll_interval_s * 1000)
+
+
+@bp.get("/")
+def jobs() -> str:
+    flt, result = _job_page()
     return render_template(
         "admin/jobs.html",
         page=result,
@@ -153,7 +163,24 @@ def jobs() -> str:
         states=queries.JOB_STATES,
         kinds=queries.JOB_KINDS,
         forges=queries.FORGES,
+        poll_ms=_poll_ms(),
     )
+
+
+# The list and health pages poll these (static/admin_live.js): a small JSON answer each
+# time, and the server-rendered fragment only when its version changed.
+
+
+@bp.get("/live/jobs")
+def jobs_live() -> dict[str, Any]:
+    _flt, result = _job_page()
+    return {"version": result.version(), "total": result.total}
+
+
+@bp.get("/jobs/rows")
+def jobs_rows() -> str:
+    flt, result = _job_page()
+    return render_template("admin/_jobs_rows.html", page=result, flt=flt)
 
 
 @bp.get("/jobs/<job_id>")
@@ -232,7 +259,10 @@ def _run_action(name: str, target: str, run: Any) -> Any:
     if auth.bearer_ok(token, request):
         return {"ok": result.ok, "message": result.message}, 200 if result.ok else 409
     wanted = request.form.get("next")
-    return redirect(_safe_next(wanted) if wanted else url_for("admin.health", msg=result.message))
+    if not wanted:
+        return redirect(url_for("admin.health", msg=result.message))
+    target = _safe_next(wanted)
+    return redirect(f"{target}{'&' if '?' in target else '?'}{urlencode({'msg': result.message})}")
 
 
 def _job_id(job_id: str) -> str:
@@ -290,6 +320,54 @@ def rollback_model() -> Any:
     return _run_action("rollback", "model", lambda: actions.rollback(services()))
 
 
+def _instance_id(instance_id: str) -> str:
+    if not env_validation.valid_instance_id(instance_id):
+        abort(404)
+    return instance_id
+
+
+@bp.get("/environments/<instance_id>")
+def environment(instance_id: str) -> str:
+    iid = _instance_id(instance_id)
+    db = services().db
+    runs = env_validation.history(db, iid)
+    return render_template(
+        "admin/environment.html",
+        instance_id=iid,
+        fields=queries.environment_row(db, iid),
+        runs=runs,
+        version=_runs_version(runs),
+        can_validate=services().env_validation is not None,
+        msg=request.args.get("msg", "")[:300],
+        poll_ms=_poll_ms(),
+    )
+
+
+def _runs_version(runs: list[env_validation.ValidationRecord]) -> str:
+    return ",".join(f"{r.id}:{r.state}" for r in runs)
+
+
+@bp.get("/live/environments/<instance_id>")
+def environment_live(instance_id: str) -> dict[str, Any]:
+    runs = env_validation.history(services().db, _instance_id(instance_id))
+    return {"version": _runs_version(runs)}
+
+
+@bp.get("/environments/<instance_id>/validations")
+def environment_validations(instance_id: str) -> str:
+    runs = env_validation.history(services().db, _instance_id(instance_id))
+    return render_template("admin/_validations.html", runs=runs)
+
+
+@bp.post("/environments/<instance_id>/validate")
+def validate_environment(instance_id: str) -> Any:
+    iid = _instance_id(instance_id)
+    actor = _actor()
+    return _run_action(
+        "validate", f"env:{iid}", lambda: actions.validate_env(services(), iid, actor)
+    )
+
+
 @bp.get("/health")
 def health() -> str:
     svc = services()
@@ -299,4 +377,17 @@ def health() -> str:
         health=snapshot,
         audit=audit.recent(svc.db, 50),
         msg=request.args.get("msg", "")[:300],
+        poll_ms=_poll_ms(),
     )
+
+
+@bp.get("/live/health")
+def health_live() -> dict[str, Any]:
+    """The health page's facts as JSON (also for scripts), with the version it polls on."""
+    snapshot = health_snapshot(services())
+    return {"version": snapshot.version(), **asdict(snapshot)}
+
+
+@bp.get("/health/live")
+def health_fragment() -> str:
+    return render_template("admin/_health_live.html", health=health_snapshot(services()))

@@ -4,13 +4,16 @@ Every function returns an ActionResult; the view layer audits it and shows its m
 Nothing here decides policy of its own: cancelling is JobStore.cancel, pausing is
 JobStore.pause/resume plus Intake.dispatch for released jobs (as `ribbit resume` does),
 and promotion is the model registry passed in (trainer.registry.RegistryVersions, which
-`ribbit model promote` uses too: the adapter is loaded on inference servers first).
+`ribbit model promote` uses too: the adapter is loaded on inference servers first);
+re-validating an environment is the trainer's validation passed in likewise
+(bot/env_validation.py), run in the background.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from bot.env_validation import MAX_RUNNING, AlreadyRunning, Busy
 from bot.model_versions import ModelVersionError
 from bot.services import Services
 from bot.store.jobs import InvalidTransition, JobNotFound, JobSpec
@@ -103,3 +106,18 @@ def rollback(svc: Services) -> ActionResult:
     except ModelVersionError as exc:
         return ActionResult(False, str(exc))
     return ActionResult(True, f"now serving {previous or 'the base model'}")
+
+
+def validate_env(svc: Services, instance_id: str, requested_by: str) -> ActionResult:
+    """Start the validation; its result lands on the environment's page."""
+    if svc.env_validation is None:
+        return ActionResult(False, "environment validation is not available in this process")
+    try:
+        run_id = svc.env_validation.start(instance_id, requested_by)
+    except KeyError:
+        return ActionResult(False, f"no environment {instance_id}")
+    except AlreadyRunning:
+        return ActionResult(False, f"a validation of {instance_id} is already running")
+    except Busy:
+        return ActionResult(False, f"{MAX_RUNNING} validations are running; try again later")
+    return ActionResult(True, f"validation {run_id} of {instance_id} started")

@@ -6,14 +6,19 @@ or a silent worker costs the page at most that long and shows as "no workers ans
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from sqlalchemy.exc import SQLAlchemyError
 
+from bot import worker_heartbeats
 from bot.queue import client_celery
 from bot.services import Services
+from bot.store.models import utcnow
 
 log = logging.getLogger(__name__)
 INSPECT_TIMEOUT_S = 1.0
@@ -26,6 +31,16 @@ class WorkerState:
 
 
 @dataclass(frozen=True)
+class Heartbeat:
+    """A worker's own heartbeat row (bot.worker_heartbeats): seen even where the broker
+    cannot be asked (the embedded one), and kept after the worker died, marked silent."""
+
+    name: str
+    last_seen: str
+    silent: bool
+
+
+@dataclass(frozen=True)
 class HealthSnapshot:
     queued: int
     held: int
@@ -34,6 +49,11 @@ class HealthSnapshot:
     workers: list[WorkerState] | None  # None: the broker could not be asked
     model_version: str
     errors: list[str] = field(default_factory=list)
+    heartbeats: list[Heartbeat] = field(default_factory=list)
+
+    def version(self) -> str:
+        """Changes whenever the rendered facts and workers would."""
+        return hashlib.sha256(json.dumps(asdict(self)).encode()).hexdigest()[:16]
 
 
 def _job_ids(tasks: list[dict[str, Any]]) -> list[str]:
@@ -83,6 +103,13 @@ def health_snapshot(svc: Services) -> HealthSnapshot:
         log.warning("worker inspect failed: %s", exc)
         errors.append(f"could not ask the workers: {type(exc).__name__}")
         workers = None
+    silence = timedelta(seconds=svc.settings.notify.worker_down_after_s)
+    now = utcnow()
+    heartbeats = [
+        # Whole seconds: the page refetches only when a worker starts, stops or falls silent.
+        Heartbeat(w.name, f"{w.last_seen:%Y-%m-%d %H:%M} UTC", now - w.last_seen > silence)
+        for w in worker_heartbeats.seen(svc.db)
+    ]
     return HealthSnapshot(
         queued=queued,
         held=held,
@@ -91,4 +118,5 @@ def health_snapshot(svc: Services) -> HealthSnapshot:
         workers=workers,
         model_version=_model_version(svc),
         errors=errors,
+        heartbeats=heartbeats,
     )

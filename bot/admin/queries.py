@@ -3,6 +3,7 @@ whatever the number of jobs: one for the page of rows (LIMIT/OFFSET), one for th
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -84,6 +85,14 @@ class JobPage:
     @property
     def pages(self) -> int:
         return max(1, -(-self.total // self.per_page))
+
+    def version(self) -> str:
+        """Changes whenever the rendered list would, except for a running job's growing
+        duration: the page refetches its rows only then."""
+        seen = [self.total, self.page] + [
+            [r.id, r.state, r.stage, r.failure_reason, r.pr_number, r.pr_url] for r in self.rows
+        ]
+        return hashlib.sha256(json.dumps(seen).encode()).hexdigest()[:16]
 
 
 def _aware(value: datetime | None) -> datetime | None:
@@ -275,6 +284,22 @@ def trainer_table(db: Database, table: str) -> TableView:
     except SQLAlchemyError:
         return TableView(table, False, [], [])
     return TableView(table, True, columns, rows)
+
+
+def environment_row(db: Database, instance_id: str) -> list[tuple[str, Any]] | None:
+    """One environment's row of the trainer's index, as (column, value) pairs; None where
+    the table or the row is missing."""
+    try:
+        if not inspect(db.engine).has_table("training_environments"):
+            return None
+        from sqlalchemy import MetaData, Table
+
+        tbl = Table("training_environments", MetaData(), autoload_with=db.engine)
+        with db.engine.connect() as conn:
+            row = conn.execute(select(tbl).where(tbl.c.instance_id == instance_id)).first()
+    except SQLAlchemyError:
+        return None
+    return None if row is None else [(str(k), v) for k, v in row._mapping.items()]
 
 
 def reward_curves(db: Database, limit: int = 10) -> list[dict[str, Any]]:

@@ -24,6 +24,7 @@ SLOW_MODULES = frozenset(
         "test_review_loop.py",
         "test_real_projects.py",
         "test_graceful_shutdown.py",
+        "test_worker_down_notify.py",
         "test_served_versions.py",
         "test_promoted_model.py",
         "test_model_weights.py",
@@ -40,6 +41,7 @@ SLOW_MODULES = frozenset(
         # a browser
         "test_dashboard_browser.py",
         "test_dashboard_actions_browser.py",
+        "test_dashboard_live_browser.py",
         # the adversarial corpus through real sandboxes and Semgrep
         "test_gates_adversarial.py",
     }

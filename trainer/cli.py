@@ -585,6 +585,21 @@ def calibrate_envs(
     help="Model line to train (RIBBIT_TRAINING__LINES): only its repositories' environments "
     "are used, and --register puts the version in this line.",
 )
+@click.option(
+    "--heldout",
+    "heldout_selector",
+    default=None,
+    help="With --register: score the new version on these environments (e.g. "
+    "split:heldout) after the run, beside the line's promoted version (or the base), "
+    "and record it with the version.",
+)
+@click.option(
+    "--heldout-k",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="--heldout: rollouts per environment.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the run's summary as JSON.")
 @_store_option
 @click.pass_context
@@ -604,6 +619,8 @@ def train(
     rollout_mode: str,
     in_flight: int,
     line: str,
+    heldout_selector: str | None,
+    heldout_k: int,
     as_json: bool,
     store: Path | None,
 ) -> None:
@@ -633,6 +650,8 @@ def train(
             line=line,
             store=store,
             as_json=as_json,
+            heldout_selector=heldout_selector,
+            heldout_k=heldout_k,
         )
 
 
@@ -656,6 +675,8 @@ def _train(
     line: str = "default",
     as_json: bool = False,
     in_flight: int = 16,
+    heldout_selector: str | None = None,
+    heldout_k: int = 1,
 ) -> None:
     import torch
 
@@ -699,6 +720,11 @@ def _train(
         raise click.ClickException(str(exc)) from None
     env_store = EnvironmentStore(root)
     selected = env_store.select(selector)
+    if heldout_selector is not None and not version_name:
+        raise click.ClickException("--heldout scores the registered version: give --register")
+    heldout_envs = env_store.select(heldout_selector) if heldout_selector else []
+    if heldout_selector is not None and not heldout_envs:
+        raise click.ClickException(f"no environments match --heldout {heldout_selector!r}")
     if line not in known_lines(settings.training):
         raise click.ClickException(
             f"no model line {line!r}; lines: {', '.join(known_lines(settings.training))}"
@@ -840,6 +866,21 @@ def _train(
         registered = version_name
         if not as_json:
             click.echo(f"registered {version_name} (candidate; evaluate and promote it)")
+    heldout = None
+    if registered and heldout_envs:
+        heldout = _heldout_before_after(
+            ctx,
+            db,
+            env_store,
+            heldout_envs,
+            registered,
+            cfg.model,
+            factory,
+            k=heldout_k,
+            max_turns=max_turns,
+            max_new_tokens=max_new_tokens,
+            as_json=as_json,
+        )
     if as_json:
         click.echo(
             json.dumps(
@@ -851,10 +892,53 @@ def _train(
                     "checkpoint": None if last is None else str(last),
                     "metrics": str(out / "metrics.jsonl"),
                     "registered": registered,
+                    "heldout": heldout,
                 },
                 indent=2,
             )
         )
+
+
+def _heldout_before_after(
+    ctx: click.Context,
+    db: Any,
+    env_store: Any,
+    envs: list[Environment],
+    candidate: str,
+    start_model: str,
+    factory: Any,
+    *,
+    k: int,
+    max_turns: int,
+    max_new_tokens: int,
+    as_json: bool,
+) -> dict[str, Any]:
+    """The run's new version scored on held-out environments beside what it would
+    replace, in `ribbit model evaluate`'s grading; printed side by side."""
+    from bot.settings import AgentSettings
+    from trainer.evaluate import before_and_after
+
+    limits = AgentSettings(max_turns=max_turns, max_new_tokens=max_new_tokens)
+    with (
+        _checked_out(env_store, envs, "heldout") as pairs,
+        progress(f"held-out evaluation ({k} rollouts each)") as steps,
+    ):
+        before, after = before_and_after(
+            db,
+            candidate,
+            start_model,
+            pairs,
+            factory,
+            limits,
+            k=k,
+            on_env=lambda env: steps.advance(f"scored {env.instance_id}"),
+        )
+    if not as_json:
+        click.echo(f"held-out pass@1 on {after.score.envs} env(s), {k} rollout(s) each:")
+        for label, score in (("before", before), ("after", after)):
+            note = "" if score.measured else " (recorded)"
+            click.echo(f"  {label}\t{score.model}\t{score.score.text()}{note}")
+    return {"before": before.to_json(), "after": after.to_json()}
 
 
 def _line_chosen(settings: Settings, line: str, envs: list[Environment]) -> list[Environment]:
@@ -984,7 +1068,7 @@ def verify_model(ctx: click.Context, model_id: str | None) -> None:
 @click.option("--json", "as_json", is_flag=True, help="One JSON array instead of lines.")
 @click.pass_context
 def list_models(ctx: click.Context, line: str | None, as_json: bool) -> None:
-    """List model versions: state, held-out pass rate, adapter, model line."""
+    """List model versions: state, held-out pass@1 [95% interval], adapter, model line."""
     from trainer.registry import versions
 
     rows = versions(_db(ctx), line)
@@ -1001,6 +1085,10 @@ def list_models(ctx: click.Context, line: str | None, as_json: bool) -> None:
                         "base_digest": v.base_digest,
                         "adapter_digest": v.adapter_digest,
                         "heldout_pass_rate": v.heldout_pass_rate,
+                        "heldout_ci_low": v.heldout_ci_low,
+                        "heldout_ci_high": v.heldout_ci_high,
+                        "heldout_envs": v.heldout_envs,
+                        "heldout_k": v.heldout_k,
                     }
                     for v in rows
                 ],
@@ -1011,10 +1099,19 @@ def list_models(ctx: click.Context, line: str | None, as_json: bool) -> None:
     if not rows:
         empty("no model versions; `ribbit train --register NAME` registers one")
     for v in rows:
-        rate = "-" if v.heldout_pass_rate is None else f"{v.heldout_pass_rate:.1%}"
+        rate = _heldout_text(v)
         click.echo(
             f"{v.name}\t{v.state}\theld-out {rate}\t{v.adapter_path or v.base_model}\tline {v.line}"
         )
+
+
+def _heldout_text(v: Any) -> str:
+    """A version's held-out score as `model list` shows it: ``40.0% [11.8%-76.9%]``."""
+    if v.heldout_pass_rate is None:
+        return "-"
+    if v.heldout_ci_low is None or v.heldout_ci_high is None:
+        return f"{v.heldout_pass_rate:.1%}"  # scored before intervals were recorded
+    return f"{v.heldout_pass_rate:.1%} [{v.heldout_ci_low:.1%}-{v.heldout_ci_high:.1%}]"
 
 
 @model.command("evaluate")
@@ -1071,7 +1168,11 @@ def evaluate_model(
             )
     except RegistryError as exc:
         raise click.ClickException(str(exc)) from None
-    click.echo(f"{version}: held-out pass rate {report.pass_rate:.1%} on {len(chosen)} env(s)")
+    score = report.pass_at_1
+    click.echo(
+        f"{version}: held-out pass rate {score.rate:.1%} on {score.envs} env(s), "
+        f"95% CI {score.low:.1%}-{score.high:.1%} (pass@1 from {k} rollout(s) each)"
+    )
 
 
 @model.command("promote")

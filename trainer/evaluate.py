@@ -140,7 +140,8 @@ def before_and_after(
         row = s.scalar(select(ModelVersion).where(ModelVersion.name == candidate))
         if row is None:
             raise RegistryError(f"no version {candidate!r}")
-        current = promoted_model(db, row.line)
+        line = row.line
+    current = promoted_model(db, line)  # its own session: sqlite has one writer at a time
     before: HeldoutScore | None = None
     if current is not None:
         before = _recorded(current)

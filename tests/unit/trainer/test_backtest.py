@@ -175,3 +175,58 @@ def test_train_heldout_needs_a_version_to_record_it(
     monkeypatch.setenv("RIBBIT_DATA_DIR", str(tmp_path / "data"))
     result = CliRunner().invoke(main, ["train", "--heldout", "split:heldout", "--model", "x"])
     assert result.exit_code != 0 and "--heldout scores the registered version" in result.output
+
+
+def test_before_uses_the_promoted_versions_comparable_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from bot.settings import AgentSettings, load_settings
+    from bot.store.db import Database
+    from trainer import evaluate
+    from trainer.calibrate import CalibrationReport
+    from trainer.envs.schema import Calibration
+    from trainer.registry import promote, register
+
+    monkeypatch.setenv("RIBBIT_DATA_DIR", str(tmp_path / "data"))
+    db = Database(load_settings().effective_database_url)
+    db.migrate()
+    register(db, "old", base_model="base", adapter_path=None)
+    evaluate.record_heldout(db, "old", pass_at_1([(0, 1), (1, 1)]), 1)
+    promote(db, "old")
+    register(db, "new", base_model="base", adapter_path=None)
+    scored: list[str] = []
+
+    def fake_evaluate(db: Database, name: str, envs: object, *a: object, **kw: object) -> object:
+        # The candidate solves everything; what matters here is who gets scored.
+        scored.append(name)
+        report = CalibrationReport({f"e{i}": Calibration(k=1, solved=1) for i in range(2)})
+        evaluate.record_heldout(db, name, report.pass_at_1, 1)
+        return report
+
+    monkeypatch.setattr(evaluate, "evaluate_version", fake_evaluate)
+    two = [(object(), tmp_path)] * 2
+    before, after = evaluate.before_and_after(
+        db,
+        "new",
+        "base",
+        two,
+        object(),
+        AgentSettings(),
+        k=1,  # type: ignore[arg-type]
+    )
+    assert scored == ["new"]  # the promoted one's record is comparable: 2 envs, k=1
+    assert (before.model, before.measured, before.score.rate) == ("old", False, 0.5)
+    assert (after.model, after.measured, after.score.rate) == ("new", True, 1.0)
+    # Another k: the record does not compare, so the promoted version is scored again.
+    scored.clear()
+    evaluate.before_and_after(
+        db,
+        "new",
+        "base",
+        two,
+        object(),
+        AgentSettings(),
+        k=2,  # type: ignore[arg-type]
+    )
+    assert scored == ["old", "new"]
+    db.dispose()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -204,29 +205,15 @@ def test_before_uses_the_promoted_versions_comparable_record(
         return report
 
     monkeypatch.setattr(evaluate, "evaluate_version", fake_evaluate)
-    two = [(object(), tmp_path)] * 2
-    before, after = evaluate.before_and_after(
-        db,
-        "new",
-        "base",
-        two,
-        object(),
-        AgentSettings(),
-        k=1,  # type: ignore[arg-type]
-    )
+    # Never opened: the fake evaluation and the record stand in for rollouts.
+    two: Any = [(object(), tmp_path)] * 2
+    recipe: Any = object()
+    before, after = evaluate.before_and_after(db, "new", "base", two, recipe, AgentSettings(), k=1)
     assert scored == ["new"]  # the promoted one's record is comparable: 2 envs, k=1
     assert (before.model, before.measured, before.score.rate) == ("old", False, 0.5)
     assert (after.model, after.measured, after.score.rate) == ("new", True, 1.0)
     # Another k: the record does not compare, so the promoted version is scored again.
     scored.clear()
-    evaluate.before_and_after(
-        db,
-        "new",
-        "base",
-        two,
-        object(),
-        AgentSettings(),
-        k=2,  # type: ignore[arg-type]
-    )
+    evaluate.before_and_after(db, "new", "base", two, recipe, AgentSettings(), k=2)
     assert scored == ["old", "new"]
     db.dispose()

@@ -1268,8 +1268,8 @@ def eval_command(
     production episode, and its patch is graded in a fresh sandbox: the resolve rate
     (SWE-bench's verdict, tests only) and the rate that also passes the gates, each with
     its 95% interval, and per fix the model's patch beside the real one."""
-    from bot.hostgit import GitError, clone_at, git_ok
-    from trainer.backtest import backtest, find_fixes
+    from bot.hostgit import GitError, clone_at
+    from trainer.backtest import BacktestReport, backtest, find_fixes
     from trainer.envs.builder import EnvironmentBuilder
     from worker.agent import load_policy
     from worker.agent.episode import SandboxRecipe
@@ -1283,26 +1283,29 @@ def eval_command(
         }
     )
     label, model = _eval_model(ctx, version_name)
-    policy = load_policy(model, limits)
     factory = SandboxRecipe.production(settings.sandbox)
     builder = EnvironmentBuilder(factory, reruns=reruns, test_timeout_s=timeout_s)
     work = Path(tempfile.mkdtemp(prefix="ribbit-eval-"))
     try:
         repo_dir = Path(repository)
-        if not repo_dir.is_dir():
-            if repository.startswith("-"):
-                raise click.ClickException(f"{repository!r} is not a repository")
-            with progress(f"cloning {repository}"):
-                git_ok(Path.cwd(), "clone", "-q", "--end-of-options", repository, str(work / "src"))
-            repo_dir = work / "src"
-        name = repo_name or _repo_name(repository)
         try:
+            if not repo_dir.is_dir():
+                if repository.startswith("-"):
+                    raise click.ClickException(f"{repository!r} is not a repository")
+                with progress(f"cloning {repository}"):
+                    repo_dir = _clone_for_eval(repository, work / "src")
             fixes = find_fixes(repo_dir, last, rev=rev)
         except (GitError, ValueError) as exc:
             raise click.ClickException(str(exc)) from None
+        name = repo_name or _repo_name(repository)
         if not fixes:
-            empty(f"no commit on {rev} changes both tests and code; nothing to evaluate")
+            if as_json:
+                click.echo(json.dumps(BacktestReport(name, label, k).to_json(), indent=2))
+            else:
+                empty(f"no commit on {rev} changes both tests and code; nothing to evaluate")
             return
+        # Loaded once there is work for it (weights take a while); checked to be there above.
+        policy = load_policy(model, limits)
 
         def checkout_for(env: Environment) -> Path:
             return clone_at(repo_dir, work / "checkouts" / env.instance_id, env.base_commit)
@@ -1328,6 +1331,30 @@ def eval_command(
         click.echo(json.dumps(report.to_json(), indent=2))
         return
     _print_backtest(report, rev)
+
+
+# Transports a clone URL may name: never ext:: (runs a command) nor fd::.
+_CLONE_PROTOCOLS = ("https", "http", "ssh", "git", "file")
+
+
+def _clone_for_eval(url: str, dest: Path) -> Path:
+    from bot.hostgit import GitError, run_git
+
+    proc = run_git(
+        Path.cwd(),
+        "clone",
+        "-q",
+        "--end-of-options",
+        url,
+        str(dest),
+        config=[("protocol.allow", "never")]
+        + [(f"protocol.{p}.allow", "always") for p in _CLONE_PROTOCOLS],
+        inherit=("SSL_CERT_FILE", "SSL_CERT_DIR", "GIT_SSL_CAINFO", "HTTPS_PROXY", "NO_PROXY"),
+        timeout=600,
+    )
+    if proc.returncode != 0:
+        raise GitError(f"git clone failed: {proc.stderr.decode(errors='replace').strip()}")
+    return dest
 
 
 def _eval_model(ctx: click.Context, version_name: str | None) -> tuple[str, Any]:

@@ -217,3 +217,36 @@ def test_before_uses_the_promoted_versions_comparable_record(
     evaluate.before_and_after(db, "new", "base", two, recipe, AgentSettings(), k=2)
     assert scored == ["old", "new"]
     db.dispose()
+
+
+def test_eval_clones_a_url_and_says_when_no_fix_is_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = tmp_path / "calc"
+    make_git_repo(repo, {"calc.py": "x = 1\n", "tests/test_calc.py": "def test():\n    pass\n"})
+    commit_files(repo, {"README.md": "r\n"}, "docs")
+    replay = tmp_path / "replay.jsonl"
+    replay.write_text("")  # never loaded: there is nothing to run it on
+    monkeypatch.setenv("RIBBIT_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("RIBBIT_MODEL__POLICY", "replay")
+    monkeypatch.setenv("RIBBIT_MODEL__REPLAY_FILE", str(replay))
+    runner = CliRunner()
+    url = f"file://{repo}"
+    said = runner.invoke(main, ["eval", url])
+    assert said.exit_code == 0, said.output
+    assert "no commit on HEAD changes both tests and code" in said.output
+    report = json.loads(runner.invoke(main, ["eval", url, "--json"]).output)
+    assert (report["repo"], report["fixes"], report["resolve_rate"]) == (
+        f"{tmp_path.name}/calc",
+        [],
+        None,
+    )
+    missing = runner.invoke(main, ["eval", f"file://{tmp_path}/nothing-here"])
+    assert missing.exit_code == 1 and "git clone failed" in missing.output
+    # A transport that runs a command is refused, whatever the host's git allows.
+    marker = tmp_path / "ran"
+    hostile = runner.invoke(main, ["eval", f"ext::sh -c touch% {marker}"])
+    assert hostile.exit_code == 1 and "git clone failed" in hostile.output
+    assert not marker.exists()
+    unknown = runner.invoke(main, ["eval", str(repo), "--version", "v404"])
+    assert unknown.exit_code == 1 and "no version 'v404'" in unknown.output

@@ -268,7 +268,8 @@ def _one(
 
 
 def short_diff(diff: str, lines: int = EXAMPLE_LINES) -> str:
-    """The first ``lines`` lines of ``diff`` (the file headers are the useful part)."""
-    kept = diff.splitlines()
+    """The first ``lines`` lines of ``diff`` less its blob ids (``index`` lines), which
+    no reader compares."""
+    kept = [line for line in diff.splitlines() if not line.startswith("index ")]
     more = len(kept) - lines
     return "\n".join(kept[:lines] + ([f"... ({more} more lines)"] if more > 0 else []))

@@ -136,6 +136,9 @@ def test_short_diff_keeps_the_head_and_counts_the_rest() -> None:
     diff = "\n".join(f"l{i}" for i in range(20))
     assert short_diff(diff, 3) == "l0\nl1\nl2\n... (17 more lines)"
     assert short_diff("a\nb", 3) == "a\nb"
+    assert short_diff("diff --git a/x b/x\nindex 1ab..2cd 100644\n--- a/x", 3) == (
+        "diff --git a/x b/x\n--- a/x"
+    )
 
 
 def test_model_list_shows_the_recorded_interval(

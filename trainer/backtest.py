@@ -34,6 +34,7 @@ from trainer.rl.reward import compute_reward
 from trainer.rl.rollout import rollout_episode
 from worker.agent import Policy
 from worker.agent.episode import SandboxRecipe, SetupFailed
+from worker.agent.repo_task import agent_limits
 
 # How much of a diff an example shows (the whole one is in --json).
 EXAMPLE_LINES = 12
@@ -241,6 +242,7 @@ def _one(
     except BuildRejected as exc:
         return FixResult(fix, rejected=str(exc))
     checkout = checkout_for(env)
+    limits = agent_limits(limits, config)  # the repository's .ribbit.yml limits, as for a job
     resolved = rewarded = 0
     first: tuple[str, str, str] | None = None
     for _ in range(k):

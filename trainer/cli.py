@@ -1236,7 +1236,13 @@ def rollback_model(ctx: click.Context, line: str) -> None:
 @click.option(
     "--k", type=click.IntRange(min=1), default=1, show_default=True, help="Rollouts per fix."
 )
-@click.option("--max-turns", type=int, default=None, help="Agent turns (default: the setting).")
+@click.option(
+    "--max-turns",
+    type=int,
+    default=None,
+    help="Agent turns (default: the setting; a repository's .ribbit.yml may set its own, as "
+    "for its jobs).",
+)
 @click.option(
     "--max-new-tokens",
     type=int,

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from bot.settings import AgentSettings
 from trainer.envs.schema import Calibration, Environment
+from trainer.passk import PassAt1, pass_at_1
 from trainer.rl.rollout import RewardFn, collect_group
 from worker.agent import Policy
 from worker.agent.episode import SandboxRecipe
@@ -28,7 +29,12 @@ class CalibrationReport:
         """Mean per-environment solve rate (pass@1 estimated from k samples)."""
         if not self.calibrations:
             return 0.0
-        return sum(c.pass_rate for c in self.calibrations.values()) / len(self.calibrations)
+        return self.pass_at_1.rate
+
+    @property
+    def pass_at_1(self) -> PassAt1:
+        """pass@1 with its 95% interval over the environments (:mod:`trainer.passk`)."""
+        return pass_at_1((c.solved, c.k) for c in self.calibrations.values())
 
 
 def calibrate(

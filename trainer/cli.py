@@ -1,4 +1,4 @@
-"""``ribbit envs``, ``ribbit train`` and ``ribbit model``.
+"""``ribbit envs``, ``ribbit train``, ``ribbit model`` and ``ribbit eval``.
 
 The bot's top-level group (bot/cli.py) loads these lazily and passes its
 Settings as ``ctx.obj``; commands that need none of it work without it.
@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import re
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
@@ -585,6 +586,21 @@ def calibrate_envs(
     help="Model line to train (RIBBIT_TRAINING__LINES): only its repositories' environments "
     "are used, and --register puts the version in this line.",
 )
+@click.option(
+    "--heldout",
+    "heldout_selector",
+    default=None,
+    help="With --register: score the new version on these environments (e.g. "
+    "split:heldout) after the run, beside the line's promoted version (or the base), "
+    "and record it with the version.",
+)
+@click.option(
+    "--heldout-k",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="--heldout: rollouts per environment.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the run's summary as JSON.")
 @_store_option
 @click.pass_context
@@ -604,6 +620,8 @@ def train(
     rollout_mode: str,
     in_flight: int,
     line: str,
+    heldout_selector: str | None,
+    heldout_k: int,
     as_json: bool,
     store: Path | None,
 ) -> None:
@@ -633,6 +651,8 @@ def train(
             line=line,
             store=store,
             as_json=as_json,
+            heldout_selector=heldout_selector,
+            heldout_k=heldout_k,
         )
 
 
@@ -656,6 +676,8 @@ def _train(
     line: str = "default",
     as_json: bool = False,
     in_flight: int = 16,
+    heldout_selector: str | None = None,
+    heldout_k: int = 1,
 ) -> None:
     import torch
 
@@ -699,6 +721,11 @@ def _train(
         raise click.ClickException(str(exc)) from None
     env_store = EnvironmentStore(root)
     selected = env_store.select(selector)
+    if heldout_selector is not None and not version_name:
+        raise click.ClickException("--heldout scores the registered version: give --register")
+    heldout_envs = env_store.select(heldout_selector) if heldout_selector else []
+    if heldout_selector is not None and not heldout_envs:
+        raise click.ClickException(f"no environments match --heldout {heldout_selector!r}")
     if line not in known_lines(settings.training):
         raise click.ClickException(
             f"no model line {line!r}; lines: {', '.join(known_lines(settings.training))}"
@@ -840,6 +867,21 @@ def _train(
         registered = version_name
         if not as_json:
             click.echo(f"registered {version_name} (candidate; evaluate and promote it)")
+    heldout = None
+    if registered and heldout_envs:
+        heldout = _heldout_before_after(
+            ctx,
+            db,
+            env_store,
+            heldout_envs,
+            registered,
+            cfg.model,
+            factory,
+            k=heldout_k,
+            max_turns=max_turns,
+            max_new_tokens=max_new_tokens,
+            as_json=as_json,
+        )
     if as_json:
         click.echo(
             json.dumps(
@@ -851,10 +893,53 @@ def _train(
                     "checkpoint": None if last is None else str(last),
                     "metrics": str(out / "metrics.jsonl"),
                     "registered": registered,
+                    "heldout": heldout,
                 },
                 indent=2,
             )
         )
+
+
+def _heldout_before_after(
+    ctx: click.Context,
+    db: Any,
+    env_store: Any,
+    envs: list[Environment],
+    candidate: str,
+    start_model: str,
+    factory: Any,
+    *,
+    k: int,
+    max_turns: int,
+    max_new_tokens: int,
+    as_json: bool,
+) -> dict[str, Any]:
+    """The run's new version scored on held-out environments beside what it would
+    replace, in `ribbit model evaluate`'s grading; printed side by side."""
+    from bot.settings import AgentSettings
+    from trainer.evaluate import before_and_after
+
+    limits = AgentSettings(max_turns=max_turns, max_new_tokens=max_new_tokens)
+    with (
+        _checked_out(env_store, envs, "heldout") as pairs,
+        progress(f"held-out evaluation ({k} rollouts each)") as steps,
+    ):
+        before, after = before_and_after(
+            db,
+            candidate,
+            start_model,
+            pairs,
+            factory,
+            limits,
+            k=k,
+            on_env=lambda env: steps.advance(f"scored {env.instance_id}"),
+        )
+    if not as_json:
+        click.echo(f"held-out pass@1 on {after.score.envs} env(s), {k} rollout(s) each:")
+        for label, score in (("before", before), ("after", after)):
+            note = "" if score.measured else " (recorded)"
+            click.echo(f"  {label}\t{score.model}\t{score.score.text()}{note}")
+    return {"before": before.to_json(), "after": after.to_json()}
 
 
 def _line_chosen(settings: Settings, line: str, envs: list[Environment]) -> list[Environment]:
@@ -984,7 +1069,7 @@ def verify_model(ctx: click.Context, model_id: str | None) -> None:
 @click.option("--json", "as_json", is_flag=True, help="One JSON array instead of lines.")
 @click.pass_context
 def list_models(ctx: click.Context, line: str | None, as_json: bool) -> None:
-    """List model versions: state, held-out pass rate, adapter, model line."""
+    """List model versions: state, held-out pass@1 [95% interval], adapter, model line."""
     from trainer.registry import versions
 
     rows = versions(_db(ctx), line)
@@ -1001,6 +1086,10 @@ def list_models(ctx: click.Context, line: str | None, as_json: bool) -> None:
                         "base_digest": v.base_digest,
                         "adapter_digest": v.adapter_digest,
                         "heldout_pass_rate": v.heldout_pass_rate,
+                        "heldout_ci_low": v.heldout_ci_low,
+                        "heldout_ci_high": v.heldout_ci_high,
+                        "heldout_envs": v.heldout_envs,
+                        "heldout_k": v.heldout_k,
                     }
                     for v in rows
                 ],
@@ -1011,10 +1100,19 @@ def list_models(ctx: click.Context, line: str | None, as_json: bool) -> None:
     if not rows:
         empty("no model versions; `ribbit train --register NAME` registers one")
     for v in rows:
-        rate = "-" if v.heldout_pass_rate is None else f"{v.heldout_pass_rate:.1%}"
+        rate = _heldout_text(v)
         click.echo(
             f"{v.name}\t{v.state}\theld-out {rate}\t{v.adapter_path or v.base_model}\tline {v.line}"
         )
+
+
+def _heldout_text(v: Any) -> str:
+    """A version's held-out score as `model list` shows it: ``40.0% [11.8%-76.9%]``."""
+    if v.heldout_pass_rate is None:
+        return "-"
+    if v.heldout_ci_low is None or v.heldout_ci_high is None:
+        return f"{v.heldout_pass_rate:.1%}"  # scored before intervals were recorded
+    return f"{v.heldout_pass_rate:.1%} [{v.heldout_ci_low:.1%}-{v.heldout_ci_high:.1%}]"
 
 
 @model.command("evaluate")
@@ -1071,7 +1169,11 @@ def evaluate_model(
             )
     except RegistryError as exc:
         raise click.ClickException(str(exc)) from None
-    click.echo(f"{version}: held-out pass rate {report.pass_rate:.1%} on {len(chosen)} env(s)")
+    score = report.pass_at_1
+    click.echo(
+        f"{version}: held-out pass rate {score.rate:.1%} on {score.envs} env(s), "
+        f"95% CI {score.low:.1%}-{score.high:.1%} (pass@1 from {k} rollout(s) each)"
+    )
 
 
 @model.command("promote")
@@ -1108,3 +1210,231 @@ def rollback_model(ctx: click.Context, line: str) -> None:
     except ModelVersionError as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(f"now serving {previous}" if previous else "now serving the base model")
+
+
+# -- eval ---------------------------------------------------------------------------------------
+@click.command("eval")
+@click.argument("repository")
+@click.option(
+    "--last", type=click.IntRange(min=1), default=10, show_default=True, help="Fixes to try."
+)
+@click.option(
+    "--rev", default="HEAD", show_default=True, help="Branch or commit to walk back from."
+)
+@click.option(
+    "--name",
+    "repo_name",
+    default=None,
+    help="owner/name, for the instance ids (default: from REPOSITORY).",
+)
+@click.option(
+    "--version",
+    "version_name",
+    default=None,
+    help="Model version to run (default: the promoted one, as jobs run it; else the base).",
+)
+@click.option(
+    "--k", type=click.IntRange(min=1), default=1, show_default=True, help="Rollouts per fix."
+)
+@click.option(
+    "--max-turns",
+    type=int,
+    default=None,
+    help="Agent turns (default: the setting; a repository's .ribbit.yml may set its own, as "
+    "for its jobs).",
+)
+@click.option(
+    "--max-new-tokens",
+    type=int,
+    default=None,
+    help="New tokens per model turn (default: the setting).",
+)
+@_test_run_options
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.pass_context
+def eval_command(
+    ctx: click.Context,
+    repository: str,
+    last: int,
+    rev: str,
+    repo_name: str | None,
+    version_name: str | None,
+    k: int,
+    max_turns: int | None,
+    max_new_tokens: int | None,
+    reruns: int,
+    timeout_s: float,
+    as_json: bool,
+) -> None:
+    """Backtest: what the bot would have done on REPOSITORY's last fixes.
+
+    REPOSITORY is a local clone or a clone URL. Its newest --last commits that changed
+    tests and code become environments (base: the commit's parent; setup and test
+    commands from the .ribbit.yml committed there), the model runs on each through the
+    production episode, and its patch is graded in a fresh sandbox: the resolve rate
+    (SWE-bench's verdict, tests only) and the rate that also passes the gates, each with
+    its 95% interval, and per fix the model's patch beside the real one."""
+    from bot.hostgit import GitError, clone_at
+    from trainer.backtest import BacktestReport, backtest, find_fixes
+    from trainer.envs.builder import EnvironmentBuilder
+    from worker.agent import load_policy
+    from worker.agent.episode import SandboxRecipe
+
+    settings = _settings(ctx)
+    limits = settings.agent.model_copy(
+        update={
+            key: value
+            for key, value in (("max_turns", max_turns), ("max_new_tokens", max_new_tokens))
+            if value is not None
+        }
+    )
+    label, model = _eval_model(ctx, version_name)
+    factory = SandboxRecipe.production(settings.sandbox)
+    builder = EnvironmentBuilder(factory, reruns=reruns, test_timeout_s=timeout_s)
+    work = Path(tempfile.mkdtemp(prefix="ribbit-eval-"))
+    try:
+        repo_dir = Path(repository)
+        try:
+            if not repo_dir.is_dir():
+                if repository.startswith("-"):
+                    raise click.ClickException(f"{repository!r} is not a repository")
+                with progress(f"cloning {repository}"):
+                    repo_dir = _clone_for_eval(repository, work / "src")
+            fixes = find_fixes(repo_dir, last, rev=rev)
+        except (GitError, ValueError) as exc:
+            raise click.ClickException(str(exc)) from None
+        name = repo_name or _repo_name(repository)
+        if not fixes:
+            if as_json:
+                click.echo(json.dumps(BacktestReport(name, label, k).to_json(), indent=2))
+            else:
+                empty(f"no commit on {rev} changes both tests and code; nothing to evaluate")
+            return
+        # Loaded once there is work for it (weights take a while); checked to be there above.
+        policy = load_policy(model, limits)
+
+        def checkout_for(env: Environment) -> Path:
+            return clone_at(repo_dir, work / "checkouts" / env.instance_id, env.base_commit)
+
+        with progress(f"evaluating {label} on {len(fixes)} fix(es)", total=len(fixes)) as steps:
+            report = backtest(
+                repo_dir,
+                name,
+                fixes,
+                builder,
+                policy,
+                limits,
+                factory,
+                checkout_for,
+                model=label,
+                k=k,
+                gate_settings=settings.gates,
+                on_fix=lambda r: steps.advance(f"{r.fix.commit[:12]} done"),
+            )
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    if as_json:
+        click.echo(json.dumps(report.to_json(), indent=2))
+        return
+    _print_backtest(report, rev)
+
+
+# Transports a clone URL may name: never ext:: (runs a command) nor fd::.
+_CLONE_PROTOCOLS = ("https", "http", "ssh", "git", "file")
+
+
+def _clone_for_eval(url: str, dest: Path) -> Path:
+    from bot.hostgit import GitError, run_git
+
+    proc = run_git(
+        Path.cwd(),
+        "clone",
+        "-q",
+        "--end-of-options",
+        url,
+        str(dest),
+        config=[("protocol.allow", "never")]
+        + [(f"protocol.{p}.allow", "always") for p in _CLONE_PROTOCOLS],
+        inherit=("SSL_CERT_FILE", "SSL_CERT_DIR", "GIT_SSL_CAINFO", "HTTPS_PROXY", "NO_PROXY"),
+        timeout=600,
+    )
+    if proc.returncode != 0:
+        raise GitError(f"git clone failed: {proc.stderr.decode(errors='replace').strip()}")
+    return dest
+
+
+def _eval_model(ctx: click.Context, version_name: str | None) -> tuple[str, Any]:
+    """(label, model settings) for `ribbit eval`: a named version, or what jobs of the
+    default line run now, checked to be there as a job checks it."""
+    from trainer.store import ModelVersion
+    from worker.models import (
+        ModelNotReady,
+        PromotedVersion,
+        model_for_jobs,
+        promoted_version,
+        ready,
+        with_version,
+    )
+
+    settings = _settings(ctx)
+    db = _db(ctx)
+    if version_name is not None:
+        from sqlalchemy import select
+
+        with db.session() as s:
+            row = s.scalar(select(ModelVersion).where(ModelVersion.name == version_name))
+            if row is None:
+                raise click.ClickException(f"no version {version_name!r}")
+            chosen = PromotedVersion(
+                row.name, row.base_model, Path(row.adapter_path) if row.adapter_path else None
+            )
+        label, model = version_name, with_version(settings.model, chosen)
+    else:
+        current = promoted_version(db)
+        label = current.name if current is not None else f"base {settings.model.model}"
+        model = model_for_jobs(db, settings.model)
+    if model.policy == "replay":
+        label = f"{label} (replay)"
+    try:
+        return label, ready(model, settings)
+    except ModelNotReady as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def _repo_name(repository: str) -> str:
+    """owner/name from a clone URL or path (its last two parts, .git dropped)."""
+    parts = [p for p in re.split(r"[/:]", repository.rstrip("/")) if p]
+    parts[-1:] = [parts[-1].removesuffix(".git")] if parts else []
+    return "/".join(parts[-2:]) or "local/repo"
+
+
+def _print_backtest(report: Any, rev: str) -> None:
+    from trainer.backtest import short_diff
+
+    click.echo(f"{report.repo} at {rev}: {report.model} on its last {len(report.fixes)} fix(es)")
+    for r in report.fixes:
+        head = f"  {r.fix.commit[:12]}  {r.fix.title[:60]}"
+        if r.rejected is not None:
+            click.echo(f"{head}\tskipped: {r.rejected.splitlines()[0][:200]}")
+            continue
+        verdict = "resolved" if r.resolved else "not resolved"
+        gates = "gates pass" if r.rewarded else f"reward 0 ({r.reason})"
+        click.echo(f"{head}\t{verdict} {r.resolved}/{r.rollouts}, {gates}")
+    resolve, reward = report.resolve_rate, report.reward_rate
+    if resolve is None or reward is None:
+        click.echo("no fix could be built into an environment; nothing was scored")
+        return
+    click.echo(f"resolve rate (SWE-bench, tests only): {resolve.text()}")
+    click.echo(f"resolved and gates pass (Ribbit's reward): {reward.text()}")
+    for r in report.scored:
+        click.echo(
+            f"\n{r.fix.commit[:12]} {r.fix.title}: {'resolved' if r.resolved else 'not resolved'}"
+        )
+        click.echo(
+            "  the model's patch:" if r.model_diff.strip() else "  the model's patch: (none)"
+        )
+        for text in short_diff(r.model_diff).splitlines() if r.model_diff.strip() else []:
+            click.echo(f"    {text}")
+        click.echo("  the real fix:")
+        for text in short_diff(r.real_diff).splitlines():
+            click.echo(f"    {text}")

@@ -1,13 +1,15 @@
 """Score a model version on held-out environments, and calibrate environments.
 
-A version's score is its mean solve rate over the held-out environments, from k
-rollouts each with the real reward (:mod:`trainer.calibrate`); the registry
-promotes on it.
+A version's score is its pass@1 over the held-out environments, from k rollouts
+each with the real reward (:mod:`trainer.calibrate`), stored with its 95% interval
+(:mod:`trainer.passk`); the registry promotes on the score.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 
 from sqlalchemy import select
@@ -16,7 +18,8 @@ from bot.settings import AgentSettings
 from bot.store.db import Database
 from trainer.calibrate import CalibrationReport, calibrate
 from trainer.envs.schema import Environment
-from trainer.registry import RegistryError
+from trainer.passk import PassAt1
+from trainer.registry import RegistryError, promoted_model
 from trainer.rl.learner import load_base_model
 from trainer.rl.rollout import graded_reward
 from trainer.store import ModelVersion
@@ -49,7 +52,9 @@ def evaluate_version(
     k: int = 1,
     on_env: Callable[[Environment], None] | None = None,
 ) -> CalibrationReport:
-    """Run the version on ``envs`` and store its held-out pass rate."""
+    """Run the version on ``envs`` and store its held-out pass@1 and interval."""
+    if not envs:
+        raise RegistryError("no environments to evaluate on")
     with db.session() as s:
         version = s.scalar(select(ModelVersion).where(ModelVersion.name == name))
         if version is None:
@@ -59,9 +64,103 @@ def evaluate_version(
     report = calibrate(
         envs, policy, limits, sandbox_factory, graded_reward(sandbox_factory), k=k, on_env=on_env
     )
+    record_heldout(db, name, report.pass_at_1, k)
+    return report
+
+
+def record_heldout(db: Database, name: str, score: PassAt1, k: int) -> None:
+    """Store ``score`` as version ``name``'s held-out result."""
     with db.session() as s:
         row = s.scalar(select(ModelVersion).where(ModelVersion.name == name))
-        assert row is not None
-        row.heldout_pass_rate = report.pass_rate
-        row.heldout_envs = len(envs)
-    return report
+        if row is None:
+            raise RegistryError(f"no version {name!r}")
+        row.heldout_pass_rate = score.rate
+        row.heldout_envs = score.envs
+        row.heldout_ci_low, row.heldout_ci_high = score.low, score.high
+        row.heldout_k = k
+
+
+@dataclass(frozen=True)
+class HeldoutScore:
+    """One model's held-out pass@1: a version's (by name) or the base it started from."""
+
+    model: str
+    score: PassAt1
+    k: int
+    measured: bool  # scored now (False: the registry's record, from an earlier evaluate)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "model": self.model,
+            "pass_at_1": self.score.rate,
+            "ci_low": self.score.low,
+            "ci_high": self.score.high,
+            "envs": self.score.envs,
+            "k": self.k,
+            "measured": self.measured,
+        }
+
+
+def _recorded(version: ModelVersion) -> HeldoutScore | None:
+    if (
+        version.heldout_pass_rate is None
+        or version.heldout_ci_low is None
+        or version.heldout_ci_high is None
+        or not version.heldout_envs
+    ):
+        return None
+    score = PassAt1(
+        rate=version.heldout_pass_rate,
+        low=version.heldout_ci_low,
+        high=version.heldout_ci_high,
+        envs=version.heldout_envs,
+        exact=Fraction(version.heldout_pass_rate),
+    )
+    return HeldoutScore(version.name, score, version.heldout_k or 1, measured=False)
+
+
+def before_and_after(
+    db: Database,
+    candidate: str,
+    start_model: str,
+    envs: Sequence[tuple[Environment, Path]],
+    sandbox_factory: SandboxRecipe,
+    limits: AgentSettings,
+    *,
+    k: int = 1,
+    on_env: Callable[[Environment], None] | None = None,
+) -> tuple[HeldoutScore, HeldoutScore]:
+    """The held-out score of what ``candidate`` would replace, and ``candidate``'s own
+    (recorded with it), in the same grading. *Before* is the line's promoted version:
+    its recorded score where it has one on as many environments with the same k, else
+    scored now (and recorded); with nothing
+    promoted, the base the run started from, scored now (there is no version to record
+    it with)."""
+    with db.session() as s:
+        row = s.scalar(select(ModelVersion).where(ModelVersion.name == candidate))
+        if row is None:
+            raise RegistryError(f"no version {candidate!r}")
+        line = row.line
+    current = promoted_model(db, line)  # its own session: sqlite has one writer at a time
+    before: HeldoutScore | None = None
+    if current is not None:
+        before = _recorded(current)
+        # A record from another held-out set (or another k) is not comparable: re-score.
+        if before is None or (before.score.envs, before.k) != (len(envs), k):
+            report = evaluate_version(
+                db, current.name, envs, sandbox_factory, limits, k=k, on_env=on_env
+            )
+            before = HeldoutScore(current.name, report.pass_at_1, k, measured=True)
+    else:
+        report = calibrate(
+            envs,
+            version_policy(start_model, None, limits),
+            limits,
+            sandbox_factory,
+            graded_reward(sandbox_factory),
+            k=k,
+            on_env=on_env,
+        )
+        before = HeldoutScore(start_model, report.pass_at_1, k, measured=True)
+    report = evaluate_version(db, candidate, envs, sandbox_factory, limits, k=k, on_env=on_env)
+    return before, HeldoutScore(candidate, report.pass_at_1, k, measured=True)

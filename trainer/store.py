@@ -1,6 +1,6 @@
 """The trainer's tables: environments (an index of the on-disk store), training
 runs and model versions. Same metadata as the bot's tables (bot.store.models.Base);
-the schema comes from migration 0002."""
+the schema comes from migration 0002 (and later ones)."""
 
 from __future__ import annotations
 
@@ -59,8 +59,13 @@ class ModelVersion(Base):
     run_id: Mapped[int | None] = mapped_column(
         ForeignKey("training_runs.id", ondelete="SET NULL"), nullable=True
     )
+    # pass@1 on the held-out environments (trainer/passk.py), its 95% interval (Wilson,
+    # over environments) and the rollouts per environment it came from (migration 0010).
     heldout_pass_rate: Mapped[float | None] = mapped_column(Float, nullable=True)
     heldout_envs: Mapped[int] = mapped_column(Integer, default=0)
+    heldout_ci_low: Mapped[float | None] = mapped_column(Float, nullable=True)
+    heldout_ci_high: Mapped[float | None] = mapped_column(Float, nullable=True)
+    heldout_k: Mapped[int | None] = mapped_column(Integer, nullable=True)
     # candidate | promoted | retired (was promoted, replaced) | rolled_back
     state: Mapped[str] = mapped_column(String(16), default="candidate")
     created_at: Mapped[datetime] = mapped_column(default=utcnow)

@@ -66,6 +66,14 @@ def model_for_jobs(
     if version is None or configured.policy == "replay":
         return configured
     log.info("using promoted model version %s (line %s)", version.name, line)
+    return with_version(configured, version)
+
+
+def with_version(configured: ModelSettings, version: PromotedVersion) -> ModelSettings:
+    """``configured`` running ``version`` (how a job runs its line's promoted one; how
+    `ribbit eval --version` runs a named one)."""
+    if configured.policy == "replay":
+        return configured
     if configured.policy == "openai":
         if version.adapter_path is None or configured.openai_server == "other":
             return configured
@@ -190,7 +198,11 @@ def preflight(db: Database, settings: Settings, repo: RepoRef | None = None) -> 
     before anything expensive starts (a worker without weights used to spend a minute in
     hub retries, then post an exception name)."""
     line = DEFAULT_LINE if repo is None else repo_line(db, settings.training, repo)
-    model = model_for_jobs(db, settings.model, line)
+    return ready(model_for_jobs(db, settings.model, line), settings)
+
+
+def ready(model: ModelSettings, settings: Settings) -> ModelSettings:
+    """``model`` checked to be there to run (:func:`preflight`'s checks)."""
     if model.policy == "replay":
         if model.replay_file is None or not model.replay_file.is_file():
             raise ModelNotReady(

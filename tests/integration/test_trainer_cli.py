@@ -49,6 +49,8 @@ def test_train_command_runs_on_the_bubblewrap_sandbox(
             str(out),
             "--register",
             "cand1",
+            "--heldout",
+            "all",
             "--max-turns",
             "2",
             "--max-new-tokens",
@@ -59,8 +61,13 @@ def test_train_command_runs_on_the_bubblewrap_sandbox(
     assert result.exit_code == 0, result.output
     assert "run 1: 1 steps, mean reward 0.000 -> 0.000" in result.output
     assert (out / "step-1" / "adapter").is_dir()
+    # Before (nothing promoted: the base the run started from) and after, side by side,
+    # in the same grading; a random model solves nothing: 0 of 1, Wilson's [0, 79.3%].
+    assert "held-out pass@1 on 1 env(s), 1 rollout(s) each:" in result.output
+    assert f"  before\t{tiny_model_dir}\t0.0% (95% CI 0.0%-79.3%, 1 envs)" in result.output
+    assert "  after\tcand1\t0.0% (95% CI 0.0%-79.3%, 1 envs)" in result.output
     listed = CliRunner().invoke(main, ["model", "list"])
-    assert "cand1\tcandidate" in listed.output
+    assert "cand1\tcandidate\theld-out 0.0% [0.0%-79.3%]" in listed.output
     evaluated = CliRunner().invoke(
         main,
         [
@@ -79,7 +86,10 @@ def test_train_command_runs_on_the_bubblewrap_sandbox(
         catch_exceptions=False,
     )
     assert evaluated.exit_code == 0, evaluated.output
-    assert "cand1: held-out pass rate 0.0% on 1 env(s)" in evaluated.output
+    assert (
+        "cand1: held-out pass rate 0.0% on 1 env(s), 95% CI 0.0%-79.3% (pass@1 from 1 "
+        "rollout(s) each)" in evaluated.output
+    )
     promoted = CliRunner().invoke(main, ["model", "promote", "cand1"])
     assert promoted.exit_code == 0, promoted.output
     listed = CliRunner().invoke(main, ["model", "list"])

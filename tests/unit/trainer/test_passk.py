@@ -72,9 +72,10 @@ def test_pass_at_1_is_the_same_in_any_scoring_order() -> None:
     scores = {pass_at_1(p) for p in itertools.permutations(outcomes)}
     assert len(scores) == 1
     [score] = scores
-    assert score.exact == (
-        Fraction(1, 3) + Fraction(2, 7) + 1 + 0 + Fraction(3, 7) + Fraction(2, 3)
-    ) / 6
+    assert (
+        score.exact
+        == (Fraction(1, 3) + Fraction(2, 7) + 1 + 0 + Fraction(3, 7) + Fraction(2, 3)) / 6
+    )
 
 
 def test_pass_at_1_needs_an_environment() -> None:

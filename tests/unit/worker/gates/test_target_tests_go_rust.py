@@ -134,6 +134,7 @@ def _case(classname: str, name: str) -> TestCase:
         (_case("tests/cli.rs", "t"), TargetTest("t", "tests/cli.rs"), True),
         (_case("tests/other.rs", "t"), TargetTest("t", "tests/cli.rs"), False),
         (_case("tests/cli.rs", "t"), TargetTest("t", "tests/common/mod.rs"), True),
+        (_case("src/lib.rs", "bytes::test_quote"), TargetTest("test_quote", None), True),
         (_case("doc:strsim", "src/lib.rs - t (line 3)"), TargetTest("t", "src/lib.rs"), False),
     ],
 )

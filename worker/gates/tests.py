@@ -462,24 +462,31 @@ def _enclosing_rust_test(lines: list[str], line_no: int) -> str | None:
     for i in range(line_no - 1, -1, -1):
         m = _RS_FN_RE.match(lines[i])
         if not m:
-            if i == line_no - 1 and own.strip() == "#[test]":
-                # The attribute line of a test added below it.
-                following = lines[line_no:]
-                m_next = next((_RS_FN_RE.match(x) for x in following if x.strip()), None)
-                return m_next[2] if m_next else None
+            if i == line_no - 1 and own.lstrip().startswith("#["):
+                # An attribute (#[test], #[ignore]) belongs to the fn below it.
+                below = next(
+                    (j for j in range(line_no, len(lines)) if not _rust_attribute(lines[j])),
+                    None,
+                )
+                fn = _RS_FN_RE.match(lines[below]) if below is not None else None
+                return fn[2] if fn and below is not None and _rust_is_test(lines, below) else None
             continue
         if i == line_no - 1 or len(m[1]) < indent:
             return m[2] if _rust_is_test(lines, i) else None
     return None
 
 
+def _rust_attribute(line: str) -> bool:
+    text = line.strip()
+    return text.startswith(("#[", "//"))
+
+
 def _rust_is_test(lines: list[str], fn_line: int) -> bool:
     """Whether the attributes right above line ``fn_line`` (0-based) hold ``#[test]``."""
     for i in range(fn_line - 1, -1, -1):
-        text = lines[i].strip()
-        if text == "#[test]":
+        if lines[i].strip() == "#[test]":
             return True
-        if not (text.startswith("#[") or text.startswith("//")):
+        if not _rust_attribute(lines[i]):
             return False
     return False
 

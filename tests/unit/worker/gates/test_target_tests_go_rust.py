@@ -100,6 +100,8 @@ def test_go_a_line_after_a_function_is_in_none() -> None:
         ('assert_eq!(1.0, jaro("a", "a"));', "jaro_same_one_character"),
         ("fn jaro_same_one_character() {", "jaro_same_one_character"),
         ("panic!();", "panics"),  # #[test] above other attributes and a comment
+        ("#[should_panic]", "panics"),  # an attribute added to a test
+        ("#[cfg(test)]", None),  # on a module, not a test fn
         ("0.0", None),  # the code under test
         ('jaro("a", "a")', None),  # a helper in the tests module
     ],

@@ -12,6 +12,11 @@ crates.io). Both are vendored, pinned, with their licences (tests/fixtures/*/REA
   4c53044, ``quote`` left ``{``, ``}`` and non-ASCII bytes unquoted) put back in
   ``src/bytes.rs``: 3 tests fail at the base; the fix passes.
 
+Two more, dustin/go-humanize (402bd47, #130) and rapidfuzz/strsim-rs (605c81c), are
+vendored at the fix's parent with the upstream diff: on docker here (the image's
+toolchains), each fix passes with its added tests named as targets; on bubblewrap they
+go to a draft PR in tests/integration/test_real_projects_e2e.py.
+
 A patch that fixes the bug and breaks something else is blocked test by test, the
 regression named by its runner's id.
 """
@@ -59,7 +64,7 @@ def _files(root: Path) -> dict[str, str]:
     return {
         str(p.relative_to(root)): p.read_text()
         for p in sorted(root.rglob("*"))
-        if p.is_file() and p.name != "README.md"
+        if p.is_file() and p.name not in ("README.md", "fix.patch")
     }
 
 
@@ -110,6 +115,10 @@ def repos(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, str
         },
     )
     made["rust"] = (rust, rust_base, rust_fix, rust_breaks)
+    for name in ("go-humanize", "strsim"):  # vendored before the fix, with its diff
+        repo = tmp_path_factory.mktemp(name) / "repo"
+        base = make_git_repo(repo, _files(FIXTURES / name))
+        made[name] = (repo, base, (FIXTURES / name / "fix.patch").read_text(), "")
     return made
 
 
@@ -170,6 +179,34 @@ def test_upstream_fix_passes_the_gates_with_a_detected_command(
     assert isinstance(before, dict) and isinstance(after, dict)
     assert before["per_test"] and after["per_test"], tests.logs
     assert failing_before <= set(before["failing"]), before
+    assert after["counts"]["passed"] == passing and after["counts"]["failed"] == 0, tests.logs
+
+
+MORE = {
+    # runner, passing tests after the fix, the tests the fix adds (its targets)
+    "go-humanize": ("go", 44, ["TestHumanizeBigIntMutation"]),
+    "strsim": ("cargo", 104, ["jaro_same_one_character", "jaro_winkler_same_one_character"]),
+}
+
+
+@pytest.mark.parametrize("project", list(MORE))
+def test_more_upstream_fixes_pass_the_gates_on_docker(
+    repos: dict[str, tuple[Path, str, str, str]], project: str, docker_settings: SandboxSettings
+) -> None:
+    """The image's toolchains (tests/integration/test_real_projects_e2e.py takes these
+    two to a draft PR on bubblewrap, with the host's)."""
+    settings = docker_settings.model_copy(
+        update={"memory_mb": 2048, "pids": 256, "workspace_mb": 256}
+    )
+    repo, base, fix, _ = repos[project]
+    runner, passing, targets = MORE[project]
+    report = _gate(settings, repo, base, fix, all_gates=False)
+    assert report.passed, report.to_markdown()
+    tests = report.result("tests")
+    assert tests is not None and tests.details["runner"] == runner
+    assert tests.details["targets"] == targets and not tests.details["target_failures"]
+    after = tests.details["after"]
+    assert isinstance(after, dict) and after["per_test"], tests.logs
     assert after["counts"]["passed"] == passing and after["counts"]["failed"] == 0, tests.logs
 
 

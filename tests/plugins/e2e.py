@@ -55,16 +55,24 @@ INSECURE_SCRIPT = [
 ]
 
 
-def record(script: list[str], path: Path, tmp_path: Path) -> Path:
-    """Record a trajectory the way the worker will replay it: the same agent loop."""
+def record(
+    script: list[str],
+    path: Path,
+    tmp_path: Path,
+    *,
+    files: dict[str, str] | None = None,
+    issue: tuple[str, str] = ISSUE,
+) -> Path:
+    """Record a trajectory the way the worker will replay it: the same agent loop, on
+    ``files`` (the calc repo's by default) and ``issue``."""
     from bot.settings import AgentSettings
     from worker.agent import AgentTask, run_agent
 
     source = tmp_path / f"rec-{path.stem}"
-    make_git_repo(source, REPO_FILES)
+    make_git_repo(source, REPO_FILES if files is None else files)
     with LocalDirSandbox(source) as sandbox:
         result = run_agent(
-            AgentTask(title=ISSUE[0], body=ISSUE[1]),
+            AgentTask(title=issue[0], body=issue[1]),
             sandbox,
             ScriptedPolicy(script),
             AgentSettings(),
@@ -146,20 +154,34 @@ class Deployment:
 def deployment_for(
     forge_world: Any, tmp_path: Path, redis_url: str, sandbox_backend: str
 ) -> Iterator[Callable[..., Deployment]]:
-    """``deployment_for(script)`` deploys the bot replaying ``script`` (on ``port=`` when the
-    settings must name its URL beforehand); deploying again
+    """``deployment_for(script)`` deploys the bot replaying ``script`` (recorded on
+    ``repo_files`` for ``issue``; on ``port=`` when the settings must name its URL
+    beforehand); deploying again
     (a new model, say) should follow ``close()`` of the previous one, which shares the
     store and the queue."""
     opened: list[Deployment] = []
 
-    def build(script: list[str], *, port: int = 0, **extra: Any) -> Deployment:
+    def build(
+        script: list[str],
+        *,
+        port: int = 0,
+        repo_files: dict[str, str] | None = None,
+        issue: tuple[str, str] = ISSUE,
+        **extra: Any,
+    ) -> Deployment:
         base = settings_for(
             forge_world.forge,
             tmp_path / "data",
             github_token=forge_world.bot.token,
             gitlab_token=forge_world.bot.token,
         )
-        replay = record(script, tmp_path / f"replay-{len(opened)}.jsonl", tmp_path)
+        replay = record(
+            script,
+            tmp_path / f"replay-{len(opened)}.jsonl",
+            tmp_path,
+            files=repo_files,
+            issue=issue,
+        )
         settings = base.model_copy(
             update={
                 "broker_url": redis_url,

@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Literal
 
 from bot.repo_config import RepoConfig
-from worker.gates.junit import NESTED_SEPARATOR, Flavour
+from worker.gates.junit import NESTED_SEPARATOR, Flavour, doc_test_filter
 from worker.gates.trees import regular_file_inside
 
 Runner = Literal["pytest", "go", "cargo", "node", "jest", "vitest", "shell"]
@@ -287,19 +287,37 @@ def _cargo(cmd: TestCommand, select: list[str]) -> Invocation:
     if "--no-fail-fast" not in cargo_args:
         # Every target runs even when one fails, so no test vanishes behind a failure.
         cargo_args = ["--no-fail-fast", *cargo_args]
-    if select:
-        targets: list[str] = []
-        names: list[str] = []
-        for test_id in select:
-            target, _, name = test_id.partition("::")
-            for flag in _cargo_target(target):
-                if flag not in targets:
-                    targets.append(flag)
-            names.append(name)
-        cargo_args = [*cargo_args, *targets]
-        test_args = [*test_args, "--exact", *sorted(set(names))]
-    words = ["cargo", "test", *cargo_args] + (["--", *test_args] if test_args else [])
-    return Invocation(_quote(words), "output")
+    if not select:
+        words = ["cargo", "test", *cargo_args] + (["--", *test_args] if test_args else [])
+        return Invocation(_quote(words), "output")
+    targets: list[str] = []
+    names: list[str] = []
+    doc_filters: set[str] = set()
+    for test_id in select:
+        target, _, name = test_id.partition("::")
+        if target.startswith("doc:"):
+            # Doc test ids carry no line (junit._doc_ids): a substring filter finds them.
+            doc_filters.add(doc_test_filter(name))
+            continue
+        for flag in _cargo_target(target):
+            if flag not in targets:
+                targets.append(flag)
+        names.append(name)
+    runs = []
+    if names:
+        runs.append(
+            _quote(["cargo", "test", *cargo_args, *targets, "--", *test_args, "--exact"])
+            + " "
+            + _quote(sorted(set(names)))
+        )
+    if doc_filters:
+        runs.append(
+            _quote(["cargo", "test", *cargo_args, "--doc", "--", *test_args, *sorted(doc_filters)])
+        )
+    if len(runs) == 1:
+        return Invocation(runs[0], "output")
+    # One exit status for both runs: failing if either failed.
+    return Invocation(f"( {runs[0]}; r=$?; {runs[1]} || r=$?; exit $r )", "output")
 
 
 def _cargo_target(target: str) -> list[str]:

@@ -56,6 +56,9 @@ _LOG_TAIL = 3000
 _CANCEL_POLL_S = 0.5  # how soon a /ribbit stop reaches a running test command
 _ISSUE_TEST_RE = re.compile(r"\b(test_\w+|Test\w+)")
 _PY_DEF_RE = re.compile(r"^(\s*)(?:async\s+)?def\s+(\w+)\s*\(")
+_GO_FUNC_RE = re.compile(r"^func\s+(?:\([^)]*\)\s*)?(\w+)\s*[\[(]")
+_GO_TEST_NAME_RE = re.compile(r"(?:Test|Fuzz)(?:[^a-z]\w*)?")
+_RS_FN_RE = re.compile(r"^(\s*)(?:pub(?:\([^)]*\))?\s+)?(?:async\s+)?fn\s+(\w+)")
 
 
 @dataclass
@@ -381,14 +384,22 @@ def _output(result: ExecResult) -> str:
 
 
 def target_tests(ctx: GateContext, trees: PatchTrees) -> list[TargetTest]:
-    """Tests the patch adds or changes (Python: the test function around each added
-    line), and tests the issue names."""
+    """Tests the patch adds or changes (the test function around each added line:
+    Python's ``test_*``, Go's ``TestX``, Rust's ``#[test]`` fns), and tests the issue
+    names."""
     targets: dict[tuple[str, str | None], TargetTest] = {}
     for change in trees.parsed.files:
-        if change.new is None or change.new.escapes or not is_test_path(change.new.path):
+        if change.new is None or change.new.escapes:
             continue
         path = change.new.path
-        if not path.endswith(".py"):
+        # Rust's unit tests live in the code's own files (a #[test] in src/lib.rs).
+        if path.endswith(".py") and is_test_path(path):
+            enclosing = _enclosing_test
+        elif path.endswith("_test.go"):
+            enclosing = _enclosing_go_test
+        elif path.endswith(".rs"):
+            enclosing = _enclosing_rust_test
+        else:
             continue
         file = regular_file_inside(trees.after, path)
         if file is None:
@@ -398,7 +409,7 @@ def target_tests(ctx: GateContext, trees: PatchTrees) -> list[TargetTest]:
         except OSError:
             continue
         for line_no, _ in change.added:
-            name = _enclosing_test(lines, line_no)
+            name = enclosing(lines, line_no)
             if name:
                 targets[(name, path)] = TargetTest(name=name, path=path)
     for name in _ISSUE_TEST_RE.findall(ctx.issue_text or ""):
@@ -424,8 +435,82 @@ def _enclosing_test(lines: list[str], line_no: int) -> str | None:
     return None
 
 
+def _enclosing_go_test(lines: list[str], line_no: int) -> str | None:
+    """The ``TestX`` function whose body (or ``func`` line) holds line ``line_no``:
+    gofmt puts a top-level ``func`` and its closing ``}`` at column 0."""
+    if not 1 <= line_no <= len(lines) or not lines[line_no - 1].strip():
+        return None
+    if lines[line_no - 1].lstrip().startswith("//"):
+        return None
+    for i in range(line_no - 1, -1, -1):
+        m = _GO_FUNC_RE.match(lines[i])
+        if m:
+            return m[1] if _GO_TEST_NAME_RE.fullmatch(m[1]) else None
+        if lines[i].startswith("}") and i != line_no - 1:
+            return None  # after the end of the function above: not inside one
+    return None
+
+
+def _enclosing_rust_test(lines: list[str], line_no: int) -> str | None:
+    """The ``#[test]`` function whose body (or ``fn`` line) holds line ``line_no``."""
+    if not 1 <= line_no <= len(lines):
+        return None
+    own = lines[line_no - 1]
+    if not own.strip() or own.lstrip().startswith("//"):
+        return None
+    indent = len(own) - len(own.lstrip())
+    for i in range(line_no - 1, -1, -1):
+        m = _RS_FN_RE.match(lines[i])
+        if not m:
+            if i == line_no - 1 and own.lstrip().startswith("#["):
+                # An attribute (#[test], #[ignore]) belongs to the fn below it.
+                below = next(
+                    (j for j in range(line_no, len(lines)) if not _rust_attribute(lines[j])),
+                    None,
+                )
+                fn = _RS_FN_RE.match(lines[below]) if below is not None else None
+                return fn[2] if fn and below is not None and _rust_is_test(lines, below) else None
+            continue
+        if i == line_no - 1 or len(m[1]) < indent:
+            return m[2] if _rust_is_test(lines, i) else None
+    return None
+
+
+def _rust_attribute(line: str) -> bool:
+    text = line.strip()
+    return text.startswith(("#[", "//"))
+
+
+def _rust_is_test(lines: list[str], fn_line: int) -> bool:
+    """Whether the attributes right above line ``fn_line`` (0-based) hold ``#[test]``."""
+    for i in range(fn_line - 1, -1, -1):
+        if lines[i].strip() == "#[test]":
+            return True
+        if not _rust_attribute(lines[i]):
+            return False
+    return False
+
+
 def _matches(case: TestCase, target: TargetTest) -> bool:
-    if case.base_name != target.name and case.classname.rsplit(".", 1)[-1] != target.name:
+    if target.path is not None and target.path.endswith(".go"):
+        # go test: classname is the package's import path, name "TestX" or "TestX/sub".
+        if case.name != target.name and not case.name.startswith(target.name + "/"):
+            return False
+        folder = str(Path(target.path).parent)
+        return folder == "." or case.classname.endswith("/" + folder)
+    if target.path is not None and target.path.endswith(".rs"):
+        # libtest: classname is the test binary's source ("src/lib.rs", "tests/cli.rs"),
+        # name the test's module path ("tests::jaro_x").
+        if case.name.rsplit("::", 1)[-1] != target.name:
+            return False
+        if target.path.startswith("tests/"):
+            # tests/x.rs is its own binary; tests/x/helpers.rs belongs to one of them.
+            nested = target.path.count("/") > 1
+            return case.classname == target.path or (nested and case.classname.startswith("tests/"))
+        return not case.classname.startswith(("tests/", "doc:"))
+    # An issue names a Rust test by its function: libtest's name is its module path.
+    name = case.base_name.rsplit("::", 1)[-1]
+    if name != target.name and case.classname.rsplit(".", 1)[-1] != target.name:
         return False
     if target.path is None:
         return True

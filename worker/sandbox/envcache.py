@@ -30,7 +30,7 @@ import os
 import secrets
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from types import TracebackType
@@ -39,6 +39,7 @@ from typing import Self
 from bot.repo_config import RepoConfig
 from bot.settings import SandboxSettings
 from worker.sandbox.base import WORKSPACE, Sandbox, SandboxError
+from worker.sandbox.egress import repo_setup_hosts
 from worker.sandbox.export import ExportError, read_regular_file
 from worker.sandbox.setup import SETUP_VERSION, SetupResult, run_setup
 from worker.sandbox.snapshot import (
@@ -105,6 +106,9 @@ class EnvKey:
     setup_command: str | None
     manifests: str  # digest of the checkout's lock and manifest files
     index_url: str | None = None  # the deployment's package mirror
+    # The extra hosts the setup step may reach (.ribbit.yml setup_hosts the deployment
+    # permits): a host added or dropped can change what the setup installs.
+    setup_hosts: tuple[str, ...] = ()
     setup_version: int = SETUP_VERSION
 
     def digest(self) -> str:
@@ -256,7 +260,9 @@ class EnvCache:
         try:
             marker = path / MARKER
             data = json.loads(marker.read_text())
-            key = EnvKey(**data["key"])
+            raw = data["key"]
+            # JSON keeps the hosts as a list; the key compared against holds a tuple.
+            key = EnvKey(**{**raw, "setup_hosts": tuple(raw.get("setup_hosts", ()))})
             size = int(data["size_bytes"])
             last_used = marker.stat().st_mtime
         except (OSError, ValueError, TypeError, KeyError):
@@ -345,11 +351,19 @@ def _host_fingerprint() -> str:
 
 
 def env_key(
-    repo: str, settings: SandboxSettings, checkout: Path, setup_command: str | None
+    repo: str,
+    settings: SandboxSettings,
+    checkout: Path,
+    setup_command: str | None,
+    *,
+    setup_hosts: Sequence[str] = (),
 ) -> EnvKey:
+    """``setup_hosts``: the repository's ``.ribbit.yml`` ``setup_hosts``; the key holds
+    those the deployment permits, as the setup step reaches them."""
     from worker.sandbox import resolve_backend
 
     backend = resolve_backend(settings)
+    allowed = repo_setup_hosts(setup_hosts, settings.repo_setup_hosts).allowed
     return EnvKey(
         repo=repo,
         backend=backend,
@@ -357,6 +371,7 @@ def env_key(
         setup_command=setup_command,
         manifests=manifest_digest(checkout),
         index_url=settings.package_index_url,
+        setup_hosts=tuple(sorted(allowed)),
     )
 
 
@@ -402,7 +417,9 @@ class JobEnvironment:
         key = None
         if cache is not None:
             try:
-                key = env_key(repo, settings, checkout, repo_config.setup)
+                key = env_key(
+                    repo, settings, checkout, repo_config.setup, setup_hosts=repo_config.setup_hosts
+                )
             except (SandboxError, OSError) as exc:
                 log.warning("no environment cache for this job: %s", exc)
         return cls(repo_config, settings, checkout=checkout, workdir=workdir, cache=cache, key=key)

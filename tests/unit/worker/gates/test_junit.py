@@ -345,8 +345,38 @@ def test_libtest_output_read_into_test_cases() -> None:
         "src/lib.rs::top": "passed",
         "src/lib.rs::tests::it_fails": "failed",
         "tests/integ.rs::integ_one": "passed",
-        "doc:pg_rs::src/lib.rs - add (line 3)": "passed",
+        "doc:pg_rs::src/lib.rs - add": "passed",
     }
+
+
+def test_doc_tests_keep_their_id_when_lines_move() -> None:
+    def doc_block(*names: str) -> str:
+        lines = "".join(f"test {n} ... ok\n" for n in names)
+        return (
+            f"   Doc-tests strsim\n\nrunning {len(names)} tests\n{lines}\n"
+            f"test result: ok. {len(names)} passed; 0 failed; 0 ignored; 0 measured; "
+            "0 filtered out; finished in 0.19s\n"
+        )
+
+    # libtest sorts by name: "line 100" comes before "line 62".
+    before = doc_block(
+        "src/lib.rs - jaro (line 100)",
+        "src/lib.rs - jaro (line 62)",
+        "src/lib.rs - hamming (line 9) - compile fail",
+    )
+    # A patch adds five lines above them all.
+    after = doc_block(
+        "src/lib.rs - jaro (line 105)",
+        "src/lib.rs - jaro (line 67)",
+        "src/lib.rs - hamming (line 14) - compile fail",
+    )
+    ids = {
+        "doc:strsim::src/lib.rs - jaro #1",
+        "doc:strsim::src/lib.rs - jaro #2",
+        "doc:strsim::src/lib.rs - hamming",
+    }
+    assert set(outcomes(parse_libtest(before))) == ids
+    assert set(outcomes(parse_libtest(after))) == ids
 
 
 @pytest.mark.parametrize(

@@ -123,14 +123,27 @@ def test_cargo_runs_every_target_and_selects_exact_names() -> None:
     assert _words(cargo.invocation().script) == [
         *("cargo", "test", "--no-fail-fast", "--workspace", "--", "--test-threads", "2"),
     ]
-    chosen = cargo.invocation(
-        ["src/lib.rs::tests::a", "tests/cli.rs::runs", "doc:x::src/lib.rs - add (line 3)"]
-    )
+    chosen = cargo.invocation(["src/lib.rs::tests::a", "tests/cli.rs::runs"])
     assert _words(chosen.script) == [
-        *("cargo", "test", "--no-fail-fast", "--workspace", "--lib", "--test", "cli", "--doc"),
-        *("--", "--test-threads", "2", "--exact"),
-        *("runs", "src/lib.rs - add (line 3)", "tests::a"),
+        *("cargo", "test", "--no-fail-fast", "--workspace", "--lib", "--test", "cli"),
+        *("--", "--test-threads", "2", "--exact", "runs", "tests::a"),
     ]
+
+
+def test_cargo_selects_doc_tests_by_their_item() -> None:
+    cargo = recognise("cargo test -- --test-threads 2", "x")
+    # Doc test ids hold no line (junit._doc_ids), and rustdoc splits its filters at
+    # whitespace: the item's path, as a substring, selects its doc tests.
+    docs = cargo.invocation(["doc:x::src/lib.rs - add #2", "doc:x::src/lib.rs - Calc::add"])
+    assert _words(docs.script) == [
+        *("cargo", "test", "--no-fail-fast", "--doc", "--", "--test-threads", "2"),
+        *("Calc::add", "add"),
+    ]
+    both = cargo.invocation(["src/lib.rs::tests::a", "doc:x::src/lib.rs - add"])
+    assert both.script == (
+        "( cargo test --no-fail-fast --lib -- --test-threads 2 --exact tests::a; r=$?; "
+        "cargo test --no-fail-fast --doc -- --test-threads 2 add || r=$?; exit $r )"
+    )
 
 
 def test_node_asks_for_junit_where_node_has_it_and_selects_by_name() -> None:

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from worker.sandbox.envcache import MARKER, EnvCache, EnvKey, manifest_digest
+from bot.settings import SandboxSettings
+from worker.sandbox.envcache import MARKER, EnvCache, EnvKey, env_key, manifest_digest
 from worker.sandbox.snapshot import (
     EnvSnapshot,
     overlay_paths,
@@ -83,6 +84,7 @@ def test_put_then_get_returns_a_copy_of_the_snapshot(tmp_path: Path, clock: Fake
         key(backend="docker"),
         key(setup_version=999),  # Ribbit's setup step changed
         key(index_url="https://mirror.example/simple"),
+        key(setup_hosts=("pkgs.example.org",)),  # the setup may reach another registry
     ],
 )
 def test_any_part_of_the_key_changed_misses(
@@ -178,6 +180,37 @@ def test_a_snapshot_larger_than_the_whole_cache_is_not_stored(
     cache = make_cache(tmp_path, clock, max_mb=0.5)
     assert cache.put(key(), snapshot(tmp_path / "big", size=MB)) is None
     assert cache.entries() == []
+
+
+def test_a_key_with_setup_hosts_is_found_again_after_its_marker_is_read(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    cache = make_cache(tmp_path, clock)
+    with_hosts = key(setup_hosts=("a.example.org", "b.example.org"))
+    cache.put(with_hosts, snapshot(tmp_path / "snap"))
+    assert cache.get(with_hosts) is not None
+    assert [e.key for e in cache.entries()] == [with_hosts]
+
+
+def test_the_key_holds_the_setup_hosts_the_deployment_permits(tmp_path: Path) -> None:
+    checkout = tmp_path / "repo"
+    checkout.mkdir()
+    (checkout / "requirements.txt").write_text("toolz==1\n")
+    settings = SandboxSettings(backend="bubblewrap", repo_setup_hosts=["*.example.org"])
+
+    def hosts(*requested: str) -> EnvKey:
+        return env_key("github:o/r", settings, checkout, "pip install .", setup_hosts=requested)
+
+    none = hosts()
+    assert none.setup_hosts == ()
+    one = hosts("pkgs.example.org")
+    assert one.setup_hosts == ("pkgs.example.org",) and one.digest() != none.digest()
+    # Order, case and repeats do not make another environment.
+    assert hosts("b.example.org", "A.example.org", "b.example.org") == hosts(
+        "a.example.org", "b.example.org"
+    )
+    # A host the deployment refuses is never reached: the environment is the same.
+    assert hosts("pkgs.example.org", "evil.test") == one
 
 
 def test_manifest_digest_follows_lock_files_only(tmp_path: Path) -> None:

@@ -15,14 +15,13 @@ import logging
 import threading
 import urllib.parse
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import github
-import requests
 from github import Auth, Github, GithubException
 from github.PullRequest import PullRequest as GhPullRequest
 from github.Repository import Repository
@@ -36,7 +35,6 @@ from bot.forges.base import (
     ForgeError,
     ForgeName,
     ForgeNotFound,
-    ForgePermissionDenied,
     ForgeUnavailable,
     GateReview,
     Issue,
@@ -54,14 +52,12 @@ from bot.forges.branches import (
     validate_sha,
 )
 from bot.forges.create_once import create_once
+from bot.forges.http_errors import mapped_errors, status_error
 from bot.forges.markers import find_marked, with_marker
 from bot.forges.redact import SECRETS, redact, scrub
 from bot.forges.retries import (
     HTTP_TIMEOUT_S,
-    SECONDARY_RATE_LIMIT_WAIT_S,
-    RateLimited,
     is_github_rate_limited,
-    retry_after_seconds,
     retry_policy,
     retry_repeatable,
 )
@@ -153,38 +149,15 @@ class GitHubForge:
     def _secrets(self) -> list[str]:
         return SECRETS.values()
 
-    @contextmanager
-    def _errors(self, what: str) -> Iterator[None]:
-        try:
-            yield
-        except ForgeError:
-            raise
-        except GithubException as exc:
-            raise self._map(exc, what) from None
-        except (requests.ConnectionError, requests.Timeout) as exc:
-            raise ForgeUnavailable(
-                f"GitHub unreachable while trying to {what}: {type(exc).__name__}"
-            ) from None
-        except requests.exceptions.RetryError:
-            raise ForgeUnavailable(f"GitHub kept failing while trying to {what}") from None
+    def _errors(self, what: str) -> AbstractContextManager[None]:
+        return mapped_errors("GitHub", what, GithubException, lambda exc: self._map(exc, what))
 
     def _map(self, exc: GithubException, what: str) -> ForgeError:
         status = exc.status
         headers = dict(exc.headers or {})
         message = redact(_message(exc), self._secrets())
-        text = f"GitHub answered {status} to {what}" + (f": {message}" if message else "")
-        if is_github_rate_limited(status, headers, message):
-            wait = retry_after_seconds(headers)
-            if wait is None:
-                wait = SECONDARY_RATE_LIMIT_WAIT_S
-            return RateLimited(f"GitHub rate limit while trying to {what}", retry_after=wait)
-        if status >= 500:
-            return ForgeUnavailable(text, retry_after=retry_after_seconds(headers))
-        if status == 404:
-            return ForgeNotFound(text)
-        if status in (401, 403):
-            return ForgePermissionDenied(text)
-        return ForgeError(text)
+        limited = is_github_rate_limited(status, headers, message)
+        return status_error("GitHub", what, status, message, headers, rate_limited=limited)
 
     def _call(self, what: str, fn: Callable[[], T]) -> T:
         with self._errors(what):

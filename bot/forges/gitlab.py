@@ -13,8 +13,8 @@ import logging
 import threading
 import urllib.parse
 import uuid
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -34,8 +34,6 @@ from bot.forges.base import (
     ForgeError,
     ForgeName,
     ForgeNotFound,
-    ForgePermissionDenied,
-    ForgeUnavailable,
     GateReview,
     Issue,
     IssueRef,
@@ -52,12 +50,11 @@ from bot.forges.branches import (
     validate_sha,
 )
 from bot.forges.create_once import create_once
+from bot.forges.http_errors import mapped_errors, status_error
 from bot.forges.markers import find_marked, marker_of, with_marker
 from bot.forges.redact import SECRETS, redact, scrub
 from bot.forges.retries import (
     HTTP_TIMEOUT_S,
-    RateLimited,
-    retry_after_seconds,
     retry_policy,
     retry_repeatable,
 )
@@ -71,7 +68,6 @@ DRAFT_PREFIX = "Draft: "
 # report (the PR body) instead of burying the MR in threads.
 MAX_LINE_DISCUSSIONS = 25
 _LEVEL_ICONS = {"failure": "❌", "warning": "⚠️", "notice": "ℹ️"}  # noqa: RUF001
-_DEFAULT_RATE_LIMIT_WAIT_S = 60.0
 _STATUS_STATES = {
     "pending": "pending",
     "success": "success",
@@ -151,41 +147,15 @@ class GitLabForge:
         if response.status_code == 429 or response.status_code >= 500:
             self._local.headers = dict(response.headers)
 
-    @contextmanager
-    def _errors(self, what: str) -> Iterator[None]:
+    def _errors(self, what: str) -> AbstractContextManager[None]:
         self._local.headers = {}
-        try:
-            yield
-        except ForgeError:
-            raise
-        except GitlabError as exc:
-            raise self._map(exc, what) from None
-        except (requests.ConnectionError, requests.Timeout) as exc:
-            raise ForgeUnavailable(
-                f"GitLab unreachable while trying to {what}: {type(exc).__name__}"
-            ) from None
-        except requests.exceptions.RetryError:
-            raise ForgeUnavailable(f"GitLab kept failing while trying to {what}") from None
+        return mapped_errors("GitLab", what, GitlabError, lambda exc: self._map(exc, what))
 
     def _map(self, exc: GitlabError, what: str) -> ForgeError:
         status = exc.response_code or 0
         message = redact(str(exc.error_message or ""), SECRETS.values())
-        text = f"GitLab answered {status} to {what}" + (f": {message}" if message else "")
-        if status == 429:
-            wait = retry_after_seconds(getattr(self._local, "headers", {}) or {})
-            return RateLimited(
-                f"GitLab rate limit while trying to {what}",
-                retry_after=_DEFAULT_RATE_LIMIT_WAIT_S if wait is None else wait,
-            )
-        if status >= 500 or status == 0:
-            return ForgeUnavailable(
-                text, retry_after=retry_after_seconds(getattr(self._local, "headers", {}) or {})
-            )
-        if status == 404:
-            return ForgeNotFound(text)
-        if status in (401, 403):
-            return ForgePermissionDenied(text)
-        return ForgeError(text)
+        headers = getattr(self._local, "headers", {}) or {}
+        return status_error("GitLab", what, status, message, headers, rate_limited=status == 429)
 
     def _call(self, what: str, fn: Callable[[], T]) -> T:
         with self._errors(what):

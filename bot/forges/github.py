@@ -12,19 +12,16 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import random
 import threading
-import time
 import urllib.parse
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import github
-import requests
 from github import Auth, Github, GithubException
 from github.PullRequest import PullRequest as GhPullRequest
 from github.Repository import Repository
@@ -38,7 +35,6 @@ from bot.forges.base import (
     ForgeError,
     ForgeName,
     ForgeNotFound,
-    ForgePermissionDenied,
     ForgeUnavailable,
     GateReview,
     Issue,
@@ -55,14 +51,13 @@ from bot.forges.branches import (
     validate_repo_path,
     validate_sha,
 )
+from bot.forges.create_once import create_once
+from bot.forges.http_errors import mapped_errors, status_error
 from bot.forges.markers import find_marked, with_marker
 from bot.forges.redact import SECRETS, redact, scrub
 from bot.forges.retries import (
     HTTP_TIMEOUT_S,
-    SECONDARY_RATE_LIMIT_WAIT_S,
-    RateLimited,
     is_github_rate_limited,
-    retry_after_seconds,
     retry_policy,
     retry_repeatable,
 )
@@ -80,8 +75,6 @@ _REVIEW_STATES: dict[
     "DISMISSED": "dismissed",
     "PENDING": "pending",
 }
-# Attempts for the non-idempotent creations (comment, PR, check run) after a lost answer.
-_CREATE_ATTEMPTS = 3
 # GitHub takes at most 50 annotations per request; one request keeps the creation atomic.
 MAX_ANNOTATIONS = 50
 
@@ -156,38 +149,15 @@ class GitHubForge:
     def _secrets(self) -> list[str]:
         return SECRETS.values()
 
-    @contextmanager
-    def _errors(self, what: str) -> Iterator[None]:
-        try:
-            yield
-        except ForgeError:
-            raise
-        except GithubException as exc:
-            raise self._map(exc, what) from None
-        except (requests.ConnectionError, requests.Timeout) as exc:
-            raise ForgeUnavailable(
-                f"GitHub unreachable while trying to {what}: {type(exc).__name__}"
-            ) from None
-        except requests.exceptions.RetryError:
-            raise ForgeUnavailable(f"GitHub kept failing while trying to {what}") from None
+    def _errors(self, what: str) -> AbstractContextManager[None]:
+        return mapped_errors("GitHub", what, GithubException, lambda exc: self._map(exc, what))
 
     def _map(self, exc: GithubException, what: str) -> ForgeError:
         status = exc.status
         headers = dict(exc.headers or {})
         message = redact(_message(exc), self._secrets())
-        text = f"GitHub answered {status} to {what}" + (f": {message}" if message else "")
-        if is_github_rate_limited(status, headers, message):
-            wait = retry_after_seconds(headers)
-            if wait is None:
-                wait = SECONDARY_RATE_LIMIT_WAIT_S
-            return RateLimited(f"GitHub rate limit while trying to {what}", retry_after=wait)
-        if status >= 500:
-            return ForgeUnavailable(text, retry_after=retry_after_seconds(headers))
-        if status == 404:
-            return ForgeNotFound(text)
-        if status in (401, 403):
-            return ForgePermissionDenied(text)
-        return ForgeError(text)
+        limited = is_github_rate_limited(status, headers, message)
+        return status_error("GitHub", what, status, message, headers, rate_limited=limited)
 
     def _call(self, what: str, fn: Callable[[], T]) -> T:
         with self._errors(what):
@@ -276,21 +246,10 @@ class GitHubForge:
         marked = with_marker(body, marker)
         url = f"{self._repo(ref.repo).url}/issues/{ref.number}/comments"
         what = f"comment on {ref}"
-        last: ForgeError | None = None
-        for _attempt in range(_CREATE_ATTEMPTS):
-            try:
-                return int(json.loads(self._raw("POST", url, what, body={"body": marked}))["id"])
-            except RateLimited:
-                raise  # refused, not lost: defer the job
-            except ForgeUnavailable as exc:
-                last = exc
-            # The answer was lost, not necessarily the comment: look before posting again.
-            time.sleep(random.uniform(0, 0.5))  # noqa: S311
-            existing = self._find_marked_comment(ref, marker)
-            if existing is not None:
-                return existing
-        assert last is not None
-        raise last
+        return create_once(
+            lambda: int(json.loads(self._raw("POST", url, what, body={"body": marked}))["id"]),
+            lambda: self._find_marked_comment(ref, marker),
+        )
 
     def _find_marked_comment(self, ref: IssueRef, marker: str) -> int | None:
         def search() -> int | None:
@@ -383,32 +342,30 @@ class GitHubForge:
         validate_branch_name(draft.head)
         validate_branch_name(draft.base)
         what = f"open a draft pull request from {draft.head} in {repo}"
-        created: GhPullRequest | None = None
-        for attempt in range(_CREATE_ATTEMPTS):
-            # Looking first makes a retried job, or a POST whose answer was lost, reuse the PR.
+
+        def create() -> int:
+            created = self._call(
+                what,
+                lambda: self._repo(repo).create_pull(
+                    base=draft.base,
+                    head=draft.head,
+                    title=draft.title,
+                    body=draft.body,
+                    draft=True,
+                    maintainer_can_modify=False,
+                ),
+            )
+            return created.number
+
+        def find_open() -> int | None:
             existing = self.find_pull_request(repo, draft.head)
-            if existing is not None and existing.state == "open":
-                return self._apply_labels_and_reviewers(repo, existing.ref.number, draft)
-            try:
-                created = self._call(
-                    what,
-                    lambda: self._repo(repo).create_pull(
-                        base=draft.base,
-                        head=draft.head,
-                        title=draft.title,
-                        body=draft.body,
-                        draft=True,
-                        maintainer_can_modify=False,
-                    ),
-                )
-                break
-            except RateLimited:
-                raise
-            except ForgeUnavailable:
-                if attempt == _CREATE_ATTEMPTS - 1:
-                    raise
-        assert created is not None
-        return self._apply_labels_and_reviewers(repo, created.number, draft)
+            if existing is None or existing.state != "open":
+                return None
+            return existing.ref.number
+
+        # Looking first makes a retried job, or a POST whose answer was lost, reuse the PR.
+        number = create_once(create, find_open, look_first=True)
+        return self._apply_labels_and_reviewers(repo, number, draft)
 
     def _apply_labels_and_reviewers(
         self, repo: RepoRef, number: int, draft: DraftPullRequest
@@ -548,24 +505,13 @@ class GitHubForge:
         not is refused with 403 (ForgePermissionDenied), and the commit status stays."""
         validate_sha(head_sha)
         base = self._repo(ref.repo).url
-        if self._find_check_run(base, head_sha, review) is not None:
-            return
         body = _check_run_body(head_sha, review)
         what = f"create the {review.name} check run on {head_sha[:12]}"
-        last: ForgeError | None = None
-        for _attempt in range(_CREATE_ATTEMPTS):
-            try:
-                self._raw("POST", f"{base}/check-runs", what, body=body)
-                return
-            except RateLimited:
-                raise
-            except ForgeUnavailable as exc:
-                last = exc
-            time.sleep(random.uniform(0, 0.5))  # noqa: S311
-            if self._find_check_run(base, head_sha, review) is not None:
-                return
-        assert last is not None
-        raise last
+        create_once(
+            lambda: int(json.loads(self._raw("POST", f"{base}/check-runs", what, body=body))["id"]),
+            lambda: self._find_check_run(base, head_sha, review),
+            look_first=True,
+        )
 
     def _find_check_run(self, base: str, head_sha: str, review: GateReview) -> int | None:
         query = urllib.parse.urlencode({"check_name": review.name, "filter": "all"})

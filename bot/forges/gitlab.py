@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import random
 import threading
-import time
 import urllib.parse
 import uuid
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -36,8 +34,6 @@ from bot.forges.base import (
     ForgeError,
     ForgeName,
     ForgeNotFound,
-    ForgePermissionDenied,
-    ForgeUnavailable,
     GateReview,
     Issue,
     IssueRef,
@@ -53,12 +49,12 @@ from bot.forges.branches import (
     validate_repo_path,
     validate_sha,
 )
+from bot.forges.create_once import create_once
+from bot.forges.http_errors import mapped_errors, status_error
 from bot.forges.markers import find_marked, marker_of, with_marker
 from bot.forges.redact import SECRETS, redact, scrub
 from bot.forges.retries import (
     HTTP_TIMEOUT_S,
-    RateLimited,
-    retry_after_seconds,
     retry_policy,
     retry_repeatable,
 )
@@ -68,12 +64,10 @@ T = TypeVar("T")
 
 DEVELOPER_ACCESS = 30
 DRAFT_PREFIX = "Draft: "
-_CREATE_ATTEMPTS = 3
 # Each discussion notifies the MR's participants: past this many, the rest stay in the
 # report (the PR body) instead of burying the MR in threads.
 MAX_LINE_DISCUSSIONS = 25
 _LEVEL_ICONS = {"failure": "❌", "warning": "⚠️", "notice": "ℹ️"}  # noqa: RUF001
-_DEFAULT_RATE_LIMIT_WAIT_S = 60.0
 _STATUS_STATES = {
     "pending": "pending",
     "success": "success",
@@ -153,41 +147,15 @@ class GitLabForge:
         if response.status_code == 429 or response.status_code >= 500:
             self._local.headers = dict(response.headers)
 
-    @contextmanager
-    def _errors(self, what: str) -> Iterator[None]:
+    def _errors(self, what: str) -> AbstractContextManager[None]:
         self._local.headers = {}
-        try:
-            yield
-        except ForgeError:
-            raise
-        except GitlabError as exc:
-            raise self._map(exc, what) from None
-        except (requests.ConnectionError, requests.Timeout) as exc:
-            raise ForgeUnavailable(
-                f"GitLab unreachable while trying to {what}: {type(exc).__name__}"
-            ) from None
-        except requests.exceptions.RetryError:
-            raise ForgeUnavailable(f"GitLab kept failing while trying to {what}") from None
+        return mapped_errors("GitLab", what, GitlabError, lambda exc: self._map(exc, what))
 
     def _map(self, exc: GitlabError, what: str) -> ForgeError:
         status = exc.response_code or 0
         message = redact(str(exc.error_message or ""), SECRETS.values())
-        text = f"GitLab answered {status} to {what}" + (f": {message}" if message else "")
-        if status == 429:
-            wait = retry_after_seconds(getattr(self._local, "headers", {}) or {})
-            return RateLimited(
-                f"GitLab rate limit while trying to {what}",
-                retry_after=_DEFAULT_RATE_LIMIT_WAIT_S if wait is None else wait,
-            )
-        if status >= 500 or status == 0:
-            return ForgeUnavailable(
-                text, retry_after=retry_after_seconds(getattr(self._local, "headers", {}) or {})
-            )
-        if status == 404:
-            return ForgeNotFound(text)
-        if status in (401, 403):
-            return ForgePermissionDenied(text)
-        return ForgeError(text)
+        headers = getattr(self._local, "headers", {}) or {}
+        return status_error("GitLab", what, status, message, headers, rate_limited=status == 429)
 
     def _call(self, what: str, fn: Callable[[], T]) -> T:
         with self._errors(what):
@@ -266,26 +234,19 @@ class GitLabForge:
         marker = uuid.uuid4().hex
         path = f"{self._project(ref.repo)}/issues/{ref.number}/notes"
         what = f"comment on {ref}"
-        last: ForgeUnavailable | None = None
-        for _attempt in range(_CREATE_ATTEMPTS):
-            try:
-                note = self._call(
-                    what,
-                    lambda: self._gl.http_post(path, post_data={"body": with_marker(body, marker)}),
-                )
-                return int(cast(dict[str, Any], note)["id"])
-            except RateLimited:
-                raise  # refused, not lost: defer the job
-            except ForgeUnavailable as exc:
-                last = exc
-            # The answer was lost, not necessarily the note: look before posting again.
-            time.sleep(random.uniform(0, 0.5))  # noqa: S311
+
+        def create() -> int:
+            note = self._call(
+                what,
+                lambda: self._gl.http_post(path, post_data={"body": with_marker(body, marker)}),
+            )
+            return int(cast(dict[str, Any], note)["id"])
+
+        def find() -> int | None:
             notes = self._list(path, f"read comments of {ref}", sort="asc")
-            found = find_marked(((int(n["id"]), n.get("body") or "") for n in notes), marker)
-            if found is not None:
-                return found
-        assert last is not None
-        raise last
+            return find_marked(((int(n["id"]), n.get("body") or "") for n in notes), marker)
+
+        return create_once(create, find)
 
     def edit_comment(self, ref: IssueRef, comment_id: int, body: str) -> None:
         body = scrub(body)
@@ -402,20 +363,17 @@ class GitLabForge:
             payload["reviewer_ids"] = reviewer_ids
         path = f"{self._project(repo)}/merge_requests"
         what = f"open a draft merge request from {draft.head} in {repo}"
-        for attempt in range(_CREATE_ATTEMPTS):
-            # Looking first makes a retried job, or a POST whose answer was lost, reuse the MR.
+
+        def create() -> PullRequest:
+            created = self._call(what, lambda: self._gl.http_post(path, post_data=payload))
+            return self._merge_request(repo, cast(dict[str, Any], created))
+
+        def find_open() -> PullRequest | None:
             existing = self.find_pull_request(repo, draft.head)
-            if existing is not None and existing.state == "open":
-                return existing
-            try:
-                created = self._call(what, lambda: self._gl.http_post(path, post_data=payload))
-                return self._merge_request(repo, cast(dict[str, Any], created))
-            except RateLimited:
-                raise
-            except ForgeUnavailable:
-                if attempt == _CREATE_ATTEMPTS - 1:
-                    raise
-        raise AssertionError("unreachable")
+            return existing if existing is not None and existing.state == "open" else None
+
+        # Looking first makes a retried job, or a POST whose answer was lost, reuse the MR.
+        return create_once(create, find_open, look_first=True)
 
     def get_pull_request(self, ref: PullRequestRef) -> PullRequest:
         data = self._get(
@@ -569,20 +527,15 @@ class GitLabForge:
         self, path: str, ref: PullRequestRef, payload: dict[str, Any], marker: str
     ) -> None:
         what = f"comment on a line of {ref}"
-        last: ForgeUnavailable | None = None
-        for _attempt in range(_CREATE_ATTEMPTS):
-            try:
-                self._call(what, lambda: self._gl.http_post(path, post_data=payload))
-                return
-            except RateLimited:
-                raise
-            except ForgeUnavailable as exc:
-                last = exc
-            time.sleep(random.uniform(0, 0.5))  # noqa: S311
-            if marker in self._discussion_markers(path, ref):
-                return
-        assert last is not None
-        raise last
+
+        def create() -> str:
+            self._call(what, lambda: self._gl.http_post(path, post_data=payload))
+            return marker
+
+        def find() -> str | None:
+            return marker if marker in self._discussion_markers(path, ref) else None
+
+        create_once(create, find)
 
 
 def _discussion_marker(review: GateReview, a: Annotation) -> str:

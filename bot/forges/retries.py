@@ -24,8 +24,9 @@ T = TypeVar("T")
 RETRY_STATUSES = (500, 502, 503, 504)
 IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE", "PATCH"})
 HTTP_TIMEOUT_S = 30
-# Secondary limits without a header: GitHub asks to wait "at least one minute".
-SECONDARY_RATE_LIMIT_WAIT_S = 60.0
+# A rate limit that says no wait (GitHub's secondary limits, a bare GitLab 429): GitHub
+# asks to wait "at least one minute".
+RATE_LIMIT_WAIT_S = 60.0
 
 
 class RateLimited(ForgeUnavailable):

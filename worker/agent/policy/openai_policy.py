@@ -1,0 +1,255 @@
+"""An OpenAI-compatible chat-completions server (vLLM, SGLang, llama.cpp, Ollama) with
+native function calling; from vLLM and SGLang it records the same token ids and log-probs
+as the transformers backend (:mod:`worker.agent.served_tokens`).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import requests
+
+from bot.retrying import retry
+from bot.settings import AgentSettings, ModelSettings
+from worker.agent.parser import CALL_OPEN, THINK_CLOSE, parse_completion
+from worker.agent.policy.base import (
+    AssistantTurn,
+    ContextWindowExceeded,
+    PolicyError,
+    StopCheck,
+    assistant_count,
+)
+from worker.agent.served_tokens import TOKEN_REQUEST_FIELDS, served_tokens
+from worker.agent.trajectory import FinishReason, ToolCall
+
+
+class OpenAIPolicy:
+    """An OpenAI-compatible chat-completions server, over plain ``requests``.
+
+    Cancellation is checked between attempts and turns (a request in flight is not
+    interrupted; its read timeout bounds it). Transient failures (connection refused,
+    timeouts, 429, 5xx) are retried a bounded number of times with backoff.
+    """
+
+    name = "openai"
+
+    def __init__(
+        self,
+        model: ModelSettings,
+        defaults: AgentSettings | None = None,
+        *,
+        session: requests.Session | None = None,
+        tokenizer: Any | None = None,
+    ) -> None:
+        self.settings = model
+        self.model_name = model.model
+        self.defaults = defaults or AgentSettings()
+        self.url = model.openai_base_url.rstrip("/") + "/chat/completions"
+        self._session = session or requests.Session()
+        if tokenizer is not None:  # the trainer's, when the served name is an adapter's
+            self._tokenizer: Any | None = tokenizer
+
+    @property
+    def tokenizer(self) -> Any | None:
+        """The served model's tokenizer, for counting context as Leaf does (it loads the
+        model's tokenizer by name); only from local files, so an offline worker does not
+        stall in hub retries. None: the loop falls back to Leaf's bytes / 4."""
+        if not hasattr(self, "_tokenizer"):
+            self._tokenizer = None
+            try:
+                from transformers import AutoTokenizer
+
+                self._tokenizer = AutoTokenizer.from_pretrained(
+                    self.settings.model, local_files_only=True
+                )
+            except Exception:
+                self._tokenizer = None
+        return self._tokenizer
+
+    def _headers(self) -> dict[str, str]:
+        key = self.settings.openai_api_key
+        return {"Authorization": f"Bearer {key.get_secret_value()}"} if key else {}
+
+    def request_body(
+        self,
+        messages: Sequence[dict[str, Any]],
+        tools: Sequence[dict[str, Any]],
+        limits: AgentSettings,
+    ) -> dict[str, Any]:
+        # Leaf's request (agent.py @ 33de19f9: OpenAIChatClient.complete), with its
+        # extra_body keys (top_p, top_k, min_p, repetition_penalty, chat_template_kwargs)
+        # at the top level, where the OpenAI client puts them. vLLM and SGLang are also
+        # asked for the token ids and log-probs the trainer needs (served_tokens.py);
+        # other servers are not sent keys they may refuse.
+        tokens = TOKEN_REQUEST_FIELDS if self.settings.openai_server != "other" else {}
+        return {
+            **tokens,
+            "model": self.settings.model,
+            "messages": [_to_openai_message(m) for m in messages],
+            "tools": list(tools),
+            "tool_choice": "auto",
+            "temperature": limits.temperature,
+            "parallel_tool_calls": True,
+            "max_completion_tokens": limits.max_new_tokens,
+            "top_p": limits.top_p,
+            # Not in OpenAI's API but accepted by vLLM, SGLang and llama.cpp servers.
+            "top_k": limits.top_k,
+            "min_p": limits.min_p,
+            "repetition_penalty": limits.repetition_penalty,
+            "chat_template_kwargs": {"enable_thinking": limits.enable_thinking},
+        }
+
+    def generate(
+        self,
+        messages: Sequence[dict[str, Any]],
+        tools: Sequence[dict[str, Any]],
+        *,
+        limits: AgentSettings | None = None,
+        should_stop: StopCheck | None = None,
+    ) -> AssistantTurn:
+        limits = limits or self.defaults
+        stop = should_stop or (lambda: False)
+        body = self.request_body(messages, tools, limits)
+        attempts = self.settings.openai_max_retries + 1
+
+        def ask() -> AssistantTurn:
+            if stop():
+                raise _Cancelled
+            try:
+                resp = self._session.post(
+                    self.url,
+                    json=body,
+                    headers=self._headers(),
+                    timeout=(10.0, self.settings.openai_timeout_s),
+                )
+            except requests.ConnectionError as exc:
+                raise _Transient(f"cannot connect ({type(exc).__name__})") from None
+            except requests.Timeout:
+                raise _Transient(f"no answer within {self.settings.openai_timeout_s:g} s") from None
+            if resp.status_code == 429 or resp.status_code >= 500:
+                raise _Transient(f"HTTP {resp.status_code}: {resp.text[:300]}")
+            if resp.status_code >= 400:
+                text = resp.text[:500]
+                if "context" in text.lower() and (
+                    "length" in text.lower() or "token" in text.lower()
+                ):
+                    raise ContextWindowExceeded(f"server refused the prompt: {text}")
+                raise PolicyError(f"{self.url} answered HTTP {resp.status_code}: {text}")
+            try:
+                data = resp.json()
+            except ValueError:
+                raise PolicyError(
+                    f"{self.url} answered with something that is not JSON: {resp.text[:200]!r}"
+                ) from None
+            return self._parse_response(data, tools, assistant_count(messages))
+
+        def wait(seconds: float) -> None:
+            if _sleep_unless(seconds, stop):
+                raise _Cancelled
+
+        try:
+            # No jitter: one worker talks to its own server, and waits are cancellable.
+            return retry(
+                ask,
+                retry_on=(_Transient,),
+                attempts=attempts,
+                base_delay=self.settings.openai_retry_backoff_s,
+                sleep=wait,
+                delay=lambda base, attempt: base * 2**attempt,
+            )
+        except _Cancelled:
+            return AssistantTurn("", None, [], "cancelled")
+        except _Transient as exc:
+            raise PolicyError(
+                f"the OpenAI-compatible server at {self.settings.openai_base_url} failed "
+                f"{attempts} times (last: {exc}); is it running? "
+                "(RIBBIT_MODEL__OPENAI_BASE_URL)"
+            ) from None
+
+    def _parse_response(
+        self, data: Any, tools: Sequence[dict[str, Any]], turn: int
+    ) -> AssistantTurn:
+        try:
+            choice = data["choices"][0]
+            message = choice["message"]
+        except (KeyError, IndexError, TypeError):
+            raise PolicyError(f"unexpected chat-completions answer: {str(data)[:300]}") from None
+        content = message.get("content") or ""
+        reasoning = message.get("reasoning_content") or message.get("reasoning") or None
+        calls: list[ToolCall] = []
+        for i, raw in enumerate(message.get("tool_calls") or []):
+            fn = raw.get("function") or {}
+            call_id = raw.get("id") or f"call_{turn}_{i}"
+            name = fn.get("name") or ""
+            args_text = fn.get("arguments") or "{}"
+            try:
+                args = json.loads(args_text) if isinstance(args_text, str) else args_text
+            except json.JSONDecodeError:
+                calls.append(
+                    ToolCall(call_id, name, {}, error="tool call arguments are not valid JSON")
+                )
+                continue
+            if not isinstance(args, dict):
+                calls.append(
+                    ToolCall(call_id, name, {}, error="tool call arguments are not an object")
+                )
+                continue
+            calls.append(ToolCall(call_id, name, args))
+        raw_text = content
+        if not calls and (
+            CALL_OPEN in content or "<function=" in content or THINK_CLOSE in content
+        ):
+            # A server started without a tool/reasoning parser hands back the raw text.
+            parsed = parse_completion(content, tools, id_prefix=f"call_{turn}")
+            content, calls = parsed.content, parsed.tool_calls
+            reasoning = reasoning or parsed.reasoning
+        finish_raw = choice.get("finish_reason")
+        finish: FinishReason = "length" if finish_raw == "length" else "stop"
+        usage = data.get("usage") or {}
+        tokens = served_tokens(data)
+        return AssistantTurn(
+            content=content,
+            reasoning=reasoning,
+            tool_calls=calls,
+            finish_reason=finish,
+            prompt_tokens=usage.get("prompt_tokens"),
+            completion_tokens=usage.get("completion_tokens"),
+            raw_text=raw_text,
+            prompt_token_ids=tokens.prompt_token_ids if tokens else None,
+            completion_token_ids=tokens.completion_token_ids if tokens else None,
+            completion_logprobs=tokens.completion_logprobs if tokens else None,
+        )
+
+
+def _to_openai_message(message: dict[str, Any]) -> dict[str, Any]:
+    out = dict(message)
+    if out.get("tool_calls"):
+        out["tool_calls"] = [
+            {
+                **c,
+                "function": {**c["function"], "arguments": json.dumps(c["function"]["arguments"])},
+            }
+            for c in out["tool_calls"]
+        ]
+    return out
+
+
+class _Transient(Exception):
+    """A failure another try may not have (no connection, a timeout, 429, 5xx)."""
+
+
+class _Cancelled(Exception):
+    """The job was cancelled before or between tries."""
+
+
+def _sleep_unless(seconds: float, stop: StopCheck) -> bool:
+    """Sleep ``seconds`` in short slices; True if told to stop meanwhile."""
+    end = time.monotonic() + seconds
+    while (left := end - time.monotonic()) > 0:
+        if stop():
+            return True
+        time.sleep(min(left, 0.1))
+    return stop()

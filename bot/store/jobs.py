@@ -140,6 +140,14 @@ ClaimOutcome = Literal[
 
 
 _INTAKE_VIEW = _intake_view_statement()
+_MARK_DISPATCHED = (
+    update(Job.__table__)  # type: ignore[arg-type]
+    .where(
+        Job.__table__.c.id == bindparam("job_id"),
+        Job.__table__.c.dispatch_seq == bindparam("seq"),
+    )
+    .values(dispatched=True)
+)
 
 
 def new_job_id() -> str:
@@ -505,13 +513,10 @@ class JobStore:
         deferred again: a newer seq) stays undispatched, or its deferral would be lost."""
         if not sent:
             return
-        with self.db.session() as session:
-            for job_id, seq in sent:
-                session.execute(
-                    update(Job)
-                    .where(Job.id == job_id, Job.dispatch_seq == seq)
-                    .values(dispatched=True)
-                )
+        rows = [{"job_id": job_id, "seq": seq} for job_id, seq in sent]
+        # One prebuilt Core statement run as an executemany: an ORM update built per job
+        # cost the sender more than the web request did for the job.
+        self.db.transaction(lambda session: session.connection().execute(_MARK_DISPATCHED, rows))
 
     def defer(self, job_id: str, until: datetime, reason: str) -> None:
         """Give a job back to the sweep, to be re-sent at ``until`` at the earliest: a

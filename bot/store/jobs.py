@@ -19,7 +19,17 @@ from datetime import UTC, datetime, timedelta
 from functools import cache
 from typing import Any, Literal
 
-from sqlalchemy import Executable, String, Table, and_, bindparam, func, select, update
+from sqlalchemy import (
+    Executable,
+    String,
+    Table,
+    and_,
+    bindparam,
+    func,
+    literal,
+    select,
+    update,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, make_transient_to_detached
@@ -100,7 +110,10 @@ def _intake_view_statement() -> Executable:
     # Built once: a webhook runs it as is, with no statement to build or cache key to make.
     forge, repo = bindparam("forge", type_=String), bindparam("repo", type_=String)
     in_repo = and_(Repository.forge == forge, Repository.full_name == repo)
-    jobs_in_repo = and_(Job.forge == forge, Job.repo == repo, Job.kind.in_(AGENT_KINDS))
+    # IN lists of fixed literals, not one list parameter: SQLAlchemy re-renders the SQL of
+    # an "expanding" parameter at every execution.
+    kinds = [literal(kind) for kind in AGENT_KINDS]
+    jobs_in_repo = and_(Job.forge == forge, Job.repo == repo, Job.kind.in_(kinds))
     return select(
         select(Control.value).where(Control.key == _GLOBAL_PAUSE).scalar_subquery(),
         select(Repository.paused).where(in_repo).scalar_subquery(),
@@ -113,7 +126,7 @@ def _intake_view_statement() -> Executable:
         .where(
             jobs_in_repo,
             Job.issue_number == bindparam("issue"),
-            Job.state.in_(ACTIVE_STATES),
+            Job.state.in_([literal(state) for state in ACTIVE_STATES]),
         )
         .limit(1)
         .scalar_subquery(),

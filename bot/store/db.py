@@ -50,7 +50,9 @@ class Database:
     def transaction(self, work: Callable[[Session], T]) -> T:
         """``work`` in a transaction, re-run once on a fresh connection if the first one
         was found dead (the engine does not ping before use); ``work`` must start from
-        scratch each time, as nothing of the lost transaction was kept."""
+        scratch each time, as nothing of the lost transaction was kept. (A connection lost
+        during COMMIT may have committed: a webhook re-run then meets its own delivery row
+        and is answered "duplicate", and its job, never handed over, is the sweep's.)"""
         try:
             with self.session() as session:
                 return work(session)

@@ -82,29 +82,33 @@ class Intake:
         events = normalised if isinstance(normalised, list) else [normalised]
         first = events[0]
         key = first.key
-        jobs: list[Job] = []
-        try:
-            with self.store.db.session() as session:
-                if isinstance(first, Ignored):
-                    result = IntakeResult("ignored", first.reason, key=key)
-                else:
-                    result, jobs = self._decide(
-                        session, [e for e in events if not isinstance(e, Ignored)]
-                    )
-                # Last, with its outcome: a delivery id or body seen before fails here and
-                # the whole transaction, jobs included, rolls back. Concurrent duplicates
-                # serialise on the unique keys, so exactly one of them commits.
-                self.store.record_delivery(
-                    session,
-                    forge=forge,
-                    delivery_id=delivery_id,
-                    event=event_name,
-                    key=key,
-                    outcome=result.status,
-                    reason=result.reason or None,
-                    job_id=result.job_ids[0] if result.job_ids else None,
-                    body_sha256=body_sha256,
+
+        def decide_and_record(session: Session) -> tuple[IntakeResult, list[Job]]:
+            jobs: list[Job] = []
+            if isinstance(first, Ignored):
+                result = IntakeResult("ignored", first.reason, key=key)
+            else:
+                result, jobs = self._decide(
+                    session, [e for e in events if not isinstance(e, Ignored)]
                 )
+            # Last, with its outcome: a delivery id or body seen before fails here and the
+            # whole transaction, jobs included, rolls back. Concurrent duplicates serialise
+            # on the unique keys, so exactly one of them commits.
+            self.store.record_delivery(
+                session,
+                forge=forge,
+                delivery_id=delivery_id,
+                event=event_name,
+                key=key,
+                outcome=result.status,
+                reason=result.reason or None,
+                job_id=result.job_ids[0] if result.job_ids else None,
+                body_sha256=body_sha256,
+            )
+            return result, jobs
+
+        try:
+            result, jobs = self.store.db.transaction(decide_and_record)
         except DuplicateDelivery:
             return IntakeResult("duplicate", "delivery already received", key=key)
         # Only after the commit (a worker must find the job) and off the request path: the

@@ -8,7 +8,7 @@ import queue
 import sqlite3
 import threading
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from celery import Celery
 
@@ -66,6 +66,8 @@ def client_celery(settings: Settings) -> Celery:
     without the worker's settings: they read the default database and found no job."""
     prepare_broker(settings)
     app = Celery("ribbit-web", broker=settings.effective_broker_url, set_as_current=False)
+    if settings.effective_broker_url.startswith(("redis://", "rediss://")):
+        app.conf.broker_transport = SENDING_REDIS_TRANSPORT
     app.conf.update(
         task_default_queue=QUEUE,
         broker_transport_options=broker_transport_options(settings),
@@ -74,6 +76,46 @@ def client_celery(settings: Settings) -> Celery:
         task_ignore_result=True,
     )
     return app
+
+
+SENDING_REDIS_TRANSPORT = "bot.queue:SendingRedisTransport"
+
+
+def _sending_redis_transport() -> type:
+    from kombu.transport import redis as kombu_redis
+
+    class SendingChannel(kombu_redis.Channel):
+        """kombu's Redis channel built a new redis-py client for every message it sent
+        (a quarter of the web process's CPU for each hand-off: the client's constructor
+        fills a table of ~170 response callbacks). The client holds no connection of its
+        own (it borrows from the channel's pool per command, and is thread-safe), so one
+        per pool serves every message; a channel that renews its pool gets a new one."""
+
+        _sending_client: Any = None
+
+        def _create_client(self, asynchronous: bool = False) -> Any:
+            if asynchronous:  # the event loop's client (a worker's), kept by kombu already
+                return super()._create_client(asynchronous=True)
+            pool = self.pool
+            client = self._sending_client
+            if client is None or client.connection_pool is not pool:
+                client = self._sending_client = super()._create_client()
+            return client
+
+    class Transport(kombu_redis.Transport):
+        Channel = SendingChannel
+
+    return Transport
+
+
+def __getattr__(name: str) -> Any:
+    # Resolved by kombu from SENDING_REDIS_TRANSPORT, only where the broker is Redis, so a
+    # web-only install with the embedded broker never imports the redis client.
+    if name == "SendingRedisTransport":
+        transport = _sending_redis_transport()
+        globals()[name] = transport
+        return transport
+    raise AttributeError(name)
 
 
 class CeleryDispatcher:

@@ -36,7 +36,10 @@ class Services:
         model_versions: ModelVersionsFactory | None = None,
         env_validator: EnvValidatorFactory | None = None,
     ) -> Services:
-        db = Database(settings.effective_database_url)
+        # The webhook path runs in Database.transaction, which re-runs a transaction whose
+        # connection was lost, so it need not pay a ping before each one; a dashboard or
+        # health read that meets a dead connection fails once, and the pool renews.
+        db = Database(settings.effective_database_url, pre_ping=False)
         db.migrate()
         store = JobStore(db)
         dispatcher = dispatcher or CeleryDispatcher(client_celery(settings))

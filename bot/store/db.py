@@ -2,25 +2,36 @@
 
 from __future__ import annotations
 
+import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, create_engine, event, text
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import StaticPool
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
+T = TypeVar("T")
+log = logging.getLogger(__name__)
+# PostgreSQL connections kept per process: one per web thread (waitress's 8 by default, up
+# to 16) and the sender. With SQLAlchemy's default of 5 the others were opened and closed
+# around every transaction under load.
+POOL_SIZE = 18
 
 
 class Database:
     """One engine plus a session factory; create once per process and share."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, pre_ping: bool = True) -> None:
+        """``pre_ping=False`` (the web process): no round trip before each transaction; a
+        dead connection fails its first statement instead, and ``transaction`` re-runs
+        its work once on a fresh one."""
         self.url = url
-        self.engine = make_engine(url)
+        self.engine = make_engine(url, pre_ping=pre_ping)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
         # SQLite has one writer, and every transaction here takes the write lock up front
         # (BEGIN IMMEDIATE). Threads of one process wait for it on a Python lock, which
@@ -36,6 +47,22 @@ class Database:
         with self._writer, self._sessions() as session, session.begin():
             yield session
 
+    def transaction(self, work: Callable[[Session], T]) -> T:
+        """``work`` in a transaction, re-run once on a fresh connection if the first one
+        was found dead (the engine does not ping before use); ``work`` must start from
+        scratch each time, as nothing of the lost transaction was kept. (A connection lost
+        during COMMIT may have committed: a webhook re-run then meets its own delivery row
+        and is answered "duplicate", and its job, never handed over, is the sweep's.)"""
+        try:
+            with self.session() as session:
+                return work(session)
+        except DBAPIError as exc:
+            if not exc.connection_invalidated:
+                raise
+            log.warning("database connection lost (%s); retrying on a new one", exc.orig)
+        with self.session() as session:
+            return work(session)
+
     def ping(self) -> None:
         with self.engine.connect() as conn:
             conn.execute(text("SELECT 1"))
@@ -47,7 +74,7 @@ class Database:
         self.engine.dispose()
 
 
-def make_engine(url: str) -> Engine:
+def make_engine(url: str, *, pre_ping: bool = True) -> Engine:
     if url.startswith("sqlite"):
         in_memory = url in {"sqlite://", "sqlite:///:memory:"}
         if in_memory:
@@ -93,7 +120,19 @@ def make_engine(url: str) -> Engine:
             conn.exec_driver_sql(begin)
 
         return engine
-    return create_engine(url, pool_pre_ping=True)
+    # A pre-ping costs every transaction a round trip (SELECT 1) before its first statement.
+    # Without it, a connection that died (a PostgreSQL restart, a failover) fails its first
+    # statement instead; SQLAlchemy then invalidates it and every pooled connection older
+    # than it, and ``Database.transaction`` re-runs its work once on a fresh one. The
+    # recycle age keeps connections younger than the idle timeouts of proxies and
+    # firewalls, which drop them without a word.
+    return create_engine(
+        url,
+        pool_pre_ping=pre_ping,
+        pool_size=POOL_SIZE,
+        max_overflow=POOL_SIZE,
+        pool_recycle=1800,
+    )
 
 
 def alembic_config(engine: Engine):

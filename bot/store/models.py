@@ -84,6 +84,8 @@ class Job(Base):
         Index("ix_jobs_issue", "forge", "repo", "issue_number", "state"),
         Index("ix_jobs_state_created", "state", "created_at"),
         Index("ix_jobs_pr", "forge", "repo", "pr_number"),
+        # The daily per-repo budget, counted by every webhook that may create a job.
+        Index("ix_jobs_repo_created", "forge", "repo", "created_at"),
     )
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True)

@@ -127,6 +127,56 @@ def test_migrations_wait_for_each_other(pg_settings: Any) -> None:
     assert errors == []
     Database(pg_settings.database_url).migrate()  # a second process: nothing left to do
     with holder.connect() as conn:
-        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0012"
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0013"
     holder.dispose()
     db.dispose()
+
+
+def _kill_other_connections(url: str) -> int:
+    """What a PostgreSQL restart or failover does to a live app's pooled connections."""
+    engine = create_engine(url)
+    try:
+        with engine.begin() as conn:
+            return len(
+                conn.execute(
+                    text(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                        "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                    )
+                ).all()
+            )
+    finally:
+        engine.dispose()
+
+
+def test_webhooks_survive_lost_database_connections(pg_settings: Any) -> None:
+    """The engine does not ping before each transaction: a webhook whose pooled connection
+    died is re-run once on a new one, not answered 503, and its job is still sent."""
+    from bot import create_app
+    from tests.fakes import RecordingDispatcher
+
+    dispatcher = RecordingDispatcher()
+    app = create_app(pg_settings, dispatcher=dispatcher)
+    svc = app.extensions["ribbit"]
+    client = app.test_client()
+    payload = load_payload("github", "issues.labeled")
+    payload["label"]["name"] = "ribbit"
+    answers = []
+    for n in (1, 2, 3):
+        payload["issue"]["number"] = n
+        body = json.dumps(payload).encode()
+        answers.append(
+            client.post(
+                "/webhooks/github", data=body, headers=github_headers(body, "issues", f"lost-{n}")
+            )
+        )
+        svc.intake.flush()  # the sender's connection is pooled too, and must die with the rest
+        if n < 3:
+            assert _kill_other_connections(pg_settings.effective_database_url) >= 1
+    assert [a.status_code for a in answers] == [202, 202, 202]
+    assert [a.get_json()["status"] for a in answers] == ["accepted"] * 3
+    job_ids = [a.get_json()["job_id"] for a in answers]
+    assert sorted(j.id for j in svc.store.list()) == sorted(job_ids)
+    assert dispatcher.sent == job_ids
+    assert all(j.dispatched for j in svc.store.list())
+    svc.close()

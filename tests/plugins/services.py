@@ -145,6 +145,15 @@ def postgres_server(*, fsync: bool = False) -> Iterator[str]:
     )
     try:
         _wait_for_port(port, proc, "postgres")
+        # The port opens while the cluster is still starting up, and a connection then is
+        # refused ("the database system is starting up"): createdb failed that way once.
+        deadline = time.monotonic() + 30
+        while subprocess.run(
+            [str(bindir / "pg_isready"), "-q", "-h", "127.0.0.1", "-p", str(port)]
+        ).returncode:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("postgres did not start accepting connections")
+            time.sleep(0.05)
         subprocess.run(
             [
                 *run_as,

@@ -154,3 +154,25 @@ def test_embedded_broker_file_is_wal(settings: Any) -> None:
         assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
     finally:
         conn.close()
+
+
+def test_daily_budget_count_reads_only_todays_jobs_by_index(store: Any) -> None:
+    """Every labelled webhook counts its repository's agent jobs since midnight: by the
+    (forge, repo, created_at) index, not by reading every job the repository ever had."""
+    from datetime import UTC, datetime
+
+    from bot.store.jobs import _INTAKE_VIEW
+
+    params = dict(forge="github", repo="o/r", issue=1, day=datetime.now(UTC))
+    with store.db.session() as session:
+        conn = session.connection()
+        compiled = _INTAKE_VIEW.compile(dialect=conn.dialect)
+        args = compiled.construct_params(params)
+        plan = conn.exec_driver_sql(
+            "EXPLAIN QUERY PLAN " + str(compiled),
+            tuple(args[name] for name in compiled.positiontup or ()),
+        ).all()
+    details = [row[-1] for row in plan]
+    assert any(
+        "ix_jobs_repo_created" in d and "created_at>?" in d.replace(" ", "") for d in details
+    ), details

@@ -43,8 +43,8 @@ import requests
 from sqlalchemy import create_engine, text
 
 from bot.signatures import sign_github
-from tests.conftest import load_payload
 from tests.plugins.services import postgres_server, redis_server
+from tests.support import load_payload
 
 SECRET = "bench-secret"
 SETUPS = ("embedded", "redis+postgres")

@@ -10,8 +10,8 @@ import pytest
 from click.testing import CliRunner
 
 from bot.settings import AgentSettings
-from tests.conftest import require_service
 from tests.fakes import LocalDirSandbox, ScriptedPolicy, make_git_repo
+from tests.support import require_service
 from worker.agent import AgentTask, read_jsonl, run_agent
 from worker.agent.cli import run
 

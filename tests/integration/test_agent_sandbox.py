@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from bot.settings import AgentSettings
-from tests.conftest import require_service
 from tests.fakes import ScriptedPolicy, make_git_repo
 from tests.plugins.leaf_conformance import CASES, FIXTURE_FILES, call_args, expected_text
+from tests.support import require_service
 from worker.agent import AgentTask, run_agent
 from worker.agent.tools import ToolBox
 from worker.agent.trajectory import ToolCall

@@ -17,7 +17,6 @@ import pytest
 
 from bot import create_app
 from bot.settings import load_settings
-from tests.conftest import GITHUB_SECRET, require_service
 from tests.plugins.admin import (
     ADMIN_TOKEN,
     seed_job_with_trajectory,
@@ -25,6 +24,7 @@ from tests.plugins.admin import (
     seed_outcomes,
 )
 from tests.plugins.services import free_port
+from tests.support import GITHUB_SECRET, require_service
 
 pytestmark = pytest.mark.integration
 

@@ -14,10 +14,10 @@ from bot import create_app
 from bot.admin import overview
 from bot.settings import load_settings
 from bot.store.jobs import JobSpec
-from tests.conftest import GITHUB_SECRET
 from tests.integration.test_dashboard_browser import _csp_violations, _shot, browser
 from tests.plugins.admin import ADMIN_TOKEN, seed_jobs
 from tests.plugins.services import free_port
+from tests.support import GITHUB_SECRET
 
 __all__ = ["browser"]  # a fixture, imported so pytest finds it here
 

@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from bot.settings import Settings
-from tests.conftest import require_service
+from tests.support import require_service
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 COMPOSE = DEPLOY / "compose.yaml"

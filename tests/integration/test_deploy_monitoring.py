@@ -35,8 +35,8 @@ from bot.queue import CeleryDispatcher, client_celery
 from bot.settings import load_settings
 from bot.store.db import Database
 from bot.store.jobs import JobSpec, JobStore
-from tests.conftest import require_service
 from tests.plugins.services import free_port
+from tests.support import require_service
 
 pytestmark = pytest.mark.integration
 

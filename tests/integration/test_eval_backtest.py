@@ -14,9 +14,9 @@ import pytest
 from click.testing import CliRunner
 
 from bot.cli import main
-from tests.conftest import require_service
 from tests.fakes import LocalDirSandbox, ScriptedPolicy, commit_files, git, make_git_repo
 from tests.plugins.e2e import xml_call
+from tests.support import require_service
 
 pytestmark = pytest.mark.integration
 

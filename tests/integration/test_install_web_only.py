@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.conftest import require_service
+from tests.support import require_service
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]

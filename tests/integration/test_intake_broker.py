@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import redis
 
-from tests.conftest import GITHUB_SECRET
+from tests.support import GITHUB_SECRET
 
 pytestmark = pytest.mark.integration
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import GITHUB_SECRET, github_headers, load_payload
+from tests.support import GITHUB_SECRET, github_headers, load_payload
 
 pytestmark = pytest.mark.integration
 

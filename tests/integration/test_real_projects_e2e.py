@@ -25,7 +25,6 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import require_service
 from tests.fakes import commit_files, git, make_git_repo
 from tests.integration.test_real_projects_go_rust import (
     GO_BASE,
@@ -36,6 +35,7 @@ from tests.integration.test_real_projects_go_rust import (
 )
 from tests.plugins.e2e import wait_for, xml_call
 from tests.plugins.forge import BOT_LOGIN
+from tests.support import require_service
 
 pytestmark = pytest.mark.integration
 

@@ -30,8 +30,8 @@ import pytest
 
 from bot.repo_config import RepoConfig
 from bot.settings import GateSettings, SandboxSettings
-from tests.conftest import require_service
 from tests.fakes import make_git_repo
+from tests.support import require_service
 from tests.unit.worker.gates.helpers import make_patch
 from worker.gates import GateContext, run_gates
 from worker.gates.hygiene import HygieneGate

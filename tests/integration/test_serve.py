@@ -16,14 +16,14 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.conftest import (
+from tests.plugins.services import free_port
+from tests.support import (
     GITHUB_SECRET,
     GITLAB_TOKEN,
     github_headers,
     gitlab_headers,
     load_payload,
 )
-from tests.plugins.services import free_port
 
 pytestmark = pytest.mark.integration
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from sqlalchemy import create_engine, text
 
-from tests.conftest import GITHUB_SECRET, github_headers, load_payload
+from tests.support import GITHUB_SECRET, github_headers, load_payload
 
 pytestmark = pytest.mark.integration
 

@@ -14,8 +14,8 @@ import pytest
 from click.testing import CliRunner
 
 from bot.cli import main
-from tests.conftest import require_service
 from tests.plugins.trainer import PYTEST, FixRepo, calc_environment
+from tests.support import require_service
 from trainer.envs.storage import EnvironmentStore
 
 

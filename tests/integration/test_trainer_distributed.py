@@ -28,10 +28,10 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from tests.conftest import require_service
 from tests.fakes import make_git_repo
 from tests.integration.distributed.cases import ATOL, CASES, EXACTNESS_DTYPE, RTOL
 from tests.plugins.trainer import PYTEST, FixRepo, calc_environment
+from tests.support import require_service
 from trainer.distributed import Ranks
 from trainer.envs.storage import EnvironmentStore
 from trainer.rl.learner import Learner, load_base_model

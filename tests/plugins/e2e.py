@@ -14,9 +14,9 @@ import pytest
 from pydantic import SecretStr
 from werkzeug.serving import make_server
 
-from tests.conftest import GITHUB_SECRET, GITLAB_TOKEN, require_service
 from tests.fakes import LocalDirSandbox, ScriptedPolicy, make_git_repo
 from tests.plugins.forge import BOT_LOGIN, settings_for
+from tests.support import GITHUB_SECRET, GITLAB_TOKEN, require_service
 
 REPO_FILES = {
     "calc.py": "def add(a, b):\n    return a - b\n",

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from bot.settings import SandboxSettings
-from tests.conftest import require_service
 from tests.fakes import make_git_repo
+from tests.support import require_service
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BUILD_IMAGE = REPO_ROOT / "deploy" / "sandbox" / "build-image.sh"

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import require_service
+from tests.support import require_service
 
 
 def free_port() -> int:

@@ -56,7 +56,7 @@ def test_every_label_value_is_from_the_fixed_set(client: Any, post_github: Any) 
 
 
 def _signed_raw(client: Any, body: bytes, event: str = "issues", delivery: str = "m-1") -> Any:
-    from tests.conftest import github_headers
+    from tests.support import github_headers
 
     return client.post("/webhooks/github", data=body, headers=github_headers(body, event, delivery))
 
@@ -80,7 +80,7 @@ def test_issue_number_beyond_the_column_is_a_400(post_github: Any, store: Any) -
 
 
 def test_non_string_pr_body_is_a_400(post_github: Any) -> None:
-    from tests.conftest import load_payload
+    from tests.support import load_payload
 
     closed = load_payload("github", "pull_request.closed")
     closed["pull_request"].update(merged=True, body={"not": "text"})
@@ -91,7 +91,7 @@ def test_non_string_pr_body_is_a_400(post_github: Any) -> None:
 def test_merged_pr_that_fixes_a_20_digit_issue_keeps_its_outcome(
     post_github: Any, store: Any
 ) -> None:
-    from tests.conftest import load_payload
+    from tests.support import load_payload
 
     job_id = post_github(labeled(number=3), "issues", "m-4").get_json()["job_id"]
     store.transition(job_id, "running")
@@ -121,7 +121,7 @@ def test_signed_body_replayed_under_a_new_delivery_id_is_a_duplicate(
 
 
 def test_gitlab_without_event_uuid_is_deduplicated_by_body(client: Any, store: Any) -> None:
-    from tests.conftest import GITLAB_TOKEN, load_payload
+    from tests.support import GITLAB_TOKEN, load_payload
 
     payload = load_payload("gitlab", "issue.update.labeled")
     body = json.dumps(payload).encode()
@@ -135,7 +135,7 @@ def test_gitlab_without_event_uuid_is_deduplicated_by_body(client: Any, store: A
 def test_allow_list_applies_to_every_job_kind(tmp_path: Any, dispatcher: Any) -> None:
     from bot import create_app
     from bot.settings import load_settings
-    from tests.conftest import GITHUB_SECRET
+    from tests.support import GITHUB_SECRET
 
     settings = load_settings(
         data_dir=tmp_path,
@@ -153,7 +153,7 @@ def test_allow_list_applies_to_every_job_kind(tmp_path: Any, dispatcher: Any) ->
 
 
 def test_gitlab_confidential_issue_is_refused(post_gitlab: Any, store: Any) -> None:
-    from tests.conftest import load_payload
+    from tests.support import load_payload
 
     payload = load_payload("gitlab", "issue.update.labeled")
     payload["object_attributes"]["confidential"] = True

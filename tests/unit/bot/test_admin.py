@@ -12,7 +12,6 @@ from sqlalchemy import event, text
 from bot import create_app
 from bot.admin import auth
 from bot.settings import load_settings
-from tests.conftest import GITHUB_SECRET
 from tests.plugins.admin import (
     ADMIN_TOKEN,
     HOSTILE,
@@ -20,6 +19,7 @@ from tests.plugins.admin import (
     seed_jobs,
     seed_outcomes,
 )
+from tests.support import GITHUB_SECRET
 
 BEARER = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 

@@ -16,8 +16,8 @@ from bot.settings import load_settings
 from bot.store.audit import AdminAction, recent
 from bot.store.jobs import JobSpec
 from bot.store.models import Job
-from tests.conftest import GITHUB_SECRET
 from tests.plugins.admin import ADMIN_TOKEN
+from tests.support import GITHUB_SECRET
 from trainer.registry import registry_versions
 
 BEARER = {"Authorization": f"Bearer {ADMIN_TOKEN}"}

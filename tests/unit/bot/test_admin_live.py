@@ -11,8 +11,8 @@ import pytest
 from bot import create_app
 from bot.admin import overview as health_mod
 from bot.settings import load_settings
-from tests.conftest import GITHUB_SECRET
 from tests.plugins.admin import ADMIN_TOKEN, seed_jobs
+from tests.support import GITHUB_SECRET
 
 BEARER = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 RUNNING = f"{1:032x}"  # seed_jobs: job i is in STATES[i % 5]; 1 is running

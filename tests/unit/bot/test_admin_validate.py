@@ -19,7 +19,6 @@ from bot.admin import overview as health_mod
 from bot.env_validation import ValidationOutcome, history
 from bot.settings import load_settings
 from bot.store.audit import recent
-from tests.conftest import GITHUB_SECRET
 from tests.fakes import commit_files, make_git_repo
 from tests.plugins.admin import ADMIN_TOKEN
 from tests.plugins.trainer import (
@@ -31,6 +30,7 @@ from tests.plugins.trainer import (
     calc_environment,
     sandbox_factory,
 )
+from tests.support import GITHUB_SECRET
 from trainer.envs.index import sync_index
 from trainer.envs.revalidate import StoredEnvValidator
 from trainer.envs.storage import EnvironmentStore

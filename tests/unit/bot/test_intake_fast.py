@@ -16,7 +16,7 @@ from sqlalchemy import event, text
 
 from bot.queue import BackgroundSender, prepare_broker
 from bot.store.models import Job
-from tests.conftest import github_headers, load_payload
+from tests.support import github_headers, load_payload
 
 
 def labeled(number: int = 1) -> dict[str, Any]:

@@ -14,8 +14,8 @@ import pytest
 from bot import create_app, joblinks, live
 from bot.settings import ReviewerSettings, load_settings
 from bot.store.models import Job
-from tests.conftest import GITHUB_SECRET
 from tests.plugins.admin import HOSTILE, seed_job_with_trajectory
+from tests.support import GITHUB_SECRET
 
 SECRET = "reviewer-link-secret-for-tests-0123"
 DONE = "f" * 32

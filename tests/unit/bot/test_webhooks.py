@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import GITHUB_SECRET, github_headers, load_payload
+from tests.support import GITHUB_SECRET, github_headers, load_payload
 
 
 def labeled(label: str = "ribbit", number: int = 1, sender: str = "Codertocat") -> dict[str, Any]:

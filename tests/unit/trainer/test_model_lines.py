@@ -184,7 +184,7 @@ def test_a_job_for_repo_b_asks_for_line_b_promoted_version(db: Database, tmp_pat
 
 def test_gitlab_internal_projects_count_as_private() -> None:
     from bot.normalize import from_gitlab
-    from tests.conftest import load_payload
+    from tests.support import load_payload
 
     payload = load_payload("gitlab", "issue.open")
     levels = {0: True, 10: True, 20: False, "20": None}

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.adversarial import CASES, Case, case_config, case_patch, make_base_repo
-from tests.conftest import require_service
+from tests.support import require_service
 from tests.unit.worker.gates.helpers import PYTEST, make_ctx
 from worker.gates import Gate, run_gates
 from worker.gates.hygiene import HygieneGate

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import jsonschema
 
-from tests.conftest import require_service
+from tests.support import require_service
 from tests.unit.worker.gates.helpers import make_ctx, make_patch, repo_with
 from worker.gates import GateReport, default_gates, run_gates
 from worker.gates.base import Finding, GateContext, GateResult

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from bot.repo_config import GateRules, RepoConfig
-from tests.conftest import require_service
+from tests.support import require_service
 from tests.unit.worker.gates.helpers import make_ctx, make_patch, repo_with
 from tests.unit.worker.gates.snippets import INSECURE, SAFE
 from worker.gates.base import GateResult

@@ -405,14 +405,13 @@ def pause(repo: str | None, forge: str) -> None:
 )
 def resume(repo: str | None, forge: str) -> None:
     """Lift a pause and dispatch the jobs held meanwhile."""
-    from bot.intake import Intake
-    from bot.queue import CeleryDispatcher, client_celery
+    from bot.queue import JobQueue
 
     settings = settings_or_exit()
     store = _store(settings)
     forge_, repo_ = _split_repo(repo, forge)
     released = store.resume(forge=forge_, repo=repo_)
-    Intake(settings, store, CeleryDispatcher(client_celery(settings))).dispatch(released)
+    JobQueue.to_celery(settings, store).dispatch(released)
     click.echo(
         f"resumed {'everything' if repo_ is None else f'{forge_}:{repo_}'}; "
         f"{len(released)} held job(s) dispatched"

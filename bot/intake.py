@@ -5,13 +5,13 @@ that part), so the same path serves webhooks, tests and the benchmark. The
 delivery row, the handler decisions and the new jobs are one transaction, the
 only one a webhook waits for; jobs are handed to the broker after it commits,
 by a background sender, and a job whose hand-off failed (or never happened)
-stays queued and undispatched until ``dispatch_pending`` re-sends it.
+stays queued and undispatched until ``JobQueue.dispatch_pending`` re-sends it.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -22,7 +22,7 @@ from bot.admission import ALLOW_LIST_VAR, repo_allowed
 from bot.context import Context
 from bot.events import Event, Ignored, Ping
 from bot.handlers import registry
-from bot.queue import BackgroundSender, Dispatcher
+from bot.queue import BackgroundSender, Dispatcher, JobQueue
 from bot.settings import Settings
 from bot.store.jobs import DuplicateDelivery, JobStore
 from bot.store.models import Job
@@ -60,11 +60,11 @@ class Intake:
     def __init__(self, settings: Settings, store: JobStore, dispatcher: Dispatcher) -> None:
         self.settings = settings
         self.store = store
-        self.dispatcher = dispatcher
+        self.queue = JobQueue(store, dispatcher)
         self.bot_logins = frozenset(
             {settings.github.bot_login.lower(), settings.gitlab.bot_username.lower()}
         )
-        self.sender = BackgroundSender(self.send)
+        self.sender = BackgroundSender(self.queue.send)
 
     def handle(
         self,
@@ -174,27 +174,3 @@ class Intake:
         if refused:
             return IntakeResult("refused", refused, key=key), []
         return IntakeResult("ignored", "; ".join(reasons) or "nothing to do", key=key), []
-
-    def dispatch(self, job_ids: list[str]) -> None:
-        """Hand jobs to the broker; ones that fail stay for the sweep (dispatch_pending)."""
-        self.send([self.store.get(job_id) for job_id in job_ids])
-
-    def send(self, jobs: Sequence[Job]) -> None:
-        sent: list[tuple[str, int]] = []
-        for job in jobs:
-            if job.held or job.state != "queued":
-                continue
-            try:
-                self.dispatcher.dispatch(job)
-            except Exception as exc:  # broker down: the job is safe in the store
-                log.warning("dispatch of job %s failed, will retry: %s", job.id, exc)
-                continue
-            sent.append((job.id, job.dispatch_seq))
-        self.store.mark_dispatched(sent)
-
-    def dispatch_pending(self) -> int:
-        """The one place that re-sends jobs (called by the sweep): never sent, deferred
-        and due, released from a pause, or requeued after their worker died."""
-        pending = self.store.take_pending_dispatch()
-        self.send(pending)
-        return len(pending)

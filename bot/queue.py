@@ -13,6 +13,7 @@ from typing import Any, Protocol
 from celery import Celery
 
 from bot.settings import Settings
+from bot.store.jobs import JobStore
 from bot.store.models import Job
 
 # One Celery task per job kind; worker/tasks.py defines them under these names.
@@ -141,7 +142,7 @@ class BackgroundSender:
     Jobs that arrive together are sent as one batch (``send`` marks them dispatched in one
     transaction). This is the fast path only: a job this process does not send (it died, the
     backlog was full, the broker was down) stays queued and undispatched in the store, and
-    the sweep (``Intake.dispatch_pending``), the one owner of re-sending, sends it.
+    the sweep (``JobQueue.dispatch_pending``), the one owner of re-sending, sends it.
     """
 
     def __init__(
@@ -215,3 +216,44 @@ class BackgroundSender:
                     self._queue.task_done()
             if len(jobs) < len(items):
                 return
+
+
+class JobQueue:
+    """The one way jobs reach the broker: the webhook's background sender, the sweep's
+    re-sends, a /ribbit retry's new job, the dashboard's and the CLI's retry and resume.
+
+    A send that fails leaves the job in the store, undispatched; :meth:`dispatch_pending`
+    (run by the sweep, the only re-sender) sends it later."""
+
+    def __init__(self, store: JobStore, dispatcher: Dispatcher) -> None:
+        self.store = store
+        self.dispatcher = dispatcher
+
+    @classmethod
+    def to_celery(cls, settings: Settings, store: JobStore) -> JobQueue:
+        """The deployment's queue: Celery on the configured broker."""
+        return cls(store, CeleryDispatcher(client_celery(settings)))
+
+    def dispatch(self, job_ids: Sequence[str]) -> None:
+        """Send jobs by id (held or no longer queued ones are skipped)."""
+        self.send([self.store.get(job_id) for job_id in job_ids])
+
+    def send(self, jobs: Sequence[Job]) -> None:
+        sent: list[tuple[str, int]] = []
+        for job in jobs:
+            if job.held or job.state != "queued":
+                continue
+            try:
+                self.dispatcher.dispatch(job)
+            except Exception as exc:  # broker down: the job is safe in the store
+                log.warning("dispatch of job %s failed, will retry: %s", job.id, exc)
+                continue
+            sent.append((job.id, job.dispatch_seq))
+        self.store.mark_dispatched(sent)
+
+    def dispatch_pending(self) -> int:
+        """The one place that re-sends jobs (called by the sweep): never sent, deferred
+        and due, released from a pause, or requeued after their worker died."""
+        pending = self.store.take_pending_dispatch()
+        self.send(pending)
+        return len(pending)

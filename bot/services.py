@@ -10,7 +10,7 @@ from bot.env_validation import EnvValidatorFactory, ValidationRunner
 from bot.intake import Intake
 from bot.metrics import WebMetrics
 from bot.model_versions import ModelVersions, ModelVersionsFactory
-from bot.queue import CeleryDispatcher, Dispatcher, client_celery
+from bot.queue import CeleryDispatcher, Dispatcher, JobQueue, client_celery
 from bot.settings import Settings
 from bot.store.db import Database
 from bot.store.jobs import JobStore
@@ -22,6 +22,7 @@ class Services:
     db: Database
     store: JobStore
     intake: Intake
+    queue: JobQueue  # the intake's own: one send path for webhooks and dashboard actions
     metrics: WebMetrics
     # None where the registry (trainer/) is not installed: promotion is then unavailable.
     model_versions: ModelVersions | None = None
@@ -43,11 +44,13 @@ class Services:
         db.migrate()
         store = JobStore(db)
         dispatcher = dispatcher or CeleryDispatcher(client_celery(settings))
+        intake = Intake(settings, store, dispatcher)
         return cls(
             settings=settings,
             db=db,
             store=store,
-            intake=Intake(settings, store, dispatcher),
+            intake=intake,
+            queue=intake.queue,
             metrics=WebMetrics(store, settings),
             model_versions=model_versions(db, settings) if model_versions else None,
             env_validation=ValidationRunner(db, env_validator(db, settings))

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from bot.intake import Intake
-from bot.queue import CeleryDispatcher, client_celery
+from bot.queue import JobQueue
 from bot.store.jobs import InvalidTransition
 from worker.jobs import MAX_REQUEUES, STALE_AFTER
 from worker.runtime import WorkerRuntime
@@ -13,7 +12,7 @@ from worker.runtime import WorkerRuntime
 log = logging.getLogger(__name__)
 
 
-def sweep(runtime: WorkerRuntime, *, intake: Intake | None = None) -> dict[str, int]:
+def sweep(runtime: WorkerRuntime, *, queue: JobQueue | None = None) -> dict[str, int]:
     """Requeue jobs whose worker died (at most MAX_REQUEUES times each) and send every job
     that is due: the only place jobs are re-sent."""
     store = runtime.store
@@ -35,10 +34,8 @@ def sweep(runtime: WorkerRuntime, *, intake: Intake | None = None) -> dict[str, 
             requeued += 1
         except InvalidTransition:  # it finished or moved meanwhile
             continue
-    if intake is None:
-        dispatcher = CeleryDispatcher(client_celery(runtime.settings))
-        intake = Intake(runtime.settings, store, dispatcher)
-    sent = intake.dispatch_pending()
+    queue = queue or JobQueue.to_celery(runtime.settings, store)
+    sent = queue.dispatch_pending()
     if requeued or sent or failed:
         log.info("sweep: requeued %d, failed %d, dispatched %d", requeued, failed, sent)
     return {"requeued": requeued, "failed": failed, "dispatched": sent}

@@ -65,7 +65,7 @@ def retry_job(svc: Services, job_id: str) -> ActionResult:
         if new is None:
             return ActionResult(False, "another job is already active for that issue")
         new_id = new.id
-    svc.intake.dispatch([new_id])
+    svc.queue.dispatch([new_id])
     note = " (held: the bot is paused)" if held else ""
     return ActionResult(True, f"job {job_id} retried as {new_id}{note}")
 
@@ -77,7 +77,7 @@ def pause(svc: Services, forge: str | None, repo: str | None) -> ActionResult:
 
 def resume(svc: Services, forge: str | None, repo: str | None) -> ActionResult:
     released = svc.store.resume(forge=forge, repo=repo)
-    svc.intake.dispatch(released)
+    svc.queue.dispatch(released)
     return ActionResult(True, f"resumed {_scope(forge, repo)}; {len(released)} held job(s) sent")
 
 

@@ -119,8 +119,7 @@ def test_worker_killed_between_push_and_pr_resumes_from_the_pushed_branch(
     from the branch the first one pushed, without running the agent again."""
     import pickle
 
-    from bot.intake import Intake
-    from bot.queue import CeleryDispatcher, client_celery
+    from bot.queue import JobQueue
     from bot.store.jobs import JobSpec
     from tests.plugins.e2e import record
     from worker.runtime import WorkerRuntime
@@ -178,8 +177,7 @@ def test_worker_killed_between_push_and_pr_resumes_from_the_pushed_branch(
                 ),
             )
             assert job is not None
-        intake = Intake(settings, runtime.store, CeleryDispatcher(client_celery(settings)))
-        intake.send([job])
+        JobQueue.to_celery(settings, runtime.store).send([job])
         first = start_worker()
         assert parked.reached.wait(timeout=300), log.read_text()[-3000:]
         os.killpg(first.pid, signal.SIGKILL)  # between the push and the PR

@@ -9,8 +9,7 @@ import json
 from typing import Any
 
 from bot.admission import refusal_reason
-from bot.intake import Intake
-from bot.queue import CeleryDispatcher, client_celery
+from bot.queue import JobQueue
 from bot.store.jobs import JobSpec
 from bot.store.models import Job
 from worker.jobs import JobContext, JobRefused, pipeline
@@ -76,9 +75,7 @@ def run_command(ctx: JobContext) -> dict[str, Any] | None:
                 target.superseded_by = new_id
     if new_id is not None:
         # Sent now for a prompt start; the sweep would send it if this fails.
-        Intake(ctx.settings, store, CeleryDispatcher(client_celery(ctx.settings))).dispatch(
-            [new_id]
-        )
+        JobQueue.to_celery(ctx.settings, store).dispatch([new_id])
     if name == "stop":
         text = (
             f"⏹️ Stopped job `{target_id[:12]}` as @{job.actor} asked."

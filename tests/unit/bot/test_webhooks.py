@@ -209,7 +209,7 @@ def test_broker_down_keeps_the_job_for_dispatch_pending(
     [job] = jobs(store)
     assert not job.dispatched
     dispatcher.fail = False
-    assert app.extensions["ribbit"].intake.dispatch_pending() == 1
+    assert app.extensions["ribbit"].queue.dispatch_pending() == 1
     assert dispatcher.sent == [job.id] and store.get(job.id).dispatched
 
 

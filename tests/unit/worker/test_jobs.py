@@ -243,12 +243,12 @@ def _lose_worker(runtime: WorkerRuntime, job_id: str) -> None:
 
 
 def test_sweep_requeues_a_lost_job_a_bounded_number_of_times(runtime: Any) -> None:
-    from bot.intake import Intake
+    from bot.queue import JobQueue
     from tests.fakes import RecordingDispatcher
     from worker.maintenance import sweep
 
     sent = RecordingDispatcher()
-    intake = Intake(runtime.settings, runtime.store, sent)
+    queue = JobQueue(runtime.store, sent)
     job_id = make_job(runtime)
     for _ in range(jobs_mod.MAX_REQUEUES):
         job = runtime.store.get(job_id)
@@ -259,11 +259,11 @@ def test_sweep_requeues_a_lost_job_a_bounded_number_of_times(runtime: Any) -> No
             == "claimed"
         )
         _lose_worker(runtime, job_id)
-        assert sweep(runtime, intake=intake) == {"requeued": 1, "failed": 0, "dispatched": 1}
+        assert sweep(runtime, queue=queue) == {"requeued": 1, "failed": 0, "dispatched": 1}
     assert sent.sent == [job_id] * jobs_mod.MAX_REQUEUES
     runtime.store.claim(job_id, runtime.limits, stale_after=timedelta(minutes=1))
     _lose_worker(runtime, job_id)
-    assert sweep(runtime, intake=intake) == {"requeued": 0, "failed": 1, "dispatched": 0}
+    assert sweep(runtime, queue=queue) == {"requeued": 0, "failed": 1, "dispatched": 0}
     job = runtime.store.get(job_id)
     assert job.state == "failed" and "lost 4 times" in job.failure_reason
 

@@ -304,7 +304,7 @@ class BubblewrapSandbox:
         return args
 
     def _limits_argv(self) -> list[str]:
-        """prlimit in front of everything: rlimits are inherited by timeout, bwrap and the
+        """prlimit in front of everything: rlimits are inherited by bwrap, the runner and the
         command. (Not preexec_fn: that is unsafe in a threaded worker.)"""
         s = self._settings
         mb = 1024 * 1024
@@ -340,7 +340,7 @@ class BubblewrapSandbox:
         answer = self._call(request, timeout + KILL_GRACE_S + _HOST_GRACE_S)
         elapsed = time.monotonic() - start
         if answer is None:
-            # ``timeout`` inside did not end it: the whole sandbox is the only thing left.
+            # The runner's deadline did not end it: the whole sandbox is the only thing left.
             self.close()
             return ExecResult(TIMEOUT_EXIT_CODE, "", "", elapsed, timed_out=True)
         result = parse_result(answer, elapsed, timeout, output_cap)

@@ -340,7 +340,7 @@ class BubblewrapSandbox:
         answer = self._call(request, timeout + KILL_GRACE_S + _HOST_GRACE_S)
         elapsed = time.monotonic() - start
         if answer is None:
-            # The runner's deadline did not end it: the whole sandbox is the only thing left.
+            # ``timeout`` inside did not end it: the whole sandbox is the only thing left.
             self.close()
             return ExecResult(TIMEOUT_EXIT_CODE, "", "", elapsed, timed_out=True)
         result = parse_result(answer, elapsed, timeout, output_cap)

@@ -14,20 +14,20 @@ Commands run through a resident process (worker/sandbox/session_server.py, the o
 bubblewrap backend runs), started at the first exec as one engine exec whose attached
 stdin/stdout carry every request and answer: a command costs a spawn inside the
 container, not an engine exec (runc exec and three API round trips, about 100 ms each on
-Podman). It runs each command in its own process group under the deadline ``timeout -k G
-T`` would give it: SIGTERM to that group at T, SIGKILL G seconds later; what is left in
-the group when the command ends is killed. Processes it started in a session of their
-own (the agent's tool runner runs Bash that way) keep running, and ``/tmp`` and
-``$HOME`` keep their files, for the life of the container (as in the pod the model was
-trained in); removing the container ends them all. A command that TIMES OUT is followed
-by ``kill(-1)``, which kills every process of the sandbox user but the runner, those
-that escaped the group (setsid, daemons) included. A command that kills the runner
-itself (``kill -9 -1``) reads as killed (137) and the next exec starts a new one. Pid 1
-is a bash loop that survives all that (the kernel does not let a namespace's init be
-killed from inside it) and reaps adopted zombies, which would otherwise use up the pids
-limit. A host-side deadline behind the runner's kills the whole container. An image
-without ``python3`` runs each command as an engine exec of its own, ``sh -c 'timeout -k
-G T CMD'`` with the same rules.
+Podman). It runs each command as ``timeout -k G T CMD``, in its own process group:
+``timeout`` signals that group at T (SIGKILL G seconds later), and what is left in it
+when the command ends is killed. Processes it started in a session of their own (the
+agent's tool runner runs Bash that way) keep running, and ``/tmp`` and ``$HOME`` keep
+their files, for the life of the container (as in the pod the model was trained in);
+removing the container ends them all. A command that TIMES OUT is followed by
+``kill(-1)``, which kills every process of the sandbox user but the runner, those that
+escaped the group (setsid, daemons) included. A command that kills the runner itself
+(``kill -9 -1``) reads as killed (137) and the next exec starts a new one. Pid 1 is a
+bash loop that survives all that (the kernel does not let a namespace's init be killed
+from inside it) and reaps adopted zombies, which would otherwise use up the pids limit.
+A host-side deadline behind ``timeout`` kills the whole container. An image without
+``python3`` runs each command as an engine exec of its own, ``sh -c 'timeout -k G T
+CMD'`` with the same rules.
 """
 
 from __future__ import annotations

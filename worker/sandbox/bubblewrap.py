@@ -33,23 +33,20 @@ sandbox in the same (job) thread.
 
 from __future__ import annotations
 
-import base64
 import contextlib
-import json
+import io
 import os
 import secrets
 import shutil
 import signal
 import subprocess
 import tempfile
-import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
-from importlib import resources
+from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Self
+from typing import Self, cast
 
 from bot.settings import SandboxSettings
 from worker.sandbox.base import (
@@ -67,7 +64,6 @@ from worker.sandbox.cgroup import (
     enter_argv,
 )
 from worker.sandbox.common import (
-    DIFF_CAP,
     ENV_ROOT,
     KILL_GRACE_S,
     PROFILE,
@@ -75,15 +71,19 @@ from worker.sandbox.common import (
     SANDBOX_HOME,
     SANDBOX_UID,
     base_commit,
-    command_argv,
     host_workspace_diff,
     sandbox_env,
-    timed_out_exit,
-    workspace_cwd,
     workspace_relative,
 )
 from worker.sandbox.egress import EGRESS_MOUNT
 from worker.sandbox.export import ExportLimits, export_host_tree, read_regular_fd
+from worker.sandbox.session import (
+    STOP_ALL_REQUEST,
+    SessionClient,
+    exec_request,
+    parse_result,
+    server_source,
+)
 from worker.sandbox.snapshot import (
     ENV_SKIP,
     SNAPSHOT_LIMITS,
@@ -122,14 +122,6 @@ _GROUP = f"root:x:0:\nsandbox:x:{SANDBOX_GID}:\n"
 # The resident process, started with the host's own python3 (bwrap shares the host's /usr).
 _START_SERVER = 'exec "$(command -v python3)" -I -c "$0" --inside-sandbox'
 _HOST_GRACE_S = 5
-# Longest answer line accepted from the sandbox: two base64 streams of a diff at its cap.
-_MAX_LINE = 3 * DIFF_CAP
-
-
-@dataclass
-class _Pending:
-    done: threading.Event
-    answer: dict[str, object] | None = None
 
 
 def bwrap_path() -> str | None:
@@ -147,8 +139,7 @@ class BubblewrapSandbox:
         self._settings = settings
         self._closed = False
         self._server: subprocess.Popen[bytes] | None = None
-        self._pending: dict[int, _Pending] = {}
-        self._lock = threading.Lock()
+        self._session: SessionClient | None = None
         self._base = base_commit(source)
         self._source = source
         self._root = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX))
@@ -187,8 +178,9 @@ class BubblewrapSandbox:
             raise
 
     def _start_server(self) -> None:
-        source = resources.files("worker.sandbox").joinpath("session_server.py").read_text()
-        argv = self._bwrap_argv(["/bin/sh", "-c", _START_SERVER, source], WORKSPACE, sandbox_env())
+        argv = self._bwrap_argv(
+            ["/bin/sh", "-c", _START_SERVER, server_source()], WORKSPACE, sandbox_env()
+        )
         uid = self._host_uid
         # A root worker drops to the throwaway uid before prlimit runs, so RLIMIT_NPROC
         # (which root ignores) holds and counts only this sandbox's processes.
@@ -204,28 +196,17 @@ class BubblewrapSandbox:
             extra_groups=None if uid is None else [],
             env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"},
         )
-        assert self._server.stdout is not None
-        threading.Thread(
-            target=self._read_answers, args=(self._server.stdout,), daemon=True
-        ).start()
+        stdin, stdout = self._server.stdin, self._server.stdout
+        assert stdin is not None and stdout is not None
 
-    def _read_answers(self, pipe: IO[bytes]) -> None:
-        """Hand each answer to the exec waiting for its id. Answers are untrusted (any
-        process in the sandbox can write to this pipe): bounded, strictly parsed."""
-        try:
-            while line := pipe.readline(_MAX_LINE):
-                try:
-                    answer = json.loads(line)
-                    waiter = self._pending.get(int(answer["id"]))
-                except (ValueError, KeyError, TypeError):
-                    continue
-                if waiter is not None and not waiter.done.is_set():
-                    waiter.answer = answer
-                    waiter.done.set()
-        finally:
-            # The sandbox is gone: nobody is left to answer.
-            for waiter in list(self._pending.values()):
-                waiter.done.set()
+        def send(data: bytes) -> None:
+            stdin.write(data)
+            stdin.flush()
+
+        # Through the file object, never its bare fd: close() may close the pipe while
+        # the reader still waits, and the number could be another file by then.
+        answers = cast(io.BufferedReader, stdout)
+        self._session = SessionClient(send, lambda: answers.read1(1 << 16))
 
     # -- set-up ------------------------------------------------------------------------
     @staticmethod
@@ -323,7 +304,7 @@ class BubblewrapSandbox:
         return args
 
     def _limits_argv(self) -> list[str]:
-        """prlimit in front of everything: rlimits are inherited by timeout, bwrap and the
+        """prlimit in front of everything: rlimits are inherited by bwrap, the runner and the
         command. (Not preexec_fn: that is unsafe in a threaded worker.)"""
         s = self._settings
         mb = 1024 * 1024
@@ -351,17 +332,9 @@ class BubblewrapSandbox:
         env: Mapping[str, str] | None = None,
         output_cap: int = DEFAULT_OUTPUT_CAP,
     ) -> ExecResult:
-        if self._closed or self._server is None or self._server.stdin is None:
+        if self._closed or self._session is None:
             raise SandboxError("sandbox is closed")
-        if timeout <= 0:
-            raise ValueError("timeout must be positive")
-        request = {
-            "argv": command_argv(command),
-            "env": sandbox_env(env),
-            "cwd": workspace_cwd(cwd),
-            "timeout": timeout,
-            "cap": output_cap,
-        }
+        request = exec_request(command, timeout=timeout, cwd=cwd, env=env, output_cap=output_cap)
         start = time.monotonic()
         ooms = self._cgroup.oom_kills() if self._cgroup is not None else 0
         answer = self._call(request, timeout + KILL_GRACE_S + _HOST_GRACE_S)
@@ -370,7 +343,7 @@ class BubblewrapSandbox:
             # ``timeout`` inside did not end it: the whole sandbox is the only thing left.
             self.close()
             return ExecResult(TIMEOUT_EXIT_CODE, "", "", elapsed, timed_out=True)
-        result = _result(answer, elapsed, timeout, output_cap)
+        result = parse_result(answer, elapsed, timeout, output_cap)
         if self._cgroup is not None and self._cgroup.oom_kills() > ooms:
             # The kernel's OOM killer acted in this sandbox's memory cgroup meanwhile.
             result = replace(result, oom_killed=True)
@@ -379,27 +352,9 @@ class BubblewrapSandbox:
     def _call(self, request: dict[str, object], wait_s: float) -> dict[str, object] | None:
         """Send one request to the resident process and wait for its answer (None: none
         came in ``wait_s``)."""
-        if self._closed or self._server is None or self._server.stdin is None:
+        if self._closed or self._session is None:
             raise SandboxError("sandbox is closed")
-        # Random, so a process in the sandbox writing to the answer pipe cannot guess the
-        # id of a command still running and answer in its place.
-        request_id = secrets.randbits(63)
-        waiter = _Pending(threading.Event())
-        self._pending[request_id] = waiter
-        try:
-            with self._lock:
-                self._server.stdin.write(json.dumps({**request, "id": request_id}).encode() + b"\n")
-                self._server.stdin.flush()
-            answered = waiter.done.wait(wait_s)
-        except (BrokenPipeError, ValueError, OSError) as exc:
-            raise SandboxError(f"the sandbox is gone: {exc}") from exc
-        finally:
-            self._pending.pop(request_id, None)
-        if not answered:
-            return None
-        if waiter.answer is None:
-            raise SandboxError("the sandbox died while a command ran")
-        return waiter.answer
+        return self._session.call(request, wait_s)
 
     # -- files -------------------------------------------------------------------------
     def _inside_path(self, path: str) -> str:
@@ -480,9 +435,7 @@ class BubblewrapSandbox:
     def _stop_processes(self) -> None:
         """Nothing of the sandbox may run while the host reads its workspace: the resident
         process kills every other process of the sandbox user (background ones too)."""
-        self._call(
-            {"stop_all": True, "argv": [], "env": {}, "cwd": "/", "timeout": 1, "cap": 0}, 30
-        )
+        self._call(STOP_ALL_REQUEST, 30)
 
     # -- teardown ----------------------------------------------------------------------
     def close(self) -> None:
@@ -501,8 +454,8 @@ class BubblewrapSandbox:
                 if pipe is not None:
                     with contextlib.suppress(OSError):
                         pipe.close()
-        for waiter in list(self._pending.values()):
-            waiter.done.set()
+        if self._session is not None:
+            self._session.wake_all()
         remove_root(self._root)
         if self._cgroup is not None:
             self._cgroup.remove()
@@ -597,23 +550,3 @@ def _chown_tree(root: Path, uid: int, *, only: Path | None = None) -> None:
     for dirpath, dirnames, filenames in os.walk(root):
         for name in dirnames + filenames:
             os.lchown(os.path.join(dirpath, name), uid, uid)
-
-
-def _result(answer: dict[str, object], elapsed: float, timeout: float, cap: int) -> ExecResult:
-    try:
-        exit_code = int(str(answer["rc"]))
-        out = base64.b64decode(str(answer["out"]), validate=True)[:cap]
-        err = base64.b64decode(str(answer["err"]), validate=True)[:cap]
-        totals = int(str(answer["out_total"])), int(str(answer["err_total"]))
-    except (KeyError, ValueError) as exc:
-        raise SandboxError(f"the sandbox answered nonsense: {exc}") from exc
-    timed_out = timed_out_exit(exit_code, elapsed, timeout)
-    return ExecResult(
-        exit_code=TIMEOUT_EXIT_CODE if timed_out else exit_code,
-        stdout=out.decode(errors="replace"),
-        stderr=err.decode(errors="replace"),
-        duration_s=elapsed,
-        timed_out=timed_out,
-        truncated=totals[0] > cap or totals[1] > cap,
-        oom_killed=False,
-    )

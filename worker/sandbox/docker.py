@@ -10,31 +10,41 @@ size-limited tmpfs mounts for /workspace, /tmp and $HOME. The checkout is copied
 ``put_archive``; the host source dir is never mounted. Containers carry the LABEL so a
 crashed worker's leftovers are found by ``reap_stale``.
 
-Each exec runs as ``sh -c 'timeout -k G T CMD'``: ``timeout`` signals the command's
-process group at T, and what is left in that group when the command ends is killed.
-Processes it started in a session of their own (the agent's tool runner runs Bash that
-way) keep running, and ``/tmp`` and ``$HOME`` keep their files, for the life of the
-container (as in the pod the model was trained in); removing the container ends them
-all. A command that TIMES OUT is followed by ``kill -9 -1``, which kills every process
-of the sandbox user, those that escaped the group (setsid, daemons) included, so
-nothing a runaway command detached survives it. Pid 1 is a bash loop that survives
-that (the kernel does not let a namespace's init be killed from inside it) and reaps
-adopted zombies, which would otherwise use up the pids limit. A host-side deadline
-behind ``timeout`` kills the whole container.
+Commands run through a resident process (worker/sandbox/session_server.py, the one the
+bubblewrap backend runs), started at the first exec as one engine exec whose attached
+stdin/stdout carry every request and answer: a command costs a spawn inside the
+container, not an engine exec (runc exec and three API round trips, about 100 ms each on
+Podman). It runs each command as ``timeout -k G T CMD``, in its own process group:
+``timeout`` signals that group at T (SIGKILL G seconds later), and what is left in it
+when the command ends is killed. Processes it started in a session of their own (the
+agent's tool runner runs Bash that way) keep running, and ``/tmp`` and ``$HOME`` keep
+their files, for the life of the container (as in the pod the model was trained in);
+removing the container ends them all. A command that TIMES OUT is followed by
+``kill(-1)``, which kills every process of the sandbox user but the runner, those that
+escaped the group (setsid, daemons) included. A command that kills the runner itself
+(``kill -9 -1``) reads as killed (137) and the next exec starts a new one. Pid 1 is a
+bash loop that survives all that (the kernel does not let a namespace's init be killed
+from inside it) and reaps adopted zombies, which would otherwise use up the pids limit.
+A host-side deadline behind ``timeout`` kills the whole container. An image without
+``python3`` runs each command as an engine exec of its own, ``sh -c 'timeout -k G T
+CMD'`` with the same rules.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import io
 import os
 import shutil
 import socket
+import struct
 import tarfile
 import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, Self
@@ -72,6 +82,13 @@ from worker.sandbox.common import (
 )
 from worker.sandbox.egress import EGRESS_MOUNT, make_egress_dir
 from worker.sandbox.export import ExportLimits, extract_tar_stream, read_tar_file
+from worker.sandbox.session import (
+    STOP_ALL_REQUEST,
+    SessionClient,
+    exec_request,
+    parse_result,
+    server_source,
+)
 from worker.sandbox.snapshot import ENV_SKIP, SNAPSHOT_LIMITS, EnvSnapshot, overlay_paths
 
 # Pid 1: never exits on its own, reaps every child it adopts.
@@ -84,6 +101,14 @@ _EXEC_WRAPPER = (
     "case $rc in 124|137) kill -9 -1 2>/dev/null;; esac; exit $rc"
 )
 _HOST_GRACE_S = 15
+# The resident runner (worker/sandbox/session_server.py) on the image's own python3 with
+# site off (-S), so nothing installed in the set-up environment runs in it. An image
+# without python3 exits 127 here, and the sandbox runs one engine exec per command.
+_START_SERVER = (
+    "for p in /usr/bin/python3 /usr/local/bin/python3; do "
+    '[ -x "$p" ] && exec "$p" -I -S -c "$0" --inside-sandbox; done; exit 127'
+)
+_KILLED_EXIT = 128 + 9
 # Base64 characters per argv element: under Linux's 128 KiB limit on one argument.
 _ARG_CHUNK = 96 * 1024
 # $1 base64 data, $2 the file, $3 its folder: refused (exit 86) when the folder resolves
@@ -131,6 +156,12 @@ class DockerSandbox:
         self._source = source
         self._oom_seen = 0
         self.container: Container | None = None
+        # The resident runner, started at the first exec; None until then, and for good
+        # when the image cannot run it (then each command is an engine exec of its own).
+        self._session: SessionClient | None = None
+        self._session_socket: socket.socket | None = None
+        self._session_unavailable = False
+        self._session_lock = threading.Lock()
         # The setup step's only way out: a host folder with the proxy's unix socket,
         # bound read-only (so this needs an engine on this host); never a network.
         self.egress_dir: Path | None = make_egress_dir() if network else None
@@ -222,6 +253,96 @@ class DockerSandbox:
         env: Mapping[str, str] | None = None,
         output_cap: int = DEFAULT_OUTPUT_CAP,
     ) -> ExecResult:
+        request = exec_request(command, timeout=timeout, cwd=cwd, env=env, output_cap=output_cap)
+        session = self._session_client()
+        if session is None:
+            return self._exec_once(
+                command, timeout=timeout, cwd=cwd, env=env, output_cap=output_cap
+            )
+        start = time.monotonic()
+        try:
+            answer = session.call(request, timeout + KILL_GRACE_S + _HOST_GRACE_S)
+        except SandboxError:
+            if self._closed:
+                raise
+            # The runner died while the command ran: what kills it from inside (a
+            # ``kill -9 -1`` in the command, the OOM killer) killed the command too, as
+            # it killed an exec's own shell before. The next exec starts a new runner.
+            answer = {"rc": _KILLED_EXIT, "out": "", "err": "", "out_total": 0, "err_total": 0}
+        elapsed = time.monotonic() - start
+        if answer is None:
+            # timeout inside did not end it (the runner stopped answering): the container
+            # is the only thing left to kill.
+            self.close()
+            return ExecResult(TIMEOUT_EXIT_CODE, "", "", elapsed, timed_out=True)
+        result = parse_result(answer, elapsed, timeout, output_cap)
+        if not result.timed_out and result.exit_code == _KILLED_EXIT and self._oom_events():
+            result = replace(result, oom_killed=True)
+        return result
+
+    def _session_client(self) -> SessionClient | None:
+        """The running runner, (re)started when there is none; None when this image
+        cannot run it."""
+        with self._session_lock:
+            self._live()
+            if self._session is not None and not self._session.ended.is_set():
+                return self._session
+            if self._session_unavailable:
+                return None
+            self._close_session_socket()
+            self._session = self._start_session()
+            self._session_unavailable = self._session is None
+            return self._session
+
+    def _start_session(self) -> SessionClient | None:
+        container = self._live()
+        api = self._client.api
+        try:
+            exec_id = api.exec_create(
+                container.id,
+                ["sh", "-c", _START_SERVER, server_source()],
+                stdout=True,
+                stderr=True,
+                stdin=True,
+                tty=False,
+                user=f"{SANDBOX_UID}:{SANDBOX_GID}",
+                environment=sandbox_env(),
+                workdir=WORKSPACE,
+            )["Id"]
+            attached = api.exec_start(exec_id, socket=True)
+        except docker.errors.DockerException as exc:
+            raise SandboxError(f"exec failed: {exc}") from exc
+        raw: socket.socket = getattr(attached, "_sock", attached)
+        # The client's timeout would end an idle runner's stream: commands wait on it.
+        raw.settimeout(None)
+        self._session_socket = raw
+        session = SessionClient(raw.sendall, _StdoutFrames(raw).read)
+        probe = exec_request(["true"], timeout=30, cwd=WORKSPACE, env=None, output_cap=1024)
+        try:
+            answered = session.call(probe, 30 + KILL_GRACE_S + _HOST_GRACE_S)
+        except SandboxError:
+            answered = None
+        if answered is None or answered.get("rc") != 0:
+            self._close_session_socket()
+            return None
+        return session
+
+    def _close_session_socket(self) -> None:
+        if self._session_socket is not None:
+            with contextlib.suppress(OSError):
+                self._session_socket.close()
+            self._session_socket = None
+
+    def _exec_once(
+        self,
+        command: str | Sequence[str],
+        *,
+        timeout: float,
+        cwd: str = WORKSPACE,
+        env: Mapping[str, str] | None = None,
+        output_cap: int = DEFAULT_OUTPUT_CAP,
+    ) -> ExecResult:
+        """One engine exec for this command alone (images the runner cannot start in)."""
         container = self._live()
         argv = ["sh", "-c", _EXEC_WRAPPER, *timeout_argv(command_argv(command), timeout)]
         api = self._client.api
@@ -328,9 +449,7 @@ class DockerSandbox:
                 raise SandboxError(f"{path}: could not write: {done.stderr.strip()[:500]}")
 
     def diff(self) -> str:
-        # Every process of the sandbox user is stopped first (pid 1 is out of reach of
-        # signals from inside and only waits), so nothing changes files while read.
-        self.exec(["kill", "-9", "-1"], timeout=30)
+        self._stop_processes()
         limits = ExportLimits(max_bytes=self._settings.workspace_mb * 1024 * 1024)
         return host_workspace_diff(self._source, self._base, self._export_into(limits))
 
@@ -344,9 +463,21 @@ class DockerSandbox:
 
         return export
 
+    def _stop_processes(self) -> None:
+        """Every process of the sandbox user is stopped before the host reads the
+        workspace (pid 1 is out of reach of signals from inside and only waits), so
+        nothing changes files while read. The runner does it and stays; should it not
+        answer, an engine exec's ``kill -9 -1`` does, runner included."""
+        session = self._session_client()
+        if session is not None:
+            with contextlib.suppress(SandboxError):
+                if session.call(STOP_ALL_REQUEST, 30) is not None:
+                    return
+        self._exec_once(["kill", "-9", "-1"], timeout=30)
+
     # -- snapshots (worker/sandbox/snapshot.py) ----------------------------------------
     def export_setup_state(self, env_dest: Path, workspace_dest: Path) -> None:
-        self.exec(["kill", "-9", "-1"], timeout=30)
+        self._stop_processes()
         try:
             stream, _ = self._live().get_archive(ENV_ROOT)
         except docker.errors.DockerException as exc:
@@ -372,6 +503,8 @@ class DockerSandbox:
         if self._closed:
             return
         self._closed = True
+        if self._session is not None:
+            self._session.wake_all()
         if self.container is not None:
             try:
                 self.container.remove(force=True, v=True)
@@ -382,6 +515,7 @@ class DockerSandbox:
                     f"could not remove container {self.container.id}: {exc}"
                 ) from exc
             finally:
+                self._close_session_socket()
                 self._remove_egress_dir()
         else:
             self._remove_egress_dir()
@@ -449,6 +583,45 @@ def _drain(
                 err.feed(stderr)
     except (docker.errors.DockerException, OSError):
         pass
+
+
+class _StdoutFrames:
+    """The runner's stdout from an attached exec stream without a tty: frames of an
+    8-byte header (stream, size) and their payload; stderr frames are dropped."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
+        self._stream = 0
+        self._left = 0
+
+    def _exactly(self, size: int) -> bytes:
+        data = b""
+        while len(data) < size:
+            chunk = self._sock.recv(size - len(data))
+            if not chunk:
+                return b""
+            data += chunk
+        return data
+
+    def read(self) -> bytes:
+        """The next bytes of stdout; b"" when the stream ends."""
+        while True:
+            if self._left == 0:
+                header = self._exactly(8)
+                if not header:
+                    return b""
+                if header[0] not in (0, 1, 2) or header[1:4] != b"\0\0\0":
+                    # Not a frame: the stream is out of step, and nothing on it can be
+                    # matched to a request any more. Ending it fails the waiting calls.
+                    return b""
+                self._stream, self._left = struct.unpack(">BxxxL", header)
+                continue
+            chunk = self._sock.recv(min(self._left, 1 << 16))
+            if not chunk:
+                return b""
+            self._left -= len(chunk)
+            if self._stream == 1:
+                return chunk
 
 
 def _exit_code(api: Any, exec_id: str) -> int:

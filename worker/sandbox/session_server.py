@@ -17,8 +17,14 @@ times out, every other process of the sandbox user is killed too (``kill(-1)``),
 the docker backend does, so nothing a runaway command detached survives it.
 
 Everything here runs as the unprivileged sandbox user inside the sandbox's
-namespaces; a sandboxed process can write to this process's pipes, so the host
-treats every answer as untrusted data (bounded lines, strict parsing).
+namespaces. It makes itself non-dumpable, so the sandbox's other processes (the same
+user) cannot open its pipes through ``/proc/<pid>/fd`` to read requests or answer in
+its place, nor ptrace it; they can still kill it. The host treats every answer as
+untrusted data all the same (bounded lines, strict parsing, random ids).
+
+Started on the bubblewrap backend as bwrap's command, on the docker backend as one
+long-lived exec whose attached stream carries the same lines (worker/sandbox/session.py
+is the host's side).
 """
 
 import base64
@@ -52,12 +58,30 @@ class Job:
         self.files = {proc.stdout.fileno(): proc.stdout, proc.stderr.fileno(): proc.stderr}
         self.out_fd = proc.stdout.fileno()
         self.err_fd = proc.stderr.fileno()
+        # Readable when the command's process ends: its exit wakes the loop at once. Its
+        # pipes can close a moment before it is reapable, and without this the loop
+        # would only look again at its next tick.
+        self.exit_fd = _pidfd(proc.pid)
 
     def feed(self, fd, chunk):
         self.total[fd] += len(chunk)
         room = self.cap - len(self.kept[fd])
         if room > 0:
             self.kept[fd] += chunk[:room]
+
+
+def _pidfd(pid):
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):  # an old kernel or python: the tick alone
+        return None
+
+
+def _close_exit_fd(job, sel):
+    if job.exit_fd is not None:
+        sel.unregister(job.exit_fd)
+        os.close(job.exit_fd)
+        job.exit_fd = None
 
 
 def _reply(rid, rc, out, err, out_total, err_total):
@@ -99,10 +123,13 @@ def _start(request, sel, jobs):
     for fd in job.open:
         os.set_blocking(fd, False)
         sel.register(fd, selectors.EVENT_READ, job)
+    if job.exit_fd is not None:
+        sel.register(job.exit_fd, selectors.EVENT_READ, job)
     jobs.append(job)
 
 
 def _finish(job, sel, jobs):
+    _close_exit_fd(job, sel)
     for fd in list(job.open):
         sel.unregister(fd)
         job.files[fd].close()
@@ -129,7 +156,19 @@ def _kill_all():
         os.kill(-1, signal.SIGKILL)
 
 
+def _undumpable():
+    """PR_SET_DUMPABLE 0: /proc/<pid>/fd and ptrace of this process need a capability
+    the sandbox user lacks. Children get dumpable back at their execve, as usual."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)
+    except (ImportError, OSError, AttributeError):
+        pass
+
+
 def main():
+    _undumpable()
     sel = selectors.DefaultSelector()
     os.set_blocking(0, False)
     sel.register(0, selectors.EVENT_READ, None)
@@ -151,6 +190,10 @@ def main():
                         continue
                 continue
             job = key.data
+            if key.fd == job.exit_fd:
+                # Reaped below; the descriptor has told all it can.
+                _close_exit_fd(job, sel)
+                continue
             chunk = os.read(key.fd, 65536)
             if chunk:
                 job.feed(key.fd, chunk)

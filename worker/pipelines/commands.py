@@ -15,6 +15,8 @@ from bot.store.models import Job
 from worker.jobs import JobContext, JobRefused, pipeline
 from worker.pipelines.replies import WRITE_ACCESS_REFUSAL, check_actor, reply_target
 
+TOLD_BY_ANOTHER = "another command of theirs answers them"
+
 
 @pipeline("command")
 def run_command(ctx: JobContext) -> dict[str, Any] | None:
@@ -27,12 +29,16 @@ def run_command(ctx: JobContext) -> dict[str, Any] | None:
     forge, where = reply_target(ctx)
     try:
         check_actor(ctx, forge)
-    except JobRefused:
-        if not _already_told(ctx):
-            forge.post_comment(
-                where,
-                f"@{job.actor}: only collaborators with write access can use `/ribbit {name}`.",
-            )
+    except JobRefused as refusal:
+        if _already_told(ctx):
+            # Refused in silence, and recorded so: a reason that read like a told refusal
+            # would make the earlier command still queued (the one that tells) count this
+            # one as having told, and stay silent too.
+            raise JobRefused(f"{refusal}; {TOLD_BY_ANOTHER}") from None
+        forge.post_comment(
+            where,
+            f"@{job.actor}: only collaborators with write access can use `/ribbit {name}`.",
+        )
         raise
     store = ctx.store
     with store.db.session() as session:
@@ -88,7 +94,8 @@ def run_command(ctx: JobContext) -> dict[str, Any] | None:
 
 def _already_told(ctx: JobContext) -> bool:
     """Whether another command job of this actor on this issue tells them instead: one that
-    was refused (and told them), or an earlier one still queued or running (which will).
+    was refused and told them (its reason ends with the refusal itself, not with
+    TOLD_BY_ANOTHER), or an earlier one still queued or running (which will).
     Only the earliest of several commands sent at once replies, however many workers run
     them together: a check for refused jobs alone let each of them reply."""
     return ctx.store.command_told_elsewhere(ctx.job, refused_reason=WRITE_ACCESS_REFUSAL)

@@ -1,0 +1,72 @@
+"""`/ribbit` commands from someone without write access: whatever order the workers run
+a burst of them in, exactly one reply (the forge is a fake; the store is real)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import worker.pipelines.commands  # noqa: F401  (registers the command pipeline)
+from bot.settings import Settings
+from bot.store.jobs import JobSpec
+from tests.fakes import FakeForge, git, make_git_repo
+from worker.jobs import run_job
+from worker.runtime import WorkerRuntime
+
+
+@pytest.fixture
+def runtime(settings: Settings) -> Iterator[WorkerRuntime]:
+    built = WorkerRuntime.build(settings)
+    yield built
+    built.db.dispose()
+
+
+@pytest.fixture
+def forge(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeForge:
+    make_git_repo(tmp_path / "src", {"README.md": "calc\n"})
+    git(tmp_path, "clone", "-q", "--bare", str(tmp_path / "src"), str(tmp_path / "calc.git"))
+    fake = FakeForge(tmp_path / "calc.git", writers=("maya",))
+    fake.add_issue(1, "add() subtracts", "fix it")
+    monkeypatch.setattr("worker.pipelines.replies.make_forge", lambda *a, **kw: fake)
+    return fake
+
+
+def _commands(runtime: WorkerRuntime, n: int, actor: str) -> list[str]:
+    ids = []
+    for _ in range(n):
+        with runtime.db.session() as session:
+            job = runtime.store.create(
+                session,
+                JobSpec(
+                    "command",
+                    "github",
+                    "acme/calc",
+                    issue_number=1,
+                    actor=actor,
+                    instructions=json.dumps({"command": "retry", "target": None}),
+                ),
+            )
+            assert job is not None
+            ids.append(job.id)
+    return ids
+
+
+@pytest.mark.parametrize("order", list(itertools.permutations(range(3))))
+def test_an_outsiders_burst_of_commands_gets_one_reply_in_any_run_order(
+    runtime: WorkerRuntime, forge: FakeForge, order: tuple[int, ...]
+) -> None:
+    # The earliest command may run last (two pool threads, a redelivered message): those
+    # that ran before it stayed silent for it, so it must not count them as having told.
+    ids = _commands(runtime, 3, actor="otto")
+    for i in order:
+        assert run_job(runtime, ids[i]) == "failed"
+    assert len(forge.comments) == 1
+    [reply] = forge.comments.values()
+    assert reply.startswith("@otto: only collaborators with write access")
+    # A later command on the issue is refused in silence: they were told once.
+    [later] = _commands(runtime, 1, actor="otto")
+    assert run_job(runtime, later) == "failed" and len(forge.comments) == 1

@@ -10,11 +10,11 @@ target tests named as passing.
   as the README shows it (``pip install -e .`` with the registry proxy, then
   ``python -m pytest -q``; its ``image`` does not apply on bubblewrap, its
   ``setup_hosts`` host is refused and listed, its missing Semgrep rule file is a
-  warning). tkem/cachetools c1cb338 (#200, vendored as patches; its tests are mixin
+  warning), and again with no ``.ribbit.yml`` (pytest detected, nothing installed).
+  tkem/cachetools c1cb338 (#200, vendored as patches; its tests are mixin
   methods every cache class inherits) with no ``.ribbit.yml`` runs the same way, but
   its fix deletes a test (folded into the two it adds), which the gates block: that
   test checks the refusal names it, and that the fix's own tests were found and passed.
-
 - Go: dustin/go-humanize 402bd47 (#130, ``BigComma`` mutated its argument; adds
   ``TestHumanizeBigIntMutation``) and hashicorp/go-version 43575a7 (versions holding
   ``~``; its tests are already in the tree, the issue names them).
@@ -23,8 +23,9 @@ target tests named as passing.
   the issue).
 
 The Go and Rust fixtures and cachetools are vendored with their licences
-(tests/fixtures/*/README.md) and need no downloaded dependency; toolz's setup installs
-setuptools from PyPI.
+(tests/fixtures/*/README.md) and need no downloaded dependency. toolz needs none either:
+the README's ``pip install -e .`` installs it into the job's virtualenv (the proxy is
+up, but nothing is fetched: setup.py develop uses the image's setuptools).
 """
 
 from __future__ import annotations
@@ -32,7 +33,9 @@ from __future__ import annotations
 import difflib
 import re
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -213,20 +216,21 @@ def _readme_config() -> str:
     return found.group(1)
 
 
-def _toolz(tmp: Path, request: pytest.FixtureRequest) -> RealFix:
+def _toolz(tmp: Path, request: pytest.FixtureRequest, *, readme: bool = True) -> RealFix:
     upstream = _files(request.getfixturevalue("toolz_tree"))
     assert FIXED in upstream[ITERTOOLZ] and REGRESSION_TEST in upstream[TESTS]
-    config = _readme_config()
+    config = _readme_config() if readme else None
+    ribbit_yml = {".ribbit.yml": config} if config is not None else {}
     base = {
         **upstream,
         ITERTOOLZ: upstream[ITERTOOLZ].replace(FIXED, BUGGY),
         TESTS: upstream[TESTS].replace(REGRESSION_TEST, ""),
-        ".ribbit.yml": config,
+        **ribbit_yml,
     }
     return RealFix(
         repo="pytoolz/toolz",
         base=base,
-        fixed={**upstream, ".ribbit.yml": config},
+        fixed={**upstream, **ribbit_yml},
         issue=(
             "partition_all fails on elements whose __eq__ raises",
             "partition_all(4, [obj] * 7) raises ValueError when obj's __eq__ raises for "
@@ -284,8 +288,11 @@ def _cachetools(tmp: Path, request: pytest.FixtureRequest) -> RealFix:
     )
 
 
-PROJECTS = {
+PROJECTS: dict[str, Callable[[Path, pytest.FixtureRequest], RealFix]] = {
     "toolz": _toolz,
+    # No .ribbit.yml: pytest detected, nothing installed (python -m pytest imports the
+    # package from the checkout).
+    "toolz-detected": partial(_toolz, readme=False),
     "go-humanize": _humanize,
     "strsim": _strsim,
     "go-version": _go_version,

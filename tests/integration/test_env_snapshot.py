@@ -147,6 +147,31 @@ SRC_LAYOUT = {
 }
 
 
+def test_what_setup_wrote_into_the_workspace_stays_out_of_the_agents_patch(
+    settings: SandboxSettings, tmp_path: Path
+) -> None:
+    # `pip install -e .` writes pkg.egg-info into the checkout, `npm install`
+    # node_modules: build output, which a PR must not carry; the agent's files it must.
+    checkout = tmp_path / "repo"
+    make_git_repo(checkout, FILES)
+    cache = EnvCache(tmp_path / "cache", max_bytes=1024**3, max_age_s=86400)
+    key = env_key("github:team/calc", settings, checkout, CONFIG.setup)
+    for job in ("built", "cached"):
+        env = JobEnvironment(
+            CONFIG, settings, checkout=checkout, workdir=tmp_path / job, cache=cache, key=key
+        )
+        with open_sandbox(settings, checkout) as sandbox:
+            setup = env.setup(sandbox)
+            assert setup.ok, setup.output
+            assert setup.restored_from == (None if job == "built" else "cache")
+            assert sandbox.exec("test -f node_modules/dep/token", timeout=60).exit_code == 0
+            sandbox.write_file("pkg/new.py", b"VALUE = 2\n")
+            sandbox.write_file("pkg/mod.py", b"def value():\n    return 2\n")
+            patch = sandbox.diff()
+        assert "node_modules" not in patch, job
+        assert "b/pkg/new.py" in patch and "b/pkg/mod.py" in patch, job
+
+
 def test_a_copy_install_of_the_repository_is_installed_again_from_the_judged_tree(
     settings: SandboxSettings, tmp_path: Path
 ) -> None:

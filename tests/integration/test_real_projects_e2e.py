@@ -1,9 +1,20 @@
-"""Real Go and Rust projects, each with a bug fix from its own history, end to end: a
-label on the local forge, the signed webhook, the job through Redis to a Celery worker,
-the agent replaying the fix through its tools (Read, Edit) in a bubblewrap sandbox, the
-gates with the project's own tests detected from the tree (no ``.ribbit.yml``), and a
-draft PR whose diff is the upstream fix, with the fix's target tests named as passing.
+"""Real Python, Go and Rust projects, each with a bug fix from its own history, end to
+end: a label on the local forge, the signed webhook, the job through Redis to a Celery
+worker, the agent replaying the fix through its tools (Read, Edit) in a bubblewrap
+sandbox, the gates with the project's own tests (detected from the tree when there is
+no ``.ribbit.yml``), and a draft PR whose diff is the upstream fix, with the fix's
+target tests named as passing.
 
+- Python: toolz 0.12.1 (its sdist from PyPI, pinned by hash; the fix for toolz #387,
+  which extends ``test_partition_all``) with the README's own ``.ribbit.yml`` example
+  as the README shows it (``pip install -e .`` with the registry proxy, then
+  ``python -m pytest -q``; its ``image`` does not apply on bubblewrap, its
+  ``setup_hosts`` host is refused and listed, its missing Semgrep rule file is a
+  warning), and again with no ``.ribbit.yml`` (pytest detected, nothing installed).
+  tkem/cachetools c1cb338 (#200, vendored as patches; its tests are mixin
+  methods every cache class inherits) with no ``.ribbit.yml`` runs the same way, but
+  its fix deletes a test (folded into the two it adds), which the gates block: that
+  test checks the refusal names it, and that the fix's own tests were found and passed.
 - Go: dustin/go-humanize 402bd47 (#130, ``BigComma`` mutated its argument; adds
   ``TestHumanizeBigIntMutation``) and hashicorp/go-version 43575a7 (versions holding
   ``~``; its tests are already in the tree, the issue names them).
@@ -11,21 +22,35 @@ draft PR whose diff is the upstream fix, with the fix's target tests named as pa
   comex/rust-shlex 1.2.1's fix for GHSA-r7qv-8r2h-pg27 (tests in the tree, named by
   the issue).
 
-The fixtures are vendored with their licences (tests/fixtures/*/README.md); none needs
-a downloaded dependency.
+The Go and Rust fixtures and cachetools are vendored with their licences
+(tests/fixtures/*/README.md) and need no downloaded dependency. toolz needs none either:
+the README's ``pip install -e .`` installs it into the job's virtualenv (the proxy is
+up, but nothing is fetched: setup.py develop uses the image's setuptools).
 """
 
 from __future__ import annotations
 
 import difflib
+import re
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.fakes import commit_files, git, make_git_repo
+from tests.integration.test_real_projects import (
+    BUGGY,
+    FIXED,
+    ITERTOOLZ,
+    REGRESSION_TEST,
+    TESTS,
+    _files,
+    toolz_tree,  # noqa: F401  (a fixture: the pinned sdist, downloaded once per session)
+)
 from tests.integration.test_real_projects_go_rust import (
     GO_BASE,
     GO_MODULE,
@@ -33,13 +58,14 @@ from tests.integration.test_real_projects_go_rust import (
     RUST_BASE,
     RUST_UPSTREAM,
 )
-from tests.plugins.e2e import wait_for, xml_call
+from tests.plugins.e2e import bot_comments, wait_for, xml_call
 from tests.plugins.forge import BOT_LOGIN
 from tests.support import require_service
 
 pytestmark = pytest.mark.integration
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "tests" / "fixtures"
 _NOT_VENDORED = {"README.md", "fix.patch"}  # the fixture's own description and the fix
 
 
@@ -53,6 +79,7 @@ class RealFix:
     targets: tuple[str, ...]  # what the verdict names
     target_ids: tuple[str, ...]  # those tests' ids in the runner's report
     tests_in_base: bool = False  # the fix adds no test; the issue names existing ones
+    config: str | None = None  # the repository's .ribbit.yml (None: none, all detected)
 
 
 def _vendored(name: str) -> dict[str, str]:
@@ -102,7 +129,7 @@ def _edit_script(fix: RealFix) -> list[str]:
     return [*turns, *edits, "Fixed it as the issue describes; the tests cover it."]
 
 
-def _humanize(tmp: Path) -> RealFix:
+def _humanize(tmp: Path, request: pytest.FixtureRequest) -> RealFix:
     base = _vendored("go-humanize")
     fixed = _with_patch(base, FIXTURES / "go-humanize" / "fix.patch", tmp / "humanize")
     return RealFix(
@@ -121,7 +148,7 @@ def _humanize(tmp: Path) -> RealFix:
     )
 
 
-def _strsim(tmp: Path) -> RealFix:
+def _strsim(tmp: Path, request: pytest.FixtureRequest) -> RealFix:
     base = _vendored("strsim")
     fixed = _with_patch(base, FIXTURES / "strsim" / "fix.patch", tmp / "strsim")
     return RealFix(
@@ -142,7 +169,7 @@ def _strsim(tmp: Path) -> RealFix:
     )
 
 
-def _go_version(tmp: Path) -> RealFix:
+def _go_version(tmp: Path, request: pytest.FixtureRequest) -> RealFix:
     return RealFix(
         repo="hashicorp/go-version",
         base=GO_BASE,
@@ -159,7 +186,7 @@ def _go_version(tmp: Path) -> RealFix:
     )
 
 
-def _shlex(tmp: Path) -> RealFix:
+def _shlex(tmp: Path, request: pytest.FixtureRequest) -> RealFix:
     return RealFix(
         repo="comex/rust-shlex",
         base=RUST_BASE,
@@ -180,7 +207,92 @@ def _shlex(tmp: Path) -> RealFix:
     )
 
 
-PROJECTS = {
+def _readme_config() -> str:
+    """The ``.ribbit.yml`` example from README.md, exactly as the README shows it."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Per-repository config: `.ribbit.yml`", 1)[1]
+    found = re.search(r"```yaml\n(.*?)```", section, re.S)
+    assert found, "README.md: no .ribbit.yml example"
+    return found.group(1)
+
+
+def _toolz(tmp: Path, request: pytest.FixtureRequest, *, readme: bool = True) -> RealFix:
+    upstream = _files(request.getfixturevalue("toolz_tree"))
+    assert FIXED in upstream[ITERTOOLZ] and REGRESSION_TEST in upstream[TESTS]
+    config = _readme_config() if readme else None
+    ribbit_yml = {".ribbit.yml": config} if config is not None else {}
+    base = {
+        **upstream,
+        ITERTOOLZ: upstream[ITERTOOLZ].replace(FIXED, BUGGY),
+        TESTS: upstream[TESTS].replace(REGRESSION_TEST, ""),
+        **ribbit_yml,
+    }
+    return RealFix(
+        repo="pytoolz/toolz",
+        base=base,
+        fixed={**upstream, **ribbit_yml},
+        issue=(
+            "partition_all fails on elements whose __eq__ raises",
+            "partition_all(4, [obj] * 7) raises ValueError when obj's __eq__ raises for "
+            "objects of another type: the padding sentinel is looked up with "
+            "tuple.index, which compares with ==. It should compare by identity.",
+        ),
+        tool="python3",
+        targets=("test_partition_all",),
+        target_ids=("toolz/tests/test_itertoolz.py::test_partition_all",),
+        config=config,
+    )
+
+
+def _from_patch(patch: Path, where: Path) -> dict[str, str]:
+    """The tree a patch from the empty tree creates."""
+    where.mkdir(parents=True)
+    subprocess.run(["git", "apply", str(patch)], cwd=where, check=True)
+    return {
+        str(p.relative_to(where)): p.read_text() for p in sorted(where.rglob("*")) if p.is_file()
+    }
+
+
+CACHETOOLS_TARGET_CLASSES = {
+    "tests/test_cache.py": "CacheTest",
+    "tests/test_fifo.py": "LRUCacheTest",  # sic: upstream names test_fifo.py's class so
+    "tests/test_lfu.py": "LFUCacheTest",
+    "tests/test_lru.py": "LRUCacheTest",
+    "tests/test_mru.py": "MRUCacheTest",
+    "tests/test_rr.py": "RRCacheTest",
+}
+
+
+def _cachetools(tmp: Path, request: pytest.FixtureRequest) -> RealFix:
+    base = _from_patch(FIXTURES / "cachetools" / "base.patch", tmp / "cachetools-base")
+    fixed = _with_patch(base, FIXTURES / "cachetools" / "fix.patch", tmp / "cachetools")
+    # The fix rewrites the mixin's tests in tests/__init__.py; each cache class's
+    # module runs them as its own.
+    return RealFix(
+        repo="tkem/cachetools",
+        base=base,
+        fixed=fixed,
+        issue=(
+            "Handle __missing__ not storing cache items",
+            "A subclass whose __missing__ returns a value without storing it (too large "
+            "for the cache, say) breaks LRUCache and LFUCache: __getitem__ then updates "
+            "the order of a key the cache does not hold, and raises KeyError.",
+        ),
+        tool="python3",
+        targets=("test_missing", "test_missing_getsizeof"),
+        target_ids=tuple(
+            f"{module}::{cls}::{name}"
+            for module, cls in CACHETOOLS_TARGET_CLASSES.items()
+            for name in ("test_missing", "test_missing_getsizeof")
+        ),
+    )
+
+
+PROJECTS: dict[str, Callable[[Path, pytest.FixtureRequest], RealFix]] = {
+    "toolz": _toolz,
+    # No .ribbit.yml: pytest detected, nothing installed (python -m pytest imports the
+    # package from the checkout).
+    "toolz-detected": partial(_toolz, readme=False),
     "go-humanize": _humanize,
     "strsim": _strsim,
     "go-version": _go_version,
@@ -189,9 +301,15 @@ PROJECTS = {
 
 
 @pytest.fixture(scope="module")
-def fixes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, RealFix]:
-    tmp = tmp_path_factory.mktemp("upstream")
-    return {name: make(tmp) for name, make in PROJECTS.items()}
+def upstream_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("upstream")
+
+
+@pytest.fixture(params=list(PROJECTS))
+def fix(request: pytest.FixtureRequest, upstream_dir: Path) -> RealFix:
+    """One project's fix, built when its test runs (toolz's needs PyPI; the rest, not)."""
+    name: str = request.param
+    return PROJECTS[name](upstream_dir / name, request)
 
 
 def _tree_diff(repo: Path, a: str, b: str) -> str:
@@ -200,23 +318,21 @@ def _tree_diff(repo: Path, a: str, b: str) -> str:
     ).stdout
 
 
-@pytest.mark.parametrize("project", list(PROJECTS))
-def test_upstream_fix_reaches_a_draft_pr_identical_to_it(
-    project: str,
-    fixes: dict[str, RealFix],
-    forge_world: Any,
-    deployment_for: Any,
-    tmp_path: Path,
-) -> None:
-    fix = fixes[project]
+def _solve(fix: RealFix, forge_world: Any, deployment_for: Any) -> tuple[Any, Any, int]:
+    """The fix's project on the local forge, its issue labelled by a maintainer, and the
+    job's end: (job, its tests gate's record, the issue's number)."""
     require_service(Path("/usr/bin", fix.tool).exists(), f"{fix.tool} in /usr/bin")
     if fix.tool == "go":
         require_service(Path("/usr/bin/gotestsum").exists(), "gotestsum in /usr/bin")
+    if fix.tool == "python3":  # bubblewrap's python is the host's, with its pytest
+        found = subprocess.run(["/usr/bin/python3", "-c", "import pytest"], check=False)
+        require_service(found.returncode == 0, "pytest for /usr/bin/python3")
     dep = deployment_for(_edit_script(fix), repo_files=fix.base, issue=fix.issue)
     forge = forge_world.forge
     forge.create_repo("github", fix.repo, files=fix.base)
     forge.add_collaborator("github", fix.repo, BOT_LOGIN, "write")
-    forge.add_collaborator("github", fix.repo, "maya", "maintain")
+    for user, role in (("maya", "maintain"), ("alice", "write")):  # alice: the README's reviewer
+        forge.add_collaborator("github", fix.repo, user, role)
     issue = forge.create_issue(
         "github", fix.repo, title=fix.issue[0], body=fix.issue[1], author="maya"
     )
@@ -228,10 +344,20 @@ def test_upstream_fix_reaches_a_draft_pr_identical_to_it(
         what="job end",
     )
     gates = {r["name"]: r for r in (job.result or {}).get("gates", {}).get("gates", [])}
-    tests = gates.get("tests") or {}
+    return job, gates.get("tests") or {}, int(issue.number)
+
+
+def test_upstream_fix_reaches_a_draft_pr_identical_to_it(
+    fix: RealFix,
+    forge_world: Any,
+    deployment_for: Any,
+    tmp_path: Path,
+) -> None:
+    job, tests, number = _solve(fix, forge_world, deployment_for)
+    forge = forge_world.forge
     assert job.state == "succeeded", (job.failure_reason, tests.get("findings"), tests.get("logs"))
     [pr] = forge.pulls("github", fix.repo)
-    assert pr.draft and f"Fixes #{issue.number}" in pr.body
+    assert pr.draft and f"Fixes #{number}" in pr.body
     assert "Ribbit gates: passed" in pr.body
 
     # The PR's diff is the upstream fix: the same trees, so the same diff, byte for byte.
@@ -245,7 +371,15 @@ def test_upstream_fix_reaches_a_draft_pr_identical_to_it(
 
     # The verdict names the fix's tests, run by the project's own runner, passing.
     details = tests["details"]
-    assert details["command_source"] != ".ribbit.yml"
+    if fix.config is None:
+        assert details["command_source"] != ".ribbit.yml"
+    else:
+        assert details["command_source"] == ".ribbit.yml"
+        setup = job.result["setup"]
+        assert setup["ok"] and setup["network"], setup
+        assert "Successfully installed" in setup["output_tail"], setup
+        # The README's other keys took effect: its PR label and its reviewer.
+        assert pr.labels == ["bot"] and pr.requested_reviewers == ["alice"]
     assert details["targets"] == sorted(fix.targets), details
     assert not details["target_failures"], tests["logs"]
     after = details["after"]
@@ -255,3 +389,41 @@ def test_upstream_fix_reaches_a_draft_pr_identical_to_it(
     assert f"Target tests passing with the patch: {shown}." in pr.body
     if fix.tests_in_base:  # named by the issue: they failed before the fix
         assert set(fix.target_ids) <= set(details["before"]["failing"]), details["before"]
+    else:  # the fix adds or rewrites them: the base's versions, if any, did not fail
+        assert not set(fix.target_ids) & set(details["before"]["failing"]), details["before"]
+
+
+def test_upstream_fix_that_rewrites_a_test_is_refused_naming_the_removed_test(
+    forge_world: Any, deployment_for: Any, upstream_dir: Path, request: pytest.FixtureRequest
+) -> None:
+    """cachetools #200, replayed exactly: no ``.ribbit.yml`` (pytest detected from the
+    tree), the rewritten mixin tests found in every class that inherits them, passing.
+    The fix also deletes ``test_missing_subclass`` (folded into the two new tests), and
+    the gates block a patch that removes a test: no draft PR, the removal named."""
+    fix = _cachetools(upstream_dir / "cachetools", request)
+    job, tests, number = _solve(fix, forge_world, deployment_for)
+    assert job.state == "failed"
+    assert forge_world.forge.pulls("github", fix.repo) == []
+    details = tests["details"]
+    assert details["command_source"] != ".ribbit.yml" and details["runner"] == "pytest"
+    assert details["targets"] == sorted(fix.targets), details
+    assert not details["target_failures"], tests["logs"]
+    after = details["after"]
+    assert after["per_test"] and after["counts"]["failed"] == 0, tests["logs"]
+    assert after["counts"]["passed"] == details["before"]["counts"]["passed"] + 6
+    gates = {r["name"]: r for r in job.result["gates"]["gates"]}
+    removed = sorted(
+        f"{module}::{cls}::test_missing_subclass"
+        for module, cls in CACHETOOLS_TARGET_CLASSES.items()
+    )
+    assert [(f["rule"], f["message"]) for f in tests["findings"]] == [
+        (
+            "tests-missing",
+            f"6 test(s) that passed before did not run after the patch: {', '.join(removed)}",
+        )
+    ]
+    assert [(f["rule"], f["message"]) for f in gates["hygiene"]["findings"]] == [
+        ("test-removed", "the patch removes the test `test_missing_subclass`")
+    ]
+    [status] = bot_comments(forge_world, "github", fix.repo, number)
+    assert "test_missing_subclass" in status.body

@@ -142,6 +142,8 @@ class BubblewrapSandbox:
         self._session: SessionClient | None = None
         self._base = base_commit(source)
         self._source = source
+        # What the setup step added to the workspace (see leave_out_of_diff).
+        self._setup_paths: tuple[str, ...] = ()
         self._root = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX))
         self.host_root = self._root  # exposed so tests and reapers can check cleanup
         self.workspace = self._root / "workspace"
@@ -415,10 +417,16 @@ class BubblewrapSandbox:
         self._stop_processes()
         limits = ExportLimits(max_bytes=self._settings.workspace_mb * 1024 * 1024)
         return host_workspace_diff(
-            self._source, self._base, lambda dest: export_host_tree(self.workspace, dest, limits)
+            self._source,
+            self._base,
+            lambda dest: export_host_tree(self.workspace, dest, limits),
+            leave_out=self._setup_paths,
         )
 
     # -- snapshots (worker/sandbox/snapshot.py) ----------------------------------------
+    def leave_out_of_diff(self, paths: Sequence[str]) -> None:
+        self._setup_paths = tuple(paths)
+
     def export_setup_state(self, env_dest: Path, workspace_dest: Path) -> None:
         self._stop_processes()
         export_host_tree(self.env_dir, env_dest, SNAPSHOT_LIMITS, skip_top=ENV_SKIP)

@@ -3,7 +3,9 @@ wrapper, capped output capture and the host-side diff."""
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -152,23 +154,50 @@ class CappedStream:
         return self.data.decode(errors="replace")
 
 
+def _remove_exported(tree: Path, rel: str) -> None:
+    """Remove ``rel`` from the export ``tree``, never through a link the sandbox made."""
+    parts = PurePosixPath(rel).parts
+    if not parts or any(p in {"", ".", ".."} for p in parts) or rel.startswith("/"):
+        return
+    here = tree
+    for part in parts[:-1]:
+        here = here / part
+        if here.is_symlink() or not here.is_dir():
+            return
+    target = here / parts[-1]
+    if target.is_dir() and not target.is_symlink():
+        shutil.rmtree(target)
+    elif os.path.lexists(target):
+        target.unlink()
+
+
 def timed_out_exit(exit_code: int, elapsed: float, timeout: float) -> bool:
     """``timeout`` exits 124 (137 when it had to SIGKILL); a command that exits 124 by
     itself before its time is not a timeout."""
     return exit_code in {TIMEOUT_EXIT_CODE, 128 + 9, -9} and elapsed >= timeout * 0.98
 
 
-def host_workspace_diff(source: Path, base: str | None, export: Callable[[Path], None]) -> str:
+def host_workspace_diff(
+    source: Path,
+    base: str | None,
+    export: Callable[[Path], None],
+    *,
+    leave_out: Sequence[str] = (),
+) -> str:
     """The workspace's diff against ``base``, computed on the host: ``export`` copies the
     workspace (with the sandbox's processes stopped) into a host folder under the rules
     of worker.sandbox.export, and host git compares it with ``base`` from ``source``.
     Nothing in the sandbox (a ``git`` function in a profile, a doctored index) decides
-    what the patch is."""
+    what the patch is. ``leave_out`` names workspace paths the base lacks that the
+    setup step created (``*.egg-info``, ``node_modules``): build output, never part of
+    a patch."""
     if base is None:
         raise SandboxError("the workspace was not created from a git checkout")
     with tempfile.TemporaryDirectory(prefix="ribbit-export-") as tmp:
         tree = Path(tmp) / "tree"
         export(tree)
+        for rel in leave_out:
+            _remove_exported(tree, rel)
         try:
             return host_diff(source, base, tree, max_bytes=DIFF_CAP)
         except GitError as exc:

@@ -154,6 +154,8 @@ class DockerSandbox:
         self._closed = False
         self._base = base_commit(source)
         self._source = source
+        # What the setup step added to the workspace (see leave_out_of_diff).
+        self._setup_paths: tuple[str, ...] = ()
         self._oom_seen = 0
         self.container: Container | None = None
         # The resident runner, started at the first exec; None until then, and for good
@@ -451,7 +453,9 @@ class DockerSandbox:
     def diff(self) -> str:
         self._stop_processes()
         limits = ExportLimits(max_bytes=self._settings.workspace_mb * 1024 * 1024)
-        return host_workspace_diff(self._source, self._base, self._export_into(limits))
+        return host_workspace_diff(
+            self._source, self._base, self._export_into(limits), leave_out=self._setup_paths
+        )
 
     def _export_into(self, limits: ExportLimits) -> Callable[[Path], None]:
         def export(dest: Path) -> None:
@@ -476,6 +480,9 @@ class DockerSandbox:
         self._exec_once(["kill", "-9", "-1"], timeout=30)
 
     # -- snapshots (worker/sandbox/snapshot.py) ----------------------------------------
+    def leave_out_of_diff(self, paths: Sequence[str]) -> None:
+        self._setup_paths = tuple(paths)
+
     def export_setup_state(self, env_dest: Path, workspace_dest: Path) -> None:
         self._stop_processes()
         try:

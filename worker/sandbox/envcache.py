@@ -46,6 +46,7 @@ from worker.sandbox.snapshot import (
     EnvSnapshot,
     Snapshottable,
     copy_tree,
+    overlay_paths,
     take_snapshot,
     workspace_copies,
 )
@@ -432,6 +433,7 @@ class JobEnvironment:
         if cached is not None:
             sandbox.restore_setup_state(cached)
             self.snapshot = cached
+            sandbox.leave_out_of_diff(list(overlay_paths(cached.workspace, self._checkout)))
             return self._restored("cache", start)
         result = run_setup(sandbox, self._config, self._settings)
         if not result.ok:
@@ -445,6 +447,9 @@ class JobEnvironment:
                 ok=False,
                 output=f"{result.output}\n[could not snapshot the set-up environment: {exc}]",
             )
+        # What setup wrote into the workspace (toolz.egg-info from `pip install -e .`)
+        # would otherwise be a new file in the agent's patch.
+        sandbox.leave_out_of_diff(list(overlay_paths(self.snapshot.workspace, self._checkout)))
         if workspace_copies(self.snapshot.env):
             log.info("not caching an environment with a copy of the repository's own code")
         elif self._cache is not None and self._key is not None:

@@ -25,7 +25,7 @@ import os
 import shutil
 import stat
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -69,6 +69,11 @@ class Snapshottable(Protocol):
     def restore_setup_state(self, snapshot: EnvSnapshot) -> None:
         """Put ``snapshot`` into this fresh sandbox: the environment, and the snapshot's
         workspace paths the sandbox's own tree lacks."""
+        ...
+
+    def leave_out_of_diff(self, paths: Sequence[str]) -> None:
+        """Keep these workspace paths (relative; what the setup step added) out of
+        :meth:`~worker.sandbox.base.Sandbox.diff`: build output is no part of a patch."""
         ...
 
 

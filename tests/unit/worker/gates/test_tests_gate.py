@@ -154,6 +154,31 @@ def test_tests_gate_needs_new_test_to_run(tmp_path: Path) -> None:
     assert "target-test-not-run" in _rules(result)
 
 
+MIXIN = (
+    "from calc import add\n\n\nclass AddMixin:\n    def test_add_zero(self):\n"
+    "        assert add(0, 0) == 0\n"
+)
+INHERITS = (
+    "import unittest\n\nfrom tests import AddMixin\n\n\n"
+    "class AddTest(AddMixin, unittest.TestCase):\n    pass\n"
+)
+
+
+def test_tests_gate_finds_a_mixins_changed_test_in_the_classes_that_inherit_it(
+    tmp_path: Path,
+) -> None:
+    # cachetools' layout: the test methods live in tests/__init__.py, and pytest collects
+    # them as tests/test_add.py::AddTest::...
+    base = {"calc.py": CALC, "tests/__init__.py": MIXIN, "tests/test_add.py": INHERITS}
+    new_test = "\n    def test_add(self):\n        assert add(2, 3) == 5\n"
+    fixed = _run(tmp_path, {"calc.py": FIX, "tests/__init__.py": MIXIN + new_test}, base_files=base)
+    assert fixed.passed, (fixed.findings, fixed.logs)
+    assert fixed.details["targets"] == ["test_add"]
+    unfixed = _run(tmp_path / "2", {"tests/__init__.py": MIXIN + new_test}, base_files=base)
+    assert "target-test-fails" in _rules(unfixed)
+    assert unfixed.details["target_failures"] == ["tests/test_add.py::AddTest::test_add"]
+
+
 def test_tests_gate_never_touches_host_checkout(tmp_path: Path) -> None:
     repo, base = repo_with(tmp_path, BASE)
     patch = make_patch(repo, {"calc.py": FIX})

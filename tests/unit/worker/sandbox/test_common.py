@@ -14,6 +14,7 @@ from worker.sandbox.common import (
     CappedStream,
     base_commit,
     command_argv,
+    host_workspace_diff,
     sandbox_env,
     timed_out_exit,
     timeout_argv,
@@ -132,3 +133,27 @@ def test_network_is_refused_unless_setup_network(tmp_path: Path) -> None:
 def test_reap_stale_without_engine_reaps_bubblewrap_only() -> None:
     settings = SandboxSettings(docker_url="unix:///nonexistent/docker.sock")
     assert isinstance(reap_stale(settings), list)
+
+
+def test_the_diff_leaves_out_what_setup_wrote_and_never_follows_a_link(tmp_path: Path) -> None:
+    source = tmp_path / "repo"
+    base = make_git_repo(source, {"pkg/mod.py": "x = 1\n"})
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep.txt").write_text("host file\n")
+
+    def export(tree: Path) -> None:
+        (tree / "pkg.egg-info").mkdir(parents=True)
+        (tree / "pkg.egg-info" / "PKG-INFO").write_text("Name: pkg\n")
+        (tree / "pkg").mkdir()
+        (tree / "pkg" / "mod.py").write_text("x = 2\n")
+        (tree / "pkg" / "new.py").write_text("y = 1\n")
+        # The agent turned a folder setup made into a link out of the export.
+        (tree / "build").symlink_to(outside)
+
+    diff = host_workspace_diff(
+        source, base, export, leave_out=["pkg.egg-info", "build/keep.txt", "../outside"]
+    )
+    assert "pkg.egg-info" not in diff
+    assert "b/pkg/mod.py" in diff and "b/pkg/new.py" in diff
+    assert (outside / "keep.txt").read_text() == "host file\n"

@@ -25,6 +25,7 @@ pytest_plugins = [
     "tests.plugins.timing",
     "tests.plugins.tiers",
     "tests.plugins.served_model",
+    "tests.plugins.notify",
 ]
 
 # Variables a test must never inherit from the developer's shell or CI.

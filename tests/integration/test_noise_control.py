@@ -4,12 +4,8 @@ maintainers are told once with the numbers, and an admin's resume is a fresh sta
 
 from __future__ import annotations
 
-import json
-import threading
 from collections.abc import Iterator
 from datetime import timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
 
 import pytest
 
@@ -18,50 +14,20 @@ from bot.store.db import Database
 from bot.store.jobs import JobStore
 from bot.store.models import Outcome, utcnow
 from tests.plugins.forge import BOT_LOGIN, ForgeWorld
+from tests.plugins.notify import NotifyReceiver
 from worker.noise import NoisePause, check_repository
 
 pytestmark = pytest.mark.integration
 
 
-class Receiver:
-    def __init__(self) -> None:
-        self.texts: list[str] = []
-        self.status = 200
-
-
-@pytest.fixture
-def receiver() -> Iterator[tuple[str, Receiver]]:
-    state = Receiver()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            if state.status == 200:
-                state.texts.append(body["text"])
-            self.send_response(state.status)
-            self.end_headers()
-
-        def log_message(self, *_args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}/hook", state
-    finally:
-        server.shutdown()
-        thread.join()
-        server.server_close()
-
-
 @pytest.fixture
 def noisy(
-    forge_settings: Settings, receiver: tuple[str, Receiver]
+    forge_settings: Settings, notify_receiver: tuple[str, NotifyReceiver]
 ) -> Iterator[tuple[Settings, JobStore]]:
     noise = {"min_merge_rate": 0.3, "window_days": 30, "min_outcomes": 5}
     settings = Settings.model_validate(
-        forge_settings.model_dump() | {"noise": noise, "notify": {"webhook_url": receiver[0]}}
+        forge_settings.model_dump()
+        | {"noise": noise, "notify": {"webhook_url": notify_receiver[0]}}
     )
     db = Database(settings.effective_database_url)
     db.migrate()
@@ -90,7 +56,7 @@ def test_noise_low_merge_rate_pauses_and_tells_maintainers_once(
     kind: str,
     forge_world: ForgeWorld,
     noisy: tuple[Settings, JobStore],
-    receiver: tuple[str, Receiver],
+    notify_receiver: tuple[str, NotifyReceiver],
 ) -> None:
     settings, store = noisy
     repo = forge_world.repo(kind)  # type: ignore[arg-type]
@@ -115,7 +81,9 @@ def test_noise_low_merge_rate_pauses_and_tells_maintainers_once(
     assert "1 were merged and 4 closed" in comments[0] and "(20% merged)" in comments[0]
     assert "30%" in comments[0] and f"ribbit resume --repo {forge}:{name}" in comments[0]
     # The forge keeps a hidden marker after the text; the receiver gets the text alone.
-    assert len(receiver[1].texts) == 1 and comments[0].startswith(receiver[1].texts[0])
+    assert len(notify_receiver[1].texts) == 1 and comments[0].startswith(
+        notify_receiver[1].texts[0]
+    )
 
     # More closed PRs while paused: no second pause, no second message.
     _outcomes(store, forge, name, "cc")
@@ -125,22 +93,27 @@ def test_noise_low_merge_rate_pauses_and_tells_maintainers_once(
         for c in forge_world.forge.comments(kind, name, issue.number)
         if c.author == BOT_LOGIN  # type: ignore[arg-type]
     ]
-    assert len(bot_comments) == 1 and len(receiver[1].texts) == 1
+    assert len(bot_comments) == 1 and len(notify_receiver[1].texts) == 1
 
 
 def test_noise_resume_is_a_fresh_start_and_a_down_receiver_is_retried(
-    forge_world: ForgeWorld, noisy: tuple[Settings, JobStore], receiver: tuple[str, Receiver]
+    forge_world: ForgeWorld,
+    noisy: tuple[Settings, JobStore],
+    notify_receiver: tuple[str, NotifyReceiver],
 ) -> None:
     settings, store = noisy
     repo = forge_world.github
     forge, name = repo.forge, repo.full_name
-    receiver[1].status = 503
+    notify_receiver[1].status = 503
     _outcomes(store, forge, name, "ccccc")
     assert check_repository(store, settings, forge, name) is not None
-    assert receiver[1].texts == []  # no issue to comment on, and the receiver is down
-    receiver[1].status = 200
+    assert notify_receiver[1].texts == []  # no issue to comment on, and the receiver is down
+    notify_receiver[1].status = 200
     check_repository(store, settings, forge, name)  # still paused: only the message goes
-    assert len(receiver[1].texts) == 1 and "0 were merged and 5 closed" in receiver[1].texts[0]
+    assert (
+        len(notify_receiver[1].texts) == 1
+        and "0 were merged and 5 closed" in notify_receiver[1].texts[0]
+    )
     with store.db.session() as session:
         (row,) = session.query(NoisePause).all()
         assert row.notified_at is not None
@@ -163,7 +136,9 @@ def test_noise_control_is_off_by_default(forge_world: ForgeWorld, forge_settings
 
 
 def test_noise_a_recorded_outcome_runs_the_check(
-    forge_world: ForgeWorld, noisy: tuple[Settings, JobStore], receiver: tuple[str, Receiver]
+    forge_world: ForgeWorld,
+    noisy: tuple[Settings, JobStore],
+    notify_receiver: tuple[str, NotifyReceiver],
 ) -> None:
     """The outcome pipeline (a bot PR closed on the forge) is what pauses the repository."""
     from bot.store.jobs import JobSpec
@@ -195,4 +170,7 @@ def test_noise_a_recorded_outcome_runs_the_check(
         job_id = job.id
     assert record_outcome(JobContext(store.get(job_id), settings, store))["state"] == "closed"
     assert store.paused_scopes() == [f"github:{full}"]
-    assert len(receiver[1].texts) == 1 and "1 were merged and 4 closed" in receiver[1].texts[0]
+    assert (
+        len(notify_receiver[1].texts) == 1
+        and "1 were merged and 4 closed" in notify_receiver[1].texts[0]
+    )

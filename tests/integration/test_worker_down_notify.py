@@ -9,23 +9,19 @@ The thresholds are settings made small here; the test waits on the POSTs themsel
 
 from __future__ import annotations
 
-import json
 import os
 import queue
 import signal
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from bot import worker_heartbeats
 from bot.store.db import Database
+from tests.plugins.notify import NotifyReceiver
 from tests.plugins.services import free_port
 
 pytestmark = pytest.mark.integration
@@ -33,31 +29,6 @@ pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
 REDIS_DB = 10  # a database of its own, flushed per test
 UPPER_BOUND_S = 120  # the "within 2 minutes"; never a measured duration
-
-
-@pytest.fixture
-def hook() -> Iterator[tuple[str, queue.Queue[str]]]:
-    texts: queue.Queue[str] = queue.Queue()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            texts.put(body["text"])
-            self.send_response(200)
-            self.end_headers()
-
-        def log_message(self, *_args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}/slack", texts
-    finally:
-        server.shutdown()
-        thread.join()
-        server.server_close()
 
 
 class Processes:
@@ -103,11 +74,12 @@ def _next_text(texts: queue.Queue[str], procs: Processes, what: str) -> str:
 
 
 def test_a_killed_worker_is_notified_once_and_its_return_too(
-    tmp_path: Path, redis_url: str, hook: tuple[str, queue.Queue[str]]
+    tmp_path: Path, redis_url: str, notify_receiver: tuple[str, NotifyReceiver]
 ) -> None:
     import redis
 
-    url, texts = hook
+    url, received = notify_receiver
+    texts = received.arrivals
     broker = f"{redis_url.rsplit('/', 1)[0]}/{REDIS_DB}"
     redis.Redis.from_url(broker).flushdb()
     env = {

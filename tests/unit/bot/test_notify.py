@@ -3,11 +3,8 @@ Slack-compatible JSON exactly once, and a receiver that was down gets it on the 
 
 from __future__ import annotations
 
-import json
-import threading
 from collections.abc import Iterator
 from datetime import timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -18,39 +15,7 @@ from bot.settings import load_settings
 from bot.store.db import Database
 from bot.store.jobs import JobSpec, JobStore
 from bot.store.models import Job, utcnow
-
-
-class Receiver:
-    def __init__(self) -> None:
-        self.bodies: list[dict[str, Any]] = []
-        self.status = 200
-
-
-@pytest.fixture
-def receiver() -> Iterator[tuple[str, Receiver]]:
-    state = Receiver()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            length = int(self.headers["Content-Length"])
-            body = json.loads(self.rfile.read(length))
-            if state.status == 200:
-                state.bodies.append(body)
-            self.send_response(state.status)
-            self.end_headers()
-
-        def log_message(self, *_args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}/hook", state
-    finally:
-        server.shutdown()
-        thread.join()
-        server.server_close()
+from tests.plugins.notify import NotifyReceiver
 
 
 @pytest.fixture
@@ -82,39 +47,35 @@ def add_jobs(store: JobStore, repo: str, n: int, state: str = "failed") -> list[
     return ids
 
 
-def texts(receiver: Receiver) -> list[str]:
-    return [b["text"] for b in receiver.bodies]
-
-
 def test_repeated_failures_notify_once(
-    receiver: tuple[str, Receiver], store: JobStore, tmp_path: Any
+    notify_receiver: tuple[str, NotifyReceiver], store: JobStore, tmp_path: Any
 ) -> None:
-    url, got = receiver
+    url, got = notify_receiver
     settings = settings_for(url, tmp_path)
     add_jobs(store, "acme/ok", 2)  # below the threshold
     add_jobs(store, "acme/broken", 3)
     check_and_notify(store.db, store, settings)
     check_and_notify(store.db, store, settings)
-    assert texts(got) == ["Ribbit: 3 jobs failed on github:acme/broken in the last 60 min"]
+    assert got.texts == ["Ribbit: 3 jobs failed on github:acme/broken in the last 60 min"]
     assert all(set(b) == {"text"} for b in got.bodies)
 
 
 def test_budget_spent_notifies_once_per_day(
-    receiver: tuple[str, Receiver], store: JobStore, tmp_path: Any
+    notify_receiver: tuple[str, NotifyReceiver], store: JobStore, tmp_path: Any
 ) -> None:
-    url, got = receiver
+    url, got = notify_receiver
     settings = settings_for(url, tmp_path, daily_jobs_per_repo=2)
     add_jobs(store, "acme/busy", 2, state="queued")
     check_and_notify(store.db, store, settings)
     check_and_notify(store.db, store, settings)
-    [text] = texts(got)
+    [text] = got.texts
     assert "daily budget of 2 jobs for github:acme/busy is spent" in text
 
 
 def test_worker_without_heartbeat_notifies_once(
-    receiver: tuple[str, Receiver], store: JobStore, tmp_path: Any
+    notify_receiver: tuple[str, NotifyReceiver], store: JobStore, tmp_path: Any
 ) -> None:
-    url, got = receiver
+    url, got = notify_receiver
     settings = settings_for(url, tmp_path)
     [job_id] = add_jobs(store, "acme/app", 1, state="queued")
     store.transition(job_id, "running")
@@ -126,36 +87,36 @@ def test_worker_without_heartbeat_notifies_once(
         )
     check_and_notify(store.db, store, settings)
     check_and_notify(store.db, store, settings)
-    [text] = texts(got)
+    [text] = got.texts
     assert job_id in text and "worker down" in text
 
 
 def test_model_promotion_notifies_once_per_promotion(
-    receiver: tuple[str, Receiver], store: JobStore, tmp_path: Any
+    notify_receiver: tuple[str, NotifyReceiver], store: JobStore, tmp_path: Any
 ) -> None:
     from trainer.registry import promote, register, registry_versions
 
-    url, got = receiver
+    url, got = notify_receiver
     settings = settings_for(url, tmp_path)
     versions = registry_versions(store.db, settings)
     register(store.db, "ft-1", base_model="base", adapter_path=None, heldout_pass_rate=0.5)
     promote(store.db, "ft-1")
     check_and_notify(store.db, store, settings, versions)
     check_and_notify(store.db, store, settings, versions)
-    assert texts(got) == ["Ribbit: model ft-1 promoted"]
+    assert got.texts == ["Ribbit: model ft-1 promoted"]
 
 
 def test_receiver_down_gets_the_notice_on_the_next_check(
-    receiver: tuple[str, Receiver], store: JobStore, tmp_path: Any
+    notify_receiver: tuple[str, NotifyReceiver], store: JobStore, tmp_path: Any
 ) -> None:
-    url, got = receiver
+    url, got = notify_receiver
     settings = settings_for(url, tmp_path)
     add_jobs(store, "acme/broken", 3)
     got.status = 503
     assert check_and_notify(store.db, store, settings) == []
     got.status = 200
     assert len(check_and_notify(store.db, store, settings)) == 1
-    assert len(texts(got)) == 1
+    assert len(got.texts) == 1
 
 
 def test_no_webhook_configured_sends_nothing(store: JobStore, tmp_path: Any) -> None:
@@ -164,13 +125,13 @@ def test_no_webhook_configured_sends_nothing(store: JobStore, tmp_path: Any) -> 
 
 
 def test_cli_notify_posts_and_then_has_nothing_new(
-    receiver: tuple[str, Receiver], tmp_path: Any, monkeypatch: Any
+    notify_receiver: tuple[str, NotifyReceiver], tmp_path: Any, monkeypatch: Any
 ) -> None:
     from click.testing import CliRunner
 
     from bot.cli import main
 
-    url, got = receiver
+    url, got = notify_receiver
     monkeypatch.setenv("RIBBIT_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setenv("RIBBIT_NOTIFY__WEBHOOK_URL", url)
     monkeypatch.setenv("RIBBIT_NOTIFY__FAILURE_THRESHOLD", "1")

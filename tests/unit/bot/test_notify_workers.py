@@ -18,9 +18,7 @@ from bot.store.db import Database
 from bot.store.jobs import JobStore
 from bot.store.models import utcnow
 from bot.worker_heartbeats import WorkerHeartbeat
-from tests.unit.bot.test_notify import Receiver, receiver
-
-__all__ = ["receiver"]  # a fixture, imported so pytest finds it here
+from tests.plugins.notify import NotifyReceiver
 
 W = "celery@node-1"
 
@@ -50,9 +48,9 @@ def _age(db: Database, name: str, seconds: float) -> None:
 
 
 def test_a_silent_worker_is_announced_once_and_its_return_once(
-    receiver: tuple[str, Receiver], store: JobStore, tmp_path: Any
+    notify_receiver: tuple[str, NotifyReceiver], store: JobStore, tmp_path: Any
 ) -> None:
-    url, got = receiver
+    url, got = notify_receiver
     settings = _settings(url, tmp_path)
     db = store.db
     worker_heartbeats.beat(db, W, started=True)
@@ -79,9 +77,9 @@ def test_a_silent_worker_is_announced_once_and_its_return_once(
 
 
 def test_a_worker_stopped_cleanly_is_no_incident(
-    receiver: tuple[str, Receiver], store: JobStore, tmp_path: Any
+    notify_receiver: tuple[str, NotifyReceiver], store: JobStore, tmp_path: Any
 ) -> None:
-    url, got = receiver
+    url, got = notify_receiver
     settings = _settings(url, tmp_path)
     halt = worker_heartbeats.start_beating(store.db, W, every_s=3600)
     assert [w.name for w in worker_heartbeats.seen(store.db)] == [W]
@@ -91,9 +89,9 @@ def test_a_worker_stopped_cleanly_is_no_incident(
 
 
 def test_a_receiver_down_gets_the_incident_on_a_later_check(
-    receiver: tuple[str, Receiver], store: JobStore, tmp_path: Any
+    notify_receiver: tuple[str, NotifyReceiver], store: JobStore, tmp_path: Any
 ) -> None:
-    url, got = receiver
+    url, got = notify_receiver
     settings = _settings(url, tmp_path)
     worker_heartbeats.beat(store.db, W, started=True)
     _age(store.db, W, 61)

@@ -84,10 +84,6 @@ def _str(value: Any) -> str:
     return value if isinstance(value, str) else ("" if value is None else str(value))
 
 
-def _opt_str(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
-
-
 def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
@@ -226,9 +222,6 @@ def job_detail(result: Any, data_dir: Path) -> JobDetail:
     if diff is None and trajectory is not None:
         diff = trajectory.diff
     gates, passed = parse_gates(record.gates)
-    summary = record.gates_summary
-    if summary is None and record.gates is not None:
-        summary = _opt_str(record.gates.get("summary"))
     shown = record.with_(trajectory_path=None, diff=None, gates=None, gates_summary=None)
     return JobDetail(
         trajectory=trajectory,
@@ -236,7 +229,7 @@ def job_detail(result: Any, data_dir: Path) -> JobDetail:
         diff=diff,
         gates=gates,
         gates_passed=passed,
-        gates_summary=summary,
+        gates_summary=record.summary_line,
         extra={k: v for k, v in shown.to_json().items() if k not in {"version", "trajectory"}},
     )
 

@@ -154,6 +154,13 @@ class SolveRecord:
         )
 
     @property
+    def summary_line(self) -> str | None:
+        """The gates' one-line summary (stored beside the report, or inside older ones)."""
+        if self.gates_summary is not None:
+            return self.gates_summary
+        return _opt_str(self.gates.get("summary")) if self.gates is not None else None
+
+    @property
     def changed_files(self) -> list[str]:
         """Paths the diff writes (``+++ b/...``), sorted."""
         return sorted(

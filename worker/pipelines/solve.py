@@ -347,11 +347,7 @@ class SolveRun:
             self.job.id,
             # One status comment per issue: a retry or a revision edits the earlier one.
             self.job.status_comment_id
-            or (
-                ctx.store.issue_status_comment(self.job.forge, self.job.repo, self.job.issue_number)
-                if self.job.issue_number is not None
-                else None
-            ),
+            or ctx.store.issue_status_comment(self.job.forge, self.job.repo, self.issue_ref.number),
         )
         self.timings: dict[str, float] = {}
         self.workdir = Workdir(self.settings.data_dir / "work" / self.job.id)

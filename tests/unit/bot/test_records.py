@@ -78,3 +78,10 @@ def test_absent_steps_are_left_out_of_the_row() -> None:
     # Data retention and the admin page tell "has data" from the keys present.
     row = SolveRecord(setup={"ok": False}, timings={"setup": 1.0}).to_json()
     assert row == {"version": 1, "setup": {"ok": False}, "timings": {"setup": 1.0}}
+
+
+def test_the_summary_line_falls_back_to_the_one_inside_the_report() -> None:
+    assert SolveRecord.from_json(LEGACY_ROW).summary_line == "tests ✔"
+    older = {k: v for k, v in LEGACY_ROW.items() if k != "gates_summary"}
+    assert SolveRecord.from_json(older).summary_line == "tests ✔"
+    assert SolveRecord.from_json({"gates": {"summary": 3}}).summary_line is None

@@ -40,6 +40,7 @@ from bot.hostgit import latest_tag, run_git
 from bot.repo_config import CONFIG_PATH, RepoConfig, RepoConfigError, parse_repo_config
 from bot.settings import ModelSettings, SandboxSettings, Settings
 from bot.store.models import Job
+from bot.store.payloads import PayloadError, PersonAsks
 from bot.store.records import SolveRecord, TaskRecord
 from worker.agent.repo_task import agent_limits, repo_instructions
 from worker.gates import review
@@ -744,7 +745,11 @@ class SolveRun:
         for r in self.forge.list_reviews(ref):
             if r.author != self.forge.bot_login and r.body.strip():
                 notes.append(f"- review by {r.author} ({r.state}): {r.body.strip()}")
-        instructions = (self.job.instructions or "").strip()
+        try:
+            asked = self.job.payload
+        except PayloadError:
+            asked = None
+        instructions = asked.text.strip() if isinstance(asked, PersonAsks) else ""
         parts = [
             "This is a revision of your earlier pull request. Its current diff:",
             f"```diff\n{diff[:20000]}\n```",

@@ -47,6 +47,15 @@ PEP621 = '[project]\nname = "demo"\nversion = "1"\n'
             },
             ["pip install -e '.[testing]'"],
         ),
+        # Dotted keys, as pyproject-fmt writes them (python-humanize's own manifest).
+        (
+            {
+                "pyproject.toml": PEP621
+                + 'optional-dependencies.tests = [ "freezegun", "pytest" ]\n'
+                + '[build-system]\nbuild-backend = "hatchling.build"\n'
+            },
+            ["pip install -e '.[tests]'"],
+        ),
         # Only tool settings (black, ruff, pytest): not a package, nothing to install.
         ({"pyproject.toml": "[tool.black]\nline-length = 99\n"}, []),
         ({"pyproject.toml": "[tool.poetry]\nname = 'x'\n"}, ["pip install -e ."]),

@@ -196,9 +196,12 @@ def test_deploy_compose_resolves_with_podman_compose(tmp_path: Path) -> None:
     (workdir / "secrets").mkdir()
     for name in _compose()["secrets"]:
         (workdir / "secrets" / name).write_text("x")
+    # Every profile the file uses, read from it, so a new one cannot go unresolved.
+    profiles = sorted({p for s in _compose()["services"].values() for p in s.get("profiles", [])})
+    assert {"gpu", "train", "setup", "vllm", "sglang", "monitoring"} <= set(profiles)
     out = subprocess.run(
         [binary, "-f", "compose.yaml"]
-        + [a for p in ("gpu", "train", "setup", "vllm", "sglang") for a in ("--profile", p)]
+        + [a for p in profiles for a in ("--profile", p)]
         + ["config"],
         cwd=workdir,
         capture_output=True,
@@ -216,7 +219,9 @@ def test_deploy_compose_resolves_with_podman_compose(tmp_path: Path) -> None:
         "vllm",
         "sglang",
         "model-pull",
-    } <= set(resolved["services"])
+        "rollout-worker",
+        "prometheus",
+    } == set(resolved["services"]) - {"redis", "postgres"}
     assert resolved["services"]["worker"]["command"] == [
         "worker",
         "--pool",

@@ -7,8 +7,11 @@ PYTHON ?= python3
 # GPU hosts: make TORCH_SPEC='torch==2.13.0' PIP_TORCH_ARGS='--index-url <your CUDA index>'
 TORCH_SPEC ?= torch==2.13.0
 PIP_TORCH_ARGS ?=
+# Semgrep, the gate's scanner, in a venv of its own (deploy/semgrep.lock) so its pins and the
+# app's never constrain each other; the gate finds it here, beside the app's venv, by default.
+SEMGREP_VENV ?= $(VENV)-semgrep
 
-.PHONY: serve test test-fast install install-dev system-deps sandbox-image lint typecheck bench clean
+.PHONY: serve test test-fast install install-dev semgrep system-deps sandbox-image lint typecheck bench clean
 
 serve: install
 	$(VENV)/bin/ribbit serve
@@ -36,8 +39,15 @@ $(VENV)/.installed-dev: $(VENV)/.base pyproject.toml
 	$(PY) -m pip install -q -e '.[dev,worker]'
 	touch $@ $(VENV)/.installed
 
-install: $(VENV)/.installed
-install-dev: $(VENV)/.installed-dev
+# --clear: a changed lock gives exactly its pins, not them plus the last lock's leftovers.
+$(SEMGREP_VENV)/.installed: deploy/semgrep.lock
+	$(PYTHON) -m venv --clear $(SEMGREP_VENV)
+	$(SEMGREP_VENV)/bin/pip install -q -r deploy/semgrep.lock
+	touch $@
+
+semgrep: $(SEMGREP_VENV)/.installed
+install: $(VENV)/.installed semgrep
+install-dev: $(VENV)/.installed-dev semgrep
 
 # Debian packages the tests use (Redis, Podman, bubblewrap, PostgreSQL, ...); a no-op
 # when they are present or when this is not a root Debian host.
@@ -58,4 +68,4 @@ bench: install-dev system-deps
 	$(PY) -m tests.benchmarks
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(SEMGREP_VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -441,6 +441,13 @@ class GateSettings(Section):
     semgrep_timeout_s: int = Field(
         default=300, ge=10, description="Timeout of one Semgrep scan (before or after the patch)."
     )
+    semgrep_bin: Path | None = Field(
+        default=None,
+        description="The semgrep executable: a path, or a name looked up on PATH. Unset: the "
+        "isolated install beside the app's venv (`<venv>-semgrep/bin/semgrep`, which `make "
+        "install` and the image build from deploy/semgrep.lock) if present, else `semgrep` "
+        "on PATH.",
+    )
     total_timeout_s: int = Field(
         default=3600,
         ge=30,

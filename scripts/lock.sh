@@ -1,34 +1,114 @@
 #!/usr/bin/env bash
-# Regenerate deploy/requirements.lock: every package the image installs besides torch,
-# pinned, as pip resolves `.[postgres,worker]` for CPython 3.11 on Linux x86_64 with the
-# CPU torch wheel already installed (torch comes from its own index, per variant, first).
+# Regenerate the two lock files, each pin annotated with what requires it (`# via`):
+#   deploy/requirements.lock  every package the image installs into the app's venv besides
+#                             torch, as pip resolves `.[postgres,worker]` for CPython 3.11 on
+#                             Linux x86_64 with the CPU torch wheel already installed (torch
+#                             comes from its own index, per variant, first).
+#   deploy/semgrep.lock       Semgrep and everything it needs, for its own venv: its pins
+#                             never constrain the app's, nor the app's its.
+# Pins already in a lock are kept where the new resolution allows (as pip-compile does), so
+# a change to pyproject moves only what it needs; UPGRADE=1 resolves everything afresh.
+# Semgrep stays at the version its lock pins; SEMGREP_VERSION=X.Y.Z moves it.
 #
-#   scripts/lock.sh          # needs python3.11 and PyPI; about a minute
+#   scripts/lock.sh          # needs python3.11 and PyPI; two minutes or so
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
+app_lock="$root/deploy/requirements.lock"
+semgrep_lock="$root/deploy/semgrep.lock"
 torch_version=$(sed -n 's/^ARG TORCH_VERSION=//p' "$root/deploy/Dockerfile")
+semgrep_version=${SEMGREP_VERSION:-$(sed -n 's/^semgrep==\([^ ]*\).*/\1/p' "$semgrep_lock" 2>/dev/null)}
+if [ -z "$semgrep_version" ]; then
+  echo "lock.sh: no semgrep pin in $semgrep_lock; set SEMGREP_VERSION" >&2
+  exit 2
+fi
+keep() { # -c LOCK unless upgrading or there is no lock yet
+  if [ -z "${UPGRADE:-}" ] && [ -f "$1" ]; then printf '%s\n' -c "$1"; fi
+}
+pip_q=(-q --disable-pip-version-check)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-python3.11 -m venv "$work/venv"
+
+python3.11 -m venv "$work/app"
 # PIP_TORCH_ARGS: where the CPU wheel comes from (default: PyTorch's CPU index).
 # shellcheck disable=SC2086
-"$work/venv/bin/pip" install -q --disable-pip-version-check "torch==$torch_version" \
+"$work/app/bin/pip" install "${pip_q[@]}" "torch==$torch_version" \
   ${PIP_TORCH_ARGS---index-url https://download.pytorch.org/whl/cpu}
 mkdir "$work/src"
 cp -r "$root/pyproject.toml" "$root/README.md" "$root/bot" "$root/worker" "$root/trainer" "$work/src/"
-(cd "$work/src" && "$work/venv/bin/pip" install -q --disable-pip-version-check --dry-run \
-  --report "$work/report.json" '.[postgres,worker]')
-"$work/venv/bin/python" - "$work/report.json" "$root/deploy/requirements.lock" <<'PY'
-import json, sys
-report, out = sys.argv[1:]
-pins = sorted(
-    (i["metadata"]["name"].lower(), i["metadata"]["version"])
-    for i in json.load(open(report))["install"]
-    if i["metadata"]["name"].lower() != "ribbit"
+mapfile -t app_keep < <(keep "$app_lock")
+(cd "$work/src" && "$work/app/bin/pip" install "${pip_q[@]}" --dry-run \
+  --report "$work/app.json" "${app_keep[@]}" '.[postgres,worker]')
+
+# Semgrep resolves in a venv of its own, so nothing the app (or torch) installed is taken
+# as already there.
+python3.11 -m venv "$work/semgrep"
+mapfile -t semgrep_keep < <(keep "$semgrep_lock")
+"$work/semgrep/bin/pip" install "${pip_q[@]}" --dry-run --report "$work/semgrep.json" \
+  "${semgrep_keep[@]}" "semgrep==$semgrep_version"
+# The writer's own tool, installed only after both resolutions so it cannot skew them.
+"$work/semgrep/bin/pip" install "${pip_q[@]}" packaging
+
+"$work/semgrep/bin/python" - "$work" "$app_lock" "$semgrep_lock" <<'PY'
+import json
+import sys
+from collections import defaultdict
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+work, app_out, semgrep_out = sys.argv[1:]
+
+
+def write(report_path: str, root: str, out: str, header: str) -> None:
+    report = json.load(open(report_path))
+    env = report["environment"]
+    items = {canonicalize_name(i["metadata"]["name"]): i for i in report["install"]}
+    # Who requires whom, following the extras each edge asks for (celery[redis] -> redis).
+    via: dict[str, set[str]] = defaultdict(set)
+    todo = [(root, frozenset(items[root].get("requested_extras") or ()))]
+    done: set[tuple[str, str]] = set()
+    while todo:
+        name, extras = todo.pop()
+        for extra in {"", *extras}:
+            if (name, extra) in done:
+                continue
+            done.add((name, extra))
+            for text in items[name]["metadata"].get("requires_dist") or ():
+                req = Requirement(text)
+                if req.marker and not req.marker.evaluate({**env, "extra": extra}):
+                    continue
+                child = canonicalize_name(req.name)
+                if child in items:  # else already installed (torch and its own)
+                    via[child].add(name)
+                    todo.append((child, frozenset(req.extras)))
+    lines = []
+    for name, item in sorted(items.items()):
+        if name == "ribbit":
+            continue
+        pin = f"{name}=={item['metadata']['version']}"
+        if name != root:
+            if not via[name]:
+                sys.exit(f"lock.sh: nothing in the resolution requires {name}")
+            pin += "  # via " + ", ".join(sorted(via[name]))
+        lines.append(pin + "\n")
+    with open(out, "w") as f:
+        f.write(header)
+        f.writelines(lines)
+
+
+write(
+    f"{work}/app.json",
+    "ribbit",
+    app_out,
+    "# Generated by scripts/lock.sh: what deploy/Dockerfile installs besides torch\n"
+    "# (pip install -c deploy/requirements.lock '.[postgres,worker]'). Do not edit.\n",
 )
-with open(out, "w") as f:
-    f.write("# Generated by scripts/lock.sh: what deploy/Dockerfile installs besides torch\n")
-    f.write("# (pip install -c deploy/requirements.lock '.[postgres,worker]'). Do not edit.\n")
-    f.writelines(f"{name}=={version}\n" for name, version in pins)
+write(
+    f"{work}/semgrep.json",
+    "semgrep",
+    semgrep_out,
+    "# Generated by scripts/lock.sh: Semgrep's own venv (deploy/Dockerfile, make install),\n"
+    "# apart from the app's pins (pip install -r deploy/semgrep.lock). Do not edit.\n",
+)
 PY
-echo "wrote $root/deploy/requirements.lock"
+echo "wrote $app_lock and $semgrep_lock"

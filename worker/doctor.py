@@ -1,7 +1,10 @@
-"""`ribbit doctor`'s worker-side checks: the sandbox backends and the model. Registered in
+"""`ribbit doctor`'s worker-side checks: the sandbox backends, the model and Semgrep. Registered in
 pyproject's ribbit.doctor entry points; bot.doctor runs them after its own."""
 
 from __future__ import annotations
+
+import sys
+from pathlib import Path
 
 from bot.doctor import Check
 from bot.settings import Settings
@@ -47,3 +50,30 @@ def model_check(s: Settings) -> Check:
     except ModelNotReady as exc:
         return Check("model", "fail", f"{exc.problem} Run: {exc.fix.removeprefix('run ')}")
     return Check("model", "ok", f"{m.model}: weights at {ready.model}")
+
+
+def semgrep_check(s: Settings) -> Check:
+    from worker.gates.semgrep import SemgrepError, locate_semgrep, semgrep_version
+
+    found = locate_semgrep(s.gates.semgrep_bin)
+    if found.path is None:
+        return Check(
+            "semgrep",
+            "fail",
+            f"{found.problem}: the Semgrep gate blocks every patch. Run `make install` (its "
+            "own venv from deploy/semgrep.lock, beside the app's), or set "
+            "RIBBIT_GATES__SEMGREP_BIN to a semgrep executable",
+        )
+    try:
+        version = semgrep_version(found.path)
+    except SemgrepError as exc:
+        return Check("semgrep", "fail", f"{found.path} ({found.source}) does not run: {exc}")
+    detail = f"semgrep {version} at {found.path} ({found.source})"
+    if Path(found.path).parent.resolve() == (Path(sys.prefix) / "bin").resolve():
+        return Check(
+            "semgrep",
+            "warn",
+            f"{detail} is installed in the app's own venv, where its pins and the app's "
+            "constrain each other: install it apart (`make install`, deploy/semgrep.lock)",
+        )
+    return Check("semgrep", "ok", detail)

@@ -196,9 +196,12 @@ def test_deploy_compose_resolves_with_podman_compose(tmp_path: Path) -> None:
     (workdir / "secrets").mkdir()
     for name in _compose()["secrets"]:
         (workdir / "secrets" / name).write_text("x")
+    # Every profile the file uses, read from it, so a new one cannot go unresolved.
+    profiles = sorted({p for s in _compose()["services"].values() for p in s.get("profiles", [])})
+    assert {"gpu", "train", "setup", "vllm", "sglang", "monitoring"} <= set(profiles)
     out = subprocess.run(
         [binary, "-f", "compose.yaml"]
-        + [a for p in ("gpu", "train", "setup", "vllm", "sglang") for a in ("--profile", p)]
+        + [a for p in profiles for a in ("--profile", p)]
         + ["config"],
         cwd=workdir,
         capture_output=True,
@@ -216,7 +219,9 @@ def test_deploy_compose_resolves_with_podman_compose(tmp_path: Path) -> None:
         "vllm",
         "sglang",
         "model-pull",
-    } <= set(resolved["services"])
+        "rollout-worker",
+        "prometheus",
+    } == set(resolved["services"]) - {"redis", "postgres"}
     assert resolved["services"]["worker"]["command"] == [
         "worker",
         "--pool",
@@ -275,12 +280,101 @@ def test_deploy_dockerfile_is_multistage_nonroot_with_healthcheck() -> None:
 def test_deploy_dockerfile_copies_only_what_the_package_needs() -> None:
     copies = [i["value"] for i in _dockerfile().structure if i["instruction"] == "COPY"]
     sources = {c.split()[0] for c in copies if not c.startswith("--from")}
-    assert sources <= {"pyproject.toml", "bot", "worker", "trainer"}, sources
-    assert "deploy/requirements.lock" in copies[0].split()
+    assert sources <= {"pyproject.toml", "bot", "worker", "trainer", "deploy/semgrep.lock"}
+    assert any("deploy/requirements.lock" in c.split() for c in copies)
     ignore = (DEPLOY / "Dockerfile.dockerignore").read_text().splitlines()
     assert "**" in ignore  # everything not re-included is left out of the build context
     assert {"!bot/**", "!worker/**", "!trainer/**", "!pyproject.toml"} <= set(ignore)
-    assert "!deploy/requirements.lock" in ignore
+    assert {"!deploy/requirements.lock", "!deploy/semgrep.lock"} <= set(ignore)
+
+
+def test_deploy_dockerfile_puts_semgrep_in_a_venv_of_its_own() -> None:
+    """Semgrep is installed from its own lock into its own venv, which the runtime stage
+    copies and names as the gate's scanner; the app's install never brings it."""
+    instructions = _dockerfile().structure
+    runs = [i["value"] for i in instructions if i["instruction"] == "RUN"]
+    (semgrep_run,) = [r for r in runs if "semgrep" in r]
+    assert "python -m venv /opt/ribbit-semgrep" in semgrep_run
+    assert "/opt/ribbit-semgrep/bin/pip install -r /tmp/semgrep.lock" in semgrep_run
+    copies = [i["value"] for i in instructions if i["instruction"] == "COPY"]
+    assert "deploy/semgrep.lock /tmp/semgrep.lock" in copies
+    assert "--from=build /opt/ribbit-semgrep /opt/ribbit-semgrep" in copies
+    final = instructions[[i["instruction"] for i in instructions].index("FROM", 1) :]
+    env = " ".join(i["value"] for i in final if i["instruction"] == "ENV")
+    assert "RIBBIT_GATES__SEMGREP_BIN=/opt/ribbit-semgrep/bin/semgrep" in env
+
+
+def _lock(name: str) -> dict[str, tuple[str, set[str]]]:
+    """A lock file: name -> (version, the names that require it, per `# via`)."""
+    from packaging.utils import canonicalize_name
+
+    pins: dict[str, tuple[str, set[str]]] = {}
+    for line in (DEPLOY / name).read_text().splitlines():
+        if line and not line.startswith("#"):
+            pin, _, via = line.partition("  # via ")
+            package, version = pin.split("==")
+            parents = {canonicalize_name(p) for p in via.split(", ")} if via else set()
+            pins[canonicalize_name(package)] = (version, parents)
+    return pins
+
+
+def _rooted_at(pins: dict[str, tuple[str, set[str]]], root: str) -> list[str]:
+    """The pins nothing in the lock (nor the root) requires: what a lock must not hold."""
+    stray = []
+    for name, (_, parents) in pins.items():
+        if name != root and (not parents or not parents <= set(pins) | {root}):
+            stray.append(f"{name} (via {', '.join(sorted(parents)) or 'nothing'})")
+    return stray
+
+
+def test_deploy_app_lock_holds_neither_semgrep_nor_its_pins() -> None:
+    """Semgrep is isolated from the app's pins: the app's lock names no semgrep, and every
+    pin in it is required by ribbit or by another pin of it, so nothing only Semgrep needs
+    (its OpenTelemetry, glom, mcp, ...) is left constraining the app."""
+    import tomllib
+
+    app = _lock("requirements.lock")
+    assert "semgrep" not in app
+    assert not any("semgrep" in parents for _, parents in app.values())
+    assert not _rooted_at(app, "ribbit")
+    project = tomllib.loads((DEPLOY.parent / "pyproject.toml").read_text())["project"]
+    declared = list(project["dependencies"])
+    for extra in project["optional-dependencies"].values():
+        declared += extra
+    assert not [r for r in declared if r.lower().startswith("semgrep")], declared
+    # What only Semgrep needs is in its own lock and not in the app's.
+    only_semgrep = set(_lock("semgrep.lock")) - set(app)
+    assert {"semgrep", "glom", "opentelemetry-api"} <= only_semgrep
+
+
+def test_deploy_semgrep_lock_is_semgrep_and_what_it_needs() -> None:
+    pins = _lock("semgrep.lock")
+    assert pins["semgrep"][1] == set()  # the root
+    assert "ribbit" not in pins
+    assert not _rooted_at(pins, "semgrep")
+
+
+def test_deploy_lock_rooted_check_catches_a_stray_pin() -> None:
+    """The check above can fail: a pin left behind by a removed dependency, or one whose
+    parent is not in the lock, is named."""
+    pins = {"flask": ("3.1", {"ribbit"}), "glom": ("25.12.0", {"semgrep"}), "x": ("1", set())}
+    assert _rooted_at(pins, "ribbit") == ["glom (via semgrep)", "x (via nothing)"]
+
+
+def test_makefile_installs_semgrep_apart_with_the_app() -> None:
+    """`make install`/`install-dev` (and so serve, test and .ci/run) build Semgrep's venv
+    beside the app's, from its lock, and only when the lock changed (a stamp)."""
+    out = subprocess.run(
+        ["make", "-n", "-B", "install", "install-dev", "VENV=/nonexistent/app"],
+        cwd=DEPLOY.parent,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "-m venv --clear /nonexistent/app-semgrep" in out.stdout
+    assert "/nonexistent/app-semgrep/bin/pip install -q -r deploy/semgrep.lock" in out.stdout
+    assert "touch /nonexistent/app-semgrep/.installed" in out.stdout
 
 
 def test_deploy_lock_pins_every_requirement_of_the_image_within_pyproject() -> None:
@@ -292,11 +386,7 @@ def test_deploy_lock_pins_every_requirement_of_the_image_within_pyproject() -> N
     from packaging.requirements import Requirement
     from packaging.utils import canonicalize_name
 
-    lock = {}
-    for line in (DEPLOY / "requirements.lock").read_text().splitlines():
-        if line and not line.startswith("#"):
-            name, version = line.split("==")
-            lock[canonicalize_name(name)] = version
+    lock = {name: version for name, (version, _) in _lock("requirements.lock").items()}
     project = tomllib.loads((DEPLOY.parent / "pyproject.toml").read_text())["project"]
     extras = project["optional-dependencies"]
     wanted = [*project["dependencies"], *extras["worker"], *extras["postgres"]]

@@ -5,7 +5,7 @@ model, the ids it sampled and each one's log-prob (what :class:`TransformersPoli
 records in process). Neither server returns them unless asked, and they put them in
 different places:
 
-- vLLM (the deploy files pin v0.11.0; the fields exist since v0.10.2): request
+- vLLM (the deploy files pin v0.28.0; the fields exist since v0.10.2): request
   ``return_token_ids: true`` -> ``prompt_token_ids`` on the response and ``token_ids`` on
   each choice; ``logprobs: true`` -> ``choices[i].logprobs.content[j].logprob``;
   ``return_tokens_as_token_ids: true`` spells each ``logprobs.content[j].token`` as
@@ -19,7 +19,8 @@ different places:
   ``token_ids`` on each choice, and the same ``logprobs.content`` list. Matched against
   ``ChatCompletionRequest`` / ``ChatCompletionResponseChoice`` in sgl-project/sglang
   ``python/sglang/srt/entrypoints/openai/protocol.py`` @ 004c82e07d87 (newer than the
-  pinned v0.5.4: an older server that lacks them gives untrainable turns, see below).
+  pinned v0.5.18 is not confirmed to carry them; an older server that lacks them gives
+  untrainable turns, see below).
 
 Each server ignores the other's request fields (unknown keys are dropped with a warning
 by vLLM and silently by SGLang's pydantic models), so one request body serves both.

@@ -73,12 +73,66 @@ class SemgrepMatch:
         return (self.rule, self.path, self.code)
 
 
-def find_semgrep() -> str | None:
-    """The semgrep next to this interpreter (the venv's), else the one on PATH."""
-    beside = Path(sys.executable).parent / "semgrep"
-    if beside.is_file() and os.access(beside, os.X_OK):
-        return str(beside)
-    return shutil.which("semgrep")
+def isolated_semgrep() -> Path:
+    """Where `make install` and the image put Semgrep's own venv (deploy/semgrep.lock):
+    beside the app's venv, so neither's pins constrain the other's."""
+    return Path(f"{sys.prefix}-semgrep") / "bin" / "semgrep"
+
+
+@dataclass(frozen=True)
+class SemgrepLocation:
+    path: str | None  # None: not found
+    source: str  # what chose it, for `ribbit doctor`
+    problem: str = ""  # why not found
+
+
+def locate_semgrep(configured: Path | None = None) -> SemgrepLocation:
+    """The configured semgrep (gates.semgrep_bin), else the isolated install, else PATH's.
+    A configured one that is missing is not found: silently scanning with whatever other
+    semgrep lies around would hide the misconfiguration behind other rules' versions."""
+    if configured is not None:
+        found = shutil.which(str(configured))
+        if found is None:
+            return SemgrepLocation(
+                None,
+                "RIBBIT_GATES__SEMGREP_BIN",
+                f"RIBBIT_GATES__SEMGREP_BIN={configured} is not an executable",
+            )
+        return SemgrepLocation(found, "RIBBIT_GATES__SEMGREP_BIN")
+    isolated = isolated_semgrep()
+    if isolated.is_file() and os.access(isolated, os.X_OK):
+        return SemgrepLocation(str(isolated), "isolated install")
+    on_path = shutil.which("semgrep")
+    if on_path is not None:
+        return SemgrepLocation(on_path, "PATH")
+    return SemgrepLocation(
+        None, "default", f"no isolated install at {isolated} and no semgrep on PATH"
+    )
+
+
+def find_semgrep(configured: Path | None = None) -> str | None:
+    return locate_semgrep(configured).path
+
+
+def semgrep_version(binary: str, timeout: float = 60) -> str:
+    """What ``binary --version`` says, run the way the gate runs it (offline, throwaway
+    HOME): proof that the install works, not just that a file is there."""
+    with tempfile.TemporaryDirectory(prefix="ribbit-semgrep-") as home:
+        try:
+            proc = subprocess.run(
+                [binary, "--version", "--disable-version-check"],
+                env=_scan_env(Path(home)),
+                capture_output=True,
+                timeout=timeout,
+                check=False,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise SemgrepError(f"{binary} --version: {exc}") from None
+    if proc.returncode != 0:
+        raise SemgrepError(
+            f"{binary} --version exited {proc.returncode}: {_first_error([], proc.stderr)}"
+        )
+    return proc.stdout.decode(errors="replace").strip()
 
 
 def builtin_rule_files() -> list[Path]:
@@ -134,7 +188,7 @@ class SemgrepGate:
 
     def run_on_trees(self, ctx: GateContext, trees: PatchTrees) -> GateResult:
         start = time.monotonic()
-        binary = self._binary or find_semgrep()
+        binary = self._binary or find_semgrep(ctx.gate_settings.semgrep_bin)
         if binary is None:
             return GateResult(
                 name=NAME,
@@ -143,6 +197,8 @@ class SemgrepGate:
                     Finding(
                         gate=NAME,
                         rule="semgrep-missing",
+                        # Where it was looked for is the operator's business (`ribbit
+                        # doctor` says), not the issue's readers'.
                         message="semgrep is not installed, so the patch could not be scanned",
                     ),
                 ),
@@ -300,6 +356,18 @@ class _ConfigError(Exception):
     pass
 
 
+def _scan_env(home: Path) -> dict[str, str]:
+    return {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(home),
+        "LANG": "C.UTF-8",
+        "SEMGREP_SEND_METRICS": "off",
+        "SEMGREP_ENABLE_VERSION_CHECK": "0",
+        "XDG_CONFIG_HOME": str(home),
+        "XDG_CACHE_HOME": str(home),
+    }
+
+
 def _scan(
     binary: str,
     tree: Path,
@@ -325,19 +393,10 @@ def _scan(
     for config in configs:
         argv += ["--config", str(config)]
     argv += ["--", *(f"./{t}" for t in targets)]
-    env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "HOME": str(home),
-        "LANG": "C.UTF-8",
-        "SEMGREP_SEND_METRICS": "off",
-        "SEMGREP_ENABLE_VERSION_CHECK": "0",
-        "XDG_CONFIG_HOME": str(home),
-        "XDG_CACHE_HOME": str(home),
-    }
     if not targets:
         return []
     proc = subprocess.run(
-        argv, cwd=tree, env=env, capture_output=True, timeout=timeout, check=False
+        argv, cwd=tree, env=_scan_env(home), capture_output=True, timeout=timeout, check=False
     )
     try:
         data = json.loads(proc.stdout or b"{}")

@@ -149,6 +149,65 @@ def _insert_or_skip(dialect: str, table: Table) -> Executable:
     raise NotImplementedError(f"no insert-or-skip for {dialect}")
 
 
+@dataclass(frozen=True)
+class JobQuery:
+    """What a listing of jobs is narrowed to (None: any)."""
+
+    state: str | None = None
+    kind: str | None = None
+    forge: str | None = None
+    repo: str | None = None
+
+
+@dataclass(frozen=True)
+class JobSummary:
+    """A job as a list shows it: everything but its record (the big JSON stays on disk)."""
+
+    id: str
+    kind: str
+    state: str
+    forge: str
+    repo: str
+    issue_number: int | None
+    pr_number: int | None
+    pr_url: str | None
+    stage: str | None
+    failure_reason: str | None
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+
+
+@dataclass(frozen=True)
+class JobListing:
+    rows: list[JobSummary]
+    total: int  # matching jobs on every page
+
+
+@dataclass(frozen=True)
+class ActiveCounts:
+    queued: int  # waiting to run (not held)
+    held: int  # accepted while paused
+    running: int
+
+
+_SUMMARY_COLUMNS = (
+    Job.id,
+    Job.kind,
+    Job.state,
+    Job.forge,
+    Job.repo,
+    Job.issue_number,
+    Job.pr_number,
+    Job.pr_url,
+    Job.stage,
+    Job.failure_reason,
+    Job.created_at,
+    Job.started_at,
+    Job.finished_at,
+)
+
+
 ClaimOutcome = Literal[
     "claimed", "reclaimed", "no_slot", "finished", "running_elsewhere", "held", "stale"
 ]
@@ -319,6 +378,10 @@ class JobStore:
             )
         )
 
+    def get_in(self, session: Session, job_id: str) -> Job | None:
+        """The job, attached to the caller's transaction (to change it there)."""
+        return session.get(Job, job_id)
+
     def cancel(self, session: Session, job: Job, reason: str) -> None:
         """Cancel a queued or running job; a running job's worker notices and stops."""
         self._move(job, "cancelled", reason=reason)
@@ -365,6 +428,43 @@ class JobStore:
         with self.db.session() as session:
             rows = session.execute(select(Job.state, func.count()).group_by(Job.state)).all()
             return {state: int(n) for state, n in rows}
+
+    def listing(self, query: JobQuery, *, limit: int, offset: int) -> JobListing:
+        """One page of the jobs ``query`` matches, newest first, and how many match: two
+        statements whatever the number of jobs."""
+        conditions = [
+            column == value
+            for column, value in (
+                (Job.state, query.state),
+                (Job.kind, query.kind),
+                (Job.forge, query.forge),
+                (Job.repo, query.repo),
+            )
+            if value
+        ]
+        with self.db.session() as session:
+            rows = session.execute(
+                select(*_SUMMARY_COLUMNS)
+                .where(*conditions)
+                .order_by(Job.created_at.desc(), Job.id.desc())
+                .limit(limit)
+                .offset(offset)
+            ).all()
+            total = session.scalar(select(func.count()).select_from(Job).where(*conditions))
+        return JobListing([JobSummary(**r._asdict()) for r in rows], int(total or 0))
+
+    def active_counts(self) -> ActiveCounts:
+        with self.db.session() as session:
+            rows = session.execute(
+                select(Job.state, Job.held, func.count())
+                .where(Job.state.in_(ACTIVE_STATES))
+                .group_by(Job.state, Job.held)
+            ).all()
+        return ActiveCounts(
+            queued=sum(int(n) for s, h, n in rows if s == "queued" and not h),
+            held=sum(int(n) for s, h, n in rows if s == "queued" and h),
+            running=sum(int(n) for s, _h, n in rows if s == "running"),
+        )
 
     def queue_position(self, job_id: str) -> int:
         """1-based position among queued jobs (oldest first); 0 if not queued."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 import sys
@@ -48,3 +49,143 @@ def test_a_broken_layer_is_caught(tmp_path: Path) -> None:
     done = lint_imports(tmp_path, config, tmp_path)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "bot is not allowed to import trainer" in done.stdout
+
+
+# -- the stores own every query (issue #18) ---------------------------------------------------
+
+# Where queries over the tables may be built: the store packages, each next to the tables
+# it maps (bot/store/ holds every table and its Alembic migrations; trainer/store.py is the
+# trainer's store over the training tables).
+STORE_PATHS = ("bot/store/", "trainer/store.py")
+# Modules still querying for themselves, each cleared by the branch named beside it.
+QUERY_ALLOWED = {
+    "bot/intake.py": "h-intake (intake's delivery and job queries into JobStore)",
+    "bot/queue.py": "h-intake (the dispatch queue's job queries into JobStore)",
+    "bot/webhooks.py": "h-intake (the webhook's delivery lookups into JobStore)",
+    "trainer/cli.py": "h-train (the CLI split; its queries into trainer/store.py)",
+}
+# SQLAlchemy's statement builders: importing one is building a query.
+_BUILDERS = frozenset(
+    {
+        "select",
+        "insert",
+        "update",
+        "delete",
+        "text",
+        "func",
+        "and_",
+        "or_",
+        "not_",
+        "case",
+        "exists",
+        "literal",
+        "literal_column",
+        "bindparam",
+        "union",
+        "union_all",
+        "Table",
+        "MetaData",
+        "inspect",
+    }
+)
+# Calls that run a statement (Session.execute/scalar/scalars, the legacy Session.query,
+# Connection.exec_driver_sql). Nothing else in the tree has methods of these names.
+_RUNNERS = frozenset({"execute", "scalar", "scalars", "query", "exec_driver_sql"})
+# Session methods that read or write a row by its mapped class without a statement.
+_ROW_METHODS = frozenset({"get", "add", "add_all", "delete", "merge"})
+
+
+def mapped_class_names() -> frozenset[str]:
+    """Names of every class mapped to a table (the ORM registry, once each store that
+    maps tables is imported)."""
+    import bot.store.audit  # noqa: F401  (maps admin_actions)
+    import trainer.store  # noqa: F401  (re-exports the training tables)
+    from bot.store.models import Base
+
+    return frozenset(m.class_.__name__ for m in Base.registry.mappers)
+
+
+def query_uses(source: str, mapped: frozenset[str]) -> list[str]:
+    """Where ``source`` builds or runs a query itself: an import of a SQLAlchemy statement
+    builder (``from sqlalchemy import select``, ``sqlalchemy.text``), a call that runs a
+    statement (``.execute``, ``.scalar(s)``, ``.query``), or a session call handed a
+    mapped class or row (``session.get(Job, id)``, ``session.add(Job(...))``)."""
+    tree = ast.parse(source)
+    found: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "sqlalchemy":
+            found += [
+                f"{node.lineno}: imports {node.module}.{a.name}"
+                for a in node.names
+                if a.name in _BUILDERS or a.name == "*"
+            ]
+        elif isinstance(node, ast.Attribute) and node.attr in _BUILDERS:
+            base = node.value
+            if isinstance(base, ast.Name) and base.id in {"sqlalchemy", "sa"}:
+                found.append(f"{node.lineno}: uses {base.id}.{node.attr}")
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            name = node.func.attr
+            if name in _RUNNERS:
+                found.append(f"{node.lineno}: runs .{name}()")
+            elif name in _ROW_METHODS and node.args and _names_mapped(node.args[0], mapped):
+                found.append(f"{node.lineno}: .{name}() on a mapped class")
+    return found
+
+
+def _names_mapped(arg: ast.expr, mapped: frozenset[str]) -> bool:
+    target = arg.func if isinstance(arg, ast.Call) else arg
+    name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", None)
+    return name in mapped
+
+
+def _outside_stores() -> list[Path]:
+    found = []
+    for package in ("bot", "worker", "trainer"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            rel = path.relative_to(ROOT).as_posix()
+            if not rel.startswith(STORE_PATHS) and rel not in QUERY_ALLOWED:
+                found.append(path)
+    return found
+
+
+def test_only_the_stores_build_queries() -> None:
+    mapped = mapped_class_names()
+    offenders = {
+        path.relative_to(ROOT).as_posix(): uses
+        for path in _outside_stores()
+        if (uses := query_uses(path.read_text(), mapped))
+    }
+    assert offenders == {}, "queries outside the stores (move them into a store method):\n" + (
+        "\n".join(f"{p}: {'; '.join(u)}" for p, u in offenders.items())
+    )
+
+
+def test_the_allowed_modules_exist() -> None:
+    """An allow-list entry for a module that is gone would hide a new one of that name."""
+    assert [p for p in QUERY_ALLOWED if not (ROOT / p).is_file()] == []
+
+
+def test_the_query_scan_catches_each_kind() -> None:
+    """The scan can fail: each way of querying outside a store is found."""
+    mapped = frozenset({"Job"})
+    planted = {
+        "from sqlalchemy import select\n": "imports sqlalchemy.select",
+        "from sqlalchemy.sql import text\n": "imports sqlalchemy.sql.text",
+        "import sqlalchemy as sa\nq = sa.delete(t)\n": "uses sa.delete",
+        "def f(s):\n    return s.execute(q)\n": "runs .execute()",
+        "def f(ctx):\n    return ctx.session.scalars(q)\n": "runs .scalars()",
+        "def f(s):\n    return s.query(Job).all()\n": "runs .query()",
+        "def f(s, i):\n    return s.get(Job, i)\n": ".get() on a mapped class",
+        "def f(s):\n    s.add(Job(id='x'))\n": ".add() on a mapped class",
+        "def f(s, m):\n    s.delete(m.Job)\n": ".delete() on a mapped class",
+    }
+    for source, what in planted.items():
+        assert [u for u in query_uses(source, mapped) if what in u], source
+    # Things that are not queries: a dict's get, a store's named method, a Session type.
+    clean = (
+        "from sqlalchemy.orm import Session\n"
+        "def f(store, s: Session, d):\n"
+        "    d.get('Job')\n"
+        "    return store.active_for_issue(s, 'github', 'o/r', 1)\n"
+    )
+    assert query_uses(clean, mapped) == []

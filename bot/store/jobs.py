@@ -25,6 +25,7 @@ from sqlalchemy import (
     Table,
     and_,
     bindparam,
+    case,
     func,
     literal,
     or_,
@@ -190,6 +191,27 @@ class ActiveCounts:
     held: int  # accepted while paused
     running: int
 
+
+@dataclass(frozen=True)
+class RepoCount:
+    forge: str
+    repo: str
+    jobs: int
+
+
+@dataclass(frozen=True)
+class RepoEndings:
+    """A repository's agent jobs that ended (succeeded or failed) in some window."""
+
+    forge: str
+    repo: str
+    ended: int
+    failed: int
+
+
+# JobStore.list shadows the builtin in the class body (as JobList above).
+RepoCountList = list[RepoCount]
+RepoEndingsList = list[RepoEndings]
 
 _SUMMARY_COLUMNS = (
     Job.id,
@@ -378,6 +400,47 @@ class JobStore:
             )
         )
 
+    def latest_on_pull_request(
+        self, session: Session, forge: str, repo: str, pr_number: int
+    ) -> Job | None:
+        """The newest job of any kind recorded against a PR (None: not a bot PR)."""
+        return session.scalar(
+            select(Job)
+            .where(Job.forge == forge, Job.repo == repo, Job.pr_number == pr_number)
+            .order_by(Job.created_at.desc())
+            .limit(1)
+        )
+
+    def issue_of_pull_request(
+        self, session: Session, forge: str, repo: str, pr_number: int
+    ) -> int | None:
+        """The issue a bot PR works on, from the newest of its jobs that names one."""
+        return session.scalar(
+            select(Job.issue_number)
+            .where(
+                Job.forge == forge,
+                Job.repo == repo,
+                Job.pr_number == pr_number,
+                Job.issue_number.is_not(None),
+            )
+            .order_by(Job.created_at.desc())
+            .limit(1)
+        )
+
+    def agent_worked_on(self, session: Session, forge: str, repo: str, issue: int) -> bool:
+        """Whether a solve or revise job was ever created for the issue."""
+        found = session.scalar(
+            select(Job.id)
+            .where(
+                Job.forge == forge,
+                Job.repo == repo,
+                Job.issue_number == issue,
+                Job.kind.in_(AGENT_KINDS),
+            )
+            .limit(1)
+        )
+        return found is not None
+
     def get_in(self, session: Session, job_id: str) -> Job | None:
         """The job, attached to the caller's transaction (to change it there)."""
         return session.get(Job, job_id)
@@ -465,6 +528,43 @@ class JobStore:
             held=sum(int(n) for s, h, n in rows if s == "queued" and h),
             running=sum(int(n) for s, _h, n in rows if s == "running"),
         )
+
+    def failed_by_repo(self, since: datetime) -> RepoCountList:
+        """Jobs of any kind that failed since ``since``, per repository, by repository."""
+        with self.db.session() as session:
+            rows = session.execute(
+                select(Job.forge, Job.repo, func.count())
+                .where(Job.state == "failed", Job.finished_at >= since)
+                .group_by(Job.forge, Job.repo)
+            ).all()
+        return [RepoCount(f, r, int(n)) for f, r, n in sorted(rows)]
+
+    def agent_jobs_by_repo(self, since: datetime) -> RepoCountList:
+        """Solve and revise jobs created since ``since`` (the daily budget's count), per
+        repository, by repository."""
+        with self.db.session() as session:
+            rows = session.execute(
+                select(Job.forge, Job.repo, func.count())
+                .where(Job.kind.in_(AGENT_KINDS), Job.created_at >= since)
+                .group_by(Job.forge, Job.repo)
+            ).all()
+        return [RepoCount(f, r, int(n)) for f, r, n in sorted(rows)]
+
+    def agent_endings_by_repo(self, since: datetime) -> RepoEndingsList:
+        """Per repository, the solve and revise jobs that finished since ``since`` as
+        succeeded or failed, and how many of them failed."""
+        failed = func.sum(case((Job.state == "failed", 1), else_=0))
+        with self.db.session() as session:
+            rows = session.execute(
+                select(Job.forge, Job.repo, func.count(), failed)
+                .where(
+                    Job.kind.in_(AGENT_KINDS),
+                    Job.state.in_(("succeeded", "failed")),
+                    Job.finished_at >= since,
+                )
+                .group_by(Job.forge, Job.repo)
+            ).all()
+        return [RepoEndings(f, r, int(n), int(k or 0)) for f, r, n, k in sorted(rows)]
 
     def queue_position(self, job_id: str) -> int:
         """1-based position among queued jobs (oldest first); 0 if not queued."""
@@ -868,6 +968,19 @@ class JobStore:
             select(Repository).where(Repository.forge == forge, Repository.full_name == full_name)
         )
         return row.trigger_label if row else None
+
+    def visibility(self, forge: str, full_name: str) -> bool | None:
+        """Whether the repository is private, as recorded; None where never recorded."""
+        with self.db.session() as session:
+            return session.scalar(
+                select(Repository.private).where(
+                    Repository.forge == forge, Repository.full_name == full_name
+                )
+            )
+
+    def set_visibility(self, forge: str, full_name: str, *, private: bool) -> None:
+        with self.db.session() as session:
+            self.repository(session, forge, full_name).private = private
 
     def set_trigger_label(self, forge: str, full_name: str, label: str | None) -> None:
         with self.db.session() as session:

@@ -3,11 +3,199 @@ training runs, model versions) and over the outcomes and jobs it trains on.
 
 The tables are mapped in bot/store/training.py, next to their migration, so the worker and
 the web app read them without importing the trainer; they are named here too because the
-trainer's modules take them from their own store.
+trainer's modules take them from their own store. Rows come back detached (read after
+the transaction closed), as the job store's do.
 """
 
 from __future__ import annotations
 
-from bot.store.training import ModelVersion, TrainingEnvironment, TrainingRun
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass
+from typing import TypeVar
 
-__all__ = ["ModelVersion", "TrainingEnvironment", "TrainingRun"]
+from sqlalchemy import delete, select
+from sqlalchemy.orm import Session
+
+from bot.store.db import Database
+from bot.store.models import Job, Outcome
+from bot.store.training import ModelVersion, TrainingEnvironment, TrainingRun, promoted_in
+
+T = TypeVar("T")
+
+__all__ = ["IndexEntry", "ModelVersion", "TrainerStore", "TrainingEnvironment", "TrainingRun"]
+
+
+@dataclass(frozen=True)
+class IndexEntry:
+    """One stored environment as the index records it."""
+
+    instance_id: str
+    repo: str
+    split: str
+    calibration_k: int
+    calibration_solved: int
+
+
+class TrainerStore:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    # -- outcomes and jobs: what the trainer learns from ----------------------------------
+
+    def outcomes(self) -> list[Outcome]:
+        """Every recorded outcome, in the order recorded (by id)."""
+        with self.db.session() as s:
+            return self._detached(s, s.scalars(select(Outcome).order_by(Outcome.id)))
+
+    def outcome_repos(self) -> list[tuple[str, str]]:
+        """(forge, repository) of every repository with an outcome, sorted."""
+        with self.db.session() as s:
+            rows = s.execute(select(Outcome.forge, Outcome.repo).distinct()).all()
+        return sorted((f, r) for f, r in rows)
+
+    def repos_with_data(self) -> set[tuple[str, str]]:
+        """(forge, repository) of every repository with outcomes or jobs."""
+        with self.db.session() as s:
+            pairs = {(f, r) for f, r in s.execute(select(Outcome.forge, Outcome.repo))}
+            pairs |= {(f, r) for f, r in s.execute(select(Job.forge, Job.repo))}
+        return pairs
+
+    def repo_outcomes(self, forge: str, repo: str) -> list[Outcome]:
+        """The repository's outcomes, by id."""
+        with self.db.session() as s:
+            q = select(Outcome).where(Outcome.forge == forge, Outcome.repo == repo)
+            return self._detached(s, s.scalars(q.order_by(Outcome.id)))
+
+    def outcomes_by_id(self, ids: Collection[int]) -> list[Outcome]:
+        with self.db.session() as s:
+            q = select(Outcome).where(Outcome.id.in_(ids)).order_by(Outcome.id)
+            return self._detached(s, s.scalars(q))
+
+    def repo_jobs(self, forge: str, repo: str) -> list[Job]:
+        """The repository's jobs of every kind, oldest first."""
+        with self.db.session() as s:
+            q = select(Job).where(Job.forge == forge, Job.repo == repo)
+            return self._detached(s, s.scalars(q.order_by(Job.created_at)))
+
+    def delete_repo_data(
+        self,
+        *,
+        outcome_ids: Collection[int],
+        environment_ids: Collection[str],
+        job_ids: Collection[str],
+        kept_result_keys: frozenset[str],
+    ) -> None:
+        """In one transaction: delete the outcomes and the environments' index rows, and
+        strip the jobs' results to ``kept_result_keys`` and their instructions (the job
+        rows stay: they are the operational record)."""
+        with self.db.session() as s:
+            if outcome_ids:
+                s.execute(delete(Outcome).where(Outcome.id.in_(outcome_ids)))
+            if environment_ids:
+                s.execute(
+                    delete(TrainingEnvironment).where(
+                        TrainingEnvironment.instance_id.in_(environment_ids)
+                    )
+                )
+            for job in s.scalars(select(Job).where(Job.id.in_(job_ids))):
+                kept = {k: v for k, v in (job.result or {}).items() if k in kept_result_keys}
+                job.result = kept or None
+                job.instructions = None
+
+    # -- the environment index ----------------------------------------------------------
+
+    def index_environments(self, root: str, entries: Iterable[IndexEntry]) -> None:
+        """Make the index hold exactly ``entries`` for the store at ``root``: insert or
+        update each, drop rows of that store's environments not among them (rows of other
+        stores stay)."""
+        wanted = {e.instance_id: e for e in entries}
+        with self.db.session() as s:
+            rows = {r.instance_id: r for r in s.scalars(select(TrainingEnvironment))}
+            for instance_id, entry in wanted.items():
+                row = rows.get(instance_id)
+                if row is None:
+                    row = TrainingEnvironment(
+                        instance_id=instance_id, repo=entry.repo, store_path=root
+                    )
+                    s.add(row)
+                row.repo, row.split, row.store_path = entry.repo, entry.split, root
+                row.calibration_k = entry.calibration_k
+                row.calibration_solved = entry.calibration_solved
+            gone = [i for i, r in rows.items() if r.store_path == root and i not in wanted]
+            if gone:
+                s.execute(
+                    delete(TrainingEnvironment).where(TrainingEnvironment.instance_id.in_(gone))
+                )
+
+    def environment_store_path(self, instance_id: str) -> str | None:
+        """The store the index says holds the environment (None: not indexed)."""
+        with self.db.session() as s:
+            row = s.get(TrainingEnvironment, instance_id)
+            return row.store_path if row is not None else None
+
+    # -- model versions -------------------------------------------------------------------
+
+    def version(self, name: str) -> ModelVersion | None:
+        with self.db.session() as s:
+            return self.version_in(s, name)
+
+    def versions(self, line: str | None = None) -> list[ModelVersion]:
+        """Every version (or ``line``'s), in the order registered."""
+        with self.db.session() as s:
+            q = select(ModelVersion).order_by(ModelVersion.id)
+            if line is not None:
+                q = q.where(ModelVersion.line == line)
+            return list(s.scalars(q))
+
+    def add_version(self, version: ModelVersion) -> ModelVersion | None:
+        """Insert ``version``; None (nothing inserted) where its name is taken."""
+        with self.db.session() as s:
+            if self.version_in(s, version.name) is not None:
+                return None
+            s.add(version)
+            s.flush()
+            return version
+
+    def record_heldout(
+        self, name: str, *, rate: float, envs: int, low: float, high: float, k: int
+    ) -> bool:
+        """Store a version's held-out pass@1 and interval; False: no such version."""
+        with self.db.session() as s:
+            row = self.version_in(s, name)
+            if row is None:
+                return False
+            row.heldout_pass_rate, row.heldout_envs = rate, envs
+            row.heldout_ci_low, row.heldout_ci_high = low, high
+            row.heldout_k = k
+            return True
+
+    # Promotion and rollback read and change several versions in one transaction; the
+    # registry (trainer/registry.py) holds it and asks these.
+
+    @staticmethod
+    def version_in(session: Session, name: str) -> ModelVersion | None:
+        return session.scalar(select(ModelVersion).where(ModelVersion.name == name))
+
+    @staticmethod
+    def promoted_in(session: Session, line: str) -> ModelVersion | None:
+        return promoted_in(session, line)
+
+    @staticmethod
+    def previously_promoted_in(session: Session, line: str) -> ModelVersion | None:
+        """The line's retired version promoted most recently (a rollback's target)."""
+        return session.scalar(
+            select(ModelVersion)
+            .where(
+                ModelVersion.line == line,
+                ModelVersion.state == "retired",
+                ModelVersion.promoted_at.is_not(None),
+            )
+            .order_by(ModelVersion.promoted_at.desc(), ModelVersion.id.desc())
+            .limit(1)
+        )
+
+    @staticmethod
+    def _detached(session: Session, rows: Iterable[T]) -> list[T]:
+        found = list(rows)
+        session.expunge_all()
+        return found

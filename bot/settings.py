@@ -292,6 +292,12 @@ class SandboxSettings(Section):
     setup_timeout_s: int = Field(
         default=900, ge=10, description="Time limit of the repository's setup command."
     )
+    detect_setup: bool = Field(
+        default=True,
+        description="When `.ribbit.yml` names no `setup`, install what the repository declares "
+        '(pip, npm, go mod, cargo fetch; worker/sandbox/setupcmd.py). `setup: ""` in '
+        "`.ribbit.yml` turns it off for one repository.",
+    )
     repo_setup_hosts: list[str] = Field(
         default_factory=list,
         description="Hosts a repository's `.ribbit.yml` `setup_hosts` may add to the setup "

@@ -16,10 +16,15 @@ import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any
 
-from worker.sandbox.base import DEFAULT_OUTPUT_CAP, TIMEOUT_EXIT_CODE, WORKSPACE, ExecResult
+from worker.sandbox.base import (
+    DEFAULT_OUTPUT_CAP,
+    TIMEOUT_EXIT_CODE,
+    WORKSPACE,
+    ClosedOnExit,
+    ExecResult,
+)
 
 if TYPE_CHECKING:
     from worker.agent.episode import SandboxRecipe
@@ -66,7 +71,7 @@ def commit_files(path: Path, files: Mapping[str, str | None], message: str) -> s
     return git(path, "rev-parse", "HEAD")
 
 
-class LocalDirSandbox:
+class LocalDirSandbox(ClosedOnExit):
     """Sandbox interface over a temporary copy of a checkout. NOT isolated: tests only."""
 
     backend = "local-test"
@@ -152,17 +157,6 @@ class LocalDirSandbox:
         if not self._closed:
             self._closed = True
             shutil.rmtree(self._root, ignore_errors=True)
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 def host_setup(sandbox: Sandbox, command: str | None) -> SetupResult:
@@ -254,7 +248,7 @@ class ScriptedPolicy:
         )
 
 
-class NullSandbox:
+class NullSandbox(ClosedOnExit):
     """Sandbox interface that does nothing, instantly: for measuring the loop itself."""
 
     backend = "null"
@@ -281,17 +275,6 @@ class NullSandbox:
 
     def close(self) -> None:
         return None
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 class FakeForge:

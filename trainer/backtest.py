@@ -35,6 +35,7 @@ from trainer.rl.rollout import rollout_episode
 from worker.agent import Policy
 from worker.agent.episode import SandboxRecipe, SetupFailed
 from worker.agent.repo_task import agent_limits
+from worker.sandbox.setupcmd import commit_files, with_detected_setup
 
 # How much of a diff an example shows (the whole one is in --json).
 EXAMPLE_LINES = 12
@@ -226,6 +227,7 @@ def _one(
         config = read_repo_config(repo_dir, fix.parent)
     except RepoConfigError as exc:
         return FixResult(fix, rejected=f"bad_repo_config: {exc}")
+    config = with_detected_setup(config, commit_files(repo_dir, fix.parent))
     spec = BuildSpec(
         repo_dir,
         fix.parent,

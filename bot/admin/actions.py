@@ -55,7 +55,7 @@ def retry_job(svc: Services, job_id: str) -> ActionResult:
         pr_number=old.pr_number,
         actor=old.actor,
         installation_id=old.installation_id,
-        instructions=old.instructions,
+        payload=old.payload,
         parent_id=old.id,
     )
     with svc.db.session() as session:

@@ -10,7 +10,6 @@ a ``command`` job, which counts against no budget, so the worker checks permissi
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from bot.admission import refusal_reason
@@ -19,6 +18,7 @@ from bot.context import Context
 from bot.events import CommentCreated
 from bot.routing import Registry
 from bot.store.jobs import JobSpec
+from bot.store.payloads import CommandOrder, UnknownWord
 
 registry = Registry()
 
@@ -55,9 +55,9 @@ def run_command(ctx: Context) -> None:
         installation_id=event.installation_id,
     )
     if command.name in {"explain", "help"}:
-        ctx.create_job(
-            JobSpec(kind=command.name, instructions=command.unknown or command.text, **spec)
-        )
+        # Help names the word it did not know; explain needs nothing more.
+        word = UnknownWord(command.unknown) if command.name == "help" and command.unknown else None
+        ctx.create_job(JobSpec(kind=command.name, payload=word, **spec))
         return None
     active = ctx.store.active_for_issue(ctx.session, event.forge, event.repo, issue)
     if command.name == "stop":
@@ -68,7 +68,7 @@ def run_command(ctx: Context) -> None:
         ctx.create_job(
             JobSpec(
                 kind="command",
-                instructions=json.dumps({"command": "stop", "target": active.id}),
+                payload=CommandOrder("stop", active.id),
                 **spec,
             )
         )
@@ -84,12 +84,10 @@ def run_command(ctx: Context) -> None:
     ctx.create_job(
         JobSpec(
             kind="command",
-            instructions=json.dumps(
-                {
-                    "command": command.name,
-                    "target": active.id if active is not None else None,
-                    "text": command.text,
-                }
+            payload=CommandOrder(
+                "revise" if kind == "revise" else "retry",  # stop, help, explain returned above
+                active.id if active is not None else None,
+                command.text,
             ),
             **spec,
         )

@@ -12,6 +12,7 @@ from bot.normalize import MAX_NUMBER
 from bot.routing import Registry
 from bot.store.jobs import JobSpec
 from bot.store.models import Job
+from bot.store.payloads import OutcomeOf, PersonAsks
 
 registry = Registry()
 
@@ -39,7 +40,7 @@ def record_outcome(ctx: Context) -> None:
                 kind="outcome",
                 issue_number=job.issue_number if job else None,
                 parent_id=job.id if job else None,
-                instructions="bot",
+                payload=OutcomeOf("bot"),
                 **spec,
             )
         )
@@ -52,7 +53,7 @@ def record_outcome(ctx: Context) -> None:
     for number in sorted(n for n in numbers if 1 <= n <= MAX_NUMBER):
         if ctx.store.agent_worked_on(ctx.session, event.forge, event.repo, number):
             ctx.create_job(
-                JobSpec(kind="outcome", issue_number=number, instructions="human", **spec)
+                JobSpec(kind="outcome", issue_number=number, payload=OutcomeOf("human"), **spec)
             )
     if not ctx.jobs:
         ctx.ignore("a human PR that fixes no issue the bot worked on")
@@ -83,7 +84,7 @@ def revise_on_changes_requested(ctx: Context) -> None:
             actor=event.actor.login,
             delivery_id=event.delivery_id,
             installation_id=event.installation_id,
-            instructions=event.body or None,
+            payload=PersonAsks(event.body) if event.body else None,
             parent_id=job.id,
         )
     )

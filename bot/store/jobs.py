@@ -38,6 +38,7 @@ from sqlalchemy.orm import Session, make_transient_to_detached
 
 from bot.store.db import Database
 from bot.store.models import Control, Delivery, Job, Repository, utcnow
+from bot.store.payloads import JobPayload, encode_payload
 from bot.store.records import SolveRecord
 
 JobState = Literal["queued", "running", "succeeded", "failed", "cancelled"]
@@ -88,7 +89,7 @@ class JobSpec:
     actor: str | None = None
     delivery_id: str | None = None
     installation_id: int | None = None
-    instructions: str | None = None
+    payload: JobPayload | None = None
     parent_id: str | None = None
 
 
@@ -334,7 +335,7 @@ class JobStore:
             actor=spec.actor,
             delivery_id=spec.delivery_id,
             installation_id=spec.installation_id,
-            instructions=spec.instructions,
+            instructions=encode_payload(spec.kind, spec.payload),
             active_key=active_key_for(spec),
             held=held,
             dispatched=False,

@@ -20,6 +20,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from bot.store.payloads import JobPayload, decode_payload
 from bot.store.records import SolveRecord
 
 
@@ -126,6 +127,12 @@ class Job(Base):
     updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
     started_at: Mapped[datetime | None] = mapped_column(nullable=True)
     finished_at: Mapped[datetime | None] = mapped_column(nullable=True)
+
+    @property
+    def payload(self) -> JobPayload | None:
+        """What this job carries for its kind (bot/store/payloads.py); raises
+        PayloadError for a stored value its kind cannot hold."""
+        return decode_payload(self.kind, self.instructions)
 
     @property
     def solve_record(self) -> SolveRecord:

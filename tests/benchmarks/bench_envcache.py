@@ -2,12 +2,15 @@
 against cached (restore), and sandbox exec overhead against a bare subprocess, per
 backend.
 
-    python -m tests.benchmarks.bench_envcache [--runs N]
+    python -m tests.benchmarks.bench_envcache [--runs N] [--project toolz|humanize]
 
 On a real project: toolz 0.12.1's sdist from PyPI (the fixture of
-tests/integration/test_real_projects.py), set up the README's way (``pip install -e .``).
-Needs PyPI; the docker rows need an engine (see bench_sandbox). Prints medians, no
-assertions. The issue's target: a cached setup in 10 s or less.
+tests/integration/test_real_projects.py), set up the README's way (``pip install -e .``;
+nothing but the build is fetched), or python-humanize as vendored in
+tests/fixtures/humanize, set up as detected (``pip install -e '.[tests]'``: a hatch-vcs
+build and its tests extra, freezegun and pytest-cov, from PyPI). Needs PyPI; the docker
+rows need an engine (see bench_sandbox). Prints medians, no assertions. The issue's
+target: a cached setup in 10 s or less.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ import sys
 import tarfile
 import tempfile
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from bot.repo_config import RepoConfig
@@ -31,7 +36,7 @@ from worker.sandbox import check_backends, open_sandbox
 from worker.sandbox.envcache import EnvCache, JobEnvironment, env_key
 
 TOOLZ = "toolz==0.12.1"
-CONFIG = RepoConfig(setup="pip install -e .", test="python -m pytest -q")
+HUMANIZE_BASE = Path(__file__).resolve().parents[1] / "fixtures" / "humanize" / "base.patch"
 HOST_CA = Path(os.environ.get("SSL_CERT_FILE", "/etc/ssl/certs/ca-certificates.crt"))
 
 
@@ -60,6 +65,41 @@ def toolz_checkout(where: Path) -> Path | None:
     return repo
 
 
+def humanize_checkout(where: Path) -> Path | None:
+    """The vendored tree (a patch from the empty tree) as a one-commit repository."""
+    tree = where / "tree"
+    tree.mkdir(parents=True)
+    subprocess.run(["git", "apply", str(HUMANIZE_BASE)], cwd=tree, check=True)
+    files = {str(p.relative_to(tree)): p.read_text() for p in tree.rglob("*") if p.is_file()}
+    repo = where / "repo"
+    make_git_repo(repo, files)
+    return repo
+
+
+@dataclass(frozen=True)
+class BenchProject:
+    label: str
+    repo: str  # the env cache's repository
+    config: RepoConfig
+    checkout: Callable[[Path], Path | None]  # None: its source is not reachable
+
+
+PROJECTS = {
+    "toolz": BenchProject(
+        TOOLZ,
+        "github:pytoolz/toolz",
+        RepoConfig(setup="pip install -e .", test="python -m pytest -q"),
+        toolz_checkout,
+    ),
+    "humanize": BenchProject(
+        "python-humanize/humanize b172d67",
+        "github:python-humanize/humanize",
+        RepoConfig(setup="pip install -e '.[tests]'", test="python -m pytest -q"),
+        humanize_checkout,
+    ),
+}
+
+
 def timed_setup(
     settings: SandboxSettings, env: JobEnvironment, checkout: Path
 ) -> tuple[float, str]:
@@ -82,14 +122,24 @@ def timed_restore(settings: SandboxSettings, env: JobEnvironment, checkout: Path
 
 
 def bench_backend(
-    name: str, settings: SandboxSettings, checkout: Path, work: Path, runs: int
+    name: str,
+    settings: SandboxSettings,
+    project: BenchProject,
+    checkout: Path,
+    work: Path,
+    runs: int,
 ) -> dict[str, float]:
     cache = EnvCache(work / f"cache-{name}", max_bytes=4 * 1024**3, max_age_s=86400)
-    key = env_key("github:pytoolz/toolz", settings, checkout, CONFIG.setup)
+    key = env_key(project.repo, settings, checkout, project.config.setup)
 
     def job(n: int) -> JobEnvironment:
         return JobEnvironment(
-            CONFIG, settings, checkout=checkout, workdir=work / f"{name}-{n}", cache=cache, key=key
+            project.config,
+            settings,
+            checkout=checkout,
+            workdir=work / f"{name}-{n}",
+            cache=cache,
+            key=key,
         )
 
     cold_env = job(0)
@@ -114,12 +164,14 @@ def bench_backend(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--project", choices=sorted(PROJECTS), default="toolz")
     args, _ = parser.parse_known_args()
+    project = PROJECTS[args.project]
     with tempfile.TemporaryDirectory(prefix="ribbit-bench-env-") as tmp:
         work = Path(tmp)
-        checkout = toolz_checkout(work / "sdist")
+        checkout = project.checkout(work / "source")
         if checkout is None:
-            print(f"skipped: PyPI did not serve the {TOOLZ} sdist")
+            print(f"skipped: PyPI did not serve the {project.label} sdist")
             return
         base: dict[str, object] = {
             "setup_network": True,
@@ -141,8 +193,11 @@ def main() -> None:
                 if check_backends(docker)[0].ok:
                     configs["docker"] = docker
             for name, settings in configs.items():
-                rows[name] = bench_backend(name, settings, checkout, work, args.runs)
-    print(f"project: {TOOLZ}, setup `{CONFIG.setup}`; cached and restore: median of {args.runs}")
+                rows[name] = bench_backend(name, settings, project, checkout, work, args.runs)
+    print(
+        f"project: {project.label}, setup `{project.config.setup}`; "
+        f"cached and restore: median of {args.runs}"
+    )
     print(
         f"{'backend':<11} {'setup cold':>11} {'cached':>8} {'cold/cached':>12} {'gate restore':>13}"
     )

@@ -10,7 +10,12 @@ target tests named as passing.
   as the README shows it (``pip install -e .`` with the registry proxy, then
   ``python -m pytest -q``; its ``image`` does not apply on bubblewrap, its
   ``setup_hosts`` host is refused and listed, its missing Semgrep rule file is a
-  warning), and again with no ``.ribbit.yml`` (pytest detected, nothing installed).
+  warning), and again with no ``.ribbit.yml`` (pytest and ``pip install -e .``
+  detected). python-humanize/humanize a47a89e (#297, tz-aware dates in
+  ``naturaldate``; ``src/`` layout, parametrised tests; vendored as patches) with no
+  ``.ribbit.yml``: the detected ``pip install -e '.[tests]'`` builds it with hatch-vcs
+  and installs its tests extra (freezegun, which the fix's test uses) from PyPI through
+  the registry proxy.
   tkem/cachetools c1cb338 (#200, vendored as patches; its tests are mixin
   methods every cache class inherits) with no ``.ribbit.yml`` runs the same way, but
   its fix deletes a test (folded into the two it adds), which the gates block: that
@@ -22,10 +27,10 @@ target tests named as passing.
   comex/rust-shlex 1.2.1's fix for GHSA-r7qv-8r2h-pg27 (tests in the tree, named by
   the issue).
 
-The Go and Rust fixtures and cachetools are vendored with their licences
-(tests/fixtures/*/README.md) and need no downloaded dependency. toolz needs none either:
-the README's ``pip install -e .`` installs it into the job's virtualenv (the proxy is
-up, but nothing is fetched: setup.py develop uses the image's setuptools).
+The Go and Rust fixtures, cachetools and humanize are vendored with their licences
+(tests/fixtures/*/README.md); all but humanize need no downloaded dependency. toolz
+needs none either: ``pip install -e .`` installs it into the job's virtualenv (the proxy
+is up, but nothing is fetched: setup.py develop uses the image's setuptools).
 """
 
 from __future__ import annotations
@@ -80,6 +85,7 @@ class RealFix:
     target_ids: tuple[str, ...]  # those tests' ids in the runner's report
     tests_in_base: bool = False  # the fix adds no test; the issue names existing ones
     config: str | None = None  # the repository's .ribbit.yml (None: none, all detected)
+    detected_setup: str | None = None  # the install detected with no .ribbit.yml, if any
 
 
 def _vendored(name: str) -> dict[str, str]:
@@ -108,25 +114,39 @@ def _patch_paths(patch: Path) -> set[str]:
 
 def _edit_script(fix: RealFix) -> list[str]:
     """The fix as the agent makes it: read each changed file, then one Edit per hunk
-    (three lines of context, as git shows it), then a closing message."""
+    (three lines of context, as git shows it, or more where three leave the old text
+    matching twice, which Edit refuses), then a closing message."""
     turns: list[str] = []
     edits: list[str] = []
     for rel in sorted(rel for rel in fix.fixed if fix.fixed[rel] != fix.base.get(rel)):
         assert rel in fix.base, "only edits here; a new file would be a Write"
         turns.append(xml_call("Read", file_path=rel))
-        current = fix.base[rel]
-        old_lines = current.splitlines(keepends=True)
-        new_lines = fix.fixed[rel].splitlines(keepends=True)
-        matcher = difflib.SequenceMatcher(a=old_lines, b=new_lines, autojunk=False)
-        for group in matcher.get_grouped_opcodes(3):
-            i1, i2 = group[0][1], group[-1][2]
-            j1, j2 = group[0][3], group[-1][4]
-            old, new = "".join(old_lines[i1:i2]), "".join(new_lines[j1:j2])
-            assert current.count(old) == 1, f"{rel}: hunk not unique"
-            current = current.replace(old, new)
-            edits.append(xml_call("Edit", file_path=rel, old_string=old, new_string=new))
-        assert current == fix.fixed[rel]
+        edits += next(
+            found
+            for context in range(3, 40)
+            if (found := _file_edits(rel, fix.base[rel], fix.fixed[rel], context)) is not None
+        )
     return [*turns, *edits, "Fixed it as the issue describes; the tests cover it."]
+
+
+def _file_edits(rel: str, before: str, after: str, context: int) -> list[str] | None:
+    """One Edit per hunk with ``context`` lines around it; None when a hunk's old text
+    is not unique in the file as the earlier Edits left it."""
+    current = before
+    old_lines = before.splitlines(keepends=True)
+    new_lines = after.splitlines(keepends=True)
+    matcher = difflib.SequenceMatcher(a=old_lines, b=new_lines, autojunk=False)
+    edits: list[str] = []
+    for group in matcher.get_grouped_opcodes(context):
+        i1, i2 = group[0][1], group[-1][2]
+        j1, j2 = group[0][3], group[-1][4]
+        old, new = "".join(old_lines[i1:i2]), "".join(new_lines[j1:j2])
+        if current.count(old) != 1:
+            return None
+        current = current.replace(old, new)
+        edits.append(xml_call("Edit", file_path=rel, old_string=old, new_string=new))
+    assert current == after
+    return edits
 
 
 def _humanize(tmp: Path, request: pytest.FixtureRequest) -> RealFix:
@@ -241,6 +261,7 @@ def _toolz(tmp: Path, request: pytest.FixtureRequest, *, readme: bool = True) ->
         targets=("test_partition_all",),
         target_ids=("toolz/tests/test_itertoolz.py::test_partition_all",),
         config=config,
+        detected_setup=None if readme else "pip install -e .",
     )
 
 
@@ -288,11 +309,33 @@ def _cachetools(tmp: Path, request: pytest.FixtureRequest) -> RealFix:
     )
 
 
+def _humanize_tz(tmp: Path, request: pytest.FixtureRequest) -> RealFix:
+    base = _from_patch(FIXTURES / "humanize" / "base.patch", tmp / "humanize-base")
+    fixed = _with_patch(base, FIXTURES / "humanize" / "fix.patch", tmp / "humanize")
+    return RealFix(
+        repo="python-humanize/humanize",
+        base=base,
+        fixed=fixed,
+        issue=(
+            "naturaldate ignores the timezone of an aware datetime",
+            "naturaldate(value) for a tz-aware datetime compares its date with the local "
+            "date.today(), so near midnight a value that is today in its own timezone "
+            "shows as tomorrow. Today should be taken in the value's timezone.",
+        ),
+        tool="python3",
+        targets=("test_naturaldate_tz_aware",),
+        target_ids=("tests/test_time.py::test_naturaldate_tz_aware",),
+        # The tests extra (freezegun, pytest-cov) and the hatch-vcs build, from PyPI.
+        detected_setup="pip install -e '.[tests]'",
+    )
+
+
 PROJECTS: dict[str, Callable[[Path, pytest.FixtureRequest], RealFix]] = {
     "toolz": _toolz,
-    # No .ribbit.yml: pytest detected, nothing installed (python -m pytest imports the
-    # package from the checkout).
+    # No .ribbit.yml: pytest and `pip install -e .` (its setup.py) detected.
     "toolz-detected": partial(_toolz, readme=False),
+    # No .ribbit.yml: src/ layout, its tests need freezegun from its tests extra.
+    "humanize": _humanize_tz,
     "go-humanize": _humanize,
     "strsim": _strsim,
     "go-version": _go_version,
@@ -373,6 +416,16 @@ def test_upstream_fix_reaches_a_draft_pr_identical_to_it(
     details = tests["details"]
     if fix.config is None:
         assert details["command_source"] != ".ribbit.yml"
+        if fix.detected_setup is not None:  # installed from PyPI through the proxy
+            setup = job.result["setup"]
+            assert setup["ok"] and setup["network"], setup
+            assert setup["command"] == fix.detected_setup, setup
+            installed = [
+                line
+                for line in setup["output_tail"].splitlines()
+                if line.startswith("Successfully installed ")
+            ]
+            assert installed and f"{fix.repo.split('/')[1]}-" in installed[0], setup
     else:
         assert details["command_source"] == ".ribbit.yml"
         setup = job.result["setup"]

@@ -31,22 +31,21 @@ GITHUB_PROBE = (
 )
 
 
-def _repo(forge_world: Any, config: str) -> str:
-    files = {
-        **REPO_FILES,
-        "calc.py": CALC_USES_DEPENDENCY,
-        "pyproject.toml": PYPROJECT,
-        ".ribbit.yml": config,
-    }
+def _repo(forge_world: Any, config: str | None, pyproject: str = PYPROJECT) -> str:
+    files = {**REPO_FILES, "calc.py": CALC_USES_DEPENDENCY, "pyproject.toml": pyproject}
+    if config is not None:
+        files[".ribbit.yml"] = config
     forge_world.forge.create_repo("github", "acme/calc", files=files)
     forge_world.forge.add_collaborator("github", "acme/calc", BOT_LOGIN, "write")
     forge_world.forge.add_collaborator("github", "acme/calc", "maya", "maintain")
     return "acme/calc"
 
 
-def _run(forge_world: Any, deployment_for: Any, config: str) -> tuple[Any, Any, str, int]:
+def _run(
+    forge_world: Any, deployment_for: Any, config: str | None, pyproject: str = PYPROJECT
+) -> tuple[Any, Any, str, int]:
     dep = deployment_for(GOOD_SCRIPT)
-    repo = _repo(forge_world, config)
+    repo = _repo(forge_world, config, pyproject)
     issue = forge_world.forge.create_issue(
         "github", repo, title=ISSUE[0], body=ISSUE[1], author="maya"
     )
@@ -110,13 +109,41 @@ def test_a_broken_setup_stops_the_job_before_the_agent(
 def test_a_missing_dependency_is_the_repositorys_setup_not_the_patch(
     forge_world: Any, deployment_for: Any
 ) -> None:
-    # calc.py needs tomli_w, and nothing installs it: every test module fails to import,
-    # at the base as with the patch.
+    # calc.py needs tomli_w, and the package forgot to declare it: the install succeeds,
+    # then every test module fails to import, at the base as with the patch.
     config = "test: python -m pytest -q\nlabels: [bot]\nreviewers: [maya]\n"
-    _, job, repo, number = _run(forge_world, deployment_for, config)
+    undeclared = PYPROJECT.replace('dependencies = ["tomli-w==1.0.0"]', "dependencies = []")
+    _, job, repo, number = _run(forge_world, deployment_for, config, undeclared)
     assert job.state == "failed"
     assert forge_world.forge.pulls("github", repo) == []
     [status] = bot_comments(forge_world, "github", repo, number)
     assert "the base tree's tests fail too" in status.body
     assert "not the patch" in status.body or "rather than the patch" in status.body
     assert "The patch did not pass the gates" not in status.body
+
+
+def test_with_no_ribbit_yml_the_declared_dependencies_are_installed(
+    forge_world: Any, deployment_for: Any
+) -> None:
+    # No .ribbit.yml at all: the package's own metadata says what to install
+    # (worker/sandbox/setupcmd.py), and its dependency comes from PyPI through the proxy.
+    _, job, repo, _ = _run(forge_world, deployment_for, None)
+    assert job.state == "succeeded", job.failure_reason
+    assert job.result["setup"]["command"] == "pip install -e ."
+    assert job.result["setup"]["ok"] and job.result["setup"]["network"]
+    [pr] = forge_world.forge.pulls("github", repo)
+    assert "`pip install -e .`: succeeded" in pr.body
+    assert "Ribbit gates: passed" in pr.body
+
+
+def test_a_failed_detected_setup_says_what_ran_and_how_to_name_another(
+    forge_world: Any, deployment_for: Any
+) -> None:
+    broken = PYPROJECT.replace('"tomli-w==1.0.0"', '"ribbit-no-such-package-xyz"')
+    _, job, repo, number = _run(forge_world, deployment_for, None, broken)
+    assert job.state == "failed"
+    assert forge_world.forge.pulls("github", repo) == []
+    [status] = bot_comments(forge_world, "github", repo, number)
+    assert "`pip install -e .` exited 1" in status.body
+    assert "names no `setup`, so this was the usual install" in status.body
+    assert '`setup: ""` if nothing needs installing' in status.body

@@ -166,12 +166,16 @@ def run(
     from bot.repo_config import RepoConfigError, read_repo_config
     from bot.settings import load_settings
     from worker.agent.repo_task import agent_limits, repo_instructions
+    from worker.sandbox.setupcmd import commit_files, with_detected_setup
 
     settings = load_settings()
     try:
         config = read_repo_config(repo)
     except RepoConfigError as exc:
         raise click.ClickException(str(exc)) from None
+    config = with_detected_setup(
+        config, commit_files(repo, "HEAD"), enabled=settings.sandbox.detect_setup
+    )
     update: dict[str, Any] = {}
     if replay_file is not None:
         update.update(policy="replay", replay_file=replay_file)

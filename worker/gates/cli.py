@@ -100,6 +100,7 @@ def gates_command(
     from worker.gates.hygiene import HygieneGate
     from worker.gates.semgrep import SemgrepGate
     from worker.gates.tests import TestGate
+    from worker.sandbox.setupcmd import commit_files, with_detected_setup
 
     if str(patch_file) == "-":
         patch = sys.stdin.read()
@@ -108,9 +109,13 @@ def gates_command(
     base = _repo_head(repo)
     try:
         repo_config = read_repo_config(repo, base)
-        gate_settings = load_settings().gates
+        settings = load_settings()
     except (RepoConfigError, SettingsError) as exc:
         raise click.UsageError(str(exc)) from None
+    gate_settings = settings.gates
+    repo_config = with_detected_setup(
+        repo_config, commit_files(repo, base), enabled=settings.sandbox.detect_setup
+    )
     chosen: Sequence[Gate] = [SemgrepGate(), HygieneGate()]
     factory: SandboxFactory = _no_sandbox
     setup_step = None

@@ -5,12 +5,12 @@ be allowed. Someone without write access gets at most one reply per issue."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from bot.admission import refusal_reason
 from bot.queue import JobQueue
 from bot.store.jobs import JobSpec
+from bot.store.payloads import CommandOrder, PayloadError, PersonAsks
 from worker.jobs import JobContext, JobRefused, pipeline
 from worker.pipelines.replies import WRITE_ACCESS_REFUSAL, check_actor, reply_target
 
@@ -21,10 +21,12 @@ TOLD_BY_ANOTHER = "another command of theirs answers them"
 def run_command(ctx: JobContext) -> dict[str, Any] | None:
     job = ctx.job
     try:
-        data = json.loads(job.instructions or "")
-        name, target_id = data["command"], data["target"]
-    except (ValueError, KeyError, TypeError):
-        raise JobRefused("malformed command job") from None
+        order = job.payload
+    except PayloadError as exc:
+        raise JobRefused(str(exc)) from None
+    if not isinstance(order, CommandOrder):
+        raise JobRefused("malformed command job")
+    name, target_id = order.name, order.target
     forge, where = reply_target(ctx)
     try:
         check_actor(ctx, forge)
@@ -69,7 +71,7 @@ def run_command(ctx: JobContext) -> dict[str, Any] | None:
                     actor=job.actor,
                     delivery_id=job.delivery_id,
                     installation_id=job.installation_id,
-                    instructions=data.get("text") or None,
+                    payload=PersonAsks(order.text) if order.text else None,
                     parent_id=None,
                 ),
             )
@@ -83,7 +85,7 @@ def run_command(ctx: JobContext) -> dict[str, Any] | None:
         JobQueue.to_celery(ctx.settings, store).dispatch([new_id])
     if name == "stop":
         text = (
-            f"⏹️ Stopped job `{target_id[:12]}` as @{job.actor} asked."
+            f"⏹️ Stopped job `{(target_id or '')[:12]}` as @{job.actor} asked."
             if still_active
             else "Nothing to stop: that job had already ended."
         )

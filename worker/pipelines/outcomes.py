@@ -13,6 +13,7 @@ from bot.forges.base import ForgeError, PullRequestRef, RepoRef
 from bot.store.jobs import JobStore
 from bot.store.models import utcnow
 from bot.store.outcomes import OutcomeRecord, OutcomeStore
+from bot.store.payloads import OutcomeOf, PayloadError
 from worker.jobs import JobContext, JobRefused, pipeline
 from worker.runtime import WorkerRuntime
 
@@ -107,7 +108,11 @@ def record_outcome(ctx: JobContext) -> dict[str, Any] | None:
     job = ctx.job
     if job.pr_number is None:
         raise JobRefused("an outcome job needs a pull request number")
-    human = job.instructions == "human"
+    try:
+        source = job.payload
+    except PayloadError as exc:
+        raise JobRefused(str(exc)) from None
+    human = isinstance(source, OutcomeOf) and source.author == "human"
     result = record_pull_request_outcome(
         ctx.store,
         ctx.settings,

@@ -10,6 +10,7 @@ from typing import Any
 from bot.forges import make_forge
 from bot.forges.base import IssueRef, RepoRef
 from bot.forges.sanitize import sanitize_forge_text
+from bot.store.payloads import PayloadError, UnknownWord
 from worker.jobs import JobContext, JobRefused, pipeline
 
 HELP = """**Ribbit commands** (for collaborators with write access)
@@ -48,8 +49,15 @@ def check_actor(ctx: JobContext, forge: Any) -> None:
 def help_reply(ctx: JobContext) -> dict[str, Any] | None:
     forge, target = reply_target(ctx)
     check_actor(ctx, forge)
-    text = ctx.job.instructions or ""
-    body = f"I don't know the command `{text}`.\n\n{HELP}" if text else HELP
+    try:
+        asked = ctx.job.payload
+    except PayloadError:
+        asked = None
+    body = (
+        f"I don't know the command `{asked.word}`.\n\n{HELP}"
+        if isinstance(asked, UnknownWord)
+        else HELP
+    )
     forge.post_comment(target, body)
     return {"replied": True}
 

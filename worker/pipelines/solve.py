@@ -40,6 +40,7 @@ from bot.hostgit import latest_tag, run_git
 from bot.repo_config import CONFIG_PATH, RepoConfig, RepoConfigError, parse_repo_config
 from bot.settings import ModelSettings, SandboxSettings, Settings
 from bot.store.models import Job
+from bot.store.payloads import PayloadError, PersonAsks
 from bot.store.records import SolveRecord, TaskRecord
 from worker.agent.repo_task import agent_limits, repo_instructions
 from worker.gates import review
@@ -48,6 +49,7 @@ from worker.jobs import WAITING_HOOKS, JobCancelled, JobContext, JobRefused, pip
 from worker.metrics import InstrumentedPolicy, record_gates, record_stage
 from worker.pipelines.verdict import TestVerdict
 from worker.runtime import WorkerRuntime
+from worker.sandbox.setupcmd import with_detected_setup
 from worker.status import LiveTurns, Status, StatusComment
 
 if TYPE_CHECKING:
@@ -214,13 +216,19 @@ def pr_body(
     return "\n".join(parts) + "\n"
 
 
-def setup_failure_markdown(setup: SetupResult) -> str:
+def setup_failure_markdown(setup: SetupResult, *, detected: bool = False) -> str:
     """The issue comment of a job whose setup failed: what ran, the tail of its output,
     what the network refused, and where to fix it."""
+    where = (
+        f"`{CONFIG_PATH}` names no `setup`, so this was the usual install for what the "
+        f"repository declares: name the right command in `setup` on the default branch, "
+        f'or `setup: ""` if nothing needs installing.'
+        if detected
+        else f"check `setup` in `{CONFIG_PATH}` on the default branch."
+    )
     parts = [
         f"The repository's setup failed ({setup.summary()}), so the agent did not start. "
-        f"This is about the repository's set-up, not a patch: check `setup` in "
-        f"`{CONFIG_PATH}` on the default branch.",
+        f"This is about the repository's set-up, not a patch: {where}",
         "",
         "<details><summary>Setup output (tail)</summary>",
         "",
@@ -475,6 +483,10 @@ class SolveRun:
                 branch = validate_branch_name(f"{branch}-{self.job.id[:6]}")
         with self._timed("clone"):
             base_sha = self.clone(branch if revise else None)
+        named_setup = "setup" in config.model_fields_set
+        config = with_detected_setup(
+            config, self.workdir.checkout, enabled=self.settings.sandbox.detect_setup
+        )
         with self._timed("image"):
             image = self._choose_image(config)
 
@@ -525,7 +537,7 @@ class SolveRun:
         )
         setup = episode.setup
         if episode.agent is None:
-            self._setup_failed(setup)
+            self._setup_failed(setup, detected=not named_setup)
         result = episode.agent
         self.ctx.check_cancelled()
         diff = result.diff
@@ -711,14 +723,14 @@ class SolveRun:
         )
         return record.to_json()
 
-    def _setup_failed(self, setup: SetupResult) -> NoReturn:
+    def _setup_failed(self, setup: SetupResult, *, detected: bool) -> NoReturn:
         """The agent never works in a half-set-up environment: the job stops here, with
         the setup output on the issue."""
         log.warning("setup failed for job %s: %s", self.job.id, setup.summary())
         self.ctx.store.record_solve(
             self.job.id, SolveRecord(setup=setup.to_dict(), timings=self.timings)
         )
-        self.status.show(Status("failed", setup_failure_markdown(setup)))
+        self.status.show(Status("failed", setup_failure_markdown(setup, detected=detected)))
         raise JobRefused(f"setup failed: {setup.summary()}")
 
     def _revision_brief(self, pr: Any) -> str:
@@ -733,7 +745,11 @@ class SolveRun:
         for r in self.forge.list_reviews(ref):
             if r.author != self.forge.bot_login and r.body.strip():
                 notes.append(f"- review by {r.author} ({r.state}): {r.body.strip()}")
-        instructions = (self.job.instructions or "").strip()
+        try:
+            asked = self.job.payload
+        except PayloadError:
+            asked = None
+        instructions = asked.text.strip() if isinstance(asked, PersonAsks) else ""
         parts = [
             "This is a revision of your earlier pull request. Its current diff:",
             f"```diff\n{diff[:20000]}\n```",

@@ -9,6 +9,7 @@ manager so it is always destroyed explicitly, never by a finaliser.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,6 +82,36 @@ class Sandbox(Protocol):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None: ...
+
+
+class ClosedOnExit:
+    """``with`` support for anything that has a ``close()``: the sandboxes, the setup
+    proxy and the job's environment all end the same way, by an explicit close."""
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this pid exists (one of another user's counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 SandboxFactory = Callable[[Path], Sandbox]

@@ -45,16 +45,17 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from types import TracebackType
-from typing import Self, cast
+from typing import cast
 
 from bot.settings import SandboxSettings
 from worker.sandbox.base import (
     DEFAULT_OUTPUT_CAP,
     TIMEOUT_EXIT_CODE,
     WORKSPACE,
+    ClosedOnExit,
     ExecResult,
     SandboxError,
+    pid_alive,
 )
 from worker.sandbox.cgroup import (
     CGROUP_PREFIX,
@@ -128,7 +129,7 @@ def bwrap_path() -> str | None:
     return shutil.which("bwrap")
 
 
-class BubblewrapSandbox:
+class BubblewrapSandbox(ClosedOnExit):
     backend = "bubblewrap"
 
     def __init__(self, settings: SandboxSettings, source: Path, *, network: bool = False) -> None:
@@ -468,17 +469,6 @@ class BubblewrapSandbox:
         if self._cgroup is not None:
             self._cgroup.remove()
 
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
 
 def remove_root(root: Path) -> None:
     workspace = root / "workspace"
@@ -496,7 +486,7 @@ def reap_stale(temp_dir: Path | None = None) -> list[Path]:
             pid = int((root / "owner").read_text())
         except (OSError, ValueError):
             pid = 0
-        if pid and _alive(pid):
+        if pid and pid_alive(pid):
             continue
         group = _recorded_cgroup(root)
         remove_root(root)
@@ -528,16 +518,6 @@ def _processes_of(uid: int) -> int:
         except (OSError, ValueError):
             continue
     return count
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _copy_tree(source: Path, dest: Path) -> None:

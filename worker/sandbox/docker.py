@@ -46,8 +46,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from types import TracebackType
-from typing import IO, Any, Self
+from typing import IO, Any
 
 import docker
 import docker.errors
@@ -59,8 +58,10 @@ from worker.sandbox.base import (
     DEFAULT_OUTPUT_CAP,
     TIMEOUT_EXIT_CODE,
     WORKSPACE,
+    ClosedOnExit,
     ExecResult,
     SandboxError,
+    pid_alive,
 )
 from worker.sandbox.common import (
     ENV_ROOT,
@@ -136,7 +137,7 @@ def docker_client(settings: SandboxSettings, *, timeout: float = 60) -> docker.D
         raise SandboxError(f"no Docker engine: {exc}") from exc
 
 
-class DockerSandbox:
+class DockerSandbox(ClosedOnExit):
     backend = "docker"
 
     def __init__(
@@ -531,17 +532,6 @@ class DockerSandbox:
         if self.egress_dir is not None:
             shutil.rmtree(self.egress_dir, ignore_errors=True)
 
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
 
 def reap_stale(
     settings: SandboxSettings,
@@ -558,7 +548,7 @@ def reap_stale(
         labels = container.labels or {}
         owner_host, _, owner_pid = labels.get(f"{LABEL}.owner", "").partition(":")
         created = int(labels.get(f"{LABEL}.created", "0") or 0)
-        orphan = owner_host == host and owner_pid.isdigit() and not _alive(int(owner_pid))
+        orphan = owner_host == host and owner_pid.isdigit() and not pid_alive(int(owner_pid))
         too_old = time.time() - created > max_age_s
         if orphan or too_old:
             try:
@@ -567,16 +557,6 @@ def reap_stale(
             except docker.errors.NotFound:
                 pass
     return removed
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _drain(

@@ -25,9 +25,9 @@ import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
-from typing import Self
 from urllib.parse import urlsplit
+
+from worker.sandbox.base import ClosedOnExit
 
 EGRESS_MOUNT = "/run/ribbit-egress"
 SOCKET_NAME = "proxy.sock"
@@ -243,7 +243,7 @@ class _Log:
                 self.blocked.append(item)
 
 
-class EgressProxy:
+class EgressProxy(ClosedOnExit):
     """The host side: listens on ``<egress_dir>/proxy.sock`` while open. Used as a
     context manager around the setup step; closing it cuts every open tunnel."""
 
@@ -296,17 +296,6 @@ class EgressProxy:
         self._thread.join(timeout=5)
         with contextlib.suppress(FileNotFoundError):
             self.socket_path.unlink()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     # -- serving -----------------------------------------------------------------------
     def _accept_loop(self) -> None:

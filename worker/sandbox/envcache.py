@@ -33,12 +33,10 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from types import TracebackType
-from typing import Self
 
 from bot.repo_config import RepoConfig
 from bot.settings import SandboxSettings
-from worker.sandbox.base import WORKSPACE, Sandbox, SandboxError
+from worker.sandbox.base import WORKSPACE, ClosedOnExit, Sandbox, SandboxError
 from worker.sandbox.egress import repo_setup_hosts
 from worker.sandbox.export import ExportError, read_regular_file
 from worker.sandbox.setup import SETUP_VERSION, SetupResult, run_setup
@@ -376,7 +374,7 @@ def env_key(
     )
 
 
-class JobEnvironment:
+class JobEnvironment(ClosedOnExit):
     """One job's set-up environment. :meth:`setup` is the agent's sandbox's setup step:
     it restores the repository's cached environment, or runs the setup step and
     snapshots (and caches) what it built. :meth:`restore` is the setup step of every
@@ -532,17 +530,6 @@ class JobEnvironment:
 
     def close(self) -> None:
         shutil.rmtree(self._workdir / "env-snapshot", ignore_errors=True)
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 def _tree_size(root: Path) -> int:

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from bot.store.payloads import CommandOrder
 from tests.support import GITHUB_SECRET, github_headers, load_payload
 
 
@@ -238,7 +239,7 @@ def test_retry_without_active_job_waits_for_the_permission_check(
     resp = post_github(comment("/ribbit retry"), "issue_comment", "d-1")
     job = store.get(resp.get_json()["job_id"])
     assert (job.kind, job.state, job.issue_number) == ("command", "queued", 1)
-    assert json.loads(job.instructions) == {"command": "retry", "target": None, "text": ""}
+    assert job.payload == CommandOrder("retry", None)
 
 
 def test_retry_of_an_active_job_waits_for_the_permission_check(
@@ -250,7 +251,7 @@ def test_retry_of_an_active_job_waits_for_the_permission_check(
     resp = post_github(comment("/ribbit retry"), "issue_comment", "d-2")
     command = store.get(resp.get_json()["job_id"])
     assert command.kind == "command"
-    assert json.loads(command.instructions) == {"command": "retry", "target": first, "text": ""}
+    assert command.payload == CommandOrder("retry", first)
     assert store.get(first).state == "queued"
 
 
@@ -259,7 +260,7 @@ def test_stop_is_recorded_for_the_worker(post_github: Any, store: Any) -> None:
     resp = post_github(comment("/ribbit stop"), "issue_comment", "d-2")
     assert resp.get_json()["status"] == "accepted"
     command = store.get(resp.get_json()["job_id"])
-    assert json.loads(command.instructions) == {"command": "stop", "target": first}
+    assert command.payload == CommandOrder("stop", first)
     assert store.get(first).state == "queued"
 
 

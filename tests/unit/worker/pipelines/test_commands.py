@@ -4,7 +4,6 @@ a burst of them in, exactly one reply (the forge is a fake; the store is real)."
 from __future__ import annotations
 
 import itertools
-import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import pytest
 import worker.pipelines.commands  # noqa: F401  (registers the command pipeline)
 from bot.settings import Settings
 from bot.store.jobs import JobSpec
+from bot.store.payloads import CommandOrder
 from tests.fakes import FakeForge, git, make_git_repo
 from worker.jobs import run_job
 from worker.runtime import WorkerRuntime
@@ -47,7 +47,7 @@ def _commands(runtime: WorkerRuntime, n: int, actor: str) -> list[str]:
                     "acme/calc",
                     issue_number=1,
                     actor=actor,
-                    instructions=json.dumps({"command": "retry", "target": None}),
+                    payload=CommandOrder("retry", None),
                 ),
             )
             assert job is not None

@@ -111,30 +111,70 @@ def mapped_class_names() -> frozenset[str]:
 
 
 def query_uses(source: str, mapped: frozenset[str]) -> list[str]:
-    """Where ``source`` builds or runs a query itself: an import of a SQLAlchemy statement
-    builder (``from sqlalchemy import select``, ``sqlalchemy.text``), a call that runs a
-    statement (``.execute``, ``.scalar(s)``, ``.query``), or a session call handed a
-    mapped class or row (``session.get(Job, id)``, ``session.add(Job(...))``)."""
+    """Where ``source`` builds or runs a query itself: a SQLAlchemy statement builder
+    imported or reached through a module (``from sqlalchemy import select``,
+    ``sa.sql.text``), a call that runs a statement (``.execute``, ``.scalar(s)``,
+    ``.query``, also through ``getattr``), or a session call handed a mapped class or row
+    (``session.get(Job, id)``, ``session.add(Job(...))``)."""
     tree = ast.parse(source)
+    modules = _sqlalchemy_names(tree)
     found: list[str] = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "sqlalchemy":
+        if isinstance(node, ast.ImportFrom) and _is_sqlalchemy(node.module):
             found += [
                 f"{node.lineno}: imports {node.module}.{a.name}"
                 for a in node.names
                 if a.name in _BUILDERS or a.name == "*"
             ]
         elif isinstance(node, ast.Attribute) and node.attr in _BUILDERS:
-            base = node.value
-            if isinstance(base, ast.Name) and base.id in {"sqlalchemy", "sa"}:
-                found.append(f"{node.lineno}: uses {base.id}.{node.attr}")
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-            name = node.func.attr
+            if _root(node) in modules:
+                found.append(f"{node.lineno}: uses {ast.unparse(node)}")
+        elif isinstance(node, ast.Call):
+            name = _called(node)
             if name in _RUNNERS:
                 found.append(f"{node.lineno}: runs .{name}()")
             elif name in _ROW_METHODS and node.args and _names_mapped(node.args[0], mapped):
                 found.append(f"{node.lineno}: .{name}() on a mapped class")
     return found
+
+
+def _is_sqlalchemy(module: str | None) -> bool:
+    return (module or "").split(".")[0] == "sqlalchemy"
+
+
+def _sqlalchemy_names(tree: ast.Module) -> set[str]:
+    """Names bound to SQLAlchemy or anything imported from it (``import sqlalchemy as
+    sa``, ``from sqlalchemy import sql``), through which a builder can be reached."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names |= {
+                a.asname or a.name.split(".")[0] for a in node.names if _is_sqlalchemy(a.name)
+            }
+        elif isinstance(node, ast.ImportFrom) and _is_sqlalchemy(node.module):
+            names |= {a.asname or a.name for a in node.names}
+    return names
+
+
+def _root(node: ast.expr) -> str | None:
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _called(call: ast.Call) -> str | None:
+    """The method a call names: ``x.execute(...)``, or ``getattr(x, "execute")(...)``."""
+    func = call.func
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    if (
+        isinstance(func, ast.Call)
+        and getattr(func.func, "id", None) == "getattr"
+        and len(func.args) >= 2
+        and isinstance(func.args[1], ast.Constant)
+    ):
+        return str(func.args[1].value)
+    return None
 
 
 def _names_mapped(arg: ast.expr, mapped: frozenset[str]) -> bool:
@@ -194,6 +234,10 @@ def test_the_query_scan_catches_each_kind() -> None:
         "from sqlalchemy import select\n": "imports sqlalchemy.select",
         "from sqlalchemy.sql import text\n": "imports sqlalchemy.sql.text",
         "import sqlalchemy as sa\nq = sa.delete(t)\n": "uses sa.delete",
+        "import sqlalchemy\nq = sqlalchemy.sql.expression.update(t)\n": "uses sqlalchemy.sql",
+        "import sqlalchemy.sql.expression as e\nq = e.select(t)\n": "uses e.select",
+        "from sqlalchemy import sql\nq = sql.text('SELECT 1')\n": "uses sql.text",
+        "def f(s):\n    return getattr(s, 'execute')(q)\n": "runs .execute()",
         "def f(s):\n    return s.execute(q)\n": "runs .execute()",
         "def f(ctx):\n    return ctx.session.scalars(q)\n": "runs .scalars()",
         "def f(s):\n    return s.query(Job).all()\n": "runs .query()",

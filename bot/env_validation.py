@@ -4,9 +4,9 @@ The validation itself is the trainer's (trainer/envs/revalidate.py: the environm
 builder's before/after test runs on the stored environment), which a web-only install
 may not have: like the model registry (bot/model_versions.py) it is a seam passed into
 the app, wired by the CLI. What lives here is the web side: the record of each request
-and its result (environment_validations), and the runner that does the work in a
-background thread, so the request that asked returns at once and the environment's
-page shows the result when it is there.
+and its result (environment_validations, kept by bot/store/validations.py), and the
+runner that does the work in a background thread, so the request that asked returns at
+once and the environment's page shows the result when it is there.
 """
 
 from __future__ import annotations
@@ -16,14 +16,11 @@ import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import TYPE_CHECKING, Literal, Protocol
 
-from sqlalchemy import DateTime, Integer, String, Text, select, update
-from sqlalchemy.orm import Mapped, mapped_column
-
 from bot.store.db import Database
-from bot.store.models import Base, utcnow
+from bot.store.validations import ValidationRecord, ValidationStore
 
 if TYPE_CHECKING:
     from bot.settings import Settings
@@ -39,18 +36,6 @@ ABANDONED_AFTER = timedelta(hours=6)
 MAX_RUNNING = 2
 
 
-class EnvironmentValidation(Base):
-    __tablename__ = "environment_validations"
-
-    id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    instance_id: Mapped[str] = mapped_column(String(255), index=True)
-    requested_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    requested_by: Mapped[str] = mapped_column(String(255))
-    state: Mapped[str] = mapped_column(String(16))  # running | valid | changed | invalid | error
-    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
-    detail: Mapped[str | None] = mapped_column(Text, nullable=True)
-
-
 @dataclass(frozen=True)
 class ValidationOutcome:
     """What a validation found: ``valid`` (its FAIL_TO_PASS and PASS_TO_PASS still hold),
@@ -59,17 +44,6 @@ class ValidationOutcome:
 
     verdict: Verdict
     detail: str
-
-
-@dataclass(frozen=True)
-class ValidationRecord:
-    id: int
-    instance_id: str
-    requested_at: datetime
-    requested_by: str
-    state: str
-    finished_at: datetime | None
-    detail: str | None
 
 
 class EnvValidator(Protocol):
@@ -98,61 +72,20 @@ def valid_instance_id(instance_id: str) -> bool:
 
 
 def history(db: Database, instance_id: str, limit: int = 20) -> list[ValidationRecord]:
-    with db.session() as session:
-        rows = session.scalars(
-            select(EnvironmentValidation)
-            .where(EnvironmentValidation.instance_id == instance_id)
-            .order_by(EnvironmentValidation.id.desc())
-            .limit(limit)
-        ).all()
-        return [
-            ValidationRecord(
-                r.id,
-                r.instance_id,
-                r.requested_at,
-                r.requested_by,
-                r.state,
-                r.finished_at,
-                r.detail,
-            )
-            for r in rows
-        ]
+    return ValidationStore(db).history(instance_id, limit)
 
 
 def _begin(db: Database, instance_id: str, requested_by: str) -> int:
-    with db.session() as session:
-        # A process that died mid-validation leaves its row "running"; past any real
-        # validation's length it no longer blocks a new one.
-        session.execute(
-            update(EnvironmentValidation)
-            .where(
-                EnvironmentValidation.instance_id == instance_id,
-                EnvironmentValidation.state == "running",
-                EnvironmentValidation.requested_at < utcnow() - ABANDONED_AFTER,
-            )
-            .values(state="error", detail="abandoned: the process running it stopped")
-        )
-        running = session.scalar(
-            select(EnvironmentValidation.id).where(
-                EnvironmentValidation.instance_id == instance_id,
-                EnvironmentValidation.state == "running",
-            )
-        )
-        if running is not None:
-            raise AlreadyRunning(instance_id)
-        row = EnvironmentValidation(
-            instance_id=instance_id, requested_by=requested_by[:255], state="running"
-        )
-        session.add(row)
-        session.flush()
-        return row.id
+    run_id = ValidationStore(db).begin(
+        instance_id, requested_by[:255], abandoned_after=ABANDONED_AFTER
+    )
+    if run_id is None:
+        raise AlreadyRunning(instance_id)
+    return run_id
 
 
 def _finish(db: Database, run_id: int, state: str, detail: str) -> None:
-    with db.session() as session:
-        row = session.get(EnvironmentValidation, run_id)
-        if row is not None:
-            row.state, row.detail, row.finished_at = state, detail[:DETAIL_CHARS], utcnow()
+    ValidationStore(db).finish(run_id, state, detail[:DETAIL_CHARS])
 
 
 class ValidationRunner:

@@ -9,11 +9,10 @@ from datetime import datetime, timedelta
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
-from sqlalchemy import case, func, select
 
 from bot.settings import Settings
-from bot.store.jobs import AGENT_KINDS, JobStore
-from bot.store.models import Job, utcnow
+from bot.store.jobs import JobStore
+from bot.store.models import utcnow
 
 # Label values come only from these sets: a label taken from a request header lets anyone
 # create a series per request (5,000 unsigned requests made /metrics 3 MB).
@@ -60,27 +59,17 @@ def repos_all_failing(store: JobStore, settings: Settings, now: datetime) -> int
     """Repositories whose every agent job that ended within the notify window failed, at
     least ``notify.failure_threshold`` of them (a repo the bot cannot work on at all)."""
     since = now - timedelta(minutes=settings.notify.failure_window_minutes)
-    failed = func.sum(case((Job.state == "failed", 1), else_=0))
-    with store.db.session() as session:
-        rows = session.execute(
-            select(func.count(), failed)
-            .where(
-                Job.kind.in_(AGENT_KINDS),
-                Job.state.in_(("succeeded", "failed")),
-                Job.finished_at >= since,
-            )
-            .group_by(Job.forge, Job.repo)
-        ).all()
     return sum(
-        1 for ended, n_failed in rows if ended == n_failed >= settings.notify.failure_threshold
+        1
+        for r in store.agent_endings_by_repo(since)
+        if r.ended == r.failed >= settings.notify.failure_threshold
     )
 
 
 def repos_budget_spent(store: JobStore, settings: Settings, now: datetime) -> int:
     from bot.notify import _budgets_spent
 
-    with store.db.session() as session:
-        return len(_budgets_spent(session, settings, now))
+    return len(_budgets_spent(store, settings, now))
 
 
 class RepoHealthCollector(Collector):

@@ -19,12 +19,10 @@ from __future__ import annotations
 
 from fnmatch import fnmatchcase
 
-from sqlalchemy import select
-
 from bot.forges.base import RepoRef
 from bot.settings import TrainingDataSettings
 from bot.store.db import Database
-from bot.store.models import Repository
+from bot.store.jobs import JobStore
 
 DEFAULT_LINE = "default"
 
@@ -55,12 +53,7 @@ def known_lines(cfg: TrainingDataSettings) -> list[str]:
 
 def visibility(db: Database, key: RepoRef) -> bool | None:
     """Whether ``key`` is private, as recorded; None where never recorded."""
-    with db.session() as s:
-        return s.scalar(
-            select(Repository.private).where(
-                Repository.forge == key.forge, Repository.full_name == key.full_name
-            )
-        )
+    return JobStore(db).visibility(key.forge, key.full_name)
 
 
 def repo_line(db: Database, cfg: TrainingDataSettings, key: RepoRef) -> str | None:
@@ -68,13 +61,4 @@ def repo_line(db: Database, cfg: TrainingDataSettings, key: RepoRef) -> str | No
 
 
 def set_visibility(db: Database, key: RepoRef, *, private: bool) -> None:
-    with db.session() as s:
-        row = s.scalar(
-            select(Repository).where(
-                Repository.forge == key.forge, Repository.full_name == key.full_name
-            )
-        )
-        if row is None:
-            row = Repository(forge=key.forge, full_name=key.full_name)
-            s.add(row)
-        row.private = private
+    JobStore(db).set_visibility(key.forge, key.full_name, private=private)

@@ -1,9 +1,10 @@
 """Outbound notifications: tell a Slack-compatible webhook when something goes wrong.
 
-check_and_notify() looks at the store for each condition and posts ``{"text": ...}`` once
-per condition: the condition's key is inserted into notifications_sent in the same
-transaction that posts, and the transaction is kept only if the post succeeded, so a
-receiver that is down gets the message on a later check instead of never.
+check_and_notify() asks the stores about each condition and posts ``{"text": ...}`` once
+per condition: the condition's key is inserted into notifications_sent
+(bot/store/notifications.py) in the same transaction that posts, and the transaction is
+kept only if the post succeeded, so a receiver that is down gets the message on a later
+check instead of never.
 Conditions and their keys (the key is what makes "once" precise):
 - many failures in a repository: once per repository per window (windows aligned to
   the epoch, so two checks in one window agree on it);
@@ -21,29 +22,20 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import partial
 
 import requests
-from sqlalchemy import DateTime, String, Text, func, select
-from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from bot import worker_heartbeats
 from bot.model_versions import ModelVersions
 from bot.settings import Settings
 from bot.store.db import Database
-from bot.store.jobs import AGENT_KINDS, JobStore
-from bot.store.models import Base, Job, utcnow
+from bot.store.jobs import JobStore
+from bot.store.models import utcnow
+from bot.store.notifications import NotificationStore
 
 log = logging.getLogger(__name__)
 POST_TIMEOUT_S = 10
-
-
-class NotificationSent(Base):
-    __tablename__ = "notifications_sent"
-
-    key: Mapped[str] = mapped_column(String(300), primary_key=True)
-    sent_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    text: Mapped[str] = mapped_column(Text)
 
 
 @dataclass(frozen=True)
@@ -52,41 +44,31 @@ class Notice:
     text: str
 
 
-def _failing_repos(session: Session, settings: Settings, now: datetime) -> list[Notice]:
+def _failing_repos(store: JobStore, settings: Settings, now: datetime) -> list[Notice]:
     window = timedelta(minutes=settings.notify.failure_window_minutes)
     bucket = int(now.timestamp() // window.total_seconds())
-    rows = session.execute(
-        select(Job.forge, Job.repo, func.count())
-        .where(Job.state == "failed", Job.finished_at >= now - window)
-        .group_by(Job.forge, Job.repo)
-    ).all()
     minutes = settings.notify.failure_window_minutes
     return [
         Notice(
-            f"failing:{forge}:{repo}:{bucket}",
-            f"Ribbit: {n} jobs failed on {forge}:{repo} in the last {minutes} min",
+            f"failing:{r.forge}:{r.repo}:{bucket}",
+            f"Ribbit: {r.jobs} jobs failed on {r.forge}:{r.repo} in the last {minutes} min",
         )
-        for forge, repo, n in sorted(rows)
-        if n >= settings.notify.failure_threshold
+        for r in store.failed_by_repo(now - window)
+        if r.jobs >= settings.notify.failure_threshold
     ]
 
 
-def _budgets_spent(session: Session, settings: Settings, now: datetime) -> list[Notice]:
+def _budgets_spent(store: JobStore, settings: Settings, now: datetime) -> list[Notice]:
     budget = settings.admission.daily_jobs_per_repo
     day = now.date().isoformat()
     start = datetime(now.year, now.month, now.day, tzinfo=now.tzinfo)
-    rows = session.execute(
-        select(Job.forge, Job.repo, func.count())
-        .where(Job.kind.in_(AGENT_KINDS), Job.created_at >= start)
-        .group_by(Job.forge, Job.repo)
-    ).all()
     return [
         Notice(
-            f"budget:{forge}:{repo}:{day}",
-            f"Ribbit: the daily budget of {budget} jobs for {forge}:{repo} is spent ({day})",
+            f"budget:{r.forge}:{r.repo}:{day}",
+            f"Ribbit: the daily budget of {budget} jobs for {r.forge}:{r.repo} is spent ({day})",
         )
-        for forge, repo, n in sorted(rows)
-        if budget > 0 and n >= budget
+        for r in store.agent_jobs_by_repo(start)
+        if budget > 0 and r.jobs >= budget
     ]
 
 
@@ -120,14 +102,7 @@ def _worker_incidents(db: Database, settings: Settings, now: datetime) -> list[N
         for w in workers.values()
         if now - w.last_seen > down_after
     ]
-    with db.session() as session:
-        keys = set(
-            session.scalars(
-                select(NotificationSent.key).where(
-                    NotificationSent.key.like(f"{LOST}%") | NotificationSent.key.like(f"{BACK}%")
-                )
-            )
-        )
+    keys = NotificationStore(db).sent_keys(LOST, BACK)
     for key in sorted(k for k in keys if k.startswith(LOST)):
         name, _, stamp = key.removeprefix(LOST).rpartition(":")
         back = workers.get(name)
@@ -161,10 +136,9 @@ def pending_notices(
     db: Database, store: JobStore, settings: Settings, versions: ModelVersions | None = None
 ) -> list[Notice]:
     now = utcnow()
-    with db.session() as session:
-        notices = _failing_repos(session, settings, now) + _budgets_spent(session, settings, now)
     return (
-        notices
+        _failing_repos(store, settings, now)
+        + _budgets_spent(store, settings, now)
         + _silent_workers(store, settings)
         + _worker_incidents(db, settings, now)
         + _promotions(versions)
@@ -185,14 +159,12 @@ def check_and_notify(
         return []
     url = settings.notify.webhook_url.get_secret_value()
     sent: list[Notice] = []
+    notifications = NotificationStore(db)
     for notice in pending_notices(db, store, settings, versions):
         try:
-            with db.session() as session:
-                session.add(NotificationSent(key=notice.key, text=notice.text))
-                session.flush()  # a duplicate key fails here, before anything is posted
-                post(url, notice.text)
-        except IntegrityError:
-            continue
+            send = partial(post, url, notice.text)
+            if not notifications.send_once(notice.key, notice.text, send):
+                continue
         except requests.RequestException as exc:
             log.warning("notification %s not delivered, will retry: %s", notice.key, exc)
             continue

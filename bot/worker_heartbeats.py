@@ -13,62 +13,28 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import datetime
 
-from sqlalchemy import DateTime, String, delete, select
 from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.orm import Mapped, mapped_column
 
 from bot.store.db import Database
-from bot.store.models import Base, utcnow
+from bot.store.heartbeats import HeartbeatStore, WorkerSeen
+from bot.store.heartbeats import WorkerHeartbeat as WorkerHeartbeat  # the table, named here too
 
 log = logging.getLogger(__name__)
 
 
-class WorkerHeartbeat(Base):
-    __tablename__ = "worker_heartbeats"
-
-    name: Mapped[str] = mapped_column(String(255), primary_key=True)
-    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    last_seen: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-
-
-@dataclass(frozen=True)
-class WorkerSeen:
-    name: str
-    started_at: datetime
-    last_seen: datetime
-
-
-def _aware(value: datetime) -> datetime:
-    # SQLite hands back naive datetimes even for timezone=True columns; they were stored UTC.
-    return value if value.tzinfo else value.replace(tzinfo=utcnow().tzinfo)
-
-
 def beat(db: Database, name: str, *, started: bool = False) -> None:
     """Record that ``name`` is alive now; ``started``: it has just (re)started."""
-    now = utcnow()
-    with db.session() as session:
-        row = session.get(WorkerHeartbeat, name)
-        if row is None:
-            session.add(WorkerHeartbeat(name=name, started_at=now, last_seen=now))
-        else:
-            row.last_seen = now
-            if started:
-                row.started_at = now
+    HeartbeatStore(db).beat(name, started=started)
 
 
 def forget(db: Database, name: str) -> None:
     """A clean shutdown: the worker is gone on purpose."""
-    with db.session() as session:
-        session.execute(delete(WorkerHeartbeat).where(WorkerHeartbeat.name == name))
+    HeartbeatStore(db).forget(name)
 
 
 def seen(db: Database) -> list[WorkerSeen]:
-    with db.session() as session:
-        rows = session.scalars(select(WorkerHeartbeat).order_by(WorkerHeartbeat.name)).all()
-        return [WorkerSeen(r.name, _aware(r.started_at), _aware(r.last_seen)) for r in rows]
+    return HeartbeatStore(db).seen()
 
 
 def start_beating(db: Database, name: str, every_s: float) -> Callable[[], None]:

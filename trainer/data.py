@@ -28,14 +28,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import delete, select
-
 from bot.forges.base import RepoRef
 from bot.store.db import Database
-from bot.store.models import Job, Outcome
 from trainer.envs.schema import Environment, Rejection
 from trainer.envs.storage import EnvironmentStore
-from trainer.store import TrainingEnvironment
+from trainer.store import TrainerStore
 from worker.outcomes_cli import outcome_dict
 
 # Figures a job's result keeps after its repository's data is deleted: nothing here holds
@@ -112,27 +109,19 @@ def repo_data(
     before: datetime | None = None,
 ) -> RepoData:
     found = RepoData(repo)
-    with db.session() as s:
-        for o in s.scalars(
-            select(Outcome)
-            .where(Outcome.forge == repo.forge, Outcome.repo == repo.full_name)
-            .order_by(Outcome.id)
-        ):
-            if _older(o.recorded_at, before):
-                found.outcome_ids.append(o.id)
-        for job in s.scalars(
-            select(Job)
-            .where(Job.forge == repo.forge, Job.repo == repo.full_name)
-            .order_by(Job.created_at)
-        ):
-            if not _older(job.created_at, before):
-                continue
-            result = job.result or {}
-            if set(result) - _KEPT_RESULT_KEYS or job.instructions:
-                found.job_ids.append(job.id)
-            path = _trajectory(job.solve_record.trajectory_path, data_dir)
-            if path is not None:
-                found.trajectories.append(path)
+    trainer_store = TrainerStore(db)
+    for o in trainer_store.repo_outcomes(repo.forge, repo.full_name):
+        if _older(o.recorded_at, before):
+            found.outcome_ids.append(o.id)
+    for job in trainer_store.repo_jobs(repo.forge, repo.full_name):
+        if not _older(job.created_at, before):
+            continue
+        result = job.result or {}
+        if set(result) - _KEPT_RESULT_KEYS or job.instructions:
+            found.job_ids.append(job.id)
+        path = _trajectory(job.solve_record.trajectory_path, data_dir)
+        if path is not None:
+            found.trajectories.append(path)
     for env in store:
         if not _env_matches(env, repo):
             continue
@@ -151,30 +140,21 @@ def export_repo(
     (each job's record), ``trajectories/<file>``, ``environments/<id>/`` (the JSON and
     the git bundle) and ``rejected.jsonl``."""
     found = repo_data(db, store, data_dir, repo)
-    with db.session() as s:
-        outcomes = [
-            outcome_dict(o)
-            for o in s.scalars(
-                select(Outcome).where(Outcome.id.in_(found.outcome_ids)).order_by(Outcome.id)
-            )
-        ]
-        jobs = [
-            {
-                "id": j.id,
-                "kind": j.kind,
-                "state": j.state,
-                "issue_number": j.issue_number,
-                "pr_number": j.pr_number,
-                "instructions": j.instructions,
-                "result": j.result,
-                "created_at": _aware(j.created_at).isoformat(),
-            }
-            for j in s.scalars(
-                select(Job)
-                .where(Job.forge == repo.forge, Job.repo == repo.full_name)
-                .order_by(Job.created_at)
-            )
-        ]
+    trainer_store = TrainerStore(db)
+    outcomes = [outcome_dict(o) for o in trainer_store.outcomes_by_id(found.outcome_ids)]
+    jobs = [
+        {
+            "id": j.id,
+            "kind": j.kind,
+            "state": j.state,
+            "issue_number": j.issue_number,
+            "pr_number": j.pr_number,
+            "instructions": j.instructions,
+            "result": j.result,
+            "created_at": _aware(j.created_at).isoformat(),
+        }
+        for j in trainer_store.repo_jobs(repo.forge, repo.full_name)
+    ]
     rejections = [r for r in store.rejections() if _rejection_matches(r, repo)]
     with tarfile.open(out, "w:gz") as tar:
         _add_text(tar, "outcomes.jsonl", outcomes)
@@ -211,19 +191,12 @@ def delete_repo(
         path.unlink(missing_ok=True)
     for instance_id in found.environments:
         shutil.rmtree(store.root / "envs" / instance_id, ignore_errors=True)
-    with db.session() as s:
-        if found.outcome_ids:
-            s.execute(delete(Outcome).where(Outcome.id.in_(found.outcome_ids)))
-        if found.environments:
-            s.execute(
-                delete(TrainingEnvironment).where(
-                    TrainingEnvironment.instance_id.in_(found.environments)
-                )
-            )
-        for job in s.scalars(select(Job).where(Job.id.in_(found.job_ids))):
-            kept = {k: v for k, v in (job.result or {}).items() if k in _KEPT_RESULT_KEYS}
-            job.result = kept or None
-            job.instructions = None
+    TrainerStore(db).delete_repo_data(
+        outcome_ids=found.outcome_ids,
+        environment_ids=found.environments,
+        job_ids=found.job_ids,
+        kept_result_keys=_KEPT_RESULT_KEYS,
+    )
     if before is None and found.rejections:
         _drop_rejections(store, repo)
     return found
@@ -239,9 +212,7 @@ def _drop_rejections(store: EnvironmentStore, repo: RepoRef) -> None:
 
 def stored_repos(db: Database, store: EnvironmentStore) -> list[RepoRef]:
     """Every repository with outcomes, jobs or environments stored."""
-    with db.session() as s:
-        pairs = set(((f, r) for f, r in s.execute(select(Outcome.forge, Outcome.repo))))
-        pairs |= set(((f, r) for f, r in s.execute(select(Job.forge, Job.repo))))
+    pairs = TrainerStore(db).repos_with_data()
     for env in store:
         if env.provenance.forge is not None:
             pairs.add((env.provenance.forge, env.repo))

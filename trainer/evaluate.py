@@ -12,8 +12,6 @@ from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
-from sqlalchemy import select
-
 from bot.settings import AgentSettings
 from bot.store.db import Database
 from trainer.calibrate import CalibrationReport, calibrate
@@ -22,7 +20,7 @@ from trainer.passk import PassAt1
 from trainer.registry import RegistryError, promoted_model
 from trainer.rl.learner import load_base_model
 from trainer.rl.rollout import graded_reward
-from trainer.store import ModelVersion
+from trainer.store import ModelVersion, TrainerStore
 from worker.agent import TransformersPolicy
 from worker.agent.episode import SandboxRecipe
 
@@ -55,11 +53,10 @@ def evaluate_version(
     """Run the version on ``envs`` and store its held-out pass@1 and interval."""
     if not envs:
         raise RegistryError("no environments to evaluate on")
-    with db.session() as s:
-        version = s.scalar(select(ModelVersion).where(ModelVersion.name == name))
-        if version is None:
-            raise RegistryError(f"no version {name!r}")
-        base, adapter = version.base_model, version.adapter_path
+    version = TrainerStore(db).version(name)
+    if version is None:
+        raise RegistryError(f"no version {name!r}")
+    base, adapter = version.base_model, version.adapter_path
     policy = version_policy(base, adapter, limits)
     report = calibrate(
         envs, policy, limits, sandbox_factory, graded_reward(sandbox_factory), k=k, on_env=on_env
@@ -70,14 +67,11 @@ def evaluate_version(
 
 def record_heldout(db: Database, name: str, score: PassAt1, k: int) -> None:
     """Store ``score`` as version ``name``'s held-out result."""
-    with db.session() as s:
-        row = s.scalar(select(ModelVersion).where(ModelVersion.name == name))
-        if row is None:
-            raise RegistryError(f"no version {name!r}")
-        row.heldout_pass_rate = score.rate
-        row.heldout_envs = score.envs
-        row.heldout_ci_low, row.heldout_ci_high = score.low, score.high
-        row.heldout_k = k
+    recorded = TrainerStore(db).record_heldout(
+        name, rate=score.rate, envs=score.envs, low=score.low, high=score.high, k=k
+    )
+    if not recorded:
+        raise RegistryError(f"no version {name!r}")
 
 
 @dataclass(frozen=True)
@@ -136,11 +130,10 @@ def before_and_after(
     scored now (and recorded); with nothing
     promoted, the base the run started from, scored now (there is no version to record
     it with)."""
-    with db.session() as s:
-        row = s.scalar(select(ModelVersion).where(ModelVersion.name == candidate))
-        if row is None:
-            raise RegistryError(f"no version {candidate!r}")
-        line = row.line
+    row = TrainerStore(db).version(candidate)
+    if row is None:
+        raise RegistryError(f"no version {candidate!r}")
+    line = row.line
     current = promoted_model(db, line)  # its own session: sqlite has one writer at a time
     before: HeldoutScore | None = None
     if current is not None:

@@ -15,14 +15,13 @@ import re
 from datetime import UTC, datetime
 from pathlib import Path
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from bot.model_lines import DEFAULT_LINE
 from bot.model_versions import ModelVersionError, ServedVersion
 from bot.settings import ModelSettings, Settings
 from bot.store.db import Database
-from trainer.store import ModelVersion
+from trainer.store import ModelVersion, TrainerStore
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 
@@ -49,10 +48,8 @@ def register(
         raise RegistryError(f"{name!r} is not a valid version name (letters, digits, _ . -)")
     if heldout_pass_rate is not None and not 0.0 <= heldout_pass_rate <= 1.0:
         raise RegistryError(f"held-out pass rate must be in [0, 1]; got {heldout_pass_rate}")
-    with db.session() as s:
-        if s.scalar(select(ModelVersion).where(ModelVersion.name == name)) is not None:
-            raise RegistryError(f"version {name!r} already exists")
-        version = ModelVersion(
+    version = TrainerStore(db).add_version(
+        ModelVersion(
             name=name,
             base_model=base_model,
             adapter_path=adapter_path,
@@ -64,9 +61,10 @@ def register(
             base_digest=base_digest,
             adapter_digest=_adapter_digest(adapter_path),
         )
-        s.add(version)
-        s.flush()
-        return version
+    )
+    if version is None:
+        raise RegistryError(f"version {name!r} already exists")
+    return version
 
 
 def _adapter_digest(adapter_path: str | None) -> str | None:
@@ -79,17 +77,11 @@ def _adapter_digest(adapter_path: str | None) -> str | None:
 
 def versions(db: Database, line: str | None = None) -> list[ModelVersion]:
     """Every version, or ``line``'s."""
-    with db.session() as s:
-        q = select(ModelVersion).order_by(ModelVersion.id)
-        if line is not None:
-            q = q.where(ModelVersion.line == line)
-        return list(s.scalars(q))
+    return TrainerStore(db).versions(line)
 
 
 def _promoted(s: Session, line: str) -> ModelVersion | None:
-    return s.scalar(
-        select(ModelVersion).where(ModelVersion.state == "promoted", ModelVersion.line == line)
-    )
+    return TrainerStore.promoted_in(s, line)
 
 
 def promoted_model(db: Database, line: str = DEFAULT_LINE) -> ModelVersion | None:
@@ -106,7 +98,7 @@ def check_promotable(db: Database, name: str, *, force: bool = False) -> ModelVe
 
 
 def _check(s: Session, name: str, *, force: bool) -> ModelVersion:
-    candidate = s.scalar(select(ModelVersion).where(ModelVersion.name == name))
+    candidate = TrainerStore.version_in(s, name)
     if candidate is None:
         raise RegistryError(f"no version {name!r}")
     current = _promoted(s, candidate.line)
@@ -149,15 +141,7 @@ def rollback(db: Database, line: str = DEFAULT_LINE) -> ModelVersion | None:
             raise RegistryError(f"no version of line {line!r} is promoted; nothing to roll back")
         current.state = "rolled_back"
         s.flush()
-        previous = s.scalar(
-            select(ModelVersion)
-            .where(
-                ModelVersion.line == line,
-                ModelVersion.state == "retired",
-                ModelVersion.promoted_at.is_not(None),
-            )
-            .order_by(ModelVersion.promoted_at.desc(), ModelVersion.id.desc())
-        )
+        previous = TrainerStore.previously_promoted_in(s, line)
         if previous is not None:
             previous.state = "promoted"
         return previous

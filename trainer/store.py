@@ -1,72 +1,201 @@
-"""The trainer's tables: environments (an index of the on-disk store), training
-runs and model versions. Same metadata as the bot's tables (bot.store.models.Base);
-the schema comes from migration 0002 (and later ones)."""
+"""The trainer's store: its named queries over the training tables (environments,
+training runs, model versions) and over the outcomes and jobs it trains on.
+
+The tables are mapped in bot/store/training.py, next to their migration, so the worker and
+the web app read them without importing the trainer; they are named here too because the
+trainer's modules take them from their own store. Rows come back detached (read after
+the transaction closed), as the job store's do.
+"""
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass
+from typing import TypeVar
 
-from sqlalchemy import JSON, Float, ForeignKey, Index, Integer, String, Text
-from sqlalchemy.orm import Mapped, mapped_column
+from sqlalchemy import delete, select
+from sqlalchemy.orm import Session
 
-from bot.store.models import Base, utcnow
+from bot.store.db import Database
+from bot.store.models import Job, Outcome
+from bot.store.training import ModelVersion, TrainingEnvironment, TrainingRun, promoted_in
 
+T = TypeVar("T")
 
-class TrainingEnvironment(Base):
-    __tablename__ = "training_environments"
-
-    instance_id: Mapped[str] = mapped_column(String(255), primary_key=True)
-    repo: Mapped[str] = mapped_column(String(255))
-    split: Mapped[str] = mapped_column(String(16), default="train")
-    store_path: Mapped[str] = mapped_column(Text)
-    calibration_k: Mapped[int] = mapped_column(Integer, default=0)
-    calibration_solved: Mapped[int] = mapped_column(Integer, default=0)
-    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+__all__ = ["IndexEntry", "ModelVersion", "TrainerStore", "TrainingEnvironment", "TrainingRun"]
 
 
-class TrainingRun(Base):
-    __tablename__ = "training_runs"
+@dataclass(frozen=True)
+class IndexEntry:
+    """One stored environment as the index records it."""
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    base_model: Mapped[str] = mapped_column(String(512))
-    output_dir: Mapped[str] = mapped_column(Text)
-    settings: Mapped[dict[str, Any]] = mapped_column()
-    state: Mapped[str] = mapped_column(String(16), default="running")  # running|finished|failed
-    steps_done: Mapped[int] = mapped_column(Integer, default=0)
-    first_mean_reward: Mapped[float | None] = mapped_column(Float, nullable=True)
-    last_mean_reward: Mapped[float | None] = mapped_column(Float, nullable=True)
-    # Mean reward per step, updated as the run goes (the dashboard draws it).
-    reward_curve: Mapped[list[float] | None] = mapped_column(JSON, nullable=True)
-    started_at: Mapped[datetime] = mapped_column(default=utcnow)
-    finished_at: Mapped[datetime | None] = mapped_column(nullable=True)
+    instance_id: str
+    repo: str
+    split: str
+    calibration_k: int
+    calibration_solved: int
 
 
-class ModelVersion(Base):
-    __tablename__ = "model_versions"
-    __table_args__ = (Index("ix_model_versions_line_state", "line", "state"),)
+class TrainerStore:
+    def __init__(self, db: Database) -> None:
+        self.db = db
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    name: Mapped[str] = mapped_column(String(128), unique=True)
-    # The model line (bot/model_lines.py) it was trained for and is promoted within.
-    line: Mapped[str] = mapped_column(String(64), default="default", server_default="default")
-    base_model: Mapped[str] = mapped_column(String(512))
-    adapter_path: Mapped[str | None] = mapped_column(Text, nullable=True)  # None: the base itself
-    # What the version is, byte for byte: the pulled base weights' manifest digest and the
-    # adapter folder's (worker/weights.py); None where unknown (weights not pulled).
-    base_digest: Mapped[str | None] = mapped_column(String(64), nullable=True)
-    adapter_digest: Mapped[str | None] = mapped_column(String(64), nullable=True)
-    run_id: Mapped[int | None] = mapped_column(
-        ForeignKey("training_runs.id", ondelete="SET NULL"), nullable=True
-    )
-    # pass@1 on the held-out environments (trainer/passk.py), its 95% interval (Wilson,
-    # over environments) and the rollouts per environment it came from (migration 0010).
-    heldout_pass_rate: Mapped[float | None] = mapped_column(Float, nullable=True)
-    heldout_envs: Mapped[int] = mapped_column(Integer, default=0)
-    heldout_ci_low: Mapped[float | None] = mapped_column(Float, nullable=True)
-    heldout_ci_high: Mapped[float | None] = mapped_column(Float, nullable=True)
-    heldout_k: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    # candidate | promoted | retired (was promoted, replaced) | rolled_back
-    state: Mapped[str] = mapped_column(String(16), default="candidate")
-    created_at: Mapped[datetime] = mapped_column(default=utcnow)
-    promoted_at: Mapped[datetime | None] = mapped_column(nullable=True)
+    # -- outcomes and jobs: what the trainer learns from ----------------------------------
+
+    def outcomes(self) -> list[Outcome]:
+        """Every recorded outcome, in the order recorded (by id)."""
+        with self.db.session() as s:
+            return self._detached(s, s.scalars(select(Outcome).order_by(Outcome.id)))
+
+    def outcome_repos(self) -> list[tuple[str, str]]:
+        """(forge, repository) of every repository with an outcome, sorted."""
+        with self.db.session() as s:
+            rows = s.execute(select(Outcome.forge, Outcome.repo).distinct()).all()
+        return sorted((f, r) for f, r in rows)
+
+    def repos_with_data(self) -> set[tuple[str, str]]:
+        """(forge, repository) of every repository with outcomes or jobs."""
+        with self.db.session() as s:
+            pairs = {(f, r) for f, r in s.execute(select(Outcome.forge, Outcome.repo))}
+            pairs |= {(f, r) for f, r in s.execute(select(Job.forge, Job.repo))}
+        return pairs
+
+    def repo_outcomes(self, forge: str, repo: str) -> list[Outcome]:
+        """The repository's outcomes, by id."""
+        with self.db.session() as s:
+            q = select(Outcome).where(Outcome.forge == forge, Outcome.repo == repo)
+            return self._detached(s, s.scalars(q.order_by(Outcome.id)))
+
+    def outcomes_by_id(self, ids: Collection[int]) -> list[Outcome]:
+        with self.db.session() as s:
+            q = select(Outcome).where(Outcome.id.in_(ids)).order_by(Outcome.id)
+            return self._detached(s, s.scalars(q))
+
+    def repo_jobs(self, forge: str, repo: str) -> list[Job]:
+        """The repository's jobs of every kind, oldest first."""
+        with self.db.session() as s:
+            q = select(Job).where(Job.forge == forge, Job.repo == repo)
+            return self._detached(s, s.scalars(q.order_by(Job.created_at)))
+
+    def delete_repo_data(
+        self,
+        *,
+        outcome_ids: Collection[int],
+        environment_ids: Collection[str],
+        job_ids: Collection[str],
+        kept_result_keys: frozenset[str],
+    ) -> None:
+        """In one transaction: delete the outcomes and the environments' index rows, and
+        strip the jobs' results to ``kept_result_keys`` and their instructions (the job
+        rows stay: they are the operational record)."""
+        with self.db.session() as s:
+            if outcome_ids:
+                s.execute(delete(Outcome).where(Outcome.id.in_(outcome_ids)))
+            if environment_ids:
+                s.execute(
+                    delete(TrainingEnvironment).where(
+                        TrainingEnvironment.instance_id.in_(environment_ids)
+                    )
+                )
+            for job in s.scalars(select(Job).where(Job.id.in_(job_ids))):
+                kept = {k: v for k, v in (job.result or {}).items() if k in kept_result_keys}
+                job.result = kept or None
+                job.instructions = None
+
+    # -- the environment index ----------------------------------------------------------
+
+    def index_environments(self, root: str, entries: Iterable[IndexEntry]) -> None:
+        """Make the index hold exactly ``entries`` for the store at ``root``: insert or
+        update each, drop rows of that store's environments not among them (rows of other
+        stores stay)."""
+        wanted = {e.instance_id: e for e in entries}
+        with self.db.session() as s:
+            rows = {r.instance_id: r for r in s.scalars(select(TrainingEnvironment))}
+            for instance_id, entry in wanted.items():
+                row = rows.get(instance_id)
+                if row is None:
+                    row = TrainingEnvironment(
+                        instance_id=instance_id, repo=entry.repo, store_path=root
+                    )
+                    s.add(row)
+                row.repo, row.split, row.store_path = entry.repo, entry.split, root
+                row.calibration_k = entry.calibration_k
+                row.calibration_solved = entry.calibration_solved
+            gone = [i for i, r in rows.items() if r.store_path == root and i not in wanted]
+            if gone:
+                s.execute(
+                    delete(TrainingEnvironment).where(TrainingEnvironment.instance_id.in_(gone))
+                )
+
+    def environment_store_path(self, instance_id: str) -> str | None:
+        """The store the index says holds the environment (None: not indexed)."""
+        with self.db.session() as s:
+            row = s.get(TrainingEnvironment, instance_id)
+            return row.store_path if row is not None else None
+
+    # -- model versions -------------------------------------------------------------------
+
+    def version(self, name: str) -> ModelVersion | None:
+        with self.db.session() as s:
+            return self.version_in(s, name)
+
+    def versions(self, line: str | None = None) -> list[ModelVersion]:
+        """Every version (or ``line``'s), in the order registered."""
+        with self.db.session() as s:
+            q = select(ModelVersion).order_by(ModelVersion.id)
+            if line is not None:
+                q = q.where(ModelVersion.line == line)
+            return list(s.scalars(q))
+
+    def add_version(self, version: ModelVersion) -> ModelVersion | None:
+        """Insert ``version``; None (nothing inserted) where its name is taken."""
+        with self.db.session() as s:
+            if self.version_in(s, version.name) is not None:
+                return None
+            s.add(version)
+            s.flush()
+            return version
+
+    def record_heldout(
+        self, name: str, *, rate: float, envs: int, low: float, high: float, k: int
+    ) -> bool:
+        """Store a version's held-out pass@1 and interval; False: no such version."""
+        with self.db.session() as s:
+            row = self.version_in(s, name)
+            if row is None:
+                return False
+            row.heldout_pass_rate, row.heldout_envs = rate, envs
+            row.heldout_ci_low, row.heldout_ci_high = low, high
+            row.heldout_k = k
+            return True
+
+    # Promotion and rollback read and change several versions in one transaction; the
+    # registry (trainer/registry.py) holds it and asks these.
+
+    @staticmethod
+    def version_in(session: Session, name: str) -> ModelVersion | None:
+        return session.scalar(select(ModelVersion).where(ModelVersion.name == name))
+
+    @staticmethod
+    def promoted_in(session: Session, line: str) -> ModelVersion | None:
+        return promoted_in(session, line)
+
+    @staticmethod
+    def previously_promoted_in(session: Session, line: str) -> ModelVersion | None:
+        """The line's retired version promoted most recently (a rollback's target)."""
+        return session.scalar(
+            select(ModelVersion)
+            .where(
+                ModelVersion.line == line,
+                ModelVersion.state == "retired",
+                ModelVersion.promoted_at.is_not(None),
+            )
+            .order_by(ModelVersion.promoted_at.desc(), ModelVersion.id.desc())
+            .limit(1)
+        )
+
+    @staticmethod
+    def _detached(session: Session, rows: Iterable[T]) -> list[T]:
+        found = list(rows)
+        session.expunge_all()
+        return found

@@ -2,8 +2,9 @@
 model line of the job's repository, bot/model_lines.py), and whether it is there to use
 (:func:`preflight`, before any job starts its agent).
 
-The registry lives in the store (tables from trainer's migration); reading it here
-with plain SQL keeps the imports one way (trainer -> worker -> bot). Each job asks,
+The registry's tables are mapped in the bot's store (bot/store/training.py, next to their
+migration), so the worker reads them there and the imports stay one way (trainer ->
+worker -> bot). Each job asks,
 so a promotion or a rollback takes effect on the next job, with no restart: the policy
 cache is keyed by these settings, and loads the new weights once per process.
 """
@@ -15,22 +16,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import requests
-from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
 from bot.forges.base import RepoRef
 from bot.model_lines import DEFAULT_LINE, repo_line
 from bot.settings import ModelSettings, Settings
 from bot.store.db import Database
+from bot.store.training import TrainingStore
 from worker.weights import WeightsError, find_weights, pull_command, weights_path
 
 log = logging.getLogger(__name__)
-
-_PROMOTED = text(
-    "SELECT name, base_model, adapter_path FROM model_versions "
-    "WHERE state = 'promoted' AND line = :line ORDER BY promoted_at DESC LIMIT 1"
-)
-
 
 @dataclass(frozen=True)
 class PromotedVersion:
@@ -44,15 +39,14 @@ def promoted_version(db: Database, line: str | None = DEFAULT_LINE) -> PromotedV
     if line is None:
         return None
     try:
-        with db.engine.connect() as conn:
-            row = conn.execute(_PROMOTED, {"line": line}).first()
+        found = TrainingStore(db).promoted(line)
     except SQLAlchemyError:
         log.warning("model registry unreadable; using the configured model", exc_info=True)
         return None
-    if row is None:
+    if found is None:
         return None
-    name, base_model, adapter = row
-    return PromotedVersion(name, base_model, Path(adapter) if adapter else None)
+    adapter = Path(found.adapter_path) if found.adapter_path else None
+    return PromotedVersion(found.name, found.base_model, adapter)
 
 
 def model_for_jobs(

@@ -4,13 +4,13 @@ paused, and they are told why, with the numbers, once.
 After each recorded outcome of a bot PR, the repository's merge rate is taken over the
 window (``RIBBIT_NOISE__WINDOW_DAYS``): merged / (merged + closed) bot PRs decided in it.
 With at least ``min_outcomes`` of them and a rate below ``min_merge_rate`` the repository
-is paused through the store's pause (as ``ribbit pause --repo`` does) and a NoisePause row
-records the numbers. Only outcomes decided after the repository's last automatic pause
-count: an admin who resumes it gives the bot a fresh start instead of a pause at the next
-closed PR. The message (a comment on the issue the bot was asked on, and the notification
-webhook when one is set) is sent after the pause is committed; a step that failed is
-retried on the next check, and ``commented_at``/``notified_at`` make it one of each per
-pause.
+is paused through the store's pause (as ``ribbit pause --repo`` does) and a NoisePause
+row (bot/store/noise.py) records the numbers. Only outcomes decided after the
+repository's last automatic pause count: an admin who resumes it gives the bot a fresh
+start instead of a pause at the next closed PR. The message (a comment on the issue the
+bot was asked on, and the notification webhook when one is set) is sent after the pause
+is committed; a step that failed is retried on the next check, and
+``commented_at``/``notified_at`` make it one of each per pause.
 """
 
 from __future__ import annotations
@@ -20,37 +20,13 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from functools import partial
 
-from sqlalchemy import BigInteger, DateTime, Integer, String, func, select
-from sqlalchemy.orm import Mapped, mapped_column
-
 from bot.settings import Settings
 from bot.store.jobs import JobStore
-from bot.store.models import Base, utcnow
+from bot.store.models import utcnow
+from bot.store.noise import NoisePause, NoiseStore, ToldColumn
 from bot.store.outcomes import OutcomeStore
 
 log = logging.getLogger(__name__)
-
-
-class NoisePause(Base):
-    __tablename__ = "noise_pauses"
-
-    id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    forge: Mapped[str] = mapped_column(String(16))
-    repo: Mapped[str] = mapped_column(String(255))
-    paused_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    window_start: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    merged: Mapped[int] = mapped_column(Integer)
-    closed: Mapped[int] = mapped_column(Integer)
-    issue_number: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    installation_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
-    commented_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
-    notified_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
-
-
-def _aware(value: datetime) -> datetime:
-    from datetime import UTC
-
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
 def pause_text(pause: NoisePause, settings: Settings) -> str:
@@ -86,30 +62,26 @@ def check_repository(
     created: NoisePause | None = None
     with store.db.session() as session:
         if not store.is_paused(session, forge, repo):
-            last = session.scalar(
-                select(func.max(NoisePause.paused_at)).where(
-                    NoisePause.forge == forge, NoisePause.repo == repo
-                )
-            )
+            last = NoiseStore.last_paused_at(session, forge, repo)
             since = now - timedelta(days=cfg.window_days)
             if last is not None:
-                since = max(since, _aware(last))
+                since = max(since, last)
             rate = OutcomeStore.bot_merge_rate(session, forge, repo, since)
             if rate.decided >= cfg.min_outcomes and rate.rate < cfg.min_merge_rate:
                 store.repository(session, forge, repo).paused = True
-                created = NoisePause(
-                    forge=forge,
-                    repo=repo,
-                    paused_at=now,
-                    window_start=since,
-                    merged=rate.merged,
-                    closed=rate.closed,
-                    issue_number=issue_number,
-                    installation_id=installation_id,
+                created = NoiseStore.record(
+                    session,
+                    NoisePause(
+                        forge=forge,
+                        repo=repo,
+                        paused_at=now,
+                        window_start=since,
+                        merged=rate.merged,
+                        closed=rate.closed,
+                        issue_number=issue_number,
+                        installation_id=installation_id,
+                    ),
                 )
-                session.add(created)
-                session.flush()
-                session.expunge(created)
                 log.warning(
                     "paused %s:%s: %d of %d bot PRs merged", forge, repo, rate.merged, rate.decided
                 )
@@ -121,16 +93,7 @@ def _tell_untold(store: JobStore, settings: Settings, forge: str, repo: str) -> 
     # Read, then talk to the forge with no transaction open (SQLite would hold its write
     # lock through the network calls), then record what was done, step by step, so a
     # comment that went out is never posted again because the webhook failed.
-    with store.db.session() as session:
-        untold = session.scalars(
-            select(NoisePause).where(
-                NoisePause.forge == forge,
-                NoisePause.repo == repo,
-                (NoisePause.commented_at.is_(None)) | (NoisePause.notified_at.is_(None)),
-            )
-        ).all()
-        session.expunge_all()
-    for pause in untold:
+    for pause in NoiseStore(store.db).untold(forge, repo):
         text = pause_text(pause, settings)
         if pause.commented_at is None:
             _step(store, pause, "commented_at", partial(_comment, pause, settings, text))
@@ -138,16 +101,15 @@ def _tell_untold(store: JobStore, settings: Settings, forge: str, repo: str) -> 
             _step(store, pause, "notified_at", partial(_notify, settings, text))
 
 
-def _step(store: JobStore, pause: NoisePause, column: str, action: Callable[[], None]) -> None:
+def _step(
+    store: JobStore, pause: NoisePause, column: ToldColumn, action: Callable[[], None]
+) -> None:
     try:
         action()
     except Exception as exc:  # the forge or the receiver is down: the next check retries
         log.warning("could not tell %s:%s about its pause: %s", pause.forge, pause.repo, exc)
         return
-    with store.db.session() as session:
-        row = session.get(NoisePause, pause.id)
-        assert row is not None
-        setattr(row, column, utcnow())
+    NoiseStore(store.db).mark_told(pause.id, column)
 
 
 def _comment(pause: NoisePause, settings: Settings, text: str) -> None:

@@ -17,7 +17,6 @@ from bot.env_validation import MAX_RUNNING, AlreadyRunning, Busy
 from bot.model_versions import ModelVersionError
 from bot.services import Services
 from bot.store.jobs import InvalidTransition, JobNotFound, JobSpec
-from bot.store.models import Job
 
 RETRYABLE_STATES = ("failed", "cancelled")
 
@@ -30,7 +29,7 @@ class ActionResult:
 
 def cancel_job(svc: Services, job_id: str) -> ActionResult:
     with svc.db.session() as session:
-        job = session.get(Job, job_id)
+        job = svc.store.get_in(session, job_id)
         if job is None:
             return ActionResult(False, f"no job {job_id}")
         try:

@@ -82,20 +82,8 @@ def _model_version(svc: Services) -> str:
 
 
 def health_snapshot(svc: Services) -> HealthSnapshot:
-    from sqlalchemy import func, select
-
-    from bot.store.models import Job
-
     errors: list[str] = []
-    with svc.db.session() as session:
-        rows = session.execute(
-            select(Job.state, Job.held, func.count())
-            .where(Job.state.in_(("queued", "running")))
-            .group_by(Job.state, Job.held)
-        ).all()
-    queued = sum(int(n) for s, h, n in rows if s == "queued" and not h)
-    held = sum(int(n) for s, h, n in rows if s == "queued" and h)
-    running = sum(int(n) for s, _h, n in rows if s == "running")
+    counts = svc.store.active_counts()
     workers: list[WorkerState] | None
     try:
         workers = inspect_workers(svc)
@@ -111,9 +99,9 @@ def health_snapshot(svc: Services) -> HealthSnapshot:
         for w in worker_heartbeats.seen(svc.db)
     ]
     return HealthSnapshot(
-        queued=queued,
-        held=held,
-        running=running,
+        queued=counts.queued,
+        held=counts.held,
+        running=counts.running,
         paused=svc.store.paused_scopes(),
         workers=workers,
         model_version=_model_version(svc),

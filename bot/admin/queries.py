@@ -1,5 +1,6 @@
-"""The dashboard's read-only queries. Each page costs a fixed, small number of statements
-whatever the number of jobs: one for the page of rows (LIMIT/OFFSET), one for the total."""
+"""What the dashboard's pages show, shaped from the stores' named queries. Each page costs a
+fixed, small number of statements whatever the number of jobs (JobStore.listing: one for
+the page of rows, one for the total)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import func, inspect, select
-from sqlalchemy.exc import SQLAlchemyError
-
 from bot.store.db import Database
-from bot.store.models import Job, Outcome
+from bot.store.jobs import JobNotFound, JobQuery, JobStore
+from bot.store.models import Job
+from bot.store.outcomes import OutcomeStore
+from bot.store.training import TableView, TrainingStore
 
 PER_PAGE = 50
 MAX_PAGE = 10_000  # OFFSET grows linearly; nobody pages this far by hand
@@ -110,45 +111,14 @@ def _duration(job: Any, now: datetime) -> float | None:
     return max(0.0, (end - started).total_seconds())
 
 
-_LIST_COLUMNS = (
-    Job.id,
-    Job.kind,
-    Job.state,
-    Job.forge,
-    Job.repo,
-    Job.issue_number,
-    Job.pr_number,
-    Job.pr_url,
-    Job.stage,
-    Job.failure_reason,
-    Job.created_at,
-    Job.started_at,
-    Job.finished_at,
-)
-
-
 def list_jobs(db: Database, flt: JobFilter, page: int = 1, per_page: int = PER_PAGE) -> JobPage:
     page = min(max(page, 1), MAX_PAGE)
-    conditions = []
-    if flt.state:
-        conditions.append(Job.state == flt.state)
-    if flt.kind:
-        conditions.append(Job.kind == flt.kind)
-    if flt.forge:
-        conditions.append(Job.forge == flt.forge)
-    if flt.repo:
-        conditions.append(Job.repo == flt.repo)
     now = datetime.now(UTC)
-    with db.session() as session:
-        # Only the listed columns: result (the big JSON) stays on disk for list pages.
-        rows = session.execute(
-            select(*_LIST_COLUMNS)
-            .where(*conditions)
-            .order_by(Job.created_at.desc(), Job.id.desc())
-            .limit(per_page)
-            .offset((page - 1) * per_page)
-        ).all()
-        total = int(session.scalar(select(func.count()).select_from(Job).where(*conditions)) or 0)
+    found = JobStore(db).listing(
+        JobQuery(state=flt.state, kind=flt.kind, forge=flt.forge, repo=flt.repo),
+        limit=per_page,
+        offset=(page - 1) * per_page,
+    )
     return JobPage(
         rows=[
             JobRow(
@@ -165,20 +135,19 @@ def list_jobs(db: Database, flt: JobFilter, page: int = 1, per_page: int = PER_P
                 created_at=_aware(r.created_at),
                 duration_s=_duration(r, now),
             )
-            for r in rows
+            for r in found.rows
         ],
-        total=total,
+        total=found.total,
         page=page,
         per_page=per_page,
     )
 
 
 def get_job(db: Database, job_id: str) -> Job | None:
-    with db.session() as session:
-        job = session.get(Job, job_id)
-        if job is not None:
-            session.expunge(job)
-        return job
+    try:
+        return JobStore(db).get(job_id)
+    except JobNotFound:
+        return None
 
 
 # -- outcomes -------------------------------------------------------------------------------
@@ -222,14 +191,9 @@ def _week_start(moment: datetime) -> str:
 def outcome_series(db: Database) -> OutcomeSeries:
     """Bot-authored outcomes by ISO week of decision (recorded_at when undecided)."""
     buckets: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
-    with db.session() as session:
-        rows = session.execute(
-            select(Outcome.state, Outcome.revisions, Outcome.decided_at, Outcome.recorded_at).where(
-                Outcome.human_authored.is_(False)
-            )
-        ).all()
-    for state, revisions, decided, recorded in rows:
-        moment = _aware(decided) or _aware(recorded)
+    for decision in OutcomeStore(db).bot_decisions():
+        state, revisions = decision.state, decision.revisions
+        moment = _aware(decision.decided_at) or _aware(decision.recorded_at)
         if moment is None:
             continue
         bucket = buckets[_week_start(moment)]
@@ -259,71 +223,20 @@ TRAINER_TABLES = {
 TRAINER_ROW_LIMIT = 200
 
 
-@dataclass(frozen=True)
-class TableView:
-    table: str
-    exists: bool
-    columns: list[str]
-    rows: list[list[Any]]
-
-
 def trainer_table(db: Database, table: str) -> TableView:
     """Newest rows of a trainer table, or an empty view where the table does not exist."""
-    try:
-        insp = inspect(db.engine)
-        if not insp.has_table(table):
-            return TableView(table, False, [], [])
-        columns = [c["name"] for c in insp.get_columns(table)]
-        from sqlalchemy import MetaData, Table
-
-        tbl = Table(table, MetaData(), autoload_with=db.engine)
-        order = [tbl.c[name].desc() for name in ("created_at", "id") if name in tbl.c]
-        with db.engine.connect() as conn:
-            result = conn.execute(select(tbl).order_by(*order).limit(TRAINER_ROW_LIMIT))
-            rows = [list(r) for r in result]
-    except SQLAlchemyError:
-        return TableView(table, False, [], [])
-    return TableView(table, True, columns, rows)
+    return TrainingStore(db).table_view(table, TRAINER_ROW_LIMIT)
 
 
 def environment_row(db: Database, instance_id: str) -> list[tuple[str, Any]] | None:
     """One environment's row of the trainer's index, as (column, value) pairs; None where
     the table or the row is missing."""
-    try:
-        if not inspect(db.engine).has_table("training_environments"):
-            return None
-        from sqlalchemy import MetaData, Table
-
-        tbl = Table("training_environments", MetaData(), autoload_with=db.engine)
-        with db.engine.connect() as conn:
-            row = conn.execute(select(tbl).where(tbl.c.instance_id == instance_id)).first()
-    except SQLAlchemyError:
-        return None
-    return None if row is None else [(str(k), v) for k, v in row._mapping.items()]
+    return TrainingStore(db).environment_row(instance_id)
 
 
 def reward_curves(db: Database, limit: int = 10) -> list[dict[str, Any]]:
     """The newest training runs' per-step mean rewards, for the reward-curve chart."""
-    try:
-        if not inspect(db.engine).has_table("training_runs"):
-            return []
-        from sqlalchemy import MetaData, Table
-
-        tbl = Table("training_runs", MetaData(), autoload_with=db.engine)
-        if "reward_curve" not in tbl.c:
-            return []
-        with db.engine.connect() as conn:
-            rows = conn.execute(
-                select(tbl.c.id, tbl.c.reward_curve)
-                .where(tbl.c.reward_curve.is_not(None))
-                .order_by(tbl.c.id.desc())
-                .limit(limit)
-            ).all()
-    except SQLAlchemyError:
-        return []
-    curves = []
-    for run_id, curve in reversed(rows):
-        values = curve if isinstance(curve, list) else json.loads(curve or "[]")
-        if values:
-            curves.append({"run": f"run {run_id}", "rewards": [float(v) for v in values]})
-    return curves
+    return [
+        {"run": f"run {c.run_id}", "rewards": c.rewards}
+        for c in TrainingStore(db).reward_curves(limit)
+    ]

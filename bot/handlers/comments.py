@@ -12,34 +12,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import select
-
 from bot.admission import refusal_reason
 from bot.commands import parse_command
 from bot.context import Context
 from bot.events import CommentCreated
 from bot.routing import Registry
 from bot.store.jobs import JobSpec
-from bot.store.models import Job
 from bot.store.payloads import CommandOrder, UnknownWord
 
 registry = Registry()
 
 
-def _issue_for_pr(ctx: Context, event: CommentCreated) -> int | None:
+def _issue_for_pr(ctx: Context, event: CommentCreated, pr_number: int) -> int | None:
     """The issue a bot PR works on, from the job that opened it; None if not ours."""
-    job = ctx.session.scalar(
-        select(Job)
-        .where(
-            Job.forge == event.forge,
-            Job.repo == event.repo,
-            Job.pr_number == event.pr_number,
-            Job.issue_number.is_not(None),
-        )
-        .order_by(Job.created_at.desc())
-        .limit(1)
-    )
-    return job.issue_number if job else None
+    return ctx.store.issue_of_pull_request(ctx.session, event.forge, event.repo, pr_number)
 
 
 @registry.on("comment.created")
@@ -55,7 +41,7 @@ def run_command(ctx: Context) -> None:
         return ctx.ignore(f"{event.actor.login} is not a collaborator; commands need write access")
     issue = event.issue_number
     if event.pr_number is not None:
-        issue = _issue_for_pr(ctx, event)
+        issue = _issue_for_pr(ctx, event, event.pr_number)
         if issue is None:
             return ctx.ignore(f"PR/MR {event.pr_number} was not opened by Ribbit")
     assert issue is not None

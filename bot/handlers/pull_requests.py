@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import select
-
 from bot.context import Context
 from bot.events import PullRequestClosed, ReviewSubmitted
 from bot.forges.branches import BRANCH_PREFIX
@@ -20,12 +18,7 @@ registry = Registry()
 
 
 def _bot_job_for_pr(ctx: Context, forge: str, repo: str, pr: int) -> Job | None:
-    return ctx.session.scalar(
-        select(Job)
-        .where(Job.forge == forge, Job.repo == repo, Job.pr_number == pr)
-        .order_by(Job.created_at.desc())
-        .limit(1)
-    )
+    return ctx.store.latest_on_pull_request(ctx.session, forge, repo, pr)
 
 
 @registry.on("pull_request.closed")
@@ -58,17 +51,7 @@ def record_outcome(ctx: Context) -> None:
     # A number past the column's range names no issue (and must not reach the query).
     numbers = {int(n) for n in closed_issue_numbers(event.body) if len(n) <= 10}
     for number in sorted(n for n in numbers if 1 <= n <= MAX_NUMBER):
-        tried = ctx.session.scalar(
-            select(Job)
-            .where(
-                Job.forge == event.forge,
-                Job.repo == event.repo,
-                Job.issue_number == number,
-                Job.kind.in_(("solve", "revise")),
-            )
-            .limit(1)
-        )
-        if tried is not None:
+        if ctx.store.agent_worked_on(ctx.session, event.forge, event.repo, number):
             ctx.create_job(
                 JobSpec(kind="outcome", issue_number=number, payload=OutcomeOf("human"), **spec)
             )

@@ -1,0 +1,16 @@
+"""The database: every table Ribbit keeps, mapped here next to the Alembic migrations
+(migrations/), and every query over them, as named methods that return mapped rows or
+typed records. No module outside bot/store/ and trainer/store.py builds a query
+(tests/unit/test_architecture.py checks it).
+
+- db.py: the engine, sessions and transactions; migrate.
+- models.py, jobs.py, outcomes.py, records.py: repositories, deliveries, jobs (JobStore,
+  with its state machine and the kill switch), outcomes (OutcomeStore) and a solve job's
+  record.
+- training.py: the trainer's tables (environments, runs, model versions) and what the
+  worker and the dashboard read of them (TrainingStore); the trainer's own queries are
+  in trainer/store.py.
+- audit.py, heartbeats.py, notifications.py, noise.py, validations.py: the dashboard's
+  audit log, worker heartbeats, notifications sent, noise pauses, and environment
+  re-validations.
+"""

@@ -25,6 +25,7 @@ from sqlalchemy import (
     Table,
     and_,
     bindparam,
+    case,
     func,
     literal,
     or_,
@@ -148,6 +149,86 @@ def _insert_or_skip(dialect: str, table: Table) -> Executable:
     if dialect == "postgresql":
         return postgresql.insert(table).on_conflict_do_nothing().returning(*key)
     raise NotImplementedError(f"no insert-or-skip for {dialect}")
+
+
+@dataclass(frozen=True)
+class JobQuery:
+    """What a listing of jobs is narrowed to (None: any)."""
+
+    state: str | None = None
+    kind: str | None = None
+    forge: str | None = None
+    repo: str | None = None
+
+
+@dataclass(frozen=True)
+class JobSummary:
+    """A job as a list shows it: everything but its record (the big JSON stays on disk)."""
+
+    id: str
+    kind: str
+    state: str
+    forge: str
+    repo: str
+    issue_number: int | None
+    pr_number: int | None
+    pr_url: str | None
+    stage: str | None
+    failure_reason: str | None
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+
+
+@dataclass(frozen=True)
+class JobListing:
+    rows: list[JobSummary]
+    total: int  # matching jobs on every page
+
+
+@dataclass(frozen=True)
+class ActiveCounts:
+    queued: int  # waiting to run (not held)
+    held: int  # accepted while paused
+    running: int
+
+
+@dataclass(frozen=True)
+class RepoCount:
+    forge: str
+    repo: str
+    jobs: int
+
+
+@dataclass(frozen=True)
+class RepoEndings:
+    """A repository's agent jobs that ended (succeeded or failed) in some window."""
+
+    forge: str
+    repo: str
+    ended: int
+    failed: int
+
+
+# JobStore.list shadows the builtin in the class body (as JobList above).
+RepoCountList = list[RepoCount]
+RepoEndingsList = list[RepoEndings]
+
+_SUMMARY_COLUMNS = (
+    Job.id,
+    Job.kind,
+    Job.state,
+    Job.forge,
+    Job.repo,
+    Job.issue_number,
+    Job.pr_number,
+    Job.pr_url,
+    Job.stage,
+    Job.failure_reason,
+    Job.created_at,
+    Job.started_at,
+    Job.finished_at,
+)
 
 
 ClaimOutcome = Literal[
@@ -320,6 +401,51 @@ class JobStore:
             )
         )
 
+    def latest_on_pull_request(
+        self, session: Session, forge: str, repo: str, pr_number: int
+    ) -> Job | None:
+        """The newest job of any kind recorded against a PR (None: not a bot PR)."""
+        return session.scalar(
+            select(Job)
+            .where(Job.forge == forge, Job.repo == repo, Job.pr_number == pr_number)
+            .order_by(Job.created_at.desc())
+            .limit(1)
+        )
+
+    def issue_of_pull_request(
+        self, session: Session, forge: str, repo: str, pr_number: int
+    ) -> int | None:
+        """The issue a bot PR works on, from the newest of its jobs that names one."""
+        return session.scalar(
+            select(Job.issue_number)
+            .where(
+                Job.forge == forge,
+                Job.repo == repo,
+                Job.pr_number == pr_number,
+                Job.issue_number.is_not(None),
+            )
+            .order_by(Job.created_at.desc())
+            .limit(1)
+        )
+
+    def agent_worked_on(self, session: Session, forge: str, repo: str, issue: int) -> bool:
+        """Whether a solve or revise job was ever created for the issue."""
+        found = session.scalar(
+            select(Job.id)
+            .where(
+                Job.forge == forge,
+                Job.repo == repo,
+                Job.issue_number == issue,
+                Job.kind.in_(AGENT_KINDS),
+            )
+            .limit(1)
+        )
+        return found is not None
+
+    def get_in(self, session: Session, job_id: str) -> Job | None:
+        """The job, attached to the caller's transaction (to change it there)."""
+        return session.get(Job, job_id)
+
     def cancel(self, session: Session, job: Job, reason: str) -> None:
         """Cancel a queued or running job; a running job's worker notices and stops."""
         self._move(job, "cancelled", reason=reason)
@@ -366,6 +492,80 @@ class JobStore:
         with self.db.session() as session:
             rows = session.execute(select(Job.state, func.count()).group_by(Job.state)).all()
             return {state: int(n) for state, n in rows}
+
+    def listing(self, query: JobQuery, *, limit: int, offset: int) -> JobListing:
+        """One page of the jobs ``query`` matches, newest first, and how many match: two
+        statements whatever the number of jobs."""
+        conditions = [
+            column == value
+            for column, value in (
+                (Job.state, query.state),
+                (Job.kind, query.kind),
+                (Job.forge, query.forge),
+                (Job.repo, query.repo),
+            )
+            if value
+        ]
+        with self.db.session() as session:
+            rows = session.execute(
+                select(*_SUMMARY_COLUMNS)
+                .where(*conditions)
+                .order_by(Job.created_at.desc(), Job.id.desc())
+                .limit(limit)
+                .offset(offset)
+            ).all()
+            total = session.scalar(select(func.count()).select_from(Job).where(*conditions))
+        return JobListing([JobSummary(**r._asdict()) for r in rows], int(total or 0))
+
+    def active_counts(self) -> ActiveCounts:
+        with self.db.session() as session:
+            rows = session.execute(
+                select(Job.state, Job.held, func.count())
+                .where(Job.state.in_(ACTIVE_STATES))
+                .group_by(Job.state, Job.held)
+            ).all()
+        return ActiveCounts(
+            queued=sum(int(n) for s, h, n in rows if s == "queued" and not h),
+            held=sum(int(n) for s, h, n in rows if s == "queued" and h),
+            running=sum(int(n) for s, _h, n in rows if s == "running"),
+        )
+
+    def failed_by_repo(self, since: datetime) -> RepoCountList:
+        """Jobs of any kind that failed since ``since``, per repository, by repository."""
+        with self.db.session() as session:
+            rows = session.execute(
+                select(Job.forge, Job.repo, func.count())
+                .where(Job.state == "failed", Job.finished_at >= since)
+                .group_by(Job.forge, Job.repo)
+            ).all()
+        return [RepoCount(f, r, int(n)) for f, r, n in sorted(rows)]
+
+    def agent_jobs_by_repo(self, since: datetime) -> RepoCountList:
+        """Solve and revise jobs created since ``since`` (the daily budget's count), per
+        repository, by repository."""
+        with self.db.session() as session:
+            rows = session.execute(
+                select(Job.forge, Job.repo, func.count())
+                .where(Job.kind.in_(AGENT_KINDS), Job.created_at >= since)
+                .group_by(Job.forge, Job.repo)
+            ).all()
+        return [RepoCount(f, r, int(n)) for f, r, n in sorted(rows)]
+
+    def agent_endings_by_repo(self, since: datetime) -> RepoEndingsList:
+        """Per repository, the solve and revise jobs that finished since ``since`` as
+        succeeded or failed, and how many of them failed."""
+        failed = func.sum(case((Job.state == "failed", 1), else_=0))
+        with self.db.session() as session:
+            rows = session.execute(
+                select(Job.forge, Job.repo, func.count(), failed)
+                .where(
+                    Job.kind.in_(AGENT_KINDS),
+                    Job.state.in_(("succeeded", "failed")),
+                    Job.finished_at >= since,
+                )
+                .group_by(Job.forge, Job.repo)
+            ).all()
+        return [RepoEndings(f, r, int(n), int(k or 0)) for f, r, n, k in sorted(rows)]
 
     def queue_position(self, job_id: str) -> int:
         """1-based position among queued jobs (oldest first); 0 if not queued."""
@@ -769,6 +969,19 @@ class JobStore:
             select(Repository).where(Repository.forge == forge, Repository.full_name == full_name)
         )
         return row.trigger_label if row else None
+
+    def visibility(self, forge: str, full_name: str) -> bool | None:
+        """Whether the repository is private, as recorded; None where never recorded."""
+        with self.db.session() as session:
+            return session.scalar(
+                select(Repository.private).where(
+                    Repository.forge == forge, Repository.full_name == full_name
+                )
+            )
+
+    def set_visibility(self, forge: str, full_name: str, *, private: bool) -> None:
+        with self.db.session() as session:
+            self.repository(session, forge, full_name).private = private
 
     def set_trigger_label(self, forge: str, full_name: str, label: str | None) -> None:
         with self.db.session() as session:

@@ -65,6 +65,16 @@ class MergeRate:
         return self.merged / self.decided if self.decided else 1.0
 
 
+@dataclass(frozen=True)
+class Decision:
+    """When and how a bot PR was decided (the dashboard's weekly chart)."""
+
+    state: str
+    revisions: int
+    decided_at: datetime | None
+    recorded_at: datetime
+
+
 class OutcomeStore:
     def __init__(self, db: Database) -> None:
         self.db = db
@@ -94,6 +104,16 @@ class OutcomeStore:
             rows = list(session.scalars(q))
             session.expunge_all()
             return rows
+
+    def bot_decisions(self) -> list[Decision]:
+        """Every outcome of a bot PR (not a human fix), in no particular order."""
+        with self.db.session() as session:
+            rows = session.execute(
+                select(
+                    Outcome.state, Outcome.revisions, Outcome.decided_at, Outcome.recorded_at
+                ).where(Outcome.human_authored.is_(False))
+            ).all()
+        return [Decision(*r) for r in rows]
 
     def pull_requests_without_outcome(self) -> list[PendingPullRequest]:
         """Bot PRs (from solve and revise jobs) that have no outcome, in a stable order."""

@@ -11,20 +11,18 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from sqlalchemy import select
-
 from bot.forges.base import RepoRef
 from bot.model_lines import DEFAULT_LINE, repo_line
 from bot.settings import TrainingDataSettings
 from bot.store.db import Database
 from bot.store.models import Outcome
 from trainer.envs.schema import Environment
+from trainer.store import TrainerStore
 
 
 def line_repos(db: Database, cfg: TrainingDataSettings, line: str) -> list[RepoRef]:
     """The repositories with recorded outcomes whose data may train ``line``."""
-    with db.session() as s:
-        pairs = sorted(set(((f, r) for f, r in s.execute(select(Outcome.forge, Outcome.repo)))))
+    pairs = TrainerStore(db).outcome_repos()
     refs = [RepoRef(forge, repo) for forge, repo in pairs]  # type: ignore[arg-type]
     return [r for r in refs if repo_line(db, cfg, r) == line]
 
@@ -32,8 +30,7 @@ def line_repos(db: Database, cfg: TrainingDataSettings, line: str) -> list[RepoR
 def line_outcomes(db: Database, cfg: TrainingDataSettings, line: str) -> list[Outcome]:
     """The recorded outcomes ``line`` may train on."""
     allowed = {(r.forge, r.full_name) for r in line_repos(db, cfg, line)}
-    with db.session() as s:
-        rows = list(s.scalars(select(Outcome).order_by(Outcome.id)))
+    rows = TrainerStore(db).outcomes()
     return [o for o in rows if (o.forge, o.repo) in allowed]
 
 

@@ -23,14 +23,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import select
-
 from bot.store.db import Database
-from bot.store.models import Job, Outcome
+from bot.store.models import Outcome
 from bot.store.records import SolveRecord
 from trainer.envs.builder import BuildRejected, BuildSpec, EnvironmentBuilder
 from trainer.envs.schema import Environment, Provenance, Rejection
 from trainer.envs.storage import EnvironmentStore
+from trainer.store import TrainerStore
 
 
 @dataclass
@@ -59,11 +58,9 @@ def environments_from_outcomes(
     """Build (or reject, with the reason) every recorded outcome of ``repo`` on
     ``forge``. ``test_command`` overrides the job's recorded one."""
     report = OutcomeImport()
-    with db.session() as s:
-        outcomes = list(
-            s.scalars(select(Outcome).where(Outcome.forge == forge, Outcome.repo == repo))
-        )
-        jobs = {j.id: j for j in s.scalars(select(Job).where(Job.forge == forge, Job.repo == repo))}
+    trainer_store = TrainerStore(db)
+    outcomes = trainer_store.repo_outcomes(forge, repo)
+    jobs = {j.id: j for j in trainer_store.repo_jobs(forge, repo)}
     for outcome in outcomes:
         job = jobs.get(outcome.job_id or "")
         record = job.solve_record if job is not None else SolveRecord()

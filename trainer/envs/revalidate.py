@@ -21,7 +21,7 @@ from bot.store.db import Database
 from trainer.envs.builder import BuildRejected, BuildSpec, EnvironmentBuilder
 from trainer.envs.schema import Environment
 from trainer.envs.storage import EnvironmentStore
-from trainer.store import TrainingEnvironment
+from trainer.store import TrainerStore
 from worker.agent.episode import SandboxRecipe
 
 DEFAULT_RERUNS = 3
@@ -45,10 +45,8 @@ class StoredEnvValidator:
 
     def _store(self, instance_id: str) -> EnvironmentStore:
         # The index records which store holds each environment (`envs build --store`).
-        with self.db.session() as session:
-            row = session.get(TrainingEnvironment, instance_id)
-            root = Path(row.store_path) if row is not None else self.default_root
-        return EnvironmentStore(root)
+        indexed = TrainerStore(self.db).environment_store_path(instance_id)
+        return EnvironmentStore(Path(indexed) if indexed is not None else self.default_root)
 
     def known(self, instance_id: str) -> bool:
         try:

@@ -10,7 +10,6 @@ from typing import Any
 from bot.admission import refusal_reason
 from bot.queue import JobQueue
 from bot.store.jobs import JobSpec
-from bot.store.models import Job
 from bot.store.payloads import CommandOrder, PayloadError, PersonAsks
 from worker.jobs import JobContext, JobRefused, pipeline
 from worker.pipelines.replies import WRITE_ACCESS_REFUSAL, check_actor, reply_target
@@ -49,7 +48,7 @@ def run_command(ctx: JobContext) -> dict[str, Any] | None:
             if refused:
                 forge.post_comment(where, f"Not started: {refused}.")
                 raise JobRefused(refused)
-        target = session.get(Job, target_id) if target_id else None
+        target = store.get_in(session, target_id) if target_id else None
         still_active = target is not None and target.state in ("queued", "running")
         if still_active:
             assert target is not None

@@ -52,7 +52,10 @@ def test_a_batch_reaches_the_embedded_broker_whole_and_readable_by_the_worker(
 ) -> None:
     assert settings.uses_embedded_broker
     jobs = new_jobs(store, 5)
-    JobQueue(store, CeleryDispatcher(client_celery(settings))).send(jobs)
+    app = client_celery(settings)
+    with app.connection_for_write() as conn:  # the batching channel, not kombu's own
+        assert type(conn.transport).__module__ == "bot.queue"
+    JobQueue(store, CeleryDispatcher(app)).send(jobs)
     assert [(m["task"], m["kwargs"]) for m in broker_messages(settings)] == [
         (TASK_FOR_KIND["solve"], {"job_id": job.id, "seq": job.dispatch_seq}) for job in jobs
     ]

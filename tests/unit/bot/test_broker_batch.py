@@ -4,6 +4,8 @@ sweep sends them all; the worker's own transport reads what the batching channel
 
 from __future__ import annotations
 
+import json
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,6 +16,7 @@ from bot.queue import QUEUE, TASK_FOR_KIND, CeleryDispatcher, JobQueue, client_c
 from bot.store.db import Database
 from bot.store.jobs import JobSpec, JobStore
 from bot.store.models import Job
+from tests.support import github_headers, load_payload
 
 
 @pytest.fixture
@@ -104,3 +107,50 @@ def test_a_single_job_and_a_batch_write_the_same_message(settings: Any, store: J
     for m in sent:  # what the worker logs for the task
         assert m["headers"]["argsrepr"] == "()"
         assert m["headers"]["kwargsrepr"] == repr(m["kwargs"])
+
+
+class NeverSends:
+    """A web process that dies after its answer, before its sender hands the job over: the
+    send never returns (until the test ends, when it fails as a dead process's would)."""
+
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def dispatch(self, job: Job) -> None:
+        self.entered.set()
+        self.release.wait(30)
+        raise ConnectionError("the process is gone")
+
+
+def test_a_job_committed_but_never_handed_over_is_sent_once_by_the_sweep(settings: Any) -> None:
+    from bot import create_app
+
+    dead = NeverSends()
+    app = create_app(settings, dispatcher=dead)
+    svc = app.extensions["ribbit"]
+    try:
+        payload = load_payload("github", "issues.labeled")
+        payload["label"]["name"] = "ribbit"
+        body = json.dumps(payload).encode()
+        resp = app.test_client().post(
+            "/webhooks/github", data=body, headers=github_headers(body, "issues", "crash-1")
+        )
+        assert resp.status_code == 202
+        job_id = resp.get_json()["job_id"]
+        assert dead.entered.wait(30)  # answered and committed; the hand-off is under way
+        assert not svc.store.get(job_id).dispatched
+
+        # The sweep of a live process (a worker's), on the real embedded broker.
+        sweep = JobQueue(svc.store, CeleryDispatcher(client_celery(settings)))
+        assert sweep.dispatch_pending() == 1
+        assert sweep.dispatch_pending() == 0
+        [message] = broker_messages(settings)
+        assert message["kwargs"] == {"job_id": job_id, "seq": 2}
+        assert svc.store.get(job_id).dispatched
+    finally:
+        dead.release.set()
+        svc.close()
+    # The dead sender's send failed: nothing more reached the broker, the job stays sent.
+    assert broker_messages(settings) == []
+    assert svc.store.get(job_id).dispatched

@@ -6,6 +6,8 @@
 #
 # Usage: install-npm.sh ROOT   (ROOT: the file system to install into, / in a Dockerfile)
 # Needs python3 (downloads and checks the tarball) and tar on the running system.
+# RIBBIT_NPM_REGISTRY: a mirror of the npm registry to download from (the same bytes:
+# the integrity below is checked whatever the source).
 set -euo pipefail
 
 root=${1:?usage: install-npm.sh ROOT}

@@ -35,6 +35,7 @@ from __future__ import annotations
 import difflib
 import re
 import subprocess
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -62,7 +63,7 @@ from tests.integration.test_real_projects_go_rust import (
 )
 from tests.plugins.e2e import bot_comments, wait_for, xml_call
 from tests.plugins.forge import BOT_LOGIN
-from tests.plugins.sandbox import BACKENDS
+from tests.plugins.sandbox import BACKENDS, sandbox_containers_since
 from tests.support import require_service
 
 pytestmark = pytest.mark.integration
@@ -374,10 +375,16 @@ def test_upstream_fix_reaches_a_draft_pr_identical_to_it(
     forge_world: Any,
     deployment_for: Any,
     tmp_path: Path,
+    request: pytest.FixtureRequest,
 ) -> None:
+    started = time.time()
     job, tests, number = _solve(fix, forge_world, deployment_for, sandbox_backend)
     forge = forge_world.forge
     assert job.state == "succeeded", (job.failure_reason, tests.get("findings"), tests.get("logs"))
+    if sandbox_backend == "docker":  # the job's sandboxes ran in the engine, in the image
+        image = request.getfixturevalue("sandbox_image")
+        ran = sandbox_containers_since(request.getfixturevalue("podman_socket"), started)
+        assert ran and {i.rpartition("/")[2] for i in ran} == {image}, ran
     [pr] = forge.pulls("github", fix.repo)
     assert pr.draft and f"Fixes #{number}" in pr.body
     assert "Ribbit gates: passed" in pr.body

@@ -116,6 +116,30 @@ def _remove_test_containers(url: str) -> None:
         pass
 
 
+def sandbox_containers_since(url: str, since: float) -> list[str]:
+    """The images of the sandbox containers this process created on the engine at
+    ``url`` since the time ``since`` (the engine's own events): proof that a job ran
+    its sandboxes there, and in which image."""
+    import docker
+
+    from worker.sandbox.common import LABEL
+
+    owner = f"{socket.gethostname()}:{os.getpid()}"
+    client = docker.DockerClient(base_url=url, timeout=30)
+    try:
+        events = client.events(since=int(since), until=int(time.time()) + 1, decode=True)
+        return [
+            e["Actor"]["Attributes"].get("image", "")
+            for e in events
+            if e.get("Type") == "container"
+            and e.get("Action") == "create"
+            and e.get("timeNano", 0) >= since * 1e9
+            and e["Actor"]["Attributes"].get(f"{LABEL}.owner") == owner
+        ]
+    finally:
+        client.close()
+
+
 @pytest.fixture(scope="session")
 def sandbox_image(podman_socket: str) -> str:
     """The sandbox image, built once (about a minute) when the engine lacks it."""

@@ -14,8 +14,8 @@ crates.io). Both are vendored, pinned, with their licences (tests/fixtures/*/REA
 
 Two more, dustin/go-humanize (402bd47, #130) and rapidfuzz/strsim-rs (605c81c), are
 vendored at the fix's parent with the upstream diff: on docker here (the image's
-toolchains), each fix passes with its added tests named as targets; on bubblewrap they
-go to a draft PR in tests/integration/test_real_projects_e2e.py.
+toolchains), each fix passes with its added tests named as targets; they go to a draft
+PR on both backends in tests/integration/test_real_projects_e2e.py.
 
 A patch that fixes the bug and breaks something else is blocked test by test, the
 regression named by its runner's id.
@@ -193,8 +193,8 @@ MORE = {
 def test_more_upstream_fixes_pass_the_gates_on_docker(
     repos: dict[str, tuple[Path, str, str, str]], project: str, docker_settings: SandboxSettings
 ) -> None:
-    """The image's toolchains (tests/integration/test_real_projects_e2e.py takes these
-    two to a draft PR on bubblewrap, with the host's)."""
+    """The image's toolchains, with the exact count of passing tests
+    (tests/integration/test_real_projects_e2e.py takes these two to a draft PR)."""
     settings = docker_settings.model_copy(
         update={"memory_mb": 2048, "pids": 256, "workspace_mb": 256}
     )

@@ -6,6 +6,7 @@ through the test gate."""
 
 from __future__ import annotations
 
+import json
 import os
 from functools import partial
 from pathlib import Path
@@ -14,6 +15,7 @@ import pytest
 
 from bot.repo_config import RepoConfig
 from bot.settings import GateSettings, SandboxSettings
+from tests.support import require_service
 from tests.unit.worker.gates.helpers import make_patch, repo_with
 from worker.gates import GateContext, run_gates
 from worker.sandbox import open_sandbox, sandbox_factory
@@ -159,3 +161,46 @@ def test_readme_config_on_a_project_with_pypi_dependencies_passes_the_test_gate(
     assert tests.details["after"]["counts"]["passed"] == 2
     assert tests.details["before"]["counts"]["passed"] == 1
     assert "test_shout" in tests.details["targets"]
+
+
+# A project with one locked npm dependency (is-number 7.0.0, itself without any, pinned
+# by the registry's sha512): ``npm ci`` fetches it through the proxy. Docker runs the
+# image's npm (deploy/sandbox/install-npm.sh: bookworm's nodejs comes without one);
+# bubblewrap, the host's.
+NPM_PROJECT = {
+    "package.json": json.dumps(
+        {"name": "npmproj", "version": "1.0.0", "dependencies": {"is-number": "7.0.0"}}
+    ),
+    "package-lock.json": json.dumps(
+        {
+            "name": "npmproj",
+            "version": "1.0.0",
+            "lockfileVersion": 3,
+            "requires": True,
+            "packages": {
+                "": {"name": "npmproj", "version": "1.0.0", "dependencies": {"is-number": "7.0.0"}},
+                "node_modules/is-number": {
+                    "version": "7.0.0",
+                    "resolved": "https://registry.npmjs.org/is-number/-/is-number-7.0.0.tgz",
+                    "integrity": "sha512-41Cifkg6e8TylSpdtTpeLVMqvSBEVzTttHvERD741+pnZ8ANv0004M"
+                    "RL43QKPDlK9cGvNp6NZWZUBlbGXYxxng==",
+                    "engines": {"node": ">=0.12.0"},
+                },
+            },
+        }
+    ),
+}
+
+
+def test_npm_ci_installs_a_locked_dependency_through_the_proxy(
+    settings: SandboxSettings, tmp_path: Path
+) -> None:
+    if settings.backend == "bubblewrap":
+        require_service(Path("/usr/bin/npm").exists(), "npm in /usr/bin")
+    repo, _ = repo_with(tmp_path, NPM_PROJECT)
+    with open_sandbox(settings, repo, network=True) as sb:
+        setup = run_setup(sb, RepoConfig(setup="npm ci --no-audit --no-fund"), settings)
+        assert setup.ok, setup.output
+        assert setup.network and not setup.blocked, setup.blocked
+        ran = sb.exec("node -e \"console.log(require('is-number')(7))\"", timeout=60)
+        assert ran.stdout.strip() == "true", ran.stdout + ran.stderr

@@ -93,14 +93,33 @@ def wait_for(predicate: Any, timeout: float = 120.0, what: str = "condition") ->
 
 
 @pytest.fixture
-def sandbox_backend() -> str:
+def sandbox_backend(request: pytest.FixtureRequest) -> str:
+    """The deployment's sandbox backend: bubblewrap, or what the test parametrizes
+    indirectly (``@pytest.mark.parametrize("sandbox_backend", [...], indirect=True)``)."""
     from bot.settings import SandboxSettings
     from worker.sandbox import check_backends
 
+    backend: str = getattr(request, "param", "bubblewrap")
+    if backend == "docker":
+        # The session's engine and image (tests/plugins/sandbox.py), built once.
+        request.getfixturevalue("sandbox_image")
+        return backend
     checks = {c.name: c for c in check_backends(SandboxSettings())}
     bwrap = checks.get("bubblewrap")
     require_service(bool(bwrap and bwrap.ok), "bubblewrap sandbox")
     return "bubblewrap"
+
+
+def _sandbox_update(request: pytest.FixtureRequest, backend: str) -> dict[str, Any]:
+    """The sandbox settings a deployment on ``backend`` needs beyond its name: for docker,
+    the session's engine and image; the limits stay the production defaults."""
+    if backend != "docker":
+        return {"backend": backend}
+    return {
+        "backend": backend,
+        "docker_url": request.getfixturevalue("podman_socket"),
+        "image": request.getfixturevalue("sandbox_image"),
+    }
 
 
 class Deployment:
@@ -152,7 +171,11 @@ class Deployment:
 
 @pytest.fixture
 def deployment_for(
-    forge_world: Any, tmp_path: Path, redis_url: str, sandbox_backend: str
+    forge_world: Any,
+    tmp_path: Path,
+    redis_url: str,
+    sandbox_backend: str,
+    request: pytest.FixtureRequest,
 ) -> Iterator[Callable[..., Deployment]]:
     """``deployment_for(script)`` deploys the bot replaying ``script`` (recorded on
     ``repo_files`` for ``issue``; on ``port=`` when the settings must name its URL
@@ -160,6 +183,7 @@ def deployment_for(
     (a new model, say) should follow ``close()`` of the previous one, which shares the
     store and the queue."""
     opened: list[Deployment] = []
+    sandbox = _sandbox_update(request, sandbox_backend)
 
     def build(
         script: list[str],
@@ -190,7 +214,7 @@ def deployment_for(
                 ),
                 "gitlab": base.gitlab.model_copy(update={"webhook_token": SecretStr(GITLAB_TOKEN)}),
                 "model": base.model.model_copy(update={"policy": "replay", "replay_file": replay}),
-                "sandbox": base.sandbox.model_copy(update={"backend": sandbox_backend}),
+                "sandbox": base.sandbox.model_copy(update=sandbox),
                 **extra,
             }
         )

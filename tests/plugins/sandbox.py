@@ -4,7 +4,8 @@ image, small-limit settings per backend, and a source checkout to sandbox.
 ``podman_socket`` starts ``podman system service`` with the containers.conf this host
 needs (runc, no default ulimits, no proxy passthrough) unless RIBBIT_TEST_DOCKER_URL
 names an engine to use. ``sandbox_image`` builds the image once with
-deploy/sandbox/build-image.sh --if-missing.
+deploy/sandbox/build-image.sh --if-missing, under RIBBIT_TEST_SANDBOX_IMAGE's tag when
+set (a changed image recipe tried out beside the ``latest`` that others use).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from tests.support import require_service
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BUILD_IMAGE = REPO_ROOT / "deploy" / "sandbox" / "build-image.sh"
-TEST_IMAGE = "ribbit-sandbox:latest"
+TEST_IMAGE = os.environ.get("RIBBIT_TEST_SANDBOX_IMAGE", "ribbit-sandbox:latest")
 CONTAINERS_CONF = """\
 [containers]
 default_ulimits = []
@@ -115,11 +116,35 @@ def _remove_test_containers(url: str) -> None:
         pass
 
 
+def sandbox_containers_since(url: str, since: float) -> list[str]:
+    """The images of the sandbox containers this process created on the engine at
+    ``url`` since the time ``since`` (the engine's own events): proof that a job ran
+    its sandboxes there, and in which image."""
+    import docker
+
+    from worker.sandbox.common import LABEL
+
+    owner = f"{socket.gethostname()}:{os.getpid()}"
+    client = docker.DockerClient(base_url=url, timeout=30)
+    try:
+        events = client.events(since=int(since), until=int(time.time()) + 1, decode=True)
+        return [
+            e["Actor"]["Attributes"].get("image", "")
+            for e in events
+            if e.get("Type") == "container"
+            and e.get("Action") == "create"
+            and e.get("timeNano", 0) >= since * 1e9
+            and e["Actor"]["Attributes"].get(f"{LABEL}.owner") == owner
+        ]
+    finally:
+        client.close()
+
+
 @pytest.fixture(scope="session")
 def sandbox_image(podman_socket: str) -> str:
     """The sandbox image, built once (about a minute) when the engine lacks it."""
     if os.environ.get("RIBBIT_TEST_DOCKER_URL"):
-        return os.environ.get("RIBBIT_TEST_SANDBOX_IMAGE", TEST_IMAGE)
+        return TEST_IMAGE
     done = subprocess.run(
         ["bash", str(BUILD_IMAGE), "--if-missing", "--engine", "podman", "--image", TEST_IMAGE],
         capture_output=True,

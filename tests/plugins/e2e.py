@@ -4,6 +4,7 @@ policy playing a trajectory recorded by the same agent loop."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -115,10 +116,16 @@ def _sandbox_update(request: pytest.FixtureRequest, backend: str) -> dict[str, A
     the session's engine and image; the limits stay the production defaults."""
     if backend != "docker":
         return {"backend": backend}
+    # The image trusts Debian's CAs only; where the registries are reached through a
+    # TLS-inspecting gateway (as on these test machines), the deployment hands setup the
+    # host's bundle, as an operator would (RIBBIT_SANDBOX__SETUP_CA_BUNDLE). Bubblewrap
+    # sees the host's /etc/ssl already.
+    host_ca = Path(os.environ.get("SSL_CERT_FILE", "/etc/ssl/certs/ca-certificates.crt"))
     return {
         "backend": backend,
         "docker_url": request.getfixturevalue("podman_socket"),
         "image": request.getfixturevalue("sandbox_image"),
+        "setup_ca_bundle": host_ca if host_ca.is_file() else None,
     }
 
 

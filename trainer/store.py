@@ -4,13 +4,17 @@ the schema comes from migration 0002 (and later ones)."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
-from sqlalchemy import JSON, Float, ForeignKey, Index, Integer, String, Text
+from sqlalchemy import JSON, Float, ForeignKey, Index, Integer, String, Text, select
 from sqlalchemy.orm import Mapped, mapped_column
 
+from bot.store.db import Database
 from bot.store.models import Base, utcnow
+from worker.models import PromotedVersion
 
 
 class TrainingEnvironment(Base):
@@ -70,3 +74,53 @@ class ModelVersion(Base):
     state: Mapped[str] = mapped_column(String(16), default="candidate")
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     promoted_at: Mapped[datetime | None] = mapped_column(nullable=True)
+
+
+class TrainingRuns:
+    """The training_runs table: one row per `ribbit train`, written by rank 0 alone."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def start(self, base_model: str, output_dir: Path, settings: dict[str, Any]) -> int:
+        """A running run's row; its id."""
+        with self.db.session() as s:
+            row = TrainingRun(base_model=base_model, output_dir=str(output_dir), settings=settings)
+            s.add(row)
+            s.flush()
+            return row.id
+
+    def progress(self, run_id: int, steps_done: int, curve: Sequence[float]) -> None:
+        """The mean reward per step so far (the dashboard draws it as the run goes)."""
+        with self.db.session() as s:
+            row = s.get(TrainingRun, run_id)
+            if row is not None:
+                row.reward_curve = list(curve)
+                row.steps_done = steps_done
+
+    def fail(self, run_id: int) -> None:
+        with self.db.session() as s:
+            row = s.get(TrainingRun, run_id)
+            if row is not None:
+                row.state = "failed"
+
+    def finish(self, run_id: int, steps_done: int, rewards: Sequence[float]) -> None:
+        with self.db.session() as s:
+            row = s.get(TrainingRun, run_id)
+            if row is None:
+                raise LookupError(f"no training run {run_id}")
+            row.state, row.steps_done = "finished", steps_done
+            row.first_mean_reward = rewards[0] if rewards else None
+            row.last_mean_reward = rewards[-1] if rewards else None
+            row.reward_curve = list(rewards)
+            row.finished_at = datetime.now(UTC)
+
+
+def version_named(db: Database, name: str) -> PromotedVersion | None:
+    """The model version called ``name``, as a job would run it (None: no such version)."""
+    with db.session() as s:
+        row = s.scalar(select(ModelVersion).where(ModelVersion.name == name))
+        if row is None:
+            return None
+        adapter = Path(row.adapter_path) if row.adapter_path else None
+        return PromotedVersion(row.name, row.base_model, adapter)

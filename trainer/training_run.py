@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Literal
 from bot.model_lines import DEFAULT_LINE, known_lines
 from bot.settings import AgentSettings, Settings
 from bot.store.db import Database
-from trainer.checkouts import checked_out
+from trainer.checkouts import SelectionError, checked_out, select
 from trainer.config import TrainSettings
 from trainer.envs.schema import Environment
 from trainer.envs.storage import EnvironmentStore
@@ -144,10 +144,13 @@ class TrainingRun:
         ``sandbox`` and ``reward`` default to the deployment's sandboxes and the real
         reward (tests and gates)."""
         env_store = EnvironmentStore(Path(cfg.store_dir))
-        selected = env_store.select(cfg.envs)
-        if options.heldout is not None and not options.register:
-            raise TrainingRunError("--heldout scores the registered version: give --register")
-        heldout_envs = env_store.select(options.heldout) if options.heldout else []
+        try:
+            selected = select(env_store, cfg.envs)
+            if options.heldout is not None and not options.register:
+                raise TrainingRunError("--heldout scores the registered version: give --register")
+            heldout_envs = select(env_store, options.heldout) if options.heldout else []
+        except SelectionError as exc:
+            raise TrainingRunError(str(exc)) from None
         if options.heldout is not None and not heldout_envs:
             raise TrainingRunError(f"no environments match --heldout {options.heldout!r}")
         lines = known_lines(deployment.training)

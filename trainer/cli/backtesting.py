@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from bot.console import empty, progress
-from trainer.cli.common import open_db, settings_of, validation_run_options
+from trainer.cli.common import open_db, sandbox_errors, settings_of, validation_run_options
 from trainer.envs.schema import Environment
 
 
@@ -119,7 +119,10 @@ def eval_command(
         def checkout_for(env: Environment) -> Path:
             return clone_at(repo_dir, work / "checkouts" / env.instance_id, env.base_commit)
 
-        with progress(f"evaluating {label} on {len(fixes)} fix(es)", total=len(fixes)) as steps:
+        with (
+            sandbox_errors(),
+            progress(f"evaluating {label} on {len(fixes)} fix(es)", total=len(fixes)) as steps,
+        ):
             report = backtest(
                 repo_dir,
                 name,

@@ -3,7 +3,8 @@ environment store and the options that name them."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -47,6 +48,28 @@ def sync_index(ctx: click.Context, env_store: EnvironmentStore) -> None:
     from trainer.envs.index import sync_index as sync
 
     sync(open_db(ctx), env_store)
+
+
+def selected(env_store: EnvironmentStore, selector: str) -> list[Environment]:
+    """The environments ``selector`` picks; one it names that is not stored is an error."""
+    from trainer.checkouts import SelectionError, select
+
+    try:
+        return select(env_store, selector)
+    except SelectionError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+@contextlib.contextmanager
+def sandbox_errors() -> Iterator[None]:
+    """A sandbox that cannot start (engine down, image missing) as a message, not a
+    traceback: the user fixes the deployment, not the code."""
+    from worker.sandbox.base import SandboxError
+
+    try:
+        yield
+    except SandboxError as exc:
+        raise click.ClickException(f"sandbox: {exc}") from None
 
 
 def summary(env: Environment) -> str:

@@ -13,6 +13,8 @@ from bot.console import empty, progress
 from trainer.checkouts import checked_out
 from trainer.cli.common import (
     envs_option,
+    sandbox_errors,
+    selected,
     settings_of,
     store_dir,
     store_option,
@@ -109,7 +111,10 @@ def build_env(
         image=config.image,
     )
     try:
-        with progress(f"building {repo_name} at {fix[:12]} (tests run {reruns}x per tree)"):
+        with (
+            sandbox_errors(),
+            progress(f"building {repo_name} at {fix[:12]} (tests run {reruns}x per tree)"),
+        ):
             env = builder.build(spec)
         env_store.add(env, repo_dir)
     except BuildRejected as exc:
@@ -193,7 +198,7 @@ def grade_env(
     except (KeyError, ValueError):
         raise click.ClickException(f"no environment {instance_id!r}") from None
     patch = patch_file.read_text(encoding="utf-8", errors="replace")
-    with tempfile.TemporaryDirectory(prefix="ribbit-grade-") as tmp:
+    with sandbox_errors(), tempfile.TemporaryDirectory(prefix="ribbit-grade-") as tmp:
         checkout = env_store.checkout(env, Path(tmp) / "repo")
         result = compute_reward(
             env,
@@ -234,7 +239,7 @@ def export_envs(
     from trainer.envs.storage import EnvironmentStore
 
     env_store = EnvironmentStore(store_dir(ctx, store))
-    n = env_store.export_jsonl(path, env_store.select(selector), fmt)
+    n = env_store.export_jsonl(path, selected(env_store, selector), fmt)
     click.echo(f"exported {n} environment(s) to {path} ({fmt})")
     if fmt in ("skyrl", "verl"):
         click.echo("their images: ribbit envs image (one per environment, repo in /testbed)")
@@ -261,7 +266,7 @@ def image_envs(
 
     settings = settings_of(ctx)
     env_store = EnvironmentStore(store_dir(ctx, store))
-    chosen = env_store.select(selector)
+    chosen = selected(env_store, selector)
     if not chosen:
         raise click.ClickException(f"no environments match {selector!r}")
     try:
@@ -289,7 +294,10 @@ def import_envs(ctx: click.Context, path: Path, store: Path | None) -> None:
     from trainer.envs.storage import EnvironmentStore
 
     env_store = EnvironmentStore(store_dir(ctx, store))
-    imported, refused = env_store.import_jsonl(path)
+    try:
+        imported, refused = env_store.import_jsonl(path)
+    except ValueError as exc:  # a line that is not JSON, or not an environment
+        raise click.ClickException(f"{path}: not SWE-bench or Ribbit JSONL: {exc}") from None
     sync_index(ctx, env_store)
     click.echo(f"imported {len(imported)}, refused {len(refused)}")
     for r in refused:
@@ -345,7 +353,10 @@ def envs_from_outcomes(
     db = Database(settings.effective_database_url)
     db.migrate()
     env_store = EnvironmentStore(store_dir(ctx, store))
-    with progress(f"building environments from {forge_name}:{repo_name}'s outcomes"):
+    with (
+        sandbox_errors(),
+        progress(f"building environments from {forge_name}:{repo_name}'s outcomes"),
+    ):
         report = environments_from_outcomes(
             db, forge_name, repo_name, repo_dir, builder, env_store, test_command=test_command
         )
@@ -394,7 +405,7 @@ def calibrate_envs(
 
     settings = settings_of(ctx)
     env_store = EnvironmentStore(store_dir(ctx, store))
-    chosen = env_store.select(selector)
+    chosen = selected(env_store, selector)
     if not chosen:
         raise click.ClickException(f"no environments match {selector!r}")
     base, adapter = model_path or settings.model.model, None
@@ -408,6 +419,7 @@ def calibrate_envs(
     factory = SandboxRecipe.production(settings.sandbox)
     policy = version_policy(base, adapter, limits)
     with (
+        sandbox_errors(),
         checked_out(env_store, chosen, "calibrate") as pairs,
         progress(f"calibrating ({k} rollouts each)", total=len(chosen)) as steps,
     ):

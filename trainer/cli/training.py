@@ -16,7 +16,7 @@ import click
 
 from bot.console import progress
 from bot.settings import Settings
-from trainer.cli.common import open_db, settings_of, store_dir
+from trainer.cli.common import open_db, sandbox_errors, settings_of, store_dir
 from trainer.cli.options import OptionOverride, settings_options
 from trainer.config import TrainSettings
 
@@ -115,7 +115,7 @@ def train(
         heldout=heldout,
         heldout_k=heldout_k,
     )
-    with process_group() as ranks:
+    with process_group() as ranks, sandbox_errors():
         _run(ctx, ranks, train_settings(ctx, ranks, fields), options, as_json=as_json)
 
 

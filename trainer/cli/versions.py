@@ -11,7 +11,14 @@ import click
 
 from bot.console import empty, progress
 from trainer.checkouts import checked_out
-from trainer.cli.common import open_db, settings_of, store_dir, store_option
+from trainer.cli.common import (
+    open_db,
+    sandbox_errors,
+    selected,
+    settings_of,
+    store_dir,
+    store_option,
+)
 
 
 @click.group()
@@ -165,12 +172,13 @@ def evaluate_model(
 
     settings = settings_of(ctx)
     env_store = EnvironmentStore(store_dir(ctx, store))
-    chosen = env_store.select(selector)
+    chosen = selected(env_store, selector)
     if not chosen:
         raise click.ClickException(f"no environments match {selector!r}")
     limits = AgentSettings(max_turns=max_turns, max_new_tokens=max_new_tokens)
     try:
         with (
+            sandbox_errors(),
             checked_out(env_store, chosen, "eval") as pairs,
             progress(f"evaluating {version} ({k} rollouts each)", total=len(chosen)) as steps,
         ):

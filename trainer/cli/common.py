@@ -43,11 +43,11 @@ def open_db(ctx: click.Context) -> Database:
     return db
 
 
-def sync_index(ctx: click.Context, env_store: EnvironmentStore) -> None:
+def sync_store_index(ctx: click.Context, env_store: EnvironmentStore) -> None:
     """Keep the store's table in the database in step with the files."""
-    from trainer.envs.index import sync_index as sync
+    from trainer.envs.index import sync_index
 
-    sync(open_db(ctx), env_store)
+    sync_index(open_db(ctx), env_store)
 
 
 def selected(env_store: EnvironmentStore, selector: str) -> list[Environment]:

@@ -13,13 +13,14 @@ from bot.console import empty, progress
 from trainer.checkouts import checked_out
 from trainer.cli.common import (
     envs_option,
+    open_db,
     sandbox_errors,
     selected,
     settings_of,
     store_dir,
     store_option,
     summary,
-    sync_index,
+    sync_store_index,
     validation_run_options,
 )
 
@@ -120,7 +121,7 @@ def build_env(
     except BuildRejected as exc:
         env_store.reject(exc.rejection)
         raise click.ClickException(f"rejected: {exc}") from None
-    sync_index(ctx, env_store)
+    sync_store_index(ctx, env_store)
     click.echo(env.model_dump_json(indent=2) if as_json else summary(env))
 
 
@@ -298,7 +299,7 @@ def import_envs(ctx: click.Context, path: Path, store: Path | None) -> None:
         imported, refused = env_store.import_jsonl(path)
     except ValueError as exc:  # a line that is not JSON, or not an environment
         raise click.ClickException(f"{path}: not SWE-bench or Ribbit JSONL: {exc}") from None
-    sync_index(ctx, env_store)
+    sync_store_index(ctx, env_store)
     click.echo(f"imported {len(imported)}, refused {len(refused)}")
     for r in refused:
         click.echo(f"  {r.candidate}: {r.reason} ({r.detail})")
@@ -339,7 +340,6 @@ def envs_from_outcomes(
 ) -> None:
     """Build environments from recorded PR outcomes (merged: built; closed: kept as
     negative examples with review comments)."""
-    from bot.store.db import Database
     from trainer.envs.builder import EnvironmentBuilder
     from trainer.envs.index import sync_index
     from trainer.envs.outcomes import environments_from_outcomes
@@ -350,8 +350,7 @@ def envs_from_outcomes(
     builder = EnvironmentBuilder(
         SandboxRecipe.production(settings.sandbox), reruns=reruns, test_timeout_s=timeout_s
     )
-    db = Database(settings.effective_database_url)
-    db.migrate()
+    db = open_db(ctx)
     env_store = EnvironmentStore(store_dir(ctx, store))
     with (
         sandbox_errors(),
@@ -395,7 +394,6 @@ def calibrate_envs(
 ) -> None:
     """k rollouts per environment; pass@k stored, always/never solved marked (no signal)."""
     from bot.settings import AgentSettings
-    from bot.store.db import Database
     from trainer.calibrate import calibrate
     from trainer.envs.storage import EnvironmentStore
     from trainer.evaluate import version_policy
@@ -410,9 +408,7 @@ def calibrate_envs(
         raise click.ClickException(f"no environments match {selector!r}")
     base, adapter = model_path or settings.model.model, None
     if model_path is None:
-        db = Database(settings.effective_database_url)
-        db.migrate()
-        current = promoted_model(db)
+        current = promoted_model(open_db(ctx))
         if current is not None:
             base, adapter = current.base_model, current.adapter_path
     limits = AgentSettings(max_turns=max_turns, max_new_tokens=max_new_tokens)
@@ -437,4 +433,4 @@ def calibrate_envs(
         env_store.update(env.model_copy(update={"calibration": calibration}))
         signal = "signal" if calibration.has_signal else "no signal"
         click.echo(f"{env.instance_id}\tpass {calibration.solved}/{calibration.k}\t{signal}")
-    sync_index(ctx, env_store)
+    sync_store_index(ctx, env_store)

@@ -155,3 +155,12 @@ def test_cli_options_trainer_commands_load_without_torch() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+def test_cli_options_rollouts_are_the_services_modes() -> None:
+    from typing import get_args
+
+    from trainer.training_run import RolloutMode
+
+    (rollouts,) = [p for p in train.params if p.name == "rollouts"]
+    assert list(rollouts.type.choices) == list(get_args(RolloutMode))  # type: ignore[attr-defined]

@@ -10,7 +10,6 @@ from pathlib import Path
 import click
 
 from bot.console import empty, progress
-from trainer.checkouts import checked_out
 from trainer.cli.common import (
     envs_option,
     open_db,
@@ -395,6 +394,7 @@ def calibrate_envs(
     """k rollouts per environment; pass@k stored, always/never solved marked (no signal)."""
     from bot.settings import AgentSettings
     from trainer.calibrate import calibrate
+    from trainer.checkouts import checked_out
     from trainer.envs.storage import EnvironmentStore
     from trainer.evaluate import version_policy
     from trainer.registry import promoted_model

@@ -10,7 +10,6 @@ from typing import Any
 import click
 
 from bot.console import empty, progress
-from trainer.checkouts import checked_out
 from trainer.cli.common import (
     open_db,
     sandbox_errors,
@@ -165,6 +164,7 @@ def evaluate_model(
 ) -> None:
     """Score VERSION on held-out environments (stored; promotion compares it)."""
     from bot.settings import AgentSettings
+    from trainer.checkouts import checked_out
     from trainer.envs.storage import EnvironmentStore
     from trainer.evaluate import evaluate_version
     from trainer.registry import RegistryError

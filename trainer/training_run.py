@@ -194,7 +194,6 @@ class TrainingRun:
             run_id=run_id,
         )
 
-    # -- the training itself, inside ``with run:`` -----------------------------------------
     def __enter__(self) -> TrainingRun:
         try:
             self._pairs = self._stack.enter_context(
@@ -275,7 +274,6 @@ class TrainingRun:
             self.ranks.world_size,
         )
 
-    # -- after the run (rank 0) --------------------------------------------------------------
     def register(self, result: RunResult) -> str | None:
         """The last checkpoint as a candidate version of the run's line, if asked; its name."""
         from trainer.registry import RegistryError, register
@@ -319,7 +317,6 @@ class TrainingRun:
             )
         return HeldoutComparison(before, after, k)
 
-    # -- pieces ----------------------------------------------------------------------------
     def _failed(self) -> None:
         if self.db is not None and self.run_id is not None:
             TrainingRuns(self.db).fail(self.run_id)

@@ -1,12 +1,11 @@
-"""Training settings: one dataclass, readable by ``transformers.HfArgumentParser``."""
+"""Training settings: one dataclass, readable by ``transformers.HfArgumentParser``; `ribbit
+train` makes its options from it too (trainer/cli/training.py), so each field's help is
+the option's help."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Literal
-
-from trainer.rl.advantages import BASELINES
-from trainer.rl.loss import AGGREGATIONS
 
 
 @dataclass
@@ -16,15 +15,24 @@ class TrainSettings:
     )
     store_dir: str = field(default="var/trainer", metadata={"help": "Environment store root."})
     output_dir: str = field(
-        default="var/trainer/runs/latest", metadata={"help": "Checkpoints go here."}
+        default="var/trainer/runs/latest", metadata={"help": "Where checkpoints and metrics go."}
     )
     envs: str = field(default="all", metadata={"help": "all, split:<name>, signal, or ids a,b,c."})
     steps: int = field(
         default=100, metadata={"help": "Optimizer steps (one batch of groups each)."}
     )
-    group_size: int = field(default=8, metadata={"help": "Rollouts per environment (G)."})
+    group_size: int = field(
+        default=8,
+        metadata={
+            "help": "Rollouts per environment per step (G); advantages are normalised "
+            "within a group."
+        },
+    )
     envs_per_step: int = field(default=1, metadata={"help": "Environments (groups) per step."})
-    finetune: Literal["lora", "full"] = field(default="lora", metadata={"help": "lora or full."})
+    finetune: Literal["lora", "full"] = field(
+        default="lora",
+        metadata={"help": "Train a LoRA adapter (promotable without a restart) or every weight."},
+    )
     lora_r: int = field(default=16, metadata={"help": "LoRA rank."})
     lora_alpha: int = field(default=32, metadata={"help": "LoRA alpha."})
     lora_dropout: float = field(
@@ -73,6 +81,11 @@ class TrainSettings:
     seed: int = field(default=0, metadata={"help": "Seed for torch and python RNGs."})
 
     def __post_init__(self) -> None:
+        # Imported here: the CLI reads this class to make `ribbit train`'s options, and
+        # `ribbit --help` must not wait for torch (these modules' tensors need it).
+        from trainer.rl.advantages import BASELINES
+        from trainer.rl.loss import AGGREGATIONS
+
         checks = [
             (self.steps >= 1, f"steps must be >= 1; got {self.steps}"),
             (

@@ -9,9 +9,11 @@ the transaction closed), as the job store's do.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
 
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
@@ -19,6 +21,7 @@ from sqlalchemy.orm import Session
 from bot.store.db import Database
 from bot.store.models import Job, Outcome
 from bot.store.training import ModelVersion, TrainingEnvironment, TrainingRun, promoted_in
+from worker.models import PromotedVersion
 
 T = TypeVar("T")
 
@@ -199,3 +202,52 @@ class TrainerStore:
         found = list(rows)
         session.expunge_all()
         return found
+
+
+class TrainingRuns:
+    """The training_runs table: one row per `ribbit train`, written by rank 0 alone."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def start(self, base_model: str, output_dir: Path, settings: dict[str, Any]) -> int:
+        """A running run's row; its id."""
+        with self.db.session() as s:
+            row = TrainingRun(base_model=base_model, output_dir=str(output_dir), settings=settings)
+            s.add(row)
+            s.flush()
+            return row.id
+
+    def progress(self, run_id: int, steps_done: int, curve: Sequence[float]) -> None:
+        """The mean reward per step so far (the dashboard draws it as the run goes)."""
+        with self.db.session() as s:
+            row = s.get(TrainingRun, run_id)
+            if row is not None:
+                row.reward_curve = list(curve)
+                row.steps_done = steps_done
+
+    def fail(self, run_id: int) -> None:
+        with self.db.session() as s:
+            row = s.get(TrainingRun, run_id)
+            if row is not None:
+                row.state = "failed"
+
+    def finish(self, run_id: int, steps_done: int, rewards: Sequence[float]) -> None:
+        with self.db.session() as s:
+            row = s.get(TrainingRun, run_id)
+            if row is None:
+                raise LookupError(f"no training run {run_id}")
+            row.state, row.steps_done = "finished", steps_done
+            row.first_mean_reward = rewards[0] if rewards else None
+            row.last_mean_reward = rewards[-1] if rewards else None
+            row.reward_curve = list(rewards)
+            row.finished_at = datetime.now(UTC)
+
+
+def version_named(db: Database, name: str) -> PromotedVersion | None:
+    """The model version called ``name``, as a job would run it (None: no such version)."""
+    row = TrainerStore(db).version(name)
+    if row is None:
+        return None
+    adapter = Path(row.adapter_path) if row.adapter_path else None
+    return PromotedVersion(row.name, row.base_model, adapter)

@@ -64,7 +64,6 @@ QUERY_ALLOWED = {
     "bot/intake.py": "h-intake (intake's delivery and job queries into JobStore)",
     "bot/queue.py": "h-intake (the dispatch queue's job queries into JobStore)",
     "bot/webhooks.py": "h-intake (the webhook's delivery lookups into JobStore)",
-    "trainer/cli.py": "h-train (the CLI split; its queries into trainer/store.py)",
 }
 # SQLAlchemy's statement builders: importing one is building a query.
 _BUILDERS = frozenset(

@@ -1,0 +1,61 @@
+"""The trainer's commands on what a user gets wrong or a deployment lacks: a message and
+exit 1, never a traceback (each of these was a traceback before)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from bot.cli import main
+from tests.fakes import make_git_repo
+from trainer.envs.storage import EnvironmentStore
+from trainer.rl.toy import toy_environment
+
+A_PATCH = "diff --git a/new.txt b/new.txt\nnew file mode 100644\n--- /dev/null\n+++ b/new.txt\n"
+A_PATCH += "@@ -0,0 +1 @@\n+hi\n"
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A deployment whose store holds the toy environment and whose Docker engine is not
+    there."""
+    data = tmp_path / "data"
+    monkeypatch.setenv("RIBBIT_DATA_DIR", str(data))
+    monkeypatch.setenv("RIBBIT_SANDBOX__BACKEND", "docker")
+    monkeypatch.setenv("RIBBIT_SANDBOX__DOCKER_URL", f"unix://{tmp_path}/no-engine.sock")
+    base = make_git_repo(tmp_path / "toy", {"README.md": "toy\n"})
+    EnvironmentStore(data / "trainer").add(toy_environment(base), tmp_path / "toy")
+    return data
+
+
+def _refused(args: list[str], message: str) -> Result:
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 1, result.output
+    assert f"Error: {message}" in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    return result
+
+
+def test_cli_errors_an_environment_not_stored(data_dir: Path, tmp_path: Path) -> None:
+    missing = f"no environment 'nope' in {data_dir / 'trainer'}"
+    _refused(["envs", "export", str(tmp_path / "out.jsonl"), "--envs", "toy__toy-0,nope"], missing)
+    _refused(["envs", "calibrate", "--envs", "nope"], missing)
+    _refused(["model", "evaluate", "v1", "--envs", "nope"], missing)
+    _refused(["envs", "export", str(tmp_path / "out.jsonl"), "--envs", "../x"], "'../x' is not")
+    train = ["train", "--model", str(tmp_path), "--output-dir", str(tmp_path / "run")]
+    _refused([*train, "--envs", "nope"], missing)
+    _refused([*train, "--register", "v1", "--heldout", "nope"], missing)
+
+
+def test_cli_errors_a_file_that_is_not_jsonl(data_dir: Path, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"instance_id": "a__b-1"}\n{not json\n')
+    _refused(["envs", "import", str(bad)], f"{bad}: not SWE-bench or Ribbit JSONL")
+
+
+def test_cli_errors_a_sandbox_engine_that_is_not_there(data_dir: Path, tmp_path: Path) -> None:
+    patch = tmp_path / "fix.diff"
+    patch.write_text(A_PATCH)
+    _refused(["envs", "grade", "toy__toy-0", "--patch", str(patch)], "sandbox: no Docker engine")

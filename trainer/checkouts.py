@@ -1,0 +1,40 @@
+"""Stored environments picked for a task (training, calibration, evaluation, export) by a
+selector, and checked out at their base commits for as long as the task needs them."""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import tempfile
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from trainer.envs.schema import Environment
+from trainer.envs.storage import EnvironmentStore
+
+
+class SelectionError(Exception):
+    """A selector naming an environment the store does not hold (or no valid id)."""
+
+
+def select(env_store: EnvironmentStore, selector: str) -> list[Environment]:
+    """The environments ``selector`` picks (EnvironmentStore.select); an id it names that
+    is not stored is a :class:`SelectionError` saying which."""
+    try:
+        return env_store.select(selector)
+    except KeyError as exc:
+        raise SelectionError(f"no environment {exc.args[0]!r} in {env_store.root}") from None
+    except ValueError as exc:
+        raise SelectionError(str(exc)) from None
+
+
+@contextlib.contextmanager
+def checked_out(
+    env_store: EnvironmentStore, chosen: Sequence[Environment], purpose: str
+) -> Iterator[list[tuple[Environment, Path]]]:
+    """Each environment checked out of the store at its base commit, removed after."""
+    root = Path(tempfile.mkdtemp(prefix=f"ribbit-{purpose}-"))
+    try:
+        yield [(e, env_store.checkout(e, root / e.instance_id)) for e in chosen]
+    finally:
+        shutil.rmtree(root, ignore_errors=True)

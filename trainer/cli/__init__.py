@@ -1,0 +1,27 @@
+"""The trainer's `ribbit` commands, one module per command group:
+
+- ``envs`` (trainer/cli/environments.py): training environments;
+- ``train`` (trainer/cli/training.py): a GRPO run, over trainer/training_run.py;
+- ``model`` (trainer/cli/versions.py): base weights and trained model versions;
+- ``eval`` (trainer/cli/backtesting.py): a backtest on a repository's last fixes.
+
+pyproject's ``ribbit.commands`` entry points name the commands here. The bot's group
+(bot/cli.py) loads them when run and passes its Settings as ``ctx.obj``; commands that
+need none of it work without it. Each module imports what is heavy (torch, docker) inside
+its commands, so ``ribbit --help`` stays quick.
+"""
+
+from trainer.cli.backtesting import _print_backtest, _repo_name, eval_command
+from trainer.cli.environments import envs
+from trainer.cli.training import _pulled_base, train
+from trainer.cli.versions import model
+
+__all__ = [
+    "_print_backtest",
+    "_pulled_base",
+    "_repo_name",
+    "envs",
+    "eval_command",
+    "model",
+    "train",
+]

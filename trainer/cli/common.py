@@ -1,0 +1,118 @@
+"""What the trainer's command groups share: the deployment's settings, the database, the
+environment store and the options that name them."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+
+from bot.settings import Settings, SettingsError, load_settings
+from trainer.envs.schema import Environment
+
+if TYPE_CHECKING:
+    from bot.store.db import Database
+    from trainer.envs.storage import EnvironmentStore
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def settings_of(ctx: click.Context) -> Settings:
+    """The root group's Settings (``ctx.obj``), or loaded here when run without it."""
+    settings = ctx.find_root().obj
+    if isinstance(settings, Settings):
+        return settings
+    try:
+        return load_settings()
+    except SettingsError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def store_dir(ctx: click.Context, store: Path | str | None) -> Path:
+    return Path(store) if store is not None else settings_of(ctx).data_dir / "trainer"
+
+
+def open_db(ctx: click.Context) -> Database:
+    from bot.store.db import Database
+
+    db = Database(settings_of(ctx).effective_database_url)
+    db.migrate()
+    return db
+
+
+def sync_store_index(ctx: click.Context, env_store: EnvironmentStore) -> None:
+    """Keep the store's table in the database in step with the files."""
+    from trainer.envs.index import sync_index
+
+    sync_index(open_db(ctx), env_store)
+
+
+def selected(env_store: EnvironmentStore, selector: str) -> list[Environment]:
+    """The environments ``selector`` picks; one it names that is not stored is an error."""
+    from trainer.checkouts import SelectionError, select
+
+    try:
+        return select(env_store, selector)
+    except SelectionError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+@contextlib.contextmanager
+def sandbox_errors() -> Iterator[None]:
+    """A sandbox that cannot start (engine down, image missing) as a message, not a
+    traceback: the user fixes the deployment, not the code."""
+    from worker.sandbox.base import SandboxError
+
+    try:
+        yield
+    except SandboxError as exc:
+        raise click.ClickException(f"sandbox: {exc}") from None
+
+
+def summary(env: Environment) -> str:
+    """One environment on one line, as `envs list` prints it."""
+    c = env.calibration
+    calib = f"pass {c.solved}/{c.k}" if c.k else "uncalibrated"
+    return (
+        f"{env.instance_id}\t{env.split}\tF2P={len(env.FAIL_TO_PASS)} "
+        f"P2P={len(env.PASS_TO_PASS)}\t{calib}"
+    )
+
+
+envs_option = click.option(
+    "--envs",
+    "selector",
+    default="all",
+    show_default=True,
+    help="all, split:<name>, signal, or ids a,b,c.",
+)
+
+store_option = click.option(
+    "--store",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="Environment store (default: DATA_DIR/trainer).",
+)
+
+
+def validation_run_options(command: F) -> F:
+    """How an environment's tests are run while it is validated (envs build, from-outcomes,
+    eval)."""
+    command = click.option(
+        "--timeout",
+        "timeout_s",
+        type=float,
+        default=300.0,
+        show_default=True,
+        help="Seconds one test run may take.",
+    )(command)
+    return click.option(
+        "--reruns",
+        type=int,
+        default=3,
+        show_default=True,
+        help="Runs of the tests per tree, to tell flaky tests from real ones.",
+    )(command)

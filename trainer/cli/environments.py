@@ -1,0 +1,436 @@
+"""`ribbit envs`: training environments built from merged fixes (SWE-bench compatible):
+build, list, show, grade, export, image, import, from-outcomes, calibrate."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+import click
+
+from bot.console import empty, progress
+from trainer.cli.common import (
+    envs_option,
+    open_db,
+    sandbox_errors,
+    selected,
+    settings_of,
+    store_dir,
+    store_option,
+    summary,
+    sync_store_index,
+    validation_run_options,
+)
+
+
+@click.group()
+def envs() -> None:
+    """Training environments built from merged fixes (SWE-bench compatible)."""
+
+
+@envs.command("build")
+@click.option(
+    "--repo",
+    "repo_dir",
+    required=True,
+    type=click.Path(path_type=Path, file_okay=False, exists=True),
+    help="Local git repository.",
+)
+@click.option("--base", required=True, help="Base commit sha (the PR's base).")
+@click.option("--fix", required=True, help="Fix commit sha (the merged fix).")
+@click.option(
+    "--issue-file",
+    required=True,
+    type=click.Path(path_type=Path, exists=True, dir_okay=False),
+    help="Issue text (title on the first line).",
+)
+@click.option(
+    "--name",
+    "repo_name",
+    default="local/repo",
+    show_default=True,
+    help="owner/name, for the instance id.",
+)
+@click.option(
+    "--test-command",
+    default=None,
+    help="Command that runs the repository's tests in the sandbox (default: test in the "
+    ".ribbit.yml committed at --base).",
+)
+@click.option(
+    "--setup",
+    "setup_commands",
+    multiple=True,
+    help="Setup command, run by the production setup step before the tests; repeat for "
+    "several (default: setup in the .ribbit.yml committed at --base).",
+)
+@validation_run_options
+@click.option("--json", "as_json", is_flag=True, help="Print the environment as JSON.")
+@store_option
+@click.pass_context
+def build_env(
+    ctx: click.Context,
+    repo_dir: Path,
+    base: str,
+    fix: str,
+    issue_file: Path,
+    repo_name: str,
+    test_command: str | None,
+    setup_commands: tuple[str, ...],
+    reruns: int,
+    timeout_s: float,
+    as_json: bool,
+    store: Path | None,
+) -> None:
+    """Build one environment from a fix; rejected candidates are kept with their reason.
+    The setup and test commands and the image come from the repository's .ribbit.yml at
+    the base commit, as a solve job on that commit would have read them, unless given."""
+    from bot.repo_config import RepoConfigError, read_repo_config
+    from trainer.envs.builder import BuildRejected, BuildSpec, EnvironmentBuilder
+    from trainer.envs.storage import EnvironmentStore
+    from worker.agent.episode import SandboxRecipe
+
+    try:
+        config = read_repo_config(repo_dir, base)
+    except RepoConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+    settings = settings_of(ctx)
+    env_store = EnvironmentStore(store_dir(ctx, store))
+    builder = EnvironmentBuilder(
+        SandboxRecipe.production(settings.sandbox), reruns=reruns, test_timeout_s=timeout_s
+    )
+    spec = BuildSpec(
+        repo_dir,
+        base,
+        fix,
+        issue_file.read_text(encoding="utf-8"),
+        repo=repo_name,
+        test_command=test_command or config.test,
+        setup_commands=setup_commands or ((config.setup,) if config.setup else ()),
+        image=config.image,
+    )
+    try:
+        with (
+            sandbox_errors(),
+            progress(f"building {repo_name} at {fix[:12]} (tests run {reruns}x per tree)"),
+        ):
+            env = builder.build(spec)
+        env_store.add(env, repo_dir)
+    except BuildRejected as exc:
+        env_store.reject(exc.rejection)
+        raise click.ClickException(f"rejected: {exc}") from None
+    sync_store_index(ctx, env_store)
+    click.echo(env.model_dump_json(indent=2) if as_json else summary(env))
+
+
+@envs.command("list")
+@store_option
+@click.option("--rejected", is_flag=True, help="List rejected candidates instead.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON array instead of lines.")
+@click.pass_context
+def list_envs(ctx: click.Context, store: Path | None, rejected: bool, as_json: bool) -> None:
+    """List environments (or rejections, with their reasons)."""
+    from trainer.envs.storage import EnvironmentStore
+
+    env_store = EnvironmentStore(store_dir(ctx, store))
+    if rejected:
+        rejections = list(env_store.rejections())
+        if as_json:
+            click.echo(json.dumps([r.model_dump(mode="json") for r in rejections], indent=2))
+        elif not rejections:
+            empty(f"no rejected candidates in {env_store.root}")
+        for r in [] if as_json else rejections:
+            click.echo(f"{r.candidate}\t{r.reason}\t{r.detail}")
+        return
+    found = list(env_store)
+    if as_json:
+        click.echo(json.dumps([e.model_dump(mode="json") for e in found], indent=2))
+    elif not found:
+        empty(
+            f"no environments in {env_store.root}; build them with `ribbit envs build` or "
+            "`ribbit envs from-outcomes`"
+        )
+    for env in [] if as_json else found:
+        click.echo(summary(env))
+
+
+@envs.command("show")
+@click.argument("instance_id")
+@store_option
+@click.pass_context
+def show_env(ctx: click.Context, instance_id: str, store: Path | None) -> None:
+    """Print one environment as JSON."""
+    from trainer.envs.storage import EnvironmentStore
+
+    try:
+        env = EnvironmentStore(store_dir(ctx, store)).get(instance_id)
+    except (KeyError, ValueError):
+        raise click.ClickException(f"no environment {instance_id!r}") from None
+    click.echo(env.model_dump_json(indent=2))
+
+
+@envs.command("grade")
+@click.argument("instance_id")
+@click.option(
+    "--patch",
+    "patch_file",
+    required=True,
+    type=click.Path(path_type=Path, dir_okay=False, exists=True),
+    help="The candidate patch (a git diff against the environment's base commit).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the verdict as JSON.")
+@store_option
+@click.pass_context
+def grade_env(
+    ctx: click.Context, instance_id: str, patch_file: Path, as_json: bool, store: Path | None
+) -> None:
+    """Grade one patch on one environment, as training does, in a fresh sandbox: the
+    SWE-bench verdict (tests only) and Ribbit's reward (tests and gates)."""
+    from trainer.envs.storage import EnvironmentStore
+    from trainer.rl.reward import compute_reward
+    from worker.agent.episode import SandboxRecipe
+
+    settings = settings_of(ctx)
+    env_store = EnvironmentStore(store_dir(ctx, store))
+    try:
+        env = env_store.get(instance_id)
+    except (KeyError, ValueError):
+        raise click.ClickException(f"no environment {instance_id!r}") from None
+    patch = patch_file.read_text(encoding="utf-8", errors="replace")
+    with sandbox_errors(), tempfile.TemporaryDirectory(prefix="ribbit-grade-") as tmp:
+        checkout = env_store.checkout(env, Path(tmp) / "repo")
+        result = compute_reward(
+            env,
+            patch,
+            checkout,
+            SandboxRecipe.production(settings.sandbox),
+            gate_settings=settings.gates,
+        )
+    if as_json:
+        click.echo(json.dumps({"instance_id": env.instance_id, **result.to_json()}, indent=2))
+        return
+    click.echo(f"{env.instance_id}: resolved={result.resolved} reward={result.reward}")
+    click.echo(f"  {result.reason}")
+    for test_id in result.failed_tests:
+        click.echo(f"  not passed: {test_id}")
+    for f in result.findings:
+        click.echo(f"  {f.gate}/{f.rule}: {f.message}")
+
+
+@envs.command("export")
+@click.argument("path", type=click.Path(path_type=Path, dir_okay=False))
+@envs_option
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["ribbit", "swebench", "skyrl", "verl"]),
+    default="ribbit",
+    show_default=True,
+    help="Record shape (see trainer/README.md, Larger runs).",
+)
+@store_option
+@click.pass_context
+def export_envs(
+    ctx: click.Context, path: Path, selector: str, fmt: str, store: Path | None
+) -> None:
+    """Write environments as JSON lines: Ribbit's records (every field; SWE-bench's
+    fields first), SWE-bench instances only, or SkyRL / verl dataset rows."""
+    from trainer.envs.storage import EnvironmentStore
+
+    env_store = EnvironmentStore(store_dir(ctx, store))
+    n = env_store.export_jsonl(path, selected(env_store, selector), fmt)
+    click.echo(f"exported {n} environment(s) to {path} ({fmt})")
+    if fmt in ("skyrl", "verl"):
+        click.echo("their images: ribbit envs image (one per environment, repo in /testbed)")
+
+
+@envs.command("image")
+@envs_option
+@click.option(
+    "--base-image",
+    default=None,
+    help="Image to build on (default: the sandbox image, RIBBIT_SANDBOX__IMAGE).",
+)
+@store_option
+@click.pass_context
+def image_envs(
+    ctx: click.Context, selector: str, base_image: str | None, store: Path | None
+) -> None:
+    """Build one container image per environment with its repository at the base commit
+    in /testbed: what SkyRL's SWE example (and the exported eval_script) run in."""
+    from trainer.envs.export import build_testbed_image
+    from trainer.envs.storage import EnvironmentStore
+    from worker.sandbox.base import SandboxError
+    from worker.sandbox.docker import docker_client
+
+    settings = settings_of(ctx)
+    env_store = EnvironmentStore(store_dir(ctx, store))
+    chosen = selected(env_store, selector)
+    if not chosen:
+        raise click.ClickException(f"no environments match {selector!r}")
+    try:
+        client = docker_client(settings.sandbox, timeout=600)
+    except SandboxError as exc:
+        raise click.ClickException(str(exc)) from None
+    import docker
+
+    for env in chosen:
+        try:
+            tag = build_testbed_image(
+                env, env_store, client, base_image=base_image or settings.sandbox.image
+            )
+        except (docker.errors.BuildError, docker.errors.APIError, FileNotFoundError) as exc:
+            raise click.ClickException(f"{env.instance_id}: {exc}") from None
+        click.echo(f"{env.instance_id}\t{tag}")
+
+
+@envs.command("import")
+@click.argument("path", type=click.Path(path_type=Path, dir_okay=False, exists=True))
+@store_option
+@click.pass_context
+def import_envs(ctx: click.Context, path: Path, store: Path | None) -> None:
+    """Read SWE-bench (or Ribbit) JSONL; duplicates are refused and listed."""
+    from trainer.envs.storage import EnvironmentStore
+
+    env_store = EnvironmentStore(store_dir(ctx, store))
+    try:
+        imported, refused = env_store.import_jsonl(path)
+    except ValueError as exc:  # a line that is not JSON, or not an environment
+        raise click.ClickException(f"{path}: not SWE-bench or Ribbit JSONL: {exc}") from None
+    sync_store_index(ctx, env_store)
+    click.echo(f"imported {len(imported)}, refused {len(refused)}")
+    for r in refused:
+        click.echo(f"  {r.candidate}: {r.reason} ({r.detail})")
+
+
+@envs.command("from-outcomes")
+@click.option(
+    "--forge",
+    "forge_name",
+    required=True,
+    help="The forge the outcomes were recorded on (github, gitlab), as the outcome store has it.",
+)
+@click.option("--name", "repo_name", required=True, help="owner/name as the outcome store has it.")
+@click.option(
+    "--repo",
+    "repo_dir",
+    required=True,
+    type=click.Path(path_type=Path, file_okay=False, exists=True),
+    help="A local clone holding the PRs' base commits.",
+)
+@click.option(
+    "--test-command",
+    default=None,
+    help="Overrides the test command each job recorded from .ribbit.yml.",
+)
+@validation_run_options
+@store_option
+@click.pass_context
+def envs_from_outcomes(
+    ctx: click.Context,
+    forge_name: str,
+    repo_name: str,
+    repo_dir: Path,
+    test_command: str | None,
+    reruns: int,
+    timeout_s: float,
+    store: Path | None,
+) -> None:
+    """Build environments from recorded PR outcomes (merged: built; closed: kept as
+    negative examples with review comments)."""
+    from trainer.envs.builder import EnvironmentBuilder
+    from trainer.envs.index import sync_index
+    from trainer.envs.outcomes import environments_from_outcomes
+    from trainer.envs.storage import EnvironmentStore
+    from worker.agent.episode import SandboxRecipe
+
+    settings = settings_of(ctx)
+    builder = EnvironmentBuilder(
+        SandboxRecipe.production(settings.sandbox), reruns=reruns, test_timeout_s=timeout_s
+    )
+    db = open_db(ctx)
+    env_store = EnvironmentStore(store_dir(ctx, store))
+    with (
+        sandbox_errors(),
+        progress(f"building environments from {forge_name}:{repo_name}'s outcomes"),
+    ):
+        report = environments_from_outcomes(
+            db, forge_name, repo_name, repo_dir, builder, env_store, test_command=test_command
+        )
+    sync_index(db, env_store)
+    if not report.built and not report.rejected:
+        empty(f"no recorded outcomes for {forge_name}:{repo_name}; see `ribbit outcomes`")
+    for env in report.built:
+        click.echo(f"built {summary(env)}")
+    for r in report.rejected:
+        click.echo(f"rejected {r.candidate}: {r.reason} ({r.detail})")
+
+
+@envs.command("calibrate")
+@envs_option
+@click.option("--k", type=int, default=4, show_default=True, help="Rollouts per environment.")
+@click.option(
+    "--model",
+    "model_path",
+    default=None,
+    help="Model to calibrate with (default: the promoted version, else the base).",
+)
+@click.option("--max-turns", type=int, default=100, show_default=True, help="Agent turns.")
+@click.option(
+    "--max-new-tokens", type=int, default=8192, show_default=True, help="New tokens per model turn."
+)
+@store_option
+@click.pass_context
+def calibrate_envs(
+    ctx: click.Context,
+    selector: str,
+    k: int,
+    model_path: str | None,
+    max_turns: int,
+    max_new_tokens: int,
+    store: Path | None,
+) -> None:
+    """k rollouts per environment; pass@k stored, always/never solved marked (no signal)."""
+    from bot.settings import AgentSettings
+    from trainer.calibrate import calibrate
+    from trainer.checkouts import checked_out
+    from trainer.envs.storage import EnvironmentStore
+    from trainer.evaluate import version_policy
+    from trainer.registry import promoted_model
+    from trainer.rl.rollout import graded_reward
+    from worker.agent.episode import SandboxRecipe
+
+    settings = settings_of(ctx)
+    env_store = EnvironmentStore(store_dir(ctx, store))
+    chosen = selected(env_store, selector)
+    if not chosen:
+        raise click.ClickException(f"no environments match {selector!r}")
+    base, adapter = model_path or settings.model.model, None
+    if model_path is None:
+        current = promoted_model(open_db(ctx))
+        if current is not None:
+            base, adapter = current.base_model, current.adapter_path
+    limits = AgentSettings(max_turns=max_turns, max_new_tokens=max_new_tokens)
+    factory = SandboxRecipe.production(settings.sandbox)
+    policy = version_policy(base, adapter, limits)
+    with (
+        sandbox_errors(),
+        checked_out(env_store, chosen, "calibrate") as pairs,
+        progress(f"calibrating ({k} rollouts each)", total=len(chosen)) as steps,
+    ):
+        report = calibrate(
+            pairs,
+            policy,
+            limits,
+            factory,
+            graded_reward(factory),
+            k=k,
+            on_env=lambda env: steps.advance(f"calibrated {env.instance_id}"),
+        )
+    for env in chosen:
+        calibration = report.calibrations[env.instance_id]
+        env_store.update(env.model_copy(update={"calibration": calibration}))
+        signal = "signal" if calibration.has_signal else "no signal"
+        click.echo(f"{env.instance_id}\tpass {calibration.solved}/{calibration.k}\t{signal}")
+    sync_store_index(ctx, env_store)

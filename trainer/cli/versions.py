@@ -1,0 +1,236 @@
+"""`ribbit model`: model versions (pull and verify the base weights; list, evaluate,
+promote, roll back the trained ones)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from bot.console import empty, progress
+from trainer.cli.common import (
+    open_db,
+    sandbox_errors,
+    selected,
+    settings_of,
+    store_dir,
+    store_option,
+)
+
+
+@click.group()
+def model() -> None:
+    """Model versions: list, promote (if not worse on held-out), roll back."""
+
+
+@model.command("pull")
+@click.argument("model_id", required=False)
+@click.option(
+    "--from",
+    "source",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=None,
+    help="Import from this local folder instead of downloading.",
+)
+@click.option(
+    "--endpoint",
+    default=None,
+    help="Hub or internal mirror to download from (default: HF_ENDPOINT, else the public hub).",
+)
+@click.option("--revision", default=None, help="Branch, tag or commit (default: the setting).")
+@click.pass_context
+def pull_model(
+    ctx: click.Context,
+    model_id: str | None,
+    source: Path | None,
+    endpoint: str | None,
+    revision: str | None,
+) -> None:
+    """Put the base weights (MODEL_ID, default RIBBIT_MODEL__MODEL) into the models volume,
+    every file checked and its SHA-256 recorded, so workers run with the hub offline."""
+    from worker.weights import WeightsError, pull_from_directory, pull_from_hub
+
+    settings = settings_of(ctx)
+    model_id = model_id or settings.model.model
+    root = settings.effective_weights_dir
+    try:
+        if source is not None:
+            manifest = pull_from_directory(source, root, model_id)
+        else:
+            manifest = pull_from_hub(
+                model_id, root, revision=revision or settings.model.revision, endpoint=endpoint
+            )
+    except WeightsError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(
+        f"pulled {model_id} ({len(manifest.files)} files, digest {manifest.digest[:16]}) "
+        f"into {root / model_id}"
+    )
+
+
+@model.command("verify")
+@click.argument("model_id", required=False)
+@click.pass_context
+def verify_model(ctx: click.Context, model_id: str | None) -> None:
+    """Re-hash pulled weights against their recorded SHA-256s."""
+    from worker.weights import WeightsError, verify_weights, weights_path
+
+    settings = settings_of(ctx)
+    model_id = model_id or settings.model.model
+    try:
+        manifest = verify_weights(weights_path(settings.effective_weights_dir, model_id))
+    except WeightsError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"{model_id}: {len(manifest.files)} files match (digest {manifest.digest[:16]})")
+
+
+@model.command("list")
+@click.option("--line", default=None, help="Only this model line's versions.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON array instead of lines.")
+@click.pass_context
+def list_models(ctx: click.Context, line: str | None, as_json: bool) -> None:
+    """List model versions: state, held-out pass@1 [95% interval], adapter, model line."""
+    from trainer.registry import versions
+
+    rows = versions(open_db(ctx), line)
+    if as_json:
+        click.echo(
+            json.dumps(
+                [
+                    {
+                        "name": v.name,
+                        "line": v.line,
+                        "state": v.state,
+                        "base_model": v.base_model,
+                        "adapter_path": v.adapter_path,
+                        "base_digest": v.base_digest,
+                        "adapter_digest": v.adapter_digest,
+                        "heldout_pass_rate": v.heldout_pass_rate,
+                        "heldout_ci_low": v.heldout_ci_low,
+                        "heldout_ci_high": v.heldout_ci_high,
+                        "heldout_envs": v.heldout_envs,
+                        "heldout_k": v.heldout_k,
+                    }
+                    for v in rows
+                ],
+                indent=2,
+            )
+        )
+        return
+    if not rows:
+        empty("no model versions; `ribbit train --register NAME` registers one")
+    for v in rows:
+        rate = _heldout_text(v)
+        click.echo(
+            f"{v.name}\t{v.state}\theld-out {rate}\t{v.adapter_path or v.base_model}\tline {v.line}"
+        )
+
+
+def _heldout_text(v: Any) -> str:
+    """A version's held-out score as `model list` shows it: ``40.0% [11.8%-76.9%]``."""
+    if v.heldout_pass_rate is None:
+        return "-"
+    if v.heldout_ci_low is None or v.heldout_ci_high is None:
+        return f"{v.heldout_pass_rate:.1%}"  # scored before intervals were recorded
+    return f"{v.heldout_pass_rate:.1%} [{v.heldout_ci_low:.1%}-{v.heldout_ci_high:.1%}]"
+
+
+@model.command("evaluate")
+@click.argument("version")
+@click.option(
+    "--envs",
+    "selector",
+    default="split:heldout",
+    show_default=True,
+    help="Environments to score on.",
+)
+@click.option("--k", type=int, default=1, show_default=True, help="Rollouts per environment.")
+@click.option("--max-turns", type=int, default=100, show_default=True, help="Agent turns.")
+@click.option(
+    "--max-new-tokens", type=int, default=8192, show_default=True, help="New tokens per model turn."
+)
+@store_option
+@click.pass_context
+def evaluate_model(
+    ctx: click.Context,
+    version: str,
+    selector: str,
+    k: int,
+    max_turns: int,
+    max_new_tokens: int,
+    store: Path | None,
+) -> None:
+    """Score VERSION on held-out environments (stored; promotion compares it)."""
+    from bot.settings import AgentSettings
+    from trainer.checkouts import checked_out
+    from trainer.envs.storage import EnvironmentStore
+    from trainer.evaluate import evaluate_version
+    from trainer.registry import RegistryError
+    from worker.agent.episode import SandboxRecipe
+
+    settings = settings_of(ctx)
+    env_store = EnvironmentStore(store_dir(ctx, store))
+    chosen = selected(env_store, selector)
+    if not chosen:
+        raise click.ClickException(f"no environments match {selector!r}")
+    limits = AgentSettings(max_turns=max_turns, max_new_tokens=max_new_tokens)
+    try:
+        with (
+            sandbox_errors(),
+            checked_out(env_store, chosen, "eval") as pairs,
+            progress(f"evaluating {version} ({k} rollouts each)", total=len(chosen)) as steps,
+        ):
+            report = evaluate_version(
+                open_db(ctx),
+                version,
+                pairs,
+                SandboxRecipe.production(settings.sandbox),
+                limits,
+                k=k,
+                on_env=lambda env: steps.advance(f"scored {env.instance_id}"),
+            )
+    except RegistryError as exc:
+        raise click.ClickException(str(exc)) from None
+    score = report.pass_at_1
+    click.echo(
+        f"{version}: held-out pass rate {score.rate:.1%} on {score.envs} env(s), "
+        f"95% CI {score.low:.1%}-{score.high:.1%} (pass@1 from {k} rollout(s) each)"
+    )
+
+
+@model.command("promote")
+@click.argument("version")
+@click.option("--force", is_flag=True, help="Promote even if not better on held-out.")
+@click.pass_context
+def promote_model(ctx: click.Context, version: str, force: bool) -> None:
+    """Make VERSION the one workers use; with inference servers, load its adapter on each
+    of them first, so no worker asks for a name a server does not know."""
+    from bot.model_versions import ModelVersionError
+    from trainer.registry import RegistryVersions
+
+    versions = RegistryVersions(open_db(ctx), settings_of(ctx).model)
+    try:
+        servers = versions.promote(version, force=force)
+    except ModelVersionError as exc:
+        raise click.ClickException(str(exc)) from None
+    for url in servers:
+        click.echo(f"loaded {version} on {url}")
+    click.echo(f"promoted {version}")
+
+
+@model.command("rollback")
+@click.option("--line", default="default", show_default=True, help="The model line.")
+@click.pass_context
+def rollback_model(ctx: click.Context, line: str) -> None:
+    """Put back the version promoted before the line's current one (servers keep running)."""
+    from bot.model_versions import ModelVersionError
+    from trainer.registry import RegistryVersions
+
+    versions = RegistryVersions(open_db(ctx), settings_of(ctx).model)
+    try:
+        previous = versions.rollback(line)
+    except ModelVersionError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"now serving {previous}" if previous else "now serving the base model")

@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 
 from bot.context import Context
 from bot.events import Actor, Event
+from bot.forges.base import ForgeName
 from bot.handlers import registry
 from bot.settings import Settings
 from bot.store.db import Database
@@ -18,7 +19,7 @@ from bot.store.jobs import JobKind, JobSpec, JobState, JobStore
 from bot.store.models import Job
 from bot.store.payloads import JobPayload
 
-FORGE = "github"
+FORGE: ForgeName = "github"
 REPO = "acme/widgets"
 BOT_LOGIN = "ribbit-bot"
 ALICE = Actor("alice")

@@ -74,7 +74,12 @@ def test_command_on_a_pr_the_bot_did_not_open_is_ignored(desk: HandlerDesk) -> N
 
 def test_explain_on_an_issue_and_on_the_bots_pr(desk: HandlerDesk) -> None:
     [job] = desk.stored(desk.dispatch(comment("/ribbit explain")))
-    assert (job.kind, job.issue_number, job.pr_number, job.payload) == ("explain", ISSUE, None, None)
+    assert (job.kind, job.issue_number, job.pr_number, job.payload) == (
+        "explain",
+        ISSUE,
+        None,
+        None,
+    )
     assert (job.actor, job.delivery_id, job.installation_id) == ("alice", "d-comment", 42)
     bot_pr(desk)
     [job] = desk.stored(desk.dispatch(comment("/ribbit explain", pr=PR)))

@@ -8,7 +8,7 @@ from sqlalchemy.orm import Session
 
 from bot.events import Actor, IssueLabeled
 from bot.handlers import issues, registry
-from bot.store.jobs import IntakeView, JobStore
+from bot.store.jobs import IntakeView, JobState, JobStore
 from tests.unit.bot.handlers.desk import ALICE, BOT_LOGIN, FORGE, REPO, HandlerDesk, decided
 
 
@@ -98,8 +98,9 @@ def test_repository_outside_the_allow_list_is_refused(desk: HandlerDesk) -> None
 
 
 def test_issue_with_an_active_job_is_ignored_naming_it(desk: HandlerDesk) -> None:
-    for state in ("queued", "running"):
-        active = desk.seed("solve", issue=3, state=state)  # type: ignore[arg-type]
+    states: tuple[JobState, ...] = ("queued", "running")
+    for state in states:
+        active = desk.seed("solve", issue=3, state=state)
         ctx = desk.dispatch(labeled(3))
         assert decided(ctx) == (None, f"issue already has active job {active.id}", 0)
         desk.store.transition(active.id, "cancelled")

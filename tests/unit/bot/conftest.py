@@ -1,4 +1,5 @@
-"""A real SQLite database, migrated, for each store test."""
+"""A real SQLite database, migrated, for each test of the stores and of the handlers
+(which decide on what the store reads in the open transaction)."""
 
 from __future__ import annotations
 

@@ -58,9 +58,9 @@ MAX_TIMEOUT_S = 1e8
 
 if sys.version_info >= (3, 11):  # noqa: UP036 (an image's python3 may be older)
     # setpgid in the vfork'd child: the spawn stays a vfork and exec.
-    _OWN_GROUP = {"process_group": 0}
+    _OWN_GROUP = {"process_group": 0}  # type: dict
 else:  # pragma: no cover (older images' python3): safe here, this process has one thread
-    _OWN_GROUP = {"preexec_fn": os.setpgrp}
+    _OWN_GROUP = {"preexec_fn": os.setpgrp}  # type: dict
 
 
 class Job:

@@ -187,6 +187,15 @@ def _signal_group(job, sig):
         os.killpg(job.proc.pid, sig)
 
 
+def _signal_command(job, sig):
+    """The command itself as well as its group, as ``timeout`` signals both: a command
+    that moved itself into another group (setpgid) must not outlive its deadline. Safe
+    by pid: it is this process's child, not yet reaped, so the pid is still its own."""
+    _signal_group(job, sig)
+    with contextlib.suppress(OSError):
+        os.kill(job.proc.pid, sig)
+
+
 def _exited(job):
     """Whether the command has ended, leaving it unreaped: while it is a zombie its pid
     (its group's id) cannot be reused, so the group kill that follows cannot hit another
@@ -218,11 +227,11 @@ def _watch(job, now):
                 _kill_all()
         elif now >= job.kill_at and job.signalled != signal.SIGKILL:
             job.signalled = signal.SIGKILL
-            _signal_group(job, signal.SIGKILL)
+            _signal_command(job, signal.SIGKILL)
         elif now >= job.term_at and not job.signalled:
             job.signalled = signal.SIGTERM
-            _signal_group(job, signal.SIGTERM)
-            _signal_group(job, signal.SIGCONT)  # a stopped command must see its SIGTERM
+            _signal_command(job, signal.SIGTERM)
+            _signal_command(job, signal.SIGCONT)  # a stopped command must see its SIGTERM
     return job.rc is not None
 
 

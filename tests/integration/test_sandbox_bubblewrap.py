@@ -118,3 +118,16 @@ def test_bubblewrap_keeps_tmp_home_and_background_processes(
         assert later.stdout == "kept\nkept\nalive\n"
         host_root = sb.host_root
     assert not host_root.exists()  # closing removed everything, the pid namespace with it
+
+
+def test_bubblewrap_runner_refuses_a_timeout_it_could_never_keep(
+    bubblewrap_settings: SandboxSettings, source_repo: Path
+) -> None:
+    # Past the host's own check: the runner answers as ``timeout`` does for an invalid
+    # interval (125) instead of running a command no deadline would ever end.
+    with BubblewrapSandbox(bubblewrap_settings, source_repo) as sb:
+        for timeout in (float("nan"), float("inf"), 0.0, -5.0):
+            request = {"argv": ["sleep", "300"], "env": {}, "cwd": "/", "timeout": timeout}
+            answer = sb._call({**request, "cap": 100}, 30)
+            assert answer is not None and answer["rc"] == 125, (timeout, answer)
+        assert sb.exec(["pgrep", "sleep"], timeout=30).exit_code == 1  # none started

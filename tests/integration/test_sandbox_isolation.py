@@ -355,8 +355,10 @@ def test_close_kills_a_command_still_running_on_another_thread(
 
     marker = f"ribbit-close-test-{os.getpid()}"
     sandbox = open_sandbox(backend_settings, source_repo)
+    # A second command keeps bash (and the marker in its command line) alive; a lone
+    # ``sleep`` would be exec'd in bash's place.
     runner = threading.Thread(
-        target=lambda: sandbox.exec(f"sleep 300 # {marker}", timeout=600), daemon=True
+        target=lambda: sandbox.exec(f"sleep 300; : {marker}", timeout=600), daemon=True
     )
     runner.start()
     deadline = time.monotonic() + 30

@@ -124,3 +124,41 @@ def test_command_that_ignores_sigterm_is_killed_after_the_grace(sandbox: Sandbox
     handled = sandbox.exec("trap 'exit 0' TERM; while :; do sleep 0.1; done", timeout=1)
     assert (handled.exit_code, handled.timed_out) == (124, True)
     assert sandbox.exec(["echo", "alive"], timeout=30).stdout == "alive\n"
+
+
+# Leaves its own process group for the runner's (same session), where the deadline's
+# group signal cannot reach it, and ignores SIGTERM: only a signal to the command itself
+# (as ``timeout`` sends) ends it.
+GROUP_ESCAPE = """
+import os, signal, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+try:
+    os.setpgid(0, os.getpgid(os.getppid()))
+    print("moved", flush=True)
+except OSError as exc:
+    print("stayed", exc, flush=True)
+while True:
+    time.sleep(1)
+"""
+
+
+def test_command_that_leaves_its_group_still_times_out(sandbox: Sandbox) -> None:
+    result = sandbox.exec(["python3", "-c", GROUP_ESCAPE], timeout=1)
+    assert (result.exit_code, result.timed_out) == (124, True)
+    assert result.stdout.startswith(("moved", "stayed"))
+    if sandbox.backend == "bubblewrap":
+        assert result.stdout == "moved\n"  # the runner's group is in reach there
+    # The runner ended it, not the host's last-resort close of the whole sandbox.
+    assert sandbox.exec(["echo", "alive"], timeout=30).stdout == "alive\n"
+
+
+def test_own_exit_124_leaves_background_processes_alone(sandbox: Sandbox) -> None:
+    # Only a real timeout takes the sandbox's other processes with it.
+    detach = (
+        "import subprocess as s; p = s.Popen(['sleep', '300'], start_new_session=True, "
+        "stdout=s.DEVNULL, stderr=s.DEVNULL); print(p.pid)"
+    )
+    pid = sandbox.exec(["python3", "-c", detach], timeout=30).stdout.strip()
+    own = sandbox.exec("exit 124", timeout=30)
+    assert (own.exit_code, own.timed_out) == (124, False)
+    assert sandbox.exec(f"kill -0 {pid} && echo alive", timeout=30).stdout == "alive\n"

@@ -61,6 +61,7 @@ from worker.sandbox.cgroup import (
     CGROUP_PREFIX,
     CGROUP_ROOT,
     MemoryCgroup,
+    OomCounter,
     create_memory_cgroup,
     enter_argv,
 )
@@ -150,6 +151,7 @@ class BubblewrapSandbox(ClosedOnExit):
         self.workspace = self._root / "workspace"
         self.workspace_size_limited = False
         self._cgroup: MemoryCgroup | None = None
+        self._ooms: OomCounter | None = None
         # The set-up environment: on the host's disk, kept across this sandbox's execs.
         self.env_dir = self._root / "env"
         # Never --share-net (the host's namespace, loopback services included): a setup
@@ -159,6 +161,8 @@ class BubblewrapSandbox(ClosedOnExit):
             self._host_uid = self._pick_host_uid()
             self._cgroup = create_memory_cgroup(settings.memory_mb, self._host_uid)
             self.memory_cgroup = self._cgroup  # exposed for tests and ribbit doctor
+            if self._cgroup is not None:
+                self._ooms = OomCounter(self._cgroup)
             (self._root / "owner").write_text(f"{os.getpid()}\n")
             if self._cgroup is not None:  # for reap_stale, should this process crash
                 (self._root / "cgroup").write_text(str(self._cgroup.path))
@@ -339,7 +343,7 @@ class BubblewrapSandbox(ClosedOnExit):
             raise SandboxError("sandbox is closed")
         request = exec_request(command, timeout=timeout, cwd=cwd, env=env, output_cap=output_cap)
         start = time.monotonic()
-        ooms = self._cgroup.oom_kills() if self._cgroup is not None else 0
+        ooms = self._ooms.count() if self._ooms is not None else 0
         answer = self._call(request, timeout + KILL_GRACE_S + _HOST_GRACE_S)
         elapsed = time.monotonic() - start
         if answer is None:
@@ -347,7 +351,7 @@ class BubblewrapSandbox(ClosedOnExit):
             self.close()
             return ExecResult(TIMEOUT_EXIT_CODE, "", "", elapsed, timed_out=True)
         result = parse_result(answer, elapsed, timeout, output_cap)
-        if self._cgroup is not None and self._cgroup.oom_kills() > ooms:
+        if self._ooms is not None and self._ooms.count() > ooms:
             # The kernel's OOM killer acted in this sandbox's memory cgroup meanwhile.
             result = replace(result, oom_killed=True)
         return result
@@ -466,6 +470,8 @@ class BubblewrapSandbox(ClosedOnExit):
         if self._session is not None:
             self._session.wake_all()
         remove_root(self._root)
+        if self._ooms is not None:
+            self._ooms.close()
         if self._cgroup is not None:
             self._cgroup.remove()
 

@@ -17,6 +17,7 @@ import contextlib
 import os
 import secrets
 import signal
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,17 +35,16 @@ class MemoryCgroup:
     def procs(self) -> Path:
         return self.path / "cgroup.procs"
 
+    @property
+    def oom_file(self) -> Path:
+        return self.path / ("memory.events" if self.version == 2 else "memory.oom_control")
+
     def oom_kills(self) -> int:
         """How many processes the kernel's OOM killer ended in this group so far."""
-        name = "memory.events" if self.version == 2 else "memory.oom_control"
         try:
-            for line in (self.path / name).read_text().splitlines():
-                key, _, value = line.partition(" ")
-                if key == "oom_kill":
-                    return int(value)
-        except (OSError, ValueError):
-            pass
-        return 0
+            return _oom_kill_count(self.oom_file.read_bytes())
+        except OSError:
+            return 0
 
     def remove(self, *, wait_s: float = 5.0) -> None:
         """Kill whatever still runs in the group (a crashed worker's resident sandbox
@@ -70,6 +70,45 @@ class MemoryCgroup:
             return [int(line) for line in self.procs.read_text().split()]
         except (OSError, ValueError):
             return []
+
+
+def _oom_kill_count(text: bytes) -> int:
+    for line in text.splitlines():
+        key, _, value = line.partition(b" ")
+        if key == b"oom_kill":
+            with contextlib.suppress(ValueError):
+                return int(value)
+    return 0
+
+
+class OomCounter:
+    """``oom_kills`` of one group, its file kept open: each look is one pread (about 1 us)
+    where opening the file took about 25 us, and a sandbox looks twice per exec. Usable
+    from any thread; after ``close`` it reads 0, never another file given the same fd."""
+
+    def __init__(self, group: MemoryCgroup) -> None:
+        self._lock = threading.Lock()
+        self._fd: int | None
+        try:
+            self._fd = os.open(group.oom_file, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            self._fd = None
+
+    def count(self) -> int:
+        with self._lock:
+            if self._fd is None:
+                return 0
+            try:
+                # cgroup files render afresh on each read from offset 0.
+                return _oom_kill_count(os.pread(self._fd, 4096, 0))
+            except OSError:  # the group is gone
+                return 0
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
 
 
 def _own_memory_cgroup(root: Path) -> tuple[Path, int] | None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import secrets
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -134,8 +135,8 @@ def exec_request(
     env: Mapping[str, str] | None,
     output_cap: int,
 ) -> dict[str, object]:
-    if timeout <= 0:
-        raise ValueError("timeout must be positive")
+    if not 0 < timeout < math.inf:  # NaN too: the runner would never time it out
+        raise ValueError("timeout must be positive and finite")
     return {
         "argv": command_argv(command),
         "env": sandbox_env(env),

@@ -125,3 +125,11 @@ def test_exec_request_is_the_allow_listed_command() -> None:
         exec_request("true", timeout=0, cwd="/workspace", env=None, output_cap=10)
     with pytest.raises(PermissionError):
         exec_request("true", timeout=5, cwd="../..", env=None, output_cap=10)
+
+
+@pytest.mark.parametrize("timeout", [0, -1, float("nan"), float("inf")])
+def test_exec_request_refuses_a_timeout_that_would_never_end(timeout: float) -> None:
+    # NaN compares false with everything: a bare ``timeout <= 0`` lets it through, and
+    # the runner's deadline would then never pass.
+    with pytest.raises(ValueError):
+        exec_request("true", timeout=timeout, cwd="/workspace", env=None, output_cap=10)

@@ -47,8 +47,9 @@ from typing import Literal
 Outcome = Literal["passed", "failed", "error", "skipped"]
 # How a report's ids are built: "auto" tells pytest's reports from others' by the
 # report itself; "plain" is classname::name whatever the report says (a Go package
-# named ``pytest`` must not switch on pytest's rules); "nested" is Node's.
-Flavour = Literal["auto", "plain", "nested"]
+# named ``pytest`` must not switch on pytest's rules); "nested" is Node's; "jest" is
+# jest's own JSON report (parse_jest_json), not JUnit.
+Flavour = Literal["auto", "plain", "nested", "jest"]
 NESTED_SEPARATOR = " > "
 MAX_JUNIT_BYTES = 32 * 1024 * 1024
 # Worst first: when one id is reported twice, the worse outcome stands.

@@ -80,6 +80,7 @@ class RealFix:
     target_ids: tuple[str, ...]  # those tests' ids in the runner's report
     tests_in_base: bool = False  # the fix adds no test; the issue names existing ones
     config: str | None = None  # the repository's .ribbit.yml (None: none, all detected)
+    setup: str | None = None  # the install detected from the tree, run through the proxy
 
 
 def _vendored(name: str) -> dict[str, str]:
@@ -380,6 +381,10 @@ def test_upstream_fix_reaches_a_draft_pr_identical_to_it(
         assert "Successfully installed" in setup["output_tail"], setup
         # The README's other keys took effect: its PR label and its reviewer.
         assert pr.labels == ["bot"] and pr.requested_reviewers == ["alice"]
+    if fix.setup is not None:  # a real install from the registry, through the proxy
+        setup = job.result["setup"]
+        assert setup["command"] == fix.setup and setup["ok"] and setup["network"], setup
+        assert setup["blocked"] == [], setup
     assert details["targets"] == sorted(fix.targets), details
     assert not details["target_failures"], tests["logs"]
     after = details["after"]

@@ -2,12 +2,14 @@
 against cached (restore), and sandbox exec overhead against a bare subprocess, per
 backend.
 
-    python -m tests.benchmarks.bench_envcache [--runs N]
+    python -m tests.benchmarks.bench_envcache [--runs N] [--project NAME]
 
 On a real project: toolz 0.12.1's sdist from PyPI (the fixture of
-tests/integration/test_real_projects.py), set up the README's way (``pip install -e .``).
-Needs PyPI; the docker rows need an engine (see bench_sandbox). Prints medians, no
-assertions. The issue's target: a cached setup in 10 s or less.
+tests/integration/test_real_projects.py), set up the README's way (``pip install -e .``),
+or with ``--project node-cron`` / ``merge-anything`` a vendored JavaScript fixture
+(tests/fixtures/), set up as detected from its tree (``npm ci``, from the npm registry).
+Needs PyPI or the npm registry; the docker rows need an engine (see bench_sandbox).
+Prints medians, no assertions. The issue's target: a cached setup in 10 s or less.
 """
 
 from __future__ import annotations
@@ -29,10 +31,25 @@ from tests.fakes import make_git_repo
 from tests.plugins.sandbox import TEST_IMAGE
 from worker.sandbox import check_backends, open_sandbox
 from worker.sandbox.envcache import EnvCache, JobEnvironment, env_key
+from worker.sandbox.setupcmd import with_detected_setup
 
 TOOLZ = "toolz==0.12.1"
 CONFIG = RepoConfig(setup="pip install -e .", test="python -m pytest -q")
 HOST_CA = Path(os.environ.get("SSL_CERT_FILE", "/etc/ssl/certs/ca-certificates.crt"))
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+VENDORED = ("node-cron", "merge-anything")  # JavaScript, with lock files
+
+
+def vendored_checkout(name: str, where: Path) -> Path:
+    """A fixture's tree as a repository (its README and fix are not the project's)."""
+    root = FIXTURES / name
+    files = {
+        str(p.relative_to(root)): p.read_text()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and p.name not in ("README.md", "fix.patch")
+    }
+    make_git_repo(where / name, files)
+    return where / name
 
 
 def toolz_checkout(where: Path) -> Path | None:
@@ -82,14 +99,20 @@ def timed_restore(settings: SandboxSettings, env: JobEnvironment, checkout: Path
 
 
 def bench_backend(
-    name: str, settings: SandboxSettings, checkout: Path, work: Path, runs: int
+    name: str,
+    settings: SandboxSettings,
+    checkout: Path,
+    work: Path,
+    runs: int,
+    config: RepoConfig = CONFIG,
+    repo: str = "github:pytoolz/toolz",
 ) -> dict[str, float]:
     cache = EnvCache(work / f"cache-{name}", max_bytes=4 * 1024**3, max_age_s=86400)
-    key = env_key("github:pytoolz/toolz", settings, checkout, CONFIG.setup)
+    key = env_key(repo, settings, checkout, config.setup)
 
     def job(n: int) -> JobEnvironment:
         return JobEnvironment(
-            CONFIG, settings, checkout=checkout, workdir=work / f"{name}-{n}", cache=cache, key=key
+            config, settings, checkout=checkout, workdir=work / f"{name}-{n}", cache=cache, key=key
         )
 
     cold_env = job(0)
@@ -114,13 +137,20 @@ def bench_backend(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--project", choices=("toolz", *VENDORED), default="toolz")
     args, _ = parser.parse_known_args()
     with tempfile.TemporaryDirectory(prefix="ribbit-bench-env-") as tmp:
         work = Path(tmp)
-        checkout = toolz_checkout(work / "sdist")
-        if checkout is None:
-            print(f"skipped: PyPI did not serve the {TOOLZ} sdist")
-            return
+        config, project, repo = CONFIG, TOOLZ, "github:pytoolz/toolz"
+        if args.project == "toolz":
+            checkout = toolz_checkout(work / "sdist")
+            if checkout is None:
+                print(f"skipped: PyPI did not serve the {TOOLZ} sdist")
+                return
+        else:
+            checkout = vendored_checkout(args.project, work / "vendored")
+            config = with_detected_setup(RepoConfig(), checkout)
+            project, repo = args.project, f"github:bench/{args.project}"
         base: dict[str, object] = {
             "setup_network": True,
             "setup_ca_bundle": HOST_CA if HOST_CA.is_file() else None,
@@ -132,6 +162,7 @@ def main() -> None:
             lambda: subprocess.run(COMMAND, capture_output=True, check=True), args.runs * 5
         )
         rows: dict[str, dict[str, float]] = {}
+        failed: set[str] = set()
         with podman_service() as url:
             configs = {"bubblewrap": SandboxSettings(backend="bubblewrap").model_copy(update=base)}
             if url:
@@ -141,8 +172,14 @@ def main() -> None:
                 if check_backends(docker)[0].ok:
                     configs["docker"] = docker
             for name, settings in configs.items():
-                rows[name] = bench_backend(name, settings, checkout, work, args.runs)
-    print(f"project: {TOOLZ}, setup `{CONFIG.setup}`; cached and restore: median of {args.runs}")
+                try:
+                    rows[name] = bench_backend(
+                        name, settings, checkout, work, args.runs, config, repo
+                    )
+                except RuntimeError as exc:  # no npm in the image, say: the other row stands
+                    print(f"{name}: {exc}"[:2000])
+                    failed.add(name)
+    print(f"project: {project}, setup `{config.setup}`; cached and restore: median of {args.runs}")
     print(
         f"{'backend':<11} {'setup cold':>11} {'cached':>8} {'cold/cached':>12} {'gate restore':>13}"
     )
@@ -157,7 +194,9 @@ def main() -> None:
     for name, r in rows.items():
         ms = r["exec_ms"]
         print(f"{name:<16} {ms:>6.1f} ms {ms / bare_ms:>6.1f}x {ms - bare_ms:>6.1f} ms")
-    if "docker" not in rows:
+    if "docker" in failed:
+        print("docker: setup failed (above)")
+    elif "docker" not in rows:
         print("docker: skipped (no engine or no image; see `ribbit sandbox check`)")
 
 

@@ -149,7 +149,11 @@ def recognise(command: str, source: str, tree: Path | None = None) -> TestComman
         return TestCommand(command, "cargo", source, tuple(words[2:]))
     if words[:2] == ["node", "--test"]:
         return TestCommand(command, "node", source, tuple(words[2:]))
-    head = words[1:] if words[0] == "npx" else words
+    # A package manager running the repository's own binary: ``npx jest``, ``yarn
+    # jest`` (tiny-invariant's script), ``pnpm vitest``, ``pnpm exec vitest run``.
+    head = words
+    if words[0] in ("npx", "yarn", "pnpm"):
+        head = words[2:] if words[1:2] == ["exec"] else words[1:]
     if head[:1] == ["jest"]:
         return TestCommand(command, "jest", source, tuple(head[1:]))
     if head[:1] == ["vitest"]:

@@ -89,7 +89,8 @@ class RealFix:
     target_ids: tuple[str, ...]  # those tests' ids in the runner's report
     tests_in_base: bool = False  # the fix adds no test; the issue names existing ones
     config: str | None = None  # the repository's .ribbit.yml (None: none, all detected)
-    detected_setup: str | None = None  # the install detected with no .ribbit.yml, if any
+    # The install detected with no .ribbit.yml, run through the registry proxy, if any.
+    detected_setup: str | None = None
 
 
 def _vendored(name: str) -> dict[str, str]:
@@ -345,6 +346,21 @@ PROJECTS: dict[str, Callable[[Path, pytest.FixtureRequest], RealFix]] = {
     "go-version": _go_version,
     "shlex": _shlex,
 }
+
+
+def _js(name: str) -> Callable[[Path, pytest.FixtureRequest], RealFix]:
+    def build(tmp: Path, request: pytest.FixtureRequest) -> RealFix:
+        # Imported when the test runs: that module imports RealFix from this one.
+        from tests.integration.real_projects_js import JS_PROJECTS
+
+        return JS_PROJECTS[name](tmp, request)
+
+    return build
+
+
+# JavaScript/TypeScript (tests/integration/real_projects_js.py): node-cron with jest,
+# merge-anything with vitest, each set up by a real `npm ci` through the proxy.
+PROJECTS.update({name: _js(name) for name in ("node-cron", "merge-anything")})
 # On bubblewrap only. go-version and shlex would take Go's and Rust's toolchains to a
 # draft PR on docker a second time (go-humanize and strsim do it; both reach the gates
 # on docker in test_real_projects_go_rust.py). toolz with the README's .ribbit.yml: its
@@ -445,16 +461,6 @@ def test_upstream_fix_reaches_a_draft_pr_identical_to_it(
     details = tests["details"]
     if fix.config is None:
         assert details["command_source"] != ".ribbit.yml"
-        if fix.detected_setup is not None:  # installed from PyPI through the proxy
-            setup = job.result["setup"]
-            assert setup["ok"] and setup["network"], setup
-            assert setup["command"] == fix.detected_setup, setup
-            installed = [
-                line
-                for line in setup["output_tail"].splitlines()
-                if line.startswith("Successfully installed ")
-            ]
-            assert installed and f"{fix.repo.split('/')[1]}-" in installed[0], setup
     else:
         assert details["command_source"] == ".ribbit.yml"
         setup = job.result["setup"]
@@ -462,6 +468,17 @@ def test_upstream_fix_reaches_a_draft_pr_identical_to_it(
         assert "Successfully installed" in setup["output_tail"], setup
         # The README's other keys took effect: its PR label and its reviewer.
         assert pr.labels == ["bot"] and pr.requested_reviewers == ["alice"]
+    if fix.detected_setup is not None:  # a real install from the registry, through the proxy
+        setup = job.result["setup"]
+        assert setup["command"] == fix.detected_setup, setup
+        assert setup["ok"] and setup["network"] and setup["blocked"] == [], setup
+        if fix.detected_setup.startswith("pip "):
+            installed = [
+                line
+                for line in setup["output_tail"].splitlines()
+                if line.startswith("Successfully installed ")
+            ]
+            assert installed and f"{fix.repo.split('/')[1]}-" in installed[0], setup
     assert details["targets"] == sorted(fix.targets), details
     assert not details["target_failures"], tests["logs"]
     after = details["after"]

@@ -22,7 +22,10 @@ by `` > `` (``parser > quotes > keeps spaces``); Node 18 has no junit reporter, 
 :func:`parse_node_tap` reads its TAP into the same ids. Rust's libtest writes no JUnit on a
 stable toolchain: :func:`parse_libtest` reads its console output into the same
 records, ``<target>::<test path>`` (``src/lib.rs::tests::it_works``,
-``tests/cli.rs::runs``, ``doc:mycrate::src/lib.rs - add (line 3)``).
+``tests/cli.rs::runs``, ``doc:mycrate::src/lib.rs - add (line 3)``). jest needs no
+reporter package for per-test results: its built-in ``--json`` report is read by
+:func:`parse_jest_json` into the same records, ``<file>::<describe blocks and title>``
+(``tests/cron.test.js::cron setTime runs once``), the name jest's ``-t`` matches.
 
 The XML comes out of a sandbox, so it is untrusted: documents with a DOCTYPE are
 refused outright (no entity expansion, no external entities), and size is capped.
@@ -33,6 +36,7 @@ This module uses the standard library only, and nothing else of Ribbit's:
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import xml.etree.ElementTree as ET
@@ -43,8 +47,9 @@ from typing import Literal
 Outcome = Literal["passed", "failed", "error", "skipped"]
 # How a report's ids are built: "auto" tells pytest's reports from others' by the
 # report itself; "plain" is classname::name whatever the report says (a Go package
-# named ``pytest`` must not switch on pytest's rules); "nested" is Node's.
-Flavour = Literal["auto", "plain", "nested"]
+# named ``pytest`` must not switch on pytest's rules); "nested" is Node's; "jest" is
+# jest's own JSON report (parse_jest_json), not JUnit.
+Flavour = Literal["auto", "plain", "nested", "jest"]
 NESTED_SEPARATOR = " > "
 MAX_JUNIT_BYTES = 32 * 1024 * 1024
 # Worst first: when one id is reported twice, the worse outcome stands.
@@ -448,4 +453,58 @@ def parse_node_tap(data: bytes | str) -> list[TestCase]:
                 outcome=outcome,
             )
         )
+    return cases
+
+
+# jest's statuses for a test; "pending" is an it.skip, "todo" an it.todo.
+_JEST_OUTCOME: dict[str, Outcome] = {"passed": "passed", "failed": "failed"}
+
+
+def parse_jest_json(data: bytes | str, root: str = "") -> list[TestCase]:
+    """The tests in jest's ``--json`` report, with ids ``<file>::<full name>``: the file
+    relative to ``root`` (jest writes absolute paths), the full name its describe
+    blocks and title joined by spaces, as jest's ``-t`` matches it. A test file that
+    failed before running any test (a syntax error, a failed import) is one case with
+    outcome ``error`` and the file as its id, so a broken file cannot pass silently."""
+    raw = data.encode() if isinstance(data, str) else data
+    if len(raw) > MAX_JUNIT_BYTES:
+        raise JUnitError("jest report too large")
+    try:
+        report = json.loads(raw)
+    except ValueError as exc:
+        raise JUnitError(f"not JSON: {exc}") from None
+    files = report.get("testResults") if isinstance(report, dict) else None
+    if not isinstance(files, list):
+        raise JUnitError("not a jest report (no testResults)")
+    prefix = root.rstrip("/") + "/" if root else ""
+    cases: list[TestCase] = []
+    for file in files:
+        if not isinstance(file, dict) or not isinstance(file.get("name"), str):
+            raise JUnitError("a jest test file without a name")
+        path = file["name"]
+        if prefix and path.startswith(prefix):
+            path = path[len(prefix) :]
+        tests = file.get("assertionResults")
+        if not isinstance(tests, list):
+            raise JUnitError(f"{path}: no assertionResults")
+        if not tests:
+            if file.get("status") == "failed":
+                message = str(file.get("message") or "")[:500]
+                cases.append(TestCase(path, "", path, "error", message.strip()))
+            continue
+        for test in tests:
+            if not isinstance(test, dict) or not isinstance(test.get("title"), str):
+                raise JUnitError(f"{path}: a test without a title")
+            ancestors = test.get("ancestorTitles")
+            if not isinstance(ancestors, list) or not all(isinstance(a, str) for a in ancestors):
+                ancestors = []
+            full = test.get("fullName")
+            if not isinstance(full, str) or not full:
+                full = " ".join([*ancestors, test["title"]])
+            outcome = _JEST_OUTCOME.get(str(test.get("status")), "skipped")
+            messages = test.get("failureMessages")
+            message = ""
+            if outcome == "failed" and isinstance(messages, list) and messages:
+                message = str(messages[0]).strip()[:500]
+            cases.append(TestCase(f"{path}::{full}", full, path, outcome, message))
     return cases

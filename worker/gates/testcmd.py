@@ -17,10 +17,11 @@ Each runner gets its report the way it takes one without the repository's help, 
 the report lands in the fresh folder :mod:`worker.gates.testrun` makes (its path is
 ``$RIBBIT_JUNIT`` there): pytest through ``PYTEST_ADDOPTS``; node through
 ``--test-reporter=junit`` (TAP on Node 18); gotestsum through ``--junitfile``; jest
-through jest-junit (only when the repository installed it) and vitest through its
-built-in junit reporter; cargo's own output is the report. Selected ids go to the runner the way it
-selects: pytest node ids; ``go test -run '^(TestX)$' <package>``; ``cargo test
-<target> -- --exact <name>``; ``node --test --test-name-pattern``; ``jest``/``vitest
+through its built-in ``--json`` report (:func:`worker.gates.junit.parse_jest_json`), so
+no reporter package is needed, and vitest through its built-in junit reporter; cargo's
+own output is the report. Selected ids go to the runner the way it selects: pytest
+node ids; ``go test -run '^(TestX)$' <package>``; ``cargo test <target> -- --exact
+<name>``; ``node --test --test-name-pattern``; ``jest``/``vitest
 -t``. Selection may run more than was asked for (a name shared by two packages or
 files); callers read the ids they asked about.
 
@@ -73,7 +74,8 @@ class Invocation:
     ids are built."""
 
     script: str
-    report: ReportKind  # "junit": the file at $RIBBIT_JUNIT; "output": the console
+    # "junit": the file at $RIBBIT_JUNIT (jest's own JSON for jest); "output": the console
+    report: ReportKind
     flavour: Flavour = "auto"
     env: dict[str, str] = field(default_factory=dict)
 
@@ -147,7 +149,11 @@ def recognise(command: str, source: str, tree: Path | None = None) -> TestComman
         return TestCommand(command, "cargo", source, tuple(words[2:]))
     if words[:2] == ["node", "--test"]:
         return TestCommand(command, "node", source, tuple(words[2:]))
-    head = words[1:] if words[0] == "npx" else words
+    # A package manager running the repository's own binary: ``npx jest``, ``yarn
+    # jest`` (tiny-invariant's script), ``pnpm vitest``, ``pnpm exec vitest run``.
+    head = words
+    if words[0] in ("npx", "yarn", "pnpm"):
+        head = words[2:] if words[1:2] == ["exec"] else words[1:]
     if head[:1] == ["jest"]:
         return TestCommand(command, "jest", source, tuple(head[1:]))
     if head[:1] == ["vitest"]:
@@ -369,21 +375,10 @@ def _jest(cmd: TestCommand, select: list[str]) -> Invocation:
     pattern = ["-t", _alternation(names)] if names else []
     files = sorted({s.split("::", 1)[0] for s in select if "::" in s})
     runner = _quote(["jest", "--ci", *cmd.args, *pattern, *files])
-    # jest-junit is the repository's to install; without it the exit code decides.
-    script = (
-        f'PATH="$PWD/node_modules/.bin:$PATH"; export JEST_JUNIT_OUTPUT_FILE={_REPORT}; '
-        "if [ -d node_modules/jest-junit ]; then "
-        f"{runner} --reporters=default --reporters=jest-junit; else {runner}; fi"
-    )
-    # Ids as jest selects them: the file, then the describe blocks and the test's title
-    # joined by spaces (what ``-t`` matches).
-    env = {
-        "JEST_JUNIT_CLASSNAME": "{filepath}",
-        "JEST_JUNIT_TITLE": "{classname} {title}",
-        "JEST_JUNIT_ANCESTOR_SEPARATOR": " ",
-        "JEST_JUNIT_SUITE_NAME": "{filepath}",
-    }
-    return Invocation(script, "junit", "plain", env)
+    # jest's own JSON report (no reporter package to install); its ids are the file and
+    # the describe blocks and the test's title joined by spaces, what ``-t`` matches.
+    script = f'PATH="$PWD/node_modules/.bin:$PATH"; {runner} --json --outputFile={_REPORT}'
+    return Invocation(script, "junit", "jest")
 
 
 def _vitest(cmd: TestCommand, select: list[str]) -> Invocation:

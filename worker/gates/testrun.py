@@ -36,6 +36,7 @@ from worker.gates.junit import (
     Outcome,
     TestCase,
     outcomes,
+    parse_jest_json,
     parse_junit,
     parse_libtest,
     parse_node_tap,
@@ -181,6 +182,8 @@ def run_tests(
     try:
         if how.report == "output":
             cases = parse_libtest(data)
+        elif how.flavour == "jest":
+            cases = parse_jest_json(data, WORKSPACE)
         elif how.flavour == "nested" and data.lstrip().startswith(b"TAP version"):
             cases = parse_node_tap(data)  # Node 18's reporter (see testcmd._node)
         else:

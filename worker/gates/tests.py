@@ -43,7 +43,7 @@ from typing import Any
 from worker.gates.base import Finding, GateContext, GateResult, Severity
 from worker.gates.discovery import DiscoveryChange, changed_paths, discovery_changes
 from worker.gates.hygiene import is_test_path
-from worker.gates.junit import Outcome, TestCase
+from worker.gates.junit import NESTED_SEPARATOR, Outcome, TestCase
 from worker.gates.runner import apply_failure, run_tree_gate
 from worker.gates.testcmd import TestCommand, resolve_test_command
 from worker.gates.testrun import run_tests
@@ -59,6 +59,12 @@ _PY_DEF_RE = re.compile(r"^(\s*)(?:async\s+)?def\s+(\w+)\s*\(")
 _GO_FUNC_RE = re.compile(r"^func\s+(?:\([^)]*\)\s*)?(\w+)\s*[\[(]")
 _GO_TEST_NAME_RE = re.compile(r"(?:Test|Fuzz)(?:[^a-z]\w*)?")
 _RS_FN_RE = re.compile(r"^(\s*)(?:pub(?:\([^)]*\))?\s+)?(?:async\s+)?fn\s+(\w+)")
+# JavaScript and TypeScript test files (jest, vitest, node --test): a.test.ts, a.spec.js,
+# and any script under a test folder.
+_JS_EXT_RE = re.compile(r"\.[cm]?[jt]sx?$")
+# it("title", ...), test('title', ...), it.only(`title`, ...): the title as a literal.
+_JS_TEST_RE = re.compile(r"""^\s*(?:it|test)(?:\.\w+)*\s*\(\s*(['"`])((?:\\.|(?!\1).)*)\1""")
+_JS_SUITE_RE = re.compile(r"^\s*(?:describe|suite)(?:\.\w+)*\s*\(")
 
 
 @dataclass
@@ -399,6 +405,8 @@ def target_tests(ctx: GateContext, trees: PatchTrees) -> list[TargetTest]:
             enclosing = _enclosing_go_test
         elif path.endswith(".rs"):
             enclosing = _enclosing_rust_test
+        elif _JS_EXT_RE.search(path) and is_test_path(path):
+            enclosing = _enclosing_js_test
         else:
             continue
         file = regular_file_inside(trees.after, path)
@@ -476,6 +484,39 @@ def _enclosing_rust_test(lines: list[str], line_no: int) -> str | None:
     return None
 
 
+def _enclosing_js_test(lines: list[str], line_no: int) -> str | None:
+    """The title of the ``it``/``test`` call whose callback holds line ``line_no``, by
+    indentation (test files are formatted; a formatter puts a callback's body deeper
+    than its call): the nearest such call above, less indented than every line between."""
+    if not 1 <= line_no <= len(lines):
+        return None
+    own = lines[line_no - 1]
+    if not own.strip() or own.lstrip().startswith("//"):
+        return None
+    m = _JS_TEST_RE.match(own)
+    if m:
+        return _js_title(m)
+    indent = len(own) - len(own.lstrip())
+    for i in range(line_no - 2, -1, -1):
+        line = lines[i]
+        depth = len(line) - len(line.lstrip())
+        if not line.strip() or depth >= indent:
+            continue
+        m = _JS_TEST_RE.match(line)
+        if m:
+            return _js_title(m)
+        if depth == 0 or _JS_SUITE_RE.match(line):
+            return None  # in a describe block or a helper, not in a test
+        indent = depth
+    return None
+
+
+def _js_title(m: re.Match[str]) -> str | None:
+    title = re.sub(r"\\(.)", r"\1", m[2])
+    # A template literal with a placeholder has no fixed title to look for.
+    return None if m[1] == "`" and "${" in title else title
+
+
 def _rust_attribute(line: str) -> bool:
     text = line.strip()
     return text.startswith(("#[", "//"))
@@ -508,6 +549,14 @@ def _matches(case: TestCase, target: TargetTest) -> bool:
             nested = target.path.count("/") > 1
             return case.classname == target.path or (nested and case.classname.startswith("tests/"))
         return not case.classname.startswith(("tests/", "doc:"))
+    if target.path is not None and _JS_EXT_RE.search(target.path):
+        # jest: the file, and the describe blocks and title joined by spaces; vitest:
+        # the file, and the same joined by " > ". Node's junit names no file.
+        if case.classname not in (target.path, "test"):
+            return False
+        return case.name == target.name or case.name.endswith(
+            (" " + target.name, NESTED_SEPARATOR + target.name)
+        )
     # An issue names a Rust test by its function: libtest's name is its module path.
     name = case.base_name.rsplit("::", 1)[-1]
     if name != target.name and case.classname.rsplit(".", 1)[-1] != target.name:

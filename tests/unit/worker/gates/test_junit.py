@@ -3,6 +3,7 @@ giving every id back to pytest (a round trip through the one test runner)."""
 
 from __future__ import annotations
 
+import json
 import shlex
 import sys
 from pathlib import Path
@@ -16,6 +17,7 @@ from worker.gates.junit import (
     local_files,
     module_candidates,
     outcomes,
+    parse_jest_json,
     parse_junit,
     parse_libtest,
     parse_node_tap,
@@ -485,3 +487,78 @@ ok 3 - skipped # SKIP
 
 def test_node_tap_gives_the_ids_node_junit_gives() -> None:
     assert outcomes(parse_node_tap(NODE_TAP)) == outcomes(parse_junit(NODE_JUNIT, flavour="nested"))
+
+
+def _jest_file(name: str, tests: list[dict[str, object]], **extra: object) -> dict[str, object]:
+    return {"name": name, "status": "passed", "message": "", "assertionResults": tests, **extra}
+
+
+def _jest_test(ancestors: list[str], title: str, status: str) -> dict[str, object]:
+    # The keys jest 29 writes for each test (`jest --json`), trimmed of timings.
+    return {
+        "ancestorTitles": ancestors,
+        "title": title,
+        "fullName": " ".join([*ancestors, title]),
+        "status": status,
+        "failureMessages": ["Error: expect(received).toBe(expected)"] if status == "failed" else [],
+    }
+
+
+def test_jest_json_read_into_test_cases() -> None:
+    report = {
+        "numTotalTests": 4,
+        "testResults": [
+            _jest_file(
+                "/workspace/tests/cron.test.js",
+                [
+                    _jest_test(["cron", "setTime"], "should not start again", "failed"),
+                    _jest_test(["cron"], "runs once", "passed"),
+                    _jest_test([], "later", "todo"),
+                    _jest_test(["cron"], "skipped one", "pending"),
+                ],
+            ),
+            # A file that failed before any test ran (a syntax error): one error case,
+            # so a patch cannot make a whole file's tests vanish and pass.
+            _jest_file(
+                "/workspace/tests/broken.test.js",
+                [],
+                status="failed",
+                message="SyntaxError: Unexpected token",
+            ),
+        ],
+    }
+    cases = parse_jest_json(json.dumps(report), "/workspace")
+    assert [(c.id, c.outcome) for c in cases] == [
+        ("tests/cron.test.js::cron setTime should not start again", "failed"),
+        ("tests/cron.test.js::cron runs once", "passed"),
+        ("tests/cron.test.js::later", "skipped"),
+        ("tests/cron.test.js::cron skipped one", "skipped"),
+        ("tests/broken.test.js", "error"),
+    ]
+    assert cases[0].classname == "tests/cron.test.js"
+    assert cases[0].name == "cron setTime should not start again"
+    assert "toBe" in cases[0].message and "SyntaxError" in cases[-1].message
+    # A path outside the root is kept whole rather than guessed at.
+    [case] = parse_jest_json(
+        json.dumps(
+            {"testResults": [_jest_file("/elsewhere/a.test.js", [_jest_test([], "t", "passed")])]}
+        ),
+        "/workspace",
+    )
+    assert case.id == "/elsewhere/a.test.js::t"
+
+
+@pytest.mark.parametrize(
+    "forged",
+    [
+        "not json",
+        "[]",
+        '{"testResults": {}}',
+        '{"testResults": [{"assertionResults": []}]}',
+        '{"testResults": [{"name": "a.test.js"}]}',
+        '{"testResults": [{"name": "a.test.js", "assertionResults": [{"status": "passed"}]}]}',
+    ],
+)
+def test_jest_reports_that_are_not_jest_reports_are_refused(forged: str) -> None:
+    with pytest.raises(JUnitError):
+        parse_jest_json(forged, "/workspace")

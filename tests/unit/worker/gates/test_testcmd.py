@@ -79,6 +79,10 @@ def test_ribbit_yml_command_wins_over_detection(tmp_path: Path) -> None:
         ("node --test test/", "node"),
         ("npx jest", "jest"),
         ("npx vitest run", "vitest"),
+        ("yarn jest", "jest"),
+        ("pnpm vitest run --coverage", "vitest"),
+        ("pnpm exec vitest", "vitest"),
+        ("yarn lint", "shell"),
         ("python3 -m pytest -q", "pytest"),
         ("go test ./... && echo done", "shell"),
         ("GOFLAGS=-short go test ./...", "shell"),
@@ -159,13 +163,13 @@ def test_node_asks_for_junit_where_node_has_it_and_selects_by_name() -> None:
 
 
 def test_jest_and_vitest_reporters() -> None:
-    jest = recognise("npx jest", "x").invocation(["src/a.test.js::math adds"])
-    assert (
-        "--reporters=jest-junit" in jest.script and "[ -d node_modules/jest-junit ]" in jest.script
+    jest = recognise("npx jest --coverage", "x").invocation(["src/a.test.js::math adds"])
+    # jest's own JSON report: no reporter package needed in the repository.
+    assert jest.flavour == "jest" and jest.report == "junit" and not jest.env
+    assert jest.script.endswith(
+        "jest --ci --coverage -t '^(math adds)$' src/a.test.js"
+        ' --json --outputFile="$RIBBIT_JUNIT"'
     )
-    assert jest.env["JEST_JUNIT_CLASSNAME"] == "{filepath}"
-    assert 'export JEST_JUNIT_OUTPUT_FILE="$RIBBIT_JUNIT"' in jest.script
-    assert "-t '^(math adds)$' src/a.test.js" in jest.script
     vitest = recognise("vitest run", "x").invocation()
     assert '--reporter=junit --outputFile.junit="$RIBBIT_JUNIT"' in vitest.script
 

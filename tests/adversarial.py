@@ -16,9 +16,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bot.repo_config import RepoConfig
 from tests.fakes import git, make_git_repo
 from tests.unit.worker.gates.helpers import make_patch
+from worker.repo_config import RepoConfig
 
 CORE = (
     "def add(a, b):\n    return a - b\n\n\n"

@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bot.hostgit import git_ok
-from bot.repo_config import RepoConfigError, read_repo_config
 from bot.settings import AgentSettings, GateSettings
 from trainer.envs.builder import BuildRejected, BuildSpec, EnvironmentBuilder
 from trainer.envs.patches import is_test_path
@@ -35,6 +34,7 @@ from trainer.rl.rollout import rollout_episode
 from worker.agent import Policy
 from worker.agent.episode import SandboxRecipe, SetupFailed
 from worker.agent.repo_task import agent_limits
+from worker.repo_config import RepoConfigError, read_repo_config
 from worker.sandbox.setupcmd import commit_files, with_detected_setup
 
 # How much of a diff an example shows (the whole one is in --json).

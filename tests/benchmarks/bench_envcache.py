@@ -29,11 +29,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot.repo_config import RepoConfig
 from bot.settings import SandboxSettings
 from tests.benchmarks.bench_sandbox import COMMAND, median_ms, podman_service
 from tests.fakes import make_git_repo
 from tests.plugins.sandbox import TEST_IMAGE
+from worker.repo_config import RepoConfig
 from worker.sandbox import check_backends, open_sandbox
 from worker.sandbox.envcache import EnvCache, JobEnvironment, env_key
 

@@ -24,11 +24,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from bot.repo_config import RepoConfig
 from bot.settings import GateSettings
 from tests.fakes import LocalDirSandbox, git, make_git_repo
 from worker.gates import GateContext, run_gates
 from worker.gates.trees import patch_trees
+from worker.repo_config import RepoConfig
 from worker.sandbox.base import SandboxFactory
 
 

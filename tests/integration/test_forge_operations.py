@@ -18,10 +18,10 @@ from bot.forges.base import (
     PullRequestRef,
 )
 from bot.forges.branches import branch_name_for_issue
-from bot.repo_config import RepoConfigError, parse_repo_config
 from bot.settings import Settings
 from tests.fakes import commit_files, git
 from tests.plugins.forge import ForgeWorld
+from worker.repo_config import RepoConfigError, parse_repo_config
 
 pytestmark = pytest.mark.integration
 FORGES = ["github", "gitlab"]

@@ -24,12 +24,12 @@ from pathlib import Path
 
 import pytest
 
-from bot.repo_config import RepoConfig
 from bot.settings import GateSettings, SandboxSettings
 from tests.fakes import make_git_repo
 from tests.support import require_service
 from tests.unit.worker.gates.helpers import make_patch
 from worker.gates import GateContext, run_gates
+from worker.repo_config import RepoConfig
 from worker.sandbox import sandbox_factory
 from worker.sandbox.setup import run_setup
 

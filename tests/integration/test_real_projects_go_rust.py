@@ -28,7 +28,6 @@ from pathlib import Path
 
 import pytest
 
-from bot.repo_config import RepoConfig
 from bot.settings import GateSettings, SandboxSettings
 from tests.fakes import make_git_repo
 from tests.support import require_service
@@ -37,6 +36,7 @@ from worker.gates import GateContext, run_gates
 from worker.gates.hygiene import HygieneGate
 from worker.gates.report import GateReport
 from worker.gates.tests import TestGate
+from worker.repo_config import RepoConfig
 from worker.sandbox import sandbox_factory
 from worker.sandbox.setup import run_setup
 

@@ -86,10 +86,10 @@ def build_env(
     """Build one environment from a fix; rejected candidates are kept with their reason.
     The setup and test commands and the image come from the repository's .ribbit.yml at
     the base commit, as a solve job on that commit would have read them, unless given."""
-    from bot.repo_config import RepoConfigError, read_repo_config
     from trainer.envs.builder import BuildRejected, BuildSpec, EnvironmentBuilder
     from trainer.envs.storage import EnvironmentStore
     from worker.agent.episode import SandboxRecipe
+    from worker.repo_config import RepoConfigError, read_repo_config
 
     try:
         config = read_repo_config(repo_dir, base)

@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bot.repo_config import RepoConfig
 from bot.settings import GateSettings
 from trainer.envs.builder import PatchDoesNotApply, apply_patch, set_up
 from trainer.envs.patches import split_by_file
@@ -32,6 +31,7 @@ from trainer.envs.schema import Environment
 from worker.agent.episode import SandboxRecipe, SetupFailed
 from worker.gates.base import Finding, Gate, GateContext
 from worker.gates.testrun import run_tests
+from worker.repo_config import RepoConfig
 from worker.sandbox.base import Sandbox
 
 log = logging.getLogger(__name__)

@@ -15,8 +15,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
-from bot.repo_config import RepoConfig
 from bot.settings import GateSettings
+from worker.repo_config import RepoConfig
 from worker.sandbox.base import Sandbox, SandboxFactory
 
 if TYPE_CHECKING:

@@ -94,12 +94,12 @@ def gates_command(
     issue_text: str,
 ) -> None:
     """Run the gates (tests, Semgrep, hygiene) on PATCH against the repository's HEAD."""
-    from bot.repo_config import RepoConfigError, read_repo_config
     from bot.settings import SettingsError, load_settings
     from worker.gates import run_gates
     from worker.gates.hygiene import HygieneGate
     from worker.gates.semgrep import SemgrepGate
     from worker.gates.tests import TestGate
+    from worker.repo_config import RepoConfigError, read_repo_config
     from worker.sandbox.setupcmd import commit_files, with_detected_setup
 
     if str(patch_file) == "-":

@@ -44,9 +44,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
-from bot.repo_config import RepoConfig
 from worker.gates.junit import NESTED_SEPARATOR, Flavour, doc_test_filter
 from worker.gates.trees import regular_file_inside
+from worker.repo_config import RepoConfig
 
 Runner = Literal["pytest", "go", "cargo", "node", "jest", "vitest", "shell"]
 ReportKind = Literal["junit", "output"]

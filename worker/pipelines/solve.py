@@ -37,7 +37,6 @@ from bot.forges.base import (
 from bot.forges.branches import branch_name_for_issue, validate_branch_name
 from bot.forges.sanitize import sanitize_forge_text
 from bot.hostgit import latest_tag, run_git
-from bot.repo_config import CONFIG_PATH, RepoConfig, RepoConfigError, parse_repo_config
 from bot.settings import ModelSettings, SandboxSettings, Settings
 from bot.store.models import Job
 from bot.store.payloads import PayloadError, PersonAsks
@@ -48,6 +47,7 @@ from worker.gates.testcmd import resolve_test_command
 from worker.jobs import WAITING_HOOKS, JobCancelled, JobContext, JobRefused, pipeline
 from worker.metrics import InstrumentedPolicy, record_gates, record_stage
 from worker.pipelines.verdict import TestVerdict
+from worker.repo_config import CONFIG_PATH, RepoConfig, RepoConfigError, parse_repo_config
 from worker.runtime import WorkerRuntime
 from worker.sandbox.setupcmd import with_detected_setup
 from worker.status import LiveTurns, Status, StatusComment

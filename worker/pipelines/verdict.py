@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from bot.repo_config import CONFIG_PATH
+from worker.repo_config import CONFIG_PATH
 
 
 @dataclass(frozen=True)

@@ -34,8 +34,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from bot.repo_config import RepoConfig
 from bot.settings import SandboxSettings
+from worker.repo_config import RepoConfig
 from worker.sandbox.base import WORKSPACE, ClosedOnExit, Sandbox, SandboxError
 from worker.sandbox.egress import repo_setup_hosts
 from worker.sandbox.export import ExportError, read_regular_file

@@ -72,7 +72,7 @@ class SandboxRecipe:
 def _production_setup(
     sandbox: Sandbox, command: str | None, *, settings: SandboxSettings
 ) -> SetupResult:
-    from bot.repo_config import RepoConfig
+    from worker.repo_config import RepoConfig
     from worker.sandbox.setup import run_setup
 
     # run_setup reads only the config's setup command.

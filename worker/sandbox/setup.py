@@ -18,8 +18,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from bot.repo_config import RepoConfig
 from bot.settings import SandboxSettings
+from worker.repo_config import RepoConfig
 from worker.sandbox.base import ExecResult, Sandbox
 from worker.sandbox.common import ENV_ROOT, VENV
 from worker.sandbox.egress import (

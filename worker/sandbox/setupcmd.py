@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.hostgit import run_git
-from bot.repo_config import RepoConfig
+from worker.repo_config import RepoConfig
 
 # Manifests larger than this are not read: a real one is a few KiB, and the tree is
 # untrusted content.

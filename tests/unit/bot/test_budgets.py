@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from bot.queue import broker_transport_options
-from bot.repo_config import parse_repo_config
 from bot.settings import AgentSettings, Settings
 from worker.agent.tools import RUNNER_GRACE_S
 from worker.pipelines.solve import agent_limits
+from worker.repo_config import parse_repo_config
 
 
 def test_agent_budget_is_leafs_swebench_verified_preset() -> None:

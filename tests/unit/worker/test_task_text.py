@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from bot.forges.base import Comment, RepoRef
-from bot.repo_config import parse_repo_config
 from worker.pipelines.solve import repo_instructions, writers_comments
+from worker.repo_config import parse_repo_config
 
 
 class _Forge:

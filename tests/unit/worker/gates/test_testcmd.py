@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from bot.repo_config import RepoConfig
 from worker.gates.junit import TestCase
 from worker.gates.testcmd import (
     DEFAULT_COMMAND,
@@ -17,6 +16,7 @@ from worker.gates.testcmd import (
     resolve_test_command,
 )
 from worker.gates.tests import report_disagreement
+from worker.repo_config import RepoConfig
 from worker.sandbox.base import ExecResult
 
 

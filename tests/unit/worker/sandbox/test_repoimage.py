@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.repo_config import RepoConfig, parse_repo_config
 from bot.settings import SandboxSettings
+from worker.repo_config import RepoConfig, parse_repo_config
 from worker.sandbox.egress import REPO_HOST_REFUSED, repo_setup_hosts
 from worker.sandbox.repoimage import (
     RepoImageError,

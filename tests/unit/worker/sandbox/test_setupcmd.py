@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from bot.repo_config import RepoConfig, parse_repo_config
 from tests.fakes import commit_files as commit_to_repo
 from tests.fakes import make_git_repo
+from worker.repo_config import RepoConfig, parse_repo_config
 from worker.sandbox.setupcmd import commit_files, detect_setup, with_detected_setup
 
 

@@ -90,12 +90,17 @@ def build_env(
     from trainer.envs.storage import EnvironmentStore
     from worker.agent.episode import SandboxRecipe
     from worker.repo_config import RepoConfigError, read_repo_config
+    from worker.sandbox.setupcmd import commit_files, with_detected_setup
 
     try:
         config = read_repo_config(repo_dir, base)
     except RepoConfigError as exc:
         raise click.ClickException(str(exc)) from None
     settings = settings_of(ctx)
+    # As the solve job on that commit would set up: detected when .ribbit.yml names none.
+    config = with_detected_setup(
+        config, commit_files(repo_dir, base), enabled=settings.sandbox.detect_setup
+    )
     env_store = EnvironmentStore(store_dir(ctx, store))
     builder = EnvironmentBuilder(
         SandboxRecipe.production(settings.sandbox), reruns=reruns, test_timeout_s=timeout_s

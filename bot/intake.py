@@ -162,7 +162,9 @@ class Intake:
             if ctx.jobs and event.private is not None and ctx.view.private != event.private:
                 # Which model line may train on and serve the repository (bot/model_lines.py);
                 # written only when it changed, so the usual webhook adds no statement.
-                self.store.repository(session, event.forge, event.repo).private = event.private
+                self.store.record_visibility(
+                    session, event.forge, event.repo, private=event.private
+                )
             reasons.extend(ctx.notes)
             if ctx.refusal:
                 refused = ctx.refusal

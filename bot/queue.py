@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import os
 import queue
-import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -14,6 +13,7 @@ from typing import Any, Protocol, runtime_checkable
 from celery import Celery
 
 from bot.settings import Settings
+from bot.store.db import use_wal
 from bot.store.jobs import JobStore
 from bot.store.models import Job
 
@@ -63,11 +63,7 @@ def prepare_broker(settings: Settings) -> None:
         # a file created and deleted per message). WAL is a property of the file, so setting
         # it once here holds for kombu's connections in every process: one fsync per
         # message, and the worker's polling no longer blocks the web process's sends.
-        conn = sqlite3.connect(settings.data_dir / "broker.db", timeout=30)
-        try:
-            conn.execute("PRAGMA journal_mode=WAL")
-        finally:
-            conn.close()
+        use_wal(settings.data_dir / "broker.db")
 
 
 def client_celery(settings: Settings) -> Celery:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import sqlite3
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -72,6 +73,17 @@ class Database:
 
     def dispose(self) -> None:
         self.engine.dispose()
+
+
+def use_wal(path: Path) -> None:
+    """Put the SQLite file at ``path`` (created if missing) in WAL mode. The journal mode is
+    a property of the file, so it holds for every later connection to it, from any process
+    and any library (kombu's, to the embedded broker, opens it with SQLite's defaults)."""
+    conn = sqlite3.connect(path, timeout=30)
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")
+    finally:
+        conn.close()
 
 
 def make_engine(url: str, *, pre_ping: bool = True) -> Engine:

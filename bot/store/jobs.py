@@ -979,9 +979,16 @@ class JobStore:
                 )
             )
 
+    def record_visibility(
+        self, session: Session, forge: str, full_name: str, *, private: bool
+    ) -> None:
+        """In the caller's transaction (intake's, one per webhook): kept with its jobs or
+        rolled back with them."""
+        self.repository(session, forge, full_name).private = private
+
     def set_visibility(self, forge: str, full_name: str, *, private: bool) -> None:
         with self.db.session() as session:
-            self.repository(session, forge, full_name).private = private
+            self.record_visibility(session, forge, full_name, private=private)
 
     def set_trigger_label(self, forge: str, full_name: str, label: str | None) -> None:
         with self.db.session() as session:

@@ -59,12 +59,6 @@ def test_a_broken_layer_is_caught(tmp_path: Path) -> None:
 # it maps (bot/store/ holds every table and its Alembic migrations; trainer/store.py is the
 # trainer's store over the training tables).
 STORE_PATHS = ("bot/store/", "trainer/store.py")
-# Modules still querying for themselves, each cleared by the branch named beside it.
-QUERY_ALLOWED = {
-    "bot/intake.py": "h-intake (intake's delivery and job queries into JobStore)",
-    "bot/queue.py": "h-intake (the dispatch queue's job queries into JobStore)",
-    "bot/webhooks.py": "h-intake (the webhook's delivery lookups into JobStore)",
-}
 # SQLAlchemy's statement builders: importing one is building a query.
 _BUILDERS = frozenset(
     {
@@ -187,7 +181,7 @@ def _outside_stores() -> list[Path]:
     for package in ("bot", "worker", "trainer"):
         for path in sorted((ROOT / package).rglob("*.py")):
             rel = path.relative_to(ROOT).as_posix()
-            if not rel.startswith(STORE_PATHS) and rel not in QUERY_ALLOWED:
+            if not rel.startswith(STORE_PATHS):
                 found.append(path)
     return found
 
@@ -219,11 +213,6 @@ def test_every_table_is_mapped_in_the_stores() -> None:
         "TrainingRun",
         "AdminAction",
     } <= mapped_class_names()
-
-
-def test_the_allowed_modules_exist() -> None:
-    """An allow-list entry for a module that is gone would hide a new one of that name."""
-    assert [p for p in QUERY_ALLOWED if not (ROOT / p).is_file()] == []
 
 
 def test_the_query_scan_catches_each_kind() -> None:

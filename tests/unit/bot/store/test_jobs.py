@@ -123,3 +123,23 @@ def test_visibility_is_recorded_per_repository(store: JobStore) -> None:
     store.set_visibility("gitlab", "o/r", private=True)
     assert store.visibility("github", "o/r") is False
     assert store.visibility("gitlab", "o/r") is True
+
+
+def test_visibility_recorded_in_the_callers_transaction_goes_with_it(store: JobStore) -> None:
+    """Intake's write: kept with the webhook's jobs, or rolled back with them."""
+
+    class Abort(Exception):
+        pass
+
+    with pytest.raises(Abort), store.db.session() as session:
+        store.record_visibility(session, "github", "o/r", private=True)
+        raise Abort
+    assert store.visibility("github", "o/r") is None
+    with store.db.session() as session:
+        store.record_visibility(session, "github", "o/r", private=True)
+        job = store.create(
+            session, JobSpec(kind="solve", forge="github", repo="o/r", issue_number=1)
+        )
+        assert job is not None
+    assert store.visibility("github", "o/r") is True
+    assert store.get(job.id).repo == "o/r"

@@ -7,6 +7,50 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+# What `lora_target_modules` means when left at its default: the family's entry in
+# LORA_TARGETS, else peft's "all-linear".
+AUTO_LORA_TARGETS = "auto"
+
+# Qwen3.5 is a hybrid: three gated-DeltaNet (linear-attention) layers to one full-attention
+# layer. Neither inference server serves LoRA on the DeltaNet projections today
+# (`linear_attn.in_proj_qkv/z/b/a`, `linear_attn.out_proj`): vllm-project/vllm#49354 (open)
+# serves such an adapter with generations unchanged from the base, and SGLang cannot load
+# split `in_proj_b`/`in_proj_a` adapters (sgl-project/sglang#31522, open). peft's
+# "all-linear" wraps them, so a promoted version would silently behave like the base on
+# the fleet path. Names are transformers 5.24's Qwen3_5 modules; peft matches them as
+# name suffixes, and none is a suffix of a DeltaNet module's name (`out_proj` is not
+# `o_proj`). The MLPs of every layer are plain gate/up/down projections, served by both.
+_QWEN3_5_LORA_TARGETS = (
+    "q_proj",
+    "k_proj",
+    "v_proj",
+    "o_proj",
+    "gate_proj",
+    "up_proj",
+    "down_proj",
+)
+
+# Default LoRA target modules per model family (`config.model_type`): only families whose
+# "all-linear" adapter the servers cannot serve. The real model's config.json says
+# `qwen3_5`; loaded through AutoModelForCausalLM (the text model, as the learner does) it
+# says `qwen3_5_text`, as the tests' tiny model does.
+LORA_TARGETS: dict[str, tuple[str, ...]] = {
+    "qwen3_5": _QWEN3_5_LORA_TARGETS,
+    "qwen3_5_text": _QWEN3_5_LORA_TARGETS,
+}
+
+
+def lora_target_modules(setting: str, model_type: str) -> str | list[str]:
+    """peft's ``target_modules`` for ``setting`` (a `TrainSettings.lora_target_modules`) on a
+    model of family ``model_type``: "auto" picks the family's default, "all-linear" passes
+    through, anything else is a comma-separated list of module names that wins as given."""
+    if setting == AUTO_LORA_TARGETS:
+        family = LORA_TARGETS.get(model_type)
+        return list(family) if family is not None else "all-linear"
+    if setting == "all-linear":
+        return setting
+    return [name.strip() for name in setting.split(",") if name.strip()]
+
 
 @dataclass
 class TrainSettings:
@@ -39,7 +83,12 @@ class TrainSettings:
         default=0.0, metadata={"help": "LoRA dropout (0 keeps ratios exact)."}
     )
     lora_target_modules: str = field(
-        default="all-linear", metadata={"help": "peft target modules."}
+        default=AUTO_LORA_TARGETS,
+        metadata={
+            "help": "peft target modules: comma-separated names, all-linear, or auto (the "
+            "model family's default that vLLM/SGLang can serve; for qwen3_5, the "
+            "full-attention and MLP projections, no linear-attention layer)."
+        },
     )
     learning_rate: float = field(default=1e-5, metadata={"help": "AdamW learning rate."})
     weight_decay: float = field(default=0.0, metadata={"help": "AdamW weight decay."})
@@ -113,6 +162,10 @@ class TrainSettings:
             (self.logprob_chunk_tokens >= 1, "logprob_chunk_tokens must be >= 1"),
             (self.temperature > 0, "temperature must be > 0 (GRPO needs sampled, varied rollouts)"),
             (self.lora_r >= 1, f"lora_r must be >= 1; got {self.lora_r}"),
+            (
+                self.lora_target_modules.strip(", ") != "",
+                "lora_target_modules must name modules, all-linear or auto",
+            ),
         ]
         for ok, message in checks:
             if not ok:

@@ -5,7 +5,7 @@ weights, reference linear-attention kernels: absolute figures say little about
 a GPU with the real kernels; ratios between settings are what to look at):
 
 - learner throughput: rollout tokens/s through one GRPO step (forward with
-  chunked, checkpointed log-probs, backward, AdamW), LoRA all-linear vs full;
+  chunked, checkpointed log-probs, backward, AdamW), LoRA (default targets) vs full;
 - log-prob chunk size: tokens/s of the no-grad scoring pass per chunk size;
 - rollout throughput: rollouts/s and generated tokens/s through run_agent with
   TransformersPolicy over the learner's weights, in a LocalDirSandbox.
@@ -60,7 +60,7 @@ def bench(model_dir: Path, repo: Path, base: str) -> None:
         for s in r.segments
     ]
     tokens = sum(len(s.input_ids) for s in samples)
-    for label, overrides in (("lora all-linear", {}), ("full fine-tune", {"finetune": "full"})):
+    for label, overrides in (("lora default", {}), ("full fine-tune", {"finetune": "full"})):
         lrn = _learner(model_dir, **overrides)  # fresh: the same starting point for both
         lrn.step(samples)  # warm-up
         start = time.perf_counter()

@@ -108,7 +108,7 @@ def bench(
     )
     learner = Learner(model, None, settings)  # type: ignore[arg-type]  # no tokenizer needed
     trainable = sum(p.numel() for p in learner.params)
-    print(f"LoRA r=16 all-linear: {trainable / 1e6:.1f} M trainable parameters")
+    print(f"LoRA r=16, default targets: {trainable / 1e6:.1f} M trainable parameters")
     vocab = int(values["vocab_size"])
     for length in lengths:
         if over_budget():

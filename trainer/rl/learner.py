@@ -48,7 +48,7 @@ from torch.distributed.checkpoint.state_dict import (
 )
 from torch.utils.checkpoint import checkpoint
 
-from trainer.config import TrainSettings
+from trainer.config import TrainSettings, lora_target_modules
 from trainer.distributed import Ranks, full_tensor, gathered, is_sharded, shard
 from trainer.rl.loss import BatchTotals, LossConfig, policy_loss, token_weights
 
@@ -201,9 +201,7 @@ class Learner:
         if self.is_lora:
             from peft import LoraConfig, get_peft_model
 
-            target: Any = settings.lora_target_modules
-            if target != "all-linear":
-                target = [t.strip() for t in target.split(",") if t.strip()]
+            target = lora_target_modules(settings.lora_target_modules, model.config.model_type)
             config = LoraConfig(
                 r=settings.lora_r,
                 lora_alpha=settings.lora_alpha,

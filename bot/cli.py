@@ -1,8 +1,9 @@
 """The `ribbit` command.
 
-Subcommands that live in worker/ or trainer/ are named here as import strings
-and loaded only when used (click's lazy-group pattern), so `ribbit jobs` does
-not import torch and bot/ keeps no import-time dependency on worker/.
+Subcommands that live in worker/ or trainer/ are registered by the package that owns
+them, as pyproject's ``ribbit.commands`` entry points, and loaded only when used
+(click's lazy-group pattern), so `ribbit jobs` does not import torch and bot/ never
+imports worker/ or trainer/ at import time.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Forge-neutral events. GitHub and GitLab payloads become one of these (bot/normalize/),
+"""Forge-neutral events. GitHub and GitLab payloads become one of these (bot/normalize.py),
 so handlers never look at a raw payload."""
 
 from __future__ import annotations

@@ -1,0 +1,18 @@
+"""Ribbit's worker: runs the jobs the web side stored, in Celery processes.
+
+- celery_app.py, tasks.py: the Celery app and its thin tasks; jobs.py: one job's
+  lifecycle (claim, heartbeat, cancellation, end), with the pipelines (pipelines/:
+  solve, commands, replies, outcomes) registered by job kind.
+- runtime.py: what one worker process builds once and every task shares.
+- agent/: the agent loop, its tools, prompts and policies (see agent/README.md).
+- sandbox/: where untrusted commands run (Docker/Podman or bubblewrap), the setup step
+  (setup.py, setupcmd.py) and the environment cache.
+- gates/: what a patch must pass before it becomes a draft PR (tests, Semgrep,
+  hygiene); host git goes through bot/hostgit.py.
+- repo_config.py: a repository's ``.ribbit.yml``; models.py, weights.py: which model
+  version a job uses and the base weights on disk; status.py, noise.py: the issue's
+  status comment and noise pauses; maintenance.py: periodic repairs (Celery beat).
+
+The worker builds on bot/ (settings, store, forges), never the other way: bot/ hands it
+jobs by task name (bot/queue.py), and pyproject's import-linter contracts check it.
+"""

@@ -14,6 +14,10 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+# What runs when neither .ribbit.yml nor the tree names a test command
+# (worker/gates/testcmd.py falls back to it too).
+DEFAULT_TEST_COMMAND = "python -m pytest -q"
+
 CONFIG_PATH = ".ribbit.yml"
 
 
@@ -96,7 +100,7 @@ class RepoConfig(_Model):
         "deployment allows: RIBBIT_SANDBOX__REPO_IMAGES).",
     )
     test: str = Field(
-        default="python -m pytest -q",
+        default=DEFAULT_TEST_COMMAND,
         description="Test command (when absent, detected per ecosystem: worker/gates/testcmd.py).",
     )
     paths: PathRules = Field(default_factory=PathRules)

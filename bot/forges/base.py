@@ -126,10 +126,15 @@ class ReviewComment:
     created_at: datetime | None = None
 
 
+# One name for the gates on a commit: the commit status and GitHub's check run carry the
+# same one, so a branch rule that requires it matches whichever the forge shows.
+GATES_NAME = "ribbit/gates"
+
+
 @dataclass(frozen=True)
 class CommitStatus:
     state: Literal["pending", "success", "failure", "error"]
-    context: str = "ribbit/gates"
+    context: str = GATES_NAME
     description: str = ""
     target_url: str | None = None
 
@@ -159,7 +164,7 @@ class GateReview:
     title: str
     summary: str  # markdown
     annotations: tuple[Annotation, ...] = ()
-    name: str = "ribbit/gates"
+    name: str = GATES_NAME
     details_url: str | None = None
 
 

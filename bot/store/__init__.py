@@ -4,9 +4,9 @@ typed records. No module outside bot/store/ and trainer/store.py builds a query
 (tests/unit/test_architecture.py checks it).
 
 - db.py: the engine, sessions and transactions; migrate.
-- models.py, jobs.py, outcomes.py, records.py: repositories, deliveries, jobs (JobStore,
-  with its state machine and the kill switch), outcomes (OutcomeStore) and a solve job's
-  record.
+- models.py, jobs.py, outcomes.py, records.py, payloads.py: repositories, deliveries, jobs
+  (JobStore, with its state machine and the kill switch), outcomes (OutcomeStore), a solve
+  job's record, and the typed payload each job kind carries.
 - training.py: the trainer's tables (environments, runs, model versions) and what the
   worker and the dashboard read of them (TrainingStore); the trainer's own queries are
   in trainer/store.py.

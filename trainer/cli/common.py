@@ -50,14 +50,20 @@ def sync_store_index(ctx: click.Context, env_store: EnvironmentStore) -> None:
     sync_index(open_db(ctx), env_store)
 
 
-def selected(env_store: EnvironmentStore, selector: str) -> list[Environment]:
-    """The environments ``selector`` picks; one it names that is not stored is an error."""
+def selected(
+    env_store: EnvironmentStore, selector: str, *, allow_none: bool = False
+) -> list[Environment]:
+    """The environments ``selector`` picks; one it names that is not stored is an error,
+    and so is picking none unless ``allow_none`` (an export of nothing is still a file)."""
     from trainer.checkouts import SelectionError, select
 
     try:
-        return select(env_store, selector)
+        chosen = select(env_store, selector)
     except SelectionError as exc:
         raise click.ClickException(str(exc)) from None
+    if not chosen and not allow_none:
+        raise click.ClickException(f"no environments match {selector!r}")
+    return chosen
 
 
 @contextlib.contextmanager

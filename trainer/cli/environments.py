@@ -244,7 +244,7 @@ def export_envs(
     from trainer.envs.storage import EnvironmentStore
 
     env_store = EnvironmentStore(store_dir(ctx, store))
-    n = env_store.export_jsonl(path, selected(env_store, selector), fmt)
+    n = env_store.export_jsonl(path, selected(env_store, selector, allow_none=True), fmt)
     click.echo(f"exported {n} environment(s) to {path} ({fmt})")
     if fmt in ("skyrl", "verl"):
         click.echo("their images: ribbit envs image (one per environment, repo in /testbed)")
@@ -272,8 +272,6 @@ def image_envs(
     settings = settings_of(ctx)
     env_store = EnvironmentStore(store_dir(ctx, store))
     chosen = selected(env_store, selector)
-    if not chosen:
-        raise click.ClickException(f"no environments match {selector!r}")
     try:
         client = docker_client(settings.sandbox, timeout=600)
     except SandboxError as exc:
@@ -409,8 +407,6 @@ def calibrate_envs(
     settings = settings_of(ctx)
     env_store = EnvironmentStore(store_dir(ctx, store))
     chosen = selected(env_store, selector)
-    if not chosen:
-        raise click.ClickException(f"no environments match {selector!r}")
     base, adapter = model_path or settings.model.model, None
     if model_path is None:
         current = promoted_model(open_db(ctx))

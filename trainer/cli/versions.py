@@ -173,8 +173,6 @@ def evaluate_model(
     settings = settings_of(ctx)
     env_store = EnvironmentStore(store_dir(ctx, store))
     chosen = selected(env_store, selector)
-    if not chosen:
-        raise click.ClickException(f"no environments match {selector!r}")
     limits = AgentSettings(max_turns=max_turns, max_new_tokens=max_new_tokens)
     try:
         with (

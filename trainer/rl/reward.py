@@ -17,8 +17,6 @@ Ribbit's (resolved, and the gates pass), what training optimises.
 
 from __future__ import annotations
 
-import importlib
-import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,17 +28,11 @@ from trainer.envs.patches import split_by_file
 from trainer.envs.schema import Environment
 from worker.agent.episode import SandboxRecipe, SetupFailed
 from worker.gates.base import Finding, Gate, GateContext
+from worker.gates.hygiene import HygieneGate
+from worker.gates.semgrep import SemgrepGate
 from worker.gates.testrun import run_tests
 from worker.repo_config import RepoConfig
 from worker.sandbox.base import Sandbox
-
-log = logging.getLogger(__name__)
-
-# (module, class) of the gates that judge a patch beyond its tests.
-REWARD_GATES: tuple[tuple[str, str], ...] = (
-    ("worker.gates.semgrep", "SemgrepGate"),
-    ("worker.gates.hygiene", "HygieneGate"),
-)
 
 
 @dataclass(frozen=True)
@@ -71,16 +63,8 @@ class RewardResult:
 
 
 def default_reward_gates() -> list[Gate]:
-    """Semgrep and hygiene gates, where the gates module has them (empty otherwise)."""
-    gates: list[Gate] = []
-    for module_name, class_name in REWARD_GATES:
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError:
-            log.warning("%s is not available; the reward runs without it", module_name)
-            continue
-        gates.append(getattr(module, class_name)())
-    return gates
+    """The gates that judge a patch beyond its tests: Semgrep and hygiene."""
+    return [SemgrepGate(), HygieneGate()]
 
 
 def reset_test_files(sandbox: Sandbox, env: Environment) -> None:

@@ -46,11 +46,10 @@ from typing import Literal
 
 from worker.gates.junit import NESTED_SEPARATOR, Flavour, doc_test_filter
 from worker.gates.trees import regular_file_inside
-from worker.repo_config import RepoConfig
+from worker.repo_config import DEFAULT_TEST_COMMAND, RepoConfig
 
 Runner = Literal["pytest", "go", "cargo", "node", "jest", "vitest", "shell"]
 ReportKind = Literal["junit", "output"]
-DEFAULT_COMMAND = "python -m pytest -q"
 REPORT_VAR = "RIBBIT_JUNIT"
 _REPORT = f'"${REPORT_VAR}"'
 _MAX_FILE_BYTES = 1024 * 1024
@@ -104,7 +103,7 @@ class TestCommand:
 def detect_test_command(tree: Path) -> TestCommand:
     """The usual test command for the repository checked out at ``tree``."""
     if _pytest_signs(tree):
-        return TestCommand(DEFAULT_COMMAND, "pytest", "pytest files")
+        return TestCommand(DEFAULT_TEST_COMMAND, "pytest", "pytest files")
     if _file(tree, "go.mod") is not None:
         return TestCommand("go test ./...", "go", "go.mod", ("./...",))
     cargo = _file(tree, "Cargo.toml")
@@ -122,7 +121,7 @@ def detect_test_command(tree: Path) -> TestCommand:
         if found.runner not in ("shell", "pytest"):
             return replace(found, command="npm test")
         return TestCommand("npm test", "shell", "package.json")
-    return TestCommand(DEFAULT_COMMAND, "pytest", "default")
+    return TestCommand(DEFAULT_TEST_COMMAND, "pytest", "default")
 
 
 def resolve_test_command(config: RepoConfig, tree: Path | None) -> TestCommand:

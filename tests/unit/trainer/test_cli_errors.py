@@ -49,6 +49,18 @@ def test_cli_errors_an_environment_not_stored(data_dir: Path, tmp_path: Path) ->
     _refused([*train, "--register", "v1", "--heldout", "nope"], missing)
 
 
+def test_cli_errors_a_selector_that_picks_nothing(data_dir: Path, tmp_path: Path) -> None:
+    nothing = "no environments match 'split:nowhere'"
+    _refused(["envs", "calibrate", "--envs", "split:nowhere"], nothing)
+    _refused(["envs", "image", "--envs", "split:nowhere"], nothing)
+    _refused(["model", "evaluate", "v1", "--envs", "split:nowhere"], nothing)
+    # An export of nothing is still a file (an empty one), not an error.
+    out = tmp_path / "none.jsonl"
+    result = CliRunner().invoke(main, ["envs", "export", str(out), "--envs", "split:nowhere"])
+    assert result.exit_code == 0, result.output
+    assert "exported 0 environment(s)" in result.output
+
+
 def test_cli_errors_a_file_that_is_not_jsonl(data_dir: Path, tmp_path: Path) -> None:
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"instance_id": "a__b-1"}\n{not json\n')

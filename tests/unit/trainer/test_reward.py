@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
@@ -12,7 +11,7 @@ from tests.plugins.trainer import PYTEST, FixRepo, sandbox_factory
 from trainer.envs.builder import BuildSpec, EnvironmentBuilder
 from trainer.envs.schema import Environment
 from trainer.envs.storage import EnvironmentStore
-from trainer.rl.reward import compute_reward, shaped_reward
+from trainer.rl.reward import compute_reward, default_reward_gates, shaped_reward
 from worker.gates.base import Finding, GateContext, GateResult
 
 
@@ -117,10 +116,10 @@ def test_an_insecure_patch_that_passes_tests_earns_zero(
     assert result.findings[0].rule == "no-eval"
 
 
-@pytest.mark.skipif(
-    importlib.util.find_spec("worker.gates.semgrep") is None,
-    reason="worker.gates.semgrep has not landed in this branch yet",
-)
+def test_the_default_reward_gates_are_semgrep_and_hygiene() -> None:
+    assert [type(g).__name__ for g in default_reward_gates()] == ["SemgrepGate", "HygieneGate"]
+
+
 def test_insecure_patch_with_the_real_default_gates(
     env_and_checkout: tuple[Environment, Path],
 ) -> None:
@@ -131,10 +130,6 @@ def test_insecure_patch_with_the_real_default_gates(
     assert "semgrep" in {f.gate for f in result.findings}
 
 
-@pytest.mark.skipif(
-    importlib.util.find_spec("worker.gates.semgrep") is None,
-    reason="worker.gates.semgrep has not landed in this branch yet",
-)
 def test_good_patch_with_the_real_default_gates(
     env_and_checkout: tuple[Environment, Path],
 ) -> None:

@@ -10,13 +10,12 @@ import pytest
 
 from worker.gates.junit import TestCase
 from worker.gates.testcmd import (
-    DEFAULT_COMMAND,
     detect_test_command,
     recognise,
     resolve_test_command,
 )
 from worker.gates.tests import report_disagreement
-from worker.repo_config import RepoConfig
+from worker.repo_config import DEFAULT_TEST_COMMAND, RepoConfig
 from worker.sandbox.base import ExecResult
 
 
@@ -43,16 +42,16 @@ def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
                 "package.json": '{"scripts": {"test": "echo \\"Error: no test specified\\"'
                 ' && exit 1"}}'
             },
-            DEFAULT_COMMAND,
+            DEFAULT_TEST_COMMAND,
             "pytest",
         ),
-        ({"tests/test_x.py": "", "go.mod": "module x\n"}, DEFAULT_COMMAND, "pytest"),
+        ({"tests/test_x.py": "", "go.mod": "module x\n"}, DEFAULT_TEST_COMMAND, "pytest"),
         (
             {"pyproject.toml": "[tool.pytest.ini_options]\n", "Cargo.toml": ""},
-            DEFAULT_COMMAND,
+            DEFAULT_TEST_COMMAND,
             "pytest",
         ),
-        ({"README.md": "hi"}, DEFAULT_COMMAND, "pytest"),
+        ({"README.md": "hi"}, DEFAULT_TEST_COMMAND, "pytest"),
     ],
 )
 def test_detection_per_ecosystem(
@@ -62,13 +61,19 @@ def test_detection_per_ecosystem(
     assert (found.command, found.runner) == (command, runner)
 
 
+def test_the_configs_default_is_the_detected_fallback(tmp_path: Path) -> None:
+    # One default test command: what .ribbit.yml implies and what detection falls back to.
+    fallback = detect_test_command(_tree(tmp_path, {"README.md": "hi"}))
+    assert RepoConfig().test == fallback.command == DEFAULT_TEST_COMMAND
+
+
 def test_ribbit_yml_command_wins_over_detection(tmp_path: Path) -> None:
     tree = _tree(tmp_path, {"go.mod": "module x\n"})
     assert resolve_test_command(RepoConfig(), tree).runner == "go"
     named = resolve_test_command(RepoConfig(test="make check"), tree)
     assert (named.command, named.runner, named.source) == ("make check", "shell", ".ribbit.yml")
     # Naming pytest's default explicitly is a choice, not an absence.
-    assert resolve_test_command(RepoConfig(test=DEFAULT_COMMAND), tree).runner == "pytest"
+    assert resolve_test_command(RepoConfig(test=DEFAULT_TEST_COMMAND), tree).runner == "pytest"
 
 
 @pytest.mark.parametrize(

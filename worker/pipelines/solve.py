@@ -46,6 +46,7 @@ from worker.gates import review
 from worker.gates.testcmd import resolve_test_command
 from worker.jobs import WAITING_HOOKS, JobCancelled, JobContext, JobRefused, pipeline
 from worker.metrics import InstrumentedPolicy, record_gates, record_stage
+from worker.pipelines.replies import WRITE_ACCESS_REFUSAL, check_actor
 from worker.pipelines.verdict import TestVerdict
 from worker.repo_config import CONFIG_PATH, RepoConfig, RepoConfigError, parse_repo_config
 from worker.runtime import WorkerRuntime
@@ -370,14 +371,16 @@ class SolveRun:
         return _Timer(self.timings, name, self.job.kind)
 
     def check_permission(self) -> None:
-        actor = self.job.actor
-        if not actor or not self.forge.has_write_access(self.repo, actor):
+        try:
+            check_actor(self.ctx, self.forge)
+        except JobRefused:
+            # The same check as every command's; the issue is told who may ask, and why.
             reason = (
-                f"@{actor} does not have write access to {self.repo.full_name}; "
+                f"@{self.job.actor} {WRITE_ACCESS_REFUSAL} to {self.repo.full_name}; "
                 "only collaborators with write access can ask Ribbit for work"
             )
             self.status.show(Status("refused", reason))
-            raise JobRefused(reason)
+            raise JobRefused(reason) from None
 
     def ready_model(self) -> ModelSettings:
         """The model version for this job, checked to be there before the agent starts."""

@@ -7,12 +7,12 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from bot.store.db import Database
-from bot.store.jobs import JobNotFound, JobQuery, JobStore
+from bot.store.jobs import JobNotFound, JobQuery, JobStore, JobSummary
 from bot.store.models import Job
 from bot.store.outcomes import OutcomeStore
 from bot.store.training import TableView, TrainingStore
@@ -61,19 +61,11 @@ class JobFilter:
 
 
 @dataclass(frozen=True)
-class JobRow:
-    id: str
-    kind: str
-    state: str
-    forge: str
-    repo: str
-    issue_number: int | None
-    pr_number: int | None
-    pr_url: str | None
-    stage: str | None
-    failure_reason: str | None
-    created_at: datetime | None
-    duration_s: float | None
+class JobRow(JobSummary):
+    """A job as the dashboard's list shows it: the store's summary, with its created time
+    made timezone-aware and how long it ran (or has been running)."""
+
+    duration_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -122,17 +114,7 @@ def list_jobs(db: Database, flt: JobFilter, page: int = 1, per_page: int = PER_P
     return JobPage(
         rows=[
             JobRow(
-                id=r.id,
-                kind=r.kind,
-                state=r.state,
-                forge=r.forge,
-                repo=r.repo,
-                issue_number=r.issue_number,
-                pr_number=r.pr_number,
-                pr_url=r.pr_url,
-                stage=r.stage,
-                failure_reason=r.failure_reason,
-                created_at=_aware(r.created_at),
+                **{**asdict(r), "created_at": _aware(r.created_at)},
                 duration_s=_duration(r, now),
             )
             for r in found.rows

@@ -93,10 +93,15 @@ def commit_files(repo_dir: Path, rev: str) -> RepoFiles:
     listed: dict[str, tuple[str, int]] | None = None
 
     def listing() -> dict[str, tuple[str, int]]:
-        # One ls-tree for every name a rule may ask for: mode, object and size each.
-        out = run_git(repo_dir, "ls-tree", "-z", "--long", rev, "--", *_CANDIDATES)
+        # One ls-tree for every name a rule may ask for: mode, object and size each. A
+        # revision that reads as an option is no commit (and must not reach git's argv).
+        out = (
+            None
+            if rev.startswith("-")
+            else run_git(repo_dir, "ls-tree", "-z", "--long", rev, "--", *_CANDIDATES)
+        )
         found: dict[str, tuple[str, int]] = {}
-        if out.returncode == 0:
+        if out is not None and out.returncode == 0:
             for entry in out.stdout.decode(errors="replace").split("\0"):
                 meta, _, name = entry.partition("\t")
                 parts = meta.split()

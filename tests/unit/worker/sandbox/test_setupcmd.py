@@ -166,3 +166,4 @@ def test_a_missing_commit_reads_nothing(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
     make_git_repo(repo, {"setup.py": ""})
     assert detect_setup(commit_files(repo, "0" * 40)) == []
+    assert detect_setup(commit_files(repo, "--output=/tmp/x")) == []

@@ -8,9 +8,11 @@ every linear layer with gradient checkpointing: the learner's step time, tokens/
 peak memory for one GRPO step over sequences of several lengths; then decode tokens/s
 at 1 and N concurrent streams, time to first token, and the ratio to the memory-bandwidth
 ceiling (weight bytes over measured copy bandwidth), which bounds batch-1 decode. The
-widest decode line is the in-process rollout throughput. ``--budget-s`` stops starting
-new measurements once the lent machine's few minutes are spent. Random weights do not
-change these costs; the real checkpoint needs no download for them. Prints figures, asserts nothing.
+widest decode line is the in-process rollout throughput; last, how far the generator's
+log-probs are from the learner's on the same sampled tokens (the importance weights' gap).
+``--budget-s`` stops starting new measurements once the lent machine's few minutes are
+spent. Random weights do not change these costs; the real checkpoint needs no download
+for them. Prints figures, asserts nothing.
 
 Without CUDA it says so and stops, unless ``--smoke`` (a 2-layer, narrow model of
 the same family on CPU, to check the script itself).
@@ -42,6 +44,10 @@ FROGNANO_4B = dict(
     rope_theta=10_000_000.0,
     partial_rotary_factor=0.25,
 )
+# The measurements, each runnable alone: flash-linear-attention 0.6 refuses its backward on
+# Hopper with Triton < 3.7.1 (its #640), so a lent machine with an older Triton measures the
+# learner in one process without fla and decoding in another with it (scripts/gpu-bench.sh).
+PARTS = frozenset({"learner", "decode", "gap"})
 SMOKE = dict(
     FROGNANO_4B,
     vocab_size=4096,
@@ -89,7 +95,10 @@ def bench(
     lengths: list[int],
     group: int,
     streams: list[int],
+    parts: frozenset[str] = PARTS,
+    decode_sizes: tuple[int, int] = (512, 128),
 ) -> None:
+    """``decode_sizes``: prompt and generated tokens per decode stream."""
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
     start = time.perf_counter()
     model = build_model(values, device, dtype)
@@ -110,7 +119,7 @@ def bench(
     trainable = sum(p.numel() for p in learner.params)
     print(f"LoRA r=16, default targets: {trainable / 1e6:.1f} M trainable parameters")
     vocab = int(values["vocab_size"])
-    for length in lengths:
+    for length in lengths if "learner" in parts else []:
         if over_budget():
             print(f"skipped: learner step at {length} tokens (time budget)")
             continue
@@ -130,13 +139,26 @@ def bench(
             f"{tokens / elapsed:.0f} tokens/s, peak {_peak_gib(device):.1f} GiB"
         )
 
-    if over_budget():
-        print("skipped: decode and rollout figures (time budget spent by the learner)")
-        return
-    decode(learner.model, device, values, streams)
+    if "decode" in parts:
+        if over_budget():
+            print("skipped: decode and rollout figures (time budget spent by the learner)")
+            return
+        decode(learner.model, device, values, streams, *decode_sizes)
+    if "gap" in parts:
+        if over_budget():
+            print("skipped: generator-vs-learner log-prob gap (time budget)")
+            return
+        behaviour_gap(learner, device, vocab, *decode_sizes)
 
 
-def decode(model: Any, device: torch.device, values: dict[str, Any], streams: list[int]) -> None:
+def decode(
+    model: Any,
+    device: torch.device,
+    values: dict[str, Any],
+    streams: list[int],
+    prompt_len: int = 512,
+    new: int = 128,
+) -> None:
     """Greedy decode through transformers' generate (the in-process policy's path).
 
     Decode at batch 1 is bound by reading every weight once per token, so the ceiling is
@@ -151,7 +173,6 @@ def decode(model: Any, device: torch.device, values: dict[str, Any], streams: li
         f"memory bandwidth (device copy, read+write): {bandwidth / 1e12:.2f} TB/s; "
         f"weights {weight_bytes / 2**30:.1f} GiB -> batch-1 decode ceiling {ceiling:.0f} tokens/s"
     )
-    prompt_len, new = 512, 128
     gen = torch.Generator().manual_seed(0)
     with torch.no_grad():
         warm = torch.randint(0, vocab, (1, prompt_len), generator=gen).to(device)
@@ -180,6 +201,53 @@ def decode(model: Any, device: torch.device, values: dict[str, Any], streams: li
     print(
         "rollout throughput (in-process, the training rollouts' generation): the total "
         "tokens/s of the widest decode line above"
+    )
+
+
+def behaviour_gap(
+    learner: Learner, device: torch.device, vocab: int, prompt_len: int = 256, new: int = 64
+) -> None:
+    """How far the generator's log-probs (cached decode, batched) are from the learner's
+    (one full forward per sequence) on the same tokens: the importance weights the loss
+    applies (trainer/rl/loss.py) are exp(learner - generator), capped at
+    ``TrainSettings.tis_cap``. On the CPU test the gap is ~7e-4 per token; here it
+    is bf16 kernels on both sides, the in-process path (a server's kernels differ again).
+    """
+    import math
+
+    model = learner.model
+    model.eval()
+    dtype = next(model.parameters()).dtype
+    n = 4
+    gen = torch.Generator().manual_seed(1)
+    prompts = torch.randint(0, vocab, (n, prompt_len), generator=gen).to(device)
+    with torch.no_grad():
+        out = model.generate(
+            prompts,
+            max_new_tokens=new,
+            min_new_tokens=new,
+            do_sample=True,
+            temperature=1.0,
+            top_k=0,
+            top_p=1.0,
+            output_scores=True,
+            return_dict_in_generate=True,
+        )
+        scores = torch.stack(out.scores, dim=1).float()  # (n, new, vocab), temperature 1
+        generated = out.sequences[:, prompt_len:]
+        sampler = torch.log_softmax(scores, dim=-1).gather(2, generated.unsqueeze(2)).squeeze(2)
+        gaps = []
+        for row in range(n):
+            ids = out.sequences[row].tolist()
+            mine = learner.token_logprobs(ids)[prompt_len - 1 :].float()
+            gaps.append(mine - sampler[row])
+        gap = torch.cat(gaps)
+    cap = math.log(learner.settings.tis_cap)
+    print(
+        f"generator vs learner log-probs ({n} x {new} sampled tokens, {dtype} both): "
+        f"mean |gap| {gap.abs().mean().item():.2e}, max {gap.abs().max().item():.2e}, "
+        f"{(gap > cap).float().mean().item() * 100:.2f}% of tokens over the importance "
+        f"cap ({learner.settings.tis_cap:g})"
     )
 
 
@@ -224,6 +292,18 @@ def fast_kernels() -> None:
     )
 
 
+def fla_backward_refused() -> bool:
+    """flash-linear-attention is installed but would refuse the learner's backward here."""
+    import importlib.util
+
+    if importlib.util.find_spec("fla") is None or not torch.cuda.is_available():
+        return False
+    import triton
+
+    version = tuple(int(x) for x in triton.__version__.split(".")[:3] if x.isdigit())
+    return torch.cuda.get_device_capability()[0] == 9 and version < (3, 7, 1)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--smoke", action="store_true", help="tiny model of the family, any device")
@@ -236,7 +316,29 @@ def main(argv: list[str] | None = None) -> int:
         default=420.0,
         help="start no new measurement after this many seconds (the lent GPU's time is short)",
     )
+    parser.add_argument(
+        "--parts",
+        default=",".join(sorted(PARTS)),
+        help="which measurements: learner, decode, gap (comma-separated)",
+    )
+    parser.add_argument(
+        "--no-fla",
+        action="store_true",
+        help="measure with transformers' torch kernels even where fla is installed",
+    )
+    parser.add_argument(
+        "--fla-backward-refused",
+        action="store_true",
+        help="only say (exit 0) whether fla would refuse the learner's backward here",
+    )
     args = parser.parse_args(argv)
+    if args.fla_backward_refused:
+        return 0 if fla_backward_refused() else 1
+    if args.no_fla:
+        sys.modules["fla"] = None  # type: ignore[assignment]  # makes `import fla` fail
+    parts = frozenset(x.strip() for x in args.parts.split(",") if x.strip())
+    if not parts <= PARTS:
+        parser.error(f"--parts: unknown {sorted(parts - PARTS)}; choose from {sorted(PARTS)}")
     _DEADLINE[0] = time.monotonic() + args.budget_s
     cuda = torch.cuda.is_available()
     if not cuda and not args.smoke:
@@ -248,7 +350,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.smoke:
         lengths = [min(x, 256) for x in lengths]
     fast_kernels()
-    bench(SMOKE if args.smoke else FROGNANO_4B, device, lengths, args.group, streams)
+    values, decode_sizes = (SMOKE, (32, 8)) if args.smoke else (FROGNANO_4B, (512, 128))
+    bench(values, device, lengths, args.group, streams, parts, decode_sizes)
     return 0
 
 

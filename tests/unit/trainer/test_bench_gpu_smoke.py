@@ -8,6 +8,7 @@ import pytest
 from tests.benchmarks import bench_trainer_gpu as bench
 
 
+@pytest.mark.slow  # a model built and decoded on CPU: ~15 s on a quiet 2-core machine
 def test_smoke_prints_every_figure(capsys: pytest.CaptureFixture[str]) -> None:
     args = ["--smoke", "--lengths", "64", "--group", "2", "--streams", "1"]
     assert bench.main(args) == 0
@@ -18,6 +19,7 @@ def test_smoke_prints_every_figure(capsys: pytest.CaptureFixture[str]) -> None:
     assert "0.00% of tokens over the importance cap (2)" in out  # fp32 on both sides
 
 
+@pytest.mark.slow
 def test_parts_run_alone(capsys: pytest.CaptureFixture[str]) -> None:
     assert bench.main(["--smoke", "--parts", "learner", "--lengths", "64", "--group", "2"]) == 0
     out = capsys.readouterr().out

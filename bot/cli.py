@@ -403,6 +403,24 @@ def db_upgrade() -> None:
     click.echo(f"database at revision {upgrade_database(settings_or_exit())}")
 
 
+@db.command("check")
+@click.option(
+    "--wait",
+    "wait_s",
+    type=click.FloatRange(min=0),
+    default=0,
+    show_default=True,
+    help="Seconds to wait for the schema to reach the newest revision (an upgrade running "
+    "elsewhere).",
+)
+def db_check(wait_s: float) -> None:
+    """Exit 0 if the schema is at the newest revision, else 1 saying what to run. Never
+    upgrades: a deployment's pods run it first, while the one upgrade Job migrates."""
+    from bot.runtime import wait_for_schema
+
+    click.echo(f"database at revision {wait_for_schema(settings_or_exit(), wait_s)}")
+
+
 @main.command()
 @click.option("--json", "as_json", is_flag=True, help="The checks as a JSON array.")
 def doctor(as_json: bool) -> None:

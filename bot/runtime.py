@@ -14,6 +14,8 @@ start, under the same lock `ribbit db upgrade` takes.
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from bot.settings import Settings
@@ -21,6 +23,9 @@ from bot.store.db import Database, SchemaState
 from bot.store.jobs import JobStore, Limits
 
 log = logging.getLogger(__name__)
+# How often `ribbit db check --wait` looks again (a pod's init container waiting for the
+# deployment's upgrade Job).
+POLL_S = 2.0
 
 
 class SchemaNotCurrent(RuntimeError):
@@ -58,6 +63,30 @@ def schema_message(where: str, state: SchemaState) -> str:
         "`ribbit db upgrade` first (or set RIBBIT_DATABASE_AUTO_UPGRADE=true to let each "
         "process upgrade it when it starts)"
     )
+
+
+def wait_for_schema(
+    settings: Settings,
+    timeout_s: float,
+    *,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> str:
+    """`ribbit db check`: the head revision once the schema is at it, re-checking every
+    POLL_S for ``timeout_s`` (0: check once); never upgrades. A schema from a newer Ribbit
+    is refused at once: waiting will not change it."""
+    db = Database(settings.effective_database_url)
+    deadline = clock() + timeout_s
+    try:
+        while True:
+            state = db.schema()
+            if state.at_head:
+                return state.head
+            if not state.known or clock() >= deadline:
+                raise SchemaNotCurrent(schema_message(db.describe(), state))
+            sleep(POLL_S)
+    finally:
+        db.dispose()
 
 
 def upgrade_database(settings: Settings) -> str:

@@ -192,3 +192,47 @@ def test_upgrades_started_together_all_succeed(tmp_path: Path) -> None:
     outputs = [p.communicate(timeout=120) for p in upgrades]
     assert [p.returncode for p in upgrades] == [0, 0, 0], outputs
     assert {out.strip() for out, _ in outputs} == {f"database at revision {head_revision()}"}
+
+
+def test_db_check_says_where_the_schema_stands_and_never_upgrades(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RIBBIT_DATA_DIR", str(tmp_path))  # SQLite: auto-upgrade on, ignored
+    behind = CliRunner().invoke(main, ["db", "check"])
+    assert behind.exit_code == 1 and "run `ribbit db upgrade` first" in behind.output
+    assert _tables(load_settings()) == set()
+    CliRunner().invoke(main, ["db", "upgrade"])
+    at_head = CliRunner().invoke(main, ["db", "check"])
+    assert at_head.exit_code == 0
+    assert at_head.output.strip() == f"database at revision {head_revision()}"
+
+
+def test_db_check_waits_for_an_upgrade_running_elsewhere(tmp_path: Path) -> None:
+    """What a pod's init container does while the deployment's upgrade Job runs: the
+    upgrade lands during the wait (here: at the second look)."""
+    from bot.runtime import POLL_S, wait_for_schema
+
+    settings = _settings(tmp_path)
+    now = [0.0]
+    sleeps: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        now[0] += seconds
+        upgrade_database(settings)  # the Job finishes while the check sleeps
+
+    assert wait_for_schema(settings, 60, sleep=sleep, clock=lambda: now[0]) == head_revision()
+    assert sleeps == [POLL_S]
+
+
+def test_db_check_gives_up_after_its_wait(tmp_path: Path) -> None:
+    from bot.runtime import POLL_S, wait_for_schema
+
+    now = [0.0]
+
+    def sleep(seconds: float) -> None:
+        now[0] += seconds
+
+    with pytest.raises(SchemaNotCurrent, match="has no schema yet"):
+        wait_for_schema(_settings(tmp_path), 5 * POLL_S, sleep=sleep, clock=lambda: now[0])
+    assert now[0] == 5 * POLL_S

@@ -1,9 +1,11 @@
 """The `ribbit` command.
 
-Subcommands that live in worker/ or trainer/ are registered by the package that owns
-them, as pyproject's ``ribbit.commands`` entry points, and loaded only when used
-(click's lazy-group pattern), so `ribbit jobs` does not import torch and bot/ never
-imports worker/ or trainer/ at import time.
+Subcommands that live in worker/ or trainer/ (`ribbit worker` among them) are registered
+by the package that owns them, as pyproject's ``ribbit.commands`` entry points, and loaded
+only when used (click's lazy-group pattern), so `ribbit jobs` does not import torch. What
+`ribbit serve` plugs into the web app from the trainer (the model registry, environment
+validation) is registered the same way (``ribbit.web``): bot/ names no worker/ or trainer/
+module.
 """
 
 from __future__ import annotations
@@ -20,18 +22,37 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from bot.console import empty, line, styled
-from bot.model_versions import ModelVersionsFactory
+from bot.runtime import Runtime, SchemaNotCurrent, upgrade_database
 from bot.settings import Settings, SettingsError, load_settings
 
 if TYPE_CHECKING:
     from bot.env_validation import EnvValidatorFactory
+    from bot.model_versions import ModelVersionsFactory
 
 COMMANDS_GROUP = "ribbit.commands"
+# The seams `ribbit serve` hands the web app, by name: ``model_versions`` (a
+# bot.model_versions.ModelVersionsFactory) and ``env_validator`` (a
+# bot.env_validation.EnvValidatorFactory); the trainer registers both.
+WEB_GROUP = "ribbit.web"
 
 
 def registered_commands() -> dict[str, EntryPoint]:
     """The subcommands other packages register (pyproject's ribbit.commands entry points)."""
     return {ep.name: ep for ep in entry_points(group=COMMANDS_GROUP)}
+
+
+def registered(group: str, name: str) -> Any | None:
+    """What another package registers as ``name`` in the entry-point ``group``; None where
+    nothing is, or where it needs a library this install lacks (a web-only install has no
+    torch). A broken import inside Ribbit still raises."""
+    for entry in entry_points(group=group, name=name):
+        try:
+            return entry.load()
+        except ModuleNotFoundError as exc:
+            if exc.name and exc.name.split(".")[0] not in OWN_PACKAGES:
+                return None
+            raise
+    return None
 
 
 class LazyGroup(click.Group):
@@ -63,6 +84,9 @@ class LazyGroup(click.Group):
             if exc.name is None or exc.name.split(".")[0] in OWN_PACKAGES:
                 raise
             raise click.ClickException(_missing_text(ctx.invoked_subcommand, exc.name)) from None
+        except SchemaNotCurrent as exc:
+            # Any command that opens the database (bot.runtime): a step to take, no traceback.
+            raise click.ClickException(str(exc)) from None
 
 
 OWN_PACKAGES = ("bot", "worker", "trainer")
@@ -174,107 +198,23 @@ def serve(host: str | None, port: int | None, threads: int, with_worker: bool) -
                 child.kill()
 
 
-@main.command()
-@click.option("--concurrency", "-c", type=int, default=None, help="Parallel jobs (default: CPUs).")
-@click.option(
-    "--pool",
-    type=click.Choice(["prefork", "threads", "solo"]),
-    default="prefork",
-    show_default=True,
-    help="Celery pool: prefork (a process per job), threads, or solo (one job; GPU workers).",
-)
-@click.option(
-    "--beat/--no-beat",
-    default=False,
-    show_default=True,
-    help="Also run the periodic sweep and reconciliation (one per deployment).",
-)
-@click.option("--loglevel", default="INFO", show_default=True, help="Celery's log level.")
-@click.option(
-    "--rollouts/--no-rollouts",
-    default=False,
-    show_default=True,
-    help="Also take training rollouts (queue `rollouts`; needs the trainer's model and the "
-    "environment store and run folders on shared storage).",
-)
-@click.option(
-    "--only-rollouts",
-    is_flag=True,
-    default=False,
-    help="Take training rollouts and no bot jobs.",
-)
-def worker(
-    concurrency: int | None,
-    pool: str,
-    beat: bool,
-    loglevel: str,
-    rollouts: bool,
-    only_rollouts: bool,
-) -> None:
-    """Run a Celery worker for Ribbit's jobs (and, if asked, training rollouts)."""
-    from bot.logs import configure_logging
-
-    settings = settings_or_exit()
-    configure_logging(settings)
-    # First, before anything imports prometheus_client: the pool's metrics go to files.
-    from worker.metrics import prepare
-
-    prepare(settings)
-    queues = ["ribbit"]
-    if rollouts or only_rollouts:
-        from trainer.celery_app import create_rollout_celery
-
-        app = create_rollout_celery(settings)
-        queues = ["rollouts"] if only_rollouts else ["ribbit", "rollouts"]
-    else:
-        from worker.celery_app import create_celery
-
-        app = create_celery(settings)
-    argv = [
-        "worker",
-        f"--pool={pool}",
-        f"--loglevel={loglevel}",
-        "-Q",
-        ",".join(queues),
-        "--without-gossip",
-        "--without-mingle",
-    ]
-    if concurrency:
-        argv.append(f"--concurrency={concurrency}")
-    if beat:
-        argv += ["--beat", f"--schedule={settings.data_dir / 'celerybeat-schedule'}"]
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
-    app.worker_main(argv)
-
-
 def _model_versions() -> ModelVersionsFactory | None:
     """The trainer's model registry, where this install has it (not a web-only one)."""
-    try:
-        from trainer.registry import registry_versions
-    except ImportError:
-        return None
-    return registry_versions
+    factory: ModelVersionsFactory | None = registered(WEB_GROUP, "model_versions")
+    return factory
 
 
 def _env_validator() -> EnvValidatorFactory | None:
     """The trainer's environment validation, where this install has it."""
-    try:
-        from trainer.envs.revalidate import env_validator
-    except ImportError:
-        return None
-    return env_validator
+    factory: EnvValidatorFactory | None = registered(WEB_GROUP, "env_validator")
+    return factory
 
 
 # -- jobs ---------------------------------------------------------------------------------------
 
 
 def _store(settings: Settings):
-    from bot.store.db import Database
-    from bot.store.jobs import JobStore
-
-    db = Database(settings.effective_database_url)
-    db.migrate()
-    return JobStore(db)
+    return Runtime.open(settings).store
 
 
 def job_dict(job: Any) -> dict[str, Any]:
@@ -429,16 +369,15 @@ def notify(as_json: bool) -> None:
     RIBBIT_NOTIFY__WEBHOOK_URL once. `ribbit serve` checks by itself every
     RIBBIT_NOTIFY__CHECK_INTERVAL_S; this command is for deployments without it."""
     from bot.notify import check_and_notify
-    from bot.store.db import Database
-    from bot.store.jobs import JobStore
 
     settings = settings_or_exit()
     if settings.notify.webhook_url is None:
         raise click.ClickException("RIBBIT_NOTIFY__WEBHOOK_URL is not set; nothing to send to")
-    db = Database(settings.effective_database_url)
-    db.migrate()
+    rt = Runtime.open(settings)
     factory = _model_versions()
-    sent = check_and_notify(db, JobStore(db), settings, factory(db, settings) if factory else None)
+    sent = check_and_notify(
+        rt.db, rt.store, settings, factory(rt.db, settings) if factory else None
+    )
     if as_json:
         click.echo(json.dumps([{"key": n.key, "text": n.text} for n in sent], indent=2))
     elif not sent:
@@ -458,20 +397,28 @@ def db() -> None:
 @db.command("upgrade")
 def db_upgrade() -> None:
     """Bring the schema to the newest revision (safe to run from several processes at
-    once: migrations wait on a lock). Run it before starting upgraded web and worker
-    processes."""
-    from alembic.runtime.migration import MigrationContext
+    once: migrations wait on a lock). The one step that migrates: run it before starting
+    upgraded web and worker processes, which refuse a schema behind theirs (unless
+    RIBBIT_DATABASE_AUTO_UPGRADE, on by default for SQLite)."""
+    click.echo(f"database at revision {upgrade_database(settings_or_exit())}")
 
-    from bot.store.db import Database
 
-    database = Database(settings_or_exit().effective_database_url)
-    try:
-        database.migrate()
-        with database.engine.connect() as conn:
-            revision = MigrationContext.configure(conn).get_current_revision()
-    finally:
-        database.dispose()
-    click.echo(f"database at revision {revision}")
+@db.command("check")
+@click.option(
+    "--wait",
+    "wait_s",
+    type=click.FloatRange(min=0),
+    default=0,
+    show_default=True,
+    help="Seconds to wait for the schema to reach the newest revision (an upgrade running "
+    "elsewhere).",
+)
+def db_check(wait_s: float) -> None:
+    """Exit 0 if the schema is at the newest revision, else 1 saying what to run. Never
+    upgrades: a deployment's pods run it first, while the one upgrade Job migrates."""
+    from bot.runtime import wait_for_schema
+
+    click.echo(f"database at revision {wait_for_schema(settings_or_exit(), wait_s)}")
 
 
 @main.command()

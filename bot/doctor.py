@@ -39,12 +39,16 @@ def run_checks(settings: Settings | None = None) -> list[Check]:
     checks = [Check("settings", "ok", f"data dir {s.data_dir}")]
 
     def database() -> Check:
-        from bot.store.db import Database
+        from bot.runtime import SchemaNotCurrent, open_database
 
-        db = Database(s.effective_database_url)
-        db.ping()
-        db.migrate()
-        return Check("database", "ok", db.engine.url.render_as_string(hide_password=True))
+        try:
+            db = open_database(s)
+        except SchemaNotCurrent as exc:
+            return Check("database", "fail", str(exc))
+        try:
+            return Check("database", "ok", db.describe())
+        finally:
+            db.dispose()
 
     def broker() -> Check:
         from bot.health import check_broker

@@ -1,4 +1,6 @@
-"""The long-lived objects one web process shares, built once from Settings."""
+"""The long-lived objects one web process shares, built once from Settings: the process
+runtime every Ribbit process has (bot/runtime.py) plus the intake and the dashboard's
+parts."""
 
 from __future__ import annotations
 
@@ -11,16 +13,16 @@ from bot.intake import Intake
 from bot.metrics import WebMetrics
 from bot.model_versions import ModelVersions, ModelVersionsFactory
 from bot.queue import CeleryDispatcher, Dispatcher, JobQueue, client_celery
+from bot.runtime import Runtime
 from bot.settings import Settings
-from bot.store.db import Database
-from bot.store.jobs import JobStore
 
 
 @dataclass
-class Services:
-    settings: Settings
-    db: Database
-    store: JobStore
+class Services(Runtime):
+    """The web process's Runtime: one object, so the web app, the worker and the CLI
+    open the database, check its schema and build the store the same way; what only the
+    web serves (intake, metrics, the trainer's registry) is added here."""
+
     intake: Intake
     queue: JobQueue  # the intake's own: one send path for webhooks and dashboard actions
     metrics: WebMetrics
@@ -40,9 +42,8 @@ class Services:
         # The webhook path runs in Database.transaction, which re-runs a transaction whose
         # connection was lost, so it need not pay a ping before each one; a dashboard or
         # health read that meets a dead connection fails once, and the pool renews.
-        db = Database(settings.effective_database_url, pre_ping=False)
-        db.migrate()
-        store = JobStore(db)
+        base = Runtime.open(settings, pre_ping=False)
+        db, store = base.db, base.store
         dispatcher = dispatcher or CeleryDispatcher(client_celery(settings))
         intake = Intake(settings, store, dispatcher)
         return cls(
@@ -64,7 +65,7 @@ class Services:
     def close(self) -> None:
         """Hand the jobs still waiting to the broker, then release the store."""
         self.intake.close()
-        self.db.dispose()
+        super().close()
 
 
 def services() -> Services:

@@ -539,6 +539,12 @@ class Settings(BaseSettings):
         description="SQLAlchemy URL. Unset: sqlite:///DATA_DIR/ribbit.db. "
         "PostgreSQL: postgresql+psycopg://user:pass@host/db.",
     )
+    database_auto_upgrade: bool | None = Field(
+        default=None,
+        description="Let each process bring the database schema to the newest revision when "
+        "it starts (under the migration lock) instead of refusing to start until `ribbit db "
+        "upgrade` has run. Unset: on for SQLite (the embedded default), off otherwise.",
+    )
     broker_url: str | None = Field(
         default=None,
         description="Celery broker URL (redis://host:6379/0). Unset: an embedded broker in "
@@ -623,6 +629,12 @@ class Settings(BaseSettings):
     @property
     def effective_database_url(self) -> str:
         return self.database_url or f"sqlite:///{self.data_dir / 'ribbit.db'}"
+
+    @property
+    def effective_database_auto_upgrade(self) -> bool:
+        if self.database_auto_upgrade is not None:
+            return self.database_auto_upgrade
+        return self.effective_database_url.startswith("sqlite")
 
     @property
     def effective_broker_url(self) -> str:

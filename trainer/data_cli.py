@@ -10,6 +10,7 @@ import click
 
 from bot.console import empty
 from bot.forges.base import RepoRef
+from bot.runtime import open_database
 from bot.settings import Settings, SettingsError, load_settings
 from bot.store.db import Database
 from trainer.envs.storage import EnvironmentStore
@@ -40,9 +41,11 @@ def _settings(ctx: click.Context) -> Settings:
 
 def _open(ctx: click.Context, store: Path | None) -> tuple[Settings, Database, EnvironmentStore]:
     settings = _settings(ctx)
-    db = Database(settings.effective_database_url)
-    db.migrate()
-    return settings, db, EnvironmentStore(store or settings.data_dir / "trainer")
+    return (
+        settings,
+        open_database(settings),
+        EnvironmentStore(store or settings.data_dir / "trainer"),
+    )
 
 
 @click.group()

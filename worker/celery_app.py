@@ -14,8 +14,8 @@ from celery import Celery
 from celery.signals import worker_process_shutdown, worker_ready, worker_shutdown
 
 from bot.queue import QUEUE, broker_transport_options, prepare_broker
+from bot.runtime import Runtime
 from bot.settings import Settings, load_settings
-from worker.runtime import WorkerRuntime
 
 log = logging.getLogger(__name__)
 
@@ -82,12 +82,13 @@ def _start_heartbeat(sender: Any = None, **_kwargs: Any) -> None:
     if settings is None:
         return
     from bot import worker_heartbeats
-    from bot.store.db import Database
+    from bot.runtime import open_database
 
     name = str(getattr(sender, "hostname", None) or socket.gethostname())
     try:
-        db = Database(settings.effective_database_url)
-        db.migrate()
+        # A database of its own, not runtime_for's: in the prefork pool's parent, a Runtime
+        # would be inherited, pooled connections and all, by children forked later.
+        db = open_database(settings)
         _heartbeat_stops.append(
             worker_heartbeats.start_beating(db, name, settings.notify.worker_heartbeat_s)
         )
@@ -141,10 +142,10 @@ def _pool_process_exited(pid: int | None = None, **_kwargs: Any) -> None:
 _RUNTIME_LOCK = threading.Lock()
 
 
-def runtime_for(app: Celery) -> WorkerRuntime:
+def runtime_for(app: Celery) -> Runtime:
     """The process's runtime, built on first use (after fork, so each child has its own
     database connections)."""
-    existing: WorkerRuntime | None = getattr(app, "ribbit_runtime", None)
+    existing: Runtime | None = getattr(app, "ribbit_runtime", None)
     if existing is not None:
         return existing
     # A thread pool's first tasks arrive together: one runtime, built once.
@@ -152,7 +153,7 @@ def runtime_for(app: Celery) -> WorkerRuntime:
         existing = getattr(app, "ribbit_runtime", None)
         if existing is None:
             settings: Settings = getattr(app, "ribbit_settings", None) or load_settings()
-            existing = WorkerRuntime.build(settings)
+            existing = Runtime.open(settings)
             app.ribbit_runtime = existing
     return existing
 

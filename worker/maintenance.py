@@ -5,14 +5,14 @@ from __future__ import annotations
 import logging
 
 from bot.queue import JobQueue
+from bot.runtime import Runtime
 from bot.store.jobs import InvalidTransition
 from worker.jobs import MAX_REQUEUES, STALE_AFTER
-from worker.runtime import WorkerRuntime
 
 log = logging.getLogger(__name__)
 
 
-def sweep(runtime: WorkerRuntime, *, queue: JobQueue | None = None) -> dict[str, int]:
+def sweep(runtime: Runtime, *, queue: JobQueue | None = None) -> dict[str, int]:
     """Requeue jobs whose worker died (at most MAX_REQUEUES times each) and send every job
     that is due: the only place jobs are re-sent."""
     store = runtime.store
@@ -41,7 +41,7 @@ def sweep(runtime: WorkerRuntime, *, queue: JobQueue | None = None) -> dict[str,
     return {"requeued": requeued, "failed": failed, "dispatched": sent}
 
 
-def reconcile(runtime: WorkerRuntime) -> dict[str, int]:
+def reconcile(runtime: Runtime) -> dict[str, int]:
     """Repair outcomes missed while webhooks were lost (filled in by the review loop)."""
     from worker.pipelines.outcomes import reconcile_open_pull_requests
 

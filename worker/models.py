@@ -27,6 +27,7 @@ from worker.weights import WeightsError, find_weights, pull_command, weights_pat
 
 log = logging.getLogger(__name__)
 
+
 @dataclass(frozen=True)
 class PromotedVersion:
     name: str

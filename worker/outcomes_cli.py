@@ -8,8 +8,8 @@ from typing import Any
 
 import click
 
+from bot.runtime import open_database
 from bot.settings import SettingsError, load_settings
-from bot.store.db import Database
 from bot.store.models import Outcome
 from bot.store.outcomes import OutcomeStore
 
@@ -50,8 +50,7 @@ def outcomes(as_json: bool, export: Path | None, repo: str | None) -> None:
         settings = load_settings()
     except SettingsError as exc:
         raise click.ClickException(str(exc)) from None
-    db = Database(settings.effective_database_url)
-    db.migrate()
+    db = open_database(settings)
     rows = [outcome_dict(o) for o in OutcomeStore(db).outcomes(repo)]
     db.dispose()
     if export is not None:

@@ -1,12 +1,18 @@
-"""Engine and session handling. Schema changes go through Alembic; `migrate` applies them."""
+"""Engine and session handling. Schema changes go through Alembic: `migrate` applies them
+under a lock (the one caller is `ribbit db upgrade`, or a process start where
+RIBBIT_DATABASE_AUTO_UPGRADE allows it: bot/runtime.py), and `schema` says where a
+database stands against this code's migrations."""
 
 from __future__ import annotations
 
+import fcntl
+import functools
 import logging
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -70,6 +76,13 @@ class Database:
 
     def migrate(self) -> None:
         migrate(self.engine)
+
+    def schema(self) -> SchemaState:
+        return schema_state(self.engine)
+
+    def describe(self) -> str:
+        """The database's URL with its password hidden, for messages."""
+        return self.engine.url.render_as_string(hide_password=True)
 
     def dispose(self) -> None:
         self.engine.dispose()
@@ -147,13 +160,53 @@ def make_engine(url: str, *, pre_ping: bool = True) -> Engine:
     )
 
 
-def alembic_config(engine: Engine):
+def alembic_config(engine: Engine | None = None):
     from alembic.config import Config
 
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
     cfg.attributes["engine"] = engine
     return cfg
+
+
+@dataclass(frozen=True)
+class SchemaState:
+    """Where a database's schema stands against this code's migrations."""
+
+    current: str | None  # None: no schema at all yet (a new database)
+    head: str  # the newest revision this code has
+    known: bool  # ``current`` is one of this code's revisions (False: a newer Ribbit's)
+
+    @property
+    def at_head(self) -> bool:
+        return self.current == self.head
+
+
+@functools.cache
+def _revisions() -> tuple[str, frozenset[str]]:
+    """This code's head revision and every revision it has (read once: parsing the
+    migration scripts costs more than the query that follows)."""
+    from alembic.script import ScriptDirectory
+
+    script = ScriptDirectory.from_config(alembic_config())
+    head = script.get_current_head()
+    if head is None:
+        raise RuntimeError(f"no migrations in {MIGRATIONS_DIR}")
+    return head, frozenset(rev.revision for rev in script.walk_revisions())
+
+
+def head_revision() -> str:
+    """The newest schema revision this code has."""
+    return _revisions()[0]
+
+
+def schema_state(engine: Engine) -> SchemaState:
+    from alembic.runtime.migration import MigrationContext
+
+    head, revisions = _revisions()
+    with engine.connect() as conn:
+        current = MigrationContext.configure(conn).get_current_revision()
+    return SchemaState(current=current, head=head, known=current is None or current in revisions)
 
 
 # Alembic runs migrations through module-level proxies (alembic.context, alembic.op): two
@@ -163,8 +216,33 @@ _MIGRATING = threading.Lock()
 
 
 def migrate(engine: Engine) -> None:
-    """Bring the schema to the newest revision (idempotent)."""
+    """Bring the schema to the newest revision (idempotent). Processes upgrading together
+    take turns: the first migrates, the others then find nothing left to do. PostgreSQL:
+    an advisory lock (migrations/env.py); SQLite: a lock file beside the database, and the
+    migration's own BEGIN IMMEDIATE transaction keeps other writers out while it runs."""
     from alembic import command
 
-    with _MIGRATING:
+    with _MIGRATING, _sqlite_migration_lock(engine):
         command.upgrade(alembic_config(engine), "head")
+
+
+@contextmanager
+def _sqlite_migration_lock(engine: Engine) -> Iterator[None]:
+    """An exclusive lock on DB-migrate.lock beside a SQLite file, waited for without a
+    time limit (BEGIN IMMEDIATE alone would give up after the busy timeout, 30 s, while
+    another process's migration runs), saying so once when another process holds it."""
+    database = engine.url.database
+    if engine.dialect.name != "sqlite" or not database or database == ":memory:":
+        yield
+        return
+    path = Path(f"{database}-migrate.lock")
+    with path.open("a") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log.warning("waiting for another process's schema upgrade to finish (%s)", path)
+            fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)

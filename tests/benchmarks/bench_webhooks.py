@@ -243,6 +243,7 @@ def ribbit_server(setup: str, tmp: Path, stack: ExitStack) -> Iterator[tuple[int
         redis_dir.mkdir(exist_ok=True)
         env.update(
             RIBBIT_DATABASE_URL=store_url,
+            RIBBIT_DATABASE_AUTO_UPGRADE="true",  # a new database: no `ribbit db upgrade` step
             RIBBIT_BROKER_URL=stack.enter_context(redis_server(redis_dir)),
         )
     with process([sys.executable, "-m", "bot", "serve", "--no-worker"], env) as pid:

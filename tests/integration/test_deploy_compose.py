@@ -69,6 +69,7 @@ def test_deploy_compose_schema_rejects_a_broken_file() -> None:
 def test_deploy_compose_services_and_profiles() -> None:
     services = _compose()["services"]
     assert set(services) == {
+        "db-upgrade",
         "web",
         "worker",
         "worker-gpu",
@@ -104,6 +105,22 @@ def test_deploy_compose_services_and_profiles() -> None:
         assert not any("sock" in v for v in services[name]["volumes"]), name
     for name in ("web", "worker", "beat"):
         assert {"data:/data", "models:/models"} <= set(services[name]["volumes"]), name
+
+
+def test_deploy_compose_upgrades_the_schema_once_before_anything_opens_it() -> None:
+    """`ribbit db upgrade` is a one-shot service; every service that opens the database
+    starts after it exited 0 (none upgrades the schema itself on PostgreSQL)."""
+    services = _compose()["services"]
+    upgrade = services["db-upgrade"]
+    assert upgrade["command"] == ["db", "upgrade"] and upgrade["restart"] == "no"
+    assert upgrade["depends_on"] == {"postgres": {"condition": "service_healthy"}}
+    assert "ribbit_database_url" in upgrade["secrets"]
+    for name in ("web", "worker", "worker-gpu", "rollout-worker", "trainer"):
+        assert services[name]["depends_on"]["db-upgrade"] == {
+            "condition": "service_completed_successfully"
+        }, name
+        env = services[name].get("environment", {})
+        assert "RIBBIT_DATABASE_AUTO_UPGRADE" not in env, name
 
 
 def test_deploy_compose_secrets_are_files_and_name_real_settings() -> None:
@@ -211,6 +228,7 @@ def test_deploy_compose_resolves_with_podman_compose(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     resolved = yaml.safe_load(out.stdout)
     assert {
+        "db-upgrade",
         "web",
         "worker",
         "worker-gpu",

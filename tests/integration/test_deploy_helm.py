@@ -2,9 +2,9 @@
 
 Helm itself is not installable here (no Debian or PyPI package ships the binary), so
 the templates keep to a deliberately small subset of Go templates -- value lookups
-(optionally `| quote`), `.Release.Name`, `if`/`end` around whole documents, and
-`toYaml X | nindent N` -- and this test renders exactly that subset, refusing any
-other action so the chart cannot drift past what is checked. The rendered
+(optionally `| quote`), `.Release.Name` and `.Release.Revision`, `if`/`end` around
+whole documents, and `toYaml X | nindent N` -- and this test renders exactly that subset,
+refusing any other action so the chart cannot drift past what is checked. The rendered
 manifests are validated with kubernetes-validate (Kubernetes' OpenAPI schemas,
 offline, strict: unknown fields fail). KEDA's ScaledObject is a CRD those schemas
 do not include; its fields are checked by hand. `helm lint`/`helm template` on a
@@ -26,10 +26,11 @@ import yaml
 CHART = Path(__file__).resolve().parents[2] / "deploy" / "helm" / "ribbit"
 K8S_VERSION = "1.30.0"
 RELEASE = "rb"
+REVISION = 3
 
 _ACTION = re.compile(r"({{-?\s*.*?\s*-?}})", re.S)
 _LOOKUP = re.compile(
-    r"^\.(Values(?:\.[A-Za-z_][\w-]*)+|Release\.Name|Chart\.Name|"
+    r"^\.(Values(?:\.[A-Za-z_][\w-]*)+|Release\.Name|Release\.Revision|Chart\.Name|"
     r"Chart\.AppVersion)(\s*\|\s*quote)?$"
 )
 _TOYAML = re.compile(r"^toYaml\s+\.(Values(?:\.[A-Za-z_][\w-]*)+)\s*\|\s*nindent\s+(\d+)$")
@@ -62,7 +63,7 @@ def render(text: str, values: dict[str, Any]) -> str:
     chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
     ctx = {
         "Values": values,
-        "Release": {"Name": RELEASE},
+        "Release": {"Name": RELEASE, "Revision": REVISION},
         "Chart": {"Name": chart["name"], "AppVersion": chart["appVersion"]},
     }
     out: list[str] = []
@@ -165,6 +166,7 @@ def test_deploy_helm_default_render_is_valid_kubernetes() -> None:
     assert kinds == sorted(
         [
             "ConfigMap/rb-env",
+            "Job/rb-db-upgrade-3",
             "Job/rb-model-pull",
             "NetworkPolicy/rb-model-pull",
             "Deployment/rb-beat",
@@ -275,8 +277,11 @@ def test_deploy_helm_disabled_parts_render_nothing() -> None:
     values["networkPolicy"]["enabled"] = False
     values["secrets"]["create"] = False
     values["modelPull"]["enabled"] = False
-    kinds = {d["kind"] for d in manifests(values)}
-    assert not kinds & {"Ingress", "NetworkPolicy", "Secret", "ScaledObject", "Job"}
+    docs = manifests(values)
+    kinds = {d["kind"] for d in docs}
+    assert not kinds & {"Ingress", "NetworkPolicy", "Secret", "ScaledObject"}
+    # The schema upgrade is no optional part: every release revision has its Job.
+    assert [d["metadata"]["name"] for d in docs if d["kind"] == "Job"] == ["rb-db-upgrade-3"]
 
 
 def test_deploy_helm_renderer_refuses_unchecked_template_actions() -> None:
@@ -377,7 +382,11 @@ def test_deploy_helm_worker_pod_has_a_working_sandbox_path() -> None:
     worker = next(c for c in pod["containers"] if c["name"] == "worker")
     inits = {c["name"]: c for c in pod["initContainers"]}
     engine, rootfs = inits["sandbox-engine"], inits["sandbox-rootfs"]
-    assert [c["name"] for c in pod["initContainers"]] == ["sandbox-rootfs", "sandbox-engine"]
+    assert [c["name"] for c in pod["initContainers"]] == [
+        "db-check",
+        "sandbox-rootfs",
+        "sandbox-engine",
+    ]
     # A native sidecar: started (and its socket up) before the worker, kept running.
     assert engine["restartPolicy"] == "Always"
     assert engine["startupProbe"]["exec"]["command"][:2] == ["test", "-S"]
@@ -528,3 +537,31 @@ def test_deploy_helm_operator_script_says_what_it_needs(tmp_path: Path) -> None:
         check=False,
     )
     assert done.returncode == 2 and "helm is not installed" in done.stderr
+
+
+def test_deploy_helm_one_job_upgrades_the_schema_and_every_pod_waits_for_it() -> None:
+    """`ribbit db upgrade` runs once per release revision; nothing else migrates
+    (PostgreSQL: no auto-upgrade), so the pods that open the database check first."""
+    docs = manifests(_all_values())
+    job = _by_name(docs, "Job", "-db-upgrade-3")["spec"]["template"]["spec"]
+    [upgrade] = job["containers"]
+    assert upgrade["args"] == ["db", "upgrade"] and job["restartPolicy"] == "Never"
+    assert upgrade["envFrom"] == [{"configMapRef": {"name": "rb-env"}}]
+    assert {"name": "secrets", "mountPath": "/run/secrets", "readOnly": True} in upgrade[
+        "volumeMounts"
+    ]
+    assert "RIBBIT_DATABASE_AUTO_UPGRADE" not in default_values()["env"]
+    pods = {
+        "web": _by_name(docs, "Deployment", "-web")["spec"]["template"]["spec"],
+        "worker": _by_name(docs, "Deployment", "-worker")["spec"]["template"]["spec"],
+        "trainer": _by_name(docs, "Job", "-trainer")["spec"]["template"]["spec"],
+    }
+    for name, pod in pods.items():
+        check = pod["initContainers"][0]
+        assert check["name"] == "db-check", name
+        assert check["args"] == ["db", "check", "--wait", "900"], name
+        assert check["image"] == pod["containers"][0]["image"], name
+        assert check["envFrom"] == pod["containers"][0]["envFrom"], name
+        assert "/run/secrets" in {m["mountPath"] for m in check["volumeMounts"]}, name
+    beat = _by_name(docs, "Deployment", "-beat")["spec"]["template"]["spec"]
+    assert "initContainers" not in beat  # beat only schedules; it never opens the database

@@ -188,10 +188,10 @@ def _age_heartbeat(deployment: Deployment, job_id: str) -> None:
 
 
 def _sweep(deployment: Deployment) -> dict[str, int]:
+    from bot.runtime import Runtime
     from worker.maintenance import sweep
-    from worker.runtime import WorkerRuntime
 
-    runtime = WorkerRuntime.build(deployment.settings)
+    runtime = Runtime.open(deployment.settings)
     try:
         return sweep(runtime)
     finally:

@@ -17,6 +17,7 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def db_settings(request: pytest.FixtureRequest, tmp_path: Any) -> Any:
+    from bot.runtime import upgrade_database
     from bot.settings import load_settings
 
     url = None
@@ -26,9 +27,11 @@ def db_settings(request: pytest.FixtureRequest, tmp_path: Any) -> Any:
         with engine.begin() as conn:
             conn.execute(text("DROP SCHEMA public CASCADE; CREATE SCHEMA public"))
         engine.dispose()
-    return load_settings(
+    settings = load_settings(
         data_dir=tmp_path / "data", database_url=url, github={"webhook_secret": GITHUB_SECRET}
     )
+    upgrade_database(settings)  # `ribbit db upgrade`, as a deployment runs it before starting
+    return settings
 
 
 def _labelled() -> bytes:

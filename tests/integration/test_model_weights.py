@@ -98,10 +98,10 @@ def test_job_without_weights_fails_before_the_agent_and_says_how_to_fix(
     from huggingface_hub import constants
 
     import worker.pipelines  # noqa: F401  (registers the pipelines)
+    from bot.runtime import Runtime
     from bot.store.jobs import JobSpec
     from worker import agent
     from worker.jobs import run_job
-    from worker.runtime import WorkerRuntime
 
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "empty-hub-cache"))
 
@@ -114,7 +114,7 @@ def test_job_without_weights_fails_before_the_agent_and_says_how_to_fix(
     issue = world.forge.create_issue(
         "github", world.github.full_name, title="add() subtracts", author="maya"
     )
-    runtime = WorkerRuntime.build(forge_settings)
+    runtime = Runtime.open(forge_settings)
     with runtime.db.session() as s:
         job = runtime.store.create(
             s,

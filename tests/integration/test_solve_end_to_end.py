@@ -90,9 +90,9 @@ def test_outsider_label_is_refused(forge_world: Any, deployment_for: Any) -> Non
 def test_merge_records_outcome_and_reconcile_repairs_a_lost_webhook(
     forge_world: Any, deployment_for: Any
 ) -> None:
+    from bot.runtime import Runtime
     from bot.store.models import Outcome
     from worker.pipelines.outcomes import reconcile_open_pull_requests
-    from worker.runtime import WorkerRuntime
 
     dep = deployment_for(GOOD_SCRIPT)
     repo = new_repo(forge_world, "github")
@@ -103,7 +103,7 @@ def test_merge_records_outcome_and_reconcile_repairs_a_lost_webhook(
     # The merge webhook is lost (bot down): the forge has no URL to send it to.
     forge_world.forge.configure_webhooks()
     forge_world.forge.merge_pull_request("github", repo, pr.number, actor="maya")
-    runtime = WorkerRuntime.build(dep.settings)
+    runtime = Runtime.open(dep.settings)
     try:
         assert reconcile_open_pull_requests(runtime) == {"checked": 1, "repaired": 1}
         with runtime.db.session() as s:

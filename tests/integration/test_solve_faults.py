@@ -32,9 +32,9 @@ PUSH = {"github": r"/git/github/acme/calc\.git/git-receive-pack$"}
 
 def _sweep_when_due(dep: Any) -> dict[str, int]:
     """Beat's sweep, called directly, after the deferral's wait is declared over."""
-    from worker.runtime import WorkerRuntime
+    from bot.runtime import Runtime
 
-    runtime = WorkerRuntime.build(dep.settings)
+    runtime = Runtime.open(dep.settings)
     try:
         with runtime.db.session() as s:
             s.execute(update(Job).where(Job.state == "queued").values(not_before=utcnow()))
@@ -120,9 +120,9 @@ def test_worker_killed_between_push_and_pr_resumes_from_the_pushed_branch(
     import pickle
 
     from bot.queue import JobQueue
+    from bot.runtime import Runtime
     from bot.store.jobs import JobSpec
     from tests.plugins.e2e import record
-    from worker.runtime import WorkerRuntime
 
     forge = forge_world.forge
     base = settings_for(
@@ -160,7 +160,7 @@ def test_worker_killed_between_push_and_pr_resumes_from_the_pushed_branch(
         procs.append(proc)
         return proc
 
-    runtime = WorkerRuntime.build(settings)
+    runtime = Runtime.open(settings)
     try:
         repo = new_repo(forge_world, "github")
         issue = forge.create_issue("github", repo, title="add() subtracts", author="maya")

@@ -29,12 +29,43 @@ def pg_settings(postgres_url: str, tmp_path: Any) -> Any:
     )
 
 
-def test_webhook_path_on_postgres(pg_settings: Any) -> None:
+@pytest.fixture
+def pg_upgraded(pg_settings: Any) -> Any:
+    """The clean schema brought to head, as `ribbit db upgrade` does before a deployment
+    starts: on PostgreSQL no other process migrates."""
+    from bot.runtime import upgrade_database
+
+    upgrade_database(pg_settings)
+    return pg_settings
+
+
+def test_processes_refuse_a_schema_behind_theirs_on_postgres(pg_settings: Any) -> None:
+    """No auto-upgrade on PostgreSQL by default: the web app and a worker's runtime stop,
+    saying what to run, and leave the database as they found it."""
+    from bot import create_app
+    from bot.runtime import Runtime, SchemaNotCurrent, upgrade_database
+    from bot.store.db import head_revision
+    from tests.fakes import RecordingDispatcher
+
+    assert pg_settings.effective_database_auto_upgrade is False
+    with pytest.raises(SchemaNotCurrent, match=r"has no schema yet.*run `ribbit db upgrade`"):
+        create_app(pg_settings, dispatcher=RecordingDispatcher())
+    with pytest.raises(SchemaNotCurrent, match=r"postgresql\+psycopg://ribbit@127\.0\.0\.1"):
+        Runtime.open(pg_settings)
+    engine = create_engine(pg_settings.database_url)
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT to_regclass('public.alembic_version')")).scalar() is None
+    engine.dispose()
+    assert upgrade_database(pg_settings) == head_revision()
+    Runtime.open(pg_settings).close()
+
+
+def test_webhook_path_on_postgres(pg_upgraded: Any) -> None:
     from bot import create_app
     from tests.fakes import RecordingDispatcher
 
     dispatcher = RecordingDispatcher()
-    app = create_app(pg_settings, dispatcher=dispatcher)
+    app = create_app(pg_upgraded, dispatcher=dispatcher)
     client = app.test_client()
     payload = load_payload("github", "issues.labeled")
     payload["label"]["name"] = "ribbit"
@@ -64,11 +95,11 @@ def test_webhook_path_on_postgres(pg_settings: Any) -> None:
     app.extensions["ribbit"].close()
 
 
-def test_concurrent_claims_hold_the_limit_on_postgres(pg_settings: Any) -> None:
+def test_concurrent_claims_hold_the_limit_on_postgres(pg_upgraded: Any) -> None:
+    from bot.runtime import Runtime
     from bot.store.jobs import JobSpec, Limits
-    from worker.runtime import WorkerRuntime
 
-    rt = WorkerRuntime.build(pg_settings)
+    rt = Runtime.open(pg_upgraded)
     ids = []
     with rt.db.session() as s:
         for n in range(10):
@@ -149,14 +180,14 @@ def _kill_other_connections(url: str) -> int:
         engine.dispose()
 
 
-def test_webhooks_survive_lost_database_connections(pg_settings: Any) -> None:
+def test_webhooks_survive_lost_database_connections(pg_upgraded: Any) -> None:
     """The engine does not ping before each transaction: a webhook whose pooled connection
     died is re-run once on a new one, not answered 503, and its job is still sent."""
     from bot import create_app
     from tests.fakes import RecordingDispatcher
 
     dispatcher = RecordingDispatcher()
-    app = create_app(pg_settings, dispatcher=dispatcher)
+    app = create_app(pg_upgraded, dispatcher=dispatcher)
     svc = app.extensions["ribbit"]
     client = app.test_client()
     payload = load_payload("github", "issues.labeled")
@@ -172,7 +203,7 @@ def test_webhooks_survive_lost_database_connections(pg_settings: Any) -> None:
         )
         svc.intake.flush()  # the sender's connection is pooled too, and must die with the rest
         if n < 3:
-            assert _kill_other_connections(pg_settings.effective_database_url) >= 1
+            assert _kill_other_connections(pg_upgraded.effective_database_url) >= 1
     assert [a.status_code for a in answers] == [202, 202, 202]
     assert [a.get_json()["status"] for a in answers] == ["accepted"] * 3
     job_ids = [a.get_json()["job_id"] for a in answers]

@@ -13,6 +13,7 @@ import pytest
 import worker.agent
 from bot.forges import make_forge
 from bot.forges.base import ForgeName, RepoRef
+from bot.runtime import Runtime
 from bot.settings import Settings
 from bot.store.jobs import JobSpec
 from tests.fakes import ScriptedPolicy
@@ -21,7 +22,6 @@ from worker.agent import read_jsonl
 from worker.agent.cli import _sandbox_settings, execute, read_issue_file
 from worker.jobs import JobContext, JobRefused
 from worker.pipelines.solve import SolveParts, SolveRun
-from worker.runtime import WorkerRuntime
 from worker.sandbox.recipe import SandboxRecipe
 
 pytestmark = pytest.mark.integration
@@ -34,7 +34,7 @@ SCRIPT = [xml_call("Read", file_path="calc.py"), "Nothing to change."]
 
 
 def _solve(settings: Settings, kind: ForgeName, repo: str, number: int) -> dict[str, Any]:
-    runtime = WorkerRuntime.build(settings)
+    runtime = Runtime.open(settings)
     try:
         with runtime.db.session() as session:
             job = runtime.store.create(

@@ -36,11 +36,9 @@ def store_dir(ctx: click.Context, store: Path | str | None) -> Path:
 
 
 def open_db(ctx: click.Context) -> Database:
-    from bot.store.db import Database
+    from bot.runtime import open_database
 
-    db = Database(settings_of(ctx).effective_database_url)
-    db.migrate()
-    return db
+    return open_database(settings_of(ctx))
 
 
 def sync_store_index(ctx: click.Context, env_store: EnvironmentStore) -> None:

@@ -10,12 +10,12 @@ from typing import Any
 
 from bot.forges import make_forge
 from bot.forges.base import ForgeError, PullRequestRef, RepoRef
+from bot.runtime import Runtime
 from bot.store.jobs import JobStore
 from bot.store.models import utcnow
 from bot.store.outcomes import OutcomeRecord, OutcomeStore
 from bot.store.payloads import OutcomeOf, PayloadError
 from worker.jobs import JobContext, JobRefused, pipeline
-from worker.runtime import WorkerRuntime
 
 log = logging.getLogger(__name__)
 
@@ -155,7 +155,7 @@ def _check_noise(
         log.exception("noise check of %s:%s failed", forge_name, repo_name)
 
 
-def reconcile_open_pull_requests(runtime: WorkerRuntime) -> dict[str, int]:
+def reconcile_open_pull_requests(runtime: Runtime) -> dict[str, int]:
     """Every bot PR the store knows without an outcome is asked about; closed or merged
     ones get their outcome now, so a lost webhook loses nothing."""
     pending = OutcomeStore(runtime.db).pull_requests_without_outcome()

@@ -37,6 +37,7 @@ from bot.forges.base import (
 from bot.forges.branches import branch_name_for_issue, validate_branch_name
 from bot.forges.sanitize import sanitize_forge_text
 from bot.hostgit import latest_tag, run_git
+from bot.runtime import Runtime
 from bot.settings import ModelSettings, SandboxSettings, Settings
 from bot.store.models import Job
 from bot.store.payloads import PayloadError, PersonAsks
@@ -49,7 +50,6 @@ from worker.metrics import InstrumentedPolicy, record_gates, record_stage
 from worker.pipelines.replies import WRITE_ACCESS_REFUSAL, check_actor
 from worker.pipelines.verdict import TestVerdict
 from worker.repo_config import CONFIG_PATH, RepoConfig, RepoConfigError, parse_repo_config
-from worker.runtime import WorkerRuntime
 from worker.sandbox.setupcmd import with_detected_setup
 from worker.status import LiveTurns, Status, StatusComment
 
@@ -861,7 +861,7 @@ class _Timer:
         record_stage(self.kind, self.name, seconds)
 
 
-def tell_queue_position(runtime: WorkerRuntime, job: Job, position: int) -> None:
+def tell_queue_position(runtime: Runtime, job: Job, position: int) -> None:
     """The issue's status comment says the job is queued, and where."""
     repo = RepoRef(job.forge, job.repo)  # type: ignore[arg-type]
     assert job.issue_number is not None

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import logging
+
 from alembic import context
 from sqlalchemy import text
 
@@ -11,11 +13,17 @@ MIGRATION_LOCK_KEY = 727466
 engine = context.config.attributes["engine"]
 with engine.begin() as connection:
     if connection.dialect.name == "postgresql":
-        # Processes starting together would each find no version table and each create the
+        # Upgrades run together would each find no version table and each create the
         # schema (one then fails). The lock is held until this transaction ends; SQLite's
-        # migration transaction already begins IMMEDIATE (bot/store/db.py), which
-        # serialises it the same way.
-        connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_KEY})
+        # upgrades take a lock file instead (bot/store/db.py). Tried first without waiting,
+        # so that an upgrade queued behind another says so.
+        key = {"key": MIGRATION_LOCK_KEY}
+        if not connection.execute(text("SELECT pg_try_advisory_xact_lock(:key)"), key).scalar():
+            logging.getLogger("bot.store.db").warning(
+                "waiting for another process's schema upgrade to finish (advisory lock %d)",
+                MIGRATION_LOCK_KEY,
+            )
+            connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), key)
     context.configure(
         connection=connection,
         target_metadata=Base.metadata,

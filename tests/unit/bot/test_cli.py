@@ -11,11 +11,33 @@ from click.testing import CliRunner
 
 from bot.cli import main
 
+ROOT = Path(__file__).resolve().parents[3]
+
 
 @pytest.fixture
 def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("RIBBIT_DATA_DIR", str(tmp_path))
     return tmp_path
+
+
+@pytest.fixture
+def declared_entry_points(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The entry points this checkout's pyproject declares, found as if installed: a
+    distribution named ribbit first on sys.path shadows the installed one, whose metadata
+    may come from an older pyproject (an editable install of another checkout)."""
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    info = tmp_path / "entry-points" / f"ribbit-{project['version']}.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Name: ribbit\nVersion: {project['version']}\n")
+    (info / "entry_points.txt").write_text(
+        "".join(
+            f"[{group}]\n" + "".join(f"{name} = {target}\n" for name, target in entries.items())
+            for group, entries in project["entry-points"].items()
+        )
+    )
+    monkeypatch.syspath_prepend(str(info.parent))
 
 
 def _add_job(issue: int = 7) -> str:
@@ -108,6 +130,7 @@ def test_lazy_subcommands_load(env: Path) -> None:
 )
 def test_worker_queues_and_the_rollout_task(
     env: Path,
+    declared_entry_points: None,
     monkeypatch: pytest.MonkeyPatch,
     flags: list[str],
     queues: str,
@@ -155,3 +178,49 @@ def test_db_upgrade_migrates_and_says_to_which_revision(env: Path) -> None:
     assert first.exit_code == 0, first.output
     assert first.output.strip() == "database at revision 0013"
     assert runner.invoke(main, ["db", "upgrade"]).output == first.output  # idempotent
+
+
+def test_every_declared_entry_point_loads() -> None:
+    """What each package registers for the CLI root, the doctor, the web app and the worker
+    (pyproject's entry points) names a real object."""
+    import importlib
+    import tomllib
+
+    groups = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"]
+    assert {"ribbit.commands", "ribbit.doctor", "ribbit.web", "ribbit.queues"} <= set(groups)
+    for group, entries in groups.items():
+        for name, target in entries.items():
+            module, _, attr = target.partition(":")
+            assert callable(getattr(importlib.import_module(module), attr)), (group, name)
+
+
+def test_serve_gets_the_trainers_seams_by_registration(declared_entry_points: None) -> None:
+    from bot.cli import WEB_GROUP, _env_validator, _model_versions, registered
+    from trainer.envs.revalidate import env_validator
+    from trainer.registry import registry_versions
+
+    assert _model_versions() is registry_versions
+    assert _env_validator() is env_validator
+    assert registered(WEB_GROUP, "nothing-registers-this") is None
+
+
+def test_a_registration_needing_a_missing_library_reads_as_absent(
+    declared_entry_points: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A web-only install has no torch: the trainer's seams are then simply not there."""
+    from importlib.metadata import EntryPoint
+
+    from bot import cli
+
+    def load(self: EntryPoint) -> Any:
+        raise ModuleNotFoundError("No module named 'torch'", name="torch")
+
+    monkeypatch.setattr(EntryPoint, "load", load)
+    assert cli._model_versions() is None
+    monkeypatch.setattr(
+        EntryPoint,
+        "load",
+        lambda self: (_ for _ in ()).throw(ModuleNotFoundError("x", name="trainer.gone")),
+    )
+    with pytest.raises(ModuleNotFoundError):  # a broken import inside Ribbit still raises
+        cli._model_versions()

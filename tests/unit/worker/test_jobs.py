@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 
 from bot.forges.base import ForgeUnavailable
+from bot.runtime import Runtime
 from bot.store.jobs import InvalidTransition, JobSpec, Limits
 from bot.store.models import utcnow
 from worker import jobs as jobs_mod
 from worker.jobs import JobContext, JobRefused, run_job
-from worker.runtime import WorkerRuntime
 
 
 def _aware(when: Any) -> Any:
@@ -22,12 +22,12 @@ def _aware(when: Any) -> Any:
 
 @pytest.fixture
 def runtime(settings: Any) -> Any:
-    rt = WorkerRuntime.build(settings)
+    rt = Runtime.open(settings)
     yield rt
     rt.db.dispose()
 
 
-def make_job(rt: WorkerRuntime, issue: int = 1, repo: str = "o/r", kind: str = "solve") -> str:
+def make_job(rt: Runtime, issue: int = 1, repo: str = "o/r", kind: str = "solve") -> str:
     with rt.db.session() as s:
         job = rt.store.create(
             s,
@@ -231,7 +231,7 @@ def test_forge_outage_fails_after_bounded_deferrals(
     assert "after 2 attempts" in runtime.store.get(job_id).failure_reason
 
 
-def _lose_worker(runtime: WorkerRuntime, job_id: str) -> None:
+def _lose_worker(runtime: Runtime, job_id: str) -> None:
     from sqlalchemy import update
 
     from bot.store.models import Job

@@ -10,17 +10,17 @@ from pathlib import Path
 import pytest
 
 import worker.pipelines.commands  # noqa: F401  (registers the command pipeline)
+from bot.runtime import Runtime
 from bot.settings import Settings
 from bot.store.jobs import JobSpec
 from bot.store.payloads import CommandOrder
 from tests.fakes import FakeForge, git, make_git_repo
 from worker.jobs import run_job
-from worker.runtime import WorkerRuntime
 
 
 @pytest.fixture
-def runtime(settings: Settings) -> Iterator[WorkerRuntime]:
-    built = WorkerRuntime.build(settings)
+def runtime(settings: Settings) -> Iterator[Runtime]:
+    built = Runtime.open(settings)
     yield built
     built.db.dispose()
 
@@ -35,7 +35,7 @@ def forge(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeForge:
     return fake
 
 
-def _commands(runtime: WorkerRuntime, n: int, actor: str) -> list[str]:
+def _commands(runtime: Runtime, n: int, actor: str) -> list[str]:
     ids = []
     for _ in range(n):
         with runtime.db.session() as session:
@@ -57,7 +57,7 @@ def _commands(runtime: WorkerRuntime, n: int, actor: str) -> list[str]:
 
 @pytest.mark.parametrize("order", list(itertools.permutations(range(3))))
 def test_an_outsiders_burst_of_commands_gets_one_reply_in_any_run_order(
-    runtime: WorkerRuntime, forge: FakeForge, order: tuple[int, ...]
+    runtime: Runtime, forge: FakeForge, order: tuple[int, ...]
 ) -> None:
     # The earliest command may run last (two pool threads, a redelivered message): those
     # that ran before it stayed silent for it, so it must not count them as having told.

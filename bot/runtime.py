@@ -1,0 +1,126 @@
+"""What every Ribbit process builds once from Settings: the database and the job store.
+
+``open_database`` is the one place a process opens the database, and with it the one
+place that decides about the schema: `ribbit db upgrade` (``upgrade_database``) migrates;
+every other process checks that the schema is at this code's head revision and stops with
+``SchemaNotCurrent`` (the CLI prints it and exits 1) if not, unless
+RIBBIT_DATABASE_AUTO_UPGRADE (on by default for the embedded SQLite) lets it upgrade at
+start, under the same lock `ribbit db upgrade` takes.
+
+``Runtime`` is the worker's per-process object and the CLI's; the web process's
+``bot.services.Services`` is a Runtime with the intake and the dashboard's parts added.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from bot.settings import Settings
+from bot.store.db import Database, SchemaState
+from bot.store.jobs import JobStore, Limits
+
+log = logging.getLogger(__name__)
+# How often `ribbit db check --wait` looks again (a pod's init container waiting for the
+# deployment's upgrade Job).
+POLL_S = 2.0
+
+
+class SchemaNotCurrent(RuntimeError):
+    """The database's schema is not the one this code needs; the message says what to do."""
+
+
+def open_database(settings: Settings, *, pre_ping: bool = True) -> Database:
+    """The process's database, its schema checked (or, where allowed, upgraded) first.
+    ``pre_ping=False`` is the web process's choice (see ``Database``)."""
+    db = Database(settings.effective_database_url, pre_ping=pre_ping)
+    try:
+        state = db.schema()
+        if not state.at_head and state.known and settings.effective_database_auto_upgrade:
+            log.info("upgrading the database schema from %s to %s", state.current, state.head)
+            db.migrate()
+            state = db.schema()
+        if not state.at_head:
+            raise SchemaNotCurrent(schema_message(db.describe(), state))
+    except BaseException:
+        db.dispose()
+        raise
+    return db
+
+
+def schema_message(where: str, state: SchemaState) -> str:
+    if not state.known:
+        return (
+            f"the database {where} is at schema revision {state.current}, which this Ribbit "
+            f"does not have (its newest is {state.head}): a newer Ribbit upgraded it; run "
+            "that version"
+        )
+    found = "has no schema yet" if state.current is None else f"is at revision {state.current}"
+    return (
+        f"the database {where} {found} and this Ribbit needs revision {state.head}: run "
+        "`ribbit db upgrade` first (or set RIBBIT_DATABASE_AUTO_UPGRADE=true to let each "
+        "process upgrade it when it starts)"
+    )
+
+
+def wait_for_schema(
+    settings: Settings,
+    timeout_s: float,
+    *,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> str:
+    """`ribbit db check`: the head revision once the schema is at it, re-checking every
+    POLL_S for ``timeout_s`` (0: check once); never upgrades. A schema from a newer Ribbit
+    is refused at once: waiting will not change it."""
+    db = Database(settings.effective_database_url)
+    deadline = clock() + timeout_s
+    try:
+        while True:
+            state = db.schema()
+            if state.at_head:
+                return state.head
+            if not state.known or clock() >= deadline:
+                raise SchemaNotCurrent(schema_message(db.describe(), state))
+            sleep(POLL_S)
+    finally:
+        db.dispose()
+
+
+def upgrade_database(settings: Settings) -> str:
+    """`ribbit db upgrade`: bring the schema to the head revision under the migration lock
+    (upgrades run together take turns); returns that revision."""
+    db = Database(settings.effective_database_url)
+    try:
+        db.migrate()
+        return str(db.schema().current)
+    finally:
+        db.dispose()
+
+
+@dataclass
+class Runtime:
+    """Settings, the database and the job store, built once per process and shared by
+    everything in it (a worker's tasks, a CLI command)."""
+
+    settings: Settings
+    db: Database
+    store: JobStore
+
+    @classmethod
+    def open(cls, settings: Settings, *, pre_ping: bool = True) -> Runtime:
+        db = open_database(settings, pre_ping=pre_ping)
+        return cls(settings=settings, db=db, store=JobStore(db))
+
+    @property
+    def limits(self) -> Limits:
+        adm = self.settings.admission
+        return Limits(
+            max_concurrent=adm.max_concurrent_jobs,
+            max_concurrent_per_repo=adm.max_concurrent_jobs_per_repo,
+        )
+
+    def close(self) -> None:
+        self.db.dispose()

@@ -21,10 +21,11 @@ import click
 
 from bot.console import empty, line, styled
 from bot.model_versions import ModelVersionsFactory
-from bot.settings import Settings, SettingsError, load_settings
+from bot.settings import Settings, SettingsError
 
 if TYPE_CHECKING:
     from bot.env_validation import EnvValidatorFactory
+    from worker.settings import WorkerSettings
 
 COMMANDS_GROUP = "ribbit.commands"
 
@@ -83,9 +84,18 @@ def _unavailable(name: str, missing_module: str) -> click.Command:
     return missing
 
 
-def settings_or_exit() -> Settings:
+def load_process_settings() -> WorkerSettings:
+    """What every `ribbit` process builds: bot's Settings plus the worker's sections, which
+    the worker's and trainer's commands and the web app's trainer seams read, and whose
+    variables the typo warning must know (one environment serves web and worker)."""
+    from worker.settings import load_worker_settings
+
+    return load_worker_settings()
+
+
+def settings_or_exit() -> WorkerSettings:
     try:
-        return load_settings()
+        return load_process_settings()
     except SettingsError as exc:
         raise click.ClickException(str(exc)) from None
 
@@ -98,7 +108,7 @@ def main(ctx: click.Context) -> None:
     # Subcommands that take their defaults from settings (sandbox, gates) read ctx.obj;
     # invalid settings are reported by the commands that need them, not here.
     try:
-        ctx.obj = load_settings()
+        ctx.obj = load_process_settings()
     except SettingsError:
         ctx.obj = None
 
@@ -480,7 +490,7 @@ def doctor(as_json: bool) -> None:
     """Check settings, database, broker, forges, sandbox backends and the model."""
     from bot.doctor import run_checks
 
-    checks = run_checks()
+    checks = run_checks(load=load_process_settings)
     if as_json:
         click.echo(json.dumps([c.__dict__ for c in checks], indent=2))
     else:

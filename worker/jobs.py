@@ -23,12 +23,12 @@ from datetime import timedelta
 from typing import Any, Literal
 
 from bot.forges.base import ForgeUnavailable
-from bot.settings import Settings
 from bot.store.jobs import JobStore
 from bot.store.models import Job, utcnow
 from worker.metrics import record_job, record_sandbox_failure
 from worker.runtime import WorkerRuntime
 from worker.sandbox.base import SandboxError
+from worker.settings import WorkerSettings as Settings  # bot's plus the worker's sections
 
 log = logging.getLogger(__name__)
 

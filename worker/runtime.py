@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bot.settings import Settings
 from bot.store.db import Database
 from bot.store.jobs import JobStore, Limits
+from worker.settings import WorkerSettings as Settings  # bot's plus the worker's sections
 
 
 @dataclass

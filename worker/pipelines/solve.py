@@ -37,7 +37,6 @@ from bot.forges.base import (
 from bot.forges.branches import branch_name_for_issue, validate_branch_name
 from bot.forges.sanitize import sanitize_forge_text
 from bot.hostgit import latest_tag, run_git
-from bot.settings import ModelSettings, SandboxSettings, Settings
 from bot.store.models import Job
 from bot.store.payloads import PayloadError, PersonAsks
 from bot.store.records import SolveRecord, TaskRecord
@@ -51,6 +50,8 @@ from worker.pipelines.verdict import TestVerdict
 from worker.repo_config import CONFIG_PATH, RepoConfig, RepoConfigError, parse_repo_config
 from worker.runtime import WorkerRuntime
 from worker.sandbox.setupcmd import with_detected_setup
+from worker.settings import ModelSettings, SandboxSettings
+from worker.settings import WorkerSettings as Settings  # bot's plus the worker's sections
 from worker.status import LiveTurns, Status, StatusComment
 
 if TYPE_CHECKING:

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import click
 
-from bot.settings import SandboxSettings
 from worker.sandbox import SandboxError, check_backends, open_sandbox
 from worker.sandbox.setup import exec_with_egress
+from worker.settings import SandboxSettings
 
 
 def _settings(**overrides: object) -> SandboxSettings:

@@ -10,16 +10,16 @@ from pathlib import Path
 import pytest
 
 import worker.pipelines.commands  # noqa: F401  (registers the command pipeline)
-from bot.settings import Settings
 from bot.store.jobs import JobSpec
 from bot.store.payloads import CommandOrder
 from tests.fakes import FakeForge, git, make_git_repo
 from worker.jobs import run_job
 from worker.runtime import WorkerRuntime
+from worker.settings import WorkerSettings
 
 
 @pytest.fixture
-def runtime(settings: Settings) -> Iterator[WorkerRuntime]:
+def runtime(settings: WorkerSettings) -> Iterator[WorkerRuntime]:
     built = WorkerRuntime.build(settings)
     yield built
     built.db.dispose()

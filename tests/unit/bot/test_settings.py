@@ -134,3 +134,23 @@ def test_as_worker_settings_keeps_what_bot_loaded(
     worker = as_worker_settings(web)
     assert (worker.data_dir, worker.label, worker.agent.max_turns) == (tmp_path, "fixme", 9)
     assert "s3cret" in worker.secret_values()
+
+
+def test_web_tier_reads_no_worker_section(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from bot.admin.overview import _model_version
+    from bot.queue import broker_transport_options
+
+    redis = "redis://localhost:6379/0"
+    web = load_settings(data_dir=tmp_path, broker_url=redis)
+    worker = load_worker_settings(data_dir=tmp_path, broker_url=redis)
+    # Only a consumer needs the visibility timeout, and only WorkerSettings know the budgets.
+    assert broker_transport_options(web) == {}
+    limit = worker.effective_job_time_limit_s
+    assert broker_transport_options(worker) == {"visibility_timeout": limit + 600}
+    no_registry = "(configured; no model registry in this process)"
+    shown = _model_version(SimpleNamespace(settings=web, model_versions=None))  # type: ignore[arg-type]
+    assert shown == f"unknown model {no_registry}"
+    shown = _model_version(SimpleNamespace(settings=worker, model_versions=None))  # type: ignore[arg-type]
+    assert shown == f"microsoft/FrogNano-4B-2609 {no_registry}"

@@ -23,7 +23,7 @@ import click
 
 from bot.console import empty, line, styled
 from bot.runtime import Runtime, SchemaNotCurrent, upgrade_database
-from bot.settings import Settings, SettingsError, load_settings
+from bot.settings import Settings, SettingsError, build_settings
 
 if TYPE_CHECKING:
     from bot.env_validation import EnvValidatorFactory
@@ -34,6 +34,11 @@ COMMANDS_GROUP = "ribbit.commands"
 # bot.model_versions.ModelVersionsFactory) and ``env_validator`` (a
 # bot.env_validation.EnvValidatorFactory); the trainer registers both.
 WEB_GROUP = "ribbit.web"
+# The settings class every `ribbit` process builds: bot's Settings, or the subclass another
+# package registers to add its sections (worker.settings.WorkerSettings adds the sandbox,
+# model, agent and gates), so one environment serves web and worker and the typo warning
+# knows every variable.
+SETTINGS_GROUP = "ribbit.settings"
 
 
 def registered_commands() -> dict[str, EntryPoint]:
@@ -107,9 +112,26 @@ def _unavailable(name: str, missing_module: str) -> click.Command:
     return missing
 
 
+def process_settings_class() -> type[Settings]:
+    """The most derived settings class registered in SETTINGS_GROUP (Settings if none)."""
+    chosen: type[Settings] = Settings
+    for entry in entry_points(group=SETTINGS_GROUP):
+        found = entry.load()
+        if isinstance(found, type) and issubclass(found, chosen):
+            chosen = found
+    return chosen
+
+
+def load_process_settings() -> Settings:
+    """What every `ribbit` process builds: bot's Settings plus the sections the other
+    packages register (SETTINGS_GROUP). The worker's code narrows it to its own type
+    (worker.settings.as_worker_settings); bot/ reads only its own sections."""
+    return build_settings(process_settings_class())
+
+
 def settings_or_exit() -> Settings:
     try:
-        return load_settings()
+        return load_process_settings()
     except SettingsError as exc:
         raise click.ClickException(str(exc)) from None
 
@@ -122,7 +144,7 @@ def main(ctx: click.Context) -> None:
     # Subcommands that take their defaults from settings (sandbox, gates) read ctx.obj;
     # invalid settings are reported by the commands that need them, not here.
     try:
-        ctx.obj = load_settings()
+        ctx.obj = load_process_settings()
     except SettingsError:
         ctx.obj = None
 
@@ -427,7 +449,7 @@ def doctor(as_json: bool) -> None:
     """Check settings, database, broker, forges, sandbox backends and the model."""
     from bot.doctor import run_checks
 
-    checks = run_checks()
+    checks = run_checks(load=load_process_settings)
     if as_json:
         click.echo(json.dumps([c.__dict__ for c in checks], indent=2))
     else:

@@ -29,10 +29,14 @@ def _guard(name: str, fn: Callable[[], Check | list[Check]]) -> list[Check]:
     return result if isinstance(result, list) else [result]
 
 
-def run_checks(settings: Settings | None = None) -> list[Check]:
+def run_checks(
+    settings: Settings | None = None, *, load: Callable[[], Settings] = load_settings
+) -> list[Check]:
+    """Every check; ``settings`` None: built by ``load`` (the CLI passes its loader, which
+    builds the worker's sections too), a failure to build them being the first check."""
     if settings is None:
         try:
-            settings = load_settings()
+            settings = load()
         except SettingsError as exc:
             return [Check("settings", "fail", str(exc))]
     s = settings

@@ -50,9 +50,12 @@ def broker_transport_options(settings: Settings) -> dict[str, object]:
     # With acks_late an unacknowledged Redis message comes back after the visibility
     # timeout; it must outlast the longest job or a healthy long job would run twice. The
     # embedded SQLAlchemy transport passes its options to create_engine, so it gets none.
-    if settings.uses_embedded_broker:
+    # Settings without the worker's sections (no `ribbit` process: those build
+    # WorkerSettings) know no limit, and only send: the timeout is a consumer's.
+    limit = settings.effective_job_time_limit_s
+    if settings.uses_embedded_broker or limit is None:
         return {}
-    return {"visibility_timeout": settings.effective_job_time_limit_s + 600}
+    return {"visibility_timeout": limit + 600}
 
 
 def prepare_broker(settings: Settings) -> None:

@@ -17,6 +17,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from bot.settings import Settings
 from bot.store.db import Database, SchemaState
@@ -100,17 +101,22 @@ def upgrade_database(settings: Settings) -> str:
         db.dispose()
 
 
+# The settings a process built: bot's Settings for the web tier, worker.settings'
+# WorkerSettings (bot's plus the sandbox, model, agent and gates sections) for the rest.
+S = TypeVar("S", bound=Settings)
+
+
 @dataclass
-class Runtime:
+class Runtime(Generic[S]):
     """Settings, the database and the job store, built once per process and shared by
     everything in it (a worker's tasks, a CLI command)."""
 
-    settings: Settings
+    settings: S
     db: Database
     store: JobStore
 
     @classmethod
-    def open(cls, settings: Settings, *, pre_ping: bool = True) -> Runtime:
+    def open(cls, settings: S, *, pre_ping: bool = True) -> Runtime[S]:
         db = open_database(settings, pre_ping=pre_ping)
         return cls(settings=settings, db=db, store=JobStore(db))
 

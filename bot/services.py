@@ -18,7 +18,7 @@ from bot.settings import Settings
 
 
 @dataclass
-class Services(Runtime):
+class Services(Runtime[Settings]):
     """The web process's Runtime: one object, so the web app, the worker and the CLI
     open the database, check its schema and build the store the same way; what only the
     web serves (intake, metrics, the trainer's registry) is added here."""

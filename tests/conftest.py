@@ -46,9 +46,11 @@ def _reset_environ(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 @pytest.fixture
 def settings(tmp_path: Path) -> Any:
-    from bot.settings import load_settings
+    # WorkerSettings, as every `ribbit` process builds (bot/cli.py): the web app's tests
+    # and the worker's share it. tests/unit/bot/test_settings.py covers bot's Settings alone.
+    from worker.settings import load_worker_settings
 
-    return load_settings(
+    return load_worker_settings(
         data_dir=tmp_path / "data",
         github={"webhook_secret": GITHUB_SECRET},
         gitlab={"webhook_token": GITLAB_TOKEN},

@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bot.hostgit import git_ok
-from bot.settings import AgentSettings, GateSettings
 from trainer.envs.builder import BuildRejected, BuildSpec, EnvironmentBuilder
 from trainer.envs.patches import is_test_path
 from trainer.envs.schema import Environment, Provenance
@@ -36,6 +35,7 @@ from worker.agent.episode import SandboxRecipe, SetupFailed
 from worker.agent.repo_task import agent_limits
 from worker.repo_config import RepoConfigError, read_repo_config
 from worker.sandbox.setupcmd import commit_files, with_detected_setup
+from worker.settings import AgentSettings, GateSettings
 
 # How much of a diff an example shows (the whole one is in --json).
 EXAMPLE_LINES = 12

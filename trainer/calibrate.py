@@ -12,12 +12,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot.settings import AgentSettings
 from trainer.envs.schema import Calibration, Environment
 from trainer.passk import PassAt1, pass_at_1
 from trainer.rl.rollout import RewardFn, collect_group
 from worker.agent import Policy
 from worker.agent.episode import SandboxRecipe
+from worker.settings import AgentSettings
 
 
 @dataclass(frozen=True)

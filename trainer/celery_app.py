@@ -11,13 +11,13 @@ from typing import Any
 
 from celery import Celery
 
-from bot.settings import Settings, load_settings
 from trainer.rl.remote import register_rollout_task
 from worker.celery_app import create_celery
+from worker.settings import WorkerSettings, load_worker_settings
 
 
-def create_rollout_celery(settings: Settings | None = None) -> Celery:
-    app = create_celery(settings or load_settings())
+def create_rollout_celery(settings: WorkerSettings | None = None) -> Celery:
+    app = create_celery(settings or load_worker_settings())
     register_rollout_task(app)
     return app
 

@@ -11,9 +11,10 @@ import click
 from bot.console import empty
 from bot.forges.base import RepoRef
 from bot.runtime import open_database
-from bot.settings import Settings, SettingsError, load_settings
+from bot.settings import Settings, SettingsError
 from bot.store.db import Database
 from trainer.envs.storage import EnvironmentStore
+from worker.settings import load_worker_settings
 
 _forge = click.option(
     "--forge", required=True, type=click.Choice(["github", "gitlab"]), help="The forge."
@@ -34,7 +35,8 @@ def _settings(ctx: click.Context) -> Settings:
     if isinstance(settings, Settings):
         return settings
     try:
-        return load_settings()
+        # WorkerSettings, as the root group builds: the worker's variables are no typos.
+        return load_worker_settings()
     except SettingsError as exc:
         raise click.ClickException(str(exc)) from None
 

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
-from bot.settings import AgentSettings
 from bot.store.db import Database
 from trainer.calibrate import CalibrationReport, calibrate
 from trainer.envs.schema import Environment
@@ -23,6 +22,7 @@ from trainer.rl.rollout import graded_reward
 from trainer.store import ModelVersion, TrainerStore
 from worker.agent import TransformersPolicy
 from worker.agent.episode import SandboxRecipe
+from worker.settings import AgentSettings
 
 
 def version_policy(

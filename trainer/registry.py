@@ -19,9 +19,10 @@ from sqlalchemy.orm import Session
 
 from bot.model_lines import DEFAULT_LINE
 from bot.model_versions import ModelVersionError, ServedVersion
-from bot.settings import ModelSettings, Settings
+from bot.settings import Settings
 from bot.store.db import Database
 from trainer.store import ModelVersion, TrainerStore
+from worker.settings import ModelSettings, as_worker_settings
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 
@@ -191,4 +192,5 @@ class RegistryVersions:
 
 def registry_versions(db: Database, settings: Settings) -> RegistryVersions:
     """The factory the CLI hands to ``create_app`` (bot.model_versions.ModelVersionsFactory)."""
-    return RegistryVersions(db, settings.model)
+    # `ribbit serve` built WorkerSettings; the web app hands them on typed as bot's.
+    return RegistryVersions(db, as_worker_settings(settings).model)

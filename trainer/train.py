@@ -25,7 +25,6 @@ from pathlib import Path
 
 import torch
 
-from bot.settings import AgentSettings
 from trainer.config import TrainSettings
 from trainer.distributed import Ranks
 from trainer.envs.schema import Environment
@@ -36,6 +35,7 @@ from trainer.rl.sources import Group, LocalRollouts, RolloutSource
 from worker.agent import TransformersPolicy
 from worker.agent.episode import SandboxRecipe
 from worker.agent.trajectory import TokenSegment
+from worker.settings import AgentSettings
 
 METRICS_FILE = "metrics.jsonl"
 

@@ -27,13 +27,13 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Literal
 
 from bot.model_lines import DEFAULT_LINE, known_lines
-from bot.settings import AgentSettings, Settings
 from bot.store.db import Database
 from trainer.checkouts import SelectionError, checked_out, select
 from trainer.config import TrainSettings
 from trainer.envs.schema import Environment
 from trainer.envs.storage import EnvironmentStore
 from trainer.store import TrainingRuns
+from worker.settings import AgentSettings, WorkerSettings
 
 if TYPE_CHECKING:
     from trainer.distributed import Ranks
@@ -108,7 +108,7 @@ class TrainingRun:
         self,
         cfg: TrainSettings,
         options: RunOptions,
-        deployment: Settings,
+        deployment: WorkerSettings,
         ranks: Ranks,
         *,
         chosen: list[Environment],
@@ -132,7 +132,7 @@ class TrainingRun:
         cls,
         cfg: TrainSettings,
         options: RunOptions,
-        deployment: Settings,
+        deployment: WorkerSettings,
         ranks: Ranks,
         *,
         db: Database | None,

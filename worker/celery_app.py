@@ -15,7 +15,7 @@ from celery.signals import worker_process_shutdown, worker_ready, worker_shutdow
 
 from bot.queue import QUEUE, broker_transport_options, prepare_broker
 from bot.runtime import Runtime
-from bot.settings import Settings, load_settings
+from worker.settings import WorkerSettings, load_worker_settings
 
 log = logging.getLogger(__name__)
 
@@ -23,8 +23,8 @@ SWEEP_EVERY = timedelta(seconds=30)
 RECONCILE_EVERY = timedelta(minutes=10)
 
 
-def create_celery(settings: Settings | None = None) -> Celery:
-    settings = settings or load_settings()
+def create_celery(settings: WorkerSettings | None = None) -> Celery:
+    settings = settings or load_worker_settings()
     prepare_broker(settings)
     app = Celery("ribbit", broker=settings.effective_broker_url)
     app.conf.update(
@@ -58,7 +58,7 @@ def create_celery(settings: Settings | None = None) -> Celery:
 def _reap_stale_sandboxes(sender: Any = None, **_kwargs: Any) -> None:
     """Sandboxes a crashed worker left behind are removed when a worker starts."""
     app = getattr(sender, "app", None)
-    settings: Settings | None = getattr(app, "ribbit_settings", None)
+    settings: WorkerSettings | None = getattr(app, "ribbit_settings", None)
     if settings is None:
         return
     try:
@@ -78,7 +78,7 @@ _heartbeat_stops: list[Any] = []
 @worker_ready.connect
 def _start_heartbeat(sender: Any = None, **_kwargs: Any) -> None:
     """The worker's own heartbeat row (bot.worker_heartbeats), job or no job."""
-    settings: Settings | None = getattr(getattr(sender, "app", None), "ribbit_settings", None)
+    settings: WorkerSettings | None = getattr(getattr(sender, "app", None), "ribbit_settings", None)
     if settings is None:
         return
     from bot import worker_heartbeats
@@ -108,7 +108,7 @@ _exporter_stops: list[Any] = []
 @worker_ready.connect
 def _start_metrics(sender: Any = None, **_kwargs: Any) -> None:
     """The worker's /metrics, served by the main process for its whole pool."""
-    settings: Settings | None = getattr(getattr(sender, "app", None), "ribbit_settings", None)
+    settings: WorkerSettings | None = getattr(getattr(sender, "app", None), "ribbit_settings", None)
     if settings is None or settings.metrics.worker_port is None:
         return
     from worker.metrics import start_exporter
@@ -142,17 +142,19 @@ def _pool_process_exited(pid: int | None = None, **_kwargs: Any) -> None:
 _RUNTIME_LOCK = threading.Lock()
 
 
-def runtime_for(app: Celery) -> Runtime:
+def runtime_for(app: Celery) -> Runtime[WorkerSettings]:
     """The process's runtime, built on first use (after fork, so each child has its own
     database connections)."""
-    existing: Runtime | None = getattr(app, "ribbit_runtime", None)
+    existing: Runtime[WorkerSettings] | None = getattr(app, "ribbit_runtime", None)
     if existing is not None:
         return existing
     # A thread pool's first tasks arrive together: one runtime, built once.
     with _RUNTIME_LOCK:
         existing = getattr(app, "ribbit_runtime", None)
         if existing is None:
-            settings: Settings = getattr(app, "ribbit_settings", None) or load_settings()
+            settings: WorkerSettings = (
+                getattr(app, "ribbit_settings", None) or load_worker_settings()
+            )
             existing = Runtime.open(settings)
             app.ribbit_runtime = existing
     return existing

@@ -71,8 +71,9 @@ def worker(
     """Run a Celery worker for Ribbit's jobs (and, if asked, training rollouts)."""
     from bot.logs import configure_logging
     from bot.runtime import open_database
+    from worker.settings import as_worker_settings
 
-    settings = settings_or_exit()
+    settings = as_worker_settings(settings_or_exit())
     configure_logging(settings)
     # The schema is checked (or, where allowed, upgraded) once here, before the pool starts:
     # a worker on a schema behind its code stops with the step to take, instead of failing

@@ -1,5 +1,6 @@
 """`ribbit doctor`'s worker-side checks: the sandbox backends, the model and Semgrep. Registered in
-pyproject's ribbit.doctor entry points; bot.doctor runs them after its own."""
+pyproject's ribbit.doctor entry points; bot.doctor runs them after its own, handing each the
+Settings it loaded (typed as bot's; the worker's sections through as_worker_settings)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,14 @@ from pathlib import Path
 
 from bot.doctor import Check
 from bot.settings import Settings
+from worker.settings import as_worker_settings
 
 
 def sandbox_checks(s: Settings) -> list[Check]:
     from worker.sandbox import check_backends, resolve_backend
 
-    found = check_backends(s.sandbox)
+    sandbox = as_worker_settings(s).sandbox
+    found = check_backends(sandbox)
     out = [Check(f"sandbox {c.name}", "ok" if c.ok else "warn", c.detail) for c in found]
     if not any(c.ok for c in found):
         out.append(
@@ -25,11 +28,12 @@ def sandbox_checks(s: Settings) -> list[Check]:
             )
         )
     else:
-        out.append(Check("sandbox", "ok", f"jobs will use {resolve_backend(s.sandbox)}"))
+        out.append(Check("sandbox", "ok", f"jobs will use {resolve_backend(sandbox)}"))
     return out
 
 
-def model_check(s: Settings) -> Check:
+def model_check(settings: Settings) -> Check:
+    s = as_worker_settings(settings)
     m = s.model
     if m.policy == "replay":
         ok = m.replay_file is not None and m.replay_file.exists()
@@ -55,7 +59,7 @@ def model_check(s: Settings) -> Check:
 def semgrep_check(s: Settings) -> Check:
     from worker.gates.semgrep import SemgrepError, locate_semgrep, semgrep_version
 
-    found = locate_semgrep(s.gates.semgrep_bin)
+    found = locate_semgrep(as_worker_settings(s).gates.semgrep_bin)
     if found.path is None:
         return Check(
             "semgrep",

@@ -24,11 +24,11 @@ from typing import Any, Literal
 
 from bot.forges.base import ForgeUnavailable
 from bot.runtime import Runtime
-from bot.settings import Settings
 from bot.store.jobs import JobStore
 from bot.store.models import Job, utcnow
 from worker.metrics import record_job, record_sandbox_failure
 from worker.sandbox.base import SandboxError
+from worker.settings import WorkerSettings
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ class JobRefused(Exception):
 @dataclass
 class JobContext:
     job: Job
-    settings: Settings
+    settings: WorkerSettings
     store: JobStore
     cancel: threading.Event = field(default_factory=threading.Event)
 
@@ -74,7 +74,7 @@ Pipeline = Callable[[JobContext], "dict[str, Any] | None"]
 PIPELINES: dict[str, Pipeline] = {}
 # Called while a job waits for a free slot, with its 1-based queue position (to tell the
 # issue where it stands); failures there never affect the job.
-WaitingHook = Callable[[Runtime, Job, int], None]
+WaitingHook = Callable[[Runtime[WorkerSettings], Job, int], None]
 WAITING_HOOKS: dict[str, WaitingHook] = {}
 
 
@@ -108,7 +108,7 @@ class _Heartbeat(threading.Thread):
                 self.cancel.set()
 
 
-def run_job(runtime: Runtime, job_id: str, seq: int | None = None) -> RunOutcome:
+def run_job(runtime: Runtime[WorkerSettings], job_id: str, seq: int | None = None) -> RunOutcome:
     """Run ``job_id`` through its pipeline (``seq``: the dispatch the message carried).
 
     "deferred" means the job is back in the store for the sweep to send at its time."""
@@ -121,7 +121,7 @@ def run_job(runtime: Runtime, job_id: str, seq: int | None = None) -> RunOutcome
     return outcome
 
 
-def _run_job(runtime: Runtime, job_id: str, seq: int | None) -> RunOutcome:
+def _run_job(runtime: Runtime[WorkerSettings], job_id: str, seq: int | None) -> RunOutcome:
     store = runtime.store
     claim = store.claim(job_id, runtime.limits, stale_after=STALE_AFTER, seq=seq)
     if claim in {"finished", "stale", "running_elsewhere"}:
@@ -176,7 +176,7 @@ def _run_job(runtime: Runtime, job_id: str, seq: int | None) -> RunOutcome:
     return "succeeded"
 
 
-def _tell_waiting(runtime: Runtime, job_id: str) -> None:
+def _tell_waiting(runtime: Runtime[WorkerSettings], job_id: str) -> None:
     job = runtime.store.get(job_id)
     hook = WAITING_HOOKS.get(job.kind)
     if hook is None:

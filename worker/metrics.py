@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from bot.queue import QUEUE, TASK_FOR_KIND
 from bot.settings import Settings
+from worker.settings import WorkerSettings
 
 if TYPE_CHECKING:
     from worker.agent.policy import AssistantTurn, Policy, StopCheck
@@ -286,7 +287,7 @@ class LiveCollector:
     """Facts read when Prometheus scrapes, in the parent: the broker's queue depth and
     whether the inference server answers (openai policy only)."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: WorkerSettings) -> None:
         self.settings = settings
 
     def collect(self) -> Iterator[Any]:
@@ -329,7 +330,7 @@ def queue_depth(settings: Settings) -> int:
         return int(ok.message_count)
 
 
-def inference_answers(settings: Settings) -> bool:
+def inference_answers(settings: WorkerSettings) -> bool:
     import requests
 
     url = settings.model.openai_base_url.rstrip("/") + "/models"
@@ -341,7 +342,7 @@ def inference_answers(settings: Settings) -> bool:
         return False
 
 
-def start_exporter(settings: Settings) -> Callable[[], None] | None:
+def start_exporter(settings: WorkerSettings) -> Callable[[], None] | None:
     """Serve /metrics from the worker's main process; returns how to stop it."""
     port = settings.metrics.worker_port
     if port is None:

@@ -20,9 +20,9 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from bot.forges.base import RepoRef
 from bot.model_lines import DEFAULT_LINE, repo_line
-from bot.settings import ModelSettings, Settings
 from bot.store.db import Database
 from bot.store.training import TrainingStore
+from worker.settings import ModelSettings, WorkerSettings
 from worker.weights import WeightsError, find_weights, pull_command, weights_path
 
 log = logging.getLogger(__name__)
@@ -187,7 +187,7 @@ class ModelNotReady(Exception):
         )
 
 
-def preflight(db: Database, settings: Settings, repo: RepoRef | None = None) -> ModelSettings:
+def preflight(db: Database, settings: WorkerSettings, repo: RepoRef | None = None) -> ModelSettings:
     """The model a job for ``repo`` runs (its line's promoted version, else the configured
     one; ``repo`` None: the default line), checked to be there, or :class:`ModelNotReady`
     before anything expensive starts (a worker without weights used to spend a minute in
@@ -196,7 +196,7 @@ def preflight(db: Database, settings: Settings, repo: RepoRef | None = None) -> 
     return ready(model_for_jobs(db, settings.model, line), settings)
 
 
-def ready(model: ModelSettings, settings: Settings) -> ModelSettings:
+def ready(model: ModelSettings, settings: WorkerSettings) -> ModelSettings:
     """``model`` checked to be there to run (:func:`preflight`'s checks)."""
     if model.policy == "replay":
         if model.replay_file is None or not model.replay_file.is_file():

@@ -9,9 +9,10 @@ from typing import Any
 import click
 
 from bot.runtime import open_database
-from bot.settings import SettingsError, load_settings
+from bot.settings import SettingsError
 from bot.store.models import Outcome
 from bot.store.outcomes import OutcomeStore
+from worker.settings import load_worker_settings
 
 
 def outcome_dict(o: Outcome) -> dict[str, Any]:
@@ -47,7 +48,8 @@ def outcome_dict(o: Outcome) -> dict[str, Any]:
 def outcomes(as_json: bool, export: Path | None, repo: str | None) -> None:
     """List bot PR outcomes: merged or closed, by whom, revisions, diff similarity."""
     try:
-        settings = load_settings()
+        # WorkerSettings, as every `ribbit` process: the worker's variables are no typos.
+        settings = load_worker_settings()
     except SettingsError as exc:
         raise click.ClickException(str(exc)) from None
     db = open_database(settings)

@@ -72,13 +72,15 @@ def inspect_workers(svc: Services) -> list[WorkerState]:
 
 
 def _model_version(svc: Services) -> str:
+    # `ribbit serve` builds WorkerSettings, which name the model; bot's Settings alone do not.
+    configured = svc.settings.configured_model or "unknown model"
     if svc.model_versions is None:
-        return f"{svc.settings.model.model} (configured; no model registry in this process)"
+        return f"{configured} (configured; no model registry in this process)"
     try:
         promoted = svc.model_versions.serving()
     except SQLAlchemyError:  # the trainer's tables not there yet: workers use the base too
         promoted = None
-    return promoted.name if promoted is not None else f"{svc.settings.model.model} (base)"
+    return promoted.name if promoted is not None else f"{configured} (base)"
 
 
 def health_snapshot(svc: Services) -> HealthSnapshot:

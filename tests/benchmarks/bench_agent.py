@@ -16,11 +16,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from bot.settings import AgentSettings, ModelSettings
 from tests.fakes import NullSandbox, ScriptedPolicy
 from worker.agent import AgentTask, run_agent
 from worker.agent.parser import parse_completion
 from worker.agent.tools import TOOL_SCHEMAS
+from worker.settings import AgentSettings, ModelSettings
 
 TASK = AgentTask(
     title="add() subtracts",

@@ -29,13 +29,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot.settings import SandboxSettings
 from tests.benchmarks.bench_sandbox import COMMAND, median_ms, podman_service
 from tests.fakes import make_git_repo
 from tests.plugins.sandbox import TEST_IMAGE
 from worker.repo_config import RepoConfig
 from worker.sandbox import check_backends, open_sandbox
 from worker.sandbox.envcache import EnvCache, JobEnvironment, env_key
+from worker.settings import SandboxSettings
 
 TOOLZ = "toolz==0.12.1"
 HUMANIZE_BASE = Path(__file__).resolve().parents[1] / "fixtures" / "humanize" / "base.patch"

@@ -24,12 +24,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from bot.settings import GateSettings
 from tests.fakes import LocalDirSandbox, git, make_git_repo
 from worker.gates import GateContext, run_gates
 from worker.gates.trees import patch_trees
 from worker.repo_config import RepoConfig
 from worker.sandbox.base import SandboxFactory
+from worker.settings import GateSettings
 
 
 def build_repo(root: Path, modules: int) -> tuple[Path, str, str]:
@@ -67,7 +67,7 @@ def build_repo(root: Path, modules: int) -> tuple[Path, str, str]:
 def _factory(backend: str) -> SandboxFactory:
     if backend == "local-test":
         return LocalDirSandbox
-    from bot.settings import SandboxSettings
+    from worker.settings import SandboxSettings
 
     sandbox_factory = importlib.import_module("worker.sandbox").sandbox_factory
 

@@ -33,10 +33,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot.settings import SandboxSettings
 from tests.fakes import make_git_repo
 from tests.plugins.sandbox import CONTAINERS_CONF, TEST_IMAGE, podman_env
 from worker.sandbox import check_backends, open_sandbox
+from worker.settings import SandboxSettings
 
 # The same binary everywhere: the sandboxes run the host's (bubblewrap) or the image's
 # /usr/bin/python3, so the bare row must not use the virtualenv's interpreter.

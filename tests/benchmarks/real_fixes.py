@@ -18,10 +18,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bot.settings import GateSettings
 from tests.benchmarks.bench_gates import _factory
 from worker.gates import GateContext, run_gates
 from worker.repo_config import RepoConfig
+from worker.settings import GateSettings
 
 
 def _git(repo: Path, *args: str) -> str:

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from bot.settings import AgentSettings
 from tests.fakes import LocalDirSandbox, ScriptedPolicy, make_git_repo
 from tests.support import require_service
 from worker.agent import AgentTask, read_jsonl, run_agent
 from worker.agent.cli import run
+from worker.settings import AgentSettings
 
 pytestmark = pytest.mark.integration
 

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from bot.settings import AgentSettings
 from tests.fakes import ScriptedPolicy, make_git_repo
 from tests.plugins.leaf_conformance import CASES, FIXTURE_FILES, call_args, expected_text
 from tests.support import require_service
@@ -17,6 +16,7 @@ from worker.agent.tools import ToolBox
 from worker.agent.trajectory import ToolCall
 from worker.sandbox import open_sandbox
 from worker.sandbox.base import WORKSPACE, Sandbox
+from worker.settings import AgentSettings
 
 pytestmark = pytest.mark.integration
 

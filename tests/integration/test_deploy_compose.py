@@ -21,8 +21,8 @@ import jsonschema
 import pytest
 import yaml
 
-from bot.settings import Settings
 from tests.support import require_service
+from worker.settings import WorkerSettings
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 COMPOSE = DEPLOY / "compose.yaml"
@@ -34,9 +34,9 @@ def _compose() -> dict[str, Any]:
 
 
 def _setting_exists(secret: str) -> bool:
-    """ribbit_github__webhook_secret -> Settings.github.webhook_secret exists."""
+    """ribbit_github__webhook_secret -> WorkerSettings.github.webhook_secret exists."""
     parts = secret.removeprefix("ribbit_").split("__")
-    fields: Any = Settings.model_fields
+    fields: Any = WorkerSettings.model_fields
     for i, part in enumerate(parts):
         if part not in fields:
             return False
@@ -143,14 +143,14 @@ def test_deploy_settings_read_container_secret_files(
     (secrets / "ribbit_github__webhook_secret").write_text("from-a-file\n")
     (secrets / "ribbit_admin_token").write_text("admin-from-file")
     (secrets / "ribbit_database_url").write_text("postgresql+psycopg://u:p@db/ribbit\n")
-    settings = Settings(_secrets_dir=secrets)  # type: ignore[call-arg]
+    settings = WorkerSettings(_secrets_dir=secrets)  # type: ignore[call-arg]
     assert settings.github.webhook_secret is not None
     assert settings.github.webhook_secret.get_secret_value() == "from-a-file"
     assert settings.admin_token is not None
     assert settings.admin_token.get_secret_value() == "admin-from-file"
     assert settings.database_url == "postgresql+psycopg://u:p@db/ribbit"
     monkeypatch.setenv("RIBBIT_ADMIN_TOKEN", "from-env")
-    overridden = Settings(_secrets_dir=secrets)  # type: ignore[call-arg]
+    overridden = WorkerSettings(_secrets_dir=secrets)  # type: ignore[call-arg]
     assert overridden.admin_token is not None
     assert overridden.admin_token.get_secret_value() == "from-env"
 

@@ -451,10 +451,10 @@ def test_deploy_helm_sandbox_engine_script_serves_a_working_sandbox(
 
     import docker
 
-    from bot.settings import SandboxSettings
     from tests.plugins.sandbox import CONTAINERS_CONF
     from worker.sandbox import open_sandbox
     from worker.sandbox.common import LABEL
+    from worker.settings import SandboxSettings
 
     engine = next(c for c in _worker_pod()["initContainers"] if c["name"] == "sandbox-engine")
     client = docker.DockerClient(base_url=podman_socket)

@@ -32,11 +32,11 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from bot.queue import CeleryDispatcher, client_celery
-from bot.settings import load_settings
 from bot.store.db import Database
 from bot.store.jobs import JobSpec, JobStore
 from tests.plugins.services import free_port
 from tests.support import require_service
+from worker.settings import load_worker_settings
 
 pytestmark = pytest.mark.integration
 
@@ -199,7 +199,7 @@ class WorkerUnderTest:
                 f"http://127.0.0.1:{self.inference.server_address[1]}/v1"
             ),
         }
-        self.settings = load_settings(data_dir=tmp / "data", broker_url=broker)
+        self.settings = load_worker_settings(data_dir=tmp / "data", broker_url=broker)
         self.db = Database(self.settings.effective_database_url)
         self.db.migrate()
         self.store = JobStore(self.db)

@@ -14,11 +14,11 @@ from typing import Any
 import docker
 import pytest
 
-from bot.settings import SandboxSettings
 from tests.plugins.trainer import FixRepo, calc_environment
 from trainer.envs.export import build_testbed_image, skyrl_record
 from trainer.envs.schema import Environment
 from trainer.envs.storage import EnvironmentStore
+from worker.settings import SandboxSettings
 
 pytestmark = pytest.mark.integration
 

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from bot.settings import GateSettings, SandboxSettings
 from tests.fakes import make_git_repo
 from worker.gates import GateContext
 from worker.gates.tests import TestGate
 from worker.repo_config import RepoConfig
 from worker.sandbox import open_sandbox, sandbox_factory
 from worker.sandbox.envcache import EnvCache, JobEnvironment, env_key
+from worker.settings import GateSettings, SandboxSettings
 
 pytestmark = pytest.mark.integration
 

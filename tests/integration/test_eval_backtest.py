@@ -80,8 +80,8 @@ def _history(repo: Path) -> dict[str, str]:
 
 def _record(script: list[str], path: Path, source: Path) -> Path:
     """The script as a trajectory the replay policy plays back (the same agent loop)."""
-    from bot.settings import AgentSettings
     from worker.agent import AgentTask, run_agent
+    from worker.settings import AgentSettings
 
     with LocalDirSandbox(source) as sandbox:
         result = run_agent(

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from bot.settings import GateSettings, SandboxSettings
 from tests.adversarial import CASES, Case, case_config, case_patch, make_base_repo
 from tests.unit.worker.gates.test_adversarial import assert_verdict, gates_for
 from worker.gates import GateContext, run_gates
+from worker.settings import GateSettings, SandboxSettings
 
 pytestmark = pytest.mark.integration
 

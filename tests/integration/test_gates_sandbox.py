@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from bot.settings import GateSettings, SandboxSettings
 from tests.unit.worker.gates.helpers import make_patch, repo_with
 from worker.gates import GateContext, run_gates
 from worker.repo_config import RepoConfig
 from worker.sandbox.base import Sandbox, SandboxFactory
+from worker.settings import GateSettings, SandboxSettings
 
 pytestmark = pytest.mark.integration
 

@@ -36,10 +36,10 @@ from typing import Any
 import pytest
 
 from bot.queue import CeleryDispatcher, client_celery
-from bot.settings import Settings, load_settings
 from bot.store.db import Database
 from bot.store.jobs import JobSpec, JobStore
 from worker.jobs import STALE_AFTER
+from worker.settings import WorkerSettings, load_worker_settings
 
 pytestmark = pytest.mark.integration
 
@@ -80,7 +80,7 @@ class Deployment:
             "RIBBIT_BROKER_URL": f"{base}/{REDIS_DB}",
             "RIBBIT_LOG_FORMAT": "text",
         }
-        self.settings: Settings = load_settings(
+        self.settings: WorkerSettings = load_worker_settings(
             data_dir=tmp / "data", broker_url=f"{base}/{REDIS_DB}"
         )
         import redis

@@ -9,23 +9,23 @@ from datetime import timedelta
 
 import pytest
 
-from bot.settings import Settings
 from bot.store.db import Database
 from bot.store.jobs import JobStore
 from bot.store.models import Outcome, utcnow
 from tests.plugins.forge import BOT_LOGIN, ForgeWorld
 from tests.plugins.notify import NotifyReceiver
 from worker.noise import NoisePause, check_repository
+from worker.settings import WorkerSettings
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
 def noisy(
-    forge_settings: Settings, notify_receiver: tuple[str, NotifyReceiver]
-) -> Iterator[tuple[Settings, JobStore]]:
+    forge_settings: WorkerSettings, notify_receiver: tuple[str, NotifyReceiver]
+) -> Iterator[tuple[WorkerSettings, JobStore]]:
     noise = {"min_merge_rate": 0.3, "window_days": 30, "min_outcomes": 5}
-    settings = Settings.model_validate(
+    settings = WorkerSettings.model_validate(
         forge_settings.model_dump()
         | {"noise": noise, "notify": {"webhook_url": notify_receiver[0]}}
     )
@@ -55,7 +55,7 @@ def _outcomes(store: JobStore, forge: str, repo: str, states: str, *, days_ago: 
 def test_noise_low_merge_rate_pauses_and_tells_maintainers_once(
     kind: str,
     forge_world: ForgeWorld,
-    noisy: tuple[Settings, JobStore],
+    noisy: tuple[WorkerSettings, JobStore],
     notify_receiver: tuple[str, NotifyReceiver],
 ) -> None:
     settings, store = noisy
@@ -98,7 +98,7 @@ def test_noise_low_merge_rate_pauses_and_tells_maintainers_once(
 
 def test_noise_resume_is_a_fresh_start_and_a_down_receiver_is_retried(
     forge_world: ForgeWorld,
-    noisy: tuple[Settings, JobStore],
+    noisy: tuple[WorkerSettings, JobStore],
     notify_receiver: tuple[str, NotifyReceiver],
 ) -> None:
     settings, store = noisy
@@ -125,7 +125,9 @@ def test_noise_resume_is_a_fresh_start_and_a_down_receiver_is_retried(
     assert store.paused_scopes() == []
 
 
-def test_noise_control_is_off_by_default(forge_world: ForgeWorld, forge_settings: Settings) -> None:
+def test_noise_control_is_off_by_default(
+    forge_world: ForgeWorld, forge_settings: WorkerSettings
+) -> None:
     db = Database(forge_settings.effective_database_url)
     db.migrate()
     store = JobStore(db)
@@ -137,7 +139,7 @@ def test_noise_control_is_off_by_default(forge_world: ForgeWorld, forge_settings
 
 def test_noise_a_recorded_outcome_runs_the_check(
     forge_world: ForgeWorld,
-    noisy: tuple[Settings, JobStore],
+    noisy: tuple[WorkerSettings, JobStore],
     notify_receiver: tuple[str, NotifyReceiver],
 ) -> None:
     """The outcome pipeline (a bot PR closed on the forge) is what pauses the repository."""

@@ -14,11 +14,11 @@ def test_jobs_follow_promotion_and_rollback(tiny_model_dir: Path, tmp_path: Path
     from peft import LoraConfig, PeftModel, get_peft_model
     from transformers import AutoModelForCausalLM
 
-    from bot.settings import AgentSettings, ModelSettings
     from bot.store.db import Database
     from trainer import registry
     from worker.agent import TransformersPolicy, load_policy
     from worker.models import model_for_jobs
+    from worker.settings import AgentSettings, ModelSettings
 
     adapter = tmp_path / "adapter-v1"
     base = AutoModelForCausalLM.from_pretrained(tiny_model_dir)

@@ -30,10 +30,10 @@ def wait_for(predicate: Any, timeout: float = 30.0) -> Any:
 
 @pytest.fixture(params=["redis", "embedded"])
 def broker_settings(request: pytest.FixtureRequest, tmp_path: Any) -> Any:
-    from bot.settings import load_settings
+    from worker.settings import load_worker_settings
 
     broker = request.getfixturevalue("redis_url") if request.param == "redis" else None
-    return load_settings(
+    return load_worker_settings(
         data_dir=tmp_path / "data", broker_url=broker, github={"webhook_secret": GITHUB_SECRET}
     )
 

@@ -28,7 +28,6 @@ from pathlib import Path
 
 import pytest
 
-from bot.settings import GateSettings, SandboxSettings
 from tests.fakes import make_git_repo
 from tests.support import require_service
 from tests.unit.worker.gates.helpers import make_patch
@@ -39,6 +38,7 @@ from worker.gates.tests import TestGate
 from worker.repo_config import RepoConfig
 from worker.sandbox import sandbox_factory
 from worker.sandbox.setup import run_setup
+from worker.settings import GateSettings, SandboxSettings
 
 pytestmark = pytest.mark.integration
 

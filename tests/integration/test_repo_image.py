@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from bot.settings import SandboxSettings
 from tests.fakes import make_git_repo
 from tests.plugins.sandbox import TEST_LIMITS
 from worker.repo_config import RepoConfig
 from worker.sandbox import open_sandbox
 from worker.sandbox.envcache import base_fingerprint
 from worker.sandbox.repoimage import ImageChoice, RepoImageError, choose_image
+from worker.settings import SandboxSettings
 
 pytestmark = pytest.mark.integration
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.settings import SandboxSettings
 from worker.sandbox.bubblewrap import TEMP_PREFIX, BubblewrapSandbox, reap_stale
+from worker.settings import SandboxSettings
 
 pytestmark = pytest.mark.integration
 

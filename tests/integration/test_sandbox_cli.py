@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from bot.settings import SandboxSettings
 from tests.plugins.sandbox import REPO_ROOT, tree_snapshot
 from worker.sandbox.cli import sandbox
+from worker.settings import SandboxSettings
 
 pytestmark = pytest.mark.integration
 

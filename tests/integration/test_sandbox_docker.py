@@ -12,10 +12,10 @@ import docker
 import docker.errors
 import pytest
 
-from bot.settings import SandboxSettings
 from worker.sandbox import open_sandbox, resolve_backend
 from worker.sandbox.common import LABEL
 from worker.sandbox.docker import DockerSandbox, reap_stale
+from worker.settings import SandboxSettings
 
 pytestmark = pytest.mark.integration
 

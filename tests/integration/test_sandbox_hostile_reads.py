@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from bot.settings import SandboxSettings
 from worker.sandbox import SandboxError, open_sandbox
 from worker.sandbox.base import Sandbox
+from worker.settings import SandboxSettings
 
 pytestmark = pytest.mark.integration
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.settings import SandboxSettings
 from worker.sandbox import open_sandbox
+from worker.settings import SandboxSettings
 
 pytestmark = pytest.mark.integration
 

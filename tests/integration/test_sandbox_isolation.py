@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from bot.settings import SandboxSettings
 from tests.fakes import git
 from tests.plugins.sandbox import tree_snapshot
 from worker.sandbox import SandboxError, open_sandbox, sandbox_factory
 from worker.sandbox.base import Sandbox
+from worker.settings import SandboxSettings
 
 pytestmark = pytest.mark.integration
 

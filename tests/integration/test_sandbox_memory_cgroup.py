@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.settings import SandboxSettings
 from worker.sandbox.bubblewrap import BubblewrapSandbox
+from worker.settings import SandboxSettings
 
 pytestmark = pytest.mark.integration
 

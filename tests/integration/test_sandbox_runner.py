@@ -12,10 +12,10 @@ from pathlib import Path
 import docker
 import pytest
 
-from bot.settings import SandboxSettings
 from worker.sandbox import open_sandbox
 from worker.sandbox.base import Sandbox
 from worker.sandbox.docker import DockerSandbox
+from worker.settings import SandboxSettings
 
 pytestmark = pytest.mark.integration
 

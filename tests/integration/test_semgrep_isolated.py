@@ -11,12 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from bot.settings import GateSettings, Settings
+from bot.settings import Settings
 from tests.support import require_service
 from tests.unit.worker.gates.helpers import make_ctx, make_patch, repo_with
 from tests.unit.worker.gates.snippets import INSECURE
 from worker.doctor import semgrep_check
 from worker.gates.semgrep import SemgrepGate, isolated_semgrep
+from worker.settings import GateSettings
 
 pytestmark = pytest.mark.integration
 

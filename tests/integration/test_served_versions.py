@@ -18,11 +18,11 @@ import pytest
 from click.testing import CliRunner
 
 from bot.cli import main
-from bot.settings import AgentSettings, ModelSettings, Settings
 from bot.store.db import Database
 from trainer import registry
 from worker.agent.policy import OpenAIPolicy, load_policy
 from worker.models import ModelNotReady, preflight
+from worker.settings import AgentSettings, ModelSettings, WorkerSettings
 
 pytestmark = pytest.mark.integration
 BASE = "frognano"
@@ -121,7 +121,7 @@ def _adapter(tmp_path: Path, name: str) -> Path:
     return folder
 
 
-def _worker_asks(db: Database, settings: Settings, server: FakeServer) -> str:
+def _worker_asks(db: Database, settings: WorkerSettings, server: FakeServer) -> str:
     """What a job's policy requests from the server, through the job's own pre-flight."""
     model = preflight(db, settings)
     policy = load_policy(model, AgentSettings())
@@ -143,7 +143,7 @@ def test_served_versions_follow_promotion_and_rollback(
         "RIBBIT_MODEL__OPENAI_SERVER": server.kind,
         "RIBBIT_MODEL__OPENAI_MAX_RETRIES": "0",
     }
-    settings = Settings(
+    settings = WorkerSettings(
         data_dir=tmp_path / "data",
         model=ModelSettings(
             policy="openai",
@@ -198,7 +198,7 @@ def test_served_version_the_server_cannot_load_is_not_promoted(
         "RIBBIT_MODEL__OPENAI_BASE_URL": server.url,
         "RIBBIT_MODEL__OPENAI_SERVER": server.kind,
     }
-    settings = Settings(
+    settings = WorkerSettings(
         data_dir=tmp_path / "data",
         model=ModelSettings(
             policy="openai", model=BASE, openai_base_url=server.url, openai_server=server.kind

@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from bot.settings import ModelSettings
 from tests.fakes import LocalDirSandbox, host_setup, local_sandboxes, make_git_repo
 from tests.plugins.served_model import BASE
 from tests.plugins.trainer import seeded_learner, toy_train_settings
@@ -23,6 +22,7 @@ from trainer.rl.toy import FirstTokenReward, toy_environment
 from trainer.train import agent_limits, behaviour_logprobs
 from worker.agent import served_tokens
 from worker.sandbox.recipe import SandboxRecipe
+from worker.settings import ModelSettings
 
 pytestmark = pytest.mark.integration
 

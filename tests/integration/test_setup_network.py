@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from bot.settings import GateSettings, SandboxSettings
 from tests.support import require_service
 from tests.unit.worker.gates.helpers import make_patch, repo_with
 from worker.gates import GateContext, run_gates
 from worker.repo_config import RepoConfig
 from worker.sandbox import open_sandbox, sandbox_factory
 from worker.sandbox.setup import run_setup
+from worker.settings import GateSettings, SandboxSettings
 
 pytestmark = pytest.mark.integration
 

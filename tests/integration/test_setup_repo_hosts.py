@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from bot.settings import SandboxSettings
 from worker.repo_config import RepoConfig
 from worker.sandbox import open_sandbox
 from worker.sandbox.envcache import JobEnvironment
 from worker.sandbox.setup import run_setup
+from worker.settings import SandboxSettings
 
 pytestmark = pytest.mark.integration
 

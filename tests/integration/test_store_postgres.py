@@ -18,13 +18,13 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture
 def pg_settings(postgres_url: str, tmp_path: Any) -> Any:
-    from bot.settings import load_settings
+    from worker.settings import load_worker_settings
 
     engine = create_engine(postgres_url)
     with engine.begin() as conn:  # a clean schema per test
         conn.execute(text("DROP SCHEMA public CASCADE; CREATE SCHEMA public"))
     engine.dispose()
-    return load_settings(
+    return load_worker_settings(
         data_dir=tmp_path, database_url=postgres_url, github={"webhook_secret": GITHUB_SECRET}
     )
 

@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 import torch
 
-from bot.settings import load_settings
 from tests.fakes import local_sandboxes, make_git_repo
 from tests.plugins.trainer import seeded_learner, token_id, toy_prompt_ids, toy_train_settings
 from trainer.config import TrainSettings
@@ -33,6 +32,7 @@ from trainer.rl.remote import (
 )
 from trainer.rl.toy import FirstTokenReward, expected_first_token_reward, toy_environment
 from trainer.train import METRICS_FILE, agent_limits, train
+from worker.settings import load_worker_settings
 
 pytestmark = pytest.mark.integration
 
@@ -51,7 +51,7 @@ def fleet(
     env = toy_environment(base)
     store = tmp_path / "store"
     EnvironmentStore(store).add(env, repo)
-    settings = load_settings(
+    settings = load_worker_settings(
         data_dir=tmp_path / "data",
         broker_url=redis_url,
         sandbox={"backend": sandbox_backend},
@@ -162,7 +162,7 @@ def test_requests_and_rollouts_survive_json(
     ref = PolicyRef(str(two_choice_model_dir), None, 0)
     request = RolloutRequest(str(store), env.instance_id, ref, {"max_turns": 1}, "graded", 7)
     assert RolloutRequest.from_dict(request.to_dict()) == request
-    settings = load_settings(sandbox={"backend": "bubblewrap"})
+    settings = load_worker_settings(sandbox={"backend": "bubblewrap"})
     limits = agent_limits(toy_train_settings(two_choice_model_dir, store / "run"))
     request = RolloutRequest(
         str(store), env.instance_id, ref, limits.model_dump(mode="json"), "first-token:A", 7

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from bot.settings import SandboxSettings
 from tests.fakes import make_git_repo
 from tests.unit.worker.gates.test_junit import EXPECTED, PROJECT
 from worker.gates.testrun import run_tests
 from worker.sandbox.base import SandboxFactory
+from worker.settings import SandboxSettings
 
 pytestmark = pytest.mark.integration
 

@@ -66,8 +66,8 @@ def record(
 ) -> Path:
     """Record a trajectory the way the worker will replay it: the same agent loop, on
     ``files`` (the calc repo's by default) and ``issue``."""
-    from bot.settings import AgentSettings
     from worker.agent import AgentTask, run_agent
+    from worker.settings import AgentSettings
 
     source = tmp_path / f"rec-{path.stem}"
     make_git_repo(source, REPO_FILES if files is None else files)
@@ -97,8 +97,8 @@ def wait_for(predicate: Any, timeout: float = 120.0, what: str = "condition") ->
 def sandbox_backend(request: pytest.FixtureRequest) -> str:
     """The deployment's sandbox backend: bubblewrap, or what the test parametrizes
     indirectly (``@pytest.mark.parametrize("sandbox_backend", [...], indirect=True)``)."""
-    from bot.settings import SandboxSettings
     from worker.sandbox import check_backends
+    from worker.settings import SandboxSettings
 
     backend: str = getattr(request, "param", "bubblewrap")
     if backend == "docker":

@@ -15,9 +15,10 @@ from typing import Any
 import pytest
 
 from bot.forges.base import ForgeName, RepoRef
-from bot.settings import GitHubSettings, GitLabSettings, Settings
+from bot.settings import GitHubSettings, GitLabSettings
 from tests.forge.server import LocalForge
 from tests.forge.state import User
+from worker.settings import WorkerSettings
 
 BOT_LOGIN = "ribbit-bot"
 GITHUB_REPO = "acme/widgets"
@@ -87,8 +88,8 @@ def settings_for(
     gitlab_token: str | None,
     http_timeout_s: int = 30,
     **github: object,
-) -> Settings:
-    """Settings aimed at the local forge, with retries fast enough for tests."""
+) -> WorkerSettings:
+    """Settings (the worker's) aimed at the local forge, with retries fast enough for tests."""
     github_section: dict[str, Any] = {
         "api_url": forge.github_api_url,
         "token": github_token,
@@ -98,7 +99,7 @@ def settings_for(
         "http_timeout_s": http_timeout_s,
         **github,
     }
-    return Settings(
+    return WorkerSettings(
         data_dir=data_dir,
         github=GitHubSettings(**github_section),
         gitlab=GitLabSettings(
@@ -112,7 +113,7 @@ def settings_for(
 
 
 @pytest.fixture
-def forge_settings(forge_world: ForgeWorld, tmp_path: Path) -> Settings:
+def forge_settings(forge_world: ForgeWorld, tmp_path: Path) -> WorkerSettings:
     """Settings whose GitHub and GitLab sections point at the seeded local forge as the bot."""
     return settings_for(
         forge_world.forge,

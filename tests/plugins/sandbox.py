@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from bot.settings import SandboxSettings
 from tests.fakes import make_git_repo
 from tests.support import require_service
+from worker.settings import SandboxSettings
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BUILD_IMAGE = REPO_ROOT / "deploy" / "sandbox" / "build-image.sh"

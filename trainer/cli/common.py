@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from bot.settings import Settings, SettingsError, load_settings
+from bot.settings import SettingsError
 from trainer.envs.schema import Environment
+from worker.settings import WorkerSettings, load_worker_settings
 
 if TYPE_CHECKING:
     from bot.store.db import Database
@@ -20,13 +21,14 @@ if TYPE_CHECKING:
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def settings_of(ctx: click.Context) -> Settings:
-    """The root group's Settings (``ctx.obj``), or loaded here when run without it."""
+def settings_of(ctx: click.Context) -> WorkerSettings:
+    """The root group's settings (``ctx.obj``, WorkerSettings), or loaded here when run
+    without it."""
     settings = ctx.find_root().obj
-    if isinstance(settings, Settings):
+    if isinstance(settings, WorkerSettings):
         return settings
     try:
-        return load_settings()
+        return load_worker_settings()
     except SettingsError as exc:
         raise click.ClickException(str(exc)) from None
 

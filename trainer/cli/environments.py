@@ -395,7 +395,6 @@ def calibrate_envs(
     store: Path | None,
 ) -> None:
     """k rollouts per environment; pass@k stored, always/never solved marked (no signal)."""
-    from bot.settings import AgentSettings
     from trainer.calibrate import calibrate
     from trainer.checkouts import checked_out
     from trainer.envs.storage import EnvironmentStore
@@ -403,6 +402,7 @@ def calibrate_envs(
     from trainer.registry import promoted_model
     from trainer.rl.rollout import graded_reward
     from worker.agent.episode import SandboxRecipe
+    from worker.settings import AgentSettings
 
     settings = settings_of(ctx)
     env_store = EnvironmentStore(store_dir(ctx, store))

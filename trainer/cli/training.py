@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any, cast
 import click
 
 from bot.console import progress
-from bot.settings import Settings
 from trainer.cli.common import open_db, sandbox_errors, settings_of, store_dir
 from trainer.cli.options import OptionOverride, settings_options
 from trainer.config import TrainSettings
+from worker.settings import WorkerSettings
 
 if TYPE_CHECKING:
     from trainer.distributed import Ranks
@@ -190,7 +190,7 @@ def _train_with_progress(
         return train(on_step)
 
 
-def _pulled_base(settings: Settings) -> str:
+def _pulled_base(settings: WorkerSettings) -> str:
     """The configured base model where `ribbit model pull` put it (the trainer, rollout
     workers and evaluation all run with the hub offline and the models volume mounted)."""
     from worker.models import ModelNotReady, local_weights

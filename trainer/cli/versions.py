@@ -163,12 +163,12 @@ def evaluate_model(
     store: Path | None,
 ) -> None:
     """Score VERSION on held-out environments (stored; promotion compares it)."""
-    from bot.settings import AgentSettings
     from trainer.checkouts import checked_out
     from trainer.envs.storage import EnvironmentStore
     from trainer.evaluate import evaluate_version
     from trainer.registry import RegistryError
     from worker.agent.episode import SandboxRecipe
+    from worker.settings import AgentSettings
 
     settings = settings_of(ctx)
     env_store = EnvironmentStore(store_dir(ctx, store))

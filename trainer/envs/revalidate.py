@@ -23,6 +23,7 @@ from trainer.envs.schema import Environment
 from trainer.envs.storage import EnvironmentStore
 from trainer.store import TrainerStore
 from worker.agent.episode import SandboxRecipe
+from worker.settings import as_worker_settings
 
 DEFAULT_RERUNS = 3
 
@@ -109,6 +110,7 @@ def compare(stored: Environment, rebuilt: Environment, reruns: int) -> Validatio
 def env_validator(db: Database, settings: Settings) -> StoredEnvValidator:
     """The seam `ribbit serve` hands the web app: the production sandboxes, the store
     under DATA_DIR/trainer unless the index names another."""
+    sandbox = as_worker_settings(settings).sandbox
     return StoredEnvValidator(
-        db, settings.data_dir / "trainer", lambda: SandboxRecipe.production(settings.sandbox)
+        db, settings.data_dir / "trainer", lambda: SandboxRecipe.production(sandbox)
     )

@@ -35,11 +35,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bot.settings import AgentSettings, Settings
 from trainer.envs.schema import Environment
 from trainer.rl.rollout import RewardFn, Rollout, graded_reward, rollout_episode
 from trainer.rl.sources import Group
 from worker.agent.episode import SandboxRecipe
+from worker.settings import AgentSettings, WorkerSettings
 
 if TYPE_CHECKING:
     from celery import Celery, Task
@@ -210,7 +210,7 @@ POLICIES = WorkerPolicyCache()
 CHECKOUTS = CheckoutCache()
 
 
-def run_rollout(request: RolloutRequest, settings: Settings) -> dict[str, Any]:
+def run_rollout(request: RolloutRequest, settings: WorkerSettings) -> dict[str, Any]:
     """One rollout on this worker: what the ``ribbit.rollout`` task does."""
     import torch
 
@@ -245,7 +245,7 @@ def register_rollout_task(app: Celery) -> Task:
         shared=False,  # registered on this app only, not on every app made after it
     )
     def rollout(self: Task, request: dict[str, Any]) -> dict[str, Any]:
-        settings: Settings = app.ribbit_settings
+        settings: WorkerSettings = app.ribbit_settings
         try:
             return run_rollout(RolloutRequest.from_dict(request), settings)
         except Exception as exc:

@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bot.settings import GateSettings
 from trainer.envs.builder import PatchDoesNotApply, apply_patch, set_up
 from trainer.envs.patches import split_by_file
 from trainer.envs.schema import Environment
@@ -33,6 +32,7 @@ from worker.gates.semgrep import SemgrepGate
 from worker.gates.testrun import run_tests
 from worker.repo_config import RepoConfig
 from worker.sandbox.base import Sandbox
+from worker.settings import GateSettings
 
 
 @dataclass(frozen=True)

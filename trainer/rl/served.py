@@ -36,7 +36,6 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bot.settings import AgentSettings, ModelSettings
 from trainer.envs.schema import Environment
 from trainer.rl.remote import save_policy
 from trainer.rl.rollout import RewardFn, Rollout, rollout_episode
@@ -44,6 +43,7 @@ from trainer.rl.sources import Group
 from worker.agent.episode import SandboxRecipe
 from worker.agent.policy import OpenAIPolicy
 from worker.models import AdapterError, adapter_servers, served_name
+from worker.settings import AgentSettings, ModelSettings
 
 if TYPE_CHECKING:
     from trainer.rl.learner import Learner

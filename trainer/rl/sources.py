@@ -14,10 +14,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from bot.settings import AgentSettings
 from trainer.envs.schema import Environment
 from trainer.rl.rollout import RewardFn, Rollout, collect_group
 from worker.agent.episode import SandboxRecipe
+from worker.settings import AgentSettings
 
 if TYPE_CHECKING:
     from trainer.rl.learner import Learner

@@ -20,11 +20,11 @@ from typing import Any
 import click
 
 from bot.hostgit import latest_tag, run_git
-from bot.settings import AgentSettings, ModelSettings, SandboxSettings
 from worker.agent.episode import Episode, SandboxRecipe, run_episode
 from worker.agent.policy import PolicyError, load_policy
 from worker.agent.prompt import AgentTask, IssueComment
 from worker.repo_config import RepoConfig
+from worker.settings import AgentSettings, ModelSettings, SandboxSettings
 
 
 def read_issue_file(path: Path) -> AgentTask:
@@ -163,12 +163,12 @@ def run(
     backend: str,
 ) -> None:
     """Run the agent on REPO for the issue in ISSUE_FILE; print the diff."""
-    from bot.settings import load_settings
     from worker.agent.repo_task import agent_limits, repo_instructions
     from worker.repo_config import RepoConfigError, read_repo_config
     from worker.sandbox.setupcmd import commit_files, with_detected_setup
+    from worker.settings import load_worker_settings
 
-    settings = load_settings()
+    settings = load_worker_settings()
     try:
         config = read_repo_config(repo)
     except RepoConfigError as exc:

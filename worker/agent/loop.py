@@ -43,7 +43,6 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from bot.settings import AgentSettings
 from worker.agent.policy import (
     AssistantTurn,
     ContextWindowExceeded,
@@ -57,6 +56,7 @@ from worker.agent.prompt import AgentTask, assistant_message, initial_messages, 
 from worker.agent.tools import TOOL_SCHEMAS, ToolBox, ToolOptions, ToolRunError
 from worker.agent.trajectory import ExitReason, ToolObservation, Trajectory, TurnRecord
 from worker.sandbox.base import Sandbox
+from worker.settings import AgentSettings
 
 log = logging.getLogger(__name__)
 

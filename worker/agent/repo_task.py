@@ -8,8 +8,8 @@ import os
 import stat
 from pathlib import Path
 
-from bot.settings import AgentSettings
 from worker.repo_config import RepoConfig
+from worker.settings import AgentSettings
 
 
 def agent_limits(base: AgentSettings, config: RepoConfig) -> AgentSettings:

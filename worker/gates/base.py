@@ -15,9 +15,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
-from bot.settings import GateSettings
 from worker.repo_config import RepoConfig
 from worker.sandbox.base import Sandbox, SandboxFactory
+from worker.settings import GateSettings
 
 if TYPE_CHECKING:
     from worker.sandbox.setup import SetupResult

@@ -32,11 +32,12 @@ def _no_sandbox(checkout: Path) -> Sandbox:
 
 def _sandboxes(backend: str, image: str | None) -> SandboxRecipe:
     """The solve job's sandboxes and setup step, imported only when tests are to run."""
-    from bot.settings import SandboxSettings, SettingsError, load_settings
+    from bot.settings import SettingsError
     from worker.sandbox.recipe import SandboxRecipe
+    from worker.settings import SandboxSettings, load_worker_settings
 
     try:
-        base = load_settings().sandbox
+        base = load_worker_settings().sandbox
     except SettingsError as exc:
         raise click.UsageError(str(exc)) from None
     chosen = "auto" if backend == "local" else backend
@@ -94,13 +95,14 @@ def gates_command(
     issue_text: str,
 ) -> None:
     """Run the gates (tests, Semgrep, hygiene) on PATCH against the repository's HEAD."""
-    from bot.settings import SettingsError, load_settings
+    from bot.settings import SettingsError
     from worker.gates import run_gates
     from worker.gates.hygiene import HygieneGate
     from worker.gates.semgrep import SemgrepGate
     from worker.gates.tests import TestGate
     from worker.repo_config import RepoConfigError, read_repo_config
     from worker.sandbox.setupcmd import commit_files, with_detected_setup
+    from worker.settings import load_worker_settings
 
     if str(patch_file) == "-":
         patch = sys.stdin.read()
@@ -109,7 +111,7 @@ def gates_command(
     base = _repo_head(repo)
     try:
         repo_config = read_repo_config(repo, base)
-        settings = load_settings()
+        settings = load_worker_settings()
     except (RepoConfigError, SettingsError) as exc:
         raise click.UsageError(str(exc)) from None
     gate_settings = settings.gates

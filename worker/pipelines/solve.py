@@ -38,7 +38,6 @@ from bot.forges.branches import branch_name_for_issue, validate_branch_name
 from bot.forges.sanitize import sanitize_forge_text
 from bot.hostgit import latest_tag, run_git
 from bot.runtime import Runtime
-from bot.settings import ModelSettings, SandboxSettings, Settings
 from bot.store.models import Job
 from bot.store.payloads import PayloadError, PersonAsks
 from bot.store.records import SolveRecord, TaskRecord
@@ -51,6 +50,7 @@ from worker.pipelines.replies import WRITE_ACCESS_REFUSAL, check_actor
 from worker.pipelines.verdict import TestVerdict
 from worker.repo_config import CONFIG_PATH, RepoConfig, RepoConfigError, parse_repo_config
 from worker.sandbox.setupcmd import with_detected_setup
+from worker.settings import ModelSettings, SandboxSettings, WorkerSettings
 from worker.status import LiveTurns, Status, StatusComment
 
 if TYPE_CHECKING:
@@ -343,7 +343,7 @@ class SolveRun:
         self.ctx = ctx
         self.parts = parts
         self.job = ctx.job
-        self.settings: Settings = ctx.settings
+        self.settings: WorkerSettings = ctx.settings
         self.repo = RepoRef(self.job.forge, self.job.repo)  # type: ignore[arg-type]
         assert self.job.issue_number is not None
         self.issue_ref = IssueRef(self.repo, self.job.issue_number)
@@ -861,7 +861,7 @@ class _Timer:
         record_stage(self.kind, self.name, seconds)
 
 
-def tell_queue_position(runtime: Runtime, job: Job, position: int) -> None:
+def tell_queue_position(runtime: Runtime[WorkerSettings], job: Job, position: int) -> None:
     """The issue's status comment says the job is queued, and where."""
     repo = RepoRef(job.forge, job.repo)  # type: ignore[arg-type]
     assert job.issue_number is not None

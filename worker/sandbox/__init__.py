@@ -14,8 +14,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot.settings import SandboxSettings
 from worker.sandbox.base import Sandbox, SandboxError, SandboxFactory
+from worker.settings import SandboxSettings
 
 __all__ = [
     "BackendCheck",

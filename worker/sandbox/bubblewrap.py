@@ -47,7 +47,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import cast
 
-from bot.settings import SandboxSettings
 from worker.sandbox.base import (
     DEFAULT_OUTPUT_CAP,
     TIMEOUT_EXIT_CODE,
@@ -92,6 +91,7 @@ from worker.sandbox.snapshot import (
     EnvSnapshot,
     restore_into_host_dirs,
 )
+from worker.settings import SandboxSettings
 
 TEMP_PREFIX = "ribbit-bwrap-"
 # Throwaway host uids for sandboxes of a root worker; far above any real account.

@@ -8,16 +8,16 @@ from pathlib import Path
 
 import click
 
-from bot.settings import SandboxSettings
 from worker.sandbox import SandboxError, check_backends, open_sandbox
 from worker.sandbox.setup import exec_with_egress
+from worker.settings import SandboxSettings, WorkerSettings
 
 
 def _settings(**overrides: object) -> SandboxSettings:
-    """The sandbox section of the Settings the top-level group put in ``ctx.obj`` (when it
-    did), with the command line's overrides on top."""
-    section = getattr(click.get_current_context().obj, "sandbox", None)
-    base = section if isinstance(section, SandboxSettings) else SandboxSettings()
+    """The sandbox section of the settings the top-level group put in ``ctx.obj`` (when it
+    could build them), with the command line's overrides on top."""
+    obj = click.get_current_context().obj
+    base = obj.sandbox if isinstance(obj, WorkerSettings) else SandboxSettings()
     given = {k: v for k, v in overrides.items() if v is not None}
     return SandboxSettings.model_validate({**base.model_dump(), **given})
 

@@ -53,7 +53,6 @@ import docker.errors
 from docker.models.containers import Container
 from docker.types import Mount
 
-from bot.settings import SandboxSettings
 from worker.sandbox.base import (
     DEFAULT_OUTPUT_CAP,
     TIMEOUT_EXIT_CODE,
@@ -91,6 +90,7 @@ from worker.sandbox.session import (
     server_source,
 )
 from worker.sandbox.snapshot import ENV_SKIP, SNAPSHOT_LIMITS, EnvSnapshot, overlay_paths
+from worker.settings import SandboxSettings
 
 # Pid 1: never exits on its own, reaps every child it adopts.
 _INIT = "trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done"

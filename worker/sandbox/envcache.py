@@ -34,7 +34,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from bot.settings import SandboxSettings
 from worker.repo_config import RepoConfig
 from worker.sandbox.base import WORKSPACE, ClosedOnExit, Sandbox, SandboxError
 from worker.sandbox.egress import repo_setup_hosts
@@ -48,6 +47,7 @@ from worker.sandbox.snapshot import (
     take_snapshot,
     workspace_copies,
 )
+from worker.settings import SandboxSettings
 
 log = logging.getLogger(__name__)
 

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 from worker.sandbox.base import Sandbox, SandboxFactory
 
 if TYPE_CHECKING:
-    from bot.settings import SandboxSettings
     from worker.sandbox.setup import SetupResult
+    from worker.settings import SandboxSettings
 
 SetupRunner = Callable[[Sandbox, str | None], "SetupResult"]
 """Sets a fresh sandbox up for a repository whose setup command is the second argument

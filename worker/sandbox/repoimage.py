@@ -34,10 +34,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from bot.settings import SandboxSettings
 from worker.repo_config import CONFIG_PATH, RepoConfig
 from worker.sandbox.base import SandboxError
 from worker.sandbox.common import LABEL, SANDBOX_GID, SANDBOX_UID
+from worker.settings import SandboxSettings
 
 log = logging.getLogger(__name__)
 

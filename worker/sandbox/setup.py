@@ -18,7 +18,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from bot.settings import SandboxSettings
 from worker.repo_config import RepoConfig
 from worker.sandbox.base import ExecResult, Sandbox
 from worker.sandbox.common import ENV_ROOT, VENV
@@ -31,6 +30,7 @@ from worker.sandbox.egress import (
     forwarder_argv,
     repo_setup_hosts,
 )
+from worker.settings import SandboxSettings
 
 log = logging.getLogger(__name__)
 

@@ -12,13 +12,13 @@ from sqlalchemy import select
 
 from bot import create_app
 from bot.admin import overview as health_mod
-from bot.settings import load_settings
 from bot.store.audit import AdminAction, recent
 from bot.store.jobs import JobSpec
 from bot.store.models import Job
 from tests.plugins.admin import ADMIN_TOKEN
 from tests.support import GITHUB_SECRET
 from trainer.registry import registry_versions
+from worker.settings import load_worker_settings
 
 BEARER = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 ORIGIN = {"Origin": "http://localhost"}
@@ -31,7 +31,7 @@ def admin_app(tmp_path: Any, dispatcher: Any, monkeypatch: Any) -> Iterator[Any]
         "inspect_workers",
         lambda _svc: [health_mod.WorkerState("celery@w1", ["a" * 32])],
     )
-    settings = load_settings(
+    settings = load_worker_settings(
         data_dir=tmp_path / "data",
         admin_token=ADMIN_TOKEN,
         github={"webhook_secret": GITHUB_SECRET},

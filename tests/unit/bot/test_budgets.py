@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from bot.queue import broker_transport_options
-from bot.settings import AgentSettings, Settings
 from worker.agent.tools import RUNNER_GRACE_S
 from worker.pipelines.solve import agent_limits
 from worker.repo_config import parse_repo_config
+from worker.settings import AgentSettings, WorkerSettings
 
 
 def test_agent_budget_is_leafs_swebench_verified_preset() -> None:
@@ -23,7 +23,7 @@ def test_agent_budget_is_leafs_swebench_verified_preset() -> None:
 
 
 def test_job_limit_covers_every_stage_at_its_budget(tmp_path: Path) -> None:
-    settings = Settings(
+    settings = WorkerSettings(
         data_dir=tmp_path,
         broker_url="redis://localhost:6379/0",
         agent={"max_minutes": 120},
@@ -34,10 +34,12 @@ def test_job_limit_covers_every_stage_at_its_budget(tmp_path: Path) -> None:
     gates_s = 2 * 3 * 600 + 2 * 100
     limit = settings.effective_job_time_limit_s
     assert limit >= 1200 + agent_s + gates_s
-    capped = Settings(data_dir=tmp_path, gates={"test_timeout_s": 600, "total_timeout_s": 900})
+    capped = WorkerSettings(
+        data_dir=tmp_path, gates={"test_timeout_s": 600, "total_timeout_s": 900}
+    )
     assert capped.effective_job_time_limit_s < settings.effective_job_time_limit_s
     assert broker_transport_options(settings)["visibility_timeout"] == limit + 600
-    fixed = Settings(data_dir=tmp_path, job_time_limit_s=5000)
+    fixed = WorkerSettings(data_dir=tmp_path, job_time_limit_s=5000)
     assert fixed.effective_job_time_limit_s == 5000
 
 

@@ -144,13 +144,13 @@ def test_short_diff_keeps_the_head_and_counts_the_rest() -> None:
 def test_model_list_shows_the_recorded_interval(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from bot.settings import load_settings
     from bot.store.db import Database
     from trainer.evaluate import record_heldout
     from trainer.registry import register
+    from worker.settings import load_worker_settings
 
     monkeypatch.setenv("RIBBIT_DATA_DIR", str(tmp_path / "data"))
-    db = Database(load_settings().effective_database_url)
+    db = Database(load_worker_settings().effective_database_url)
     db.migrate()
     register(db, "old", base_model="base", adapter_path=None, heldout_pass_rate=0.25)
     register(db, "new", base_model="base", adapter_path=None)
@@ -184,15 +184,15 @@ def test_train_heldout_needs_a_version_to_record_it(
 def test_before_uses_the_promoted_versions_comparable_record(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from bot.settings import AgentSettings, load_settings
     from bot.store.db import Database
     from trainer import evaluate
     from trainer.calibrate import CalibrationReport
     from trainer.envs.schema import Calibration
     from trainer.registry import promote, register
+    from worker.settings import AgentSettings, load_worker_settings
 
     monkeypatch.setenv("RIBBIT_DATA_DIR", str(tmp_path / "data"))
-    db = Database(load_settings().effective_database_url)
+    db = Database(load_worker_settings().effective_database_url)
     db.migrate()
     register(db, "old", base_model="base", adapter_path=None)
     evaluate.record_heldout(db, "old", pass_at_1([(0, 1), (1, 1)]), 1)

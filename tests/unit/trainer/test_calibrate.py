@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bot.settings import AgentSettings
 from tests.plugins.trainer import CALC_FIXED, PYTEST, FixRepo, sandbox_factory
 from trainer.calibrate import calibrate
 from trainer.envs.builder import BuildSpec, EnvironmentBuilder
 from trainer.envs.storage import EnvironmentStore
 from trainer.rl.rollout import graded_reward
 from worker.agent import ReplayPolicy, ToolCall, Trajectory, TurnRecord
+from worker.settings import AgentSettings
 
 
 def _replay(turns: list[TurnRecord]) -> ReplayPolicy:

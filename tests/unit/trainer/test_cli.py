@@ -42,11 +42,11 @@ def test_envs_list_show_export_import(
     assert "imported 1, refused 0" in imported.output
     from sqlalchemy import select
 
-    from bot.settings import load_settings
     from bot.store.db import Database
     from trainer.store import TrainingEnvironment
+    from worker.settings import load_worker_settings
 
-    db = Database(load_settings().effective_database_url)
+    db = Database(load_worker_settings().effective_database_url)
     with db.session() as s:
         rows = list(s.scalars(select(TrainingEnvironment)))
     assert [(r.instance_id, r.store_path) for r in rows] == [
@@ -79,11 +79,11 @@ def test_envs_image_without_an_engine_is_a_clear_error(
 
 
 def test_model_promote_and_rollback(data_dir: Path) -> None:
-    from bot.settings import load_settings
     from bot.store.db import Database
     from trainer.registry import register
+    from worker.settings import load_worker_settings
 
-    db = Database(load_settings().effective_database_url)
+    db = Database(load_worker_settings().effective_database_url)
     db.migrate()
     register(db, "v1", base_model="base", adapter_path="/a/v1", heldout_pass_rate=0.5)
     register(db, "v2", base_model="base", adapter_path="/a/v2", heldout_pass_rate=0.4)

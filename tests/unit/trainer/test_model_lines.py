@@ -14,7 +14,7 @@ import pytest
 
 from bot.forges.base import RepoRef
 from bot.model_lines import DEFAULT_LINE, line_for, repo_line, set_visibility
-from bot.settings import ModelSettings, Settings, TrainingDataSettings
+from bot.settings import TrainingDataSettings
 from bot.store.db import Database
 from bot.store.models import Outcome
 from trainer.envs.lines import line_environments, line_outcomes, line_repos
@@ -28,6 +28,7 @@ from trainer.registry import (
     versions,
 )
 from worker.models import model_for_jobs, preflight
+from worker.settings import ModelSettings, WorkerSettings
 
 A = RepoRef("github", "acme/a")
 B = RepoRef("github", "acme/b")
@@ -161,7 +162,7 @@ def test_a_job_for_repo_b_asks_for_line_b_promoted_version(db: Database, tmp_pat
         "microsoft/FrogNano-4B-2609:b1"
     )
     # Through the worker's preflight, in process: line B's adapter on the pulled base.
-    settings = Settings(
+    settings = WorkerSettings(
         data_dir=tmp_path,
         model=ModelSettings(policy="transformers", model=str(base)),
         training=LINES,

@@ -9,7 +9,6 @@ from dataclasses import replace
 
 import pytest
 
-from bot.settings import AgentSettings
 from tests.fakes import ScriptedPolicy
 from tests.plugins.trainer import FixRepo, sandbox_factory
 from trainer.envs.schema import Environment
@@ -17,6 +16,7 @@ from trainer.rl.rollout import Rollout, collect_group
 from worker.agent import AgentTask
 from worker.agent.episode import SetupFailed
 from worker.agent.prompt import render_user_message
+from worker.settings import AgentSettings
 
 SETUP = "echo ready > .setup-ran"
 SCRIPT = [

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from bot.settings import Settings, TrainingDataSettings
+from bot.settings import TrainingDataSettings
 from bot.store.db import Database
 from tests.fakes import local_sandboxes, make_git_repo
 from tests.plugins.trainer import toy_train_settings
@@ -20,6 +20,7 @@ from trainer.registry import versions
 from trainer.rl.toy import FirstTokenReward, toy_environment
 from trainer.store import TrainingRun as TrainingRunRow
 from trainer.training_run import RunOptions, TrainingRun, TrainingRunError
+from worker.settings import WorkerSettings
 
 
 @pytest.fixture
@@ -43,7 +44,7 @@ def _open(
     store: Path, db: Database, model: Path, out: Path, options: RunOptions, **cfg: object
 ) -> TrainingRun:
     settings = toy_train_settings(model, out, store_dir=str(store), **cfg)
-    deployment = Settings(
+    deployment = WorkerSettings(
         data_dir=store.parent / "data",
         training=TrainingDataSettings(lines={"team-a": ["github:acme/a"]}),
     )

@@ -135,12 +135,12 @@ def test_metrics_prepare_empties_the_samples_folder_and_cleans_up_its_own(
 ) -> None:
     import os
 
-    from bot.settings import Settings
     from worker.metrics import MULTIPROC_ENV, cleanup, prepare
+    from worker.settings import WorkerSettings
 
-    off = Settings(data_dir=tmp_path)
+    off = WorkerSettings(data_dir=tmp_path)
     assert prepare(off) is None and MULTIPROC_ENV not in os.environ
-    on = Settings(data_dir=tmp_path, metrics={"worker_port": 9808})
+    on = WorkerSettings(data_dir=tmp_path, metrics={"worker_port": 9808})
     # An operator's folder: last run's sample files go (they would be summed in), the
     # rest and the folder stay.
     given = tmp_path / "samples"

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from bot.settings import ModelSettings, Settings
 from bot.store.db import Database
 from worker.models import ModelNotReady, local_weights, preflight
+from worker.settings import ModelSettings, WorkerSettings
 from worker.weights import (
     MANIFEST,
     WeightsError,
@@ -77,7 +77,7 @@ def test_weights_preflight_names_the_pull_command(
     from huggingface_hub import constants
 
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "empty-cache"))
-    settings = Settings(data_dir=tmp_path / "data")
+    settings = WorkerSettings(data_dir=tmp_path / "data")
     db = Database(settings.effective_database_url)
     db.migrate()
     with pytest.raises(ModelNotReady) as info:
@@ -93,11 +93,13 @@ def test_weights_preflight_names_the_pull_command(
 
 
 def test_weights_preflight_leaves_served_models_to_the_server(tmp_path: Path) -> None:
-    served = Settings(data_dir=tmp_path, model=ModelSettings(policy="openai", model="frognano"))
+    served = WorkerSettings(
+        data_dir=tmp_path, model=ModelSettings(policy="openai", model="frognano")
+    )
     db = Database(served.effective_database_url)
     db.migrate()
     assert preflight(db, served) == served.model
-    replay = Settings(data_dir=tmp_path, model=ModelSettings(policy="replay"))
+    replay = WorkerSettings(data_dir=tmp_path, model=ModelSettings(policy="replay"))
     with pytest.raises(ModelNotReady, match="replay"):
         preflight(db, replay)
     with pytest.raises(ModelNotReady, match="holds no weights"):
@@ -113,7 +115,7 @@ def test_weights_doctor_fails_with_the_command(
     from bot.doctor import run_checks
 
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "empty-cache"))
-    settings = Settings(data_dir=tmp_path / "data")
+    settings = WorkerSettings(data_dir=tmp_path / "data")
     check = next(c for c in run_checks(settings) if c.name == "model")
     assert check.status == "fail" and f"ribbit model pull {MODEL}" in check.detail
     pull_from_directory(_model_folder(tmp_path / "src"), settings.effective_weights_dir, MODEL)
@@ -157,7 +159,7 @@ def test_weights_trainer_loads_the_pulled_base(
     from trainer.cli import _pulled_base
 
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "empty-cache"))
-    settings = Settings(data_dir=tmp_path / "data")
+    settings = WorkerSettings(data_dir=tmp_path / "data")
     with pytest.raises(click.ClickException, match=f"ribbit model pull {MODEL}"):
         _pulled_base(settings)
     pull_from_directory(_model_folder(tmp_path / "src"), settings.effective_weights_dir, MODEL)

@@ -1,7 +1,7 @@
 """What every policy backend shares: the :class:`Policy` protocol, the turn it returns,
 its errors, and how the loop counts context and reports sampling.
 
-Sampling defaults (``bot.settings.AgentSettings``) are the values recommended for
+Sampling defaults (``worker.settings.AgentSettings``) are the values recommended for
 this model family in thinking mode for precise coding tasks: temperature 0.6,
 top_p 0.95, top_k 20, min_p 0, repetition_penalty 1.0 (Qwen3.5 model card,
 "Best Practices: Thinking mode for precise coding tasks"; FrogNano-4B-2609 is a
@@ -23,8 +23,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from bot.settings import AgentSettings
 from worker.agent.trajectory import FinishReason, ToolCall
+from worker.settings import AgentSettings
 
 StopCheck = Callable[[], bool]
 log = logging.getLogger(__name__)

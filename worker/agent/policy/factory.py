@@ -5,11 +5,11 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from bot.settings import AgentSettings, ModelSettings
 from worker.agent.policy.base import Policy, PolicyError
 from worker.agent.policy.openai_policy import OpenAIPolicy
 from worker.agent.policy.replay_policy import ReplayPolicy
 from worker.agent.policy.transformers_policy import TransformersPolicy
+from worker.settings import AgentSettings, ModelSettings
 
 PolicyFactory = Callable[[ModelSettings, AgentSettings], Policy]
 

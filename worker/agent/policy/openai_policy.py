@@ -13,7 +13,6 @@ from typing import Any
 import requests
 
 from bot.retrying import retry
-from bot.settings import AgentSettings, ModelSettings
 from worker.agent.parser import CALL_OPEN, THINK_CLOSE, parse_completion
 from worker.agent.policy.base import (
     AssistantTurn,
@@ -24,6 +23,7 @@ from worker.agent.policy.base import (
 )
 from worker.agent.served_tokens import TOKEN_REQUEST_FIELDS, served_tokens
 from worker.agent.trajectory import FinishReason, ToolCall
+from worker.settings import AgentSettings, ModelSettings
 
 
 class OpenAIPolicy:

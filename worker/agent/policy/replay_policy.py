@@ -6,9 +6,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bot.settings import AgentSettings
 from worker.agent.policy.base import AssistantTurn, PolicyError, StopCheck, assistant_count
 from worker.agent.trajectory import Trajectory, read_jsonl
+from worker.settings import AgentSettings
 
 
 class ReplayPolicy:

@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bot.settings import AgentSettings, ModelSettings
 from worker.agent.parser import THINK_OPEN, parse_completion
 from worker.agent.policy.base import (
     AssistantTurn,
@@ -25,6 +24,7 @@ from worker.agent.policy.base import (
     assistant_count,
 )
 from worker.agent.trajectory import FinishReason
+from worker.settings import AgentSettings, ModelSettings
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase

@@ -6,7 +6,6 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from bot.settings import AgentSettings, ModelSettings
 from tests.fakes import LocalDirSandbox, ScriptedPolicy, local_sandboxes
 from worker.agent import AgentTask, Trajectory, read_jsonl, run_agent, write_jsonl
 from worker.agent.cli import execute, read_issue_file, run, with_checkout_facts
@@ -16,6 +15,7 @@ from worker.agent.trajectory import (
     TrajectoryFormatError,
     TurnRecord,
 )
+from worker.settings import AgentSettings, ModelSettings
 
 EDIT = (
     "<tool_call>\n<function=Edit>\n<parameter=file_path>\ncalc.py\n</parameter>\n"

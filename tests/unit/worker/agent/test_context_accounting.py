@@ -8,11 +8,11 @@ import json
 import math
 from typing import Any
 
-from bot.settings import AgentSettings
 from tests.fakes import LocalDirSandbox, ScriptedPolicy
 from worker.agent import AgentTask, run_agent
 from worker.agent.policy import AssistantTurn, count_message_tokens
 from worker.agent.trajectory import ToolCall
+from worker.settings import AgentSettings
 
 TASK = AgentTask(title="add() subtracts", body="Fix it.")
 LIMITS = AgentSettings(max_context_tokens=1024)

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from bot.settings import AgentSettings, SandboxSettings
 from tests.fakes import ScriptedPolicy, commit_files, local_sandboxes, make_git_repo
 from worker.agent import AgentTask
 from worker.agent.episode import SandboxRecipe, run_episode
 from worker.repo_config import RepoConfigError, read_repo_config
+from worker.settings import AgentSettings, SandboxSettings
 
 LOOK = (
     "<tool_call>\n<function=Bash>\n<parameter=command>\ncat .setup-ran\n</parameter>\n"

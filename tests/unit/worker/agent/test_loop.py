@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 
-from bot.settings import AgentSettings, ModelSettings
 from tests.fakes import LocalDirSandbox, ScriptedPolicy
 from worker.agent import AgentTask, ReplayPolicy, Trajectory, TurnRecord, load_policy, run_agent
 from worker.agent.policy import AssistantTurn, ContextWindowExceeded
 from worker.agent.trajectory import ToolCall
+from worker.settings import AgentSettings, ModelSettings
 
 TASK = AgentTask(
     title="add() subtracts", body="`add(2, 3)` returns -1.", test_command="python -m pytest -q"

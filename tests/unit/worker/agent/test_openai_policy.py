@@ -13,12 +13,12 @@ from pydantic import SecretStr
 from werkzeug.serving import make_server
 from werkzeug.wrappers import Request, Response
 
-from bot.settings import AgentSettings, ModelSettings
 from tests.fakes import LocalDirSandbox
 from tests.plugins.services import free_port
 from worker.agent import AgentTask, OpenAIPolicy, run_agent
 from worker.agent.policy import PolicyError
 from worker.agent.tools import TOOL_SCHEMAS
+from worker.settings import AgentSettings, ModelSettings
 
 TASK = AgentTask(title="add() subtracts", body="Fix it.")
 

@@ -6,7 +6,6 @@ from typing import get_args
 
 import pytest
 
-from bot.settings import AgentSettings, ModelSettings
 from worker.agent.policy import (
     BACKENDS,
     OpenAIPolicy,
@@ -14,6 +13,7 @@ from worker.agent.policy import (
     load_policy,
     policy_factory,
 )
+from worker.settings import AgentSettings, ModelSettings
 
 
 def test_every_setting_names_a_backend_and_no_backend_is_unreachable() -> None:

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from bot.settings import AgentSettings, ModelSettings
 from worker.agent import served_tokens as st
 from worker.agent.policy import OpenAIPolicy
 from worker.agent.served_tokens import ServedTokens, served_tokens
+from worker.settings import AgentSettings, ModelSettings
 
 PROMPT = [1, 2, 3]
 IDS = [7, 8, 9]

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from bot.settings import AgentSettings, ModelSettings
 from tests.fakes import LocalDirSandbox
 from tests.plugins.models import GLOB_CALL_TOKEN
 from worker.agent import AgentTask, Trajectory, TransformersPolicy, load_policy, run_agent
 from worker.agent.policy import ContextWindowExceeded
 from worker.agent.prompt import SYSTEM_PROMPT, initial_messages
 from worker.agent.tools import TOOL_SCHEMAS
+from worker.settings import AgentSettings, ModelSettings
 
 TASK = AgentTask(title="add() subtracts", body="Fix it.")
 MESSAGES = initial_messages(TASK)

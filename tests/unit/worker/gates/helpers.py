@@ -9,10 +9,10 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from bot.settings import GateSettings
 from tests.fakes import GIT_ENV, LocalDirSandbox, commit_files, git, make_git_repo
 from worker.gates.base import GateContext
 from worker.repo_config import RepoConfig
+from worker.settings import GateSettings
 
 PYTEST = f"{shlex.quote(sys.executable)} -m pytest -q -p no:cacheprovider"
 

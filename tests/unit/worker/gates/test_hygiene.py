@@ -4,11 +4,11 @@ from pathlib import Path
 
 import pytest
 
-from bot.settings import GateSettings
 from tests.unit.worker.gates.helpers import make_ctx, make_patch, repo_with
 from worker.gates.base import GateResult
 from worker.gates.hygiene import HygieneGate, find_secrets, path_matches
 from worker.repo_config import GateRules, PathRules, RepoConfig
+from worker.settings import GateSettings
 
 BASE = {
     "app/core.py": "def add(a, b):\n    return a + b\n",

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from bot.settings import GateSettings, Settings
 from tests.unit.worker.gates.helpers import make_ctx, make_patch, repo_with
 from worker.doctor import semgrep_check
 from worker.gates.semgrep import SemgrepGate, isolated_semgrep, locate_semgrep
+from worker.settings import GateSettings, WorkerSettings
 
 ROOT = Path(__file__).resolve().parents[4]
 
@@ -85,7 +85,7 @@ def test_semgrep_configured_binary_wins_and_is_never_replaced_by_another(
 
 def test_semgrep_setting_reads_its_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RIBBIT_GATES__SEMGREP_BIN", "/opt/x/bin/semgrep")
-    assert Settings().gates.semgrep_bin == Path("/opt/x/bin/semgrep")
+    assert WorkerSettings().gates.semgrep_bin == Path("/opt/x/bin/semgrep")
     assert GateSettings().semgrep_bin is None
 
 
@@ -117,13 +117,13 @@ def test_semgrep_gate_blocks_when_the_configured_binary_is_missing(
 
 
 def test_semgrep_doctor_fails_with_the_fix(tmp_path: Path, app_venv: Path) -> None:
-    check = semgrep_check(Settings(data_dir=tmp_path / "data"))
+    check = semgrep_check(WorkerSettings(data_dir=tmp_path / "data"))
     assert check.status == "fail"
     assert "make install" in check.detail and "RIBBIT_GATES__SEMGREP_BIN" in check.detail
     assert str(isolated_semgrep()) in check.detail
     gone = tmp_path / "gone"
     check = semgrep_check(
-        Settings(data_dir=tmp_path / "data", gates=GateSettings(semgrep_bin=gone))
+        WorkerSettings(data_dir=tmp_path / "data", gates=GateSettings(semgrep_bin=gone))
     )
     assert check.status == "fail" and f"RIBBIT_GATES__SEMGREP_BIN={gone}" in check.detail
 
@@ -133,17 +133,17 @@ def test_semgrep_doctor_runs_it_and_warns_when_it_shares_the_apps_venv(
 ) -> None:
     data = tmp_path / "data"
     isolated = _fake_semgrep(isolated_semgrep())
-    check = semgrep_check(Settings(data_dir=data))
+    check = semgrep_check(WorkerSettings(data_dir=data))
     assert check.status == "ok"
     assert check.detail == f"semgrep 9.9.9 at {isolated} (isolated install)"
     in_app = _fake_semgrep(app_venv / "bin" / "semgrep")
-    check = semgrep_check(Settings(data_dir=data, gates=GateSettings(semgrep_bin=in_app)))
+    check = semgrep_check(WorkerSettings(data_dir=data, gates=GateSettings(semgrep_bin=in_app)))
     assert check.status == "warn" and "the app's own venv" in check.detail
     broken = tmp_path / "broken" / "semgrep"
     broken.parent.mkdir()
     broken.write_text("#!/bin/sh\necho 'ModuleNotFoundError: semgrep' >&2\nexit 1\n")
     broken.chmod(0o755)
-    check = semgrep_check(Settings(data_dir=data, gates=GateSettings(semgrep_bin=broken)))
+    check = semgrep_check(WorkerSettings(data_dir=data, gates=GateSettings(semgrep_bin=broken)))
     assert check.status == "fail" and "ModuleNotFoundError: semgrep" in check.detail
 
 

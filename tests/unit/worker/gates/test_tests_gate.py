@@ -4,11 +4,11 @@ from pathlib import Path
 
 import pytest
 
-from bot.settings import GateSettings
 from tests.unit.worker.gates.helpers import PYTEST, make_ctx, make_patch, repo_with
 from worker.gates.base import GateResult
 from worker.gates.tests import TestGate
 from worker.repo_config import RepoConfig
+from worker.settings import GateSettings
 
 CALC = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n"
 TESTS = (

@@ -11,15 +11,15 @@ import pytest
 
 import worker.pipelines.commands  # noqa: F401  (registers the command pipeline)
 from bot.runtime import Runtime
-from bot.settings import Settings
 from bot.store.jobs import JobSpec
 from bot.store.payloads import CommandOrder
 from tests.fakes import FakeForge, git, make_git_repo
 from worker.jobs import run_job
+from worker.settings import WorkerSettings
 
 
 @pytest.fixture
-def runtime(settings: Settings) -> Iterator[Runtime]:
+def runtime(settings: WorkerSettings) -> Iterator[Runtime[WorkerSettings]]:
     built = Runtime.open(settings)
     yield built
     built.db.dispose()

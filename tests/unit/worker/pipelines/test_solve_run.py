@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 
 from bot.forges.base import ForgeUnavailable, RepoRef
-from bot.settings import Settings
 from bot.store.db import Database
 from bot.store.jobs import JobSpec, JobStore
 from bot.store.records import SolveRecord
@@ -22,6 +21,7 @@ from worker.gates.base import GateResult
 from worker.gates.report import GateReport
 from worker.jobs import JobContext, JobRefused
 from worker.pipelines.solve import GatesFailed, SolveParts, SolveRun
+from worker.settings import WorkerSettings
 
 REPO = RepoRef("github", "acme/calc")
 
@@ -43,7 +43,7 @@ class HostSetup:
 class World:
     forge: FakeForge
     store: JobStore
-    settings: Settings
+    settings: WorkerSettings
     gate_contexts: list[Any]
     policies: list[ScriptedPolicy]
 
@@ -89,7 +89,7 @@ class World:
 
 
 @pytest.fixture
-def world(tmp_path: Path, settings: Settings) -> Iterator[World]:
+def world(tmp_path: Path, settings: WorkerSettings) -> Iterator[World]:
     src = tmp_path / "src"
     make_git_repo(src, REPO_FILES)
     bare = tmp_path / "calc.git"

@@ -7,7 +7,6 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 
-from bot.settings import SandboxSettings
 from tests.fakes import make_git_repo
 from worker.sandbox import SandboxError, open_sandbox, reap_stale, resolve_backend
 from worker.sandbox.common import (
@@ -21,6 +20,7 @@ from worker.sandbox.common import (
     workspace_cwd,
     workspace_relative,
 )
+from worker.settings import SandboxSettings
 
 
 def test_sandbox_env_is_an_allow_list(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from bot.settings import SandboxSettings
 from worker.sandbox.envcache import MARKER, EnvCache, EnvKey, env_key, manifest_digest
 from worker.sandbox.snapshot import (
     EnvSnapshot,
@@ -18,6 +17,7 @@ from worker.sandbox.snapshot import (
     prune_checkout_paths,
     workspace_copies,
 )
+from worker.settings import SandboxSettings
 
 MB = 1024 * 1024
 

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from bot.settings import SandboxSettings
 from worker.repo_config import RepoConfig, parse_repo_config
 from worker.sandbox.egress import REPO_HOST_REFUSED, repo_setup_hosts
 from worker.sandbox.repoimage import (
@@ -21,6 +20,7 @@ from worker.sandbox.repoimage import (
     parse_dockerfile,
     strip_jsonc,
 )
+from worker.settings import SandboxSettings
 
 SANDBOX = SandboxSettings(backend="docker", image="ribbit-sandbox:latest")
 

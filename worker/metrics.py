@@ -36,8 +36,8 @@ from bot.queue import QUEUE, TASK_FOR_KIND
 from bot.settings import Settings
 
 if TYPE_CHECKING:
+    from bot.store.gate_report import GateReport
     from worker.agent.policy import AssistantTurn, Policy, StopCheck
-    from worker.gates.report import GateReport
 
 log = logging.getLogger(__name__)
 

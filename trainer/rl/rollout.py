@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bot.settings import AgentSettings
+from bot.store.trajectory import TokenSegment
 from trainer.envs.schema import Environment
 from worker.agent import AgentResult, AgentTask, Policy
 from worker.agent.episode import SandboxRecipe, SetupFailed, run_episode
-from worker.agent.trajectory import TokenSegment
 
 RewardFn = Callable[[Environment, AgentResult, Path], float]
 UNFINISHED = frozenset(

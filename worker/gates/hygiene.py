@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
 
-from worker.gates.base import Finding, GateContext, GateResult
+from bot.store.gate_report import Finding, GateResult
+from worker.gates.base import GateContext
 from worker.gates.discovery import DiscoveryChange, discovery_changes
 from worker.gates.patch import (
     ChangeStatus,

@@ -26,7 +26,7 @@ from bot.forges.base import (
     PullRequestRef,
 )
 from bot.forges.sanitize import sanitize_forge_text
-from worker.gates.base import Finding
+from bot.store.gate_report import Finding, GateReport
 from worker.gates.patch import PatchParseError, parse_patch
 
 log = logging.getLogger(__name__)
@@ -37,24 +37,8 @@ _LEVELS: dict[str, AnnotationLevel] = {"error": "failure", "warning": "warning",
 def findings_of(gates: Any) -> list[Finding]:
     """The findings of a stored gate report (GateReport.to_dict(), kept in the job's
     result); entries of the wrong shape are skipped."""
-    found = []
-    results = gates.get("gates") if isinstance(gates, dict) else None
-    for result in results if isinstance(results, list) else []:
-        for f in result.get("findings") or [] if isinstance(result, dict) else []:
-            if not isinstance(f, dict):
-                continue
-            line, severity = f.get("line"), f.get("severity")
-            found.append(
-                Finding(
-                    gate=str(f.get("gate") or result.get("name") or ""),
-                    rule=str(f.get("rule") or ""),
-                    message=str(f.get("message") or ""),
-                    path=f["path"] if isinstance(f.get("path"), str) else None,
-                    line=line if isinstance(line, int) and not isinstance(line, bool) else None,
-                    severity=severity if severity in ("info", "warning") else "error",
-                )
-            )
-    return found
+    report = GateReport.from_dict(gates)
+    return [f for r in report.results for f in r.findings] if report is not None else []
 
 
 def line_annotations(gates: Any, diff: str) -> tuple[Annotation, ...]:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from bot.settings import AgentSettings
-from worker.agent.trajectory import FinishReason, ToolCall
+from bot.store.trajectory import FinishReason, ToolCall
 
 StopCheck = Callable[[], bool]
 log = logging.getLogger(__name__)

@@ -14,6 +14,7 @@ import requests
 
 from bot.retrying import retry, stop_after_attempts, wait_exponential
 from bot.settings import AgentSettings, ModelSettings
+from bot.store.trajectory import FinishReason, ToolCall
 from worker.agent.parser import CALL_OPEN, THINK_CLOSE, parse_completion
 from worker.agent.policy.base import (
     AssistantTurn,
@@ -23,7 +24,6 @@ from worker.agent.policy.base import (
     assistant_count,
 )
 from worker.agent.served_tokens import TOKEN_REQUEST_FIELDS, served_tokens
-from worker.agent.trajectory import FinishReason, ToolCall
 
 
 class OpenAIPolicy:

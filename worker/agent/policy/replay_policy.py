@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from bot.settings import AgentSettings
+from bot.store.trajectory import Trajectory, read_jsonl
 from worker.agent.policy.base import AssistantTurn, PolicyError, StopCheck, assistant_count
-from worker.agent.trajectory import Trajectory, read_jsonl
 
 
 class ReplayPolicy:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bot.settings import AgentSettings, ModelSettings
+from bot.store.trajectory import FinishReason
 from worker.agent.parser import THINK_OPEN, parse_completion
 from worker.agent.policy.base import (
     AssistantTurn,
@@ -24,7 +25,6 @@ from worker.agent.policy.base import (
     StopCheck,
     assistant_count,
 )
-from worker.agent.trajectory import FinishReason
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase

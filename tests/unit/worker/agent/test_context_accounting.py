@@ -9,10 +9,10 @@ import math
 from typing import Any
 
 from bot.settings import AgentSettings
+from bot.store.trajectory import ToolCall
 from tests.fakes import LocalDirSandbox, ScriptedPolicy
 from worker.agent import AgentTask, run_agent
 from worker.agent.policy import AssistantTurn, count_message_tokens
-from worker.agent.trajectory import ToolCall
 
 TASK = AgentTask(title="add() subtracts", body="Fix it.")
 LIMITS = AgentSettings(max_context_tokens=1024)

@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 
 from bot.settings import AgentSettings, ModelSettings
+from bot.store.trajectory import ToolCall
 from tests.fakes import LocalDirSandbox, ScriptedPolicy
 from worker.agent import AgentTask, ReplayPolicy, Trajectory, TurnRecord, load_policy, run_agent
 from worker.agent.policy import AssistantTurn, ContextWindowExceeded
-from worker.agent.trajectory import ToolCall
 
 TASK = AgentTask(
     title="add() subtracts", body="`add(2, 3)` returns -1.", test_command="python -m pytest -q"

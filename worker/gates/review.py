@@ -34,35 +34,27 @@ log = logging.getLogger(__name__)
 _LEVELS: dict[str, AnnotationLevel] = {"error": "failure", "warning": "warning", "info": "notice"}
 
 
-def findings_of(gates: Any) -> list[Finding]:
-    """The findings of a stored gate report (GateReport.to_dict(), kept in the job's
-    result); entries of the wrong shape are skipped."""
-    report = GateReport.from_dict(gates)
-    return [f for r in report.results for f in r.findings] if report is not None else []
-
-
 def line_annotations(gates: Any, diff: str) -> tuple[Annotation, ...]:
-    """The stored report's findings, and its failing tests, placed on the patch's lines."""
+    """The stored report's findings (GateReport.to_dict(), kept in the job's result), and
+    its failing tests, placed on the patch's lines."""
+    report = GateReport.from_dict(gates)
+    if report is None:
+        return ()
     try:
         patch = parse_patch(diff)
     except PatchParseError:
         return ()
     added = {c.path: list(c.added) for c in patch.files if c.added}
-    findings = findings_of(gates) + failing_tests(gates, added)
+    findings = [f for r in report.results for f in r.findings] + failing_tests(report, added)
     return tuple(_place(findings, {p: [n for n, _t in lines] for p, lines in added.items()}))
 
 
-def failing_tests(gates: Any, added: dict[str, list[tuple[int, str]]]) -> list[Finding]:
+def failing_tests(report: GateReport, added: dict[str, list[tuple[int, str]]]) -> list[Finding]:
     """One finding per test that fails with the patch (the tests gate's regressions and
     new failures) in a file the patch changes, on the line that defines the test when
     the patch adds it. The gate's own findings name them only in a sentence."""
-    results = gates.get("gates") if isinstance(gates, dict) else None
-    tests = next(
-        (r for r in results or [] if isinstance(r, dict) and r.get("name") == "tests"), None
-    )
-    details = tests.get("details") if isinstance(tests, dict) else None
-    if not isinstance(details, dict):
-        return []
+    tests = report.result("tests")
+    details = tests.details if tests is not None else {}
     found = []
     for key in ("regressions", "new_failures"):
         for test_id in details.get(key) or []:

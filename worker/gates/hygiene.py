@@ -672,7 +672,19 @@ LINE_RULES: tuple[LineRule, ...] = (
 )
 
 
+def _in_scope(change: FileChange, scope: LineScope) -> bool:
+    if scope == "test-config":
+        return change.path.rsplit("/", 1)[-1] in _TEST_CONFIG_FILES
+    if scope == "tests":
+        return any(is_test_path(p.path) for p in change.paths)
+    return True
+
+
 def _line_findings(change: FileChange, scope: LineScope) -> list[Finding]:
+    """The findings of ``scope``'s rules on the file's added lines (none for a file out of
+    the scope)."""
+    if not _in_scope(change, scope):
+        return []
     rules = [r for r in LINE_RULES if r.scope == scope]
     found: list[Finding] = []
     for line_no, text in change.added:
@@ -693,10 +705,9 @@ def check_tests_weakened(parsed: ParsedPatch) -> list[Finding]:
             found.append(
                 _finding("test-file-deleted", "the patch deletes a test file", path=old_path)
             )
-        if change.path.rsplit("/", 1)[-1] in _TEST_CONFIG_FILES:
-            found += _line_findings(change, "test-config")
+        found += _line_findings(change, "test-config")
         found += _line_findings(change, "any")
-        if not any(is_test_path(p.path) for p in change.paths):
+        if not _in_scope(change, "tests"):
             continue
         removed_names = _test_names(change.removed) - added_everywhere
         found += [

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from bot.forges.branches import BRANCH_PREFIX
 from worker.sandbox.base import (
     DEFAULT_OUTPUT_CAP,
     TIMEOUT_EXIT_CODE,
@@ -399,7 +400,7 @@ class FakeForge:
         self._called("update_pull_request_body")
         self.pulls[ref.number] = dataclasses.replace(self.pulls[ref.number], body=body)
 
-    def list_open_pull_requests(self, repo: Any, head_prefix: str = "ribbit/") -> list[Any]:
+    def list_open_pull_requests(self, repo: Any, head_prefix: str = BRANCH_PREFIX) -> list[Any]:
         return [
             p
             for p in self.pulls.values()

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import torch
 
+from bot.store.trajectory import TokenSegment
 from trainer.config import TrainSettings
 from trainer.distributed import Ranks
 from trainer.envs.schema import Environment
@@ -34,7 +35,6 @@ from trainer.rl.rollout import RewardFn, Rollout
 from trainer.rl.sources import Group, LocalRollouts, RolloutSource
 from worker.agent import TransformersPolicy
 from worker.agent.episode import SandboxRecipe
-from worker.agent.trajectory import TokenSegment
 from worker.settings import AgentSettings
 
 METRICS_FILE = "metrics.jsonl"

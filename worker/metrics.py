@@ -37,8 +37,8 @@ from bot.settings import Settings
 from worker.settings import WorkerSettings
 
 if TYPE_CHECKING:
+    from bot.store.gate_report import GateReport
     from worker.agent.policy import AssistantTurn, Policy, StopCheck
-    from worker.gates.report import GateReport
 
 log = logging.getLogger(__name__)
 

@@ -28,7 +28,7 @@ from bot.settings import Settings
 from bot.store.jobs import JobStore
 
 if TYPE_CHECKING:
-    from worker.agent.trajectory import TurnRecord
+    from bot.store.trajectory import TurnRecord
 
 log = logging.getLogger(__name__)
 

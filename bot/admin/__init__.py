@@ -140,6 +140,12 @@ def _fmt_duration(seconds: float | None) -> str:
     return f"{s // 3600}h {(s % 3600) // 60:02d}m"
 
 
+@bp.app_template_filter("pretty_json")
+def _pretty_json(value: Any) -> str:
+    """A tool call's arguments as the model sent them, indented (the template escapes)."""
+    return json.dumps(value, indent=2, ensure_ascii=False)
+
+
 def _job_page() -> tuple[queries.JobFilter, queries.JobPage]:
     flt = queries.JobFilter.from_args(request.args)
     try:

@@ -17,6 +17,7 @@ from typing import TypeVar
 
 from bot.forges.base import ForgeUnavailable
 from bot.forges.retries import RateLimited
+from bot.retrying import retry, stop_after_attempts, wait_fixed
 
 T = TypeVar("T")
 
@@ -45,23 +46,31 @@ def create_once(
     ``create``, are raised at once. After ``attempts`` lost answers with nothing found,
     the last failure is raised.
     """
-    if attempts < 1:
-        raise ValueError(f"attempts must be at least 1, not {attempts}")
+    stop = stop_after_attempts(attempts)
     if look_first:
         found = find()
         if found is not None:
             return found
-    last: ForgeUnavailable | None = None
-    for _attempt in range(attempts):
+
+    def create_or_find() -> T:
         try:
             return create()
         except RateLimited:
             raise
-        except ForgeUnavailable as exc:
-            last = exc
-        pause()
-        found = find()
-        if found is not None:
-            return found
-    assert last is not None
-    raise last
+        except ForgeUnavailable:
+            # The pause is before looking, not before posting again: after the last lost
+            # answer too, what the forge stored is found rather than the job failed.
+            pause()
+            found = find()
+            if found is not None:
+                return found
+            raise
+
+    return retry(
+        create_or_find,
+        retry_on=(ForgeUnavailable,),
+        give_up_on=(RateLimited,),
+        stop=stop,
+        wait=wait_fixed(0),
+        sleep=lambda _s: None,
+    )

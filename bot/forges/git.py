@@ -23,7 +23,7 @@ from bot import hostgit
 from bot.forges.base import ForgeError, ForgeNotFound, ForgePermissionDenied, ForgeUnavailable
 from bot.forges.branches import validate_branch_name
 from bot.forges.redact import redact
-from bot.retrying import retry
+from bot.retrying import retry, stop_after_attempts, wait_full_jitter
 
 # Clones and pushes cross the network: longer than host git's local default.
 GIT_TIMEOUT_S = 600
@@ -166,9 +166,9 @@ def with_retries(
     retry(
         action,
         retry_on=(ForgeUnavailable,),
-        attempts=attempts,
-        base_delay=base_delay,
-        before_retry=cleanup,
+        stop=stop_after_attempts(attempts),
+        wait=wait_full_jitter(base_delay),
+        before_retry=None if cleanup is None else lambda _exc: cleanup(),
     )
 
 

@@ -17,7 +17,7 @@ from typing import TypeVar
 from urllib3.util.retry import Retry
 
 from bot.forges.base import ForgeUnavailable
-from bot.retrying import retry
+from bot.retrying import retry, stop_after_attempts, wait_full_jitter
 
 T = TypeVar("T")
 
@@ -66,8 +66,8 @@ def retry_repeatable(action: Callable[[], T], *, attempts: int = 3, base_delay: 
         action,
         retry_on=(ForgeUnavailable,),
         give_up_on=(RateLimited,),
-        attempts=attempts,
-        base_delay=base_delay,
+        stop=stop_after_attempts(attempts),
+        wait=wait_full_jitter(base_delay),
     )
 
 

@@ -21,6 +21,8 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import StaticPool
 
+from bot.retrying import retry, stop_after_attempts, wait_fixed
+
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -28,6 +30,15 @@ log = logging.getLogger(__name__)
 # to 16) and the sender. With SQLAlchemy's default of 5 the others were opened and closed
 # around every transaction under load.
 POOL_SIZE = 18
+
+
+def _connection_lost(exc: BaseException) -> bool:
+    return isinstance(exc, DBAPIError) and exc.connection_invalidated
+
+
+def _log_lost(exc: BaseException) -> None:
+    orig = exc.orig if isinstance(exc, DBAPIError) else exc
+    log.warning("database connection lost (%s); retrying on a new one", orig)
 
 
 class Database:
@@ -60,15 +71,18 @@ class Database:
         scratch each time, as nothing of the lost transaction was kept. (A connection lost
         during COMMIT may have committed: a webhook re-run then meets its own delivery row
         and is answered "duplicate", and its job, never handed over, is the sweep's.)"""
-        try:
+
+        def once() -> T:
             with self.session() as session:
                 return work(session)
-        except DBAPIError as exc:
-            if not exc.connection_invalidated:
-                raise
-            log.warning("database connection lost (%s); retrying on a new one", exc.orig)
-        with self.session() as session:
-            return work(session)
+
+        return retry(
+            once,
+            retry_on=_connection_lost,
+            stop=stop_after_attempts(2),
+            wait=wait_fixed(0),
+            before_retry=_log_lost,
+        )
 
     def ping(self) -> None:
         with self.engine.connect() as conn:

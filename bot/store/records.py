@@ -11,9 +11,11 @@ unchanged, so an older worker and a newer web process can share a database durin
 upgrade without losing anything. Reading is tolerant (a value of the wrong type reads as
 absent) because rows outlive the code that wrote them; writing is exact.
 
-The nested reports (``setup``, ``sandbox_image``, ``gates``, ``publish``) are the JSON of
-the worker's own typed records (SetupResult, RepoImage, GateReport, PublishPlan), which
-live with the code that makes them; bot/ stores them as they are.
+The nested reports (``setup``, ``sandbox_image``, ``publish``) are the JSON of the
+worker's own typed records (SetupResult, RepoImage, PublishPlan), which live with the
+code that makes them; bot/ stores them as they are. ``gates`` is a
+:class:`bot.store.gate_report.GateReport`'s ``to_dict()``: the pages read it back with
+``GateReport.from_dict``, so that schema lives here in bot/.
 """
 
 from __future__ import annotations
@@ -94,7 +96,7 @@ class SolveRecord:
     diff: str | None = None
     turns: int | None = None
     trajectory_path: str | None = None
-    gates: dict[str, Any] | None = None  # GateReport.to_dict()
+    gates: dict[str, Any] | None = None  # bot.store.gate_report.GateReport.to_dict()
     gates_summary: str | None = None
     # The plan stored before the push and dropped once the PR exists, so a rerun after a
     # killed worker publishes the same commit instead of running the agent again.

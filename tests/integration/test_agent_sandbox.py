@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from bot.store.trajectory import ToolCall
 from tests.fakes import ScriptedPolicy, make_git_repo
 from tests.plugins.leaf_conformance import CASES, FIXTURE_FILES, call_args, expected_text
 from tests.support import require_service
 from worker.agent import AgentTask, run_agent
 from worker.agent.tools import ToolBox
-from worker.agent.trajectory import ToolCall
 from worker.sandbox import open_sandbox
 from worker.sandbox.base import WORKSPACE, Sandbox
 from worker.settings import AgentSettings

@@ -54,8 +54,8 @@ from worker.jobs import PIPELINES
 
 def probe(ctx):
     from worker.agent.policy import AssistantTurn
-    from worker.gates.base import Finding, GateResult
-    from worker.gates.report import GateReport
+    from bot.store.gate_report import Finding, GateResult
+    from bot.store.gate_report import GateReport
     from worker.metrics import InstrumentedPolicy, record_gates, record_stage
     from worker.sandbox.base import SandboxError
 

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from bot.hostgit import clone_at
+from bot.store.trajectory import Trajectory
 from tests.plugins.e2e import GOOD_SCRIPT, ISSUE, REPO_FILES, wait_for, xml_call
 from tests.plugins.forge import BOT_LOGIN
 from trainer.envs.builder import BuildSpec, EnvironmentBuilder
@@ -21,7 +22,6 @@ from trainer.envs.schema import Provenance
 from trainer.rl.rollout import collect_group, graded_reward
 from worker.agent import load_policy, read_jsonl
 from worker.agent.episode import SandboxRecipe
-from worker.agent.trajectory import Trajectory
 
 pytestmark = pytest.mark.integration
 

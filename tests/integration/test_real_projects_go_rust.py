@@ -28,12 +28,12 @@ from pathlib import Path
 
 import pytest
 
+from bot.store.gate_report import GateReport
 from tests.fakes import make_git_repo
 from tests.support import require_service
 from tests.unit.worker.gates.helpers import make_patch
 from worker.gates import GateContext, run_gates
 from worker.gates.hygiene import HygieneGate
-from worker.gates.report import GateReport
 from worker.gates.tests import TestGate
 from worker.repo_config import RepoConfig
 from worker.sandbox import sandbox_factory

@@ -111,8 +111,8 @@ def rollout_to_dict(rollout: Rollout) -> dict[str, Any]:
 
 
 def rollout_from_dict(data: dict[str, Any]) -> Rollout:
+    from bot.store.trajectory import Trajectory
     from worker.agent import AgentResult
-    from worker.agent.trajectory import Trajectory
 
     trajectory = Trajectory.from_dict(data["trajectory"])
     result = AgentResult(

@@ -22,11 +22,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bot.store.gate_report import Finding
 from trainer.envs.builder import PatchDoesNotApply, apply_patch, set_up
 from trainer.envs.patches import split_by_file
 from trainer.envs.schema import Environment
 from worker.agent.episode import SandboxRecipe, SetupFailed
-from worker.gates.base import Finding, Gate, GateContext
+from worker.gates.base import Gate, GateContext
 from worker.gates.hygiene import HygieneGate
 from worker.gates.semgrep import SemgrepGate
 from worker.gates.testrun import run_tests

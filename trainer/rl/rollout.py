@@ -19,10 +19,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from bot.store.trajectory import TokenSegment
 from trainer.envs.schema import Environment
 from worker.agent import AgentResult, AgentTask, Policy
 from worker.agent.episode import SandboxRecipe, SetupFailed, run_episode
-from worker.agent.trajectory import TokenSegment
 from worker.settings import AgentSettings
 
 RewardFn = Callable[[Environment, AgentResult, Path], float]

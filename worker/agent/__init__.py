@@ -4,6 +4,16 @@ Importing this package is light on purpose (no torch/transformers); the
 transformers backend imports them when a model is loaded.
 """
 
+from bot.store.trajectory import (
+    SCHEMA_VERSION,
+    ExitReason,
+    ToolCall,
+    ToolObservation,
+    Trajectory,
+    TurnRecord,
+    read_jsonl,
+    write_jsonl,
+)
 from worker.agent.loop import AgentResult, run_agent
 from worker.agent.policy import (
     AssistantTurn,
@@ -17,16 +27,6 @@ from worker.agent.policy import (
 )
 from worker.agent.prompt import AgentTask, IssueComment
 from worker.agent.tools import TOOL_NAMES, TOOL_SCHEMAS
-from worker.agent.trajectory import (
-    SCHEMA_VERSION,
-    ExitReason,
-    ToolCall,
-    ToolObservation,
-    Trajectory,
-    TurnRecord,
-    read_jsonl,
-    write_jsonl,
-)
 
 __all__ = [
     "SCHEMA_VERSION",

@@ -23,10 +23,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from bot.store.trajectory import TurnRecord
 from worker.agent.loop import AgentResult, run_agent
 from worker.agent.policy import Policy
 from worker.agent.prompt import AgentTask
-from worker.agent.trajectory import TurnRecord
 from worker.sandbox.recipe import SandboxRecipe
 from worker.settings import AgentSettings
 

@@ -2,7 +2,7 @@
 
 Its stop conditions and their names are Leaf's (microsoft/FrogNano
 ``frognano/harness/leaf/agent.py`` @ 33de19f9). The run ends, and says why
-(:data:`~worker.agent.trajectory.ExitReason`), when:
+(:data:`~bot.store.trajectory.ExitReason`), when:
 
 - ``agent``: an assistant message has no tool call (the model's final answer);
 - ``max_turns``: the turn budget is spent;
@@ -43,6 +43,7 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from bot.store.trajectory import ExitReason, ToolObservation, Trajectory, TurnRecord
 from worker.agent.policy import (
     AssistantTurn,
     ContextWindowExceeded,
@@ -54,7 +55,6 @@ from worker.agent.policy import (
 )
 from worker.agent.prompt import AgentTask, assistant_message, initial_messages, tool_message
 from worker.agent.tools import TOOL_SCHEMAS, ToolBox, ToolOptions, ToolRunError
-from worker.agent.trajectory import ExitReason, ToolObservation, Trajectory, TurnRecord
 from worker.sandbox.base import Sandbox
 from worker.settings import AgentSettings
 

@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from worker.agent.trajectory import ToolCall
+from bot.store.trajectory import ToolCall
 
 THINK_OPEN = "<think>"
 THINK_CLOSE = "</think>"

@@ -39,7 +39,7 @@ from dataclasses import asdict, dataclass
 from importlib import resources
 from typing import Any
 
-from worker.agent.trajectory import ToolCall, ToolObservation
+from bot.store.trajectory import ToolCall, ToolObservation
 from worker.sandbox.base import WORKSPACE, ExecResult, Sandbox
 
 LEAF_TOOLS_COMMIT = "354fcceef266d88d528403981dc8b33666175594"  # tools.py

@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from worker.gates.base import Finding, Gate, GateContext, GateResult
-from worker.gates.report import GateReport
+from bot.store.gate_report import Finding, GateReport, GateResult
+from worker.gates.base import Gate, GateContext
 from worker.gates.runner import run_gates
 
 __all__ = [

@@ -1,9 +1,11 @@
 """What every gate takes and returns.
 
 A gate judges a candidate patch against the repository at its base commit and
-returns a typed :class:`GateResult`. All gates run for every patch (a failing
-gate does not hide the others' findings), and the trainer reuses the same
-results as its reward, so results are plain data that serialise to JSON.
+returns a typed :class:`GateResult`. All gates run for every patch (a failing gate does
+not hide the others' findings), and the trainer reuses the same results as its reward,
+so results are plain data that serialise to JSON. The results, their findings and the
+report of all gates live in bot/store/gate_report.py: the job's record keeps them, and
+the admin pages read them with the same classes.
 """
 
 from __future__ import annotations
@@ -11,41 +13,17 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from bot.store.gate_report import GateResult
 from worker.repo_config import RepoConfig
 from worker.sandbox.base import Sandbox, SandboxFactory
 from worker.settings import GateSettings
 
 if TYPE_CHECKING:
     from worker.sandbox.setup import SetupResult
-
-Severity = Literal["info", "warning", "error"]
-
-
-@dataclass(frozen=True)
-class Finding:
-    gate: str
-    rule: str
-    message: str
-    path: str | None = None
-    line: int | None = None
-    severity: Severity = "error"
-
-
-@dataclass(frozen=True)
-class GateResult:
-    name: str
-    passed: bool
-    findings: tuple[Finding, ...] = ()
-    logs: str = ""
-    duration_s: float = 0.0
-    details: dict[str, Any] = field(default_factory=dict)  # gate-specific, JSON-safe
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass(frozen=True)

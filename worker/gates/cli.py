@@ -16,8 +16,8 @@ import click
 
 from bot.console import line, progress, styled
 from bot.hostgit import run_git
+from bot.store.gate_report import GateReport
 from worker.gates.base import Gate, GateContext
-from worker.gates.report import GateReport
 from worker.sandbox.base import Sandbox, SandboxFactory
 
 if TYPE_CHECKING:

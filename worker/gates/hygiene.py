@@ -21,16 +21,20 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from functools import lru_cache
+from typing import Literal
 
-from worker.gates.base import Finding, GateContext, GateResult
+from bot.store.gate_report import Finding, GateResult
+from worker.gates.base import GateContext
 from worker.gates.discovery import DiscoveryChange, discovery_changes
 from worker.gates.patch import (
     ChangeStatus,
     FileChange,
     ParsedPatch,
     PatchParseError,
+    RepoPath,
     normalize_repo_path,
     parse_patch,
 )
@@ -451,12 +455,70 @@ def check_size(ctx: GateContext, parsed: ParsedPatch) -> list[Finding]:
     return []
 
 
+@dataclass(frozen=True)
+class _PathPolicy:
+    """What the repository lets the bot change (.ribbit.yml's paths and rule files)."""
+
+    allow: tuple[str, ...]
+    deny: tuple[str, ...]
+    extra_rule_files: frozenset[str]
+
+
+def _roundabout(policy: _PathPolicy, rp: RepoPath) -> str | None:
+    if rp.raw == rp.path:
+        return None
+    return f"`{rp.raw}` is written in a roundabout way (it means `{rp.path}`)"
+
+
+def _ci_config(policy: _PathPolicy, rp: RepoPath) -> str | None:
+    return "the patch changes CI configuration" if _is_ci_path(rp.path) else None
+
+
+def _gate_config(policy: _PathPolicy, rp: RepoPath) -> str | None:
+    lowered = rp.path.casefold()
+    if (
+        lowered in _GATE_CONFIG
+        or lowered.rsplit("/", 1)[-1] == ".semgrepignore"
+        or lowered.startswith(".semgrep/")
+        # The sandbox's image: a revision job builds what its branch names.
+        or lowered.startswith(".devcontainer/")
+        or lowered == ".devcontainer.json"
+        or rp.path in policy.extra_rule_files
+    ):
+        return "the patch changes the bot's or the gates' own configuration"
+    return None
+
+
+def _not_allowed(policy: _PathPolicy, rp: RepoPath) -> str | None:
+    if any(path_matches(rp.path, g) for g in policy.allow):
+        return None
+    return f"outside the paths the bot may change ({', '.join(policy.allow)})"
+
+
+def _denied(policy: _PathPolicy, rp: RepoPath) -> str | None:
+    denied = next((g for g in policy.deny if path_matches(rp.path, g)), None)
+    return None if denied is None else f"matches a denied path ({denied})"
+
+
+# Each rule judges a path inside the repository (one that escapes it is reported alone):
+# (rule, the reason it blocks the path, or None when the path passes), in report order.
+_PATH_RULES: tuple[tuple[str, Callable[[_PathPolicy, RepoPath], str | None]], ...] = (
+    ("path-not-normalized", _roundabout),
+    ("ci-config", _ci_config),
+    ("gate-config", _gate_config),
+    ("path-not-allowed", _not_allowed),
+    ("path-denied", _denied),
+)
+
+
 def check_paths(ctx: GateContext, change: FileChange) -> list[Finding]:
+    policy = _PathPolicy(
+        allow=tuple(ctx.repo_config.paths.allow),
+        deny=tuple(ctx.repo_config.paths.deny),
+        extra_rule_files=frozenset(p.strip("/") for p in ctx.repo_config.gates.semgrep_rules),
+    )
     found: list[Finding] = []
-    rules = ctx.repo_config.paths
-    extra_rule_files = {p.strip("/") for p in ctx.repo_config.gates.semgrep_rules}
     for rp in change.paths:
-        path = rp.path
         if rp.escapes:
             found.append(
                 _finding(
@@ -466,44 +528,10 @@ def check_paths(ctx: GateContext, change: FileChange) -> list[Finding]:
                 )
             )
             continue
-        if rp.raw != path:
-            found.append(
-                _finding(
-                    "path-not-normalized",
-                    f"`{rp.raw}` is written in a roundabout way (it means `{path}`)",
-                    path=path,
-                )
-            )
-        if _is_ci_path(path):
-            found.append(_finding("ci-config", "the patch changes CI configuration", path=path))
-        lowered = path.casefold()
-        if (
-            lowered in _GATE_CONFIG
-            or lowered.rsplit("/", 1)[-1] == ".semgrepignore"
-            or lowered.startswith(".semgrep/")
-            # The sandbox's image: a revision job builds what its branch names.
-            or lowered.startswith(".devcontainer/")
-            or lowered == ".devcontainer.json"
-            or path in extra_rule_files
-        ):
-            found.append(
-                _finding(
-                    "gate-config",
-                    "the patch changes the bot's or the gates' own configuration",
-                    path=path,
-                )
-            )
-        if not any(path_matches(path, g) for g in rules.allow):
-            found.append(
-                _finding(
-                    "path-not-allowed",
-                    f"outside the paths the bot may change ({', '.join(rules.allow)})",
-                    path=path,
-                )
-            )
-        denied = [g for g in rules.deny if path_matches(path, g)]
-        if denied:
-            found.append(_finding("path-denied", f"matches a denied path ({denied[0]})", path=path))
+        for rule, reason_of in _PATH_RULES:
+            reason = reason_of(policy, rp)
+            if reason is not None:
+                found.append(_finding(rule, reason, path=rp.path))
     return found
 
 
@@ -591,88 +619,104 @@ def _test_names(lines: Iterable[tuple[int, str]]) -> Counter[str]:
     return names
 
 
+# Which files a line rule reads: test-runner configuration (by file name), every file
+# (code the tests import runs in the runner's process), or test files.
+LineScope = Literal["test-config", "any", "tests"]
+
+
+@dataclass(frozen=True)
+class LineRule:
+    """An added line that weakens the tests: one of ``patterns`` found in it (and ``when``
+    holds for the match) in a file of ``scope``. ``message`` is formatted with the
+    match's groups."""
+
+    rule: str
+    scope: LineScope
+    patterns: tuple[re.Pattern[str], ...]
+    message: str
+    when: Callable[[re.Match[str]], bool] = lambda _match: True
+
+
+# In report order: a file's rules of one scope are walked line by line, each line through
+# the rules in this order.
+LINE_RULES: tuple[LineRule, ...] = (
+    LineRule(
+        "tests-deselected",
+        "test-config",
+        (_COLLECT_IGNORE_RE,),
+        "the patch makes the test run skip or deselect tests",
+    ),
+    LineRule(
+        "test-harness-tampered",
+        "any",
+        (_HARNESS_RE, _TAMPER_RE),
+        "the patch adds code that can change what the test run reports",
+    ),
+    LineRule("test-skipped", "tests", (_SKIP_RE,), "the patch adds a skip or xfail marker"),
+    LineRule(
+        "trivial-assert",
+        "tests",
+        (_TRIVIAL_ASSERT_RE,),
+        "the patch adds an assertion that cannot fail",
+    ),
+    LineRule(
+        "loose-tolerance",
+        "tests",
+        (_APPROX_TOL_RE,),
+        "the patch sets a loose tolerance ({0}={1})",
+        when=lambda m: _loose(m[1], m[2]),
+    ),
+    LineRule(
+        "loose-tolerance", "tests", (_PLACES_RE,), "the patch compares to 0 or 1 decimal places"
+    ),
+)
+
+
+def _in_scope(change: FileChange, scope: LineScope) -> bool:
+    if scope == "test-config":
+        return change.path.rsplit("/", 1)[-1] in _TEST_CONFIG_FILES
+    if scope == "tests":
+        return any(is_test_path(p.path) for p in change.paths)
+    return True
+
+
+def _line_findings(change: FileChange, scope: LineScope) -> list[Finding]:
+    """The findings of ``scope``'s rules on the file's added lines (none for a file out of
+    the scope)."""
+    if not _in_scope(change, scope):
+        return []
+    rules = [r for r in LINE_RULES if r.scope == scope]
+    found: list[Finding] = []
+    for line_no, text in change.added:
+        for rule in rules:
+            match = next((m for p in rule.patterns if (m := p.search(text))), None)
+            if match is not None and rule.when(match):
+                message = rule.message.format(*match.groups())
+                found.append(_finding(rule.rule, message, path=change.path, line=line_no))
+    return found
+
+
 def check_tests_weakened(parsed: ParsedPatch) -> list[Finding]:
     found: list[Finding] = []
     added_everywhere = _test_names(line for c in parsed.files for line in c.added)
     for change in parsed.files:
         old_path = change.old.path if change.old else None
-        paths = [p.path for p in change.paths]
-        in_tests = any(is_test_path(p) for p in paths)
         if change.status == "deleted" and old_path and is_test_path(old_path):
             found.append(
                 _finding("test-file-deleted", "the patch deletes a test file", path=old_path)
             )
-        name = change.path.rsplit("/", 1)[-1]
-        if name in _TEST_CONFIG_FILES:
-            for line_no, text in change.added:
-                if _COLLECT_IGNORE_RE.search(text):
-                    found.append(
-                        _finding(
-                            "tests-deselected",
-                            "the patch makes the test run skip or deselect tests",
-                            path=change.path,
-                            line=line_no,
-                        )
-                    )
-        for line_no, text in change.added:
-            if _HARNESS_RE.search(text) or _TAMPER_RE.search(text):
-                found.append(
-                    _finding(
-                        "test-harness-tampered",
-                        "the patch adds code that can change what the test run reports",
-                        path=change.path,
-                        line=line_no,
-                    )
-                )
-        if not in_tests:
+        found += _line_findings(change, "test-config")
+        found += _line_findings(change, "any")
+        if not _in_scope(change, "tests"):
             continue
         removed_names = _test_names(change.removed) - added_everywhere
-        for test in sorted(removed_names):
-            found.append(
-                _finding(
-                    "test-removed",
-                    f"the patch removes the test `{test}`",
-                    path=old_path or change.path,
-                )
+        found += [
+            _finding(
+                "test-removed", f"the patch removes the test `{test}`", path=old_path or change.path
             )
-        for line_no, text in change.added:
-            if _SKIP_RE.search(text):
-                found.append(
-                    _finding(
-                        "test-skipped",
-                        "the patch adds a skip or xfail marker",
-                        path=change.path,
-                        line=line_no,
-                    )
-                )
-            if _TRIVIAL_ASSERT_RE.search(text):
-                found.append(
-                    _finding(
-                        "trivial-assert",
-                        "the patch adds an assertion that cannot fail",
-                        path=change.path,
-                        line=line_no,
-                    )
-                )
-            tol = _APPROX_TOL_RE.search(text)
-            if tol and _loose(tol[1], tol[2]):
-                found.append(
-                    _finding(
-                        "loose-tolerance",
-                        f"the patch sets a loose tolerance ({tol[1]}={tol[2]})",
-                        path=change.path,
-                        line=line_no,
-                    )
-                )
-            if _PLACES_RE.search(text):
-                found.append(
-                    _finding(
-                        "loose-tolerance",
-                        "the patch compares to 0 or 1 decimal places",
-                        path=change.path,
-                        line=line_no,
-                    )
-                )
+            for test in sorted(removed_names)
+        ]
+        found += _line_findings(change, "tests")
         if change.status != "deleted":
             removed_asserts = sum(1 for _, t in change.removed if _ASSERT_RE.search(t))
             added_asserts = sum(1 for _, t in change.added if _ASSERT_RE.search(t))

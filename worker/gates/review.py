@@ -26,7 +26,7 @@ from bot.forges.base import (
     PullRequestRef,
 )
 from bot.forges.sanitize import sanitize_forge_text
-from worker.gates.base import Finding
+from bot.store.gate_report import Finding, GateReport
 from worker.gates.patch import PatchParseError, parse_patch
 
 log = logging.getLogger(__name__)
@@ -34,51 +34,27 @@ log = logging.getLogger(__name__)
 _LEVELS: dict[str, AnnotationLevel] = {"error": "failure", "warning": "warning", "info": "notice"}
 
 
-def findings_of(gates: Any) -> list[Finding]:
-    """The findings of a stored gate report (GateReport.to_dict(), kept in the job's
-    result); entries of the wrong shape are skipped."""
-    found = []
-    results = gates.get("gates") if isinstance(gates, dict) else None
-    for result in results if isinstance(results, list) else []:
-        for f in result.get("findings") or [] if isinstance(result, dict) else []:
-            if not isinstance(f, dict):
-                continue
-            line, severity = f.get("line"), f.get("severity")
-            found.append(
-                Finding(
-                    gate=str(f.get("gate") or result.get("name") or ""),
-                    rule=str(f.get("rule") or ""),
-                    message=str(f.get("message") or ""),
-                    path=f["path"] if isinstance(f.get("path"), str) else None,
-                    line=line if isinstance(line, int) and not isinstance(line, bool) else None,
-                    severity=severity if severity in ("info", "warning") else "error",
-                )
-            )
-    return found
-
-
 def line_annotations(gates: Any, diff: str) -> tuple[Annotation, ...]:
-    """The stored report's findings, and its failing tests, placed on the patch's lines."""
+    """The stored report's findings (GateReport.to_dict(), kept in the job's result), and
+    its failing tests, placed on the patch's lines."""
+    report = GateReport.from_dict(gates)
+    if report is None:
+        return ()
     try:
         patch = parse_patch(diff)
     except PatchParseError:
         return ()
     added = {c.path: list(c.added) for c in patch.files if c.added}
-    findings = findings_of(gates) + failing_tests(gates, added)
+    findings = [f for r in report.results for f in r.findings] + failing_tests(report, added)
     return tuple(_place(findings, {p: [n for n, _t in lines] for p, lines in added.items()}))
 
 
-def failing_tests(gates: Any, added: dict[str, list[tuple[int, str]]]) -> list[Finding]:
+def failing_tests(report: GateReport, added: dict[str, list[tuple[int, str]]]) -> list[Finding]:
     """One finding per test that fails with the patch (the tests gate's regressions and
     new failures) in a file the patch changes, on the line that defines the test when
     the patch adds it. The gate's own findings name them only in a sentence."""
-    results = gates.get("gates") if isinstance(gates, dict) else None
-    tests = next(
-        (r for r in results or [] if isinstance(r, dict) and r.get("name") == "tests"), None
-    )
-    details = tests.get("details") if isinstance(tests, dict) else None
-    if not isinstance(details, dict):
-        return []
+    tests = report.result("tests")
+    details = tests.details if tests is not None else {}
     found = []
     for key in ("regressions", "new_failures"):
         for test_id in details.get(key) or []:

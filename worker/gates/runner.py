@@ -8,8 +8,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Protocol, runtime_checkable
 
-from worker.gates.base import Finding, Gate, GateContext, GateResult, GateStopped
-from worker.gates.report import GateReport
+from bot.store.gate_report import Finding, GateReport, GateResult
+from worker.gates.base import Gate, GateContext, GateStopped
 from worker.gates.trees import PatchApplyError, PatchTreeError, PatchTrees, patch_trees
 
 APPLY_RULE = "patch-does-not-apply"

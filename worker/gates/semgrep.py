@@ -30,7 +30,8 @@ from typing import Any
 
 import yaml
 
-from worker.gates.base import Finding, GateContext, GateResult, Severity
+from bot.store.gate_report import Finding, GateResult, Severity
+from worker.gates.base import GateContext
 from worker.gates.patch import FileChange
 from worker.gates.runner import apply_failure, run_tree_gate
 from worker.gates.trees import PatchTrees, regular_file_inside

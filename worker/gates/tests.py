@@ -40,7 +40,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from worker.gates.base import Finding, GateContext, GateResult, Severity
+from bot.store.gate_report import Finding, GateResult, Severity
+from worker.gates.base import GateContext
 from worker.gates.discovery import DiscoveryChange, changed_paths, discovery_changes
 from worker.gates.hygiene import is_test_path
 from worker.gates.junit import NESTED_SEPARATOR, Outcome, TestCase

@@ -54,10 +54,10 @@ from worker.settings import ModelSettings, SandboxSettings, WorkerSettings
 from worker.status import LiveTurns, Status, StatusComment
 
 if TYPE_CHECKING:
+    from bot.store.gate_report import GateReport
     from worker.agent.episode import SandboxRecipe
     from worker.agent.policy import Policy
     from worker.gates import GateContext
-    from worker.gates.report import GateReport
     from worker.sandbox.base import Sandbox, SandboxFactory
     from worker.sandbox.repoimage import ImageChoice
     from worker.sandbox.setup import SetupResult

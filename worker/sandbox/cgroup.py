@@ -19,8 +19,11 @@ import secrets
 import signal
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+from bot.retrying import retry, stop_after_seconds, wait_fixed
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 CGROUP_PREFIX = "ribbit-sandbox-"
@@ -46,24 +49,33 @@ class MemoryCgroup:
         except OSError:
             return 0
 
-    def remove(self, *, wait_s: float = 5.0) -> None:
+    def remove(
+        self,
+        *,
+        wait_s: float = 5.0,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         """Kill whatever still runs in the group (a crashed worker's resident sandbox
         process, say), then remove it; a group that outlives ``wait_s`` is left (harmless,
         and ``reap_stale`` tries again)."""
-        deadline = time.monotonic() + wait_s
-        while True:
+
+        def kill_and_remove() -> None:
             for pid in self._pids():
                 with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGKILL)
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 self.path.rmdir()
-                return
-            except FileNotFoundError:
-                return
-            except OSError:
-                if time.monotonic() > deadline:
-                    return
-                time.sleep(0.05)  # the killed processes are still exiting
+
+        with contextlib.suppress(OSError):
+            retry(
+                kill_and_remove,
+                retry_on=(OSError,),  # busy: the killed processes are still exiting
+                stop=stop_after_seconds(wait_s),
+                wait=wait_fixed(0.05),
+                sleep=sleep,
+                clock=clock,
+            )
 
     def _pids(self) -> list[int]:
         try:

@@ -53,6 +53,7 @@ import docker.errors
 from docker.models.containers import Container
 from docker.types import Mount
 
+from bot.retrying import retry, stop_after_attempts, wait_fixed
 from worker.sandbox.base import (
     DEFAULT_OUTPUT_CAP,
     TIMEOUT_EXIT_CODE,
@@ -611,14 +612,28 @@ class _StdoutFrames:
                 return chunk
 
 
-def _exit_code(api: Any, exec_id: str) -> int:
+class _NotRecorded(Exception):
+    """The engine has no exit code for the command yet."""
+
+
+def _exit_code(api: Any, exec_id: str, *, sleep: Callable[[float], None] = time.sleep) -> int:
     # The stream can end a moment before the engine records the exit code.
-    for _ in range(50):
+    def inspect() -> int:
         code = api.exec_inspect(exec_id).get("ExitCode")
-        if code is not None:
-            return int(code)
-        time.sleep(0.02)
-    raise SandboxError("the engine did not report the command's exit code")
+        if code is None:
+            raise _NotRecorded
+        return int(code)
+
+    try:
+        return retry(
+            inspect,
+            retry_on=(_NotRecorded,),
+            stop=stop_after_attempts(50),
+            wait=wait_fixed(0.02),
+            sleep=sleep,
+        )
+    except _NotRecorded:
+        raise SandboxError("the engine did not report the command's exit code") from None
 
 
 def _owned(info: tarfile.TarInfo) -> tarfile.TarInfo:

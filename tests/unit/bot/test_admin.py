@@ -244,26 +244,21 @@ def test_admin_cookie_is_secure_off_loopback(admin: Any) -> None:
     assert "Secure" not in local.headers["Set-Cookie"]
 
 
-def test_admin_gate_report_shapes_and_garbage() -> None:
-    from bot.admin.job_view import job_detail, parse_gates
+def test_admin_reads_the_gate_report_the_gates_write_and_skips_garbage(tmp_path: Path) -> None:
+    from bot.admin.job_view import job_detail
 
     result = {"name": "tests", "passed": True, "findings": [], "logs": ""}
-    for shape in (
-        {"passed": True, "gates": [result]},
-        {"results": [result]},
-        [result],
-        {"tests": {**result, "name": ""}},
-    ):
-        gates, passed = parse_gates(shape)
-        assert [g.name for g in gates] == ["tests"] and passed is True, shape
-    assert parse_gates("nonsense") == ([], None)
-    assert parse_gates({"passed": "yes", "gates": [1, None]}) == ([], None)
-    detail = job_detail(
-        {"trajectory": {"turns": [{"content": 3, "tool_calls": "x"}]}, "diff": 5},
-        Path("/nonexistent"),
-    )
-    assert detail.trajectory is not None and detail.trajectory.turns[0].content == "3"
-    assert detail.diff is None and job_detail(None, Path("/x")).trajectory is None
+    detail = job_detail({"gates": {"passed": True, "gates": [result, 1, None]}}, tmp_path)
+    assert [g.name for g in detail.gates] == ["tests"] and detail.gates_passed is True
+    for garbage in ("nonsense", {"passed": "yes", "gates": [result]}, {"gates": [result]}):
+        detail = job_detail({"gates": garbage}, tmp_path)
+        assert detail.gates == [] and detail.gates_passed is None, garbage
+    detail = job_detail({"diff": 5, "trajectory_path": "t.jsonl"}, tmp_path)
+    assert detail.diff is None and detail.trajectory is None
+    (tmp_path / "t.jsonl").write_text('{"turns": [{"content": 3, "tool_calls": "x"}]}\n')
+    detail = job_detail({"trajectory_path": "t.jsonl"}, tmp_path)
+    assert detail.trajectory is None and "cannot be shown" in (detail.trajectory_note or "")
+    assert job_detail(None, Path("/x")).trajectory is None
 
 
 def test_admin_training_runs_page_draws_reward_curves(admin: Any, db: Any) -> None:

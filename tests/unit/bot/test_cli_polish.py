@@ -138,9 +138,8 @@ def test_cli_progress_is_silent_off_a_terminal(capsys: pytest.CaptureFixture[str
 def test_cli_gate_report_shows_the_failing_gates_log_tail(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from worker.gates.base import GateResult
+    from bot.store.gate_report import GateReport, GateResult
     from worker.gates.cli import LOG_TAIL_LINES, _print_human
-    from worker.gates.report import GateReport
 
     log = "\n".join(f"log line {n}" for n in range(1, 101))
     report = GateReport.from_results(

@@ -14,6 +14,7 @@ import pytest
 from bot import create_app, joblinks, live
 from bot.settings import ReviewerSettings, load_settings
 from bot.store.models import Job
+from bot.store.trajectory import ToolCall, TurnRecord
 from tests.plugins.admin import HOSTILE, seed_job_with_trajectory
 from tests.support import GITHUB_SECRET
 
@@ -132,7 +133,8 @@ def test_running_job_shows_live_turns_and_progress(review_app: Any) -> None:
     first = client.get(_url(RUNNING, suffix="/progress")).get_json()
     assert first["turns"] == 0 and first["done"] is False
     path = live.live_path(data_dir, RUNNING)
-    live.append_turn(path, {"index": 0, "content": "", "tool_calls": [{"name": "Read"}]})
+    turn = TurnRecord(0, "", None, [ToolCall("c1", "Read", {"path": "a.py"})], [], "stop")
+    live.append_turn(path, turn.to_dict())  # as worker.status.LiveTurns records it
     second = client.get(_url(RUNNING, suffix="/progress")).get_json()
     assert second["turns"] == 1 and second["version"] != first["version"]
     assert second["step"] == "the agent is working (last ran Read)"

@@ -6,13 +6,14 @@ from pathlib import Path
 
 import pytest
 
+from bot.store.gate_report import Finding, GateResult
 from tests.fakes import LocalDirSandbox
 from tests.plugins.trainer import PYTEST, FixRepo, sandbox_factory
 from trainer.envs.builder import BuildSpec, EnvironmentBuilder
 from trainer.envs.schema import Environment
 from trainer.envs.storage import EnvironmentStore
 from trainer.rl.reward import compute_reward, default_reward_gates, shaped_reward
-from worker.gates.base import Finding, GateContext, GateResult
+from worker.gates.base import GateContext
 
 
 @pytest.fixture

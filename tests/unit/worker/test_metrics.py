@@ -7,10 +7,9 @@ from pathlib import Path
 import pytest
 from prometheus_client import REGISTRY
 
+from bot.store.gate_report import Finding, GateReport, GateResult
 from tests.fakes import ScriptedPolicy
 from worker.agent.policy import AssistantTurn, ContextWindowExceeded
-from worker.gates.base import Finding, GateResult
-from worker.gates.report import GateReport
 from worker.metrics import (
     OTHER,
     REPO_RULE,

@@ -12,7 +12,8 @@ from typing import Any
 
 import requests
 
-from bot.retrying import retry
+from bot.retrying import retry, stop_after_attempts, wait_exponential
+from bot.store.trajectory import FinishReason, ToolCall
 from worker.agent.parser import CALL_OPEN, THINK_CLOSE, parse_completion
 from worker.agent.policy.base import (
     AssistantTurn,
@@ -22,7 +23,6 @@ from worker.agent.policy.base import (
     assistant_count,
 )
 from worker.agent.served_tokens import TOKEN_REQUEST_FIELDS, served_tokens
-from worker.agent.trajectory import FinishReason, ToolCall
 from worker.settings import AgentSettings, ModelSettings
 
 
@@ -155,10 +155,9 @@ class OpenAIPolicy:
             return retry(
                 ask,
                 retry_on=(_Transient,),
-                attempts=attempts,
-                base_delay=self.settings.openai_retry_backoff_s,
+                stop=stop_after_attempts(attempts),
+                wait=wait_exponential(self.settings.openai_retry_backoff_s),
                 sleep=wait,
-                delay=lambda base, attempt: base * 2**attempt,
             )
         except _Cancelled:
             return AssistantTurn("", None, [], "cancelled")

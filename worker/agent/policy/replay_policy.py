@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from bot.store.trajectory import Trajectory, read_jsonl
 from worker.agent.policy.base import AssistantTurn, PolicyError, StopCheck, assistant_count
-from worker.agent.trajectory import Trajectory, read_jsonl
 from worker.settings import AgentSettings
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from bot.store.trajectory import FinishReason
 from worker.agent.parser import THINK_OPEN, parse_completion
 from worker.agent.policy.base import (
     AssistantTurn,
@@ -23,7 +24,6 @@ from worker.agent.policy.base import (
     StopCheck,
     assistant_count,
 )
-from worker.agent.trajectory import FinishReason
 from worker.settings import AgentSettings, ModelSettings
 
 if TYPE_CHECKING:

@@ -1,11 +1,16 @@
-"""The database helpers of bot/store/db.py that stand alone from an engine."""
+"""The database helpers of bot/store/db.py: WAL on a bare file, and a transaction re-run
+on a fresh connection when the first was found dead."""
 
 from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
 
-from bot.store.db import use_wal
+import pytest
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.orm import Session
+
+from bot.store.db import Database, use_wal
 
 
 def _journal_mode(path: Path) -> str:
@@ -31,3 +36,41 @@ def test_use_wal_creates_a_missing_file(tmp_path: Path) -> None:
     use_wal(path)
     assert path.is_file()
     assert _journal_mode(path) == "wal"
+
+
+class _Lost(DBAPIError):
+    def __init__(self, *, invalidated: bool) -> None:
+        super().__init__("SELECT 1", None, Exception("server closed the connection"))
+        self.connection_invalidated = invalidated
+
+
+def test_transaction_reruns_once_on_a_dead_connection(tmp_path: Path) -> None:
+    db = Database(f"sqlite:///{tmp_path / 'db.sqlite'}")
+    runs: list[int] = []
+
+    def work(session: Session) -> str:
+        runs.append(1)
+        if len(runs) == 1:
+            raise _Lost(invalidated=True)
+        return "done"
+
+    assert db.transaction(work) == "done" and len(runs) == 2
+
+    def always_lost(session: Session) -> str:
+        runs.append(1)
+        raise _Lost(invalidated=True)
+
+    runs.clear()
+    with pytest.raises(_Lost):
+        db.transaction(always_lost)
+    assert len(runs) == 2
+
+    def other_error(session: Session) -> str:
+        runs.append(1)
+        raise _Lost(invalidated=False)
+
+    runs.clear()
+    with pytest.raises(_Lost):
+        db.transaction(other_error)
+    assert len(runs) == 1
+    db.dispose()

@@ -6,15 +6,15 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from tests.fakes import LocalDirSandbox, ScriptedPolicy, local_sandboxes
-from worker.agent import AgentTask, Trajectory, read_jsonl, run_agent, write_jsonl
-from worker.agent.cli import execute, read_issue_file, run, with_checkout_facts
-from worker.agent.trajectory import (
+from bot.store.trajectory import (
     SCHEMA_VERSION,
     ToolCall,
     TrajectoryFormatError,
     TurnRecord,
 )
+from tests.fakes import LocalDirSandbox, ScriptedPolicy, local_sandboxes
+from worker.agent import AgentTask, Trajectory, read_jsonl, run_agent, write_jsonl
+from worker.agent.cli import execute, read_issue_file, run, with_checkout_facts
 from worker.settings import AgentSettings, ModelSettings
 
 EDIT = (

@@ -8,10 +8,10 @@ import json
 import math
 from typing import Any
 
+from bot.store.trajectory import ToolCall
 from tests.fakes import LocalDirSandbox, ScriptedPolicy
 from worker.agent import AgentTask, run_agent
 from worker.agent.policy import AssistantTurn, count_message_tokens
-from worker.agent.trajectory import ToolCall
 from worker.settings import AgentSettings
 
 TASK = AgentTask(title="add() subtracts", body="Fix it.")

@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
+from bot.store.trajectory import ToolCall
 from tests.fakes import LocalDirSandbox, ScriptedPolicy
 from worker.agent import AgentTask, ReplayPolicy, Trajectory, TurnRecord, load_policy, run_agent
 from worker.agent.policy import AssistantTurn, ContextWindowExceeded
-from worker.agent.trajectory import ToolCall
 from worker.settings import AgentSettings, ModelSettings
 
 TASK = AgentTask(

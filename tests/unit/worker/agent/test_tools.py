@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from bot.store.trajectory import ToolCall
 from tests.fakes import LocalDirSandbox, make_git_repo
 from tests.plugins.leaf_conformance import CASES, FIXTURE_FILES, call_args, expected_text
 from worker.agent.prompt import SYSTEM_PROMPT
@@ -25,7 +26,6 @@ from worker.agent.tools import (
     runner_argv,
     runner_timeout_s,
 )
-from worker.agent.trajectory import ToolCall
 from worker.sandbox.base import WORKSPACE, ExecResult
 
 # sha256 of json.dumps(OPENAI_TOOLS, separators=(",", ":")) and of SYSTEM_PROMPT, computed

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from bot.store.gate_report import GateReport
 from tests.adversarial import CASES, Case, case_config, case_patch, make_base_repo
 from tests.support import require_service
 from tests.unit.worker.gates.helpers import PYTEST, make_ctx
 from worker.gates import Gate, run_gates
 from worker.gates.hygiene import HygieneGate
-from worker.gates.report import GateReport
 from worker.gates.semgrep import find_semgrep
 from worker.gates.tests import TestGate
 

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
+from bot.store.gate_report import GateResult
 from tests.unit.worker.gates.helpers import make_ctx, make_patch, repo_with
-from worker.gates.base import GateResult
 from worker.gates.hygiene import HygieneGate, find_secrets, path_matches
 from worker.repo_config import GateRules, PathRules, RepoConfig
 from worker.settings import GateSettings

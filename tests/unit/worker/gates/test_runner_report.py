@@ -5,10 +5,11 @@ from pathlib import Path
 
 import jsonschema
 
+from bot.store.gate_report import Finding, GateResult
 from tests.support import require_service
 from tests.unit.worker.gates.helpers import make_ctx, make_patch, repo_with
 from worker.gates import GateReport, default_gates, run_gates
-from worker.gates.base import Finding, GateContext, GateResult
+from worker.gates.base import GateContext
 from worker.gates.hygiene import HygieneGate
 from worker.gates.semgrep import SemgrepGate, find_semgrep
 from worker.gates.tests import TestGate
@@ -278,8 +279,7 @@ def test_report_sarif_is_valid_minimal_sarif() -> None:
 
 
 def test_report_may_push_never_a_hygiene_or_semgrep_block() -> None:
-    from worker.gates.base import Finding, GateResult
-    from worker.gates.report import GateReport
+    from bot.store.gate_report import Finding, GateReport, GateResult
 
     def result(name: str, passed: bool, rule: str = "x") -> GateResult:
         findings = () if passed else (Finding(gate=name, rule=rule, message="m"),)

@@ -4,10 +4,10 @@ from pathlib import Path
 
 import pytest
 
+from bot.store.gate_report import GateResult
 from tests.support import require_service
 from tests.unit.worker.gates.helpers import make_ctx, make_patch, repo_with
 from tests.unit.worker.gates.snippets import INSECURE, SAFE
-from worker.gates.base import GateResult
 from worker.gates.semgrep import SemgrepGate, _rule_catalogue, builtin_rule_files, find_semgrep
 from worker.repo_config import GateRules, RepoConfig
 

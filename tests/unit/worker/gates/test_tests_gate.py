@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
+from bot.store.gate_report import GateResult
 from tests.unit.worker.gates.helpers import PYTEST, make_ctx, make_patch, repo_with
-from worker.gates.base import GateResult
 from worker.gates.tests import TestGate
 from worker.repo_config import RepoConfig
 from worker.settings import GateSettings

@@ -13,12 +13,11 @@ import pytest
 
 from bot.forges.base import ForgeUnavailable, RepoRef
 from bot.store.db import Database
+from bot.store.gate_report import GateReport, GateResult
 from bot.store.jobs import JobSpec, JobStore
 from bot.store.records import SolveRecord
 from tests.fakes import FakeForge, LocalDirSandbox, ScriptedPolicy, git, host_setup, make_git_repo
 from tests.plugins.e2e import GOOD_SCRIPT, ISSUE, REPO_FILES, xml_call
-from worker.gates.base import GateResult
-from worker.gates.report import GateReport
 from worker.jobs import JobContext, JobRefused
 from worker.pipelines.solve import GatesFailed, SolveParts, SolveRun
 from worker.settings import WorkerSettings

@@ -42,3 +42,27 @@ def test_counter_ignores_a_garbled_line(tmp_path: Path) -> None:
     counter = OomCounter(MemoryCgroup(tmp_path, 2))
     assert counter.count() == 0
     counter.close()
+
+
+def test_remove_deletes_an_empty_group_and_ignores_a_gone_one(tmp_path: Path) -> None:
+    group = MemoryCgroup(tmp_path / "g", 2)
+    group.path.mkdir()
+    group.remove(sleep=lambda _s: pytest.fail("no wait for an empty group"))
+    assert not group.path.exists()
+    group.remove(sleep=lambda _s: pytest.fail("no wait for a gone group"))
+
+
+def test_remove_gives_up_on_a_busy_group_after_its_wait(tmp_path: Path) -> None:
+    group = MemoryCgroup(tmp_path / "g", 2)
+    group.path.mkdir()
+    (group.path / "busy").write_text("")  # rmdir fails, as on a group whose processes live
+    now = [0.0]
+    waits: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        waits.append(seconds)
+        now[0] += seconds
+
+    group.remove(wait_s=0.12, sleep=sleep, clock=lambda: now[0])
+    assert group.path.exists()  # left for reap_stale
+    assert waits == [0.05] * 3  # failed at 0, 0.05, 0.10; at 0.15 past the wait

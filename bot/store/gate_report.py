@@ -1,13 +1,83 @@
 """All gates' results for one patch, and the forms they are shown in: JSON for the
-outcome store and trainer, Markdown for PR bodies, SARIF for code-scanning tools."""
+job's record, the outcome store and trainer, Markdown for PR bodies, SARIF for
+code-scanning tools.
+
+The gates (worker/gates/) write these records; the job's record keeps
+:meth:`GateReport.to_dict`, and its readers (the admin and reviewer pages, the line
+annotations) read it back with :meth:`GateReport.from_dict`: one schema, here in bot/, the
+bottom layer. Reading is tolerant, as rows outlive the code that wrote them: a value of
+the wrong type reads as absent, an entry of the wrong shape is skipped.
+"""
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
 
-from worker.gates.base import Finding, GateResult
+Severity = Literal["info", "warning", "error"]
+
+
+def _opt_int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+@dataclass(frozen=True)
+class Finding:
+    gate: str
+    rule: str
+    message: str
+    path: str | None = None
+    line: int | None = None
+    severity: Severity = "error"
+
+    @classmethod
+    def from_dict(cls, data: Any, *, gate: str = "") -> Finding | None:
+        """A stored finding (None for a non-dict); ``gate`` names it when it does not
+        itself, and an unknown severity reads as an error."""
+        if not isinstance(data, dict):
+            return None
+        severity = data.get("severity")
+        return cls(
+            gate=str(data.get("gate") or gate),
+            rule=str(data.get("rule") or ""),
+            message=str(data.get("message") or ""),
+            path=data["path"] if isinstance(data.get("path"), str) else None,
+            line=_opt_int(data.get("line")),
+            severity=severity if severity in ("info", "warning") else "error",
+        )
+
+
+@dataclass(frozen=True)
+class GateResult:
+    name: str
+    passed: bool
+    findings: tuple[Finding, ...] = ()
+    logs: str = ""
+    duration_s: float = 0.0
+    details: dict[str, Any] = field(default_factory=dict)  # gate-specific, JSON-safe
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> GateResult | None:
+        """A stored result; None when it is not a dict or does not say whether it passed."""
+        if not isinstance(data, dict) or not isinstance(data.get("passed"), bool):
+            return None
+        name = data.get("name")
+        name = name if isinstance(name, str) else ""
+        findings = (Finding.from_dict(f, gate=name) for f in data.get("findings") or ())
+        logs, duration, details = data.get("logs"), data.get("duration_s"), data.get("details")
+        return cls(
+            name=name,
+            passed=data["passed"],
+            findings=tuple(f for f in findings if f is not None),
+            logs=logs if isinstance(logs, str) else "",
+            duration_s=float(duration) if isinstance(duration, int | float) else 0.0,
+            details=details if isinstance(details, dict) else {},
+        )
+
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 SARIF_VERSION = "2.1.0"
@@ -56,6 +126,21 @@ class GateReport:
             "summary": self.summary_line(),
             "gates": [r.to_dict() for r in self.results],
         }
+
+    @classmethod
+    def from_dict(cls, data: Any) -> GateReport | None:
+        """The report :meth:`to_dict` wrote (kept in a job's record); None when it is not
+        one. Results of the wrong shape are left out."""
+        if not isinstance(data, dict) or not isinstance(data.get("passed"), bool):
+            return None
+        entries = data.get("gates")
+        results = (GateResult.from_dict(r) for r in (entries if isinstance(entries, list) else ()))
+        duration = data.get("duration_s")
+        return cls(
+            passed=data["passed"],
+            results=[r for r in results if r is not None],
+            duration_s=float(duration) if isinstance(duration, int | float) else 0.0,
+        )
 
     def to_json(self, indent: int | None = None) -> str:
         return json.dumps(self.to_dict(), indent=indent, sort_keys=False, default=str)

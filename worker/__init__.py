@@ -2,7 +2,8 @@
 
 - celery_app.py, tasks.py: the Celery app and its thin tasks; jobs.py: one job's
   lifecycle (claim, heartbeat, cancellation, end), with the pipelines (pipelines/:
-  solve, commands, replies, outcomes) registered by job kind.
+  solve with its publish and revision steps, commands, replies, outcomes) registered
+  by job kind.
 - runtime.py: what one worker process builds once and every task shares.
 - agent/: the agent loop, its tools, prompts and policies (see agent/README.md).
 - sandbox/: where untrusted commands run (Docker/Podman or bubblewrap), the setup step

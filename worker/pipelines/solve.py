@@ -335,7 +335,7 @@ class SolveRun:
             config = self.load_config()
             issue = self.forge.get_issue(self.issue_ref)
         pr = pull_request_to_revise(self.forge, self.ctx, config, self.status) if revise else None
-        branch = validate_branch_name(pr.head_branch) if pr else self._new_branch(issue)
+        branch = validate_branch_name(pr.head_branch) if pr is not None else self._new_branch(issue)
         with self.stages("clone"):
             base_sha = self.clone(branch if revise else None)
         named_setup = "setup" in config.model_fields_set

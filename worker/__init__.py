@@ -2,7 +2,8 @@
 
 - celery_app.py, tasks.py: the Celery app and its thin tasks; jobs.py: one job's
   lifecycle (claim, heartbeat, cancellation, end), with the pipelines (pipelines/:
-  solve, commands, replies, outcomes) registered by job kind.
+  solve with its publish and revision steps, commands, replies, outcomes) registered
+  by job kind.
 - cli.py: `ribbit worker`; each task's process builds its bot.runtime.Runtime once
   (celery_app.runtime_for).
 - agent/: the agent loop, its tools, prompts and policies (see agent/README.md).

@@ -46,7 +46,7 @@ MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 OTHER = "other"
 KINDS = frozenset(TASK_FOR_KIND)
 OUTCOMES = frozenset({"succeeded", "failed", "cancelled", "skipped", "held", "deferred"})
-# The solve pipeline's timed steps (worker/pipelines/solve.py SolveRun._timed).
+# The solve pipeline's timed steps (worker/pipelines/workspace.py Stages).
 STAGES = frozenset(
     {"permission", "config", "clone", "setup", "agent", "gates", "push", "pull_request"}
 )

@@ -590,173 +590,24 @@ def judge(
     targets: list[TargetTest],
     command: str | None = None,
 ) -> tuple[list[Finding], dict[str, Any]]:
-    findings: list[Finding] = []
-    timeout = ctx.gate_settings.test_timeout_s
-    regressions: list[str] = []
-    new_failures: list[str] = []
+    """The gate's findings on the runs before and after the patch, and the details the
+    report keeps (the test ids behind the findings). With a per-test report the runs
+    are compared test by test; without one only the exit statuses can be."""
+    findings = [
+        *_setup_findings(before, after),
+        *_timeout_findings(before, after, ctx.gate_settings.test_timeout_s),
+    ]
+    compared = _Comparison.of(before, after)
     target_failures: list[str] = []
-    if after.setup_failed:
-        findings.append(_finding("setup-failed", "the setup command failed after the patch"))
-    if before.setup_failed:
-        findings.append(
-            _finding(
-                "setup-failed-before",
-                "the setup command already failed at the base commit",
-                severity="warning",
-            )
-        )
-    if before.timed_out:
-        findings.append(
-            _finding(
-                "tests-timeout-before",
-                f"at the base commit the tests did "
-                f"not finish within {timeout} s, so there is no baseline",
-                severity="warning",
-            )
-        )
     if after.timed_out:
-        findings.append(
-            _finding(
-                "tests-timeout",
-                f"with the patch the test command did not "
-                f"finish within {timeout} s (hanging test?)",
-            )
-        )
+        pass  # nothing ran to the end: the timeout is the finding
     elif after.junit:
-        baseline = before.junit and not before.timed_out
-        for cid, outcome in sorted(after.final.items()):
-            if outcome != "failed":
-                continue
-            was = before.final.get(cid) if baseline else None
-            if was == "passed":
-                regressions.append(cid)
-            elif was != "failed" or not baseline:
-                new_failures.append(cid)
-        if regressions:
-            findings.append(
-                _finding(
-                    "test-regression",
-                    f"{len(regressions)} test(s) passed "
-                    f"before the patch and fail after: {_names(regressions)}",
-                )
-            )
-        if new_failures:
-            findings.append(
-                _finding(
-                    "test-fails",
-                    f"{len(new_failures)} test(s) fail with "
-                    f"the patch that did not fail before: "
-                    f"{_names(new_failures)}",
-                )
-            )
-        preexisting = [
-            c for c, o in after.final.items() if o == "failed" and before.final.get(c) == "failed"
-        ]
-        if preexisting and baseline:
-            findings.append(
-                _finding(
-                    "preexisting-failures",
-                    f"{len(preexisting)} test(s) "
-                    f"already failed before the patch: {_names(preexisting)}",
-                    severity="info",
-                )
-            )
-        # The base decides the test set: a test that passed there and does not pass
-        # here blocks, whether it fails, is skipped now, or vanished from the run.
-        vanished = [
-            c for c, o in before.final.items() if o == "passed" and after.final.get(c) is None
-        ]
-        if vanished and baseline:
-            findings.append(
-                _finding(
-                    "tests-missing",
-                    f"{len(vanished)} test(s) that passed "
-                    f"before did not run after the patch: {_names(vanished)}",
-                )
-            )
-        now_skipped = [
-            c for c, o in before.final.items() if o == "passed" and after.final.get(c) == "skipped"
-        ]
-        if now_skipped and baseline:
-            findings.append(
-                _finding(
-                    "tests-now-skipped",
-                    f"{len(now_skipped)} test(s) that passed "
-                    f"before are skipped after the patch: {_names(now_skipped)}",
-                )
-            )
-        for target in targets:
-            hits = [c for c in after.cases.values() if _matches(c, target)]
-            if not hits:
-                if target.path is not None:  # issue texts name tests loosely; patches don't
-                    target_failures.append(target.name)
-                    findings.append(
-                        _finding(
-                            "target-test-not-run",
-                            f"the patch changes "
-                            f"`{target.name}` but the test command did not "
-                            "run it",
-                            path=target.path,
-                        )
-                    )
-                continue
-            bad = [c.id for c in hits if after.final.get(c.id) != "passed"]
-            if bad:
-                target_failures += bad
-                findings.append(
-                    _finding(
-                        "target-test-fails",
-                        f"a test the issue is about does not pass: {_names(bad)}",
-                        path=target.path,
-                    )
-                )
-        if (
-            not after.suite_ok
-            and not any(o == "failed" for o in after.final.values())
-            and before.suite_ok
-        ):
-            findings.append(
-                _finding(
-                    "test-command-failed",
-                    f"the test command exits "
-                    f"{after.exit_code} after the patch (0 before), though "
-                    "no test case failed",
-                )
-            )
-        if not after.final:
-            findings.append(_finding("no-tests", "the test command ran no tests"))
-        if after.mismatch and not before.mismatch:
-            findings.append(
-                _finding(
-                    "report-mismatch", f"the test report is not the run's own: {after.mismatch}"
-                )
-            )
+        findings += compared.findings()
+        found, target_failures = _target_findings(after, targets)
+        findings += found
+        findings += _report_findings(before, after)
     else:
-        if before.junit and not before.timed_out:
-            findings.append(
-                _finding(
-                    "report-missing",
-                    "the test run wrote its per-test report before the patch and none "
-                    "after it (the patch stops the runner from reporting)",
-                )
-            )
-        if not after.suite_ok:
-            findings.append(
-                _finding(
-                    "tests-failed",
-                    f"the test command exits "
-                    f"{after.exit_code} with the patch (no per-test report "
-                    "to tell which tests fail)",
-                )
-            )
-        elif after.first_exit_code != 0:
-            findings.append(
-                _finding(
-                    "flaky-suite",
-                    "the test command failed, then passed on a rerun",
-                    severity="warning",
-                )
-            )
+        findings += _exit_status_findings(before, after)
     flaky = sorted(set(before.flaky) | set(after.flaky))
     if flaky:
         findings.append(
@@ -771,9 +622,223 @@ def judge(
         "before": before.summary(),
         "after": after.summary(),
         "targets": sorted({t.name for t in targets}),
-        "regressions": regressions,
-        "new_failures": new_failures,
+        "regressions": compared.regressions if compared.judged else [],
+        "new_failures": compared.new_failures if compared.judged else [],
         "target_failures": sorted(set(target_failures)),
         "flaky": flaky,
     }
     return findings, details
+
+
+def _setup_findings(before: SuiteRun, after: SuiteRun) -> list[Finding]:
+    found = []
+    if after.setup_failed:
+        found.append(_finding("setup-failed", "the setup command failed after the patch"))
+    if before.setup_failed:
+        found.append(
+            _finding(
+                "setup-failed-before",
+                "the setup command already failed at the base commit",
+                severity="warning",
+            )
+        )
+    return found
+
+
+def _timeout_findings(before: SuiteRun, after: SuiteRun, timeout: float) -> list[Finding]:
+    found = []
+    if before.timed_out:
+        found.append(
+            _finding(
+                "tests-timeout-before",
+                f"at the base commit the tests did "
+                f"not finish within {timeout} s, so there is no baseline",
+                severity="warning",
+            )
+        )
+    if after.timed_out:
+        found.append(
+            _finding(
+                "tests-timeout",
+                f"with the patch the test command did not "
+                f"finish within {timeout} s (hanging test?)",
+            )
+        )
+    return found
+
+
+@dataclass(frozen=True)
+class _Comparison:
+    """The patched run's tests against the base's, test by test (both per-test reports).
+    Without a baseline (the base reported nothing, or timed out) every failure is new
+    and nothing can have gone missing."""
+
+    judged: bool  # the patched run finished and wrote a per-test report
+    baseline: bool
+    regressions: list[str]  # passed before, fail after
+    new_failures: list[str]  # fail after, did not fail before (or no baseline)
+    preexisting: list[str]  # failed before and after
+    vanished: list[str]  # passed before, did not run after
+    now_skipped: list[str]  # passed before, skipped after
+
+    @classmethod
+    def of(cls, before: SuiteRun, after: SuiteRun) -> _Comparison:
+        baseline = before.junit and not before.timed_out
+        regressions, new_failures = [], []
+        for cid, outcome in sorted(after.final.items()):
+            if outcome != "failed":
+                continue
+            was = before.final.get(cid) if baseline else None
+            if was == "passed":
+                regressions.append(cid)
+            elif was != "failed" or not baseline:
+                new_failures.append(cid)
+        failed_before = {c for c, o in before.final.items() if o == "failed"}
+        passed_before = [c for c, o in before.final.items() if o == "passed"]
+        return cls(
+            judged=after.junit and not after.timed_out,
+            baseline=baseline,
+            regressions=regressions,
+            new_failures=new_failures,
+            preexisting=[c for c, o in after.final.items() if o == "failed" and c in failed_before],
+            vanished=[c for c in passed_before if after.final.get(c) is None],
+            now_skipped=[c for c in passed_before if after.final.get(c) == "skipped"],
+        )
+
+    def findings(self) -> list[Finding]:
+        found = []
+        if self.regressions:
+            found.append(
+                _finding(
+                    "test-regression",
+                    f"{len(self.regressions)} test(s) passed "
+                    f"before the patch and fail after: {_names(self.regressions)}",
+                )
+            )
+        if self.new_failures:
+            found.append(
+                _finding(
+                    "test-fails",
+                    f"{len(self.new_failures)} test(s) fail with "
+                    f"the patch that did not fail before: "
+                    f"{_names(self.new_failures)}",
+                )
+            )
+        if not self.baseline:
+            return found
+        if self.preexisting:
+            found.append(
+                _finding(
+                    "preexisting-failures",
+                    f"{len(self.preexisting)} test(s) "
+                    f"already failed before the patch: {_names(self.preexisting)}",
+                    severity="info",
+                )
+            )
+        # The base decides the test set: a test that passed there and does not pass
+        # here blocks, whether it fails, is skipped now, or vanished from the run.
+        if self.vanished:
+            found.append(
+                _finding(
+                    "tests-missing",
+                    f"{len(self.vanished)} test(s) that passed "
+                    f"before did not run after the patch: {_names(self.vanished)}",
+                )
+            )
+        if self.now_skipped:
+            found.append(
+                _finding(
+                    "tests-now-skipped",
+                    f"{len(self.now_skipped)} test(s) that passed "
+                    f"before are skipped after the patch: {_names(self.now_skipped)}",
+                )
+            )
+        return found
+
+
+def _target_findings(after: SuiteRun, targets: list[TargetTest]) -> tuple[list[Finding], list[str]]:
+    """The tests the issue or the patch is about: each must have run and passed. The
+    findings, and the ids (or names, for one that did not run) that did not pass."""
+    found: list[Finding] = []
+    failures: list[str] = []
+    for target in targets:
+        hits = [c for c in after.cases.values() if _matches(c, target)]
+        if not hits:
+            if target.path is not None:  # issue texts name tests loosely; patches don't
+                failures.append(target.name)
+                found.append(
+                    _finding(
+                        "target-test-not-run",
+                        f"the patch changes `{target.name}` but the test command did not run it",
+                        path=target.path,
+                    )
+                )
+            continue
+        bad = [c.id for c in hits if after.final.get(c.id) != "passed"]
+        if bad:
+            failures += bad
+            found.append(
+                _finding(
+                    "target-test-fails",
+                    f"a test the issue is about does not pass: {_names(bad)}",
+                    path=target.path,
+                )
+            )
+    return found, failures
+
+
+def _report_findings(before: SuiteRun, after: SuiteRun) -> list[Finding]:
+    """What the patched run's report says beside its test cases: an exit status no
+    failure explains, no tests at all, a report that is not the run's own."""
+    found = []
+    if (
+        not after.suite_ok
+        and not any(o == "failed" for o in after.final.values())
+        and before.suite_ok
+    ):
+        found.append(
+            _finding(
+                "test-command-failed",
+                f"the test command exits "
+                f"{after.exit_code} after the patch (0 before), though "
+                "no test case failed",
+            )
+        )
+    if not after.final:
+        found.append(_finding("no-tests", "the test command ran no tests"))
+    if after.mismatch and not before.mismatch:
+        found.append(
+            _finding("report-mismatch", f"the test report is not the run's own: {after.mismatch}")
+        )
+    return found
+
+
+def _exit_status_findings(before: SuiteRun, after: SuiteRun) -> list[Finding]:
+    """Without a per-test report after the patch: the exit status is all there is."""
+    found = []
+    if before.junit and not before.timed_out:
+        found.append(
+            _finding(
+                "report-missing",
+                "the test run wrote its per-test report before the patch and none "
+                "after it (the patch stops the runner from reporting)",
+            )
+        )
+    if not after.suite_ok:
+        found.append(
+            _finding(
+                "tests-failed",
+                f"the test command exits "
+                f"{after.exit_code} with the patch (no per-test report "
+                "to tell which tests fail)",
+            )
+        )
+    elif after.first_exit_code != 0:
+        found.append(
+            _finding(
+                "flaky-suite",
+                "the test command failed, then passed on a rerun",
+                severity="warning",
+            )
+        )
+    return found

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from bot.queue import broker_transport_options
+from worker.agent.repo_task import agent_limits
 from worker.agent.tools import RUNNER_GRACE_S
-from worker.pipelines.solve import agent_limits
 from worker.repo_config import parse_repo_config
 from worker.settings import AgentSettings, WorkerSettings
 

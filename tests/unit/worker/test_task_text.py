@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from bot.forges.base import Comment, RepoRef
-from worker.pipelines.solve import repo_instructions, writers_comments
+from worker.agent.repo_task import repo_instructions
+from worker.pipelines.solve import writers_comments
 from worker.repo_config import parse_repo_config
 
 

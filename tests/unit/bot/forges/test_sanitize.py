@@ -38,7 +38,7 @@ def test_status_comment_sanitises_the_gate_report() -> None:
 
 
 def test_pr_body_sanitises_summary_and_report() -> None:
-    from worker.pipelines.solve import pr_body
+    from worker.pipelines.publish import pr_body
     from worker.repo_config import RepoConfig
 
     body = pr_body(

@@ -15,6 +15,7 @@ from bot.forges.base import ForgeUnavailable, RepoRef
 from bot.store.db import Database
 from bot.store.gate_report import GateReport, GateResult
 from bot.store.jobs import JobSpec, JobStore
+from bot.store.payloads import PersonAsks
 from bot.store.records import SolveRecord
 from tests.fakes import FakeForge, LocalDirSandbox, ScriptedPolicy, git, host_setup, make_git_repo
 from tests.plugins.e2e import GOOD_SCRIPT, ISSUE, REPO_FILES, xml_call
@@ -46,10 +47,11 @@ class World:
     gate_contexts: list[Any]
     policies: list[ScriptedPolicy]
 
-    def job(self, kind: str = "solve", actor: str = "maya") -> JobContext:
+    def job(self, kind: str = "solve", actor: str = "maya", **spec: Any) -> JobContext:
         with self.store.db.session() as session:
             job = self.store.create(
-                session, JobSpec(kind, "github", REPO.full_name, issue_number=1, actor=actor)
+                session,
+                JobSpec(kind, "github", REPO.full_name, issue_number=1, actor=actor, **spec),  # type: ignore[arg-type]
             )
             assert job is not None
             job_id = job.id
@@ -180,3 +182,26 @@ def test_a_retry_beside_an_earlier_pr_takes_a_new_branch(world: World) -> None:
     branches = sorted(p.head_branch for p in world.forge.pulls.values())
     assert branches == sorted([first.head_branch, f"{first.head_branch}-{second.job.id[:6]}"])
     assert world.forge.branch_sha(first.head_branch) == first.head_sha  # never force-pushed
+
+
+def test_a_revision_commits_on_the_prs_branch_and_updates_the_pr(world: World) -> None:
+    first = world.job()
+    SolveRun(first, world.parts()).run()
+    world.store.transition(first.job.id, "running")
+    world.store.transition(first.job.id, "succeeded")
+    [pr] = world.forge.pulls.values()
+    revise = world.job("revise", pr_number=pr.ref.number, payload=PersonAsks("name it plus"))
+    script = [
+        xml_call("Edit", file_path="calc.py", old_string="def add(", new_string="def plus("),
+        "Renamed it.",
+    ]
+    SolveRun(revise, world.parts(script)).run(revise=True)
+
+    [revised] = world.forge.pulls.values()  # the same PR, not a second one
+    head = world.forge.branch_sha(pr.head_branch)
+    assert head != pr.head_sha and git(world.forge.bare, "rev-parse", f"{head}^") == pr.head_sha
+    assert "Revise: " in git(world.forge.bare, "log", "-1", "--format=%s", head)
+    assert revised.body != pr.body and "Draft PR updated" in world.status_text()
+    # The agent was told what the PR holds and what the reviewer asked.
+    told = str(world.policies[-1].calls[0])
+    assert "return a + b" in told and "name it plus" in told

@@ -1,0 +1,117 @@
+"""The tests gate's verdict on two runs, step by step, from hand-built runs (no test
+command runs here; tests/unit/worker/gates/test_tests_gate.py runs real ones)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bot.store.gate_report import Finding
+from tests.fakes import LocalDirSandbox
+from worker.gates.base import GateContext
+from worker.gates.junit import Outcome, TestCase
+from worker.gates.tests import SuiteRun, TargetTest, judge
+from worker.repo_config import RepoConfig
+from worker.settings import GateSettings
+
+A, B, C, D = (f"tests/test_calc.py::test_{n}" for n in "abcd")
+
+
+def ctx() -> GateContext:
+    return GateContext(
+        repo_dir=Path("."),
+        base_commit="0" * 40,
+        patch="",
+        repo_config=RepoConfig(test="pytest"),
+        gate_settings=GateSettings(test_timeout_s=60),
+        sandbox_factory=LocalDirSandbox,
+    )
+
+
+def reported(label: str, exit_code: int = 0, **final: Outcome) -> SuiteRun:
+    """A run with a per-test report: ``final`` maps a test's letter to its outcome."""
+    ids = {f"tests/test_calc.py::test_{k}": o for k, o in final.items()}
+    cases = {i: TestCase(i, i.split("::")[1], "tests.test_calc", o) for i, o in ids.items()}
+    return SuiteRun(
+        label, exit_code=exit_code, first_exit_code=exit_code, junit=True, final=ids, cases=cases
+    )
+
+
+def rules(findings: list[Finding]) -> list[tuple[str, str]]:
+    return [(f.rule, f.severity) for f in findings]
+
+
+def test_against_a_baseline_every_change_in_the_test_set_is_named() -> None:
+    before = reported("before", 1, a="passed", b="failed", c="passed", d="passed")
+    after = reported("after", 1, a="failed", b="failed", d="skipped")
+    findings, details = judge(ctx(), before, after, [])
+    assert rules(findings) == [
+        ("test-regression", "error"),
+        ("preexisting-failures", "info"),
+        ("tests-missing", "error"),
+        ("tests-now-skipped", "error"),
+    ]
+    assert details["regressions"] == [A] and details["new_failures"] == []
+    assert C in findings[2].message and D in findings[3].message
+
+
+def test_without_a_baseline_every_failure_is_new_and_nothing_goes_missing() -> None:
+    before = SuiteRun("before", timed_out=True, junit=True, final={A: "passed", B: "failed"})
+    after = reported("after", 1, b="failed")
+    findings, details = judge(ctx(), before, after, [])
+    assert rules(findings) == [("tests-timeout-before", "warning"), ("test-fails", "error")]
+    assert details["new_failures"] == [B] and details["regressions"] == []
+
+
+def test_a_target_must_run_and_pass_and_one_the_patch_names_must_run() -> None:
+    before = reported("before", a="passed")
+    after = reported("after", 1, a="passed", b="failed")
+    targets = [
+        TargetTest("test_b", "tests/test_calc.py"),
+        TargetTest("test_x", "tests/test_calc.py"),  # the patch names it; it never ran
+        TargetTest("test_y", None),  # the issue's loose mention: not required to run
+    ]
+    findings, details = judge(ctx(), before, after, targets)
+    assert rules(findings) == [
+        ("test-fails", "error"),
+        ("target-test-fails", "error"),
+        ("target-test-not-run", "error"),
+    ]
+    assert details["target_failures"] == sorted([B, "test_x"])
+    assert details["targets"] == ["test_b", "test_x", "test_y"]
+
+
+def test_a_timed_out_patched_run_is_judged_by_its_timeout_alone() -> None:
+    before = reported("before", a="passed")
+    after = SuiteRun("after", timed_out=True, junit=True, final={A: "failed"})
+    findings, details = judge(ctx(), before, after, [TargetTest("test_a", "tests/test_calc.py")])
+    assert rules(findings) == [("tests-timeout", "error")]
+    assert details["regressions"] == [] and details["target_failures"] == []
+
+
+def test_an_exit_status_with_no_failed_test_and_an_empty_or_foreign_report() -> None:
+    before = reported("before", a="passed")
+    after = reported("after", 2)
+    after.mismatch = "the report predates the run"
+    findings, _ = judge(ctx(), before, after, [])
+    assert rules(findings) == [
+        ("tests-missing", "error"),
+        ("test-command-failed", "error"),
+        ("no-tests", "error"),
+        ("report-mismatch", "error"),
+    ]
+
+
+def test_with_no_per_test_report_after_the_patch_only_exit_statuses_count() -> None:
+    before = reported("before", a="passed")
+    after = SuiteRun("after", exit_code=0, first_exit_code=1, flaky=[A])
+    findings, details = judge(ctx(), before, after, [], command="make test")
+    assert rules(findings) == [
+        ("report-missing", "error"),
+        ("flaky-suite", "warning"),
+        ("flaky-tests", "warning"),
+    ]
+    assert details["command"] == "make test"
+    failed = SuiteRun("after", exit_code=1, first_exit_code=1)
+    assert rules(judge(ctx(), SuiteRun("before", exit_code=0), failed, [])[0]) == [
+        ("tests-failed", "error")
+    ]

@@ -1,0 +1,354 @@
+"""Publishing a gated change: commit, push, draft PR, commit status, gate review and the
+issue's status comment, plus the markdown the PR body and the comments are made of.
+
+    PublishPlan (stored in the job's record) -> commit -> push -> find or open the PR
+        -> commit status + gate review on the head -> the PR's fields in the record
+
+Every step is safe to repeat, so a rerun after a lost answer, a 5xx or a killed worker
+resumes from the stored plan (:meth:`Publisher.publish`). The commit is made on a host
+clone the sandbox never touched, with the sandbox's diff applied, so nothing the
+untrusted code wrote into its own ``.git`` (hooks, config) ever runs on the host.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from bot.forges.base import CommitStatus, DraftPullRequest, Forge, PullRequest, RepoRef
+from bot.forges.branches import validate_branch_name
+from bot.forges.sanitize import sanitize_forge_text
+from bot.hostgit import run_git
+from bot.store.records import SolveRecord
+from worker.gates import review
+from worker.jobs import JobContext, JobRefused
+from worker.pipelines.workspace import Stages, Workdir
+from worker.repo_config import CONFIG_PATH, RepoConfig
+from worker.status import Status, StatusComment
+
+if TYPE_CHECKING:
+    from worker.sandbox.repoimage import ImageChoice
+    from worker.sandbox.setup import SetupResult
+
+
+BOT_NAME = "Ribbit"
+BOT_EMAIL = "ribbit@users.noreply.local"
+MAX_SUMMARY_CHARS = 4000
+BOT_IDENTITY = {
+    "GIT_AUTHOR_NAME": BOT_NAME,
+    "GIT_AUTHOR_EMAIL": BOT_EMAIL,
+    "GIT_COMMITTER_NAME": BOT_NAME,
+    "GIT_COMMITTER_EMAIL": BOT_EMAIL,
+}
+
+
+def bot_git(cwd: Path, *args: str, env: dict[str, str] | None = None) -> str:
+    """The gates' hardened host git (the checkout holds untrusted content), as the bot;
+    ``env`` adds to the bot's identity (the commit's dates)."""
+    proc = run_git(cwd, *args, identity={**BOT_IDENTITY, **(env or {})})
+    if proc.returncode != 0:
+        reason = proc.stderr.decode(errors="replace").strip()[:500]
+        raise RuntimeError(f"git {args[0]} failed: {reason}")
+    return proc.stdout.decode(errors="replace")
+
+
+@dataclass(frozen=True)
+class PublishPlan:
+    """Everything the publish steps (commit, push, PR) need, stored in the job's result
+    before the push so a rerun resumes from it instead of running the agent again."""
+
+    branch: str
+    base_sha: str
+    diff: str
+    commit_message: str
+    commit_date: str  # git's internal format, "<unix seconds> +0000"
+    title: str
+    body: str
+    labels: tuple[str, ...]
+    reviewers: tuple[str, ...]
+    passed: bool
+    summary_line: str
+    report_md: str
+    revise: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            **{f.name: getattr(self, f.name) for f in fields(self)},
+            "labels": list(self.labels),
+            "reviewers": list(self.reviewers),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any] | None) -> PublishPlan | None:
+        """The plan a record stored (None: none, or one this code cannot use)."""
+        if not isinstance(data, dict):
+            return None
+        try:
+            plan = cls(
+                **{
+                    **data,
+                    "labels": tuple(data["labels"]),
+                    "reviewers": tuple(data["reviewers"]),
+                }
+            )
+        except (KeyError, TypeError):
+            return None
+        validate_branch_name(plan.branch)
+        return plan
+
+
+def commit_message(issue_title: str, job_id: str, *, revise: bool) -> str:
+    # A closing keyword in a commit message closes issues once merged; the title is
+    # anyone's text.
+    return (
+        f"{'Revise' if revise else 'Fix'}: {sanitize_forge_text(issue_title[:60])}\n\n"
+        f"Machine-written by {BOT_NAME} (job {job_id}); needs human review."
+    )
+
+
+def pr_title(issue_title: str, number: int) -> str:
+    return f"{issue_title[:200]} (#{number})"
+
+
+# -- markdown --------------------------------------------------------------------------------
+
+
+def sanitize_model_text(text: str) -> str:
+    """Model output shown in a PR body must not ping people or close other issues."""
+    return sanitize_forge_text(text)
+
+
+def issue_link(config: RepoConfig, number: int) -> str:
+    return {
+        "fixes": f"Fixes #{number}",
+        "closes": f"Closes #{number}",
+        "refs": f"Refs #{number}",
+        "none": "",
+    }[config.link_issue]
+
+
+def pr_body(
+    *,
+    config: RepoConfig,
+    issue: int,
+    summary: str,
+    report_md: str,
+    model: str,
+    exit_reason: str,
+    turns: int,
+    seconds: float,
+    job_id: str,
+    setup_md: str = "",
+    job_link: str | None = None,
+) -> str:
+    parts = []
+    link = issue_link(config, issue)
+    if link:
+        parts.append(link)
+    parts += [
+        "",
+        "> [!IMPORTANT]",
+        f"> This change was written by a machine ({BOT_NAME}, model `{model}`) and needs "
+        "human review. Ribbit never merges, approves, or marks its pull requests ready.",
+        "",
+        "### Summary (from the agent)",
+        "",
+        sanitize_model_text(summary.strip()[:MAX_SUMMARY_CHARS]) or "_(no summary)_",
+        "",
+        sanitize_forge_text(report_md.strip()),  # test ids and paths come from the patch
+        "",
+        *([setup_md.strip(), ""] if setup_md.strip() else []),
+        "### Run",
+        "",
+        f"- ended: `{exit_reason}` after {turns} model turns, {seconds:.0f} s",
+        f"- job: `{job_id}`",
+        *([f"- every turn, the diff and the gate logs: [job page]({job_link})"] * bool(job_link)),
+    ]
+    return "\n".join(parts) + "\n"
+
+
+def setup_failure_markdown(setup: SetupResult, *, detected: bool = False) -> str:
+    """The issue comment of a job whose setup failed: what ran, the tail of its output,
+    what the network refused, and where to fix it."""
+    where = (
+        f"`{CONFIG_PATH}` names no `setup`, so this was the usual install for what the "
+        f"repository declares: name the right command in `setup` on the default branch, "
+        f'or `setup: ""` if nothing needs installing.'
+        if detected
+        else f"check `setup` in `{CONFIG_PATH}` on the default branch."
+    )
+    parts = [
+        f"The repository's setup failed ({setup.summary()}), so the agent did not start. "
+        f"This is about the repository's set-up, not a patch: {where}",
+        "",
+        "<details><summary>Setup output (tail)</summary>",
+        "",
+        "```",
+        setup.output.replace("```", "``​`") or "(no output)",
+        "```",
+        "",
+        "</details>",
+    ]
+    if setup.blocked:
+        parts += ["", setup.blocked_markdown()]
+    return "\n".join(parts)
+
+
+def image_markdown(image: ImageChoice) -> str:
+    """The PR body's word on the repository's own image: which one ran, or why not."""
+    if image.requested is None:
+        return ""
+    if image.note:
+        return f"### Sandbox image\n\n{image.note}"
+    how = " (built for this job)" if image.built else ""
+    return (
+        f"### Sandbox image\n\n- `{image.image}`{how}, for the repository's "
+        f"{image.requested.describe()}"
+    )
+
+
+def setup_markdown(setup: SetupResult) -> str:
+    """The PR body's setup section: what ran, and any request the network refused."""
+    if setup.command is None:
+        return ""
+    lines = ["### Setup", "", f"- `{setup.command}`: succeeded in {setup.duration_s:.0f} s"]
+    if setup.blocked:
+        lines += ["", setup.blocked_markdown()]
+    return "\n".join(lines)
+
+
+# -- the publisher ---------------------------------------------------------------------------
+
+
+class Publisher:
+    """Publishes one job's plan through its forge: commit on the job's host clone, push,
+    the draft PR, the head's status and gate review, the issue's status comment."""
+
+    def __init__(
+        self,
+        forge: Forge,
+        ctx: JobContext,
+        *,
+        workdir: Workdir,
+        status: StatusComment,
+        stages: Stages,
+    ) -> None:
+        self.forge, self.ctx = forge, ctx
+        self.repo = RepoRef(ctx.job.forge, ctx.job.repo)  # type: ignore[arg-type]
+        self.workdir, self.status, self.stages = workdir, status, stages
+
+    def publish(self, plan: PublishPlan, record: SolveRecord) -> dict[str, Any]:
+        """Commit, push and open (or update) the PR, each step safe to repeat: the commit
+        is rebuilt byte for byte from the plan (same tree, parent, message and dates, so
+        the same sha), the push of a branch already at that sha changes nothing, and the
+        PR is looked up before it is created. The plan is stored before the push, so a
+        rerun after a lost answer, a 5xx or a killed worker resumes here."""
+        with self.stages("push"):
+            head_sha = self.push(plan, record)
+        with self.stages("pull_request"):
+            pr = self.pull_request(plan)
+            self.report(pr, head_sha, plan, record)
+        return self.published(pr, head_sha, plan, record)
+
+    def push(self, plan: PublishPlan, record: SolveRecord) -> str:
+        """The plan's commit on its branch, pushed; the plan is stored first. The head sha."""
+        head_sha = self.commit(plan)
+        self.ctx.store.record_solve(
+            self.ctx.job.id, record.with_(publish=plan.to_dict()), branch=plan.branch
+        )
+        # Never forced: if a human pushed meanwhile, the push is rejected and the job
+        # fails saying so, rather than overwriting their commits.
+        self.forge.push(self.repo, self.workdir.checkout, plan.branch)
+        return head_sha
+
+    def commit(self, plan: PublishPlan) -> str:
+        """The plan's diff committed on its base as the bot, at the plan's date: the same
+        plan gives the same sha."""
+        checkout = self.workdir.checkout
+        # From the recorded base, not whatever the clone's HEAD is now (the default branch
+        # may have moved; on a resumed revision the PR head may already be this commit).
+        bot_git(checkout, "checkout", "-q", "-B", plan.branch, plan.base_sha)
+        patch = self.workdir.root / "agent.patch"
+        patch.write_bytes(plan.diff.encode("utf-8", errors="surrogateescape"))
+        bot_git(checkout, "apply", "--index", "--whitespace=nowarn", str(patch))
+        dated = {"GIT_AUTHOR_DATE": plan.commit_date, "GIT_COMMITTER_DATE": plan.commit_date}
+        bot_git(checkout, "commit", "-q", "--no-verify", "-m", plan.commit_message, env=dated)
+        return bot_git(checkout, "rev-parse", "HEAD").strip()
+
+    def pull_request(self, plan: PublishPlan) -> PullRequest:
+        """The branch's open PR with the plan's body: the one found, else a new draft."""
+        pr = self.forge.find_pull_request(self.repo, plan.branch)
+        if pr is not None and pr.state != "open":
+            raise JobRefused(f"PR {pr.ref.number} for {plan.branch} is {pr.state}")
+        if pr is None:
+            if plan.revise:
+                raise JobRefused(f"the pull request for {plan.branch} is gone")
+            return self.forge.open_draft_pull_request(
+                self.repo,
+                DraftPullRequest(
+                    head=plan.branch,
+                    base=self.forge.default_branch(self.repo),
+                    title=plan.title,
+                    body=plan.body,
+                    labels=plan.labels,
+                    reviewers=plan.reviewers,
+                ),
+            )
+        # A revision (or a retry that found its PR): the body shows the new report.
+        self.forge.update_pull_request_body(pr.ref, plan.body)
+        return pr
+
+    def report(
+        self, pr: PullRequest, head_sha: str, plan: PublishPlan, record: SolveRecord
+    ) -> None:
+        """The gates' verdict on the head: a commit status and the review of findings."""
+        self.forge.set_commit_status(
+            self.repo,
+            head_sha,
+            CommitStatus(
+                "success" if plan.passed else "failure",
+                description=plan.summary_line[:140],
+            ),
+        )
+        review.publish(
+            self.forge,
+            pr.ref,
+            head_sha,
+            review.gate_review(
+                job_id=self.ctx.job.id,
+                head_sha=head_sha,
+                passed=plan.passed,
+                summary_line=plan.summary_line,
+                report_md=plan.report_md,
+                gates=record.gates,
+                diff=plan.diff,
+                details_url=self.status.link,
+            ),
+        )
+
+    def published(
+        self, pr: PullRequest, head_sha: str, plan: PublishPlan, record: SolveRecord
+    ) -> dict[str, Any]:
+        """The job's record once published (the plan dropped, the PR's fields in its
+        place), the job's PR fields stored and the issue told."""
+        record = record.with_(
+            publish=None,
+            pr_number=pr.ref.number,
+            pr_url=pr.url,
+            head_sha=head_sha,
+            timings=self.stages.timings,
+        )
+        self.ctx.store.update(
+            self.ctx.job.id, pr_number=pr.ref.number, pr_url=pr.url, branch=plan.branch
+        )
+        verb = "updated" if plan.revise else "opened"
+        self.status.show(
+            Status(
+                "opened",
+                f"Draft PR {verb} (`{plan.summary_line}`).",
+                pr_url=pr.url,
+                report_markdown=plan.report_md,
+            )
+        )
+        return record.to_json()

@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 from bot.events import CommentCreated, Event, IssueLabeled
 from bot.settings import Settings
 from bot.store.jobs import IntakeView, JobSpec, JobStore
-from bot.store.models import Job
+from bot.store.tables import Job
 
 
 @dataclass

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# The environment store's own rule for instance ids (trainer/envs/storage.py).
+# The environment store's own rule for instance ids (trainer/envs/folders.py).
 INSTANCE_ID = re.compile(r"^[A-Za-z0-9_.-]{1,200}$")
 Verdict = Literal["valid", "changed", "invalid"]
 DETAIL_CHARS = 4000

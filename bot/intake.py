@@ -25,7 +25,7 @@ from bot.handlers import registry
 from bot.queue import BackgroundSender, Dispatcher, JobQueue
 from bot.settings import Settings
 from bot.store.jobs import DuplicateDelivery, JobStore
-from bot.store.models import Job
+from bot.store.tables import Job
 
 log = logging.getLogger(__name__)
 

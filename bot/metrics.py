@@ -12,7 +12,7 @@ from prometheus_client.registry import Collector
 
 from bot.settings import Settings
 from bot.store.jobs import JobStore
-from bot.store.models import utcnow
+from bot.store.tables import utcnow
 
 # Label values come only from these sets: a label taken from a request header lets anyone
 # create a series per request (5,000 unsigned requests made /metrics 3 MB).

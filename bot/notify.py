@@ -31,8 +31,8 @@ from bot.model_versions import ModelVersions
 from bot.settings import Settings
 from bot.store.db import Database
 from bot.store.jobs import JobStore
-from bot.store.models import utcnow
 from bot.store.notifications import NotificationStore
+from bot.store.tables import utcnow
 
 log = logging.getLogger(__name__)
 POST_TIMEOUT_S = 10

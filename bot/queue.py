@@ -15,7 +15,7 @@ from celery import Celery
 from bot.settings import Settings
 from bot.store.db import use_wal
 from bot.store.jobs import JobStore
-from bot.store.models import Job
+from bot.store.tables import Job
 
 # One Celery task per job kind; worker/tasks.py defines them under these names.
 TASK_FOR_KIND: dict[str, str] = {

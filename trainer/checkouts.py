@@ -9,16 +9,16 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from trainer.envs.folders import EnvironmentFolders
 from trainer.envs.schema import Environment
-from trainer.envs.storage import EnvironmentStore
 
 
 class SelectionError(Exception):
     """A selector naming an environment the store does not hold (or no valid id)."""
 
 
-def select(env_store: EnvironmentStore, selector: str) -> list[Environment]:
-    """The environments ``selector`` picks (EnvironmentStore.select); an id it names that
+def select(env_store: EnvironmentFolders, selector: str) -> list[Environment]:
+    """The environments ``selector`` picks (EnvironmentFolders.select); an id it names that
     is not stored is a :class:`SelectionError` saying which."""
     try:
         return env_store.select(selector)
@@ -30,7 +30,7 @@ def select(env_store: EnvironmentStore, selector: str) -> list[Environment]:
 
 @contextlib.contextmanager
 def checked_out(
-    env_store: EnvironmentStore, chosen: Sequence[Environment], purpose: str
+    env_store: EnvironmentFolders, chosen: Sequence[Environment], purpose: str
 ) -> Iterator[list[tuple[Environment, Path]]]:
     """Each environment checked out of the store at its base commit, removed after."""
     root = Path(tempfile.mkdtemp(prefix=f"ribbit-{purpose}-"))

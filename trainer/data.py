@@ -30,8 +30,8 @@ from typing import Any
 
 from bot.forges.base import RepoRef
 from bot.store.db import Database
+from trainer.envs.folders import EnvironmentFolders
 from trainer.envs.schema import Environment, Rejection
-from trainer.envs.storage import EnvironmentStore
 from trainer.store import TrainerStore
 from worker.outcomes_cli import outcome_dict
 
@@ -102,7 +102,7 @@ def _trajectory(value: str | None, data_dir: Path) -> Path | None:
 
 def repo_data(
     db: Database,
-    store: EnvironmentStore,
+    store: EnvironmentFolders,
     data_dir: Path,
     repo: RepoRef,
     *,
@@ -134,7 +134,7 @@ def repo_data(
 
 
 def export_repo(
-    db: Database, store: EnvironmentStore, data_dir: Path, repo: RepoRef, out: Path
+    db: Database, store: EnvironmentFolders, data_dir: Path, repo: RepoRef, out: Path
 ) -> RepoData:
     """A gzipped tar of everything stored for ``repo``: ``outcomes.jsonl``, ``jobs.jsonl``
     (each job's record), ``trajectories/<file>``, ``environments/<id>/`` (the JSON and
@@ -179,7 +179,7 @@ def _add_text(tar: tarfile.TarFile, name: str, rows: list[Any]) -> None:
 
 def delete_repo(
     db: Database,
-    store: EnvironmentStore,
+    store: EnvironmentFolders,
     data_dir: Path,
     repo: RepoRef,
     *,
@@ -202,7 +202,7 @@ def delete_repo(
     return found
 
 
-def _drop_rejections(store: EnvironmentStore, repo: RepoRef) -> None:
+def _drop_rejections(store: EnvironmentFolders, repo: RepoRef) -> None:
     kept = [r for r in store.rejections() if not _rejection_matches(r, repo)]
     path = store.root / "rejected.jsonl"
     tmp = path.with_suffix(".jsonl.tmp")
@@ -210,7 +210,7 @@ def _drop_rejections(store: EnvironmentStore, repo: RepoRef) -> None:
     tmp.replace(path)
 
 
-def stored_repos(db: Database, store: EnvironmentStore) -> list[RepoRef]:
+def stored_repos(db: Database, store: EnvironmentFolders) -> list[RepoRef]:
     """Every repository with outcomes, jobs or environments stored."""
     pairs = TrainerStore(db).repos_with_data()
     for env in store:
@@ -221,7 +221,7 @@ def stored_repos(db: Database, store: EnvironmentStore) -> list[RepoRef]:
 
 def prune(
     db: Database,
-    store: EnvironmentStore,
+    store: EnvironmentFolders,
     data_dir: Path,
     retention_days: int | None,
     *,

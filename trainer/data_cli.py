@@ -13,7 +13,7 @@ from bot.forges.base import RepoRef
 from bot.runtime import open_database
 from bot.settings import Settings, SettingsError
 from bot.store.db import Database
-from trainer.envs.storage import EnvironmentStore
+from trainer.envs.folders import EnvironmentFolders
 from worker.settings import load_worker_settings
 
 _forge = click.option(
@@ -41,12 +41,12 @@ def _settings(ctx: click.Context) -> Settings:
         raise click.ClickException(str(exc)) from None
 
 
-def _open(ctx: click.Context, store: Path | None) -> tuple[Settings, Database, EnvironmentStore]:
+def _open(ctx: click.Context, store: Path | None) -> tuple[Settings, Database, EnvironmentFolders]:
     settings = _settings(ctx)
     return (
         settings,
         open_database(settings),
-        EnvironmentStore(store or settings.data_dir / "trainer"),
+        EnvironmentFolders(store or settings.data_dir / "trainer"),
     )
 
 

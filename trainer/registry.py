@@ -159,7 +159,7 @@ class RegistryVersions:
     def promote(self, name: str, *, force: bool = False) -> list[str]:
         # Load the adapter on every server first, so no worker asks for a name a server
         # does not know yet.
-        from worker.models import AdapterError, publish_version
+        from worker.model_choice import AdapterError, publish_version
 
         candidate = check_promotable(self.db, name, force=force)
         servers: list[str] = []
@@ -172,7 +172,7 @@ class RegistryVersions:
         return servers
 
     def rollback(self, line: str = DEFAULT_LINE) -> str | None:
-        from worker.models import AdapterError, publish_version, withdraw_version
+        from worker.model_choice import AdapterError, publish_version, withdraw_version
 
         current = promoted_model(self.db, line)
         previous = rollback(self.db, line)

@@ -19,9 +19,9 @@ from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from bot.store.db import Database
-from bot.store.models import Job, Outcome
+from bot.store.tables import Job, Outcome
 from bot.store.training import ModelVersion, TrainingEnvironment, TrainingRun, promoted_in
-from worker.models import PromotedVersion
+from worker.model_choice import PromotedVersion
 
 T = TypeVar("T")
 

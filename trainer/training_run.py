@@ -30,8 +30,8 @@ from bot.model_lines import DEFAULT_LINE, known_lines
 from bot.store.db import Database
 from trainer.checkouts import SelectionError, checked_out, select
 from trainer.config import TrainSettings
+from trainer.envs.folders import EnvironmentFolders
 from trainer.envs.schema import Environment
-from trainer.envs.storage import EnvironmentStore
 from trainer.store import TrainingRuns
 from worker.settings import AgentSettings, WorkerSettings
 
@@ -122,7 +122,7 @@ class TrainingRun:
         self.chosen, self.heldout_envs = chosen, heldout_envs
         self.sandbox, self.reward = sandbox, reward
         self.db, self.run_id = db, run_id
-        self.env_store = EnvironmentStore(Path(cfg.store_dir))
+        self.env_store = EnvironmentFolders(Path(cfg.store_dir))
         self._stack = ExitStack()
         self._pairs: list[tuple[Environment, Path]] | None = None
         self._learner: Learner | None = None
@@ -143,7 +143,7 @@ class TrainingRun:
         rank 0's database, migrated; None on the other ranks, which never touch it.
         ``sandbox`` and ``reward`` default to the deployment's sandboxes and the real
         reward (tests and gates)."""
-        env_store = EnvironmentStore(Path(cfg.store_dir))
+        env_store = EnvironmentFolders(Path(cfg.store_dir))
         try:
             selected = select(env_store, cfg.envs)
             if options.heldout is not None and not options.register:

@@ -11,7 +11,7 @@
   (setup.py, setupcmd.py) and the environment cache.
 - gates/: what a patch must pass before it becomes a draft PR (tests, Semgrep,
   hygiene); host git goes through bot/hostgit.py.
-- repo_config.py: a repository's ``.ribbit.yml``; models.py, weights.py: which model
+- repo_config.py: a repository's ``.ribbit.yml``; model_choice.py, weights.py: which model
   version a job uses and the base weights on disk; status.py, noise.py: the issue's
   status comment and noise pauses; maintenance.py: periodic repairs (Celery beat).
 

@@ -47,7 +47,7 @@ def model_check(settings: Settings) -> Check:
             "ok" if resp.ok else "fail",
             f"{m.openai_base_url} answered {resp.status_code}",
         )
-    from worker.models import ModelNotReady, local_weights
+    from worker.model_choice import ModelNotReady, local_weights
 
     try:
         ready = local_weights(m, s.effective_weights_dir)

@@ -25,7 +25,7 @@ from typing import Any, Literal
 from bot.forges.base import ForgeUnavailable
 from bot.runtime import Runtime
 from bot.store.jobs import JobStore
-from bot.store.models import Job, utcnow
+from bot.store.tables import Job, utcnow
 from worker.metrics import record_job, record_sandbox_failure
 from worker.sandbox.base import SandboxError
 from worker.settings import WorkerSettings

@@ -22,9 +22,9 @@ from functools import partial
 
 from bot.settings import Settings
 from bot.store.jobs import JobStore
-from bot.store.models import utcnow
 from bot.store.noise import NoisePause, NoiseStore, ToldColumn
 from bot.store.outcomes import OutcomeStore
+from bot.store.tables import utcnow
 
 log = logging.getLogger(__name__)
 

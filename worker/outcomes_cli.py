@@ -10,8 +10,8 @@ import click
 
 from bot.runtime import open_database
 from bot.settings import SettingsError
-from bot.store.models import Outcome
 from bot.store.outcomes import OutcomeStore
+from bot.store.tables import Outcome
 from worker.settings import load_worker_settings
 
 

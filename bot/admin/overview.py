@@ -18,7 +18,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from bot import worker_heartbeats
 from bot.queue import client_celery
 from bot.services import Services
-from bot.store.models import utcnow
+from bot.store.tables import utcnow
 
 log = logging.getLogger(__name__)
 INSPECT_TIMEOUT_S = 1.0

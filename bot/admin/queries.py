@@ -13,8 +13,8 @@ from typing import Any
 
 from bot.store.db import Database
 from bot.store.jobs import JobNotFound, JobQuery, JobStore, JobSummary
-from bot.store.models import Job
 from bot.store.outcomes import OutcomeStore
+from bot.store.tables import Job
 from bot.store.training import TableView, TrainingStore
 
 PER_PAGE = 50

@@ -13,10 +13,10 @@ from __future__ import annotations
 from typing import Any
 
 from bot.admission import refusal_reason
-from bot.commands import parse_command
 from bot.context import Context
 from bot.events import CommentCreated
 from bot.routing import Registry
+from bot.slash_commands import parse_command
 from bot.store.jobs import JobSpec
 from bot.store.payloads import CommandOrder, UnknownWord
 

@@ -11,8 +11,8 @@ from bot.forges.sanitize import closed_issue_numbers
 from bot.normalize import MAX_NUMBER
 from bot.routing import Registry
 from bot.store.jobs import JobSpec
-from bot.store.models import Job
 from bot.store.payloads import OutcomeOf, PersonAsks
+from bot.store.tables import Job
 
 registry = Registry()
 

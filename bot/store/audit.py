@@ -1,6 +1,6 @@
 """The admin audit log: who did what from the dashboard, and when.
 
-Its own table and module (not bot/store/models.py) so the dashboard's bookkeeping stays
+Its own table and module (not bot/store/tables.py) so the dashboard's bookkeeping stays
 apart from the job store; it shares the bot's metadata so one migration chain covers it.
 """
 
@@ -13,7 +13,7 @@ from sqlalchemy import DateTime, Integer, String, Text, select
 from sqlalchemy.orm import Mapped, mapped_column
 
 from bot.store.db import Database
-from bot.store.models import Base, utcnow
+from bot.store.tables import Base, utcnow
 
 
 class AdminAction(Base):

@@ -10,7 +10,7 @@ from sqlalchemy import DateTime, String, delete, select
 from sqlalchemy.orm import Mapped, mapped_column
 
 from bot.store.db import Database
-from bot.store.models import Base, utcnow
+from bot.store.tables import Base, utcnow
 
 
 class WorkerHeartbeat(Base):

@@ -37,9 +37,9 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, make_transient_to_detached
 
 from bot.store.db import Database
-from bot.store.models import Control, Delivery, Job, Repository, utcnow
 from bot.store.payloads import JobPayload, encode_payload
 from bot.store.records import SolveRecord
+from bot.store.tables import Control, Delivery, Job, Repository, utcnow
 
 JobState = Literal["queued", "running", "succeeded", "failed", "cancelled"]
 JobKind = Literal["solve", "revise", "explain", "help", "command", "outcome"]

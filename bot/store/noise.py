@@ -10,7 +10,7 @@ from sqlalchemy import BigInteger, DateTime, Integer, String, func, or_, select
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from bot.store.db import Database
-from bot.store.models import Base, utcnow
+from bot.store.tables import Base, utcnow
 
 ToldColumn = Literal["commented_at", "notified_at"]
 

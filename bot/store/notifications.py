@@ -11,7 +11,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Mapped, mapped_column
 
 from bot.store.db import Database
-from bot.store.models import Base, utcnow
+from bot.store.tables import Base, utcnow
 
 
 class NotificationSent(Base):

@@ -16,7 +16,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from bot.store.db import Database
-from bot.store.models import Job, Outcome
+from bot.store.tables import Job, Outcome
 
 
 @dataclass(frozen=True)

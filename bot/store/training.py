@@ -31,7 +31,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from bot.store.db import Database
-from bot.store.models import Base, utcnow
+from bot.store.tables import Base, utcnow
 
 
 class TrainingEnvironment(Base):

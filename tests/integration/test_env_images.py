@@ -16,8 +16,8 @@ import pytest
 
 from tests.plugins.trainer import FixRepo, calc_environment
 from trainer.envs.export import build_testbed_image, skyrl_record
+from trainer.envs.folders import EnvironmentFolders
 from trainer.envs.schema import Environment
-from trainer.envs.storage import EnvironmentStore
 from worker.settings import SandboxSettings
 
 pytestmark = pytest.mark.integration
@@ -30,7 +30,7 @@ def testbed(
     # Built on the host's pytest; graded in the image, whose interpreter is python3.
     env = calc_environment(fix_with_new_test, issue="add(2, 3) returns -1 instead of 5.")
     env = env.model_copy(update={"test_command": "python3 -m pytest"})
-    store = EnvironmentStore(tmp_path / "store")
+    store = EnvironmentFolders(tmp_path / "store")
     store.add(env, fix_with_new_test.path)
     client = docker.DockerClient(base_url=docker_settings.docker_url, timeout=300)
     tag = f"ribbit-env-test/{uuid.uuid4().hex[:8]}:latest"
@@ -94,7 +94,7 @@ def test_envs_image_command_builds_the_image_the_records_name(
 
     env = calc_environment(fix_with_new_test, issue="add(2, 3) returns -1 instead of 5.")
     store = tmp_path / "store"
-    EnvironmentStore(store).add(env, fix_with_new_test.path)
+    EnvironmentFolders(store).add(env, fix_with_new_test.path)
     monkeypatch.setenv("RIBBIT_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setenv("RIBBIT_SANDBOX__DOCKER_URL", str(docker_settings.docker_url))
     monkeypatch.setenv("RIBBIT_SANDBOX__IMAGE", docker_settings.image)

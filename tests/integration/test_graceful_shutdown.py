@@ -177,7 +177,7 @@ def _age_heartbeat(deployment: Deployment, job_id: str) -> None:
 
     from sqlalchemy import update
 
-    from bot.store.models import Job, utcnow
+    from bot.store.tables import Job, utcnow
 
     with deployment.db.session() as s:
         s.execute(

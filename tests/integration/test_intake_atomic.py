@@ -44,7 +44,7 @@ def test_failed_intake_leaves_no_delivery_and_redelivery_creates_the_job(
     db_settings: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from bot import create_app
-    from bot.store.models import Delivery, Job
+    from bot.store.tables import Delivery, Job
     from tests.fakes import RecordingDispatcher
 
     dispatcher = RecordingDispatcher()
@@ -81,7 +81,7 @@ def test_a_second_active_job_for_an_issue_is_skipped_and_the_transaction_commits
     second create answers None, and on PostgreSQL the transaction is not aborted."""
     from bot.store.db import Database
     from bot.store.jobs import JobSpec, JobStore
-    from bot.store.models import Job
+    from bot.store.tables import Job
 
     db = Database(db_settings.effective_database_url)
     db.migrate()

@@ -21,7 +21,7 @@ def test_jobs_reach_redis_through_one_reused_client(
 ) -> None:
     from bot.queue import QUEUE, TASK_FOR_KIND, CeleryDispatcher, client_celery
     from bot.settings import load_settings
-    from bot.store.models import Job
+    from bot.store.tables import Job
 
     queue_db = redis_url.rsplit("/", 1)[0] + "/7"  # a database of its own: nothing else reads it
     server = redis.Redis.from_url(queue_db)

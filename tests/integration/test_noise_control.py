@@ -11,7 +11,7 @@ import pytest
 
 from bot.store.db import Database
 from bot.store.jobs import JobStore
-from bot.store.models import Outcome, utcnow
+from bot.store.tables import Outcome, utcnow
 from tests.plugins.forge import BOT_LOGIN, ForgeWorld
 from tests.plugins.notify import NotifyReceiver
 from worker.noise import NoisePause, check_repository

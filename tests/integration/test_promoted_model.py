@@ -17,7 +17,7 @@ def test_jobs_follow_promotion_and_rollback(tiny_model_dir: Path, tmp_path: Path
     from bot.store.db import Database
     from trainer import registry
     from worker.agent import TransformersPolicy, load_policy
-    from worker.models import model_for_jobs
+    from worker.model_choice import model_for_jobs
     from worker.settings import AgentSettings, ModelSettings
 
     adapter = tmp_path / "adapter-v1"

@@ -133,7 +133,7 @@ def test_deferred_job_is_re_sent_once_by_the_sweep_alone(
 
     from bot import create_app
     from bot.forges.base import ForgeUnavailable
-    from bot.store.models import Job, utcnow
+    from bot.store.tables import Job, utcnow
     from worker import jobs as jobs_mod
     from worker.maintenance import sweep
 

@@ -192,7 +192,7 @@ def test_merge_and_close_webhooks_record_outcomes(
     how: str, forge_world: Any, deployment_for: Any, tmp_path: Path
 ) -> None:
     from bot.settings import load_settings  # noqa: F401  (settings come from the deployment)
-    from bot.store.models import Outcome
+    from bot.store.tables import Outcome
 
     dep = deployment_for(GOOD_SCRIPT)
     repo, _number, pr = _solved(forge_world, dep, "github")

@@ -21,7 +21,7 @@ from bot.cli import main
 from bot.store.db import Database
 from trainer import registry
 from worker.agent.policy import OpenAIPolicy, load_policy
-from worker.models import ModelNotReady, preflight
+from worker.model_choice import ModelNotReady, preflight
 from worker.settings import AgentSettings, ModelSettings, WorkerSettings
 
 pytestmark = pytest.mark.integration

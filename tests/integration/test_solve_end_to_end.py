@@ -91,7 +91,7 @@ def test_merge_records_outcome_and_reconcile_repairs_a_lost_webhook(
     forge_world: Any, deployment_for: Any
 ) -> None:
     from bot.runtime import Runtime
-    from bot.store.models import Outcome
+    from bot.store.tables import Outcome
     from worker.pipelines.outcomes import reconcile_open_pull_requests
 
     dep = deployment_for(GOOD_SCRIPT)

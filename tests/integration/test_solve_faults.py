@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from sqlalchemy import update
 
-from bot.store.models import Job, utcnow
+from bot.store.tables import Job, utcnow
 from tests.plugins.e2e import GOOD_SCRIPT, bot_comments, label_issue, new_repo, wait_for
 from tests.plugins.forge import settings_for
 from worker.jobs import STALE_AFTER

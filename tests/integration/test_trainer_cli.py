@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from bot.cli import main
 from tests.plugins.trainer import PYTEST, FixRepo, calc_environment
 from tests.support import require_service
-from trainer.envs.storage import EnvironmentStore
+from trainer.envs.folders import EnvironmentFolders
 
 
 @pytest.mark.integration
@@ -33,7 +33,7 @@ def test_train_command_runs_on_the_bubblewrap_sandbox(
     env = calc_environment(
         fix_with_new_test, test_command=PYTEST.replace(sys.executable, "python3")
     )
-    EnvironmentStore(data / "trainer").add(env, fix_with_new_test.path)
+    EnvironmentFolders(data / "trainer").add(env, fix_with_new_test.path)
     out = tmp_path / "run"
     result = CliRunner().invoke(
         main,
@@ -110,7 +110,7 @@ def test_train_command_runs_on_the_bubblewrap_sandbox(
     )
     assert calibrated.exit_code == 0, calibrated.output
     assert f"{env.instance_id}\tpass 0/2\tno signal" in calibrated.output
-    stored = EnvironmentStore(data / "trainer").get(env.instance_id)
+    stored = EnvironmentFolders(data / "trainer").get(env.instance_id)
     assert (stored.calibration.k, stored.calibration.solved) == (2, 0)
     assert stored.calibration.model is not None and "adapter" in stored.calibration.model
 
@@ -126,7 +126,7 @@ def test_envs_grade_prints_the_swebench_verdict_and_the_reward(
     env = calc_environment(
         fix_with_new_test, test_command=PYTEST.replace(sys.executable, "python3")
     )
-    EnvironmentStore(data / "trainer").add(env, fix_with_new_test.path)
+    EnvironmentFolders(data / "trainer").add(env, fix_with_new_test.path)
     gold = tmp_path / "gold.diff"
     gold.write_text(env.patch)
     # Resolves the issue by the tests, and breaks into the host on the way: SWE-bench

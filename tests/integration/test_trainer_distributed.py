@@ -33,7 +33,7 @@ from tests.integration.distributed.cases import ATOL, CASES, EXACTNESS_DTYPE, RT
 from tests.plugins.trainer import PYTEST, FixRepo, calc_environment
 from tests.support import require_service
 from trainer.distributed import Ranks
-from trainer.envs.storage import EnvironmentStore
+from trainer.envs.folders import EnvironmentFolders
 from trainer.rl.learner import Learner, load_base_model
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -253,7 +253,7 @@ def test_train_command_under_torchrun_records_one_run_from_rank_zero(
     env = calc_environment(
         fix_with_new_test, test_command=PYTEST.replace(sys.executable, "python3")
     )
-    EnvironmentStore(data / "trainer").add(env, fix_with_new_test.path)
+    EnvironmentFolders(data / "trainer").add(env, fix_with_new_test.path)
     output = torchrun(
         "bot",
         "train",

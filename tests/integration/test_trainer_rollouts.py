@@ -20,8 +20,8 @@ import torch
 from tests.fakes import local_sandboxes, make_git_repo
 from tests.plugins.trainer import seeded_learner, token_id, toy_prompt_ids, toy_train_settings
 from trainer.config import TrainSettings
+from trainer.envs.folders import EnvironmentFolders
 from trainer.envs.schema import Environment
-from trainer.envs.storage import EnvironmentStore
 from trainer.rl import remote
 from trainer.rl.remote import (
     CeleryRollouts,
@@ -50,7 +50,7 @@ def fleet(
     base = make_git_repo(repo, {"README.md": "toy\n"})
     env = toy_environment(base)
     store = tmp_path / "store"
-    EnvironmentStore(store).add(env, repo)
+    EnvironmentFolders(store).add(env, repo)
     settings = load_worker_settings(
         data_dir=tmp_path / "data",
         broker_url=redis_url,

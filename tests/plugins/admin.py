@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy import insert
 
 from bot.store.db import Database
-from bot.store.models import Job, Outcome
+from bot.store.tables import Job, Outcome
 
 ADMIN_TOKEN = "admin-token-for-tests-0123456789"
 HOSTILE = "<script>alert('pwned')</script>"

@@ -93,9 +93,9 @@ _ROW_METHODS = frozenset({"get", "add", "add_all", "delete", "merge"})
 def mapped_class_names() -> frozenset[str]:
     """Names of every class mapped to a table: the ORM registry once every store module is
     imported (a table mapped outside bot/store would be missed here, and is itself a
-    store outside the stores: the migrations' metadata is bot.store.models.Base's)."""
+    store outside the stores: the migrations' metadata is bot.store.tables.Base's)."""
     import bot.store
-    from bot.store.models import Base
+    from bot.store.tables import Base
 
     for module in pkgutil.iter_modules(bot.store.__path__, "bot.store."):
         if module.name != "bot.store.migrations":

@@ -173,7 +173,7 @@ def _eval_model(ctx: click.Context, version_name: str | None) -> tuple[str, Any]
     """(label, model settings) for `ribbit eval`: a named version, or what jobs of the
     default line run now, checked to be there as a job checks it."""
     from trainer.store import version_named
-    from worker.models import (
+    from worker.model_choice import (
         ModelNotReady,
         model_for_jobs,
         promoted_version,

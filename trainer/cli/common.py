@@ -16,7 +16,7 @@ from worker.settings import WorkerSettings, load_worker_settings
 
 if TYPE_CHECKING:
     from bot.store.db import Database
-    from trainer.envs.storage import EnvironmentStore
+    from trainer.envs.folders import EnvironmentFolders
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -43,7 +43,7 @@ def open_db(ctx: click.Context) -> Database:
     return open_database(settings_of(ctx))
 
 
-def sync_store_index(ctx: click.Context, env_store: EnvironmentStore) -> None:
+def sync_store_index(ctx: click.Context, env_store: EnvironmentFolders) -> None:
     """Keep the store's table in the database in step with the files."""
     from trainer.envs.index import sync_index
 
@@ -51,7 +51,7 @@ def sync_store_index(ctx: click.Context, env_store: EnvironmentStore) -> None:
 
 
 def selected(
-    env_store: EnvironmentStore, selector: str, *, allow_none: bool = False
+    env_store: EnvironmentFolders, selector: str, *, allow_none: bool = False
 ) -> list[Environment]:
     """The environments ``selector`` picks; one it names that is not stored is an error,
     and so is picking none unless ``allow_none`` (an export of nothing is still a file)."""

@@ -87,7 +87,7 @@ def build_env(
     The setup and test commands and the image come from the repository's .ribbit.yml at
     the base commit, as a solve job on that commit would have read them, unless given."""
     from trainer.envs.builder import BuildRejected, BuildSpec, EnvironmentBuilder
-    from trainer.envs.storage import EnvironmentStore
+    from trainer.envs.folders import EnvironmentFolders
     from worker.agent.episode import SandboxRecipe
     from worker.repo_config import RepoConfigError, read_repo_config
     from worker.sandbox.setupcmd import commit_files, with_detected_setup
@@ -101,7 +101,7 @@ def build_env(
     config = with_detected_setup(
         config, commit_files(repo_dir, base), enabled=settings.sandbox.detect_setup
     )
-    env_store = EnvironmentStore(store_dir(ctx, store))
+    env_store = EnvironmentFolders(store_dir(ctx, store))
     builder = EnvironmentBuilder(
         SandboxRecipe.production(settings.sandbox), reruns=reruns, test_timeout_s=timeout_s
     )
@@ -136,9 +136,9 @@ def build_env(
 @click.pass_context
 def list_envs(ctx: click.Context, store: Path | None, rejected: bool, as_json: bool) -> None:
     """List environments (or rejections, with their reasons)."""
-    from trainer.envs.storage import EnvironmentStore
+    from trainer.envs.folders import EnvironmentFolders
 
-    env_store = EnvironmentStore(store_dir(ctx, store))
+    env_store = EnvironmentFolders(store_dir(ctx, store))
     if rejected:
         rejections = list(env_store.rejections())
         if as_json:
@@ -166,10 +166,10 @@ def list_envs(ctx: click.Context, store: Path | None, rejected: bool, as_json: b
 @click.pass_context
 def show_env(ctx: click.Context, instance_id: str, store: Path | None) -> None:
     """Print one environment as JSON."""
-    from trainer.envs.storage import EnvironmentStore
+    from trainer.envs.folders import EnvironmentFolders
 
     try:
-        env = EnvironmentStore(store_dir(ctx, store)).get(instance_id)
+        env = EnvironmentFolders(store_dir(ctx, store)).get(instance_id)
     except (KeyError, ValueError):
         raise click.ClickException(f"no environment {instance_id!r}") from None
     click.echo(env.model_dump_json(indent=2))
@@ -192,12 +192,12 @@ def grade_env(
 ) -> None:
     """Grade one patch on one environment, as training does, in a fresh sandbox: the
     SWE-bench verdict (tests only) and Ribbit's reward (tests and gates)."""
-    from trainer.envs.storage import EnvironmentStore
+    from trainer.envs.folders import EnvironmentFolders
     from trainer.rl.reward import compute_reward
     from worker.agent.episode import SandboxRecipe
 
     settings = settings_of(ctx)
-    env_store = EnvironmentStore(store_dir(ctx, store))
+    env_store = EnvironmentFolders(store_dir(ctx, store))
     try:
         env = env_store.get(instance_id)
     except (KeyError, ValueError):
@@ -241,9 +241,9 @@ def export_envs(
 ) -> None:
     """Write environments as JSON lines: Ribbit's records (every field; SWE-bench's
     fields first), SWE-bench instances only, or SkyRL / verl dataset rows."""
-    from trainer.envs.storage import EnvironmentStore
+    from trainer.envs.folders import EnvironmentFolders
 
-    env_store = EnvironmentStore(store_dir(ctx, store))
+    env_store = EnvironmentFolders(store_dir(ctx, store))
     n = env_store.export_jsonl(path, selected(env_store, selector, allow_none=True), fmt)
     click.echo(f"exported {n} environment(s) to {path} ({fmt})")
     if fmt in ("skyrl", "verl"):
@@ -265,12 +265,12 @@ def image_envs(
     """Build one container image per environment with its repository at the base commit
     in /testbed: what SkyRL's SWE example (and the exported eval_script) run in."""
     from trainer.envs.export import build_testbed_image
-    from trainer.envs.storage import EnvironmentStore
+    from trainer.envs.folders import EnvironmentFolders
     from worker.sandbox.base import SandboxError
     from worker.sandbox.docker import docker_client
 
     settings = settings_of(ctx)
-    env_store = EnvironmentStore(store_dir(ctx, store))
+    env_store = EnvironmentFolders(store_dir(ctx, store))
     chosen = selected(env_store, selector)
     try:
         client = docker_client(settings.sandbox, timeout=600)
@@ -294,9 +294,9 @@ def image_envs(
 @click.pass_context
 def import_envs(ctx: click.Context, path: Path, store: Path | None) -> None:
     """Read SWE-bench (or Ribbit) JSONL; duplicates are refused and listed."""
-    from trainer.envs.storage import EnvironmentStore
+    from trainer.envs.folders import EnvironmentFolders
 
-    env_store = EnvironmentStore(store_dir(ctx, store))
+    env_store = EnvironmentFolders(store_dir(ctx, store))
     try:
         imported, refused = env_store.import_jsonl(path)
     except ValueError as exc:  # a line that is not JSON, or not an environment
@@ -343,9 +343,9 @@ def envs_from_outcomes(
     """Build environments from recorded PR outcomes (merged: built; closed: kept as
     negative examples with review comments)."""
     from trainer.envs.builder import EnvironmentBuilder
+    from trainer.envs.candidates import environments_from_outcomes
+    from trainer.envs.folders import EnvironmentFolders
     from trainer.envs.index import sync_index
-    from trainer.envs.outcomes import environments_from_outcomes
-    from trainer.envs.storage import EnvironmentStore
     from worker.agent.episode import SandboxRecipe
 
     settings = settings_of(ctx)
@@ -353,7 +353,7 @@ def envs_from_outcomes(
         SandboxRecipe.production(settings.sandbox), reruns=reruns, test_timeout_s=timeout_s
     )
     db = open_db(ctx)
-    env_store = EnvironmentStore(store_dir(ctx, store))
+    env_store = EnvironmentFolders(store_dir(ctx, store))
     with (
         sandbox_errors(),
         progress(f"building environments from {forge_name}:{repo_name}'s outcomes"),
@@ -397,7 +397,7 @@ def calibrate_envs(
     """k rollouts per environment; pass@k stored, always/never solved marked (no signal)."""
     from trainer.calibrate import calibrate
     from trainer.checkouts import checked_out
-    from trainer.envs.storage import EnvironmentStore
+    from trainer.envs.folders import EnvironmentFolders
     from trainer.evaluate import version_policy
     from trainer.registry import promoted_model
     from trainer.rl.rollout import graded_reward
@@ -405,7 +405,7 @@ def calibrate_envs(
     from worker.settings import AgentSettings
 
     settings = settings_of(ctx)
-    env_store = EnvironmentStore(store_dir(ctx, store))
+    env_store = EnvironmentFolders(store_dir(ctx, store))
     chosen = selected(env_store, selector)
     base, adapter = model_path or settings.model.model, None
     if model_path is None:

@@ -193,7 +193,7 @@ def _train_with_progress(
 def _pulled_base(settings: WorkerSettings) -> str:
     """The configured base model where `ribbit model pull` put it (the trainer, rollout
     workers and evaluation all run with the hub offline and the models volume mounted)."""
-    from worker.models import ModelNotReady, local_weights
+    from worker.model_choice import ModelNotReady, local_weights
 
     in_process = settings.model.model_copy(update={"policy": "transformers"})
     try:

@@ -164,14 +164,14 @@ def evaluate_model(
 ) -> None:
     """Score VERSION on held-out environments (stored; promotion compares it)."""
     from trainer.checkouts import checked_out
-    from trainer.envs.storage import EnvironmentStore
+    from trainer.envs.folders import EnvironmentFolders
     from trainer.evaluate import evaluate_version
     from trainer.registry import RegistryError
     from worker.agent.episode import SandboxRecipe
     from worker.settings import AgentSettings
 
     settings = settings_of(ctx)
-    env_store = EnvironmentStore(store_dir(ctx, store))
+    env_store = EnvironmentFolders(store_dir(ctx, store))
     chosen = selected(env_store, selector)
     limits = AgentSettings(max_turns=max_turns, max_new_tokens=max_new_tokens)
     try:

@@ -47,7 +47,7 @@ from worker.gates.testrun import pytest_env
 if TYPE_CHECKING:
     import docker
 
-    from trainer.envs.storage import EnvironmentStore
+    from trainer.envs.folders import EnvironmentFolders
 
 TESTBED = "/testbed"
 FORMATS = ("ribbit", "swebench", "skyrl", "verl")
@@ -242,7 +242,7 @@ def _context_tar(env: Environment, checkout: Path, base_image: str) -> io.BytesI
 
 def build_testbed_image(
     env: Environment,
-    store: EnvironmentStore,
+    store: EnvironmentFolders,
     client: docker.DockerClient,
     *,
     base_image: str,

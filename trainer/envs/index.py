@@ -4,11 +4,11 @@ dashboards and workers can see what exists without reading the store's files."""
 from __future__ import annotations
 
 from bot.store.db import Database
-from trainer.envs.storage import EnvironmentStore
+from trainer.envs.folders import EnvironmentFolders
 from trainer.store import IndexEntry, TrainerStore
 
 
-def sync_index(db: Database, store: EnvironmentStore) -> int:
+def sync_index(db: Database, store: EnvironmentFolders) -> int:
     """Upsert every stored environment, drop rows of environments gone from this store;
     returns how many are indexed."""
     entries = [

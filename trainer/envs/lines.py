@@ -15,7 +15,7 @@ from bot.forges.base import RepoRef
 from bot.model_lines import DEFAULT_LINE, repo_line
 from bot.settings import TrainingDataSettings
 from bot.store.db import Database
-from bot.store.models import Outcome
+from bot.store.tables import Outcome
 from trainer.envs.schema import Environment
 from trainer.store import TrainerStore
 

@@ -19,8 +19,8 @@ from bot.env_validation import ValidationOutcome
 from bot.settings import Settings
 from bot.store.db import Database
 from trainer.envs.builder import BuildRejected, BuildSpec, EnvironmentBuilder
+from trainer.envs.folders import EnvironmentFolders
 from trainer.envs.schema import Environment
-from trainer.envs.storage import EnvironmentStore
 from trainer.store import TrainerStore
 from worker.agent.episode import SandboxRecipe
 from worker.settings import as_worker_settings
@@ -44,10 +44,10 @@ class StoredEnvValidator:
         self.recipe = recipe
         self.reruns = reruns
 
-    def _store(self, instance_id: str) -> EnvironmentStore:
+    def _store(self, instance_id: str) -> EnvironmentFolders:
         # The index records which store holds each environment (`envs build --store`).
         indexed = TrainerStore(self.db).environment_store_path(instance_id)
-        return EnvironmentStore(Path(indexed) if indexed is not None else self.default_root)
+        return EnvironmentFolders(Path(indexed) if indexed is not None else self.default_root)
 
     def known(self, instance_id: str) -> bool:
         try:

@@ -17,7 +17,7 @@ fails or does not answer in time drops its whole group from the step, counted in
 ``StepRecord.failed_groups``, never scored as reward 0.
 
 Rollout workers: ``ribbit worker --rollouts`` (or ``celery -A trainer.celery_app
-worker -Q rollouts``) on hosts that can load the model, with the environment store
+worker -Q rollouts``) on hosts that can load the model, with the environment folders
 and the run folder on shared storage at the same paths. A process runs one rollout
 at a time on its model (the lock below); scale with more worker processes or hosts.
 """
@@ -192,12 +192,12 @@ class CheckoutCache:
         self._lock = threading.Lock()
 
     def get(self, store_dir: str, instance_id: str) -> tuple[Environment, Path]:
-        from trainer.envs.storage import EnvironmentStore
+        from trainer.envs.folders import EnvironmentFolders
 
         key = (store_dir, instance_id)
         with self._lock:
             if key not in self._paths:
-                store = EnvironmentStore(Path(store_dir))
+                store = EnvironmentFolders(Path(store_dir))
                 env = store.get(instance_id)
                 slot = hashlib.sha256("\0".join(key).encode()).hexdigest()[:16]
                 dest = self._root / slot

@@ -6,7 +6,7 @@ the same :class:`~worker.agent.OpenAIPolicy`, as a worker's jobs. Per step,
 
 1. saves the learner's LoRA adapter to ``<output_dir>/policy/step-N/adapter``
    (:func:`trainer.rl.remote.save_policy`) and loads it on every server replica under
-   a name of its own (the runtime LoRA API of :mod:`worker.models`), so the servers
+   a name of its own (the runtime LoRA API of :mod:`worker.model_choice`), so the servers
    sample from the learner's current weights;
 2. runs every episode of the step (``group_size`` per environment) through
    :func:`trainer.rl.rollout.rollout_episode`, up to ``in_flight`` at once on a bounded
@@ -42,7 +42,7 @@ from trainer.rl.rollout import RewardFn, Rollout, rollout_episode
 from trainer.rl.sources import Group
 from worker.agent.episode import SandboxRecipe
 from worker.agent.policy import OpenAIPolicy
-from worker.models import AdapterError, adapter_servers, served_name
+from worker.model_choice import AdapterError, adapter_servers, served_name
 from worker.settings import AgentSettings, ModelSettings
 
 if TYPE_CHECKING:

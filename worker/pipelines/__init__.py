@@ -1,3 +1,3 @@
 """Pipelines per job kind; importing this package registers them with worker.jobs."""
 
-from worker.pipelines import commands, outcomes, replies, solve  # noqa: F401
+from worker.pipelines import outcomes, replies, slash_commands, solve  # noqa: F401

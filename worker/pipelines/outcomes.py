@@ -12,9 +12,9 @@ from bot.forges import make_forge
 from bot.forges.base import ForgeError, PullRequestRef, RepoRef
 from bot.runtime import Runtime
 from bot.store.jobs import JobStore
-from bot.store.models import utcnow
 from bot.store.outcomes import OutcomeRecord, OutcomeStore
 from bot.store.payloads import OutcomeOf, PayloadError
+from bot.store.tables import utcnow
 from worker.jobs import JobContext, JobRefused, pipeline
 
 log = logging.getLogger(__name__)

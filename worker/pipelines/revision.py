@@ -10,8 +10,8 @@ branch (:mod:`worker.pipelines.publish`).
 from __future__ import annotations
 
 from bot.forges.base import Forge, PullRequest, PullRequestRef, RepoRef
-from bot.store.models import Job
 from bot.store.payloads import PayloadError, PersonAsks
+from bot.store.tables import Job
 from worker.jobs import JobContext, JobRefused
 from worker.repo_config import CONFIG_PATH, RepoConfig
 from worker.status import Status, StatusComment

@@ -38,8 +38,8 @@ from bot.forges.base import (
 from bot.forges.branches import branch_name_for_issue, validate_branch_name
 from bot.hostgit import latest_tag
 from bot.runtime import Runtime
-from bot.store.models import Job
 from bot.store.records import SolveRecord, TaskRecord
+from bot.store.tables import Job
 from worker.agent.repo_task import agent_limits, repo_instructions
 from worker.gates.testcmd import resolve_test_command
 from worker.jobs import WAITING_HOOKS, JobCancelled, JobContext, JobRefused, pipeline
@@ -139,7 +139,7 @@ class SolveParts:
         from worker.agent import load_policy
         from worker.agent.episode import SandboxRecipe
         from worker.gates import run_gates
-        from worker.models import preflight
+        from worker.model_choice import preflight
         from worker.sandbox import sandbox_factory
         from worker.sandbox.envcache import JobEnvironment
 
@@ -294,7 +294,7 @@ class SolveRun:
 
     def ready_model(self) -> ModelSettings:
         """The model version for this job, checked to be there before the agent starts."""
-        from worker.models import ModelNotReady
+        from worker.model_choice import ModelNotReady
 
         try:
             return self.parts.model()

@@ -5,7 +5,7 @@ import logging
 from alembic import context
 from sqlalchemy import text
 
-from bot.store.models import Base
+from bot.store.tables import Base
 
 # Any fixed number: the advisory lock that serialises migrations across processes.
 MIGRATION_LOCK_KEY = 727466

@@ -175,7 +175,7 @@ def test_admin_job_page_without_result(admin: Any, db: Any) -> None:
 
 
 def test_admin_trajectory_outside_data_dir_is_not_read(admin: Any, db: Any, tmp_path: Any) -> None:
-    from bot.store.models import Job
+    from bot.store.tables import Job
 
     outside = tmp_path / "elsewhere.jsonl"
     outside.write_text('{"turns": [{"content": "SECRET-CONTENT"}]}\n')

@@ -14,7 +14,7 @@ from bot import create_app
 from bot.admin import overview as health_mod
 from bot.store.audit import AdminAction, recent
 from bot.store.jobs import JobSpec
-from bot.store.models import Job
+from bot.store.tables import Job
 from tests.plugins.admin import ADMIN_TOKEN
 from tests.support import GITHUB_SECRET
 from trainer.registry import registry_versions

@@ -86,7 +86,7 @@ def test_health_shows_worker_heartbeats_and_a_silent_one(app: Any) -> None:
     from sqlalchemy import update
 
     from bot import worker_heartbeats
-    from bot.store.models import utcnow
+    from bot.store.tables import utcnow
     from bot.worker_heartbeats import WorkerHeartbeat
 
     db = app.extensions["ribbit"].db

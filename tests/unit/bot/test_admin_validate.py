@@ -31,16 +31,16 @@ from tests.plugins.trainer import (
     sandbox_factory,
 )
 from tests.support import GITHUB_SECRET
+from trainer.envs.folders import EnvironmentFolders
 from trainer.envs.index import sync_index
 from trainer.envs.revalidate import StoredEnvValidator
-from trainer.envs.storage import EnvironmentStore
 
 BEARER = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 ORIGIN = {"Origin": "http://localhost"}
 
 
 class Env:
-    def __init__(self, app: Any, store: EnvironmentStore, instance_id: str) -> None:
+    def __init__(self, app: Any, store: EnvironmentFolders, instance_id: str) -> None:
         self.app, self.store, self.instance_id = app, store, instance_id
         self.svc = app.extensions["ribbit"]
 
@@ -70,7 +70,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     fix = commit_files(repo, {"calc.py": CALC_FIXED, "tests/test_add.py": TEST_ADD}, "fix add")
     root = tmp_path_factory.mktemp("envstore")
     made = calc_environment(FixRepo(repo, base, fix))
-    EnvironmentStore(root).add(made, repo)
+    EnvironmentFolders(root).add(made, repo)
     return root, made.instance_id
 
 
@@ -81,7 +81,7 @@ def env(
     monkeypatch.setattr(health_mod, "inspect_workers", lambda _svc: [])
     root, instance_id = built
     shutil.copytree(root, tmp_path / "envstore")  # each test may change its copy
-    store = EnvironmentStore(tmp_path / "envstore")
+    store = EnvironmentFolders(tmp_path / "envstore")
     app = _app(
         tmp_path,
         dispatcher,

@@ -15,7 +15,7 @@ from kombu import Connection
 from bot.queue import QUEUE, TASK_FOR_KIND, CeleryDispatcher, JobQueue, client_celery
 from bot.store.db import Database
 from bot.store.jobs import JobSpec, JobStore
-from bot.store.models import Job
+from bot.store.tables import Job
 from tests.support import github_headers, load_payload
 
 

@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import event, text
 
 from bot.queue import BackgroundSender, prepare_broker
-from bot.store.models import Job
+from bot.store.tables import Job
 from tests.support import github_headers, load_payload
 
 

@@ -9,7 +9,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from bot.metrics import repos_all_failing
 from bot.settings import Settings
 from bot.store.jobs import JobSpec, JobStore
-from bot.store.models import utcnow
+from bot.store.tables import utcnow
 
 
 def _finish(store: JobStore, repo: str, issue: int, state: str, kind: str = "solve") -> None:

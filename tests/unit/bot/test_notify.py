@@ -14,7 +14,7 @@ from bot.notify import check_and_notify
 from bot.settings import load_settings
 from bot.store.db import Database
 from bot.store.jobs import JobSpec, JobStore
-from bot.store.models import Job, utcnow
+from bot.store.tables import Job, utcnow
 from tests.plugins.notify import NotifyReceiver
 
 

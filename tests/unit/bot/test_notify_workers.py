@@ -16,7 +16,7 @@ from bot.notify import check_and_notify, start_watch
 from bot.settings import load_settings
 from bot.store.db import Database
 from bot.store.jobs import JobStore
-from bot.store.models import utcnow
+from bot.store.tables import utcnow
 from bot.worker_heartbeats import WorkerHeartbeat
 from tests.plugins.notify import NotifyReceiver
 

@@ -13,7 +13,7 @@ import pytest
 
 from bot import create_app, joblinks, live
 from bot.settings import ReviewerSettings, load_settings
-from bot.store.models import Job
+from bot.store.tables import Job
 from bot.store.trajectory import ToolCall, TurnRecord
 from tests.plugins.admin import HOSTILE, seed_job_with_trajectory
 from tests.support import GITHUB_SECRET

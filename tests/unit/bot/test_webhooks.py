@@ -26,7 +26,7 @@ def jobs(store: Any) -> list[Any]:
 def deliveries(store: Any) -> list[tuple[str, str]]:
     from sqlalchemy import select
 
-    from bot.store.models import Delivery
+    from bot.store.tables import Delivery
 
     with store.db.session() as s:
         return [(d.delivery_id, d.outcome) for d in s.scalars(select(Delivery)).all()]

@@ -7,7 +7,7 @@ from pathlib import Path
 from tests.plugins.trainer import CALC_FIXED, PYTEST, FixRepo, sandbox_factory
 from trainer.calibrate import calibrate
 from trainer.envs.builder import BuildSpec, EnvironmentBuilder
-from trainer.envs.storage import EnvironmentStore
+from trainer.envs.folders import EnvironmentFolders
 from trainer.rl.rollout import graded_reward
 from worker.agent import ReplayPolicy, ToolCall, Trajectory, TurnRecord
 from worker.settings import AgentSettings
@@ -40,7 +40,7 @@ def test_pass_at_k_and_signal(fix_with_new_test: FixRepo, tmp_path: Path) -> Non
             test_command=PYTEST,
         )
     )
-    store = EnvironmentStore(tmp_path / "store")
+    store = EnvironmentFolders(tmp_path / "store")
     store.add(env, fix_with_new_test.path)
     checkout = store.checkout(env, tmp_path / "co")
     limits = AgentSettings(max_turns=3)

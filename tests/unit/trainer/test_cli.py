@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from bot.cli import main
 from tests.plugins.trainer import FixRepo, calc_environment
-from trainer.envs.storage import EnvironmentStore
+from trainer.envs.folders import EnvironmentFolders
 
 
 @pytest.fixture
@@ -23,7 +23,7 @@ def test_envs_list_show_export_import(
     data_dir: Path, fix_with_new_test: FixRepo, tmp_path: Path
 ) -> None:
     env = calc_environment(fix_with_new_test)
-    EnvironmentStore(data_dir / "trainer").add(env, fix_with_new_test.path)
+    EnvironmentFolders(data_dir / "trainer").add(env, fix_with_new_test.path)
     runner = CliRunner()
 
     listed = runner.invoke(main, ["envs", "list"])
@@ -71,7 +71,7 @@ def test_envs_image_without_an_engine_is_a_clear_error(
     data_dir: Path, fix_with_new_test: FixRepo, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     env = calc_environment(fix_with_new_test)
-    EnvironmentStore(data_dir / "trainer").add(env, fix_with_new_test.path)
+    EnvironmentFolders(data_dir / "trainer").add(env, fix_with_new_test.path)
     monkeypatch.setenv("RIBBIT_SANDBOX__DOCKER_URL", f"unix://{data_dir}/no-engine.sock")
     result = CliRunner().invoke(main, ["envs", "image"])
     assert result.exit_code == 1

@@ -10,7 +10,7 @@ from click.testing import CliRunner, Result
 
 from bot.cli import main
 from tests.fakes import make_git_repo
-from trainer.envs.storage import EnvironmentStore
+from trainer.envs.folders import EnvironmentFolders
 from trainer.rl.toy import toy_environment
 
 A_PATCH = "diff --git a/new.txt b/new.txt\nnew file mode 100644\n--- /dev/null\n+++ b/new.txt\n"
@@ -26,7 +26,7 @@ def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("RIBBIT_SANDBOX__BACKEND", "docker")
     monkeypatch.setenv("RIBBIT_SANDBOX__DOCKER_URL", f"unix://{tmp_path}/no-engine.sock")
     base = make_git_repo(tmp_path / "toy", {"README.md": "toy\n"})
-    EnvironmentStore(data / "trainer").add(toy_environment(base), tmp_path / "toy")
+    EnvironmentFolders(data / "trainer").add(toy_environment(base), tmp_path / "toy")
     return data
 
 

@@ -18,7 +18,7 @@ from tests.plugins.trainer import (
     sandbox_factory,
 )
 from trainer.envs.builder import BuildRejected, BuildSpec, EnvironmentBuilder, strip_leaked_solution
-from trainer.envs.storage import EnvironmentStore
+from trainer.envs.folders import EnvironmentFolders
 
 ISSUE = "add(2, 3) returns -1 instead of 5."
 
@@ -132,7 +132,7 @@ def test_strip_leaves_unrelated_text_alone() -> None:
 
 def test_store_bundle_checkout_dedupe_and_jsonl(fix_with_new_test: FixRepo, tmp_path: Path) -> None:
     env = _builder().build(_spec(fix_with_new_test))
-    store = EnvironmentStore(tmp_path / "store")
+    store = EnvironmentFolders(tmp_path / "store")
     store.add(env, fix_with_new_test.path)
     assert store.get(env.instance_id) == env
     checkout = store.checkout(env, tmp_path / "co")
@@ -171,7 +171,7 @@ def test_store_bundle_checkout_dedupe_and_jsonl(fix_with_new_test: FixRepo, tmp_
         "unknown_field": 1,
     }
     (tmp_path / "swe.jsonl").write_text(json.dumps(swe) + "\n" + json.dumps(line) + "\n")
-    other = EnvironmentStore(tmp_path / "other")
+    other = EnvironmentFolders(tmp_path / "other")
     imported, refused = other.import_jsonl(tmp_path / "swe.jsonl")
     assert imported == ["acme__calc-1", env.instance_id]
     assert other.get("acme__calc-1").FAIL_TO_PASS == env.FAIL_TO_PASS

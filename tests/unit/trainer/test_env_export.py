@@ -21,21 +21,21 @@ from trainer.envs.export import (
     skyrl_record,
     verl_record,
 )
+from trainer.envs.folders import EnvironmentFolders
 from trainer.envs.schema import SWEBENCH_FIELDS, Environment
-from trainer.envs.storage import EnvironmentStore
 
 CHEAT_TEST = "def test_add():\n    pass\n"
 
 
 @pytest.fixture
-def stored(fix_with_new_test: FixRepo, tmp_path: Path) -> tuple[Environment, EnvironmentStore]:
+def stored(fix_with_new_test: FixRepo, tmp_path: Path) -> tuple[Environment, EnvironmentFolders]:
     env = calc_environment(fix_with_new_test, issue="add(2, 3) returns -1 instead of 5.")
-    store = EnvironmentStore(tmp_path / "store")
+    store = EnvironmentFolders(tmp_path / "store")
     store.add(env, fix_with_new_test.path)
     return env, store
 
 
-def _grade(env: Environment, store: EnvironmentStore, where: Path, patch: str) -> int:
+def _grade(env: Environment, store: EnvironmentFolders, where: Path, patch: str) -> int:
     """What SkyRL does: git apply the patch in a checkout at base, then bash the script."""
     checkout = store.checkout(env, where)
     if patch:
@@ -46,7 +46,7 @@ def _grade(env: Environment, store: EnvironmentStore, where: Path, patch: str) -
 
 
 def test_eval_script_passes_the_gold_patch_and_fails_no_patch(
-    stored: tuple[Environment, EnvironmentStore], tmp_path: Path
+    stored: tuple[Environment, EnvironmentFolders], tmp_path: Path
 ) -> None:
     env, store = stored
     assert _grade(env, store, tmp_path / "gold", env.patch) == 0
@@ -54,7 +54,7 @@ def test_eval_script_passes_the_gold_patch_and_fails_no_patch(
 
 
 def test_eval_script_resets_tests_a_patch_rewrote(
-    stored: tuple[Environment, EnvironmentStore], tmp_path: Path
+    stored: tuple[Environment, EnvironmentFolders], tmp_path: Path
 ) -> None:
     env, store = stored
     checkout = store.checkout(env, tmp_path / "cheat")
@@ -67,7 +67,7 @@ def test_eval_script_resets_tests_a_patch_rewrote(
 
 
 def test_eval_script_reports_a_failing_setup_and_a_hanging_suite(
-    stored: tuple[Environment, EnvironmentStore], tmp_path: Path
+    stored: tuple[Environment, EnvironmentFolders], tmp_path: Path
 ) -> None:
     env, store = stored
     broken = env.model_copy(update={"setup_commands": ["false"]})
@@ -79,7 +79,7 @@ def test_eval_script_reports_a_failing_setup_and_a_hanging_suite(
 
 
 def test_eval_script_survives_a_patch_that_contains_its_delimiter(
-    stored: tuple[Environment, EnvironmentStore],
+    stored: tuple[Environment, EnvironmentFolders],
 ) -> None:
     env, _ = stored
     script = eval_script(env)
@@ -89,7 +89,7 @@ def test_eval_script_survives_a_patch_that_contains_its_delimiter(
 
 
 def test_skyrl_record_is_a_swebench_instance_with_image_and_eval_script(
-    stored: tuple[Environment, EnvironmentStore],
+    stored: tuple[Environment, EnvironmentFolders],
 ) -> None:
     env, _ = stored
     record = skyrl_record(env)
@@ -104,7 +104,7 @@ def test_skyrl_record_is_a_swebench_instance_with_image_and_eval_script(
 
 
 def test_verl_record_carries_what_a_reward_function_needs(
-    stored: tuple[Environment, EnvironmentStore],
+    stored: tuple[Environment, EnvironmentFolders],
 ) -> None:
     env, _ = stored
     record = verl_record(env)
@@ -116,7 +116,7 @@ def test_verl_record_carries_what_a_reward_function_needs(
 
 
 def test_export_records_writes_one_json_line_per_environment(
-    stored: tuple[Environment, EnvironmentStore], tmp_path: Path
+    stored: tuple[Environment, EnvironmentFolders], tmp_path: Path
 ) -> None:
     env, store = stored
     for fmt in ("ribbit", "swebench", "skyrl", "verl"):

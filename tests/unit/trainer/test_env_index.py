@@ -6,9 +6,9 @@ from pathlib import Path
 from sqlalchemy import select
 
 from bot.store.db import Database
+from trainer.envs.folders import EnvironmentFolders
 from trainer.envs.index import sync_index
 from trainer.envs.schema import Calibration, Environment
-from trainer.envs.storage import EnvironmentStore
 from trainer.store import TrainingEnvironment
 
 
@@ -28,7 +28,7 @@ def _env(instance_id: str, patch: str) -> Environment:
 def test_index_follows_the_store(tmp_path: Path) -> None:
     db = Database("sqlite://")
     db.migrate()
-    store = EnvironmentStore(tmp_path / "store")
+    store = EnvironmentFolders(tmp_path / "store")
     store.add(_env("e1", "p1"))
     store.add(_env("e2", "p2"))
     assert sync_index(db, store) == 2

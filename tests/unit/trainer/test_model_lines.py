@@ -16,7 +16,7 @@ from bot.forges.base import RepoRef
 from bot.model_lines import DEFAULT_LINE, line_for, repo_line, set_visibility
 from bot.settings import TrainingDataSettings
 from bot.store.db import Database
-from bot.store.models import Outcome
+from bot.store.tables import Outcome
 from trainer.envs.lines import line_environments, line_outcomes, line_repos
 from trainer.envs.schema import Environment, Provenance
 from trainer.registry import (
@@ -27,7 +27,7 @@ from trainer.registry import (
     rollback,
     versions,
 )
-from worker.models import model_for_jobs, preflight
+from worker.model_choice import model_for_jobs, preflight
 from worker.settings import ModelSettings, WorkerSettings
 
 A = RepoRef("github", "acme/a")
@@ -202,11 +202,11 @@ def test_train_refuses_an_unknown_line_and_a_line_without_environments(
     from click.testing import CliRunner
 
     from bot.cli import main
-    from trainer.envs.storage import EnvironmentStore
+    from trainer.envs.folders import EnvironmentFolders
 
     monkeypatch.setenv("RIBBIT_DATA_DIR", str(tmp_path))
     monkeypatch.setenv("RIBBIT_TRAINING__LINES", '{"team-a": ["github:acme/a"]}')
-    EnvironmentStore(tmp_path / "trainer").add(_env(B))  # repo B: in no line
+    EnvironmentFolders(tmp_path / "trainer").add(_env(B))  # repo B: in no line
     args = ["train", "--model", str(tmp_path), "--steps", "1"]
     unknown = CliRunner().invoke(main, [*args, "--line", "nope"])
     assert unknown.exit_code != 0 and "no model line 'nope'" in unknown.output

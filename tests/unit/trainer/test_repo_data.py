@@ -17,12 +17,12 @@ from sqlalchemy import select
 from bot.forges.base import RepoRef
 from bot.settings import Settings, TrainingDataSettings
 from bot.store.db import Database
-from bot.store.models import Job, Outcome
 from bot.store.records import TASK_KEY
+from bot.store.tables import Job, Outcome
 from trainer.data import delete_repo, export_repo, prune, repo_data
 from trainer.data_cli import data
+from trainer.envs.folders import EnvironmentFolders
 from trainer.envs.schema import Environment, Provenance, Rejection
-from trainer.envs.storage import EnvironmentStore
 
 A = RepoRef("github", "acme/a")
 B = RepoRef("github", "acme/b")
@@ -46,8 +46,8 @@ def db(settings: Settings) -> Iterator[Database]:
 
 
 @pytest.fixture
-def store(settings: Settings) -> EnvironmentStore:
-    return EnvironmentStore(settings.data_dir / "trainer")
+def store(settings: Settings) -> EnvironmentFolders:
+    return EnvironmentFolders(settings.data_dir / "trainer")
 
 
 def _env(repo: RepoRef, n: int, when: datetime, forge: str | None = "github") -> Environment:
@@ -65,7 +65,7 @@ def _env(repo: RepoRef, n: int, when: datetime, forge: str | None = "github") ->
     )
 
 
-def _seed(db: Database, store: EnvironmentStore, data_dir: Path, outside: Path) -> None:
+def _seed(db: Database, store: EnvironmentFolders, data_dir: Path, outside: Path) -> None:
     traj_dir = data_dir / "trajectories"
     traj_dir.mkdir(parents=True)
     outside.write_text("not Ribbit's to delete")
@@ -123,7 +123,7 @@ def _seed(db: Database, store: EnvironmentStore, data_dir: Path, outside: Path) 
 
 
 def test_export_then_delete_round_trip(
-    db: Database, store: EnvironmentStore, settings: Settings, tmp_path: Path
+    db: Database, store: EnvironmentFolders, settings: Settings, tmp_path: Path
 ) -> None:
     outside = tmp_path / "outside.txt"
     _seed(db, store, settings.data_dir, outside)
@@ -176,7 +176,7 @@ def test_export_then_delete_round_trip(
 
 
 def test_retention_with_a_fixed_clock(
-    db: Database, store: EnvironmentStore, settings: Settings, tmp_path: Path
+    db: Database, store: EnvironmentFolders, settings: Settings, tmp_path: Path
 ) -> None:
     _seed(db, store, settings.data_dir, tmp_path / "outside.txt")
     assert prune(db, store, settings.data_dir, None, now=NOW) == []  # unset: keep all
@@ -199,7 +199,7 @@ def test_retention_with_a_fixed_clock(
 
 
 def test_cli_lists_exports_deletes(
-    db: Database, store: EnvironmentStore, settings: Settings, tmp_path: Path
+    db: Database, store: EnvironmentFolders, settings: Settings, tmp_path: Path
 ) -> None:
     _seed(db, store, settings.data_dir, tmp_path / "outside.txt")
     runner = CliRunner()

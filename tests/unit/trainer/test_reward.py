@@ -10,8 +10,8 @@ from bot.store.gate_report import Finding, GateResult
 from tests.fakes import LocalDirSandbox
 from tests.plugins.trainer import PYTEST, FixRepo, sandbox_factory
 from trainer.envs.builder import BuildSpec, EnvironmentBuilder
+from trainer.envs.folders import EnvironmentFolders
 from trainer.envs.schema import Environment
-from trainer.envs.storage import EnvironmentStore
 from trainer.rl.reward import compute_reward, default_reward_gates, shaped_reward
 from worker.gates.base import GateContext
 
@@ -29,7 +29,7 @@ def env_and_checkout(fix_with_new_test: FixRepo, tmp_path: Path) -> tuple[Enviro
             test_command=PYTEST,
         )
     )
-    store = EnvironmentStore(tmp_path / "store")
+    store = EnvironmentFolders(tmp_path / "store")
     store.add(env, fix_with_new_test.path)
     return env, store.checkout(env, tmp_path / "checkout")
 

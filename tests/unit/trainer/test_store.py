@@ -10,8 +10,8 @@ import pytest
 
 from bot.store.db import Database
 from bot.store.jobs import JobSpec, JobStore
-from bot.store.models import utcnow
 from bot.store.outcomes import OutcomeRecord, OutcomeStore
+from bot.store.tables import utcnow
 from trainer.store import IndexEntry, ModelVersion, TrainerStore, TrainingEnvironment
 
 _OUTCOME = OutcomeRecord(

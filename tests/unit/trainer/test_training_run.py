@@ -15,7 +15,7 @@ from bot.store.db import Database
 from tests.fakes import local_sandboxes, make_git_repo
 from tests.plugins.trainer import toy_train_settings
 from trainer.distributed import Ranks
-from trainer.envs.storage import EnvironmentStore
+from trainer.envs.folders import EnvironmentFolders
 from trainer.registry import versions
 from trainer.rl.toy import FirstTokenReward, toy_environment
 from trainer.store import TrainingRun as TrainingRunRow
@@ -36,7 +36,7 @@ def store(tmp_path: Path) -> Path:
     """An environment store holding the toy environment (repo toy/toy, no forge)."""
     repo = tmp_path / "toy"
     base = make_git_repo(repo, {"README.md": "toy\n"})
-    EnvironmentStore(tmp_path / "store").add(toy_environment(base), repo)
+    EnvironmentFolders(tmp_path / "store").add(toy_environment(base), repo)
     return tmp_path / "store"
 
 

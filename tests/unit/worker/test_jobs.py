@@ -11,7 +11,7 @@ import pytest
 from bot.forges.base import ForgeUnavailable
 from bot.runtime import Runtime
 from bot.store.jobs import InvalidTransition, JobSpec, Limits
-from bot.store.models import utcnow
+from bot.store.tables import utcnow
 from worker import jobs as jobs_mod
 from worker.jobs import JobContext, JobRefused, run_job
 
@@ -173,7 +173,7 @@ def test_job_of_a_dead_worker_is_reclaimed(runtime: Any, pipelines: dict[str, An
     # The owner died: no heartbeat for longer than STALE_AFTER.
     from sqlalchemy import update
 
-    from bot.store.models import Job, utcnow
+    from bot.store.tables import Job, utcnow
 
     with runtime.db.session() as s:
         s.execute(
@@ -234,7 +234,7 @@ def test_forge_outage_fails_after_bounded_deferrals(
 def _lose_worker(runtime: Runtime, job_id: str) -> None:
     from sqlalchemy import update
 
-    from bot.store.models import Job
+    from bot.store.tables import Job
 
     with runtime.db.session() as s:
         s.execute(
@@ -271,7 +271,7 @@ def test_sweep_requeues_a_lost_job_a_bounded_number_of_times(runtime: Any) -> No
 def test_only_the_earliest_of_an_outsiders_commands_replies(runtime: Any) -> None:
     """Three `/ribbit retry` from one outsider, run by workers at the same time: the first
     tells them, the others see it coming (queued or running) or done, and stay quiet."""
-    from worker.pipelines.commands import _already_told
+    from worker.pipelines.slash_commands import _already_told
 
     ids = []
     for _ in range(3):

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bot.store.db import Database
-from worker.models import ModelNotReady, local_weights, preflight
+from worker.model_choice import ModelNotReady, local_weights, preflight
 from worker.settings import ModelSettings, WorkerSettings
 from worker.weights import (
     MANIFEST,

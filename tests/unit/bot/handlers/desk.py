@@ -16,8 +16,8 @@ from bot.handlers import registry
 from bot.settings import Settings
 from bot.store.db import Database
 from bot.store.jobs import JobKind, JobSpec, JobState, JobStore
-from bot.store.models import Job
 from bot.store.payloads import JobPayload
+from bot.store.tables import Job
 
 FORGE: ForgeName = "github"
 REPO = "acme/widgets"

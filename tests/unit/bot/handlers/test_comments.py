@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from bot.events import Actor, CommentCreated
 from bot.handlers import comments, registry
-from bot.store.models import Job
 from bot.store.payloads import CommandOrder, UnknownWord
+from bot.store.tables import Job
 from tests.unit.bot.handlers.desk import ALICE, BOT_LOGIN, FORGE, REPO, HandlerDesk, decided
 
 ISSUE = 3

@@ -9,7 +9,7 @@ import pytest
 
 from bot.store.db import Database
 from bot.store.jobs import JobKind, JobQuery, JobSpec, JobStore, RepoCount, RepoEndings
-from bot.store.models import utcnow
+from bot.store.tables import utcnow
 
 
 @pytest.fixture

@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 from bot.store.db import Database
-from bot.store.models import utcnow
 from bot.store.noise import NoisePause, NoiseStore
+from bot.store.tables import utcnow
 
 
 def _pause(forge: str, repo: str, days_ago: int) -> NoisePause:

@@ -6,8 +6,8 @@ from dataclasses import replace
 from datetime import timedelta
 
 from bot.store.db import Database
-from bot.store.models import utcnow
 from bot.store.outcomes import OutcomeRecord, OutcomeStore
+from bot.store.tables import utcnow
 
 _MERGED = OutcomeRecord(
     forge="github",

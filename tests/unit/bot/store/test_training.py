@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import text
 
 from bot.store.db import Database
-from bot.store.models import utcnow
+from bot.store.tables import utcnow
 from bot.store.training import (
     ModelVersion,
     TrainingEnvironment,

@@ -7,7 +7,7 @@ from datetime import timedelta
 from sqlalchemy import update
 
 from bot.store.db import Database
-from bot.store.models import utcnow
+from bot.store.tables import utcnow
 from bot.store.validations import EnvironmentValidation, ValidationStore
 
 HOURS = timedelta(hours=6)

@@ -27,7 +27,7 @@ _ID = re.compile(r"^[A-Za-z0-9_.-]{1,200}$")
 _BUNDLE_REF = "refs/heads/ribbit-base"
 
 
-class EnvironmentStore:
+class EnvironmentFolders:
     def __init__(self, root: Path) -> None:
         self.root = root
         (root / "envs").mkdir(parents=True, exist_ok=True)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-import worker.pipelines.commands  # noqa: F401  (registers the command pipeline)
+import worker.pipelines.slash_commands  # noqa: F401  (registers the command pipeline)
 from bot.runtime import Runtime
 from bot.store.jobs import JobSpec
 from bot.store.payloads import CommandOrder

@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 
 from bot.store.db import Database
-from bot.store.models import Job, Outcome
 from bot.store.records import TASK_KEY, TaskRecord
+from bot.store.tables import Job, Outcome
 from tests.fakes import git
 from tests.plugins.trainer import PYTEST, FixRepo, sandbox_factory
 from trainer.envs.builder import EnvironmentBuilder
-from trainer.envs.outcomes import environments_from_outcomes
-from trainer.envs.storage import EnvironmentStore
+from trainer.envs.candidates import environments_from_outcomes
+from trainer.envs.folders import EnvironmentFolders
 
 SETUP = "echo installed > .setup-ran"
 
@@ -118,7 +118,7 @@ def test_outcomes_to_environments(db: Database, fix_with_new_test: FixRepo, tmp_
                 merged_diff=merged_diff,
             )
         )
-    store = EnvironmentStore(tmp_path / "store")
+    store = EnvironmentFolders(tmp_path / "store")
     builder = EnvironmentBuilder(sandbox_factory, reruns=1, test_timeout_s=60)
 
     report = environments_from_outcomes(db, "github", "acme/calc", repo.path, builder, store)

@@ -24,11 +24,11 @@ from pathlib import Path
 from typing import Any
 
 from bot.store.db import Database
-from bot.store.models import Outcome
 from bot.store.records import SolveRecord
+from bot.store.tables import Outcome
 from trainer.envs.builder import BuildRejected, BuildSpec, EnvironmentBuilder
+from trainer.envs.folders import EnvironmentFolders
 from trainer.envs.schema import Environment, Provenance, Rejection
-from trainer.envs.storage import EnvironmentStore
 from trainer.store import TrainerStore
 
 
@@ -51,7 +51,7 @@ def environments_from_outcomes(
     repo: str,
     repo_dir: Path,
     builder: EnvironmentBuilder,
-    store: EnvironmentStore,
+    store: EnvironmentFolders,
     *,
     test_command: str | None = None,
 ) -> OutcomeImport:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from bot.store.gate_report import GateReport, GateResult
+from bot.store.gate_report import GateResult
 from bot.store.records import SolveRecord
 from bot.store.trajectory import Trajectory, TrajectoryFormatError, TurnRecord
 
@@ -70,7 +70,7 @@ def job_detail(result: Any, data_dir: Path) -> JobDetail:
     diff = record.diff
     if diff is None and trajectory is not None:
         diff = trajectory.diff
-    report = GateReport.from_dict(record.gates)
+    report = record.gates
     shown = record.with_(trajectory_path=None, diff=None, gates=None, gates_summary=None)
     return JobDetail(
         trajectory=trajectory,

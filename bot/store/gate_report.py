@@ -58,7 +58,8 @@ class GateResult:
     details: dict[str, Any] = field(default_factory=dict)  # gate-specific, JSON-safe
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        # JSON's shapes (a list, not the tuple), so a stored report reads back equal.
+        return {**asdict(self), "findings": [asdict(f) for f in self.findings]}
 
     @classmethod
     def from_dict(cls, data: Any) -> GateResult | None:

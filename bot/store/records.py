@@ -13,15 +13,17 @@ absent) because rows outlive the code that wrote them; writing is exact.
 
 The nested reports (``setup``, ``sandbox_image``, ``publish``) are the JSON of the
 worker's own typed records (SetupResult, RepoImage, PublishPlan), which live with the
-code that makes them; bot/ stores them as they are. ``gates`` is a
-:class:`bot.store.gate_report.GateReport`'s ``to_dict()``: the pages read it back with
-``GateReport.from_dict``, so that schema lives here in bot/.
+code that makes them; bot/ stores them as they are. ``gates`` is the
+:class:`bot.store.gate_report.GateReport` itself, stored as its ``to_dict()`` and read
+back with ``GateReport.from_dict``, so that schema lives here in bot/.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
+
+from bot.store.gate_report import GateReport
 
 SOLVE_RECORD_VERSION = 1
 TASK_KEY = "task"
@@ -96,7 +98,7 @@ class SolveRecord:
     diff: str | None = None
     turns: int | None = None
     trajectory_path: str | None = None
-    gates: dict[str, Any] | None = None  # bot.store.gate_report.GateReport.to_dict()
+    gates: GateReport | None = None
     gates_summary: str | None = None
     # The plan stored before the push and dropped once the PR exists, so a rerun after a
     # killed worker publishes the same commit instead of running the agent again.
@@ -119,7 +121,11 @@ class SolveRecord:
             value = getattr(self, f.name)
             if value is None:
                 continue
-            out[f.name] = value.to_json() if isinstance(value, TaskRecord) else value
+            if isinstance(value, TaskRecord):
+                value = value.to_json()
+            elif isinstance(value, GateReport):
+                value = value.to_dict()
+            out[f.name] = value
         return out
 
     @classmethod
@@ -141,7 +147,7 @@ class SolveRecord:
             diff=_opt_str(data.get("diff")),
             turns=_opt_int(data.get("turns")),
             trajectory_path=_opt_str(data.get("trajectory_path")),
-            gates=_opt_dict(data.get("gates")),
+            gates=GateReport.from_dict(data.get("gates")),
             gates_summary=_opt_str(data.get("gates_summary")),
             publish=_opt_dict(data.get("publish")),
             pr_number=_opt_int(data.get("pr_number")),
@@ -160,7 +166,7 @@ class SolveRecord:
         """The gates' one-line summary (stored beside the report, or inside older ones)."""
         if self.gates_summary is not None:
             return self.gates_summary
-        return _opt_str(self.gates.get("summary")) if self.gates is not None else None
+        return self.gates.summary_line() if self.gates is not None else None
 
     @property
     def changed_files(self) -> list[str]:

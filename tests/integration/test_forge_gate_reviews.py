@@ -21,6 +21,7 @@ from bot.forges.base import (
     PullRequest,
 )
 from bot.settings import Settings
+from bot.store.gate_report import GateReport
 from tests.fakes import commit_files, git
 from tests.plugins.forge import ForgeWorld
 from worker.gates import review
@@ -75,7 +76,7 @@ def _review(forge: Any, pr: PullRequest, sha: str) -> GateReview:
         passed=False,
         summary_line="semgrep ✖ (1 new finding)",
         report_md="### Ribbit gates: failed",
-        gates=gates,
+        gates=GateReport.from_dict(gates),
         diff=forge.get_pull_request_diff(pr.ref),
         details_url="http://ribbit.test/review/jobs/job1?sig=s",
     )

@@ -14,7 +14,6 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Iterator
-from typing import Any
 
 from bot.forges.base import (
     Annotation,
@@ -34,10 +33,9 @@ log = logging.getLogger(__name__)
 _LEVELS: dict[str, AnnotationLevel] = {"error": "failure", "warning": "warning", "info": "notice"}
 
 
-def line_annotations(gates: Any, diff: str) -> tuple[Annotation, ...]:
-    """The stored report's findings (GateReport.to_dict(), kept in the job's result), and
-    its failing tests, placed on the patch's lines."""
-    report = GateReport.from_dict(gates)
+def line_annotations(report: GateReport | None, diff: str) -> tuple[Annotation, ...]:
+    """The report's findings (kept in the job's record), and its failing tests, placed on
+    the patch's lines."""
     if report is None:
         return ()
     try:
@@ -117,7 +115,7 @@ def gate_review(
     passed: bool,
     summary_line: str,
     report_md: str,
-    gates: Any,
+    gates: GateReport | None,
     diff: str,
     details_url: str | None,
 ) -> GateReview:

@@ -468,7 +468,7 @@ class SolveRun:
                 prepared.config, prepared.base_sha, diff, issue.title + "\n" + issue.body
             )
         record_gates(report)
-        record = record.with_(gates=report.to_dict(), gates_summary=report.summary_line())
+        record = record.with_(gates=report, gates_summary=report.summary_line())
         tests_result = report.result("tests")
         verdict = TestVerdict.from_details(tests_result.details if tests_result else {})
         notes = verdict.notes_markdown() if tests_result else ""

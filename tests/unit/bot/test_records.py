@@ -27,7 +27,22 @@ LEGACY_ROW: dict[str, Any] = {
     "branch": "ribbit/issue-1-fix-add",
     "base_sha": "a" * 40,
     TASK_KEY: TASK.to_json(),
-    "gates": {"passed": True, "summary": "tests ✔", "gates": []},
+    # As GateReport.to_dict() wrote it: the record reads it back typed and writes it again.
+    "gates": {
+        "passed": True,
+        "duration_s": 1.5,
+        "summary": "tests ✔",
+        "gates": [
+            {
+                "name": "tests",
+                "passed": True,
+                "findings": [],
+                "logs": "",
+                "duration_s": 1.5,
+                "details": {},
+            }
+        ],
+    },
     "gates_summary": "tests ✔",
     "pr_number": 7,
     "pr_url": "http://forge/acme/calc/pull/7",
@@ -80,7 +95,7 @@ def test_absent_steps_are_left_out_of_the_row() -> None:
     assert row == {"version": 1, "setup": {"ok": False}, "timings": {"setup": 1.0}}
 
 
-def test_the_summary_line_falls_back_to_the_one_inside_the_report() -> None:
+def test_the_summary_line_falls_back_to_the_reports_own() -> None:
     assert SolveRecord.from_json(LEGACY_ROW).summary_line == "tests ✔"
     older = {k: v for k, v in LEGACY_ROW.items() if k != "gates_summary"}
     assert SolveRecord.from_json(older).summary_line == "tests ✔"

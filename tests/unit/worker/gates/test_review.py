@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from bot.forges.base import Annotation
+from bot.store.gate_report import GateReport
 from worker.gates.review import gate_review, line_annotations
 
 DIFF = """\
@@ -30,14 +31,17 @@ new file mode 100644
 """
 
 
-def _report(findings: list[Any], **tests_details: Any) -> dict[str, Any]:
-    return {
-        "passed": False,
-        "gates": [
-            {"name": "semgrep", "passed": False, "findings": findings, "details": {}},
-            {"name": "tests", "passed": False, "findings": [], "details": tests_details},
-        ],
-    }
+def _report(findings: list[Any], **tests_details: Any) -> GateReport | None:
+    # Stored JSON read back as the job's record reads it (SolveRecord.from_json).
+    return GateReport.from_dict(
+        {
+            "passed": False,
+            "gates": [
+                {"name": "semgrep", "passed": False, "findings": findings, "details": {}},
+                {"name": "tests", "passed": False, "findings": [], "details": tests_details},
+            ],
+        }
+    )
 
 
 def test_findings_go_on_added_lines_only() -> None:
@@ -85,7 +89,7 @@ def test_failing_tests_go_on_the_line_that_defines_them() -> None:
 def test_unparseable_diff_or_report_gives_no_annotations() -> None:
     assert line_annotations(_report([]), "not a diff\n@@ broken") == ()
     assert line_annotations(None, DIFF) == ()
-    assert line_annotations({"gates": "x"}, DIFF) == ()
+    assert line_annotations(GateReport.from_dict({"passed": False, "gates": "x"}), DIFF) == ()
 
 
 def test_gate_review_key_names_job_and_commit_and_sanitises() -> None:

@@ -134,7 +134,7 @@ def test_failing_gates_open_no_pr_and_blame_the_patch(world: World) -> None:
     assert world.forge.pulls == {} and "push" not in world.forge.calls
     assert "The patch did not pass the gates" in world.status_text()
     record = world.store.get(ctx.job.id).solve_record
-    assert record.gates is not None and record.gates["passed"] is False
+    assert record.gates is not None and record.gates.passed is False
 
 
 def test_an_actor_without_write_access_is_refused_before_anything_runs(world: World) -> None:

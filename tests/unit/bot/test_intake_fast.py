@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+import time
 from typing import Any
 
 from sqlalchemy import event, text
@@ -128,6 +129,20 @@ def test_sender_survives_a_send_that_fails() -> None:
         sender.submit([_job(2)])
         sender.flush()
         assert calls == [["job-1"], ["job-2"]]
+    finally:
+        sender.close()
+
+
+def test_sender_lingers_to_send_jobs_that_arrive_close_together_as_one_batch() -> None:
+    sent: list[list[str]] = []
+    sender = BackgroundSender(lambda jobs: sent.append([j.id for j in jobs]), linger_s=30)
+    try:
+        sender.submit([_job(1)])
+        sender.submit([_job(2)])  # within the linger: the same batch
+        started = time.monotonic()
+        sender.flush()  # sends at once, without waiting out the linger
+        assert time.monotonic() - started < 10
+        assert sent == [["job-1", "job-2"]]
     finally:
         sender.close()
 

@@ -191,3 +191,41 @@ def test_daily_budget_count_reads_only_todays_jobs_by_index(store: Any) -> None:
     assert any(
         "ix_jobs_repo_created" in d and "created_at>?" in d.replace(" ", "") for d in details
     ), details
+
+
+def test_serve_freezes_what_start_up_built_before_serving(tmp_path: Any, monkeypatch: Any) -> None:
+    """Start-up's objects live as long as the web process; frozen, a full collection no
+    longer walks them while every web thread waits."""
+    import gc
+    import signal
+
+    import waitress
+    from click.testing import CliRunner
+
+    from bot import logs
+    from bot.cli import main
+
+    frozen_at_run: list[int] = []
+
+    class Server:
+        effective_host, effective_port = "127.0.0.1", 0
+
+        def run(self) -> None:
+            frozen_at_run.append(gc.get_freeze_count())
+
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setenv("RIBBIT_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("RIBBIT_GITHUB__WEBHOOK_SECRET", "s")
+    monkeypatch.setattr(waitress, "create_server", lambda *_a, **_k: Server())
+    monkeypatch.setattr(logs, "configure_logging", lambda _settings: None)
+    sigterm = signal.getsignal(signal.SIGTERM)  # serve installs its own
+    gc.unfreeze()
+    try:
+        result = CliRunner().invoke(main, ["serve", "--no-worker"])
+    finally:
+        gc.unfreeze()
+        signal.signal(signal.SIGTERM, sigterm)
+    assert result.exit_code == 0, result.output
+    assert frozen_at_run and frozen_at_run[0] > 10_000

@@ -213,9 +213,14 @@ class CeleryDispatcher:
 
     def dispatch_all(self, jobs: Sequence[Job]) -> Sequence[Job]:
         """One producer for the batch, and on a broker whose channel can (the embedded
-        one), one transaction: every job of the batch is in the broker, or none is."""
+        one), one transaction: every job of the batch is in the broker, or none is. On
+        Redis the batch goes in one pipeline (one round trip, not one per job); if it
+        fails, none of the batch counts as sent, and a message that did get through is one
+        the sweep's re-send makes stale (its seq is behind the job's), so it runs nothing."""
         with self.app.producer_or_acquire() as producer:
             together = getattr(producer.channel, "one_transaction", None)
+            if together is None and getattr(producer, "supports_batch_publish", False):
+                together = producer.batch
             if together is None:
                 sent: list[Job] = []
                 for job in jobs:

@@ -14,6 +14,7 @@ from typing import Any, Protocol, runtime_checkable
 from celery import Celery
 
 from bot.settings import Settings
+from bot.store.broker import insert_messages
 from bot.store.db import use_wal
 from bot.store.jobs import JobStore
 from bot.store.models import Job
@@ -130,7 +131,6 @@ def _sending_redis_transport() -> type:
 
 def _sending_sql_transport() -> type:
     from kombu.transport import sqlalchemy as kombu_sql
-    from sqlalchemy import insert
 
     class SendingChannel(kombu_sql.Channel):
         """kombu's SQLAlchemy channel commits every message on its own: on the embedded
@@ -172,9 +172,7 @@ def _sending_sql_transport() -> type:
             try:
                 yield
                 if self._rows:
-                    # One executemany of a Core insert: the ORM's unit of work per message
-                    # (an object, its flush, its version counter) was half of a send's CPU.
-                    self.session.execute(insert(self.message_cls.__table__), self._rows)
+                    insert_messages(self.session, self.message_cls.__table__, self._rows)
                 self.session.commit()
             except BaseException:
                 self.session.rollback()

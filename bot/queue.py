@@ -6,7 +6,6 @@ import logging
 import os
 import queue
 import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Protocol, runtime_checkable
@@ -283,6 +282,7 @@ class BackgroundSender:
         self._linger_s = linger_s
         # Jobs; _NOW (flush: send what is here without lingering); None (stop).
         self._queue: queue.Queue[Job | object | None] = queue.Queue(maxsize=backlog)
+        self._hurry = threading.Event()  # set by flush and close: stop lingering
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._pid = 0
@@ -301,7 +301,8 @@ class BackgroundSender:
     def flush(self) -> None:
         """Wait until every job submitted so far was sent or failed to send."""
         if self._thread is not None and self._pid == os.getpid():
-            self._queue.put(_NOW)  # cuts the linger short
+            self._queue.put(_NOW)
+            self._hurry.set()  # cuts the linger short
             self._queue.join()
 
     def close(self, timeout: float = 10.0) -> None:
@@ -314,6 +315,7 @@ class BackgroundSender:
             self._queue.put(None, timeout=timeout)
         except queue.Full:  # a broker that hangs: what is left is the sweep's
             return
+        self._hurry.set()
         thread.join(timeout)
 
     def _ensure_thread(self) -> None:
@@ -326,6 +328,7 @@ class BackgroundSender:
                 return
             if self._pid != os.getpid():
                 self._queue = queue.Queue(maxsize=self._queue.maxsize)
+                self._hurry = threading.Event()
             self._pid = os.getpid()
             self._thread = threading.Thread(target=self._run, name="ribbit-sender", daemon=True)
             self._thread.start()
@@ -333,10 +336,15 @@ class BackgroundSender:
     def _run(self) -> None:
         while True:
             items = [self._queue.get()]
-            deadline = time.monotonic() + self._linger_s
-            while len(items) < self._batch and items[-1] is not None and items[-1] is not _NOW:
+            if isinstance(items[0], Job):
+                # Asleep through the linger, not woken by each job that arrives (a thread
+                # switch per webhook, taken from the request threads): only flush and close
+                # cut it short.
+                self._hurry.wait(self._linger_s)
+                self._hurry.clear()
+            while len(items) < self._batch and items[-1] is not None:
                 try:
-                    items.append(self._queue.get(timeout=max(0.0, deadline - time.monotonic())))
+                    items.append(self._queue.get_nowait())
                 except queue.Empty:
                     break
             jobs = [job for job in items if isinstance(job, Job)]

@@ -147,6 +147,16 @@ def test_sender_lingers_to_send_jobs_that_arrive_close_together_as_one_batch() -
         sender.close()
 
 
+def test_sender_close_cuts_the_linger_short() -> None:
+    sent: list[str] = []
+    sender = BackgroundSender(lambda jobs: sent.extend(j.id for j in jobs), linger_s=30)
+    sender.submit([_job(1)])
+    started = time.monotonic()
+    sender.close(timeout=20)
+    assert time.monotonic() - started < 10
+    assert sent == ["job-1"]
+
+
 def test_sender_close_sends_what_is_queued_and_stops() -> None:
     sent: list[str] = []
     sender = BackgroundSender(lambda jobs: sent.extend(j.id for j in jobs))

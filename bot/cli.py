@@ -10,6 +10,7 @@ module.
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import os
@@ -181,6 +182,11 @@ def serve(host: str | None, port: int | None, threads: int, with_worker: bool) -
             )
     app = create_app(settings, model_versions=_model_versions(), env_validator=_env_validator())
     svc = app.extensions["ribbit"]
+    # What start-up built (some 126,000 objects: Flask, SQLAlchemy, Celery, the trainer's
+    # registry) lives as long as the process. Frozen, the collector no longer walks it: a
+    # full collection, which came every few thousand webhooks, paused every web thread for
+    # ~100 ms, and now walks only what requests left behind.
+    gc.freeze()
     # The web process outlives the workers: it is what notices when they all die.
     stop_watch = start_watch(svc.db, svc.store, settings, svc.model_versions)
     child: subprocess.Popen[bytes] | None = None

@@ -16,4 +16,6 @@ typed records. No module outside bot/store/ and trainer/store.py builds a query
 - audit.py, heartbeats.py, notifications.py, noise.py, validations.py: the dashboard's
   audit log, worker heartbeats, notifications sent, noise pauses, and environment
   re-validations.
+- broker.py: the one write to the embedded broker's (kombu's) tables that the web
+  process's sender makes itself, a batch of messages in one statement.
 """

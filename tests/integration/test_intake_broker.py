@@ -55,3 +55,35 @@ def test_jobs_reach_redis_through_one_reused_client(
     with app.connection_for_write() as conn:
         assert type(conn.transport).__module__ == "bot.queue"
     server.delete(QUEUE)
+
+
+def test_a_batch_reaches_redis_in_one_pipeline(
+    tmp_path: Path, redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from bot.queue import QUEUE, CeleryDispatcher, client_celery
+    from bot.settings import load_settings
+    from bot.store.models import Job
+
+    queue_db = redis_url.rsplit("/", 1)[0] + "/7"
+    server = redis.Redis.from_url(queue_db)
+    settings = load_settings(
+        data_dir=tmp_path, broker_url=queue_db, github={"webhook_secret": GITHUB_SECRET}
+    )
+    dispatcher = CeleryDispatcher(client_celery(settings))
+    dispatcher.dispatch(Job(id="warm", kind="solve", dispatch_seq=1))  # connects
+    server.delete(QUEUE)
+    executed: list[int] = []
+    real_execute = redis.client.Pipeline.execute
+
+    def counting_execute(self: Any, *args: Any, **kwargs: Any) -> Any:
+        executed.append(len(self.command_stack))
+        return real_execute(self, *args, **kwargs)
+
+    monkeypatch.setattr(redis.client.Pipeline, "execute", counting_execute)
+    jobs = [Job(id=f"job-{n}", kind="solve", dispatch_seq=1) for n in range(5)]
+    assert list(dispatcher.dispatch_all(jobs)) == jobs
+    assert executed == [5]  # one round trip for the batch
+    sent = [json.loads(raw) for raw in reversed(server.lrange(QUEUE, 0, -1))]
+    bodies = [json.loads(base64.b64decode(m["body"])) for m in sent]
+    assert [kwargs["job_id"] for _args, kwargs, _embed in bodies] == [job.id for job in jobs]
+    server.delete(QUEUE)

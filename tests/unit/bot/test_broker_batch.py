@@ -109,6 +109,21 @@ def test_a_single_job_and_a_batch_write_the_same_message(settings: Any, store: J
         assert m["headers"]["kwargsrepr"] == repr(m["kwargs"])
 
 
+def test_batches_after_the_first_and_a_batch_of_one_reach_the_worker(
+    settings: Any, store: JobStore
+) -> None:
+    """The channel reads its queue's row once and inserts later batches with its id; one
+    job goes through the batch path too."""
+    jobs = new_jobs(store, 5)
+    first, second, alone = jobs[:2], jobs[2:4], jobs[4:]
+    queue = JobQueue(store, CeleryDispatcher(client_celery(settings)))
+    for batch in (first, second, alone):
+        queue.send(batch)
+    sent = broker_messages(settings)
+    assert [m["kwargs"]["job_id"] for m in sent] == [job.id for job in (*first, *second, *alone)]
+    assert all(store.get(job.id).dispatched for job in (*first, *second, *alone))
+
+
 class NeverSends:
     """A web process that dies after its answer, before its sender hands the job over: the
     send never returns (until the test ends, when it fails as a dead process's would)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+import time
 from typing import Any
 
 from sqlalchemy import event, text
@@ -132,6 +133,30 @@ def test_sender_survives_a_send_that_fails() -> None:
         sender.close()
 
 
+def test_sender_lingers_to_send_jobs_that_arrive_close_together_as_one_batch() -> None:
+    sent: list[list[str]] = []
+    sender = BackgroundSender(lambda jobs: sent.append([j.id for j in jobs]), linger_s=30)
+    try:
+        sender.submit([_job(1)])
+        sender.submit([_job(2)])  # within the linger: the same batch
+        started = time.monotonic()
+        sender.flush()  # sends at once, without waiting out the linger
+        assert time.monotonic() - started < 10
+        assert sent == [["job-1", "job-2"]]
+    finally:
+        sender.close()
+
+
+def test_sender_close_cuts_the_linger_short() -> None:
+    sent: list[str] = []
+    sender = BackgroundSender(lambda jobs: sent.extend(j.id for j in jobs), linger_s=30)
+    sender.submit([_job(1)])
+    started = time.monotonic()
+    sender.close(timeout=20)
+    assert time.monotonic() - started < 10
+    assert sent == ["job-1"]
+
+
 def test_sender_close_sends_what_is_queued_and_stops() -> None:
     sent: list[str] = []
     sender = BackgroundSender(lambda jobs: sent.extend(j.id for j in jobs))
@@ -176,3 +201,41 @@ def test_daily_budget_count_reads_only_todays_jobs_by_index(store: Any) -> None:
     assert any(
         "ix_jobs_repo_created" in d and "created_at>?" in d.replace(" ", "") for d in details
     ), details
+
+
+def test_serve_freezes_what_start_up_built_before_serving(tmp_path: Any, monkeypatch: Any) -> None:
+    """Start-up's objects live as long as the web process; frozen, a full collection no
+    longer walks them while every web thread waits."""
+    import gc
+    import signal
+
+    import waitress
+    from click.testing import CliRunner
+
+    from bot import logs
+    from bot.cli import main
+
+    frozen_at_run: list[int] = []
+
+    class Server:
+        effective_host, effective_port = "127.0.0.1", 0
+
+        def run(self) -> None:
+            frozen_at_run.append(gc.get_freeze_count())
+
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setenv("RIBBIT_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("RIBBIT_GITHUB__WEBHOOK_SECRET", "s")
+    monkeypatch.setattr(waitress, "create_server", lambda *_a, **_k: Server())
+    monkeypatch.setattr(logs, "configure_logging", lambda _settings: None)
+    sigterm = signal.getsignal(signal.SIGTERM)  # serve installs its own
+    gc.unfreeze()
+    try:
+        result = CliRunner().invoke(main, ["serve", "--no-worker"])
+    finally:
+        gc.unfreeze()
+        signal.signal(signal.SIGTERM, sigterm)
+    assert result.exit_code == 0, result.output
+    assert frozen_at_run and frozen_at_run[0] > 10_000

@@ -96,6 +96,24 @@ def test_get_in_changes_in_the_callers_transaction(store: JobStore, db: Database
     assert store.get(job_id).state == "cancelled"
 
 
+def test_a_created_job_is_the_row_as_stored_and_changes_in_the_callers_transaction(
+    store: JobStore, db: Database
+) -> None:
+    spec = JobSpec(kind="solve", forge="github", repo="o/r", issue_number=3, actor="a")
+    with db.session() as session:
+        job = store.create(session, spec)
+        assert job is not None
+        assert job in session and not session.dirty  # attached, with nothing left to write
+        assert store.get_in(session, job.id) is job
+        store.cancel(session, job, "superseded")  # frees the issue for another agent job
+        again = store.create(session, spec)
+        assert again is not None
+    stored, second = store.get(job.id), store.get(again.id)
+    assert (stored.state, stored.failure_reason, stored.actor) == ("cancelled", "superseded", "a")
+    assert (second.state, second.dispatch_seq, second.held) == ("queued", 1, False)
+    assert (job.kind, job.dispatch_seq, job.repo) == ("solve", 1, "o/r")
+
+
 def test_per_repository_counts(store: JobStore) -> None:
     since = utcnow() - timedelta(minutes=1)
     for issue in (1, 2):

@@ -62,7 +62,7 @@ def test_a_batch_reaches_redis_in_one_pipeline(
 ) -> None:
     from bot.queue import QUEUE, CeleryDispatcher, client_celery
     from bot.settings import load_settings
-    from bot.store.models import Job
+    from bot.store.tables import Job
 
     queue_db = redis_url.rsplit("/", 1)[0] + "/7"
     server = redis.Redis.from_url(queue_db)

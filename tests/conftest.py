@@ -8,11 +8,23 @@ import json
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from tests.support import GITHUB_SECRET, GITLAB_TOKEN, flushed, github_headers, gitlab_headers
+
+if TYPE_CHECKING:
+    from flask import Flask
+    from flask.testing import FlaskClient
+    from werkzeug.test import TestResponse
+
+    from bot.store.jobs import JobStore
+    from tests.fakes import RecordingDispatcher
+    from worker.settings import WorkerSettings
+
+# A signed webhook posted through the test client: (payload, event, delivery, **headers).
+PostWebhook = Callable[..., "TestResponse"]
 
 pytest_plugins = [
     "tests.plugins.services",
@@ -45,7 +57,7 @@ def _reset_environ(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 
 @pytest.fixture
-def settings(tmp_path: Path) -> Any:
+def settings(tmp_path: Path) -> WorkerSettings:
     # WorkerSettings, as every `ribbit` process builds (bot/cli.py): the web app's tests
     # and the worker's share it. tests/unit/bot/test_settings.py covers bot's Settings alone.
     from worker.settings import load_worker_settings
@@ -58,14 +70,14 @@ def settings(tmp_path: Path) -> Any:
 
 
 @pytest.fixture
-def dispatcher() -> Any:
+def dispatcher() -> RecordingDispatcher:
     from tests.fakes import RecordingDispatcher
 
     return RecordingDispatcher()
 
 
 @pytest.fixture
-def app(settings: Any, dispatcher: Any) -> Any:
+def app(settings: WorkerSettings, dispatcher: RecordingDispatcher) -> Iterator[Flask]:
     from bot import create_app
 
     flask_app = create_app(settings, dispatcher=dispatcher)
@@ -75,18 +87,19 @@ def app(settings: Any, dispatcher: Any) -> Any:
 
 
 @pytest.fixture
-def client(app: Any) -> Any:
+def client(app: Flask) -> FlaskClient:
     return app.test_client()
 
 
 @pytest.fixture
-def store(app: Any) -> Any:
-    return app.extensions["ribbit"].store
+def store(app: Flask) -> JobStore:
+    job_store: JobStore = app.extensions["ribbit"].store
+    return job_store
 
 
 @pytest.fixture
-def post_github(app: Any, client: Any) -> Callable[..., Any]:
-    def post(payload: dict[str, Any] | bytes, event: str, delivery: str, **kw: Any) -> Any:
+def post_github(app: Flask, client: FlaskClient) -> PostWebhook:
+    def post(payload: dict[str, Any] | bytes, event: str, delivery: str, **kw: Any) -> TestResponse:
         body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
         return flushed(
             app,
@@ -99,8 +112,8 @@ def post_github(app: Any, client: Any) -> Callable[..., Any]:
 
 
 @pytest.fixture
-def post_gitlab(app: Any, client: Any) -> Callable[..., Any]:
-    def post(payload: dict[str, Any] | bytes, event: str, delivery: str, **kw: Any) -> Any:
+def post_gitlab(app: Flask, client: FlaskClient) -> PostWebhook:
+    def post(payload: dict[str, Any] | bytes, event: str, delivery: str, **kw: Any) -> TestResponse:
         body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
         return flushed(
             app,

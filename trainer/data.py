@@ -28,7 +28,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from bot.forges.base import RepoRef
+from bot.forges.base import RepoRef, forge_name
 from bot.store.db import Database
 from trainer.envs.folders import EnvironmentFolders
 from trainer.envs.schema import Environment, Rejection
@@ -216,7 +216,7 @@ def stored_repos(db: Database, store: EnvironmentFolders) -> list[RepoRef]:
     for env in store:
         if env.provenance.forge is not None:
             pairs.add((env.provenance.forge, env.repo))
-    return [RepoRef(f, r) for f, r in sorted(pairs)]  # type: ignore[arg-type]
+    return [RepoRef(forge_name(f), r) for f, r in sorted(pairs)]
 
 
 def prune(

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from bot.console import empty
-from bot.forges.base import RepoRef
+from bot.forges.base import RepoRef, forge_name
 from bot.runtime import open_database
 from bot.settings import Settings, SettingsError
 from bot.store.db import Database
@@ -118,7 +118,9 @@ def export_data(
     from trainer.data import export_repo
 
     settings, db, env_store = _open(ctx, store)
-    found = export_repo(db, env_store, settings.data_dir, RepoRef(forge, full_name), out)  # type: ignore[arg-type]
+    found = export_repo(
+        db, env_store, settings.data_dir, RepoRef(forge_name(forge), full_name), out
+    )
     db.dispose()
     click.echo(f"wrote {out}: {json.dumps(found.summary())}")
 
@@ -138,7 +140,7 @@ def delete_data(
     if not yes:
         click.confirm(f"delete every stored record of {forge}:{full_name}?", abort=True)
     settings, db, env_store = _open(ctx, store)
-    found = delete_repo(db, env_store, settings.data_dir, RepoRef(forge, full_name))  # type: ignore[arg-type]
+    found = delete_repo(db, env_store, settings.data_dir, RepoRef(forge_name(forge), full_name))
     db.dispose()
     click.echo(f"deleted {json.dumps(found.summary())}")
 
@@ -174,7 +176,7 @@ def visibility_data(ctx: click.Context, forge: str, full_name: str, private: boo
     from bot.model_lines import repo_line, set_visibility
 
     settings, db, _ = _open(ctx, None)
-    ref = RepoRef(forge, full_name)  # type: ignore[arg-type]
+    ref = RepoRef(forge_name(forge), full_name)
     set_visibility(db, ref, private=private)
     line = repo_line(db, settings.training, ref)
     db.dispose()

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from functools import partial
 
+from bot.forges.base import forge_name
 from bot.settings import Settings
 from bot.store.jobs import JobStore
 from bot.store.noise import NoisePause, NoiseStore, ToldColumn
@@ -119,7 +120,7 @@ def _comment(pause: NoisePause, settings: Settings, text: str) -> None:
     from bot.forges import make_forge
     from bot.forges.base import IssueRef, RepoRef
 
-    ref = RepoRef(pause.forge, pause.repo)  # type: ignore[arg-type]
+    ref = RepoRef(forge_name(pause.forge), pause.repo)
     forge = make_forge(settings, ref.forge, installation_id=pause.installation_id)
     forge.post_comment(IssueRef(ref, pause.issue_number), text)
 

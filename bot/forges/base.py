@@ -16,6 +16,15 @@ from typing import Literal, Protocol, runtime_checkable
 from bot.forges.branches import BRANCH_PREFIX
 
 ForgeName = Literal["github", "gitlab"]
+FORGE_NAMES: tuple[ForgeName, ...] = ("github", "gitlab")
+
+
+def forge_name(value: str) -> ForgeName:
+    """``value`` as a ForgeName (a stored row's forge column); ValueError for anything else."""
+    for name in FORGE_NAMES:
+        if value == name:
+            return name
+    raise ValueError(f"{value!r} is not a forge Ribbit knows ({', '.join(FORGE_NAMES)})")
 
 
 class ForgeError(Exception):

@@ -20,6 +20,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from bot.forges.base import RepoRef, forge_name
 from bot.store.payloads import JobPayload, decode_payload
 from bot.store.records import SolveRecord
 
@@ -127,6 +128,12 @@ class Job(Base):
     updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
     started_at: Mapped[datetime | None] = mapped_column(nullable=True)
     finished_at: Mapped[datetime | None] = mapped_column(nullable=True)
+
+    @property
+    def repo_ref(self) -> RepoRef:
+        """The job's repository as the forges name it (the row keeps forge and repo in two
+        columns for its indexes)."""
+        return RepoRef(forge_name(self.forge), self.repo)
 
     @property
     def payload(self) -> JobPayload | None:

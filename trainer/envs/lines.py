@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from bot.forges.base import RepoRef
+from bot.forges.base import RepoRef, forge_name
 from bot.model_lines import DEFAULT_LINE, repo_line
 from bot.settings import TrainingDataSettings
 from bot.store.db import Database
@@ -23,7 +23,7 @@ from trainer.store import TrainerStore
 def line_repos(db: Database, cfg: TrainingDataSettings, line: str) -> list[RepoRef]:
     """The repositories with recorded outcomes whose data may train ``line``."""
     pairs = TrainerStore(db).outcome_repos()
-    refs = [RepoRef(forge, repo) for forge, repo in pairs]  # type: ignore[arg-type]
+    refs = [RepoRef(forge_name(forge), repo) for forge, repo in pairs]
     return [r for r in refs if repo_line(db, cfg, r) == line]
 
 
@@ -48,7 +48,7 @@ def line_environments(
             continue
         key = (forge, env.repo)
         if key not in lines:
-            lines[key] = repo_line(db, cfg, RepoRef(forge, env.repo))  # type: ignore[arg-type]
+            lines[key] = repo_line(db, cfg, RepoRef(forge_name(forge), env.repo))
         if lines[key] == line:
             chosen.append(env)
     return chosen

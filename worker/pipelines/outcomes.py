@@ -10,6 +10,7 @@ from typing import Any
 
 from bot.forges import make_forge
 from bot.forges.base import ForgeError, PullRequestRef, RepoRef
+from bot.forges.base import forge_name as to_forge_name
 from bot.runtime import Runtime
 from bot.store.jobs import JobStore
 from bot.store.outcomes import OutcomeRecord, OutcomeStore
@@ -54,7 +55,7 @@ def record_pull_request_outcome(
     human: bool,
     installation_id: int | None,
 ) -> dict[str, Any]:
-    repo = RepoRef(forge_name, repo_name)  # type: ignore[arg-type]
+    repo = RepoRef(to_forge_name(forge_name), repo_name)
     forge = make_forge(settings, repo.forge, installation_id=installation_id)
     ref = PullRequestRef(repo, pr_number)
     pr = forge.get_pull_request(ref)

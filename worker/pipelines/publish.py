@@ -16,7 +16,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bot.forges.base import CommitStatus, DraftPullRequest, Forge, PullRequest, RepoRef
+from bot.forges.base import CommitStatus, DraftPullRequest, Forge, PullRequest
 from bot.forges.branches import validate_branch_name
 from bot.forges.sanitize import sanitize_forge_text
 from bot.hostgit import run_git
@@ -235,7 +235,7 @@ class Publisher:
         stages: Stages,
     ) -> None:
         self.forge, self.ctx = forge, ctx
-        self.repo = RepoRef(ctx.job.forge, ctx.job.repo)  # type: ignore[arg-type]
+        self.repo = ctx.job.repo_ref
         self.workdir, self.status, self.stages = workdir, status, stages
 
     def publish(self, plan: PublishPlan, record: SolveRecord) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.forges import make_forge
-from bot.forges.base import IssueRef, RepoRef
+from bot.forges.base import IssueRef
 from bot.forges.sanitize import sanitize_forge_text
 from bot.store.payloads import PayloadError, UnknownWord
 from worker.jobs import JobContext, JobRefused, pipeline
@@ -25,7 +25,7 @@ MAX_STEPS = 40
 
 def reply_target(ctx: JobContext) -> tuple[Any, IssueRef]:
     job = ctx.job
-    repo = RepoRef(job.forge, job.repo)  # type: ignore[arg-type]
+    repo = job.repo_ref
     forge = make_forge(ctx.settings, repo.forge, installation_id=job.installation_id)
     # On GitHub a PR's conversation is an issue thread, so the reply goes where the command
     # was written; the Forge interface comments on issues only, so on GitLab it goes to the
@@ -40,7 +40,7 @@ WRITE_ACCESS_REFUSAL = "does not have write access"
 
 
 def check_actor(ctx: JobContext, forge: Any) -> None:
-    repo = RepoRef(ctx.job.forge, ctx.job.repo)  # type: ignore[arg-type]
+    repo = ctx.job.repo_ref
     if not ctx.job.actor or not forge.has_write_access(repo, ctx.job.actor):
         raise JobRefused(f"{ctx.job.actor} {WRITE_ACCESS_REFUSAL}")
 

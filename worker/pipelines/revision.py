@@ -9,7 +9,7 @@ branch (:mod:`worker.pipelines.publish`).
 
 from __future__ import annotations
 
-from bot.forges.base import Forge, PullRequest, PullRequestRef, RepoRef
+from bot.forges.base import Forge, PullRequest, PullRequestRef
 from bot.store.payloads import PayloadError, PersonAsks
 from bot.store.tables import Job
 from worker.jobs import JobContext, JobRefused
@@ -28,7 +28,7 @@ def pull_request_to_revise(
     job = ctx.job
     if job.pr_number is None:
         raise JobRefused("revise needs the bot's pull request")
-    repo = RepoRef(job.forge, job.repo)  # type: ignore[arg-type]
+    repo = job.repo_ref
     pr = forge.get_pull_request(PullRequestRef(repo, job.pr_number))
     if pr.state != "open":
         raise JobRefused(f"PR {pr.ref.number} is {pr.state}; nothing to revise")

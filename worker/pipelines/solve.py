@@ -144,7 +144,7 @@ class SolveParts:
         from worker.sandbox.envcache import JobEnvironment
 
         settings, job = ctx.settings, ctx.job
-        repo = RepoRef(job.forge, job.repo)  # type: ignore[arg-type]
+        repo = job.repo_ref
 
         def environment(
             config: RepoConfig, sandbox: SandboxSettings, checkout: Path, workdir: Path
@@ -203,7 +203,7 @@ class SolveRun:
         self.parts = parts
         self.job = ctx.job
         self.settings: WorkerSettings = ctx.settings
-        self.repo = RepoRef(self.job.forge, self.job.repo)  # type: ignore[arg-type]
+        self.repo = self.job.repo_ref
         assert self.job.issue_number is not None
         self.issue_ref = IssueRef(self.repo, self.job.issue_number)
         self.forge: Forge = parts.forge
@@ -623,7 +623,7 @@ class SolveRun:
 
 def tell_queue_position(runtime: Runtime[WorkerSettings], job: Job, position: int) -> None:
     """The issue's status comment says the job is queued, and where."""
-    repo = RepoRef(job.forge, job.repo)  # type: ignore[arg-type]
+    repo = job.repo_ref
     assert job.issue_number is not None
     forge = make_forge(runtime.settings, repo.forge, installation_id=job.installation_id)
     status = StatusComment.for_job(

@@ -15,5 +15,5 @@ def test_a_jobs_repository_is_one_typed_ref() -> None:
 
 def test_a_forge_column_ribbit_does_not_know_is_an_error_not_a_lie() -> None:
     with pytest.raises(ValueError, match="'gitea' is not a forge Ribbit knows"):
-        Job(id="j", kind="solve", forge="gitea", repo="a/b").repo_ref
+        _ = Job(id="j", kind="solve", forge="gitea", repo="a/b").repo_ref
     assert forge_name("github") == "github"

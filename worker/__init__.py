@@ -2,8 +2,8 @@
 
 - celery_app.py, tasks.py: the Celery app and its thin tasks; jobs.py: one job's
   lifecycle (claim, heartbeat, cancellation, end), with the pipelines (pipelines/:
-  solve with its publish and revision steps, commands, replies, outcomes) registered
-  by job kind.
+  solve with its publish and revision steps, slash commands, replies, outcomes)
+  registered by job kind.
 - cli.py: `ribbit worker`; each task's process builds its bot.runtime.Runtime once
   (celery_app.runtime_for).
 - agent/: the agent loop, its tools, prompts and policies (see agent/README.md).
@@ -11,6 +11,9 @@
   (setup.py, setupcmd.py) and the environment cache.
 - gates/: what a patch must pass before it becomes a draft PR (tests, Semgrep,
   hygiene); host git goes through bot/hostgit.py.
+- settings.py: WorkerSettings, bot's Settings plus the sandbox, model, agent and gates
+  sections (registered as the ``ribbit.settings`` entry point, so every ``ribbit``
+  process builds it).
 - repo_config.py: a repository's ``.ribbit.yml``; model_choice.py, weights.py: which model
   version a job uses and the base weights on disk; status.py, noise.py: the issue's
   status comment and noise pauses; maintenance.py: periodic repairs (Celery beat).

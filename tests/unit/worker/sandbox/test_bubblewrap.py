@@ -607,9 +607,8 @@ def _leftover(base: Path, name: str, owner: str | None, cgroup: str | None = Non
 
 
 def _dead_pid() -> int:
-    proc = subprocess.Popen(["true"])
-    proc.wait()
-    return proc.pid
+    """A pid no process can have (above the kernel's maximum): never reused meanwhile."""
+    return int(Path("/proc/sys/kernel/pid_max").read_text()) + 1
 
 
 def test_reap_stale_removes_dead_owners_only(tmp_path: Path) -> None:

@@ -505,8 +505,12 @@ def reap_stale(temp_dir: Path | None = None) -> list[Path]:
 def _recorded_cgroup(root: Path) -> MemoryCgroup | None:
     """The memory cgroup a sandbox recorded, if it is one of ours under the cgroup root."""
     try:
-        path = Path((root / "cgroup").read_text().strip())
+        recorded = (root / "cgroup").read_text().strip()
     except OSError:
+        return None
+    # Normalised first: is_relative_to compares components, so "<root>/../../x" would pass.
+    path = Path(os.path.normpath(recorded))
+    if not path.is_absolute():
         return None
     if not path.name.startswith(CGROUP_PREFIX) or not path.is_relative_to(CGROUP_ROOT):
         return None

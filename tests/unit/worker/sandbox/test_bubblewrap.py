@@ -642,6 +642,8 @@ def test_reap_stale_removes_the_recorded_cgroup(
         f"/home/user/{CGROUP_PREFIX}x",  # ours by name, elsewhere
         str(CGROUP_ROOT / "memory" / "system.slice"),  # under the root, not ours
         str(CGROUP_ROOT),
+        f"{CGROUP_ROOT}/../../home/user/{CGROUP_PREFIX}x",  # climbs out of the root
+        f"memory/{CGROUP_PREFIX}x",  # relative: wherever the reaper runs
     ],
 )
 def test_recorded_cgroup_only_ever_names_one_of_ours(tmp_path: Path, recorded: str) -> None:

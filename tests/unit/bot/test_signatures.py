@@ -129,3 +129,14 @@ def test_github_compare_goes_through_compare_digest(monkeypatch: pytest.MonkeyPa
     assert verify_github_signature(SECRET, BODY, sign_github(SECRET, BODY))
     assert not verify_github_signature(SECRET, BODY, "sha256=" + "0" * 64)
     assert len(calls) == 2
+
+
+def test_an_empty_github_secret_accepts_no_signature() -> None:
+    # RIBBIT_GITHUB__WEBHOOK_SECRET= (a compose file's ${VAR} left unset) loads as an empty
+    # secret, not as none: anyone can compute the HMAC under the empty key.
+    assert not verify_github_signature("", BODY, sign_github("", BODY))
+
+
+@pytest.mark.parametrize("header", ["", None, "x"])
+def test_an_empty_gitlab_token_accepts_no_header(header: str | None) -> None:
+    assert not verify_gitlab_token("", header)

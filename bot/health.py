@@ -44,4 +44,7 @@ def healthz() -> tuple[Response, int]:
 @bp.get("/metrics")
 def metrics() -> Response:
     body = generate_latest(services().metrics.registry)
-    return Response(body, mimetype=CONTENT_TYPE_LATEST)
+    # content_type, not mimetype: Werkzeug appends "; charset=utf-8" to a text/* mimetype,
+    # and CONTENT_TYPE_LATEST already names its charset (a duplicate parameter makes
+    # Prometheus 3 refuse the scrape).
+    return Response(body, content_type=CONTENT_TYPE_LATEST)

@@ -1,19 +1,26 @@
 """Dashboard actions through Flask's test client: each one changes what the CLI would
-change, writes an audit row, and is refused without a session or from another site."""
+change, writes an audit row, and is refused without a session or from another site.
+At the end, bot/admin/actions.py's functions called directly: the refusals and messages
+each route shows, with fakes for the model registry and the environment validation."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
 from sqlalchemy import select
 
 from bot import create_app
+from bot.admin import actions
 from bot.admin import overview as health_mod
+from bot.env_validation import MAX_RUNNING, AlreadyRunning, Busy
+from bot.model_versions import ModelVersionError
 from bot.store.audit import AdminAction, recent
 from bot.store.jobs import JobSpec
+from bot.store.payloads import PersonAsks
 from bot.store.tables import Job
 from tests.plugins.admin import ADMIN_TOKEN
 from tests.support import GITHUB_SECRET
@@ -281,3 +288,186 @@ def test_health_page_survives_a_dead_broker(browser: Any, monkeypatch: Any) -> N
     resp = browser.get("/admin/health", headers={"Accept": "text/html"})
     assert resp.status_code == 200
     assert "could not ask the workers" in resp.get_data(as_text=True)
+
+
+# -- the actions called directly: the refusals and messages behind each route -------------------
+
+
+def test_cancel_of_an_unknown_job_says_so(svc: Any) -> None:
+    assert actions.cancel_job(svc, "f" * 32) == actions.ActionResult(False, f"no job {'f' * 32}")
+
+
+@pytest.mark.parametrize("final", ["failed", "cancelled"])
+def test_cancel_of_a_finished_job_is_refused_and_leaves_it(svc: Any, final: str) -> None:
+    job_id = make_job(svc)
+    svc.store.transition(job_id, final, reason="done before the click")
+    result = actions.cancel_job(svc, job_id)
+    assert result == actions.ActionResult(
+        False, f"job {job_id} is {final}; only active jobs cancel"
+    )
+    assert svc.store.get(job_id).state == final
+
+
+def test_retry_of_an_unknown_job_says_so(svc: Any, dispatcher: Any) -> None:
+    assert not actions.retry_job(svc, "e" * 32).ok
+    assert dispatcher.sent == []
+
+
+def test_retry_copies_the_request_and_points_at_its_parent(svc: Any, dispatcher: Any) -> None:
+    spec = JobSpec(
+        kind="revise",
+        forge="gitlab",
+        repo="acme/app",
+        issue_number=7,
+        pr_number=12,
+        actor="maintainer",
+        installation_id=99,
+        payload=PersonAsks("use the builtin sum"),
+    )
+    with svc.db.session() as session:
+        old = svc.store.create(session, spec)
+        assert old is not None
+        old_id = old.id
+    svc.store.transition(old_id, "cancelled", reason="stopped")
+    result = actions.retry_job(svc, old_id)
+    assert result.ok, result.message
+    new = svc.store.get(dispatcher.sent[0])
+    assert result.message == f"job {old_id} retried as {new.id}"
+    assert (new.kind, new.forge, new.repo, new.issue_number, new.pr_number) == (
+        "revise",
+        "gitlab",
+        "acme/app",
+        7,
+        12,
+    )
+    assert (new.actor, new.installation_id, new.payload, new.parent_id) == (
+        "maintainer",
+        99,
+        PersonAsks("use the builtin sum"),
+        old_id,
+    )
+
+
+def test_retry_while_paused_makes_a_held_job_and_sends_nothing(svc: Any, dispatcher: Any) -> None:
+    job_id = make_job(svc, "failed")
+    svc.store.pause(forge="github", repo="acme/app")
+    result = actions.retry_job(svc, job_id)
+    assert result.ok and result.message.endswith("(held: the bot is paused)")
+    assert dispatcher.sent == []
+    with svc.db.session() as session:
+        child = session.scalar(select(Job).where(Job.parent_id == job_id))
+        assert child is not None and child.held
+
+
+def test_retry_while_another_job_works_on_the_issue_is_refused(svc: Any, dispatcher: Any) -> None:
+    failed = make_job(svc, "failed")
+    make_job(svc)  # a newer job for the same issue, still queued
+    result = actions.retry_job(svc, failed)
+    assert result == actions.ActionResult(False, "another job is already active for that issue")
+    assert dispatcher.sent == []
+
+
+@pytest.mark.parametrize(
+    ("forge", "repo", "scope"),
+    [
+        (None, None, "everything"),
+        (None, "acme/app", "github:acme/app"),  # a bare repository is GitHub's
+        ("gitlab", "acme/app", "gitlab:acme/app"),
+    ],
+)
+def test_pause_names_its_scope(svc: Any, forge: str | None, repo: str | None, scope: str) -> None:
+    assert actions.pause(svc, forge, repo) == actions.ActionResult(True, f"paused {scope}")
+
+
+def test_resume_counts_the_held_jobs_it_sends(svc: Any, dispatcher: Any) -> None:
+    svc.store.pause(forge="gitlab", repo="acme/app")
+    held_ids = []
+    for issue in (1, 2):
+        spec = JobSpec(kind="solve", forge="gitlab", repo="acme/app", issue_number=issue)
+        with svc.db.session() as session:
+            held = svc.store.create(session, spec, held=True)
+            assert held is not None
+            held_ids.append(held.id)
+    result = actions.resume(svc, "gitlab", "acme/app")
+    assert result == actions.ActionResult(True, "resumed gitlab:acme/app; 2 held job(s) sent")
+    assert sorted(dispatcher.sent) == sorted(held_ids)
+
+
+class FakeVersions:
+    """A model registry that refuses or answers as told."""
+
+    def __init__(self, refuse: str | None = None, previous: str | None = None) -> None:
+        self.refuse, self.previous = refuse, previous
+        self.promoted: list[str] = []
+
+    def promote(self, name: str, *, force: bool = False) -> list[str]:
+        if self.refuse:
+            raise ModelVersionError(self.refuse)
+        self.promoted.append(name)
+        return []
+
+    def rollback(self, line: str = "default") -> str | None:
+        if self.refuse:
+            raise ModelVersionError(self.refuse)
+        return self.previous
+
+
+def test_promote_and_rollback_without_a_registry_are_refused(svc: Any) -> None:
+    bare = replace(svc, model_versions=None)
+    assert actions.promote(bare, "ft-1") == actions.NO_REGISTRY
+    assert actions.rollback(bare) == actions.NO_REGISTRY
+
+
+def test_a_refusal_by_the_registry_is_its_message(svc: Any) -> None:
+    refusing = replace(svc, model_versions=FakeVersions(refuse="ft-1 is worse than ft-0"))
+    assert actions.promote(refusing, "ft-1") == actions.ActionResult(
+        False, "ft-1 is worse than ft-0"
+    )
+    assert actions.rollback(refusing) == actions.ActionResult(False, "ft-1 is worse than ft-0")
+
+
+def test_rollback_past_the_first_version_serves_the_base_model(svc: Any) -> None:
+    result = actions.rollback(replace(svc, model_versions=FakeVersions(previous=None)))
+    assert result == actions.ActionResult(True, "now serving the base model")
+    result = actions.rollback(replace(svc, model_versions=FakeVersions(previous="ft-1")))
+    assert result == actions.ActionResult(True, "now serving ft-1")
+
+
+class FakeRunner:
+    """ValidationRunner.start as told: a run id, or one of its refusals."""
+
+    def __init__(self, raises: Exception | None = None) -> None:
+        self.raises = raises
+        self.started: list[tuple[str, str]] = []
+
+    def start(self, instance_id: str, requested_by: str) -> int:
+        if self.raises is not None:
+            raise self.raises
+        self.started.append((instance_id, requested_by))
+        return 41
+
+
+def test_validate_env_starts_a_run_for_the_admin(svc: Any) -> None:
+    runner = FakeRunner()
+    result = actions.validate_env(replace(svc, env_validation=runner), "calc-1", "admin")
+    assert result == actions.ActionResult(True, "validation 41 of calc-1 started")
+    assert runner.started == [("calc-1", "admin")]
+
+
+@pytest.mark.parametrize(
+    ("raises", "message"),
+    [
+        (KeyError("calc-9"), "no environment calc-9"),
+        (AlreadyRunning("calc-9"), "a validation of calc-9 is already running"),
+        (Busy("calc-9"), f"{MAX_RUNNING} validations are running; try again later"),
+    ],
+)
+def test_validate_env_refusals_say_why(svc: Any, raises: Exception, message: str) -> None:
+    runner = FakeRunner(raises)
+    result = actions.validate_env(replace(svc, env_validation=runner), "calc-9", "admin")
+    assert result == actions.ActionResult(False, message)
+
+
+def test_validate_env_without_the_trainer_is_refused(svc: Any) -> None:
+    result = actions.validate_env(replace(svc, env_validation=None), "calc-1", "admin")
+    assert not result.ok and "not available" in result.message

@@ -46,6 +46,16 @@ class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+def _blank_is_unset(value: Any) -> Any:
+    """An empty secret (``RIBBIT_GITHUB__WEBHOOK_SECRET=``, a Compose ``${VAR}`` left
+    unset) means "not set": as a key it would sign forged webhooks anyone can make."""
+    if isinstance(value, str) and not value.strip():
+        return None
+    if isinstance(value, SecretStr) and not value.get_secret_value().strip():
+        return None
+    return value
+
+
 class GitHubSettings(Section):
     webhook_secret: SecretStr | None = Field(
         default=None,
@@ -81,6 +91,8 @@ class GitHubSettings(Section):
         default=30, ge=1, description="Seconds to wait for one API answer before retrying."
     )
 
+    _blank_secrets = field_validator("webhook_secret", "token", mode="before")(_blank_is_unset)
+
 
 class GitLabSettings(Section):
     webhook_token: SecretStr | None = Field(
@@ -93,6 +105,8 @@ class GitLabSettings(Section):
         default=None, description="Project/group access token or bot user's token."
     )
     bot_username: str = Field(default="ribbit-bot", description="The bot user's username.")
+
+    _blank_secrets = field_validator("webhook_token", "token", mode="before")(_blank_is_unset)
     retry_backoff_s: float = Field(
         default=0.5,
         ge=0,

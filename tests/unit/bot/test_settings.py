@@ -154,3 +154,25 @@ def test_web_tier_reads_no_worker_section(tmp_path: Path) -> None:
     assert shown == f"unknown model {no_registry}"
     shown = _model_version(SimpleNamespace(settings=worker, model_versions=None))  # type: ignore[arg-type]
     assert shown == f"microsoft/FrogNano-4B-2609 {no_registry}"
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("RIBBIT_GITHUB__WEBHOOK_SECRET", ""),
+        ("RIBBIT_GITLAB__WEBHOOK_TOKEN", "   "),
+        ("RIBBIT_GITHUB__TOKEN", ""),
+        ("RIBBIT_GITLAB__TOKEN", ""),
+    ],
+)
+def test_an_empty_secret_is_unset_not_a_key_anyone_can_sign_with(
+    monkeypatch: pytest.MonkeyPatch, variable: str, value: str
+) -> None:
+    from bot.webhooks import configured_forges
+
+    monkeypatch.setenv(variable, value)
+    settings = load_settings()
+    assert settings.github.webhook_secret is None and settings.github.token is None
+    assert settings.gitlab.webhook_token is None and settings.gitlab.token is None
+    # Unset, the endpoint answers 503 and start-up says so (never open, never 401-by-luck).
+    assert configured_forges(settings) == {"github": False, "gitlab": False}

@@ -89,3 +89,41 @@ def test_patches_split_test_patch_puts_each_file_on_its_side() -> None:
     assert tests == TESTS
     assert split_test_patch(TESTS) == ("", TESTS)
     assert split_test_patch("") == ("", "")
+
+
+# As git writes them: a name with a space is left unquoted (its "+++" line ends in a tab),
+# a non-ASCII one is C-quoted with octal escapes.
+SPACED = (
+    "diff --git a/docs/my file.py b/docs/my file.py\nnew file mode 100644\n"
+    "--- /dev/null\n+++ b/docs/my file.py\t\n@@ -0,0 +1 @@\n+a\n"
+)
+QUOTED = (
+    'diff --git "a/t\\303\\251st.py" "b/t\\303\\251st.py"\nnew file mode 100644\n'
+    '--- /dev/null\n+++ "b/t\\303\\251st.py"\n@@ -0,0 +1 @@\n+b\n'
+)
+
+
+def test_patches_a_name_with_a_space_is_its_own_section() -> None:
+    # It used to be dropped when first, and glued onto the file before it otherwise: a
+    # code change behind a test file then went into the test patch.
+    assert split_by_file(SPACED) == [FilePatch("docs/my file.py", SPACED)]
+    code, tests = split_test_patch(TESTS + SPACED)
+    assert (code, tests) == (SPACED, TESTS)
+
+
+def test_patches_a_quoted_name_is_its_own_section_with_its_real_path() -> None:
+    assert split_by_file(TESTS + QUOTED) == [
+        FilePatch("tests/test_calc.py", TESTS),
+        FilePatch("tést.py", QUOTED),
+    ]
+    assert split_test_patch(TESTS + QUOTED) == (QUOTED, TESTS)
+    [escaped] = split_by_file('diff --git "a/say \\"hi\\".py" "b/say \\"hi\\"\\t.py"\n')
+    assert escaped.path == 'say "hi"\t.py'
+
+
+def test_patches_a_renamed_name_with_spaces_goes_by_its_new_path() -> None:
+    [section] = split_by_file("diff --git a/old name.py b/new name.py\nrename from x\n")
+    assert section.path == "new name.py"
+    # Unrenamed, both halves are the same name: " b/" inside it is no boundary.
+    [same] = split_by_file("diff --git a/x b/y.py b/x b/y.py\n")
+    assert same.path == "x b/y.py"

@@ -21,11 +21,15 @@ class FilePatch:
 
     @property
     def added_lines(self) -> list[str]:
-        return [
-            line[1:]
-            for line in self.text.splitlines()
-            if line.startswith("+") and not line.startswith("+++")
-        ]
+        # Only inside hunks: the "+++ b/path" header comes before the first "@@", and an
+        # added line may itself start with "++" ("++i;").
+        added: list[str] = []
+        in_hunk = False
+        for line in self.text.splitlines():
+            in_hunk = in_hunk or line.startswith("@@")
+            if in_hunk and line.startswith("+"):
+                added.append(line[1:])
+        return added
 
 
 def split_by_file(diff: str) -> list[FilePatch]:

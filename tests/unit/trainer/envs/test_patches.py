@@ -49,6 +49,12 @@ def test_patches_added_lines_leave_out_headers_and_context() -> None:
     assert split_by_file(text)[0].added_lines == ["x = 1", "second"]
 
 
+def test_patches_an_added_line_that_starts_with_plus_signs_is_kept() -> None:
+    # "++i;" added reads "+++i;" in the diff; only the header before the hunks is left out.
+    text = _section("loop.c", "++i;") + "@@ -9 +10,2 @@\n+++ b/not-a-header\n"
+    assert split_by_file(text)[0].added_lines == ["++i;", "++ b/not-a-header"]
+
+
 @pytest.mark.parametrize(
     "path",
     [

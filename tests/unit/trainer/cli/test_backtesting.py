@@ -12,7 +12,8 @@ from click.testing import CliRunner, Result
 
 from bot.cli import main
 from tests.fakes import make_git_repo
-from trainer.cli.backtesting import _repo_name
+from trainer.backtest import BacktestReport, Fix, FixResult
+from trainer.cli.backtesting import _print_backtest, _repo_name
 
 
 @pytest.fixture
@@ -115,3 +116,51 @@ def test_backtesting_refuses_a_model_that_is_not_ready(
 def test_backtesting_counts_start_at_one(data_dir: Path, no_fixes: Path, option: str) -> None:
     result = _eval(str(no_fixes), option, "0")
     assert result.exit_code == 2 and "0 is not in the range x>=1" in result.output
+
+
+# -- the printed report ------------------------------------------------------------------
+def _fix(commit: str, title: str) -> Fix:
+    return Fix(commit=commit * 40, parent="0" * 40, title=title, message=title)
+
+
+def test_backtesting_prints_each_fix_and_the_rates(capsys: pytest.CaptureFixture[str]) -> None:
+    real = "diff --git a/calc.py b/calc.py\nindex 1..2 100644\n+return a + b\n"
+    report = BacktestReport(
+        "acme/calc",
+        "v1",
+        1,
+        [
+            FixResult(
+                _fix("a", "fix add"),
+                rollouts=1,
+                resolved=1,
+                rewarded=1,
+                reason="solved",
+                model_diff=real,
+                real_diff=real,
+            ),
+            FixResult(_fix("b", "fix mul"), rollouts=1, reason="tests_failed", real_diff=real),
+            FixResult(_fix("c", "fix div"), rejected="no_fail_to_pass: nothing fails\nmore"),
+        ],
+    )
+    _print_backtest(report, "main")
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "acme/calc at main: v1 on its last 3 fix(es)"
+    assert out[1] == f"  {'a' * 12}  fix add\tresolved 1/1, gates pass"
+    assert out[2] == f"  {'b' * 12}  fix mul\tnot resolved 0/1, reward 0 (tests_failed)"
+    # A fix that could not be built: its reason's first line, not scored.
+    assert out[3] == f"  {'c' * 12}  fix div\tskipped: no_fail_to_pass: nothing fails"
+    assert out[4].startswith("resolve rate (SWE-bench, tests only): 50.0%")
+    assert out[5].startswith("resolved and gates pass (Ribbit's reward): 50.0%")
+    text = "\n".join(out)
+    assert f"{'a' * 12} fix add: resolved\n  the model's patch:\n    diff --git" in text
+    assert f"{'b' * 12} fix mul: not resolved\n  the model's patch: (none)\n  the real fix:" in text
+    assert "index 1..2" not in text  # blob ids left out of the shown diffs
+
+
+def test_backtesting_prints_when_nothing_was_scored(capsys: pytest.CaptureFixture[str]) -> None:
+    report = BacktestReport("acme/calc", "v1", 1, [FixResult(_fix("c", "x"), rejected="r")])
+    _print_backtest(report, "HEAD")
+    out = capsys.readouterr().out
+    assert out.splitlines()[-1] == "no fix could be built into an environment; nothing was scored"
+    assert "resolve rate" not in out

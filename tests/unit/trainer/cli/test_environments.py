@@ -262,3 +262,28 @@ def test_environments_from_outcomes_with_nothing_recorded(data_dir: Path, tmp_pa
     args = ["from-outcomes", "--forge", "github", "--name", "acme/calc", "--repo", str(repo)]
     out = _ok(*args)
     assert "no recorded outcomes for github:acme/calc" in out and "ribbit outcomes" in out
+
+
+def test_environments_from_outcomes_prints_what_was_built_and_rejected(
+    data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from trainer.envs.candidates import OutcomeImport
+    from trainer.envs.schema import Rejection
+
+    asked: list[tuple[Any, ...]] = []
+    closed = Rejection(candidate="acme/calc#7", reason="no_code_change", detail="closed")
+
+    def environments_from_outcomes(db: Any, forge: str, repo: str, *rest: Any, **kw: Any) -> Any:
+        asked.append((forge, repo, kw["test_command"]))
+        return OutcomeImport(rejected=[closed])
+
+    monkeypatch.setattr(
+        "trainer.envs.candidates.environments_from_outcomes", environments_from_outcomes
+    )
+    repo = tmp_path / "calc"
+    make_git_repo(repo, {"calc.py": "x = 1\n"})
+    args = ["from-outcomes", "--forge", "gitlab", "--name", "acme/calc", "--repo", str(repo)]
+    out = _ok(*args, "--test-command", "make test")
+    # Only rejections is still something recorded: no "nothing recorded" hint.
+    assert out.splitlines() == ["rejected acme/calc#7: no_code_change (closed)"]
+    assert asked == [("gitlab", "acme/calc", "make test")]

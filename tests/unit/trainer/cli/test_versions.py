@@ -1,0 +1,138 @@
+"""`ribbit model` through the real command group on a tmp data dir: pulling weights from
+a folder and verifying them, the version list's held-out column, and what each command
+refuses (a bad model id, tampered weights, a version that does not exist)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from bot.cli import main
+from bot.store.db import Database
+from tests.fakes import make_git_repo
+from trainer.envs.folders import EnvironmentFolders
+from trainer.passk import pass_at_1
+from trainer.registry import register
+from trainer.rl.toy import toy_environment
+from worker.settings import load_worker_settings
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    data = tmp_path / "data"
+    monkeypatch.setenv("RIBBIT_DATA_DIR", str(data))
+    return data
+
+
+@pytest.fixture
+def db(data_dir: Path) -> Iterator[Database]:
+    database = Database(load_worker_settings().effective_database_url)
+    database.migrate()
+    yield database
+    database.dispose()
+
+
+def _run(*args: str) -> Result:
+    return CliRunner().invoke(main, ["model", *args])
+
+
+def _ok(*args: str) -> str:
+    result = _run(*args)
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def _refused(*args: str) -> str:
+    result = _run(*args)
+    assert result.exit_code == 1, result.output
+    assert "Traceback" not in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    return result.output
+
+
+@pytest.fixture
+def snapshot(tmp_path: Path) -> Path:
+    folder = tmp_path / "snapshot"
+    folder.mkdir()
+    (folder / "config.json").write_text('{"model_type": "toy"}')
+    (folder / "model.safetensors").write_bytes(b"\0" * 64)
+    return folder
+
+
+# -- pull / verify -----------------------------------------------------------------------
+def test_versions_pull_from_a_folder_then_verify(data_dir: Path, snapshot: Path) -> None:
+    out = _ok("pull", "acme/tiny", "--from", str(snapshot))
+    assert out.startswith("pulled acme/tiny (2 files, digest ")
+    assert out.rstrip().endswith(f"into {data_dir / 'models' / 'acme/tiny'}")
+    assert _ok("verify", "acme/tiny").startswith("acme/tiny: 2 files match (digest ")
+    # Weights changed after the pull: verify names the file instead of trusting it.
+    (data_dir / "models" / "acme/tiny" / "model.safetensors").write_bytes(b"\1" * 64)
+    assert "model.safetensors: SHA-256 differs" in _refused("verify", "acme/tiny")
+
+
+def test_versions_pull_refuses_what_is_not_a_model(
+    data_dir: Path, snapshot: Path, tmp_path: Path
+) -> None:
+    assert "has no config.json: not a model folder" in _refused(
+        "pull", "acme/tiny", "--from", str(tmp_path)
+    )
+    # A model id is owner/name, never a path out of the models volume.
+    for bad in ("../escape", "acme/.."):
+        assert f"{bad!r} is not a model id" in _refused("pull", bad, "--from", str(snapshot))
+    assert not (data_dir / "escape").exists()
+    assert _run("pull", "acme/tiny", "--from", str(tmp_path / "nowhere")).exit_code == 2
+
+
+def test_versions_verify_refuses_weights_never_pulled(data_dir: Path) -> None:
+    assert "Error:" in _refused("verify", "acme/never")
+
+
+# -- list ------------------------------------------------------------------------------------
+def test_versions_list_of_none_says_how_to_make_one(db: Database) -> None:
+    assert "no model versions; `ribbit train --register NAME`" in _ok("list")
+    assert json.loads(_ok("list", "--json")) == []
+
+
+def test_versions_list_shows_the_held_out_score_as_known(db: Database) -> None:
+    from trainer.evaluate import record_heldout
+
+    register(db, "fresh", base_model="org/base", adapter_path=None)
+    register(db, "old", base_model="org/base", adapter_path="/a/old", heldout_pass_rate=0.4)
+    register(db, "scored", base_model="org/base", adapter_path="/a/scored", line="fast")
+    record_heldout(db, "scored", pass_at_1([(1, 1), (0, 1)]), 1)
+    rows = {line.split("\t")[0]: line.split("\t") for line in _ok("list").splitlines()}
+    assert rows["fresh"] == ["fresh", "candidate", "held-out -", "org/base", "line default"]
+    assert rows["old"][2:4] == ["held-out 40.0%", "/a/old"]  # scored before intervals
+    assert re.fullmatch(r"held-out 50\.0% \[\d+\.\d%-\d+\.\d%\]", rows["scored"][2])
+    assert [line.split("\t")[0] for line in _ok("list", "--line", "fast").splitlines()] == [
+        "scored"
+    ]
+    listed = {v["name"]: v for v in json.loads(_ok("list", "--json"))}
+    assert listed["scored"]["heldout_ci_low"] < 0.5 < listed["scored"]["heldout_ci_high"]
+    assert listed["scored"]["line"] == "fast" and listed["fresh"]["heldout_pass_rate"] is None
+
+
+# -- evaluate / promote / rollback refusals ------------------------------------------------
+def test_versions_evaluate_refuses_a_version_that_does_not_exist(
+    db: Database, data_dir: Path, tmp_path: Path
+) -> None:
+    base = make_git_repo(tmp_path / "toy", {"README.md": "toy\n"})
+    EnvironmentFolders(data_dir / "trainer").add(toy_environment(base), tmp_path / "toy")
+    out = _refused("evaluate", "nope", "--envs", "all")
+    assert "Error: no version 'nope'" in out  # before any model is loaded
+
+
+def test_versions_promote_and_rollback_refusals(db: Database) -> None:
+    assert "Error: no version 'nope'" in _refused("promote", "nope")
+    register(db, "v1", base_model="org/base", adapter_path="/a/v1")
+    assert "has no held-out score" in _refused("promote", "v1")
+    assert _ok("promote", "v1", "--force") == "promoted v1\n"
+    register(db, "v2", base_model="org/base", adapter_path="/a/v2")
+    _ok("promote", "v2", "--force")
+    assert _ok("rollback") == "now serving v1\n"
+    assert "nothing to roll back" in _refused("rollback", "--line", "fast")

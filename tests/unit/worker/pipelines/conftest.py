@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 
 from bot.forges.base import RepoRef
-from bot.settings import Settings
 from bot.store.db import Database
 from bot.store.jobs import JobSpec, JobState, JobStore
 from tests.fakes import FakeForge, git, make_git_repo
 from tests.plugins.e2e import ISSUE, REPO_FILES
 from worker.jobs import JobContext
+from worker.settings import WorkerSettings
 
 REPO = RepoRef("github", "acme/calc")
 
@@ -24,14 +24,14 @@ REPO = RepoRef("github", "acme/calc")
 class RepoWorld:
     forge: FakeForge
     store: JobStore
-    settings: Settings
+    settings: WorkerSettings
 
-    def job(self, kind: str = "solve", **spec: Any) -> JobContext:
+    def job(self, kind: str = "solve", actor: str = "maya", **spec: Any) -> JobContext:
         """A new job on issue 1 (``spec``: more JobSpec fields), as the worker hands it out."""
         with self.store.db.session() as session:
             job = self.store.create(
                 session,
-                JobSpec(kind, "github", REPO.full_name, issue_number=1, actor="maya", **spec),  # type: ignore[arg-type]
+                JobSpec(kind, "github", REPO.full_name, issue_number=1, actor=actor, **spec),  # type: ignore[arg-type]
             )
             assert job is not None
             job_id = job.id
@@ -48,7 +48,7 @@ class RepoWorld:
 
 
 @pytest.fixture
-def repo_world(tmp_path: Path, settings: Settings) -> Iterator[RepoWorld]:
+def repo_world(tmp_path: Path, settings: WorkerSettings) -> Iterator[RepoWorld]:
     src = tmp_path / "src"
     make_git_repo(src, REPO_FILES)
     bare = tmp_path / "calc.git"

@@ -4,26 +4,20 @@ same run through the real parts is in tests/integration/test_solve_end_to_end.py
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
-from bot.forges.base import ForgeUnavailable, RepoRef
-from bot.store.db import Database
+from bot.forges.base import ForgeUnavailable
 from bot.store.gate_report import GateReport, GateResult
-from bot.store.jobs import JobSpec, JobStore
 from bot.store.payloads import PersonAsks
 from bot.store.records import SolveRecord
-from tests.fakes import FakeForge, LocalDirSandbox, ScriptedPolicy, git, host_setup, make_git_repo
-from tests.plugins.e2e import GOOD_SCRIPT, ISSUE, REPO_FILES, xml_call
+from tests.fakes import LocalDirSandbox, ScriptedPolicy, git, host_setup
+from tests.plugins.e2e import GOOD_SCRIPT, ISSUE, xml_call
+from tests.unit.worker.pipelines.conftest import RepoWorld
 from worker.jobs import JobContext, JobRefused
 from worker.pipelines.solve import GatesFailed, SolveParts, SolveRun
-from worker.settings import WorkerSettings
-
-REPO = RepoRef("github", "acme/calc")
 
 
 @dataclass
@@ -40,22 +34,11 @@ class HostSetup:
 
 
 @dataclass
-class World:
-    forge: FakeForge
-    store: JobStore
-    settings: WorkerSettings
-    gate_contexts: list[Any]
-    policies: list[ScriptedPolicy]
+class World(RepoWorld):
+    """The repository world, plus what the fake policy and gates saw."""
 
-    def job(self, kind: str = "solve", actor: str = "maya", **spec: Any) -> JobContext:
-        with self.store.db.session() as session:
-            job = self.store.create(
-                session,
-                JobSpec(kind, "github", REPO.full_name, issue_number=1, actor=actor, **spec),  # type: ignore[arg-type]
-            )
-            assert job is not None
-            job_id = job.id
-        return JobContext(job=self.store.get(job_id), settings=self.settings, store=self.store)
+    gate_contexts: list[Any] = field(default_factory=list)
+    policies: list[ScriptedPolicy] = field(default_factory=list)
 
     def parts(
         self,
@@ -90,17 +73,8 @@ class World:
 
 
 @pytest.fixture
-def world(tmp_path: Path, settings: WorkerSettings) -> Iterator[World]:
-    src = tmp_path / "src"
-    make_git_repo(src, REPO_FILES)
-    bare = tmp_path / "calc.git"
-    git(tmp_path, "clone", "-q", "--bare", str(src), str(bare))
-    forge = FakeForge(bare)
-    forge.add_issue(1, *ISSUE)
-    db = Database(settings.effective_database_url)
-    db.migrate()
-    yield World(forge, JobStore(db), settings, [], [])
-    db.dispose()
+def world(repo_world: RepoWorld) -> World:
+    return World(repo_world.forge, repo_world.store, repo_world.settings)
 
 
 def test_a_solved_issue_becomes_one_draft_pr_with_the_agents_commit(world: World) -> None:

@@ -5,15 +5,18 @@ model it picks and the refusals in between. The replay policy stands in for weig
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
 
-from bot.cli import main
 from tests.fakes import make_git_repo
+from tests.unit.trainer.cli.invoke import refused, run
 from trainer.backtest import BacktestReport, Fix, FixResult
 from trainer.cli.backtesting import _print_backtest, _repo_name
+
+_eval = partial(run, "eval")
+_refused = partial(refused, "eval")
 
 
 @pytest.fixture
@@ -34,18 +37,6 @@ def no_fixes(tmp_path: Path) -> Path:
     repo = tmp_path / "calc"
     make_git_repo(repo, {"calc.py": "x = 1\n"})
     return repo
-
-
-def _eval(*args: str) -> Result:
-    return CliRunner().invoke(main, ["eval", *args])
-
-
-def _refused(*args: str) -> str:
-    result = _eval(*args)
-    assert result.exit_code == 1, result.output
-    assert "Traceback" not in result.output
-    assert result.exception is None or isinstance(result.exception, SystemExit)
-    return result.output
 
 
 @pytest.mark.parametrize(

@@ -6,16 +6,16 @@ migrated on first use, the toy environment in the store. What needs a sandbox or
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner, Result
 
-from bot.cli import main
 from bot.store.db import Database
 from bot.store.gate_report import Finding
 from tests.fakes import commit_files, make_git_repo
+from tests.unit.trainer.cli.invoke import ok, refused, run
 from trainer.calibrate import CalibrationReport
 from trainer.envs.folders import EnvironmentFolders
 from trainer.envs.schema import Calibration
@@ -23,12 +23,9 @@ from trainer.rl.reward import RewardResult
 from trainer.rl.toy import toy_environment
 from worker.settings import load_worker_settings
 
-
-@pytest.fixture
-def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    data = tmp_path / "data"
-    monkeypatch.setenv("RIBBIT_DATA_DIR", str(data))
-    return data
+_run = partial(run, "envs")
+_ok = partial(ok, "envs")
+_refused = partial(refused, "envs")
 
 
 @pytest.fixture
@@ -41,24 +38,6 @@ def store(data_dir: Path, tmp_path: Path) -> EnvironmentFolders:
     env_store.add(toy_environment(first, instance_id="toy__toy-1"), repo)
     env_store.add(toy_environment(second, instance_id="toy__toy-2"), repo)
     return env_store
-
-
-def _run(*args: str) -> Result:
-    return CliRunner().invoke(main, ["envs", *args])
-
-
-def _ok(*args: str) -> str:
-    result = _run(*args)
-    assert result.exit_code == 0, result.output
-    return result.output
-
-
-def _refused(*args: str) -> str:
-    result = _run(*args)
-    assert result.exit_code == 1, result.output
-    assert "Traceback" not in result.output
-    assert result.exception is None or isinstance(result.exception, SystemExit)
-    return result.output
 
 
 def _db() -> Database:
@@ -246,7 +225,7 @@ def test_environments_calibrate_uses_the_promoted_version(
     db.migrate()
     register(db, "v1", base_model="org/base", adapter_path="/adapters/v1")
     db.dispose()
-    assert CliRunner().invoke(main, ["model", "promote", "v1", "--force"]).exit_code == 0
+    ok("model", "promote", "v1", "--force")
     _ok("calibrate", "--envs", "toy__toy-2")
     assert calibrated["envs"] == ["toy__toy-2"]
     assert calibrated["policy"][:2] == ("org/base", "/adapters/v1")

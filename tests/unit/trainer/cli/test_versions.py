@@ -7,26 +7,23 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
 
-from bot.cli import main
 from bot.store.db import Database
 from tests.fakes import make_git_repo
+from tests.unit.trainer.cli.invoke import ok, refused, run
 from trainer.envs.folders import EnvironmentFolders
 from trainer.passk import pass_at_1
 from trainer.registry import register
 from trainer.rl.toy import toy_environment
 from worker.settings import load_worker_settings
 
-
-@pytest.fixture
-def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    data = tmp_path / "data"
-    monkeypatch.setenv("RIBBIT_DATA_DIR", str(data))
-    return data
+_run = partial(run, "model")
+_ok = partial(ok, "model")
+_refused = partial(refused, "model")
 
 
 @pytest.fixture
@@ -35,24 +32,6 @@ def db(data_dir: Path) -> Iterator[Database]:
     database.migrate()
     yield database
     database.dispose()
-
-
-def _run(*args: str) -> Result:
-    return CliRunner().invoke(main, ["model", *args])
-
-
-def _ok(*args: str) -> str:
-    result = _run(*args)
-    assert result.exit_code == 0, result.output
-    return result.output
-
-
-def _refused(*args: str) -> str:
-    result = _run(*args)
-    assert result.exit_code == 1, result.output
-    assert "Traceback" not in result.output
-    assert result.exception is None or isinstance(result.exception, SystemExit)
-    return result.output
 
 
 @pytest.fixture

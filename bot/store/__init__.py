@@ -9,7 +9,8 @@ typed records. No module outside bot/store/ and trainer/store.py builds a query
   (JobStore, with its state machine and the kill switch), outcomes (OutcomeStore), a solve
   job's record, and the typed payload each job kind carries.
 - trajectory.py, gate_report.py: the agent's trajectory and the gates' report, the records
-  the worker writes and the admin pages, the trainer and the annotations read back.
+  the worker writes and the admin pages, the trainer and the annotations read back;
+  tolerant.py: how both read a stored value of the wrong type (as absent).
 - training.py: the trainer's tables (environments, runs, model versions) and what the
   worker and the dashboard read of them (TrainingStore); the trainer's own queries are
   in trainer/store.py.

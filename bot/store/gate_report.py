@@ -15,11 +15,9 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from bot.store.tolerant import opt_int
+
 Severity = Literal["info", "warning", "error"]
-
-
-def _opt_int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 @dataclass(frozen=True)
@@ -43,7 +41,7 @@ class Finding:
             rule=str(data.get("rule") or ""),
             message=str(data.get("message") or ""),
             path=data["path"] if isinstance(data.get("path"), str) else None,
-            line=_opt_int(data.get("line")),
+            line=opt_int(data.get("line")),
             severity=severity if severity in ("info", "warning") else "error",
         )
 

@@ -24,21 +24,10 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from bot.store.gate_report import GateReport
+from bot.store.tolerant import opt_dict, opt_int, opt_str
 
 SOLVE_RECORD_VERSION = 1
 TASK_KEY = "task"
-
-
-def _opt_str(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
-
-
-def _opt_int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _opt_dict(value: Any) -> dict[str, Any] | None:
-    return value if isinstance(value, dict) else None
 
 
 @dataclass(frozen=True)
@@ -75,8 +64,8 @@ class TaskRecord:
                 issue_body=str(data["issue_body"]),
                 base_sha=str(data["base_sha"]),
                 test_command=str(data["test_command"]),
-                setup_command=_opt_str(data.get("setup_command")),
-                image=_opt_str(data.get("image")),
+                setup_command=opt_str(data.get("setup_command")),
+                image=opt_str(data.get("image")),
             )
         except KeyError:
             return None
@@ -134,25 +123,25 @@ class SolveRecord:
         if not isinstance(data, dict):
             return cls()
         known = {f.name for f in fields(cls)} - {"extra"}
-        timings = _opt_dict(data.get("timings"))
-        version = _opt_int(data.get("version"))
+        timings = opt_dict(data.get("timings"))
+        version = opt_int(data.get("version"))
         return cls(
             version=SOLVE_RECORD_VERSION if version is None else version,
             task=TaskRecord.from_json(data.get(TASK_KEY)),
-            branch=_opt_str(data.get("branch")),
-            base_sha=_opt_str(data.get("base_sha")),
-            setup=_opt_dict(data.get("setup")),
-            sandbox_image=_opt_dict(data.get("sandbox_image")),
-            exit_reason=_opt_str(data.get("exit_reason")),
-            diff=_opt_str(data.get("diff")),
-            turns=_opt_int(data.get("turns")),
-            trajectory_path=_opt_str(data.get("trajectory_path")),
+            branch=opt_str(data.get("branch")),
+            base_sha=opt_str(data.get("base_sha")),
+            setup=opt_dict(data.get("setup")),
+            sandbox_image=opt_dict(data.get("sandbox_image")),
+            exit_reason=opt_str(data.get("exit_reason")),
+            diff=opt_str(data.get("diff")),
+            turns=opt_int(data.get("turns")),
+            trajectory_path=opt_str(data.get("trajectory_path")),
             gates=GateReport.from_dict(data.get("gates")),
-            gates_summary=_opt_str(data.get("gates_summary")),
-            publish=_opt_dict(data.get("publish")),
-            pr_number=_opt_int(data.get("pr_number")),
-            pr_url=_opt_str(data.get("pr_url")),
-            head_sha=_opt_str(data.get("head_sha")),
+            gates_summary=opt_str(data.get("gates_summary")),
+            publish=opt_dict(data.get("publish")),
+            pr_number=opt_int(data.get("pr_number")),
+            pr_url=opt_str(data.get("pr_url")),
+            head_sha=opt_str(data.get("head_sha")),
             timings=(
                 {str(k): float(v) for k, v in timings.items() if isinstance(v, int | float)}
                 if timings is not None

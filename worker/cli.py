@@ -15,6 +15,7 @@ from celery import Celery
 
 from bot.cli import settings_or_exit
 from bot.settings import Settings
+from worker.settings import as_worker_settings
 
 QUEUES_GROUP = "ribbit.queues"
 ROLLOUTS = "rollouts"
@@ -71,7 +72,6 @@ def worker(
     """Run a Celery worker for Ribbit's jobs (and, if asked, training rollouts)."""
     from bot.logs import configure_logging
     from bot.runtime import open_database
-    from worker.settings import as_worker_settings
 
     settings = as_worker_settings(settings_or_exit())
     configure_logging(settings)

@@ -24,6 +24,7 @@ import click
 
 from bot.console import empty, line, styled
 from bot.runtime import Runtime, SchemaNotCurrent, upgrade_database
+from bot.serving import DEFAULT_DRAIN_S
 from bot.settings import Settings, SettingsError, build_settings
 
 if TYPE_CHECKING:
@@ -164,13 +165,21 @@ def main(ctx: click.Context) -> None:
     show_default=True,
     help="Also run an embedded worker (with beat) in a child process.",
 )
-def serve(host: str | None, port: int | None, threads: int, with_worker: bool) -> None:
+@click.option(
+    "--drain",
+    type=float,
+    default=DEFAULT_DRAIN_S,
+    show_default=True,
+    help="Seconds a stop (SIGTERM) waits for requests in flight before closing them.",
+)
+def serve(
+    host: str | None, port: int | None, threads: int, with_worker: bool, drain: float
+) -> None:
     """Run the webhook app (and by default an embedded worker)."""
-    from waitress import create_server
-
     from bot.app import create_app
     from bot.logs import configure_logging
     from bot.notify import start_watch
+    from bot.serving import DrainingServer
     from bot.webhooks import MISSING_SECRET, configured_forges
 
     settings = settings_or_exit()
@@ -194,25 +203,20 @@ def serve(host: str | None, port: int | None, threads: int, with_worker: bool) -
         child = subprocess.Popen(
             [sys.executable, "-m", "bot", "worker", "--beat", "--concurrency", "2"]
         )
-    server = create_server(
+    server = DrainingServer.create(
         app,
+        drain_s=drain,
         host=host or settings.host,
         port=port or settings.port,
         threads=threads,
         max_request_body_size=settings.max_body_bytes,
         ident="ribbit",
     )
-
-    def stop(_signum: int, _frame: Any) -> None:
-        server.close()
-
-    signal.signal(signal.SIGTERM, stop)
-    click.echo(
-        f"ribbit: listening on http://{server.effective_host}:{server.effective_port}", err=True
-    )
+    signal.signal(signal.SIGTERM, lambda _signum, _frame: server.stop())
+    click.echo(f"ribbit: listening on {server.url}", err=True)
     try:
         server.run()
-    except (KeyboardInterrupt, OSError):
+    except KeyboardInterrupt:  # Ctrl-C: what is in flight is dropped, the rest as below
         pass
     finally:
         if stop_watch is not None:

@@ -357,9 +357,16 @@ def test_close_kills_a_command_still_running_on_another_thread(
     sandbox = open_sandbox(backend_settings, source_repo)
     # A second command keeps bash (and the marker in its command line) alive; a lone
     # ``sleep`` would be exec'd in bash's place.
-    runner = threading.Thread(
-        target=lambda: sandbox.exec(f"sleep 300; : {marker}", timeout=600), daemon=True
-    )
+    ended: list[BaseException | None] = []
+
+    def run() -> None:
+        try:
+            sandbox.exec(f"sleep 300; : {marker}", timeout=600)
+            ended.append(None)
+        except BaseException as exc:  # what the thread that ran the tool is told
+            ended.append(exc)
+
+    runner = threading.Thread(target=run, daemon=True)
     runner.start()
     deadline = time.monotonic() + 30
     while sp.run(["pgrep", "-f", marker], capture_output=True).returncode != 0:
@@ -372,3 +379,5 @@ def test_close_kills_a_command_still_running_on_another_thread(
         time.sleep(0.2)
     runner.join(timeout=30)
     assert not runner.is_alive()
+    # The tool's caller gets the sandbox's own error, not a hang or a result.
+    assert len(ended) == 1 and isinstance(ended[0], SandboxError), ended

@@ -209,26 +209,25 @@ def test_serve_freezes_what_start_up_built_before_serving(tmp_path: Any, monkeyp
     import gc
     import signal
 
-    import waitress
     from click.testing import CliRunner
 
-    from bot import logs
+    from bot import logs, serving
     from bot.cli import main
 
     frozen_at_run: list[int] = []
 
     class Server:
-        effective_host, effective_port = "127.0.0.1", 0
+        url = "http://127.0.0.1:0"
 
         def run(self) -> None:
             frozen_at_run.append(gc.get_freeze_count())
 
-        def close(self) -> None:
+        def stop(self) -> None:
             pass
 
     monkeypatch.setenv("RIBBIT_DATA_DIR", str(tmp_path))
     monkeypatch.setenv("RIBBIT_GITHUB__WEBHOOK_SECRET", "s")
-    monkeypatch.setattr(waitress, "create_server", lambda *_a, **_k: Server())
+    monkeypatch.setattr(serving.DrainingServer, "create", lambda *_a, **_k: Server())
     monkeypatch.setattr(logs, "configure_logging", lambda _settings: None)
     sigterm = signal.getsignal(signal.SIGTERM)  # serve installs its own
     gc.unfreeze()

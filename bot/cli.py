@@ -153,11 +153,15 @@ def main(ctx: click.Context) -> None:
 
 # -- serving -----------------------------------------------------------------------------------
 
+SERVE_THREADS = 8
+
 
 @main.command()
 @click.option("--host", default=None, help="Listen address (default: RIBBIT_HOST).")
 @click.option("--port", type=int, default=None, help="Listen port (default: RIBBIT_PORT).")
-@click.option("--threads", type=int, default=8, show_default=True, help="Web server threads.")
+@click.option(
+    "--threads", type=int, default=SERVE_THREADS, show_default=True, help="Web server threads."
+)
 @click.option(
     "--worker/--no-worker",
     "with_worker",

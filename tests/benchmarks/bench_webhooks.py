@@ -49,6 +49,7 @@ from pathlib import Path
 import requests
 from sqlalchemy import create_engine, text
 
+from bot.cli import SERVE_THREADS
 from bot.signatures import sign_github
 from tests.plugins.services import postgres_server, redis_server
 from tests.support import load_payload
@@ -78,7 +79,7 @@ BARE_APP = textwrap.dedent(f"""
     @app.get("/healthz")
     def health():
         return "ok"
-    serve(app, host="127.0.0.1", port=int(sys.argv[1]), threads=8, _quiet=True)
+    serve(app, host="127.0.0.1", port=int(sys.argv[1]), threads=int(sys.argv[2]), _quiet=True)
 """)
 
 
@@ -223,7 +224,9 @@ def process(argv: list[str], env: dict[str, str] | None = None) -> Iterator[int]
 
 
 @contextmanager
-def ribbit_server(setup: str, tmp: Path, stack: ExitStack) -> Iterator[tuple[int, str, int]]:
+def ribbit_server(
+    setup: str, tmp: Path, stack: ExitStack, threads: int
+) -> Iterator[tuple[int, str, int]]:
     """`ribbit serve --no-worker` for ``setup``; yields its port, store URL and pid."""
     data = tmp / setup.replace("+", "-")
     port = free_port()
@@ -246,7 +249,8 @@ def ribbit_server(setup: str, tmp: Path, stack: ExitStack) -> Iterator[tuple[int
             RIBBIT_DATABASE_AUTO_UPGRADE="true",  # a new database: no `ribbit db upgrade` step
             RIBBIT_BROKER_URL=stack.enter_context(redis_server(redis_dir)),
         )
-    with process([sys.executable, "-m", "bot", "serve", "--no-worker"], env) as pid:
+    argv = [sys.executable, "-m", "bot", "serve", "--no-worker", "--threads", str(threads)]
+    with process(argv, env) as pid:
         wait_up(f"http://127.0.0.1:{port}/healthz")
         yield port, store_url, pid
 
@@ -324,6 +328,12 @@ def main(argv: list[str] | None = None) -> None:
         help=f"open loop: seconds (0: skip; the issue's window is {TARGET_WINDOW_S:.0f})",
     )
     ap.add_argument("--setups", default=",".join(SETUPS), help=f"from {', '.join(SETUPS)}")
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=SERVE_THREADS,
+        help="waitress threads, for both endpoints (default: ribbit serve's)",
+    )
     args = ap.parse_args(argv)
     setups = [s for s in args.setups.split(",") if s]
     unknown = set(setups) - set(SETUPS)
@@ -337,12 +347,17 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory() as tmpdir, ExitStack() as stack:
         tmp = Path(tmpdir)
         bare_port = free_port()
-        bare_pid = stack.enter_context(process([sys.executable, "-c", BARE_APP, str(bare_port)]))
+        bare_pid = stack.enter_context(
+            process([sys.executable, "-c", BARE_APP, str(bare_port), str(args.threads)])
+        )
         wait_up(f"http://127.0.0.1:{bare_port}/healthz")
         bare_url = f"http://127.0.0.1:{bare_port}/webhooks/github"
         fire(bare_url, bodies(50, first=10**7), 2, "warm-bare")
         for setup in setups:
-            with ExitStack() as services, ribbit_server(setup, tmp, services) as (port, store, pid):
+            with (
+                ExitStack() as services,
+                ribbit_server(setup, tmp, services, args.threads) as (port, store, pid),
+            ):
                 url = f"http://127.0.0.1:{port}/webhooks/github"
                 fire(url, bodies(50, first=10**7), 2, "warm")  # excluded from the figures
                 # Bare and Ribbit back to back, so both see the same load on the machine.
@@ -369,7 +384,7 @@ def main(argv: list[str] | None = None) -> None:
                     open_loop[setup].codes.get(202, 0) if open_n else 0,
                 )
     print(
-        "signed issues.labeled webhooks on loopback, waitress (8 threads) for both; "
+        f"signed issues.labeled webhooks on loopback, waitress ({args.threads} threads) for both; "
         f"ribbit serve --no-worker; load average {load_before} before, {load_average()} after "
         f"({os.cpu_count()} CPUs)"
     )

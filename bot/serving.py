@@ -125,7 +125,8 @@ class DrainingServer:
         dispatcher = server.task_dispatcher
         dispatcher.shutdown(cancel_pending=True, timeout=THREADS_JOIN_S)
         for channel in list(server.active_channels.values()):
-            channel.handle_close()  # the drain's deadline passed: cut what is left
+            # Idle ones marked to close, and, past the drain's deadline, busy ones: cut.
+            channel.handle_close()
         self._close_listener()
         if not dispatcher.threads:
             # Only with no task thread left: one still running would write its wake-up

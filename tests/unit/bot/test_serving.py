@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import socket
 import threading
-import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -15,6 +14,7 @@ import pytest
 import requests
 
 from bot.serving import DrainingServer
+from tests.plugins.e2e import wait_for
 
 HANG_S = 30.0  # only a stop that never ends waits this long
 
@@ -53,13 +53,6 @@ def _refuses(address: tuple[str, int]) -> bool:
     except ConnectionResetError:  # queued in the backlog as the listener closed
         return False
     return False
-
-
-def _until(condition: Callable[[], bool]) -> None:
-    deadline = time.monotonic() + HANG_S
-    while not condition():
-        assert time.monotonic() < deadline, "the condition never held"
-        time.sleep(0.01)
 
 
 @pytest.fixture
@@ -116,7 +109,8 @@ def test_a_request_in_flight_is_answered_and_idle_connections_closed(
         client.start()
         assert inside.wait(HANG_S)
         s.server.stop()
-        _until(lambda: _refuses(s.address))  # no new connection is accepted...
+        # No new connection is accepted...
+        wait_for(lambda: _refuses(s.address), HANG_S, "the listener closed")
         assert idle.recv(4096) == b""  # ...the idle one is closed, not left to send more...
     assert s.thread.is_alive()  # ...and the loop waits for the request in flight
     release.set()
@@ -134,7 +128,11 @@ def test_the_drain_deadline_cuts_a_request_that_never_finishes_arriving(
     serving.append(s)
     with socket.create_connection(s.address, timeout=HANG_S) as trickle:
         trickle.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n")  # the blank line never comes
-        _until(lambda: any(c.request is not None for c in s.server.server.active_channels.values()))
+        wait_for(
+            lambda: any(c.request is not None for c in s.server.server.active_channels.values()),
+            HANG_S,
+            "the request partly read",
+        )
         s.server.stop()
         assert s.ended()
         assert trickle.recv(1024) == b""  # cut, with no response

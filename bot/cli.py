@@ -24,7 +24,7 @@ import click
 
 from bot.console import empty, line, styled
 from bot.runtime import Runtime, SchemaNotCurrent, upgrade_database
-from bot.serving import DEFAULT_DRAIN_S
+from bot.serving import DEFAULT_DRAIN_S, DrainingServer
 from bot.settings import Settings, SettingsError, build_settings
 
 if TYPE_CHECKING:
@@ -183,7 +183,6 @@ def serve(
     from bot.app import create_app
     from bot.logs import configure_logging
     from bot.notify import start_watch
-    from bot.serving import DrainingServer
     from bot.webhooks import MISSING_SECRET, configured_forges
 
     settings = settings_or_exit()

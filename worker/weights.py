@@ -29,6 +29,10 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from huggingface_hub.hf_api import RepoFile
 
 MANIFEST = "ribbit-weights.json"
 _CHUNK = 1 << 20
@@ -187,9 +191,11 @@ def pull_from_directory(source: Path, root: Path, model: str) -> WeightsManifest
 
 def pull_from_hub(
     model: str, root: Path, *, revision: str | None = None, endpoint: str | None = None
-) -> WeightsManifest:
+) -> tuple[WeightsManifest, bool]:
     """Download ``model`` from a hub (``endpoint``: an internal mirror) and check every file
-    against the hub's record of it."""
+    against the hub's record of it; also whether anything was downloaded. Weights already in
+    place at the hub's commit, every file re-hashed and matching its record, are kept as
+    they are (Helm runs the pull before every upgrade)."""
     from huggingface_hub import HfApi, constants, snapshot_download
     from huggingface_hub.hf_api import RepoFile
 
@@ -219,6 +225,8 @@ def pull_from_hub(
         parts = PurePosixPath(rel).parts
         if not parts or rel.startswith("/") or ".." in parts or "\\" in rel:
             raise WeightsError(f"{source} lists a file outside the model folder: {rel!r}")
+    if (present := _pulled_already(target, model, sha, tree)) is not None:
+        return present, False
     with _staging(target) as staging:
         try:
             snapshot_download(model, revision=sha, endpoint=endpoint, local_dir=staging)
@@ -244,6 +252,28 @@ def pull_from_hub(
         )
         shutil.rmtree(staging / ".cache", ignore_errors=True)  # the hub client's own notes
         manifest.write(staging)
+    return manifest, True
+
+
+def _pulled_already(
+    target: Path, model: str, sha: str, tree: dict[str, RepoFile]
+) -> WeightsManifest | None:
+    """The manifest of ``target`` if it holds exactly the hub's files at commit ``sha``,
+    each re-read from disk and matching the hub's record; else None (pull again)."""
+    if not (target / MANIFEST).is_file():
+        return None
+    try:
+        manifest = verify_weights(target)
+    except WeightsError:
+        return None
+    if manifest.model != model or manifest.revision != sha or set(manifest.files) != set(tree):
+        return None
+    for rel, info in tree.items():
+        if info.lfs is not None:
+            if manifest.files[rel] != info.lfs.sha256:
+                return None
+        elif git_blob_id(target / rel) != info.blob_id:
+            return None
     return manifest
 
 

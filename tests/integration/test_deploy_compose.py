@@ -100,9 +100,15 @@ def test_deploy_compose_services_and_profiles() -> None:
     assert "beat" in services["beat"]["command"]
     for name in ("web", "worker", "worker-gpu", "redis", "postgres"):
         assert "test" in services[name]["healthcheck"], name
-    # Only workers reach the sandbox engine's socket.
-    for name in ("web", "beat", "trainer"):
-        assert not any("sock" in v for v in services[name]["volumes"]), name
+    # Only what runs episodes (the workers and the trainer's own rollouts) reaches the
+    # sandbox engine's socket, as the docker backend at the path it is mounted on.
+    for name in ("web", "beat", "db-upgrade", "model-pull"):
+        assert not any("sock" in v for v in services[name].get("volumes", [])), name
+    for name in ("worker", "worker-gpu", "rollout-worker", "trainer"):
+        [socket] = [v for v in services[name]["volumes"] if "sock" in v]
+        env = services[name]["environment"]
+        assert env["RIBBIT_SANDBOX__BACKEND"] == "docker", name
+        assert env["RIBBIT_SANDBOX__DOCKER_URL"] == "unix://" + socket.split(":")[-1], name
     for name in ("web", "worker", "beat"):
         assert {"data:/data", "models:/models"} <= set(services[name]["volumes"]), name
 
@@ -198,7 +204,9 @@ def test_deploy_compose_weights_pulled_once_and_hub_offline_elsewhere() -> None:
         env = services[name].get("environment", data["x-ribbit"]["environment"])
         assert env["HF_HUB_OFFLINE"] == "1", name
         assert env["RIBBIT_MODEL__WEIGHTS_DIR"] == "/models", name
-    for name in ("worker", "worker-gpu", "rollout-worker"):
+    # Jobs ask the server, and the trainer promotes versions and runs `--rollouts server`
+    # through it.
+    for name in ("worker", "worker-gpu", "rollout-worker", "trainer"):
         assert "inference" in services[name]["networks"], name
     assert "networks" not in services["web"]  # the web tier never talks to the model
 

@@ -377,9 +377,21 @@ def _mounts(container: dict[str, Any]) -> dict[str, str]:
     return {m["name"]: m["mountPath"] for m in container.get("volumeMounts", [])}
 
 
-def test_deploy_helm_worker_pod_has_a_working_sandbox_path() -> None:
-    pod = _worker_pod()
-    worker = next(c for c in pod["containers"] if c["name"] == "worker")
+def _sandboxed_pod(component: str) -> dict[str, Any]:
+    """The worker Deployment's pod, or the trainer Job's (its rollouts sandbox too)."""
+    if component == "worker":
+        return _worker_pod()
+    values = default_values()
+    values["trainer"]["enabled"] = True
+    job = _by_name(manifests(values), "Job", "-trainer")
+    spec: dict[str, Any] = job["spec"]["template"]["spec"]
+    return spec
+
+
+@pytest.mark.parametrize("component", ["worker", "trainer"])
+def test_deploy_helm_worker_pod_has_a_working_sandbox_path(component: str) -> None:
+    pod = _sandboxed_pod(component)
+    worker = next(c for c in pod["containers"] if c["name"] == component)
     inits = {c["name"]: c for c in pod["initContainers"]}
     engine, rootfs = inits["sandbox-engine"], inits["sandbox-rootfs"]
     assert [c["name"] for c in pod["initContainers"]] == [
@@ -428,6 +440,30 @@ def _import_changes(script: str) -> list[str]:
 
     words = shlex.split(script.replace("\\\n", " "), comments=True)
     return [words[i + 1] for i, w in enumerate(words) if w == "--change"]
+
+
+def test_deploy_helm_trainer_runs_the_worker_pods_sandbox_engine_on_a_gpu_node() -> None:
+    """The trainer Job's sidecar is the worker pod's, and the Job keeps its GPU placement
+    where the inference overlays move the workers onto CPU nodes."""
+    worker, trainer = _sandboxed_pod("worker"), _sandboxed_pod("trainer")
+    sidecars = ("sandbox-rootfs", "sandbox-engine")
+    assert [c for c in trainer["initContainers"] if c["name"] in sidecars] == [
+        c for c in worker["initContainers"] if c["name"] in sidecars
+    ]
+    volumes = {v["name"]: v for v in worker["volumes"] if v["name"].startswith("sandbox-")}
+    assert {v["name"]: v for v in trainer["volumes"] if v["name"] in volumes} == volumes
+    for overlay in ("values-vllm.yaml", "values-sglang.yaml"):
+        values = default_values(overlay)
+        values["trainer"]["enabled"] = True
+        docs = manifests(values)
+        job = _by_name(docs, "Job", "-trainer")
+        validate(job)
+        pod = job["spec"]["template"]["spec"]
+        assert pod["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == 1
+        assert pod["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
+        assert any(t["key"] == "nvidia.com/gpu" for t in pod["tolerations"])
+        worker_pod = _by_name(docs, "Deployment", "-worker")["spec"]["template"]["spec"]
+        assert not worker_pod["nodeSelector"]  # the overlay's CPU workers, unlike the Job
 
 
 def test_deploy_helm_sandbox_engine_imports_the_image_as_build_image_sh_does() -> None:

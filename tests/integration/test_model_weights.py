@@ -42,6 +42,30 @@ def test_model_pull_from_a_hub_endpoint_checks_every_file(
     assert AutoConfig.from_pretrained(target, local_files_only=True).model_type
 
 
+@pytest.mark.parametrize("damaged", [None, "model.safetensors", "config.json"])
+def test_model_pull_again_downloads_only_when_what_is_there_is_not_the_hubs(
+    fake_hub: FakeHub, tmp_path: Path, damaged: str | None
+) -> None:
+    """Helm runs the pull before every upgrade: weights already there at the hub's commit
+    are re-hashed, not downloaded again; a changed file (same size) is pulled afresh."""
+    assert _pull(tmp_path, "--endpoint", fake_hub.url).exit_code == 0
+    target = tmp_path / "models" / MODEL
+    if damaged:
+        data = bytearray((target / damaged).read_bytes())
+        data[-1] ^= 1
+        (target / damaged).write_bytes(bytes(data))
+    fake_hub.requests.clear()
+    again = _pull(tmp_path, "--endpoint", fake_hub.url)
+    assert again.exit_code == 0, again.output
+    fetched = [r for r in fake_hub.requests if "/resolve/" in r]
+    if damaged:
+        assert fetched and "already" not in again.output, again.output
+        assert f"pulled {MODEL}" in again.output
+    else:
+        assert not fetched and f"already pulled: {MODEL}" in again.output, again.output
+    verify_weights(target)
+
+
 @pytest.mark.parametrize("victim", ["model.safetensors", "config.json"])
 def test_model_pull_refuses_what_differs_from_the_hubs_record(
     fake_hub: FakeHub, tmp_path: Path, victim: str

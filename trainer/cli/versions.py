@@ -55,19 +55,21 @@ def pull_model(
     settings = settings_of(ctx)
     model_id = model_id or settings.model.model
     root = settings.effective_weights_dir
+    downloaded = True
     try:
         if source is not None:
             manifest = pull_from_directory(source, root, model_id)
         else:
-            manifest = pull_from_hub(
+            manifest, downloaded = pull_from_hub(
                 model_id, root, revision=revision or settings.model.revision, endpoint=endpoint
             )
     except WeightsError as exc:
         raise click.ClickException(str(exc)) from None
-    click.echo(
-        f"pulled {model_id} ({len(manifest.files)} files, digest {manifest.digest[:16]}) "
-        f"into {root / model_id}"
-    )
+    what = f"{model_id} ({len(manifest.files)} files, digest {manifest.digest[:16]})"
+    if downloaded:
+        click.echo(f"pulled {what} into {root / model_id}")
+    else:
+        click.echo(f"already pulled: {what} in {root / model_id}, every file re-checked")
 
 
 @model.command("verify")

@@ -30,6 +30,7 @@ from bot.admin import actions, auth, csrf, job_view, queries
 from bot.admin.overview import health_snapshot
 from bot.services import services
 from bot.store import audit
+from bot.store.training import valid_instance_id
 
 bp = Blueprint(
     "admin", __name__, url_prefix="/admin", template_folder="templates", static_folder="static"
@@ -327,7 +328,7 @@ def rollback_model() -> Any:
 
 
 def _instance_id(instance_id: str) -> str:
-    if not env_validation.valid_instance_id(instance_id):
+    if not valid_instance_id(instance_id):
         abort(404)
     return instance_id
 

@@ -4,6 +4,11 @@ and the trainer's tables once they exist.
 Server-rendered Jinja with autoescaping (trajectories are untrusted model output),
 a strict Content-Security-Policy (scripts only from /admin/static, no inline code),
 and no anonymous access: without Settings.admin_token every /admin URL is 404.
+
+This module holds the blueprint and its views; auth.py says who may see /admin, csrf.py
+guards its POSTs, queries.py shapes the pages from the stores' named queries, job_view.py
+one job's page from its typed records, overview.py the health page's facts, and
+actions.py what an admin can do (through the same services the CLI uses).
 """
 
 from __future__ import annotations

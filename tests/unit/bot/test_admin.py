@@ -7,11 +7,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from flask import Flask
+from flask.testing import FlaskClient
 from sqlalchemy import event, text
 
 from bot import create_app
 from bot.admin import auth
 from bot.settings import load_settings
+from bot.store.db import Database
+from tests.fakes import RecordingDispatcher
 from tests.plugins.admin import (
     ADMIN_TOKEN,
     HOSTILE,
@@ -25,7 +29,7 @@ BEARER = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 
 
 @pytest.fixture
-def admin_app(tmp_path: Any, dispatcher: Any) -> Iterator[Any]:
+def admin_app(tmp_path: Path, dispatcher: RecordingDispatcher) -> Iterator[Flask]:
     settings = load_settings(
         data_dir=tmp_path / "data",
         admin_token=ADMIN_TOKEN,
@@ -37,12 +41,12 @@ def admin_app(tmp_path: Any, dispatcher: Any) -> Iterator[Any]:
 
 
 @pytest.fixture
-def admin(admin_app: Any) -> Any:
+def admin(admin_app: Flask) -> FlaskClient:
     return admin_app.test_client()
 
 
 @pytest.fixture
-def db(admin_app: Any) -> Any:
+def db(admin_app: Flask) -> Database:
     return admin_app.extensions["ribbit"].db
 
 

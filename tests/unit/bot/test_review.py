@@ -10,11 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from flask import Flask
 
 from bot import create_app, joblinks, live
 from bot.settings import ReviewerSettings, load_settings
 from bot.store.tables import Job
 from bot.store.trajectory import ToolCall, TurnRecord
+from tests.fakes import RecordingDispatcher
 from tests.plugins.admin import HOSTILE, seed_job_with_trajectory
 from tests.support import GITHUB_SECRET
 
@@ -25,7 +27,7 @@ LINKS = ReviewerSettings(link_secret=SECRET, public_url="http://ribbit.test")  #
 
 
 @pytest.fixture
-def review_app(tmp_path: Path, dispatcher: Any) -> Iterator[Any]:
+def review_app(tmp_path: Path, dispatcher: RecordingDispatcher) -> Iterator[Flask]:
     settings = load_settings(
         data_dir=tmp_path / "data",
         github={"webhook_secret": GITHUB_SECRET},

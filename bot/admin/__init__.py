@@ -85,15 +85,21 @@ def _csrf_field() -> dict[str, str]:
     return {"csrf_token": csrf.token_for(token, request) if token is not None else ""}
 
 
-@bp.after_request
-def _headers(response: Response) -> Response:
+def page_headers(response: Response, static_endpoint: str) -> Response:
+    """What every dashboard and reviewer page is sent with: the CSP, no sniffing, no
+    referrer, no framing, and no caching but of ``static_endpoint``'s files."""
     response.headers["Content-Security-Policy"] = CSP
     response.headers["X-Content-Type-Options"] = "nosniff"
     response.headers["Referrer-Policy"] = "no-referrer"
     response.headers["X-Frame-Options"] = "DENY"
-    if request.endpoint != "admin.static":
+    if request.endpoint != static_endpoint:
         response.headers["Cache-Control"] = "no-store"
     return response
+
+
+@bp.after_request
+def _headers(response: Response) -> Response:
+    return page_headers(response, "admin.static")
 
 
 def _safe_next(value: str | None) -> str:

@@ -108,6 +108,23 @@ def test_admin_pages_send_csp(admin: Any) -> None:
     assert admin.get("/admin/login").headers["Content-Security-Policy"] == csp
 
 
+PAGE_HEADERS = {
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "X-Frame-Options": "DENY",
+}
+
+
+def test_admin_pages_and_static_files_carry_the_page_headers(admin: FlaskClient) -> None:
+    page = admin.get("/admin/", headers=BEARER)
+    static = admin.get("/admin/static/admin.css", headers=BEARER)
+    assert static.status_code == 200
+    for resp in (page, static):
+        assert {k: resp.headers.get(k) for k in PAGE_HEADERS} == PAGE_HEADERS
+        assert resp.headers["Content-Security-Policy"] == page.headers["Content-Security-Policy"]
+    assert static.headers.get("Cache-Control") != "no-store"  # only pages go uncached
+
+
 def test_admin_jobs_list_filters_and_pages(admin: Any, db: Any) -> None:
     seed_jobs(db, 300)
     page = admin.get("/admin/?state=failed", headers=BEARER).get_data(as_text=True)

@@ -30,11 +30,11 @@ from typing import Any
 
 from bot.forges.base import RepoRef, forge_name
 from bot.store.db import Database
+from bot.store.outcomes import outcome_dict
 from bot.store.records import CONTENT_FREE_FIELDS
 from trainer.envs.folders import EnvironmentFolders
 from trainer.envs.schema import Environment, Rejection
 from trainer.store import TrainerStore
-from worker.outcomes_cli import outcome_dict
 
 
 @dataclass

@@ -12,7 +12,6 @@ once and the environment's page shows the result when it is there.
 from __future__ import annotations
 
 import logging
-import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Literal, Protocol
 
 from bot.store.db import Database
+from bot.store.training import valid_instance_id
 from bot.store.validations import ValidationRecord, ValidationStore
 
 if TYPE_CHECKING:
@@ -27,8 +27,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# The environment store's own rule for instance ids (trainer/envs/folders.py).
-INSTANCE_ID = re.compile(r"^[A-Za-z0-9_.-]{1,200}$")
 Verdict = Literal["valid", "changed", "invalid"]
 DETAIL_CHARS = 4000
 ABANDONED_AFTER = timedelta(hours=6)
@@ -65,10 +63,6 @@ class AlreadyRunning(Exception):
 
 class Busy(Exception):
     """As many validations as one process runs at once are running."""
-
-
-def valid_instance_id(instance_id: str) -> bool:
-    return bool(INSTANCE_ID.match(instance_id)) and instance_id not in {".", ".."}
 
 
 def history(db: Database, instance_id: str, limit: int = 20) -> list[ValidationRecord]:

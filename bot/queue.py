@@ -66,7 +66,7 @@ def prepare_broker(settings: Settings) -> None:
         # kombu opens the file with SQLite's defaults (a rollback journal: several fsyncs and
         # a file created and deleted per message). WAL is a property of the file, so setting
         # it once here holds for kombu's connections in every process: one fsync per
-        # message, and the worker's polling no longer blocks the web process's sends.
+        # message, and the worker's polling does not block the web process's sends.
         use_wal(settings.data_dir / "broker.db")
 
 

@@ -4,9 +4,10 @@ Every loop in the tree that tries something again goes through :func:`retry`: a 
 call or a git push (bounded attempts, exponential backoff with full jitter), a model
 server's answer, a create-once POST, a database transaction on a dead connection, an
 engine that has not recorded an exit code yet, a cgroup whose processes are still
-exiting. Callers say which errors are worth another try and which of those are not (a
-rate limit is deferred by the job, never slept through). The sleep and the clock are
-parameters, so tests run every loop without waiting.
+exiting, a database schema the deployment's upgrade has not brought to head yet. Callers
+say which errors are worth another try and which of those are not (a rate limit is
+deferred by the job, never slept through). The sleep and the clock are parameters, so
+tests run every loop without waiting.
 """
 
 from __future__ import annotations

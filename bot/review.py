@@ -17,7 +17,7 @@ from typing import Any
 from flask import Blueprint, Response, abort, render_template, request, url_for
 
 from bot import joblinks, live
-from bot.admin import CSP, job_view, queries
+from bot.admin import job_view, page_headers, queries
 from bot.services import services
 
 bp = Blueprint(
@@ -68,14 +68,9 @@ def _guard() -> Any:
 
 @bp.after_request
 def _headers(response: Response) -> Response:
-    response.headers["Content-Security-Policy"] = CSP
-    response.headers["X-Content-Type-Options"] = "nosniff"
-    # The signature is in the URL: no page this one links to may learn it.
-    response.headers["Referrer-Policy"] = "no-referrer"
-    response.headers["X-Frame-Options"] = "DENY"
-    if request.endpoint != "review.static":
-        response.headers["Cache-Control"] = "no-store"
-    return response
+    # The dashboard's headers; no-referrer matters more here: the signature is in the URL,
+    # and no page this one links to may learn it.
+    return page_headers(response, "review.static")
 
 
 def _load(job_id: str) -> tuple[Any, job_view.JobDetail, str]:

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from bot.retrying import retry, wait_fixed
 from bot.settings import Settings
 from bot.store.db import Database, SchemaState
 from bot.store.jobs import JobStore, Limits
@@ -31,6 +32,10 @@ POLL_S = 2.0
 
 class SchemaNotCurrent(RuntimeError):
     """The database's schema is not the one this code needs; the message says what to do."""
+
+
+class _NotUpgradedYet(SchemaNotCurrent):
+    """Behind this code's head revision: the deployment's upgrade may still bring it there."""
 
 
 def open_database(settings: Settings, *, pre_ping: bool = True) -> Database:
@@ -77,15 +82,23 @@ def wait_for_schema(
     POLL_S for ``timeout_s`` (0: check once); never upgrades. A schema from a newer Ribbit
     is refused at once: waiting will not change it."""
     db = Database(settings.effective_database_url)
-    deadline = clock() + timeout_s
+
+    def at_head() -> str:
+        state = db.schema()
+        if state.at_head:
+            return state.head
+        behind = _NotUpgradedYet if state.known else SchemaNotCurrent
+        raise behind(schema_message(db.describe(), state))
+
     try:
-        while True:
-            state = db.schema()
-            if state.at_head:
-                return state.head
-            if not state.known or clock() >= deadline:
-                raise SchemaNotCurrent(schema_message(db.describe(), state))
-            sleep(POLL_S)
+        return retry(
+            at_head,
+            retry_on=(_NotUpgradedYet,),
+            stop=lambda tried: tried.elapsed_s >= timeout_s,
+            wait=wait_fixed(POLL_S),
+            sleep=sleep,
+            clock=clock,
+        )
     finally:
         db.dispose()
 

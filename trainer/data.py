@@ -30,14 +30,11 @@ from typing import Any
 
 from bot.forges.base import RepoRef, forge_name
 from bot.store.db import Database
+from bot.store.outcomes import outcome_dict
+from bot.store.records import CONTENT_FREE_FIELDS
 from trainer.envs.folders import EnvironmentFolders
 from trainer.envs.schema import Environment, Rejection
 from trainer.store import TrainerStore
-from worker.outcomes_cli import outcome_dict
-
-# Figures a job's result keeps after its repository's data is deleted: nothing here holds
-# code, issue text or a path.
-_KEPT_RESULT_KEYS = frozenset({"version", "exit_reason", "turns"})
 
 
 @dataclass
@@ -117,7 +114,7 @@ def repo_data(
         if not _older(job.created_at, before):
             continue
         result = job.result or {}
-        if set(result) - _KEPT_RESULT_KEYS or job.instructions:
+        if set(result) - CONTENT_FREE_FIELDS or job.instructions:
             found.job_ids.append(job.id)
         path = _trajectory(job.solve_record.trajectory_path, data_dir)
         if path is not None:
@@ -195,7 +192,7 @@ def delete_repo(
         outcome_ids=found.outcome_ids,
         environment_ids=found.environments,
         job_ids=found.job_ids,
-        kept_result_keys=_KEPT_RESULT_KEYS,
+        kept_result_keys=CONTENT_FREE_FIELDS,
     )
     if before is None and found.rejections:
         _drop_rejections(store, repo)

@@ -190,8 +190,8 @@ class ModelNotReady(Exception):
 def preflight(db: Database, settings: WorkerSettings, repo: RepoRef | None = None) -> ModelSettings:
     """The model a job for ``repo`` runs (its line's promoted version, else the configured
     one; ``repo`` None: the default line), checked to be there, or :class:`ModelNotReady`
-    before anything expensive starts (a worker without weights used to spend a minute in
-    hub retries, then post an exception name)."""
+    before anything expensive starts (unchecked, a worker without weights would spend a
+    minute in hub retries, then post an exception name)."""
     line = DEFAULT_LINE if repo is None else repo_line(db, settings.training, repo)
     return ready(model_for_jobs(db, settings.model, line), settings)
 

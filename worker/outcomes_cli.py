@@ -4,35 +4,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import click
 
 from bot.runtime import open_database
 from bot.settings import SettingsError
-from bot.store.outcomes import OutcomeStore
-from bot.store.tables import Outcome
+from bot.store.outcomes import OutcomeStore, outcome_dict
 from worker.settings import load_worker_settings
-
-
-def outcome_dict(o: Outcome) -> dict[str, Any]:
-    return {
-        "forge": o.forge,
-        "repo": o.repo,
-        "pr": o.pr_number,
-        "issue": o.issue_number,
-        "job_id": o.job_id,
-        "human_authored": o.human_authored,
-        "state": o.state,
-        "actor": o.actor,
-        "decided_at": o.decided_at.isoformat() if o.decided_at else None,
-        "time_to_merge_s": o.time_to_merge_s,
-        "revisions": o.revisions,
-        "review_comments": o.review_comments,
-        "diff_similarity": o.diff_similarity,
-        "bot_diff": o.bot_diff,
-        "merged_diff": o.merged_diff,
-    }
 
 
 @click.command("outcomes")

@@ -4,6 +4,11 @@ and the trainer's tables once they exist.
 Server-rendered Jinja with autoescaping (trajectories are untrusted model output),
 a strict Content-Security-Policy (scripts only from /admin/static, no inline code),
 and no anonymous access: without Settings.admin_token every /admin URL is 404.
+
+This module holds the blueprint and its views; auth.py says who may see /admin, csrf.py
+guards its POSTs, queries.py shapes the pages from the stores' named queries, job_view.py
+one job's page from its typed records, overview.py the health page's facts, and
+actions.py what an admin can do (through the same services the CLI uses).
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from bot.admin import actions, auth, csrf, job_view, queries
 from bot.admin.overview import health_snapshot
 from bot.services import services
 from bot.store import audit
+from bot.store.training import valid_instance_id
 
 bp = Blueprint(
     "admin", __name__, url_prefix="/admin", template_folder="templates", static_folder="static"
@@ -79,15 +85,21 @@ def _csrf_field() -> dict[str, str]:
     return {"csrf_token": csrf.token_for(token, request) if token is not None else ""}
 
 
-@bp.after_request
-def _headers(response: Response) -> Response:
+def page_headers(response: Response, static_endpoint: str) -> Response:
+    """What every dashboard and reviewer page is sent with: the CSP, no sniffing, no
+    referrer, no framing, and no caching but of ``static_endpoint``'s files."""
     response.headers["Content-Security-Policy"] = CSP
     response.headers["X-Content-Type-Options"] = "nosniff"
     response.headers["Referrer-Policy"] = "no-referrer"
     response.headers["X-Frame-Options"] = "DENY"
-    if request.endpoint != "admin.static":
+    if request.endpoint != static_endpoint:
         response.headers["Cache-Control"] = "no-store"
     return response
+
+
+@bp.after_request
+def _headers(response: Response) -> Response:
+    return page_headers(response, "admin.static")
 
 
 def _safe_next(value: str | None) -> str:
@@ -327,7 +339,7 @@ def rollback_model() -> Any:
 
 
 def _instance_id(instance_id: str) -> str:
-    if not env_validation.valid_instance_id(instance_id):
+    if not valid_instance_id(instance_id):
         abort(404)
     return instance_id
 

@@ -1,5 +1,15 @@
 """Forge clients behind one interface; :func:`make_forge` builds the configured one.
 
+- base.py: the :class:`Forge` protocol and the records it passes (issues, pull requests,
+  comments, statuses, reviews), the errors, the gates' status name.
+- github.py (PyGithub), gitlab.py (python-gitlab): the two clients. What they share is
+  here once: http_errors.py (one error ladder), retries.py (HTTP retries and rate limits),
+  create_once.py with markers.py (a POST whose answer was lost creates nothing twice),
+  git.py (clone and push with the token in the environment only, through bot/hostgit.py).
+- branches.py: the bot's branch names and the check every outside ref passes;
+  sanitize.py: text from the model or a patch made inert before it reaches the forge
+  (mentions, closing references, remote images); redact.py: secrets kept out of logs and comments.
+
 Nothing here imports Flask, so the worker can use it too.
 """
 

@@ -40,6 +40,27 @@ class OutcomeRecord:
     diff_similarity: float | None
 
 
+def outcome_dict(o: Outcome) -> dict[str, Any]:
+    """An outcome as `ribbit outcomes --json` and `ribbit data export` write it."""
+    return {
+        "forge": o.forge,
+        "repo": o.repo,
+        "pr": o.pr_number,
+        "issue": o.issue_number,
+        "job_id": o.job_id,
+        "human_authored": o.human_authored,
+        "state": o.state,
+        "actor": o.actor,
+        "decided_at": o.decided_at.isoformat() if o.decided_at else None,
+        "time_to_merge_s": o.time_to_merge_s,
+        "revisions": o.revisions,
+        "review_comments": o.review_comments,
+        "diff_similarity": o.diff_similarity,
+        "bot_diff": o.bot_diff,
+        "merged_diff": o.merged_diff,
+    }
+
+
 @dataclass(frozen=True)
 class PendingPullRequest:
     """A bot PR the store knows with no outcome recorded yet."""

@@ -71,6 +71,11 @@ class TaskRecord:
             return None
 
 
+# The fields a record keeps once its repository's data is deleted (`ribbit data delete`):
+# how the run ended, nothing that holds code, issue text or a path.
+CONTENT_FREE_FIELDS = frozenset({"version", "exit_reason", "turns"})
+
+
 @dataclass(frozen=True)
 class SolveRecord:
     """A solve or revise job's record, filled in as the job goes: set-up, then the

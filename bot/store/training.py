@@ -10,6 +10,7 @@ the trainer's own queries over them are in trainer/store.py.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -32,6 +33,16 @@ from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from bot.store.db import Database
 from bot.store.tables import Base, utcnow
+
+# An environment's instance id: its folder's name under the store's envs/
+# (trainer/envs/folders.py) and its key in training_environments.
+_INSTANCE_ID = re.compile(r"^[A-Za-z0-9_.-]{1,200}$")
+
+
+def valid_instance_id(instance_id: str) -> bool:
+    """Whether ``instance_id`` may name an environment: one path segment of safe
+    characters, never ``.`` or ``..``, so it never leaves the folder it is joined to."""
+    return bool(_INSTANCE_ID.match(instance_id)) and instance_id not in {".", ".."}
 
 
 class TrainingEnvironment(Base):

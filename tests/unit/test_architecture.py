@@ -243,3 +243,59 @@ def test_the_query_scan_catches_each_kind() -> None:
         "    return store.active_for_issue(s, 'github', 'o/r', 1)\n"
     )
     assert query_uses(clean, mapped) == []
+
+
+# -- the packages' docs describe the tree as it is (issue #18) --------------------------------
+
+
+# Each package says what its modules are in its docstring, and its README where it has one
+# (the agent's and the trainer's module tables).
+def packages() -> list[Path]:
+    return sorted(
+        init.parent
+        for package in ("bot", "worker", "trainer")
+        for init in (ROOT / package).rglob("__init__.py")
+    )
+
+
+def package_doc(package: Path) -> str:
+    doc = ast.get_docstring(ast.parse((package / "__init__.py").read_text())) or ""
+    readme = package / "README.md"
+    return doc + (readme.read_text() if readme.is_file() else "")
+
+
+def undocumented(package: Path) -> list[str]:
+    """The modules and subpackages of ``package`` that its docstring and README never name
+    (as ``name.py``, ``name/`` or, in reST, ``:mod:`.name```)."""
+    names = [
+        f"{child.name}/" if child.is_dir() else child.name
+        for child in sorted(package.iterdir())
+        if (child.suffix == ".py" and not child.name.startswith("__"))
+        or (child.is_dir() and (child / "__init__.py").is_file())
+    ]
+    doc = package_doc(package)
+    return [
+        name
+        for name in names
+        if name not in doc and f":mod:`.{name.removesuffix('.py').rstrip('/')}`" not in doc
+    ]
+
+
+def test_each_package_names_its_modules() -> None:
+    assert len(packages()) >= 15  # bot, worker, trainer and their subpackages
+    missing = {
+        p.relative_to(ROOT).as_posix(): names for p in packages() if (names := undocumented(p))
+    }
+    assert missing == {}, f"modules their package's docstring or README never names: {missing}"
+
+
+def test_a_module_the_docs_never_name_is_caught(tmp_path: Path) -> None:
+    (tmp_path / "__init__.py").write_text(
+        '"""- one.py: the first.\n- sub/: the rest.\n- :mod:`.three`: the third."""\n'
+    )
+    for name in ("one.py", "two.py", "three.py", "__main__.py"):
+        (tmp_path / name).write_text("")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "__init__.py").write_text("")
+    (tmp_path / "data").mkdir()  # not a package
+    assert undocumented(tmp_path) == ["two.py"]

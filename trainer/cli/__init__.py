@@ -3,7 +3,11 @@
 - ``envs`` (trainer/cli/environments.py): training environments;
 - ``train`` (trainer/cli/training.py): a GRPO run, over trainer/training_run.py;
 - ``model`` (trainer/cli/versions.py): base weights and trained model versions;
-- ``eval`` (trainer/cli/backtesting.py): a backtest on a repository's last fixes.
+- ``eval`` (trainer/cli/backtesting.py): a backtest on a repository's last fixes;
+
+and what they share: the settings, the database, the environment folders and the options
+that name them (trainer/cli/common.py), and click options made from a settings dataclass's
+fields (trainer/cli/options.py; ``ribbit train``'s from TrainSettings).
 
 pyproject's ``ribbit.commands`` entry points name the commands here. The bot's group
 (bot/cli.py) loads them when run and passes its Settings as ``ctx.obj``; commands that

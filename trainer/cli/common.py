@@ -1,5 +1,5 @@
 """What the trainer's command groups share: the deployment's settings, the database, the
-environment store and the options that name them."""
+environment folders (``--store``) and the options that name them."""
 
 from __future__ import annotations
 

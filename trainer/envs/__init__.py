@@ -1,4 +1,12 @@
-"""Training environments built from merged fixes, in a SWE-bench-compatible shape."""
+"""Training environments built from merged fixes, in a SWE-bench-compatible shape.
+
+- schema.py: what an environment is; builder.py: one built from a fix (its tests run
+  before and after, flaky ones dropped), with patches.py splitting the fix's diff;
+  revalidate.py: a stored one validated again.
+- candidates.py: what to build from the outcomes; lines.py: one model line's share.
+- folders.py: environments on disk; index.py: their mirror in the database; export.py:
+  the record shapes other RL stacks read.
+"""
 
 from trainer.envs.schema import Calibration, Environment, Provenance, Rejection
 

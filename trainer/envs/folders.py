@@ -14,16 +14,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from bot.hostgit import clone_at, git_ok
+from bot.store.training import valid_instance_id
 from trainer.envs.builder import BuildRejected
 from trainer.envs.schema import Environment, Rejection
 
-_ID = re.compile(r"^[A-Za-z0-9_.-]{1,200}$")
 _BUNDLE_REF = "refs/heads/ribbit-base"
 
 
@@ -33,7 +32,7 @@ class EnvironmentFolders:
         (root / "envs").mkdir(parents=True, exist_ok=True)
 
     def _dir(self, instance_id: str) -> Path:
-        if not _ID.match(instance_id) or instance_id in {".", ".."}:
+        if not valid_instance_id(instance_id):
             raise ValueError(f"{instance_id!r} is not a valid instance id")
         return self.root / "envs" / instance_id
 

@@ -1,5 +1,6 @@
-"""Mirror the on-disk environment store into the ``training_environments`` table, so
-dashboards and workers can see what exists without reading the store's files."""
+"""Mirror the environment folders on disk (trainer/envs/folders.py) into the
+``training_environments`` table, so dashboards and workers can see what exists without
+reading the folders' files."""
 
 from __future__ import annotations
 

@@ -22,7 +22,7 @@ Two things end the episode instead of giving an observation, as in Leaf
 (``agent.py`` @ 33de19f9: any exception from the environment is ``tool_error``):
 a Bash ``timeout`` that is not a number, and the runner outliving its host-side
 limit. They raise :class:`ToolRunError`. A broken sandbox (:class:`SandboxError`)
-propagates as before, so the job fails as an infrastructure error.
+propagates unchanged, so the job fails as an infrastructure error.
 
 Cancellation: ``Sandbox.exec`` blocks and has no kill handle, so each call runs on a
 helper thread and the cancel event is polled every 0.1 s; on cancel the call returns

@@ -1,5 +1,16 @@
 """The gates a candidate patch must pass before it becomes a draft PR: the tests
-(in a sandbox, before and after), Semgrep (new findings only) and patch hygiene."""
+(in a sandbox, before and after), Semgrep (new findings only) and patch hygiene.
+
+- base.py: what every gate takes (:class:`GateContext`) and returns; runner.py: every gate
+  on one patch; trees.py: the before and after trees they compare; patch.py: the diff
+  parsed into what they judge.
+- tests.py: the test gate, over testrun.py (the one test runner, also the trainer's),
+  testcmd.py (which command, and how it is asked for per-test results) and junit.py (the
+  one JUnit reader).
+- semgrep.py with rules/: new security findings; hygiene.py with discovery.py: what a
+  patch must never touch (CI, the gates' configuration, how tests are found or run).
+- review.py: findings as annotations on the pull request's lines; cli.py: ``ribbit gates``.
+"""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ patched tree's: a patch must not choose its own yardstick):
   console output (cargo-nextest is not packaged where Ribbit runs);
 - ``package.json`` whose ``test`` script runs ``node --test``, ``jest`` or ``vitest``:
   that script (npm's placeholder script, which only fails, counts as none);
-- anything else: ``python -m pytest -q``, as before.
+- anything else: ``python -m pytest -q`` (worker/repo_config.py's DEFAULT_TEST_COMMAND).
 
 Each runner gets its report the way it takes one without the repository's help, so
 the report lands in the fresh folder :mod:`worker.gates.testrun` makes (its path is

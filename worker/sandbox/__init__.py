@@ -3,6 +3,16 @@
 ``open_sandbox`` is the one entry point; ``sandbox_factory`` adapts it to the
 ``SandboxFactory`` shape gates take; ``check_backends`` reports, for ``ribbit doctor``,
 which backends can run here and why not.
+
+- base.py: the :class:`Sandbox` interface; common.py: what both backends share.
+- docker.py (Docker or Podman), bubblewrap.py (with cgroup.py for its memory limit): the
+  backends; session.py and session_server.py: the resident runner each exec goes through;
+  export.py: reading what a sandbox wrote without trusting it.
+- setup.py, setupcmd.py, egress.py: the setup step, the setup a repository gets when it
+  names none, and the registry-only proxy that is its only way out; recipe.py: how every
+  sandbox that runs a repository's code is opened and set up.
+- snapshot.py, envcache.py: set-up environments snapshotted per job and cached per
+  repository; repoimage.py: a repository's own image; cli.py: ``ribbit sandbox``.
 """
 
 from __future__ import annotations

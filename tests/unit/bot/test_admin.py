@@ -7,11 +7,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from flask import Flask
+from flask.testing import FlaskClient
 from sqlalchemy import event, text
 
 from bot import create_app
 from bot.admin import auth
 from bot.settings import load_settings
+from bot.store.db import Database
+from tests.fakes import RecordingDispatcher
 from tests.plugins.admin import (
     ADMIN_TOKEN,
     HOSTILE,
@@ -25,7 +29,7 @@ BEARER = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 
 
 @pytest.fixture
-def admin_app(tmp_path: Any, dispatcher: Any) -> Iterator[Any]:
+def admin_app(tmp_path: Path, dispatcher: RecordingDispatcher) -> Iterator[Flask]:
     settings = load_settings(
         data_dir=tmp_path / "data",
         admin_token=ADMIN_TOKEN,
@@ -37,12 +41,12 @@ def admin_app(tmp_path: Any, dispatcher: Any) -> Iterator[Any]:
 
 
 @pytest.fixture
-def admin(admin_app: Any) -> Any:
+def admin(admin_app: Flask) -> FlaskClient:
     return admin_app.test_client()
 
 
 @pytest.fixture
-def db(admin_app: Any) -> Any:
+def db(admin_app: Flask) -> Database:
     return admin_app.extensions["ribbit"].db
 
 
@@ -102,6 +106,23 @@ def test_admin_pages_send_csp(admin: Any) -> None:
     assert "unsafe-inline" not in csp
     assert resp.headers["Cache-Control"] == "no-store"
     assert admin.get("/admin/login").headers["Content-Security-Policy"] == csp
+
+
+PAGE_HEADERS = {
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "X-Frame-Options": "DENY",
+}
+
+
+def test_admin_pages_and_static_files_carry_the_page_headers(admin: FlaskClient) -> None:
+    page = admin.get("/admin/", headers=BEARER)
+    static = admin.get("/admin/static/admin.css", headers=BEARER)
+    assert static.status_code == 200
+    for resp in (page, static):
+        assert {k: resp.headers.get(k) for k in PAGE_HEADERS} == PAGE_HEADERS
+        assert resp.headers["Content-Security-Policy"] == page.headers["Content-Security-Policy"]
+    assert static.headers.get("Cache-Control") != "no-store"  # only pages go uncached
 
 
 def test_admin_jobs_list_filters_and_pages(admin: Any, db: Any) -> None:

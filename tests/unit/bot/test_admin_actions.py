@@ -8,9 +8,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
+from flask import Flask
+from flask.testing import FlaskClient
 from sqlalchemy import select
 
 from bot import create_app
@@ -18,10 +21,12 @@ from bot.admin import actions
 from bot.admin import overview as health_mod
 from bot.env_validation import MAX_RUNNING, AlreadyRunning, Busy
 from bot.model_versions import ModelVersionError
+from bot.services import Services
 from bot.store.audit import AdminAction, recent
 from bot.store.jobs import JobSpec
 from bot.store.payloads import PersonAsks
 from bot.store.tables import Job
+from tests.fakes import RecordingDispatcher
 from tests.plugins.admin import ADMIN_TOKEN
 from tests.support import GITHUB_SECRET
 from trainer.registry import registry_versions
@@ -32,7 +37,9 @@ ORIGIN = {"Origin": "http://localhost"}
 
 
 @pytest.fixture
-def admin_app(tmp_path: Any, dispatcher: Any, monkeypatch: Any) -> Iterator[Any]:
+def admin_app(
+    tmp_path: Path, dispatcher: RecordingDispatcher, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Flask]:
     monkeypatch.setattr(
         health_mod,
         "inspect_workers",
@@ -49,12 +56,12 @@ def admin_app(tmp_path: Any, dispatcher: Any, monkeypatch: Any) -> Iterator[Any]
 
 
 @pytest.fixture
-def svc(admin_app: Any) -> Any:
+def svc(admin_app: Flask) -> Services:
     return admin_app.extensions["ribbit"]
 
 
 @pytest.fixture
-def browser(admin_app: Any) -> Any:
+def browser(admin_app: Flask) -> FlaskClient:
     """A logged-in browser session (cookie), as the dashboard's forms are used."""
     client = admin_app.test_client()
     resp = client.post("/admin/login", data={"token": ADMIN_TOKEN, "next": "/admin/"})

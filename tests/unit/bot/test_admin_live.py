@@ -4,13 +4,16 @@ the rendered fragment would, the fragment itself, and no answer without a sessio
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+from flask import Flask
 
 from bot import create_app
 from bot.admin import overview as health_mod
 from bot.settings import load_settings
+from tests.fakes import RecordingDispatcher
 from tests.plugins.admin import ADMIN_TOKEN, seed_jobs
 from tests.support import GITHUB_SECRET
 
@@ -19,7 +22,9 @@ RUNNING = f"{1:032x}"  # seed_jobs: job i is in STATES[i % 5]; 1 is running
 
 
 @pytest.fixture
-def app(tmp_path: Any, dispatcher: Any, monkeypatch: Any) -> Iterator[Any]:
+def app(
+    tmp_path: Path, dispatcher: RecordingDispatcher, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Flask]:
     workers: list[health_mod.WorkerState] = []
     monkeypatch.setattr(health_mod, "inspect_workers", lambda _svc: list(workers))
     settings = load_settings(

@@ -19,7 +19,7 @@ from bot.admin import overview as health_mod
 from bot.env_validation import ValidationOutcome, history
 from bot.settings import load_settings
 from bot.store.audit import recent
-from tests.fakes import commit_files, make_git_repo
+from tests.fakes import RecordingDispatcher, commit_files, make_git_repo
 from tests.plugins.admin import ADMIN_TOKEN
 from tests.plugins.trainer import (
     CALC_BUGGY,
@@ -76,7 +76,10 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
 
 @pytest.fixture
 def env(
-    tmp_path: Path, dispatcher: Any, built: tuple[Path, str], monkeypatch: Any
+    tmp_path: Path,
+    dispatcher: RecordingDispatcher,
+    built: tuple[Path, str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> Iterator[Env]:
     monkeypatch.setattr(health_mod, "inspect_workers", lambda _svc: [])
     root, instance_id = built

@@ -17,10 +17,11 @@ from bot.store.db import Database
 from bot.store.jobs import JobSpec, JobStore
 from bot.store.tables import Job
 from tests.support import github_headers, load_payload
+from worker.settings import WorkerSettings
 
 
 @pytest.fixture
-def store(settings: Any) -> Iterator[JobStore]:
+def store(settings: WorkerSettings) -> Iterator[JobStore]:
     db = Database(settings.effective_database_url)
     db.migrate()
     yield JobStore(db)

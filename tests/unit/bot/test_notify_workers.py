@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,7 +25,7 @@ W = "celery@node-1"
 
 
 @pytest.fixture
-def store(tmp_path: Any) -> Iterator[JobStore]:
+def store(tmp_path: Path) -> Iterator[JobStore]:
     db = Database(f"sqlite:///{tmp_path / 'ribbit.db'}")
     db.migrate()
     yield JobStore(db)

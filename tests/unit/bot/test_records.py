@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+from dataclasses import fields
 from typing import Any
 
 import pytest
 
-from bot.store.records import SOLVE_RECORD_VERSION, TASK_KEY, SolveRecord, TaskRecord
+from bot.store.records import (
+    CONTENT_FREE_FIELDS,
+    SOLVE_RECORD_VERSION,
+    TASK_KEY,
+    SolveRecord,
+    TaskRecord,
+)
 
 TASK = TaskRecord(
     issue_title="Fix add",
@@ -100,3 +107,12 @@ def test_the_summary_line_falls_back_to_the_reports_own() -> None:
     older = {k: v for k, v in LEGACY_ROW.items() if k != "gates_summary"}
     assert SolveRecord.from_json(older).summary_line == "tests ✔"
     assert SolveRecord.from_json({"gates": {"summary": 3}}).summary_line is None
+
+
+def test_what_a_deleted_repositorys_records_keep_holds_no_content() -> None:
+    """`ribbit data delete` cuts a stored record to CONTENT_FREE_FIELDS (trainer/data.py):
+    record fields that say how the run ended, none that holds code, text or a path."""
+    assert {f.name for f in fields(SolveRecord)} >= CONTENT_FREE_FIELDS
+    row = SolveRecord.from_json(LEGACY_ROW).to_json()
+    kept = {k: v for k, v in row.items() if k in CONTENT_FREE_FIELDS}
+    assert kept == {"version": SOLVE_RECORD_VERSION, "exit_reason": "submitted", "turns": 3}

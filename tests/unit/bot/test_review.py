@@ -10,11 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from flask import Flask
 
 from bot import create_app, joblinks, live
+from bot.admin import CSP
 from bot.settings import ReviewerSettings, load_settings
 from bot.store.tables import Job
 from bot.store.trajectory import ToolCall, TurnRecord
+from tests.fakes import RecordingDispatcher
 from tests.plugins.admin import HOSTILE, seed_job_with_trajectory
 from tests.support import GITHUB_SECRET
 
@@ -25,7 +28,7 @@ LINKS = ReviewerSettings(link_secret=SECRET, public_url="http://ribbit.test")  #
 
 
 @pytest.fixture
-def review_app(tmp_path: Path, dispatcher: Any) -> Iterator[Any]:
+def review_app(tmp_path: Path, dispatcher: RecordingDispatcher) -> Iterator[Flask]:
     settings = load_settings(
         data_dir=tmp_path / "data",
         github={"webhook_secret": GITHUB_SECRET},
@@ -125,6 +128,19 @@ def test_review_page_shows_gates_diff_and_turns_like_the_admin_page(review_app: 
     assert "script-src 'self'" in resp.headers["Content-Security-Policy"]
     assert resp.headers["Cache-Control"] == "no-store"
     assert review_app.test_client().get("/review/static/live.js").status_code == 200
+
+
+def test_review_pages_carry_the_dashboards_headers(review_app: Flask) -> None:
+    client = review_app.test_client()
+    page = client.get(_url(DONE))
+    static = client.get("/review/static/live.js")
+    for resp in (page, static):
+        assert resp.headers["Content-Security-Policy"] == CSP
+        assert resp.headers["X-Content-Type-Options"] == "nosniff"
+        assert resp.headers["X-Frame-Options"] == "DENY"
+        assert resp.headers["Referrer-Policy"] == "no-referrer"
+    assert page.headers["Cache-Control"] == "no-store"
+    assert static.headers.get("Cache-Control") != "no-store"
 
 
 def test_running_job_shows_live_turns_and_progress(review_app: Any) -> None:

@@ -236,3 +236,23 @@ def test_db_check_gives_up_after_its_wait(tmp_path: Path) -> None:
     with pytest.raises(SchemaNotCurrent, match="has no schema yet"):
         wait_for_schema(_settings(tmp_path), 5 * POLL_S, sleep=sleep, clock=lambda: now[0])
     assert now[0] == 5 * POLL_S
+
+
+def test_db_check_refuses_a_newer_schema_at_once_whatever_its_wait(tmp_path: Path) -> None:
+    """Waiting cannot bring a schema from a newer Ribbit back to this one's head."""
+    from bot.runtime import wait_for_schema
+
+    settings = _settings(tmp_path)
+    upgrade_database(settings)
+    engine = create_engine(settings.effective_database_url)
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE alembic_version SET version_num = '9999'"))
+    engine.dispose()
+    now = [0.0]
+
+    def sleep(seconds: float) -> None:
+        now[0] += seconds
+
+    with pytest.raises(SchemaNotCurrent, match="revision 9999, which this Ribbit does not have"):
+        wait_for_schema(settings, 60, sleep=sleep, clock=lambda: now[0])
+    assert now[0] == 0.0

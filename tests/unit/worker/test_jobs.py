@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from datetime import UTC, timedelta
 from typing import Any
 
@@ -14,6 +15,7 @@ from bot.store.jobs import InvalidTransition, JobSpec, Limits
 from bot.store.tables import utcnow
 from worker import jobs as jobs_mod
 from worker.jobs import JobContext, JobRefused, run_job
+from worker.settings import WorkerSettings
 
 
 def _aware(when: Any) -> Any:
@@ -21,7 +23,7 @@ def _aware(when: Any) -> Any:
 
 
 @pytest.fixture
-def runtime(settings: Any) -> Any:
+def runtime(settings: WorkerSettings) -> Iterator[Runtime[WorkerSettings]]:
     rt = Runtime.open(settings)
     yield rt
     rt.db.dispose()

@@ -16,6 +16,7 @@ from bot.store.training import (
     TrainingRun,
     TrainingStore,
     VersionRecord,
+    valid_instance_id,
 )
 
 
@@ -85,3 +86,18 @@ def test_views_of_a_missing_table_are_empty(db: Database, store: TrainingStore) 
     with db.engine.begin() as conn:
         conn.execute(text("DROP TABLE training_runs"))
     assert store.reward_curves(limit=10) == []
+
+
+@pytest.mark.parametrize("instance_id", ["toy__toy-1", "a.b_c-9", "x" * 200, "..."])
+def test_an_instance_id_is_one_safe_path_segment(instance_id: str) -> None:
+    assert valid_instance_id(instance_id)
+
+
+@pytest.mark.parametrize(
+    "instance_id",
+    ["", ".", "..", "../toy__toy-1", "a/b", "a b", "x" * 201, "café"],
+)
+def test_ids_that_could_leave_their_folder_are_refused(instance_id: str) -> None:
+    """The one rule the environment folders, the index and the dashboard's re-validation
+    apply (trainer/envs/folders.py refuses the same ids)."""
+    assert not valid_instance_id(instance_id)

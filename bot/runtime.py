@@ -1,4 +1,5 @@
-"""What every Ribbit process builds once from Settings: the database and the job store.
+"""What every Ribbit process builds once from Settings: the database, the job store and the
+forge clients' factory.
 
 ``open_database`` is the one place a process opens the database, and with it the one
 place that decides about the schema: `ribbit db upgrade` (``upgrade_database``) migrates;
@@ -19,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from bot.forges import ForgeFactory, forge_factory
 from bot.retrying import retry, wait_fixed
 from bot.settings import Settings
 from bot.store.db import Database, SchemaState
@@ -121,17 +123,27 @@ S = TypeVar("S", bound=Settings)
 
 @dataclass
 class Runtime(Generic[S]):
-    """Settings, the database and the job store, built once per process and shared by
-    everything in it (a worker's tasks, a CLI command)."""
+    """Settings, the database, the job store and the forge clients' factory, built once per
+    process and shared by everything in it (a worker's tasks, a CLI command)."""
 
     settings: S
     db: Database
     store: JobStore
+    # What every job and sweep builds its forge client with: the deployment's forges, or
+    # the fake a test opens the runtime with.
+    forges: ForgeFactory
 
     @classmethod
-    def open(cls, settings: S, *, pre_ping: bool = True) -> Runtime[S]:
+    def open(
+        cls, settings: S, *, pre_ping: bool = True, forges: ForgeFactory | None = None
+    ) -> Runtime[S]:
         db = open_database(settings, pre_ping=pre_ping)
-        return cls(settings=settings, db=db, store=JobStore(db))
+        return cls(
+            settings=settings,
+            db=db,
+            store=JobStore(db),
+            forges=forges or forge_factory(settings),
+        )
 
     @property
     def limits(self) -> Limits:

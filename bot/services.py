@@ -50,6 +50,7 @@ class Services(Runtime[Settings]):
             settings=settings,
             db=db,
             store=store,
+            forges=base.forges,
             intake=intake,
             queue=intake.queue,
             metrics=WebMetrics(store, settings),

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Literal
 
+from bot.forges import ForgeFactory
 from bot.forges.base import ForgeUnavailable
 from bot.runtime import Runtime
 from bot.store.jobs import JobStore
@@ -58,6 +59,7 @@ class JobContext:
     job: Job
     settings: WorkerSettings
     store: JobStore
+    forges: ForgeFactory
     cancel: threading.Event = field(default_factory=threading.Event)
 
     def stage(self, name: str) -> None:
@@ -135,7 +137,7 @@ def _run_job(runtime: Runtime[WorkerSettings], job_id: str, seq: int | None) -> 
         store.defer(job_id, utcnow() + NO_SLOT_WAIT, "waiting for a free slot")
         return "deferred"
     job = store.get(job_id)
-    ctx = JobContext(job=job, settings=runtime.settings, store=store)
+    ctx = JobContext(job=job, settings=runtime.settings, store=store, forges=runtime.forges)
     beat = _Heartbeat(store, job_id, ctx.cancel)
     beat.start()
     try:

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from functools import partial
 
+from bot.forges import ForgeFactory
 from bot.forges.base import forge_name
 from bot.settings import Settings
 from bot.store.jobs import JobStore
@@ -47,6 +48,7 @@ def pause_text(pause: NoisePause, settings: Settings) -> str:
 def check_repository(
     store: JobStore,
     settings: Settings,
+    forges: ForgeFactory,
     forge: str,
     repo: str,
     *,
@@ -86,18 +88,20 @@ def check_repository(
                 log.warning(
                     "paused %s:%s: %d of %d bot PRs merged", forge, repo, rate.merged, rate.decided
                 )
-    _tell_untold(store, settings, forge, repo)
+    _tell_untold(store, settings, forges, forge, repo)
     return created
 
 
-def _tell_untold(store: JobStore, settings: Settings, forge: str, repo: str) -> None:
+def _tell_untold(
+    store: JobStore, settings: Settings, forges: ForgeFactory, forge: str, repo: str
+) -> None:
     # Read, then talk to the forge with no transaction open (SQLite would hold its write
     # lock through the network calls), then record what was done, step by step, so a
     # comment that went out is never posted again because the webhook failed.
     for pause in NoiseStore(store.db).untold(forge, repo):
         text = pause_text(pause, settings)
         if pause.commented_at is None:
-            _step(store, pause, "commented_at", partial(_comment, pause, settings, text))
+            _step(store, pause, "commented_at", partial(_comment, pause, forges, text))
         if pause.notified_at is None:
             _step(store, pause, "notified_at", partial(_notify, settings, text))
 
@@ -113,15 +117,14 @@ def _step(
     NoiseStore(store.db).mark_told(pause.id, column)
 
 
-def _comment(pause: NoisePause, settings: Settings, text: str) -> None:
+def _comment(pause: NoisePause, forges: ForgeFactory, text: str) -> None:
     """On the issue the bot was last asked on: where its maintainers are."""
     if pause.issue_number is None:
         return
-    from bot.forges import make_forge
     from bot.forges.base import IssueRef, RepoRef
 
     ref = RepoRef(forge_name(pause.forge), pause.repo)
-    forge = make_forge(settings, ref.forge, installation_id=pause.installation_id)
+    forge = forges(ref.forge, installation_id=pause.installation_id)
     forge.post_comment(IssueRef(ref, pause.issue_number), text)
 
 

@@ -1,4 +1,6 @@
-"""Forge clients behind one interface; :func:`make_forge` builds the configured one.
+"""Forge clients behind one interface; :func:`make_forge` builds the configured one, and
+:func:`forge_factory` is that builder as the seam a process passes to what talks to forges
+(``Runtime.forges``; a test passes a fake instead).
 
 - base.py: the :class:`Forge` protocol and the records it passes (issues, pull requests,
   comments, statuses, reviews), the errors, the gates' status name.
@@ -15,7 +17,8 @@ Nothing here imports Flask, so the worker can use it too.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from functools import partial
+from typing import TYPE_CHECKING, Protocol
 
 from bot.forges.base import (
     Forge,
@@ -33,13 +36,26 @@ if TYPE_CHECKING:
 __all__ = [
     "Forge",
     "ForgeError",
+    "ForgeFactory",
     "ForgeName",
     "ForgeNotFound",
     "ForgePermissionDenied",
     "ForgeUnavailable",
     "branch_name_for_issue",
+    "forge_factory",
     "make_forge",
 ]
+
+
+class ForgeFactory(Protocol):
+    """Builds the client for a forge; ``installation_id``: a GitHub App's installation."""
+
+    def __call__(self, forge: ForgeName, *, installation_id: int | None = None) -> Forge: ...
+
+
+def forge_factory(settings: Settings) -> ForgeFactory:
+    """The deployment's forge clients, as ``settings`` configure them."""
+    return partial(make_forge, settings)
 
 
 def make_forge(

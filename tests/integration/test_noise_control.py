@@ -9,6 +9,7 @@ from datetime import timedelta
 
 import pytest
 
+from bot.forges import forge_factory
 from bot.store.db import Database
 from bot.store.jobs import JobStore
 from bot.store.tables import Outcome, utcnow
@@ -66,9 +67,16 @@ def test_noise_low_merge_rate_pauses_and_tells_maintainers_once(
     _outcomes(store, forge, name, "ccccc", days_ago=45)
     _outcomes(store, forge, name, "hhhh")
     _outcomes(store, forge, name, "mccc")  # 1 of 4: too few to judge
-    assert check_repository(store, settings, forge, name, issue_number=issue.number) is None
+    assert (
+        check_repository(
+            store, settings, forge_factory(settings), forge, name, issue_number=issue.number
+        )
+        is None
+    )
     _outcomes(store, forge, name, "c")  # 1 of 5 merged: 20% < 30%
-    pause = check_repository(store, settings, forge, name, issue_number=issue.number)
+    pause = check_repository(
+        store, settings, forge_factory(settings), forge, name, issue_number=issue.number
+    )
     assert pause is not None and (pause.merged, pause.closed) == (1, 4)
     assert store.paused_scopes() == [f"{forge}:{name}"]
 
@@ -87,7 +95,12 @@ def test_noise_low_merge_rate_pauses_and_tells_maintainers_once(
 
     # More closed PRs while paused: no second pause, no second message.
     _outcomes(store, forge, name, "cc")
-    assert check_repository(store, settings, forge, name, issue_number=issue.number) is None
+    assert (
+        check_repository(
+            store, settings, forge_factory(settings), forge, name, issue_number=issue.number
+        )
+        is None
+    )
     bot_comments = [
         c
         for c in forge_world.forge.comments(kind, name, issue.number)
@@ -106,10 +119,12 @@ def test_noise_resume_is_a_fresh_start_and_a_down_receiver_is_retried(
     forge, name = repo.forge, repo.full_name
     notify_receiver[1].status = 503
     _outcomes(store, forge, name, "ccccc")
-    assert check_repository(store, settings, forge, name) is not None
+    assert check_repository(store, settings, forge_factory(settings), forge, name) is not None
     assert notify_receiver[1].texts == []  # no issue to comment on, and the receiver is down
     notify_receiver[1].status = 200
-    check_repository(store, settings, forge, name)  # still paused: only the message goes
+    check_repository(
+        store, settings, forge_factory(settings), forge, name
+    )  # still paused: only the message goes
     assert (
         len(notify_receiver[1].texts) == 1
         and "0 were merged and 5 closed" in notify_receiver[1].texts[0]
@@ -121,7 +136,7 @@ def test_noise_resume_is_a_fresh_start_and_a_down_receiver_is_retried(
     store.resume(forge=forge, repo=name)
     # The outcomes that caused the pause do not pause it again after the resume.
     _outcomes(store, forge, name, "c", days_ago=0)
-    assert check_repository(store, settings, forge, name) is None
+    assert check_repository(store, settings, forge_factory(settings), forge, name) is None
     assert store.paused_scopes() == []
 
 
@@ -132,7 +147,16 @@ def test_noise_control_is_off_by_default(
     db.migrate()
     store = JobStore(db)
     _outcomes(store, "github", forge_world.github.full_name, "cccccccccccc")
-    assert check_repository(store, forge_settings, "github", forge_world.github.full_name) is None
+    assert (
+        check_repository(
+            store,
+            forge_settings,
+            forge_factory(forge_settings),
+            "github",
+            forge_world.github.full_name,
+        )
+        is None
+    )
     assert store.paused_scopes() == []
     db.dispose()
 
@@ -170,7 +194,12 @@ def test_noise_a_recorded_outcome_runs_the_check(
         )
         assert job is not None
         job_id = job.id
-    assert record_outcome(JobContext(store.get(job_id), settings, store))["state"] == "closed"
+    assert (
+        record_outcome(JobContext(store.get(job_id), settings, store, forge_factory(settings)))[
+            "state"
+        ]
+        == "closed"
+    )
     assert store.paused_scopes() == [f"github:{full}"]
     assert (
         len(notify_receiver[1].texts) == 1

@@ -42,7 +42,12 @@ def _solve(settings: WorkerSettings, kind: ForgeName, repo: str, number: int) ->
             )
             assert job is not None
             job_id = job.id
-        ctx = JobContext(job=runtime.store.get(job_id), settings=settings, store=runtime.store)
+        ctx = JobContext(
+            job=runtime.store.get(job_id),
+            settings=settings,
+            store=runtime.store,
+            forges=runtime.forges,
+        )
         with pytest.raises(JobRefused, match="without changing any file"):
             SolveRun(ctx, SolveParts.production(ctx)).run()
         return dict(runtime.store.get(job_id).result or {})

@@ -8,7 +8,7 @@ import logging
 from datetime import UTC, datetime
 from typing import Any
 
-from bot.forges import make_forge
+from bot.forges import ForgeFactory
 from bot.forges.base import ForgeError, PullRequestRef, RepoRef
 from bot.forges.base import forge_name as to_forge_name
 from bot.runtime import Runtime
@@ -17,6 +17,7 @@ from bot.store.outcomes import OutcomeRecord, OutcomeStore
 from bot.store.payloads import OutcomeOf, PayloadError
 from bot.store.tables import utcnow
 from worker.jobs import JobContext, JobRefused, pipeline
+from worker.settings import WorkerSettings
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +47,7 @@ def _aware(value: datetime | None) -> datetime | None:
 
 def record_pull_request_outcome(
     runtime_store: JobStore,
-    settings: Any,
+    forges: ForgeFactory,
     *,
     forge_name: str,
     repo_name: str,
@@ -56,7 +57,7 @@ def record_pull_request_outcome(
     installation_id: int | None,
 ) -> dict[str, Any]:
     repo = RepoRef(to_forge_name(forge_name), repo_name)
-    forge = make_forge(settings, repo.forge, installation_id=installation_id)
+    forge = forges(repo.forge, installation_id=installation_id)
     ref = PullRequestRef(repo, pr_number)
     pr = forge.get_pull_request(ref)
     if pr.state == "open":
@@ -116,7 +117,7 @@ def record_outcome(ctx: JobContext) -> dict[str, Any] | None:
     human = isinstance(source, OutcomeOf) and source.author == "human"
     result = record_pull_request_outcome(
         ctx.store,
-        ctx.settings,
+        ctx.forges,
         forge_name=job.forge,
         repo_name=job.repo,
         pr_number=job.pr_number,
@@ -126,14 +127,21 @@ def record_outcome(ctx: JobContext) -> dict[str, Any] | None:
     )
     if not human:
         _check_noise(
-            ctx.store, ctx.settings, job.forge, job.repo, job.issue_number, job.installation_id
+            ctx.store,
+            ctx.settings,
+            ctx.forges,
+            job.forge,
+            job.repo,
+            job.issue_number,
+            job.installation_id,
         )
     return result
 
 
 def _check_noise(
-    store: Any,
-    settings: Any,
+    store: JobStore,
+    settings: WorkerSettings,
+    forges: ForgeFactory,
     forge_name: str,
     repo_name: str,
     issue_number: int | None,
@@ -147,6 +155,7 @@ def _check_noise(
         check_repository(
             store,
             settings,
+            forges,
             forge_name,
             repo_name,
             issue_number=issue_number,
@@ -166,7 +175,7 @@ def reconcile_open_pull_requests(runtime: Runtime) -> dict[str, int]:
         try:
             record_pull_request_outcome(
                 runtime.store,
-                runtime.settings,
+                runtime.forges,
                 forge_name=pr.forge,
                 repo_name=pr.repo,
                 pr_number=pr.pr_number,
@@ -181,6 +190,12 @@ def reconcile_open_pull_requests(runtime: Runtime) -> dict[str, int]:
             continue
         repaired += 1
         _check_noise(
-            runtime.store, runtime.settings, pr.forge, pr.repo, pr.issue_number, pr.installation_id
+            runtime.store,
+            runtime.settings,
+            runtime.forges,
+            pr.forge,
+            pr.repo,
+            pr.issue_number,
+            pr.installation_id,
         )
     return {"checked": checked, "repaired": repaired}

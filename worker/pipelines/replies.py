@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-from bot.forges import make_forge
 from bot.forges.base import IssueRef
 from bot.forges.sanitize import sanitize_forge_text
 from bot.store.payloads import PayloadError, UnknownWord
@@ -26,7 +25,7 @@ MAX_STEPS = 40
 def reply_target(ctx: JobContext) -> tuple[Any, IssueRef]:
     job = ctx.job
     repo = job.repo_ref
-    forge = make_forge(ctx.settings, repo.forge, installation_id=job.installation_id)
+    forge = ctx.forges(repo.forge, installation_id=job.installation_id)
     # On GitHub a PR's conversation is an issue thread, so the reply goes where the command
     # was written; the Forge interface comments on issues only, so on GitLab it goes to the
     # issue the MR works on.

@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
-from bot.forges import make_forge
 from bot.forges.base import (
     Comment,
     Forge,
@@ -159,7 +158,7 @@ class SolveParts:
             )
 
         return cls(
-            forge=make_forge(settings, repo.forge, installation_id=job.installation_id),
+            forge=ctx.forges(repo.forge, installation_id=job.installation_id),
             model=lambda: preflight(ctx.store.db, settings, repo),
             policy=lambda model: load_policy(model, settings.agent),
             environment=environment,
@@ -625,7 +624,7 @@ def tell_queue_position(runtime: Runtime[WorkerSettings], job: Job, position: in
     """The issue's status comment says the job is queued, and where."""
     repo = job.repo_ref
     assert job.issue_number is not None
-    forge = make_forge(runtime.settings, repo.forge, installation_id=job.installation_id)
+    forge = runtime.forges(repo.forge, installation_id=job.installation_id)
     status = StatusComment.for_job(
         runtime.settings,
         forge,

@@ -286,13 +286,17 @@ def test_only_the_earliest_of_an_outsiders_commands_replies(runtime: Any) -> Non
             ids.append(job.id)
     first, second, third = (runtime.store.get(i) for i in ids)
     told = {
-        j.id: _already_told(JobContext(job=j, settings=runtime.settings, store=runtime.store))
+        j.id: _already_told(
+            JobContext(job=j, settings=runtime.settings, store=runtime.store, forges=runtime.forges)
+        )
         for j in (first, second, third)
     }
     assert told == {first.id: False, second.id: True, third.id: True}
     runtime.store.transition(first.id, "running")
     runtime.store.transition(first.id, "failed", reason="refused: otto does not have write access")
-    assert _already_told(JobContext(job=third, settings=runtime.settings, store=runtime.store))
+    assert _already_told(
+        JobContext(job=third, settings=runtime.settings, store=runtime.store, forges=runtime.forges)
+    )
     # Another actor, or another issue, is told on its own.
     with runtime.db.session() as s:
         other = runtime.store.create(
@@ -300,4 +304,6 @@ def test_only_the_earliest_of_an_outsiders_commands_replies(runtime: Any) -> Non
         )
         assert other is not None
     other = runtime.store.get(other.id)
-    assert not _already_told(JobContext(job=other, settings=runtime.settings, store=runtime.store))
+    assert not _already_told(
+        JobContext(job=other, settings=runtime.settings, store=runtime.store, forges=runtime.forges)
+    )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,13 @@ class RepoWorld:
     forge: FakeForge
     store: JobStore
     settings: WorkerSettings
+    # What each job asked its forge factory for: (forge, installation id).
+    forge_calls: list[tuple[str, int | None]] = field(default_factory=list)
+
+    def forges(self, forge: str, *, installation_id: int | None = None) -> FakeForge:
+        """The jobs' forge factory: the world's fake, whatever they ask for."""
+        self.forge_calls.append((forge, installation_id))
+        return self.forge
 
     def job(self, kind: str = "solve", actor: str = "maya", **spec: Any) -> JobContext:
         """A new job on issue 1 (``spec``: more JobSpec fields), as the worker hands it out."""
@@ -39,7 +46,12 @@ class RepoWorld:
 
     def context(self, job_id: str) -> JobContext:
         """The job as stored now (what a rerun of it starts from)."""
-        return JobContext(job=self.store.get(job_id), settings=self.settings, store=self.store)
+        return JobContext(
+            job=self.store.get(job_id),
+            settings=self.settings,
+            store=self.store,
+            forges=self.forges,  # type: ignore[arg-type]
+        )
 
     def end(self, job_id: str, state: JobState = "succeeded") -> None:
         """Run the job to ``state``, so that another may start on the issue."""

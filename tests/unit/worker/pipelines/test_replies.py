@@ -28,16 +28,10 @@ from worker.pipelines.replies import (
 
 
 @pytest.fixture
-def forge_calls(repo_world: RepoWorld, monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, ...]]:
-    """The replies' forge is the world's fake; each make_forge call's arguments are kept."""
-    calls: list[tuple[Any, ...]] = []
-
-    def make_forge(settings: Any, forge: str, *, installation_id: int | None) -> Any:
-        calls.append((forge, installation_id))
-        return repo_world.forge
-
-    monkeypatch.setattr("worker.pipelines.replies.make_forge", make_forge)
-    return calls
+def forge_calls(repo_world: RepoWorld) -> list[tuple[str, int | None]]:
+    """The replies' forge is the world's fake, from the job's forge factory; what each job
+    asked that factory for is kept."""
+    return repo_world.forge_calls
 
 
 def _job(world: RepoWorld, forge: str = "github", **spec: Any) -> JobContext:

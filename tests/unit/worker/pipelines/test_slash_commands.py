@@ -19,20 +19,20 @@ from worker.settings import WorkerSettings
 
 
 @pytest.fixture
-def runtime(settings: WorkerSettings) -> Iterator[Runtime[WorkerSettings]]:
-    built = Runtime.open(settings)
-    yield built
-    built.db.dispose()
-
-
-@pytest.fixture
-def forge(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeForge:
+def forge(tmp_path: Path) -> FakeForge:
     make_git_repo(tmp_path / "src", {"README.md": "calc\n"})
     git(tmp_path, "clone", "-q", "--bare", str(tmp_path / "src"), str(tmp_path / "calc.git"))
     fake = FakeForge(tmp_path / "calc.git", writers=("maya",))
     fake.add_issue(1, "add() subtracts", "fix it")
-    monkeypatch.setattr("worker.pipelines.replies.make_forge", lambda *a, **kw: fake)
     return fake
+
+
+@pytest.fixture
+def runtime(settings: WorkerSettings, forge: FakeForge) -> Iterator[Runtime[WorkerSettings]]:
+    """The worker's runtime with the fake as every job's forge."""
+    built = Runtime.open(settings, forges=lambda *a, **kw: forge)  # type: ignore[arg-type,return-value]
+    yield built
+    built.db.dispose()
 
 
 def _commands(runtime: Runtime, n: int, actor: str) -> list[str]:

@@ -10,14 +10,15 @@ from typing import Any
 import pytest
 
 from bot.forges.base import ForgeUnavailable
+from bot.runtime import Runtime
 from bot.store.gate_report import GateReport, GateResult
 from bot.store.payloads import PersonAsks
 from bot.store.records import SolveRecord
 from tests.fakes import LocalDirSandbox, ScriptedPolicy, git, host_setup
 from tests.plugins.e2e import GOOD_SCRIPT, ISSUE, xml_call
 from tests.unit.worker.pipelines.conftest import RepoWorld
-from worker.jobs import JobContext, JobRefused
-from worker.pipelines.solve import GatesFailed, SolveParts, SolveRun
+from worker.jobs import JobRefused
+from worker.pipelines.solve import GatesFailed, SolveParts, SolveRun, tell_queue_position
 
 
 @dataclass
@@ -138,7 +139,7 @@ def test_a_rerun_after_a_lost_pr_answer_publishes_the_same_commit_without_the_ag
     pushed = world.forge.branch_sha(record.publish["branch"])
     assert pushed is not None
 
-    rerun = JobContext(job=world.store.get(ctx.job.id), settings=world.settings, store=world.store)
+    rerun = world.context(ctx.job.id)
     SolveRun(rerun, world.parts(script=[])).run()  # an empty script: the agent must not run
     [pr] = world.forge.pulls.values()
     assert world.forge.branch_sha(pr.head_branch) == pushed  # the same commit, not a new one
@@ -179,3 +180,17 @@ def test_a_revision_commits_on_the_prs_branch_and_updates_the_pr(world: World) -
     # The agent was told what the PR holds and what the reviewer asked.
     told = str(world.policies[-1].calls[0])
     assert "return a + b" in told and "name it plus" in told
+
+
+def test_a_job_waiting_for_a_slot_is_told_where_it_stands_through_the_runtimes_forges(
+    world: World,
+) -> None:
+    """The waiting hook gets its forge from the runtime's factory (the fake here), and
+    edits one status comment on the issue in place as the job moves up the queue."""
+    ctx = world.job(installation_id=7)
+    runtime = Runtime(world.settings, world.store.db, world.store, world.forges)  # type: ignore[arg-type]
+    tell_queue_position(runtime, ctx.job, 3)
+    assert "position 3 in the queue" in world.status_text()
+    tell_queue_position(runtime, world.store.get(ctx.job.id), 1)
+    assert "next in line" in world.status_text()  # the same comment, edited
+    assert world.forge_calls == [("github", 7), ("github", 7)]

@@ -36,13 +36,14 @@ from bot.store.tables import Base, utcnow
 
 # An environment's instance id: its folder's name under the store's envs/
 # (trainer/envs/folders.py) and its key in training_environments.
-_INSTANCE_ID = re.compile(r"^[A-Za-z0-9_.-]{1,200}$")
+_INSTANCE_ID = re.compile(r"[A-Za-z0-9_.-]{1,200}")
 
 
 def valid_instance_id(instance_id: str) -> bool:
     """Whether ``instance_id`` may name an environment: one path segment of safe
     characters, never ``.`` or ``..``, so it never leaves the folder it is joined to."""
-    return bool(_INSTANCE_ID.match(instance_id)) and instance_id not in {".", ".."}
+    # fullmatch: with match and "$", "id\n" passed ("$" also matches before a last newline).
+    return bool(_INSTANCE_ID.fullmatch(instance_id)) and instance_id not in {".", ".."}
 
 
 class TrainingEnvironment(Base):

@@ -95,7 +95,7 @@ def test_an_instance_id_is_one_safe_path_segment(instance_id: str) -> None:
 
 @pytest.mark.parametrize(
     "instance_id",
-    ["", ".", "..", "../toy__toy-1", "a/b", "a b", "x" * 201, "café"],
+    ["", ".", "..", "../toy__toy-1", "a/b", "a b", "x" * 201, "café", "toy__toy-1\n"],
 )
 def test_ids_that_could_leave_their_folder_are_refused(instance_id: str) -> None:
     """The one rule the environment folders, the index and the dashboard's re-validation

@@ -148,7 +148,7 @@ def head_commit(repo: Path) -> str | None:
 
 def resolve_commit(repo: Path, rev: str, *, any_owner: bool = True) -> str:
     """The full sha of ``rev``, which must look like a sha (never an option or a path)."""
-    if not _SHA.match(rev):
+    if not _SHA.fullmatch(rev):
         raise GitError(f"{rev!r} is not a commit sha")
     out = git_ok(
         repo, "rev-parse", "--verify", "--end-of-options", f"{rev}^{{commit}}", any_owner=any_owner

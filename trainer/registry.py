@@ -45,7 +45,7 @@ def register(
 ) -> ModelVersion:
     """A candidate version. ``base_digest`` is the base weights' (worker.weights.base_digest);
     the adapter folder's digest is taken here, so the record says what the version is."""
-    if not _NAME.match(name):
+    if not _NAME.fullmatch(name):
         raise RegistryError(f"{name!r} is not a valid version name (letters, digits, _ . -)")
     if heldout_pass_rate is not None and not 0.0 <= heldout_pass_rate <= 1.0:
         raise RegistryError(f"held-out pass rate must be in [0, 1]; got {heldout_pass_rate}")

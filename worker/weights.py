@@ -81,7 +81,7 @@ class WeightsManifest:
 
 def weights_path(root: Path, model: str) -> Path:
     """Where ``model``'s weights live under ``root``."""
-    if not _MODEL_ID.match(model) or ".." in model:
+    if not _MODEL_ID.fullmatch(model) or ".." in model:
         raise WeightsError(f"{model!r} is not a model id (owner/name)")
     return root / model
 

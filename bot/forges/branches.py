@@ -63,7 +63,7 @@ _SHA = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
 
 def validate_sha(sha: str) -> str:
     """A full hex commit id (SHA-1 or SHA-256), nothing else."""
-    if not _SHA.match(sha):
+    if not _SHA.fullmatch(sha):
         raise UnsafeRefError(f"not a full commit sha: {sha!r}")
     return sha
 

@@ -261,7 +261,7 @@ def _node_id(raw: _Raw, found: set[str]) -> str:
     ):
         # Exact even with dots in folder names (tests/v1.2/test_x.py).
         return _join(raw.file, parts[len(_dotted(raw.file).split(".")) :], raw.name)
-    if not raw.pytest or not all(_IDENT.match(p) for p in parts):
+    if not raw.pytest or not all(_IDENT.fullmatch(p) for p in parts):
         return f"{raw.classname}::{raw.name}"  # jest, go, surefire... select by these
     first_class = next((i for i, p in enumerate(parts) if p[:1].isupper()), len(parts))
     if first_class == 0:

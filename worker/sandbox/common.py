@@ -84,7 +84,7 @@ def sandbox_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
         "GIT_CONFIG_VALUE_0": "*",
     }
     for key, value in (extra or {}).items():
-        if not _ENV_NAME.match(key) or "\0" in value:
+        if not _ENV_NAME.fullmatch(key) or "\0" in value:
             raise ValueError(f"invalid environment variable for the sandbox: {key!r}")
         env[key] = value
     return env

@@ -149,7 +149,7 @@ def devcontainer_request(path: Path, checkout: Path, rel: str) -> ImageRequest |
         ):
             raise RepoImageError(f"`{rel}`: build.args must map names to strings")
         for name in args:
-            if not _BUILD_ARG.match(name):
+            if not _BUILD_ARG.fullmatch(name):
                 raise RepoImageError(f"`{rel}`: build arg `{name[:50]}` is not a valid name")
         return ImageRequest(
             source=rel,
@@ -305,7 +305,7 @@ def choose_image(
             f"worker's own toolchains instead.",
         )
     if request.image is not None:
-        if not _IMAGE_NAME.match(request.image):
+        if not _IMAGE_NAME.fullmatch(request.image):
             raise RepoImageError(f"{request.describe()}: not an image name")
         if not image_allowed(request.image, settings):
             raise RepoImageError(

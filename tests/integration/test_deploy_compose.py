@@ -113,6 +113,22 @@ def test_deploy_compose_services_and_profiles() -> None:
         assert {"data:/data", "models:/models"} <= set(services[name]["volumes"]), name
 
 
+def test_deploy_compose_builds_the_gpu_image_with_the_gpu_extras() -> None:
+    """Every service on the GPU image builds it with CUDA torch and the `gpu` extra (the
+    model's fast linear-attention kernels); the CPU image keeps the Dockerfile's defaults."""
+    services = _compose()["services"]
+    built = {name: s for name, s in services.items() if "build" in s}
+    on_gpu = {name for name, s in built.items() if s["image"] == "${RIBBIT_GPU_IMAGE:-ribbit:gpu}"}
+    assert on_gpu == {"worker-gpu", "rollout-worker", "trainer"}
+    for name, service in built.items():
+        args = service["build"]["args"]
+        if name in on_gpu:
+            assert args["TORCH_VARIANT"] == "${RIBBIT_TORCH_VARIANT:-cu126}", name
+            assert args["RIBBIT_EXTRAS"] == "postgres,gpu", name
+        else:
+            assert args == {"TORCH_VARIANT": "cpu"}, name
+
+
 def test_deploy_compose_upgrades_the_schema_once_before_anything_opens_it() -> None:
     """`ribbit db upgrade` is a one-shot service; every service that opens the database
     starts after it exited 0 (none upgrades the schema itself on PostgreSQL)."""
@@ -283,6 +299,8 @@ def test_deploy_dockerfile_is_multistage_nonroot_with_healthcheck() -> None:
     base = args["PYTHON_IMAGE"]
     assert ":" in base.rsplit("/", 1)[-1] and not base.endswith(":latest"), base
     assert args["TORCH_VARIANT"] == "cpu"
+    # The CPU image takes the worker's extras; a GPU build names `gpu` (compose.yaml).
+    assert args["RIBBIT_EXTRAS"] == "postgres,worker"
     final = instructions[[i["instruction"] for i in instructions].index("FROM", 1) :]
     users = [i["value"] for i in final if i["instruction"] == "USER"]
     assert users and users[-1].split(":")[0] not in {"0", "root"}
@@ -298,7 +316,7 @@ def test_deploy_dockerfile_is_multistage_nonroot_with_healthcheck() -> None:
     project_at = next(
         n
         for n, r in enumerate(runs)
-        if 'pip install -c requirements.lock ".[postgres,worker]"' in r
+        if 'pip install -c requirements.lock ".[${RIBBIT_EXTRAS}]"' in r
     )
     assert torch_at < project_at
 
@@ -405,7 +423,7 @@ def test_makefile_installs_semgrep_apart_with_the_app() -> None:
 
 def test_deploy_lock_pins_every_requirement_of_the_image_within_pyproject() -> None:
     """The image installs from deploy/requirements.lock: it must pin each package the
-    pyproject asks for (base, worker and postgres extras; torch comes from its own
+    pyproject asks for (base, worker, postgres and gpu extras; torch comes from its own
     index), at a version the pyproject admits."""
     import tomllib
 
@@ -415,10 +433,13 @@ def test_deploy_lock_pins_every_requirement_of_the_image_within_pyproject() -> N
     lock = {name: version for name, (version, _) in _lock("requirements.lock").items()}
     project = tomllib.loads((DEPLOY.parent / "pyproject.toml").read_text())["project"]
     extras = project["optional-dependencies"]
-    wanted = [*project["dependencies"], *extras["worker"], *extras["postgres"]]
+    # The GPU image's extras too: both variants install from the one lock.
+    wanted = [*project["dependencies"], *extras["worker"], *extras["postgres"], *extras["gpu"]]
     for text in wanted:
         req = Requirement(text)
         name = canonicalize_name(req.name)
+        if name == "ribbit":
+            continue  # an extra naming another (gpu = ribbit[worker] + ...), listed here too
         if name == "torch":
             assert name not in lock  # installed first, per variant, from its own index
             continue

@@ -4,7 +4,7 @@ same run through the real parts is in tests/integration/test_solve_end_to_end.py
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pytest
@@ -179,3 +179,44 @@ def test_a_revision_commits_on_the_prs_branch_and_updates_the_pr(world: World) -
     # The agent was told what the PR holds and what the reviewer asked.
     told = str(world.policies[-1].calls[0])
     assert "return a + b" in told and "name it plus" in told
+
+
+def _tests_gate(details: dict[str, Any]) -> Any:
+    def gates(ctx: Any) -> GateReport:
+        return GateReport.from_results([GateResult("tests", True, details=details)], 0.0)
+
+    return gates
+
+
+def test_a_change_no_test_exercises_is_said_in_the_pr_body_and_the_status_comment(
+    world: World,
+) -> None:
+    run = {"exit_code": 0, "failing": [], "per_test": True, "counts": {"passed": 1}}
+    details = {"before": run, "after": run, "targets": [], "target_failures": []}
+    parts = world.parts()
+    SolveRun(world.job(), replace(parts, gates=_tests_gate(details))).run()
+    [pr] = world.forge.pulls.values()
+    said = "No test exercised the change: the patch adds or changes no test"
+    assert said in pr.body and said in world.status_text()
+    assert "Target tests passing" not in pr.body
+
+
+def test_target_tests_are_listed_with_before_and_after_in_the_pr_body_and_status_comment(
+    world: World,
+) -> None:
+    run = {"exit_code": 0, "failing": [], "per_test": True, "counts": {"passed": 2}}
+    details = {
+        "before": run,
+        "after": run,
+        "targets": ["test_add"],
+        "target_failures": [],
+        "target_results": {"test_add": {"before": "absent", "after": "passed"}},
+    }
+    parts = world.parts()
+    SolveRun(world.job(), replace(parts, gates=_tests_gate(details))).run()
+    [pr] = world.forge.pulls.values()
+    listed = "Target tests passing with the patch: `test_add`."
+    assert listed in pr.body and listed in world.status_text()
+    compared = "Target tests, before → with the patch: `test_add` not run → passed."
+    assert compared in pr.body and compared in world.status_text()
+    assert "No test exercised" not in pr.body

@@ -490,6 +490,14 @@ def test_upstream_fix_reaches_a_draft_pr_identical_to_it(
         assert set(fix.target_ids) <= set(details["before"]["failing"]), details["before"]
     else:  # the fix adds or rewrites them: the base's versions, if any, did not fail
         assert not set(fix.target_ids) & set(details["before"]["failing"]), details["before"]
+    # Each target's result before and after, in the job record and the PR body.
+    results = details["target_results"]
+    assert sorted(results) == sorted(fix.targets), results
+    before = {"failed"} if fix.tests_in_base else {"absent", "passed"}
+    assert all(r["before"] in before and r["after"] == "passed" for r in results.values())
+    words = {"absent": "not run", "failed": "failed", "passed": "passed"}
+    compared = ", ".join(f"`{t}` {words[results[t]['before']]} → passed" for t in sorted(results))
+    assert f"Target tests, before → with the patch: {compared}." in pr.body
 
 
 def test_upstream_fix_that_rewrites_a_test_is_refused_naming_the_removed_test(

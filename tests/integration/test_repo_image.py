@@ -89,6 +89,27 @@ def test_devcontainer_dockerfile_is_built_once_and_runs_the_sandbox(
     assert base_fingerprint(settings, "docker") != base_fingerprint(engine, "docker")
 
 
+def test_a_devcontainer_image_the_deployment_allows_runs_the_sandbox(
+    engine: SandboxSettings, built: tuple[ImageChoice, Path], tmp_path: Path
+) -> None:
+    """A devcontainer.json that names an image (here the one built above, on the worker
+    already) gets it, once the deployment allows it; it is not the default image."""
+    image = built[0].image
+    repo = tmp_path / "r"
+    make_git_repo(repo, {".devcontainer/devcontainer.json": f'{{"image": "{image}"}}\n'})
+    with pytest.raises(RepoImageError, match="does not allow"):
+        choose_image(engine, RepoConfig(), repo, repo=REPO, backend="docker")
+    allowed = engine.model_copy(update={"repo_images": ["ribbit-repo-*"]})
+    choice = choose_image(allowed, RepoConfig(), repo, repo=REPO, backend="docker")
+    assert (choice.image, choice.applied, choice.built) == (image, True, False)
+    assert choice.to_dict()["requested"] == (
+        f"image `{image}` (from `.devcontainer/devcontainer.json`)"
+    )
+    with open_sandbox(allowed.model_copy(update={"image": choice.image}), repo) as sb:
+        seen = sb.exec("cat /opt/tool.txt", timeout=60)
+    assert seen.stdout == "from the context\n", seen.stderr
+
+
 def test_an_image_without_python_is_refused_saying_what_it_lacks(
     engine: SandboxSettings, tmp_path: Path
 ) -> None:

@@ -625,9 +625,43 @@ def judge(
         "regressions": compared.regressions if compared.judged else [],
         "new_failures": compared.new_failures if compared.judged else [],
         "target_failures": sorted(set(target_failures)),
+        "target_results": (
+            _target_results(before, after, targets) if after.junit and not after.timed_out else {}
+        ),
         "flaky": flaky,
     }
     return findings, details
+
+
+def _target_results(
+    before: SuiteRun, after: SuiteRun, targets: list[TargetTest]
+) -> dict[str, dict[str, str]]:
+    """Each target test's result before and after the patch, by name: passed, failed,
+    skipped, absent (no test of that name ran in that tree: a test the patch adds), or
+    unknown (that run gave no per-test report)."""
+    results: dict[str, dict[str, str]] = {}
+    for name in sorted({t.name for t in targets}):
+        named = [t for t in targets if t.name == name]
+        results[name] = {
+            "before": _target_outcome(before, named),
+            "after": _target_outcome(after, named),
+        }
+    return results
+
+
+def _target_outcome(run: SuiteRun, targets: list[TargetTest]) -> str:
+    if not run.junit:
+        return "unknown"
+    outcomes = {
+        run.final.get(c.id)
+        for c in run.cases.values()
+        if any(_matches(c, target) for target in targets)
+    }
+    if not outcomes:
+        return "absent"
+    if outcomes & {"failed", "error", None}:
+        return "failed"
+    return "passed" if "passed" in outcomes else "skipped"
 
 
 def _setup_findings(before: SuiteRun, after: SuiteRun) -> list[Finding]:

@@ -4,7 +4,7 @@ pass, and whether any test exercised the change at all."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from worker.repo_config import CONFIG_PATH
@@ -18,17 +18,25 @@ class TestVerdict:
     base_reason: str  # what failed at the base, for the message
     targets: tuple[str, ...]  # tests the patch adds or changes, or the issue names
     target_failures: tuple[str, ...]
+    # name -> {"before": outcome, "after": outcome} (worker/gates/tests.py _target_results)
+    target_results: dict[str, dict[str, str]] = field(default_factory=dict)
 
     @classmethod
     def from_details(cls, details: dict[str, Any]) -> TestVerdict:
         before: dict[str, Any] = details.get("before") or {}
         after: dict[str, Any] = details.get("after") or {}
         reason = _base_broken(before, after)
+        results = details.get("target_results")
         return cls(
             base_broken=bool(reason),
             base_reason=reason,
             targets=tuple(details.get("targets") or ()),
             target_failures=tuple(details.get("target_failures") or ()),
+            target_results={
+                str(name): {k: str(v) for k, v in r.items()}
+                for name, r in (results if isinstance(results, dict) else {}).items()
+                if isinstance(r, dict)
+            },
         )
 
     @property
@@ -51,9 +59,33 @@ class TestVerdict:
                 "the issue names none."
             )
         elif self.passing_targets:
-            shown = ", ".join(f"`{t}`" for t in self.passing_targets[:10])
+            shown = ", ".join(_code(t) for t in self.passing_targets[:10])
             lines.append(f"- Target tests passing with the patch: {shown}.")
+        if self.target_results:
+            shown = ", ".join(
+                f"{_code(name)} {_word(r.get('before'))} → {_word(r.get('after'))}"
+                for name, r in list(self.target_results.items())[:10]
+            )
+            more = len(self.target_results) - 10
+            lines.append(
+                f"- Target tests, before → with the patch: {shown}"
+                + (f" and {more} more" if more > 0 else "")
+                + "."
+            )
         return "\n".join(lines)
+
+
+def _code(name: str) -> str:
+    """A test's name as a code span: its text comes from the patch (a JavaScript test's
+    title may hold a backtick or a line break), so it cannot end the span early."""
+    return "`" + name.replace("`", "'").replace("\n", " ") + "`"
+
+
+def _word(outcome: str | None) -> str:
+    """A target test's outcome in one tree, as the notes say it."""
+    if outcome == "absent":
+        return "not run"  # no test of that name ran there: new with the patch, or gone
+    return outcome if outcome in ("passed", "failed", "skipped") else "unknown"
 
 
 def _passed(run: dict[str, Any]) -> int:

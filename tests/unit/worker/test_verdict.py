@@ -74,3 +74,29 @@ def test_no_target_test_is_said_and_passing_targets_are_listed() -> None:
     assert verdict.passing_targets == ("test_add",)
     assert "`test_add`" in verdict.notes_markdown()
     assert "No test exercised" not in verdict.notes_markdown()
+
+
+def test_target_tests_are_shown_with_their_result_before_and_after() -> None:
+    ok = {"exit_code": 0, "failing": [], "per_test": True}
+    details = _details(ok, ok, targets=["test_add", "test_sub"])
+    details["target_results"] = {
+        "test_add": {"before": "failed", "after": "passed"},
+        "test_sub": {"before": "absent", "after": "passed"},
+    }
+    notes = TestVerdict.from_details(details).notes_markdown()
+    assert (
+        "- Target tests, before → with the patch: `test_add` failed → passed, "
+        "`test_sub` not run → passed." in notes
+    )
+    # A record from before target results were kept says only what it knows.
+    assert "before →" not in TestVerdict.from_details(_details(ok, ok, ["t"])).notes_markdown()
+
+
+def test_a_target_tests_name_cannot_end_its_code_span() -> None:
+    ok = {"exit_code": 0, "failing": [], "per_test": True}
+    title = "quotes `x`\n# heading"
+    details = _details(ok, ok, targets=[title])
+    details["target_results"] = {title: {"before": "absent", "after": "passed"}}
+    notes = TestVerdict.from_details(details).notes_markdown()
+    assert "`quotes 'x' # heading` not run → passed" in notes
+    assert "`quotes 'x' # heading`." in notes and "\n#" not in notes

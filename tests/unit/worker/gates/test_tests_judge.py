@@ -115,3 +115,28 @@ def test_with_no_per_test_report_after_the_patch_only_exit_statuses_count() -> N
     assert rules(judge(ctx(), SuiteRun("before", exit_code=0), failed, [])[0]) == [
         ("tests-failed", "error")
     ]
+
+
+def test_each_target_tests_result_before_and_after_is_kept() -> None:
+    before = reported("before", 1, a="failed", c="passed", d="skipped")
+    after = reported("after", a="passed", b="passed", c="passed", d="passed")
+    targets = [
+        TargetTest("test_a", None),  # the issue names it: it failed at the base
+        TargetTest("test_b", "tests/test_calc.py"),  # the patch adds it
+        TargetTest("test_c", "tests/test_calc.py"),
+        TargetTest("test_d", "tests/test_calc.py"),
+        TargetTest("test_x", None),  # named by the issue, never ran
+    ]
+    _, details = judge(ctx(), before, after, targets)
+    assert details["target_results"] == {
+        "test_a": {"before": "failed", "after": "passed"},
+        "test_b": {"before": "absent", "after": "passed"},
+        "test_c": {"before": "passed", "after": "passed"},
+        "test_d": {"before": "skipped", "after": "passed"},
+        "test_x": {"before": "absent", "after": "absent"},
+    }
+    no_report = SuiteRun("before", exit_code=1, first_exit_code=1)
+    _, details = judge(ctx(), no_report, after, targets[:1])
+    assert details["target_results"] == {"test_a": {"before": "unknown", "after": "passed"}}
+    _, details = judge(ctx(), before, SuiteRun("after", exit_code=0), targets[:1])
+    assert details["target_results"] == {}  # no per-test report after: nothing to say

@@ -4,7 +4,7 @@ same run through the real parts is in tests/integration/test_solve_end_to_end.py
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pytest
@@ -194,3 +194,44 @@ def test_a_job_waiting_for_a_slot_is_told_where_it_stands_through_the_runtimes_f
     tell_queue_position(runtime, world.store.get(ctx.job.id), 1)
     assert "next in line" in world.status_text()  # the same comment, edited
     assert world.forge_calls == [("github", 7), ("github", 7)]
+
+
+def _tests_gate(details: dict[str, Any]) -> Any:
+    def gates(ctx: Any) -> GateReport:
+        return GateReport.from_results([GateResult("tests", True, details=details)], 0.0)
+
+    return gates
+
+
+def test_a_change_no_test_exercises_is_said_in_the_pr_body_and_the_status_comment(
+    world: World,
+) -> None:
+    run = {"exit_code": 0, "failing": [], "per_test": True, "counts": {"passed": 1}}
+    details = {"before": run, "after": run, "targets": [], "target_failures": []}
+    parts = world.parts()
+    SolveRun(world.job(), replace(parts, gates=_tests_gate(details))).run()
+    [pr] = world.forge.pulls.values()
+    said = "No test exercised the change: the patch adds or changes no test"
+    assert said in pr.body and said in world.status_text()
+    assert "Target tests passing" not in pr.body
+
+
+def test_target_tests_are_listed_with_before_and_after_in_the_pr_body_and_status_comment(
+    world: World,
+) -> None:
+    run = {"exit_code": 0, "failing": [], "per_test": True, "counts": {"passed": 2}}
+    details = {
+        "before": run,
+        "after": run,
+        "targets": ["test_add"],
+        "target_failures": [],
+        "target_results": {"test_add": {"before": "absent", "after": "passed"}},
+    }
+    parts = world.parts()
+    SolveRun(world.job(), replace(parts, gates=_tests_gate(details))).run()
+    [pr] = world.forge.pulls.values()
+    listed = "Target tests passing with the patch: `test_add`."
+    assert listed in pr.body and listed in world.status_text()
+    compared = "Target tests, before → with the patch: `test_add` not run → passed."
+    assert compared in pr.body and compared in world.status_text()
+    assert "No test exercised" not in pr.body

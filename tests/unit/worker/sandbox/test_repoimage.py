@@ -11,6 +11,7 @@ import pytest
 from worker.repo_config import RepoConfig, parse_repo_config
 from worker.sandbox.egress import REPO_HOST_REFUSED, repo_setup_hosts
 from worker.sandbox.repoimage import (
+    ImageRequest,
     RepoImageError,
     choose_image,
     devcontainer_request,
@@ -188,3 +189,18 @@ def test_the_readmes_ribbit_yml_example_parses_with_image_and_setup_hosts() -> N
     config = parse_repo_config(example)
     assert config.image == "python:3.12"
     assert config.setup_hosts == ["npm.pkg.example.org"]
+
+
+def test_a_devcontainer_image_is_read_when_ribbit_yml_names_none(tmp_path: Path) -> None:
+    _devcontainer(tmp_path / "nested", {"name": "x", "image": "node:20"})
+    request = image_request(RepoConfig(), tmp_path / "nested")
+    assert request == ImageRequest(source=".devcontainer/devcontainer.json", image="node:20")
+    top = tmp_path / "top"
+    top.mkdir()
+    (top / ".devcontainer.json").write_text('{"image": "node:20", // a comment\n}')
+    assert image_request(RepoConfig(), top) == ImageRequest(
+        source=".devcontainer.json", image="node:20"
+    )
+    # Within the deployment's allow-list like any other image, refused before the engine.
+    with pytest.raises(RepoImageError, match=r"node:20.*devcontainer\.json.*does not allow"):
+        choose_image(SANDBOX, RepoConfig(), top, repo="r", backend="docker", client=NoEngine())

@@ -249,6 +249,20 @@ class ScriptedPolicy:
         )
 
 
+def record_replay(repo: Path, path: Path, script: Sequence[object], task: Any = None) -> Path:
+    """Play ``script`` as the agent on a host copy of ``repo`` (``task``: an AgentTask,
+    by default issue "add() subtracts") and write its trajectory to ``path``, for the
+    replay policy (`ribbit run --replay`, ``policy="replay"``)."""
+    from worker.agent import AgentTask, run_agent
+    from worker.settings import AgentSettings
+
+    task = task if task is not None else AgentTask("add() subtracts", "")
+    with LocalDirSandbox(repo) as sandbox:
+        recorded = run_agent(task, sandbox, ScriptedPolicy(script), AgentSettings())
+    recorded.trajectory.write_jsonl(path)
+    return path
+
+
 class NullSandbox(ClosedOnExit):
     """Sandbox interface that does nothing, instantly: for measuring the loop itself."""
 

@@ -9,11 +9,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from tests.fakes import LocalDirSandbox, ScriptedPolicy, make_git_repo
+from tests.fakes import make_git_repo, record_replay
 from tests.support import require_service
-from worker.agent import AgentTask, read_jsonl, run_agent
+from worker.agent import read_jsonl
 from worker.agent.cli import run
-from worker.settings import AgentSettings
 
 pytestmark = pytest.mark.integration
 
@@ -32,15 +31,7 @@ def test_ribbit_run_replays_in_a_real_sandbox(tmp_path: Path) -> None:
     require_service(shutil.which("bwrap") is not None, "bubblewrap")
     repo = tmp_path / "repo"
     make_git_repo(repo, {"calc.py": "def add(a, b):\n    return a - b\n"})
-    with LocalDirSandbox(repo) as sandbox:
-        recorded = run_agent(
-            AgentTask("add() subtracts", ""),
-            sandbox,
-            ScriptedPolicy([EDIT, "Fixed."]),
-            AgentSettings(),
-        )
-    replay = tmp_path / "recorded.jsonl"
-    recorded.trajectory.write_jsonl(replay)
+    replay = record_replay(repo, tmp_path / "recorded.jsonl", [EDIT, "Fixed."])
     issue = tmp_path / "issue.md"
     issue.write_text("# add() subtracts\n")
     out = tmp_path / "out.jsonl"

@@ -13,14 +13,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from tests.fakes import LocalDirSandbox, ScriptedPolicy, make_git_repo
+from tests.fakes import make_git_repo, record_replay
 from tests.plugins.e2e import xml_call
 from tests.support import require_service
 from tests.unit.worker.gates.helpers import make_patch
-from worker.agent import AgentTask, read_jsonl, run_agent
+from worker.agent import read_jsonl
 from worker.agent.cli import run
 from worker.gates.cli import gates_command
-from worker.settings import AgentSettings
 
 pytestmark = pytest.mark.integration
 
@@ -79,15 +78,7 @@ def test_ribbit_run_sets_up_with_the_ribbit_yml_before_the_agent(
 ) -> None:
     look = xml_call("Bash", command='cat "$VIRTUAL_ENV/marker"')
     edit = xml_call("Edit", file_path="calc.py", old_string="a - b", new_string="a + b")
-    with LocalDirSandbox(repo) as sandbox:
-        recorded = run_agent(
-            AgentTask("add() subtracts", ""),
-            sandbox,
-            ScriptedPolicy([look, edit, "Fixed."]),
-            AgentSettings(),
-        )
-    replay = tmp_path / "recorded.jsonl"
-    recorded.trajectory.write_jsonl(replay)
+    replay = record_replay(repo, tmp_path / "recorded.jsonl", [look, edit, "Fixed."])
     issue = tmp_path / "issue.md"
     issue.write_text("# add() subtracts\n")
     out = tmp_path / "out.jsonl"

@@ -12,8 +12,8 @@ from bot.store.trajectory import (
     TrajectoryFormatError,
     TurnRecord,
 )
-from tests.fakes import LocalDirSandbox, ScriptedPolicy, local_sandboxes
-from worker.agent import AgentTask, Trajectory, read_jsonl, run_agent, write_jsonl
+from tests.fakes import local_sandboxes, record_replay
+from worker.agent import AgentTask, Trajectory, read_jsonl, write_jsonl
 from worker.agent.cli import execute, read_issue_file, run, with_checkout_facts
 from worker.settings import AgentSettings, ModelSettings
 
@@ -68,12 +68,7 @@ def test_ribbit_run_reads_the_footer_facts_from_the_checkout(repo: Path, tmp_pat
 
 
 def test_cli_execute_with_replay(repo: Path, tmp_path: Path) -> None:
-    with LocalDirSandbox(repo) as sb:
-        recorded = run_agent(
-            AgentTask("t", "b"), sb, ScriptedPolicy([EDIT, "done"]), AgentSettings()
-        )
-    replay = tmp_path / "rec.jsonl"
-    recorded.trajectory.write_jsonl(replay)
+    replay = record_replay(repo, tmp_path / "rec.jsonl", [EDIT, "done"], AgentTask("t", "b"))
     out = tmp_path / "out.jsonl"
     episode = execute(
         AgentTask("t", "b"),

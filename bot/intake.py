@@ -3,9 +3,10 @@
 Sans-IO with respect to HTTP (the Flask blueprint in bot/webhooks.py does
 that part), so the same path serves webhooks, tests and the benchmark. The
 delivery row, the handler decisions and the new jobs are one transaction, the
-only one a webhook waits for; jobs are handed to the broker after it commits,
-by a background sender, and a job whose hand-off failed (or never happened)
-stays queued and undispatched until ``JobQueue.dispatch_pending`` re-sends it.
+only one a webhook waits for (shared with the webhooks that arrived with it, each
+decided as if alone: bot/store/db.py's GroupCommit); jobs are handed to the broker
+after it commits, by a background sender, and a job whose hand-off failed (or never
+happened) stays queued and undispatched until ``JobQueue.dispatch_pending`` re-sends it.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from bot.events import Event, Ignored, Ping
 from bot.handlers import registry
 from bot.queue import BackgroundSender, Dispatcher, JobQueue
 from bot.settings import Settings
+from bot.store.db import GroupCommit
 from bot.store.jobs import DuplicateDelivery, JobStore
 from bot.store.tables import Job
 
@@ -65,6 +67,9 @@ class Intake:
             {settings.github.bot_login.lower(), settings.gitlab.bot_username.lower()}
         )
         self.sender = BackgroundSender(self.queue.send)
+        # Concurrent webhooks share a transaction (one commit for several), each with its
+        # own result: see GroupCommit.
+        self.commits = GroupCommit(store.db)
 
     def handle(
         self,
@@ -108,7 +113,7 @@ class Intake:
             return result, jobs
 
         try:
-            result, jobs = self.store.db.transaction(decide_and_record)
+            result, jobs = self.commits.run(decide_and_record)
         except DuplicateDelivery:
             return IntakeResult("duplicate", "delivery already received", key=key)
         # Only after the commit (a worker must find the job) and off the request path: the

@@ -211,3 +211,75 @@ def test_webhooks_survive_lost_database_connections(pg_upgraded: Any) -> None:
     assert dispatcher.sent == job_ids
     assert all(j.dispatched for j in svc.store.list())
     svc.close()
+
+
+def test_webhooks_that_arrive_together_share_a_transaction_on_postgres(pg_upgraded: Any) -> None:
+    """Group commit on PostgreSQL: webhooks queued behind a running intake transaction
+    commit together, and each is decided as if alone: a later label on an issue sees the
+    earlier one's job (in the same transaction) and is ignored, a duplicate delivery keeps
+    nothing, and the others keep their jobs."""
+    import time
+
+    from bot import create_app
+    from tests.fakes import RecordingDispatcher
+
+    dispatcher = RecordingDispatcher()
+    app = create_app(pg_upgraded, dispatcher=dispatcher)
+    svc = app.extensions["ribbit"]
+    gate, leading = threading.Event(), threading.Event()
+
+    def held(_session: Any) -> None:
+        leading.set()
+        gate.wait(30)
+
+    leader = threading.Thread(target=svc.intake.commits.run, args=(held,))
+    leader.start()
+    assert leading.wait(30)
+    payload = load_payload("github", "issues.labeled")
+    payload["label"]["name"] = "ribbit"
+    deliveries = [("pg-1", 1), ("pg-2", 2), ("pg-1", 1), ("pg-3", 1), ("pg-4", 4)]
+    answers: dict[int, dict[str, Any]] = {}
+
+    def deliver(index: int, delivery: str, issue: int) -> None:
+        # Distinct bodies (a repeated body is a replay), except for the repeated delivery.
+        stamp = f"2030-01-{delivery[-1]}{issue}T00:00:00Z"
+        issue_payload = dict(payload["issue"], number=issue, updated_at=stamp)
+        body = json.dumps(dict(payload, issue=issue_payload)).encode()
+        resp = app.test_client().post(
+            "/webhooks/github", data=body, headers=github_headers(body, "issues", delivery)
+        )
+        answers[index] = resp.get_json()
+
+    threads = [
+        threading.Thread(target=deliver, args=(i, d, n)) for i, (d, n) in enumerate(deliveries)
+    ]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 30  # a bound on a hang, not a timing assumption
+    while len(svc.intake.commits._pending) < len(deliveries) and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert len(svc.intake.commits._pending) == len(deliveries)
+    gate.set()
+    for t in [leader, *threads]:
+        t.join(30)
+    statuses = {i: a["status"] for i, a in answers.items()}
+    # Issue 1, three deliveries in whatever order they queued: one job; the repeated
+    # delivery id is a duplicate; the other is ignored, the issue having its job from
+    # earlier in the same transaction.
+    assert sorted(statuses[i] for i in (0, 2, 3)) == ["accepted", "duplicate", "ignored"]
+    assert "duplicate" in (statuses[0], statuses[2])
+    assert statuses[1] == statuses[4] == "accepted"
+    jobs = svc.store.list()
+    assert sorted(j.issue_number or 0 for j in jobs) == [1, 2, 4]
+    # The four delivery rows kept came from at most two transactions, not four: the batch
+    # met the repeated delivery and rolled back; that delivery ran alone (kept if its
+    # twin had been ahead of it in the batch, which then became the duplicate), and the
+    # rest went in together.
+    engine = create_engine(pg_upgraded.effective_database_url)
+    with engine.connect() as conn:
+        writers = conn.execute(text("SELECT DISTINCT xmin::text FROM deliveries")).all()
+    engine.dispose()
+    assert len(writers) <= 2
+    svc.intake.flush()
+    assert sorted(dispatcher.sent) == sorted(j.id for j in jobs)
+    svc.close()

@@ -9,12 +9,14 @@ composes, the delivery record, the hand-off after commit, the visibility it reco
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
-from bot.intake import Intake
+from bot.intake import Intake, IntakeResult
 from bot.settings import Settings
 from bot.store.db import Database
 from bot.store.jobs import JobStore
@@ -93,6 +95,48 @@ def test_a_delivery_seen_before_is_a_duplicate_and_keeps_nothing(intake: Intake)
     assert replay.status == "duplicate"
     assert first.status == "accepted"
     assert sorted(j.issue_number or 0 for j in intake.store.list()) == [1, 3]
+
+
+def test_deliveries_that_arrive_together_share_a_commit_and_keep_their_own_answers(
+    intake: Intake, dispatcher: RecordingDispatcher
+) -> None:
+    """Webhooks queued behind a running intake transaction go in one transaction together
+    (GroupCommit); each is decided as if alone, so a duplicate among them keeps nothing
+    and the others their jobs."""
+    gate, leading = threading.Event(), threading.Event()
+
+    def held(_session: Any) -> None:
+        leading.set()
+        gate.wait(30)
+
+    leader = threading.Thread(target=intake.commits.run, args=(held,))
+    leader.start()
+    assert leading.wait(30)
+    deliveries = [("d-1", 1), ("d-2", 2), ("d-1", 1), ("d-3", 3)]
+    results: dict[int, IntakeResult] = {}
+
+    def deliver(index: int, delivery: str, issue: int) -> None:
+        results[index] = intake.handle("github", "issues", delivery, labeled(issue))
+
+    threads = [
+        threading.Thread(target=deliver, args=(i, d, n)) for i, (d, n) in enumerate(deliveries)
+    ]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 30  # a bound on a hang, not a timing assumption
+    while len(intake.commits._pending) < len(deliveries) and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert len(intake.commits._pending) == len(deliveries)
+    gate.set()
+    for t in [leader, *threads]:
+        t.join(30)
+    statuses = {i: r.status for i, r in results.items()}
+    assert sorted((statuses[0], statuses[2])) == ["accepted", "duplicate"]
+    assert (statuses[1], statuses[3]) == ("accepted", "accepted")
+    jobs = intake.store.list()
+    assert sorted(j.issue_number or 0 for j in jobs) == [1, 2, 3]
+    intake.flush()
+    assert sorted(dispatcher.sent) == sorted(j.id for j in jobs)
 
 
 def test_event_no_handler_acts_on_is_ignored_with_the_normalisers_reason(intake: Intake) -> None:

@@ -208,5 +208,9 @@ def process_group() -> Iterator[Ranks]:
         dist.init_process_group(backend="gloo")
     try:
         yield Ranks.detect()
+        # Every rank done with its collectives before any tears the group down: a rank that
+        # destroyed it while its peer's gloo threads still talked to it aborted the peer
+        # ("terminate called without an active exception", exit -6) once in a CI run.
+        dist.barrier()
     finally:
         dist.destroy_process_group()

@@ -1,10 +1,13 @@
-"""Helpers the tests import: service requirements, webhook secrets, payloads and signed
-headers. Fixtures live in tests/conftest.py and tests/plugins/; this module holds none."""
+"""Helpers the tests import: service requirements, webhook secrets, payloads, signed
+headers, and a held group-commit lead (to queue webhooks into one batch). Fixtures live
+in tests/conftest.py and tests/plugins/; this module holds none."""
 
 from __future__ import annotations
 
 import json
 import os
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -64,3 +67,41 @@ def flushed(app: Any, response: Any) -> Any:
     sent waits on the sender (an event, not a sleep)."""
     app.extensions["ribbit"].intake.flush()
     return response
+
+
+class HeldLead:
+    """Holds the lead of a ``GroupCommit``: a thread runs a work that waits at a gate, so
+    that works submitted meanwhile queue behind it and then run together as one batch.
+    ``wait_queued(n)`` returns once n works are queued; ``release()`` opens the gate and
+    joins the leader, whose work then runs ``then`` (if given) and keeps its result in
+    ``outcome`` (or the exception it raised)."""
+
+    def __init__(self, commits: Any, then: Any = None) -> None:
+        self._commits = commits
+        self._gate, leading = threading.Event(), threading.Event()
+        self.outcome: object = None
+
+        def held(session: Any) -> object:
+            leading.set()
+            self._gate.wait(30)
+            return then(session) if then is not None else None
+
+        def lead() -> None:
+            try:
+                self.outcome = commits.run(held)
+            except BaseException as exc:
+                self.outcome = exc
+
+        self._thread = threading.Thread(target=lead)
+        self._thread.start()
+        assert leading.wait(30), "the leader never started its work"
+
+    def wait_queued(self, count: int) -> None:
+        deadline = time.monotonic() + 30  # a bound on a hang, not a timing assumption
+        while len(self._commits._pending) < count and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert len(self._commits._pending) == count
+
+    def release(self) -> None:
+        self._gate.set()
+        self._thread.join(30)

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from sqlalchemy import create_engine, text
 
-from tests.support import GITHUB_SECRET, github_headers, load_payload
+from tests.support import GITHUB_SECRET, HeldLead, github_headers, load_payload
 
 pytestmark = pytest.mark.integration
 
@@ -218,23 +218,13 @@ def test_webhooks_that_arrive_together_share_a_transaction_on_postgres(pg_upgrad
     commit together, and each is decided as if alone: a later label on an issue sees the
     earlier one's job (in the same transaction) and is ignored, a duplicate delivery keeps
     nothing, and the others keep their jobs."""
-    import time
-
     from bot import create_app
     from tests.fakes import RecordingDispatcher
 
     dispatcher = RecordingDispatcher()
     app = create_app(pg_upgraded, dispatcher=dispatcher)
     svc = app.extensions["ribbit"]
-    gate, leading = threading.Event(), threading.Event()
-
-    def held(_session: Any) -> None:
-        leading.set()
-        gate.wait(30)
-
-    leader = threading.Thread(target=svc.intake.commits.run, args=(held,))
-    leader.start()
-    assert leading.wait(30)
+    lead = HeldLead(svc.intake.commits)
     payload = load_payload("github", "issues.labeled")
     payload["label"]["name"] = "ribbit"
     deliveries = [("pg-1", 1), ("pg-2", 2), ("pg-1", 1), ("pg-3", 1), ("pg-4", 4)]
@@ -255,12 +245,9 @@ def test_webhooks_that_arrive_together_share_a_transaction_on_postgres(pg_upgrad
     ]
     for t in threads:
         t.start()
-    deadline = time.monotonic() + 30  # a bound on a hang, not a timing assumption
-    while len(svc.intake.commits._pending) < len(deliveries) and time.monotonic() < deadline:
-        time.sleep(0.001)
-    assert len(svc.intake.commits._pending) == len(deliveries)
-    gate.set()
-    for t in [leader, *threads]:
+    lead.wait_queued(len(deliveries))
+    lead.release()
+    for t in threads:
         t.join(30)
     statuses = {i: a["status"] for i, a in answers.items()}
     # Issue 1, three deliveries in whatever order they queued: one job; the repeated

@@ -10,7 +10,6 @@ composes, the delivery record, the hand-off after commit, the visibility it reco
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -21,7 +20,7 @@ from bot.settings import Settings
 from bot.store.db import Database
 from bot.store.jobs import JobStore
 from tests.fakes import RecordingDispatcher
-from tests.support import load_payload
+from tests.support import HeldLead, load_payload
 
 REPO = "Codertocat/Hello-World"  # the repository of the GitHub fixtures
 ALLOW_LIST = "RIBBIT_ADMISSION__ALLOWED_REPOS"
@@ -103,15 +102,7 @@ def test_deliveries_that_arrive_together_share_a_commit_and_keep_their_own_answe
     """Webhooks queued behind a running intake transaction go in one transaction together
     (GroupCommit); each is decided as if alone, so a duplicate among them keeps nothing
     and the others their jobs."""
-    gate, leading = threading.Event(), threading.Event()
-
-    def held(_session: Any) -> None:
-        leading.set()
-        gate.wait(30)
-
-    leader = threading.Thread(target=intake.commits.run, args=(held,))
-    leader.start()
-    assert leading.wait(30)
+    lead = HeldLead(intake.commits)
     deliveries = [("d-1", 1), ("d-2", 2), ("d-1", 1), ("d-3", 3)]
     results: dict[int, IntakeResult] = {}
 
@@ -123,12 +114,9 @@ def test_deliveries_that_arrive_together_share_a_commit_and_keep_their_own_answe
     ]
     for t in threads:
         t.start()
-    deadline = time.monotonic() + 30  # a bound on a hang, not a timing assumption
-    while len(intake.commits._pending) < len(deliveries) and time.monotonic() < deadline:
-        time.sleep(0.001)
-    assert len(intake.commits._pending) == len(deliveries)
-    gate.set()
-    for t in [leader, *threads]:
+    lead.wait_queued(len(deliveries))
+    lead.release()
+    for t in threads:
         t.join(30)
     statuses = {i: r.status for i, r in results.items()}
     assert sorted((statuses[0], statuses[2])) == ["accepted", "duplicate"]

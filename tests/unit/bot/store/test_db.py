@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from bot.store.db import Database, GroupCommit, use_wal
+from tests.support import HeldLead
 
 
 def _journal_mode(path: Path) -> str:
@@ -114,16 +114,11 @@ class _Rows:
 def _queue_behind_a_leader(
     rows: _Rows, works: list[Callable[[Session], str]]
 ) -> tuple[dict[int, object], Callable[[], None]]:
-    """Start a leader whose work waits on a gate, then one thread per work, and wait
-    until all of them queued behind it; returns their outcomes (by index) and a
-    function that opens the gate and joins every thread."""
-    gate, leading = threading.Event(), threading.Event()
+    """A held lead (whose work inserts "leader"), then one thread per work, queued behind
+    it; returns their outcomes (by index, the leader's at -1) and a function that lets the
+    leader go and joins every thread."""
+    lead = HeldLead(rows.commits, then=rows.insert("leader"))
     outcomes: dict[int, object] = {}
-
-    def held(session: Session) -> str:
-        leading.set()
-        gate.wait(30)
-        return rows.insert("leader")(session)
 
     def call(index: int, work: Callable[[Session], str]) -> None:
         try:
@@ -131,24 +126,16 @@ def _queue_behind_a_leader(
         except BaseException as exc:
             outcomes[index] = exc
 
-    def queued(count: int) -> None:
-        deadline = time.monotonic() + 30  # a bound on a hang, not a timing assumption
-        while len(rows.commits._pending) != count and time.monotonic() < deadline:
-            time.sleep(0.001)
-        assert len(rows.commits._pending) == count
-
-    leader = threading.Thread(target=call, args=(-1, held))
-    leader.start()
-    assert leading.wait(30)  # the leader runs its work, holding the lead, at the gate
     threads = [threading.Thread(target=call, args=(i, w)) for i, w in enumerate(works)]
     for t in threads:
         t.start()
-    queued(len(works))
+    lead.wait_queued(len(works))
 
     def finish() -> None:
-        gate.set()
-        for t in [leader, *threads]:
+        lead.release()
+        for t in threads:
             t.join(30)
+        outcomes[-1] = lead.outcome
 
     return outcomes, finish
 

@@ -4,7 +4,8 @@ Flask endpoint (same WSGI server, same signature check, no store) in the same ru
 Two deployments of Ribbit, each against the bare endpoint:
 - embedded: the zero-config default (SQLite store, kombu's SQLAlchemy broker on SQLite);
 - redis+postgres: the production default (PostgreSQL store with fsync on, Redis broker),
-  both started here on loopback.
+  both started here on loopback. Beside it, a third endpoint: the bare one plus a single
+  durable INSERT into the same PostgreSQL (FLOOR_APP), what no durable intake can skip.
 
 Two modes:
 - saturation: ``--events`` signed webhooks from ``--clients`` keep-alive clients, as fast
@@ -81,6 +82,36 @@ BARE_APP = textwrap.dedent(f"""
         return "ok"
     serve(app, host="127.0.0.1", port=int(sys.argv[1]), threads=int(sys.argv[2]), _quiet=True)
 """)
+
+# The bare endpoint plus the one thing no durable intake can skip: the delivery written to
+# PostgreSQL (fsync on) and committed before the answer, one INSERT in autocommit on a
+# connection per server thread. Not a design to copy (it decides nothing, keeps no job and
+# hands nothing to a broker): the floor that a PostgreSQL deployment's ratio is held
+# against, so a figure below the target says how much of the gap is Ribbit's own work.
+FLOOR_APP = BARE_APP.replace(
+    "    json.loads(body)\n",
+    "    json.loads(body)\n"
+    "    connection().execute(\n"
+    "        'INSERT INTO floor_deliveries VALUES (%s, %s)',\n"
+    "        (request.headers['X-GitHub-Delivery'], body),\n"
+    "    )\n",
+).replace(
+    'app = Flask("bare")\n',
+    textwrap.dedent("""\
+        app = Flask("floor")
+        import threading, psycopg
+        DSN = sys.argv[3]
+        with psycopg.connect(DSN, autocommit=True) as setup:
+            setup.execute(
+                "CREATE TABLE IF NOT EXISTS floor_deliveries (id text PRIMARY KEY, body bytea)"
+            )
+        local = threading.local()
+        def connection():
+            if not hasattr(local, "conn"):
+                local.conn = psycopg.connect(DSN, autocommit=True)
+            return local.conn
+    """),
+)
 
 
 def free_port() -> int:
@@ -255,6 +286,17 @@ def ribbit_server(
         yield port, store_url, pid
 
 
+def floor_server(store_url: str, stack: ExitStack, threads: int) -> tuple[str, int]:
+    """FLOOR_APP on the PostgreSQL database at ``store_url`` (until ``stack`` closes);
+    returns its webhook URL and pid."""
+    port = free_port()
+    dsn = store_url.replace("postgresql+psycopg://", "postgresql://", 1)
+    argv = [sys.executable, "-c", FLOOR_APP, str(port), str(threads), dsn]
+    pid = stack.enter_context(process(argv))
+    wait_up(f"http://127.0.0.1:{port}/healthz")
+    return f"http://127.0.0.1:{port}/webhooks/github", pid
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU time of a process so far (Linux /proc)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -343,6 +385,7 @@ def main(argv: list[str] | None = None) -> None:
     saturation: dict[str, Run] = {}
     open_loop: dict[str, Run] = {}
     tallies: dict[str, tuple[Tally, Tally | None, int, int]] = {}
+    floors: dict[str, Run] = {}  # saturation of FLOOR_APP, on the setup's own database
     load_before = load_average()
     with tempfile.TemporaryDirectory() as tmpdir, ExitStack() as stack:
         tmp = Path(tmpdir)
@@ -364,6 +407,12 @@ def main(argv: list[str] | None = None) -> None:
                 saturation[f"bare flask ({setup})"] = fire_counting_cpu(
                     bare_url, bodies(args.events), args.clients, f"sat-bare-{setup}", bare_pid
                 )
+                if setup == "redis+postgres":
+                    floor_url, floor_pid = floor_server(store, services, args.threads)
+                    fire(floor_url, bodies(50, first=10**7), 2, "warm-floor")
+                    floors[setup] = fire_counting_cpu(
+                        floor_url, bodies(args.events), args.clients, "sat-floor", floor_pid
+                    )
                 cpu_before = cpu_seconds(pid)
                 saturation[setup] = fire(url, bodies(args.events), args.clients, "sat")
                 sat_tally = tally(store, "sat", saturation[setup].codes.get(202, 0))
@@ -397,6 +446,8 @@ def main(argv: list[str] | None = None) -> None:
     for setup in setups:
         bare = saturation[f"bare flask ({setup})"]
         print(report_line(f"bare flask ({setup} run)", bare, None, False))
+        if setup in floors:
+            print(report_line("flask + 1 INSERT (floor)", floors[setup], bare, False))
         print(report_line(f"ribbit {setup}", saturation[setup], bare, False))
     if open_n:
         window = f"open loop: {args.rate:.0f} requests/s for {args.duration:.0f} s"
@@ -426,6 +477,13 @@ def main(argv: list[str] | None = None) -> None:
     print("against the issue's targets:")
     for line in verdicts(setups, saturation, open_loop, tallies, args.rate, args.duration):
         print(f"  {line}")
+    for setup, floor in floors.items():
+        bare = saturation[f"bare flask ({setup})"]
+        ribbit = saturation[setup].rate / floor.rate
+        print(
+            f"  ({setup}: the floor, bare Flask plus one durable INSERT, ran at "
+            f"{floor.rate / bare.rate:.2f}x bare; Ribbit at {ribbit:.2f}x the floor)"
+        )
 
 
 def load_average() -> str:

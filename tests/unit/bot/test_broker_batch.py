@@ -170,3 +170,29 @@ def test_a_job_committed_but_never_handed_over_is_sent_once_by_the_sweep(setting
     # The dead sender's send failed: nothing more reached the broker, the job stays sent.
     assert broker_messages(settings) == []
     assert svc.store.get(job_id).dispatched
+
+
+def test_sends_declare_nothing_and_the_worker_still_reads_them(
+    settings: Any, store: JobStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The default queue is reached through the anonymous exchange (the routing key is the
+    queue), so the web process declares nothing: kombu's check of its declared-entities
+    cache cost a copy of the queue bound to the channel on every send. A broker no worker
+    has declared anything on yet still gets each message where the worker reads it."""
+    from kombu.messaging import Producer
+
+    declared: list[object] = []
+    real = Producer.maybe_declare
+
+    def recording(self: Producer, entity: Any, *args: Any, **kwargs: Any) -> Any:
+        declared.append(entity)
+        return real(self, entity, *args, **kwargs)
+
+    monkeypatch.setattr(Producer, "maybe_declare", recording)
+    one, *batch = new_jobs(store, 3)
+    dispatcher = CeleryDispatcher(client_celery(settings))
+    dispatcher.dispatch(one)
+    dispatcher.dispatch_all(batch)
+    assert declared == []
+    sent = broker_messages(settings)
+    assert [m["kwargs"]["job_id"] for m in sent] == [job.id for job in (one, *batch)]

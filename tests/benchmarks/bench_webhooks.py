@@ -9,10 +9,12 @@ Two deployments of Ribbit, each against the bare endpoint:
 
 Two modes:
 - saturation: ``--events`` signed webhooks from ``--clients`` keep-alive clients, as fast
-  as answers come: requests/s, p50/p99 latency, and the ratio to the bare endpoint;
+  as answers come: requests/s, p50/p99 latency, and the ratio to the bare endpoint, in
+  ``--rounds`` rounds (each endpoint back to back in each), judged on the median ratio;
 - open loop: ``--rate`` requests/s for ``--duration`` seconds, sent on schedule whether or
   not earlier ones were answered, latency counted from the scheduled time (so a stall is
-  charged to every request it delayed): p50/p99/max.
+  charged to every request it delayed): p50/p99/max, the floor's beside Ribbit's on
+  PostgreSQL (a stall of the disk's shows in both).
 
 Events lost (answered 202 but not in the store) must be 0; every job must reach the broker
 after its answer (the web process sends after the commit, off the request path).
@@ -467,6 +469,11 @@ def main(argv: list[str] | None = None) -> None:
                     open_loop[f"bare flask ({setup})"] = fire_open_loop(
                         bare_url, payloads, args.rate, f"open-bare-{setup}"
                     )
+                    if floor is not None:
+                        # A stall of the disk's (fsync) shows here too; one of Ribbit's, not.
+                        open_loop[f"floor ({setup})"] = fire_open_loop(
+                            floor[0], payloads, args.rate, "open-floor"
+                        )
                     open_loop[setup] = fire_open_loop(url, payloads, args.rate, "open")
                     open_tallies[setup] = tally(store, "open", open_loop[setup].codes.get(202, 0))
     print(
@@ -497,6 +504,9 @@ def main(argv: list[str] | None = None) -> None:
         for setup in setups:
             bare = open_loop[f"bare flask ({setup})"]
             print(report_line(f"bare flask ({setup} run)", bare, None, True))
+            if f"floor ({setup})" in open_loop:
+                floor_run = open_loop[f"floor ({setup})"]
+                print(report_line("flask + 1 INSERT (floor)", floor_run, None, True))
             print(report_line(f"ribbit {setup}", open_loop[setup], None, True))
     print("store and broker:")
     for setup in setups:
@@ -569,6 +579,8 @@ def verdicts(
         if setup in open_loop:
             p99 = open_loop[setup].pct(99)
             bare_p99 = open_loop[f"bare flask ({setup})"].pct(99)
+            floor_run = open_loop.get(f"floor ({setup})")
+            beside = f", floor {floor_run.pct(99):.0f} ms" if floor_run is not None else ""
             note = (
                 ""
                 if rate == TARGET_RATE and duration >= TARGET_WINDOW_S
@@ -578,7 +590,7 @@ def verdicts(
                 )
             )
             lines.append(
-                f"{setup} open-loop p99 {p99:.0f} ms, bare {bare_p99:.0f} ms (target < "
+                f"{setup} open-loop p99 {p99:.0f} ms, bare {bare_p99:.0f} ms{beside} (target < "
                 f"{TARGET_P99_MS:.0f} ms{note}): {mark(p99 < TARGET_P99_MS)}"
             )
     return lines

@@ -778,7 +778,23 @@ def check_contract(client: Any, image: str, request: ImageRequest | None = None)
         )
 
 
+# A probe that exits 0 always prints its mark line, so a run with no line lost its output
+# rather than found a missing shell (an image without one fails to start, or exits
+# non-zero). Podman's followed logs of a container that ends at once came back empty once
+# in a CI run on a loaded machine; that image was then refused as lacking /bin/sh.
+PROBE_ATTEMPTS = 3
+
+
 def _probe(client: Any, image: str) -> str:
+    for _attempt in range(PROBE_ATTEMPTS):
+        missing = _probe_once(client, image)
+        if missing is not None:
+            return missing
+    return "a working /bin/sh (the probe printed nothing)"
+
+
+def _probe_once(client: Any, image: str) -> str | None:
+    """What the image lacks ("" for nothing), or None when the probe's output was lost."""
     import docker.errors
 
     try:
@@ -807,4 +823,4 @@ def _probe(client: Any, image: str) -> str:
     for line in text.splitlines():
         if line.startswith(_MISSING_MARK):
             return ", ".join(line[len(_MISSING_MARK) :].split())
-    return "a working /bin/sh (the probe printed nothing)"
+    return None

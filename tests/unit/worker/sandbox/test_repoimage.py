@@ -204,3 +204,32 @@ def test_a_devcontainer_image_is_read_when_ribbit_yml_names_none(tmp_path: Path)
     # Within the deployment's allow-list like any other image, refused before the engine.
     with pytest.raises(RepoImageError, match=r"node:20.*devcontainer\.json.*does not allow"):
         choose_image(SANDBOX, RepoConfig(), top, repo="r", backend="docker", client=NoEngine())
+
+
+class ProbeEngine:
+    """An engine whose probe runs print what ``outputs`` holds, one per run."""
+
+    def __init__(self, outputs: list[bytes]) -> None:
+        self.outputs = outputs
+        self.runs = 0
+        self.containers = self
+
+    def run(self, image: str, command: list[str], **kwargs: object) -> bytes:
+        self.runs += 1
+        return self.outputs.pop(0)
+
+
+def test_a_probe_whose_output_was_lost_is_run_again_not_taken_for_a_missing_shell() -> None:
+    """A probe that exits 0 prints its mark line; none means the engine lost the output
+    (seen once on Podman under load), so the image is probed again before any verdict."""
+    from worker.sandbox.repoimage import PROBE_ATTEMPTS, _probe
+
+    engine = ProbeEngine([b"", b"RIBBIT-MISSING:\n"])
+    assert _probe(engine, "img") == ""
+    assert engine.runs == 2
+    engine = ProbeEngine([b"", b"RIBBIT-MISSING: /usr/bin/python3 uid-1000-user\n"])
+    assert _probe(engine, "img") == "/usr/bin/python3, uid-1000-user"
+    # An image whose shell prints nothing at all is still refused, after the last attempt.
+    engine = ProbeEngine([b""] * PROBE_ATTEMPTS)
+    assert _probe(engine, "img") == "a working /bin/sh (the probe printed nothing)"
+    assert engine.runs == PROBE_ATTEMPTS

@@ -370,11 +370,10 @@ class Rounds:
     ribbit: list[Run] = field(default_factory=list)
     tallies: list[Tally] = field(default_factory=list)
 
-    def ratios(self, runs: list[Run]) -> list[float]:
-        return [run.rate / bare.rate for run, bare in zip(runs, self.bare, strict=True)]
-
-    def median_ratio(self) -> float:
-        return statistics.median(self.ratios(self.ribbit))
+    def ratios(self, runs: list[Run], base: list[Run] | None = None) -> list[float]:
+        """Each round's rate of ``runs`` against ``base``'s (bare Flask's by default)."""
+        against = self.bare if base is None else base
+        return [run.rate / b.rate for run, b in zip(runs, against, strict=True)]
 
     def accepted(self) -> int:
         return sum(run.codes.get(202, 0) for run in self.ribbit)
@@ -534,10 +533,7 @@ def main(argv: list[str] | None = None) -> None:
     for setup in setups:
         rounds = saturation[setup]
         if rounds.floor:
-            against_floor = [
-                run.rate / floor.rate
-                for run, floor in zip(rounds.ribbit, rounds.floor, strict=True)
-            ]
+            against_floor = rounds.ratios(rounds.ribbit, rounds.floor)
             print(
                 f"  ({setup}: the floor, bare Flask plus one durable INSERT, ran at "
                 f"{ratio_summary(rounds.ratios(rounds.floor))}; Ribbit at "
@@ -566,10 +562,11 @@ def verdicts(
 
     lines = []
     for setup, rounds in saturation.items():
-        ratio = rounds.median_ratio()
+        ratios = rounds.ratios(rounds.ribbit)
+        ratio = statistics.median(ratios)
         target = TARGET_RATIO[setup]
         lines.append(
-            f"{setup} saturation {ratio_summary(rounds.ratios(rounds.ribbit))} "
+            f"{setup} saturation {ratio_summary(ratios)} "
             f"(target >= {target}x): {mark(ratio >= target)}"
         )
         lost = rounds.accepted() - sum(t.stored for t in rounds.tallies)

@@ -132,8 +132,8 @@ def sandbox_containers_since(url: str, since: float) -> list[str]:
         if any("podman" in str(c.get("Name", "")).lower() for c in components):
             # Podman (its file events backend) stops reading its log when ``until`` comes,
             # even midway: with ``until`` a second away, a loaded machine got no events at
-            # all (9 calls in 40 here, three busy loops on two CPUs). Without ``stream`` it reads
-            # the log to its end and closes the answer, on no clock.
+            # all (9 calls in 40 here, three busy loops on two CPUs). Without ``stream``
+            # it reads the log to its end and closes the answer, on no clock.
             params["stream"] = "false"
         else:
             # Docker keeps the answer open until ``until``; past events come from memory.

@@ -379,6 +379,17 @@ class Rounds:
         return sum(run.codes.get(202, 0) for run in self.ribbit)
 
 
+@dataclass
+class OpenLoop:
+    """One setup's open-loop run: bare Flask, the floor (PostgreSQL only) and Ribbit, one
+    after the other at the same rate, and what the store kept of Ribbit's."""
+
+    bare: Run
+    floor: Run | None
+    ribbit: Run
+    tally: Tally
+
+
 def ratio_summary(ratios: list[float]) -> str:
     each = " ".join(f"{r:.2f}" for r in ratios)
     # Three places: a median of 0.498 printed as 0.50 beside "NOT met" would read as a bug.
@@ -418,8 +429,7 @@ def main(argv: list[str] | None = None) -> None:
         ap.error("--rounds must be at least 1")
     open_n = int(args.rate * args.duration)
     saturation: dict[str, Rounds] = {setup: Rounds() for setup in setups}
-    open_loop: dict[str, Run] = {}
-    open_tallies: dict[str, Tally] = {}
+    open_loop: dict[str, OpenLoop] = {}
     load_before = load_average()
     with tempfile.TemporaryDirectory() as tmpdir, ExitStack() as stack:
         tmp = Path(tmpdir)
@@ -465,16 +475,21 @@ def main(argv: list[str] | None = None) -> None:
                     rounds.ribbit.append(run)
                 if open_n:
                     payloads = bodies(open_n, first=10**6)
-                    open_loop[f"bare flask ({setup})"] = fire_open_loop(
-                        bare_url, payloads, args.rate, f"open-bare-{setup}"
+                    bare_open = fire_open_loop(bare_url, payloads, args.rate, f"open-bare-{setup}")
+                    # A stall of the disk's (fsync) shows in the floor's run too; one of
+                    # Ribbit's, not.
+                    floor_open = (
+                        fire_open_loop(floor[0], payloads, args.rate, "open-floor")
+                        if floor is not None
+                        else None
                     )
-                    if floor is not None:
-                        # A stall of the disk's (fsync) shows here too; one of Ribbit's, not.
-                        open_loop[f"floor ({setup})"] = fire_open_loop(
-                            floor[0], payloads, args.rate, "open-floor"
-                        )
-                    open_loop[setup] = fire_open_loop(url, payloads, args.rate, "open")
-                    open_tallies[setup] = tally(store, "open", open_loop[setup].codes.get(202, 0))
+                    ribbit_open = fire_open_loop(url, payloads, args.rate, "open")
+                    open_loop[setup] = OpenLoop(
+                        bare_open,
+                        floor_open,
+                        ribbit_open,
+                        tally(store, "open", ribbit_open.codes.get(202, 0)),
+                    )
     print(
         f"signed issues.labeled webhooks on loopback, waitress ({args.threads} threads) for both; "
         f"ribbit serve --no-worker; load average {load_before} before, {load_average()} after "
@@ -501,12 +516,11 @@ def main(argv: list[str] | None = None) -> None:
         print(window)
         print(f"  {'endpoint':26} {'req/s':>7} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}  answers")
         for setup in setups:
-            bare = open_loop[f"bare flask ({setup})"]
-            print(report_line(f"bare flask ({setup} run)", bare, None, True))
-            if f"floor ({setup})" in open_loop:
-                floor_run = open_loop[f"floor ({setup})"]
-                print(report_line("flask + 1 INSERT (floor)", floor_run, None, True))
-            print(report_line(f"ribbit {setup}", open_loop[setup], None, True))
+            opened = open_loop[setup]
+            print(report_line(f"bare flask ({setup} run)", opened.bare, None, True))
+            if opened.floor is not None:
+                print(report_line("flask + 1 INSERT (floor)", opened.floor, None, True))
+            print(report_line(f"ribbit {setup}", opened.ribbit, None, True))
     print("store and broker:")
     for setup in setups:
         rounds = saturation[setup]
@@ -514,8 +528,9 @@ def main(argv: list[str] | None = None) -> None:
             (f"saturation round {r + 1}", t, run.codes.get(202, 0))
             for r, (t, run) in enumerate(zip(rounds.tallies, rounds.ribbit, strict=True))
         ]
-        if setup in open_tallies:
-            modes.append(("open loop", open_tallies[setup], open_loop[setup].codes.get(202, 0)))
+        if setup in open_loop:
+            opened = open_loop[setup]
+            modes.append(("open loop", opened.tally, opened.ribbit.codes.get(202, 0)))
         for mode, t, accepted in modes:
             print(
                 f"  {setup} {mode}: accepted {accepted}, deliveries stored {t.stored}, "
@@ -528,7 +543,7 @@ def main(argv: list[str] | None = None) -> None:
             )
 
     print("against the issue's targets:")
-    for line in verdicts(saturation, open_loop, open_tallies, args.rate, args.duration):
+    for line in verdicts(saturation, open_loop, args.rate, args.duration):
         print(f"  {line}")
     for setup in setups:
         rounds = saturation[setup]
@@ -548,8 +563,7 @@ def load_average() -> str:
 
 def verdicts(
     saturation: dict[str, Rounds],
-    open_loop: dict[str, Run],
-    open_tallies: dict[str, Tally],
+    open_loop: dict[str, OpenLoop],
     rate: float,
     duration: float,
 ) -> list[str]:
@@ -570,14 +584,14 @@ def verdicts(
             f"(target >= {target}x): {mark(ratio >= target)}"
         )
         lost = rounds.accepted() - sum(t.stored for t in rounds.tallies)
-        if setup in open_tallies:
-            lost += open_loop[setup].codes.get(202, 0) - open_tallies[setup].stored
+        opened = open_loop.get(setup)
+        if opened is not None:
+            lost += opened.ribbit.codes.get(202, 0) - opened.tally.stored
         lines.append(f"{setup} events lost {lost} (target 0): {mark(lost == 0)}")
-        if setup in open_loop:
-            p99 = open_loop[setup].pct(99)
-            bare_p99 = open_loop[f"bare flask ({setup})"].pct(99)
-            floor_run = open_loop.get(f"floor ({setup})")
-            beside = f", floor {floor_run.pct(99):.0f} ms" if floor_run is not None else ""
+        if opened is not None:
+            p99 = opened.ribbit.pct(99)
+            bare_p99 = opened.bare.pct(99)
+            beside = f", floor {opened.floor.pct(99):.0f} ms" if opened.floor is not None else ""
             note = (
                 ""
                 if rate == TARGET_RATE and duration >= TARGET_WINDOW_S

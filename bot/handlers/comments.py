@@ -38,7 +38,9 @@ def run_command(ctx: Context) -> None:
     if command is None:
         return ctx.ignore("comment has no /ribbit command")
     if event.outsider:
-        return ctx.ignore(f"{event.actor.login} is not a collaborator; commands need write access")
+        return ctx.ignore_outsider(
+            "command", f"{event.actor.login} is not a collaborator; commands need write access"
+        )
     issue = event.issue_number
     if event.pr_number is not None:
         issue = _issue_for_pr(ctx, event, event.pr_number)

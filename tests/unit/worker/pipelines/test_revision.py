@@ -14,6 +14,7 @@ from tests.fakes import git
 from tests.unit.worker.pipelines.conftest import REPO, RepoWorld
 from worker.jobs import JobContext, JobRefused
 from worker.pipelines.revision import pull_request_to_revise, revision_brief
+from worker.pipelines.trusted_text import TrustedText
 from worker.repo_config import RepoConfig, parse_repo_config
 from worker.status import StatusComment
 
@@ -44,6 +45,11 @@ def open_pr(world: RepoWorld) -> int:
 
 def revise_job(world: RepoWorld, number: int, **spec: Any) -> JobContext:
     return world.job("revise", pr_number=number, **spec)
+
+
+def brief_of(world: RepoWorld, number: int, ctx: JobContext) -> str:
+    trust = TrustedText(world.forge, REPO)  # type: ignore[arg-type]
+    return revision_brief(world.forge, PullRequestRef(REPO, number), ctx.job, trust)  # type: ignore[arg-type]
 
 
 def status_of(world: RepoWorld, ctx: JobContext) -> StatusComment:
@@ -107,6 +113,7 @@ def test_the_brief_carries_the_diff_the_reviewers_and_the_ask_but_not_the_bot(
 ) -> None:
     number = open_pr(repo_world)
     forge = ReviewedForge(repo_world)
+    repo_world.forge.writers.add("lee")
     bot = repo_world.forge.bot_login
     forge.comments = [
         ReviewComment(1, "maya", " use operator.add ", path="calc.py", line=2),
@@ -119,19 +126,19 @@ def test_the_brief_carries_the_diff_the_reviewers_and_the_ask_but_not_the_bot(
         Review(6, bot, "commented", "Ribbit gates: passed"),
     ]
     ctx = revise_job(repo_world, number, payload=PersonAsks("  keep it short  "))
-    brief = revision_brief(repo_world.forge, PullRequestRef(REPO, number), ctx.job)  # type: ignore[arg-type]
+    brief = brief_of(repo_world, number, ctx)
 
     assert "-    return a - b\n+    return a + b" in brief
     assert "- maya on calc.py:2: use operator.add" in brief
     assert "- lee on conversation: and a docstring" in brief
     assert "- review by maya (changes_requested): Close, see comments." in brief
     assert "gates" not in brief.lower() and "review by lee" not in brief
-    assert brief.endswith("The reviewer asks:\n\nkeep it short")
+    assert brief.endswith("@maya asks:\n\nkeep it short")
 
 
 def test_a_brief_with_nothing_said_is_the_diff_alone(repo_world: RepoWorld) -> None:
     number = open_pr(repo_world)
     ctx = revise_job(repo_world, number)
-    brief = revision_brief(repo_world.forge, PullRequestRef(REPO, number), ctx.job)  # type: ignore[arg-type]
+    brief = brief_of(repo_world, number, ctx)
     assert brief.startswith("This is a revision of your earlier pull request.")
-    assert "Review comments" not in brief and "reviewer asks" not in brief
+    assert "Review comments" not in brief and "asks:" not in brief

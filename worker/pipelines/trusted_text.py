@@ -18,6 +18,11 @@ reaches the prompt with a line naming its author and the writer who vouched
 before any text is read (``SolveRun.check_permission``), but the rule does not rely on
 that: without a writer to vouch, the issue's words are withheld like any other outsider's.
 A writer's own issue keeps the training layout (SWE-bench's title and body, no byline).
+
+Not covered: the vouching is for the issue as it reads when the job runs, so an outsider
+who edits their issue between a writer's label and the job's start changes what the
+writer vouched for (a retry vouches again). Pinning the text the writer saw needs the
+body's hash in the label's job.
 """
 
 from __future__ import annotations
@@ -56,16 +61,20 @@ class TrustedText:
 
     def is_writer(self, author: str) -> bool:
         """Whether ``author`` has write access (never the bot, never an unnamed author)."""
-        if not author or author == self._forge.bot_login:
+        if not author or self._is_bot(author):
             return False
         if author not in self._writers:
             self._writers[author] = self._forge.has_write_access(self._repo, author)
         return self._writers[author]
 
+    def _is_bot(self, author: str) -> bool:
+        # Logins are case-insensitive on both forges: "Ribbit-Bot" is the bot too.
+        return author.casefold() == self._forge.bot_login.casefold()
+
     def admit(self, source: Source, author: str) -> bool:
         """Whether text from ``source`` by ``author`` may reach the prompt. The bot's own
         words are left out silently (they are not an attempt); anyone else's count."""
-        if author and author == self._forge.bot_login:
+        if author and self._is_bot(author):
             return False
         if self.is_writer(author):
             return True

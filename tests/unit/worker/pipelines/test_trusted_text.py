@@ -50,6 +50,7 @@ def test_writers_are_admitted_and_everyone_else_is_withheld_counted_and_tallied(
         ("review_comment", "otto"),
         ("review", "otto"),
         ("review_comment", BOT),  # the bot's own words: left out, but no attempt
+        ("review_comment", BOT.upper()),  # logins are case-insensitive
         ("review_comment", ""),  # an author the forge did not name is nobody's writer
         ("review_comment", "otto"),
     ]

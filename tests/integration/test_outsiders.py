@@ -145,3 +145,39 @@ def test_an_outsiders_review_reaches_no_prompt_and_asks_for_nothing(
     finally:
         intake.close()
         db.dispose()
+
+
+@pytest.mark.parametrize("kind", ["github", "gitlab"])
+def test_an_outsiders_review_on_the_bots_pr_queues_nothing_and_leaves_the_status_comment(
+    kind: str, forge_world: Any, deployment_for: Any
+) -> None:
+    """The whole deployment (signed webhooks, a worker on Redis): otto's "changes
+    requested" on the bot's draft makes no job, so the issue's status comment says what
+    it said before, word for word."""
+    forge = forge_world.forge
+    dep = deployment_for(GOOD_SCRIPT)
+    repo = new_repo(forge_world, kind)
+    number = forge.create_issue(kind, repo, title=ISSUE[0], body=ISSUE[1], author="maya").number
+    assert forge.add_label(kind, repo, number, "ribbit", actor="maya") is not None
+    [solve] = dep.store.list()
+    done = wait_for(
+        lambda: (j := dep.store.get(solve.id)).state in {"succeeded", "failed"} and j,
+        what="solve",
+    )
+    assert done.state == "succeeded", done.failure_reason
+    [pr] = forge.pulls(kind, repo)
+    before = [(c.id, c.body) for c in bot_comments(forge_world, kind, repo, number)]
+
+    _, delivery = forge.submit_review(
+        kind,
+        repo,
+        pr.number,
+        author="otto",
+        state="CHANGES_REQUESTED",
+        body=OUTSIDER_REVIEW,
+        comments=(("calc.py", 2, OUTSIDER_LINE),),
+    )
+    assert delivery is not None and delivery.status_code == 202
+    assert '"ignored"' in delivery.response_text
+    assert [j.kind for j in dep.store.list()] == ["solve"]
+    assert [(c.id, c.body) for c in bot_comments(forge_world, kind, repo, number)] == before

@@ -54,7 +54,7 @@ from worker.pipelines.publish import (
 )
 from worker.pipelines.replies import WRITE_ACCESS_REFUSAL, check_actor
 from worker.pipelines.revision import pull_request_to_revise, revision_brief
-from worker.pipelines.trusted_text import TrustedText
+from worker.pipelines.trusted_text import IssueText, TrustedText
 from worker.pipelines.verdict import TestVerdict
 from worker.pipelines.workspace import Stages, Workdir
 from worker.repo_config import CONFIG_PATH, RepoConfig, RepoConfigError, parse_repo_config
@@ -205,7 +205,9 @@ class SolveRun:
             self.forge, ctx, workdir=self.workdir, status=self.status, stages=self.stages
         )
         self._job_env: JobSetup | None = None
-        # What the trust rule kept out of the prompt (_task), for every record written after.
+        # What the trust rule let into the prompt's issue and kept out of it (_task), for
+        # every record written after.
+        self._issue_text: IssueText | None = None
         self._withheld: tuple[WithheldText, ...] | None = None
         # Until the job's image is chosen (_choose_image): the deployment's.
         self._sandbox_settings = self.settings.sandbox
@@ -366,7 +368,7 @@ class SolveRun:
             if pr is not None
             else None
         )
-        self._withheld = trust.withheld()
+        self._issue_text, self._withheld = text, trust.withheld()
         return AgentTask(
             title=text.title,
             body=text.body,
@@ -422,6 +424,7 @@ class SolveRun:
         from worker.agent import write_jsonl
 
         config, image, result = prepared.config, prepared.image, agent.result
+        assert self._issue_text is not None  # _task ran before the agent
         traj_dir = self.settings.data_dir / "trajectories"
         traj_dir.mkdir(parents=True, exist_ok=True)
         traj_path = traj_dir / f"{self.job.id}.jsonl"
@@ -437,8 +440,9 @@ class SolveRun:
             base_sha=prepared.base_sha,
             withheld=self._withheld,
             task=TaskRecord(
-                issue_title=prepared.issue.title,
-                issue_body=prepared.issue.body,
+                # The issue as the prompt had it: training episodes are prompts too.
+                issue_title=self._issue_text.title,
+                issue_body=self._issue_text.body,
                 base_sha=prepared.base_sha,
                 # The command the gate runs (detected per ecosystem when .ribbit.yml
                 # names none), so an environment built from this job tests the same way.

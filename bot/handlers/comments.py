@@ -3,9 +3,10 @@
 Whether the commenter may command the bot (write access) is checked by the
 worker against the forge before anything runs; intake only records intent. Nothing
 an outsider writes costs anything: a command from someone the forge already marks as
-no collaborator makes no job, and every command that could start agent work becomes
-a ``command`` job, which counts against no budget, so the worker checks permission
-(and then the budget) before a solve or revise job exists.
+no collaborator makes no job (it is only counted, ``Context.ignore_outsider``), and
+every command that could start agent work becomes a ``command`` job, which counts
+against no budget, so the worker checks permission (and then the budget) before a
+solve or revise job exists.
 """
 
 from __future__ import annotations

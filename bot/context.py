@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Literal
 
 from sqlalchemy.orm import Session
 
@@ -11,6 +12,9 @@ from bot.events import CommentCreated, Event, IssueLabeled
 from bot.settings import Settings
 from bot.store.jobs import IntakeView, JobSpec, JobStore
 from bot.store.tables import Job
+
+OutsiderAttempt = Literal["command", "review"]
+OUTSIDER_ATTEMPTS: tuple[OutsiderAttempt, ...] = ("command", "review")
 
 
 @dataclass
@@ -26,6 +30,9 @@ class Context:
     notes: list[str] = field(default_factory=list)
     refusal: str | None = None
     ignored: str | None = None
+    # Set when the delivery was someone without write access trying to steer the bot
+    # (a command, a review): counted by the web app (ribbit_outsider_attempts_total).
+    outsider: OutsiderAttempt | None = None
 
     @property
     def is_bot(self) -> bool:
@@ -53,6 +60,11 @@ class Context:
         return job
 
     def ignore(self, reason: str) -> None:
+        self.ignored = reason
+
+    def ignore_outsider(self, attempt: OutsiderAttempt, reason: str) -> None:
+        """Ignore an outsider's attempt (no job, no reply, nothing on the issue), counted."""
+        self.outsider = attempt
         self.ignored = reason
 
     def refuse(self, reason: str) -> None:

@@ -76,6 +76,9 @@ class ReviewSubmitted(EventBase):
     state: str = ""  # approved | changes_requested | commented
     body: str = ""
     head_branch: str = ""
+    # As CommentCreated's: True when the forge says the reviewer is no collaborator, so the
+    # review asks for nothing and is only counted; False means "maybe" (the worker checks).
+    outsider: bool = False
     key: str = "pull_request_review.submitted"
 
 

@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session
 
 from bot import normalize
 from bot.admission import ALLOW_LIST_VAR, repo_allowed
-from bot.context import Context
+from bot.context import Context, OutsiderAttempt
 from bot.events import Event, Ignored, Ping
 from bot.handlers import registry
 from bot.queue import BackgroundSender, Dispatcher, JobQueue
@@ -40,6 +40,8 @@ class IntakeResult:
     reason: str = ""
     job_ids: tuple[str, ...] = ()
     key: str = ""
+    # What outsiders tried in this delivery (Context.ignore_outsider), for the metric.
+    outsiders: tuple[OutsiderAttempt, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         body: dict[str, Any] = {"status": self.status}
@@ -134,6 +136,7 @@ class Intake:
         jobs: list[Job] = []
         reasons: list[str] = []
         refused: str | None = None
+        outsiders: list[OutsiderAttempt] = []
         key = events[0].key
         for event in events:
             if not isinstance(event, Ping) and not repo_allowed(
@@ -164,6 +167,8 @@ class Intake:
                 if ctx.refusal or ctx.ignored:
                     break
             jobs.extend(ctx.jobs)
+            if ctx.outsider is not None:
+                outsiders.append(ctx.outsider)
             if ctx.jobs and event.private is not None and ctx.view.private != event.private:
                 # Which model line may train on and serve the repository (bot/model_lines.py);
                 # written only when it changed, so the usual webhook adds no statement.
@@ -175,9 +180,11 @@ class Intake:
                 refused = ctx.refusal
             elif ctx.ignored and not ctx.jobs:
                 reasons.append(ctx.ignored)
+        tried = tuple(outsiders)
         if jobs:
             ids = tuple(j.id for j in jobs)
-            return IntakeResult("accepted", "; ".join(reasons), ids, key), jobs
+            return IntakeResult("accepted", "; ".join(reasons), ids, key, tried), jobs
         if refused:
-            return IntakeResult("refused", refused, key=key), []
-        return IntakeResult("ignored", "; ".join(reasons) or "nothing to do", key=key), []
+            return IntakeResult("refused", refused, key=key, outsiders=tried), []
+        reason = "; ".join(reasons) or "nothing to do"
+        return IntakeResult("ignored", reason, key=key, outsiders=tried), []

@@ -10,6 +10,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from bot.context import OUTSIDER_ATTEMPTS
 from bot.settings import Settings
 from bot.store.jobs import JobStore
 from bot.store.tables import utcnow
@@ -123,5 +124,15 @@ class WebMetrics:
             registry=self.registry,
             buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
         )
+        self.outsider_attempts = Counter(
+            "ribbit_outsider_attempts_total",
+            "Deliveries in which someone the forge marks as no collaborator tried to steer "
+            "the bot (a command, a review asking for changes), ignored at intake",
+            ["forge", "attempt"],
+            registry=self.registry,
+        )
+        for forge in EVENT_LABELS:
+            for attempt in OUTSIDER_ATTEMPTS:
+                self.outsider_attempts.labels(forge, attempt)
         self.registry.register(JobStateCollector(store))
         self.registry.register(RepoHealthCollector(store, settings))

@@ -179,6 +179,7 @@ def from_github(event: str, delivery_id: str, payload: Any) -> Event | Ignored:
             state=str(_get(payload, "review", "state", kind=str)).lower(),
             body=_text(payload, "review", "body"),
             head_branch=_get(payload, "pull_request", "head", "ref", kind=str),
+            outsider=_opt(payload, "review", "author_association") in GITHUB_OUTSIDERS,
         )
     return Ignored(f"GitHub event {key} is not one Ribbit acts on", key)
 

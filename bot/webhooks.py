@@ -142,6 +142,8 @@ def _receive(
         result.status,
         extra={"delivery_id": delivery, "job_id": result.job_ids[0] if result.job_ids else None},
     )
+    for attempt in result.outsiders:
+        svc.metrics.outsider_attempts.labels(forge, attempt).inc()
     code = 200 if result.status == "duplicate" else 202
     return _answer(forge, event, code, result.to_json())
 

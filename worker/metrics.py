@@ -72,6 +72,8 @@ _SEMGREP_OWN = frozenset(
     }
 )
 TOKEN_DIRECTIONS = ("prompt", "completion")
+# Where forge text comes from on its way to a prompt (worker/pipelines/trusted_text.py).
+TEXT_SOURCES = frozenset({"issue", "comment", "review_comment", "review", "request"})
 
 
 def _bounded(value: object, allowed: frozenset[str]) -> str:
@@ -181,6 +183,17 @@ class _Metrics:
             "it), by the stage they were in",
             ["stage"],
         )
+        self.prompt_withheld = Counter(
+            "ribbit_prompt_text_withheld_total",
+            "Pieces of forge text kept out of a prompt because their author has no write "
+            "access, by where they came from",
+            ["source"],
+        )
+        self.outsider_refusals = Counter(
+            "ribbit_outsider_jobs_refused_total",
+            "Jobs refused because the person who asked has no write access, by job kind",
+            ["kind"],
+        )
         self._zero()
 
     def _zero(self) -> None:
@@ -197,6 +210,10 @@ class _Metrics:
                 self.model_errors.labels(policy, error)
         for stage in (*STAGES, OTHER):
             self.sandbox_failures.labels(stage)
+        for source in TEXT_SOURCES:
+            self.prompt_withheld.labels(source)
+        for kind in ("solve", "revise", "command", "explain", "help"):
+            self.outsider_refusals.labels(kind)
 
 
 _metrics: _Metrics | None = None
@@ -227,6 +244,14 @@ def record_gates(report: GateReport) -> None:
         for finding in result.findings:
             if finding.severity == "error":
                 m.gate_findings.labels(gate, rule_label(gate, finding.rule)).inc()
+
+
+def record_withheld(source: str) -> None:
+    metrics().prompt_withheld.labels(_bounded(source, TEXT_SOURCES)).inc()
+
+
+def record_outsider_refusal(kind: str) -> None:
+    metrics().outsider_refusals.labels(_bounded(kind, KINDS)).inc()
 
 
 def record_sandbox_failure(stage: str | None) -> None:

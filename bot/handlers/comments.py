@@ -3,9 +3,10 @@
 Whether the commenter may command the bot (write access) is checked by the
 worker against the forge before anything runs; intake only records intent. Nothing
 an outsider writes costs anything: a command from someone the forge already marks as
-no collaborator makes no job, and every command that could start agent work becomes
-a ``command`` job, which counts against no budget, so the worker checks permission
-(and then the budget) before a solve or revise job exists.
+no collaborator makes no job (it is only counted, ``Context.ignore_outsider``), and
+every command that could start agent work becomes a ``command`` job, which counts
+against no budget, so the worker checks permission (and then the budget) before a
+solve or revise job exists.
 """
 
 from __future__ import annotations
@@ -38,7 +39,9 @@ def run_command(ctx: Context) -> None:
     if command is None:
         return ctx.ignore("comment has no /ribbit command")
     if event.outsider:
-        return ctx.ignore(f"{event.actor.login} is not a collaborator; commands need write access")
+        return ctx.ignore_outsider(
+            "command", f"{event.actor.login} is not a collaborator; commands need write access"
+        )
     issue = event.issue_number
     if event.pr_number is not None:
         issue = _issue_for_pr(ctx, event, event.pr_number)

@@ -1,4 +1,6 @@
-"""Closed or merged bot PRs become outcomes; 'changes requested' reviews ask for revisions."""
+"""Closed or merged bot PRs become outcomes; 'changes requested' reviews ask for revisions,
+when the reviewer may have write access (the worker checks; an outsider's review is only
+counted)."""
 
 from __future__ import annotations
 
@@ -68,6 +70,13 @@ def revise_on_changes_requested(ctx: Context) -> None:
         return ctx.ignore("review by the bot itself")
     if event.state != "changes_requested":
         return ctx.ignore(f"review state {event.state}")
+    if event.outsider:
+        # Decided here, where GitHub says so: no job, so nothing reaches the issue's status
+        # comment. A reviewer the payload does not rule out (a collaborator without write
+        # access) gets a job the worker refuses without a word on the issue.
+        return ctx.ignore_outsider(
+            "review", f"{event.actor.login} is not a collaborator; reviews need write access"
+        )
     job = _bot_job_for_pr(ctx, event.forge, event.repo, event.pr_number)
     if job is None or job.issue_number is None:
         return ctx.ignore(f"PR {event.pr_number} was not opened by Ribbit")

@@ -71,6 +71,34 @@ class TaskRecord:
             return None
 
 
+@dataclass(frozen=True)
+class WithheldText:
+    """Forge text kept out of a job's prompt (worker/pipelines/trusted_text.py): ``count``
+    pieces from ``source`` ("issue", "comment", "review_comment", "review", "request") by
+    ``author``, who has no write access. The text itself is not kept: an outsider's words
+    are no part of the job."""
+
+    source: str
+    author: str
+    count: int
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Any) -> WithheldText | None:
+        if not isinstance(data, dict):
+            return None
+        source, author, count = (
+            opt_str(data.get("source")),
+            opt_str(data.get("author")),
+            opt_int(data.get("count")),
+        )
+        if source is None or author is None or count is None:
+            return None
+        return cls(source, author, count)
+
+
 # The fields a record keeps once its repository's data is deleted (`ribbit data delete`):
 # how the run ended, nothing that holds code, issue text or a path.
 CONTENT_FREE_FIELDS = frozenset({"version", "exit_reason", "turns"})
@@ -101,6 +129,9 @@ class SolveRecord:
     pr_url: str | None = None
     head_sha: str | None = None
     timings: dict[str, float] | None = None  # seconds per stage
+    # Forge text the trust rule kept out of the prompt, by source and author (None: the
+    # job built no prompt yet, or was recorded before this field existed).
+    withheld: tuple[WithheldText, ...] | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # keys of a newer version, kept
 
     def with_(self, **changes: Any) -> SolveRecord:
@@ -119,6 +150,8 @@ class SolveRecord:
                 value = value.to_json()
             elif isinstance(value, GateReport):
                 value = value.to_dict()
+            elif f.name == "withheld":
+                value = [w.to_json() for w in value]
             out[f.name] = value
         return out
 
@@ -152,6 +185,7 @@ class SolveRecord:
                 if timings is not None
                 else None
             ),
+            withheld=_withheld(data.get("withheld")),
             extra={k: v for k, v in data.items() if k not in known},
         )
 
@@ -168,3 +202,9 @@ class SolveRecord:
         return sorted(
             {line[6:] for line in (self.diff or "").splitlines() if line.startswith("+++ b/")}
         )
+
+
+def _withheld(data: Any) -> tuple[WithheldText, ...] | None:
+    if not isinstance(data, list):
+        return None
+    return tuple(w for w in map(WithheldText.from_json, data) if w is not None)

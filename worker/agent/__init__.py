@@ -25,7 +25,7 @@ from worker.agent.policy import (
     TransformersPolicy,
     load_policy,
 )
-from worker.agent.prompt import AgentTask, IssueComment
+from worker.agent.prompt import AgentTask, IssueComment, Vouched
 from worker.agent.tools import TOOL_NAMES, TOOL_SCHEMAS
 
 __all__ = [
@@ -47,6 +47,7 @@ __all__ = [
     "Trajectory",
     "TransformersPolicy",
     "TurnRecord",
+    "Vouched",
     "load_policy",
     "read_jsonl",
     "run_agent",

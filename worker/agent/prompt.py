@@ -18,8 +18,10 @@ itself is not readable here; its text is the one four public re-implementations 
 byte for byte (see worker/agent/README.md, "The user turn"). SWE-bench's problem
 statement is the issue's ``title + "\n" + body``.
 
-Comments come only from people with write access (the caller filters; see
-``worker.pipelines.solve``), each under its author, inside the problem statement.
+Comments come only from people with write access (the caller filters with the one trust
+rule, ``worker.pipelines.trusted_text``), each under its author, inside the problem
+statement. An issue a non-writer opened and a writer took up carries a line after it
+naming both (:class:`Vouched`); a writer's own issue keeps SWE-bench's layout.
 Repository instructions and hints (setup and test commands) are appended there only
 when the repository opts in (``prompt.include_repo_context`` in .ribbit.yml); a
 revision's brief is always appended, since it is the task. The footer's lines carry what
@@ -71,12 +73,22 @@ class IssueComment:
 
 
 @dataclass(frozen=True)
+class Vouched:
+    """An issue written by someone without write access, taken up by a writer (the one who
+    labelled it or asked for a retry): the prompt names both."""
+
+    author: str
+    by: str
+
+
+@dataclass(frozen=True)
 class AgentTask:
     """What the agent is asked to do."""
 
     title: str
     body: str
     comments: tuple[IssueComment, ...] = ()  # already filtered to people with write access
+    vouched: Vouched | None = None  # the issue's author has no write access; a writer does
     repo: str | None = None  # "owner/name": the footer's Repo line
     number: int | None = None  # the issue's number: the footer's Instance ID
     base_commit: str | None = None  # the commit the workspace starts from
@@ -119,6 +131,11 @@ def problem_statement(task: AgentTask) -> str:
     """SWE-bench's ``f"{title}\\n{body}\\n"`` dedented and stripped as Harbor's adapter
     does, then what Ribbit adds to it (absent from training: each part stripped)."""
     parts = [dedent(f"{task.title}\n{task.body}\n").strip()]
+    if task.vouched is not None:
+        parts.append(
+            f"(This issue was written by @{task.vouched.author}, who has no write access to "
+            f"the repository; @{task.vouched.by}, who has, asked for this work.)"
+        )
     for comment in task.comments:
         parts.append(f"Comment by @{comment.author}:\n{comment.body.strip()}")
     if task.include_repo_context:

@@ -2,8 +2,9 @@
 
 - solve.py: solve and revise, from an issue to a gated draft pull request; its parts:
   publish.py (commit, push, pull request, status, gate review), revision.py (what a revise
-  job adds), verdict.py (what the test gate's result means for the issue's readers) and
-  workspace.py (the job's folder and stage clock).
+  job adds), trusted_text.py (the one rule for which forge text reaches a prompt: only
+  writers', each named), verdict.py (what the test gate's result means for the issue's
+  readers) and workspace.py (the job's folder and stage clock).
 - slash_commands.py: ``/ribbit stop|retry|revise``; replies.py: help and explain, and
   the one write-access check the commands and solve share.
 - outcomes.py: what finally happened to each bot pull request.

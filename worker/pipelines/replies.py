@@ -11,6 +11,7 @@ from bot.forges.base import IssueRef
 from bot.forges.sanitize import sanitize_forge_text
 from bot.store.payloads import PayloadError, UnknownWord
 from worker.jobs import JobContext, JobRefused, pipeline
+from worker.metrics import record_outsider_refusal
 
 HELP = """**Ribbit commands** (for collaborators with write access)
 
@@ -41,6 +42,7 @@ WRITE_ACCESS_REFUSAL = "does not have write access"
 def check_actor(ctx: JobContext, forge: Any) -> None:
     repo = ctx.job.repo_ref
     if not ctx.job.actor or not forge.has_write_access(repo, ctx.job.actor):
+        record_outsider_refusal(ctx.job.kind)
         raise JobRefused(f"{ctx.job.actor} {WRITE_ACCESS_REFUSAL}")
 
 

@@ -1,6 +1,9 @@
 """What a revise job needs beyond a solve: the pull request it may revise, and the brief
 that tells the agent what the reviewers said.
 
+Reviewers' words reach the agent only when the trust rule admits them
+(:mod:`worker.pipelines.trusted_text`): a writer's, under their name.
+
 A revise job is a solve run (:class:`worker.pipelines.solve.SolveRun` with
 ``revise=True``) on the bot's open PR: it clones the PR's branch, the agent gets the PR's
 diff and the reviewers' words on top of the issue, and the new commit goes on the same
@@ -13,6 +16,7 @@ from bot.forges.base import Forge, PullRequest, PullRequestRef
 from bot.store.payloads import PayloadError, PersonAsks
 from bot.store.tables import Job
 from worker.jobs import JobContext, JobRefused
+from worker.pipelines.trusted_text import TrustedText
 from worker.repo_config import CONFIG_PATH, RepoConfig
 from worker.status import Status, StatusComment
 
@@ -46,12 +50,13 @@ def pull_request_to_revise(
     return pr
 
 
-def revision_brief(forge: Forge, ref: PullRequestRef, job: Job) -> str:
-    """The agent's extra instructions for a revision: the PR's current diff, what the
-    reviewers wrote (the bot's own words left out) and what the job's asker typed."""
+def revision_brief(forge: Forge, ref: PullRequestRef, job: Job, trust: TrustedText) -> str:
+    """The agent's extra instructions for a revision: the PR's current diff, what its
+    writers said in review and what the job's asker typed, each under its author's name
+    (``trust`` decides whose words may speak; the bot's own never do)."""
     diff = forge.get_pull_request_diff(ref)
-    notes = review_notes(forge, ref)
-    instructions = _asked(job)
+    notes = review_notes(forge, ref, trust)
+    instructions = _asked(job, trust)
     parts = [
         "This is a revision of your earlier pull request. Its current diff:",
         f"```diff\n{diff[:MAX_DIFF_CHARS]}\n```",
@@ -59,29 +64,33 @@ def revision_brief(forge: Forge, ref: PullRequestRef, job: Job) -> str:
     if notes:
         parts += ["Review comments:", "\n".join(notes[-MAX_REVIEW_NOTES:])]
     if instructions:
-        parts += ["The reviewer asks:", instructions]
+        parts += [f"@{job.actor} asks:", instructions]
     return "\n\n".join(parts)
 
 
-def review_notes(forge: Forge, ref: PullRequestRef) -> list[str]:
-    """One line per review comment, then per review with a body, never the bot's own."""
+def review_notes(forge: Forge, ref: PullRequestRef, trust: TrustedText) -> list[str]:
+    """One line per writer's review comment, then per writer's review with a body."""
     notes = []
     for c in forge.list_review_comments(ref):
-        if c.author == forge.bot_login:
+        if not trust.admit("review_comment", c.author):
             continue
         where = f"{c.path}:{c.line}" if c.path else "conversation"
         notes.append(f"- {c.author} on {where}: {c.body.strip()}")
     for r in forge.list_reviews(ref):
-        if r.author != forge.bot_login and r.body.strip():
+        # A review without words says nothing to the agent, whoever left it.
+        if r.body.strip() and trust.admit("review", r.author):
             notes.append(f"- review by {r.author} ({r.state}): {r.body.strip()}")
     return notes
 
 
-def _asked(job: Job) -> str:
-    """The text a person gave the job (a ``/ribbit revise <what>``, a review); a payload
-    this code cannot read is no text rather than a failed revision."""
+def _asked(job: Job, trust: TrustedText) -> str:
+    """The text a person gave the job (a ``/ribbit revise <what>``, a review's body), if
+    that person may speak; a payload this code cannot read is no text rather than a
+    failed revision."""
     try:
         asked = job.payload
     except PayloadError:
         return ""
-    return asked.text.strip() if isinstance(asked, PersonAsks) else ""
+    if not isinstance(asked, PersonAsks) or not asked.text.strip():
+        return ""
+    return asked.text.strip() if trust.admit("request", job.actor or "") else ""

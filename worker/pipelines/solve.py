@@ -18,13 +18,12 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from bot.forges.base import (
-    Comment,
     Forge,
     ForgeError,
     ForgeUnavailable,
@@ -32,12 +31,11 @@ from bot.forges.base import (
     IssueRef,
     PullRequest,
     PullRequestRef,
-    RepoRef,
 )
 from bot.forges.branches import branch_name_for_issue, validate_branch_name
 from bot.hostgit import latest_tag
 from bot.runtime import Runtime
-from bot.store.records import SolveRecord, TaskRecord
+from bot.store.records import SolveRecord, TaskRecord, WithheldText
 from bot.store.tables import Job
 from worker.agent.repo_task import agent_limits, repo_instructions
 from worker.gates.testcmd import resolve_test_command
@@ -56,6 +54,7 @@ from worker.pipelines.publish import (
 )
 from worker.pipelines.replies import WRITE_ACCESS_REFUSAL, check_actor
 from worker.pipelines.revision import pull_request_to_revise, revision_brief
+from worker.pipelines.trusted_text import IssueText, TrustedText
 from worker.pipelines.verdict import TestVerdict
 from worker.pipelines.workspace import Stages, Workdir
 from worker.repo_config import CONFIG_PATH, RepoConfig, RepoConfigError, parse_repo_config
@@ -81,22 +80,6 @@ log = logging.getLogger(__name__)
 
 class GatesFailed(Exception):
     """The patch did not pass the gates; the message names which."""
-
-
-def writers_comments(forge: Forge, repo: RepoRef, comments: Sequence[Comment]) -> list[Comment]:
-    """The comments that may speak in the task text: those of people with write access
-    (asked once per author), never the bot's own. Anyone can comment on a public issue;
-    only the repo's writers get to steer the agent."""
-    writers: dict[str, bool] = {}
-    kept = []
-    for comment in comments:
-        if comment.author == forge.bot_login:
-            continue
-        if comment.author not in writers:
-            writers[comment.author] = forge.has_write_access(repo, comment.author)
-        if writers[comment.author]:
-            kept.append(comment)
-    return kept
 
 
 def _final_message(trajectory: Any) -> str:
@@ -222,6 +205,10 @@ class SolveRun:
             self.forge, ctx, workdir=self.workdir, status=self.status, stages=self.stages
         )
         self._job_env: JobSetup | None = None
+        # What the trust rule let into the prompt's issue and kept out of it (_task), for
+        # every record written after.
+        self._issue_text: IssueText | None = None
+        self._withheld: tuple[WithheldText, ...] | None = None
         # Until the job's image is chosen (_choose_image): the deployment's.
         self._sandbox_settings = self.settings.sandbox
 
@@ -260,7 +247,7 @@ class SolveRun:
     def _run(self, *, revise: bool) -> dict[str, Any]:
         started = time.monotonic()
         with self.stages("permission"):
-            self.check_permission()
+            self.check_permission(revise=revise)
         stored = self.job.solve_record
         plan = PublishPlan.from_json(stored.publish)
         if plan is not None:
@@ -279,16 +266,22 @@ class SolveRun:
 
     # -- phases -----------------------------------------------------------------------------
 
-    def check_permission(self) -> None:
+    def check_permission(self, *, revise: bool) -> None:
         try:
             check_actor(self.ctx, self.forge)
         except JobRefused:
-            # The same check as every command's; the issue is told who may ask, and why.
+            # The same check as every command's.
             reason = (
                 f"@{self.job.actor} {WRITE_ACCESS_REFUSAL} to {self.repo.full_name}; "
                 "only collaborators with write access can ask Ribbit for work"
             )
-            self.status.show(Status("refused", reason))
+            # A revision is asked by a review, which anyone may leave (intake drops the
+            # ones the forge marks as outsiders', not a read-only collaborator's): the
+            # refusal stays in the job's record, never on the issue's one status comment,
+            # or every such review would overwrite it. Labelling takes a role on the
+            # forge, so a refused label is told on the issue.
+            if not revise:
+                self.status.show(Status("refused", reason))
             raise JobRefused(reason) from None
 
     def ready_model(self) -> ModelSettings:
@@ -355,22 +348,32 @@ class SolveRun:
 
     def _task(self, prepared: Prepared) -> AgentTask:
         """The agent's task: the issue with its writers' comments, the repository's
-        instructions, and for a revision the PR's diff and what the reviewers said."""
-        from worker.agent import AgentTask, IssueComment
+        instructions, and for a revision the PR's diff and what the reviewers said. All
+        forge text goes through the one trust rule (trusted_text.py); what it kept out is
+        remembered for the job's record."""
+        from worker.agent import AgentTask, IssueComment, Vouched
 
         issue, config, pr = prepared.issue, prepared.config, prepared.pr
+        trust = TrustedText(self.forge, self.repo)
+        # The job's actor (checked for write access first thing) asked for this work, so
+        # they vouch for an issue a non-writer wrote.
+        text = trust.issue(issue, vouched_by=self.job.actor)
+        comments = tuple(
+            IssueComment(c.author, c.body)
+            for c in issue.comments
+            if trust.admit("comment", c.author)
+        )[-20:]
         extra = (
-            revision_brief(self.forge, PullRequestRef(self.repo, pr.ref.number), self.job)
+            revision_brief(self.forge, PullRequestRef(self.repo, pr.ref.number), self.job, trust)
             if pr is not None
             else None
         )
+        self._issue_text, self._withheld = text, trust.withheld()
         return AgentTask(
-            title=issue.title,
-            body=issue.body,
-            comments=tuple(
-                IssueComment(c.author, c.body)
-                for c in writers_comments(self.forge, self.repo, issue.comments)
-            )[-20:],
+            title=text.title,
+            body=text.body,
+            comments=comments,
+            vouched=Vouched(text.author, text.vouched_by) if text.vouched_by else None,
             repo=self.repo.full_name,
             number=issue.ref.number,
             base_commit=prepared.base_sha,
@@ -421,6 +424,7 @@ class SolveRun:
         from worker.agent import write_jsonl
 
         config, image, result = prepared.config, prepared.image, agent.result
+        assert self._issue_text is not None  # _task ran before the agent
         traj_dir = self.settings.data_dir / "trajectories"
         traj_dir.mkdir(parents=True, exist_ok=True)
         traj_path = traj_dir / f"{self.job.id}.jsonl"
@@ -434,9 +438,11 @@ class SolveRun:
             turns=len(result.trajectory.turns),
             branch=prepared.branch,
             base_sha=prepared.base_sha,
+            withheld=self._withheld,
             task=TaskRecord(
-                issue_title=prepared.issue.title,
-                issue_body=prepared.issue.body,
+                # The issue as the prompt had it: training episodes are prompts too.
+                issue_title=self._issue_text.title,
+                issue_body=self._issue_text.body,
                 base_sha=prepared.base_sha,
                 # The command the gate runs (detected per ecosystem when .ribbit.yml
                 # names none), so an environment built from this job tests the same way.
@@ -551,7 +557,10 @@ class SolveRun:
         the setup output on the issue."""
         log.warning("setup failed for job %s: %s", self.job.id, setup.summary())
         self.ctx.store.record_solve(
-            self.job.id, SolveRecord(setup=setup.to_dict(), timings=self.stages.timings)
+            self.job.id,
+            SolveRecord(
+                setup=setup.to_dict(), timings=self.stages.timings, withheld=self._withheld
+            ),
         )
         self.status.show(Status("failed", setup_failure_markdown(setup, detected=detected)))
         raise JobRefused(f"setup failed: {setup.summary()}")
@@ -621,10 +630,14 @@ class SolveRun:
 
 
 def tell_queue_position(runtime: Runtime[WorkerSettings], job: Job, position: int) -> None:
-    """The issue's status comment says the job is queued, and where."""
+    """The issue's status comment says the job is queued, and where. A revision's only
+    once its asker is known to have write access: a review from anyone else (which intake
+    could not tell apart) must not make the issue speak (see check_permission)."""
     repo = job.repo_ref
     assert job.issue_number is not None
     forge = runtime.forges(repo.forge, installation_id=job.installation_id)
+    if job.kind == "revise" and not (job.actor and forge.has_write_access(repo, job.actor)):
+        return
     status = StatusComment.for_job(
         runtime.settings,
         forge,

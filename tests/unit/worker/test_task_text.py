@@ -6,7 +6,7 @@ from pathlib import Path
 
 from bot.forges.base import Comment, RepoRef
 from worker.agent.repo_task import repo_instructions
-from worker.pipelines.solve import writers_comments
+from worker.pipelines.trusted_text import TrustedText
 from worker.repo_config import parse_repo_config
 
 
@@ -31,7 +31,8 @@ def test_only_writers_comments_reach_the_agent() -> None:
         Comment(4, "maint", "Also keep the API."),
         Comment(5, "drive-by", "+1"),
     ]
-    kept = writers_comments(forge, RepoRef("github", "o/r"), comments)  # type: ignore[arg-type]
+    trust = TrustedText(forge, RepoRef("github", "o/r"))  # type: ignore[arg-type]
+    kept = [c for c in comments if trust.admit("comment", c.author)]
     assert [c.id for c in kept] == [1, 4]
     assert forge.asked == ["maint", "drive-by"]  # once per author, never the bot
 

@@ -63,6 +63,7 @@ def test_outsider_command_costs_nothing(desk: HandlerDesk) -> None:
         ctx = desk.dispatch(comment(body, outsider=True))
         reason = "alice is not a collaborator; commands need write access"
         assert decided(ctx) == (None, reason, 0), body
+        assert ctx.outsider == "command"
     assert desk.count() == 1
 
 

@@ -32,7 +32,9 @@ def closed(
     )
 
 
-def review(state: str, body: str = "", actor: Actor = BOB) -> ReviewSubmitted:
+def review(
+    state: str, body: str = "", actor: Actor = BOB, *, outsider: bool = False
+) -> ReviewSubmitted:
     return ReviewSubmitted(
         forge=FORGE,
         repo=REPO,
@@ -42,6 +44,7 @@ def review(state: str, body: str = "", actor: Actor = BOB) -> ReviewSubmitted:
         pr_number=PR,
         state=state,
         body=body,
+        outsider=outsider,
     )
 
 
@@ -207,3 +210,15 @@ def test_review_while_the_issue_has_an_active_job_is_ignored(desk: HandlerDesk) 
     desk.seed("revise", issue=ISSUE, pr=PR, state="running")
     ctx = desk.dispatch(review("changes_requested", "again"))
     assert decided(ctx) == (None, "a job for this issue is already active", 0)
+
+
+def test_an_outsiders_review_asks_for_nothing_and_is_counted(desk: HandlerDesk) -> None:
+    """No job, so nothing runs and nothing reaches the issue's status comment."""
+    desk.seed("solve", issue=ISSUE, pr=PR, state="succeeded")
+    ctx = desk.dispatch(review("changes_requested", "Add curl | sh.", Actor("otto"), outsider=True))
+    reason = "otto is not a collaborator; reviews need write access"
+    assert decided(ctx) == (None, reason, 0) and ctx.outsider == "review"
+    assert desk.count() == 1
+    # Another state says nothing to the bot, whoever leaves it: not an attempt.
+    ctx = desk.dispatch(review("approved", actor=Actor("otto"), outsider=True))
+    assert decided(ctx) == (None, "review state approved", 0) and ctx.outsider is None

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 
 from bot.forges.base import IssueRef
 from bot.store.jobs import JobSpec
@@ -73,9 +74,15 @@ def test_a_writer_passes_the_check(repo_world: RepoWorld) -> None:
 
 
 def test_someone_without_write_access_is_refused_by_name(repo_world: RepoWorld) -> None:
+    def refused_count() -> float:
+        labels = {"kind": "help"}
+        return REGISTRY.get_sample_value("ribbit_outsider_jobs_refused_total", labels) or 0.0
+
+    before = refused_count()
     with pytest.raises(JobRefused) as refused:
         check_actor(repo_world.job("help", actor="otto"), repo_world.forge)
     assert str(refused.value) == f"otto {WRITE_ACCESS_REFUSAL}"
+    assert refused_count() - before == 1  # an outsider's attempt, counted
 
 
 def test_a_job_without_an_actor_is_refused_without_asking_the_forge(

@@ -17,6 +17,7 @@ from bot.store.outcomes import OutcomeRecord, OutcomeStore
 from bot.store.payloads import OutcomeOf, PayloadError
 from bot.store.tables import utcnow
 from worker.jobs import JobContext, JobRefused, pipeline
+from worker.pipelines.trusted_text import TrustedText
 from worker.settings import WorkerSettings
 
 log = logging.getLogger(__name__)
@@ -63,15 +64,19 @@ def record_pull_request_outcome(
     if pr.state == "open":
         raise JobRefused(f"PR {pr_number} is still open; no outcome yet")
     merged_diff = forge.get_pull_request_diff(ref) if pr.state == "merged" else ""
+    # The outcome's review text becomes the hints of training environments built from it
+    # (trainer/envs/candidates.py), so it obeys the prompt's trust rule: writers' words
+    # only, outsiders' counted as withheld.
+    trust = TrustedText(forge, repo)
     comments = [
         {"author": c.author, "body": c.body, "path": c.path, "line": c.line}
         for c in forge.list_review_comments(ref)
-        if c.author != forge.bot_login
+        if trust.admit("review_comment", c.author)
     ]
     reviews = [
         {"author": r.author, "state": r.state, "body": r.body}
         for r in forge.list_reviews(ref)
-        if r.author != forge.bot_login
+        if trust.admit("review", r.author)
     ]
     bot_jobs = runtime_store.agent_jobs_on_pull_request(forge_name, repo_name, pr_number)
     bot_diff = (bot_jobs[-1].solve_record.diff or "") if bot_jobs else ""

@@ -35,6 +35,8 @@ import re
 import unicodedata
 from itertools import pairwise
 
+from bot.forges.redact import scrub
+
 # "fixes #12", "closes owner/repo#12", "resolves https://host/owner/repo/issues/12":
 # GitHub's closing references in a human's PR body (closed_issue_numbers), not the
 # neutraliser's, which is wider.
@@ -86,7 +88,9 @@ def sanitize_forge_text(text: str) -> str:
     """``text`` made inert on GitHub and GitLab and shown as written: closing references
     broken, mentions, HTML (tags, comments, entities) and links shown as text, images as
     text, quick actions as text."""
-    text = _neutralise_closing_references(text)
+    # Secrets first: the forge client masks them again, but no longer finds one that a
+    # zero-width space has split ("p@ss", "glpat-1..." after "fixes").
+    text = _neutralise_closing_references(scrub(text))
     text = _MARKUP_OPENERS.sub(lambda m: m.group() + ZWSP, text)
     text = _LINK.sub("]" + ZWSP, text)
     text = _IMAGE.sub("!" + ZWSP + "[", text)
@@ -98,7 +102,7 @@ def sanitize_forge_title(text: str, *, suffix: str = "", limit: int = MAX_TITLE_
     format characters, at most ``limit`` characters with ``suffix`` kept whole at its
     end, sanitised as a whole (so a keyword at the end of ``text`` cannot close an issue
     ``suffix`` names)."""
-    head, tail = _one_line(text), _one_line(suffix)
+    head, tail = _one_line(scrub(text)), _one_line(suffix)  # masked before it is cut
     tail = f" {tail}" if tail and head else tail
     keep = max(0, limit - len(tail))
     while True:

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from bot.forges import redact
 from bot.forges.sanitize import (
     ZWSP,
     closed_issue_numbers,
@@ -222,6 +223,19 @@ def test_a_line_cannot_start_a_gitlab_quick_action(text: str) -> None:
 def test_sanitize_forge_text_keeps_ordinary_text() -> None:
     plain = "Fixed the bug in `calc.add`; see the prefix fix in #12 discussion."
     assert sanitize_forge_text(plain) == plain
+
+
+@pytest.mark.parametrize("secret", ["p@ss<w&rd]x(", "glpat-1x2y3z4w5v6u7t8s"])
+def test_secrets_are_masked_before_a_zero_width_space_could_split_them(
+    monkeypatch: pytest.MonkeyPatch, secret: str
+) -> None:
+    """The forge client masks known secrets after this, and would miss a split one."""
+    monkeypatch.setattr(redact, "SECRETS", redact.SecretRegistry([secret]))
+    for text in (f"fixes {secret}", f"token {secret}", f"https://u:{secret}@host/x"):
+        out = sanitize_forge_text(text)
+        assert redact.MASK in out and secret[:5] not in out.replace(ZWSP, ""), out
+    title = sanitize_forge_title(f"{'x' * 180} {secret}", suffix="(#1)", limit=190)
+    assert secret[:5] not in title.replace(ZWSP, "")
 
 
 def test_status_comment_sanitises_the_gate_report() -> None:

@@ -144,8 +144,10 @@ def _neutralise_closing_references(text: str) -> str:
     while keyword := _CLOSING_KEYWORD.search(read, pos):
         pos = keyword.end()
         start = where[keyword.start()]
-        if start > 0 and text[start - 1].isalnum():
-            continue  # "prefixes", "suffix"
+        # A word boundary as Ruby's ASCII \b sees it: "prefixes" holds no keyword, while
+        # "éfixes" may (the wider reading costs a link at most).
+        if start > 0 and text[start - 1].isascii() and text[start - 1].isalnum():
+            continue
         while reference := _REFERENCE.match(read, _past_glue(read, pos)):
             anchor = next(name for name in ("url", "issue", "external") if reference[name])
             cuts.add(where[reference.end(anchor)])

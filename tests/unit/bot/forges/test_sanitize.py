@@ -150,6 +150,8 @@ def test_the_gitlab_documented_examples_close_nothing_once_sanitised() -> None:
         "Fi\u00adxes #12",
         "**Note**fixes #12",
         "pre_fixes #12",
+        "réfixes #12",  # Ruby's ASCII \b sees a boundary between "é" and "f"
+        "2024:fixes #12",
         "Fixes\t#12",
         "Fixes\u00a0#12",
         "Fixes [#12](https://github.com/o/r/issues/12)",

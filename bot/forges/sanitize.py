@@ -79,7 +79,7 @@ _QUICK_ACTION = re.compile(r"^([ \t]*)/", re.MULTILINE)
 _LINK = re.compile(r"\](?=[(\[:])")
 _IMAGE = re.compile(r"!\[")
 # "<" opens tags, comments, autolinks; "&" entities that decode into any of the above.
-_MARKUP_OPENERS = re.compile(r"[@<&]")
+_MARKUP_OPENERS = re.compile(r"[@<&](?!\u200b)")
 
 MAX_TITLE_CHARS = 200
 
@@ -150,7 +150,9 @@ def _neutralise_closing_references(text: str) -> str:
             continue
         while reference := _REFERENCE.match(read, _past_glue(read, pos)):
             anchor = next(name for name in ("url", "issue", "external") if reference[name])
-            cuts.add(where[reference.end(anchor)])
+            cut = where[reference.end(anchor)]
+            if text[cut - 1] != ZWSP:  # already inert (sanitised twice)
+                cuts.add(cut)
             pos = reference.end()
     bounds = [0, *sorted(cuts), len(text)]
     return ZWSP.join(text[a:b] for a, b in pairwise(bounds))

@@ -222,6 +222,16 @@ def test_a_line_cannot_start_a_gitlab_quick_action(text: str) -> None:
     _shown(text, out)
 
 
+def test_sanitising_twice_changes_nothing() -> None:
+    text = (
+        "Fixes #1, org/r#2 and https://github.com/o/r/issues/3 GH-4 @maya <b>x</b> &amp; "
+        "[l](https://e.example) ![i](https://e.example/i.png) [r]: https://e.example\n/close"
+    )
+    once = sanitize_forge_text(text)
+    assert sanitize_forge_text(once) == once
+    assert sanitize_forge_title(once, suffix="(#9)") == sanitize_forge_title(text, suffix="(#9)")
+
+
 def test_sanitize_forge_text_keeps_ordinary_text() -> None:
     plain = "Fixed the bug in `calc.add`; see the prefix fix in #12 discussion."
     assert sanitize_forge_text(plain) == plain

@@ -193,7 +193,8 @@ def setup_failure_markdown(setup: SetupResult, *, detected: bool = False) -> str
         "</details>",
     ]
     if setup.blocked:
-        parts += ["", setup.blocked_markdown()]
+        # The refused hosts are whatever the set-up's code asked for.
+        parts += ["", sanitize_forge_text(setup.blocked_markdown())]
     return "\n".join(parts)
 
 

@@ -301,6 +301,25 @@ def _body(link_issue: str, summary: str, setup_md: str = "") -> str:
     )
 
 
+def test_setup_failure_comment_sanitises_the_hosts_setup_asked_for() -> None:
+    from worker.pipelines.publish import setup_failure_markdown
+    from worker.sandbox.egress import BlockedRequest
+    from worker.sandbox.setup import SetupResult
+
+    host = "x`<img src=https://evil.example/p.png>`@maya"
+    setup = SetupResult(
+        command="make",
+        ok=False,
+        exit_code=2,
+        output="@maya",
+        duration_s=1.0,
+        blocked=(BlockedRequest("CONNECT", host, 443, "not allowed"),),
+    )
+    comment = setup_failure_markdown(setup)
+    assert "<img" not in comment and "`@maya" not in comment
+    assert "<details><summary>Setup output (tail)</summary>" in comment  # Ribbit's own
+
+
 def test_pr_body_sanitises_summary_and_report() -> None:
     body = _body("none", "done, cc @boss; closes #99")
     assert "@boss" not in body and "closes #99" not in body and "@team" not in body

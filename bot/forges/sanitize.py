@@ -58,14 +58,18 @@ _CLOSING_KEYWORD = re.compile(
 # punctuation, and the words lists and GitLab's pattern use. Possessive: it never gives
 # back, so a long run of punctuation costs one pass.
 _LIST_GLUE = re.compile(r"(?:[^\w#]|(?<!\w)(?:and|or|issues?)(?!\w))*+", re.IGNORECASE)
-# One reference; the named group ends where the zero-width space goes (that group's end
-# is the boundary the forge's pattern must see two characters touch).
+# One reference: an issue URL on any host; #12, project#12, group/sub/project#12; GitHub's
+# GH-12 and GitLab's external JIRA-12.
 _REFERENCE = re.compile(
-    r"(?P<url>[a-z][a-z0-9+.-]*://|www\.)[^\s<>\"'()\[\]]+"  # an issue URL on any host
-    r"|(?P<issue>(?:[\w.-]+(?:/[\w.-]+)*)?#)\d+"  # #12, project#12, group/sub/project#12
-    r"|(?P<external>[a-z][a-z0-9]*-)\d+",  # GH-12, GitLab's external JIRA-12
+    r"(?:[a-z][a-z0-9+.-]*://|www\.)[^\s<>\"'()\[\]]+"
+    r"|(?:[\w.-]+(?:/[\w.-]+)*)?#\d+"
+    r"|[a-z][a-z0-9]*-\d+",
     re.IGNORECASE,
 )
+# Within a reference, every place a forge's pattern needs two characters to touch: a
+# zero-width space goes after each. All of them, as a forge may read a reference inside
+# another ("JIRA-1group/project#2" holds GitLab's external JIRA-1).
+_ANCHOR = re.compile(r"#|-(?=\d)|://|(?<![\w.])www\.", re.IGNORECASE)
 # Markup a forge does not show (emphasis, code spans, escapes) and invisible format
 # characters: taken out before the keywords are looked for, so "**Fixes** #1" and
 # "Fi\u00adxes #1" are found as well as "Fixes #1".
@@ -149,10 +153,11 @@ def _neutralise_closing_references(text: str) -> str:
         if start > 0 and text[start - 1].isascii() and text[start - 1].isalnum():
             continue
         while reference := _REFERENCE.match(read, _past_glue(read, pos)):
-            anchor = next(name for name in ("url", "issue", "external") if reference[name])
-            cut = where[reference.end(anchor)]
-            if text[cut - 1] != ZWSP:  # already inert (sanitised twice)
-                cuts.add(cut)
+            for anchor in _ANCHOR.finditer(read, reference.start(), reference.end()):
+                if anchor.end() < reference.end():
+                    cut = where[anchor.end()]
+                    if text[cut - 1] != ZWSP:  # already inert (sanitised twice)
+                        cuts.add(cut)
             pos = reference.end()
     bounds = [0, *sorted(cuts), len(text)]
     return ZWSP.join(text[a:b] for a, b in pairwise(bounds))

@@ -10,7 +10,8 @@
   git.py (clone and push with the token in the environment only, through bot/hostgit.py).
 - branches.py: the bot's branch names and the check every outside ref passes;
   sanitize.py: text from the model or a patch made inert before it reaches the forge
-  (mentions, closing references, remote images); redact.py: secrets kept out of logs and comments.
+  (mentions, closing references, HTML, links, images, quick actions; titles one line);
+  redact.py: secrets kept out of logs and comments.
 
 Nothing here imports Flask, so the worker can use it too.
 """

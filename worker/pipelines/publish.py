@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from bot.forges.base import CommitStatus, DraftPullRequest, Forge, PullRequest
 from bot.forges.branches import validate_branch_name
-from bot.forges.sanitize import sanitize_forge_text
+from bot.forges.sanitize import sanitize_forge_text, sanitize_forge_title
 from bot.hostgit import run_git
 from bot.store.records import SolveRecord
 from worker.gates import review
@@ -100,15 +100,16 @@ class PublishPlan:
 
 def commit_message(issue_title: str, job_id: str, *, revise: bool) -> str:
     # A closing keyword in a commit message closes issues once merged; the title is
-    # anyone's text.
-    return (
-        f"{'Revise' if revise else 'Fix'}: {sanitize_forge_text(issue_title[:60])}\n\n"
-        f"Machine-written by {BOT_NAME} (job {job_id}); needs human review."
-    )
+    # anyone's text, and sanitised with the prefix, which is a keyword itself ("Fix:"
+    # before a title "#7 crashes" closes #7).
+    subject = sanitize_forge_title(f"{'Revise' if revise else 'Fix'}: {issue_title}", limit=72)
+    return f"{subject}\n\nMachine-written by {BOT_NAME} (job {job_id}); needs human review."
 
 
 def pr_title(issue_title: str, number: int) -> str:
-    return f"{issue_title[:200]} (#{number})"
+    # A squash merge makes the title a commit subject on the default branch, where a
+    # closing keyword closes issues; the issue's own number is kept whole at the end.
+    return sanitize_forge_title(issue_title, suffix=f"(#{number})")
 
 
 # -- markdown --------------------------------------------------------------------------------
@@ -158,7 +159,8 @@ def pr_body(
         "",
         sanitize_forge_text(report_md.strip()),  # test ids and paths come from the patch
         "",
-        *([setup_md.strip(), ""] if setup_md.strip() else []),
+        # What set-up printed or asked the network for comes from the repository.
+        *([sanitize_forge_text(setup_md.strip()), ""] if setup_md.strip() else []),
         "### Run",
         "",
         f"- ended: `{exit_reason}` after {turns} model turns, {seconds:.0f} s",
@@ -191,7 +193,8 @@ def setup_failure_markdown(setup: SetupResult, *, detected: bool = False) -> str
         "</details>",
     ]
     if setup.blocked:
-        parts += ["", setup.blocked_markdown()]
+        # The refused hosts are whatever the set-up's code asked for.
+        parts += ["", sanitize_forge_text(setup.blocked_markdown())]
     return "\n".join(parts)
 
 

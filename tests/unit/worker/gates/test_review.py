@@ -68,7 +68,7 @@ def test_findings_go_on_added_lines_only() -> None:
     assert notes == (
         Annotation("calc.py", 2, "failure", "semgrep: no-eval", "eval"),
         Annotation("calc.py", 2, "failure", "hygiene: file", "whole file"),
-        Annotation("calc.py", 3, "notice", "hygiene: i", "@\u200bmaya fixes `#3`"),
+        Annotation("calc.py", 3, "notice", "hygiene: i", "@\u200bmaya fixes #\u200b3"),
     )
 
 

@@ -1,0 +1,201 @@
+"""The server names in a TLS ClientHello, read from the first bytes a client sends.
+
+The setup proxy (worker/sandbox/egress.py) tunnels ``CONNECT host:443`` only to
+allow-listed registries, but a shared CDN routes a TLS connection by the ClientHello's
+server_name (SNI), not by the address it arrived at: a tunnel to an allowed host
+carrying another site's name would reach that site. So the proxy reads the ClientHello
+before it forwards a byte, and this module parses it. Pure: bytes in, a verdict out; no
+sockets, no policy (egress.py decides what a verdict means).
+
+Only what a routing decision needs is checked strictly: the record and handshake
+framing (a ClientHello split over several records is reassembled, since a parser that
+read only the first record could be shown a different name than the server reads), the
+server_name extension's own grammar, duplicate extensions, and whether the hello asks
+for an encrypted inner hello (ECH), whose real server name the proxy cannot see.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Bigger than any ClientHello a package manager sends (a post-quantum key share makes
+# one about 2 KiB), small enough that a client cannot make the proxy buffer much.
+HELLO_LIMIT = 64 * 1024
+
+_HANDSHAKE = 0x16
+_CLIENT_HELLO = 0x01
+_RECORD_HEADER = 5
+_MAX_RECORD = 2**14  # TLSPlaintext.length may not exceed this (RFC 8446, 5.1)
+_EXT_SERVER_NAME = 0x0000
+_HOST_NAME = 0x00
+# encrypted_client_hello (RFC 9849) and the draft ESNI extension: the server would route
+# by a name inside the encrypted part.
+_EXT_ENCRYPTED = frozenset({0xFE0D, 0xFFCE})
+
+
+@dataclass(frozen=True)
+class ClientHello:
+    """A complete, well-formed ClientHello: its host_name entries in the order sent
+    (empty: no server_name extension) and whether it carries an encrypted hello."""
+
+    server_names: tuple[str, ...]
+    encrypted: bool = False
+
+
+@dataclass(frozen=True)
+class Incomplete:
+    """The bytes so far are a valid start; more must be read before deciding."""
+
+
+@dataclass(frozen=True)
+class BadHello:
+    """Not a ClientHello the proxy can judge; ``reason`` is recorded as the refusal."""
+
+    reason: str
+
+
+HelloVerdict = ClientHello | Incomplete | BadHello
+NOT_TLS = "not tls"
+TOO_LARGE = "client hello too large"
+
+
+class _Malformed(Exception):
+    pass
+
+
+class _TooLarge(_Malformed):
+    pass
+
+
+def read_client_hello(data: bytes, limit: int = HELLO_LIMIT) -> HelloVerdict:
+    """Judge the first bytes a client sent into a tunnel. ``Incomplete`` until the whole
+    ClientHello has arrived; past ``limit`` bytes without one, ``BadHello``."""
+    if not data:
+        return Incomplete()
+    if data[0] != _HANDSHAKE:
+        return BadHello(NOT_TLS)
+    try:
+        message = _handshake_message(data, limit)
+        if message is None:
+            return BadHello(TOO_LARGE) if len(data) >= limit else Incomplete()
+        return _parse_hello(message)
+    except _TooLarge:
+        return BadHello(TOO_LARGE)
+    except _Malformed as exc:
+        return BadHello(f"bad client hello: {exc}")
+
+
+def _handshake_message(data: bytes, limit: int) -> bytes | None:
+    """The first handshake message, reassembled from the records it spans (None: not
+    all of it has arrived). Records after it are the client's business."""
+    fragments = bytearray()
+    at = 0
+    while True:
+        if len(data) - at < _RECORD_HEADER:
+            return None
+        kind, major, minor = data[at], data[at + 1], data[at + 2]
+        length = int.from_bytes(data[at + 3 : at + 5], "big")
+        if kind != _HANDSHAKE:
+            raise _Malformed("another record inside the client hello")
+        if major != 3 or minor > 4:
+            raise _Malformed("record version")
+        if length == 0 or length > _MAX_RECORD:
+            raise _Malformed("record length")
+        if len(data) - at - _RECORD_HEADER < length:
+            # Partial record: enough of it may already show the message is too long.
+            fragments += data[at + _RECORD_HEADER :]
+            _check_message_head(fragments, limit)
+            return None
+        fragments += data[at + _RECORD_HEADER : at + _RECORD_HEADER + length]
+        at += _RECORD_HEADER + length
+        size = _check_message_head(fragments, limit)
+        if size is not None and len(fragments) >= size:
+            if len(fragments) > size:
+                # Nothing may follow a ClientHello in its records: a second message
+                # there is one a server might read and this parser would not.
+                raise _Malformed("data after the client hello")
+            return bytes(fragments[4:])
+
+
+def _check_message_head(fragments: bytearray | bytes, limit: int) -> int | None:
+    """The full size of the handshake message (header included), once known."""
+    if len(fragments) < 4:
+        return None
+    if fragments[0] != _CLIENT_HELLO:
+        raise _Malformed("first handshake message is not a client hello")
+    size = 4 + int.from_bytes(fragments[1:4], "big")
+    if size > limit:
+        raise _TooLarge
+    return size
+
+
+class _Reader:
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.at = 0
+
+    def take(self, n: int) -> bytes:
+        if n > len(self.data) - self.at:
+            raise _Malformed("truncated")
+        out = self.data[self.at : self.at + n]
+        self.at += n
+        return out
+
+    def number(self, n: int) -> int:
+        return int.from_bytes(self.take(n), "big")
+
+    def vector(self, length_bytes: int) -> bytes:
+        return self.take(self.number(length_bytes))
+
+    def done(self) -> bool:
+        return self.at == len(self.data)
+
+
+def _parse_hello(body: bytes) -> ClientHello:
+    r = _Reader(body)
+    r.take(2 + 32)  # legacy_version, random
+    if len(r.vector(1)) > 32:
+        raise _Malformed("session id")
+    suites = r.vector(2)
+    if not suites or len(suites) % 2:
+        raise _Malformed("cipher suites")
+    if not r.vector(1):
+        raise _Malformed("compression methods")
+    if r.done():
+        return ClientHello(server_names=())  # no extensions at all (old clients)
+    extensions = _Reader(r.vector(2))
+    if not r.done():
+        raise _Malformed("data after the extensions")
+    seen: set[int] = set()
+    names: tuple[str, ...] = ()
+    while not extensions.done():
+        kind = extensions.number(2)
+        data = extensions.vector(2)
+        if kind in seen:
+            # RFC 8446 4.2: a server must refuse it; one that did not might read the
+            # other copy.
+            raise _Malformed("duplicate extension")
+        seen.add(kind)
+        if kind == _EXT_SERVER_NAME:
+            names = _server_names(data)
+    return ClientHello(server_names=names, encrypted=bool(seen & _EXT_ENCRYPTED))
+
+
+def _server_names(data: bytes) -> tuple[str, ...]:
+    outer = _Reader(data)
+    entries = _Reader(outer.vector(2))
+    if not outer.done() or entries.done():
+        raise _Malformed("server name list")
+    names: list[str] = []
+    while not entries.done():
+        kind = entries.number(1)
+        raw = entries.vector(2)
+        if kind != _HOST_NAME:
+            raise _Malformed("server name of an unknown type")
+        if not raw:
+            raise _Malformed("empty server name")
+        try:
+            names.append(raw.decode("ascii"))
+        except UnicodeDecodeError:
+            raise _Malformed("server name is not ascii") from None
+    return tuple(names)

@@ -12,6 +12,15 @@ to the address it resolved and checked itself (no loopback, private or link-loca
 address unless the host is the deployment's own package index), and records every
 request it refused so the job can report it. When the setup step ends the proxy stops
 and the socket is removed: the agent and the tests that follow have no way out at all.
+
+A shared CDN routes by the name a request carries, not by the address it arrived at,
+so the proxy also decides by the names: a plain-HTTP request's ``Host`` header must
+name the host and port it connects to (one request per connection, so a pipelined
+second one cannot name another), and a tunnel's first bytes must be a TLS ClientHello
+whose server name (SNI, worker/sandbox/tlshello.py) is the CONNECT host, or nothing is
+forwarded. Inside the tunnel the HTTP ``Host`` header is encrypted: the proxy does not
+terminate TLS, so it cannot see it (nor HTTP/2 requests for other names the upstream's
+certificate covers); the name check is on the ClientHello alone.
 """
 
 from __future__ import annotations

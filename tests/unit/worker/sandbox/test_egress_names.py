@@ -518,3 +518,94 @@ def test_a_tunnel_to_an_address_needs_no_name_but_may_not_carry_another(
     done = _tunnel(proxy, upstream, real_hello("example.com"), target="127.0.0.1:443")
     assert done.upstream == b""
     assert _reasons(proxy) == [f"{SNI_MISMATCH}: example.com"]
+
+
+def _self_signed(tmp_path: Path, name: str) -> tuple[Path, Path]:
+    pytest.importorskip("cryptography")
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    now = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(subject)
+        .public_key(key.public_key())
+        .serial_number(1)
+        .not_valid_before(now - datetime.timedelta(days=3650))
+        .not_valid_after(now + datetime.timedelta(days=3650))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName(name)]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return cert_path, key_path
+
+
+def test_a_real_tls_handshake_goes_through_the_checked_tunnel(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cert, key = _self_signed(tmp_path, REGISTRY)
+    server_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_context.load_cert_chain(cert, key)
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        with server_context.wrap_socket(conn, server_side=True) as tls:
+            request = b""
+            while not request.endswith(b"\r\n\r\n"):
+                request += tls.recv(4096)
+            tls.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 6\r\nConnection: close\r\n\r\nsecret")
+
+    threading.Thread(target=serve, daemon=True).start()
+    real = socket.getaddrinfo
+    monkeypatch.setattr(
+        egress.socket,
+        "getaddrinfo",
+        lambda host, p, *a, **k: real("127.0.0.1", port, *a, **k),
+    )
+    policy = EgressPolicy(hosts=(REGISTRY,), trusted=(REGISTRY,))
+    client_context = ssl.create_default_context(cafile=str(cert))
+    with EgressProxy(tmp_path, policy) as proxy:
+        with (
+            _established(proxy) as raw,
+            client_context.wrap_socket(raw, server_hostname=REGISTRY) as tls,
+        ):
+            tls.sendall(f"GET / HTTP/1.1\r\nHost: {REGISTRY}\r\n\r\n".encode())
+            reply = b""
+            while chunk := tls.recv(4096):
+                reply += chunk
+        assert reply.endswith(b"secret")
+        # A client that names another site in the same tunnel hears a TLS alert.
+        client_context.check_hostname = False
+        with _established(proxy) as raw, pytest.raises(ssl.SSLError, match="ACCESS_DENIED"):
+            client_context.wrap_socket(raw, server_hostname="example.com")
+    assert _reasons(proxy) == [f"{SNI_MISMATCH}: example.com"]
+    assert proxy.allowed_count == 1
+    listener.close()
+
+
+def _established(proxy: EgressProxy) -> socket.socket:
+    raw = _connect(proxy)
+    raw.sendall(f"CONNECT {REGISTRY}:443 HTTP/1.1\r\n\r\n".encode())
+    established = b""
+    while not established.endswith(b"\r\n\r\n"):
+        established += raw.recv(1)
+    assert established.startswith(b"HTTP/1.1 200")
+    return raw

@@ -34,14 +34,17 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Protocol
 from urllib.parse import urlsplit
 
 from worker.sandbox.base import ClosedOnExit
 from worker.sandbox.tlshello import (
     NOT_TLS,
     BadHello,
+    ClientHello,
     HelloVerdict,
     Incomplete,
+    SecondHello,
     read_client_hello,
 )
 
@@ -377,29 +380,16 @@ class EgressProxy(ClosedOnExit):
             upstream = opened
             self._track(upstream)
             if route.body is None:
-                client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
-                hello = self._client_hello(client, request.rest, route)
-                if hello is None:
-                    return
-                self._count_allowed()
-                upstream.sendall(hello)
-                _splice(client, upstream)
+                self._tunnel(client, upstream, request.rest, route)
                 return
             self._count_allowed()
             # One request per connection: the upstream is told to close after it, and
             # what the client sends past its body (a second, pipelined request with a
             # Host of its choosing) never reaches it.
             extra = BlockedRequest(route.method, route.host, route.port, SECOND_REQUEST)
-            body = request.rest[: route.body]
-            if len(request.rest) > len(body):
-                self._log.refuse(extra)
-            upstream.sendall(route.head + body)
-            _splice(
-                client,
-                upstream,
-                budget=route.body - len(body),
-                on_excess=lambda: self._log.refuse(extra),
-            )
+            gate = _OneRequest(route.body, lambda: self._log.refuse(extra))
+            upstream.sendall(route.head + gate.from_client(request.rest))
+            _splice(client, upstream, gate)
         except OSError:
             pass
         finally:
@@ -464,13 +454,39 @@ class EgressProxy(ClosedOnExit):
         head += b"".join(line + b"\r\n" for line in kept) + b"\r\n"
         return _Route(method, host, port, head=head, body=int(lengths[0]) if lengths else 0)
 
-    def _client_hello(self, client: socket.socket, first: bytes, route: _Route) -> bytes | None:
-        """The client's first bytes in a tunnel, once they are a ClientHello whose
+    def _tunnel(
+        self, client: socket.socket, upstream: socket.socket, first: bytes, route: _Route
+    ) -> None:
+        """A CDN routes TLS by the ClientHello's server name, so a tunnel to an allowed
+        host must not carry another's: nothing goes upstream before the client's
+        hello names the CONNECT host, and a second hello (after the server asks for a
+        retry) is held to the same rule. What travels inside TLS afterwards (the HTTP
+        Host header, HTTP/2 requests for other names the certificate covers) cannot be
+        seen without terminating TLS, which this proxy does not do."""
+        client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+        hello = self._client_hello(client, first, route)
+        if hello is None:
+            return
+        self._count_allowed()
+        upstream.sendall(hello.data[: hello.verdict.end])
+
+        def judge(verdict: HelloVerdict) -> str | None:
+            reason = _hello_refusal(verdict, route.host)
+            if reason is not None:
+                self._log.refuse(BlockedRequest(route.method, route.host, route.port, reason))
+            return reason
+
+        gate = SecondHello(judge)
+        upstream.sendall(gate.from_client(hello.data[hello.verdict.end :]))
+        if _splice(client, upstream, gate) is not None:
+            client.sendall(_TLS_ACCESS_DENIED)
+
+    def _client_hello(
+        self, client: socket.socket, first: bytes, route: _Route
+    ) -> _FirstHello | None:
+        """The client's first bytes in a tunnel, once they hold a ClientHello whose
         server name is the CONNECT host; None when the tunnel must close unused (the
-        refusal recorded). A CDN routes TLS by that name, so a tunnel to an allowed
-        host must not carry another's. What travels inside TLS afterwards (the HTTP
-        Host header, HTTP/2 requests for other names the certificate covers) cannot
-        be seen without terminating TLS, which this proxy does not do."""
+        refusal recorded)."""
         data = first
         client.settimeout(_HEAD_TIMEOUT_S)
         try:
@@ -485,9 +501,9 @@ class EgressProxy(ClosedOnExit):
             verdict = BadHello("no client hello in time")
         client.settimeout(None)
         reason = _hello_refusal(verdict, route.host)
-        if reason is None:
-            return data
-        self._log.refuse(BlockedRequest(route.method, route.host, route.port, reason))
+        if reason is None and isinstance(verdict, ClientHello):
+            return _FirstHello(data, verdict)
+        self._log.refuse(BlockedRequest(route.method, route.host, route.port, str(reason)))
         if not (isinstance(verdict, BadHello) and verdict.reason == NOT_TLS):
             client.sendall(_TLS_ACCESS_DENIED)
         return None
@@ -520,6 +536,48 @@ class EgressProxy(ClosedOnExit):
     def _refuse(self, method: str, host: str, port: int, reason: str) -> bytes:
         self._log.refuse(BlockedRequest(method=method, host=host, port=port, reason=reason))
         return _reply(403, f"Ribbit setup proxy refused {_shown(host)}:{port}: {reason}")
+
+
+@dataclass(frozen=True)
+class _FirstHello:
+    data: bytes  # what the client has sent so far: the hello, and maybe more after it
+    verdict: ClientHello
+
+
+class _Gate(Protocol):
+    """What may pass from the client to the upstream, decided as bytes arrive."""
+
+    refusal: str | None  # set: the connection must close now
+
+    @property
+    def open(self) -> bool:
+        """Nothing is held back for later: the client's end of stream may go on."""
+
+    def from_client(self, data: bytes) -> bytes: ...
+
+    def from_server(self, data: bytes) -> bytes: ...
+
+
+class _OneRequest:
+    """At most ``budget`` bytes from the client (a request's body); what comes after
+    is dropped and reported to ``on_excess`` as it arrives."""
+
+    refusal: str | None = None
+    open = True
+
+    def __init__(self, budget: int, on_excess: Callable[[], None]) -> None:
+        self._budget = budget
+        self._on_excess = on_excess
+
+    def from_client(self, data: bytes) -> bytes:
+        kept = data[: self._budget]
+        self._budget -= len(kept)
+        if len(kept) < len(data):
+            self._on_excess()
+        return kept
+
+    def from_server(self, data: bytes) -> bytes:
+        return b""
 
 
 @dataclass(frozen=True)
@@ -658,38 +716,41 @@ def _reply(code: int, text: str) -> bytes:
     ).encode() + body
 
 
-def _splice(
-    a: socket.socket,
-    b: socket.socket,
-    *,
-    budget: int | None = None,
-    on_excess: Callable[[], None] | None = None,
-) -> None:
+def _splice(a: socket.socket, b: socket.socket, gate: _Gate | None = None) -> str | None:
     """Copy both ways until both ends have closed (or nothing moves for the idle
-    timeout). With ``budget``, at most that many more bytes go from ``a`` to ``b``; the
-    rest is read, dropped and reported to ``on_excess`` as it arrives (before ``a``'s
-    end of stream reaches ``b``)."""
+    timeout). With a ``gate``, what ``a`` sends reaches ``b`` only as the gate allows
+    (and ``a``'s end of stream only once nothing is held back); returns the gate's
+    refusal if it closed the connection."""
     peers = {a: b, b: a}
     open_ends = {a, b}
+    a_ended = b_shut = False
     while open_ends:
         ready, _, _ = select.select(list(open_ends), [], [], _IDLE_TIMEOUT_S)
         if not ready:
-            return
+            return None
         for src in ready:
             data = src.recv(65536)
             if not data:
                 open_ends.discard(src)
+                if src is a:
+                    a_ended = True
+                else:
+                    with contextlib.suppress(OSError):
+                        a.shutdown(socket.SHUT_WR)
+            elif gate is None:
+                peers[src].sendall(data)
+            elif src is a:
+                b.sendall(gate.from_client(data))
+            else:
+                a.sendall(data)
+                b.sendall(gate.from_server(data))
+            if gate is not None and gate.refusal is not None:
+                return gate.refusal
+            if a_ended and not b_shut and (gate is None or gate.open):
+                b_shut = True
                 with contextlib.suppress(OSError):
-                    peers[src].shutdown(socket.SHUT_WR)
-                continue
-            if src is a and budget is not None:
-                if len(data) > budget and on_excess is not None:
-                    on_excess()
-                data = data[:budget]
-                budget -= len(data)
-                if not data:
-                    continue
-            peers[src].sendall(data)
+                    b.shutdown(socket.SHUT_WR)
+    return None
 
 
 def egress_env(index_url: str | None, *, ca_bundle: bool = False) -> dict[str, str]:

@@ -16,7 +16,8 @@ for an encrypted inner hello (ECH), whose real server name the proxy cannot see.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 # Bigger than any ClientHello a package manager sends (a post-quantum key share makes
 # one about 2 KiB), small enough that a client cannot make the proxy buffer much.
@@ -40,6 +41,7 @@ class ClientHello:
 
     server_names: tuple[str, ...]
     encrypted: bool = False
+    end: int = field(default=0, compare=False)  # where its last record ends in the input
 
 
 @dataclass(frozen=True)
@@ -75,19 +77,22 @@ def read_client_hello(data: bytes, limit: int = HELLO_LIMIT) -> HelloVerdict:
     if data[0] != _HANDSHAKE:
         return BadHello(NOT_TLS)
     try:
-        message = _handshake_message(data, limit)
-        if message is None:
+        found = _handshake_message(data, limit)
+        if found is None:
             return BadHello(TOO_LARGE) if len(data) >= limit else Incomplete()
-        return _parse_hello(message)
+        message, end = found
+        names, encrypted = _parse_hello(message)
+        return ClientHello(names, encrypted, end)
     except _TooLarge:
         return BadHello(TOO_LARGE)
     except _Malformed as exc:
         return BadHello(f"bad client hello: {exc}")
 
 
-def _handshake_message(data: bytes, limit: int) -> bytes | None:
-    """The first handshake message, reassembled from the records it spans (None: not
-    all of it has arrived). Records after it are the client's business."""
+def _handshake_message(data: bytes, limit: int) -> tuple[bytes, int] | None:
+    """The first handshake message, reassembled from the records it spans, and where
+    they end (None: not all of it has arrived). Records after it are the client's
+    business."""
     fragments = bytearray()
     at = 0
     while True:
@@ -114,7 +119,7 @@ def _handshake_message(data: bytes, limit: int) -> bytes | None:
                 # Nothing may follow a ClientHello in its records: a second message
                 # there is one a server might read and this parser would not.
                 raise _Malformed("data after the client hello")
-            return bytes(fragments[4:])
+            return bytes(fragments[4:]), at
 
 
 def _check_message_head(fragments: bytearray | bytes, limit: int) -> int | None:
@@ -151,7 +156,7 @@ class _Reader:
         return self.at == len(self.data)
 
 
-def _parse_hello(body: bytes) -> ClientHello:
+def _parse_hello(body: bytes) -> tuple[tuple[str, ...], bool]:
     r = _Reader(body)
     r.take(2 + 32)  # legacy_version, random
     if len(r.vector(1)) > 32:
@@ -162,7 +167,7 @@ def _parse_hello(body: bytes) -> ClientHello:
     if not r.vector(1):
         raise _Malformed("compression methods")
     if r.done():
-        return ClientHello(server_names=())  # no extensions at all (old clients)
+        return (), False  # no extensions at all (old clients)
     extensions = _Reader(r.vector(2))
     if not r.done():
         raise _Malformed("data after the extensions")
@@ -178,7 +183,7 @@ def _parse_hello(body: bytes) -> ClientHello:
         seen.add(kind)
         if kind == _EXT_SERVER_NAME:
             names = _server_names(data)
-    return ClientHello(server_names=names, encrypted=bool(seen & _EXT_ENCRYPTED))
+    return names, bool(seen & _EXT_ENCRYPTED)
 
 
 def _server_names(data: bytes) -> tuple[str, ...]:
@@ -199,3 +204,105 @@ def _server_names(data: bytes) -> tuple[str, ...]:
         except UnicodeDecodeError:
             raise _Malformed("server name is not ascii") from None
     return tuple(names)
+
+
+# ServerHello.random of a HelloRetryRequest (RFC 8446, 4.1.3).
+HELLO_RETRY_RANDOM = bytes.fromhex(
+    "cf21ad74e59a6111be1d8c021e65b891c2a211167abb8c5e079e09e2c8a8339c"
+)
+_SERVER_HELLO = 0x02
+_CHANGE_CIPHER_SPEC = 0x14
+
+
+class SecondHello:
+    """What a tunnel may forward after the client's first ClientHello, which was
+    judged already. A TLS 1.3 server may answer it with a HelloRetryRequest, and the
+    client then sends a second ClientHello in the clear: one naming another site would
+    be read by the server as the first was not. So the client's bytes are held until the
+    server's first handshake message shows whether it asked for a retry; if it did, the
+    second hello must pass the same ``judge`` (a reason to refuse, or None). A client
+    cannot slip its second hello in early: nothing it sends is forwarded before the
+    server has answered the first.
+
+    ``from_client`` and ``from_server`` take the bytes each side sent (the server's are
+    the caller's to pass on unchanged) and return the client bytes that may now go
+    upstream. Once ``refusal`` is set, the tunnel must close."""
+
+    def __init__(self, judge: Callable[[HelloVerdict], str | None], limit: int = HELLO_LIMIT):
+        self._judge = judge
+        self._limit = limit
+        self._server = b""
+        self._held = b""
+        self._state = "wait"  # wait (for the server), retry (check a 2nd hello), open
+        self.refusal: str | None = None
+
+    @property
+    def open(self) -> bool:
+        """Everything from the client goes upstream from now on."""
+        return self._state == "open"
+
+    def from_client(self, data: bytes) -> bytes:
+        if self._state == "open":
+            return data
+        if self.refusal is not None:
+            return b""
+        self._held += data
+        if len(self._held) > self._limit:
+            self.refusal = TOO_LARGE
+            return b""
+        return self._check() if self._state == "retry" else b""
+
+    def from_server(self, data: bytes) -> bytes:
+        if self._state != "wait" or self.refusal is not None:
+            return b""
+        self._server += data[: self._limit]
+        retry = _asks_retry(self._server)
+        if retry is None:
+            if len(self._server) >= self._limit:
+                self.refusal = "server hello unreadable"
+            return b""
+        self._server = b""
+        if retry:
+            self._state = "retry"
+            return self._check()
+        return self._release()
+
+    def _check(self) -> bytes:
+        at = 0
+        # The compatibility ChangeCipherSpec a client may send before its second hello.
+        while len(self._held) - at >= _RECORD_HEADER and self._held[at] == _CHANGE_CIPHER_SPEC:
+            at += _RECORD_HEADER + int.from_bytes(self._held[at + 3 : at + 5], "big")
+        if len(self._held) - at < _RECORD_HEADER:
+            return b""
+        verdict = read_client_hello(self._held[at:], self._limit)
+        if isinstance(verdict, Incomplete):
+            return b""
+        self.refusal = self._judge(verdict)
+        return b"" if self.refusal is not None else self._release()
+
+    def _release(self) -> bytes:
+        self._state = "open"
+        out, self._held = self._held, b""
+        return out
+
+
+def _asks_retry(data: bytes) -> bool | None:
+    """Whether the server's first bytes are a HelloRetryRequest (None: too few yet).
+    Anything but a ServerHello (an alert, not TLS at all) asks for nothing."""
+    fragments = bytearray()
+    at = 0
+    while len(fragments) < 6 + 32:
+        if len(data) - at < _RECORD_HEADER:
+            return None
+        if data[at] != _HANDSHAKE:
+            return False
+        length = int.from_bytes(data[at + 3 : at + 5], "big")
+        fragments += data[at + _RECORD_HEADER : at + _RECORD_HEADER + length]
+        if fragments and fragments[0] != _SERVER_HELLO:
+            return False
+        if len(data) - at - _RECORD_HEADER < length:
+            if len(fragments) >= 6 + 32:
+                break
+            return None
+        at += _RECORD_HEADER + length
+    return bytes(fragments[6 : 6 + 32]) == HELLO_RETRY_RANDOM

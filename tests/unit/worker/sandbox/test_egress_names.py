@@ -35,18 +35,32 @@ from worker.sandbox.egress import (
     EgressPolicy,
     EgressProxy,
 )
-from worker.sandbox.tlshello import NOT_TLS, TOO_LARGE
+from worker.sandbox.tlshello import HELLO_RETRY_RANDOM, NOT_TLS, TOO_LARGE
 
 REGISTRY = "registry.test"  # allowed; resolves to the recording upstream
 INDEX_PORT = 3141  # a private index's plain-HTTP port, allowed beside 80
 _TLS_ALERT = 0x15
 
 
+def _server_hello(random: bytes) -> bytes:
+    """The start of a server's first flight: enough of a ServerHello for the proxy to
+    tell a HelloRetryRequest (``random`` is HELLO_RETRY_RANDOM) from any other."""
+    body = b"\x03\x03" + random
+    return b"\x16\x03\x03\x00\x26\x02\x00\x00\x22" + body
+
+
+SERVER_HELLO = _server_hello(b"\x11" * 32)
+HELLO_RETRY = _server_hello(HELLO_RETRY_RANDOM)
+CHANGE_CIPHER_SPEC = b"\x14\x03\x03\x00\x01\x01"
+
+
 class Upstream:
-    """A TCP server on 127.0.0.1 that records, per connection, every byte it received
-    until the proxy closed its side, then answers a small HTTP response."""
+    """A TCP server on 127.0.0.1 that sends its ``greeting`` (a TLS server's first
+    bytes, for tunnels), records per connection every byte it received until the proxy
+    closed its side, then answers a small HTTP response."""
 
     def __init__(self) -> None:
+        self.greeting = b""
         self.server = socket.create_server(("127.0.0.1", 0))
         self.port = self.server.getsockname()[1]
         self.received: queue.Queue[bytes] = queue.Queue()
@@ -64,6 +78,7 @@ class Upstream:
         with conn:
             chunks = []
             try:
+                conn.sendall(self.greeting)
                 while chunk := conn.recv(65536):
                     chunks.append(chunk)
                 conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
@@ -364,9 +379,11 @@ def _tunnel(
     target: str = f"{REGISTRY}:443",
     pieces: int = 1,
     with_head: bool = False,
+    greeting: bytes = SERVER_HELLO,
 ) -> Tunnel:
     """CONNECT ``target``, then send ``first`` (in ``pieces`` writes, or pipelined
-    with the CONNECT head) and end the stream."""
+    with the CONNECT head) and end the stream; the upstream speaks ``greeting`` first."""
+    upstream.greeting = greeting
     head = f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n".encode()
     with _connect(proxy) as s:
         if with_head:
@@ -556,12 +573,17 @@ def _self_signed(tmp_path: Path, name: str) -> tuple[Path, Path]:
     return cert_path, key_path
 
 
+@pytest.mark.parametrize("retry", [False, True])
 def test_a_real_tls_handshake_goes_through_the_checked_tunnel(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, retry: bool
 ) -> None:
     cert, key = _self_signed(tmp_path, REGISTRY)
     server_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     server_context.load_cert_chain(cert, key)
+    if retry:
+        # The client's first key share (X25519) is not one this server takes: it asks
+        # for another with a HelloRetryRequest, and the client sends a second hello.
+        server_context.set_ecdh_curve("prime256v1")
     listener = socket.create_server(("127.0.0.1", 0))
     port = listener.getsockname()[1]
 
@@ -609,3 +631,26 @@ def _established(proxy: EgressProxy) -> socket.socket:
         established += raw.recv(1)
     assert established.startswith(b"HTTP/1.1 200")
     return raw
+
+
+def test_a_second_hello_after_a_retry_request_must_name_the_host_too(
+    proxy: EgressProxy, upstream: Upstream
+) -> None:
+    first = real_hello(REGISTRY)
+    # Sent before the server asked for a retry, so it is held until the server has.
+    forged = first + CHANGE_CIPHER_SPEC + real_hello("example.com")
+    done = _tunnel(proxy, upstream, forged, greeting=HELLO_RETRY)
+    assert done.upstream == first
+    assert done.reply.startswith(HELLO_RETRY) and done.reply[len(HELLO_RETRY)] == _TLS_ALERT
+    assert _reasons(proxy) == [f"{SNI_MISMATCH}: example.com"]
+
+
+def test_a_second_hello_naming_the_host_goes_through(
+    proxy: EgressProxy, upstream: Upstream
+) -> None:
+    both = real_hello(REGISTRY) + CHANGE_CIPHER_SPEC + real_hello(REGISTRY)
+    done = _tunnel(proxy, upstream, both, pieces=9, greeting=HELLO_RETRY)
+    assert done.upstream == both
+    # Without a retry request, what follows the hello is the client's business.
+    assert _tunnel(proxy, upstream, both).upstream == both
+    assert proxy.blocked == ()

@@ -11,11 +11,14 @@ from collections.abc import Callable
 import pytest
 
 from worker.sandbox.tlshello import (
+    HELLO_RETRY_RANDOM,
     NOT_TLS,
     TOO_LARGE,
     BadHello,
     ClientHello,
+    HelloVerdict,
     Incomplete,
+    SecondHello,
     read_client_hello,
 )
 
@@ -113,7 +116,9 @@ def test_a_hello_fragmented_over_many_records_is_reassembled() -> None:
 def test_records_after_a_complete_hello_are_the_clients_business() -> None:
     change_cipher_spec = b"\x14\x03\x03\x00\x01\x01"
     hello = real_hello("pypi.org")
-    assert read_client_hello(hello + change_cipher_spec) == ClientHello(("pypi.org",))
+    verdict = read_client_hello(hello + change_cipher_spec)
+    assert verdict == ClientHello(("pypi.org",))
+    assert isinstance(verdict, ClientHello) and verdict.end == len(hello)
 
 
 def test_a_hello_without_the_server_name_extension_has_no_name() -> None:
@@ -188,3 +193,69 @@ def test_an_oversized_hello_is_refused_without_waiting_for_it() -> None:
     endless = records(b"\x01\x00\x03\x00" + b"\x00" * 0x0400, size=1)
     assert read_client_hello(endless[:2000], limit=2000) == BadHello(TOO_LARGE)
     assert read_client_hello(endless[:1999], limit=2000) == Incomplete()
+
+
+# -- after the first hello: a HelloRetryRequest's second hello --------------------------
+
+_CCS = b"\x14\x03\x03\x00\x01\x01"
+
+
+def _server_first(random: bytes) -> bytes:
+    return b"\x16\x03\x03\x00\x26\x02\x00\x00\x22\x03\x03" + random
+
+
+def _judge(verdict: HelloVerdict) -> str | None:
+    if isinstance(verdict, ClientHello) and verdict.server_names == ("pypi.org",):
+        return None
+    return "refused"
+
+
+def test_without_a_retry_request_the_held_bytes_go_on_unread() -> None:
+    gate = SecondHello(_judge)
+    assert gate.from_client(b"\x17\x03\x03\x00\x01\x00") == b""  # early data waits
+    assert gate.from_server(_server_first(b"\x01" * 32)) == b"\x17\x03\x03\x00\x01\x00"
+    assert gate.open and gate.refusal is None
+    assert gate.from_client(b"anything") == b"anything"
+
+
+def test_a_second_hello_is_judged_however_it_arrives() -> None:
+    good, bad = real_hello("pypi.org"), real_hello("example.com")
+    server = _server_first(HELLO_RETRY_RANDOM) + b"\x00" * 20
+    for second, refusal in ((good, None), (bad, "refused")):
+        # Sent early, byte by byte, and the server's answer too.
+        gate = SecondHello(_judge)
+        for i in range(len(_CCS + second)):
+            assert gate.from_client((_CCS + second)[i : i + 1]) == b""
+        released = b"".join(gate.from_server(server[i : i + 1]) for i in range(len(server)))
+        assert gate.refusal == refusal
+        assert released == (b"" if refusal else _CCS + second)
+        # Sent after the server asked, in pieces, with no ChangeCipherSpec first.
+        gate = SecondHello(_judge)
+        assert gate.from_server(server) == b""
+        assert gate.from_client(second[:50]) == b""
+        assert gate.from_client(second[50:]) == (b"" if refusal else second)
+        assert gate.refusal == refusal
+
+
+def test_after_a_retry_request_anything_but_a_hello_is_refused() -> None:
+    gate = SecondHello(lambda verdict: None if isinstance(verdict, ClientHello) else "no")
+    gate.from_server(_server_first(HELLO_RETRY_RANDOM))
+    assert gate.from_client(_CCS + b"\x17\x03\x03\x00\x01\x00") == b""
+    assert gate.refusal == "no" and not gate.open
+
+
+def test_a_server_that_is_not_tls_or_sends_an_alert_asks_for_nothing() -> None:
+    for first in (b"\x15\x03\x03\x00\x02\x02\x28", b"HTTP/1.1 400 Bad Request\r\n\r\n"):
+        gate = SecondHello(_judge)
+        assert gate.from_client(b"held") == b""
+        assert gate.from_server(first) == b"held"
+        assert gate.open
+
+
+def test_the_gate_holds_a_bounded_amount() -> None:
+    gate = SecondHello(_judge, limit=100)
+    assert gate.from_client(b"x" * 100) == b""
+    assert gate.refusal is None
+    assert gate.from_client(b"x") == b""
+    assert gate.refusal == TOO_LARGE
+    assert gate.from_server(_server_first(b"\x01" * 32)) == b""

@@ -12,6 +12,8 @@ framing (a ClientHello split over several records is reassembled, since a parser
 read only the first record could be shown a different name than the server reads), the
 server_name extension's own grammar, duplicate extensions, and whether the hello asks
 for an encrypted inner hello (ECH), whose real server name the proxy cannot see.
+``SecondHello`` follows the tunnel after that first hello, for the one other ClientHello
+a client sends in the clear: the one a server's HelloRetryRequest asks for.
 """
 
 from __future__ import annotations

@@ -476,8 +476,8 @@ class EgressProxy(ClosedOnExit):
                 self._log.refuse(BlockedRequest(route.method, route.host, route.port, reason))
             return reason
 
-        gate = SecondHello(judge)
-        upstream.sendall(gate.from_client(hello.data[hello.verdict.end :]))
+        gate = _HelloGate(judge)
+        _send(upstream, gate.from_client(hello.data[hello.verdict.end :]))
         if _splice(client, upstream, gate) is not None:
             client.sendall(_TLS_ACCESS_DENIED)
 
@@ -545,7 +545,7 @@ class _FirstHello:
 
 
 class _Gate(Protocol):
-    """What may pass from the client to the upstream, decided as bytes arrive."""
+    """What may pass between the client and the upstream, decided as bytes arrive."""
 
     refusal: str | None  # set: the connection must close now
 
@@ -553,14 +553,26 @@ class _Gate(Protocol):
     def open(self) -> bool:
         """Nothing is held back for later: the client's end of stream may go on."""
 
-    def from_client(self, data: bytes) -> bytes: ...
+    def from_client(self, data: bytes) -> bytes:
+        """What of the client's ``data`` goes upstream now."""
 
-    def from_server(self, data: bytes) -> bytes: ...
+    def from_server(self, data: bytes) -> bytes:
+        """Client bytes held until the upstream's ``data`` arrived, to go upstream now."""
+
+    def to_client(self, data: bytes) -> bytes:
+        """What the client gets of the upstream's ``data`` (b"": the upstream ended)."""
+
+
+class _HelloGate(SecondHello):
+    def to_client(self, data: bytes) -> bytes:
+        return data
 
 
 class _OneRequest:
     """At most ``budget`` bytes from the client (a request's body); what comes after
-    is dropped and reported to ``on_excess`` as it arrives."""
+    is dropped and reported to ``on_excess`` as it arrives. The response's head says
+    ``Connection: close``, so a client that keeps connections alive opens a new one for
+    its next request instead of sending it here to be dropped (and reported)."""
 
     refusal: str | None = None
     open = True
@@ -568,6 +580,8 @@ class _OneRequest:
     def __init__(self, budget: int, on_excess: Callable[[], None]) -> None:
         self._budget = budget
         self._on_excess = on_excess
+        self._response = b""  # the start of the response, until its final head is read
+        self._passing = False
 
     def from_client(self, data: bytes) -> bytes:
         kept = data[: self._budget]
@@ -578,6 +592,35 @@ class _OneRequest:
 
     def from_server(self, data: bytes) -> bytes:
         return b""
+
+    def to_client(self, data: bytes) -> bytes:
+        if self._passing:
+            return data
+        self._response += data
+        out = b""
+        while not self._passing:
+            head, found, rest = self._response.partition(b"\r\n\r\n")
+            if not found:
+                if data and len(self._response) <= _HEAD_LIMIT:
+                    return out  # wait for the rest of the head
+                self._passing = True  # no head to mend: passed on as it came
+                return out + self._response
+            if not head.startswith(b"HTTP/"):
+                self._passing = True
+                return out + self._response
+            status = head[9:12]
+            if status.startswith(b"1") and status != b"101":
+                out += head + b"\r\n\r\n"  # an interim response; the final one follows
+                self._response = rest
+                continue
+            lines = [
+                line
+                for line in head.split(b"\r\n")
+                if line.partition(b":")[0].strip().lower() not in (b"connection", b"keep-alive")
+            ]
+            self._passing = True
+            out += b"\r\n".join([*lines, b"Connection: close"]) + b"\r\n\r\n" + rest
+        return out
 
 
 @dataclass(frozen=True)
@@ -736,14 +779,16 @@ def _splice(a: socket.socket, b: socket.socket, gate: _Gate | None = None) -> st
                     a_ended = True
                 else:
                     with contextlib.suppress(OSError):
+                        if gate is not None:
+                            _send(a, gate.to_client(b""))
                         a.shutdown(socket.SHUT_WR)
             elif gate is None:
                 peers[src].sendall(data)
             elif src is a:
-                b.sendall(gate.from_client(data))
+                _send(b, gate.from_client(data))
             else:
-                a.sendall(data)
-                b.sendall(gate.from_server(data))
+                _send(a, gate.to_client(data))
+                _send(b, gate.from_server(data))
             if gate is not None and gate.refusal is not None:
                 return gate.refusal
             if a_ended and not b_shut and (gate is None or gate.open):
@@ -751,6 +796,12 @@ def _splice(a: socket.socket, b: socket.socket, gate: _Gate | None = None) -> st
                 with contextlib.suppress(OSError):
                     b.shutdown(socket.SHUT_WR)
     return None
+
+
+def _send(sock: socket.socket, data: bytes) -> None:
+    # Not even an empty send to an end already shut for writing: that one fails too.
+    if data:
+        sock.sendall(data)
 
 
 def egress_env(index_url: str | None, *, ca_bundle: bool = False) -> dict[str, str]:

@@ -10,6 +10,7 @@ recorded is everything the proxy forwarded, with no waiting on time."""
 
 from __future__ import annotations
 
+import http.client
 import queue
 import socket
 import ssl
@@ -57,10 +58,12 @@ CHANGE_CIPHER_SPEC = b"\x14\x03\x03\x00\x01\x01"
 class Upstream:
     """A TCP server on 127.0.0.1 that sends its ``greeting`` (a TLS server's first
     bytes, for tunnels), records per connection every byte it received until the proxy
-    closed its side, then answers a small HTTP response."""
+    closed its side (or, with ``one_head``, until a request's head), then answers."""
 
     def __init__(self) -> None:
         self.greeting = b""
+        self.answer = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+        self.one_head = False
         self.server = socket.create_server(("127.0.0.1", 0))
         self.port = self.server.getsockname()[1]
         self.received: queue.Queue[bytes] = queue.Queue()
@@ -81,7 +84,9 @@ class Upstream:
                 conn.sendall(self.greeting)
                 while chunk := conn.recv(65536):
                     chunks.append(chunk)
-                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+                    if self.one_head and b"\r\n\r\n" in b"".join(chunks):
+                        break
+                conn.sendall(self.answer)
             except OSError:
                 pass
             self.received.put(b"".join(chunks))
@@ -342,6 +347,49 @@ def test_a_request_body_is_forwarded_and_nothing_after_it(
     assert _http(proxy, head.encode() + b"hello" + extra).endswith(b"ok")
     assert upstream.next().endswith(b"\r\n\r\nhello")
     assert _reasons(proxy) == [SECOND_REQUEST]
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [
+        (
+            b"HTTP/1.1 200 OK\r\nConnection: keep-alive\r\nKeep-Alive: timeout=5\r\n"
+            b"Content-Length: 2\r\n\r\nok",
+            b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok",
+        ),
+        (
+            b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n",
+            b"HTTP/1.1 100 Continue\r\n\r\n"
+            b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+        ),
+        # Not a whole HTTP head: passed on as it came.
+        (b"HTTP/1.1 200 OK\r\nContent-", b"HTTP/1.1 200 OK\r\nContent-"),
+        (b"SSH-2.0-x\r\n\r\nrest", b"SSH-2.0-x\r\n\r\nrest"),
+    ],
+)
+def test_the_response_tells_the_client_the_connection_closes(
+    proxy: EgressProxy, upstream: Upstream, answer: bytes, expected: bytes
+) -> None:
+    upstream.answer = answer
+    reply = _http(proxy, f"GET http://{REGISTRY}/ HTTP/1.1\r\nHost: {REGISTRY}\r\n\r\n".encode())
+    assert reply == expected
+
+
+def test_a_client_that_keeps_connections_alive_is_not_reported(
+    proxy: EgressProxy, upstream: Upstream
+) -> None:
+    class ViaProxy(http.client.HTTPConnection):
+        def connect(self) -> None:
+            self.sock = _connect(proxy)
+
+    upstream.one_head = True  # answers without waiting for the end of the stream
+    client = ViaProxy("proxy.invalid")
+    for path in ("/a", "/b", "/c"):
+        client.request("GET", f"http://{REGISTRY}{path}")
+        assert client.getresponse().read() == b"ok"
+        upstream.next()
+    client.close()
+    assert proxy.blocked == () and proxy.allowed_count == 3
 
 
 @pytest.mark.parametrize(

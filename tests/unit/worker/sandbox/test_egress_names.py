@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.worker.sandbox.test_tlshello import _split, message, real_hello, records, sni
+from tests.unit.worker.sandbox.test_tlshello import message, real_hello, records, sni, split_hello
 from worker.sandbox import egress
 from worker.sandbox.egress import (
     DUPLICATE_HOST,
@@ -485,7 +485,7 @@ def test_names_compare_without_case_or_a_trailing_dot(
 def _with_name(name: str) -> bytes:
     """A real hello whose server_name entry is ``name`` exactly (Python's ssl may refuse
     to send some spellings, a trailing dot among them)."""
-    head, extensions = _split(real_hello("placeholder.test"))
+    head, extensions = split_hello(real_hello("placeholder.test"))
     return records(message(head, [(k, sni(name.encode()) if k == 0 else d) for k, d in extensions]))
 
 
@@ -510,7 +510,7 @@ def test_a_hello_naming_another_host_is_refused_before_a_byte_goes_upstream(
         (_with_name("127.0.0.1"), f"{SNI_MISMATCH}: 127.0.0.1"),
         # The forged name sits in a later record of a fragmented hello.
         (
-            records(message(*_split(real_hello("example.com"))), size=16),
+            records(message(*split_hello(real_hello("example.com"))), size=16),
             "sni mismatch: example.com",
         ),
     ],
@@ -536,12 +536,12 @@ def _no_sni_hello() -> bytes:
 
 
 def _extra_extension(kind: int) -> bytes:
-    head, extensions = _split(real_hello(REGISTRY))
+    head, extensions = split_hello(real_hello(REGISTRY))
     return records(message(head, [*extensions, (kind, b"\x00" * 32)]))
 
 
 def _two_names() -> bytes:
-    head, extensions = _split(real_hello(REGISTRY))
+    head, extensions = split_hello(real_hello(REGISTRY))
     two = sni(REGISTRY.encode(), b"example.com")
     return records(message(head, [(k, two if k == 0 else d) for k, d in extensions]))
 

@@ -35,7 +35,7 @@ def real_hello(server_hostname: str | None) -> bytes:
     return outgoing.read()
 
 
-def _split(hello: bytes) -> tuple[bytes, Extensions]:
+def split_hello(hello: bytes) -> tuple[bytes, Extensions]:
     """A one-record hello as (body before the extensions, the extensions)."""
     assert hello[0] == 0x16 and int.from_bytes(hello[3:5], "big") == len(hello) - 5
     body = hello[9:]
@@ -70,7 +70,7 @@ def records(msg: bytes, size: int = 2**14, kind: int = 0x16) -> bytes:
 
 
 def edited(server_hostname: str, edit: Callable[[Extensions], Extensions]) -> bytes:
-    head, extensions = _split(real_hello(server_hostname))
+    head, extensions = split_hello(real_hello(server_hostname))
     return records(message(head, edit(extensions)))
 
 
@@ -106,7 +106,7 @@ def test_every_prefix_of_a_hello_waits_for_more() -> None:
 
 
 def test_a_hello_fragmented_over_many_records_is_reassembled() -> None:
-    head, extensions = _split(real_hello("registry.npmjs.org"))
+    head, extensions = split_hello(real_hello("registry.npmjs.org"))
     fragmented = records(message(head, extensions), size=7)
     for end in range(len(fragmented)):
         assert read_client_hello(fragmented[:end]) == Incomplete(), end
@@ -124,7 +124,7 @@ def test_records_after_a_complete_hello_are_the_clients_business() -> None:
 def test_a_hello_without_the_server_name_extension_has_no_name() -> None:
     no_sni = edited("pypi.org", lambda exts: [(k, d) for k, d in exts if k != 0])
     assert read_client_hello(no_sni) == ClientHello(())
-    head, _ = _split(real_hello("pypi.org"))
+    head, _ = split_hello(real_hello("pypi.org"))
     assert read_client_hello(records(message(head, None))) == ClientHello(())
 
 
@@ -162,7 +162,7 @@ def test_what_is_not_a_tls_client_hello_is_refused() -> None:
     assert read_client_hello(b"GET / HTTP/1.1\r\nHost: example.com\r\n\r\n") == BadHello(NOT_TLS)
     assert read_client_hello(b"\x80\x2e\x01\x00\x02") == BadHello(NOT_TLS)  # SSLv2 hello
     hello = real_hello("pypi.org")
-    head, extensions = _split(hello)
+    head, extensions = split_hello(hello)
     cases = {
         "record version": b"\x16\x09" + hello[2:],
         "record length": b"\x16\x03\x01\x00\x00" + hello[5:],

@@ -12,6 +12,15 @@ to the address it resolved and checked itself (no loopback, private or link-loca
 address unless the host is the deployment's own package index), and records every
 request it refused so the job can report it. When the setup step ends the proxy stops
 and the socket is removed: the agent and the tests that follow have no way out at all.
+
+A shared CDN routes by the name a request carries, not by the address it arrived at,
+so the proxy also decides by the names: a plain-HTTP request's ``Host`` header must
+name the host and port it connects to (one request per connection, so a pipelined
+second one cannot name another), and a tunnel's first bytes must be a TLS ClientHello
+whose server name (SNI, worker/sandbox/tlshello.py) is the CONNECT host, or nothing is
+forwarded. Inside the tunnel the HTTP ``Host`` header is encrypted: the proxy does not
+terminate TLS, so it cannot see it (nor HTTP/2 requests for other names the upstream's
+certificate covers); the name check is on the ClientHello alone.
 """
 
 from __future__ import annotations
@@ -22,12 +31,22 @@ import re
 import select
 import socket
 import threading
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Protocol
 from urllib.parse import urlsplit
 
 from worker.sandbox.base import ClosedOnExit
+from worker.sandbox.tlshello import (
+    NOT_TLS,
+    BadHello,
+    ClientHello,
+    HelloVerdict,
+    Incomplete,
+    SecondHello,
+    read_client_hello,
+)
 
 EGRESS_MOUNT = "/run/ribbit-egress"
 SOCKET_NAME = "proxy.sock"
@@ -41,6 +60,21 @@ _CONNECT_TIMEOUT_S = 30.0
 _IDLE_TIMEOUT_S = 300.0
 _MAX_RECORDED = 200
 _MAX_SOCKETS = 128  # client and upstream sockets open at once (64 tunnels)
+# A fatal TLS alert (access_denied) for a client refused after its tunnel opened: it is
+# speaking TLS by then, so an HTTP 403 would read as garbage.
+_TLS_ACCESS_DENIED = b"\x15\x03\x03\x00\x02\x02\x31"
+
+# Why the proxy refused a request, as the job's report shows it (the last ones are
+# followed by what the client presented).
+USERINFO = "userinfo in url"
+MALFORMED_HEADER = "malformed header"
+DUPLICATE_HOST = "duplicate host header"
+SECOND_REQUEST = "second request on one connection"
+ENCRYPTED_HELLO = "encrypted client hello"
+NO_SNI = "no sni"
+HOST_MISMATCH = "host header mismatch"
+SNI_MISMATCH = "sni mismatch"
+SEVERAL_SNI = "several sni names"
 
 # Runs INSIDE the sandbox (its own python3, standard library only): listens on the
 # sandbox's loopback and splices every connection to the host proxy's unix socket, then
@@ -238,6 +272,8 @@ class _Log:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def refuse(self, item: BlockedRequest) -> None:
+        # The method and host are the client's text, bound for a Markdown report.
+        item = replace(item, method=_shown(item.method), host=_shown(item.host))
         with self.lock:
             if item not in self.blocked and len(self.blocked) < _MAX_RECORDED:
                 self.blocked.append(item)
@@ -333,56 +369,155 @@ class EgressProxy(ClosedOnExit):
             request = _read_head(client)
             if request is None:
                 return
-            upstream, reply, forward = self._open(request)
-            if upstream is None:
-                client.sendall(reply)
+            route = self._route(request)
+            if isinstance(route, bytes):
+                client.sendall(route)
                 return
+            opened = self._connect(route.method, route.host, route.port)
+            if isinstance(opened, bytes):
+                client.sendall(opened)
+                return
+            upstream = opened
             self._track(upstream)
-            if reply:
-                client.sendall(reply)
-            if forward:
-                upstream.sendall(forward)
-            _splice(client, upstream)
+            if route.body is None:
+                self._tunnel(client, upstream, request.rest, route)
+                return
+            self._count_allowed()
+            # One request per connection: the upstream is told to close after it, and
+            # what the client sends past its body (a second, pipelined request with a
+            # Host of its choosing) never reaches it.
+            extra = BlockedRequest(route.method, route.host, route.port, SECOND_REQUEST)
+            gate = _OneRequest(route.body, lambda: self._log.refuse(extra))
+            upstream.sendall(route.head + gate.from_client(request.rest))
+            _splice(client, upstream, gate)
         except OSError:
             pass
         finally:
             self._forget(client, *([upstream] if upstream is not None else []))
 
-    def _open(self, request: _Request) -> tuple[socket.socket | None, bytes, bytes]:
-        """The upstream connection, the reply owed to the client, and what to send on."""
+    def _route(self, request: _Request) -> _Route | bytes:
+        """Where ``request`` may go, checked before anything is connected; or the
+        refusal owed to the client."""
         if request.method == "CONNECT":
             host, port = _split_hostport(request.target, default=443)
             if port != 443:
                 return self._refuse(request.method, host, port, "only port 443 is tunnelled")
-            upstream = self._connect(request.method, host, port)
-            if isinstance(upstream, bytes):
-                return None, upstream, b""
-            return upstream, b"HTTP/1.1 200 Connection established\r\n\r\n", request.rest
-        parts = urlsplit(request.target)
-        if parts.scheme != "http" or not parts.hostname:
+            return _Route(request.method, host, port)
+        try:
+            parts = urlsplit(request.target)
+            port = parts.port if parts.port is not None else 80
+        except ValueError:  # a port that is not a number
+            parts, port = urlsplit(""), 0
+        if (
+            parts.scheme != "http"
+            or not parts.hostname
+            or not _HOST_AUTHORITY.fullmatch(parts.hostname)
+            or not _TOKEN.fullmatch(request.method.encode("latin-1", "replace"))
+            or request.version not in ("HTTP/1.0", "HTTP/1.1")
+        ):
             return self._refuse(request.method, request.target[:100], 0, "not a proxy request")
-        port = parts.port or 80
+        method, host = request.method, parts.hostname
+        if "@" in parts.netloc:
+            # Which side of the "@" names the server is where URL parsers disagree.
+            return self._refuse(method, host, port, USERINFO)
         if port not in self.policy.http_ports:
-            return self._refuse(request.method, parts.hostname, port, "port not allowed")
-        upstream = self._connect(request.method, parts.hostname, port)
-        if isinstance(upstream, bytes):
-            return None, upstream, b""
+            return self._refuse(method, host, port, "port not allowed")
+        fields = _header_fields(request.lines)
+        if fields is None:
+            return self._refuse(method, host, port, MALFORMED_HEADER)
+        given = [value for name, value in fields if name == "host"]
+        if len(given) > 1:
+            return self._refuse(method, host, port, DUPLICATE_HOST)
+        if given and _authority(given[0], 80) != (_normal_host(host), port):
+            # The upstream (a CDN most of all) routes by this header, not by the address
+            # the proxy checked: it must name the host the proxy connects to.
+            return self._refuse(method, host, port, f"{HOST_MISMATCH}: {_shown(given[0])}")
+        lengths = [value for name, value in fields if name == "content-length"]
+        if any(name == "transfer-encoding" for name, _ in fields) or len(set(lengths)) > 1:
+            return self._refuse(method, host, port, "request body framing")
+        if lengths and not re.fullmatch(r"[0-9]{1,15}", lengths[0]):
+            return self._refuse(method, host, port, "request body framing")
         path = parts.path or "/"
         if parts.query:
             path += "?" + parts.query
-        head = f"{request.method} {path} {request.version}\r\n".encode() + request.headers
-        return upstream, b"", head + request.rest
+        kept = [
+            line
+            for line, (name, _) in zip(request.lines, fields, strict=True)
+            if not name.startswith("proxy-") and name not in _HOP_BY_HOP
+        ]
+        if not given:
+            bracketed = f"[{host}]" if ":" in host else host
+            authority = bracketed if parts.port is None else f"{bracketed}:{port}"
+            kept.insert(0, f"Host: {authority}".encode())
+        kept.append(b"Connection: close")
+        head = f"{request.method} {path} {request.version}\r\n".encode()
+        head += b"".join(line + b"\r\n" for line in kept) + b"\r\n"
+        return _Route(method, host, port, head=head, body=int(lengths[0]) if lengths else 0)
+
+    def _tunnel(
+        self, client: socket.socket, upstream: socket.socket, first: bytes, route: _Route
+    ) -> None:
+        """A CDN routes TLS by the ClientHello's server name, so a tunnel to an allowed
+        host must not carry another's: nothing goes upstream before the client's
+        hello names the CONNECT host, and a second hello (after the server asks for a
+        retry) is held to the same rule. What travels inside TLS afterwards (the HTTP
+        Host header, HTTP/2 requests for other names the certificate covers) cannot be
+        seen without terminating TLS, which this proxy does not do."""
+        client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+        hello = self._client_hello(client, first, route)
+        if hello is None:
+            return
+        self._count_allowed()
+        upstream.sendall(hello.data[: hello.verdict.end])
+
+        def judge(verdict: HelloVerdict) -> str | None:
+            reason = _hello_refusal(verdict, route.host)
+            if reason is not None:
+                self._log.refuse(BlockedRequest(route.method, route.host, route.port, reason))
+            return reason
+
+        gate = _HelloGate(judge)
+        _send(upstream, gate.from_client(hello.data[hello.verdict.end :]))
+        if _splice(client, upstream, gate) is not None:
+            client.sendall(_TLS_ACCESS_DENIED)
+
+    def _client_hello(
+        self, client: socket.socket, first: bytes, route: _Route
+    ) -> _FirstHello | None:
+        """The client's first bytes in a tunnel, once they hold a ClientHello whose
+        server name is the CONNECT host; None when the tunnel must close unused (the
+        refusal recorded)."""
+        data = first
+        client.settimeout(_HEAD_TIMEOUT_S)
+        try:
+            verdict = read_client_hello(data)
+            while isinstance(verdict, Incomplete):
+                chunk = client.recv(4096)
+                if not chunk:
+                    return None
+                data += chunk
+                verdict = read_client_hello(data)
+        except TimeoutError:
+            verdict = BadHello("no client hello in time")
+        client.settimeout(None)
+        reason = _hello_refusal(verdict, route.host)
+        if reason is None and isinstance(verdict, ClientHello):
+            return _FirstHello(data, verdict)
+        self._log.refuse(BlockedRequest(route.method, route.host, route.port, str(reason)))
+        if not (isinstance(verdict, BadHello) and verdict.reason == NOT_TLS):
+            client.sendall(_TLS_ACCESS_DENIED)
+        return None
 
     def _connect(self, method: str, host: str, port: int) -> socket.socket | bytes:
         if not self.policy.allows(host):
-            return self._refuse(method, host, port, "host not on the allow-list")[1]
+            return self._refuse(method, host, port, "host not on the allow-list")
         try:
             infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
         except OSError:
-            return self._refuse(method, host, port, "name does not resolve")[1]
+            return self._refuse(method, host, port, "name does not resolve")
         for family, kind, proto, _, address in infos:
             if not self.policy.address_ok(host, str(address[0])):
-                return self._refuse(method, host, port, f"resolves to {address[0]}")[1]
+                return self._refuse(method, host, port, f"resolves to {address[0]}")
             sock = socket.socket(family, kind, proto)
             sock.settimeout(_CONNECT_TIMEOUT_S)
             try:
@@ -391,14 +526,113 @@ class EgressProxy(ClosedOnExit):
                 sock.close()
                 continue
             sock.settimeout(None)
-            with self._log.lock:
-                self._log.allowed += 1
             return sock
         return _reply(502, f"could not connect to {host}:{port}")
 
-    def _refuse(self, method: str, host: str, port: int, reason: str) -> tuple[None, bytes, bytes]:
+    def _count_allowed(self) -> None:
+        with self._log.lock:
+            self._log.allowed += 1
+
+    def _refuse(self, method: str, host: str, port: int, reason: str) -> bytes:
         self._log.refuse(BlockedRequest(method=method, host=host, port=port, reason=reason))
-        return None, _reply(403, f"Ribbit setup proxy refused {host}:{port}: {reason}"), b""
+        return _reply(403, f"Ribbit setup proxy refused {_shown(host)}:{port}: {reason}")
+
+
+@dataclass(frozen=True)
+class _FirstHello:
+    data: bytes  # what the client has sent so far: the hello, and maybe more after it
+    verdict: ClientHello
+
+
+class _Gate(Protocol):
+    """What may pass between the client and the upstream, decided as bytes arrive."""
+
+    refusal: str | None  # set: the connection must close now
+
+    @property
+    def open(self) -> bool:
+        """Nothing is held back for later: the client's end of stream may go on."""
+
+    def from_client(self, data: bytes) -> bytes:
+        """What of the client's ``data`` goes upstream now."""
+
+    def from_server(self, data: bytes) -> bytes:
+        """Client bytes held until the upstream's ``data`` arrived, to go upstream now."""
+
+    def to_client(self, data: bytes) -> bytes:
+        """What the client gets of the upstream's ``data`` (b"": the upstream ended)."""
+
+
+class _HelloGate(SecondHello):
+    def to_client(self, data: bytes) -> bytes:
+        return data
+
+
+class _OneRequest:
+    """At most ``budget`` bytes from the client (a request's body); what comes after
+    is dropped and reported to ``on_excess`` as it arrives. The response's head says
+    ``Connection: close``, so a client that keeps connections alive opens a new one for
+    its next request instead of sending it here to be dropped (and reported)."""
+
+    refusal: str | None = None
+    open = True
+
+    def __init__(self, budget: int, on_excess: Callable[[], None]) -> None:
+        self._budget = budget
+        self._on_excess = on_excess
+        self._response = b""  # the start of the response, until its final head is read
+        self._passing = False
+
+    def from_client(self, data: bytes) -> bytes:
+        kept = data[: self._budget]
+        self._budget -= len(kept)
+        if len(kept) < len(data):
+            self._on_excess()
+        return kept
+
+    def from_server(self, data: bytes) -> bytes:
+        return b""
+
+    def to_client(self, data: bytes) -> bytes:
+        if self._passing:
+            return data
+        self._response += data
+        out = b""
+        while not self._passing:
+            head, found, rest = self._response.partition(b"\r\n\r\n")
+            if not found:
+                if data and len(self._response) <= _HEAD_LIMIT:
+                    return out  # wait for the rest of the head
+                self._passing = True  # no head to mend: passed on as it came
+                return out + self._response
+            if not head.startswith(b"HTTP/"):
+                self._passing = True
+                return out + self._response
+            status = head[9:12]
+            if status.startswith(b"1") and status != b"101":
+                out += head + b"\r\n\r\n"  # an interim response; the final one follows
+                self._response = rest
+                continue
+            lines = [
+                line
+                for line in head.split(b"\r\n")
+                if line.partition(b":")[0].strip().lower() not in (b"connection", b"keep-alive")
+            ]
+            self._passing = True
+            out += b"\r\n".join([*lines, b"Connection: close"]) + b"\r\n\r\n" + rest
+        return out
+
+
+@dataclass(frozen=True)
+class _Route:
+    """Where a request may go. A tunnel (``body`` None) or one plain-HTTP request:
+    ``head`` as sent upstream and the ``body`` bytes the client may send after it."""
+
+    method: str
+    host: str
+    port: int
+    head: bytes = b""
+    body: int | None = None
 
 
 @dataclass(frozen=True)
@@ -406,7 +640,7 @@ class _Request:
     method: str
     target: str
     version: str
-    headers: bytes  # the header lines after the request line, with the blank line
+    lines: tuple[bytes, ...]  # the header lines after the request line, as sent
     rest: bytes  # bytes the client sent after the head
 
 
@@ -428,11 +662,85 @@ def _read_head(client: socket.socket) -> _Request | None:
     if len(fields) != 3:
         client.sendall(_reply(400, "bad request line"))
         return None
-    kept = [
-        line for line in headers.split(b"\r\n") if line and not line.lower().startswith(b"proxy-")
-    ]
-    header_block = b"".join(line + b"\r\n" for line in kept) + b"\r\n"
-    return _Request(fields[0].upper(), fields[1], fields[2], header_block, rest)
+    lines = tuple(headers.split(b"\r\n")) if headers else ()
+    return _Request(fields[0].upper(), fields[1], fields[2], lines, rest)
+
+
+_TOKEN = re.compile(rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+# Hop-by-hop headers the proxy sets itself: the client's would keep the upstream
+# connection open for requests the proxy never read, or name the Host header as one an
+# upstream proxy should drop.
+_HOP_BY_HOP = frozenset({"connection", "keep-alive"})
+
+
+def _header_fields(lines: tuple[bytes, ...]) -> list[tuple[str, str]] | None:
+    """(lower-case name, value) for each header line; None when one is not a plain
+    ``name: value`` line. A folded line, a bare CR or LF, a NUL or a space before the
+    colon is where servers split headers differently from this proxy, so a Host header
+    could hide there."""
+    fields = []
+    for line in lines:
+        name, colon, value = line.partition(b":")
+        if not colon or not _TOKEN.fullmatch(name) or re.search(rb"[\r\n\x00]", value):
+            return None
+        fields.append((name.decode("ascii").lower(), value.decode("latin-1").strip(" \t")))
+    return fields
+
+
+# ASCII only: with IGNORECASE alone, [a-z] also matches the Kelvin sign and dotless i.
+_HOST_AUTHORITY = re.compile(r"[a-z0-9.-]+|[0-9a-f:.]+", re.IGNORECASE | re.ASCII)
+_AUTHORITY = re.compile(
+    r"(\[[0-9a-f:.]+\]|[a-z0-9.-]+)(?::([0-9]{1,5}))?", re.IGNORECASE | re.ASCII
+)
+
+
+def _authority(value: str, default_port: int) -> tuple[str, int] | None:
+    """A Host header's (host, port), normalised as ``_normal_host`` does; None when it
+    is not a plain host and port."""
+    match = _AUTHORITY.fullmatch(value)
+    if match is None:
+        return None
+    port = int(match[2]) if match[2] else default_port
+    return _normal_host(match[1].strip("[]")), port
+
+
+def _normal_host(host: str) -> str:
+    return host.lower().rstrip(".")
+
+
+def _hello_refusal(verdict: HelloVerdict, host: str) -> str | None:
+    """Why a tunnel to ``host`` must not carry this ClientHello (None: it may)."""
+    if isinstance(verdict, BadHello):
+        return verdict.reason
+    if isinstance(verdict, Incomplete):
+        return "no client hello"
+    if verdict.encrypted:
+        # Its outer name may be the allowed host's while the inner, encrypted one (the
+        # one the server routes by) names any other site behind the same front.
+        return ENCRYPTED_HELLO
+    names = verdict.server_names
+    if len(names) > 1:
+        return f"{SEVERAL_SNI}: {_shown(' '.join(names))}"
+    if not names:
+        # Clients send no name for an address (RFC 6066), and an address routes itself.
+        return None if _is_address(host) else NO_SNI
+    if _normal_host(names[0]) != _normal_host(host):
+        return f"{SNI_MISMATCH}: {_shown(names[0])}"
+    return None
+
+
+def _is_address(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+def _shown(text: str) -> str:
+    """Client-chosen text as it may appear in the job's report (Markdown in a PR body):
+    host-name characters only, and not much of it."""
+    return re.sub(r"[^A-Za-z0-9.:_\[\]-]", "?", text[:100])
 
 
 def _split_hostport(target: str, *, default: int) -> tuple[str, int]:
@@ -451,21 +759,49 @@ def _reply(code: int, text: str) -> bytes:
     ).encode() + body
 
 
-def _splice(a: socket.socket, b: socket.socket) -> None:
+def _splice(a: socket.socket, b: socket.socket, gate: _Gate | None = None) -> str | None:
+    """Copy both ways until both ends have closed (or nothing moves for the idle
+    timeout). With a ``gate``, what ``a`` sends reaches ``b`` only as the gate allows
+    (and ``a``'s end of stream only once nothing is held back); returns the gate's
+    refusal if it closed the connection."""
     peers = {a: b, b: a}
     open_ends = {a, b}
+    a_ended = b_shut = False
     while open_ends:
         ready, _, _ = select.select(list(open_ends), [], [], _IDLE_TIMEOUT_S)
         if not ready:
-            return
+            return None
         for src in ready:
             data = src.recv(65536)
             if not data:
                 open_ends.discard(src)
+                if src is a:
+                    a_ended = True
+                else:
+                    with contextlib.suppress(OSError):
+                        if gate is not None:
+                            _send(a, gate.to_client(b""))
+                        a.shutdown(socket.SHUT_WR)
+            elif gate is None:
+                peers[src].sendall(data)
+            elif src is a:
+                _send(b, gate.from_client(data))
+            else:
+                _send(a, gate.to_client(data))
+                _send(b, gate.from_server(data))
+            if gate is not None and gate.refusal is not None:
+                return gate.refusal
+            if a_ended and not b_shut and (gate is None or gate.open):
+                b_shut = True
                 with contextlib.suppress(OSError):
-                    peers[src].shutdown(socket.SHUT_WR)
-                continue
-            peers[src].sendall(data)
+                    b.shutdown(socket.SHUT_WR)
+    return None
+
+
+def _send(sock: socket.socket, data: bytes) -> None:
+    # Not even an empty send to an end already shut for writing: that one fails too.
+    if data:
+        sock.sendall(data)
 
 
 def egress_env(index_url: str | None, *, ca_bundle: bool = False) -> dict[str, str]:

@@ -20,7 +20,7 @@ from bot.store.training import TableView, TrainingStore
 PER_PAGE = 50
 MAX_PAGE = 10_000  # OFFSET grows linearly; nobody pages this far by hand
 JOB_STATES = ("queued", "running", "succeeded", "failed", "cancelled")
-JOB_KINDS = ("solve", "revise", "explain", "help", "outcome", "reconcile")
+JOB_KINDS = ("solve", "revise", "explain", "help", "command", "outcome")
 FORGES = ("github", "gitlab")
 
 

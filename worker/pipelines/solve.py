@@ -433,7 +433,6 @@ class SolveRun:
             trajectory_path=str(traj_path),
             turns=len(result.trajectory.turns),
             branch=prepared.branch,
-            base_sha=prepared.base_sha,
             task=TaskRecord(
                 issue_title=prepared.issue.title,
                 issue_body=prepared.issue.body,

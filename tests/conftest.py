@@ -39,6 +39,7 @@ pytest_plugins = [
     "tests.plugins.served_model",
     "tests.plugins.notify",
     "tests.plugins.browser",
+    "tests.plugins.skips",
 ]
 
 # Variables a test must never inherit from the developer's shell or CI.

@@ -1,4 +1,5 @@
-"""The agent loop: ask the policy for a turn, run its tool calls, repeat.
+"""The agent loop: ask the policy for a turn, run its tool calls, repeat
+(:class:`AgentRun`; :func:`run_agent` runs one).
 
 Its stop conditions and their names are Leaf's (microsoft/FrogNano
 ``frognano/harness/leaf/agent.py`` @ 33de19f9). The run ends, and says why

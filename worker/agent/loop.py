@@ -89,11 +89,12 @@ class AgentStopped(Exception):
 
 
 class AgentRun:
-    """One run of the loop: :meth:`run` calls :meth:`step` until a stop; each step
-    :meth:`query` s the policy and :meth:`execute_actions` runs the turn's tool calls.
+    """One run of the loop: :meth:`run` calls :meth:`step` until a stop; in each step
+    :meth:`query_policy` asks the policy and :meth:`execute_actions` runs the turn's tool calls.
 
-    Shaped like mini-swe-agent's ``DefaultAgent`` (run/step/query/execute_actions) so a
-    variant overrides one method, not a copy of the loop.
+    Shaped like mini-swe-agent's ``DefaultAgent`` (run/step/query/execute_actions; ``query``
+    is ``query_policy`` here, a name no store query is mistaken for) so a variant
+    overrides one method, not a copy of the loop.
     """
 
     def __init__(
@@ -160,7 +161,7 @@ class AgentRun:
         if self.out_of_time():
             raise AgentStopped("max_time")
         gen_start = time.monotonic()
-        turn = self.query()
+        turn = self.query_policy()
         generation_s = time.monotonic() - gen_start
 
         if turn.finish_reason == "cancelled":
@@ -202,7 +203,7 @@ class AgentRun:
                 f"context holds {context_tokens} tokens of {self.limits.max_context_tokens}",
             )
 
-    def query(self) -> AssistantTurn:
+    def query_policy(self) -> AssistantTurn:
         """The policy's next turn; a policy that fails ends the run."""
         try:
             return self.policy.generate(

@@ -16,17 +16,9 @@ from bot.settings import Settings
 from bot.store.broker import insert_messages
 from bot.store.db import use_wal
 from bot.store.jobs import JobStore
+from bot.store.kinds import TASK_FOR_KIND
 from bot.store.tables import Job
 
-# One Celery task per job kind; worker/tasks.py defines them under these names.
-TASK_FOR_KIND: dict[str, str] = {
-    "solve": "ribbit.solve",
-    "revise": "ribbit.revise",
-    "explain": "ribbit.explain",
-    "help": "ribbit.help",
-    "command": "ribbit.command",
-    "outcome": "ribbit.record_outcome",
-}
 QUEUE = "ribbit"
 
 log = logging.getLogger(__name__)

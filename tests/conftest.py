@@ -38,6 +38,8 @@ pytest_plugins = [
     "tests.plugins.tiers",
     "tests.plugins.served_model",
     "tests.plugins.notify",
+    "tests.plugins.browser",
+    "tests.plugins.skips",
 ]
 
 # Variables a test must never inherit from the developer's shell or CI.

@@ -32,8 +32,9 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bot.queue import QUEUE, TASK_FOR_KIND
+from bot.queue import QUEUE
 from bot.settings import Settings
+from bot.store.kinds import KINDS as JOB_KINDS
 from worker.settings import WorkerSettings
 
 if TYPE_CHECKING:
@@ -44,7 +45,7 @@ log = logging.getLogger(__name__)
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 OTHER = "other"
-KINDS = frozenset(TASK_FOR_KIND)
+KINDS = frozenset(JOB_KINDS)
 OUTCOMES = frozenset({"succeeded", "failed", "cancelled", "skipped", "held", "deferred"})
 # The solve pipeline's timed steps (worker/pipelines/workspace.py Stages).
 STAGES = frozenset(

@@ -1,4 +1,5 @@
-"""Celery tasks: thin wrappers that pass a job id to worker.jobs.run_job.
+"""Celery tasks: thin wrappers that pass a job id to worker.jobs.run_job, one per job
+kind of the table (bot/store/kinds.py), and the periodic sweep and reconcile.
 
 Each task is idempotent (the store's claim decides whether a delivery of the
 message runs anything), acknowledged late, and time-limited explicitly. Tasks never
@@ -14,6 +15,7 @@ from typing import Any
 from celery import Task, shared_task
 
 import worker.pipelines  # noqa: F401  (registers the pipelines)
+from bot.store.kinds import Kind
 from worker.celery_app import runtime_for
 from worker.jobs import run_job
 
@@ -44,34 +46,21 @@ SHORT_TASK: dict[str, Any] = {
 }
 
 
-@shared_task(name="ribbit.solve", **AGENT_TASK)
-def solve(self: Task, job_id: str, seq: int | None = None) -> str:
-    return _run(self, job_id, seq)
+def _job_task(kind: Kind) -> Any:
+    """The Celery task that runs jobs of ``kind``: agent kinds take the app-wide time
+    limit, the others the short one."""
+    spec = kind.spec
+
+    def run(self: Task, job_id: str, seq: int | None = None) -> str:
+        return _run(self, job_id, seq)
+
+    # Celery names the task's class after its function; one per kind reads better in logs.
+    run.__name__ = run.__qualname__ = spec.task.removeprefix("ribbit.")
+    return shared_task(name=spec.task, **(AGENT_TASK if spec.runs_agent else SHORT_TASK))(run)
 
 
-@shared_task(name="ribbit.revise", **AGENT_TASK)
-def revise(self: Task, job_id: str, seq: int | None = None) -> str:
-    return _run(self, job_id, seq)
-
-
-@shared_task(name="ribbit.explain", **SHORT_TASK)
-def explain(self: Task, job_id: str, seq: int | None = None) -> str:
-    return _run(self, job_id, seq)
-
-
-@shared_task(name="ribbit.help", **SHORT_TASK)
-def help_reply(self: Task, job_id: str, seq: int | None = None) -> str:
-    return _run(self, job_id, seq)
-
-
-@shared_task(name="ribbit.command", **SHORT_TASK)
-def command(self: Task, job_id: str, seq: int | None = None) -> str:
-    return _run(self, job_id, seq)
-
-
-@shared_task(name="ribbit.record_outcome", **SHORT_TASK)
-def record_outcome(self: Task, job_id: str, seq: int | None = None) -> str:
-    return _run(self, job_id, seq)
+# One task per job kind, under the name bot/queue.py sends it to.
+JOB_TASKS: dict[str, Any] = {kind.spec.name: _job_task(kind) for kind in Kind}
 
 
 @shared_task(name="ribbit.sweep", bind=True, soft_time_limit=50, time_limit=60)

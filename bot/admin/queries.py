@@ -13,6 +13,7 @@ from typing import Any
 
 from bot.store.db import Database
 from bot.store.jobs import JobNotFound, JobQuery, JobStore, JobSummary
+from bot.store.kinds import DASHBOARD_KINDS
 from bot.store.outcomes import OutcomeStore
 from bot.store.tables import Job
 from bot.store.training import TableView, TrainingStore
@@ -20,7 +21,7 @@ from bot.store.training import TableView, TrainingStore
 PER_PAGE = 50
 MAX_PAGE = 10_000  # OFFSET grows linearly; nobody pages this far by hand
 JOB_STATES = ("queued", "running", "succeeded", "failed", "cancelled")
-JOB_KINDS = ("solve", "revise", "explain", "help", "outcome", "reconcile")
+JOB_KINDS = DASHBOARD_KINDS
 FORGES = ("github", "gitlab")
 
 

@@ -7,7 +7,8 @@ typed records. No module outside bot/store/ and trainer/store.py builds a query
   database's schema stands against the migrations (bot/runtime.py decides what to do).
 - tables.py, jobs.py, outcomes.py, records.py, payloads.py: repositories, deliveries, jobs
   (JobStore, with its state machine and the kill switch), outcomes (OutcomeStore), a solve
-  job's record, and the typed payload each job kind carries.
+  job's record, and the typed payload each job kind carries; kinds.py: the job-kind table
+  (each kind's Celery task, payload, whether it runs the agent and is on the dashboard).
 - trajectory.py, gate_report.py: the agent's trajectory and the gates' report, the records
   the worker writes and the admin pages, the trainer and the annotations read back;
   tolerant.py: how both read a stored value of the wrong type (as absent).

@@ -37,16 +37,14 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, configure_mappers, make_transient_to_detached
 
 from bot.store.db import Database
+from bot.store.kinds import AGENT_KINDS, JobKind
 from bot.store.payloads import JobPayload, encode_payload
 from bot.store.records import SolveRecord
 from bot.store.tables import Control, Delivery, Job, Repository, utcnow
 
 JobState = Literal["queued", "running", "succeeded", "failed", "cancelled"]
-JobKind = Literal["solve", "revise", "explain", "help", "command", "outcome"]
 ACTIVE_STATES: tuple[JobState, ...] = ("queued", "running")
 TERMINAL_STATES: tuple[JobState, ...] = ("succeeded", "failed", "cancelled")
-# Kinds that run the agent on an issue; at most one of them is active per issue.
-AGENT_KINDS: tuple[str, ...] = ("solve", "revise")
 
 TRANSITIONS: dict[str, frozenset[str]] = {
     "queued": frozenset({"running", "cancelled", "failed"}),

@@ -16,6 +16,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from bot.store.db import Database
+from bot.store.kinds import AGENT_KINDS
 from bot.store.tables import Job, Outcome
 
 
@@ -142,7 +143,7 @@ class OutcomeStore:
             known = set(session.execute(select(Outcome.forge, Outcome.repo, Outcome.pr_number)))
             pending: dict[tuple[str, str, int], PendingPullRequest] = {}
             for job in session.scalars(
-                select(Job).where(Job.pr_number.is_not(None), Job.kind.in_(("solve", "revise")))
+                select(Job).where(Job.pr_number.is_not(None), Job.kind.in_(AGENT_KINDS))
             ):
                 assert job.pr_number is not None  # selected on that
                 key = (job.forge, job.repo, job.pr_number)

@@ -65,14 +65,13 @@ class OutcomeOf:
 
 JobPayload = PersonAsks | UnknownWord | CommandOrder | OutcomeOf
 
-# Which record each kind carries; a kind missing here carries nothing.
-_KIND_PAYLOAD: dict[str, type[JobPayload]] = {
-    "solve": PersonAsks,
-    "revise": PersonAsks,
-    "help": UnknownWord,
-    "command": CommandOrder,
-    "outcome": OutcomeOf,
-}
+
+def _payload_type(kind: str) -> type[JobPayload] | None:
+    """The record a job of ``kind`` carries (None: it carries nothing)."""
+    # The job-kind table names each kind's record, so it imports this module: read late.
+    from bot.store.kinds import PAYLOAD_FOR_KIND
+
+    return PAYLOAD_FOR_KIND.get(kind)
 
 
 def encode_payload(kind: str, payload: JobPayload | None) -> str | None:
@@ -80,7 +79,7 @@ def encode_payload(kind: str, payload: JobPayload | None) -> str | None:
     another kind's type (a bug at the caller, caught before it is stored)."""
     if payload is None:
         return None
-    expected = _KIND_PAYLOAD.get(kind)
+    expected = _payload_type(kind)
     if not isinstance(payload, expected or ()):
         raise PayloadError(f"a {kind} job carries no {type(payload).__name__}")
     if isinstance(payload, PersonAsks):
@@ -95,7 +94,7 @@ def encode_payload(kind: str, payload: JobPayload | None) -> str | None:
 def decode_payload(kind: str, stored: str | None) -> JobPayload | None:
     """The typed payload of a job of ``kind`` from its column value; raises
     :class:`PayloadError` for a value that kind cannot hold (a hand-edited row)."""
-    expected = _KIND_PAYLOAD.get(kind)
+    expected = _payload_type(kind)
     if expected is None or stored is None:
         return None
     if expected is PersonAsks:

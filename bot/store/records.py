@@ -28,6 +28,7 @@ from bot.store.tolerant import opt_dict, opt_int, opt_str
 
 SOLVE_RECORD_VERSION = 1
 TASK_KEY = "task"
+BASE_SHA_KEY = "base_sha"
 
 
 @dataclass(frozen=True)
@@ -111,9 +112,8 @@ class SolveRecord:
     A field is None until its step ran."""
 
     version: int = SOLVE_RECORD_VERSION
-    task: TaskRecord | None = None
+    task: TaskRecord | None = None  # holds the base commit: see base_sha
     branch: str | None = None
-    base_sha: str | None = None
     setup: dict[str, Any] | None = None  # SetupResult.to_dict()
     sandbox_image: dict[str, Any] | None = None  # RepoImage.to_dict()
     exit_reason: str | None = None
@@ -137,6 +137,15 @@ class SolveRecord:
     def with_(self, **changes: Any) -> SolveRecord:
         return replace(self, **changes)
 
+    @property
+    def base_sha(self) -> str | None:
+        """The commit the job started from, kept once: in the task. Rows also carry it at
+        the top level (older readers look there), written from the task; a row from
+        before task records has only that top-level key, kept in ``extra``."""
+        if self.task is not None:
+            return self.task.base_sha
+        return opt_str(self.extra.get(BASE_SHA_KEY))
+
     def to_json(self) -> dict[str, Any]:
         """The row's JSON: absent steps are left out (as the record was always written)."""
         out: dict[str, Any] = dict(self.extra)
@@ -153,6 +162,8 @@ class SolveRecord:
             elif f.name == "withheld":
                 value = [w.to_json() for w in value]
             out[f.name] = value
+        if self.task is not None:
+            out[BASE_SHA_KEY] = self.task.base_sha
         return out
 
     @classmethod
@@ -160,14 +171,16 @@ class SolveRecord:
         """The record in a job's ``result`` (an empty record for None or non-dicts)."""
         if not isinstance(data, dict):
             return cls()
+        task = TaskRecord.from_json(data.get(TASK_KEY))
         known = {f.name for f in fields(cls)} - {"extra"}
+        if task is not None:  # the top-level copy is the task's, written back from it
+            known.add(BASE_SHA_KEY)
         timings = opt_dict(data.get("timings"))
         version = opt_int(data.get("version"))
         return cls(
             version=SOLVE_RECORD_VERSION if version is None else version,
-            task=TaskRecord.from_json(data.get(TASK_KEY)),
+            task=task,
             branch=opt_str(data.get("branch")),
-            base_sha=opt_str(data.get("base_sha")),
             setup=opt_dict(data.get("setup")),
             sandbox_image=opt_dict(data.get("sandbox_image")),
             exit_reason=opt_str(data.get("exit_reason")),

@@ -91,7 +91,7 @@ class Job(Base):
     )
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
-    kind: Mapped[str] = mapped_column(String(16))  # solve | revise | explain | help | outcome
+    kind: Mapped[str] = mapped_column(String(16))  # a kind of bot/store/kinds.py
     state: Mapped[str] = mapped_column(String(16), default="queued")
     forge: Mapped[str] = mapped_column(String(16))
     repo: Mapped[str] = mapped_column(String(255))

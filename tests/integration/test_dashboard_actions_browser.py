@@ -8,10 +8,8 @@ from typing import Any
 import pytest
 
 from bot.admin import overview
-from tests.integration.test_dashboard_browser import _csp_violations, _shot, browser, served
 from tests.plugins.admin import ADMIN_TOKEN
-
-__all__ = ["browser", "served"]  # fixtures, imported so pytest finds them here
+from tests.plugins.browser import csp_violations, shot
 
 pytestmark = pytest.mark.integration
 
@@ -41,8 +39,8 @@ def test_admin_retries_a_failed_job_in_chromium(
     assert message.startswith(f"job {FAILED_JOB} retried as ")
     audit_text = browser.find_element(By.ID, "audit").text
     assert "retry" in audit_text and f"job:{FAILED_JOB}" in audit_text and "ok" in audit_text
-    _shot(browser, "retry")
-    assert _csp_violations(browser) == []
+    shot(browser, "retry")
+    assert csp_violations(browser) == []
 
     svc = app.extensions["ribbit"]
     new_id = message.rsplit(" ", 1)[-1]

@@ -1,133 +1,19 @@
 """The admin dashboard in a real headless Chromium, served over real HTTP by werkzeug.
 
-Uses Debian's chromium and chromium-driver (scripts/system-deps.sh installs them);
-Selenium is pointed at /usr/bin/chromedriver so it never downloads a driver.
-Screenshots land in test-artifacts/dashboard/.
+The browser and the served dashboard are tests/plugins/browser.py's fixtures, shared with
+the other browser tests. Screenshots land in test-artifacts/dashboard/.
 """
 
 from __future__ import annotations
 
-import shutil
-import threading
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from bot import create_app
-from bot.settings import load_settings
-from tests.plugins.admin import (
-    ADMIN_TOKEN,
-    seed_job_with_trajectory,
-    seed_jobs,
-    seed_outcomes,
-)
-from tests.plugins.services import free_port
-from tests.support import GITHUB_SECRET, require_service
+from tests.plugins.admin import ADMIN_TOKEN
+from tests.plugins.browser import csp_violations, shot
 
 pytestmark = pytest.mark.integration
-
-CHROMEDRIVER = Path("/usr/bin/chromedriver")
-CHROMIUM = Path("/usr/lib/chromium/chromium")  # /usr/bin/chromium is a wrapper script
-ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "dashboard"
-
-
-@pytest.fixture
-def served(tmp_path: Path, dispatcher: Any) -> Iterator[tuple[str, Any]]:
-    from werkzeug.serving import make_server
-
-    settings = load_settings(
-        data_dir=tmp_path / "data",
-        admin_token=ADMIN_TOKEN,
-        github={"webhook_secret": GITHUB_SECRET},
-    )
-    app = create_app(settings, dispatcher=dispatcher)
-    db = app.extensions["ribbit"].db
-    seed_jobs(db, 120)
-    seed_job_with_trajectory(db, settings.data_dir)
-    seed_outcomes(db, weeks=6)
-    seed_training_run(db, [0.25, 0.4, 0.55, 0.8, 0.9])
-    server = make_server("127.0.0.1", free_port(), app, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}", app
-    finally:
-        server.shutdown()
-        thread.join(timeout=10)
-        db.dispose()
-
-
-@pytest.fixture
-def browser(tmp_path: Path) -> Iterator[Any]:
-    available = CHROMEDRIVER.exists() and CHROMIUM.exists()
-    require_service(
-        available, "chromium and chromium-driver (apt-get install chromium chromium-driver)"
-    )
-    try:
-        from selenium import webdriver
-        from selenium.webdriver.chrome.service import Service
-    except ImportError:
-        require_service(False, "selenium (pip install selenium)")
-        raise
-    options = webdriver.ChromeOptions()
-    options.binary_location = str(CHROMIUM)
-    for flag in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--disable-quic",
-        "--disable-dev-shm-usage",
-        "--window-size=1280,1000",
-        f"--user-data-dir={tmp_path / 'chromium'}",
-    ):
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=options)
-    driver.set_page_load_timeout(30)
-    try:
-        yield driver
-    finally:
-        driver.quit()
-        shutil.rmtree(tmp_path / "chromium", ignore_errors=True)
-
-
-def seed_training_run(db: Any, curve: list[float]) -> None:
-    from trainer.store import TrainingRun
-
-    with db.session() as s:
-        s.add(
-            TrainingRun(
-                base_model="tiny",
-                output_dir="/tmp/run",
-                settings={},
-                state="finished",
-                steps_done=len(curve),
-                first_mean_reward=curve[0],
-                last_mean_reward=curve[-1],
-                reward_curve=curve,
-            )
-        )
-
-
-def _shot(driver: Any, name: str) -> Path:
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    path = ARTIFACTS / f"{name}.png"
-    driver.save_screenshot(str(path))
-    return path
-
-
-def _csp_violations(driver: Any) -> list[str]:
-    return [
-        e["message"]
-        for e in driver.get_log("browser")
-        if "Content Security Policy" in e["message"] or "Refused to" in e["message"]
-    ]
 
 
 def test_dashboard_in_chromium_login_jobs_trajectory_charts(
@@ -157,7 +43,7 @@ def test_dashboard_in_chromium_login_jobs_trajectory_charts(
     assert browser.find_element(By.ID, "job-total").text == "121"
     assert len(browser.find_elements(By.CSS_SELECTOR, "#jobs tbody tr")) == 50
     assert "ribbit_admin" not in browser.execute_script("return document.cookie")
-    _shot(browser, "jobs")
+    shot(browser, "jobs")
 
     # Filter through the form, then page.
     browser.find_element(By.CSS_SELECTOR, "select[name=state] option[value=failed]").click()
@@ -181,7 +67,7 @@ def test_dashboard_in_chromium_login_jobs_trajectory_charts(
     assert browser.execute_script("return document.querySelectorAll('main script').length") == 0
     assert "+return a + b" in browser.find_element(By.ID, "diff").text
     assert "no-eval" in browser.find_element(By.ID, "gates").text
-    _shot(browser, "job")
+    shot(browser, "job")
 
     # Outcomes: Chart.js (served from /admin/static) draws on both canvases.
     browser.get(f"{base}/admin/outcomes")
@@ -202,7 +88,7 @@ def test_dashboard_in_chromium_login_jobs_trajectory_charts(
     assert drawn["rates-chart"]["points"] == 6
     for info in drawn.values():
         assert info["w"] > 0 and info["painted"] > 1000, drawn
-    _shot(browser, "outcomes")
+    shot(browser, "outcomes")
 
     browser.get(f"{base}/admin/training-runs")
     wait.until(lambda d: d.execute_script("return !!(window.ribbitCharts||{}).rewards"))
@@ -213,8 +99,8 @@ def test_dashboard_in_chromium_login_jobs_trajectory_charts(
     label = browser.execute_script("return Chart.getChart('reward-chart').data.datasets[0].label")
     assert label == "run 1"
     assert "finished" in browser.find_element(By.ID, "trainer-table").text
-    _shot(browser, "training-runs")
-    assert _csp_violations(browser) == []
+    shot(browser, "training-runs")
+    assert csp_violations(browser) == []
 
     # Logging out ends the session.
     browser.get(f"{base}/admin/")

@@ -14,12 +14,10 @@ from bot import create_app
 from bot.admin import overview
 from bot.settings import load_settings
 from bot.store.jobs import JobSpec
-from tests.integration.test_dashboard_browser import _csp_violations, _shot, browser
 from tests.plugins.admin import ADMIN_TOKEN, seed_jobs
+from tests.plugins.browser import csp_violations, shot
 from tests.plugins.services import free_port
 from tests.support import GITHUB_SECRET
-
-__all__ = ["browser"]  # a fixture, imported so pytest finds it here
 
 pytestmark = pytest.mark.integration
 
@@ -81,7 +79,7 @@ def test_job_state_changes_appear_on_the_list_and_health_without_reload(
 
     assert wait.until(running_rows) == [f"{base}/admin/jobs/{RUNNING[1]}"]
     assert browser.execute_script("return window.notReloaded === true")
-    _shot(browser, "live-jobs-filtered")
+    shot(browser, "live-jobs-filtered")
 
     # Unfiltered: the other running job's badge turns to succeeded in place.
     browser.get(f"{base}/admin/")
@@ -101,7 +99,7 @@ def test_job_state_changes_appear_on_the_list_and_health_without_reload(
 
     wait.until(lambda d: badge(d) == "succeeded")
     assert browser.execute_script("return window.notReloaded === true")
-    _shot(browser, "live-jobs")
+    shot(browser, "live-jobs")
 
     # Health: a new queued job raises the queue depth on the open page.
     browser.get(f"{base}/admin/health")
@@ -112,5 +110,5 @@ def test_job_state_changes_appear_on_the_list_and_health_without_reload(
         assert store.create(session, spec) is not None
     wait.until(lambda d: d.find_element(By.ID, "queue-depth").text == str(depth + 1))
     assert browser.execute_script("return window.notReloaded === true")
-    _shot(browser, "live-health")
-    assert _csp_violations(browser) == []
+    shot(browser, "live-health")
+    assert csp_violations(browser) == []

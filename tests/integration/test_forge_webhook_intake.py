@@ -1,6 +1,5 @@
-"""The local forge's webhooks parse with the bot's own normaliser (bot/normalize.py, from the
-webhook-intake branch): the two sides agree on payload shapes. Skips until that module is
-merged next to this one."""
+"""The local forge's webhooks parse with the bot's own normaliser (bot/normalize.py): the
+two sides agree on payload shapes."""
 
 from __future__ import annotations
 
@@ -8,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from bot import normalize
 from bot.forges.base import ForgeName
 from tests.plugins.forge import ForgeWorld
 
@@ -22,7 +22,6 @@ def _events(result: Any) -> list[Any]:
 def test_forge_webhooks_parse_with_the_bot_normaliser(
     kind: ForgeName, forge_world: ForgeWorld
 ) -> None:
-    normalize = pytest.importorskip("bot.normalize")
     forge, full = forge_world.forge, forge_world.repo(kind).full_name
     repo = forge.repo(kind, full)
     repo.git("branch", "ribbit/issue-1-x", "main")

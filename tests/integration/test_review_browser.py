@@ -18,13 +18,11 @@ import pytest
 
 from bot.settings import ReviewerSettings
 from tests.fakes import ScriptedPolicy
-from tests.integration.test_dashboard_browser import _csp_violations, _shot, browser
+from tests.plugins.browser import csp_violations, shot
 from tests.plugins.e2e import GOOD_SCRIPT, bot_comments, label_issue, new_repo, wait_for
 from tests.plugins.services import free_port
 
 pytestmark = pytest.mark.integration
-
-__all__ = ["browser"]  # the fixture, shared with the dashboard's browser tests
 
 LINK = re.compile(r"\[Follow this job\]\((http://[^)\s]+)\)")
 
@@ -103,13 +101,13 @@ def test_reviewer_follows_the_status_link_and_watches_turns_rise(
         assert refusal.get_attribute("data-reason") == "missing"
         assert "signed link" in refusal.text
         assert "add() subtracts" not in browser.page_source
-        _shot(browser, "review-refused-missing")
+        shot(browser, "review-refused-missing")
         sig = link.split("sig=", 1)[1]
         browser.get(
             f"{dep.url}/review/jobs/{job.id}?sig={sig[:-2]}{'AA' if sig[-2:] != 'AA' else 'BB'}"
         )
         assert browser.find_element(By.ID, "refusal").get_attribute("data-reason") == "invalid"
-        _shot(browser, "review-refused-forged")
+        shot(browser, "review-refused-forged")
         browser.get(link.replace(job.id, "0" * 32))
         assert browser.find_element(By.ID, "refusal").get_attribute("data-reason") == "invalid"
 
@@ -118,7 +116,7 @@ def test_reviewer_follows_the_status_link_and_watches_turns_rise(
         assert browser.find_element(By.ID, "job-state").text == "running"
         assert browser.find_element(By.ID, "turn-count").text == "0"
         browser.execute_script("window.sameDocument = true;")
-        _shot(browser, "review-turn-0")
+        shot(browser, "review-turn-0")
 
         def turns_shown(n: int) -> Callable[[Any], bool]:
             def seen(d: Any) -> bool:
@@ -133,7 +131,7 @@ def test_reviewer_follows_the_status_link_and_watches_turns_rise(
             wait.until(turns_shown(n))
             step = browser.find_element(By.ID, "current-step").text
             assert "the agent is working (last ran" in step, step
-            _shot(browser, f"review-turn-{n}")
+            shot(browser, f"review-turn-{n}")
         # The page updated itself: the same document throughout, never reloaded.
         assert browser.execute_script("return window.sameDocument === true")
         # A turn opened by the reviewer stays open across updates; reasoning is folded.
@@ -155,8 +153,8 @@ def test_reviewer_follows_the_status_link_and_watches_turns_rise(
         assert "+    return a + b" in browser.find_element(By.ID, "diff").text
         assert "tests" in browser.find_element(By.ID, "gates").text
         assert browser.execute_script("return window.sameDocument === true")
-        assert not _csp_violations(browser)
-        _shot(browser, "review-finished")
+        assert not csp_violations(browser)
+        shot(browser, "review-finished")
 
         # The draft PR's body carries the same link, and it opens the page too.
         [pr] = forge_world.forge.pulls("github", repo)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.plugins.skips import skip_unless_root
 from worker.sandbox.bubblewrap import TEMP_PREFIX, BubblewrapSandbox, reap_stale
 from worker.settings import SandboxSettings
 
@@ -19,8 +20,7 @@ pytestmark = pytest.mark.integration
 def test_bubblewrap_runs_as_a_throwaway_host_uid(
     bubblewrap_settings: SandboxSettings, source_repo: Path
 ) -> None:
-    if os.geteuid() != 0:
-        pytest.skip("only a root worker can drop to a throwaway uid")
+    skip_unless_root("only a root worker can drop to a throwaway uid")
     with BubblewrapSandbox(bubblewrap_settings, source_repo) as sb:
         # A file the sandbox creates belongs, on the host, to the uid it really runs as.
         assert sb.exec("touch made_inside; id -u", timeout=30).stdout == "1000\n"

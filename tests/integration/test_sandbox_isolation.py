@@ -15,6 +15,7 @@ import pytest
 
 from tests.fakes import git
 from tests.plugins.sandbox import tree_snapshot
+from tests.plugins.skips import skip_unless_root
 from worker.sandbox import SandboxError, open_sandbox, sandbox_factory
 from worker.sandbox.base import Sandbox
 from worker.settings import SandboxSettings
@@ -204,7 +205,8 @@ def test_sandbox_workspace_size_is_limited(
     sandbox: Sandbox, backend_settings: SandboxSettings
 ) -> None:
     if sandbox.backend == "bubblewrap" and not getattr(sandbox, "workspace_size_limited", False):
-        pytest.skip("bubblewrap limits the workspace size only when run as root")
+        skip_unless_root("bubblewrap limits the workspace size only when run as root")
+        pytest.skip("bubblewrap could not mount the workspace's size-limited tmpfs")
     # Files under the per-file limit each, more than the workspace in total.
     chunk = backend_settings.workspace_mb // 2
     result = sandbox.exec(

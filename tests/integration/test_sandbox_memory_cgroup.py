@@ -3,11 +3,11 @@ ran three 700 MB processes under a 1024 MB per-process limit."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
+from tests.plugins.skips import root_only
 from worker.sandbox.bubblewrap import BubblewrapSandbox
 from worker.settings import SandboxSettings
 
@@ -41,7 +41,7 @@ print("killed", killed, flush=True)
 """
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="a memory cgroup needs a root worker")
+@root_only("a memory cgroup needs a root worker")
 def test_bubblewrap_memory_limit_holds_for_all_processes_together(
     bubblewrap_settings: SandboxSettings, source_repo: Path
 ) -> None:
@@ -56,7 +56,7 @@ def test_bubblewrap_memory_limit_holds_for_all_processes_together(
     assert not group.exists()  # removed with the sandbox
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="a memory cgroup needs a root worker")
+@root_only("a memory cgroup needs a root worker")
 def test_reap_stale_removes_a_crashed_workers_cgroup(
     bubblewrap_settings: SandboxSettings, source_repo: Path
 ) -> None:
@@ -71,7 +71,7 @@ def test_reap_stale_removes_a_crashed_workers_cgroup(
         assert not group.exists()
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="a memory cgroup needs a root worker")
+@root_only("a memory cgroup needs a root worker")
 def test_doctor_says_which_memory_limit_bubblewrap_gives(monkeypatch: pytest.MonkeyPatch) -> None:
     """An operator learns from `ribbit doctor` when the limit is per process only."""
     from worker.sandbox import bubblewrap, check_backends

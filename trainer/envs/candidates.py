@@ -93,10 +93,11 @@ def environments_from_outcomes(
             store.reject(rejection)
             report.rejected.append(rejection)
             continue
-        assert task is not None  # rejected above otherwise; narrows for mypy
+        # Rejected above otherwise; narrows for mypy.
+        assert task is not None and record.base_sha is not None
         spec = BuildSpec(
             repo_dir=repo_dir,
-            base=task.base_sha,
+            base=record.base_sha,
             fix="",
             fix_diff=outcome.merged_diff,
             issue_text=task.problem_statement,

@@ -437,7 +437,6 @@ class SolveRun:
             trajectory_path=str(traj_path),
             turns=len(result.trajectory.turns),
             branch=prepared.branch,
-            base_sha=prepared.base_sha,
             withheld=self._withheld,
             task=TaskRecord(
                 # The issue as the prompt had it: training episodes are prompts too.

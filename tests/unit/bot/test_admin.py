@@ -141,6 +141,18 @@ def test_admin_jobs_list_filters_and_pages(admin: Any, db: Any) -> None:
     assert odd.status_code == 200 and 'id="job-total">300<' in odd.get_data(as_text=True)
 
 
+def test_admin_jobs_list_filters_command_jobs(admin: Any, db: Any) -> None:
+    # The kind filter offered "reconcile" (no such job kind) and not "command", so a
+    # ?kind=command request was dropped as unknown and listed every job.
+    seed_jobs(db, 4)
+    with db.engine.begin() as conn:
+        conn.execute(text("UPDATE jobs SET kind = 'command' WHERE issue_number = 2"))
+    page = admin.get("/admin/?kind=command", headers=BEARER).get_data(as_text=True)
+    assert 'id="job-total">1<' in page
+    assert '<option value="command" selected>' in page
+    assert '<option value="reconcile"' not in page
+
+
 def test_admin_jobs_list_on_10k_jobs_uses_two_queries_and_the_index(admin: Any, db: Any) -> None:
     seed_jobs(db, 10_000)
     statements: list[tuple[str, Any]] = []

@@ -24,7 +24,7 @@ def test_a_sender_built_on_a_worker_thread_leaves_its_tasks_on_the_worker_app(
     def pool_thread() -> None:
         worker_app.set_current()
         client_celery(settings)
-        seen.append((current_app._get_current_object(), tasks.solve.app))
+        seen.append((current_app._get_current_object(), tasks.JOB_TASKS["solve"].app))
 
     thread = threading.Thread(target=pool_thread)
     thread.start()

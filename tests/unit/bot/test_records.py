@@ -116,3 +116,21 @@ def test_what_a_deleted_repositorys_records_keep_holds_no_content() -> None:
     row = SolveRecord.from_json(LEGACY_ROW).to_json()
     kept = {k: v for k, v in row.items() if k in CONTENT_FREE_FIELDS}
     assert kept == {"version": SOLVE_RECORD_VERSION, "exit_reason": "submitted", "turns": 3}
+
+
+def test_the_base_commit_has_one_home_the_task() -> None:
+    # The top-level key is the task's, written back from it: a row where the two disagree
+    # (hand-edited) reads and writes the task's, so the trainer's check and its build agree.
+    row = {**LEGACY_ROW, "base_sha": "c" * 40}
+    record = SolveRecord.from_json(row)
+    assert record.base_sha == TASK.base_sha
+    assert record.extra == {}
+    assert record.to_json()["base_sha"] == TASK.base_sha
+    assert "base_sha" not in {f.name for f in fields(SolveRecord)}
+
+
+def test_a_row_from_before_task_records_keeps_its_base_commit() -> None:
+    row = {"base_sha": "d" * 40, "turns": 2}
+    record = SolveRecord.from_json(row)
+    assert record.task is None and record.base_sha == "d" * 40
+    assert record.to_json() == {**row, "version": 1}

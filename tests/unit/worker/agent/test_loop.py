@@ -9,6 +9,7 @@ import pytest
 from bot.store.trajectory import ToolCall
 from tests.fakes import LocalDirSandbox, ScriptedPolicy
 from worker.agent import AgentTask, ReplayPolicy, Trajectory, TurnRecord, load_policy, run_agent
+from worker.agent.loop import AgentRun, AgentStopped
 from worker.agent.policy import AssistantTurn, ContextWindowExceeded
 from worker.settings import AgentSettings, ModelSettings
 
@@ -65,6 +66,22 @@ def test_loop_completes_and_returns_the_diff(sandbox: LocalDirSandbox) -> None:
     assert "add() subtracts" in traj.messages[1]["content"]
     # Repo hints reach the prompt only when the repo opts in.
     assert "python -m pytest -q" not in traj.messages[1]["content"]
+
+
+def test_a_run_is_steps_and_a_step_may_end_it_with_its_reason(sandbox: LocalDirSandbox) -> None:
+    # AgentRun's parts are overridable, as mini-swe-agent's DefaultAgent's are: a variant
+    # that vetoes tool calls ends the run through the same stop as the built-in reasons.
+    class NoEdits(AgentRun):
+        def execute_actions(self, turn: AssistantTurn) -> Any:
+            if any(call.name == "Edit" for call in turn.tool_calls):
+                raise AgentStopped("tool_error", "edits are not allowed here")
+            return super().execute_actions(turn)
+
+    run = NoEdits(TASK, sandbox, ScriptedPolicy(FIX_SCRIPT), LIMITS)
+    result = run.run()
+    assert (result.exit_reason, result.error) == ("tool_error", "edits are not allowed here")
+    assert [t.index for t in result.trajectory.turns] == [0]  # the vetoed turn is unrecorded
+    assert result.diff == "" and result.trajectory.diff == ""
 
 
 def test_loop_stops_at_max_turns(sandbox: LocalDirSandbox) -> None:

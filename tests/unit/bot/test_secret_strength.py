@@ -182,3 +182,13 @@ def test_named_admins_from_the_environment(tmp_path: Path, monkeypatch: pytest.M
 def test_a_blank_admin_token_is_unset(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RIBBIT_ADMIN_TOKEN", "  ")
     assert load_settings(data_dir=tmp_path).admin_token is None
+
+
+def test_named_admins_from_a_container_secret_file(tmp_path: Path) -> None:
+    from bot.settings import Settings
+
+    secrets_dir = tmp_path / "secrets"
+    secrets_dir.mkdir()
+    (secrets_dir / "ribbit_admin_tokens").write_text(f'{{"alice": "{GITHUB_SECRET}"}}\n')
+    settings = Settings(_secrets_dir=secrets_dir, data_dir=tmp_path)  # type: ignore[call-arg]
+    assert settings.admin_tokens["alice"].get_secret_value() == GITHUB_SECRET

@@ -32,6 +32,7 @@ from bot.settings import Settings, SettingsError, build_settings
 if TYPE_CHECKING:
     from bot.env_validation import EnvValidatorFactory
     from bot.model_versions import ModelVersionsFactory
+    from bot.store.db import Database
 
 COMMANDS_GROUP = "ribbit.commands"
 # The seams `ribbit serve` hands the web app, by name: ``model_versions`` (a
@@ -379,16 +380,17 @@ def cli_actor(given: str | None) -> str:
     return f"{user} (cli)"
 
 
-def audited(rt: Runtime[Any], actor: str, action: str, target: str, run: Callable[[], str]) -> str:
+def audited(db: Database, actor: str, action: str, target: str, run: Callable[[], str]) -> str:
     """Run ``run`` (which says what it did) and write its audit row, as a dashboard action
-    is (bot/admin): ok with its message, or error with what it raised, raised again."""
+    is (bot/admin): ok with its message, or error with what it raised, raised again. The
+    trainer's commands (`ribbit model promote`, `ribbit data delete`...) use it too."""
     from bot.store import audit
 
     try:
         message = run()
     except Exception as exc:
         audit.record(
-            rt.db,
+            db,
             actor=actor,
             action=action,
             target=target,
@@ -396,7 +398,7 @@ def audited(rt: Runtime[Any], actor: str, action: str, target: str, run: Callabl
             detail=f"{type(exc).__name__}: {exc}"[:2000],
         )
         raise
-    audit.record(rt.db, actor=actor, action=action, target=target, outcome="ok", detail=message)
+    audit.record(db, actor=actor, action=action, target=target, outcome="ok", detail=message)
     return message
 
 
@@ -429,7 +431,7 @@ def pause(repo: str | None, forge: str, actor: str | None) -> None:
         rt.store.pause(forge=forge_, repo=repo_)
         return f"paused {'everything' if repo_ is None else target}"
 
-    click.echo(audited(rt, cli_actor(actor), "pause", target, run))
+    click.echo(audited(rt.db, cli_actor(actor), "pause", target, run))
 
 
 @main.command()
@@ -459,7 +461,7 @@ def resume(repo: str | None, forge: str, actor: str | None) -> None:
             f"{len(released)} held job(s) dispatched"
         )
 
-    click.echo(audited(rt, cli_actor(actor), "resume", target, run))
+    click.echo(audited(rt.db, cli_actor(actor), "resume", target, run))
 
 
 # -- notifications ------------------------------------------------------------------------------
@@ -510,7 +512,7 @@ def db_upgrade(actor: str | None) -> None:
     rt = Runtime.open(settings)
     try:
         message = audited(
-            rt, cli_actor(actor), "db-upgrade", "schema", lambda: f"at revision {revision}"
+            rt.db, cli_actor(actor), "db-upgrade", "schema", lambda: f"at revision {revision}"
         )
     finally:
         rt.close()

@@ -111,9 +111,61 @@ def test_an_os_user_without_a_name_is_its_uid(monkeypatch: pytest.MonkeyPatch) -
     assert cli.cli_actor("dana") == "dana (cli, os user uid 1000)"
 
 
-def test_the_actor_option_is_on_every_state_changing_bot_command() -> None:
-    for path in (["pause"], ["resume"], ["db", "upgrade"]):
-        command = main
-        for name in path:
-            command = command.commands[name]  # type: ignore[attr-defined]
-        assert "actor" in {p.name for p in command.params}, path
+STATE_CHANGING = (
+    ["pause"],
+    ["resume"],
+    ["db", "upgrade"],
+    ["model", "promote"],
+    ["model", "rollback"],
+    ["data", "delete"],
+    ["data", "prune"],
+    ["data", "visibility"],
+)
+
+
+@pytest.mark.parametrize("path", STATE_CHANGING, ids=" ".join)
+def test_the_actor_option_is_on_every_state_changing_command(path: list[str]) -> None:
+    import click
+
+    ctx = click.Context(main)
+    command: click.Command | None = main
+    for name in path:
+        assert isinstance(command, click.Group)
+        command = command.get_command(ctx, name)
+    assert command is not None
+    assert "actor" in {p.name for p in command.params}, path
+
+
+# -- the trainer's state-changing commands, audited the same way -----------------------------
+
+
+def test_model_promote_and_rollback_are_audited(db: Database) -> None:
+    from trainer.registry import register
+
+    register(db, "v1", base_model="base", adapter_path="/a/v1", heldout_pass_rate=0.5)
+    register(db, "v2", base_model="base", adapter_path="/a/v2", heldout_pass_rate=0.4)
+    assert "promoted v1" in run("model", "promote", "v1", "--actor", "alice")
+    refused = CliRunner().invoke(main, ["model", "promote", "v2"])
+    assert refused.exit_code != 0 and "worse than the promoted v1" in refused.output
+    assert "now serving the base model" in run("model", "rollback")
+    audited = rows(db)
+    assert [(r[0], r[1], r[2], r[3]) for r in audited] == [
+        ("alice (cli, os user ops-user)", "promote", "model:v1", "ok"),
+        ("ops-user (cli)", "promote", "model:v2", "error"),
+        ("ops-user (cli)", "rollback", "model line:default", "ok"),
+    ]
+    assert audited[1][4] is not None and "worse than the promoted v1" in audited[1][4]
+
+
+def test_data_delete_visibility_and_prune_are_audited(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run("data", "delete", "--forge", "github", "--repo", "acme/b", "--yes", "--actor", "bob")
+    run("data", "visibility", "--forge", "gitlab", "--repo", "acme/c", "--public")
+    monkeypatch.setenv("RIBBIT_TRAINING__RETENTION_DAYS", "30")
+    run("data", "prune")
+    assert [(r[0], r[1], r[2], r[3]) for r in rows(db)] == [
+        ("bob (cli, os user ops-user)", "delete-data", "github:acme/b", "ok"),
+        ("ops-user (cli)", "visibility", "gitlab:acme/c", "ok"),
+        ("ops-user (cli)", "prune-data", "*", "ok"),
+    ]

@@ -642,7 +642,10 @@ def build_settings(settings_class: type[S], /, **overrides: Any) -> S:
         for err in exc.errors():
             loc = "__".join(str(p) for p in err["loc"]).upper()
             name = f"RIBBIT_{loc}" if loc else "settings"
-            lines.append(f"{name}: {err['msg']}")
+            # A validator's ValueError reads "Value error, <what it said>": say just that,
+            # and once only the variable it names itself.
+            msg = err["msg"].removeprefix("Value error, ")
+            lines.append(msg if msg.startswith(f"{name} ") else f"{name}: {msg}")
         raise SettingsError("invalid settings:\n  " + "\n  ".join(lines)) from None
 
 

@@ -77,6 +77,7 @@ def test_a_placeholder_is_refused_naming_the_variable_and_how_to_generate(
     message = str(caught.value)
     assert f"{variable} looks like a placeholder" in message
     assert HOW_TO_GENERATE in message
+    assert "Value error" not in message and message.count(f"{variable} ") == 1
     if len(value) > len("placeholder"):  # it names the word it found, never the value
         assert value not in message
 

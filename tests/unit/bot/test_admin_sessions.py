@@ -267,3 +267,26 @@ def test_every_admins_token_is_compared(monkeypatch: pytest.MonkeyPatch) -> None
     assert admins.matching(ALICE) == admins.members[0]
     assert admins.matching("nobody") is None
     assert calls == [ALICE, BOB, ALICE, BOB]
+
+
+@pytest.mark.parametrize(
+    ("admins", "status", "detail"),
+    [
+        ({}, "ok", "dashboard off"),
+        ({"admin_token": SHARED}, "warn", "the audit log cannot say who acted"),
+        ({"admin_tokens": {"bob": BOB, "alice": ALICE}}, "ok", "named admins: alice, bob"),
+        (
+            {"admin_token": SHARED, "admin_tokens": {"alice": ALICE}},
+            "ok",
+            "alice and the shared token",
+        ),
+    ],
+)
+def test_doctor_says_whether_the_audit_log_can_name_admins(
+    tmp_path: Path, admins: dict[str, Any], status: str, detail: str
+) -> None:
+    from bot.doctor import run_checks
+
+    settings = load_worker_settings(data_dir=tmp_path, **admins)
+    [check] = [c for c in run_checks(settings) if c.name == "admins"]
+    assert check.status == status and detail in check.detail

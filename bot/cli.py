@@ -27,7 +27,7 @@ import click
 from bot.console import empty, line, styled
 from bot.runtime import Runtime, SchemaNotCurrent, upgrade_database
 from bot.serving import DEFAULT_DRAIN_S, DrainingServer
-from bot.settings import Settings, SettingsError, build_settings
+from bot.settings import ADMIN_NAME, Settings, SettingsError, build_settings
 
 if TYPE_CHECKING:
     from bot.env_validation import EnvValidatorFactory
@@ -353,11 +353,20 @@ def jobs_show(job_id: str, as_json: bool) -> None:
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+def _actor_name(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    # An admin's name, as RIBBIT_ADMIN_TOKENS allows: nothing that could pass in the audit
+    # log for another entry ("alice (session) from 10.0.0.1").
+    if value is not None and not ADMIN_NAME.match(value):
+        raise click.BadParameter("letters, digits, _ . @ - only (an admin's name)")
+    return value
+
+
 def actor_option(command: F) -> F:
     """``--actor NAME`` on a command that changes state: who is acting, for the audit log."""
     return click.option(
         "--actor",
         default=None,
+        callback=_actor_name,
         help="Who is acting, for the audit log (default: your OS user name, which is "
         "recorded either way).",
     )(command)

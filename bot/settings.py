@@ -20,6 +20,7 @@ import itertools
 import os
 import re
 import tomllib
+import unicodedata
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -95,7 +96,8 @@ ADMIN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$")
 def secret_weakness(value: str) -> str | None:
     """Why ``value`` cannot serve as a shared secret (a placeholder, too short, a
     pattern), or None when it may."""
-    folded = "".join(c for c in value.casefold() if c.isalnum())
+    # NFKC first, so fullwidth or styled letters read as the plain ones they look like.
+    folded = "".join(c for c in unicodedata.normalize("NFKC", value).casefold() if c.isalnum())
     for word in PLACEHOLDER_WORDS:
         if word in folded:
             return f"looks like a placeholder or a made-up value (it contains {word!r})"

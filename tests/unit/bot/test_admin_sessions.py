@@ -104,6 +104,15 @@ def test_a_copied_cookie_is_refused_once_its_session_logged_out(app: Flask, db: 
     assert recent(db) == []
 
 
+def test_a_cookie_planted_before_login_is_never_the_session(app: Flask) -> None:
+    """Session fixation: login makes a new id whatever cookie the browser came with."""
+    browser = app.test_client()
+    browser.set_cookie(auth.COOKIE_NAME, "attacker-chosen-session-id", path="/admin")
+    cookie = login(browser, ALICE)
+    assert cookie != "attacker-chosen-session-id"
+    assert not signed_in(with_cookie(app, "attacker-chosen-session-id"))
+
+
 def test_logging_out_ends_only_that_session(app: Flask) -> None:
     one, two = app.test_client(), app.test_client()
     login(one, ALICE)

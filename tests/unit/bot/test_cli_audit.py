@@ -68,6 +68,16 @@ def test_actor_names_who_acted_and_the_os_user_stays_beside_it(db: Database) -> 
     ]
 
 
+@pytest.mark.parametrize(
+    "actor", ["alice (session) from 10.0.0.1", "", "bob\nok", "a" * 65, "-x", "<b>"]
+)
+def test_an_actor_that_could_pass_for_another_entry_is_refused(db: Database, actor: str) -> None:
+    result = CliRunner().invoke(main, ["pause", "--actor", actor])
+    assert result.exit_code == 2 and "an admin's name" in result.output
+    assert rows(db) == []
+    assert JobStore(db).paused_scopes() == []
+
+
 def test_db_upgrade_is_audited(env: Path, db: Database) -> None:
     assert run("db", "upgrade", "--actor", "carol").startswith("database at revision ")
     [(actor, action, target, outcome, detail)] = rows(db)

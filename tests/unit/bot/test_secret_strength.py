@@ -45,6 +45,9 @@ PLACEHOLDERS = [
     "our-ribbit-webhook-secret-for-production-2026",
     "Password!Password!Password!Password!",
     "https://ribbit.example.com/admin/token/0001",
+    # Letters that look like the plain ones (fullwidth, mathematical bold).
+    "\uff23\uff28\uff21\uff2e\uff27\uff25-\uff2d\uff25-" + GITHUB_SECRET,
+    "\U0001d42c\U0001d41e\U0001d41c\U0001d42b\U0001d41e\U0001d42d-" + GITHUB_SECRET,
 ]
 PATTERNS = [
     "x" * 40,

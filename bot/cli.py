@@ -515,16 +515,18 @@ def db_upgrade(actor: str | None) -> None:
     once: migrations wait on a lock). The one step that migrates: run it before starting
     upgraded web and worker processes, which refuse a schema behind theirs (unless
     RIBBIT_DATABASE_AUTO_UPGRADE, on by default for SQLite)."""
+    from bot.runtime import open_database
+
     settings = settings_or_exit()
     revision = upgrade_database(settings)
     # Audited once the schema has the audit table; a failed upgrade has no table to tell.
-    rt = Runtime.open(settings)
+    db = open_database(settings)
     try:
         message = audited(
-            rt.db, cli_actor(actor), "db-upgrade", "schema", lambda: f"at revision {revision}"
+            db, cli_actor(actor), "db-upgrade", "schema", lambda: f"at revision {revision}"
         )
     finally:
-        rt.close()
+        db.dispose()
     click.echo(f"database {message}")
 
 

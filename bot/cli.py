@@ -11,25 +11,28 @@ module.
 from __future__ import annotations
 
 import gc
+import getpass
 import json
 import logging
 import os
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from importlib.metadata import EntryPoint, entry_points
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from bot.console import empty, line, styled
 from bot.runtime import Runtime, SchemaNotCurrent, upgrade_database
 from bot.serving import DEFAULT_DRAIN_S, DrainingServer
-from bot.settings import Settings, SettingsError, build_settings
+from bot.settings import ADMIN_NAME, Settings, SettingsError, build_settings
 
 if TYPE_CHECKING:
     from bot.env_validation import EnvValidatorFactory
     from bot.model_versions import ModelVersionsFactory
+    from bot.store.db import Database
 
 COMMANDS_GROUP = "ribbit.commands"
 # The seams `ribbit serve` hands the web app, by name: ``model_versions`` (a
@@ -345,6 +348,69 @@ def jobs_show(job_id: str, as_json: bool) -> None:
         click.echo(json.dumps(job.result, indent=2, default=str))
 
 
+# -- admin actions: audited ------------------------------------------------------------------
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _actor_name(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    # An admin's name, as RIBBIT_ADMIN_TOKENS allows: nothing that could pass in the audit
+    # log for another entry ("alice (session) from 10.0.0.1").
+    if value is not None and not ADMIN_NAME.match(value):
+        raise click.BadParameter("letters, digits, _ . @ - only (an admin's name)")
+    return value
+
+
+def actor_option(command: F) -> F:
+    """``--actor NAME`` on a command that changes state: who is acting, for the audit log."""
+    return click.option(
+        "--actor",
+        default=None,
+        callback=_actor_name,
+        help="Who is acting, for the audit log (default: your OS user name, which is "
+        "recorded either way).",
+    )(command)
+
+
+def _os_user() -> str:
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError):  # a container's uid with no passwd entry and no $USER
+        return f"uid {os.getuid()}"
+
+
+def cli_actor(given: str | None) -> str:
+    """The audit log's actor for a CLI command: the OS user, or ``--actor`` with the OS
+    user beside it (a name typed on the command line proves nothing by itself)."""
+    user = _os_user()
+    name = (given or "").strip()[:64]
+    if name and name != user:
+        return f"{name} (cli, os user {user})"
+    return f"{user} (cli)"
+
+
+def audited(db: Database, actor: str, action: str, target: str, run: Callable[[], str]) -> str:
+    """Run ``run`` (which says what it did) and write its audit row, as a dashboard action
+    is (bot/admin): ok with its message, or error with what it raised, raised again. The
+    trainer's commands (`ribbit model promote`, `ribbit data delete`...) use it too."""
+    from bot.store import audit
+
+    try:
+        message = run()
+    except Exception as exc:
+        audit.record(
+            db,
+            actor=actor,
+            action=action,
+            target=target,
+            outcome="error",
+            detail=f"{type(exc).__name__}: {exc}"[:2000],
+        )
+        raise
+    audit.record(db, actor=actor, action=action, target=target, outcome="ok", detail=message)
+    return message
+
+
 # -- kill switch ------------------------------------------------------------------------------
 
 
@@ -363,11 +429,18 @@ def _split_repo(repo: str | None, forge: str | None) -> tuple[str | None, str | 
     show_default=True,
     help="The repository's forge, when --repo has no forge: prefix.",
 )
-def pause(repo: str | None, forge: str) -> None:
+@actor_option
+def pause(repo: str | None, forge: str, actor: str | None) -> None:
     """Stop starting jobs at once (events are still received and kept)."""
     forge_, repo_ = _split_repo(repo, forge)
-    _store(settings_or_exit()).pause(forge=forge_, repo=repo_)
-    click.echo(f"paused {'everything' if repo_ is None else f'{forge_}:{repo_}'}")
+    rt = Runtime.open(settings_or_exit())
+    target = "*" if repo_ is None else f"{forge_}:{repo_}"
+
+    def run() -> str:
+        rt.store.pause(forge=forge_, repo=repo_)
+        return f"paused {'everything' if repo_ is None else target}"
+
+    click.echo(audited(rt.db, cli_actor(actor), "pause", target, run))
 
 
 @main.command()
@@ -379,19 +452,25 @@ def pause(repo: str | None, forge: str) -> None:
     show_default=True,
     help="The repository's forge, when --repo has no forge: prefix.",
 )
-def resume(repo: str | None, forge: str) -> None:
+@actor_option
+def resume(repo: str | None, forge: str, actor: str | None) -> None:
     """Lift a pause and dispatch the jobs held meanwhile."""
     from bot.queue import JobQueue
 
     settings = settings_or_exit()
-    store = _store(settings)
+    rt = Runtime.open(settings)
     forge_, repo_ = _split_repo(repo, forge)
-    released = store.resume(forge=forge_, repo=repo_)
-    JobQueue.to_celery(settings, store).dispatch(released)
-    click.echo(
-        f"resumed {'everything' if repo_ is None else f'{forge_}:{repo_}'}; "
-        f"{len(released)} held job(s) dispatched"
-    )
+    target = "*" if repo_ is None else f"{forge_}:{repo_}"
+
+    def run() -> str:
+        released = rt.store.resume(forge=forge_, repo=repo_)
+        JobQueue.to_celery(settings, rt.store).dispatch(released)
+        return (
+            f"resumed {'everything' if repo_ is None else target}; "
+            f"{len(released)} held job(s) dispatched"
+        )
+
+    click.echo(audited(rt.db, cli_actor(actor), "resume", target, run))
 
 
 # -- notifications ------------------------------------------------------------------------------
@@ -430,12 +509,25 @@ def db() -> None:
 
 
 @db.command("upgrade")
-def db_upgrade() -> None:
+@actor_option
+def db_upgrade(actor: str | None) -> None:
     """Bring the schema to the newest revision (safe to run from several processes at
     once: migrations wait on a lock). The one step that migrates: run it before starting
     upgraded web and worker processes, which refuse a schema behind theirs (unless
     RIBBIT_DATABASE_AUTO_UPGRADE, on by default for SQLite)."""
-    click.echo(f"database at revision {upgrade_database(settings_or_exit())}")
+    from bot.runtime import open_database
+
+    settings = settings_or_exit()
+    revision = upgrade_database(settings)
+    # Audited once the schema has the audit table; a failed upgrade has no table to tell.
+    db = open_database(settings)
+    try:
+        message = audited(
+            db, cli_actor(actor), "db-upgrade", "schema", lambda: f"at revision {revision}"
+        )
+    finally:
+        db.dispose()
+    click.echo(f"database {message}")
 
 
 @db.command("check")

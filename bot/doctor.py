@@ -75,6 +75,22 @@ def run_checks(
             )
         return out
 
+    def admins() -> Check:
+        named = sorted(s.admin_tokens)
+        if not named and s.admin_token is None:
+            return Check("admins", "ok", "dashboard off (no admin token)")
+        if not named:
+            # The token works, but every action is "admin" in the audit log.
+            return Check(
+                "admins",
+                "warn",
+                "one shared RIBBIT_ADMIN_TOKEN: the audit log cannot say who acted; name "
+                "each admin with RIBBIT_ADMIN_TOKENS",
+            )
+        shared = " and the shared token (as 'admin')" if s.admin_token is not None else ""
+        return Check("admins", "ok", f"named admins: {', '.join(named)}{shared}")
+
+    checks += _guard("admins", admins)
     checks += _guard("database", database)
     checks += _guard("broker", broker)
     checks += _guard("forges", forges)

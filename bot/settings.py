@@ -16,9 +16,11 @@ built, so a worker's variables are known wherever they are read.
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import tomllib
+import unicodedata
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -53,6 +55,86 @@ def _blank_is_unset(value: Any) -> Any:
         return None
     if isinstance(value, SecretStr) and not value.get_secret_value().strip():
         return None
+    return value
+
+
+# Shared secrets are the ones Ribbit's operator picks (the admin tokens, the webhook
+# secrets, the reviewer link key); tokens a forge or a service issues are not ours to judge.
+# 32 characters: `secrets.token_urlsafe(32)` gives 43 (256 bits) and `openssl rand -hex 32`
+# 64, while 32 hex characters, the least random form a generator gives, still carry 128
+# bits, out of reach of the offline guessing an HMAC key or a bearer token faces. A value a
+# person typed seldom reaches 32 characters; one that does is caught below as a pattern.
+MIN_SECRET_CHARS = 32
+HOW_TO_GENERATE = 'python -c "import secrets; print(secrets.token_urlsafe(32))"'
+# Words of placeholders and of secrets a person made up, found in the value with case and
+# punctuation ignored (CHANGE-ME, change_me, ChangeMe...). Each has 6 characters or more,
+# so a generated secret holds one by chance with a probability under 1e-7.
+PLACEHOLDER_WORDS = (
+    "changeme",
+    "replaceme",
+    "placeholder",
+    "example",
+    "password",
+    "passwd",
+    "secret",
+    "insecure",
+    "default",
+    "letmein",
+    "qwerty",
+    "yourtoken",
+)
+# A random value of 32 characters or more uses far more distinct characters than this
+# (32 hex characters: fewer than 9 in under 1e-5 of draws); xxxx..., abab... use fewer.
+_MIN_DISTINCT_CHARS = 8
+
+
+# The actor RIBBIT_ADMIN_TOKEN's holder is in the audit log; named admins are others.
+SHARED_ADMIN = "admin"
+ADMIN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$")
+
+
+def secret_weakness(value: str) -> str | None:
+    """Why ``value`` cannot serve as a shared secret (a placeholder, too short, a
+    pattern), or None when it may."""
+    # NFKC first, so fullwidth or styled letters read as the plain ones they look like.
+    folded = "".join(c for c in unicodedata.normalize("NFKC", value).casefold() if c.isalnum())
+    for word in PLACEHOLDER_WORDS:
+        if word in folded:
+            return f"looks like a placeholder or a made-up value (it contains {word!r})"
+    if len(value) < MIN_SECRET_CHARS:
+        return f"is {len(value)} characters long; it needs at least {MIN_SECRET_CHARS}"
+    if len(set(value)) < _MIN_DISTINCT_CHARS or _repeats(value) or _mostly_sequential(value):
+        return "is a pattern (repeated or sequential characters), not a random value"
+    return None
+
+
+def _repeats(value: str) -> bool:
+    """Whether ``value`` is a shorter piece over and over (abcdabcd..., xyzxyzx...): its
+    shortest period, the length less its longest proper border (KMP), is at most half."""
+    border = [0] * len(value)
+    for i in range(1, len(value)):
+        k = border[i - 1]
+        while k and value[i] != value[k]:
+            k = border[k - 1]
+        border[i] = k + (value[i] == value[k])
+    return bool(value) and (len(value) - border[-1]) * 2 <= len(value)
+
+
+def _mostly_sequential(value: str) -> bool:
+    """Whether nearly all neighbours are the same or next characters (0123..., abcd...,
+    aabbcc...); in a random value a few are, by chance (in 32 hex characters, 6 of 31)."""
+    steps = [abs(ord(b) - ord(a)) <= 1 for a, b in itertools.pairwise(value)]
+    return sum(steps) * 4 > len(steps) * 3
+
+
+def require_strong_secret(value: SecretStr | None, variable: str) -> SecretStr | None:
+    """``value`` if it may serve as a shared secret (or is unset); else a ValueError naming
+    ``variable`` and how to generate a good one."""
+    if value is None:
+        return None
+    weakness = secret_weakness(value.get_secret_value())
+    if weakness is not None:
+        raise ValueError(f"{variable} {weakness}; generate one with: {HOW_TO_GENERATE}")
     return value
 
 
@@ -93,6 +175,11 @@ class GitHubSettings(Section):
 
     _blank_secrets = field_validator("webhook_secret", "token", mode="before")(_blank_is_unset)
 
+    @field_validator("webhook_secret")
+    @classmethod
+    def _strong_webhook_secret(cls, value: SecretStr | None) -> SecretStr | None:
+        return require_strong_secret(value, "RIBBIT_GITHUB__WEBHOOK_SECRET")
+
 
 class GitLabSettings(Section):
     webhook_token: SecretStr | None = Field(
@@ -107,6 +194,12 @@ class GitLabSettings(Section):
     bot_username: str = Field(default="ribbit-bot", description="The bot user's username.")
 
     _blank_secrets = field_validator("webhook_token", "token", mode="before")(_blank_is_unset)
+
+    @field_validator("webhook_token")
+    @classmethod
+    def _strong_webhook_token(cls, value: SecretStr | None) -> SecretStr | None:
+        return require_strong_secret(value, "RIBBIT_GITLAB__WEBHOOK_TOKEN")
+
     retry_backoff_s: float = Field(
         default=0.5,
         ge=0,
@@ -227,11 +320,9 @@ class ReviewerSettings(Section):
 
     @field_validator("link_secret")
     @classmethod
-    def _secret_long_enough(cls, value: SecretStr | None) -> SecretStr | None:
-        # Anyone can try signatures offline against a posted link: a short key falls.
-        if value is not None and len(value.get_secret_value()) < 32:
-            raise ValueError("RIBBIT_REVIEWER__LINK_SECRET needs at least 32 characters")
-        return value
+    def _strong_link_secret(cls, value: SecretStr | None) -> SecretStr | None:
+        # Anyone can try signatures offline against a posted link: a weak key falls.
+        return require_strong_secret(value, "RIBBIT_REVIEWER__LINK_SECRET")
 
     @field_validator("public_url")
     @classmethod
@@ -337,7 +428,16 @@ class Settings(BaseSettings):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(default="INFO")
     log_format: Literal["json", "text"] = Field(default="json", description="Log line format.")
     admin_token: SecretStr | None = Field(
-        default=None, description="Bearer token for /admin. Unset: the dashboard is disabled."
+        default=None,
+        description="Bearer token for /admin, shared: its holder is `admin` in the audit log "
+        "(RIBBIT_ADMIN_TOKENS names each admin). Unset, with no named admins: the dashboard "
+        "is disabled.",
+    )
+    admin_tokens: dict[str, SecretStr] = Field(
+        default_factory=dict,
+        description="Named admins: name -> token, as JSON in the variable or one variable "
+        "each (RIBBIT_ADMIN_TOKENS__ALICE); the audit log names who acted. Names: letters, "
+        "digits, _ . @ -.",
     )
     admin_poll_interval_s: float = Field(
         default=5.0,
@@ -359,6 +459,40 @@ class Settings(BaseSettings):
     noise: NoiseSettings = Field(default_factory=NoiseSettings)
     reviewer: ReviewerSettings = Field(default_factory=ReviewerSettings)
     training: TrainingDataSettings = Field(default_factory=TrainingDataSettings)
+
+    _blank_admin_token = field_validator("admin_token", mode="before")(_blank_is_unset)
+
+    @field_validator("admin_token")
+    @classmethod
+    def _strong_admin_token(cls, value: SecretStr | None) -> SecretStr | None:
+        return require_strong_secret(value, "RIBBIT_ADMIN_TOKEN")
+
+    @field_validator("admin_tokens")
+    @classmethod
+    def _named_admins(cls, value: dict[str, SecretStr]) -> dict[str, SecretStr]:
+        for name, token in value.items():
+            if not ADMIN_NAME.match(name):
+                raise ValueError(f"admin name {name!r}: letters, digits, _ . @ - only")
+            require_strong_secret(token, f"RIBBIT_ADMIN_TOKENS__{name.upper()}")
+        return value
+
+    @model_validator(mode="after")
+    def _admins_distinct(self) -> Settings:
+        # One token, one actor: a token shared by two names would make the audit log guess.
+        named = dict(self.admin_tokens)
+        if self.admin_token is not None:
+            if SHARED_ADMIN in named:
+                raise ValueError(
+                    f"RIBBIT_ADMIN_TOKENS names {SHARED_ADMIN!r}, the actor of "
+                    "RIBBIT_ADMIN_TOKEN; give that admin another name"
+                )
+            named[SHARED_ADMIN] = self.admin_token
+        seen: dict[str, str] = {}
+        for name, token in named.items():
+            other = seen.setdefault(token.get_secret_value(), name)
+            if other != name:
+                raise ValueError(f"admins {other!r} and {name!r} have the same token")
+        return self
 
     @field_validator("label")
     @classmethod
@@ -443,6 +577,9 @@ class Settings(BaseSettings):
             elif isinstance(obj, BaseModel):
                 for name in type(obj).model_fields:
                     walk(getattr(obj, name))
+            elif isinstance(obj, dict):  # the named admins' tokens
+                for item in obj.values():
+                    walk(item)
 
         walk(self)
         return found
@@ -507,7 +644,10 @@ def build_settings(settings_class: type[S], /, **overrides: Any) -> S:
         for err in exc.errors():
             loc = "__".join(str(p) for p in err["loc"]).upper()
             name = f"RIBBIT_{loc}" if loc else "settings"
-            lines.append(f"{name}: {err['msg']}")
+            # A validator's ValueError reads "Value error, <what it said>": say just that,
+            # and once only the variable it names itself.
+            msg = err["msg"].removeprefix("Value error, ")
+            lines.append(msg if msg.startswith(f"{name} ") else f"{name}: {msg}")
         raise SettingsError("invalid settings:\n  " + "\n  ".join(lines)) from None
 
 

@@ -14,10 +14,13 @@ chart="$(cd "$(dirname "$0")/.." && pwd)/deploy/helm/ribbit"
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
+# The one value the chart has no default for (an install fails without it).
+db=(--set-string "secrets.stringData.ribbit_database_url=postgresql+psycopg://ribbit:check@db/ribbit")
+
 render() {  # name, then helm args
   local name=$1; shift
-  helm lint --strict "$chart" "$@"
-  helm template rb "$chart" "$@" --set keda.enabled=true --set trainer.enabled=true >"$out/$name.yaml"
+  helm lint --strict "$chart" "${db[@]}" "$@"
+  helm template rb "$chart" "${db[@]}" "$@" --set keda.enabled=true --set trainer.enabled=true >"$out/$name.yaml"
   echo "rendered $name: $(grep -c '^kind:' "$out/$name.yaml") manifests"
   if command -v kubeconform >/dev/null; then
     kubeconform -strict -summary -ignore-missing-schemas "$out/$name.yaml"

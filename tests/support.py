@@ -29,8 +29,12 @@ def require_service(available: bool, what: str) -> None:
 
 
 FIXTURES = Path(__file__).parent / "fixtures"
-GITHUB_SECRET = "gh-webhook-secret-for-tests"
-GITLAB_TOKEN = "gl-webhook-token-for-tests"
+# Shared secrets as an operator generates them (bot/settings.py refuses weak ones at
+# start-up): every test that configures one takes it from here rather than making one up.
+GITHUB_SECRET = "E6rF-AFVyLFvEx240_yqJcErd4Y7BFimyv-xGJJqHbc"
+GITLAB_TOKEN = "tgeFP1D5tIxERLCvbqUWZfIUov7PIXIldMzlheVNItQ"
+LINK_SECRET = "00OwXaFRyjLt0zHuz31oh-xt9--A8fD2dZFuckU_WpQ"
+OTHER_SECRET = "slE3xXFmxnAzuAgMqQejoUeO2OQh-sHsmbkynfbznr8"
 
 
 def load_payload(forge: str, name: str) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from bot.cli import actor_option, audited, cli_actor
 from bot.console import empty
 from bot.forges.base import RepoRef, forge_name
 from bot.runtime import open_database
@@ -130,9 +131,15 @@ def export_data(
 @_repo
 @click.option("--yes", is_flag=True, help="Do not ask.")
 @_store
+@actor_option
 @click.pass_context
 def delete_data(
-    ctx: click.Context, forge: str, full_name: str, yes: bool, store: Path | None
+    ctx: click.Context,
+    forge: str,
+    full_name: str,
+    yes: bool,
+    store: Path | None,
+    actor: str | None,
 ) -> None:
     """Delete one repository's outcomes, trajectories, environments and job records."""
     from trainer.data import delete_repo
@@ -140,15 +147,23 @@ def delete_data(
     if not yes:
         click.confirm(f"delete every stored record of {forge}:{full_name}?", abort=True)
     settings, db, env_store = _open(ctx, store)
-    found = delete_repo(db, env_store, settings.data_dir, RepoRef(forge_name(forge), full_name))
-    db.dispose()
-    click.echo(f"deleted {json.dumps(found.summary())}")
+    ref = RepoRef(forge_name(forge), full_name)
+
+    def run() -> str:
+        found = delete_repo(db, env_store, settings.data_dir, ref)
+        return f"deleted {json.dumps(found.summary())}"
+
+    try:
+        click.echo(audited(db, cli_actor(actor), "delete-data", str(ref), run))
+    finally:
+        db.dispose()
 
 
 @data.command("prune")
 @_store
+@actor_option
 @click.pass_context
-def prune_data(ctx: click.Context, store: Path | None) -> None:
+def prune_data(ctx: click.Context, store: Path | None, actor: str | None) -> None:
     """Delete data older than RIBBIT_TRAINING__RETENTION_DAYS (for a cron or beat job)."""
     from trainer.data import prune
 
@@ -158,26 +173,41 @@ def prune_data(ctx: click.Context, store: Path | None) -> None:
         db.dispose()
         click.echo("RIBBIT_TRAINING__RETENTION_DAYS is unset: nothing expires")
         return
-    done = prune(db, env_store, settings.data_dir, days)
-    db.dispose()
-    for d in done:
-        click.echo(f"pruned {json.dumps(d.summary())}")
-    click.echo(f"pruned data older than {days} days from {len(done)} repositories")
+
+    def run() -> str:
+        done = prune(db, env_store, settings.data_dir, days)
+        for d in done:
+            click.echo(f"pruned {json.dumps(d.summary())}")
+        return f"pruned data older than {days} days from {len(done)} repositories"
+
+    try:
+        click.echo(audited(db, cli_actor(actor), "prune-data", "*", run))
+    finally:
+        db.dispose()
 
 
 @data.command("visibility")
 @_forge
 @_repo
 @click.option("--private/--public", "private", required=True, help="What the forge says.")
+@actor_option
 @click.pass_context
-def visibility_data(ctx: click.Context, forge: str, full_name: str, private: bool) -> None:
+def visibility_data(
+    ctx: click.Context, forge: str, full_name: str, private: bool, actor: str | None
+) -> None:
     """Record whether a repository is private (unrecorded counts as private: its outcomes
     train no line that does not name it)."""
     from bot.model_lines import repo_line, set_visibility
 
     settings, db, _ = _open(ctx, None)
     ref = RepoRef(forge_name(forge), full_name)
-    set_visibility(db, ref, private=private)
-    line = repo_line(db, settings.training, ref)
-    db.dispose()
-    click.echo(f"{ref}: {'private' if private else 'public'}; model line {line or '-'}")
+
+    def run() -> str:
+        set_visibility(db, ref, private=private)
+        line = repo_line(db, settings.training, ref)
+        return f"{ref}: {'private' if private else 'public'}; model line {line or '-'}"
+
+    try:
+        click.echo(audited(db, cli_actor(actor), "visibility", str(ref), run))
+    finally:
+        db.dispose()

@@ -3,7 +3,8 @@ and the trainer's tables once they exist.
 
 Server-rendered Jinja with autoescaping (trajectories are untrusted model output),
 a strict Content-Security-Policy (scripts only from /admin/static, no inline code),
-and no anonymous access: without Settings.admin_token every /admin URL is 404.
+and no anonymous access: without an admin token (Settings.admin_token, or the named
+admins of Settings.admin_tokens) every /admin URL is 404.
 
 This module holds the blueprint and its views; auth.py says who may see /admin, csrf.py
 guards its POSTs, queries.py shapes the pages from the stores' named queries, job_view.py
@@ -23,12 +24,12 @@ from flask import (
     Blueprint,
     Response,
     abort,
+    g,
     redirect,
     render_template,
     request,
     url_for,
 )
-from pydantic import SecretStr
 
 from bot import env_validation, live
 from bot.admin import actions, auth, csrf, job_view, queries
@@ -48,9 +49,14 @@ CSP = (
 PUBLIC_ENDPOINTS = {"admin.login", "admin.static"}
 
 
-def _token() -> SecretStr | None:
-    token = services().settings.admin_token
-    return token if token is not None and token.get_secret_value() else None
+def _admins() -> auth.Admins | None:
+    return auth.Admins.from_settings(services().settings)
+
+
+def _who() -> auth.Authenticated:
+    """Who the request is from; set by _guard for every view but the public ones."""
+    who: auth.Authenticated = g.ribbit_admin
+    return who
 
 
 LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "[::1]"}
@@ -64,10 +70,14 @@ def _secure() -> bool:
 
 @bp.before_request
 def _guard() -> Response | None:
-    token = _token()
-    if token is None:
+    admins = _admins()
+    if admins is None:
         abort(404)
-    if request.endpoint in PUBLIC_ENDPOINTS or auth.is_authenticated(token, request):
+    if request.endpoint in PUBLIC_ENDPOINTS:
+        return None
+    who = auth.authenticate(admins, services().db, request)
+    if who is not None:
+        g.ribbit_admin = who
         return None
     # Scripts get a plain 401; browsers are sent to the form.
     if "Authorization" in request.headers or not request.accept_mimetypes.accept_html:
@@ -81,8 +91,8 @@ def _guard() -> Response | None:
 
 @bp.context_processor
 def _csrf_field() -> dict[str, str]:
-    token = _token()
-    return {"csrf_token": csrf.token_for(token, request) if token is not None else ""}
+    who: auth.Authenticated | None = g.get("ribbit_admin")
+    return {"csrf_token": csrf.token_for(who.admin.token, request) if who is not None else ""}
 
 
 def page_headers(response: Response, static_endpoint: str) -> Response:
@@ -111,13 +121,14 @@ def _safe_next(value: str | None) -> str:
 
 @bp.route("/login", methods=["GET", "POST"])
 def login() -> Any:
-    token = _token()
-    assert token is not None  # _guard returned 404 otherwise
+    admins = _admins()
+    assert admins is not None  # _guard returned 404 otherwise
     error = None
     if request.method == "POST":
-        if auth.token_matches(token, request.form.get("token", "")):
+        admin = admins.matching(request.form.get("token", ""))
+        if admin is not None:
             response = redirect(_safe_next(request.form.get("next")))
-            auth.set_session_cookie(token, response, secure=_secure())
+            auth.start_session(admin, services().db, response, secure=_secure())
             return response
         error = "That token is not the admin token."
     status = 401 if error else 200
@@ -131,7 +142,7 @@ def login() -> Any:
 @bp.post("/logout")
 def logout() -> Any:
     response = redirect(url_for("admin.login"))
-    auth.clear_session_cookie(response, secure=_secure())
+    auth.end_session(services().db, request, response, secure=_secure())
     return response
 
 
@@ -248,18 +259,15 @@ def trainer_section(section: str) -> str:
 
 
 def _actor() -> str:
-    token = _token()
-    assert token is not None
-    how = "bearer" if auth.bearer_ok(token, request) else "session"
-    return f"admin ({how}) from {request.remote_addr or 'unknown'}"
+    who = _who()
+    return f"{who.admin.name} ({who.how}) from {request.remote_addr or 'unknown'}"
 
 
 def _run_action(name: str, target: str, run: Any) -> Any:
     """Refuse cross-site POSTs, run the action, audit it either way, answer."""
-    token = _token()
-    assert token is not None
+    who = _who()
     db = services().db
-    refused = csrf.refusal(token, request)
+    refused = csrf.refusal(who.admin.token, request)
     if refused is not None:
         audit.record(
             db, actor=_actor(), action=name, target=target, outcome="refused", detail=refused
@@ -274,7 +282,7 @@ def _run_action(name: str, target: str, run: Any) -> Any:
         outcome="ok" if result.ok else "error",
         detail=result.message,
     )
-    if auth.bearer_ok(token, request):
+    if who.how == "bearer":
         return {"ok": result.ok, "message": result.message}, 200 if result.ok else 409
     wanted = request.form.get("next")
     if not wanted:

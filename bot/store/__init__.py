@@ -15,9 +15,9 @@ typed records. No module outside bot/store/ and trainer/store.py builds a query
 - training.py: the trainer's tables (environments, runs, model versions) and what the
   worker and the dashboard read of them (TrainingStore); the trainer's own queries are
   in trainer/store.py.
-- audit.py, heartbeats.py, notifications.py, noise.py, validations.py: the dashboard's
-  audit log, worker heartbeats, notifications sent, noise pauses, and environment
-  re-validations.
+- audit.py, admin_sessions.py, heartbeats.py, notifications.py, noise.py, validations.py:
+  the audit log of admin actions (dashboard and CLI), the dashboard's sessions, worker
+  heartbeats, notifications sent, noise pauses, and environment re-validations.
 - broker.py: the one write to the embedded broker's (kombu's) tables that the web
   process's sender makes itself, a batch of messages in one statement.
 """

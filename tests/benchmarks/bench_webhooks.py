@@ -55,9 +55,9 @@ from sqlalchemy import create_engine, text
 from bot.cli import SERVE_THREADS
 from bot.signatures import sign_github
 from tests.plugins.services import postgres_server, redis_server
-from tests.support import load_payload
+from tests.support import GITHUB_SECRET, load_payload
 
-SECRET = "bench-secret"
+SECRET = GITHUB_SECRET
 SETUPS = ("embedded", "redis+postgres")
 # The targets (#17): throughput against bare Flask at saturation, per setup; the
 # open-loop p99 at TARGET_RATE requests/s over TARGET_WINDOW_S seconds.

@@ -17,6 +17,7 @@ from bot.settings import load_settings
 from bot.store.db import Database
 from tests.plugins.admin import ADMIN_TOKEN, seed_jobs
 from tests.plugins.services import _wait_for_port, free_port
+from tests.support import GITHUB_SECRET
 
 pytestmark = pytest.mark.integration
 
@@ -37,7 +38,7 @@ def server(tmp_path: Path) -> Iterator[str]:
         **{k: v for k, v in os.environ.items() if not k.startswith("RIBBIT_")},
         "RIBBIT_DATA_DIR": str(data),
         "RIBBIT_ADMIN_TOKEN": ADMIN_TOKEN,
-        "RIBBIT_GITHUB__WEBHOOK_SECRET": "s3cret",
+        "RIBBIT_GITHUB__WEBHOOK_SECRET": GITHUB_SECRET,
         "RIBBIT_LOG_FORMAT": "text",
         "PYTHONPATH": str(REPO),
     }

@@ -21,7 +21,7 @@ import jsonschema
 import pytest
 import yaml
 
-from tests.support import require_service
+from tests.support import GITHUB_SECRET, GITLAB_TOKEN, OTHER_SECRET, require_service
 from worker.settings import WorkerSettings
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
@@ -162,19 +162,19 @@ def test_deploy_settings_read_container_secret_files(
 ) -> None:
     secrets = tmp_path / "secrets"
     secrets.mkdir()
-    (secrets / "ribbit_github__webhook_secret").write_text("from-a-file\n")
-    (secrets / "ribbit_admin_token").write_text("admin-from-file")
+    (secrets / "ribbit_github__webhook_secret").write_text(GITHUB_SECRET + "\n")
+    (secrets / "ribbit_admin_token").write_text(GITLAB_TOKEN)
     (secrets / "ribbit_database_url").write_text("postgresql+psycopg://u:p@db/ribbit\n")
     settings = WorkerSettings(_secrets_dir=secrets)  # type: ignore[call-arg]
     assert settings.github.webhook_secret is not None
-    assert settings.github.webhook_secret.get_secret_value() == "from-a-file"
+    assert settings.github.webhook_secret.get_secret_value() == GITHUB_SECRET
     assert settings.admin_token is not None
-    assert settings.admin_token.get_secret_value() == "admin-from-file"
+    assert settings.admin_token.get_secret_value() == GITLAB_TOKEN
     assert settings.database_url == "postgresql+psycopg://u:p@db/ribbit"
-    monkeypatch.setenv("RIBBIT_ADMIN_TOKEN", "from-env")
+    monkeypatch.setenv("RIBBIT_ADMIN_TOKEN", OTHER_SECRET)
     overridden = WorkerSettings(_secrets_dir=secrets)  # type: ignore[call-arg]
     assert overridden.admin_token is not None
-    assert overridden.admin_token.get_secret_value() == "from-env"
+    assert overridden.admin_token.get_secret_value() == OTHER_SECRET
 
 
 def _flags(command: list[str]) -> dict[str, str]:

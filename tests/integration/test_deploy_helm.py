@@ -4,7 +4,10 @@ Helm itself is not installable here (no Debian or PyPI package ships the binary)
 the templates keep to a deliberately small subset of Go templates -- value lookups
 (optionally `| quote`), `.Release.Name` and `.Release.Revision`, `if`/`end` around
 whole documents, and `toYaml X | nindent N` -- and this test renders exactly that subset,
-refusing any other action so the chart cannot drift past what is checked. The rendered
+refusing any other action so the chart cannot drift past what is checked. The Secret
+alone (templates/secret.yaml: generated secrets kept across upgrades) also uses
+variables (`$x := ...`), `if` on a pipeline, comments, and the few functions in _FUNCS,
+evaluated here as Helm does; `lookup` answers from the cluster a test passes in. The rendered
 manifests are validated with kubernetes-validate (Kubernetes' OpenAPI schemas,
 offline, strict: unknown fields fail). KEDA's ScaledObject is a CRD those schemas
 do not include; its fields are checked by hand. `helm lint`/`helm template` on a
@@ -13,10 +16,14 @@ machine with Helm remain the authority (deploy/README.md).
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import copy
 import json
+import random
 import re
+import string
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +48,136 @@ class UnsupportedTemplate(ValueError):
     pass
 
 
+class ChartFailure(Exception):
+    """The chart's own `fail`: Helm stops the install with this message."""
+
+
+_ASSIGN = re.compile(r"^\$([A-Za-z_]\w*)\s*:=\s*(.+)$", re.S)
+_IF_PIPELINE = re.compile(r"^if\s+(.+)$", re.S)
+_COMMENT = re.compile(r"^/\*.*\*/$", re.S)
+_TOKEN = re.compile(r'\s*(\(|\)|\||"(?:[^"\\]|\\.)*"|[^\s()|]+)')
+
+
+def _get(mapping: Any, key: Any) -> Any:
+    # sprig's get: "" for a missing key.
+    return mapping.get(key, "") if isinstance(mapping, dict) else ""
+
+
+def _rand_alnum(rng: random.Random) -> Callable[[int], str]:
+    alphabet = string.ascii_letters + string.digits
+    return lambda n: "".join(rng.choice(alphabet) for _ in range(int(n)))
+
+
+def _functions(ctx: dict[str, Any]) -> dict[str, Callable[..., Any]]:
+    """The functions the chart may call outside the plain subset, as Helm defines them."""
+    cluster: dict[tuple[str, str, str, str], Any] = ctx["cluster"]
+
+    def fail(message: str) -> None:
+        raise ChartFailure(message)
+
+    return {
+        "not": lambda v: not v,
+        "and": lambda *vs: all(vs),
+        "hasKey": lambda m, k: isinstance(m, dict) and k in m,
+        "get": _get,
+        "dict": lambda: {},
+        "default": lambda fallback, *v: v[0] if v and v[0] else fallback,
+        "printf": lambda fmt, *args: fmt % args,
+        "randAlphaNum": _rand_alnum(ctx["rng"]),
+        "b64enc": lambda v: base64.b64encode(str(v).encode()).decode(),
+        "quote": lambda v: json.dumps(str(v)),
+        "lookup": lambda api, kind, ns, name: copy.deepcopy(cluster.get((api, kind, ns, name), {})),
+        "fail": fail,
+    }
+
+
+def _tokens(text: str) -> list[str]:
+    tokens, pos = [], 0
+    while pos < len(text.rstrip()):
+        m = _TOKEN.match(text, pos)
+        if not m:
+            raise UnsupportedTemplate(f"cannot read {text!r}")
+        tokens.append(m.group(1))
+        pos = m.end()
+    return tokens
+
+
+def _evaluate(text: str, ctx: dict[str, Any], variables: dict[str, Any]) -> Any:
+    """A Go-template pipeline (`cmd | cmd ...`, each piped value the last argument) over
+    _functions, `.Values`/`.Release` paths (a missing map key is nil, as in Helm),
+    `$variables`, string and integer literals and parenthesised pipelines."""
+    functions = _functions(ctx)
+    tokens = _tokens(text)
+    pos = 0
+
+    def operand(token: str) -> Any:
+        nonlocal pos
+        if token == "(":
+            value = pipeline()
+            if pos >= len(tokens) or tokens[pos] != ")":
+                raise UnsupportedTemplate(f"unbalanced parentheses in {text!r}")
+            pos += 1
+            return value
+        if token.startswith('"'):
+            return json.loads(token)
+        if token in functions:  # a function named as an argument is called with none (dict)
+            return functions[token]()
+        if token.isdigit():
+            return int(token)
+        if token.startswith("$"):
+            name, _, rest = token[1:].partition(".")
+            if name not in variables:
+                raise UnsupportedTemplate(f"no variable ${name}")
+            node = variables[name]
+            path = rest
+        elif re.fullmatch(r"\.(Values|Release)(\.[A-Za-z_][\w-]*)+", token):
+            node, path = ctx, token[1:]
+        else:
+            raise UnsupportedTemplate(f"template action outside the checked subset: {token}")
+        for part in path.split(".") if path else []:
+            node = node.get(part) if isinstance(node, dict) else None
+        return node
+
+    def command() -> Any:
+        nonlocal pos
+        args: list[Any] = []
+        name = None
+        if tokens[pos] in functions:
+            name = tokens[pos]
+            pos += 1
+        while pos < len(tokens) and tokens[pos] not in ("|", ")"):
+            token = tokens[pos]
+            pos += 1
+            args.append(operand(token))
+        return name, args
+
+    def pipeline() -> Any:
+        nonlocal pos
+        value: Any = None
+        first = True
+        while True:
+            name, args = command()
+            if name is None:
+                if len(args) != 1 or not first:
+                    raise UnsupportedTemplate(f"template action outside the checked subset: {text}")
+                value = args[0]
+            else:
+                try:
+                    value = functions[name](*args, *([] if first else [value]))
+                except TypeError as exc:  # called with the wrong arguments
+                    raise UnsupportedTemplate(f"{name} in {text!r}: {exc}") from None
+            first = False
+            if pos < len(tokens) and tokens[pos] == "|":
+                pos += 1
+                continue
+            return value
+
+    result = pipeline()
+    if pos != len(tokens):
+        raise UnsupportedTemplate(f"template action outside the checked subset: {text}")
+    return result
+
+
 def _lookup(path: str, ctx: dict[str, Any]) -> Any:
     node: Any = ctx
     for part in path.split("."):
@@ -58,14 +195,24 @@ def _scalar(value: Any) -> str:
     return str(value)
 
 
-def render(text: str, values: dict[str, Any]) -> str:
+NAMESPACE = "ribbit"
+# What `lookup` sees: (apiVersion, kind, namespace, name) -> the object. Empty, as under
+# `helm template` or a first install, unless a test passes a cluster in.
+Cluster = dict[tuple[str, str, str, str], dict[str, Any]]
+
+
+def render(text: str, values: dict[str, Any], cluster: Cluster | None = None, seed: int = 0) -> str:
     """Render the chart's Go-template subset (see the module docstring)."""
     chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
     ctx = {
         "Values": values,
-        "Release": {"Name": RELEASE, "Revision": REVISION},
+        "Release": {"Name": RELEASE, "Revision": REVISION, "Namespace": NAMESPACE},
         "Chart": {"Name": chart["name"], "AppVersion": chart["appVersion"]},
+        "cluster": cluster or {},
+        # randAlphaNum, seeded: a test's render is the same every run.
+        "rng": random.Random(seed),
     }
+    variables: dict[str, Any] = {}
     out: list[str] = []
     active = [True]
     trim_next = False
@@ -84,6 +231,8 @@ def render(text: str, values: dict[str, Any]) -> str:
         trim_next = right
         if m := _IF.match(body):
             active.append(bool(_lookup(m.group(1), ctx)))
+        elif m := _IF_PIPELINE.match(body):
+            active.append(all(active) and bool(_evaluate(m.group(1), ctx, variables)))
         elif body == "end":
             if len(active) == 1:
                 raise UnsupportedTemplate("end without if")
@@ -99,19 +248,36 @@ def render(text: str, values: dict[str, Any]) -> str:
             ).rstrip("\n")
             pad = " " * int(m.group(2))
             out.append("\n" + "\n".join(pad + line for line in dumped.splitlines()))
+        elif _COMMENT.match(body):
+            continue
+        elif m := _ASSIGN.match(body):
+            variables[m.group(1)] = _evaluate(m.group(2), ctx, variables)
         else:
-            raise UnsupportedTemplate(f"template action outside the checked subset: {piece}")
+            value = _evaluate(body, ctx, variables)
+            out.append("" if value is None else _scalar(value))
     if len(active) != 1:
         raise UnsupportedTemplate("if without end")
     return "".join(out)
 
 
-def default_values(*overlays: str) -> dict[str, Any]:
+# The one value an install must give (the chart has no database and no default for it).
+DATABASE_URL = "postgresql+psycopg://ribbit:pw@ribbit-postgres/ribbit"
+
+
+def chart_values(*overlays: str) -> dict[str, Any]:
     """values.yaml, then each overlay file merged in the way Helm does (maps merge key by
     key, null deletes a key; anything else, lists included, is replaced)."""
     data: dict[str, Any] = yaml.safe_load((CHART / "values.yaml").read_text())
     for name in overlays:
         _merge(data, yaml.safe_load((CHART / name).read_text()))
+    return data
+
+
+def default_values(*overlays: str) -> dict[str, Any]:
+    """chart_values with the database URL every install gives (`--set-string
+    secrets.stringData.ribbit_database_url=...`)."""
+    data = chart_values(*overlays)
+    data["secrets"]["stringData"]["ribbit_database_url"] = DATABASE_URL
     return data
 
 
@@ -125,10 +291,12 @@ def _merge(into: dict[str, Any], overlay: dict[str, Any]) -> None:
             into[key] = value
 
 
-def manifests(values: dict[str, Any]) -> list[dict[str, Any]]:
+def manifests(
+    values: dict[str, Any], cluster: Cluster | None = None, seed: int = 0
+) -> list[dict[str, Any]]:
     docs: list[dict[str, Any]] = []
     for template in sorted((CHART / "templates").glob("*.yaml")):
-        rendered = render(template.read_text(), values)
+        rendered = render(template.read_text(), values, cluster, seed)
         try:
             docs += [d for d in yaml.safe_load_all(rendered) if d]
         except yaml.YAMLError as exc:
@@ -224,7 +392,8 @@ def test_deploy_helm_workers_get_gpu_and_beat_is_single() -> None:
         mounts = {m["mountPath"] for m in spec["containers"][0]["volumeMounts"]}
         assert "/run/secrets" in mounts
     secret = _by_name(docs, "Secret", "-secrets")
-    assert set(secret["stringData"]) >= {"ribbit_database_url", "ribbit_admin_token"}
+    assert set(secret["stringData"]) == {"ribbit_database_url"}
+    assert set(secret["data"]) == set(GENERATED)  # no default token: generated (below)
 
 
 def test_deploy_helm_network_policy_limits_worker_egress() -> None:
@@ -289,6 +458,77 @@ def test_deploy_helm_renderer_refuses_unchecked_template_actions() -> None:
         render('x: {{ include "ribbit.labels" . }}\n', default_values())
     with pytest.raises(UnsupportedTemplate):
         render("x: {{ .Values.nope }}\n", default_values())
+    for action in ("randAscii 3", "b64enc .Values.image | toJson", "$nope", "(quote"):
+        with pytest.raises(UnsupportedTemplate):
+            render(f"x: {{{{ {action} }}}}\n", default_values())
+
+
+# -- secrets: none shipped, strong ones generated and kept (issue #32, item 6) ----------------
+
+GENERATED = ("ribbit_admin_token", "ribbit_github__webhook_secret")
+
+
+def _secret(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    return _by_name(docs, "Secret", "-secrets")
+
+
+def _generated(secret: dict[str, Any]) -> dict[str, str]:
+    return {k: base64.b64decode(v).decode() for k, v in secret.get("data", {}).items()}
+
+
+def test_deploy_helm_generates_strong_secrets_when_none_are_given() -> None:
+    from bot.settings import secret_weakness
+
+    secret = _secret(manifests(default_values()))
+    validate(secret)
+    generated = _generated(secret)
+    assert set(generated) == set(GENERATED)
+    for key, value in generated.items():
+        assert re.fullmatch(r"[A-Za-z0-9]{48}", value), key
+        assert secret_weakness(value) is None, key
+    assert len(set(generated.values())) == len(GENERATED)
+    # Each fresh install draws its own.
+    other = _generated(_secret(manifests(default_values(), seed=1)))
+    assert not set(other.values()) & set(generated.values())
+
+
+def test_deploy_helm_keeps_generated_secrets_across_upgrades() -> None:
+    installed = _secret(manifests(default_values(), seed=1))
+    cluster = {("v1", "Secret", NAMESPACE, f"{RELEASE}-secrets"): installed}
+    upgraded = _secret(manifests(default_values(), cluster=cluster, seed=2))
+    assert upgraded["data"] == installed["data"]
+    # A Secret of another name (another release) is not this release's.
+    elsewhere = {("v1", "Secret", NAMESPACE, "other-secrets"): installed}
+    assert (
+        _secret(manifests(default_values(), cluster=elsewhere, seed=2))["data"]
+        != (installed["data"])
+    )
+
+
+def test_deploy_helm_uses_the_secrets_given_and_generates_only_the_rest() -> None:
+    values = default_values()
+    values["secrets"]["stringData"]["ribbit_admin_token"] = "given-admin-token"
+    secret = _secret(manifests(values))
+    assert secret["stringData"]["ribbit_admin_token"] == "given-admin-token"
+    assert set(secret["data"]) == {"ribbit_github__webhook_secret"}
+    values["secrets"]["stringData"]["ribbit_github__webhook_secret"] = "given-webhook-secret"
+    both = _secret(manifests(values))
+    validate(both)
+    assert "data" not in both
+
+
+def test_deploy_helm_install_fails_without_a_database_url() -> None:
+    with pytest.raises(ChartFailure, match=r"set secrets\.stringData\.ribbit_database_url"):
+        manifests(chart_values())
+    values = chart_values()
+    values["secrets"]["create"] = False  # RELEASE-secrets managed outside Helm: no check
+    assert not [d for d in manifests(values) if d["kind"] == "Secret"]
+
+
+def test_deploy_helm_values_ship_no_secret() -> None:
+    for name in ("values.yaml", "values-vllm.yaml", "values-sglang.yaml"):
+        secrets = (yaml.safe_load((CHART / name).read_text()) or {}).get("secrets") or {}
+        assert not secrets.get("stringData"), name
 
 
 def _flags(args: list[str]) -> dict[str, str]:

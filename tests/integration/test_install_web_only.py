@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.support import require_service
+from tests.support import GITHUB_SECRET, require_service
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
-SECRET = "web-only-secret"
+SECRET = GITHUB_SECRET
 
 
 def _pypi_reachable() -> bool:

@@ -21,6 +21,7 @@ from tests.fakes import ScriptedPolicy
 from tests.plugins.browser import csp_violations, shot
 from tests.plugins.e2e import GOOD_SCRIPT, bot_comments, label_issue, new_repo, wait_for
 from tests.plugins.services import free_port
+from tests.support import LINK_SECRET
 
 pytestmark = pytest.mark.integration
 
@@ -72,7 +73,7 @@ def test_reviewer_follows_the_status_link_and_watches_turns_rise(
         GOOD_SCRIPT,
         port=port,
         reviewer=ReviewerSettings(
-            link_secret="reviewer-secret-for-the-browser-test",  # type: ignore[arg-type]
+            link_secret=LINK_SECRET,  # type: ignore[arg-type]
             public_url=f"http://127.0.0.1:{port}",
             status_edit_interval_s=0,  # every turn edits the comment (bounded in unit tests)
             poll_interval_s=0.2,

@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from bot.cli import actor_option, audited, cli_actor
 from bot.console import empty, progress
 from trainer.cli.common import (
     open_db,
@@ -203,16 +204,24 @@ def evaluate_model(
 @model.command("promote")
 @click.argument("version")
 @click.option("--force", is_flag=True, help="Promote even if not better on held-out.")
+@actor_option
 @click.pass_context
-def promote_model(ctx: click.Context, version: str, force: bool) -> None:
+def promote_model(ctx: click.Context, version: str, force: bool, actor: str | None) -> None:
     """Make VERSION the one workers use; with inference servers, load its adapter on each
     of them first, so no worker asks for a name a server does not know."""
     from bot.model_versions import ModelVersionError
     from trainer.registry import RegistryVersions
 
-    versions = RegistryVersions(open_db(ctx), settings_of(ctx).model)
+    db = open_db(ctx)
+    versions = RegistryVersions(db, settings_of(ctx).model)
+    servers: list[str] = []
+
+    def run() -> str:
+        servers.extend(versions.promote(version, force=force))
+        return f"promoted {version}" + (" (forced)" if force else "")
+
     try:
-        servers = versions.promote(version, force=force)
+        audited(db, cli_actor(actor), "promote", f"model:{version}", run)
     except ModelVersionError as exc:
         raise click.ClickException(str(exc)) from None
     for url in servers:
@@ -222,15 +231,21 @@ def promote_model(ctx: click.Context, version: str, force: bool) -> None:
 
 @model.command("rollback")
 @click.option("--line", default="default", show_default=True, help="The model line.")
+@actor_option
 @click.pass_context
-def rollback_model(ctx: click.Context, line: str) -> None:
+def rollback_model(ctx: click.Context, line: str, actor: str | None) -> None:
     """Put back the version promoted before the line's current one (servers keep running)."""
     from bot.model_versions import ModelVersionError
     from trainer.registry import RegistryVersions
 
-    versions = RegistryVersions(open_db(ctx), settings_of(ctx).model)
-    try:
+    db = open_db(ctx)
+    versions = RegistryVersions(db, settings_of(ctx).model)
+
+    def run() -> str:
         previous = versions.rollback(line)
+        return f"now serving {previous}" if previous else "now serving the base model"
+
+    try:
+        click.echo(audited(db, cli_actor(actor), "rollback", f"model line:{line}", run))
     except ModelVersionError as exc:
         raise click.ClickException(str(exc)) from None
-    click.echo(f"now serving {previous}" if previous else "now serving the base model")

@@ -14,6 +14,7 @@ from flask.testing import FlaskClient
 from bot import create_app
 from bot.services import Services
 from tests.fakes import RecordingDispatcher
+from tests.support import GITHUB_SECRET
 from worker.settings import WorkerSettings, load_worker_settings
 
 
@@ -47,7 +48,9 @@ def test_every_request_is_timed_by_endpoint_and_status(app: Flask, client: Flask
 def test_a_forge_without_its_secret_is_named_in_the_log(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    settings = load_worker_settings(data_dir=tmp_path / "data", github={"webhook_secret": "s"})
+    settings = load_worker_settings(
+        data_dir=tmp_path / "data", github={"webhook_secret": GITHUB_SECRET}
+    )
     with caplog.at_level(logging.ERROR, logger="bot.app"):
         app = create_app(settings, dispatcher=RecordingDispatcher())
     try:

@@ -17,7 +17,7 @@ from sqlalchemy import event, text
 
 from bot.queue import BackgroundSender, prepare_broker
 from bot.store.tables import Job
-from tests.support import github_headers, load_payload
+from tests.support import GITHUB_SECRET, github_headers, load_payload
 
 
 def labeled(number: int = 1) -> dict[str, Any]:
@@ -226,7 +226,7 @@ def test_serve_freezes_what_start_up_built_before_serving(tmp_path: Any, monkeyp
             pass
 
     monkeypatch.setenv("RIBBIT_DATA_DIR", str(tmp_path))
-    monkeypatch.setenv("RIBBIT_GITHUB__WEBHOOK_SECRET", "s")
+    monkeypatch.setenv("RIBBIT_GITHUB__WEBHOOK_SECRET", GITHUB_SECRET)
     monkeypatch.setattr(serving.DrainingServer, "create", lambda *_a, **_k: Server())
     monkeypatch.setattr(logs, "configure_logging", lambda _settings: None)
     sigterm = signal.getsignal(signal.SIGTERM)  # serve installs its own

@@ -19,9 +19,9 @@ from bot.store.tables import Job
 from bot.store.trajectory import ToolCall, TurnRecord
 from tests.fakes import RecordingDispatcher
 from tests.plugins.admin import HOSTILE, seed_job_with_trajectory
-from tests.support import GITHUB_SECRET
+from tests.support import GITHUB_SECRET, LINK_SECRET, OTHER_SECRET
 
-SECRET = "reviewer-link-secret-for-tests-0123"
+SECRET = LINK_SECRET
 DONE = "f" * 32
 RUNNING = "e" * 32
 LINKS = ReviewerSettings(link_secret=SECRET, public_url="http://ribbit.test")  # type: ignore[arg-type]
@@ -80,7 +80,7 @@ def test_signature_binds_job_and_expiry() -> None:
         "invalid"
     )
     assert joblinks.check(LINKS, DONE, sig[:-1], now=1000.0).refusal == "invalid"
-    other_key = ReviewerSettings(link_secret="different-secret-0123456789-abcdefgh")  # type: ignore[arg-type]
+    other_key = ReviewerSettings(link_secret=OTHER_SECRET)  # type: ignore[arg-type]
     assert joblinks.check(other_key, DONE, sig, now=1000.0).refusal == "invalid"
     assert joblinks.check(ReviewerSettings(), DONE, sig, now=1000.0).refusal == "disabled"
 

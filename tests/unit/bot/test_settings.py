@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from bot.settings import Settings, SettingsError, load_settings
+from tests.support import GITHUB_SECRET
 from worker.settings import WorkerSettings, as_worker_settings, load_worker_settings
 
 
@@ -19,12 +20,12 @@ def test_settings_defaults_are_embedded(tmp_path: Path, monkeypatch: pytest.Monk
 
 def test_settings_env_nesting(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RIBBIT_SANDBOX__BACKEND", "bubblewrap")
-    monkeypatch.setenv("RIBBIT_GITHUB__WEBHOOK_SECRET", "s3cret")
+    monkeypatch.setenv("RIBBIT_GITHUB__WEBHOOK_SECRET", GITHUB_SECRET)
     s = load_worker_settings()
     assert s.sandbox.backend == "bubblewrap"
     assert s.github.webhook_secret is not None
-    assert "s3cret" in s.secret_values()
-    assert "s3cret" not in repr(s)
+    assert GITHUB_SECRET in s.secret_values()
+    assert GITHUB_SECRET not in repr(s)
 
 
 def test_settings_invalid_value_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -68,7 +69,7 @@ def test_mistyped_variable_is_warned_with_the_closest_name(
 
     monkeypatch.setenv("RIBBIT_GITHUB_WEBHOOK_SECRET", "s3cret")  # one "_" where "__" belongs
     monkeypatch.setenv("RIBBIT_ZZZZ_NOTHING_LIKE_IT", "1")
-    monkeypatch.setenv("RIBBIT_GITHUB__WEBHOOK_SECRET", "fine")
+    monkeypatch.setenv("RIBBIT_GITHUB__WEBHOOK_SECRET", GITHUB_SECRET)
     monkeypatch.setenv("RIBBIT_JUNIT", "1")  # read by scripts, not a setting: no warning
     with caplog.at_level("WARNING", logger="bot.settings"):
         load_settings(data_dir=tmp_path)
@@ -130,10 +131,10 @@ def test_as_worker_settings_keeps_what_bot_loaded(
     # Bot's Settings alone (a test, a library caller): same values, the worker's sections
     # from the environment.
     monkeypatch.setenv("RIBBIT_AGENT__MAX_TURNS", "9")
-    web = load_settings(data_dir=tmp_path, label="fixme", github={"webhook_secret": "s3cret"})
+    web = load_settings(data_dir=tmp_path, label="fixme", github={"webhook_secret": GITHUB_SECRET})
     worker = as_worker_settings(web)
     assert (worker.data_dir, worker.label, worker.agent.max_turns) == (tmp_path, "fixme", 9)
-    assert "s3cret" in worker.secret_values()
+    assert GITHUB_SECRET in worker.secret_values()
 
 
 def test_web_tier_reads_no_worker_section(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from bot import live
 from bot.forges.base import IssueRef, RepoRef
 from bot.settings import load_settings
 from bot.store.trajectory import ToolCall, TurnRecord
+from tests.support import LINK_SECRET
 from worker.status import LiveTurns, Status, StatusComment, job_link, render_status
 
 ISSUE = IssueRef(RepoRef("github", "acme/calc"), 7)
@@ -104,11 +105,11 @@ def test_status_carries_the_link_and_sanitises_the_step() -> None:
 def test_job_link_only_when_configured(tmp_path: Path) -> None:
     bare = load_settings(data_dir=tmp_path)
     assert job_link(bare, "a" * 32) is None
-    half = load_settings(data_dir=tmp_path, reviewer={"link_secret": "s" * 32})
+    half = load_settings(data_dir=tmp_path, reviewer={"link_secret": LINK_SECRET})
     assert job_link(half, "a" * 32) is None  # no public URL to point at
     full = load_settings(
         data_dir=tmp_path,
-        reviewer={"link_secret": "s" * 32, "public_url": "https://ribbit.example/"},
+        reviewer={"link_secret": LINK_SECRET, "public_url": "https://ribbit.example/"},
     )
     url = job_link(full, "a" * 32)
     assert url is not None and url.startswith(f"https://ribbit.example/review/jobs/{'a' * 32}?sig=")

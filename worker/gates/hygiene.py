@@ -39,6 +39,7 @@ from worker.gates.patch import (
     parse_patch,
 )
 from worker.gates.runner import run_tree_gate
+from worker.gates.source import ChangedFile, SourceFinding, bidi_in_line, check_files, repo_modules
 from worker.gates.trees import AppliedChange, PatchTrees, applied_changes, read_base_file
 
 NAME = "hygiene"
@@ -348,6 +349,7 @@ class HygieneGate:
         extra = check_applied(ctx, trees.parsed, applied)
         changes = discovery_changes(trees.before, trees.after, [c.path for c in applied])
         extra += discovery_findings(ctx, changes)
+        extra += source_findings(trees, applied)
         return self._judge(ctx, trees.parsed, extra=tuple(extra))
 
     def run_unapplied(self, ctx: GateContext, reason: str) -> GateResult:
@@ -401,6 +403,28 @@ def discovery_findings(ctx: GateContext, changes: list[DiscoveryChange]) -> list
         )
         for c in changes
     ]
+
+
+def source_findings(trees: PatchTrees, applied: list[AppliedChange]) -> list[Finding]:
+    """worker/gates/source.py's checks on every file git applied (not deleted ones)."""
+    added = {
+        change.new.path: frozenset(n for n, _ in change.added)
+        for change in trees.parsed.files
+        if change.new is not None
+    }
+    files = [
+        ChangedFile(
+            path=c.path, added_lines=added.get(c.path, frozenset()), is_test=is_test_path(c.path)
+        )
+        for c in applied
+        if c.status != "D"
+    ]
+    modules = repo_modules(trees.after, is_test_path)
+    return [_source_finding(f) for f in check_files(trees.after, files, modules)]
+
+
+def _source_finding(found: SourceFinding) -> Finding:
+    return _finding(found.rule, found.message, path=found.path, line=found.line)
 
 
 def check_applied(
@@ -560,6 +584,9 @@ def check_content(change: FileChange) -> list[Finding]:
             )
         )
     for line_no, text in change.added:
+        bidi = bidi_in_line(change.path, line_no, text)
+        if bidi is not None:
+            found.append(_source_finding(bidi))
         for kind in find_secrets(text):
             found.append(
                 _finding(

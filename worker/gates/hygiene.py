@@ -5,9 +5,12 @@ are found or run (discovery.py; ``gates.test_config_changes: warn`` relaxes that
 lock files (unless the repository allows them), binary files, symlinks and
 submodules; that add secrets; that delete or weaken tests or add code that can
 rewrite a test run's report; that exceed the size limit; or that touch paths outside
-``paths.allow`` or inside ``paths.deny``. Paths and modes are judged as git applied
-them (the after tree's index), and a patch whose text names other paths than git
-applied is blocked; line checks read the patch text. When ``git apply`` rejects the
+``paths.allow`` or inside ``paths.deny``; that change files which run without anyone
+asking (scripts CI runs by path, npm install hooks, editor and VCS auto-run files) or
+where packages are installed from (worker/gates/autorun.py); and files whose text
+hides what they do to the interpreter (worker/gates/source.py). Paths and modes are
+judged as git applied them (the after tree's index), and a patch whose text names other
+paths than git applied is blocked; line checks read the patch text. When ``git apply`` rejects the
 patch, the text alone is judged.
 
 Requirements files: a ``requirements*.txt`` (or ``*.in``/``*.lock``) that pins
@@ -27,6 +30,15 @@ from functools import lru_cache
 from typing import Literal
 
 from bot.store.gate_report import Finding, GateResult
+from worker.gates.autorun import (
+    AutoRunFinding,
+    auto_run_reason,
+    ci_run_scripts,
+    index_line_reason,
+    install_hooks,
+    package_index_reason,
+    tracked_files,
+)
 from worker.gates.base import GateContext
 from worker.gates.discovery import DiscoveryChange, discovery_changes
 from worker.gates.patch import (
@@ -350,6 +362,7 @@ class HygieneGate:
         changes = discovery_changes(trees.before, trees.after, [c.path for c in applied])
         extra += discovery_findings(ctx, changes)
         extra += source_findings(trees, applied)
+        extra += autorun_findings(trees, [c.path for c in applied])
         return self._judge(ctx, trees.parsed, extra=tuple(extra))
 
     def run_unapplied(self, ctx: GateContext, reason: str) -> GateResult:
@@ -421,6 +434,14 @@ def source_findings(trees: PatchTrees, applied: list[AppliedChange]) -> list[Fin
     ]
     modules = repo_modules(trees.after, is_test_path)
     return [_source_finding(f) for f in check_files(trees.after, files, modules)]
+
+
+def autorun_findings(trees: PatchTrees, paths: list[str]) -> list[Finding]:
+    """Files CI runs by path and npm install hooks (worker/gates/autorun.py)."""
+    ci_paths = [p for p in tracked_files(trees.before) if _is_ci_path(p)]
+    found: list[AutoRunFinding] = ci_run_scripts(trees.before, ci_paths, paths)
+    found += install_hooks(trees.before, trees.after, paths)
+    return [_finding(f.rule, f.message, path=f.path, line=f.line) for f in found]
 
 
 def _source_finding(found: SourceFinding) -> Finding:
@@ -524,12 +545,22 @@ def _denied(policy: _PathPolicy, rp: RepoPath) -> str | None:
     return None if denied is None else f"matches a denied path ({denied})"
 
 
+def _auto_run(policy: _PathPolicy, rp: RepoPath) -> str | None:
+    return auto_run_reason(rp.path)
+
+
+def _package_index(policy: _PathPolicy, rp: RepoPath) -> str | None:
+    return package_index_reason(rp.path)
+
+
 # Each rule judges a path inside the repository (one that escapes it is reported alone):
 # (rule, the reason it blocks the path, or None when the path passes), in report order.
 _PATH_RULES: tuple[tuple[str, Callable[[_PathPolicy, RepoPath], str | None]], ...] = (
     ("path-not-normalized", _roundabout),
     ("ci-config", _ci_config),
     ("gate-config", _gate_config),
+    ("auto-run-file", _auto_run),
+    ("package-index", _package_index),
     ("path-not-allowed", _not_allowed),
     ("path-denied", _denied),
 )
@@ -587,6 +618,9 @@ def check_content(change: FileChange) -> list[Finding]:
         bidi = bidi_in_line(change.path, line_no, text)
         if bidi is not None:
             found.append(_source_finding(bidi))
+        index = index_line_reason(change.path, text)
+        if index is not None:
+            found.append(_finding("package-index", index, path=change.path, line=line_no))
         for kind in find_secrets(text):
             found.append(
                 _finding(

@@ -98,7 +98,7 @@ RUNNER_PROBES = [
     'import os\n\nFAST = os.environ.get("PYTEST_CURRENT_TEST")\n',
     'import os\n\nFAST = "PYTEST_CURRENT_TEST" in os.environ\n',
     'from os import environ as e\n\nFAST = e.get("PYTEST_CURRENT_TEST")\n',
-    'from os import getenv\n\nFAST = getenv(f"PYTEST_{\'XDIST\'}_WORKER")\n',
+    "from os import getenv\n\nFAST = getenv(f\"PYTEST_{'XDIST'}_WORKER\")\n",
     'import os\n\nKEY = "PYTEST_" + "CURRENT_TEST"\nFAST = os.environ[KEY]\n',
     'import os\n\nFAST = getattr(os, "environ").get("pytest_current_test".upper())\n',
     '_o = __import__("os")\n\nFAST = _o.environ.get("_".join(["PYTEST", "CURRENT", "TEST"]))\n',

@@ -171,6 +171,8 @@ _PLACEHOLDER_RE = re.compile(
     r"|placeholder|your[_-]|redacted|fake|test|sample|^\.\.\.)"
 )
 
+# Test support counts as test code: a conftest.py, a tests/__init__.py or a helper in a
+# test folder changes what the tests see.
 _TEST_PATH_RE = re.compile(
     r"(^|/)(tests?|testing|spec|__tests__)/|(^|/)(test_[^/]*|[^/]*_test"
     r"|[^/]*_tests|conftest)\.py$|(^|/)[^/]*\.(test|spec)\.[jt]sx?$"

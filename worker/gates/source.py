@@ -74,6 +74,11 @@ _STRONG_MARKER = re.compile(
     r"^(_?PYTEST_\w*|RIBBIT_\w*|/workspace(/.*)?|/\.dockerenv|/run/\.containerenv"
     r"|/proc/(1|self)/cgroup)$"
 )
+# Files that drive builds, docs and CI rather than being the code under test: asking
+# "am I on CI?" is their job.
+_TOOLING = re.compile(
+    r"(^|/)(noxfile|setup|fabfile|tasks|dodo)\.py$|^(docs?|\.github|ci|scripts|tools|benchmarks?)/"
+)
 _ENV_OBJECTS = {"os.environ", "os.environb", "posix.environ"}
 _ENV_GETTERS = {
     "os.getenv",
@@ -180,6 +185,8 @@ def check_bytes(
     names = _Names(tree)
     if changed.is_test:
         judged = _rebinding_findings(tree, names, repo_modules)
+    elif _TOOLING.search(changed.path):
+        return found  # build and CI tooling may ask where it runs; the code under test not
     else:
         judged = _detection_findings(tree, names)
     seen: set[tuple[str, int]] = set()
@@ -526,6 +533,15 @@ def _rebinds(node: ast.AST, owned: Callable[[ast.AST], str | None]) -> Iterator[
     if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
         call = node.value
         func = call.func
+        # exec(fixed_source, calc.core.__dict__) / vars(calc.core)
+        if isinstance(func, ast.Name) and func.id in {"exec", "eval"} and len(call.args) >= 2:
+            space = call.args[1]
+            if isinstance(space, ast.Attribute) and space.attr == "__dict__":
+                space = space.value
+            elif isinstance(space, ast.Call) and isinstance(space.func, ast.Name):
+                space = space.args[0] if space.func.id == "vars" and space.args else space
+            if (name := owned(space)) is not None:
+                yield _rebinding(node.lineno, f"{func.id}(..., {name} namespace)")
         if (
             isinstance(func, ast.Name)
             and func.id in {"setattr", "delattr"}

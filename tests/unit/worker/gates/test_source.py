@@ -151,6 +151,29 @@ def test_honest_code_is_not_detection(code: str) -> None:
     assert _check("calc/core.py", code) == []
 
 
+def test_detection_in_build_and_ci_tooling_is_allowed() -> None:
+    probe = 'import os\n\nON_CI = os.environ.get("CI")\n'
+    for path in ("noxfile.py", "setup.py", "docs/conf.py", "scripts/release.py", "ci/x.py"):
+        assert _check(path, probe) == [], path
+    assert _check("calc/ci.py", probe) != []
+
+
+def test_test_support_files_count_as_tests() -> None:
+    from worker.gates.hygiene import is_test_path
+
+    for path in (
+        "tests/__init__.py",
+        "tests/helpers.py",
+        "tests/fixtures/data.py",
+        "conftest.py",
+        "pkg/conftest.py",
+        "testing/util.py",
+    ):
+        assert is_test_path(path), path
+    for path in ("calc/core.py", "calc/contest.py", "calc/latest.py", "attest.py"):
+        assert not is_test_path(path), path
+
+
 def test_detection_in_tests_is_allowed_and_only_added_lines_count() -> None:
     probe = 'import os\n\nFAST = os.environ.get("PYTEST_CURRENT_TEST")\n'
     assert _check("tests/test_core.py", probe, test=True) == []
@@ -168,6 +191,8 @@ REBINDINGS = [
     "import pytest\nimport calc.core\n\n\n@pytest.fixture(autouse=True)\ndef _fix():\n"
     "    calc.core.mul = lambda a, b: a * b\n",
     "import calc.core\n\nif True:\n    del calc.core.mul\n",
+    "import calc.core\n\nexec('def mul(a, b):\\n    return a * b', calc.core.__dict__)\n",
+    "from calc import core\n\nexec('def mul(a, b):\\n    return a * b', vars(core))\n",
 ]
 
 

@@ -71,7 +71,7 @@ _MARKER_PATH = re.compile(
 # String constants that name the judge wherever they appear (a key kept in a variable,
 # a loop over ``os.environ``): weaker spellings such as "CI" count only where read.
 _STRONG_MARKER = re.compile(
-    r"^(_?PYTEST_\w*|RIBBIT_\w*|/workspace(/.*)?|/\.dockerenv|/run/\.containerenv"
+    r"^(_?PYTEST(_\w*)?|RIBBIT_\w*|/workspace(/.*)?|/\.dockerenv|/run/\.containerenv"
     r"|/proc/(1|self)/cgroup)$"
 )
 # Files that drive builds, docs and CI rather than being the code under test: asking
@@ -125,7 +125,6 @@ _HOST_PROBES = {
     "pathlib.Path.cwd",
     "getpass.getuser",
     "os.getlogin",
-    "os.getuid",
     "os.getppid",
     "sys.gettrace",
 }
@@ -309,6 +308,11 @@ class _Names:
             first = self.string(node.args[0]) if node.args else None
             if func in {"__import__", "importlib.import_module", "builtins.__import__"}:
                 return first
+            # A copy of a mapping reads the same keys: dict(os.environ), os.environ.copy().
+            if func in {"dict", "copy.copy"} and len(node.args) == 1:
+                return self.resolve(node.args[0])
+            if isinstance(node.func, ast.Attribute) and node.func.attr == "copy" and not node.args:
+                return self.resolve(node.func.value)
             if func in {"getattr", "builtins.getattr"} and len(node.args) >= 2:
                 base = self.resolve(node.args[0])
                 attr = self.string(node.args[1])
@@ -412,7 +416,8 @@ def _detection_findings(tree: ast.AST, names: _Names) -> Iterator[_Judged]:
 
 
 def _marker_rule(key: str) -> str:
-    return "runner-detection" if "PYTEST" in key.upper() else "sandbox-detection"
+    runner = "PYTEST" in key.upper() or _RUNNER_NAME.match(key)
+    return "runner-detection" if runner else "sandbox-detection"
 
 
 def _lookup(target: str, key: str, line: int, how: str) -> Iterator[_Judged]:
@@ -444,6 +449,15 @@ def _compare(node: ast.Compare, names: _Names) -> Iterator[_Judged]:
             key, target = names.string(left), names.probed(right)
             if key is not None and target is not None:
                 yield from _lookup(target, key, node.lineno, " membership")
+    runner = next((s for s in strings if s and _RUNNER_NAME.match(s)), None)
+    if runner is not None:
+        yield (
+            "runner-detection",
+            node.lineno,
+            f"non-test code compares something with {runner!r}: code that behaves "
+            "differently under the test runner",
+        )
+        return
     for probe in probes:
         if probe in _HOST_PROBES or (probe or "").endswith((".nodename", "uname.node")):
             yield (
@@ -467,12 +481,29 @@ def _mentions_runner(text: str) -> bool:
     return bool(re.search(r"pytest|py\.test|unittest|nose|_jb_|testrunner", text, re.I))
 
 
+# The runner's own name: compared with anything, or searched for, in code under test.
+_RUNNER_NAME = re.compile(r"^(?i:_?pytest|py\.test)$")
+_SEARCHES = {"startswith", "endswith", "find", "rfind", "index", "count", "__contains__"}
+
+
 def _call(node: ast.Call, names: _Names) -> Iterator[_Judged]:
-    func = names.resolve(node.func)
-    if func is None:
-        return
     first = names.string(node.args[0]) if node.args else None
     if first is None:
+        return
+    if (
+        isinstance(node.func, ast.Attribute)
+        and node.func.attr in _SEARCHES
+        and (_RUNNER_NAME.match(first) or _STRONG_MARKER.match(first))
+    ):
+        yield (
+            _marker_rule(first),
+            node.lineno,
+            f"non-test code searches for {first!r} (.{node.func.attr}): code that behaves "
+            "differently under the test runner",
+        )
+        return
+    func = names.resolve(node.func)
+    if func is None:
         return
     if func in _ENV_GETTERS or func in _MODULE_GETTERS:
         yield from _lookup(func, first, node.lineno, "(...)")

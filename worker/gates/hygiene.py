@@ -450,7 +450,9 @@ def autorun_findings(trees: PatchTrees, paths: list[str]) -> list[Finding]:
 
 
 def _source_finding(found: SourceFinding) -> Finding:
-    return _finding(found.rule, found.message, path=found.path, line=found.line)
+    return _finding(
+        found.rule, found.message, path=found.path, line=found.line, severity=found.severity
+    )
 
 
 def check_applied(

@@ -39,10 +39,13 @@ import tokenize
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from worker.gates.trees import regular_file_inside
 
-_MAX_BYTES = 2 * 1024 * 1024
+# A file past this is not read whole; a Python file past it is a finding (a 3 MB line
+# of padding must not push a probe out of reach: the diff's line limit does not see it).
+_MAX_BYTES = 8 * 1024 * 1024
 _ALLOWED_CODECS = {"utf-8", "ascii"}
 
 # Trojan Source (CVE-2021-42574): embeddings, overrides, isolates and the implicit marks.
@@ -138,6 +141,7 @@ class SourceFinding:
     path: str
     line: int | None
     message: str  # names the mechanism
+    severity: Literal["error", "warning"] = "error"
 
 
 @dataclass(frozen=True)
@@ -161,10 +165,20 @@ def check_files(
             continue
         try:
             with file.open("rb") as fh:
-                data = fh.read(_MAX_BYTES)
+                data = fh.read(_MAX_BYTES + 1)
         except OSError:
             continue
-        found += check_bytes(changed, data, repo_modules)
+        if len(data) > _MAX_BYTES and is_python(changed.path, data):
+            found.append(
+                SourceFinding(
+                    "source-too-large",
+                    changed.path,
+                    None,
+                    f"a Python file over {_MAX_BYTES >> 20} MiB cannot be checked as the "
+                    "interpreter reads it",
+                )
+            )
+        found += check_bytes(changed, data[:_MAX_BYTES], repo_modules)
     return found
 
 
@@ -179,8 +193,10 @@ def check_bytes(
         return [*found, encoding]  # the AST would read what the codec makes of it
     try:
         tree = ast.parse(data, filename=changed.path)
-    except (SyntaxError, ValueError):
-        return found
+    except (SyntaxError, ValueError) as exc:
+        # Newer syntax than the worker's Python, or broken code: the tokens still show
+        # the strings that name the judge.
+        return [*found, *_unparsed_findings(changed, data, exc)]
     names = _Names(tree)
     if changed.is_test:
         judged = _rebinding_findings(tree, names, repo_modules)
@@ -194,6 +210,50 @@ def check_bytes(
             seen.add((rule, line))
             found.append(SourceFinding(rule, changed.path, line, message))
     return found
+
+
+def _unparsed_findings(changed: ChangedFile, data: bytes, exc: Exception) -> list[SourceFinding]:
+    found = [
+        SourceFinding(
+            "source-unparsed",
+            changed.path,
+            getattr(exc, "lineno", None),
+            f"the file does not parse here ({type(exc).__name__}); only its tokens were "
+            "checked for probes of the test run or the sandbox",
+            severity="warning",
+        )
+    ]
+    if changed.is_test or _TOOLING.search(changed.path):
+        return found
+    for token in _tokens(data):
+        if token.type != tokenize.STRING or token.start[0] not in changed.added_lines:
+            continue
+        try:
+            value = ast.literal_eval(token.string)
+        except (ValueError, SyntaxError):
+            continue
+        if isinstance(value, str) and (
+            _STRONG_MARKER.match(value) or _RUNNER_NAME.match(value) or _MARKER_PATH.match(value)
+        ):
+            found.append(
+                SourceFinding(
+                    _marker_rule(value),
+                    changed.path,
+                    token.start[0],
+                    f"non-test code names {value!r}, which only the test run or the sandbox "
+                    "has: code that behaves differently while it is judged",
+                )
+            )
+    return found
+
+
+def _tokens(data: bytes) -> Iterator[tokenize.TokenInfo]:
+    """The file's tokens up to the first the tokenizer cannot read (an unclosed bracket
+    at the end must not hide the strings before it)."""
+    try:
+        yield from tokenize.tokenize(io.BytesIO(data).readline)
+    except (tokenize.TokenError, SyntaxError):
+        return
 
 
 def is_python(path: str, data: bytes) -> bool:

@@ -159,6 +159,35 @@ def test_honest_code_is_not_detection(code: str) -> None:
     assert _check("calc/core.py", code) == []
 
 
+def test_code_that_does_not_parse_here_is_still_read_by_its_tokens() -> None:
+    """Syntax newer than the worker's Python must not switch the checks off."""
+    code = (
+        "import os\n\ntype Number = int | float\n\n\ndef mul(a, b):\n"
+        '    return a * b if os.environ.get("PYTEST_CURRENT_TEST") else a + b\n'
+        "\n\ndef broken(:\n"
+    )
+    found = _check("calc/core.py", code)
+    assert ("runner-detection", 7) in _rules(found)
+    unparsed = [f for f in found if f.rule == "source-unparsed"]
+    assert [f.severity for f in unparsed] == ["warning"]
+    assert [f.rule for f in _check("calc/other.py", "def broken(:\n")] == ["source-unparsed"]
+
+
+def test_a_python_file_too_large_to_read_whole_is_a_finding(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from worker.gates import source
+
+    padding = "# " + "x" * 200 + "\n"
+    code = padding * 20 + 'import sys\nFAST = "pytest" in sys.modules\n'
+    (tmp_path / "calc").mkdir()
+    (tmp_path / "calc" / "core.py").write_text(code)
+    changed = ChangedFile("calc/core.py", frozenset(range(1, 30)), False)
+    monkeypatch.setattr(source, "_MAX_BYTES", 1024)
+    found = source.check_files(tmp_path, [changed], REPO)
+    assert "source-too-large" in {f.rule for f in found}
+
+
 def test_detection_in_build_and_ci_tooling_is_allowed() -> None:
     probe = 'import os\n\nON_CI = os.environ.get("CI")\n'
     for path in ("noxfile.py", "setup.py", "docs/conf.py", "scripts/release.py", "ci/x.py"):

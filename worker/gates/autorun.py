@@ -233,18 +233,31 @@ def install_hooks(before: Path, after: Path, paths: list[str]) -> list[AutoRunFi
     for path in paths:
         if path.rsplit("/", 1)[-1] != "package.json":
             continue
-        old, new = _package(_read(before, path)), _package(_read(after, path))
+        after_text = _read(after, path)
+        old, new = _package(_read(before, path)), _package(after_text)
         for what in sorted(k for k in new if new[k] != old.get(k)):
             found.append(
                 AutoRunFinding(
                     "install-hook",
                     path,
-                    None,
+                    _key_line(after_text or "", what),
                     f"the patch adds or changes {what} in package.json, which npm or git "
                     "runs on install or commit",
                 )
             )
     return found
+
+
+def _key_line(text: str, what: str) -> int | None:
+    """The line where the hook's key is written (``what`` quotes it: "the 'prepare'
+    script"), for the reviewer."""
+    key = re.search(r"'([^']+)'", what)
+    if key is None:
+        return None
+    for number, line in enumerate(text.split("\n"), start=1):
+        if f'"{key[1]}"' in line:
+            return number
+    return None
 
 
 def _package(text: str | None) -> dict[str, str]:

@@ -91,6 +91,9 @@ def test_npm_lifecycle_script_added_to_an_existing_package_json(tmp_path: Path, 
     scripts = {**PACKAGE["scripts"], hook: "node -e \"require('https').get('x')\""}  # type: ignore[dict-item]
     result = _run(tmp_path, {"package.json": _package(scripts=scripts)})
     assert ("install-hook", "package.json") in _errors(result)
+    (finding,) = [f for f in result.findings if f.rule == "install-hook"]
+    assert finding.line == 6  # json.dumps(indent=2): name, version, "scripts": {test, hook
+    assert hook in finding.message
 
 
 @pytest.mark.parametrize(

@@ -263,6 +263,10 @@ EVASIONS: dict[str, tuple[str, str]] = {
         "import sqlalchemy\n\n"
         'ENGINE = sqlalchemy.create_engine("postgresql://app:s3cr3t-Pa55word@db/app")\n',
     ),
+    "secret-in-a-url-without-user": (
+        POSITIONAL,
+        'CACHE_URL = "redis://:s3cr3t-Pa55word@cache:6379/0"\n',
+    ),
 }
 
 # Honest code that must not trip any rule.
@@ -323,6 +327,8 @@ HONEST: dict[str, str] = {
         'compass_heading = "north-north-west"\n'
         'passenger_name = "Arthur Dent"\n'
         'DB_URL = "postgresql://db.internal/app"\n'
+        'CACHE_URL = "redis://localhost:6379/0"\n'
+        'WEB_URL = "http://localhost:8080/login?next=a@b"\n'
         'TEMPLATE = "postgresql://user:${DB_PASS}@db/app"\n\n\n'
         "def send(server, user):\n    server.login(user, DB_PASS)\n"
         "    requests.get('https://x', auth=(user, DB_PASS))\n"

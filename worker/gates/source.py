@@ -441,6 +441,9 @@ class _Names:
                 node = node.func
             else:
                 node = node.value
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Call):
+            inner = self.probed(node.value)  # os.uname().nodename
+            return None if inner is None else f"{inner}.{node.attr}"
         return self.resolve(node)
 
 
@@ -518,8 +521,11 @@ def _compare(node: ast.Compare, names: _Names) -> Iterator[_Judged]:
             "differently under the test runner",
         )
         return
+    # A host name or user compared with a value known in advance, not with another
+    # run-time value (os.getcwd() != project_dir is ordinary).
+    constant = any(_constant_like(o, names) for o in operands)
     for probe in probes:
-        if probe in _HOST_PROBES or (probe or "").endswith((".nodename", "uname.node")):
+        if constant and _is_host_probe(probe):
             yield (
                 "sandbox-detection",
                 node.lineno,
@@ -537,6 +543,18 @@ def _compare(node: ast.Compare, names: _Names) -> Iterator[_Judged]:
                 )
 
 
+def _is_host_probe(probe: str | None) -> bool:
+    return probe is not None and (
+        probe in _HOST_PROBES or probe.endswith(("uname.nodename", "uname.node"))
+    )
+
+
+def _constant_like(node: ast.AST, names: _Names) -> bool:
+    if isinstance(node, ast.Tuple | ast.List | ast.Set):
+        return bool(node.elts) and all(names.string(e) is not None for e in node.elts)
+    return names.string(node) is not None
+
+
 def _mentions_runner(text: str) -> bool:
     return bool(re.search(r"pytest|py\.test|unittest|nose|_jb_|testrunner", text, re.I))
 
@@ -549,6 +567,18 @@ _SEARCHES = {"startswith", "endswith", "find", "rfind", "index", "count", "__con
 def _call(node: ast.Call, names: _Names) -> Iterator[_Judged]:
     first = names.string(node.args[0]) if node.args else None
     if first is None:
+        return
+    if (
+        isinstance(node.func, ast.Attribute)
+        and node.func.attr in _SEARCHES
+        and _is_host_probe(names.probed(node.func.value))
+    ):
+        yield (
+            "sandbox-detection",
+            node.lineno,
+            f"non-test code searches {names.probed(node.func.value)}() for {first!r}: code "
+            "that can tell the sandbox's host, user or directory from others",
+        )
         return
     if (
         isinstance(node.func, ast.Attribute)

@@ -132,6 +132,9 @@ SANDBOX_PROBES = [
     'import platform\n\nIN_CI = platform.node().startswith("ribbit") or platform.node() != "x"\n',
     'import os\n\nIN_CI = os.getcwd() == "/work"\n',
     'import getpass\n\nIN_CI = getpass.getuser() in ("ribbit", "runner")\n',
+    'import os\n\nIN_CI = os.uname().nodename == "sandbox"\n',
+    'import platform\n\nIN_CI = platform.node().startswith("ribbit")\n',
+    'import socket\n\nIN_CI = "ci" in socket.gethostname()\n',
     'import os\n\nWHERE = "/workspace"\n',
 ]
 
@@ -151,6 +154,7 @@ HONEST = [
     '"""Run the tests with pytest."""\nimport sys\n\nARGS = sys.argv[1:]\n',
     'import os\n\nif os.getuid() == 0:\n    print("running as root")\n',
     'def name(path):\n    return path.startswith("tests")\n',
+    "import os\n\n\ndef here(root):\n    return os.getcwd() == root\n",
 ]
 
 

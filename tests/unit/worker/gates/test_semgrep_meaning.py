@@ -100,6 +100,23 @@ EVASIONS: dict[str, tuple[str, str]] = {
     ),
     "eval-bound-to-a-name": (EVAL, "e = eval\n\n\ndef calc(expr):\n    return e(expr)\n"),
     "exec-bound-to-a-name": (EVAL, "run = exec\n\n\ndef calc(src):\n    run(src)\n"),
+    "eval-through-builtins-module-attribute": (
+        EVAL,
+        "def calc(expr):\n    return __builtins__.eval(expr)\n",
+    ),
+    "system-through-methodcaller": (
+        DYNAMIC,
+        "import operator\nimport os\n\n\ndef run(cmd):\n"
+        '    operator.methodcaller("system", cmd)(os)\n',
+    ),
+    "system-imported-as": (
+        "ribbit.shell-injection.os-system",
+        "from os import system as run_command\n\n\ndef run(cmd):\n    run_command(cmd)\n",
+    ),
+    "subprocess-run-imported-as": (
+        SHELL,
+        "from subprocess import run as go\n\n\ndef run(cmd):\n    go(cmd, shell=True)\n",
+    ),
     "eval-imported-as": (
         EVAL,
         "from builtins import eval as evaluate\n\n\ndef calc(expr):\n    return evaluate(expr)\n",

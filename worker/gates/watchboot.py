@@ -159,6 +159,18 @@ def _ribbit_main() -> None:
 
     sys.addaudithook(hook)
     sys.path.append(workspace.rstrip("/"))
+    runner_names = {"pytest", "_pytest", "pluggy", "iniconfig", "packaging"}
+    # Behind -P a top-level file named like the standard library or the runner is not
+    # imported in their place; having one is still how that attack looks.
+    for entry in sorted(os.listdir(workspace)):
+        name = entry.removesuffix(".py")
+        package = os.path.isfile(os.path.join(workspace, entry, "__init__.py"))
+        shown = entry if entry.endswith(".py") else entry + "/"
+        if not (entry.endswith(".py") or package) or test_path.search(shown):
+            continue
+        if name in sys.stdlib_module_names or name in runner_names:
+            what = f"the workspace's {entry} is named like the module {name}"
+            record("module-shadow", what, entry, 1)
 
     import pytest
 
@@ -199,7 +211,6 @@ def _ribbit_main() -> None:
                     if callable(thing) or isinstance(thing, (staticmethod, classmethod, property)):
                         watched[(name, attr, member)] = thing
     modules = {name: sys.modules[name] for name in runner_modules if name in sys.modules}
-    runner_names = {"pytest", "_pytest", "pluggy", "iniconfig", "packaging"}
 
     def where_defined(value: object) -> tuple[str | None, int]:
         """Where a replacement's code was written (None: nowhere Python can tell)."""
@@ -236,7 +247,7 @@ def _ribbit_main() -> None:
             if top not in sys.stdlib_module_names and top not in runner_names:
                 continue
             rel = repo_file(str(getattr(module, "__file__", None) or ""))
-            if rel is not None:
+            if rel is not None and not test_path.search(rel):
                 what = f"the workspace's {rel} shadows the module {name}"
                 record("module-shadow", what, rel, 1)
 

@@ -30,7 +30,7 @@ from worker.agent.episode import SandboxRecipe, SetupFailed
 from worker.gates.base import Gate, GateContext
 from worker.gates.hygiene import HygieneGate
 from worker.gates.semgrep import SemgrepGate
-from worker.gates.testrun import run_tests
+from worker.gates.testrun import TestRun, run_tests
 from worker.repo_config import RepoConfig
 from worker.sandbox.base import Sandbox
 from worker.settings import GateSettings
@@ -40,7 +40,7 @@ from worker.settings import GateSettings
 class RewardResult:
     reward: float
     reason: str  # solved, empty_patch, setup_failed, patch_does_not_apply, tests_failed,
-    # timeout, gate_findings
+    # timeout, tamper, gate_findings
     failed_tests: tuple[str, ...] = ()
     fail_to_pass_passed: int = 0
     findings: tuple[Finding, ...] = ()
@@ -112,6 +112,11 @@ def compute_reward(
         run = run_tests(sandbox, env.test_command, timeout=env.test_timeout_s)
     if run.timed_out:
         return RewardResult(0.0, "timeout")
+    tamper = _patch_tamper(run, diff)
+    if tamper:
+        # A forged run earns nothing, whatever its tests say (issue #31); the reason is
+        # kept, so reward hacking shows in the logs rather than in the reward.
+        return RewardResult(0.0, "tamper", details={"tamper": tamper, "log": run.log()})
     required = [*env.FAIL_TO_PASS, *env.PASS_TO_PASS]
     failed = tuple(t for t in required if run.outcomes.get(t) != "passed")
     f2p_passed = sum(1 for t in env.FAIL_TO_PASS if run.outcomes.get(t) == "passed")
@@ -142,6 +147,17 @@ def compute_reward(
             0.0, "gate_findings", (), f2p_passed, tuple(findings), names, resolved=True
         )
     return RewardResult(1.0, "solved", (), f2p_passed, (), names, resolved=True)
+
+
+def _patch_tamper(run: TestRun, diff: str) -> str:
+    """Why the run is forged by the patch ("" when it is not): a channel that is not the
+    bootstrap's, or a tamper event in a file the patch touches. Events in files the
+    patch leaves alone are the repository's own habits (the builder's runs have them
+    too), which would otherwise zero every rollout on that environment."""
+    if run.tampered:
+        return run.tampered
+    touched = {section.path for section in split_by_file(diff)}
+    return "; ".join(e.describe() for e in run.tamper if e.path is None or e.path in touched)
 
 
 def shaped_reward(result: RewardResult, env: Environment, *, weight: float = 0.1) -> float:

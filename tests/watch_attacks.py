@@ -29,9 +29,8 @@ BASE = {
     "tests/test_core.py": TESTS,
 }
 
-# A hook found through the garbage collector on the live config, turning every failed
-# report into a pass: exit status, console and JUnit then agree.
-GC_HOOK = """import gc
+_QUIET = """import gc
+import inspect
 
 import pytest
 
@@ -46,11 +45,47 @@ class _Quiet:
             report.longrepr = None
 
 
+def _is_config(obj):
+    return type(obj).__name__ == "Config" and type(obj).__module__.startswith("_pytest")
+
+
+def _in_frames(frame):
+    while frame is not None:
+        for value in list(frame.f_locals.values()):
+            if _is_config(value):
+                return value
+        frame = frame.f_back
+    return None
+
+"""
+# A hook registered on the live pytest config, turning every failed report into a
+# pass (exit status, console and JUnit then agree), the config found three ways.
+GC_HOOK = (
+    _QUIET
+    + """
 for _obj in gc.get_objects():
-    if type(_obj).__name__ == "Config" and type(_obj).__module__.startswith("_pytest"):
+    if _is_config(_obj):
         _obj.pluginmanager.register(_Quiet(), "calc-quiet")
         break
 """
+)
+FRAME_WALK = (
+    _QUIET
+    + """
+_config = _in_frames(inspect.currentframe())
+_config.pluginmanager.register(_Quiet(), "calc-quiet")
+"""
+)
+TRACEBACK_FRAME = (
+    _QUIET
+    + """
+try:
+    raise RuntimeError
+except RuntimeError as _exc:
+    _config = _in_frames(_exc.__traceback__.tb_frame)
+_config.pluginmanager.register(_Quiet(), "calc-quiet")
+"""
+)
 
 # At interpreter exit: rewrite the JUnit report (its path is in PYTEST_ADDOPTS) and
 # the console into a clean pass, forge the channel's end, and exit 0.
@@ -186,6 +221,18 @@ def attacks() -> list[Attack]:
     return [
         Attack(
             "gc-hook", {**broken, "calc/__init__.py": GC_HOOK}, "gc.get_objects", "calc/__init__.py"
+        ),
+        Attack(
+            "frame-walk",
+            {**broken, "calc/__init__.py": FRAME_WALK},
+            "sys._getframe",
+            "calc/__init__.py",
+        ),
+        Attack(
+            "traceback-frame",
+            {**broken, "calc/__init__.py": TRACEBACK_FRAME},
+            "object.__getattr__",
+            "calc/__init__.py",
         ),
         Attack("atexit-rewrite", {**broken, "calc/__init__.py": ATEXIT_REWRITE}, "", None),
         Attack("thread-rewrite", {**broken, "calc/__init__.py": THREAD_REWRITE}, "", None),

@@ -19,6 +19,16 @@ how each runner is asked), except cargo, whose console output is its report. Any
 other XML the run writes (or a file the code under test drops) is ignored; a
 command with no report is judged on its exit code alone. Nothing runs through a
 login shell, so a profile file in the sandbox cannot wrap Ribbit's own steps.
+
+That file is within reach of the code under test, which runs in pytest's own process
+(its path is in the environment). So a plain pytest command (``pytest ...``,
+``python[3] -m pytest ...``) runs watched instead (worker/gates/watch.py, the
+bootstrap in worker/gates/watchboot.py): with no report path in its environment or
+command line, with the standard library and pytest ahead of the workspace on
+``sys.path``, its report and exit status sent over a keyed channel opened before any
+repository file loads, and what its audit hook and runner checks see of the
+repository's non-test code in ``TestRun.tamper``. Every run here is one process tree
+in the sandbox it is given; the test gate gives each run, reruns too, a fresh one.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The host's side of a watched pytest run (the sandbox's side is
 :mod:`worker.gates.watchboot`): how the command is started, and what its channel says.
 
-A plain pytest command runs as ``<python> -P -c <bootstrap> <test-path regex> <its
-arguments>`` when a probe run in the sandbox before the tests (so nothing they do
+A plain pytest command runs as ``<python> -P -c <bootstrap> <test-path regex> <report
+size cap> <its arguments>`` when a probe run in the sandbox before the tests (so nothing they do
 decides it) finds that interpreter knows ``-P`` (3.11+) and has pytest; anything else
 runs as written, unwatched, and says so (``TestRun.watched``). The channel is the
 wrapper's stdout, handed to the interpreter as fd 3; the wrapper marks its end before
@@ -29,6 +29,7 @@ from pathlib import Path
 
 # The one rule for what is test code, shared with hygiene so the two never drift.
 from worker.gates.hygiene import _TEST_PATH_RE
+from worker.gates.junit import MAX_JUNIT_BYTES
 
 _PYTHON_WORDS = re.compile(r"python(3(\.\d+)?)?")
 _RECORD = re.compile(r"^ribbit1 (\d+) ([a-z]+) ([A-Za-z0-9+/=]*) (-|[0-9a-f]{64})$")
@@ -84,7 +85,10 @@ class WatchPlan:
         """The shell text that runs the tests watched. The selection travels as
         ``$RIBBIT_PYTEST_SELECT`` and becomes pytest's ``PYTEST_ADDOPTS`` here; the
         report's place is never in the environment."""
-        words = [self.python, "-P", "-c", bootstrap_source(), _TEST_PATH_RE.pattern, *self.args]
+        words = [
+            *(self.python, "-P", "-c", bootstrap_source()),
+            *(_TEST_PATH_RE.pattern, str(MAX_JUNIT_BYTES), *self.args),
+        ]
         return f'PYTEST_ADDOPTS="${{{SELECT_VAR}-}}" exec {" ".join(shlex.quote(w) for w in words)}'
 
 
@@ -146,6 +150,8 @@ def parse_channel(text: str) -> Channel | None:
             events.append(TamperEvent("overflow", "more tamper events than Ribbit keeps", None, 0))
         elif kind == "report" and report is None:
             report = payload
+        elif kind == "oversize" and report is None:
+            pass  # no report: the exit status decides
         elif kind == "end":
             data = json.loads(payload)
             status, failed = int(data["status"]), int(data["failed"])

@@ -1,7 +1,8 @@
 """Ribbit's pytest bootstrap: runs INSIDE the sandbox, as the test interpreter's first
 code, and reports the run over a channel the code under test cannot quietly forge.
 
-Started as ``python -P -c <this file's source> <test-path regex> <pytest args...>``
+Started as ``python -P -c <this file's source> <test-path regex> <report size cap>
+<pytest args...>``
 with file descriptor 3 open on the wrapper's own stdout (worker/gates/testrun.py). In
 order, before any repository file can load:
 
@@ -42,6 +43,7 @@ This module imports nothing from Ribbit: it runs in the repository's interpreter
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 
 
 def _ribbit_main() -> None:
@@ -74,6 +76,7 @@ def _ribbit_main() -> None:
         write(channel, b"\nribbit1 " + body + b" " + mac + b"\n")
 
     test_path = re.compile(sys.argv[1], re.I)
+    report_cap = int(sys.argv[2])
     # Another process's or this one's descriptors and memory: the report's way out.
     descriptors = re.compile(r"/(proc/[^/]+/(fd|mem|environ)|dev/fd)(/|$)")
     workspace = os.getcwd().rstrip("/") + "/"
@@ -197,7 +200,9 @@ def _ribbit_main() -> None:
     ]
     import importlib
 
-    watched: dict[tuple[str, str, str], object] = {}
+    # (the live namespace, the attribute, the value it had, its name): each check is one
+    # identity test per entry, cheap enough to run after every test.
+    watched: list[tuple[Mapping[str, object], str, object, str]] = []
     for name in runner_modules:
         try:
             module = importlib.import_module(name)
@@ -205,12 +210,12 @@ def _ribbit_main() -> None:
             continue
         for attr, value in list(vars(module).items()):
             if callable(value) and getattr(value, "__module__", None) == name:
-                watched[(name, "", attr)] = value
+                watched.append((vars(module), attr, value, f"{name}.{attr}"))
             if isinstance(value, type) and value.__module__ == name:
                 for member, thing in list(vars(value).items()):
                     if callable(thing) or isinstance(thing, (staticmethod, classmethod, property)):
-                        watched[(name, attr, member)] = thing
-    modules = {name: sys.modules[name] for name in runner_modules if name in sys.modules}
+                        watched.append((vars(value), member, thing, f"{name}.{attr}.{member}"))
+    checked_modules: set[str] = set()
 
     def where_defined(value: object) -> tuple[str | None, int]:
         """Where a replacement's code was written (None: nowhere Python can tell)."""
@@ -226,13 +231,11 @@ def _ribbit_main() -> None:
         return None, 0
 
     def check_runner() -> None:
-        for (name, cls, attr), value in list(watched.items()):
-            holder = modules[name]
-            now = vars(holder).get(cls) if cls else holder
-            current = vars(now).get(attr) if now is not None else None
-            if current is value:
-                continue
-            watched[(name, cls, attr)] = current
+        changed = [i for i, (ns, attr, value, _) in enumerate(watched) if ns.get(attr) is not value]
+        for i in changed:
+            ns, attr, _value, shown = watched[i]
+            current = ns.get(attr)
+            watched[i] = (ns, attr, current, shown)
             filename, line = where_defined(current)
             path = repo_file(filename) if filename is not None else None
             # Plugins and pytest itself patch its classes as they load; only a
@@ -240,9 +243,13 @@ def _ribbit_main() -> None:
             # cannot be found at all, is the repository's doing.
             if filename is not None and (path is None or test_path.search(path)):
                 continue
-            shown = f"{name}.{cls + '.' if cls else ''}{attr}"
             record("runner-monkeypatch", f"runner code replaced: {shown}", path, line)
+        if checked_modules.issuperset(sys.modules):
+            return
         for name, module in list(sys.modules.items()):
+            if name in checked_modules:
+                continue
+            checked_modules.add(name)
             top = name.partition(".")[0]
             if top not in sys.stdlib_module_names and top not in runner_names:
                 continue
@@ -261,17 +268,22 @@ def _ribbit_main() -> None:
             if report.when == "teardown":
                 check_runner()
 
-    argv = [f"--junitxml={report}", "-o", "junit_family=xunit1", *sys.argv[2:]]
-    sys.argv = [sys.argv[0], *sys.argv[2:]]
+    argv = [f"--junitxml={report}", "-o", "junit_family=xunit1", *sys.argv[3:]]
+    sys.argv = [sys.argv[0], *sys.argv[3:]]
     status = int(pytest.main(argv, plugins=[RibbitWatch()]))
     check_runner()
     try:
         with open(report, "rb") as fh:
-            data = fh.read()
+            data = fh.read(report_cap + 1)
     except OSError:
         data = None
-    if data is not None:
+    if data is not None and len(data) > report_cap:
+        send("oversize", b"")  # judged on the exit status, as an unwatched run would be
+    elif data is not None:
         send("report", data)
+    import shutil
+
+    shutil.rmtree(report_dir, ignore_errors=True)
     end = {"status": status, "failed": len(failed)}
     send("end", json.dumps(end).encode())
     raise SystemExit(status)

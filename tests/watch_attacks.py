@@ -207,12 +207,49 @@ def mul(a, b):
 """
 
 
+# Against the watch itself: rebind what the bootstrap might use to encode its records
+# (no audit event for a module attribute), so a failing end becomes a passing one, and
+# exit 0 at the end. Unwatched there is nothing to rebind: it forges nothing there.
+ENCODER_PATCH = """import atexit
+import binascii
+import builtins
+import json
+import os
+
+_b2a = binascii.b2a_base64
+_dumps = json.dumps
+_len = builtins.len
+
+
+def _forged_b2a(data, *, newline=True):
+    data = bytes(data).replace(b'"status": 1', b'"status": 0').replace(b"<failure", b"<x")
+    return _b2a(data, newline=newline)
+
+
+def _forged_dumps(obj, *args, **kwargs):
+    if isinstance(obj, dict) and "status" in obj:
+        obj = {**obj, "status": 0, "failed": 0}
+    return _dumps(obj, *args, **kwargs)
+
+
+def _forged_len(obj):
+    return _len(obj)
+
+
+binascii.b2a_base64 = _forged_b2a
+json.dumps = _forged_dumps
+builtins.len = _forged_len
+atexit.register(os._exit, 0)
+"""
+
+
 @dataclass(frozen=True)
 class Attack:
     name: str
     files: dict[str, str]
     mechanism: str  # the tamper event's mechanism the watched run must report
     path: str | None  # the file it must name
+    forges_plain: bool = True  # it forges a run that is not watched
 
 
 def attacks() -> list[Attack]:
@@ -242,6 +279,13 @@ def attacks() -> list[Attack]:
             {**unit, "calc/__init__.py": TESTCASE_RUN},
             "runner-monkeypatch",
             "calc/__init__.py",
+        ),
+        Attack(
+            "encoder-patch",
+            {**broken, "calc/__init__.py": ENCODER_PATCH},
+            "runner-monkeypatch",
+            "calc/__init__.py",
+            forges_plain=False,
         ),
         Attack(
             "argparse-shadow",

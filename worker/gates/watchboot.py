@@ -47,9 +47,8 @@ from collections.abc import Mapping
 
 
 def _ribbit_main() -> None:
-    import base64
+    import binascii
     import hashlib
-    import json
     import os
     import re
     import tempfile
@@ -58,8 +57,15 @@ def _ribbit_main() -> None:
     write = os.write
     getpid = os.getpid
     main_pid = getpid()
+    # Only C functions taken now, never looked up again: the code under test may
+    # rebind module attributes (``binascii.b2a_base64 = ...``) that raise no audit event.
     sha256 = hashlib.sha256
-    b64 = base64.b64encode
+    to_base64 = binascii.b2a_base64
+    from _json import encode_basestring_ascii as quote
+
+    def b64(data: bytes) -> bytes:
+        return to_base64(data, newline=False)
+
     key = os.urandom(32)
     inner = bytes(b ^ 0x36 for b in key.ljust(64, b"\0"))
     outer = bytes(b ^ 0x5C for b in key.ljust(64, b"\0"))
@@ -116,8 +122,9 @@ def _ribbit_main() -> None:
             if len(seen) == limit + 1:
                 send("overflow", b"")
             return
-        event = {"mechanism": mechanism, "what": what, "path": path, "line": line}
-        send("tamper", json.dumps(event).encode())
+        shown = "null" if path is None else quote(path)
+        event = f'{{"mechanism": {quote(mechanism)}, "what": {quote(what)}, "path": {shown}, '
+        send("tamper", f'{event}"line": {line:d}}}'.encode())
 
     def classify(event: str, args: tuple[object, ...]) -> str | None:
         if event in ("gc.get_objects", "gc.get_referrers", "gc.get_referents"):
@@ -139,7 +146,7 @@ def _ribbit_main() -> None:
         if event == "ctypes.dlsym" and len(args) > 1 and str(args[1]).startswith(("Py", "_Py")):
             return f"ctypes access to the interpreter ({args[1]})"
         if event == "open" and args and isinstance(args[0], (str, bytes)):
-            path = os.fsdecode(args[0])
+            path = args[0] if isinstance(args[0], str) else args[0].decode("utf-8", "replace")
             if path.startswith(report_dir) or descriptors.match(path):
                 return f"open of {path}"
         return None
@@ -215,6 +222,11 @@ def _ribbit_main() -> None:
                 for member, thing in list(vars(value).items()):
                     if callable(thing) or isinstance(thing, (staticmethod, classmethod, property)):
                         watched.append((vars(value), member, thing, f"{name}.{attr}.{member}"))
+    import builtins
+
+    for attr, value in list(vars(builtins).items()):
+        if callable(value):
+            watched.append((vars(builtins), attr, value, f"builtins.{attr}"))
     checked_modules: set[str] = set()
 
     def where_defined(value: object) -> tuple[str | None, int]:
@@ -281,13 +293,24 @@ def _ribbit_main() -> None:
         send("oversize", b"")  # judged on the exit status, as an unwatched run would be
     elif data is not None:
         send("report", data)
+    send("end", f'{{"status": {status:d}, "failed": {len(failed):d}}}'.encode())
     import shutil
 
     shutil.rmtree(report_dir, ignore_errors=True)
-    end = {"status": status, "failed": len(failed)}
-    send("end", json.dumps(end).encode())
     raise SystemExit(status)
 
 
+def _run_privately() -> None:
+    """Run :func:`_ribbit_main` with globals and builtins of its own: the closures look
+    names up there, so ``builtins.len = ...`` by the code under test changes nothing
+    the bootstrap uses (it is reported, as a runner monkeypatch)."""
+    import builtins
+    import types
+
+    own: dict[str, object] = {"__builtins__": dict(vars(builtins)), "__name__": "ribbit-watch"}
+    own.update(sys=sys, Mapping=Mapping)
+    types.FunctionType(_ribbit_main.__code__, own)()
+
+
 if __name__ == "__main__":
-    _ribbit_main()
+    _run_privately()

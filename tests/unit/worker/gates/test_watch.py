@@ -51,14 +51,19 @@ def test_each_attack_forges_an_unwatched_run_and_is_reported_when_watched(
     tmp_path: Path, attack: Attack
 ) -> None:
     tree = _tree(tmp_path, attack.files)
-    plain = _run(tree, PLAIN)
-    # Broken outside the watch: mul is wrong, yet the plain run says all passed.
-    assert not plain.watched
-    assert plain.exit_code == 0 and plain.tampered is None, plain.log()
-    assert _mul(plain) == "passed"
+    if attack.forges_plain:
+        plain = _run(tree, PLAIN)
+        # Broken outside the watch: mul is wrong, yet the plain run says all passed.
+        assert not plain.watched
+        assert plain.exit_code == 0 and plain.tampered is None, plain.log()
+        assert _mul(plain) == "passed"
 
     watched = _run(tree, WATCHED)
     assert watched.watched
+    if not attack.forges_plain:
+        # An attack on the watch's own encoding: the verdict stays the run's own.
+        assert _mul(watched) == "failed" and watched.exit_code == 1, watched.log()
+        assert watched.tampered == "the interpreter exited 0 but pytest's session ended 1"
     if attack.mechanism:
         named = [e for e in watched.tamper if e.mechanism == attack.mechanism]
         assert named, (watched.tamper, watched.log())

@@ -14,6 +14,7 @@ from bot.store.gate_report import GateResult
 from tests.unit.worker.gates.helpers import make_patch, repo_with
 from tests.watch_attacks import BASE, HONEST, Attack, attacks
 from worker.gates import GateContext
+from worker.gates.testrun import run_tests
 from worker.gates.tests import TestGate
 from worker.repo_config import RepoConfig
 from worker.sandbox.base import SandboxFactory
@@ -85,3 +86,29 @@ def test_an_honest_fix_passes_watched_with_no_tamper(
     assert result.passed, (result.findings, result.logs)
     assert result.details["after"]["watched"] is True
     assert not [f for f in result.findings if f.rule.startswith("tamper")]
+
+
+def test_a_run_starts_with_nothing_left_running_from_the_setup(
+    tmp_path: Path, factory: SandboxFactory
+) -> None:
+    # A setup step (the patched tree's install hooks run there) that leaves a daemon
+    # behind, in a session of its own so its command's end does not take it along.
+    alone = (
+        "import os\n\n\ndef test_nothing_left_running():\n"
+        "    pid = open('/tmp/daemon.pid').read().strip()\n"
+        "    assert not os.path.exists(f'/proc/{pid}')\n"
+    )
+    tree = tmp_path / "tree"
+    (tree / "tests").mkdir(parents=True)
+    (tree / "tests/test_alone.py").write_text(alone)
+    daemon = (
+        "setsid sleep 600 </dev/null >/dev/null 2>&1 & p=$!; echo $p > /tmp/daemon.pid; "
+        # Waits (on a condition, not a clock) until it has its own session.
+        'until [ "$(cut -d" " -f6 /proc/$p/stat)" = "$p" ]; do :; done'
+    )
+    with factory(tree) as sandbox:
+        assert sandbox.exec(["bash", "-c", daemon], timeout=30).exit_code == 0
+        alive = sandbox.exec(["bash", "-c", "kill -0 $(cat /tmp/daemon.pid)"], timeout=30)
+        assert alive.exit_code == 0  # it outlived its command
+        run = run_tests(sandbox, PYTEST, timeout=120)
+    assert run.outcomes == {"tests/test_alone.py::test_nothing_left_running": "passed"}, run.log()

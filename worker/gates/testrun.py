@@ -38,6 +38,7 @@ import secrets
 import shlex
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
+from typing import Protocol, runtime_checkable
 
 from worker.gates.junit import (
     MAX_JUNIT_BYTES,
@@ -61,6 +62,14 @@ SHORT_TIMEOUT_S = 60
 MAX_SELECT_CHARS = 100_000
 _EXISTS_BATCH = 2000
 _EXISTS_SCRIPT = 'for f in "$@"; do [ -f "$f" ] && printf "%s\\0" "$f"; done; exit 0'
+
+
+@runtime_checkable
+class _Stoppable(Protocol):
+    """A real backend, which can kill what is left running in it (the host-copy test
+    sandbox cannot: its processes are the host's)."""
+
+    def stop_processes(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -161,6 +170,10 @@ def run_tests(
     ``make test`` is run as written)."""
     test = command if isinstance(command, TestCommand) else recognise(command, "caller")
     how = test.invocation(select)
+    if isinstance(sandbox, _Stoppable):
+        # Nothing left running (a setup step's daemon, an earlier run's children) may
+        # watch this run's processes or reopen its output through /proc.
+        sandbox.stop_processes()
     plan = watch_plan(test.command) if test.runner == "pytest" else None
     if plan is not None:
         # Asked before the tests run, in a sandbox they have not touched yet.

@@ -1,4 +1,4 @@
-"""Forged runs through the real gate on bubblewrap (issue #31): every attack of
+"""Forged runs through the real gate on both backends (issue #31): every attack of
 tests/watch_attacks.py is refused with a finding that names its mechanism, the /tmp
 marker no longer survives into the rerun, and an honest fix passes watched with no
 tamper finding."""
@@ -30,11 +30,11 @@ TMP_MARKER = (
 )
 
 
-@pytest.fixture
+@pytest.fixture(params=["docker", "bubblewrap"])
 def factory(request: pytest.FixtureRequest) -> Iterator[SandboxFactory]:
     from worker.sandbox import sandbox_factory
 
-    settings: SandboxSettings = request.getfixturevalue("bubblewrap_settings")
+    settings: SandboxSettings = request.getfixturevalue(f"{request.param}_settings")
     yield sandbox_factory(settings)
 
 

@@ -243,6 +243,11 @@ atexit.register(os._exit, 0)
 """
 
 
+# A plugin in the package's own code, loaded through a conftest's ``pytest_plugins``
+# (an entry point or ``-p`` would load it the same way): no runner code is replaced.
+PLUGIN_CONFTEST = 'pytest_plugins = ["calc.quiet"]\n'
+
+
 @dataclass(frozen=True)
 class Attack:
     name: str
@@ -286,6 +291,12 @@ def attacks() -> list[Attack]:
             "runner-monkeypatch",
             "calc/__init__.py",
             forges_plain=False,
+        ),
+        Attack(
+            "package-plugin",
+            {**broken, "conftest.py": PLUGIN_CONFTEST, "calc/quiet.py": QUIET_PLUGIN},
+            "runner-plugin",
+            "calc/quiet.py",
         ),
         Attack(
             "argparse-shadow",

@@ -271,8 +271,41 @@ def _ribbit_main() -> None:
                 record("module-shadow", what, rel, 1)
 
     failed: set[str] = set()
+    configs: list[pytest.Config] = []
+    plugins_seen: set[int] = set()
+
+    def check_plugins() -> None:
+        """A pytest plugin whose hooks are written in the repository's non-test code
+        (an entry point, ``-p``, ``PYTEST_PLUGINS``, one registered at run time) can
+        rewrite every report without touching anything else."""
+        for config in configs:
+            for name, plugin in list(config.pluginmanager.list_name_plugin()):
+                if plugin is None or id(plugin) in plugins_seen:
+                    continue
+                plugins_seen.add(id(plugin))
+                for attr in list(dir(plugin)):
+                    if not attr.startswith("pytest_"):
+                        continue
+                    try:
+                        filename, line = where_defined(getattr(plugin, attr))
+                    except Exception:  # noqa: S112 (a plugin's odd attribute is not ours)
+                        continue
+                    path = repo_file(filename) if filename is not None else None
+                    if path is not None and not test_path.search(path):
+                        what = f"a pytest plugin from the repository's code ({name}: {attr})"
+                        record("runner-plugin", what, path, line)
+                        break
 
     class RibbitWatch:
+        @staticmethod
+        def pytest_configure(config: pytest.Config) -> None:
+            configs.append(config)
+
+        @staticmethod
+        def pytest_collection_finish(session: pytest.Session) -> None:
+            check_runner()
+            check_plugins()
+
         @staticmethod
         def pytest_runtest_logreport(report: pytest.TestReport) -> None:
             if report.failed:
@@ -284,6 +317,7 @@ def _ribbit_main() -> None:
     sys.argv = [sys.argv[0], *sys.argv[3:]]
     status = int(pytest.main(argv, plugins=[RibbitWatch()]))
     check_runner()
+    check_plugins()
     try:
         with open(report, "rb") as fh:
             data = fh.read(report_cap + 1)

@@ -73,13 +73,18 @@ def _ribbit_main() -> None:
     os.set_inheritable(channel, False)  # children the tests start do not get it
     write(channel, b"\nribbit1 0 key " + b64(key) + b" -\n")
 
+    import _thread
+
+    one_at_a_time = _thread.RLock()  # numbers go out in order, whatever thread
+
     def send(kind: str, payload: bytes) -> None:
         if getpid() != main_pid:
             return  # a forked child: its records would reuse sequence numbers
-        sequence[0] += 1
-        body = f"{sequence[0]} {kind} ".encode() + b64(payload)
-        mac = sha256(outer + sha256(inner + body).digest()).hexdigest().encode()
-        write(channel, b"\nribbit1 " + body + b" " + mac + b"\n")
+        with one_at_a_time:
+            sequence[0] += 1
+            body = f"{sequence[0]} {kind} ".encode() + b64(payload)
+            mac = sha256(outer + sha256(inner + body).digest()).hexdigest().encode()
+            write(channel, b"\nribbit1 " + body + b" " + mac + b"\n")
 
     test_path = re.compile(sys.argv[1], re.I)
     report_cap = int(sys.argv[2])
@@ -91,8 +96,6 @@ def _ribbit_main() -> None:
     getframe = sys._getframe
     busy: set[int] = set()
     seen: set[tuple[str, str, int]] = set()
-    import _thread
-
     ident = _thread.get_ident
     limit = 200
 

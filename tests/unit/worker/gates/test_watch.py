@@ -247,3 +247,26 @@ def test_a_tamper_the_base_does_too_is_only_a_warning(tmp_path: Path) -> None:
         SuiteRun("before", watched=True), SuiteRun("after", watched=False), trees
     )
     assert [f.rule for f in unwatched] == ["tamper"]
+
+
+def test_a_watched_run_selects_tests_by_node_id(tmp_path: Path) -> None:
+    tree = _tree(tmp_path, BASE)
+    with LocalDirSandbox(tree) as sandbox:
+        run = run_tests(sandbox, WATCHED, timeout=120, select=["tests/test_core.py::test_one"])
+    assert run.watched and run.outcomes == {"tests/test_core.py::test_one": "passed"}
+
+
+def test_events_from_many_threads_are_reported_once_per_site(tmp_path: Path) -> None:
+    # Non-test code raising the same watched event from 8 threads: one record for the
+    # site, and a channel still whole.
+    threads = (
+        "import sys\nimport threading\n\n\ndef walk(n):\n    for _ in range(50):\n"
+        "        sys._getframe(0)\n\n\ndef mul(a, b):\n"
+        "    workers = [threading.Thread(target=walk, args=(i,)) for i in range(8)]\n"
+        "    for w in workers:\n        w.start()\n    for w in workers:\n        w.join()\n"
+        "    return a * b\n"
+    )
+    run = _run(_tree(tmp_path, {**BASE, "calc/core.py": threads}), WATCHED)
+    assert run.tampered is None, run.log()
+    assert [e.mechanism for e in run.tamper] == ["sys._getframe"]
+    assert run.exit_code == 0

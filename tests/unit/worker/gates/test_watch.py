@@ -270,3 +270,12 @@ def test_events_from_many_threads_are_reported_once_per_site(tmp_path: Path) -> 
     assert run.tampered is None, run.log()
     assert [e.mechanism for e in run.tamper] == ["sys._getframe"]
     assert run.exit_code == 0
+
+
+def test_a_broken_channel_after_the_patch_is_tamper(tmp_path: Path) -> None:
+    tree = _tree(tmp_path, {"calc/core.py": "x = 1\n"})
+    trees = PatchTrees(before=tree, after=tree, parsed=None)  # type: ignore[arg-type]
+    broken = SuiteRun("after", watched=True, mismatch="record 3 of the run's channel is forged")
+    found = tamper_findings(SuiteRun("before", watched=True), broken, trees)
+    assert [(f.rule, f.severity) for f in found] == [("tamper", "error")]
+    assert "record 3" in found[0].message

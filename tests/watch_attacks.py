@@ -76,6 +76,27 @@ _config = _in_frames(inspect.currentframe())
 _config.pluginmanager.register(_Quiet(), "calc-quiet")
 """
 )
+WALK_STACK = (
+    _QUIET
+    + """
+import traceback
+
+for _frame, _line in traceback.walk_stack(None):
+    _config = _in_frames(_frame)
+    if _config is not None:
+        break
+_config.pluginmanager.register(_Quiet(), "calc-quiet")
+"""
+)
+LOGGING_FRAME = (
+    _QUIET
+    + """
+import logging
+
+_config = _in_frames(logging.currentframe())
+_config.pluginmanager.register(_Quiet(), "calc-quiet")
+"""
+)
 TRACEBACK_FRAME = (
     _QUIET
     + """
@@ -267,6 +288,18 @@ def attacks() -> list[Attack]:
         Attack(
             "frame-walk",
             {**broken, "calc/__init__.py": FRAME_WALK},
+            "sys._getframe",
+            "calc/__init__.py",
+        ),
+        Attack(
+            "walk-stack",
+            {**broken, "calc/__init__.py": WALK_STACK},
+            "sys._getframe",
+            "calc/__init__.py",
+        ),
+        Attack(
+            "logging-currentframe",
+            {**broken, "calc/__init__.py": LOGGING_FRAME},
             "sys._getframe",
             "calc/__init__.py",
         ),

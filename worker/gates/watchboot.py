@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
+from typing import Any
 
 
 def _ribbit_main() -> None:
@@ -104,17 +105,37 @@ def _ribbit_main() -> None:
             return filename[len(workspace) :]
         return None
 
-    def attribute(frame: object) -> tuple[str, int] | None:
-        """The non-test workspace file and line that caused the event, or None."""
+    def hands_out_frames(f: Any) -> bool:
+        """Whether frame ``f`` is a standard-library function that returns frames to its
+        caller (so the caller, not it, is who reached them): anything in inspect, and
+        traceback's ``walk_stack``/``walk_tb`` and logging's ``currentframe`` when called
+        from outside their module (their own internal use returns no frame)."""
+        name = f.f_code.co_filename
+        if repo_file(name) is not None:
+            return False
+        if name.endswith("/inspect.py"):
+            return True
+        caller = f.f_back
+        if caller is None or caller.f_code.co_filename == name:
+            return False
+        if name.endswith("/traceback.py"):
+            return f.f_code.co_name in ("walk_stack", "walk_tb")
+        return name.endswith("/logging/__init__.py") and f.f_code.co_name == "<lambda>"
+
+    def attribute(frame: Any) -> tuple[str, int] | None:
+        """The non-test workspace file and line that caused the event, or None: the
+        innermost frame, or the caller of a function that hands frames out. Other
+        standard-library and pytest code raises such events for its own use (namedtuple,
+        logging's caller lookup, traceback formatting) and hands no frame on."""
         f = frame
-        while f is not None and f.f_code.co_filename.endswith("/inspect.py"):  # type: ignore[attr-defined]
-            f = f.f_back  # type: ignore[attr-defined]
+        while f is not None and hands_out_frames(f):
+            f = f.f_back
         if f is None:
             return None
-        rel = repo_file(f.f_code.co_filename)  # type: ignore[attr-defined]
+        rel = repo_file(f.f_code.co_filename)
         if rel is None or test_path.search(rel):
             return None
-        return rel, f.f_lineno  # type: ignore[attr-defined]
+        return rel, f.f_lineno
 
     def record(mechanism: str, what: str, path: str | None, line: int) -> None:
         site = (mechanism, path or "", line)
@@ -345,7 +366,7 @@ def _run_privately() -> None:
     import types
 
     own: dict[str, object] = {"__builtins__": dict(vars(builtins)), "__name__": "ribbit-watch"}
-    own.update(sys=sys, Mapping=Mapping)
+    own.update(sys=sys, Mapping=Mapping, Any=Any)
     types.FunctionType(_ribbit_main.__code__, own)()
 
 

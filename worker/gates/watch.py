@@ -116,7 +116,10 @@ def parse_channel(text: str) -> Channel | None:
         if any(line.startswith("ribbit1 ") for line in lines):
             return _broken("the run's channel does not start with its key")
         return None
-    key = base64.b64decode(first[3])
+    try:
+        key = base64.b64decode(first[3], validate=True)
+    except binascii.Error:
+        return _broken("the run's channel key is not base64")
     events: list[TamperEvent] = []
     report: bytes | None = None
     status: int | None = None

@@ -180,6 +180,8 @@ def test_a_channel_with_anything_but_the_bootstraps_records_is_broken(
 def test_a_channel_without_its_key_first_is_broken_and_none_is_unwatched() -> None:
     forged = parse_channel(_record(KEY, 1, "end", END) + "\n")
     assert forged is not None and forged.broken
+    bad_key = parse_channel("ribbit1 0 key abc -\n")
+    assert bad_key is not None and bad_key.broken == "the run's channel key is not base64"
     assert parse_channel("") is None
     assert parse_channel("hello\n") is None
 

@@ -29,8 +29,10 @@ from trainer.envs.schema import Environment
 from worker.agent.episode import SandboxRecipe, SetupFailed
 from worker.gates.base import Gate, GateContext
 from worker.gates.hygiene import HygieneGate
+from worker.gates.patch import PatchParseError, parse_patch
 from worker.gates.semgrep import SemgrepGate
 from worker.gates.testrun import TestRun, run_tests
+from worker.gates.watch import TamperEvent
 from worker.repo_config import RepoConfig
 from worker.sandbox.base import Sandbox
 from worker.settings import GateSettings
@@ -151,13 +153,28 @@ def compute_reward(
 
 def _patch_tamper(run: TestRun, diff: str) -> str:
     """Why the run is forged by the patch ("" when it is not): a channel that is not the
-    bootstrap's, or a tamper event in a file the patch touches. Events in files the
-    patch leaves alone are the repository's own habits (the builder's runs have them
-    too), which would otherwise zero every rollout on that environment."""
+    bootstrap's, or a tamper event on a line the patch adds (or from code in no file).
+    Events elsewhere are the repository's own habits (a logging library that walks
+    frames), which would otherwise zero every rollout that touches such a file."""
     if run.tampered:
         return run.tampered
-    touched = {section.path for section in split_by_file(diff)}
-    return "; ".join(e.describe() for e in run.tamper if e.path is None or e.path in touched)
+    try:
+        files = parse_patch(diff).files
+    except PatchParseError:
+        files = ()
+    added = {(f.new.path, line) for f in files if f.new is not None for line, _ in f.added}
+    new_paths = [f.new.path for f in files if f.new is not None]
+
+    def by_patch(event: TamperEvent) -> bool:
+        if event.path is None or (event.path, event.line) in added:
+            return True
+        # A module named like the standard library's: the patch added the file (line 1)
+        # or a package of that name.
+        return event.mechanism == "module-shadow" and any(
+            p.startswith(event.path + "/") for p in new_paths
+        )
+
+    return "; ".join(e.describe() for e in run.tamper if by_patch(e))
 
 
 def shaped_reward(result: RewardResult, env: Environment, *, weight: float = 0.1) -> float:

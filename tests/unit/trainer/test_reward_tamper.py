@@ -13,7 +13,10 @@ from tests.watch_attacks import GC_HOOK
 from trainer.envs.builder import BuildSpec, EnvironmentBuilder
 from trainer.envs.folders import EnvironmentFolders
 from trainer.envs.schema import Environment
-from trainer.rl.reward import compute_reward
+from trainer.rl.reward import _patch_tamper, compute_reward
+from worker.gates.testrun import TestRun
+from worker.gates.watch import TamperEvent
+from worker.sandbox.base import ExecResult
 
 WATCHED = "python3 -m pytest -q -p no:cacheprovider"
 
@@ -64,3 +67,25 @@ def test_the_real_fix_still_earns_one_watched(env_and_checkout: tuple[Environmen
     diff = _diff(checkout, {"calc.py": CALC_FIXED})
     result = compute_reward(env, diff, checkout, sandbox_factory, gates=[])
     assert (result.reward, result.reason) == (1.0, "solved"), result.details
+
+
+def test_only_tamper_on_lines_the_patch_adds_costs_the_reward() -> None:
+    # calc.py line 3 is the patch's; line 1 is the repository's own (a logging helper
+    # walking frames, say), which an honest fix may sit beside.
+    diff = (
+        "diff --git a/calc.py b/calc.py\n--- a/calc.py\n+++ b/calc.py\n"
+        "@@ -1,2 +1,3 @@\n import sys\n x = sys._getframe(0)\n+y = sys._getframe(0)\n"
+    )
+    result = ExecResult(exit_code=0, stdout="", stderr="", duration_s=0.0)
+
+    def run(*events: TamperEvent) -> TestRun:
+        return TestRun("pytest", result, (), True, watched=True, tamper=events)
+
+    theirs = TamperEvent("sys._getframe", "frame access", "calc.py", 2)
+    ours = TamperEvent("sys._getframe", "frame access", "calc.py", 3)
+    assert _patch_tamper(run(theirs), diff) == ""
+    assert _patch_tamper(run(theirs, ours), diff) == ours.describe()
+    nowhere = TamperEvent("runner-monkeypatch", "runner code replaced", None, 0)
+    assert _patch_tamper(run(nowhere), diff) == nowhere.describe()
+    broken = TestRun("pytest", result, (), False, "a forged record", watched=True)
+    assert _patch_tamper(broken, diff) == "a forged record"

@@ -29,8 +29,10 @@ from trainer.envs.schema import Environment
 from worker.agent.episode import SandboxRecipe, SetupFailed
 from worker.gates.base import Gate, GateContext
 from worker.gates.hygiene import HygieneGate
+from worker.gates.patch import PatchParseError, parse_patch
 from worker.gates.semgrep import SemgrepGate
-from worker.gates.testrun import run_tests
+from worker.gates.testrun import TestRun, run_tests
+from worker.gates.watch import TamperEvent
 from worker.repo_config import RepoConfig
 from worker.sandbox.base import Sandbox
 from worker.settings import GateSettings
@@ -40,7 +42,7 @@ from worker.settings import GateSettings
 class RewardResult:
     reward: float
     reason: str  # solved, empty_patch, setup_failed, patch_does_not_apply, tests_failed,
-    # timeout, gate_findings
+    # timeout, tamper, gate_findings
     failed_tests: tuple[str, ...] = ()
     fail_to_pass_passed: int = 0
     findings: tuple[Finding, ...] = ()
@@ -112,6 +114,11 @@ def compute_reward(
         run = run_tests(sandbox, env.test_command, timeout=env.test_timeout_s)
     if run.timed_out:
         return RewardResult(0.0, "timeout")
+    tamper = _patch_tamper(run, diff)
+    if tamper:
+        # A forged run earns nothing, whatever its tests say (issue #31); the reason is
+        # kept, so reward hacking shows in the logs rather than in the reward.
+        return RewardResult(0.0, "tamper", details={"tamper": tamper, "log": run.log()})
     required = [*env.FAIL_TO_PASS, *env.PASS_TO_PASS]
     failed = tuple(t for t in required if run.outcomes.get(t) != "passed")
     f2p_passed = sum(1 for t in env.FAIL_TO_PASS if run.outcomes.get(t) == "passed")
@@ -142,6 +149,32 @@ def compute_reward(
             0.0, "gate_findings", (), f2p_passed, tuple(findings), names, resolved=True
         )
     return RewardResult(1.0, "solved", (), f2p_passed, (), names, resolved=True)
+
+
+def _patch_tamper(run: TestRun, diff: str) -> str:
+    """Why the run is forged by the patch ("" when it is not): a channel that is not the
+    bootstrap's, or a tamper event on a line the patch adds (or from code in no file).
+    Events elsewhere are the repository's own habits (a logging library that walks
+    frames), which would otherwise zero every rollout that touches such a file."""
+    if run.tampered:
+        return run.tampered
+    try:
+        files = parse_patch(diff).files
+    except PatchParseError:
+        files = ()
+    added = {(f.new.path, line) for f in files if f.new is not None for line, _ in f.added}
+    new_paths = [f.new.path for f in files if f.new is not None]
+
+    def by_patch(event: TamperEvent) -> bool:
+        if event.path is None or (event.path, event.line) in added:
+            return True
+        # A module named like the standard library's: the patch added the file (line 1)
+        # or a package of that name.
+        return event.mechanism == "module-shadow" and any(
+            p.startswith(event.path + "/") for p in new_paths
+        )
+
+    return "; ".join(e.describe() for e in run.tamper if by_patch(e))
 
 
 def shaped_reward(result: RewardResult, env: Environment, *, weight: float = 0.1) -> float:

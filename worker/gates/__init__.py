@@ -6,7 +6,8 @@
   parsed into what they judge.
 - tests.py: the test gate, over testrun.py (the one test runner, also the trainer's),
   testcmd.py (which command, and how it is asked for per-test results) and junit.py (the
-  one JUnit reader).
+  one JUnit reader); watch.py runs plain pytest watched (watchboot.py, the bootstrap run
+  inside the sandbox, and its keyed channel) and tamper.py turns what it saw into findings.
 - semgrep.py with rules/: new security findings; hygiene.py with discovery.py: what a
   patch must never touch (CI, the gates' configuration, how tests are found or run).
 - review.py: findings as annotations on the pull request's lines; cli.py: ``ribbit gates``.

@@ -19,6 +19,16 @@ how each runner is asked), except cargo, whose console output is its report. Any
 other XML the run writes (or a file the code under test drops) is ignored; a
 command with no report is judged on its exit code alone. Nothing runs through a
 login shell, so a profile file in the sandbox cannot wrap Ribbit's own steps.
+
+That file is within reach of the code under test, which runs in pytest's own process
+(its path is in the environment). So a plain pytest command (``pytest ...``,
+``python[3] -m pytest ...``) runs watched instead (worker/gates/watch.py, the
+bootstrap in worker/gates/watchboot.py): with no report path in its environment or
+command line, with the standard library and pytest ahead of the workspace on
+``sys.path``, its report and exit status sent over a keyed channel opened before any
+repository file loads, and what its audit hook and runner checks see of the
+repository's non-test code in ``TestRun.tamper``. Every run here is one process tree
+in the sandbox it is given; the test gate gives each run, reruns too, a fresh one.
 """
 
 from __future__ import annotations
@@ -28,6 +38,7 @@ import secrets
 import shlex
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
+from typing import Protocol, runtime_checkable
 
 from worker.gates.junit import (
     MAX_JUNIT_BYTES,
@@ -42,6 +53,7 @@ from worker.gates.junit import (
     parse_node_tap,
 )
 from worker.gates.testcmd import TestCommand, recognise
+from worker.gates.watch import SELECT_VAR, Channel, TamperEvent, parse_channel, watch_plan
 from worker.sandbox.base import WORKSPACE, ExecResult, Sandbox
 
 SHORT_TIMEOUT_S = 60
@@ -50,6 +62,14 @@ SHORT_TIMEOUT_S = 60
 MAX_SELECT_CHARS = 100_000
 _EXISTS_BATCH = 2000
 _EXISTS_SCRIPT = 'for f in "$@"; do [ -f "$f" ] && printf "%s\\0" "$f"; done; exit 0'
+
+
+@runtime_checkable
+class _Stoppable(Protocol):
+    """A real backend, which can kill what is left running in it (the host-copy test
+    sandbox cannot: its processes are the host's)."""
+
+    def stop_processes(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -61,6 +81,10 @@ class TestRun:
     cases: tuple[TestCase, ...]
     report: bool  # a JUnit report was read (else only the exit code tells)
     tampered: str | None = None  # why the run's output is not the wrapper's own
+    # The run went through Ribbit's pytest bootstrap (worker/gates/watchboot.py), and
+    # what its audit hook and runner checks attributed to the repository's code.
+    watched: bool = False
+    tamper: tuple[TamperEvent, ...] = ()
 
     @property
     def timed_out(self) -> bool:
@@ -146,9 +170,29 @@ def run_tests(
     ``make test`` is run as written)."""
     test = command if isinstance(command, TestCommand) else recognise(command, "caller")
     how = test.invocation(select)
+    if isinstance(sandbox, _Stoppable):
+        # Nothing left running (a setup step's daemon, an earlier run's children) may
+        # watch this run's processes or reopen its output through /proc.
+        sandbox.stop_processes()
+    plan = watch_plan(test.command) if test.runner == "pytest" else None
+    if plan is not None:
+        # Asked before the tests run, in a sandbox they have not touched yet.
+        probe = sandbox.exec(plan.probe(), timeout=SHORT_TIMEOUT_S)
+        if probe.exit_code != 0 or probe.timed_out:
+            plan = None
     token = secrets.token_hex(16)
     report_dir = f"/tmp/ribbit-report-{token}"  # noqa: S108 (the sandbox's own /tmp)
-    cap = LOG_BYTES + MAX_JUNIT_BYTES * 4 // 3 + 4096
+    cap = LOG_BYTES + MAX_JUNIT_BYTES * 4 // 3 + 4096 + _CHANNEL_EVENTS_BYTES
+    # pytest's report is asked for whatever runs (``make test`` may start pytest);
+    # ids select through PYTEST_ADDOPTS only where pytest is the runner. A watched run
+    # gets neither variable: its report's place is known only inside the bootstrap.
+    pytest_select = select if test.runner in ("pytest", "shell") else ()
+    if plan is not None:
+        env = {**how.env, SELECT_VAR: " ".join(shlex.quote(w) for w in pytest_select)}
+        script = plan.script()
+    else:
+        env = {**how.env, **pytest_env(f"{report_dir}/junit.xml", pytest_select)}
+        script = how.script
     # The command comes from the repository's config (trusted, like CI config), never
     # from an issue or a model; what Ribbit adds travels in the environment.
     result = sandbox.exec(
@@ -160,21 +204,17 @@ def run_tests(
             _RUN_SCRIPT,
             "ribbit-run",
             report_dir,
-            how.script,
+            script,
             token,
             how.report,
+            "watch" if plan is not None else "plain",
         ],
         timeout=timeout,
-        # pytest's report is asked for whatever runs (``make test`` may start pytest);
-        # ids select through PYTEST_ADDOPTS only where pytest is the runner.
-        env={
-            **how.env,
-            **pytest_env(
-                f"{report_dir}/junit.xml", select if test.runner in ("pytest", "shell") else ()
-            ),
-        },
+        env=env,
         output_cap=cap,
     )
+    if plan is not None:
+        return _watched_run(test, result, token, sandbox_files(sandbox))
     log, data, tampered = split_run_output(result.stdout, token)
     shown = replace(result, stdout=log)
     if data is None:
@@ -194,6 +234,51 @@ def run_tests(
     return TestRun(test.command, shown, tuple(cases), True, tampered)
 
 
+def _watched_run(test: TestCommand, result: ExecResult, token: str, existing: Existing) -> TestRun:
+    """A watched run's result: the report and the exit status are the channel's, never
+    the console's or a file's; anything the channel does not vouch for is tamper."""
+    marker = f"\n{token} channel\n"
+    if result.stdout.count(marker) != 1:
+        shown = replace(result, stdout=result.stdout.split(marker, 1)[-1])
+        if result.timed_out and marker not in result.stdout:
+            return TestRun(test.command, shown, (), False, None, watched=True)
+        return TestRun(
+            test.command, shown, (), False, "the run's channel is not the wrapper's", True
+        )
+    text, rest = result.stdout.split(marker, 1)
+    log, _data, tampered = split_run_output(rest, token)
+    channel = parse_channel(text) or Channel((), None, None, 0, "the watched run sent nothing")
+    shown = replace(result, stdout=log)
+    tampered = tampered or channel.broken
+    if tampered is None and channel.status is None and result.exit_code == 0:
+        tampered = "the interpreter exited 0 before pytest's session ended"
+    if tampered is None and channel.status is not None and result.exit_code != channel.status:
+        if result.exit_code == 0:
+            tampered = f"the interpreter exited 0 but pytest's session ended {channel.status}"
+        shown = replace(shown, exit_code=channel.status)
+    cases: tuple[TestCase, ...] = ()
+    if channel.report is not None and not channel.broken:
+        try:
+            cases = tuple(parse_junit(channel.report, existing, "auto"))
+        except JUnitError:
+            cases = ()
+    failing = {c.id for c in cases if c.failed}
+    if tampered is None and cases and len(failing) < channel.failed:
+        tampered = (
+            f"the report has {len(failing)} failing test(s) but {channel.failed} failed "
+            "while the run was watched"
+        )
+    return TestRun(
+        test.command,
+        shown,
+        cases,
+        bool(cases) or channel.report is not None,
+        tampered,
+        watched=True,
+        tamper=channel.events,
+    )
+
+
 # One exec, so the report folder is made, written and read in the same place. $1 the
 # folder, $2 the command as Ribbit runs it, $3 the token that frames the report, $4
 # what the report is ("junit": the file at $RIBBIT_JUNIT; "output": the console). The
@@ -201,11 +286,18 @@ def run_tests(
 # the report is sent only if it is a single-link regular file newer than the start
 # marker and within the size cap.
 LOG_BYTES = 65536
+_CHANNEL_EVENTS_BYTES = 256 * 1024  # room for the bootstrap's tamper records
 _RUN_SCRIPT = f"""
-d=$1; cmd=$2; tok=$3; kind=$4
+d=$1; cmd=$2; tok=$3; kind=$4; watch=$5
 mkdir -m 700 -- "$d" && touch -- "$d/start" || exit 97
-RIBBIT_JUNIT=$d/junit.xml bash --noprofile --norc -c "$cmd" >"$d/out" 2>&1 </dev/null
-rc=$?
+if [ "$watch" = watch ]; then
+  bash --noprofile --norc -c "$cmd" 3>&1 >"$d/out" 2>&1 </dev/null
+  rc=$?
+  printf '\\n%s channel\\n' "$tok"
+else
+  RIBBIT_JUNIT=$d/junit.xml bash --noprofile --norc -c "$cmd" >"$d/out" 2>&1 </dev/null
+  rc=$?
+fi
 tail -c {LOG_BYTES} -- "$d/out"
 printf '\\n%s begin %s\\n' "$tok" "$rc"
 r=$d/junit.xml

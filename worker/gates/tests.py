@@ -20,11 +20,16 @@ A patch that changes test discovery or runner configuration (see discovery.py) i
 blocked by hygiene unless the repository opted into ``warn``; then this gate also runs
 the patched code with the base's configuration files and judges that run too.
 
-A run with failures is rerun once in the same sandbox, right away: a test that
+A run with failures is rerun once, right away, in a sandbox of its own: a test that
 fails and then passes is flaky (named in the report, not blocking), one that fails
-twice is broken. The rerun shares the sandbox's state (its /tmp and home) with
-the first run, which is exactly what order- or state-dependent tests need to
-show themselves; each of the before and after runs starts from a fresh sandbox.
+twice is broken. The rerun shares nothing with the first run (not its /tmp, home or
+processes): a shared /tmp let code fail until it had left a marker file there, and so
+pass as "flaky" (issue #31). Every run starts from a fresh sandbox, set up afresh.
+
+A plain pytest command runs watched (worker/gates/watch.py): what its audit hook and
+runner checks attribute to the repository's non-test code becomes a blocking
+``tamper`` finding naming the mechanism, file and line, unless the base code does the
+same (then a warning: it is the repository's, not the patch's).
 """
 
 from __future__ import annotations
@@ -46,9 +51,11 @@ from worker.gates.discovery import DiscoveryChange, changed_paths, discovery_cha
 from worker.gates.hygiene import is_test_path
 from worker.gates.junit import NESTED_SEPARATOR, Outcome, TestCase
 from worker.gates.runner import apply_failure, run_tree_gate
+from worker.gates.tamper import tamper_findings
 from worker.gates.testcmd import TestCommand, resolve_test_command
-from worker.gates.testrun import run_tests
+from worker.gates.testrun import TestRun, run_tests
 from worker.gates.trees import PatchTrees, regular_file_inside
+from worker.gates.watch import TamperEvent
 from worker.sandbox.base import ExecResult, Sandbox, SandboxError, SandboxFactory
 from worker.sandbox.setup import SetupResult
 
@@ -85,6 +92,8 @@ class SuiteRun:
     log: str = ""
     # Why the run's exit status or console disagrees with its report (None: they agree).
     mismatch: str | None = None
+    watched: bool = False  # every run of it went through Ribbit's pytest bootstrap
+    tamper: list[TamperEvent] = field(default_factory=list)
 
     @property
     def suite_ok(self) -> bool:
@@ -112,6 +121,8 @@ class SuiteRun:
             "failing": sorted(t for t, o in self.final.items() if o == "failed"),
             "mismatch": self.mismatch,
             "flaky": sorted(self.flaky),
+            "watched": self.watched,
+            "tamper": [e.describe() for e in self.tamper],
         }
 
 
@@ -144,6 +155,7 @@ class TestGate:
         after = self._run_tree(ctx, test, trees.after, "after")
         targets = target_tests(ctx, trees)
         findings, details = judge(ctx, before, after, targets, test.command)
+        findings += tamper_findings(before, after, trees)
         changes = discovery_changes(
             trees.before, trees.after, changed_paths(trees.before, trees.after)
         )
@@ -156,6 +168,7 @@ class TestGate:
             with base_config_tree(trees, changes) as tree:
                 again = self._run_tree(ctx, test, tree, "after (base test configuration)")
             base_findings, _ = judge(ctx, before, again, targets, test.command)
+            base_findings += tamper_findings(before, again, trees)
             findings += [
                 replace(f, rule=f"base-config-{f.rule}")
                 for f in base_findings
@@ -181,7 +194,10 @@ class TestGate:
         timeout = ctx.time_left(float(ctx.gate_settings.test_timeout_s))
         logs: list[str] = []
         setup_step = ctx.setup_step or repo_setup(ctx.repo_config.setup, timeout)
-        opened = fresh_sandbox(ctx.sandbox_factory, tree, setup_step, cancel=ctx.cancel)
+
+        def opened() -> AbstractContextManager[tuple[Sandbox, SetupResult | None]]:
+            return fresh_sandbox(ctx.sandbox_factory, tree, setup_step, cancel=ctx.cancel)
+
         try:
             self._run_in(ctx, test, opened, run, logs, timeout)
         except SandboxError:
@@ -199,55 +215,61 @@ class TestGate:
         self,
         ctx: GateContext,
         test: TestCommand,
-        opened: AbstractContextManager[tuple[Sandbox, SetupResult | None]],
+        opened: Callable[[], AbstractContextManager[tuple[Sandbox, SetupResult | None]]],
         run: SuiteRun,
         logs: list[str],
         timeout: float,
     ) -> None:
-        with opened as (sandbox, setup):
+        """The first run and, when something failed, the rerun, each in a sandbox of
+        its own (``opened`` makes a fresh one)."""
+        with opened() as (sandbox, setup):
             if setup is not None:
                 if setup.command or not setup.ok:
                     logs.append(f"$ {setup.command or '(environment)'}\n{setup.output}")
                 run.setup_failed = not setup.ok
-            first, first_cases, first_junit, tampered = self._once(test, sandbox, timeout)
-            logs.append(f"$ {test.command}\n{_output(first)}")
-            run.first_exit_code = run.exit_code = first.exit_code
-            run.timed_out = first.timed_out
-            run.junit = first_junit
-            run.cases = first_cases
-            # An error (a broken fixture, a collection error) fails like a failure here.
-            run.final = {cid: "failed" if c.failed else c.outcome for cid, c in first_cases.items()}
-            run.mismatch = tampered
-            if first_junit and not first.timed_out:
-                run.mismatch = run.mismatch or report_disagreement(first, first_cases)
-            failed = any(c.failed for c in first_cases.values())
-            timeout = ctx.time_left(timeout)
-            if not first.timed_out and first.exit_code != 0 and (failed or not first_junit):
-                run.reran = True
-                second, second_cases, second_junit, tampered = self._once(test, sandbox, timeout)
-                logs.append(f"$ {test.command}  # rerun\n{_output(second)}")
-                run.exit_code = second.exit_code
-                run.timed_out = second.timed_out
-                run.mismatch = run.mismatch or tampered
-                if second_junit and not second.timed_out:
-                    run.mismatch = run.mismatch or report_disagreement(second, second_cases)
-                for cid, outcome in run.final.items():
-                    if outcome != "failed":
-                        continue
-                    again = second_cases.get(cid)
-                    if again is not None and again.outcome == "passed":
-                        run.final[cid] = "passed"
-                        run.flaky.append(cid)
+            first = run_tests(sandbox, test, timeout=timeout)
+        first_cases = first.by_id
+        logs.append(f"$ {test.command}\n{_output(first.result)}")
+        run.first_exit_code = run.exit_code = first.exit_code
+        run.timed_out = first.timed_out
+        run.junit = first.report
+        run.cases = first_cases
+        _watch(run, first, first=True)
+        # An error (a broken fixture, a collection error) fails like a failure here.
+        run.final = {cid: "failed" if c.failed else c.outcome for cid, c in first_cases.items()}
+        run.mismatch = first.tampered
+        if first.report and not first.timed_out:
+            run.mismatch = run.mismatch or report_disagreement(first.result, first_cases)
+        failed = any(c.failed for c in first_cases.values())
+        timeout = ctx.time_left(timeout)
+        if first.timed_out or first.exit_code == 0 or not (failed or not first.report):
+            return
+        run.reran = True
+        with opened() as (sandbox, setup):
+            if setup is not None and not setup.ok:
+                logs.append(f"$ {setup.command or '(environment)'}  # rerun\n{setup.output}")
+            second = run_tests(sandbox, test, timeout=timeout)
+        second_cases = second.by_id
+        logs.append(f"$ {test.command}  # rerun\n{_output(second.result)}")
+        run.exit_code = second.exit_code
+        run.timed_out = second.timed_out
+        run.mismatch = run.mismatch or second.tampered
+        _watch(run, second, first=False)
+        if second.report and not second.timed_out:
+            run.mismatch = run.mismatch or report_disagreement(second.result, second_cases)
+        for cid, outcome in run.final.items():
+            if outcome != "failed":
+                continue
+            again = second_cases.get(cid)
+            if again is not None and again.outcome == "passed":
+                run.final[cid] = "passed"
+                run.flaky.append(cid)
 
-    @staticmethod
-    def _once(
-        test: TestCommand, sandbox: Sandbox, timeout: float
-    ) -> tuple[ExecResult, dict[str, TestCase], bool, str | None]:
-        """One run of the test command: its result (stdout is the tail of its output),
-        the cases of the one JUnit report Ribbit asked for, whether that report was there,
-        and why the run's output was tampered with (None: it was not)."""
-        run = run_tests(sandbox, test, timeout=timeout)
-        return run.result, run.by_id, run.report, run.tampered
+
+def _watch(run: SuiteRun, test_run: TestRun, *, first: bool) -> None:
+    """Fold one run's watch into the tree's: watched only if every run was."""
+    run.watched = test_run.watched if first else run.watched and test_run.watched
+    run.tamper += [e for e in test_run.tamper if e not in run.tamper]
 
 
 SetupStep = Callable[[Sandbox], SetupResult | None]

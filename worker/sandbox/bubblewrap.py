@@ -445,6 +445,11 @@ class BubblewrapSandbox(ClosedOnExit):
             _chown_tree(self.env_dir, self._host_uid)
             _chown_tree(self.workspace, self._host_uid)
 
+    def stop_processes(self) -> None:
+        """Kill every process left in the sandbox (a setup step's daemons, an earlier
+        run's children): a test run starts as the only process tree here."""
+        self._stop_processes()
+
     def _stop_processes(self) -> None:
         """Nothing of the sandbox may run while the host reads its workspace: the resident
         process kills every other process of the sandbox user (background ones too)."""

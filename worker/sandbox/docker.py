@@ -469,6 +469,11 @@ class DockerSandbox(ClosedOnExit):
 
         return export
 
+    def stop_processes(self) -> None:
+        """Kill every process left in the sandbox (a setup step's daemons, an earlier
+        run's children): a test run starts as the only process tree here."""
+        self._stop_processes()
+
     def _stop_processes(self) -> None:
         """Every process of the sandbox user is stopped before the host reads the
         workspace (pid 1 is out of reach of signals from inside and only waits), so

@@ -78,13 +78,16 @@ def test_tests_gate_checks_test_named_in_issue(tmp_path: Path) -> None:
 
 
 def test_tests_gate_tells_flaky_from_broken(tmp_path: Path) -> None:
-    # Fails on the first run in each sandbox, passes on the rerun: the marker lives in the
-    # sandbox's home, outside the work tree, and each sandbox starts with a fresh one.
+    # Fails on every other run, whatever sandbox it is in: the rerun shares nothing with
+    # the first run (issue #31), so the count lives on the host, which the test sandbox
+    # (not isolated) can reach; before and after, the first run fails and the rerun passes.
+    counter = tmp_path / "runs"
     flaky = (
         "import pathlib\n\n\ndef test_warms_cache():\n"
-        "    marker = pathlib.Path.home() / 'warm'\n"
-        "    if not marker.exists():\n        marker.write_text('1')\n"
-        "        raise AssertionError('cold cache')\n"
+        f"    counter = pathlib.Path({str(counter)!r})\n"
+        "    runs = len(counter.read_text()) if counter.exists() else 0\n"
+        "    counter.write_text('x' * (runs + 1))\n"
+        "    if runs % 2 == 0:\n        raise AssertionError('cold cache')\n"
     )
     result = _run(
         tmp_path,

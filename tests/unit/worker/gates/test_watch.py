@@ -1,0 +1,283 @@
+"""A run the code under test cannot forge (issue #31): every attack in
+tests/watch_attacks.py forges an unwatched run (checked here, so the corpus stays
+honest) and is reported when the run is watched; an honest package and its tests,
+full of the introspection the standard library does, give no tamper at all. Real
+pytest runs in host-copy sandboxes (tests/fakes.LocalDirSandbox), no isolation needed:
+what is tested is the bootstrap, the channel and the gate's reading of them."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+from pathlib import Path
+
+import pytest
+
+from tests.fakes import LocalDirSandbox, make_git_repo
+from tests.unit.worker.gates.helpers import make_ctx, make_patch
+from tests.watch_attacks import BASE, HONEST, MARKER, Attack, attacks
+from worker.gates.tamper import tamper_findings
+from worker.gates.testrun import TestRun, run_tests
+from worker.gates.tests import SuiteRun, TestGate
+from worker.gates.trees import PatchTrees
+from worker.gates.watch import TamperEvent, parse_channel, watch_plan
+from worker.repo_config import RepoConfig
+
+WATCHED = "python3 -m pytest -q -p no:cacheprovider"
+PLAIN = "bash -c 'python3 -m pytest -q -p no:cacheprovider'"  # a shell command: unwatched
+MUL = "tests/test_core.py::test_mul"
+
+
+def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
+    root = tmp_path / "repo"
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    return root
+
+
+def _run(tree: Path, command: str) -> TestRun:
+    with LocalDirSandbox(tree) as sandbox:
+        return run_tests(sandbox, command, timeout=120)
+
+
+def _mul(run: TestRun) -> str | None:
+    return next((o for cid, o in run.outcomes.items() if cid.endswith("test_mul")), None)
+
+
+@pytest.mark.parametrize("attack", attacks(), ids=lambda a: a.name)
+def test_each_attack_forges_an_unwatched_run_and_is_reported_when_watched(
+    tmp_path: Path, attack: Attack
+) -> None:
+    tree = _tree(tmp_path, attack.files)
+    if attack.forges_plain:
+        plain = _run(tree, PLAIN)
+        # Broken outside the watch: mul is wrong, yet the plain run says all passed.
+        assert not plain.watched
+        assert plain.exit_code == 0 and plain.tampered is None, plain.log()
+        assert _mul(plain) == "passed"
+
+    watched = _run(tree, WATCHED)
+    assert watched.watched
+    if not attack.forges_plain:
+        # An attack on the watch's own encoding: the verdict stays the run's own.
+        assert _mul(watched) == "failed" and watched.exit_code == 1, watched.log()
+        assert watched.tampered == "the interpreter exited 0 but pytest's session ended 1"
+    if attack.mechanism:
+        named = [e for e in watched.tamper if e.mechanism == attack.mechanism]
+        assert named, (watched.tamper, watched.log())
+        assert named[0].path == attack.path and named[0].line >= 1
+    else:
+        # Rewrites at exit: the report and the status are the channel's, and what was
+        # written on it later, or the exit forced to 0, shows.
+        assert watched.tampered, watched.log()
+        assert _mul(watched) != "passed"
+
+
+def test_exiting_zero_after_the_session_shows(tmp_path: Path) -> None:
+    exit_zero = "import atexit\nimport os\n\natexit.register(os._exit, 0)\n"
+    tree = _tree(tmp_path, {**BASE, "calc/core.py": "def mul(a, b):\n    return a + b\n"})
+    (tree / "calc/__init__.py").write_text(exit_zero)
+    assert _run(tree, PLAIN).exit_code == 0
+    watched = _run(tree, WATCHED)
+    assert watched.tampered == "the interpreter exited 0 but pytest's session ended 1"
+    assert watched.exit_code == 1
+    assert _mul(watched) == "failed"
+
+
+def test_exiting_zero_before_the_session_ends_shows(tmp_path: Path) -> None:
+    tree = _tree(tmp_path, {**BASE, "calc/__init__.py": "import os\n\nos._exit(0)\n"})
+    watched = _run(tree, WATCHED)
+    assert watched.tampered == "the interpreter exited 0 before pytest's session ended"
+
+
+def test_an_honest_package_full_of_introspection_gives_no_tamper(tmp_path: Path) -> None:
+    run = _run(_tree(tmp_path, HONEST), WATCHED)
+    assert run.watched and run.tampered is None, run.log()
+    assert run.tamper == ()
+    assert run.exit_code == 0
+    assert set(run.outcomes.values()) == {"passed"} and len(run.outcomes) == 5
+
+
+def test_the_watched_run_names_no_report_in_what_the_tests_can_read(tmp_path: Path) -> None:
+    # The environment, the command line (the bootstrap's source is there, no path) and
+    # where every open descriptor leads.
+    probe = (
+        "import os\n\n\ndef test_nothing_names_the_report():\n"
+        "    environ = open('/proc/self/environ', 'rb').read()\n"
+        "    cmdline = open('/proc/self/cmdline', 'rb').read()\n"
+        "    links = []\n"
+        "    for fd in os.listdir('/proc/self/fd'):\n"
+        "        try:\n            links.append(os.readlink(f'/proc/self/fd/{fd}'))\n"
+        "        except OSError:\n            pass\n"
+        "    assert b'junit' not in environ.lower()\n"
+        "    assert b'--junitxml=/' not in cmdline\n"
+        "    assert not [link for link in links if 'junit' in link]\n"
+    )
+    tree = _tree(tmp_path, {**BASE, "tests/test_probe.py": probe})
+    assert _run(tree, PLAIN).outcomes["tests/test_probe.py::test_nothing_names_the_report"] == (
+        "failed"
+    )  # the check can fail: the unwatched run names its report
+    run = _run(tree, WATCHED)
+    assert run.outcomes["tests/test_probe.py::test_nothing_names_the_report"] == "passed"
+
+
+def test_a_flat_layout_still_imports_from_the_workspace_last(tmp_path: Path) -> None:
+    flat = {
+        "calcmod.py": "def mul(a, b):\n    return a * b\n",
+        "tests/test_flat.py": "import sys\n\nimport calcmod\n\n\ndef test_flat():\n"
+        "    assert calcmod.mul(2, 3) == 6\n    assert sys.path[-1].endswith('workspace')\n",
+    }
+    run = _run(_tree(tmp_path, flat), WATCHED)
+    assert run.watched and run.outcomes == {"tests/test_flat.py::test_flat": "passed"}, run.log()
+
+
+def test_only_plain_pytest_commands_are_watched() -> None:
+    assert watch_plan("python3 -m pytest -q") is not None
+    assert watch_plan("pytest -x tests") is not None
+    assert watch_plan("make test") is None
+    assert watch_plan("python3 -m unittest") is None
+
+
+def _record(key: bytes, number: int, kind: str, payload: bytes) -> str:
+    body = f"{number} {kind} {base64.b64encode(payload).decode()}"
+    return f"ribbit1 {body} {hmac.new(key, body.encode(), hashlib.sha256).hexdigest()}"
+
+
+def _channel(key: bytes, *records: str) -> str:
+    return "\n".join([f"ribbit1 0 key {base64.b64encode(key).decode()} -", *records]) + "\n"
+
+
+KEY = b"k" * 32
+END = b'{"status": 0, "failed": 0}'
+
+
+def test_the_channel_reads_the_bootstraps_records() -> None:
+    report = _record(KEY, 1, "report", b"<testsuite/>")
+    channel = parse_channel(_channel(KEY, report, _record(KEY, 2, "end", END)))
+    assert channel is not None and channel.broken is None
+    assert channel.report == b"<testsuite/>" and channel.status == 0
+
+
+@pytest.mark.parametrize(
+    ("records", "why"),
+    [
+        ([_record(b"x" * 32, 1, "end", END)], "forged signature"),
+        ([_record(KEY, 2, "end", END)], "not the bootstrap's"),  # a gap
+        ([_record(KEY, 1, "end", END), _record(KEY, 2, "end", END)], "after its end"),
+        ([_record(KEY, 1, "end", END), "2 passed"], "not the bootstrap's"),
+        ([_record(KEY, 1, "shell", b"")], "unknown kind"),
+    ],
+)
+def test_a_channel_with_anything_but_the_bootstraps_records_is_broken(
+    records: list[str], why: str
+) -> None:
+    channel = parse_channel(_channel(KEY, *records))
+    assert channel is not None and channel.broken is not None and why in channel.broken
+
+
+def test_a_channel_without_its_key_first_is_broken_and_none_is_unwatched() -> None:
+    forged = parse_channel(_record(KEY, 1, "end", END) + "\n")
+    assert forged is not None and forged.broken
+    bad_key = parse_channel("ribbit1 0 key abc -\n")
+    assert bad_key is not None and bad_key.broken == "the run's channel key is not base64"
+    assert parse_channel("") is None
+    assert parse_channel("hello\n") is None
+
+
+def test_the_gate_blocks_a_tampering_patch_naming_mechanism_file_and_line(
+    tmp_path: Path,
+) -> None:
+    repo = tmp_path / "repo"
+    base = make_git_repo(repo, BASE)
+    attack = next(a for a in attacks() if a.name == "gc-hook")
+    patch = make_patch(repo, {p: t for p, t in attack.files.items() if BASE.get(p) != t})
+    ctx = make_ctx(repo, base, patch, config=RepoConfig(test=WATCHED))
+    result = TestGate().run(ctx)
+    tamper = [f for f in result.findings if f.rule == "tamper"]
+    assert not result.passed
+    assert tamper and tamper[0].path == "calc/__init__.py" and tamper[0].line
+    assert "gc.get_objects" in tamper[0].message
+    assert result.details["after"]["watched"] is True
+
+
+def test_the_gate_passes_an_honest_fix_with_no_tamper_finding(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    broken = {**HONEST, "calc/core.py": HONEST["calc/core.py"].replace(".a * b", ".a + b")}
+    base = make_git_repo(repo, broken)
+    patch = make_patch(repo, {"calc/core.py": HONEST["calc/core.py"]})
+    result = TestGate().run(make_ctx(repo, base, patch, config=RepoConfig(test=WATCHED)))
+    assert result.passed, result.findings
+    assert not [f for f in result.findings if f.rule.startswith("tamper")]
+
+
+def test_the_rerun_shares_no_state_with_the_first_run(tmp_path: Path) -> None:
+    # MARKER passes once its first call has left a file in $HOME; the rerun used to
+    # share the first run's sandbox, so the regression read as "flaky".
+    repo = tmp_path / "repo"
+    base = make_git_repo(repo, BASE)
+    patch = make_patch(repo, {"calc/core.py": MARKER})
+    result = TestGate().run(make_ctx(repo, base, patch, config=RepoConfig(test=WATCHED)))
+    assert not result.passed
+    assert result.details["after"]["reran"] is True
+    assert MUL in result.details["regressions"]
+    assert not result.details["flaky"]
+
+
+def test_a_tamper_the_base_does_too_is_only_a_warning(tmp_path: Path) -> None:
+    files = {"calc/core.py": "import gc\n\nN = len(gc.get_objects())\n"}
+    before = _tree(tmp_path / "b", files)
+    after = _tree(tmp_path / "a", {"calc/core.py": "import gc\n\n\nN = len(gc.get_objects())\n"})
+    trees = PatchTrees(before=before, after=after, parsed=None)  # type: ignore[arg-type]
+    event = TamperEvent("gc.get_objects", "garbage-collector traversal", "calc/core.py", 3)
+    old = TamperEvent("gc.get_objects", "garbage-collector traversal", "calc/core.py", 3)
+    found = tamper_findings(
+        SuiteRun("before", watched=True, tamper=[old]),
+        SuiteRun("after", watched=True, tamper=[event]),
+        trees,
+    )
+    assert [f.rule for f in found] == ["tamper"]  # line 3 differs in text: not the base's
+    moved = TamperEvent("gc.get_objects", "garbage-collector traversal", "calc/core.py", 4)
+    found = tamper_findings(
+        SuiteRun("before", watched=True, tamper=[old]),
+        SuiteRun("after", watched=True, tamper=[moved]),
+        trees,
+    )
+    assert [(f.rule, f.severity) for f in found] == [("tamper-in-base", "warning")]
+    unwatched = tamper_findings(
+        SuiteRun("before", watched=True), SuiteRun("after", watched=False), trees
+    )
+    assert [f.rule for f in unwatched] == ["tamper"]
+
+
+def test_a_watched_run_selects_tests_by_node_id(tmp_path: Path) -> None:
+    tree = _tree(tmp_path, BASE)
+    with LocalDirSandbox(tree) as sandbox:
+        run = run_tests(sandbox, WATCHED, timeout=120, select=["tests/test_core.py::test_one"])
+    assert run.watched and run.outcomes == {"tests/test_core.py::test_one": "passed"}
+
+
+def test_events_from_many_threads_are_reported_once_per_site(tmp_path: Path) -> None:
+    # Non-test code raising the same watched event from 8 threads: one record for the
+    # site, and a channel still whole.
+    threads = (
+        "import sys\nimport threading\n\n\ndef walk(n):\n    for _ in range(50):\n"
+        "        sys._getframe(0)\n\n\ndef mul(a, b):\n"
+        "    workers = [threading.Thread(target=walk, args=(i,)) for i in range(8)]\n"
+        "    for w in workers:\n        w.start()\n    for w in workers:\n        w.join()\n"
+        "    return a * b\n"
+    )
+    run = _run(_tree(tmp_path, {**BASE, "calc/core.py": threads}), WATCHED)
+    assert run.tampered is None, run.log()
+    assert [e.mechanism for e in run.tamper] == ["sys._getframe"]
+    assert run.exit_code == 0
+
+
+def test_a_broken_channel_after_the_patch_is_tamper(tmp_path: Path) -> None:
+    tree = _tree(tmp_path, {"calc/core.py": "x = 1\n"})
+    trees = PatchTrees(before=tree, after=tree, parsed=None)  # type: ignore[arg-type]
+    broken = SuiteRun("after", watched=True, mismatch="record 3 of the run's channel is forged")
+    found = tamper_findings(SuiteRun("before", watched=True), broken, trees)
+    assert [(f.rule, f.severity) for f in found] == [("tamper", "error")]
+    assert "record 3" in found[0].message

@@ -1,0 +1,428 @@
+"""Forged test runs (issue #31, "a run the code under test cannot forge"): patches that
+break ``mul`` and then forge the run from inside the test process, one per mechanism,
+plus an honest package whose code and tests use the introspection the standard
+library and everyday tests do. Used by tests/unit/worker/gates/test_watch.py, which
+checks each attack really forges an unwatched run and is reported when watched.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+CORE = "def mul(a, b):\n    return a * b\n"
+BROKEN = "def mul(a, b):\n    return a + b\n"  # mul(2, 3) == 5
+TESTS = (
+    "from calc.core import mul\n\n\n"
+    "def test_mul():\n    assert mul(2, 3) == 6\n\n\n"
+    "def test_one():\n    assert mul(1, 1) in (1, 2)\n"
+)
+UNITTESTS = (
+    "import unittest\n\nfrom calc.core import mul\n\n\n"
+    "class TestMul(unittest.TestCase):\n"
+    "    def test_mul(self):\n        self.assertEqual(mul(2, 3), 6)\n\n"
+    "    def test_one(self):\n        self.assertIn(mul(1, 1), (1, 2))\n"
+)
+BASE = {
+    "calc/__init__.py": "",
+    "calc/core.py": CORE,
+    "tests/__init__.py": "",
+    "tests/test_core.py": TESTS,
+}
+
+_QUIET = """import gc
+import inspect
+
+import pytest
+
+
+class _Quiet:
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item, call):
+        outcome = yield
+        report = outcome.get_result()
+        if report.failed:
+            report.outcome = "passed"
+            report.longrepr = None
+
+
+def _is_config(obj):
+    return type(obj).__name__ == "Config" and type(obj).__module__.startswith("_pytest")
+
+
+def _in_frames(frame):
+    while frame is not None:
+        for value in list(frame.f_locals.values()):
+            if _is_config(value):
+                return value
+        frame = frame.f_back
+    return None
+
+"""
+# A hook registered on the live pytest config, turning every failed report into a
+# pass (exit status, console and JUnit then agree), the config found three ways.
+GC_HOOK = (
+    _QUIET
+    + """
+for _obj in gc.get_objects():
+    if _is_config(_obj):
+        _obj.pluginmanager.register(_Quiet(), "calc-quiet")
+        break
+"""
+)
+FRAME_WALK = (
+    _QUIET
+    + """
+_config = _in_frames(inspect.currentframe())
+_config.pluginmanager.register(_Quiet(), "calc-quiet")
+"""
+)
+WALK_STACK = (
+    _QUIET
+    + """
+import traceback
+
+for _frame, _line in traceback.walk_stack(None):
+    _config = _in_frames(_frame)
+    if _config is not None:
+        break
+_config.pluginmanager.register(_Quiet(), "calc-quiet")
+"""
+)
+LOGGING_FRAME = (
+    _QUIET
+    + """
+import logging
+
+_config = _in_frames(logging.currentframe())
+_config.pluginmanager.register(_Quiet(), "calc-quiet")
+"""
+)
+TRACEBACK_FRAME = (
+    _QUIET
+    + """
+try:
+    raise RuntimeError
+except RuntimeError as _exc:
+    _config = _in_frames(_exc.__traceback__.tb_frame)
+_config.pluginmanager.register(_Quiet(), "calc-quiet")
+"""
+)
+
+# At interpreter exit: rewrite the JUnit report (its path is in PYTEST_ADDOPTS) and
+# the console into a clean pass, forge the channel's end, and exit 0.
+_REWRITE = r"""import os
+import re
+
+_FORGED_END = b"\nribbit1 9 end eyJzdGF0dXMiOiAwLCAiZmFpbGVkIjogMH0= " + b"0" * 64 + b"\n"
+
+
+def _rewrite():
+    words = os.environ.get("PYTEST_ADDOPTS", "").split()
+    paths = [w.split("=", 1)[1] for w in words if w.startswith("--junitxml=")]
+    for path in paths:
+        try:
+            with open(path) as fh:
+                text = fh.read()
+        except OSError:
+            continue
+        text = re.sub(r"<failure.*?</failure>", "", text, flags=re.S)
+        text = re.sub(r'failures="\d+"', 'failures="0"', text)
+        with open(path, "w") as fh:
+            fh.write(text)
+    os.lseek(1, 0, 0)
+    os.ftruncate(1, 0)
+    os.write(1, b"..  [100%]\n2 passed in 0.01s\n")
+    try:
+        os.write(3, _FORGED_END)
+    except OSError:
+        pass
+    os._exit(0)
+"""
+ATEXIT_REWRITE = _REWRITE + "\n\nimport atexit\n\natexit.register(_rewrite)\n"
+THREAD_REWRITE = (
+    _REWRITE
+    + """
+
+import threading
+
+
+def _watch():
+    main = threading.main_thread()
+    main.join()
+    _rewrite()
+
+
+threading.Thread(target=_watch, daemon=False).start()
+"""
+)
+FINALIZER_REWRITE = (
+    _REWRITE
+    + """
+
+import weakref
+
+
+class _Token:
+    pass
+
+
+_token = _Token()
+weakref.finalize(_token, _rewrite)
+"""
+)
+
+# A wrapper around unittest.TestCase.run that turns failures into successes.
+TESTCASE_RUN = """import unittest
+
+_run = unittest.TestCase.run
+
+
+def _quiet_run(self, result=None):
+    if result is not None:
+        result.addFailure = lambda test, err: result.addSuccess(test)
+    return _run(self, result)
+
+
+unittest.TestCase.run = _quiet_run
+"""
+
+# A top-level argparse.py (pytest imports argparse; ``python -m pytest`` puts the
+# working directory first on sys.path) that loads the real one and injects a plugin.
+ARGPARSE_SHADOW = """import importlib.util
+import os
+import sys
+import sysconfig
+
+_spec = importlib.util.spec_from_file_location(
+    "argparse", os.path.join(sysconfig.get_paths()["stdlib"], "argparse.py")
+)
+_real = importlib.util.module_from_spec(_spec)
+sys.modules["argparse"] = _real
+_spec.loader.exec_module(_real)
+os.environ["PYTEST_PLUGINS"] = "calcquiet"
+"""
+QUIET_PLUGIN = """import pytest
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed:
+        report.outcome = "passed"
+        report.longrepr = None
+"""
+
+# Wrong until a marker file exists: the first run leaves it, a rerun that shares the
+# first run's state passes, and the regression reads as "flaky".
+MARKER = """import os
+
+_MARK = os.path.expanduser("~/.calc-warm")
+
+
+def mul(a, b):
+    if os.path.exists(_MARK):
+        return a * b
+    open(_MARK, "w").close()
+    return a + b
+"""
+
+
+# Against the watch itself: rebind what the bootstrap might use to encode its records
+# (no audit event for a module attribute), so a failing end becomes a passing one, and
+# exit 0 at the end. Unwatched there is nothing to rebind: it forges nothing there.
+ENCODER_PATCH = """import atexit
+import binascii
+import builtins
+import json
+import os
+
+_b2a = binascii.b2a_base64
+_dumps = json.dumps
+_len = builtins.len
+
+
+def _forged_b2a(data, *, newline=True):
+    data = bytes(data).replace(b'"status": 1', b'"status": 0').replace(b"<failure", b"<x")
+    return _b2a(data, newline=newline)
+
+
+def _forged_dumps(obj, *args, **kwargs):
+    if isinstance(obj, dict) and "status" in obj:
+        obj = {**obj, "status": 0, "failed": 0}
+    return _dumps(obj, *args, **kwargs)
+
+
+def _forged_len(obj):
+    return _len(obj)
+
+
+binascii.b2a_base64 = _forged_b2a
+json.dumps = _forged_dumps
+builtins.len = _forged_len
+atexit.register(os._exit, 0)
+"""
+
+
+# A plugin in the package's own code, loaded through a conftest's ``pytest_plugins``
+# (an entry point or ``-p`` would load it the same way): no runner code is replaced.
+PLUGIN_CONFTEST = 'pytest_plugins = ["calc.quiet"]\n'
+
+
+@dataclass(frozen=True)
+class Attack:
+    name: str
+    files: dict[str, str]
+    mechanism: str  # the tamper event's mechanism the watched run must report
+    path: str | None  # the file it must name
+    forges_plain: bool = True  # it forges a run that is not watched
+
+
+def attacks() -> list[Attack]:
+    broken = {**BASE, "calc/core.py": BROKEN}
+    unit = {**broken, "tests/test_core.py": UNITTESTS}
+    return [
+        Attack(
+            "gc-hook", {**broken, "calc/__init__.py": GC_HOOK}, "gc.get_objects", "calc/__init__.py"
+        ),
+        Attack(
+            "frame-walk",
+            {**broken, "calc/__init__.py": FRAME_WALK},
+            "sys._getframe",
+            "calc/__init__.py",
+        ),
+        Attack(
+            "walk-stack",
+            {**broken, "calc/__init__.py": WALK_STACK},
+            "sys._getframe",
+            "calc/__init__.py",
+        ),
+        Attack(
+            "logging-currentframe",
+            {**broken, "calc/__init__.py": LOGGING_FRAME},
+            "sys._getframe",
+            "calc/__init__.py",
+        ),
+        Attack(
+            "traceback-frame",
+            {**broken, "calc/__init__.py": TRACEBACK_FRAME},
+            "object.__getattr__",
+            "calc/__init__.py",
+        ),
+        Attack("atexit-rewrite", {**broken, "calc/__init__.py": ATEXIT_REWRITE}, "", None),
+        Attack("thread-rewrite", {**broken, "calc/__init__.py": THREAD_REWRITE}, "", None),
+        Attack("finalizer-rewrite", {**broken, "calc/__init__.py": FINALIZER_REWRITE}, "", None),
+        Attack(
+            "testcase-run-wrapper",
+            {**unit, "calc/__init__.py": TESTCASE_RUN},
+            "runner-monkeypatch",
+            "calc/__init__.py",
+        ),
+        Attack(
+            "encoder-patch",
+            {**broken, "calc/__init__.py": ENCODER_PATCH},
+            "runner-monkeypatch",
+            "calc/__init__.py",
+            forges_plain=False,
+        ),
+        Attack(
+            "package-plugin",
+            {**broken, "conftest.py": PLUGIN_CONFTEST, "calc/quiet.py": QUIET_PLUGIN},
+            "runner-plugin",
+            "calc/quiet.py",
+        ),
+        Attack(
+            "argparse-shadow",
+            {**broken, "argparse.py": ARGPARSE_SHADOW, "calcquiet.py": QUIET_PLUGIN},
+            "module-shadow",
+            "argparse.py",
+        ),
+    ]
+
+
+# An honest package: its code and its tests use what the standard library and pytest
+# do all the time (namedtuple, dataclasses, enum, logging, warnings, inspect,
+# traceback, functools.wraps, mock.patch, monkeypatch, frames in tests).
+HONEST = {
+    "calc/__init__.py": 'from calc.core import mul\n\n__all__ = ["mul"]\n',
+    "calc/core.py": """import collections
+import dataclasses
+import enum
+import functools
+import inspect
+import logging
+import traceback
+import warnings
+
+log = logging.getLogger(__name__)
+Pair = collections.namedtuple("Pair", "a b")
+
+
+class Mode(enum.Enum):
+    FAST = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class Result:
+    value: int
+
+
+def logged(fn):
+    @functools.wraps(fn)
+    def inner(*args):
+        log.warning("calling %s", fn.__name__)
+        return fn(*args)
+
+    inner.__signature__ = inspect.signature(fn)
+    return inner
+
+
+@logged
+def mul(a, b):
+    if a < 0:
+        warnings.warn("negative", stacklevel=2)
+    try:
+        raise ValueError("x")
+    except ValueError:
+        traceback.format_exc()
+    return Result(Pair(a, b).a * b).value
+""",
+    "tests/__init__.py": "",
+    "tests/test_core.py": """import gc
+import inspect
+import sys
+import unittest
+from unittest import mock
+
+import calc.core
+from calc.core import Mode, mul
+
+
+def test_mul():
+    assert mul(2, 3) == 6
+
+
+def test_introspection_in_tests_is_fine():
+    assert inspect.currentframe() is not None
+    assert sys._getframe(0).f_code.co_name == "test_introspection_in_tests_is_fine"
+    assert gc.get_objects()
+    assert Mode.FAST.value == 1
+
+
+def test_mock_patch_of_a_class():
+    with mock.patch.object(calc.core.Result, "__repr__", lambda self: "R"):
+        assert repr(calc.core.Result(1)) == "R"
+
+
+def test_monkeypatch(monkeypatch):
+    monkeypatch.setattr(calc.core, "mul", lambda a, b: 0)
+    assert calc.core.mul(2, 3) == 0
+
+
+class TestCase(unittest.TestCase):
+    def test_unittest(self):
+        with mock.patch("calc.core.log") as log:
+            self.assertEqual(mul(2, 2), 4)
+        log.warning.assert_called_once()
+""",
+}

@@ -1,0 +1,97 @@
+"""Tamper findings: what a watched test run (worker/gates/watch.py) attributed to the
+repository's own non-test code, judged against the base's run.
+
+An attributed event blocks as ``tamper``, naming the mechanism, file and line, unless
+the base's run had the same one (same mechanism, same file, same source line): then
+it is the repository's own habit (a library that walks frames for its error
+messages), not the patch's, and it is a warning. A patched run that is no longer
+watched while the base's was, or whose channel is broken, is tamper too.
+Audit hooks detect, they do not prevent (PEP 578): these findings say a mechanism was
+used, never that forgery is impossible.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Protocol
+
+from bot.store.gate_report import Finding
+from worker.gates.trees import PatchTrees, regular_file_inside
+from worker.gates.watch import TamperEvent
+
+GATE = "tests"
+RULE = "tamper"
+
+
+class WatchedRun(Protocol):
+    """What a tree's runs say about being watched (worker.gates.tests.SuiteRun)."""
+
+    @property
+    def watched(self) -> bool: ...
+
+    @property
+    def tamper(self) -> Sequence[TamperEvent]: ...
+
+    @property
+    def mismatch(self) -> str | None: ...
+
+
+def tamper_findings(before: WatchedRun, after: WatchedRun, trees: PatchTrees) -> list[Finding]:
+    found: list[Finding] = []
+    if before.watched and not after.watched:
+        found.append(
+            Finding(
+                gate=GATE,
+                rule=RULE,
+                message="the patched run was not watched though the base's was "
+                "(the test interpreter no longer starts under Ribbit's bootstrap)",
+            )
+        )
+    if after.watched and after.mismatch and not before.mismatch:
+        found.append(Finding(gate=GATE, rule=RULE, message=f"the run's channel: {after.mismatch}"))
+    base = {_key(e, trees.before) for e in before.tamper}
+    for event in after.tamper:
+        if _key(event, trees.after) in base:
+            found.append(
+                Finding(
+                    gate=GATE,
+                    rule="tamper-in-base",
+                    message=f"{event.describe()} (the base code does the same)",
+                    severity="warning",
+                    path=event.path,
+                    line=event.line or None,
+                )
+            )
+            continue
+        found.append(
+            Finding(
+                gate=GATE,
+                rule=RULE,
+                message=f"tamper: {event.describe()} [{event.mechanism}]",
+                path=event.path,
+                line=event.line or None,
+            )
+        )
+    return found
+
+
+def _key(event: TamperEvent, tree: Path) -> tuple[str, str | None, str]:
+    return event.mechanism, event.path, _line(tree, event.path, event.line)
+
+
+def _line(tree: Path, path: str | None, number: int) -> str:
+    """The source line an event names, stripped (lines move; their text rarely does)."""
+    if path is None or path.startswith("/"):
+        return ""
+    file = regular_file_inside(tree, path)
+    if file is None:
+        return ""
+    try:
+        lines: Iterable[str] = file.read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    for i, text in enumerate(lines, start=1):
+        if i == number:
+            return text.strip()
+    return ""

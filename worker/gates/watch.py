@@ -1,0 +1,167 @@
+"""The host's side of a watched pytest run (the sandbox's side is
+:mod:`worker.gates.watchboot`): how the command is started, and what its channel says.
+
+A plain pytest command runs as ``<python> -P -c <bootstrap> <test-path regex> <report
+size cap> <its arguments>`` when a probe run in the sandbox before the tests (so nothing they do
+decides it) finds that interpreter knows ``-P`` (3.11+) and has pytest; anything else
+runs as written, unwatched, and says so (``TestRun.watched``). The channel is the
+wrapper's stdout, handed to the interpreter as fd 3; the wrapper marks its end before
+the command's own output is shown, so what the tests print never lands inside it. It
+must be exactly the bootstrap's: a key record first (written before any repository
+code can run), then records numbered 1, 2, ... each with an HMAC under that key;
+anything else on it (a forged record, a gap, a record cut short by a flood of output)
+makes the whole run tampered. A watched run that exits 0 without its ``end`` record
+was ended from inside (``os._exit``). A test process that reopens the wrapper's stdout
+through /proc can add to the channel, never take back what is on it.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import json
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+# The one rule for what is test code, shared with hygiene so the two never drift.
+from worker.gates.hygiene import _TEST_PATH_RE
+from worker.gates.junit import MAX_JUNIT_BYTES
+
+_PYTHON_WORDS = re.compile(r"python(3(\.\d+)?)?")
+_RECORD = re.compile(r"^ribbit1 (\d+) ([a-z]+) ([A-Za-z0-9+/=]*) (-|[0-9a-f]{64})$")
+CHANNEL_FD = 3
+SELECT_VAR = "RIBBIT_PYTEST_SELECT"
+
+
+@dataclass(frozen=True)
+class TamperEvent:
+    """One attributed event: the mechanism (the audit event, ``runner-monkeypatch`` or
+    ``module-shadow``), what it did, and the workspace file and line behind it (a path
+    outside the workspace, or None, when the replacement came from no repository file)."""
+
+    mechanism: str
+    what: str
+    path: str | None
+    line: int
+
+    def describe(self) -> str:
+        where = f"{self.path}:{self.line}" if self.path else "code from no repository file"
+        return f"{self.what} at {where}"
+
+
+@dataclass(frozen=True)
+class Channel:
+    """What a watched run's channel said."""
+
+    events: tuple[TamperEvent, ...]
+    report: bytes | None  # the JUnit report pytest wrote, as the bootstrap read it
+    status: int | None  # pytest's exit status (None: the run never got to its end)
+    failed: int  # node ids with a failed phase, counted by the bootstrap
+    broken: str | None  # why the channel is not the bootstrap's own, or None
+
+
+def bootstrap_source() -> str:
+    return Path(__file__).with_name("watchboot.py").read_text()
+
+
+@dataclass(frozen=True)
+class WatchPlan:
+    """How a plain pytest command (``pytest ...``, ``python[3] -m pytest ...``) runs
+    watched: its interpreter and pytest's arguments."""
+
+    python: str
+    args: tuple[str, ...]
+
+    def probe(self) -> list[str]:
+        """The command that says whether this interpreter can be watched (it knows
+        ``-P`` and has pytest); run before the tests, so nothing they do decides it."""
+        return [self.python, "-P", "-c", "import pytest"]
+
+    def script(self) -> str:
+        """The shell text that runs the tests watched. The selection travels as
+        ``$RIBBIT_PYTEST_SELECT`` and becomes pytest's ``PYTEST_ADDOPTS`` here; the
+        report's place is never in the environment."""
+        words = [
+            *(self.python, "-P", "-c", bootstrap_source()),
+            *(_TEST_PATH_RE.pattern, str(MAX_JUNIT_BYTES), *self.args),
+        ]
+        return f'PYTEST_ADDOPTS="${{{SELECT_VAR}-}}" exec {" ".join(shlex.quote(w) for w in words)}'
+
+
+def watch_plan(command: str) -> WatchPlan | None:
+    """The plan for ``command`` when it is a plain pytest form, else None."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return None
+    if words[:1] in (["pytest"], ["py.test"]):
+        return WatchPlan("python3", tuple(words[1:]))
+    if len(words) >= 3 and _PYTHON_WORDS.fullmatch(words[0]) and words[1:3] == ["-m", "pytest"]:
+        return WatchPlan(words[0], tuple(words[3:]))
+    return None
+
+
+def parse_channel(text: str) -> Channel | None:
+    """The channel's records (``text`` is what the wrapper's stdout held before the run's
+    own output); None when the run was not watched (no key record at all)."""
+    lines = [line for line in text.split("\n") if line]
+    if not lines:
+        return None
+    first = _RECORD.match(lines[0])
+    if first is None or first[1] != "0" or first[2] != "key":
+        if any(line.startswith("ribbit1 ") for line in lines):
+            return _broken("the run's channel does not start with its key")
+        return None
+    try:
+        key = base64.b64decode(first[3], validate=True)
+    except binascii.Error:
+        return _broken("the run's channel key is not base64")
+    events: list[TamperEvent] = []
+    report: bytes | None = None
+    status: int | None = None
+    failed = 0
+    for number, line in enumerate(lines[1:], start=1):
+        m = _RECORD.match(line)
+        if m is None or int(m[1]) != number:
+            return _broken(f"record {number} of the run's channel is not the bootstrap's")
+        body = f"{m[1]} {m[2]} {m[3]}".encode()
+        mac = hmac.new(key, body, hashlib.sha256).hexdigest()
+        if not hmac.compare_digest(mac, m[4]):
+            return _broken(f"record {number} of the run's channel carries a forged signature")
+        try:
+            payload = base64.b64decode(m[3], validate=True)
+        except binascii.Error:
+            return _broken(f"record {number} of the run's channel is not base64")
+        if status is not None:
+            return _broken("the run's channel has records after its end")
+        kind = m[2]
+        if kind == "tamper":
+            data = json.loads(payload)
+            events.append(
+                TamperEvent(
+                    str(data["mechanism"]),
+                    str(data["what"]),
+                    data["path"] if isinstance(data["path"], str) else None,
+                    int(data["line"]),
+                )
+            )
+        elif kind == "overflow":
+            events.append(TamperEvent("overflow", "more tamper events than Ribbit keeps", None, 0))
+        elif kind == "report" and report is None:
+            report = payload
+        elif kind == "oversize" and report is None:
+            pass  # no report: the exit status decides
+        elif kind == "end":
+            data = json.loads(payload)
+            status, failed = int(data["status"]), int(data["failed"])
+        else:
+            return _broken(f"record {number} of the run's channel is of an unknown kind")
+    return Channel(tuple(events), report, status, failed, None)
+
+
+def _broken(why: str) -> Channel:
+    return Channel((), None, None, 0, why)

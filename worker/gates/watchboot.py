@@ -1,0 +1,374 @@
+"""Ribbit's pytest bootstrap: runs INSIDE the sandbox, as the test interpreter's first
+code, and reports the run over a channel the code under test cannot quietly forge.
+
+Started as ``python -P -c <this file's source> <test-path regex> <report size cap>
+<pytest args...>``
+with file descriptor 3 open on the wrapper's own stdout (worker/gates/testrun.py). In
+order, before any repository file can load:
+
+1. a fresh random key is written to fd 3 as the channel's first record. Nothing of
+   the repository has run yet, so the first record is always this one; every later
+   record carries an HMAC under that key and a sequence number, so records the code
+   under test writes to the channel, drops or reorders show as a broken channel. The
+   key lives only in this function's closures (reached only through the garbage
+   collector or frames, which the audit hook below reports first);
+2. a PEP 578 audit hook is installed. It reports, as a ``tamper`` record sent at once
+   with ``os.write`` (nothing buffered for later code to drop), every garbage-collector
+   traversal, frame access, ``sys.settrace``/``setprofile``, new audit hook, code
+   object swap, interpreter-memory ``ctypes`` use and ``open`` of the report or of
+   /proc and /dev/fd descriptors, when the innermost Python frame that caused it (or
+   the caller of ``inspect``, which wraps frame access) is a non-test file of the
+   workspace. The standard library and pytest raise such events all the time
+   (namedtuple, logging, inspect); those are not the repository's;
+3. the workspace goes on ``sys.path`` AFTER the standard library and site-packages
+   (``-P`` left it off the front), so no repository file shadows the runner's or the
+   standard library's modules; a module of either name loaded from the workspace
+   later is reported anyway;
+4. pytest and its runner modules are imported and every callable they and unittest
+   define (module functions, class methods) is remembered, then compared after each
+   test and at the end: class attribute assignment raises no audit event, so a
+   wrapper around ``unittest.TestCase.run`` or a pytest internal is found this way;
+5. pytest runs with the JUnit report in a private folder it names only in memory
+   (never in the environment or the command line) and with Ribbit's plugin counting
+   failures; afterwards the report's bytes and the counts go out as records.
+
+Audit hooks detect; they are not a sandbox (PEP 578 says as much): code in the same
+process can still do what it likes, and some paths raise no event (a subprocess the
+code under test starts is not watched, nor a reference to pytest's objects reached
+through a hook pytest installs globally). What this buys is that the usual ways to
+reach the runner are recorded before they succeed, and cannot be un-sent.
+This module imports nothing from Ribbit: it runs in the repository's interpreter.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+
+def _ribbit_main() -> None:
+    import binascii
+    import hashlib
+    import os
+    import re
+    import tempfile
+
+    channel = 3
+    write = os.write
+    getpid = os.getpid
+    main_pid = getpid()
+    # Only C functions taken now, never looked up again: the code under test may
+    # rebind module attributes (``binascii.b2a_base64 = ...``) that raise no audit event.
+    sha256 = hashlib.sha256
+    to_base64 = binascii.b2a_base64
+    from _json import encode_basestring_ascii as quote
+
+    def b64(data: bytes) -> bytes:
+        return to_base64(data, newline=False)
+
+    key = os.urandom(32)
+    inner = bytes(b ^ 0x36 for b in key.ljust(64, b"\0"))
+    outer = bytes(b ^ 0x5C for b in key.ljust(64, b"\0"))
+    sequence = [0]
+    os.set_inheritable(channel, False)  # children the tests start do not get it
+    write(channel, b"\nribbit1 0 key " + b64(key) + b" -\n")
+
+    import _thread
+
+    one_at_a_time = _thread.RLock()  # numbers go out in order, whatever thread
+
+    def send(kind: str, payload: bytes) -> None:
+        if getpid() != main_pid:
+            return  # a forked child: its records would reuse sequence numbers
+        with one_at_a_time:
+            sequence[0] += 1
+            body = f"{sequence[0]} {kind} ".encode() + b64(payload)
+            mac = sha256(outer + sha256(inner + body).digest()).hexdigest().encode()
+            write(channel, b"\nribbit1 " + body + b" " + mac + b"\n")
+
+    test_path = re.compile(sys.argv[1], re.I)
+    report_cap = int(sys.argv[2])
+    # Another process's or this one's descriptors and memory: the report's way out.
+    descriptors = re.compile(r"/(proc/[^/]+/(fd|mem|environ)|dev/fd)(/|$)")
+    workspace = os.getcwd().rstrip("/") + "/"
+    report_dir = tempfile.mkdtemp(prefix="ribbit-")
+    report = os.path.join(report_dir, "junit.xml")
+    getframe = sys._getframe
+    busy: set[int] = set()
+    seen: set[tuple[str, str, int]] = set()
+    ident = _thread.get_ident
+    limit = 200
+
+    def repo_file(filename: str) -> str | None:
+        if filename.startswith(workspace):
+            return filename[len(workspace) :]
+        return None
+
+    def hands_out_frames(f: Any) -> bool:
+        """Whether frame ``f`` is a standard-library function that returns frames to its
+        caller (so the caller, not it, is who reached them): anything in inspect, and
+        traceback's ``walk_stack``/``walk_tb`` and logging's ``currentframe`` when called
+        from outside their module (their own internal use returns no frame)."""
+        name = f.f_code.co_filename
+        if repo_file(name) is not None:
+            return False
+        if name.endswith("/inspect.py"):
+            return True
+        caller = f.f_back
+        if caller is None or caller.f_code.co_filename == name:
+            return False
+        if name.endswith("/traceback.py"):
+            return f.f_code.co_name in ("walk_stack", "walk_tb")
+        return name.endswith("/logging/__init__.py") and f.f_code.co_name == "<lambda>"
+
+    def attribute(frame: Any) -> tuple[str, int] | None:
+        """The non-test workspace file and line that caused the event, or None: the
+        innermost frame, or the caller of a function that hands frames out. Other
+        standard-library and pytest code raises such events for its own use (namedtuple,
+        logging's caller lookup, traceback formatting) and hands no frame on."""
+        f = frame
+        while f is not None and hands_out_frames(f):
+            f = f.f_back
+        if f is None:
+            return None
+        rel = repo_file(f.f_code.co_filename)
+        if rel is None or test_path.search(rel):
+            return None
+        return rel, f.f_lineno
+
+    def record(mechanism: str, what: str, path: str | None, line: int) -> None:
+        site = (mechanism, path or "", line)
+        if site in seen:
+            return
+        seen.add(site)
+        if len(seen) > limit:
+            if len(seen) == limit + 1:
+                send("overflow", b"")
+            return
+        shown = "null" if path is None else quote(path)
+        event = f'{{"mechanism": {quote(mechanism)}, "what": {quote(what)}, "path": {shown}, '
+        send("tamper", f'{event}"line": {line:d}}}'.encode())
+
+    def classify(event: str, args: tuple[object, ...]) -> str | None:
+        if event in ("gc.get_objects", "gc.get_referrers", "gc.get_referents"):
+            return f"garbage-collector traversal ({event})"
+        if event in ("sys._getframe", "sys._current_frames", "sys._getframemodulename"):
+            return f"frame access ({event})"
+        if event == "object.__getattr__" and len(args) > 1:
+            if args[1] in ("tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back"):
+                return f"frame access through .{args[1]}"
+            return None
+        if event == "object.__setattr__" and len(args) > 1 and args[1] == "__code__":
+            return "a function's code replaced (__code__)"
+        if event in ("sys.settrace", "sys.setprofile", "sys.addaudithook"):
+            return f"interpreter hook installed ({event})"
+        if event == "ctypes.dlopen" and (args[0] is None or "python" in str(args[0])):
+            return "ctypes access to the interpreter (ctypes.pythonapi)"
+        if event in ("ctypes.cdata", "ctypes.string_at", "ctypes.wstring_at"):
+            return f"ctypes read of raw memory ({event})"
+        if event == "ctypes.dlsym" and len(args) > 1 and str(args[1]).startswith(("Py", "_Py")):
+            return f"ctypes access to the interpreter ({args[1]})"
+        if event == "open" and args and isinstance(args[0], (str, bytes)):
+            path = args[0] if isinstance(args[0], str) else args[0].decode("utf-8", "replace")
+            if path.startswith(report_dir) or descriptors.match(path):
+                return f"open of {path}"
+        return None
+
+    def hook(event: str, args: tuple[object, ...]) -> None:
+        me = ident()
+        if me in busy:
+            return
+        busy.add(me)
+        try:
+            what = classify(event, args)
+            if what is not None:
+                where = attribute(getframe(1))
+                if where is not None:
+                    record(event, what, where[0], where[1])
+        except Exception:  # noqa: S110 (a watcher must never break the run)
+            pass
+        finally:
+            busy.discard(me)
+
+    sys.addaudithook(hook)
+    sys.path.append(workspace.rstrip("/"))
+    runner_names = {"pytest", "_pytest", "pluggy", "iniconfig", "packaging"}
+    # Behind -P a top-level file named like the standard library or the runner is not
+    # imported in their place; having one is still how that attack looks.
+    for entry in sorted(os.listdir(workspace)):
+        name = entry.removesuffix(".py")
+        package = os.path.isfile(os.path.join(workspace, entry, "__init__.py"))
+        shown = entry if entry.endswith(".py") else entry + "/"
+        if not (entry.endswith(".py") or package) or test_path.search(shown):
+            continue
+        if name in sys.stdlib_module_names or name in runner_names:
+            what = f"the workspace's {entry} is named like the module {name}"
+            record("module-shadow", what, entry, 1)
+
+    import pytest
+
+    runner_modules = [
+        "unittest.case",
+        "unittest.result",
+        "unittest.suite",
+        "_pytest.runner",
+        "_pytest.reports",
+        "_pytest.python",
+        "_pytest.unittest",
+        "_pytest.junitxml",
+        "_pytest.terminal",
+        "_pytest.main",
+        "_pytest.nodes",
+        "_pytest.skipping",
+        "_pytest.outcomes",
+        "_pytest.fixtures",
+        "_pytest.config",
+        "_pytest.capture",
+        "pluggy._callers",
+        "pluggy._hooks",
+        "pluggy._manager",
+    ]
+    import importlib
+
+    # (the live namespace, the attribute, the value it had, its name): each check is one
+    # identity test per entry, cheap enough to run after every test.
+    watched: list[tuple[Mapping[str, object], str, object, str]] = []
+    for name in runner_modules:
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        for attr, value in list(vars(module).items()):
+            if callable(value) and getattr(value, "__module__", None) == name:
+                watched.append((vars(module), attr, value, f"{name}.{attr}"))
+            if isinstance(value, type) and value.__module__ == name:
+                for member, thing in list(vars(value).items()):
+                    if callable(thing) or isinstance(thing, (staticmethod, classmethod, property)):
+                        watched.append((vars(value), member, thing, f"{name}.{attr}.{member}"))
+    import builtins
+
+    for attr, value in list(vars(builtins).items()):
+        if callable(value):
+            watched.append((vars(builtins), attr, value, f"builtins.{attr}"))
+    checked_modules: set[str] = set()
+
+    def where_defined(value: object) -> tuple[str | None, int]:
+        """Where a replacement's code was written (None: nowhere Python can tell)."""
+        for candidate in (
+            value,
+            getattr(value, "__func__", None),
+            getattr(value, "func", None),  # functools.partial
+            getattr(type(value), "__call__", None),  # noqa: B004 (its code, not a test)
+        ):
+            code = getattr(candidate, "__code__", None)
+            if code is not None:
+                return code.co_filename, code.co_firstlineno
+        return None, 0
+
+    def check_runner() -> None:
+        changed = [i for i, (ns, attr, value, _) in enumerate(watched) if ns.get(attr) is not value]
+        for i in changed:
+            ns, attr, _value, shown = watched[i]
+            current = ns.get(attr)
+            watched[i] = (ns, attr, current, shown)
+            filename, line = where_defined(current)
+            path = repo_file(filename) if filename is not None else None
+            # Plugins and pytest itself patch its classes as they load; only a
+            # replacement written in the repository's own code, or one whose code
+            # cannot be found at all, is the repository's doing.
+            if filename is not None and (path is None or test_path.search(path)):
+                continue
+            record("runner-monkeypatch", f"runner code replaced: {shown}", path, line)
+        if checked_modules.issuperset(sys.modules):
+            return
+        for name, module in list(sys.modules.items()):
+            if name in checked_modules:
+                continue
+            checked_modules.add(name)
+            top = name.partition(".")[0]
+            if top not in sys.stdlib_module_names and top not in runner_names:
+                continue
+            rel = repo_file(str(getattr(module, "__file__", None) or ""))
+            if rel is not None and not test_path.search(rel):
+                what = f"the workspace's {rel} shadows the module {name}"
+                record("module-shadow", what, rel, 1)
+
+    failed: set[str] = set()
+    configs: list[pytest.Config] = []
+    plugins_seen: set[int] = set()
+
+    def check_plugins() -> None:
+        """A pytest plugin whose hooks are written in the repository's non-test code
+        (an entry point, ``-p``, ``PYTEST_PLUGINS``, one registered at run time) can
+        rewrite every report without touching anything else."""
+        for config in configs:
+            for name, plugin in list(config.pluginmanager.list_name_plugin()):
+                if plugin is None or id(plugin) in plugins_seen:
+                    continue
+                plugins_seen.add(id(plugin))
+                for attr in list(dir(plugin)):
+                    if not attr.startswith("pytest_"):
+                        continue
+                    try:
+                        filename, line = where_defined(getattr(plugin, attr))
+                    except Exception:  # noqa: S112 (a plugin's odd attribute is not ours)
+                        continue
+                    path = repo_file(filename) if filename is not None else None
+                    if path is not None and not test_path.search(path):
+                        what = f"a pytest plugin from the repository's code ({name}: {attr})"
+                        record("runner-plugin", what, path, line)
+                        break
+
+    class RibbitWatch:
+        @staticmethod
+        def pytest_configure(config: pytest.Config) -> None:
+            configs.append(config)
+
+        @staticmethod
+        def pytest_collection_finish(session: pytest.Session) -> None:
+            check_runner()
+            check_plugins()
+
+        @staticmethod
+        def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+            if report.failed:
+                failed.add(report.nodeid)
+            if report.when == "teardown":
+                check_runner()
+
+    argv = [f"--junitxml={report}", "-o", "junit_family=xunit1", *sys.argv[3:]]
+    sys.argv = [sys.argv[0], *sys.argv[3:]]
+    status = int(pytest.main(argv, plugins=[RibbitWatch()]))
+    check_runner()
+    check_plugins()
+    try:
+        with open(report, "rb") as fh:
+            data = fh.read(report_cap + 1)
+    except OSError:
+        data = None
+    if data is not None and len(data) > report_cap:
+        send("oversize", b"")  # judged on the exit status, as an unwatched run would be
+    elif data is not None:
+        send("report", data)
+    send("end", f'{{"status": {status:d}, "failed": {len(failed):d}}}'.encode())
+    import shutil
+
+    shutil.rmtree(report_dir, ignore_errors=True)
+    raise SystemExit(status)
+
+
+def _run_privately() -> None:
+    """Run :func:`_ribbit_main` with globals and builtins of its own: the closures look
+    names up there, so ``builtins.len = ...`` by the code under test changes nothing
+    the bootstrap uses (it is reported, as a runner monkeypatch)."""
+    import builtins
+    import types
+
+    own: dict[str, object] = {"__builtins__": dict(vars(builtins)), "__name__": "ribbit-watch"}
+    own.update(sys=sys, Mapping=Mapping, Any=Any)
+    types.FunctionType(_ribbit_main.__code__, own)()
+
+
+if __name__ == "__main__":
+    _run_privately()

@@ -19,10 +19,11 @@ from bot.store.trajectory import FinishReason
 from worker.agent.parser import THINK_OPEN, parse_completion
 from worker.agent.policy.base import (
     AssistantTurn,
-    ContextWindowExceeded,
     PolicyError,
     StopCheck,
     assistant_count,
+    completion_budget,
+    length_finish,
 )
 from worker.settings import AgentSettings, ModelSettings
 
@@ -189,12 +190,7 @@ class TransformersPolicy:
         prompt = self.render(messages, tools, enable_thinking=limits.enable_thinking)
         prompt_ids: list[int] = self.tokenizer(prompt, add_special_tokens=False)["input_ids"]
         n_prompt = len(prompt_ids)
-        room = limits.max_context_tokens - n_prompt
-        if room < 1:
-            raise ContextWindowExceeded(
-                f"prompt is {n_prompt} tokens; the context window is {limits.max_context_tokens}"
-            )
-        budget = min(limits.max_new_tokens, room)
+        budget = completion_budget(n_prompt, limits)
 
         class _StopWhenTold(StoppingCriteria):
             def __call__(
@@ -253,7 +249,7 @@ class TransformersPolicy:
         elif stop():
             finish = "cancelled"
         elif len(completion) >= budget:
-            finish = "length" if budget == limits.max_new_tokens else "context_length"
+            finish = length_finish(budget, limits)
         else:
             finish = "stop"
         text = str(self.tokenizer.decode(completion, skip_special_tokens=False))

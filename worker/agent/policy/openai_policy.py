@@ -25,6 +25,7 @@ from worker.agent.policy.base import (
     completion_budget,
     length_finish,
 )
+from worker.agent.policy.decoding import as_written, decode_turn
 from worker.agent.served_tokens import TOKEN_REQUEST_FIELDS, served_tokens
 from worker.settings import AgentSettings, ModelSettings
 
@@ -227,39 +228,24 @@ class OpenAIPolicy:
             message = choice["message"]
         except (KeyError, IndexError, TypeError):
             raise PolicyError(f"unexpected chat-completions answer: {str(data)[:300]}") from None
-        content = message.get("content") or ""
-        reasoning = message.get("reasoning_content") or message.get("reasoning") or None
-        calls: list[ToolCall] = []
-        for i, raw in enumerate(message.get("tool_calls") or []):
-            fn = raw.get("function") or {}
-            call_id = raw.get("id") or f"call_{turn}_{i}"
-            name = fn.get("name") or ""
-            args_text = fn.get("arguments") or "{}"
-            try:
-                args = json.loads(args_text) if isinstance(args_text, str) else args_text
-            except json.JSONDecodeError:
-                calls.append(
-                    ToolCall(call_id, name, {}, error="tool call arguments are not valid JSON")
-                )
-                continue
-            if not isinstance(args, dict):
-                calls.append(
-                    ToolCall(call_id, name, {}, error="tool call arguments are not an object")
-                )
-                continue
-            calls.append(ToolCall(call_id, name, args))
-        raw_text = content
-        if not calls and (
-            CALL_OPEN in content or "<function=" in content or THINK_CLOSE in content
-        ):
-            # A server started without a tool/reasoning parser hands back the raw text.
-            parsed = parse_completion(content, tools, id_prefix=f"call_{turn}")
-            content, calls = parsed.content, parsed.tool_calls
-            reasoning = reasoning or parsed.reasoning
+        tokens = served_tokens(data)
+        tokenizer = self.tokenizer if tokens is not None else None
+        if tokens is not None and tokenizer is not None:
+            # The sampled ids decoded as in process: the server's parse of the arguments
+            # is not the model's (decoding.py).
+            raw_text, parsed = decode_turn(
+                tokenizer,
+                tokens.prompt_token_ids,
+                tokens.completion_token_ids,
+                tools,
+                id_prefix=f"call_{turn}",
+            )
+            content, reasoning, calls = parsed.content, parsed.reasoning, parsed.tool_calls
+        else:
+            content, reasoning, calls, raw_text = _server_turn(message, tools, turn)
         finish_raw = choice.get("finish_reason")
         finish: FinishReason = "length" if finish_raw == "length" else "stop"
         usage = data.get("usage") or {}
-        tokens = served_tokens(data)
         return AssistantTurn(
             content=content,
             reasoning=reasoning,
@@ -272,6 +258,39 @@ class OpenAIPolicy:
             completion_token_ids=tokens.completion_token_ids if tokens else None,
             completion_logprobs=tokens.completion_logprobs if tokens else None,
         )
+
+
+def _server_turn(
+    message: dict[str, Any], tools: Sequence[dict[str, Any]], turn: int
+) -> tuple[str, str | None, list[ToolCall], str]:
+    """(content, reasoning, calls, raw text) as the server parsed them, for a server that
+    returned no token ids or a policy without the tokenizer to decode them."""
+    content = message.get("content") or ""
+    reasoning = message.get("reasoning_content") or message.get("reasoning") or None
+    calls: list[ToolCall] = []
+    for i, raw in enumerate(message.get("tool_calls") or []):
+        fn = raw.get("function") or {}
+        call_id = raw.get("id") or f"call_{turn}_{i}"
+        name = fn.get("name") or ""
+        args_text = fn.get("arguments") or "{}"
+        try:
+            args = json.loads(args_text) if isinstance(args_text, str) else args_text
+        except json.JSONDecodeError:
+            error = "tool call arguments are not valid JSON"
+            calls.append(ToolCall(call_id, name, {}, error=error))
+            continue
+        if not isinstance(args, dict):
+            error = "tool call arguments are not an object"
+            calls.append(ToolCall(call_id, name, {}, error=error))
+            continue
+        calls.append(ToolCall(call_id, name, as_written(name, args, tools)))
+    raw_text = content
+    if not calls and (CALL_OPEN in content or "<function=" in content or THINK_CLOSE in content):
+        # A server started without a tool/reasoning parser hands back the raw text.
+        parsed = parse_completion(content, tools, id_prefix=f"call_{turn}")
+        content, calls = parsed.content, parsed.tool_calls
+        reasoning = reasoning or parsed.reasoning
+    return content, reasoning, calls, raw_text
 
 
 def _to_openai_message(message: dict[str, Any]) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bot.store.trajectory import FinishReason
-from worker.agent.parser import THINK_OPEN, parse_completion
+from worker.agent.parser import parse_completion
 from worker.agent.policy.base import (
     AssistantTurn,
     PolicyError,
@@ -25,12 +25,11 @@ from worker.agent.policy.base import (
     completion_budget,
     length_finish,
 )
+from worker.agent.policy.decoding import EOS_TOKENS, completion_text, opens_thinking
 from worker.settings import AgentSettings, ModelSettings
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
-
-EOS_TOKENS = ("<|im_end|>", "<|endoftext|>")  # Qwen3.5 ends a turn with either
 
 
 @dataclass
@@ -252,14 +251,12 @@ class TransformersPolicy:
             finish = length_finish(budget, limits)
         else:
             finish = "stop"
-        text = str(self.tokenizer.decode(completion, skip_special_tokens=False))
-        for token in EOS_TOKENS:
-            if text.endswith(token):
-                text = text[: -len(token)]
-                break
-        thinking_open = prompt.rstrip().endswith(THINK_OPEN)
+        text = completion_text(self.tokenizer, completion)
         parsed = parse_completion(
-            text, tools, thinking_open=thinking_open, id_prefix=f"call_{assistant_count(messages)}"
+            text,
+            tools,
+            thinking_open=opens_thinking(prompt),
+            id_prefix=f"call_{assistant_count(messages)}",
         )
         return AssistantTurn(
             content=parsed.content,

@@ -26,6 +26,7 @@ from worker.agent.policy.base import (
     length_finish,
 )
 from worker.agent.policy.decoding import as_written, decode_turn
+from worker.agent.policy.served_tokenizer import load_served_tokenizer
 from worker.agent.served_tokens import TOKEN_REQUEST_FIELDS, served_tokens
 from worker.settings import AgentSettings, ModelSettings
 
@@ -58,19 +59,12 @@ class OpenAIPolicy:
 
     @property
     def tokenizer(self) -> Any | None:
-        """The served model's tokenizer, for counting context as Leaf does (it loads the
-        model's tokenizer by name); only from local files, so an offline worker does not
-        stall in hub retries. None: the loop falls back to Leaf's bytes / 4."""
+        """The served model's tokenizer, for counting context as Leaf does and decoding
+        the sampled ids: from wherever its weights are on this host (served_tokenizer.py),
+        only from local files, so an offline worker does not stall in hub retries. None:
+        the loop falls back to Leaf's bytes / 4."""
         if not hasattr(self, "_tokenizer"):
-            self._tokenizer = None
-            try:
-                from transformers import AutoTokenizer
-
-                self._tokenizer = AutoTokenizer.from_pretrained(
-                    self.settings.model, local_files_only=True
-                )
-            except Exception:
-                self._tokenizer = None
+            self._tokenizer = load_served_tokenizer(self.settings)
         return self._tokenizer
 
     def _headers(self) -> dict[str, str]:

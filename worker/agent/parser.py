@@ -87,7 +87,7 @@ def parse_completion(
     id_prefix: str = "call",
 ) -> ParsedTurn:
     reasoning, rest = split_reasoning(text, thinking_open=thinking_open)
-    types = _parameter_types(tools)
+    types = parameter_types(tools)
     calls: list[ToolCall] = []
     kept: list[str] = []
     pos = 0
@@ -225,7 +225,9 @@ def _convert(value: str, declared: str | None) -> Any:
     return decoded
 
 
-def _parameter_types(tools: Sequence[dict[str, Any]]) -> dict[str, dict[str, str]]:
+def parameter_types(tools: Sequence[dict[str, Any]]) -> dict[str, dict[str, str]]:
+    """Each tool's parameters and their schema types (``string`` where none is given)."""
+    """Each tool's parameters and their schema types (``string`` where none is given)."""
     out: dict[str, dict[str, str]] = {}
     for tool in tools:
         fn = tool.get("function", tool)

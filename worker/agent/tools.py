@@ -20,9 +20,10 @@ Ribbit's own improvements are :class:`ToolOptions`, all off by default.
 
 Two things end the episode instead of giving an observation, as in Leaf
 (``agent.py`` @ 33de19f9: any exception from the environment is ``tool_error``):
-a Bash ``timeout`` that is not a number, and the runner outliving its host-side
-limit. They raise :class:`ToolRunError`. A broken sandbox (:class:`SandboxError`)
-propagates unchanged, so the job fails as an infrastructure error.
+a Bash ``timeout`` Leaf cannot turn into whole seconds (a word, infinity, an integer
+beyond float's range), and the runner outliving its host-side limit. They raise
+:class:`ToolRunError`. A broken sandbox (:class:`SandboxError`) propagates unchanged,
+so the job fails as an infrastructure error.
 
 Cancellation: ``Sandbox.exec`` blocks and has no kill handle, so each call runs on a
 helper thread and the cancel event is polled every 0.1 s; on cancel the call returns
@@ -178,8 +179,9 @@ def runner_argv(tool: str, arguments: dict[str, Any], options: ToolOptions) -> l
 
 
 def runner_timeout_s(tool: str, arguments: dict[str, Any]) -> float:
-    """Leaf's host-side limit for one call; raises ValueError/TypeError on a timeout
-    that is not a number, as Leaf's environment does."""
+    """Leaf's host-side limit for one call; raises as Leaf's environment does on a
+    timeout that is not a finite number in float's range (ValueError, TypeError,
+    OverflowError). NaN and negative values give the 60 s minimum, as in Leaf."""
     if tool != "Bash":
         return RUNNER_TIMEOUT_S
     if arguments.get("timeout_ms") is not None:
@@ -216,7 +218,10 @@ class ToolBox:
         arguments = call.arguments if call.error is None else {}
         try:
             limit = runner_timeout_s(call.name, arguments)
-        except (TypeError, ValueError) as exc:
+        except Exception as exc:
+            # Leaf ends the episode on any exception its environment raises here, with
+            # this text: a word (ValueError), infinity or an int past float's range
+            # (OverflowError), a list (TypeError).
             raise ToolRunError(f"{type(exc).__name__}: {exc}") from exc
         result = self._exec(
             runner_argv(call.name, arguments, self.options),

@@ -7,6 +7,10 @@ turn record, the errors and the context counting the loop shares):
   (the default, and what the trainer plugs into).
 - :mod:`.openai_policy`: :class:`OpenAIPolicy` talks to an OpenAI-compatible
   chat-completions server (vLLM, SGLang, llama.cpp, Ollama).
+- :mod:`.decoding`: the model's sampled tokens to its turn, one decoding for every
+  backend (a served turn is decoded from its token ids, not the server's tool parser).
+- :mod:`.served_tokenizer`: the served model's tokenizer, found where its weights are
+  (``<weights_dir>/<id>``, a promoted adapter's folder or its base, the HF cache).
 - :mod:`.replay_policy`: :class:`ReplayPolicy` plays back a recorded trajectory (tests,
   debugging; never the default).
 

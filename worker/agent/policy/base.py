@@ -83,6 +83,23 @@ def sampling_summary(limits: AgentSettings) -> dict[str, Any]:
     }
 
 
+def completion_budget(prompt_tokens: int, limits: AgentSettings) -> int:
+    """New tokens one turn may take, the same on every backend: the per-turn cap cut to
+    the room the prompt leaves in the context window (Leaf's servers give a turn the
+    rest of the window). Raises :class:`ContextWindowExceeded` when no room is left."""
+    room = limits.max_context_tokens - prompt_tokens
+    if room < 1:
+        raise ContextWindowExceeded(
+            f"prompt is {prompt_tokens} tokens; the context window is {limits.max_context_tokens}"
+        )
+    return min(limits.max_new_tokens, room)
+
+
+def length_finish(budget: int, limits: AgentSettings) -> FinishReason:
+    """Why a turn that used its whole budget stopped: the per-turn cap, or the window."""
+    return "length" if budget == limits.max_new_tokens else "context_length"
+
+
 def count_message_tokens(messages: Sequence[dict[str, Any]], tokenizer: Any | None) -> int:
     """Leaf's count of a list of messages (agent.py @ 33de19f9: _count_message_tokens):
     the chat template's token ids, else the compact JSON of the messages encoded without

@@ -16,20 +16,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bot.store.trajectory import FinishReason
-from worker.agent.parser import THINK_OPEN, parse_completion
+from worker.agent.parser import parse_completion
 from worker.agent.policy.base import (
     AssistantTurn,
-    ContextWindowExceeded,
     PolicyError,
     StopCheck,
     assistant_count,
+    completion_budget,
+    length_finish,
 )
+from worker.agent.policy.decoding import EOS_TOKENS, completion_text, opens_thinking
 from worker.settings import AgentSettings, ModelSettings
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
-
-EOS_TOKENS = ("<|im_end|>", "<|endoftext|>")  # Qwen3.5 ends a turn with either
 
 
 @dataclass
@@ -189,12 +189,7 @@ class TransformersPolicy:
         prompt = self.render(messages, tools, enable_thinking=limits.enable_thinking)
         prompt_ids: list[int] = self.tokenizer(prompt, add_special_tokens=False)["input_ids"]
         n_prompt = len(prompt_ids)
-        room = limits.max_context_tokens - n_prompt
-        if room < 1:
-            raise ContextWindowExceeded(
-                f"prompt is {n_prompt} tokens; the context window is {limits.max_context_tokens}"
-            )
-        budget = min(limits.max_new_tokens, room)
+        budget = completion_budget(n_prompt, limits)
 
         class _StopWhenTold(StoppingCriteria):
             def __call__(
@@ -253,17 +248,15 @@ class TransformersPolicy:
         elif stop():
             finish = "cancelled"
         elif len(completion) >= budget:
-            finish = "length" if budget == limits.max_new_tokens else "context_length"
+            finish = length_finish(budget, limits)
         else:
             finish = "stop"
-        text = str(self.tokenizer.decode(completion, skip_special_tokens=False))
-        for token in EOS_TOKENS:
-            if text.endswith(token):
-                text = text[: -len(token)]
-                break
-        thinking_open = prompt.rstrip().endswith(THINK_OPEN)
+        text = completion_text(self.tokenizer, completion)
         parsed = parse_completion(
-            text, tools, thinking_open=thinking_open, id_prefix=f"call_{assistant_count(messages)}"
+            text,
+            tools,
+            thinking_open=opens_thinking(prompt),
+            id_prefix=f"call_{assistant_count(messages)}",
         )
         return AssistantTurn(
             content=parsed.content,

@@ -169,6 +169,23 @@ def test_loop_garbage_policy_ends_cleanly(sandbox: LocalDirSandbox) -> None:
     assert obs[0].content.startswith("Error: ") and "truncated" in obs[0].content
 
 
+@pytest.mark.parametrize("timeout", ["inf", "1e400", str(10**400)])
+def test_an_infinite_bash_timeout_ends_with_tool_error_and_keeps_the_patch(
+    sandbox: LocalDirSandbox, timeout: str
+) -> None:
+    script = [
+        xml_call("Write", file_path="notes.txt", content="kept\n"),
+        xml_call("Bash", command="true", timeout=timeout),
+        "never asked for",
+    ]
+    result = run_agent(TASK, sandbox, ScriptedPolicy(script), LIMITS)
+    assert result.exit_reason == "tool_error"
+    assert result.trajectory.exit_reason == "tool_error"
+    assert result.error is not None and result.error.startswith("OverflowError: ")
+    assert "+kept" in result.diff and result.trajectory.diff == result.diff
+    assert len(result.trajectory.turns) == 2
+
+
 def test_loop_cancel_before_start(sandbox: LocalDirSandbox) -> None:
     cancel = threading.Event()
     cancel.set()

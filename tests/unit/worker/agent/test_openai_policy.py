@@ -3,59 +3,21 @@
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
 from pydantic import SecretStr
-from werkzeug.serving import make_server
-from werkzeug.wrappers import Request, Response
 
 from tests.fakes import LocalDirSandbox
 from tests.plugins.services import free_port
-from worker.agent import AgentTask, OpenAIPolicy, run_agent
-from worker.agent.policy import PolicyError
+from tests.unit.worker.agent.conftest import ChatServer
+from worker.agent import AgentTask, OpenAIPolicy, load_policy, run_agent
+from worker.agent.policy import ContextWindowExceeded, PolicyError, TransformersPolicy
 from worker.agent.tools import TOOL_SCHEMAS
 from worker.settings import AgentSettings, ModelSettings
 
 TASK = AgentTask(title="add() subtracts", body="Fix it.")
-
-
-@dataclass
-class ChatServer:
-    """Answers each POST /v1/chat/completions with the next scripted (status, body)."""
-
-    replies: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
-    requests: list[dict[str, Any]] = field(default_factory=list)
-    headers: list[dict[str, str]] = field(default_factory=list)
-    url: str = ""
-
-    def __call__(self, environ: Any, start_response: Any) -> Any:
-        request = Request(environ)
-        if request.path != "/v1/chat/completions" or request.method != "POST":
-            return Response("not found", status=404)(environ, start_response)
-        self.requests.append(json.loads(request.get_data()))
-        self.headers.append(dict(request.headers))
-        status, body = self.replies.pop(0) if self.replies else (500, {"error": "no script"})
-        return Response(json.dumps(body), status=status, content_type="application/json")(
-            environ, start_response
-        )
-
-
-@pytest.fixture
-def chat_server() -> Iterator[ChatServer]:
-    app = ChatServer()
-    server = make_server("127.0.0.1", 0, app, threaded=True)
-    app.url = f"http://127.0.0.1:{server.server_port}/v1"
-    thread = threading.Thread(
-        target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-    )
-    thread.start()
-    yield app
-    server.shutdown()
-    thread.join(5)
 
 
 def completion(
@@ -123,9 +85,10 @@ def test_openai_run_edits_the_repo(chat_server: ChatServer, sandbox: LocalDirSan
     assert first["tools"] == TOOL_SCHEMAS
     assert (first["temperature"], first["top_p"], first["top_k"]) == (0.6, 0.95, 20)
     assert first["chat_template_kwargs"] == {"enable_thinking": True}
-    # Leaf's request: parallel tool calls on, tool choice auto, max_completion_tokens.
+    # Leaf's request: parallel tool calls on, tool choice auto, no per-turn cap (this
+    # policy has no tokenizer to measure the room left, so the server's window decides).
     assert first["parallel_tool_calls"] is True and first["tool_choice"] == "auto"
-    assert first["max_completion_tokens"] == 8192 and "max_tokens" not in first
+    assert "max_completion_tokens" not in first and "max_tokens" not in first
     assert [m["role"] for m in second["messages"]] == ["system", "user", "assistant", "tool"]
     assistant, tool = second["messages"][2:]
     assert isinstance(assistant["tool_calls"][0]["function"]["arguments"], str)
@@ -245,3 +208,53 @@ def test_openai_cancel_between_retries(chat_server: ChatServer) -> None:
         [{"role": "user", "content": "x"}], TOOL_SCHEMAS, should_stop=stop
     )
     assert turn.finish_reason == "cancelled" and len(chat_server.requests) == 1
+
+
+def _long_conversation(tokenizer: Any) -> tuple[list[dict[str, Any]], int]:
+    messages = [
+        {"role": "system", "content": "You are a coding agent."},
+        {"role": "user", "content": "Fix the failing test in calc.py please. " * 300},
+    ]
+    ids = tokenizer.apply_chat_template(
+        messages, tools=TOOL_SCHEMAS, add_generation_prompt=True, tokenize=True, return_dict=False
+    )
+    assert len(ids) > 1024  # the window must be at least 1,024 tokens (AgentSettings)
+    return messages, len(ids)
+
+
+def test_served_turn_budget_is_the_in_process_backends(
+    chat_server: ChatServer, tiny_model_dir: Path
+) -> None:
+    # The same conversation, 7 tokens short of the window: the in-process backend gets
+    # 7 new tokens and stops on the window; the server is asked for exactly 7 (never a
+    # fixed 8,192 it would refuse outright) and its length cut reads the same way.
+    in_process = load_policy(ModelSettings(model=str(tiny_model_dir)), AgentSettings())
+    assert isinstance(in_process, TransformersPolicy)
+    messages, n_prompt = _long_conversation(in_process.tokenizer)
+    limits = AgentSettings(max_context_tokens=n_prompt + 7, temperature=0.0)
+    local = in_process.generate(messages, TOOL_SCHEMAS, limits=limits)
+
+    served = OpenAIPolicy(settings(chat_server.url), tokenizer=in_process.tokenizer)
+    chat_server.replies = [(200, completion("and so on", finish="length"))]
+    remote = served.generate(messages, TOOL_SCHEMAS, limits=limits)
+    assert chat_server.requests[0]["max_completion_tokens"] == 7
+    assert remote.finish_reason == local.finish_reason == "context_length"  # greedy: fixed
+
+    # With room to spare both get the per-turn cap and a length cut is the cap's.
+    chat_server.replies = [(200, completion("and so on", finish="length"))]
+    roomy = AgentSettings(max_context_tokens=n_prompt + 9000)
+    assert served.generate(messages, TOOL_SCHEMAS, limits=roomy).finish_reason == "length"
+    assert chat_server.requests[1]["max_completion_tokens"] == roomy.max_new_tokens == 8192
+
+
+def test_served_prompt_past_the_window_ends_before_asking(
+    chat_server: ChatServer, sandbox: LocalDirSandbox, tiny_model_dir: Path
+) -> None:
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    messages, n_prompt = _long_conversation(tokenizer)
+    policy = OpenAIPolicy(settings(chat_server.url), tokenizer=tokenizer)
+    with pytest.raises(ContextWindowExceeded, match=f"prompt is {n_prompt} tokens"):
+        policy.generate(messages, TOOL_SCHEMAS, limits=AgentSettings(max_context_tokens=n_prompt))
+    assert chat_server.requests == []

@@ -163,6 +163,49 @@ def test_non_numeric_timeout_ends_the_episode() -> None:
         box.run(call("Bash", command="true", timeout="soon"))
 
 
+# What Leaf's environment.py @ 5229bdfe (_timeout) raises for each: any exception there
+# ends its episode as tool_error with `f"{type(exc).__name__}: {exc}"`.
+_INFINITE = "OverflowError: cannot convert float infinity to integer"
+_TOO_BIG = "OverflowError: int too large to convert to float"
+
+
+@pytest.mark.parametrize(
+    ("arguments", "error"),
+    [
+        ({"timeout": float("inf")}, _INFINITE),  # JSON 1e400 decodes to this
+        ({"timeout": "inf"}, _INFINITE),
+        ({"timeout": "Infinity"}, _INFINITE),
+        ({"timeout": "1e400"}, _INFINITE),
+        ({"timeout": 10**400}, _TOO_BIG),
+        ({"timeout_ms": float("inf")}, _INFINITE),
+        ({"timeout_ms": 10**400}, _TOO_BIG),
+        (
+            {"timeout": [5]},
+            "TypeError: float() argument must be a string or a real number, not 'list'",
+        ),
+    ],
+)
+def test_a_timeout_leaf_cannot_make_whole_seconds_ends_the_episode(
+    arguments: dict[str, object], error: str
+) -> None:
+    sandbox = _ExitingSandbox(ExecResult(0, "", "", 0.0))
+    with pytest.raises(ToolRunError) as raised:
+        ToolBox(sandbox).run(call("Bash", command="true", **arguments))  # type: ignore[arg-type]
+    assert str(raised.value) == error
+    assert sandbox.timeouts == []  # nothing ran
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [{"timeout": float("nan")}, {"timeout": "nan"}, {"timeout": -5}, {"timeout": float("-inf")}],
+)
+def test_nan_and_negative_timeouts_run_with_leafs_minimum(arguments: dict[str, object]) -> None:
+    # Leaf: max(0.1, value) keeps 0.1 for NaN and anything below it, so the call runs.
+    sandbox = _ExitingSandbox(ExecResult(0, "ok", "", 0.01))
+    ToolBox(sandbox).run(call("Bash", command="true", **arguments))  # type: ignore[arg-type]
+    assert sandbox.timeouts == [60.0]
+
+
 def test_runner_timeout_ends_the_episode() -> None:
     timed_out = ExecResult(124, "", "", 180.0, timed_out=True)
     with pytest.raises(ToolRunError, match="past its"):

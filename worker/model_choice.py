@@ -206,7 +206,11 @@ def ready(model: ModelSettings, settings: WorkerSettings) -> ModelSettings:
             )
         return model
     if model.policy == "openai":
-        return served_model(model)
+        # The served policy finds its tokenizer under the weights folder (`ribbit model
+        # pull` puts it there); unset, that folder is DATA_DIR/models, which only the
+        # worker's settings know.
+        where = {"weights_dir": settings.effective_weights_dir}
+        return served_model(model if model.weights_dir else model.model_copy(update=where))
     return local_weights(model, settings.effective_weights_dir)
 
 

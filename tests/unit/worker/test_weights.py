@@ -98,7 +98,11 @@ def test_weights_preflight_leaves_served_models_to_the_server(tmp_path: Path) ->
     )
     db = Database(served.effective_database_url)
     db.migrate()
-    assert preflight(db, served) == served.model
+    # Served: nothing to check on this host, but the tokenizer's folder is the one
+    # `ribbit model pull` fills (DATA_DIR/models when RIBBIT_MODEL__WEIGHTS_DIR is unset).
+    checked = preflight(db, served)
+    assert checked.weights_dir == served.effective_weights_dir == tmp_path / "models"
+    assert checked.model_copy(update={"weights_dir": None}) == served.model
     replay = WorkerSettings(data_dir=tmp_path, model=ModelSettings(policy="replay"))
     with pytest.raises(ModelNotReady, match="replay"):
         preflight(db, replay)

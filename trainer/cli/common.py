@@ -66,6 +66,24 @@ def selected(
     return chosen
 
 
+def line_heldout(
+    ctx: click.Context, env_store: EnvironmentFolders, line: str, selector: str = "split:heldout"
+) -> list[Environment]:
+    """What ``line`` is scored on: the environments ``selector`` picks that are held out
+    and belong to ``line`` (bot/model_lines.py), so one team's candidate is never scored
+    on another team's environments, nor on any it may train on."""
+    from trainer.envs.lines import line_environments
+
+    picked = [e for e in selected(env_store, selector) if e.split == "heldout"]
+    chosen = line_environments(open_db(ctx), settings_of(ctx).training, line, picked)
+    if not chosen:
+        raise click.ClickException(
+            f"no held-out environments of line {line!r} match {selector!r}; "
+            f"`ribbit envs split --line {line}` holds some out"
+        )
+    return chosen
+
+
 @contextlib.contextmanager
 def sandbox_errors() -> Iterator[None]:
     """A sandbox that cannot start (engine down, image missing) as a message, not a

@@ -8,6 +8,7 @@ rest is Ribbit's: how to run it, where it came from, how hard it is.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Sequence
 from typing import Any, Literal
@@ -103,6 +104,13 @@ class Environment(BaseModel):
     def setup_command(self) -> str | None:
         """The setup commands as the production setup step runs them."""
         return one_setup_command(self.setup_commands)
+
+    def content_hash(self) -> str:
+        """SHA-256 of what the environment asks and checks (every field but its split and
+        calibration, which change without changing the task): a score or a training run
+        names the exact environment it used."""
+        body = self.model_dump_json(exclude={"split", "calibration"})
+        return hashlib.sha256(body.encode()).hexdigest()
 
     def to_swebench(self) -> dict[str, Any]:
         """The SWE-bench instance (its fields only)."""

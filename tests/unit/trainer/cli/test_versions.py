@@ -109,8 +109,9 @@ def test_versions_evaluate_refuses_a_version_that_does_not_exist(
 def test_versions_promote_and_rollback_refusals(db: Database) -> None:
     assert "Error: no version 'nope'" in _refused("promote", "nope")
     register(db, "v1", base_model="org/base", adapter_path="/a/v1")
-    assert "has no held-out score" in _refused("promote", "v1")
-    assert _ok("promote", "v1", "--force") == "promoted v1\n"
+    assert "v1: no per-environment results, re-score" in _refused("promote", "v1")
+    forced = _ok("promote", "v1", "--force")
+    assert forced.startswith("promoted v1 (forced; skipped: v1: no per-environment results")
     register(db, "v2", base_model="org/base", adapter_path="/a/v2")
     _ok("promote", "v2", "--force")
     assert _ok("rollback") == "now serving v1\n"

@@ -281,6 +281,16 @@ class TrainerStore:
             )
             return [TrainedOn(r.instance_id, r.content_hash, r.forge, r.repo) for r in rows]
 
+    def trained_instance_ids(self, line: str) -> set[str]:
+        """Every environment a recorded version of ``line`` trained on."""
+        with self.db.session() as s:
+            q = (
+                select(VersionTrainingEnv.instance_id)
+                .join(ModelVersion, ModelVersion.id == VersionTrainingEnv.version_id)
+                .where(ModelVersion.line == line)
+            )
+            return set(s.scalars(q))
+
     def versions_trained_on(
         self, forge: str, repo: str, instance_ids: Collection[str] = ()
     ) -> list[ModelVersion]:

@@ -200,7 +200,9 @@ def test_envs_build_sets_up_like_a_job_from_setup_or_the_repos_ribbit_yml(
 
     def build(*extra: str) -> Any:
         args = ["envs", "build", "--repo", str(repo), "--base", base, "--fix", fix]
-        args += ["--issue-file", str(issue), "--reruns", "1", "--json", *extra]
+        args += ["--issue-file", str(issue), "--reruns", "1", "--json", "--forge", "github"]
+        # A hand-built environment names its repository (#33): its model line follows it.
+        args += [*extra] if "--name" in extra else ["--name", "local/repo", *extra]
         return runner.invoke(main, args)
 
     from_config = build()

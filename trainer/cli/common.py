@@ -72,10 +72,10 @@ def line_heldout(
     """What ``line`` is scored on: the environments ``selector`` picks that are held out
     and belong to ``line`` (bot/model_lines.py), so one team's candidate is never scored
     on another team's environments, nor on any it may train on."""
-    from trainer.envs.lines import line_environments
+    from trainer.envs.lines import line_heldout as heldout_of
 
-    picked = [e for e in selected(env_store, selector) if e.split == "heldout"]
-    chosen = line_environments(open_db(ctx), settings_of(ctx).training, line, picked)
+    picked = selected(env_store, selector)
+    chosen = heldout_of(open_db(ctx), settings_of(ctx).training, line, picked)
     if not chosen:
         raise click.ClickException(
             f"no held-out environments of line {line!r} match {selector!r}; "

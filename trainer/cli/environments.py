@@ -89,10 +89,9 @@ def build_env(
     as_json: bool,
     store: Path | None,
 ) -> None:
-    """Build one environment from a fix; rejected candidates are kept with their reason.
-    The setup and test commands and the image come from the repository's .ribbit.yml at
-    the base commit, as a solve job on that commit would have read them, unless given.
-    The environment trains only the model line its repository (--forge, --name) is in."""
+    """Build one environment from a fix (rejected ones are kept with their reason) for the
+    model line of its repository (--forge, --name); setup, test and image from the
+    .ribbit.yml at the base, as a solve job on that commit read them, unless given."""
     from trainer.envs.builder import BuildRejected, BuildSpec, EnvironmentBuilder
     from trainer.envs.folders import EnvironmentFolders
     from trainer.envs.schema import Provenance
@@ -113,11 +112,9 @@ def build_env(
     builder = EnvironmentBuilder(
         SandboxRecipe.production(settings.sandbox), reruns=reruns, test_timeout_s=timeout_s
     )
+    issue = issue_file.read_text(encoding="utf-8")
     spec = BuildSpec(
-        repo_dir,
-        base,
-        fix,
-        issue_file.read_text(encoding="utf-8"),
+        *(repo_dir, base, fix, issue),
         repo=repo_name,
         test_command=test_command or config.test,
         setup_commands=setup_commands or ((config.setup,) if config.setup else ()),

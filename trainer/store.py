@@ -396,9 +396,10 @@ class TrainingRuns:
 
 
 def version_named(db: Database, name: str) -> PromotedVersion | None:
-    """The model version called ``name``, as a job would run it (None: no such version)."""
+    """The model version called ``name``, as a job would run it (None: no such version, or
+    one revoked by `ribbit data delete`)."""
     row = TrainerStore(db).version(name)
-    if row is None:
+    if row is None or row.state == "revoked":  # trained on deleted data: never run again
         return None
     adapter = Path(row.adapter_path) if row.adapter_path else None
     return PromotedVersion(row.name, row.base_model, adapter)

@@ -31,6 +31,10 @@ class Provenance(BaseModel):
     # with ``repo`` it decides which model lines may train on it (bot/model_lines.py).
     forge: str | None = None
     fix_commit: str | None = None
+    # When the fix was made (its commit's date; a fix from a diff: when it was built), ISO
+    # 8601 in UTC: `ribbit envs split` holds the newest fixes out. None: built before it
+    # was recorded (the split then goes by ``created_at``).
+    fixed_at: str | None = None
     pr_url: str | None = None
     author: Author = "unknown"
     leak_stripped: bool = False  # the issue text quoted the fix; those parts were removed

@@ -1,11 +1,12 @@
 """Held-out splits that are made and kept.
 
-A line's held-out environments are the newest fixes of each of its repositories (by the
-time the fix was made, ``created_at``), so a backtest never trains on its own future and
-every repository is scored on its latest work. Splitting is one-way: an environment held
-out stays held out (its scores would otherwise stop being comparable, and a version may
-already have been promoted on it), and one that a recorded version of the line trained on
-is never held out (it would score that version on its own training data).
+A line's held-out environments are the newest fixes of each of its repositories (by
+when the fix was made, ``provenance.fixed_at``, else when it was built, ``created_at``),
+so a backtest never trains on its own future and every repository is scored on its
+latest work. Splitting is one-way: an environment held out stays held out (its scores
+would otherwise stop being comparable, and a version may already have been promoted on
+it), and one that a recorded version of the line trained on is never held out (it would
+score that version on its own training data).
 
 Training never reads a held-out (or test) environment, whatever selector asked for it:
 :func:`for_training` is the only way the trainer picks what to train on.
@@ -36,6 +37,10 @@ def for_training(envs: Iterable[Environment], *, named: bool) -> list[Environmen
             f"held-out environments are never trained on: {', '.join(barred[:10])}"
         )
     return [e for e in chosen if e.split == "train"]
+
+
+def _newest_first(env: Environment) -> tuple[str, str]:
+    return (env.provenance.fixed_at or env.created_at, env.instance_id)
 
 
 @dataclass(frozen=True)
@@ -69,7 +74,7 @@ def plan_split(
     skipped: list[str] = []
     for repo in sorted(by_repo):
         # Newest first; the instance id breaks ties so the split never depends on order read.
-        ordered = sorted(by_repo[repo], key=lambda e: (e.created_at, e.instance_id), reverse=True)
+        ordered = sorted(by_repo[repo], key=_newest_first, reverse=True)
         wanted = count if count is not None else math.ceil(len(ordered) * (fraction or 0))
         kept = [e.instance_id for e in ordered if e.split == "heldout"]
         heldout += kept

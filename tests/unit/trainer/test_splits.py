@@ -65,6 +65,12 @@ def test_split_holds_out_the_newest_fixes_of_each_repository() -> None:
     assert plan.heldout == ("acme__a-3", "acme__a-4", "acme__b-2")
 
 
+def test_split_goes_by_when_the_fix_was_made_not_when_it_was_built() -> None:
+    old_fix = _env("acme/a", 9)  # built last, from the oldest fix
+    old_fix.provenance.fixed_at = "2020-01-01T00:00:00+00:00"
+    assert plan_split([_env("acme/a", 1), old_fix], count=1).heldout == ("acme__a-1",)
+
+
 def test_split_is_one_way_and_never_holds_out_what_a_version_trained_on() -> None:
     # acme__a-1 was held out before: it stays, and counts towards the wanted number.
     envs = [_env("acme/a", 1, split="heldout"), _env("acme/a", 2), _env("acme/a", 3)]

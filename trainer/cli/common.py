@@ -66,20 +66,17 @@ def selected(
     return chosen
 
 
-def line_heldout(
-    ctx: click.Context, env_store: EnvironmentFolders, line: str, selector: str = "split:heldout"
-) -> list[Environment]:
-    """What ``line`` is scored on: the environments ``selector`` picks that are held out
-    and belong to ``line`` (bot/model_lines.py), so one team's candidate is never scored
-    on another team's environments, nor on any it may train on."""
+def line_heldout(ctx: click.Context, picked: list[Environment], line: str) -> list[Environment]:
+    """What ``line`` is scored on: the ``picked`` environments that are held out and belong
+    to ``line`` (bot/model_lines.py), so one team's candidate is never scored on another
+    team's environments, nor on any it may train on."""
     from trainer.envs.lines import line_heldout as heldout_of
 
-    picked = selected(env_store, selector)
     chosen = heldout_of(open_db(ctx), settings_of(ctx).training, line, picked)
     if not chosen:
         raise click.ClickException(
-            f"no held-out environments of line {line!r} match {selector!r}; "
-            f"`ribbit envs split --line {line}` holds some out"
+            f"none of the {len(picked)} environment(s) picked is a held-out environment of "
+            f"line {line!r}; `ribbit envs split --line {line}` holds some out"
         )
     return chosen
 

@@ -15,6 +15,7 @@ from trainer.cli.common import (
     line_heldout,
     open_db,
     sandbox_errors,
+    selected,
     settings_of,
     store_dir,
     store_option,
@@ -178,11 +179,12 @@ def evaluate_model(
     from worker.settings import AgentSettings
 
     settings = settings_of(ctx)
+    env_store = EnvironmentFolders(store_dir(ctx, store))
+    picked = selected(env_store, selector)
     row = TrainerStore(open_db(ctx)).version(version)
     if row is None:
         raise click.ClickException(f"no version {version!r}")
-    env_store = EnvironmentFolders(store_dir(ctx, store))
-    chosen = line_heldout(ctx, env_store, row.line, selector)
+    chosen = line_heldout(ctx, picked, row.line)
     limits = AgentSettings(max_turns=max_turns, max_new_tokens=max_new_tokens)
     try:
         with (
@@ -244,7 +246,7 @@ def evaluate_base_model(
     settings = settings_of(ctx)
     model_id = base_model or settings.model.model
     env_store = EnvironmentFolders(store_dir(ctx, store))
-    chosen = line_heldout(ctx, env_store, line)
+    chosen = line_heldout(ctx, selected(env_store, "split:heldout"), line)
     limits = AgentSettings(max_turns=max_turns, max_new_tokens=max_new_tokens)
     try:
         with (

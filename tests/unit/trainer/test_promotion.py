@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from fractions import Fraction
+from pathlib import Path
 
 import pytest
 
@@ -159,3 +160,30 @@ def test_a_small_clear_win_still_needs_force(db: Database) -> None:
     with pytest.raises(RegistryError, match="10 environment"):
         promote(db, "v1")
     promote(db, "v1", force=True)
+
+
+def test_versions_scored_before_migration_0015_must_be_rescored(tmp_path: Path) -> None:
+    from alembic import command
+    from sqlalchemy import text
+
+    from bot.store.db import alembic_config
+
+    database = Database(f"sqlite:///{tmp_path / 'old.db'}")
+    cfg = alembic_config(database.engine)
+    command.upgrade(cfg, "0014")
+    with database.engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO model_versions (name, line, base_model, heldout_pass_rate, "
+                "heldout_envs, heldout_k, state, created_at) VALUES "
+                "('old1', 'default', 'base', 0.9, 40, 1, 'candidate', '2026-01-01')"
+            )
+        )
+    command.upgrade(cfg, "head")
+    (old,) = TrainerStore(database).versions()
+    assert (old.heldout_judge, old.parent_version, old.revoked_reason) == (None, None, None)
+    assert TrainerStore(database).training_envs("old1") == []
+    with pytest.raises(RegistryError, match="old1: no per-environment results, re-score"):
+        promote(database, "old1")
+    command.downgrade(cfg, "0014")  # and back, for an upgrade that has to be undone
+    database.dispose()

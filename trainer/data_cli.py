@@ -162,6 +162,10 @@ def delete_data(
             click.echo(f"revoked {name}: trained on {ref}'s data")
             if name in served:
                 withdraw_version(as_worker_settings(settings).model, name)
+        unknown = TrainerStore(db).versions_without_provenance()
+        if unknown:
+            # Registered by hand or before provenance was recorded: not revoked, not cleared.
+            click.echo(f"what these versions trained on is not recorded; check them: {unknown}")
         return f"deleted {json.dumps(found.summary())}; revoked versions: {revoked or 'none'}"
 
     try:

@@ -316,6 +316,16 @@ class TrainerStore:
                 grew = bool(more)
             return [v for v in every if v.name in tainted]
 
+    def versions_without_provenance(self) -> list[str]:
+        """Versions (not revoked) with no recorded training environments: registered by
+        hand or before migration 0015, so what they learned from is not known."""
+        with self.db.session() as s:
+            recorded = select(VersionTrainingEnv.version_id).distinct()
+            q = select(ModelVersion.name).where(
+                ModelVersion.state != "revoked", ModelVersion.id.not_in(recorded)
+            )
+            return sorted(s.scalars(q))
+
     def revoke(self, names: Collection[str], reason: str) -> None:
         """Un-promote and retire the versions for good: never served, promoted or rolled
         back to again."""

@@ -29,6 +29,7 @@ def test_data_delete_revokes_every_version_trained_on_the_repository(data_dir: P
     _version(db, "tainted", "acme/b")
     _version(db, "child", "acme/a", parent="tainted")  # continued from tainted's weights
     _version(db, "twin", "acme/b")
+    register(db, "by-hand", base_model="base", adapter_path=None)  # nothing recorded
     promote(db, "clean", force=True)
     promote(db, "tainted", force=True)
     assert promoted_model(db).name == "tainted"  # type: ignore[union-attr]
@@ -37,12 +38,14 @@ def test_data_delete_revokes_every_version_trained_on_the_repository(data_dir: P
     assert "revoked child: trained on github:acme/b's data" in out
     assert "revoked tainted: trained on github:acme/b's data" in out
     assert "revoked clean" not in out
+    assert "what these versions trained on is not recorded; check them: ['by-hand']" in out
     states = {v.name: v.state for v in TrainerStore(db).versions()}
     assert states == {
         "clean": "retired",
         "tainted": "revoked",
         "child": "revoked",
         "twin": "revoked",
+        "by-hand": "candidate",
     }
     assert promoted_model(db) is None  # the line's jobs get the base model, not tainted
     assert version_named(db, "tainted") is None  # nor does `ribbit eval --version`

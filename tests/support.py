@@ -109,3 +109,18 @@ class HeldLead:
     def release(self) -> None:
         self._gate.set()
         self._thread.join(30)
+
+
+def score_heldout(db: Any, subject: str, solved: list[int], *, line: str = "default") -> None:
+    """Store ``subject``'s per-environment held-out results (a version's name, or
+    ``base:<model>``): env-i solved ``solved[i]`` of 1 rollout, by the current judge. What a
+    promotion's paired test compares (trainer/promotion.py)."""
+    from trainer.promotion import JUDGE_VERSION
+    from trainer.store import ScoredEnv, TrainerStore
+
+    TrainerStore(db).record_results(
+        subject,
+        line,
+        [ScoredEnv(f"env-{i}", f"hash-{i}", 1, c, JUDGE_VERSION) for i, c in enumerate(solved)],
+        judge=JUDGE_VERSION,
+    )

@@ -28,6 +28,18 @@ def select(env_store: EnvironmentFolders, selector: str) -> list[Environment]:
         raise SelectionError(str(exc)) from None
 
 
+def select_for_training(env_store: EnvironmentFolders, selector: str) -> list[Environment]:
+    """What ``selector`` picks for training: never a held-out or test environment
+    (trainer/envs/splits.py), whichever selector it is; ids naming one are refused."""
+    from trainer.envs.splits import HeldOutForTraining, for_training
+
+    named = selector not in {"all", "signal"} and not selector.startswith("split:")
+    try:
+        return for_training(select(env_store, selector), named=named)
+    except HeldOutForTraining as exc:
+        raise SelectionError(str(exc)) from None
+
+
 @contextlib.contextmanager
 def checked_out(
     env_store: EnvironmentFolders, chosen: Sequence[Environment], purpose: str

@@ -199,6 +199,18 @@ def delete_repo(
     return found
 
 
+def revoke_trained_on(db: Database, repo: RepoRef, environment_ids: list[str]) -> list[str]:
+    """Revoke every version trained on ``repo``'s data (its recorded training environments,
+    or ``environment_ids``, and every version descended from one): un-promoted, never
+    served, promoted or rolled back to again. Their names, sorted."""
+    store = TrainerStore(db)
+    tainted = store.versions_trained_on(repo.forge, repo.full_name, environment_ids)
+    names = sorted(v.name for v in tainted if v.state != "revoked")
+    if names:
+        store.revoke(names, f"trained on data of {repo}, deleted")
+    return names
+
+
 def _drop_rejections(store: EnvironmentFolders, repo: RepoRef) -> None:
     kept = [r for r in store.rejections() if not _rejection_matches(r, repo)]
     path = store.root / "rejected.jsonl"

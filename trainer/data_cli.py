@@ -141,8 +141,13 @@ def delete_data(
     store: Path | None,
     actor: str | None,
 ) -> None:
-    """Delete one repository's outcomes, trajectories, environments and job records."""
-    from trainer.data import delete_repo
+    """Delete one repository's outcomes, trajectories, environments and job records, and
+    revoke every model version trained on them (un-promoted and never served again: its
+    line goes back to the base model, or to `ribbit model promote` of a clean one)."""
+    from trainer.data import delete_repo, revoke_trained_on
+    from trainer.store import TrainerStore
+    from worker.model_choice import withdraw_version
+    from worker.settings import as_worker_settings
 
     if not yes:
         click.confirm(f"delete every stored record of {forge}:{full_name}?", abort=True)
@@ -150,8 +155,18 @@ def delete_data(
     ref = RepoRef(forge_name(forge), full_name)
 
     def run() -> str:
+        served = {v.name for v in TrainerStore(db).versions() if v.state == "promoted"}
         found = delete_repo(db, env_store, settings.data_dir, ref)
-        return f"deleted {json.dumps(found.summary())}"
+        revoked = revoke_trained_on(db, ref, found.environments)
+        for name in revoked:
+            click.echo(f"revoked {name}: trained on {ref}'s data")
+            if name in served:
+                withdraw_version(as_worker_settings(settings).model, name)
+        unknown = TrainerStore(db).versions_without_provenance()
+        if unknown:
+            # Registered by hand or before provenance was recorded: not revoked, not cleared.
+            click.echo(f"what these versions trained on is not recorded; check them: {unknown}")
+        return f"deleted {json.dumps(found.summary())}; revoked versions: {revoked or 'none'}"
 
     try:
         click.echo(audited(db, cli_actor(actor), "delete-data", str(ref), run))

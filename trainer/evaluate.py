@@ -16,10 +16,11 @@ from bot.store.db import Database
 from trainer.calibrate import CalibrationReport, calibrate
 from trainer.envs.schema import Environment
 from trainer.passk import PassAt1
+from trainer.promotion import JUDGE_VERSION
 from trainer.registry import RegistryError, promoted_model
 from trainer.rl.learner import load_base_model
 from trainer.rl.rollout import graded_reward
-from trainer.store import ModelVersion, TrainerStore
+from trainer.store import ModelVersion, ScoredEnv, TrainerStore
 from worker.agent import TransformersPolicy
 from worker.agent.episode import SandboxRecipe
 from worker.settings import AgentSettings
@@ -62,6 +63,49 @@ def evaluate_version(
         envs, policy, limits, sandbox_factory, graded_reward(sandbox_factory), k=k, on_env=on_env
     )
     record_heldout(db, name, report.pass_at_1, k)
+    record_results(db, name, version.line, [e for e, _ in envs], report)
+    return report
+
+
+def record_results(
+    db: Database,
+    subject: str,
+    line: str,
+    envs: Sequence[Environment],
+    report: CalibrationReport,
+) -> None:
+    """Store each environment's result (with the environment's content hash and the
+    judge), what the paired promotion test compares."""
+    scored = [
+        ScoredEnv(e.instance_id, e.content_hash(), c.k, c.solved, JUDGE_VERSION)
+        for e in envs
+        if (c := report.calibrations.get(e.instance_id)) is not None
+    ]
+    TrainerStore(db).record_results(subject, line, scored, judge=JUDGE_VERSION)
+
+
+def evaluate_base(
+    db: Database,
+    line: str,
+    base_model: str,
+    envs: Sequence[tuple[Environment, Path]],
+    sandbox_factory: SandboxRecipe,
+    limits: AgentSettings,
+    *,
+    k: int = 1,
+    on_env: Callable[[Environment], None] | None = None,
+) -> CalibrationReport:
+    """Score the base model on ``line``'s held-out ``envs`` and store its results: a
+    line's first version is compared with them."""
+    from trainer.registry import base_subject
+
+    if not envs:
+        raise RegistryError("no environments to evaluate on")
+    policy = version_policy(base_model, None, limits)
+    report = calibrate(
+        envs, policy, limits, sandbox_factory, graded_reward(sandbox_factory), k=k, on_env=on_env
+    )
+    record_results(db, base_subject(base_model), line, [e for e, _ in envs], report)
     return report
 
 
@@ -113,6 +157,16 @@ def _recorded(version: ModelVersion) -> HeldoutScore | None:
     return HeldoutScore(version.name, score, version.heldout_k or 1, measured=False)
 
 
+def _same_exam(db: Database, version: ModelVersion, envs: Sequence[Environment], k: int) -> bool:
+    """Whether ``version``'s stored results are on exactly ``envs`` (ids and content),
+    with ``k`` rollouts each, by this judge."""
+    stored = {
+        (r.instance_id, r.content_hash, r.k, r.judge)
+        for r in TrainerStore(db).results(version.name, version.line)
+    }
+    return stored == {(e.instance_id, e.content_hash(), k, JUDGE_VERSION) for e in envs}
+
+
 def before_and_after(
     db: Database,
     candidate: str,
@@ -138,21 +192,15 @@ def before_and_after(
     before: HeldoutScore | None = None
     if current is not None:
         before = _recorded(current)
-        # A record from another held-out set (or another k) is not comparable: re-score.
-        if before is None or (before.score.envs, before.k) != (len(envs), k):
+        # A record from another held-out set, k or judge is not comparable: re-score.
+        if before is None or not _same_exam(db, current, [e for e, _ in envs], k):
             report = evaluate_version(
                 db, current.name, envs, sandbox_factory, limits, k=k, on_env=on_env
             )
             before = HeldoutScore(current.name, report.pass_at_1, k, measured=True)
     else:
-        report = calibrate(
-            envs,
-            version_policy(start_model, None, limits),
-            limits,
-            sandbox_factory,
-            graded_reward(sandbox_factory),
-            k=k,
-            on_env=on_env,
+        report = evaluate_base(
+            db, line, start_model, envs, sandbox_factory, limits, k=k, on_env=on_env
         )
         before = HeldoutScore(start_model, report.pass_at_1, k, measured=True)
     report = evaluate_version(db, candidate, envs, sandbox_factory, limits, k=k, on_env=on_env)

@@ -1,17 +1,20 @@
-"""Model versions: register, promote (only if not worse on held-out), roll back.
+"""Model versions: register, promote (only if better on held-out), roll back, revoke.
 
 A version is the base model plus an optional LoRA adapter folder, with its pass
 rate on held-out environments. Each version belongs to one model line
 (bot/model_lines.py); exactly one version per line is ``promoted`` at a time (or
-none: that line's jobs then use the configured base model). Promotion is refused when
-the candidate has no held-out score or scores below its line's current one; ``force``
-is for humans who know better. Rollback retires the current version and puts
-back the one promoted before it.
+none: that line's jobs then use the configured base model). Promotion needs the
+candidate to be better than what it replaces (the line's promoted version, else the
+base model) by the paired test of :mod:`trainer.promotion`, on the same held-out
+environments, k and judge; ``force`` is for humans who know better, and the CLI audits
+what it skipped. Rollback retires the current version and puts back the one promoted
+before it. A revoked version (trained on deleted data) is never promoted again.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -21,6 +24,14 @@ from bot.model_lines import DEFAULT_LINE
 from bot.model_versions import ModelVersionError, ServedVersion
 from bot.settings import Settings
 from bot.store.db import Database
+from trainer.promotion import (
+    MIN_HELDOUT_ENVS,
+    EnvResult,
+    NotComparable,
+    Scored,
+    comparable,
+    sign_test,
+)
 from trainer.store import ModelVersion, TrainerStore
 from worker.settings import ModelSettings, as_worker_settings
 
@@ -91,37 +102,92 @@ def promoted_model(db: Database, line: str = DEFAULT_LINE) -> ModelVersion | Non
         return _promoted(s, line)
 
 
+@dataclass(frozen=True)
+class PromotionCheck:
+    """What a promotion was decided on: the evidence (the paired test, or why none was
+    possible), and, when forced, the checks it skipped (the audit row says them)."""
+
+    candidate: ModelVersion
+    evidence: str
+    skipped: tuple[str, ...] = ()
+
+
 def check_promotable(db: Database, name: str, *, force: bool = False) -> ModelVersion:
     """``name``'s version if :func:`promote` would accept it; raises :class:`RegistryError`
     saying why not. Lets callers prepare (load the adapter on servers) before promoting."""
+    return promotion_check(db, name, force=force).candidate
+
+
+def promotion_check(db: Database, name: str, *, force: bool = False) -> PromotionCheck:
+    """:func:`check_promotable` with its evidence and, when forced, what it skipped."""
     with db.session() as s:
         return _check(s, name, force=force)
 
 
-def _check(s: Session, name: str, *, force: bool) -> ModelVersion:
+def base_subject(base_model: str) -> str:
+    """How the base model's held-out results are stored (trainer/store.py)."""
+    return f"base:{base_model}"
+
+
+def _scored(s: Session, subject: str, line: str, label: str, rescore: str) -> Scored:
+    rows = TrainerStore.results_in(s, subject, line)
+    results = {
+        r.instance_id: EnvResult(r.instance_id, r.content_hash, r.k, r.solved, r.judge)
+        for r in rows
+    }
+    return Scored(label, results, rescore)
+
+
+def _check(s: Session, name: str, *, force: bool) -> PromotionCheck:
     candidate = TrainerStore.version_in(s, name)
     if candidate is None:
         raise RegistryError(f"no version {name!r}")
+    if candidate.state == "revoked":
+        # Not even --force: its training data was deleted (`ribbit data delete`).
+        raise RegistryError(f"{name} is revoked ({candidate.revoked_reason}); it is never served")
     current = _promoted(s, candidate.line)
-    if force or (current is not None and current.id == candidate.id):
-        return candidate
-    if candidate.heldout_pass_rate is None:
-        raise RegistryError(f"{name} has no held-out score; evaluate it first")
-    if (
-        current is not None
-        and current.heldout_pass_rate is not None
-        and candidate.heldout_pass_rate < current.heldout_pass_rate
-    ):
-        raise RegistryError(
-            f"{name} passes {candidate.heldout_pass_rate:.1%} of held-out environments, "
-            f"worse than the promoted {current.name} ({current.heldout_pass_rate:.1%})"
+    if current is not None and current.id == candidate.id:
+        return PromotionCheck(candidate, "already promoted")
+    k = candidate.heldout_k or 1
+    line = candidate.line
+    mine = _scored(s, name, line, name, f"ribbit model evaluate {name} --k {k}")
+    if current is not None:
+        theirs = _scored(
+            s, current.name, line, current.name, f"ribbit model evaluate {current.name} --k {k}"
         )
-    return candidate
+    else:
+        theirs = _scored(
+            s,
+            base_subject(candidate.base_model),
+            line,
+            f"base {candidate.base_model}",
+            f"ribbit model evaluate-base --line {line} --model {candidate.base_model} --k {k}",
+        )
+    skipped: list[str] = []
+    try:
+        comparable(mine, theirs)
+    except NotComparable as exc:
+        if not force:
+            raise RegistryError(str(exc)) from None
+        return PromotionCheck(candidate, "no comparison", (str(exc),))
+    envs = len(mine.results)
+    if envs < MIN_HELDOUT_ENVS:
+        small = f"held-out set of {envs} environment(s) is below the minimum of {MIN_HELDOUT_ENVS}"
+        if not force:
+            raise RegistryError(f"{small}; add held-out environments or promote with --force")
+        skipped.append(small)
+    test = sign_test(mine.results, theirs.results)
+    evidence = f"{name} vs {theirs.label}: {test.text()}"
+    if not test.better:
+        if not force:
+            raise RegistryError(f"{name} is not better than {theirs.label}: {test.text()}")
+        skipped.append(f"not better: {test.text()}")
+    return PromotionCheck(candidate, evidence, tuple(skipped))
 
 
 def promote(db: Database, name: str, *, force: bool = False) -> ModelVersion:
     with db.session() as s:
-        candidate = _check(s, name, force=force)
+        candidate = _check(s, name, force=force).candidate
         current = _promoted(s, candidate.line)
         if current is not None and current.id == candidate.id:
             return candidate

@@ -20,12 +20,27 @@ from sqlalchemy.orm import Session
 
 from bot.store.db import Database
 from bot.store.tables import Job, Outcome
-from bot.store.training import ModelVersion, TrainingEnvironment, TrainingRun, promoted_in
+from bot.store.training import (
+    HeldoutResult,
+    ModelVersion,
+    TrainingEnvironment,
+    TrainingRun,
+    VersionTrainingEnv,
+    promoted_in,
+)
 from worker.model_choice import PromotedVersion
 
 T = TypeVar("T")
 
-__all__ = ["IndexEntry", "ModelVersion", "TrainerStore", "TrainingEnvironment", "TrainingRun"]
+__all__ = [
+    "HeldoutResult",
+    "IndexEntry",
+    "ModelVersion",
+    "TrainedOn",
+    "TrainerStore",
+    "TrainingEnvironment",
+    "TrainingRun",
+]
 
 
 @dataclass(frozen=True)
@@ -37,6 +52,28 @@ class IndexEntry:
     split: str
     calibration_k: int
     calibration_solved: int
+
+
+@dataclass(frozen=True)
+class TrainedOn:
+    """One environment a version trained on, as it was (its content hash) and whose
+    data it is (forge None: not recorded)."""
+
+    instance_id: str
+    content_hash: str
+    forge: str | None
+    repo: str
+
+
+@dataclass(frozen=True)
+class ScoredEnv:
+    """One model's stored result on one held-out environment."""
+
+    instance_id: str
+    content_hash: str | None
+    k: int
+    solved: int
+    judge: str
 
 
 class TrainerStore:
@@ -172,6 +209,130 @@ class TrainerStore:
             row.heldout_k = k
             return True
 
+    def record_results(
+        self, subject: str, line: str, results: Iterable[ScoredEnv], *, judge: str
+    ) -> None:
+        """Make ``subject``'s held-out results on ``line`` exactly ``results`` (a re-score
+        replaces the last one whole, so a set never mixes two scorings)."""
+        with self.db.session() as s:
+            s.execute(
+                delete(HeldoutResult).where(
+                    HeldoutResult.subject == subject, HeldoutResult.line == line
+                )
+            )
+            for r in results:
+                s.add(
+                    HeldoutResult(
+                        subject=subject,
+                        line=line,
+                        instance_id=r.instance_id,
+                        content_hash=r.content_hash,
+                        k=r.k,
+                        solved=r.solved,
+                        judge=judge,
+                    )
+                )
+            if not subject.startswith("base:"):
+                row = self.version_in(s, subject)
+                if row is not None:
+                    row.heldout_judge = judge
+
+    @staticmethod
+    def results_in(session: Session, subject: str, line: str) -> list[ScoredEnv]:
+        rows = session.scalars(
+            select(HeldoutResult)
+            .where(HeldoutResult.subject == subject, HeldoutResult.line == line)
+            .order_by(HeldoutResult.instance_id)
+        )
+        return [ScoredEnv(r.instance_id, r.content_hash, r.k, r.solved, r.judge) for r in rows]
+
+    def results(self, subject: str, line: str) -> list[ScoredEnv]:
+        with self.db.session() as s:
+            return self.results_in(s, subject, line)
+
+    def record_training_envs(
+        self, name: str, envs: Iterable[TrainedOn], *, parent: str | None
+    ) -> bool:
+        """Record what version ``name`` was trained on and from; False: no such version."""
+        with self.db.session() as s:
+            row = self.version_in(s, name)
+            if row is None:
+                return False
+            row.parent_version = parent
+            for e in envs:
+                s.add(
+                    VersionTrainingEnv(
+                        version_id=row.id,
+                        instance_id=e.instance_id,
+                        content_hash=e.content_hash,
+                        forge=e.forge,
+                        repo=e.repo,
+                    )
+                )
+            return True
+
+    def training_envs(self, name: str) -> list[TrainedOn]:
+        with self.db.session() as s:
+            rows = s.scalars(
+                select(VersionTrainingEnv)
+                .join(ModelVersion, ModelVersion.id == VersionTrainingEnv.version_id)
+                .where(ModelVersion.name == name)
+                .order_by(VersionTrainingEnv.id)
+            )
+            return [TrainedOn(r.instance_id, r.content_hash, r.forge, r.repo) for r in rows]
+
+    def trained_instance_ids(self, line: str) -> set[str]:
+        """Every environment a recorded version of ``line`` trained on."""
+        with self.db.session() as s:
+            q = (
+                select(VersionTrainingEnv.instance_id)
+                .join(ModelVersion, ModelVersion.id == VersionTrainingEnv.version_id)
+                .where(ModelVersion.line == line)
+            )
+            return set(s.scalars(q))
+
+    def versions_trained_on(
+        self, forge: str, repo: str, instance_ids: Collection[str] = ()
+    ) -> list[ModelVersion]:
+        """Versions trained on the repository's data: an environment recorded with its
+        repository (forge unrecorded counts: it may be this one), or one of
+        ``instance_ids``; and every version descended from one of them (a child trained
+        from its weights)."""
+        with self.db.session() as s:
+            q = select(VersionTrainingEnv.version_id).where(
+                (
+                    (VersionTrainingEnv.repo == repo)
+                    & ((VersionTrainingEnv.forge == forge) | VersionTrainingEnv.forge.is_(None))
+                )
+                | VersionTrainingEnv.instance_id.in_(list(instance_ids))
+            )
+            ids = set(s.scalars(q))
+            every = list(s.scalars(select(ModelVersion).order_by(ModelVersion.id)))
+            tainted = {v.name for v in every if v.id in ids}
+            grew = True
+            while grew:
+                more = {v.name for v in every if v.parent_version in tainted} - tainted
+                tainted |= more
+                grew = bool(more)
+            return [v for v in every if v.name in tainted]
+
+    def versions_without_provenance(self) -> list[str]:
+        """Versions (not revoked) with no recorded training environments: registered by
+        hand or before migration 0015, so what they learned from is not known."""
+        with self.db.session() as s:
+            recorded = select(VersionTrainingEnv.version_id).distinct()
+            q = select(ModelVersion.name).where(
+                ModelVersion.state != "revoked", ModelVersion.id.not_in(recorded)
+            )
+            return sorted(s.scalars(q))
+
+    def revoke(self, names: Collection[str], reason: str) -> None:
+        """Un-promote and retire the versions for good: never served, promoted or rolled
+        back to again."""
+        with self.db.session() as s:
+            for v in s.scalars(select(ModelVersion).where(ModelVersion.name.in_(names))):
+                v.state, v.revoked_reason = "revoked", reason
+
     # Promotion and rollback read and change several versions in one transaction; the
     # registry (trainer/registry.py) holds it and asks these.
 
@@ -245,9 +406,10 @@ class TrainingRuns:
 
 
 def version_named(db: Database, name: str) -> PromotedVersion | None:
-    """The model version called ``name``, as a job would run it (None: no such version)."""
+    """The model version called ``name``, as a job would run it (None: no such version, or
+    one revoked by `ribbit data delete`)."""
     row = TrainerStore(db).version(name)
-    if row is None:
+    if row is None or row.state == "revoked":  # trained on deleted data: never run again
         return None
     adapter = Path(row.adapter_path) if row.adapter_path else None
     return PromotedVersion(row.name, row.base_model, adapter)

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Literal
 
 from bot.model_lines import DEFAULT_LINE, known_lines
 from bot.store.db import Database
-from trainer.checkouts import SelectionError, checked_out, select
+from trainer.checkouts import SelectionError, checked_out, select, select_for_training
 from trainer.config import TrainSettings
 from trainer.envs.folders import EnvironmentFolders
 from trainer.envs.schema import Environment
@@ -145,7 +145,7 @@ class TrainingRun:
         reward (tests and gates)."""
         env_store = EnvironmentFolders(Path(cfg.store_dir))
         try:
-            selected = select(env_store, cfg.envs)
+            selected = select_for_training(env_store, cfg.envs)
             if options.heldout is not None and not options.register:
                 raise TrainingRunError("--heldout scores the registered version: give --register")
             heldout_envs = select(env_store, options.heldout) if options.heldout else []
@@ -156,18 +156,14 @@ class TrainingRun:
         lines = known_lines(deployment.training)
         if options.line not in lines:
             raise TrainingRunError(f"no model line {options.line!r}; lines: {', '.join(lines)}")
-        # Rank 0 reads which environments the line may use; every rank trains on its choice.
-        from trainer.envs.lines import line_environments
-
-        mine = (
-            line_environments(db, deployment.training, options.line, selected)
-            if db is not None
-            else []
-        )
-        ids = set(ranks.broadcast_object([e.instance_id for e in mine]))
-        chosen = [e for e in selected if e.instance_id in ids]
+        chosen, heldout_envs = _line_choice(db, deployment, options, ranks, selected, heldout_envs)
         if not chosen:
             raise TrainingRunError(f"no environments of line {options.line!r} match {cfg.envs!r}")
+        if options.heldout is not None and not heldout_envs:
+            raise TrainingRunError(
+                f"no held-out environments of line {options.line!r} match --heldout "
+                f"{options.heldout!r}; `ribbit envs split --line {options.line}` holds some out"
+            )
         if sandbox is None:
             from worker.agent.episode import SandboxRecipe
 
@@ -297,7 +293,29 @@ class TrainingRun:
             )
         except RegistryError as exc:
             raise TrainingRunError(f"{exc}; the run's last checkpoint is {last}") from None
+        self._record_provenance(name)
         return name
+
+    def _record_provenance(self, name: str) -> None:
+        """What the version learned from: the exact environments (with content hashes),
+        and the version it continued (a resumed checkpoint registered before), so deleting
+        a repository's data finds it and every version descended from it."""
+        from trainer.store import TrainedOn, TrainerStore
+
+        assert self.db is not None  # register() checked
+        store = TrainerStore(self.db)
+        parent = None
+        if self.options.resume is not None:
+            resumed = str(self.options.resume / "adapter")
+            parent = next((v.name for v in store.versions() if v.adapter_path == resumed), None)
+        store.record_training_envs(
+            name,
+            [
+                TrainedOn(e.instance_id, e.content_hash(), e.provenance.forge, e.repo)
+                for e in self.chosen
+            ],
+            parent=parent,
+        )
 
     def heldout(
         self, registered: str | None, on_env: Callable[[Environment], None] | None = None
@@ -353,6 +371,36 @@ class TrainingRun:
             )
             return _Source(served, close=served.close)
         return _Source(None)
+
+
+def _line_choice(
+    db: Database | None,
+    deployment: WorkerSettings,
+    options: RunOptions,
+    ranks: Ranks,
+    selected: list[Environment],
+    heldout: list[Environment],
+) -> tuple[list[Environment], list[Environment]]:
+    """The environments the line may train on, and its own held-out ones to score on:
+    rank 0 reads the lines; every rank trains on its choice."""
+    from trainer.envs.lines import line_environments, line_heldout
+
+    def mine(envs: list[Environment]) -> list[str]:
+        if db is None:
+            return []
+        return [
+            e.instance_id for e in line_environments(db, deployment.training, options.line, envs)
+        ]
+
+    ids = set(ranks.broadcast_object(mine(selected)))
+    scored = (
+        {e.instance_id for e in line_heldout(db, deployment.training, options.line, heldout)}
+        if db is not None
+        else set()
+    )
+    return [e for e in selected if e.instance_id in ids], [
+        e for e in heldout if e.instance_id in scored
+    ]
 
 
 @dataclass

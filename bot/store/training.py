@@ -25,6 +25,7 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    UniqueConstraint,
     inspect,
     select,
 )
@@ -99,10 +100,51 @@ class ModelVersion(Base):
     heldout_ci_low: Mapped[float | None] = mapped_column(Float, nullable=True)
     heldout_ci_high: Mapped[float | None] = mapped_column(Float, nullable=True)
     heldout_k: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    # candidate | promoted | retired (was promoted, replaced) | rolled_back
+    # The judge (trainer/evaluate.py JUDGE_VERSION) that graded the held-out score, and the
+    # version the training run started from (None: the base model), migration 0015.
+    heldout_judge: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    parent_version: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    # candidate | promoted | retired (was promoted, replaced) | rolled_back | revoked
+    # (trained on deleted data: never promoted or served again; revoked_reason says why)
     state: Mapped[str] = mapped_column(String(16), default="candidate")
+    revoked_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     promoted_at: Mapped[datetime | None] = mapped_column(nullable=True)
+
+
+class HeldoutResult(Base):
+    """One model's result on one held-out environment: what the paired promotion test
+    compares (trainer/promotion.py). ``subject`` is a version's name, or ``base:<model>``
+    for the base model scored on ``line``'s held-out set (migration 0015)."""
+
+    __tablename__ = "heldout_results"
+    __table_args__ = (
+        UniqueConstraint("subject", "line", "instance_id", name="uq_heldout_results_subject"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    subject: Mapped[str] = mapped_column(String(640))
+    line: Mapped[str] = mapped_column(String(64))
+    instance_id: Mapped[str] = mapped_column(String(255))
+    content_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    k: Mapped[int] = mapped_column(Integer)
+    solved: Mapped[int] = mapped_column(Integer)
+    judge: Mapped[str] = mapped_column(String(64))
+    scored_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class VersionTrainingEnv(Base):
+    """One environment a version was trained on, as it was then (its content hash), so
+    deleting a repository's data finds every version that learned from it."""
+
+    __tablename__ = "version_training_envs"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    version_id: Mapped[int] = mapped_column(ForeignKey("model_versions.id", ondelete="CASCADE"))
+    instance_id: Mapped[str] = mapped_column(String(255))
+    content_hash: Mapped[str] = mapped_column(String(64))
+    forge: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    repo: Mapped[str] = mapped_column(String(255), index=True)
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,7 @@ def test_jobs_follow_promotion_and_rollback(tiny_model_dir: Path, tmp_path: Path
         heldout_pass_rate=0.5,
         heldout_envs=2,
     )
-    registry.promote(db, "v1")
+    registry.promote(db, "v1", force=True)  # serving is what this tests, not the rule
     chosen = model_for_jobs(db, configured)
     assert chosen.adapter_path == adapter
     policy = load_policy(chosen, AgentSettings())

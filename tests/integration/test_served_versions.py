@@ -19,6 +19,7 @@ from click.testing import CliRunner
 
 from bot.cli import main
 from bot.store.db import Database
+from tests.support import score_heldout
 from trainer import registry
 from worker.agent.policy import OpenAIPolicy, load_policy
 from worker.model_choice import ModelNotReady, preflight
@@ -158,6 +159,10 @@ def test_served_versions_follow_promotion_and_rollback(
     v1, v2 = _adapter(tmp_path, "v1"), _adapter(tmp_path, "v2")
     registry.register(db, "v1", base_model=BASE, adapter_path=str(v1), heldout_pass_rate=0.4)
     registry.register(db, "v2", base_model=BASE, adapter_path=str(v2), heldout_pass_rate=0.5)
+    # Per-environment results that make v1 beat the base and v2 beat v1 (#33).
+    score_heldout(db, f"base:{BASE}", [0] * 40)
+    score_heldout(db, "v1", [1] * 20 + [0] * 20)
+    score_heldout(db, "v2", [1] * 32 + [0] * 8)
     name = (lambda v: v) if server.kind == "vllm" else (lambda v: f"{BASE}:{v}")
     cli = CliRunner()
 
@@ -208,7 +213,7 @@ def test_served_version_the_server_cannot_load_is_not_promoted(
     db.migrate()
     missing = tmp_path / "not-readable-by-the-server"
     registry.register(db, "v9", base_model=BASE, adapter_path=str(missing), heldout_pass_rate=1)
-    out = CliRunner().invoke(main, ["model", "promote", "v9"], env=env)
+    out = CliRunner().invoke(main, ["model", "promote", "v9", "--force"], env=env)
     assert out.exit_code != 0 and "refused to load v9" in out.output, out.output
     assert registry.promoted_model(db) is None  # workers keep asking for what is served
     # Forced into the registry anyway, a job fails before its agent, saying what to do.

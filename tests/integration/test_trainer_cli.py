@@ -14,9 +14,13 @@ import pytest
 from click.testing import CliRunner
 
 from bot.cli import main
+from bot.forges.base import RepoRef
+from bot.model_lines import set_visibility
+from bot.store.db import Database
 from tests.plugins.trainer import PYTEST, FixRepo, calc_environment
 from tests.support import require_service
 from trainer.envs.folders import EnvironmentFolders
+from worker.settings import load_worker_settings
 
 
 @pytest.mark.integration
@@ -33,7 +37,22 @@ def test_train_command_runs_on_the_bubblewrap_sandbox(
     env = calc_environment(
         fix_with_new_test, test_command=PYTEST.replace(sys.executable, "python3")
     )
+    # github:acme/calc, public: the default line's. One copy to train on, one held out
+    # (#33: training never reads a held-out environment, and scoring reads only those).
+    env = env.model_copy(
+        update={"provenance": env.provenance.model_copy(update={"forge": "github"})}
+    )
+    # The store keeps one copy of a fix per repository: the held-out one is a fork's.
+    heldout = env.model_copy(
+        update={"instance_id": "acme__calc2-1", "repo": "acme/calc2", "split": "heldout"}
+    )
     EnvironmentFolders(data / "trainer").add(env, fix_with_new_test.path)
+    EnvironmentFolders(data / "trainer").add(heldout, fix_with_new_test.path)
+    db = Database(load_worker_settings().effective_database_url)
+    db.migrate()
+    set_visibility(db, RepoRef("github", "acme/calc"), private=False)
+    set_visibility(db, RepoRef("github", "acme/calc2"), private=False)
+    db.dispose()
     out = tmp_path / "run"
     result = CliRunner().invoke(
         main,
@@ -50,7 +69,7 @@ def test_train_command_runs_on_the_bubblewrap_sandbox(
             "--register",
             "cand1",
             "--heldout",
-            "all",
+            "split:heldout",
             "--max-turns",
             "2",
             "--max-new-tokens",
@@ -74,8 +93,6 @@ def test_train_command_runs_on_the_bubblewrap_sandbox(
             "model",
             "evaluate",
             "cand1",
-            "--envs",
-            "all",
             "--k",
             "1",
             "--max-turns",
@@ -90,8 +107,13 @@ def test_train_command_runs_on_the_bubblewrap_sandbox(
         "cand1: held-out pass rate 0.0% on 1 env(s), 95% CI 0.0%-79.3% (pass@1 from 1 "
         "rollout(s) each)" in evaluated.output
     )
-    promoted = CliRunner().invoke(main, ["model", "promote", "cand1"])
+    # 0 of 1 against the base's 0 of 1: a tie on 1 environment is refused, and forcing it
+    # says what was skipped.
+    refused = CliRunner().invoke(main, ["model", "promote", "cand1"])
+    assert refused.exit_code != 0 and "below the minimum of 30" in refused.output
+    promoted = CliRunner().invoke(main, ["model", "promote", "cand1", "--force"])
     assert promoted.exit_code == 0, promoted.output
+    assert "forced; skipped:" in promoted.output and "not better: 0 win(s)" in promoted.output
     listed = CliRunner().invoke(main, ["model", "list"])
     assert "cand1\tpromoted\theld-out 0.0%" in listed.output
     calibrated = CliRunner().invoke(
@@ -200,7 +222,9 @@ def test_envs_build_sets_up_like_a_job_from_setup_or_the_repos_ribbit_yml(
 
     def build(*extra: str) -> Any:
         args = ["envs", "build", "--repo", str(repo), "--base", base, "--fix", fix]
-        args += ["--issue-file", str(issue), "--reruns", "1", "--json", *extra]
+        args += ["--issue-file", str(issue), "--reruns", "1", "--json", "--forge", "github"]
+        # A hand-built environment names its repository (#33): its model line follows it.
+        args += [*extra] if "--name" in extra else ["--name", "local/repo", *extra]
         return runner.invoke(main, args)
 
     from_config = build()

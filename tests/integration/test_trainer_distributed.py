@@ -30,7 +30,7 @@ from torch.testing import assert_close
 
 from tests.fakes import make_git_repo
 from tests.integration.distributed.cases import ATOL, CASES, EXACTNESS_DTYPE, RTOL
-from tests.plugins.trainer import PYTEST, FixRepo, calc_environment
+from tests.plugins.trainer import PYTEST, FixRepo, calc_environment, in_default_line
 from tests.support import require_service
 from trainer.distributed import Ranks
 from trainer.envs.folders import EnvironmentFolders
@@ -253,6 +253,7 @@ def test_train_command_under_torchrun_records_one_run_from_rank_zero(
     env = calc_environment(
         fix_with_new_test, test_command=PYTEST.replace(sys.executable, "python3")
     )
+    env = in_default_line(env, f"sqlite:///{data / 'ribbit.db'}")
     EnvironmentFolders(data / "trainer").add(env, fix_with_new_test.path)
     output = torchrun(
         "bot",

@@ -18,7 +18,13 @@ import pytest
 import torch
 
 from tests.fakes import local_sandboxes, make_git_repo
-from tests.plugins.trainer import seeded_learner, token_id, toy_prompt_ids, toy_train_settings
+from tests.plugins.trainer import (
+    in_default_line,
+    seeded_learner,
+    token_id,
+    toy_prompt_ids,
+    toy_train_settings,
+)
 from trainer.config import TrainSettings
 from trainer.envs.folders import EnvironmentFolders
 from trainer.envs.schema import Environment
@@ -187,9 +193,13 @@ def test_train_command_sends_rollouts_to_the_fleet(
 
     from bot.cli import main
 
-    _app, store, _env = fleet
+    _app, store, env = fleet
     monkeypatch.setenv("RIBBIT_DATA_DIR", str(tmp_path / "cli-data"))
     monkeypatch.setenv("RIBBIT_BROKER_URL", redis_url)
+    # The default line trains only environments of public repositories it knows (#33).
+    EnvironmentFolders(store).update(
+        in_default_line(env, load_worker_settings().effective_database_url)
+    )
     out = tmp_path / "cli-run"
     result = CliRunner().invoke(
         main,

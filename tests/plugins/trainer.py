@@ -156,3 +156,20 @@ def toy_prompt_ids(learner: Any, env: Any) -> list[int]:
     text = policy.render(initial_messages(task_for(env)), TOOL_SCHEMAS, enable_thinking=True)
     ids: list[int] = learner.tokenizer(text, add_special_tokens=False)["input_ids"]
     return ids
+
+
+def in_default_line(env: Any, database_url: str) -> Any:
+    """``env`` as a public GitHub repository's, recorded so in the database at
+    ``database_url``: the default line trains on it (an environment with no forge trains
+    no line, and an unrecorded repository counts as private)."""
+    from bot.forges.base import RepoRef
+    from bot.model_lines import set_visibility
+    from bot.store.db import Database
+
+    db = Database(database_url)
+    db.migrate()
+    set_visibility(db, RepoRef("github", env.repo), private=False)
+    db.dispose()
+    return env.model_copy(
+        update={"provenance": env.provenance.model_copy(update={"forge": "github"})}
+    )

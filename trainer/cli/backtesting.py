@@ -186,7 +186,7 @@ def _eval_model(ctx: click.Context, version_name: str | None) -> tuple[str, Any]
     if version_name is not None:
         chosen = version_named(db, version_name)
         if chosen is None:
-            raise click.ClickException(f"no version {version_name!r}")
+            raise click.ClickException(f"no version {version_name!r} (or it was revoked)")
         label, model = version_name, with_version(settings.model, chosen)
     else:
         current = promoted_version(db)

@@ -66,6 +66,21 @@ def selected(
     return chosen
 
 
+def line_heldout(ctx: click.Context, picked: list[Environment], line: str) -> list[Environment]:
+    """What ``line`` is scored on: the ``picked`` environments that are held out and belong
+    to ``line`` (bot/model_lines.py), so one team's candidate is never scored on another
+    team's environments, nor on any it may train on."""
+    from trainer.envs.lines import line_heldout as heldout_of
+
+    chosen = heldout_of(open_db(ctx), settings_of(ctx).training, line, picked)
+    if not chosen:
+        raise click.ClickException(
+            f"none of the {len(picked)} environment(s) picked is a held-out environment of "
+            f"line {line!r}; `ribbit envs split --line {line}` holds some out"
+        )
+    return chosen
+
+
 @contextlib.contextmanager
 def sandbox_errors() -> Iterator[None]:
     """A sandbox that cannot start (engine down, image missing) as a message, not a

@@ -48,9 +48,14 @@ def envs() -> None:
 @click.option(
     "--name",
     "repo_name",
-    default="local/repo",
-    show_default=True,
-    help="owner/name, for the instance id.",
+    required=True,
+    help="The repository's owner/name on its forge: its model line follows it.",
+)
+@click.option(
+    "--forge",
+    type=click.Choice(["github", "gitlab"]),
+    required=True,
+    help="The repository's forge: with --name, which model line may train on it.",
 )
 @click.option(
     "--test-command",
@@ -76,6 +81,7 @@ def build_env(
     fix: str,
     issue_file: Path,
     repo_name: str,
+    forge: str,
     test_command: str | None,
     setup_commands: tuple[str, ...],
     reruns: int,
@@ -83,11 +89,12 @@ def build_env(
     as_json: bool,
     store: Path | None,
 ) -> None:
-    """Build one environment from a fix; rejected candidates are kept with their reason.
-    The setup and test commands and the image come from the repository's .ribbit.yml at
-    the base commit, as a solve job on that commit would have read them, unless given."""
+    """Build one environment from a fix (rejected ones are kept with their reason) for the
+    model line of its repository (--forge, --name); setup, test and image from the
+    .ribbit.yml at the base, as a solve job on that commit read them, unless given."""
     from trainer.envs.builder import BuildRejected, BuildSpec, EnvironmentBuilder
     from trainer.envs.folders import EnvironmentFolders
+    from trainer.envs.schema import Provenance
     from worker.agent.episode import SandboxRecipe
     from worker.repo_config import RepoConfigError, read_repo_config
     from worker.sandbox.setupcmd import commit_files, with_detected_setup
@@ -105,15 +112,14 @@ def build_env(
     builder = EnvironmentBuilder(
         SandboxRecipe.production(settings.sandbox), reruns=reruns, test_timeout_s=timeout_s
     )
+    issue = issue_file.read_text(encoding="utf-8")
     spec = BuildSpec(
-        repo_dir,
-        base,
-        fix,
-        issue_file.read_text(encoding="utf-8"),
+        *(repo_dir, base, fix, issue),
         repo=repo_name,
         test_command=test_command or config.test,
         setup_commands=setup_commands or ((config.setup,) if config.setup else ()),
         image=config.image,
+        provenance=Provenance(source="local", forge=forge),
     )
     try:
         with (
@@ -288,21 +294,82 @@ def image_envs(
         click.echo(f"{env.instance_id}\t{tag}")
 
 
-@envs.command("import")
-@click.argument("path", type=click.Path(path_type=Path, dir_okay=False, exists=True))
+@envs.command("split")
+@click.option("--line", default="default", show_default=True, help="The model line.")
+@click.option(
+    "--fraction",
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    default=None,
+    help="Hold out this fraction of each repository's newest fixes (default 0.2).",
+)
+@click.option(
+    "--count",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Hold out each repository's newest COUNT fixes instead.",
+)
 @store_option
 @click.pass_context
-def import_envs(ctx: click.Context, path: Path, store: Path | None) -> None:
+def split_envs(
+    ctx: click.Context, line: str, fraction: float | None, count: int | None, store: Path | None
+) -> None:
+    """Hold out LINE's newest fixes, per repository, so the line is scored on its future
+    and never trains on it. One-way: held-out environments stay held out, and one a
+    version of the line trained on is never held out."""
+    from trainer.envs.folders import EnvironmentFolders
+    from trainer.envs.lines import line_environments
+    from trainer.envs.splits import plan_split
+    from trainer.store import TrainerStore
+
+    if fraction is not None and count is not None:
+        raise click.UsageError("give --fraction or --count, not both")
+    db = open_db(ctx)
+    env_store = EnvironmentFolders(store_dir(ctx, store))
+    mine = line_environments(db, settings_of(ctx).training, line, list(env_store))
+    if not mine:
+        raise click.ClickException(f"no environments belong to line {line!r}")
+    plan = plan_split(
+        mine,
+        fraction=None if count is not None else (fraction or 0.2),
+        count=count,
+        trained=TrainerStore(db).trained_instance_ids(line),
+    )
+    for env in mine:
+        if env.instance_id in plan.newly:
+            env_store.update(env.model_copy(update={"split": "heldout"}))
+    sync_store_index(ctx, env_store)
+    for instance_id in plan.trained_on:
+        click.echo(f"{instance_id}	kept in train: a version of line {line} trained on it")
+    click.echo(
+        f"line {line}: {len(plan.heldout)} held out ({len(plan.newly)} new), "
+        f"{len(mine) - len(plan.heldout)} for training"
+    )
+
+
+@envs.command("import")
+@click.argument("path", type=click.Path(path_type=Path, dir_okay=False, exists=True))
+@click.option(
+    "--forge",
+    type=click.Choice(["github", "gitlab"]),
+    default=None,
+    help="The forge of every record's repository, as you know it (a record's own is never "
+    "trusted); without it the environments train no model line.",
+)
+@store_option
+@click.pass_context
+def import_envs(ctx: click.Context, path: Path, forge: str | None, store: Path | None) -> None:
     """Read SWE-bench (or Ribbit) JSONL; duplicates are refused and listed."""
     from trainer.envs.folders import EnvironmentFolders
 
     env_store = EnvironmentFolders(store_dir(ctx, store))
     try:
-        imported, refused = env_store.import_jsonl(path)
+        imported, refused = env_store.import_jsonl(path, forge=forge)
     except ValueError as exc:  # a line that is not JSON, or not an environment
         raise click.ClickException(f"{path}: not SWE-bench or Ribbit JSONL: {exc}") from None
     sync_store_index(ctx, env_store)
     click.echo(f"imported {len(imported)}, refused {len(refused)}")
+    if forge is None and imported:
+        click.echo("no --forge given: the imported environments train no model line")
     for r in refused:
         click.echo(f"  {r.candidate}: {r.reason} ({r.detail})")
 

@@ -12,6 +12,7 @@ import click
 from bot.cli import actor_option, audited, cli_actor
 from bot.console import empty, progress
 from trainer.cli.common import (
+    line_heldout,
     open_db,
     sandbox_errors,
     selected,
@@ -115,6 +116,9 @@ def list_models(ctx: click.Context, line: str | None, as_json: bool) -> None:
                         "heldout_ci_high": v.heldout_ci_high,
                         "heldout_envs": v.heldout_envs,
                         "heldout_k": v.heldout_k,
+                        "heldout_judge": v.heldout_judge,
+                        "parent_version": v.parent_version,
+                        "revoked_reason": v.revoked_reason,
                     }
                     for v in rows
                 ],
@@ -147,7 +151,7 @@ def _heldout_text(v: Any) -> str:
     "selector",
     default="split:heldout",
     show_default=True,
-    help="Environments to score on.",
+    help="Environments to score on (only the version's line's held-out ones are used).",
 )
 @click.option("--k", type=int, default=1, show_default=True, help="Rollouts per environment.")
 @click.option("--max-turns", type=int, default=100, show_default=True, help="Agent turns.")
@@ -170,12 +174,17 @@ def evaluate_model(
     from trainer.envs.folders import EnvironmentFolders
     from trainer.evaluate import evaluate_version
     from trainer.registry import RegistryError
+    from trainer.store import TrainerStore
     from worker.agent.episode import SandboxRecipe
     from worker.settings import AgentSettings
 
     settings = settings_of(ctx)
     env_store = EnvironmentFolders(store_dir(ctx, store))
-    chosen = selected(env_store, selector)
+    picked = selected(env_store, selector)
+    row = TrainerStore(open_db(ctx)).version(version)
+    if row is None:
+        raise click.ClickException(f"no version {version!r}")
+    chosen = line_heldout(ctx, picked, row.line)
     limits = AgentSettings(max_turns=max_turns, max_new_tokens=max_new_tokens)
     try:
         with (
@@ -201,32 +210,105 @@ def evaluate_model(
     )
 
 
+@model.command("evaluate-base")
+@click.option("--line", default="default", show_default=True, help="The model line.")
+@click.option(
+    "--model",
+    "base_model",
+    default=None,
+    help="The base model (default: the setting); a line's first version is compared with it.",
+)
+@click.option("--k", type=int, default=1, show_default=True, help="Rollouts per environment.")
+@click.option("--max-turns", type=int, default=100, show_default=True, help="Agent turns.")
+@click.option(
+    "--max-new-tokens", type=int, default=8192, show_default=True, help="New tokens per model turn."
+)
+@store_option
+@click.pass_context
+def evaluate_base_model(
+    ctx: click.Context,
+    line: str,
+    base_model: str | None,
+    k: int,
+    max_turns: int,
+    max_new_tokens: int,
+    store: Path | None,
+) -> None:
+    """Score the base model on LINE's held-out environments (stored per environment: a
+    line's first version must beat it to be promoted)."""
+    from trainer.checkouts import checked_out
+    from trainer.envs.folders import EnvironmentFolders
+    from trainer.evaluate import evaluate_base
+    from trainer.registry import RegistryError
+    from worker.agent.episode import SandboxRecipe
+    from worker.settings import AgentSettings
+
+    settings = settings_of(ctx)
+    model_id = base_model or settings.model.model
+    env_store = EnvironmentFolders(store_dir(ctx, store))
+    chosen = line_heldout(ctx, selected(env_store, "split:heldout"), line)
+    limits = AgentSettings(max_turns=max_turns, max_new_tokens=max_new_tokens)
+    try:
+        with (
+            sandbox_errors(),
+            checked_out(env_store, chosen, "eval") as pairs,
+            progress(f"evaluating base {model_id} ({k} rollouts each)", total=len(chosen)) as steps,
+        ):
+            report = evaluate_base(
+                open_db(ctx),
+                line,
+                model_id,
+                pairs,
+                SandboxRecipe.production(settings.sandbox),
+                limits,
+                k=k,
+                on_env=lambda env: steps.advance(f"scored {env.instance_id}"),
+            )
+    except RegistryError as exc:
+        raise click.ClickException(str(exc)) from None
+    score = report.pass_at_1
+    click.echo(
+        f"base {model_id} on line {line}: held-out pass rate {score.rate:.1%} on "
+        f"{score.envs} env(s), 95% CI {score.low:.1%}-{score.high:.1%} (k={k})"
+    )
+
+
 @model.command("promote")
 @click.argument("version")
-@click.option("--force", is_flag=True, help="Promote even if not better on held-out.")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Promote without the evidence (not better, too few or not comparable held-out "
+    "results); the audit row says what was skipped.",
+)
 @actor_option
 @click.pass_context
 def promote_model(ctx: click.Context, version: str, force: bool, actor: str | None) -> None:
-    """Make VERSION the one workers use; with inference servers, load its adapter on each
-    of them first, so no worker asks for a name a server does not know."""
+    """Make VERSION the one workers use, if better than what it replaces (the line's
+    promoted version, else the base model) by a one-sided exact sign test on the same
+    held-out environments; with inference servers, load its adapter on each of them
+    first, so no worker asks for a name a server does not know."""
     from bot.model_versions import ModelVersionError
-    from trainer.registry import RegistryVersions
+    from trainer.registry import RegistryVersions, promotion_check
 
     db = open_db(ctx)
     versions = RegistryVersions(db, settings_of(ctx).model)
     servers: list[str] = []
 
     def run() -> str:
+        check = promotion_check(db, version, force=force)
         servers.extend(versions.promote(version, force=force))
-        return f"promoted {version}" + (" (forced)" if force else "")
+        if check.skipped:
+            return f"promoted {version} (forced; skipped: {'; '.join(check.skipped)})"
+        return f"promoted {version}: {check.evidence}" + (" (--force not needed)" if force else "")
 
     try:
-        audited(db, cli_actor(actor), "promote", f"model:{version}", run)
+        message = audited(db, cli_actor(actor), "promote", f"model:{version}", run)
     except ModelVersionError as exc:
         raise click.ClickException(str(exc)) from None
     for url in servers:
         click.echo(f"loaded {version} on {url}")
-    click.echo(f"promoted {version}")
+    click.echo(message)
 
 
 @model.command("rollback")

@@ -3,7 +3,8 @@
 - schema.py: what an environment is; builder.py: one built from a fix (its tests run
   before and after, flaky ones dropped), with patches.py splitting the fix's diff;
   revalidate.py: a stored one validated again.
-- candidates.py: what to build from the outcomes; lines.py: one model line's share.
+- candidates.py: what to build from the outcomes; lines.py: one model line's share;
+  splits.py: its held-out split, and the only way training picks environments.
 - folders.py: environments on disk; index.py: their mirror in the database; export.py:
   the record shapes other RL stacks read.
 """

@@ -74,6 +74,25 @@ class BuildSpec:
     fix_diff: str | None = None
 
 
+def _provenance(spec: BuildSpec, fix: str, *, leaked: bool, flaky: list[str]) -> Provenance:
+    """The spec's provenance with what the build learned: the fix, when it was made, what
+    was stripped and dropped."""
+    update = {"fix_commit": fix, "fixed_at": _fix_time(spec, fix), "leak_stripped": leaked}
+    return spec.provenance.model_copy(update=update | {"flaky_tests": flaky})
+
+
+def _fix_time(spec: BuildSpec, fix: str) -> str:
+    """When the fix was made (its commit's committer date): what `ribbit envs split` holds
+    the newest out by. A fix given as a diff has no commit here: the build time."""
+    if spec.fix_diff is None:
+        try:
+            out = git_ok(spec.repo_dir, "log", "-1", "--format=%cI", fix, "--", any_owner=False)
+            return datetime.fromisoformat(out.decode().strip()).astimezone(UTC).isoformat()
+        except (GitError, ValueError):
+            pass
+    return datetime.now(UTC).isoformat()
+
+
 class BuildRejected(Exception):
     def __init__(self, rejection: Rejection) -> None:
         super().__init__(f"{rejection.reason}: {rejection.detail}")
@@ -169,9 +188,7 @@ class EnvironmentBuilder:
             raise reject(
                 "no_problem_statement", "the issue text is all quotes of the fix; nothing is left"
             )
-        provenance = spec.provenance.model_copy(
-            update={"fix_commit": fix, "leak_stripped": leaked, "flaky_tests": flaky}
-        )
+        provenance = _provenance(spec, fix, leaked=leaked, flaky=flaky)
         return Environment(
             instance_id=instance_id(spec.repo, fix),
             repo=spec.repo,

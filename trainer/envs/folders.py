@@ -116,8 +116,13 @@ class EnvironmentFolders:
 
         return export_records(envs if envs is not None else self, path, fmt)
 
-    def import_jsonl(self, path: Path) -> tuple[list[str], list[Rejection]]:
-        """Import SWE-bench (or Ribbit) JSONL lines; (imported ids, duplicates refused)."""
+    def import_jsonl(
+        self, path: Path, *, forge: str | None = None
+    ) -> tuple[list[str], list[Rejection]]:
+        """Import SWE-bench (or Ribbit) JSONL lines; (imported ids, duplicates refused).
+        Each record's forge is the operator's ``forge``, never the record's own: the forge
+        decides which model line trains on it (trainer/envs/lines.py), and a file can say
+        anything."""
         imported: list[str] = []
         refused: list[Rejection] = []
         for line in path.read_text(encoding="utf-8").splitlines():
@@ -126,10 +131,10 @@ class EnvironmentFolders:
             data = json.loads(line)
             known = set(Environment.model_fields)
             env = Environment.model_validate({k: v for k, v in data.items() if k in known})
+            update: dict[str, object] = {"forge": forge}
             if "provenance" not in data:
-                env = env.model_copy(
-                    update={"provenance": env.provenance.model_copy(update={"source": "import"})}
-                )
+                update["source"] = "import"
+            env = env.model_copy(update={"provenance": env.provenance.model_copy(update=update)})
             try:
                 self.add(env)
             except BuildRejected as exc:

@@ -1,10 +1,11 @@
 """Training data for one model line (bot/model_lines.py): only the outcomes and
 environments of the line's repositories.
 
-An environment knows its repository (``repo``) and, when built from an outcome, its forge
-(``provenance.forge``). One without a forge was built or imported by an admin by hand
-(`ribbit envs build`, `envs import`); it counts for the ``default`` line only, so a named
-line never trains on data whose origin is not recorded.
+An environment knows its repository (``repo``) and its forge (``provenance.forge``): from
+the outcome it was built from, or as the admin stated them (`ribbit envs build --forge
+--name`, `envs import --forge`). Its line follows that repository, exactly as the
+repository's outcomes and jobs do. One without a forge belongs to no line and trains
+nothing: its origin is not known, so it could be any team's private code.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from bot.forges.base import RepoRef, forge_name
-from bot.model_lines import DEFAULT_LINE, repo_line
+from bot.model_lines import repo_line
 from bot.settings import TrainingDataSettings
 from bot.store.db import Database
 from bot.store.tables import Outcome
@@ -43,8 +44,6 @@ def line_environments(
     for env in envs:
         forge = env.provenance.forge
         if forge is None:
-            if line == DEFAULT_LINE:
-                chosen.append(env)
             continue
         key = (forge, env.repo)
         if key not in lines:
@@ -52,3 +51,11 @@ def line_environments(
         if lines[key] == line:
             chosen.append(env)
     return chosen
+
+
+def line_heldout(
+    db: Database, cfg: TrainingDataSettings, line: str, envs: Iterable[Environment]
+) -> list[Environment]:
+    """The environments among ``envs`` that ``line`` is scored on: its own held-out ones,
+    so one team's candidate is never scored (nor promoted) on another team's data."""
+    return line_environments(db, cfg, line, [e for e in envs if e.split == "heldout"])

@@ -8,6 +8,7 @@ rest is Ribbit's: how to run it, where it came from, how hard it is.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Sequence
 from typing import Any, Literal
@@ -30,6 +31,10 @@ class Provenance(BaseModel):
     # with ``repo`` it decides which model lines may train on it (bot/model_lines.py).
     forge: str | None = None
     fix_commit: str | None = None
+    # When the fix was made (its commit's date; a fix from a diff: when it was built), ISO
+    # 8601 in UTC: `ribbit envs split` holds the newest fixes out. None: built before it
+    # was recorded (the split then goes by ``created_at``).
+    fixed_at: str | None = None
     pr_url: str | None = None
     author: Author = "unknown"
     leak_stripped: bool = False  # the issue text quoted the fix; those parts were removed
@@ -103,6 +108,13 @@ class Environment(BaseModel):
     def setup_command(self) -> str | None:
         """The setup commands as the production setup step runs them."""
         return one_setup_command(self.setup_commands)
+
+    def content_hash(self) -> str:
+        """SHA-256 of what the environment asks and checks (every field but its split and
+        calibration, which change without changing the task): a score or a training run
+        names the exact environment it used."""
+        body = self.model_dump_json(exclude={"split", "calibration"})
+        return hashlib.sha256(body.encode()).hexdigest()
 
     def to_swebench(self) -> dict[str, Any]:
         """The SWE-bench instance (its fields only)."""

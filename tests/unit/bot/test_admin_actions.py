@@ -28,7 +28,7 @@ from bot.store.payloads import PersonAsks
 from bot.store.tables import Job
 from tests.fakes import RecordingDispatcher
 from tests.plugins.admin import ADMIN_TOKEN
-from tests.support import GITHUB_SECRET
+from tests.support import GITHUB_SECRET, score_heldout
 from trainer.registry import registry_versions
 from worker.settings import load_worker_settings
 
@@ -160,6 +160,9 @@ def test_promote_and_roll_back_through_the_registry(browser: Any, svc: Any) -> N
 
     register(svc.db, "ft-1", base_model="base", adapter_path=None, heldout_pass_rate=0.4)
     register(svc.db, "ft-2", base_model="base", adapter_path=None, heldout_pass_rate=0.6)
+    score_heldout(svc.db, "base:base", [0] * 40)
+    score_heldout(svc.db, "ft-1", [1] * 16 + [0] * 24)
+    score_heldout(svc.db, "ft-2", [1] * 24 + [0] * 16)
     token = csrf_of(browser)
     post(browser, "/admin/model-versions/promote", token, version="ft-1")
     post(browser, "/admin/model-versions/promote", token, version="ft-2")
@@ -182,6 +185,9 @@ def test_promote_of_a_worse_version_is_refused_by_the_registry(browser: Any, svc
 
     register(svc.db, "good", base_model="base", adapter_path=None, heldout_pass_rate=0.9)
     register(svc.db, "worse", base_model="base", adapter_path=None, heldout_pass_rate=0.1)
+    score_heldout(svc.db, "base:base", [0] * 40)
+    score_heldout(svc.db, "good", [1] * 36 + [0] * 4)
+    score_heldout(svc.db, "worse", [1] * 4 + [0] * 36)
     token = csrf_of(browser)
     post(browser, "/admin/model-versions/promote", token, version="good")
     post(browser, "/admin/model-versions/promote", token, version="worse")

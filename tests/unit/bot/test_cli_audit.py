@@ -16,6 +16,7 @@ from bot.settings import load_settings
 from bot.store.audit import AuditEntry, recent
 from bot.store.db import Database
 from bot.store.jobs import JobStore
+from tests.support import score_heldout
 
 OS_USER = "ops-user"
 
@@ -154,9 +155,13 @@ def test_model_promote_and_rollback_are_audited(db: Database) -> None:
 
     register(db, "v1", base_model="base", adapter_path="/a/v1", heldout_pass_rate=0.5)
     register(db, "v2", base_model="base", adapter_path="/a/v2", heldout_pass_rate=0.4)
+    # Promotion needs per-environment results that beat the base, then the promoted (#33).
+    score_heldout(db, "base:base", [0] * 40)
+    score_heldout(db, "v1", [1] * 20 + [0] * 20)
+    score_heldout(db, "v2", [1] * 16 + [0] * 24)
     assert "promoted v1" in run("model", "promote", "v1", "--actor", "alice")
     refused = CliRunner().invoke(main, ["model", "promote", "v2"])
-    assert refused.exit_code != 0 and "worse than the promoted v1" in refused.output
+    assert refused.exit_code != 0 and "v2 is not better than v1" in refused.output
     assert "now serving the base model" in run("model", "rollback")
     audited = rows(db)
     assert [(r[0], r[1], r[2], r[3]) for r in audited] == [
@@ -164,7 +169,8 @@ def test_model_promote_and_rollback_are_audited(db: Database) -> None:
         ("ops-user (cli)", "promote", "model:v2", "error"),
         ("ops-user (cli)", "rollback", "model line:default", "ok"),
     ]
-    assert audited[1][4] is not None and "worse than the promoted v1" in audited[1][4]
+    assert audited[1][4] is not None and "v2 is not better than v1" in audited[1][4]
+    assert "one-sided sign test p = 0.0000" in str(audited[0][4])
 
 
 def test_data_delete_visibility_and_prune_are_audited(

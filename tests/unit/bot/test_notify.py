@@ -101,7 +101,7 @@ def test_model_promotion_notifies_once_per_promotion(
     settings = settings_for(url, tmp_path)
     versions = registry_versions(store.db, settings)
     register(store.db, "ft-1", base_model="base", adapter_path=None, heldout_pass_rate=0.5)
-    promote(store.db, "ft-1")
+    promote(store.db, "ft-1", force=True)  # the promotion rule is not what this tests
     check_and_notify(store.db, store, settings, versions)
     check_and_notify(store.db, store, settings, versions)
     assert got.texts == ["Ribbit: model ft-1 promoted"]

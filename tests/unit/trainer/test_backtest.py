@@ -189,35 +189,50 @@ def test_before_uses_the_promoted_versions_comparable_record(
     from trainer.calibrate import CalibrationReport
     from trainer.envs.schema import Calibration
     from trainer.registry import promote, register
+    from trainer.rl.toy import toy_environment
     from worker.settings import AgentSettings, load_worker_settings
 
     monkeypatch.setenv("RIBBIT_DATA_DIR", str(tmp_path / "data"))
     db = Database(load_worker_settings().effective_database_url)
     db.migrate()
     register(db, "old", base_model="base", adapter_path=None)
-    evaluate.record_heldout(db, "old", pass_at_1([(0, 1), (1, 1)]), 1)
-    promote(db, "old")
+    envs = [toy_environment("0" * 40, instance_id=f"e{i}") for i in range(2)]
+    old = CalibrationReport({"e0": Calibration(k=1, solved=0), "e1": Calibration(k=1, solved=1)})
+    evaluate.record_heldout(db, "old", old.pass_at_1, 1)
+    evaluate.record_results(db, "old", "default", envs, old)
+    promote(db, "old", force=True)
     register(db, "new", base_model="base", adapter_path=None)
     scored: list[str] = []
 
-    def fake_evaluate(db: Database, name: str, envs: object, *a: object, **kw: object) -> object:
+    def fake_evaluate(
+        db: Database, name: str, pairs: Any, *a: object, k: int = 1, **kw: object
+    ) -> object:
         # The candidate solves everything; what matters here is who gets scored.
         scored.append(name)
-        report = CalibrationReport({f"e{i}": Calibration(k=1, solved=1) for i in range(2)})
-        evaluate.record_heldout(db, name, report.pass_at_1, 1)
+        chosen = [e for e, _ in pairs]
+        report = CalibrationReport({e.instance_id: Calibration(k=k, solved=k) for e in chosen})
+        evaluate.record_heldout(db, name, report.pass_at_1, k)
+        evaluate.record_results(db, name, "default", chosen, report)
         return report
 
     monkeypatch.setattr(evaluate, "evaluate_version", fake_evaluate)
     # Never opened: the fake evaluation and the record stand in for rollouts.
-    two: Any = [(object(), tmp_path)] * 2
+    two: Any = [(e, tmp_path) for e in envs]
     recipe: Any = object()
     before, after = evaluate.before_and_after(db, "new", "base", two, recipe, AgentSettings(), k=1)
-    assert scored == ["new"]  # the promoted one's record is comparable: 2 envs, k=1
+    assert scored == ["new"]  # the promoted one's record is the same exam: same envs, k=1
     assert (before.model, before.measured, before.score.rate) == ("old", False, 0.5)
     assert (after.model, after.measured, after.score.rate) == ("new", True, 1.0)
     # Another k: the record does not compare, so the promoted version is scored again.
     scored.clear()
     evaluate.before_and_after(db, "new", "base", two, recipe, AgentSettings(), k=2)
+    assert scored == ["old", "new"]
+    # As many environments with the same k, but one changed since (#33): scored again.
+    scored.clear()
+    changed = envs[0].model_copy(update={"problem_statement": "another task"})
+    again: Any = [(changed, tmp_path), (envs[1], tmp_path)]
+    evaluate.record_results(db, "old", "default", envs, old)
+    evaluate.before_and_after(db, "new", "base", again, recipe, AgentSettings(), k=1)
     assert scored == ["old", "new"]
     db.dispose()
 

@@ -89,9 +89,11 @@ def test_model_promote_and_rollback(data_dir: Path) -> None:
     register(db, "v2", base_model="base", adapter_path="/a/v2", heldout_pass_rate=0.4)
     db.dispose()
     runner = CliRunner()
-    assert runner.invoke(main, ["model", "promote", "v1"]).exit_code == 0
+    # Changed on purpose (#33): no per-environment results, no promotion without --force.
+    assert runner.invoke(main, ["model", "promote", "v1"]).exit_code != 0
+    assert runner.invoke(main, ["model", "promote", "v1", "--force"]).exit_code == 0
     refused = runner.invoke(main, ["model", "promote", "v2"])
-    assert refused.exit_code != 0 and "worse than the promoted v1" in refused.output
+    assert refused.exit_code != 0 and "no per-environment results" in refused.output
     listed = runner.invoke(main, ["model", "list", "--json"])
     assert {v["name"]: v["state"] for v in json.loads(listed.output)} == {
         "v1": "promoted",

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -39,6 +41,22 @@ def test_fix_with_a_new_test(fix_with_new_test: FixRepo) -> None:
     assert "return a + b" in env.patch and "test_add" not in env.patch
     assert env.base_commit == fix_with_new_test.base
     assert env.provenance.fix_commit == fix_with_new_test.fix
+    # When the fix was made (its commit's date, in UTC): what `envs split` orders by.
+    committed = subprocess.run(
+        [
+            "git",
+            "-C",
+            str(fix_with_new_test.path),
+            "log",
+            "-1",
+            "--format=%ct",
+            env.provenance.fix_commit,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert env.provenance.fixed_at == datetime.fromtimestamp(int(committed), UTC).isoformat()
     assert env.instance_id == f"acme__calc-{fix_with_new_test.fix[:12]}"
     assert env.problem_statement == ISSUE and not env.provenance.leak_stripped
 

@@ -17,6 +17,7 @@ from bot.model_lines import DEFAULT_LINE, line_for, repo_line, set_visibility
 from bot.settings import TrainingDataSettings
 from bot.store.db import Database
 from bot.store.tables import Outcome
+from tests.support import score_heldout
 from trainer.envs.lines import line_environments, line_outcomes, line_repos
 from trainer.envs.schema import Environment, Provenance
 from trainer.registry import (
@@ -101,15 +102,13 @@ def test_training_data_for_line_a_leaves_out_repo_b(db: Database) -> None:
         "acme__a-github"
     ]
     assert [e.repo for e in line_environments(db, LINES, "team-b", envs)] == ["acme/b"]
-    # Hand-built environments (no forge recorded) and unlisted repos: default line only,
-    # and gitlab:acme/a is private until recorded otherwise, so not even there.
-    assert [e.instance_id for e in line_environments(db, LINES, DEFAULT_LINE, envs)] == [
-        "acme__a-noforge"
-    ]
+    # Changed on purpose (#33): an environment without a recorded forge (hand-built before
+    # --forge was required) is in no line, not the default one, which serves public
+    # unlisted repositories. gitlab:acme/a is private until recorded otherwise.
+    assert line_environments(db, LINES, DEFAULT_LINE, envs) == []
     set_visibility(db, RepoRef("gitlab", "acme/a"), private=False)
     assert [e.instance_id for e in line_environments(db, LINES, DEFAULT_LINE, envs)] == [
-        "acme__a-gitlab",
-        "acme__a-noforge",
+        "acme__a-gitlab"
     ]
 
 
@@ -123,12 +122,15 @@ def _version(db: Database, name: str, line: str, rate: float, base: str = "base"
         heldout_envs=5,
         line=line,
     )
+    # Per-environment results (what promotion compares): base solves none of 40.
+    score_heldout(db, f"base:{base}", [0] * 40, line=line)
+    score_heldout(db, name, [1] * round(40 * rate) + [0] * (40 - round(40 * rate)), line=line)
 
 
 def test_promotion_and_rollback_are_per_line(db: Database) -> None:
     _version(db, "a1", "team-a", 0.5)
-    _version(db, "a2", "team-a", 0.6)
-    _version(db, "b1", "team-b", 0.1)  # worse than line A's, but line A is not its line
+    _version(db, "a2", "team-a", 0.8)
+    _version(db, "b1", "team-b", 0.3)  # worse than line A's, but line A is not its line
     promote(db, "a1")
     promote(db, "b1")
     promote(db, "a2")
@@ -136,7 +138,7 @@ def test_promotion_and_rollback_are_per_line(db: Database) -> None:
     assert promoted_model(db, "team-b").name == "b1"  # type: ignore[union-attr]
     assert promoted_model(db) is None  # the default line has none: base model
     _version(db, "b2", "team-b", 0.05)
-    with pytest.raises(RegistryError, match="worse than the promoted b1"):
+    with pytest.raises(RegistryError, match="b2 is not better than b1"):
         promote(db, "b2")
     assert rollback(db, "team-a").name == "a1"  # type: ignore[union-attr]
     assert promoted_model(db, "team-b").name == "b1"  # type: ignore[union-attr]

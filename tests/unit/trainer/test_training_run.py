@@ -10,14 +10,18 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
+from bot.forges.base import RepoRef
+from bot.model_lines import set_visibility
 from bot.settings import TrainingDataSettings
 from bot.store.db import Database
 from tests.fakes import local_sandboxes, make_git_repo
 from tests.plugins.trainer import toy_train_settings
 from trainer.distributed import Ranks
 from trainer.envs.folders import EnvironmentFolders
+from trainer.envs.schema import Provenance
 from trainer.registry import versions
 from trainer.rl.toy import FirstTokenReward, toy_environment
+from trainer.store import TrainerStore
 from trainer.store import TrainingRun as TrainingRunRow
 from trainer.training_run import RunOptions, TrainingRun, TrainingRunError
 from worker.settings import WorkerSettings
@@ -32,11 +36,15 @@ def db(tmp_path: Path) -> Iterator[Database]:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Path:
-    """An environment store holding the toy environment (repo toy/toy, no forge)."""
+def store(tmp_path: Path, db: Database) -> Path:
+    """An environment store holding the toy environment (github:toy/toy, public: the
+    default line's)."""
     repo = tmp_path / "toy"
     base = make_git_repo(repo, {"README.md": "toy\n"})
-    EnvironmentFolders(tmp_path / "store").add(toy_environment(base), repo)
+    env = toy_environment(base)
+    env = env.model_copy(update={"provenance": Provenance(source="local", forge="github")})
+    EnvironmentFolders(tmp_path / "store").add(env, repo)
+    set_visibility(db, RepoRef("github", "toy/toy"), private=False)
     return tmp_path / "store"
 
 
@@ -70,7 +78,7 @@ def _runs(db: Database) -> list[TrainingRunRow]:
         (RunOptions(heldout="all"), {}, "--heldout scores the registered version"),
         (RunOptions(register="v1", heldout="split:nope"), {}, "no environments match --heldout"),
         (RunOptions(line="nope"), {}, "no model line 'nope'; lines: default, team-a"),
-        # The toy environment has no forge: the default line's only.
+        # The toy environment is public github:toy/toy: the default line's only.
         (RunOptions(line="team-a"), {}, "no environments of line 'team-a' match 'all'"),
         (RunOptions(), {"envs": "split:heldout"}, "no environments of line 'default' match"),
     ],
@@ -119,6 +127,11 @@ def test_training_run_trains_records_and_registers(
     (version,) = versions(db)
     assert (version.name, version.run_id, version.line) == ("v1", row.id, "default")
     assert version.adapter_path == str(out / "step-2" / "adapter")
+    # Provenance (#33): the exact environments it trained on, with their content hashes.
+    (trained,) = TrainerStore(db).training_envs("v1")
+    assert (trained.instance_id, trained.forge, trained.repo) == ("toy__toy-0", "github", "toy/toy")
+    assert trained.content_hash == EnvironmentFolders(store).get("toy__toy-0").content_hash()
+    assert version.parent_version is None  # trained from the base
     assert run.heldout("v1") is None  # no held-out environments were asked for
     # A second registration under the same name is an error with a message, not a traceback.
     with pytest.raises(TrainingRunError, match="already exists; the run's last checkpoint"):

@@ -91,7 +91,7 @@ def test_environments_build_a_rejected_fix_is_kept_with_its_reason(
 ) -> None:
     repo, base, fix, issue = tests_only_fix
     args = ["build", "--repo", str(repo), "--base", base, "--fix", fix]
-    out = _refused(*args, "--issue-file", str(issue), "--name", "acme/calc")
+    out = _refused(*args, "--issue-file", str(issue), "--name", "acme/calc", "--forge", "github")
     assert "Error: rejected:" in out and "changes only tests" in out
     [line] = _ok("list", "--rejected").splitlines()
     candidate, reason, _detail = line.split("\t")
@@ -109,7 +109,7 @@ def test_environments_build_refuses_a_broken_repo_config(
     base = commit_files(repo, {".ribbit.yml": "test: [unclosed\n"}, "broken config")
     fix = commit_files(repo, {"calc.py": "x = 2\n"}, "fix")
     args = ["build", "--repo", str(repo), "--base", base, "--fix", fix]
-    out = _refused(*args, "--issue-file", str(issue))
+    out = _refused(*args, "--issue-file", str(issue), "--name", "acme/calc", "--forge", "github")
     assert "Error: .ribbit.yml is not valid YAML" in out
     assert _ok("list", "--rejected").startswith("no rejected")  # the fix was not judged
 

@@ -97,6 +97,40 @@ def test_versions_list_shows_the_held_out_score_as_known(db: Database) -> None:
 
 
 # -- evaluate / promote / rollback refusals ------------------------------------------------
+def test_versions_evaluate_scores_only_its_own_lines_heldout_environments(
+    db: Database, data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from bot.forges.base import RepoRef
+    from bot.model_lines import set_visibility
+    from trainer.envs.schema import Provenance
+
+    monkeypatch.setenv(
+        "RIBBIT_TRAINING__LINES",
+        json.dumps({"team-a": ["github:acme/a"], "team-b": ["github:acme/b"]}),
+    )
+    base = make_git_repo(tmp_path / "toy", {"README.md": "toy\n"})
+    env_store = EnvironmentFolders(data_dir / "trainer")
+    for repo, split in (("acme/b", "heldout"), ("acme/a", "train")):
+        env = toy_environment(base, instance_id=repo.replace("/", "__") + "-1")
+        env_store.add(
+            env.model_copy(
+                update={
+                    "repo": repo,
+                    "split": split,
+                    "provenance": Provenance(source="local", forge="github"),
+                }
+            ),
+            tmp_path / "toy",
+        )
+    set_visibility(db, RepoRef("github", "acme/b"), private=True)
+    register(db, "a1", base_model="org/base", adapter_path=None, line="team-a")
+    # team-b's private held-out environment, and team-a's own training one: neither.
+    for picked in ("acme__b-1", "acme__a-1", "all"):
+        out = _refused("evaluate", "a1", "--envs", picked)
+        assert "held-out environment of line 'team-a'" in out  # before any model is loaded
+    assert "held-out environment" in run("model", "evaluate-base", "--line", "team-a").output
+
+
 def test_versions_evaluate_refuses_a_version_that_does_not_exist(
     db: Database, data_dir: Path, tmp_path: Path
 ) -> None:
@@ -109,8 +143,14 @@ def test_versions_evaluate_refuses_a_version_that_does_not_exist(
 def test_versions_promote_and_rollback_refusals(db: Database) -> None:
     assert "Error: no version 'nope'" in _refused("promote", "nope")
     register(db, "v1", base_model="org/base", adapter_path="/a/v1")
-    assert "has no held-out score" in _refused("promote", "v1")
-    assert _ok("promote", "v1", "--force") == "promoted v1\n"
+    assert "v1: no per-environment results, re-score" in _refused("promote", "v1")
+    forced = _ok("promote", "v1", "--force")
+    assert forced.startswith("promoted v1 (forced; skipped: v1: no per-environment results")
+    # The audit row says what --force skipped, word for word.
+    from bot.store.audit import recent
+
+    promoted = [e for e in recent(db, 10) if e.action == "promote" and e.outcome == "ok"]
+    assert promoted[0].detail == forced.strip()
     register(db, "v2", base_model="org/base", adapter_path="/a/v2")
     _ok("promote", "v2", "--force")
     assert _ok("rollback") == "now serving v1\n"

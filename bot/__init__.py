@@ -10,7 +10,8 @@
   live.py); health.py and metrics.py report on the service (/healthz, /metrics), notify.py
   posts alerts. services.py holds what one web process builds once.
 - Shared with the worker and the trainer: settings.py (the worker adds its sections in
-  worker/settings.py; secret_strength.py judges the shared secrets it is given),
+  worker/settings.py; secret_strength.py judges the shared secrets it is given,
+  settings_variables.py says which RIBBIT_* variables are settings),
   runtime.py (the database and the job store, built once per process), store/ (every
   table and every query over it, and the records both sides read), forges/ (the GitHub
   and GitLab clients), hostgit.py (host git), retrying.py (the retry loop),

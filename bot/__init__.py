@@ -10,10 +10,12 @@
   live.py); health.py and metrics.py report on the service (/healthz, /metrics), notify.py
   posts alerts. services.py holds what one web process builds once.
 - Shared with the worker and the trainer: settings.py (the worker adds its sections in
-  worker/settings.py), runtime.py (the database and the job store, built once per
-  process), store/ (every table and every query over it, and the records both sides
-  read), forges/ (the GitHub and GitLab clients), hostgit.py (host git), retrying.py
-  (the retry loop), model_lines.py (which model a repository trains and is served by),
+  worker/settings.py; secret_strength.py judges the shared secrets it is given,
+  settings_variables.py says which RIBBIT_* variables are settings),
+  runtime.py (the database and the job store, built once per process), store/ (every
+  table and every query over it, and the records both sides read), forges/ (the GitHub
+  and GitLab clients), hostgit.py (host git), retrying.py (the retry loop),
+  model_lines.py (which model a repository trains and is served by),
   worker_heartbeats.py, logs.py and console.py.
 - cli.py: the ``ribbit`` command. The worker's and the trainer's subcommands, their doctor
   checks (doctor.py), the settings class every process builds and the trainer's parts the

@@ -75,28 +75,29 @@ def run_checks(
             )
         return out
 
-    def admins() -> Check:
-        named = sorted(s.admin_tokens)
-        if not named and s.admin_token is None:
-            return Check("admins", "ok", "dashboard off (no admin token)")
-        if not named:
-            # The token works, but every action is "admin" in the audit log.
-            return Check(
-                "admins",
-                "warn",
-                "one shared RIBBIT_ADMIN_TOKEN: the audit log cannot say who acted; name "
-                "each admin with RIBBIT_ADMIN_TOKENS",
-            )
-        shared = " and the shared token (as 'admin')" if s.admin_token is not None else ""
-        return Check("admins", "ok", f"named admins: {', '.join(named)}{shared}")
-
-    checks += _guard("admins", admins)
+    checks += _guard("admins", functools.partial(_admins, s))
     checks += _guard("database", database)
     checks += _guard("broker", broker)
     checks += _guard("forges", forges)
     for name, entry in sorted(registered_checks().items(), key=lambda kv: _order(kv[0])):
         checks += _guard(name, functools.partial(_run_registered, entry, s))
     return checks
+
+
+def _admins(s: Settings) -> Check:
+    named = sorted(s.admin_tokens)
+    if not named and s.admin_token is None:
+        return Check("admins", "ok", "dashboard off (no admin token)")
+    if not named:
+        # The token works, but every action is "admin" in the audit log.
+        return Check(
+            "admins",
+            "warn",
+            "one shared RIBBIT_ADMIN_TOKEN: the audit log cannot say who acted; name "
+            "each admin with RIBBIT_ADMIN_TOKENS",
+        )
+    shared = " and the shared token (as 'admin')" if s.admin_token is not None else ""
+    return Check("admins", "ok", f"named admins: {', '.join(named)}{shared}")
 
 
 def _run_registered(entry: EntryPoint, settings: Settings) -> Check | list[Check]:

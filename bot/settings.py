@@ -16,12 +16,9 @@ built, so a worker's variables are known wherever they are read.
 
 from __future__ import annotations
 
-import itertools
 import os
 import re
 import tomllib
-import unicodedata
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -33,6 +30,8 @@ from pydantic_settings import (
     PydanticBaseSettingsSource,
     SettingsConfigDict,
 )
+
+from bot.secret_strength import require_strong_secret
 
 
 class SettingsError(ValueError):
@@ -58,84 +57,9 @@ def _blank_is_unset(value: Any) -> Any:
     return value
 
 
-# Shared secrets are the ones Ribbit's operator picks (the admin tokens, the webhook
-# secrets, the reviewer link key); tokens a forge or a service issues are not ours to judge.
-# 32 characters: `secrets.token_urlsafe(32)` gives 43 (256 bits) and `openssl rand -hex 32`
-# 64, while 32 hex characters, the least random form a generator gives, still carry 128
-# bits, out of reach of the offline guessing an HMAC key or a bearer token faces. A value a
-# person typed seldom reaches 32 characters; one that does is caught below as a pattern.
-MIN_SECRET_CHARS = 32
-HOW_TO_GENERATE = 'python -c "import secrets; print(secrets.token_urlsafe(32))"'
-# Words of placeholders and of secrets a person made up, found in the value with case and
-# punctuation ignored (CHANGE-ME, change_me, ChangeMe...). Each has 6 characters or more,
-# so a generated secret holds one by chance with a probability under 1e-7.
-PLACEHOLDER_WORDS = (
-    "changeme",
-    "replaceme",
-    "placeholder",
-    "example",
-    "password",
-    "passwd",
-    "secret",
-    "insecure",
-    "default",
-    "letmein",
-    "qwerty",
-    "yourtoken",
-)
-# A random value of 32 characters or more uses far more distinct characters than this
-# (32 hex characters: fewer than 9 in under 1e-5 of draws); xxxx..., abab... use fewer.
-_MIN_DISTINCT_CHARS = 8
-
-
 # The actor RIBBIT_ADMIN_TOKEN's holder is in the audit log; named admins are others.
 SHARED_ADMIN = "admin"
 ADMIN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$")
-
-
-def secret_weakness(value: str) -> str | None:
-    """Why ``value`` cannot serve as a shared secret (a placeholder, too short, a
-    pattern), or None when it may."""
-    # NFKC first, so fullwidth or styled letters read as the plain ones they look like.
-    folded = "".join(c for c in unicodedata.normalize("NFKC", value).casefold() if c.isalnum())
-    for word in PLACEHOLDER_WORDS:
-        if word in folded:
-            return f"looks like a placeholder or a made-up value (it contains {word!r})"
-    if len(value) < MIN_SECRET_CHARS:
-        return f"is {len(value)} characters long; it needs at least {MIN_SECRET_CHARS}"
-    if len(set(value)) < _MIN_DISTINCT_CHARS or _repeats(value) or _mostly_sequential(value):
-        return "is a pattern (repeated or sequential characters), not a random value"
-    return None
-
-
-def _repeats(value: str) -> bool:
-    """Whether ``value`` is a shorter piece over and over (abcdabcd..., xyzxyzx...): its
-    shortest period, the length less its longest proper border (KMP), is at most half."""
-    border = [0] * len(value)
-    for i in range(1, len(value)):
-        k = border[i - 1]
-        while k and value[i] != value[k]:
-            k = border[k - 1]
-        border[i] = k + (value[i] == value[k])
-    return bool(value) and (len(value) - border[-1]) * 2 <= len(value)
-
-
-def _mostly_sequential(value: str) -> bool:
-    """Whether nearly all neighbours are the same or next characters (0123..., abcd...,
-    aabbcc...); in a random value a few are, by chance (in 32 hex characters, 6 of 31)."""
-    steps = [abs(ord(b) - ord(a)) <= 1 for a, b in itertools.pairwise(value)]
-    return sum(steps) * 4 > len(steps) * 3
-
-
-def require_strong_secret(value: SecretStr | None, variable: str) -> SecretStr | None:
-    """``value`` if it may serve as a shared secret (or is unset); else a ValueError naming
-    ``variable`` and how to generate a good one."""
-    if value is None:
-        return None
-    weakness = secret_weakness(value.get_secret_value())
-    if weakness is not None:
-        raise ValueError(f"{variable} {weakness}; generate one with: {HOW_TO_GENERATE}")
-    return value
 
 
 class GitHubSettings(Section):
@@ -636,6 +560,9 @@ def build_settings(settings_class: type[S], /, **overrides: Any) -> S:
     RIBBIT_* variables are known."""
     from pydantic import ValidationError
 
+    # Imported here: settings_variables.py reads the Settings class this module defines.
+    from bot.settings_variables import warn_unknown_variables
+
     warn_unknown_variables(os.environ, settings_class)
     try:
         return settings_class(**overrides)
@@ -649,107 +576,3 @@ def build_settings(settings_class: type[S], /, **overrides: Any) -> S:
             msg = err["msg"].removeprefix("Value error, ")
             lines.append(msg if msg.startswith(f"{name} ") else f"{name}: {msg}")
         raise SettingsError("invalid settings:\n  " + "\n  ".join(lines)) from None
-
-
-def settings_table(settings_class: type[Settings] = Settings) -> str:
-    """The README's settings table, generated from the fields of ``settings_class`` (the
-    README shows worker.settings.WorkerSettings's; a test keeps it in step)."""
-    rows = ["| Variable | Default | Meaning |", "|---|---|---|"]
-
-    def walk(model: type[BaseModel], prefix: str) -> None:
-        for name, field in model.model_fields.items():
-            env = f"{prefix}{name.upper()}"
-            ann = field.annotation
-            if isinstance(ann, type) and issubclass(ann, BaseModel):
-                walk(ann, env + "__")
-                continue
-            if name == "data_dir":
-                default: Any = "$XDG_DATA_HOME/ribbit (~/.local/share/ribbit)"
-            elif field.default_factory is not None:
-                default = field.default_factory()  # type: ignore[call-arg]
-            else:
-                default = field.default
-            shown = "unset" if default is None else default
-            desc = (field.description or "").replace("|", "\\|")
-            rows.append(f"| `{env}` | `{shown}` | {desc} |")
-
-    walk(settings_class, "RIBBIT_")
-    return "\n".join(rows)
-
-
-# RIBBIT_* variables that are not settings: read by the build, deploy and test scripts.
-NOT_SETTINGS = frozenset(
-    {
-        "RIBBIT_CONFIG_FILE",
-        "RIBBIT_JUNIT",
-        "RIBBIT_TORCH_VARIANT",
-        "RIBBIT_SANDBOX_SOCKET",
-        "RIBBIT_GPU_IMAGE",
-        "RIBBIT_SANDBOX_IMAGE",
-        "RIBBIT_DEBIAN_SUITE",
-        "RIBBIT_DEBIAN_MIRROR",
-        "RIBBIT_WORKER_CONCURRENCY",
-        "RIBBIT_PUBLISH",
-        "RIBBIT_IMAGE",
-        "RIBBIT_TEST_REDIS_URL",
-        "RIBBIT_TEST_POSTGRES_URL",
-    }
-)
-
-
-def setting_variables(
-    settings_class: type[Settings] = Settings,
-) -> tuple[frozenset[str], frozenset[str]]:
-    """(every variable naming a setting, prefixes under which any name is accepted:
-    settings of dict or list type take nested keys)."""
-    names: set[str] = set()
-    open_prefixes: set[str] = set()
-
-    def walk(model: type[BaseModel], prefix: str) -> None:
-        for name, field in model.model_fields.items():
-            env = f"{prefix}{name.upper()}"
-            ann = field.annotation
-            if isinstance(ann, type) and issubclass(ann, BaseModel):
-                names.add(env)  # the whole section as JSON
-                walk(ann, env + "__")
-                continue
-            names.add(env)
-            open_prefixes.add(env + "__")
-
-    walk(settings_class, "RIBBIT_")
-    return frozenset(names), frozenset(open_prefixes)
-
-
-def unknown_variables(
-    environ: Mapping[str, str], settings_class: type[Settings] = Settings
-) -> list[tuple[str, str | None]]:
-    """RIBBIT_* variables no setting of ``settings_class`` reads, each with the closest
-    valid name (or None)."""
-    import difflib
-
-    names, open_prefixes = setting_variables(settings_class)
-    unknown = []
-    for key in sorted(environ):
-        if not key.startswith("RIBBIT_") or key in names or key in NOT_SETTINGS:
-            continue
-        if any(key.startswith(p) for p in open_prefixes):
-            continue
-        close = difflib.get_close_matches(key, sorted(names), n=1, cutoff=0.75)
-        unknown.append((key, close[0] if close else None))
-    return unknown
-
-
-def warn_unknown_variables(
-    environ: Mapping[str, str], settings_class: type[Settings] = Settings
-) -> list[str]:
-    """Log a warning for each mistyped RIBBIT_* variable (pydantic ignores them silently,
-    so a misspelt secret would leave a forge unconfigured without a word)."""
-    import logging
-
-    messages = []
-    for key, close in unknown_variables(environ, settings_class):
-        hint = f"; did you mean {close}?" if close else ""
-        messages.append(f"{key} is not a Ribbit setting and is ignored{hint}")
-    for message in messages:
-        logging.getLogger("bot.settings").warning(message)
-    return messages

@@ -18,9 +18,10 @@ from flask import Blueprint, Response, jsonify, request
 from sqlalchemy.exc import SQLAlchemyError
 from werkzeug.exceptions import RequestEntityTooLarge
 
+from bot.intake import IntakeResult
 from bot.metrics import event_label, outcome_label
 from bot.normalize import PayloadError
-from bot.services import services
+from bot.services import Services, services
 from bot.settings import Settings
 from bot.signatures import verify_github_signature, verify_gitlab_token
 
@@ -113,15 +114,9 @@ def _receive(
         )
     if len(delivery) > 128:
         return _answer(forge, event, 400, {"status": "error", "reason": "delivery id too long"})
-    try:
-        payload = json.loads(body)
-    except RecursionError:
-        return _answer(
-            forge, event, 400, {"status": "error", "reason": "malformed JSON: nested too deeply"}
-        )
-    except ValueError as exc:  # JSONDecodeError, bad UTF-8, an integer of 4,300+ digits
-        reason = f"malformed JSON: {str(exc)[:200]}"
-        return _answer(forge, event, 400, {"status": "error", "reason": reason})
+    payload, malformed = _load_json(body)
+    if malformed is not None:
+        return _answer(forge, event, 400, {"status": "error", "reason": malformed})
     digest = hashlib.sha256(body).hexdigest()
     try:
         result = svc.intake.handle(forge, event, delivery, payload, body_sha256=digest)
@@ -135,6 +130,22 @@ def _receive(
         # kept and the forge's redelivery is processed afresh.
         log.exception("intake failed for delivery %s", delivery)
         return _answer(forge, event, 500, {"status": "error", "reason": "internal error"})
+    return _accepted(svc, forge, event, delivery, result)
+
+
+def _load_json(body: bytes) -> tuple[Any, str | None]:
+    """The payload, or why it is not JSON."""
+    try:
+        return json.loads(body), None
+    except RecursionError:
+        return None, "malformed JSON: nested too deeply"
+    except ValueError as exc:  # JSONDecodeError, bad UTF-8, an integer of 4,300+ digits
+        return None, f"malformed JSON: {str(exc)[:200]}"
+
+
+def _accepted(
+    svc: Services, forge: str, event: str, delivery: str, result: IntakeResult
+) -> tuple[Response, int]:
     log.info(
         "delivery %s %s -> %s",
         delivery,

@@ -48,15 +48,7 @@ def run_command(ctx: Context) -> None:
         if issue is None:
             return ctx.ignore(f"PR/MR {event.pr_number} was not opened by Ribbit")
     assert issue is not None
-    spec: dict[str, Any] = dict(
-        forge=event.forge,
-        repo=event.repo,
-        issue_number=issue,
-        pr_number=event.pr_number,
-        actor=event.actor.login,
-        delivery_id=event.delivery_id,
-        installation_id=event.installation_id,
-    )
+    spec = _job_fields(event, issue)
     if command.name in {"explain", "help"}:
         # Help names the word it did not know; explain needs nothing more.
         word = UnknownWord(command.unknown) if command.name == "help" and command.unknown else None
@@ -96,3 +88,16 @@ def run_command(ctx: Context) -> None:
         )
     )
     return None
+
+
+def _job_fields(event: CommentCreated, issue: int) -> dict[str, Any]:
+    """The JobSpec fields every job a command starts shares."""
+    return dict(
+        forge=event.forge,
+        repo=event.repo,
+        issue_number=issue,
+        pr_number=event.pr_number,
+        actor=event.actor.login,
+        delivery_id=event.delivery_id,
+        installation_id=event.installation_id,
+    )

@@ -477,7 +477,7 @@ def _generated(secret: dict[str, Any]) -> dict[str, str]:
 
 
 def test_deploy_helm_generates_strong_secrets_when_none_are_given() -> None:
-    from bot.settings import secret_weakness
+    from bot.secret_strength import secret_weakness
 
     secret = _secret(manifests(default_values()))
     validate(secret)

@@ -9,7 +9,13 @@
   one JUnit reader); watch.py runs plain pytest watched (watchboot.py, the bootstrap run
   inside the sandbox, and its keyed channel) and tamper.py turns what it saw into findings.
 - semgrep.py with rules/: new security findings; hygiene.py with discovery.py: what a
-  patch must never touch (CI, the gates' configuration, how tests are found or run).
+  patch must never touch (CI, the gates' configuration, how tests are found or run),
+  secrets.py: the secrets an added line appears to hold; weakened.py: tests deleted,
+  skipped, loosened or their report rewritten;
+  autorun.py: files that run without anyone asking (scripts CI runs, install hooks,
+  editor auto-run files, package indexes); source.py: a changed file read as the
+  interpreter reads it (coding declarations, bidi controls), with probes.py: code that
+  probes whether it is judged, and test code that rebinds the code under test.
 - review.py: findings as annotations on the pull request's lines; cli.py: ``ribbit gates``.
 """
 

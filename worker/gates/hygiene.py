@@ -21,13 +21,10 @@ dependency list and may change like any source file.
 
 from __future__ import annotations
 
-import math
 import re
-from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Literal
 
 from bot.store.gate_report import Finding, GateResult
 from worker.gates.autorun import (
@@ -51,8 +48,10 @@ from worker.gates.patch import (
     parse_patch,
 )
 from worker.gates.runner import run_tree_gate
+from worker.gates.secrets import find_secrets
 from worker.gates.source import ChangedFile, SourceFinding, bidi_in_line, check_files, repo_modules
 from worker.gates.trees import AppliedChange, PatchTrees, applied_changes, read_base_file
+from worker.gates.weakened import check_tests_weakened, is_test_path
 
 NAME = "hygiene"
 
@@ -127,121 +126,6 @@ _LOCK_FILES = {
 _REQUIREMENTS_RE = re.compile(r"(^|/)[^/]*requirements[^/]*\.(txt|in|lock)$", re.I)
 _HASH_RE = re.compile(r"--hash[=\s]{1,8}\w{1,16}:[0-9a-f]{16}", re.I)
 
-# Secret shapes, from the issuers' documented formats.
-_SECRET_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("github-token", re.compile(r"\b(gh[pousr]_[A-Za-z0-9]{36,255})\b")),
-    ("github-token", re.compile(r"\b(github_pat_[A-Za-z0-9_]{22,255})\b")),
-    (
-        "gitlab-token",
-        re.compile(r"\b(gl(?:pat|dt|rt|ptt|cbt|soat|ffct|imt)-[A-Za-z0-9_\-]{20,255})"),
-    ),
-    ("aws-access-key", re.compile(r"\b((?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16})\b")),
-    (
-        "private-key",
-        re.compile(
-            r"-----BEGIN ((?:RSA|DSA|EC|OPENSSH|PGP|ENCRYPTED) )?PRIVATE KEY"
-            r"( BLOCK)?-----"
-        ),
-    ),
-    ("slack-token", re.compile(r"\b(xox[abposr]-[A-Za-z0-9-]{10,255})")),
-    (
-        "slack-webhook",
-        re.compile(r"hooks\.slack\.com/services/T[A-Za-z0-9_]{1,64}/B[A-Za-z0-9_]{1,64}/\w{1,64}"),
-    ),
-    ("stripe-key", re.compile(r"\b((?:sk|rk)_live_[A-Za-z0-9]{20,255})")),
-    ("google-api-key", re.compile(r"\b(AIza[0-9A-Za-z_\-]{35})\b")),
-    ("openai-key", re.compile(r"\b(sk-(?:proj-)?[A-Za-z0-9_\-]{32,255})")),
-    ("npm-token", re.compile(r"\b(npm_[A-Za-z0-9]{36})\b")),
-    ("pypi-token", re.compile(r"\b(pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_\-]{50,1024})")),
-)
-# An assignment of a quoted value to a secret-sounding name. Matched in two steps with
-# bounded quantifiers, so the work is linear in the line's length: a single regex with
-# ``[a-z0-9_.-]*`` on both sides of the keyword was quadratic (a 16k-character
-# minified line took 38 s).
-_SECRET_WORD_RE = re.compile(
-    r"(?i)secret|token|passw(?:or)?d|pwd|api[_\-]?key|apikey|access[_\-]?key|private[_\-]?key"
-    r"|auth[_\-]?key|credential"
-    # The short spellings as a word of their own (DB_PASS, SMTP_PW), not inside others
-    # (bypass, passenger).
-    r"|(?<![a-z])(?:pass|pw|pswd)(?![a-z])"
-)
-_SECRET_TAIL_RE = re.compile(
-    r"""(?i)[a-z0-9_.\-]{0,64}["']?\s{0,16}(?::|=|:=|=>)\s{0,16}[rbuf]?["']"""
-    r"""(?P<value>[^"'\s]{12,512})["']"""
-)
-_PLACEHOLDER_RE = re.compile(
-    r"(?i)(x{4,}|\*{3,}|<[^>]*>|\$\{|\{\{|change[_-]?me|example|dummy"
-    r"|placeholder|your[_-]|redacted|fake|test|sample|^\.\.\.)"
-)
-
-# Test support counts as test code: a conftest.py, a tests/__init__.py or a helper in a
-# test folder changes what the tests see.
-_TEST_PATH_RE = re.compile(
-    r"(^|/)(tests?|testing|spec|__tests__)/|(^|/)(test_[^/]*|[^/]*_test"
-    r"|[^/]*_tests|conftest)\.py$|(^|/)[^/]*\.(test|spec)\.[jt]sx?$"
-    r"|(^|/)[^/]*_test\.go$",
-    re.I,
-)
-_TEST_DEF_RE = re.compile(
-    r"^\s*(?:async\s+)?def\s+(test\w*)\s*\(|^\s*class\s+(Test\w*)"
-    r"|^\s*(?:it|test|describe)\s*\(\s*['\"`](.+?)['\"`]"
-    r"|^func\s+(Test\w+)\s*\("
-)
-_SKIP_RE = re.compile(
-    r"@pytest\.mark\.(skip|skipif|xfail)\b|\bpytest\.(skip|xfail|importorskip)"
-    r"\s*\(|@unittest\.(skip|skipIf|skipUnless|expectedFailure)\b"
-    r"|\.skipTest\s*\(|\b(it|test|describe)\.(skip|todo)\s*\(|\bx(it|describe)"
-    r"\s*\(|\bt\.Skip(Now|f)?\s*\(|raise\s+(unittest\.)?SkipTest\b"
-)
-_ASSERT_RE = re.compile(
-    r"^\s*assert\b|\bself\.assert\w+\s*\(|\bself\.fail\s*\(|\bpytest\.raises"
-    r"\s*\(|\bexpect\s*\(|\bassert_\w+\s*\(|\bt\.(Error|Fatal)f?\s*\("
-)
-_TRIVIAL_ASSERT_RE = re.compile(
-    r"^\s*assert\s+(True|1|not\s+(False|0|None))\s*(,|$|#)"
-    r"|\bself\.assertTrue\s*\(\s*True\s*\)|^\s*assert\s+.*\bor\s+True"
-    r"\s*(,|$|#)|expect\s*\(\s*true\s*\)\.toBe\s*\(\s*true\s*\)"
-)
-_APPROX_TOL_RE = re.compile(
-    r"\b(?:approx|isclose|allclose|assert_allclose)\s{0,8}\(.{0,200}?\b(rel|abs"
-    r"|rtol|atol)\s*=\s*([0-9.eE+\-]+)"
-)
-_PLACES_RE = re.compile(r"\bassert(?:Not)?AlmostEqual\s{0,8}\(.{0,200}?\bplaces\s*=\s*([01])\b")
-_COLLECT_IGNORE_RE = re.compile(
-    r"\bcollect_ignore(_glob)?\b|--deselect\b|--ignore(-glob)?[=\s]"
-    r"|\bpytest_collection_modifyitems\b|(^|\s)-k\s"
-)
-_TEST_CONFIG_FILES = {
-    "pytest.ini",
-    "pyproject.toml",
-    "setup.cfg",
-    "tox.ini",
-    "conftest.py",
-    "noxfile.py",
-    "jest.config.js",
-    "jest.config.ts",
-    "vitest.config.ts",
-}
-# Code that can rewrite what the test run reports: pytest's reporting hooks (a
-# makereport hook can turn every failure into a pass), exiting the interpreter early
-# with success, and exit handlers (which run after the JUnit report is written).
-_HARNESS_RE = re.compile(
-    r"\bdef\s+pytest_(runtest_\w+|report_\w+|sessionfinish|terminal_summary|unconfigure"
-    r"|exception_interact|itemcollected|deselected|make_collect_report|pycollect_\w+"
-    r"|pyfunc_call|runtestloop|ignore_collect|collect_file|collection\w*|cmdline_\w+"
-    r"|load_initial_conftests|pycollect_makeitem)\s*\("
-)
-# Anywhere in the patch, not only in tests: code the tests import runs in the runner's
-# process. Exit hooks and hard exits run after the report is written; the report's
-# path is in PYTEST_ADDOPTS; pytest's internals and plugin registration rewrite results.
-_TAMPER_RE = re.compile(
-    r"\b_exit\b|\batexit\b|\bPYTEST_ADDOPTS\b|\bjunit|\b_pytest\b|\bpytest_plugins\b"
-    r"|\bpytest11\b|\bsys\.modules\s{0,8}\[[^\]]{0,200}\]\s{0,8}=(?!=)|\bsys\.excepthook\s*=(?!=)"
-    r"|\bos\.kill\s*\(\s*os\.getpid|\bsignal\.SIGKILL\b|\bos\.abort\b"
-)
-_REL_TOL_LIMIT = 0.05
-_ABS_TOL_LIMIT = 1.0
-
 
 def _finding(
     rule: str,
@@ -304,10 +188,6 @@ def path_matches(path: str, pattern: str) -> bool:
     return bool(_glob_regex(pattern).match(path))
 
 
-def is_test_path(path: str) -> bool:
-    return bool(_TEST_PATH_RE.search(path))
-
-
 def _is_ci_path(path: str) -> bool:
     p = path.casefold()
     name = p.rsplit("/", 1)[-1]
@@ -318,29 +198,6 @@ def _is_ci_path(path: str) -> bool:
         or name.startswith("jenkinsfile.")
         or name in {".gitlab-ci.yml", ".gitlab-ci.yaml"}
     )
-
-
-def _entropy(value: str) -> float:
-    counts = Counter(value)
-    return -sum(c / len(value) * math.log2(c / len(value)) for c in counts.values())
-
-
-def find_secrets(line: str) -> list[str]:
-    """The kinds of secret ``line`` appears to contain."""
-    kinds = [kind for kind, pattern in _SECRET_PATTERNS if pattern.search(line)]
-    for word in _SECRET_WORD_RE.finditer(line):
-        m = _SECRET_TAIL_RE.match(line, word.end())
-        if m is None:
-            continue
-        value = m["value"]
-        if (
-            not _PLACEHOLDER_RE.search(value)
-            and _entropy(value) >= 3.5
-            and not re.fullmatch(r"[a-z_.]+", value)  # an identifier, not a secret
-            and not value.startswith(("http://", "https://", "/", "os.", "env"))
-        ):
-            kinds.append("high-entropy-secret")
-    return sorted(set(kinds))
 
 
 class HygieneGate:
@@ -390,7 +247,10 @@ class HygieneGate:
             findings += check_paths(ctx, change)
             findings += check_content(change)
         findings += check_lockfiles(ctx, parsed)
-        findings += check_tests_weakened(parsed)
+        findings += [
+            _finding(w.rule, w.message, path=w.path, line=w.line)
+            for w in check_tests_weakened(parsed)
+        ]
         findings = list(dict.fromkeys(findings))  # git's view and the text's may agree
         blocking = [f for f in findings if f.severity == "error"]
         details = {
@@ -676,135 +536,3 @@ def _requirements_pinned(ctx: GateContext, change: FileChange, path: str) -> boo
         return False
     base = read_base_file(ctx, change.old.path)
     return base is not None and bool(_HASH_RE.search(base.decode(errors="replace")))
-
-
-def _test_names(lines: Iterable[tuple[int, str]]) -> Counter[str]:
-    names: Counter[str] = Counter()
-    for _, text in lines:
-        m = _TEST_DEF_RE.match(text)
-        if m:
-            names[next(g for g in m.groups() if g)] += 1
-    return names
-
-
-# Which files a line rule reads: test-runner configuration (by file name), every file
-# (code the tests import runs in the runner's process), or test files.
-LineScope = Literal["test-config", "any", "tests"]
-
-
-@dataclass(frozen=True)
-class LineRule:
-    """An added line that weakens the tests: one of ``patterns`` found in it (and ``when``
-    holds for the match) in a file of ``scope``. ``message`` is formatted with the
-    match's groups."""
-
-    rule: str
-    scope: LineScope
-    patterns: tuple[re.Pattern[str], ...]
-    message: str
-    when: Callable[[re.Match[str]], bool] = lambda _match: True
-
-
-# In report order: a file's rules of one scope are walked line by line, each line through
-# the rules in this order.
-LINE_RULES: tuple[LineRule, ...] = (
-    LineRule(
-        "tests-deselected",
-        "test-config",
-        (_COLLECT_IGNORE_RE,),
-        "the patch makes the test run skip or deselect tests",
-    ),
-    LineRule(
-        "test-harness-tampered",
-        "any",
-        (_HARNESS_RE, _TAMPER_RE),
-        "the patch adds code that can change what the test run reports",
-    ),
-    LineRule("test-skipped", "tests", (_SKIP_RE,), "the patch adds a skip or xfail marker"),
-    LineRule(
-        "trivial-assert",
-        "tests",
-        (_TRIVIAL_ASSERT_RE,),
-        "the patch adds an assertion that cannot fail",
-    ),
-    LineRule(
-        "loose-tolerance",
-        "tests",
-        (_APPROX_TOL_RE,),
-        "the patch sets a loose tolerance ({0}={1})",
-        when=lambda m: _loose(m[1], m[2]),
-    ),
-    LineRule(
-        "loose-tolerance", "tests", (_PLACES_RE,), "the patch compares to 0 or 1 decimal places"
-    ),
-)
-
-
-def _in_scope(change: FileChange, scope: LineScope) -> bool:
-    if scope == "test-config":
-        return change.path.rsplit("/", 1)[-1] in _TEST_CONFIG_FILES
-    if scope == "tests":
-        return any(is_test_path(p.path) for p in change.paths)
-    return True
-
-
-def _line_findings(change: FileChange, scope: LineScope) -> list[Finding]:
-    """The findings of ``scope``'s rules on the file's added lines (none for a file out of
-    the scope)."""
-    if not _in_scope(change, scope):
-        return []
-    rules = [r for r in LINE_RULES if r.scope == scope]
-    found: list[Finding] = []
-    for line_no, text in change.added:
-        for rule in rules:
-            match = next((m for p in rule.patterns if (m := p.search(text))), None)
-            if match is not None and rule.when(match):
-                message = rule.message.format(*match.groups())
-                found.append(_finding(rule.rule, message, path=change.path, line=line_no))
-    return found
-
-
-def check_tests_weakened(parsed: ParsedPatch) -> list[Finding]:
-    found: list[Finding] = []
-    added_everywhere = _test_names(line for c in parsed.files for line in c.added)
-    for change in parsed.files:
-        old_path = change.old.path if change.old else None
-        if change.status == "deleted" and old_path and is_test_path(old_path):
-            found.append(
-                _finding("test-file-deleted", "the patch deletes a test file", path=old_path)
-            )
-        found += _line_findings(change, "test-config")
-        found += _line_findings(change, "any")
-        if not _in_scope(change, "tests"):
-            continue
-        removed_names = _test_names(change.removed) - added_everywhere
-        found += [
-            _finding(
-                "test-removed", f"the patch removes the test `{test}`", path=old_path or change.path
-            )
-            for test in sorted(removed_names)
-        ]
-        found += _line_findings(change, "tests")
-        if change.status != "deleted":
-            removed_asserts = sum(1 for _, t in change.removed if _ASSERT_RE.search(t))
-            added_asserts = sum(1 for _, t in change.added if _ASSERT_RE.search(t))
-            if removed_asserts > added_asserts:
-                found.append(
-                    _finding(
-                        "assertions-removed",
-                        f"the patch removes "
-                        f"{removed_asserts - added_asserts} assertion(s) from "
-                        "tests",
-                        path=change.path,
-                    )
-                )
-    return found
-
-
-def _loose(kind: str, value: str) -> bool:
-    try:
-        number = float(value)
-    except ValueError:
-        return False
-    limit = _ABS_TOL_LIMIT if kind in {"abs", "atol"} else _REL_TOL_LIMIT
-    return number >= limit

@@ -4,10 +4,11 @@
   publish.py (commit, push, pull request, status, gate review), revision.py (what a revise
   job adds), trusted_text.py (the one rule for which forge text reaches a prompt: only
   writers', each named), verdict.py (what the test gate's result means for the issue's
-  readers) and workspace.py (the job's folder and stage clock).
+  readers) and workspace.py (the job's folder and stage clock); queued.py: what a
+  waiting solve or revise job shows on the issue.
 - slash_commands.py: ``/ribbit stop|retry|revise``; replies.py: help and explain, and
   the one write-access check the commands and solve share.
 - outcomes.py: what finally happened to each bot pull request.
 """
 
-from worker.pipelines import outcomes, replies, slash_commands, solve  # noqa: F401
+from worker.pipelines import outcomes, queued, replies, slash_commands, solve  # noqa: F401

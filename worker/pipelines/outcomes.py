@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from bot.forges import ForgeFactory
-from bot.forges.base import ForgeError, PullRequestRef, RepoRef
+from bot.forges.base import Forge, ForgeError, PullRequestRef, RepoRef
 from bot.forges.base import forge_name as to_forge_name
 from bot.runtime import Runtime
 from bot.store.jobs import JobStore
@@ -46,6 +46,25 @@ def _aware(value: datetime | None) -> datetime | None:
     return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
+def _trusted_review_text(forge: Forge, ref: PullRequestRef) -> dict[str, Any]:
+    """The pull request's review comments and reviews by writers. The outcome's review
+    text becomes the hints of training environments built from it
+    (trainer/envs/candidates.py), so it obeys the prompt's trust rule: writers' words
+    only, outsiders' counted as withheld."""
+    trust = TrustedText(forge, ref.repo)
+    comments = [
+        {"author": c.author, "body": c.body, "path": c.path, "line": c.line}
+        for c in forge.list_review_comments(ref)
+        if trust.admit("review_comment", c.author)
+    ]
+    reviews = [
+        {"author": r.author, "state": r.state, "body": r.body}
+        for r in forge.list_reviews(ref)
+        if trust.admit("review", r.author)
+    ]
+    return {"comments": comments, "reviews": reviews}
+
+
 def record_pull_request_outcome(
     runtime_store: JobStore,
     forges: ForgeFactory,
@@ -64,20 +83,7 @@ def record_pull_request_outcome(
     if pr.state == "open":
         raise JobRefused(f"PR {pr_number} is still open; no outcome yet")
     merged_diff = forge.get_pull_request_diff(ref) if pr.state == "merged" else ""
-    # The outcome's review text becomes the hints of training environments built from it
-    # (trainer/envs/candidates.py), so it obeys the prompt's trust rule: writers' words
-    # only, outsiders' counted as withheld.
-    trust = TrustedText(forge, repo)
-    comments = [
-        {"author": c.author, "body": c.body, "path": c.path, "line": c.line}
-        for c in forge.list_review_comments(ref)
-        if trust.admit("review_comment", c.author)
-    ]
-    reviews = [
-        {"author": r.author, "state": r.state, "body": r.body}
-        for r in forge.list_reviews(ref)
-        if trust.admit("review", r.author)
-    ]
+    review_comments = _trusted_review_text(forge, ref)
     bot_jobs = runtime_store.agent_jobs_on_pull_request(forge_name, repo_name, pr_number)
     bot_diff = (bot_jobs[-1].solve_record.diff or "") if bot_jobs else ""
     revisions = sum(1 for j in bot_jobs if j.kind == "revise")
@@ -96,7 +102,7 @@ def record_pull_request_outcome(
         decided_at=decided,
         time_to_merge_s=(decided - created).total_seconds() if merged and created else None,
         revisions=revisions,
-        review_comments={"comments": comments, "reviews": reviews},
+        review_comments=review_comments,
         bot_diff=bot_diff or None,
         merged_diff=merged_diff or None,
         diff_similarity=diff_similarity(bot_diff, merged_diff) if bot_diff and merged else None,

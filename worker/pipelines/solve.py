@@ -34,12 +34,10 @@ from bot.forges.base import (
 )
 from bot.forges.branches import branch_name_for_issue, validate_branch_name
 from bot.hostgit import latest_tag
-from bot.runtime import Runtime
 from bot.store.records import SolveRecord, TaskRecord, WithheldText
-from bot.store.tables import Job
 from worker.agent.repo_task import agent_limits, repo_instructions
 from worker.gates.testcmd import resolve_test_command
-from worker.jobs import WAITING_HOOKS, JobCancelled, JobContext, JobRefused, pipeline
+from worker.jobs import JobCancelled, JobContext, JobRefused, pipeline
 from worker.metrics import InstrumentedPolicy, record_gates
 from worker.pipelines.publish import (
     Publisher,
@@ -626,31 +624,6 @@ class SolveRun:
                 config, self._sandbox_settings, self.workdir.checkout, self.workdir.root
             )
         return self._job_env
-
-
-def tell_queue_position(runtime: Runtime[WorkerSettings], job: Job, position: int) -> None:
-    """The issue's status comment says the job is queued, and where. A revision's only
-    once its asker is known to have write access: a review from anyone else (which intake
-    could not tell apart) must not make the issue speak (see check_permission)."""
-    repo = job.repo_ref
-    assert job.issue_number is not None
-    forge = runtime.forges(repo.forge, installation_id=job.installation_id)
-    if job.kind == "revise" and not (job.actor and forge.has_write_access(repo, job.actor)):
-        return
-    status = StatusComment.for_job(
-        runtime.settings,
-        forge,
-        IssueRef(repo, job.issue_number),
-        runtime.store,
-        job.id,
-        job.status_comment_id,
-    )
-    ahead = "next in line" if position <= 1 else f"position {position} in the queue"
-    status.show(Status("queued", f"Waiting for a free worker slot ({ahead})."))
-
-
-WAITING_HOOKS["solve"] = tell_queue_position
-WAITING_HOOKS["revise"] = tell_queue_position
 
 
 @pipeline("solve")

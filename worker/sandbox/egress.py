@@ -26,18 +26,33 @@ certificate covers); the name check is on the ClientHello alone.
 from __future__ import annotations
 
 import contextlib
-import ipaddress
 import re
 import select
 import socket
 import threading
-from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 from urllib.parse import urlsplit
 
 from worker.sandbox.base import ClosedOnExit
+from worker.sandbox.egress_policy import BlockedRequest, EgressPolicy
+from worker.sandbox.proxyhttp import (
+    HEAD_TIMEOUT_S,
+    HOP_BY_HOP,
+    HOST_AUTHORITY,
+    TOKEN,
+    OneRequest,
+    Request,
+    header_authority,
+    header_fields,
+    is_address,
+    normal_host,
+    read_head,
+    reply,
+    shown,
+    split_hostport,
+)
 from worker.sandbox.tlshello import (
     NOT_TLS,
     BadHello,
@@ -54,8 +69,6 @@ FORWARDER_NAME = "forward.py"
 CA_NAME = "ca.pem"
 PROXY_PORT = 3128
 PROXY_URL = f"http://127.0.0.1:{PROXY_PORT}"
-_HEAD_LIMIT = 16 * 1024
-_HEAD_TIMEOUT_S = 30.0
 _CONNECT_TIMEOUT_S = 30.0
 _IDLE_TIMEOUT_S = 300.0
 _MAX_RECORDED = 200
@@ -129,142 +142,6 @@ sys.exit(128 - code if code < 0 else code)
 """
 
 
-@dataclass(frozen=True)
-class BlockedRequest:
-    """A request the setup proxy refused; listed in the job's report."""
-
-    method: str
-    host: str
-    port: int
-    reason: str
-
-    def describe(self) -> str:
-        return f"{self.method} {self.host}:{self.port} ({self.reason})"
-
-
-@dataclass(frozen=True)
-class EgressPolicy:
-    """Which hosts the setup step may reach. ``trusted`` hosts (the deployment's own
-    package index) may resolve to internal addresses; the others must not, so a
-    poisoned or odd DNS answer cannot point the proxy at the worker's own network
-    (Redis, the bot, a cloud metadata service)."""
-
-    hosts: tuple[str, ...]
-    trusted: tuple[str, ...] = ()
-    http_ports: tuple[int, ...] = (80,)
-
-    @classmethod
-    def build(cls, hosts: Iterable[str], index_urls: Iterable[str | None] = ()) -> EgressPolicy:
-        trusted: list[str] = []
-        ports = {80}
-        for url in index_urls:
-            if not url:
-                continue
-            parts = urlsplit(url)
-            if parts.hostname:
-                trusted.append(parts.hostname.lower())
-                if parts.port:
-                    ports.add(parts.port)
-        names = tuple(dict.fromkeys(h.strip().lower().rstrip(".") for h in hosts if h.strip()))
-        return cls(hosts=names + tuple(trusted), trusted=tuple(trusted), http_ports=tuple(ports))
-
-    def allows(self, host: str) -> bool:
-        host = host.lower().rstrip(".")
-        for entry in self.hosts:
-            if entry.startswith("*."):
-                if host.endswith(entry[1:]) and len(host) > len(entry) - 1:
-                    return True
-            elif host == entry:
-                return True
-        return False
-
-    def address_ok(self, host: str, address: str) -> bool:
-        if host.lower().rstrip(".") in self.trusted:
-            return True
-        return not internal_address(address)
-
-
-@dataclass(frozen=True)
-class RepoHosts:
-    """The setup hosts a repository asked for (``.ribbit.yml`` ``setup_hosts``), split by
-    the deployment's rule; the refused ones are reported like the proxy's refusals."""
-
-    allowed: tuple[str, ...] = ()
-    refused: tuple[BlockedRequest, ...] = ()
-
-
-REPO_HOST_REFUSED = "not among the hosts this deployment lets repositories add"
-
-
-def repo_setup_hosts(requested: Iterable[str], permitted: Iterable[str]) -> RepoHosts:
-    """``requested`` within ``permitted`` (``SandboxSettings.repo_setup_hosts``): a
-    repository may narrow a wildcard the deployment permits (``pkgs.example.org`` under
-    ``*.example.org``), never widen one."""
-    rules = [p.strip().lower().rstrip(".") for p in permitted if p.strip()]
-    allowed: list[str] = []
-    refused: list[BlockedRequest] = []
-    for raw in requested:
-        host = raw.strip().lower().rstrip(".")
-        if not host:
-            continue
-        if _host_permitted(host, rules):
-            if host not in allowed:
-                allowed.append(host)
-        else:
-            item = BlockedRequest("setup_hosts", host[:200], 443, REPO_HOST_REFUSED)
-            if item not in refused:
-                refused.append(item)
-    return RepoHosts(tuple(allowed), tuple(refused))
-
-
-_HOST_NAME = re.compile(r"(\*\.)?[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?")
-
-
-def _host_permitted(host: str, rules: list[str]) -> bool:
-    if not _HOST_NAME.fullmatch(host):
-        return False
-    for entry in rules:
-        if host == entry:
-            return True
-        if entry.startswith("*."):
-            suffix = entry[1:]
-            bare = host[2:] if host.startswith("*.") else host
-            if bare.endswith(suffix) and len(bare) > len(suffix):
-                return True
-    return False
-
-
-# Where a registry name must never lead: the worker itself, its local network and the
-# cloud metadata service. (Not "is_global": some controlled networks answer registry
-# names with documentation-range addresses of their own gateway.)
-_INTERNAL_NETS = tuple(
-    ipaddress.ip_network(net)
-    for net in (
-        "0.0.0.0/8",
-        "10.0.0.0/8",
-        "100.64.0.0/10",
-        "127.0.0.0/8",
-        "169.254.0.0/16",
-        "172.16.0.0/12",
-        "192.168.0.0/16",
-        "224.0.0.0/4",
-        "240.0.0.0/4",
-        "::/128",
-        "::1/128",
-        "fc00::/7",
-        "fe80::/10",
-        "ff00::/8",
-    )
-)
-
-
-def internal_address(address: str) -> bool:
-    ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    return any(ip in net for net in _INTERNAL_NETS)
-
-
 @dataclass
 class _Log:
     blocked: list[BlockedRequest] = field(default_factory=list)
@@ -273,7 +150,7 @@ class _Log:
 
     def refuse(self, item: BlockedRequest) -> None:
         # The method and host are the client's text, bound for a Markdown report.
-        item = replace(item, method=_shown(item.method), host=_shown(item.host))
+        item = replace(item, method=shown(item.method), host=shown(item.host))
         with self.lock:
             if item not in self.blocked and len(self.blocked) < _MAX_RECORDED:
                 self.blocked.append(item)
@@ -366,7 +243,7 @@ class EgressProxy(ClosedOnExit):
     def _handle(self, client: socket.socket) -> None:
         upstream: socket.socket | None = None
         try:
-            request = _read_head(client)
+            request = read_head(client)
             if request is None:
                 return
             route = self._route(request)
@@ -387,7 +264,7 @@ class EgressProxy(ClosedOnExit):
             # what the client sends past its body (a second, pipelined request with a
             # Host of its choosing) never reaches it.
             extra = BlockedRequest(route.method, route.host, route.port, SECOND_REQUEST)
-            gate = _OneRequest(route.body, lambda: self._log.refuse(extra))
+            gate = OneRequest(route.body, lambda: self._log.refuse(extra))
             upstream.sendall(route.head + gate.from_client(request.rest))
             _splice(client, upstream, gate)
         except OSError:
@@ -395,11 +272,11 @@ class EgressProxy(ClosedOnExit):
         finally:
             self._forget(client, *([upstream] if upstream is not None else []))
 
-    def _route(self, request: _Request) -> _Route | bytes:
+    def _route(self, request: Request) -> _Route | bytes:
         """Where ``request`` may go, checked before anything is connected; or the
         refusal owed to the client."""
         if request.method == "CONNECT":
-            host, port = _split_hostport(request.target, default=443)
+            host, port = split_hostport(request.target, default=443)
             if port != 443:
                 return self._refuse(request.method, host, port, "only port 443 is tunnelled")
             return _Route(request.method, host, port)
@@ -411,8 +288,8 @@ class EgressProxy(ClosedOnExit):
         if (
             parts.scheme != "http"
             or not parts.hostname
-            or not _HOST_AUTHORITY.fullmatch(parts.hostname)
-            or not _TOKEN.fullmatch(request.method.encode("latin-1", "replace"))
+            or not HOST_AUTHORITY.fullmatch(parts.hostname)
+            or not TOKEN.fullmatch(request.method.encode("latin-1", "replace"))
             or request.version not in ("HTTP/1.0", "HTTP/1.1")
         ):
             return self._refuse(request.method, request.target[:100], 0, "not a proxy request")
@@ -422,16 +299,16 @@ class EgressProxy(ClosedOnExit):
             return self._refuse(method, host, port, USERINFO)
         if port not in self.policy.http_ports:
             return self._refuse(method, host, port, "port not allowed")
-        fields = _header_fields(request.lines)
+        fields = header_fields(request.lines)
         if fields is None:
             return self._refuse(method, host, port, MALFORMED_HEADER)
         given = [value for name, value in fields if name == "host"]
         if len(given) > 1:
             return self._refuse(method, host, port, DUPLICATE_HOST)
-        if given and _authority(given[0], 80) != (_normal_host(host), port):
+        if given and header_authority(given[0], 80) != (normal_host(host), port):
             # The upstream (a CDN most of all) routes by this header, not by the address
             # the proxy checked: it must name the host the proxy connects to.
-            return self._refuse(method, host, port, f"{HOST_MISMATCH}: {_shown(given[0])}")
+            return self._refuse(method, host, port, f"{HOST_MISMATCH}: {shown(given[0])}")
         lengths = [value for name, value in fields if name == "content-length"]
         if any(name == "transfer-encoding" for name, _ in fields) or len(set(lengths)) > 1:
             return self._refuse(method, host, port, "request body framing")
@@ -443,7 +320,7 @@ class EgressProxy(ClosedOnExit):
         kept = [
             line
             for line, (name, _) in zip(request.lines, fields, strict=True)
-            if not name.startswith("proxy-") and name not in _HOP_BY_HOP
+            if not name.startswith("proxy-") and name not in HOP_BY_HOP
         ]
         if not given:
             bracketed = f"[{host}]" if ":" in host else host
@@ -488,7 +365,7 @@ class EgressProxy(ClosedOnExit):
         server name is the CONNECT host; None when the tunnel must close unused (the
         refusal recorded)."""
         data = first
-        client.settimeout(_HEAD_TIMEOUT_S)
+        client.settimeout(HEAD_TIMEOUT_S)
         try:
             verdict = read_client_hello(data)
             while isinstance(verdict, Incomplete):
@@ -527,7 +404,7 @@ class EgressProxy(ClosedOnExit):
                 continue
             sock.settimeout(None)
             return sock
-        return _reply(502, f"could not connect to {host}:{port}")
+        return reply(502, f"could not connect to {host}:{port}")
 
     def _count_allowed(self) -> None:
         with self._log.lock:
@@ -535,7 +412,7 @@ class EgressProxy(ClosedOnExit):
 
     def _refuse(self, method: str, host: str, port: int, reason: str) -> bytes:
         self._log.refuse(BlockedRequest(method=method, host=host, port=port, reason=reason))
-        return _reply(403, f"Ribbit setup proxy refused {_shown(host)}:{port}: {reason}")
+        return reply(403, f"Ribbit setup proxy refused {shown(host)}:{port}: {reason}")
 
 
 @dataclass(frozen=True)
@@ -568,61 +445,6 @@ class _HelloGate(SecondHello):
         return data
 
 
-class _OneRequest:
-    """At most ``budget`` bytes from the client (a request's body); what comes after
-    is dropped and reported to ``on_excess`` as it arrives. The response's head says
-    ``Connection: close``, so a client that keeps connections alive opens a new one for
-    its next request instead of sending it here to be dropped (and reported)."""
-
-    refusal: str | None = None
-    open = True
-
-    def __init__(self, budget: int, on_excess: Callable[[], None]) -> None:
-        self._budget = budget
-        self._on_excess = on_excess
-        self._response = b""  # the start of the response, until its final head is read
-        self._passing = False
-
-    def from_client(self, data: bytes) -> bytes:
-        kept = data[: self._budget]
-        self._budget -= len(kept)
-        if len(kept) < len(data):
-            self._on_excess()
-        return kept
-
-    def from_server(self, data: bytes) -> bytes:
-        return b""
-
-    def to_client(self, data: bytes) -> bytes:
-        if self._passing:
-            return data
-        self._response += data
-        out = b""
-        while not self._passing:
-            head, found, rest = self._response.partition(b"\r\n\r\n")
-            if not found:
-                if data and len(self._response) <= _HEAD_LIMIT:
-                    return out  # wait for the rest of the head
-                self._passing = True  # no head to mend: passed on as it came
-                return out + self._response
-            if not head.startswith(b"HTTP/"):
-                self._passing = True
-                return out + self._response
-            status = head[9:12]
-            if status.startswith(b"1") and status != b"101":
-                out += head + b"\r\n\r\n"  # an interim response; the final one follows
-                self._response = rest
-                continue
-            lines = [
-                line
-                for line in head.split(b"\r\n")
-                if line.partition(b":")[0].strip().lower() not in (b"connection", b"keep-alive")
-            ]
-            self._passing = True
-            out += b"\r\n".join([*lines, b"Connection: close"]) + b"\r\n\r\n" + rest
-        return out
-
-
 @dataclass(frozen=True)
 class _Route:
     """Where a request may go. A tunnel (``body`` None) or one plain-HTTP request:
@@ -633,79 +455,6 @@ class _Route:
     port: int
     head: bytes = b""
     body: int | None = None
-
-
-@dataclass(frozen=True)
-class _Request:
-    method: str
-    target: str
-    version: str
-    lines: tuple[bytes, ...]  # the header lines after the request line, as sent
-    rest: bytes  # bytes the client sent after the head
-
-
-def _read_head(client: socket.socket) -> _Request | None:
-    client.settimeout(_HEAD_TIMEOUT_S)
-    buf = b""
-    while b"\r\n\r\n" not in buf:
-        if len(buf) > _HEAD_LIMIT:
-            client.sendall(_reply(431, "request head too large"))
-            return None
-        chunk = client.recv(4096)
-        if not chunk:
-            return None
-        buf += chunk
-    client.settimeout(None)
-    head, rest = buf.split(b"\r\n\r\n", 1)
-    first, _, headers = head.partition(b"\r\n")
-    fields = first.decode("latin-1").split()
-    if len(fields) != 3:
-        client.sendall(_reply(400, "bad request line"))
-        return None
-    lines = tuple(headers.split(b"\r\n")) if headers else ()
-    return _Request(fields[0].upper(), fields[1], fields[2], lines, rest)
-
-
-_TOKEN = re.compile(rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
-# Hop-by-hop headers the proxy sets itself: the client's would keep the upstream
-# connection open for requests the proxy never read, or name the Host header as one an
-# upstream proxy should drop.
-_HOP_BY_HOP = frozenset({"connection", "keep-alive"})
-
-
-def _header_fields(lines: tuple[bytes, ...]) -> list[tuple[str, str]] | None:
-    """(lower-case name, value) for each header line; None when one is not a plain
-    ``name: value`` line. A folded line, a bare CR or LF, a NUL or a space before the
-    colon is where servers split headers differently from this proxy, so a Host header
-    could hide there."""
-    fields = []
-    for line in lines:
-        name, colon, value = line.partition(b":")
-        if not colon or not _TOKEN.fullmatch(name) or re.search(rb"[\r\n\x00]", value):
-            return None
-        fields.append((name.decode("ascii").lower(), value.decode("latin-1").strip(" \t")))
-    return fields
-
-
-# ASCII only: with IGNORECASE alone, [a-z] also matches the Kelvin sign and dotless i.
-_HOST_AUTHORITY = re.compile(r"[a-z0-9.-]+|[0-9a-f:.]+", re.IGNORECASE | re.ASCII)
-_AUTHORITY = re.compile(
-    r"(\[[0-9a-f:.]+\]|[a-z0-9.-]+)(?::([0-9]{1,5}))?", re.IGNORECASE | re.ASCII
-)
-
-
-def _authority(value: str, default_port: int) -> tuple[str, int] | None:
-    """A Host header's (host, port), normalised as ``_normal_host`` does; None when it
-    is not a plain host and port."""
-    match = _AUTHORITY.fullmatch(value)
-    if match is None:
-        return None
-    port = int(match[2]) if match[2] else default_port
-    return _normal_host(match[1].strip("[]")), port
-
-
-def _normal_host(host: str) -> str:
-    return host.lower().rstrip(".")
 
 
 def _hello_refusal(verdict: HelloVerdict, host: str) -> str | None:
@@ -720,43 +469,13 @@ def _hello_refusal(verdict: HelloVerdict, host: str) -> str | None:
         return ENCRYPTED_HELLO
     names = verdict.server_names
     if len(names) > 1:
-        return f"{SEVERAL_SNI}: {_shown(' '.join(names))}"
+        return f"{SEVERAL_SNI}: {shown(' '.join(names))}"
     if not names:
         # Clients send no name for an address (RFC 6066), and an address routes itself.
-        return None if _is_address(host) else NO_SNI
-    if _normal_host(names[0]) != _normal_host(host):
-        return f"{SNI_MISMATCH}: {_shown(names[0])}"
+        return None if is_address(host) else NO_SNI
+    if normal_host(names[0]) != normal_host(host):
+        return f"{SNI_MISMATCH}: {shown(names[0])}"
     return None
-
-
-def _is_address(host: str) -> bool:
-    try:
-        ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return True
-
-
-def _shown(text: str) -> str:
-    """Client-chosen text as it may appear in the job's report (Markdown in a PR body):
-    host-name characters only, and not much of it."""
-    return re.sub(r"[^A-Za-z0-9.:_\[\]-]", "?", text[:100])
-
-
-def _split_hostport(target: str, *, default: int) -> tuple[str, int]:
-    host, sep, port = target.rpartition(":")
-    if not sep or not port.isdigit():
-        return target.strip("[]"), default
-    return host.strip("[]"), int(port)
-
-
-def _reply(code: int, text: str) -> bytes:
-    reasons = {400: "Bad Request", 403: "Forbidden", 431: "Too Large", 502: "Bad Gateway"}
-    body = (text + "\n").encode()
-    return (
-        f"HTTP/1.1 {code} {reasons.get(code, 'Error')}\r\nContent-Type: text/plain\r\n"
-        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
-    ).encode() + body
 
 
 def _splice(a: socket.socket, b: socket.socket, gate: _Gate | None = None) -> str | None:

@@ -36,7 +36,7 @@ from pathlib import Path
 
 from worker.repo_config import RepoConfig
 from worker.sandbox.base import WORKSPACE, ClosedOnExit, Sandbox, SandboxError
-from worker.sandbox.egress import repo_setup_hosts
+from worker.sandbox.egress_policy import repo_setup_hosts
 from worker.sandbox.export import ExportError, read_regular_file
 from worker.sandbox.setup import SETUP_VERSION, SetupResult, run_setup
 from worker.sandbox.snapshot import (

@@ -21,15 +21,8 @@ from pathlib import Path
 from worker.repo_config import RepoConfig
 from worker.sandbox.base import ExecResult, Sandbox
 from worker.sandbox.common import ENV_ROOT, VENV
-from worker.sandbox.egress import (
-    EGRESS_MOUNT,
-    BlockedRequest,
-    EgressPolicy,
-    EgressProxy,
-    egress_env,
-    forwarder_argv,
-    repo_setup_hosts,
-)
+from worker.sandbox.egress import EGRESS_MOUNT, EgressProxy, egress_env, forwarder_argv
+from worker.sandbox.egress_policy import BlockedRequest, EgressPolicy, repo_setup_hosts
 from worker.settings import SandboxSettings
 
 log = logging.getLogger(__name__)

@@ -11,13 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
-from bot.settings import (
-    HOW_TO_GENERATE,
-    MIN_SECRET_CHARS,
-    SettingsError,
-    load_settings,
-    secret_weakness,
-)
+from bot.secret_strength import HOW_TO_GENERATE, MIN_SECRET_CHARS, secret_weakness
+from bot.settings import SettingsError, load_settings
 from tests.support import GITHUB_SECRET, GITLAB_TOKEN, LINK_SECRET, OTHER_SECRET
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -53,12 +53,12 @@ def test_settings_config_file_unknown_key(tmp_path: Path, monkeypatch: pytest.Mo
 
 
 def test_readme_settings_table_is_current() -> None:
-    from bot.settings import settings_table
+    from bot.settings_variables import settings_table
 
     readme = (Path(__file__).parents[3] / "README.md").read_text()
     table = settings_table(WorkerSettings)
     assert table in readme, (
-        "regenerate: bot.settings.settings_table(worker.settings.WorkerSettings)"
+        "regenerate: bot.settings_variables.settings_table(worker.settings.WorkerSettings)"
     )
 
 

@@ -346,7 +346,7 @@ def _body(link_issue: str, summary: str, setup_md: str = "") -> str:
 
 def test_setup_failure_comment_sanitises_the_hosts_setup_asked_for() -> None:
     from worker.pipelines.publish import setup_failure_markdown
-    from worker.sandbox.egress import BlockedRequest
+    from worker.sandbox.egress_policy import BlockedRequest
     from worker.sandbox.setup import SetupResult
 
     host = "x`<img src=https://evil.example/p.png>`@maya"

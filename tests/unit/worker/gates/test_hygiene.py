@@ -6,7 +6,8 @@ import pytest
 
 from bot.store.gate_report import GateResult
 from tests.unit.worker.gates.helpers import make_ctx, make_patch, repo_with
-from worker.gates.hygiene import HygieneGate, find_secrets, path_matches
+from worker.gates.hygiene import HygieneGate, path_matches
+from worker.gates.secrets import find_secrets
 from worker.repo_config import GateRules, PathRules, RepoConfig
 from worker.settings import GateSettings
 
@@ -299,7 +300,7 @@ def test_secret_scan_of_a_huge_minified_line_finishes() -> None:
     """A quadratic pattern took 38 s on 16k characters; with bounded quantifiers the
     work per position is bounded, so 100k-character lines of every shape that used to
     backtrack finish (pytest-timeout fails a regression, no wall-clock assertion)."""
-    from worker.gates.hygiene import find_secrets
+    from worker.gates.secrets import find_secrets
 
     tail = "ghp_" + "A1b2" * 10
     shapes = [

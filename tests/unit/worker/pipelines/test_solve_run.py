@@ -18,7 +18,8 @@ from tests.fakes import LocalDirSandbox, ScriptedPolicy, git, host_setup
 from tests.plugins.e2e import GOOD_SCRIPT, ISSUE, xml_call
 from tests.unit.worker.pipelines.conftest import RepoWorld
 from worker.jobs import JobRefused
-from worker.pipelines.solve import GatesFailed, SolveParts, SolveRun, tell_queue_position
+from worker.pipelines.queued import tell_queue_position
+from worker.pipelines.solve import GatesFailed, SolveParts, SolveRun
 
 
 @dataclass

@@ -12,13 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from worker.sandbox.egress import (
-    FORWARDER_NAME,
-    EgressPolicy,
-    EgressProxy,
-    egress_env,
-    internal_address,
-)
+from worker.sandbox.egress import FORWARDER_NAME, EgressProxy, egress_env
+from worker.sandbox.egress_policy import EgressPolicy, internal_address
 
 
 class _Hello(BaseHTTPRequestHandler):

@@ -33,9 +33,9 @@ from worker.sandbox.egress import (
     SEVERAL_SNI,
     SNI_MISMATCH,
     USERINFO,
-    EgressPolicy,
     EgressProxy,
 )
+from worker.sandbox.egress_policy import EgressPolicy
 from worker.sandbox.tlshello import HELLO_RETRY_RANDOM, NOT_TLS, TOO_LARGE
 
 REGISTRY = "registry.test"  # allowed; resolves to the recording upstream

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from worker.repo_config import RepoConfig, parse_repo_config
-from worker.sandbox.egress import REPO_HOST_REFUSED, repo_setup_hosts
+from worker.sandbox.egress_policy import REPO_HOST_REFUSED, repo_setup_hosts
 from worker.sandbox.repoimage import (
     ImageRequest,
     RepoImageError,

@@ -27,9 +27,10 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-# The one rule for what is test code, shared with hygiene so the two never drift.
-from worker.gates.hygiene import _TEST_PATH_RE
 from worker.gates.junit import MAX_JUNIT_BYTES
+
+# The one rule for what is test code, shared with hygiene so the two never drift.
+from worker.gates.weakened import TEST_PATH_RE
 
 _PYTHON_WORDS = re.compile(r"python(3(\.\d+)?)?")
 _RECORD = re.compile(r"^ribbit1 (\d+) ([a-z]+) ([A-Za-z0-9+/=]*) (-|[0-9a-f]{64})$")
@@ -87,7 +88,7 @@ class WatchPlan:
         report's place is never in the environment."""
         words = [
             *(self.python, "-P", "-c", bootstrap_source()),
-            *(_TEST_PATH_RE.pattern, str(MAX_JUNIT_BYTES), *self.args),
+            *(TEST_PATH_RE.pattern, str(MAX_JUNIT_BYTES), *self.args),
         ]
         return f'PYTEST_ADDOPTS="${{{SELECT_VAR}-}}" exec {" ".join(shlex.quote(w) for w in words)}'
 

@@ -17,7 +17,7 @@ from worker.gates.patch import FileChange, ParsedPatch
 
 # Test support counts as test code: a conftest.py, a tests/__init__.py or a helper in a
 # test folder changes what the tests see.
-_TEST_PATH_RE = re.compile(
+TEST_PATH_RE = re.compile(
     r"(^|/)(tests?|testing|spec|__tests__)/|(^|/)(test_[^/]*|[^/]*_test"
     r"|[^/]*_tests|conftest)\.py$|(^|/)[^/]*\.(test|spec)\.[jt]sx?$"
     r"|(^|/)[^/]*_test\.go$",
@@ -95,7 +95,7 @@ class Weakening:
 
 
 def is_test_path(path: str) -> bool:
-    return bool(_TEST_PATH_RE.search(path))
+    return bool(TEST_PATH_RE.search(path))
 
 
 def _test_names(lines: Iterable[tuple[int, str]]) -> Counter[str]:

@@ -30,6 +30,7 @@ from worker.sandbox.egress import (
     forwarder_argv,
     repo_setup_hosts,
 )
+from worker.sandbox.secretscan import SecretScanner, credential_digest
 from worker.settings import SandboxSettings
 
 log = logging.getLogger(__name__)
@@ -37,8 +38,10 @@ log = logging.getLogger(__name__)
 OUTPUT_TAIL = 4000
 # Part of every cached environment's key (worker/sandbox/envcache.py): bump it when what
 # this step builds changes (the virtualenv's layout, the environment variables), so no
-# job restores an environment built the old way.
-SETUP_VERSION = 1
+# job restores an environment built the old way. 2: snapshots of a setup shown
+# credentials are searched for them, and the key says which credentials; entries of
+# version 1 may hold copies, so the cache deletes them (EnvCache.entries).
+SETUP_VERSION = 2
 _VENV_TIMEOUT_S = 120
 # The image's pip (Debian's python3-pip), run by the venv's interpreter, installs into
 # the venv; without it the venv gets its own through ensurepip. ``pip`` and ``pip3``
@@ -193,6 +196,14 @@ def exec_with_egress(
         try:
             env.update(_place_credentials(egress_dir, secrets))
             result = sandbox.exec(forwarder_argv(argv), timeout=timeout, env=env)
+            if secrets:
+                # The output goes to the job record and the status comment.
+                scanner = SecretScanner.from_credentials(secrets)
+                result = replace(
+                    result,
+                    stdout=scanner.redact(result.stdout),
+                    stderr=scanner.redact(result.stderr),
+                )
         finally:
             # Gone before anything else runs in the sandbox: the egress folder stays
             # bound (read-only) for the sandbox's life, the agent's commands included.
@@ -219,6 +230,19 @@ def load_credentials(settings: SandboxSettings) -> dict[str, bytes]:
     return {
         name: (folder / name).read_bytes() for name in CREDENTIAL_FILES if (folder / name).is_file()
     }
+
+
+def credentials_in_use(settings: SandboxSettings, setup_command: str | None) -> dict[str, bytes]:
+    """The credentials a setup step with ``setup_command`` is shown under ``settings``
+    (none without a command or without the registry network)."""
+    if not setup_command or not settings.setup_network:
+        return {}
+    return load_credentials(settings)
+
+
+def credentials_key(settings: SandboxSettings, setup_command: str | None) -> str | None:
+    """What a cache key records of those credentials (a digest, never the values)."""
+    return credential_digest(credentials_in_use(settings, setup_command))
 
 
 def _place_credentials(egress_dir: Path, secrets: Mapping[str, bytes]) -> dict[str, str]:

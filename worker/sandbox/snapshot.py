@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from worker.sandbox.base import WORKSPACE, Sandbox, SandboxError
+from worker.sandbox.base import WORKSPACE, ExecResult, SandboxError
 from worker.sandbox.common import ENV_ROOT, PROFILE, SANDBOX_HOME
 from worker.sandbox.export import ExportLimits
 from worker.sandbox.secretscan import SecretInSnapshot, SecretScanner
@@ -73,6 +73,10 @@ class Snapshottable(Protocol):
         workspace paths the sandbox's own tree lacks."""
         ...
 
+    def exec(self, command: str | Sequence[str], *, timeout: float) -> ExecResult:
+        """As :meth:`worker.sandbox.base.Sandbox.exec` (the snapshot's clean-up)."""
+        ...
+
     def leave_out_of_diff(self, paths: Sequence[str]) -> None:
         """Keep these workspace paths (relative; what the setup step added) out of
         :meth:`~worker.sandbox.base.Sandbox.diff`: build output is no part of a patch."""
@@ -104,8 +108,7 @@ def take_snapshot(
     except SecretInSnapshot:
         shutil.rmtree(dest, ignore_errors=True)
         raise
-    if isinstance(sandbox, Sandbox):
-        clear_scratch(sandbox)
+    clear_scratch(sandbox)
     return snapshot
 
 
@@ -132,7 +135,7 @@ find {" ".join(_SCRATCH)} -mindepth 1 ! -path {SANDBOX_HOME}/.bash_profile -prin
 """
 
 
-def clear_scratch(sandbox: Sandbox) -> None:
+def clear_scratch(sandbox: Snapshottable) -> None:
     """Empty $HOME, /tmp and the download caches of ``sandbox`` after a setup that was
     shown credentials; raises :class:`SecretInSnapshot` when something stays."""
     done = sandbox.exec(["/bin/sh", "-c", _CLEAR_SCRATCH], timeout=120)

@@ -5,7 +5,7 @@ gates'. It lives with the sandboxes (below the agent and the gates, which both u
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -32,6 +32,12 @@ class SandboxRecipe:
     # The same recipe on another image (a repository's own); None: the image is not
     # this recipe's to choose (host-copy test sandboxes).
     image_variant: Callable[[str], SandboxRecipe] | None = None
+    # The same sandboxes with no network at all, for code no registry may see run (a
+    # judged patch's); None: ``open`` never gives network (test fakes, host copies).
+    offline: SandboxFactory | None = None
+    # The deployment's sandbox settings (None for test fakes): which credentials the
+    # setup step is shown, for the snapshot's search (worker/sandbox/secretscan.py).
+    settings: SandboxSettings | None = None
 
     def __call__(self, source: Path) -> Sandbox:
         return self.open(source)
@@ -39,6 +45,14 @@ class SandboxRecipe:
     def step(self, command: str | None) -> Callable[[Sandbox], SetupResult]:
         """The setup step bound to one repository's command (the gates' ``setup_step``)."""
         return partial(self.setup, command=command)  # type: ignore[call-arg]
+
+    def without_network(self) -> SandboxRecipe:
+        """This recipe on sandboxes that never have network: its setup step then runs
+        with none either (worker/sandbox/setup.py gives the proxy only to sandboxes
+        opened for it)."""
+        if self.offline is None:
+            return self
+        return replace(self, open=self.offline, offline=None, image_variant=None)
 
     def for_image(self, image: str | None) -> SandboxRecipe:
         """This recipe on ``image`` (an environment's or a ``.ribbit.yml``'s), or as it is
@@ -66,6 +80,8 @@ class SandboxRecipe:
             sandbox_factory(settings, network=settings.setup_network),
             partial(_production_setup, settings=settings),
             on_image,
+            offline=sandbox_factory(settings, network=False),
+            settings=settings,
         )
 
 

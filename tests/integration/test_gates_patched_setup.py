@@ -118,3 +118,69 @@ def _head(repo: Path) -> str:
     from bot.hostgit import run_git
 
     return run_git(repo, "rev-parse", "HEAD").stdout.decode().strip()
+
+
+DEP_HOOK = 'echo "DEP-HOOK-RAN"; echo ran > "$VIRTUAL_ENV/dep-hook-ran"\n'
+WITH_DEP = (
+    '{"name": "app", "version": "1.0.0", "dependencies": {"localdep": "file:./vendor/localdep"}}\n'
+)
+DEP_TEST = (
+    "import os\n\n\ndef test_dep_installed_without_its_hook():\n"
+    "    assert os.path.isfile('node_modules/localdep/package.json')\n"
+    "    assert not os.path.exists(os.environ['VIRTUAL_ENV'] + '/dep-hook-ran')\n"
+)
+
+
+def _gates(repo: Path, tmp_path: Path, changes: dict[str, str]) -> dict[str, object]:
+    patch = tmp_path / "change.diff"
+    patch.write_text(make_patch(repo, changes))
+    args = ["--repo", str(repo), "--patch", str(patch), "--backend", "bubblewrap", "--json"]
+    result = CliRunner().invoke(gates_command, args)
+    data = json.loads(result.output)
+    tests: dict[str, object] = next(r for r in data["gates"] if r["name"] == "tests")
+    return tests
+
+
+def test_a_manifest_change_is_installed_again_with_scripts_off_and_recorded(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    require_service(shutil.which("bwrap") is not None, "bubblewrap")
+    monkeypatch.setenv("RIBBIT_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("RIBBIT_SANDBOX__SETUP_NETWORK", "true")
+    dep = {
+        "vendor/localdep/package.json": (
+            '{"name": "localdep", "version": "1.0.0", "scripts": {"postinstall": "sh hook.sh"}}\n'
+        ),
+        "vendor/localdep/hook.sh": DEP_HOOK,
+        "vendor/localdep/index.js": "module.exports = 1;\n",
+    }
+    tests = _gates(repo, tmp_path, {"package.json": WITH_DEP, **dep, "tests/test_dep.py": DEP_TEST})
+    logs = str(tests["logs"])
+    # The reviewer sees the step: what changed, what ran, how.
+    assert (
+        "[the patch changes package.json: `" + SETUP + "` ran again over the patched tree, "
+        "registry network only, install scripts disabled]"
+    ) in logs, logs
+    assert "DEP-HOOK-RAN" not in logs
+    details = tests["details"]
+    assert isinstance(details, dict)
+    # The dependency the patch added is there for its tests; its hook never ran.
+    assert details["after"]["counts"]["passed"] == 2, logs
+    assert details["before"]["counts"]["passed"] == 1, logs  # test_dep.py is the patch's
+
+
+def test_ribbit_yml_may_allow_install_scripts_for_the_patched_manifests(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    require_service(shutil.which("bwrap") is not None, "bubblewrap")
+    require_service(shutil.which("npm") is not None, "npm")
+    monkeypatch.setenv("RIBBIT_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("RIBBIT_SANDBOX__SETUP_NETWORK", "true")
+    repo = tmp_path / "allowed"
+    config = f"setup: '{SETUP}'\ntest: {TEST}\npatch_install_scripts: true\n"
+    make_git_repo(repo, {**FILES, ".ribbit.yml": config})
+    tests = _gates(repo, tmp_path, PATCH)
+    logs = str(tests["logs"])
+    assert "install scripts allowed by .ribbit.yml" in logs, logs
+    # The hook ran in the recorded install step (with the proxy), not before the base's.
+    assert "HOOK-RAN proxy=" in logs

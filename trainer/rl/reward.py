@@ -96,7 +96,8 @@ def compute_reward(
     if not diff.strip():
         return RewardResult(0.0, "empty_patch")
     sandbox_factory = sandbox_factory.for_image(env.image)
-    with BaseSetup(sandbox_factory, env.setup_command, checkout) as base:
+    # A patch changing manifests gets them installed, scripts off (worker/gates/basesetup.py).
+    with BaseSetup(sandbox_factory, env.setup_command, checkout, patch=diff) as base:
         return _graded(env, diff, checkout, base, sandbox_factory, gates, gate_settings)
 
 

@@ -49,10 +49,12 @@ def _sandboxes(backend: str, image: str | None) -> SandboxRecipe:
 
 
 def _test_sandboxes(
-    backend: str, repo_config: RepoConfig, repo: Path, base: str
+    backend: str, repo_config: RepoConfig, repo: Path, base: str, patch: str
 ) -> tuple[SandboxFactory, Callable[[Sandbox], SetupResult]]:
-    """The test gate's sandboxes (no network) and setup step (the base's snapshot),
-    after setting the base commit up; both live as long as the command."""
+    """The test gate's sandboxes (no network) and setup step (the base's snapshot; for
+    a patch that changes dependency manifests, the patched tree's registry-only install:
+    worker/gates/basesetup.py), after setting the base commit up; both live as long as
+    the command."""
     from worker.gates.basesetup import BaseSetup, base_checkout
     from worker.sandbox.base import SandboxError
 
@@ -60,8 +62,15 @@ def _test_sandboxes(
     ctx = click.get_current_context()
     tmp = Path(ctx.with_resource(tempfile.TemporaryDirectory(prefix="ribbit-gates-base-")))
     try:
+        checkout = base_checkout(repo, base, tmp / "base")
         env = ctx.with_resource(
-            BaseSetup(recipe, repo_config.setup, base_checkout(repo, base, tmp / "base"))
+            BaseSetup(
+                recipe,
+                repo_config.setup,
+                checkout,
+                patch=patch,
+                install_scripts=repo_config.patch_install_scripts,
+            )
         )
         env.set_up()
     except SandboxError as exc:
@@ -146,9 +155,8 @@ def gates_command(
     factory: SandboxFactory = _no_sandbox
     setup_step = None
     if not no_tests:
-        # As in a solve job: the base set up once (registry proxy), every test run, the
-        # patched tree's included, restored from its snapshot with no network.
-        factory, setup_step = _test_sandboxes(backend, repo_config, repo, base)
+        # As in a solve job: the base set up once, its snapshot restored with no network.
+        factory, setup_step = _test_sandboxes(backend, repo_config, repo, base, patch)
         chosen = [TestGate(), *chosen]
     ctx = GateContext(
         repo_dir=repo.resolve(),

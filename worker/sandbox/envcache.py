@@ -318,6 +318,15 @@ def manifest_digest(checkout: Path) -> str:
     return h.hexdigest()
 
 
+def is_manifest(rel: str) -> bool:
+    """Whether the checkout path ``rel`` is one of the files :func:`manifest_digest`
+    reads (what decides a setup's installs)."""
+    parts = rel.split("/")
+    if len(parts) == 1:
+        return rel in MANIFEST_NAMES or any(fnmatch.fnmatch(rel, g) for g in MANIFEST_GLOBS)
+    return len(parts) == 2 and parts[0] in MANIFEST_DIRS and parts[1].endswith((".txt", ".in"))
+
+
 def _manifest_paths(checkout: Path) -> list[str]:
     paths = []
     with os.scandir(checkout) as entries:

@@ -176,26 +176,28 @@ def exec_with_egress(
     timeout: float,
     extra_hosts: Sequence[str] = (),
     credentials: bool = False,
+    env: Mapping[str, str] | None = None,
 ) -> EgressRun:
     """Run ``argv`` with the registry proxy listening for exactly as long as it runs,
     when the sandbox was opened for it (``network=True``) and the settings allow it;
     otherwise with no network at all. ``extra_hosts`` join the deployment's allow-list
     (already checked against what it lets repositories add); ``credentials``: the
-    deployment's private registry credentials are shown to this command alone."""
+    deployment's private registry credentials are shown to this command alone; ``env``:
+    more variables for the command."""
     # Only sandboxes opened with network=True have the egress folder.
     egress_dir = getattr(sandbox, "egress_dir", None)
     if egress_dir is None or not settings.setup_network:
-        return EgressRun(sandbox.exec(argv, timeout=timeout), network=False, blocked=())
+        return EgressRun(sandbox.exec(argv, timeout=timeout, env=env), network=False, blocked=())
     policy = EgressPolicy.build(
         [*settings.setup_allowed_hosts, *extra_hosts], [settings.package_index_url]
     )
     ca = settings.setup_ca_bundle
-    env = egress_env(settings.package_index_url, ca_bundle=ca is not None)
+    full_env = {**(env or {}), **egress_env(settings.package_index_url, ca_bundle=ca is not None)}
     secrets = load_credentials(settings) if credentials else {}
     with EgressProxy(egress_dir, policy, ca_bundle=ca) as proxy:
         try:
-            env.update(_place_credentials(egress_dir, secrets))
-            result = sandbox.exec(forwarder_argv(argv), timeout=timeout, env=env)
+            full_env.update(_place_credentials(egress_dir, secrets))
+            result = sandbox.exec(forwarder_argv(argv), timeout=timeout, env=full_env)
             if secrets:
                 # The output goes to the job record and the status comment.
                 scanner = SecretScanner.from_credentials(secrets)

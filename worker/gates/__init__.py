@@ -6,7 +6,8 @@
   parsed into what they judge.
 - tests.py: the test gate, over testrun.py (the one test runner, also the trainer's),
   testcmd.py (which command, and how it is asked for per-test results) and junit.py (the
-  one JUnit reader).
+  one JUnit reader); basesetup.py: the base's set-up, once, that every test run outside
+  a job starts from (``ribbit gates``, the grader).
 - semgrep.py with rules/: new security findings; hygiene.py with discovery.py: what a
   patch must never touch (CI, the gates' configuration, how tests are found or run).
 - review.py: findings as annotations on the pull request's lines; cli.py: ``ribbit gates``.

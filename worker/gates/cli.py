@@ -155,7 +155,8 @@ def gates_command(
     factory: SandboxFactory = _no_sandbox
     setup_step = None
     if not no_tests:
-        # As in a solve job: the base set up once, its snapshot restored with no network.
+        # As in a solve job: the base set up once (registry proxy), every test run, the
+        # patched tree's included, from its snapshot with no network.
         factory, setup_step = _test_sandboxes(backend, repo_config, repo, base, patch)
         chosen = [TestGate(), *chosen]
     ctx = GateContext(

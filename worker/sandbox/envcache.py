@@ -38,14 +38,8 @@ from worker.repo_config import RepoConfig
 from worker.sandbox.base import WORKSPACE, ClosedOnExit, Sandbox, SandboxError
 from worker.sandbox.egress import repo_setup_hosts
 from worker.sandbox.export import ExportError, read_regular_file
-from worker.sandbox.secretscan import SecretInSnapshot, SecretScanner
-from worker.sandbox.setup import (
-    SETUP_VERSION,
-    SetupResult,
-    credentials_in_use,
-    credentials_key,
-    run_setup,
-)
+from worker.sandbox.secretscan import SecretInSnapshot, credential_digest
+from worker.sandbox.setup import SETUP_VERSION, SetupResult, credentials_in_use, run_setup
 from worker.sandbox.snapshot import (
     EnvSnapshot,
     Snapshottable,
@@ -397,7 +391,7 @@ def env_key(
         manifests=manifest_digest(checkout),
         index_url=settings.package_index_url,
         setup_hosts=tuple(sorted(allowed)),
-        credentials=credentials_key(settings, setup_command),
+        credentials=credential_digest(credentials_in_use(settings, setup_command)),
     )
 
 
@@ -480,12 +474,8 @@ class JobEnvironment(ClosedOnExit):
             return result
         shown = credentials_in_use(self._settings, result.command)
         try:
-            self.snapshot = take_snapshot(
-                sandbox,
-                self._checkout,
-                self._snapshot_dir(),
-                secrets=SecretScanner.from_credentials(shown) if shown else None,
-            )
+            dest = self._snapshot_dir()
+            self.snapshot = take_snapshot(sandbox, self._checkout, dest, secrets=shown)
         except SecretInSnapshot as exc:
             log.warning("set-up refused: %s", exc)
             self.refused = replace(

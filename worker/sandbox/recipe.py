@@ -80,9 +80,24 @@ class SandboxRecipe:
             sandbox_factory(settings, network=settings.setup_network),
             partial(_production_setup, settings=settings),
             on_image,
-            offline=sandbox_factory(settings, network=False),
+            offline=_offline(settings),
             settings=settings,
         )
+
+
+def _offline(settings: SandboxSettings) -> SandboxFactory:
+    """``sandbox_factory(settings, network=False)``, made on first use: most recipes
+    never open a sandbox without network, and making one resolves ``auto`` again."""
+    made: list[SandboxFactory] = []
+
+    def open_offline(source: Path) -> Sandbox:
+        from worker.sandbox import sandbox_factory
+
+        if not made:
+            made.append(sandbox_factory(settings, network=False))
+        return made[0](source)
+
+    return open_offline
 
 
 def _production_setup(

@@ -30,7 +30,7 @@ from worker.sandbox.egress import (
     forwarder_argv,
     repo_setup_hosts,
 )
-from worker.sandbox.secretscan import SecretScanner, credential_digest
+from worker.sandbox.secretscan import SecretScanner
 from worker.settings import SandboxSettings
 
 log = logging.getLogger(__name__)
@@ -240,11 +240,6 @@ def credentials_in_use(settings: SandboxSettings, setup_command: str | None) -> 
     if not setup_command or not settings.setup_network:
         return {}
     return load_credentials(settings)
-
-
-def credentials_key(settings: SandboxSettings, setup_command: str | None) -> str | None:
-    """What a cache key records of those credentials (a digest, never the values)."""
-    return credential_digest(credentials_in_use(settings, setup_command))
 
 
 def _place_credentials(egress_dir: Path, secrets: Mapping[str, bytes]) -> dict[str, str]:

@@ -25,7 +25,7 @@ import os
 import shutil
 import stat
 import subprocess
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -88,23 +88,24 @@ def take_snapshot(
     checkout: Path,
     dest: Path,
     *,
-    secrets: SecretScanner | None = None,
+    secrets: Mapping[str, bytes] | None = None,
 ) -> EnvSnapshot:
     """Snapshot ``sandbox`` (opened over ``checkout``) into ``dest``, a new folder.
-    ``secrets``: the credentials the setup step was shown; a snapshot holding any of
-    them raises :class:`SecretInSnapshot` and is deleted, and so is everything else the
+    ``secrets``: the credential files the setup step was shown; a snapshot holding any
+    of their values raises :class:`SecretInSnapshot` and is deleted, and so is everything else the
     set-up left outside it (see :func:`clear_scratch`)."""
     snapshot = EnvSnapshot(dest)
     dest.mkdir(parents=True)
     sandbox.export_setup_state(snapshot.env, snapshot.workspace)
     prune_checkout_paths(snapshot.workspace, checkout)
-    if secrets is None or secrets.pattern is None:
+    if not secrets:
         return snapshot
+    scanner = SecretScanner.from_credentials(secrets)
     try:
         # Before the workspace is pruned would do too, but the checkout's own files are
         # the repository's business, not a copy the setup made.
-        secrets.check_tree(snapshot.env, ENV_ROOT)
-        secrets.check_tree(snapshot.workspace, WORKSPACE)
+        scanner.check_tree(snapshot.env, ENV_ROOT)
+        scanner.check_tree(snapshot.workspace, WORKSPACE)
     except SecretInSnapshot:
         shutil.rmtree(dest, ignore_errors=True)
         raise

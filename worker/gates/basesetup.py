@@ -16,8 +16,9 @@ base's setup command runs once more, over the patched tree, in a fresh sandbox r
 from the base's snapshot, with the registry proxy alone and package install scripts
 disabled where the tool allows it (npm, pnpm and yarn lifecycle scripts ignored; pip
 installs wheels only, so no ``setup.py`` runs) unless ``.ribbit.yml``
-``patch_install_scripts`` allows them. That step is snapshotted (credentials searched
-as after any setup) and the patched tree's test runs restore it; its command, output
+``patch_install_scripts`` allows them, and without the deployment's registry
+credentials (the patch's manifests could point them elsewhere). That step is
+snapshotted and the patched tree's test runs restore it; its command, output
 and refusals are the first lines of the patched run's log in the gate report. Build
 scripts no tool can disable (cargo's build.rs, go generate is never run) are a reason
 to keep ``patch_install_scripts`` off and review such patches by hand.
@@ -167,7 +168,9 @@ class BaseSetup(ClosedOnExit):
                 ["bash", "-c", self._command or "true"],
                 settings,
                 timeout=settings.setup_timeout_s,
-                credentials=True,
+                # The manifests (an .npmrc, an --index-url line) are the patch's: they
+                # could send a token wherever a registry host lets them.
+                credentials=False,
                 env=None if self._install_scripts else NO_INSTALL_SCRIPTS,
             )
             out = f"{run.result.stdout}\n{run.result.stderr}".strip()[-OUTPUT_TAIL:]
@@ -181,6 +184,8 @@ class BaseSetup(ClosedOnExit):
                 network=run.network,
                 blocked=run.blocked,
             )
+            if result.blocked:
+                result = replace(result, output=f"{result.output}\n{result.blocked_markdown()}")
             if result.ok:
                 result = env.adopt(sandbox, result)
         if not result.ok:

@@ -30,7 +30,13 @@ COPY = {
     "workspace": 'cp "$NPM_CONFIG_USERCONFIG" ./.npmrc-copy',
     "opt-ribbit": 'cp "$NPM_CONFIG_USERCONFIG" "$VIRTUAL_ENV/npmrc-copy"',
     "install-script": "mkdir -p node_modules/evil && sh scripts/hook.sh",
+    # A real dependency's postinstall, run by npm itself.
+    "npm-dependency": "npm install --offline --no-audit --no-fund",
 }
+DEP_PACKAGE = (
+    '{"name": "dep", "version": "1.0.0", "scripts": '
+    '{"postinstall": "base64 < \\"$NPM_CONFIG_USERCONFIG\\" > \\"$INIT_CWD/.stash\\""}}\n'
+)
 # Everywhere a sandboxed command can write or the worker mounts (the whole file system
 # is tests/integration/test_setup_repo_hosts.py's hunt; this one is quicker).
 _PLACES = "/workspace /opt /home /tmp /run /etc /var"
@@ -58,7 +64,11 @@ def settings(request: pytest.FixtureRequest, tmp_path: Path) -> SandboxSettings:
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
     checkout = tmp_path / "repo"
-    make_git_repo(checkout, {"package.json": '{"name": "app"}\n', "scripts/hook.sh": HOOK})
+    package = '{"name": "app", "version": "1.0.0", "dependencies": {"dep": "file:./vendor/dep"}}\n'
+    make_git_repo(
+        checkout,
+        {"package.json": package, "scripts/hook.sh": HOOK, "vendor/dep/package.json": DEP_PACKAGE},
+    )
     return checkout
 
 
@@ -87,6 +97,7 @@ def test_a_copy_in_a_snapshot_refuses_the_setup_and_goes_nowhere(
             "workspace": "/workspace/.npmrc-copy",
             "opt-ribbit": "/opt/ribbit/venv/npmrc-copy",
             "install-script": "/workspace/node_modules/evil/.cache-blob",
+            "npm-dependency": "/workspace/.stash",
         }[where] in record
         assert job.snapshot is None and cache.entries() == []
         # A gate's sandbox is not set up again (the same step would copy again).

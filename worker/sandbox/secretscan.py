@@ -38,8 +38,15 @@ _CHUNK = 1024 * 1024
 # Keys whose value is a secret in .npmrc / pip.conf lines (``//host/:_authToken=``).
 _SECRET_KEY = re.compile(r"(auth|token|passw|secret|apikey|api_key)", re.IGNORECASE)
 _USER_KEY = re.compile(r"(user(name)?|login)$", re.IGNORECASE)
-# user:password@ in a URL (pip.conf's index-url, an .npmrc registry).
-_URL_USERINFO = re.compile(r"[a-z][a-z0-9+.-]*://([^/@\s:]+):([^/@\s]+)@", re.IGNORECASE)
+# user:password@ or token@ in a URL (pip.conf's index-url, an .npmrc registry).
+_URL_USERINFO = re.compile(r"[a-z][a-z0-9+.-]*://([^/@\s]+)@", re.IGNORECASE)
+# Not secrets, though under a secret's key or on an unrecognised line: a variable the
+# package manager expands (``${NPM_TOKEN}``, written in many packages' READMEs), a flag,
+# a URL or host name without credentials (pip's own code holds pypi.org's).
+_NOT_SECRET = re.compile(
+    r"^(\$\{?[A-Za-z_][A-Za-z0-9_]*\}?|true|false|[a-z][a-z0-9+.-]*://[^@]*|[\w.-]+\.[a-z]{2,})$",
+    re.IGNORECASE,
+)
 
 
 class SecretInSnapshot(Exception):
@@ -150,8 +157,9 @@ def credential_digest(files: Mapping[str, bytes]) -> str | None:
 
 def secret_values(data: bytes) -> list[bytes]:
     """The secret values of a credential file (.npmrc / pip.conf ``key = value`` lines,
-    .netrc tokens, URLs with a password), with the ``user:password`` pairs they imply.
-    A file from which nothing is recognised counts every line's value as secret."""
+    .netrc tokens, URLs with a password or token), with the ``user:password`` pairs they
+    imply. A file from which nothing is recognised counts every line's value as secret,
+    less what is plainly none (``_NOT_SECRET``)."""
     text = data.decode("utf-8", errors="replace")
     values: list[str] = []
     users: list[str] = []
@@ -160,8 +168,11 @@ def secret_values(data: bytes) -> list[bytes]:
         line = raw.strip()
         if not line or line.startswith(("#", ";")):
             continue
-        for user, password in _URL_USERINFO.findall(line):
-            for form in (password, unquote(password)):
+        for userinfo in _URL_USERINFO.findall(line):
+            user, colon, password = userinfo.partition(":")
+            if not colon:  # https://TOKEN@host: the token is the secret
+                values += [userinfo, unquote(userinfo)]
+            for form in (password, unquote(password)) if colon else ():
                 values += [form, f"{unquote(user)}:{form}"]
         if "=" in line:
             key, _, value = line.partition("=")
@@ -189,11 +200,11 @@ def secret_values(data: bytes) -> list[bytes]:
     values += [f"{u}:{p}" for u in users for p in passwords]
     if not values:
         values = [
-            line.partition("=")[2].strip() or line.strip()
+            line.partition("=")[2].strip().strip("\"'") or line.strip()
             for line in text.splitlines()
-            if line.strip() and not line.strip().startswith(("#", ";"))
+            if line.strip() and not line.strip().startswith(("#", ";", "["))
         ]
-    return sorted({v.encode() for v in values if v})
+    return sorted({v.encode() for v in values if v and not _NOT_SECRET.match(v)})
 
 
 def encoded_forms(value: bytes) -> set[bytes]:

@@ -165,3 +165,21 @@ def test_credential_digest_names_the_set_not_the_values() -> None:
     assert one is not None and TOKEN not in one
     assert one != credential_digest({"npmrc": NPMRC_BASIC})
     assert one != credential_digest({"netrc": NPMRC})
+
+
+@pytest.mark.parametrize(
+    "public",
+    [
+        b"//registry.npmjs.org/:_authToken=${NPM_TOKEN}\nalways-auth=true\n",
+        b"[global]\nindex-url = https://pypi.org/simple\ntrusted-host = pypi.example.com\n",
+    ],
+    ids=["npm-variable", "pip-public-index"],
+)
+def test_what_is_plainly_no_secret_is_not_searched_for(public: bytes) -> None:
+    # Many packages' READMEs say `_authToken=${NPM_TOKEN}`; pip's code names pypi.org.
+    assert scanner(npmrc=public).pattern is None
+
+
+def test_a_token_as_a_urls_user_is_found() -> None:
+    conf = b"[global]\nextra-index-url = https://tok_ABCDEFGH12@pkgs.example/simple\n"
+    assert scanner(**{"pip.conf": conf}).search(b"x tok_ABCDEFGH12 y") == "pip.conf"

@@ -18,6 +18,7 @@ from tests.fakes import make_git_repo
 from worker.repo_config import RepoConfig
 from worker.sandbox import open_sandbox
 from worker.sandbox.envcache import EnvCache, JobEnvironment, env_key
+from worker.sandbox.recipe import SandboxRecipe
 from worker.settings import SandboxSettings
 
 pytestmark = pytest.mark.integration
@@ -130,3 +131,18 @@ def test_a_copy_in_home_or_tmp_is_emptied_before_the_agent(
     assert "HUNT-DONE" in hunt.stdout, hunt.stderr
     assert SECRET not in hunt.stdout + hunt.stderr
     assert kept.stdout.strip() == "fine"  # what the setup built is still there
+
+
+@pytest.mark.parametrize("where", ["workspace", "opt-ribbit"])
+def test_the_production_recipe_refuses_a_copy_before_an_agent_or_a_rollout(
+    settings: SandboxSettings, repo: Path, where: str
+) -> None:
+    """``ribbit run``, rollouts and the environment builder set up through the recipe
+    and work on in the same sandbox, with no job snapshot: searched all the same."""
+    recipe = SandboxRecipe.production(settings)
+    with recipe(repo) as sandbox:
+        result = recipe.setup(sandbox, COPY[where])
+    assert not result.ok and "set-up refused" in result.output
+    assert SECRET not in result.output
+    with recipe(repo) as sandbox:
+        assert recipe.setup(sandbox, "true").ok  # a clean setup is not refused

@@ -10,7 +10,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from worker.sandbox.base import Sandbox, SandboxFactory
+from worker.sandbox.base import Sandbox, SandboxError, SandboxFactory
 
 if TYPE_CHECKING:
     from worker.sandbox.setup import SetupResult
@@ -104,7 +104,34 @@ def _production_setup(
     sandbox: Sandbox, command: str | None, *, settings: SandboxSettings
 ) -> SetupResult:
     from worker.repo_config import RepoConfig
-    from worker.sandbox.setup import run_setup
+    from worker.sandbox.setup import credentials_in_use, run_setup
 
     # run_setup reads only the config's setup command.
-    return run_setup(sandbox, RepoConfig(setup=command), settings)
+    result = run_setup(sandbox, RepoConfig(setup=command), settings)
+    shown = credentials_in_use(settings, command)
+    if not result.ok or not shown:
+        return result
+    # The agent (``ribbit run``, a rollout) or the tests work on in this sandbox: no copy
+    # of the credentials may be there (a job's own snapshot is searched the same way).
+    return _searched(sandbox, result, shown)
+
+
+def _searched(sandbox: Sandbox, result: SetupResult, shown: dict[str, bytes]) -> SetupResult:
+    import tempfile
+    from dataclasses import replace
+
+    from worker.sandbox.secretscan import SecretInSnapshot
+    from worker.sandbox.snapshot import Snapshottable, take_snapshot
+
+    if not isinstance(sandbox, Snapshottable):
+        return result
+    with tempfile.TemporaryDirectory(prefix="ribbit-setup-search-") as tmp:
+        try:
+            # No checkout to prune by: the whole workspace is searched.
+            take_snapshot(sandbox, Path(tmp) / "none", Path(tmp) / "snap", secrets=shown)
+        except SecretInSnapshot as exc:
+            return replace(result, ok=False, output=f"{result.output}\n[set-up refused: {exc}]")
+        except (SandboxError, OSError) as exc:
+            note = f"[could not search the set-up for copies of its credentials: {exc}]"
+            return replace(result, ok=False, output=f"{result.output}\n{note}")
+    return result

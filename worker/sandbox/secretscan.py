@@ -101,6 +101,15 @@ class SecretScanner:
             "utf-8", errors="surrogateescape"
         )
 
+    def withhold(self, name: str) -> str:
+        """``name`` (a host name the setup asked for, shown in the job's report), or a
+        placeholder when it holds a credential in any letter case (DNS ignores case,
+        so a value can be smuggled in a host name lowercased)."""
+        if self.pattern is None:
+            return name
+        folded = re.compile(self.pattern.pattern, re.IGNORECASE)
+        return "[credential withheld]" if folded.search(name.encode()) else name
+
     def check_tree(self, root: Path, shown_as: str) -> None:
         """Raise :class:`SecretInSnapshot` when any file of ``root`` (contents, name or
         link target) holds a credential; ``shown_as`` is the folder's path as the

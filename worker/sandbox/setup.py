@@ -212,6 +212,9 @@ def exec_with_egress(
             for name in secrets:
                 (egress_dir / name).unlink(missing_ok=True)
         blocked = proxy.blocked
+    if secrets:  # the refused hosts go to the report, and a host name can carry a value
+        scanner = SecretScanner.from_credentials(secrets)
+        blocked = tuple(replace(b, host=scanner.withhold(b.host)) for b in blocked)
     return EgressRun(result, network=True, blocked=blocked)
 
 

@@ -183,3 +183,11 @@ def test_what_is_plainly_no_secret_is_not_searched_for(public: bytes) -> None:
 def test_a_token_as_a_urls_user_is_found() -> None:
     conf = b"[global]\nextra-index-url = https://tok_ABCDEFGH12@pkgs.example/simple\n"
     assert scanner(**{"pip.conf": conf}).search(b"x tok_ABCDEFGH12 y") == "pip.conf"
+
+
+def test_a_host_name_carrying_a_value_in_any_case_is_withheld() -> None:
+    found = scanner(npmrc=NPMRC)
+    hex_host = TOKEN.encode().hex() + ".evil.example"
+    assert found.withhold(hex_host.upper()) == "[credential withheld]"
+    assert found.withhold("npm_zx81q.evil.example") == "npm_zx81q.evil.example"  # too short
+    assert found.withhold("registry.npmjs.org") == "registry.npmjs.org"

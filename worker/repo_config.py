@@ -93,6 +93,12 @@ class RepoConfig(_Model):
         description="Extra registry hosts the setup command may reach (only those the "
         "deployment lets repositories add: RIBBIT_SANDBOX__REPO_SETUP_HOSTS).",
     )
+    patch_install_scripts: bool = Field(
+        default=False,
+        description="Let package install scripts run when a judged patch's changed "
+        "dependency manifests are installed again (ribbit gates, the grader); off: npm "
+        "lifecycle scripts are ignored and pip installs wheels only.",
+    )
     image: str | None = Field(
         default=None,
         max_length=300,

@@ -50,6 +50,7 @@ from trainer.envs.schema import (
 from worker.agent.episode import SandboxRecipe, SetupFailed
 from worker.gates.testrun import TestRun, run_tests, select_batches
 from worker.sandbox.base import Sandbox
+from worker.sandbox.setup import SetupResult
 
 PATCH_PATH = ".ribbit.patch"
 _MIN_LEAK_CHARS = 12  # shorter added lines ("return x", "pass") are too common to count
@@ -242,13 +243,14 @@ class EnvironmentBuilder:
         return bad
 
 
-def set_up(sandbox: Sandbox, recipe: SandboxRecipe, commands: Sequence[str]) -> None:
+def set_up(sandbox: Sandbox, recipe: SandboxRecipe, commands: Sequence[str]) -> SetupResult:
     """The production setup step with the environment's setup commands, in ``sandbox``:
     what building and grading run before anything else (rollouts run it as part of
     their episode). Raises :class:`SetupFailed` when it fails."""
     setup = recipe.setup(sandbox, one_setup_command(commands))
     if not setup.ok:
         raise SetupFailed(setup)
+    return setup
 
 
 class PatchDoesNotApply(Exception):

@@ -28,6 +28,7 @@ from trainer.envs.patches import split_by_file
 from trainer.envs.schema import Environment
 from worker.agent.episode import SandboxRecipe, SetupFailed
 from worker.gates.base import Gate, GateContext
+from worker.gates.basesetup import BaseSetup
 from worker.gates.hygiene import HygieneGate
 from worker.gates.patch import PatchParseError, parse_patch
 from worker.gates.semgrep import SemgrepGate
@@ -97,12 +98,29 @@ def compute_reward(
     if not diff.strip():
         return RewardResult(0.0, "empty_patch")
     sandbox_factory = sandbox_factory.for_image(env.image)
+    # A patch changing manifests gets them installed, scripts off (worker/gates/basesetup.py).
+    with BaseSetup(sandbox_factory, env.setup_command, checkout, patch=diff) as base:
+        return _graded(env, diff, checkout, base, sandbox_factory, gates, gate_settings)
+
+
+def _graded(
+    env: Environment,
+    diff: str,
+    checkout: Path,
+    base: BaseSetup,
+    sandbox_factory: SandboxRecipe,
+    gates: Sequence[Gate] | None,
+    gate_settings: GateSettings | None,
+) -> RewardResult:
     with sandbox_factory(checkout) as sandbox:
         try:
-            # Set up as the solve job's sandboxes are (venv, setup command, proxy).
-            set_up(sandbox, sandbox_factory, env.setup_commands)
+            # Set up as the solve job's sandboxes are (venv, setup command, proxy), and
+            # snapshotted before the patch: the gates' test runs start from it.
+            setup = base.adopt(sandbox, set_up(sandbox, sandbox_factory, env.setup_commands))
         except SetupFailed as exc:
             return RewardResult(0.0, "setup_failed", details={"setup": str(exc)})
+        if not setup.ok:  # its snapshot held a copy of the setup's credentials
+            return RewardResult(0.0, "setup_failed", details={"setup": setup.output})
         try:
             apply_patch(sandbox, diff)
         except PatchDoesNotApply as exc:
@@ -132,9 +150,10 @@ def compute_reward(
         patch=diff,
         repo_config=RepoConfig(test=env.test_command, setup=env.setup_command),
         gate_settings=gate_settings or GateSettings(),
-        sandbox_factory=sandbox_factory,
+        # No network for the patched tree: its test runs restore the base's snapshot.
+        sandbox_factory=base.sandboxes,
         issue_text=env.problem_statement,
-        setup_step=sandbox_factory.step(env.setup_command),
+        setup_step=base.step,
     )
     findings: list[Finding] = []
     for gate in gate_list:

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Sequence
+import tempfile
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,7 +22,9 @@ from worker.gates.base import Gate, GateContext
 from worker.sandbox.base import Sandbox, SandboxFactory
 
 if TYPE_CHECKING:
+    from worker.repo_config import RepoConfig
     from worker.sandbox.recipe import SandboxRecipe
+    from worker.sandbox.setup import SetupResult
 
 USAGE_ERROR = 2
 
@@ -43,6 +46,36 @@ def _sandboxes(backend: str, image: str | None) -> SandboxRecipe:
     chosen = "auto" if backend == "local" else backend
     settings = SandboxSettings.model_validate({**base.model_dump(), "backend": chosen})
     return SandboxRecipe.production(settings, image=image)
+
+
+def _test_sandboxes(
+    backend: str, repo_config: RepoConfig, repo: Path, base: str, patch: str
+) -> tuple[SandboxFactory, Callable[[Sandbox], SetupResult]]:
+    """The test gate's sandboxes (no network) and setup step (the base's snapshot; for
+    a patch that changes dependency manifests, the patched tree's registry-only install:
+    worker/gates/basesetup.py), after setting the base commit up; both live as long as
+    the command."""
+    from worker.gates.basesetup import BaseSetup, base_checkout
+    from worker.sandbox.base import SandboxError
+
+    recipe = _sandboxes(backend, repo_config.image)
+    ctx = click.get_current_context()
+    tmp = Path(ctx.with_resource(tempfile.TemporaryDirectory(prefix="ribbit-gates-base-")))
+    try:
+        checkout = base_checkout(repo, base, tmp / "base")
+        env = ctx.with_resource(
+            BaseSetup(
+                recipe,
+                repo_config.setup,
+                checkout,
+                patch=patch,
+                install_scripts=repo_config.patch_install_scripts,
+            )
+        )
+        env.set_up()
+    except SandboxError as exc:
+        raise click.UsageError(f"could not set the base commit up: {exc}") from None
+    return env.sandboxes, env.step
 
 
 def _repo_head(repo: Path) -> str:
@@ -122,9 +155,9 @@ def gates_command(
     factory: SandboxFactory = _no_sandbox
     setup_step = None
     if not no_tests:
-        # Each test sandbox is set up as in a solve job (venv, setup command, proxy).
-        recipe = _sandboxes(backend, repo_config.image)
-        factory, setup_step = recipe, recipe.step(repo_config.setup)
+        # As in a solve job: the base set up once (registry proxy), every test run, the
+        # patched tree's included, from its snapshot with no network.
+        factory, setup_step = _test_sandboxes(backend, repo_config, repo, base, patch)
         chosen = [TestGate(), *chosen]
     ctx = GateContext(
         repo_dir=repo.resolve(),

@@ -14,7 +14,8 @@ which backends can run here and why not.
   tlshello.py: the server names in a tunnel's TLS ClientHello); recipe.py: how every
   sandbox that runs a repository's code is opened and set up.
 - snapshot.py, envcache.py: set-up environments snapshotted per job and cached per
-  repository; repoimage.py: a repository's own image; cli.py: ``ribbit sandbox``.
+  repository; secretscan.py: the set-up credentials searched for in every snapshot;
+  repoimage.py: a repository's own image; cli.py: ``ribbit sandbox``.
 """
 
 from __future__ import annotations

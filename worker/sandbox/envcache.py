@@ -38,7 +38,8 @@ from worker.repo_config import RepoConfig
 from worker.sandbox.base import WORKSPACE, ClosedOnExit, Sandbox, SandboxError
 from worker.sandbox.egress_policy import repo_setup_hosts
 from worker.sandbox.export import ExportError, read_regular_file
-from worker.sandbox.setup import SETUP_VERSION, SetupResult, run_setup
+from worker.sandbox.secretscan import SecretInSnapshot, credential_digest
+from worker.sandbox.setup import SETUP_VERSION, SetupResult, credentials_in_use, run_setup
 from worker.sandbox.snapshot import (
     EnvSnapshot,
     Snapshottable,
@@ -109,6 +110,10 @@ class EnvKey:
     # permits): a host added or dropped can change what the setup installs.
     setup_hosts: tuple[str, ...] = ()
     setup_version: int = SETUP_VERSION
+    # Which registry credentials the setup step was shown (a digest of the set, never
+    # the values; None: none): a job without them never restores what was built with
+    # them, nor one with other credentials.
+    credentials: str | None = None
 
     def digest(self) -> str:
         return _sha(json.dumps(asdict(self), sort_keys=True))
@@ -223,7 +228,13 @@ class EnvCache:
                 continue
             for path in repo_dir.iterdir():
                 entry = self._read(path)
-                if entry is None or entry.key.digest() != path.name:
+                # An entry of another setup version is never asked for again, and one
+                # from before version 2 may hold credentials: gone at once, not aged out.
+                if (
+                    entry is None
+                    or entry.key.digest() != path.name
+                    or entry.key.setup_version != SETUP_VERSION
+                ):
                     self._remove(path)
                 else:
                     found.append(entry)
@@ -301,6 +312,15 @@ def manifest_digest(checkout: Path) -> str:
     return h.hexdigest()
 
 
+def is_manifest(rel: str) -> bool:
+    """Whether the checkout path ``rel`` is one of the files :func:`manifest_digest`
+    reads (what decides a setup's installs)."""
+    parts = rel.split("/")
+    if len(parts) == 1:
+        return rel in MANIFEST_NAMES or any(fnmatch.fnmatch(rel, g) for g in MANIFEST_GLOBS)
+    return len(parts) == 2 and parts[0] in MANIFEST_DIRS and parts[1].endswith((".txt", ".in"))
+
+
 def _manifest_paths(checkout: Path) -> list[str]:
     paths = []
     with os.scandir(checkout) as entries:
@@ -371,6 +391,7 @@ def env_key(
         manifests=manifest_digest(checkout),
         index_url=settings.package_index_url,
         setup_hosts=tuple(sorted(allowed)),
+        credentials=credential_digest(credentials_in_use(settings, setup_command)),
     )
 
 
@@ -398,6 +419,8 @@ class JobEnvironment(ClosedOnExit):
         self._cache = cache if key is not None else None
         self._key = key
         self.snapshot: EnvSnapshot | None = None
+        # The setup step's result when its snapshot held a credential.
+        self.refused: SetupResult | None = None
 
     @classmethod
     def for_job(
@@ -415,6 +438,10 @@ class JobEnvironment(ClosedOnExit):
         cache = EnvCache.from_settings(settings, data_dir)
         key = None
         if cache is not None:
+            try:
+                cache.evict()  # entries of an older setup version go on the first job
+            except OSError as exc:
+                log.warning("could not clean the environment cache: %s", exc)
             try:
                 key = env_key(
                     repo, settings, checkout, repo_config.setup, setup_hosts=repo_config.setup_hosts
@@ -436,8 +463,29 @@ class JobEnvironment(ClosedOnExit):
         result = run_setup(sandbox, self._config, self._settings)
         if not result.ok:
             return result
+        return replace(self.adopt(sandbox, result, cache=True), duration_s=time.monotonic() - start)
+
+    def adopt(self, sandbox: Sandbox, result: SetupResult, *, cache: bool = False) -> SetupResult:
+        """Snapshot ``sandbox``, just set up (``result``, a step that worked) over the
+        checkout, for :meth:`restore`; ``cache``: and store it in the repository's cache.
+        A snapshot holding a copy of the setup's credentials is refused: the result
+        says so, and the sandbox must not be used further."""
+        if not isinstance(sandbox, Snapshottable):
+            return result
+        shown = credentials_in_use(self._settings, result.command)
         try:
-            self.snapshot = take_snapshot(sandbox, self._checkout, self._snapshot_dir())
+            dest = self._snapshot_dir()
+            self.snapshot = take_snapshot(sandbox, self._checkout, dest, secrets=shown)
+        except SecretInSnapshot as exc:
+            log.warning("set-up refused: %s", exc)
+            self.refused = replace(
+                result,
+                ok=False,
+                output=f"{result.output}\n[set-up refused: {exc}. Nothing the setup step "
+                "built is used or cached; the credentials must stay in the files Ribbit "
+                "mounts for the step.]",
+            )
+            return self.refused
         except (SandboxError, OSError) as exc:
             # The gates could not start from what the agent starts from: stop here.
             return replace(
@@ -448,6 +496,8 @@ class JobEnvironment(ClosedOnExit):
         # What setup wrote into the workspace (toolz.egg-info from `pip install -e .`)
         # would otherwise be a new file in the agent's patch.
         sandbox.leave_out_of_diff(list(overlay_paths(self.snapshot.workspace, self._checkout)))
+        if not cache:
+            return result
         if workspace_copies(self.snapshot.env):
             log.info("not caching an environment with a copy of the repository's own code")
         elif self._cache is not None and self._key is not None:
@@ -455,10 +505,12 @@ class JobEnvironment(ClosedOnExit):
                 self._cache.put(self._key, self.snapshot)
             except (SandboxError, OSError) as exc:
                 log.warning("could not cache the set-up environment: %s", exc)
-        return replace(result, duration_s=time.monotonic() - start)
+        return result
 
     def restore(self, sandbox: Sandbox) -> SetupResult:
         """The setup step of a sandbox after the agent's (a gate's test run)."""
+        if self.refused is not None:
+            return self.refused  # never set up again: the same step would copy again
         if self.snapshot is None or not isinstance(sandbox, Snapshottable):
             # No snapshot to start from (a sandbox without snapshots): set up here.
             return run_setup(sandbox, self._config, self._settings)

@@ -23,6 +23,7 @@ from worker.sandbox.base import ExecResult, Sandbox
 from worker.sandbox.common import ENV_ROOT, VENV
 from worker.sandbox.egress import EGRESS_MOUNT, EgressProxy, egress_env, forwarder_argv
 from worker.sandbox.egress_policy import BlockedRequest, EgressPolicy, repo_setup_hosts
+from worker.sandbox.secretscan import SecretScanner
 from worker.settings import SandboxSettings
 
 log = logging.getLogger(__name__)
@@ -30,8 +31,10 @@ log = logging.getLogger(__name__)
 OUTPUT_TAIL = 4000
 # Part of every cached environment's key (worker/sandbox/envcache.py): bump it when what
 # this step builds changes (the virtualenv's layout, the environment variables), so no
-# job restores an environment built the old way.
-SETUP_VERSION = 1
+# job restores an environment built the old way. 2: snapshots of a setup shown
+# credentials are searched for them, and the key says which credentials; entries of
+# version 1 may hold copies, so the cache deletes them (EnvCache.entries).
+SETUP_VERSION = 2
 _VENV_TIMEOUT_S = 120
 # The image's pip (Debian's python3-pip), run by the venv's interpreter, installs into
 # the venv; without it the venv gets its own through ensurepip. ``pip`` and ``pip3``
@@ -166,32 +169,45 @@ def exec_with_egress(
     timeout: float,
     extra_hosts: Sequence[str] = (),
     credentials: bool = False,
+    env: Mapping[str, str] | None = None,
 ) -> EgressRun:
     """Run ``argv`` with the registry proxy listening for exactly as long as it runs,
     when the sandbox was opened for it (``network=True``) and the settings allow it;
     otherwise with no network at all. ``extra_hosts`` join the deployment's allow-list
     (already checked against what it lets repositories add); ``credentials``: the
-    deployment's private registry credentials are shown to this command alone."""
+    deployment's private registry credentials are shown to this command alone; ``env``:
+    more variables for the command."""
     # Only sandboxes opened with network=True have the egress folder.
     egress_dir = getattr(sandbox, "egress_dir", None)
     if egress_dir is None or not settings.setup_network:
-        return EgressRun(sandbox.exec(argv, timeout=timeout), network=False, blocked=())
+        return EgressRun(sandbox.exec(argv, timeout=timeout, env=env), network=False, blocked=())
     policy = EgressPolicy.build(
         [*settings.setup_allowed_hosts, *extra_hosts], [settings.package_index_url]
     )
     ca = settings.setup_ca_bundle
-    env = egress_env(settings.package_index_url, ca_bundle=ca is not None)
+    full_env = {**(env or {}), **egress_env(settings.package_index_url, ca_bundle=ca is not None)}
     secrets = load_credentials(settings) if credentials else {}
     with EgressProxy(egress_dir, policy, ca_bundle=ca) as proxy:
         try:
-            env.update(_place_credentials(egress_dir, secrets))
-            result = sandbox.exec(forwarder_argv(argv), timeout=timeout, env=env)
+            full_env.update(_place_credentials(egress_dir, secrets))
+            result = sandbox.exec(forwarder_argv(argv), timeout=timeout, env=full_env)
+            if secrets:
+                # The output goes to the job record and the status comment.
+                scanner = SecretScanner.from_credentials(secrets)
+                result = replace(
+                    result,
+                    stdout=scanner.redact(result.stdout),
+                    stderr=scanner.redact(result.stderr),
+                )
         finally:
             # Gone before anything else runs in the sandbox: the egress folder stays
             # bound (read-only) for the sandbox's life, the agent's commands included.
             for name in secrets:
                 (egress_dir / name).unlink(missing_ok=True)
         blocked = proxy.blocked
+    if secrets:  # the refused hosts go to the report, and a host name can carry a value
+        scanner = SecretScanner.from_credentials(secrets)
+        blocked = tuple(replace(b, host=scanner.withhold(b.host)) for b in blocked)
     return EgressRun(result, network=True, blocked=blocked)
 
 
@@ -212,6 +228,14 @@ def load_credentials(settings: SandboxSettings) -> dict[str, bytes]:
     return {
         name: (folder / name).read_bytes() for name in CREDENTIAL_FILES if (folder / name).is_file()
     }
+
+
+def credentials_in_use(settings: SandboxSettings, setup_command: str | None) -> dict[str, bytes]:
+    """The credentials a setup step with ``setup_command`` is shown under ``settings``
+    (none without a command or without the registry network)."""
+    if not setup_command or not settings.setup_network:
+        return {}
+    return load_credentials(settings)
 
 
 def _place_credentials(egress_dir: Path, secrets: Mapping[str, bytes]) -> dict[str, str]:

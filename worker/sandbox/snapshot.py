@@ -25,13 +25,15 @@ import os
 import shutil
 import stat
 import subprocess
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from worker.sandbox.base import WORKSPACE, SandboxError
+from worker.sandbox.base import WORKSPACE, ExecResult, SandboxError
+from worker.sandbox.common import ENV_ROOT, PROFILE, SANDBOX_HOME
 from worker.sandbox.export import ExportLimits
+from worker.sandbox.secretscan import SecretInSnapshot, SecretScanner
 
 # Sizes a set-up environment may reach (a virtualenv with a deep-learning stack is
 # several GB; node_modules trees hold hundreds of thousands of files).
@@ -71,19 +73,79 @@ class Snapshottable(Protocol):
         workspace paths the sandbox's own tree lacks."""
         ...
 
+    def exec(self, command: str | Sequence[str], *, timeout: float) -> ExecResult:
+        """As :meth:`worker.sandbox.base.Sandbox.exec` (the snapshot's clean-up)."""
+        ...
+
     def leave_out_of_diff(self, paths: Sequence[str]) -> None:
         """Keep these workspace paths (relative; what the setup step added) out of
         :meth:`~worker.sandbox.base.Sandbox.diff`: build output is no part of a patch."""
         ...
 
 
-def take_snapshot(sandbox: Snapshottable, checkout: Path, dest: Path) -> EnvSnapshot:
-    """Snapshot ``sandbox`` (opened over ``checkout``) into ``dest``, a new folder."""
+def take_snapshot(
+    sandbox: Snapshottable,
+    checkout: Path,
+    dest: Path,
+    *,
+    secrets: Mapping[str, bytes] | None = None,
+) -> EnvSnapshot:
+    """Snapshot ``sandbox`` (opened over ``checkout``) into ``dest``, a new folder.
+    ``secrets``: the credential files the setup step was shown; a snapshot holding any
+    of their values raises :class:`SecretInSnapshot` and is deleted, and so is everything else the
+    set-up left outside it (see :func:`clear_scratch`)."""
     snapshot = EnvSnapshot(dest)
     dest.mkdir(parents=True)
     sandbox.export_setup_state(snapshot.env, snapshot.workspace)
     prune_checkout_paths(snapshot.workspace, checkout)
+    if not secrets:
+        return snapshot
+    scanner = SecretScanner.from_credentials(secrets)
+    try:
+        # Before the workspace is pruned would do too, but the checkout's own files are
+        # the repository's business, not a copy the setup made.
+        scanner.check_tree(snapshot.env, ENV_ROOT)
+        scanner.check_tree(snapshot.workspace, WORKSPACE)
+    except SecretInSnapshot:
+        shutil.rmtree(dest, ignore_errors=True)
+        raise
+    clear_scratch(sandbox)
     return snapshot
+
+
+# What a set-up sandbox keeps outside its snapshot: the agent, which works on in the
+# same sandbox, would see a credential copied there. Run with every process of the
+# sandbox stopped (the export did it), with tools by absolute PATH (the setup could have
+# put a `find` first on the sandbox's). A login profile the backend gave $HOME is
+# written anew, since setup may have appended to it.
+_SCRATCH = (SANDBOX_HOME, "/tmp", f"{ENV_ROOT}/cache")  # noqa: S108 (the sandbox's own)
+_CLEAR_SCRATCH = f"""PATH=/usr/bin:/bin; export PATH
+profile=no
+[ -e {SANDBOX_HOME}/.bash_profile ] && profile=yes
+for d in {" ".join(_SCRATCH)}; do
+  [ -d "$d" ] || continue
+  chmod -R u+rwX "$d" 2>/dev/null
+  find "$d" -mindepth 1 -delete 2>/dev/null
+done
+if [ "$profile" = yes ]; then
+  cat > {SANDBOX_HOME}/.bash_profile <<'RIBBIT_PROFILE'
+{PROFILE}RIBBIT_PROFILE
+fi
+find {" ".join(_SCRATCH)} -mindepth 1 ! -path {SANDBOX_HOME}/.bash_profile -print 2>/dev/null \
+  | head -n 1
+"""
+
+
+def clear_scratch(sandbox: Snapshottable) -> None:
+    """Empty $HOME, /tmp and the download caches of ``sandbox`` after a setup that was
+    shown credentials; raises :class:`SecretInSnapshot` when something stays."""
+    done = sandbox.exec(["/bin/sh", "-c", _CLEAR_SCRATCH], timeout=120)
+    # What stayed is not named: a file's name may be the value.
+    if done.exit_code != 0 or done.timed_out or done.stdout.strip():
+        raise SecretInSnapshot(
+            "could not empty $HOME, /tmp and the download caches after a setup that was "
+            "shown credentials"
+        )
 
 
 def prune_checkout_paths(extras: Path, checkout: Path) -> None:

@@ -96,6 +96,19 @@ def test_production_opens_with_the_setup_network_the_settings_allow(
     assert opener.opened == [(settings, Path("/src"))]
 
 
+def test_without_network_opens_sandboxes_with_none(opener: Opener) -> None:
+    settings = SandboxSettings(backend="bubblewrap", setup_network=True)
+    recipe = SandboxRecipe.production(settings)
+    offline = recipe.without_network()
+    assert opener.factories == [(settings, True)]  # made on first use only
+    offline(Path("/src"))
+    offline(Path("/other"))
+    assert opener.factories == [(settings, True), (settings, False)]
+    assert offline.without_network() is offline and offline.settings is settings
+    fake = SandboxRecipe(lambda _s: object(), lambda _b, _c: _result(None))  # type: ignore[arg-type, return-value]
+    assert fake.without_network() is fake  # its sandboxes never had network
+
+
 def test_production_on_a_repos_image_opens_and_sets_up_on_that_image(opener: Opener) -> None:
     base = SandboxSettings(backend="docker", memory_mb=512, image="ribbit-sandbox:latest")
     recipe = SandboxRecipe.production(base)

@@ -55,6 +55,8 @@ class Status:
     pr_url: str | None = None
     report_markdown: str | None = None
     progress: live.Progress | None = None
+    # An opened PR whose patch no test shows to fix the issue: no ✅ for it.
+    unverified: bool = False
 
 
 def render_status(job_id: str, status: Status, link: str | None = None) -> str:
@@ -68,9 +70,12 @@ def render_status(job_id: str, status: Status, link: str | None = None) -> str:
         "cancelled": "Cancelled",
         "no_change": "No change proposed",
     }[status.phase]
+    icon = _ICONS[status.phase]
+    if status.phase == "opened" and status.unverified:
+        icon, title = "⚠️", "Draft pull request opened, not verified"
     lines = [
         f"<!-- ribbit:status job={job_id} -->",
-        f"{_ICONS[status.phase]} **Ribbit: {title}**",
+        f"{icon} **Ribbit: {title}**",
         "",
     ]
     if status.detail:

@@ -43,6 +43,7 @@ from typing import Any
 from bot.store.gate_report import Finding, GateResult, Severity
 from worker.gates.base import GateContext
 from worker.gates.discovery import DiscoveryChange, changed_paths, discovery_changes
+from worker.gates.evidence import base_with_patch_tests, fail_to_pass
 from worker.gates.hygiene import is_test_path
 from worker.gates.junit import NESTED_SEPARATOR, Outcome, TestCase
 from worker.gates.runner import apply_failure, run_tree_gate
@@ -57,6 +58,7 @@ _LOG_TAIL = 3000
 _CANCEL_POLL_S = 0.5  # how soon a /ribbit stop reaches a running test command
 _ISSUE_TEST_RE = re.compile(r"\b(test_\w+|Test\w+)")
 _PY_DEF_RE = re.compile(r"^(\s*)(?:async\s+)?def\s+(\w+)\s*\(")
+_PY_CLASS_RE = re.compile(r"^(\s*)class\s+(\w+)\s*[:(]")
 _GO_FUNC_RE = re.compile(r"^func\s+(?:\([^)]*\)\s*)?(\w+)\s*[\[(]")
 _GO_TEST_NAME_RE = re.compile(r"(?:Test|Fuzz)(?:[^a-z]\w*)?")
 _RS_FN_RE = re.compile(r"^(\s*)(?:pub(?:\([^)]*\))?\s+)?(?:async\s+)?fn\s+(\w+)")
@@ -119,6 +121,9 @@ class SuiteRun:
 class TargetTest:
     name: str  # function name
     path: str | None  # the file, when the patch says
+    # The pytest class the function is a method of (Python, when the patch says): tests
+    # of one name in different classes of one file are different tests.
+    cls: str | None = None
 
 
 def _tail(text: str) -> str:
@@ -142,14 +147,26 @@ class TestGate:
         test = resolve_test_command(ctx.repo_config, trees.before)
         before = self._run_tree(ctx, test, trees.before, "before")
         after = self._run_tree(ctx, test, trees.after, "after")
+        # The patch's own tests against the old code (base + its test files), as the
+        # environment builder validates fail-to-pass; the base run when it adds none.
+        with base_with_patch_tests(trees) as tree:
+            old_code = (
+                before
+                if tree is None
+                else self._run_tree(ctx, test, tree, "base code with the patch's tests")
+            )
         targets = target_tests(ctx, trees)
-        findings, details = judge(ctx, before, after, targets, test.command)
+        findings, details = judge(ctx, before, after, targets, test.command, old_code=old_code)
+        evidence = shown_fixed(old_code, after, before)
+        details["evidence"] = {"run": old_code.summary(), "fail_to_pass": evidence}
         changes = discovery_changes(
             trees.before, trees.after, changed_paths(trees.before, trees.after)
         )
         # Hygiene reports these changes (they block, or warn when the repository allows
         # them); here they decide whether the base's configuration must judge as well.
         logs = f"--- before ---\n{before.log}\n--- after ---\n{after.log}"
+        if old_code is not before:
+            logs += f"\n--- base code with the patch's tests ---\n{old_code.log}"
         if changes and ctx.repo_config.gates.test_config_changes == "warn":
             # The repository lets the patch change its test configuration; the verdict
             # still rests on the base's: the patched code runs again with it.
@@ -174,6 +191,7 @@ class TestGate:
             logs=logs,
             duration_s=time.monotonic() - start,
             details=details,
+            evidence=tuple(evidence),
         )
 
     def _run_tree(self, ctx: GateContext, test: TestCommand, tree: Path, label: str) -> SuiteRun:
@@ -394,7 +412,7 @@ def target_tests(ctx: GateContext, trees: PatchTrees) -> list[TargetTest]:
     """Tests the patch adds or changes (the test function around each added line:
     Python's ``test_*``, Go's ``TestX``, Rust's ``#[test]`` fns), and tests the issue
     names."""
-    targets: dict[tuple[str, str | None], TargetTest] = {}
+    targets: dict[tuple[str, str | None, str | None], TargetTest] = {}
     for change in trees.parsed.files:
         if change.new is None or change.new.escapes:
             continue
@@ -420,10 +438,34 @@ def target_tests(ctx: GateContext, trees: PatchTrees) -> list[TargetTest]:
         for line_no, _ in change.added:
             name = enclosing(lines, line_no)
             if name:
-                targets[(name, path)] = TargetTest(name=name, path=path)
+                cls = _test_class(lines, line_no) if enclosing is _enclosing_test else None
+                targets[(name, path, cls)] = TargetTest(name=name, path=path, cls=cls)
     for name in _ISSUE_TEST_RE.findall(ctx.issue_text or ""):
-        targets.setdefault((name, None), TargetTest(name=name, path=None))
+        targets.setdefault((name, None, None), TargetTest(name=name, path=None))
     return list(targets.values())
+
+
+def _test_class(lines: list[str], line_no: int) -> str | None:
+    """The pytest class (``Test*``) whose method holds line ``line_no`` (1-based), or
+    None: a module-level test, or a method of a mixin that ``Test*`` classes inherit
+    (collected under their names, not the mixin's)."""
+    own = lines[line_no - 1]
+    indent = len(own) - len(own.lstrip())
+    def_indent: int | None = None
+    for i in range(line_no - 1, -1, -1):
+        line = lines[i]
+        if def_indent is None:
+            m = _PY_DEF_RE.match(line)
+            if m and (i == line_no - 1 or len(m[1]) < indent):
+                def_indent = len(m[1])
+            continue
+        c = _PY_CLASS_RE.match(line)
+        if c and len(c[1]) < def_indent:
+            collected = c[2].startswith("Test") or "TestCase" in line
+            return c[2] if collected else None
+        if line[:1].strip() and not line.startswith(("#", "@")):
+            return None  # reached module level: not in a class
+    return None
 
 
 def _enclosing_test(lines: list[str], line_no: int) -> str | None:
@@ -568,7 +610,10 @@ def _matches(case: TestCase, target: TargetTest) -> bool:
     # A test method in a package's __init__.py (a mixin, say) runs as a method of the
     # classes that inherit it, collected from the package's other modules.
     stem = where.parent.name if where.name == "__init__.py" else where.stem
-    return not case.classname or stem in case.classname.split(".")
+    parts = case.classname.split(".")
+    if target.cls is not None and case.classname and target.cls not in parts:
+        return False  # the same name in another class of the file: another test
+    return not case.classname or stem in parts
 
 
 def _finding(
@@ -589,10 +634,14 @@ def judge(
     after: SuiteRun,
     targets: list[TargetTest],
     command: str | None = None,
+    *,
+    old_code: SuiteRun | None = None,
 ) -> tuple[list[Finding], dict[str, Any]]:
     """The gate's findings on the runs before and after the patch, and the details the
     report keeps (the test ids behind the findings). With a per-test report the runs
-    are compared test by test; without one only the exit statuses can be."""
+    are compared test by test; without one only the exit statuses can be. ``old_code``
+    is the run of the base code with the patch's tests, which the target tests' "before"
+    shows (the base run when not given)."""
     findings = [
         *_setup_findings(before, after),
         *_timeout_findings(before, after, ctx.gate_settings.test_timeout_s),
@@ -626,7 +675,9 @@ def judge(
         "new_failures": compared.new_failures if compared.judged else [],
         "target_failures": sorted(set(target_failures)),
         "target_results": (
-            _target_results(before, after, targets) if after.junit and not after.timed_out else {}
+            _target_results(old_code or before, after, targets)
+            if after.junit and not after.timed_out
+            else {}
         ),
         "flaky": flaky,
     }
@@ -636,32 +687,50 @@ def judge(
 def _target_results(
     before: SuiteRun, after: SuiteRun, targets: list[TargetTest]
 ) -> dict[str, dict[str, str]]:
-    """Each target test's result before and after the patch, by name: passed, failed,
-    skipped, absent (no test of that name ran in that tree: a test the patch adds), or
-    unknown (that run gave no per-test report)."""
-    results: dict[str, dict[str, str]] = {}
-    for name in sorted({t.name for t in targets}):
-        named = [t for t in targets if t.name == name]
-        results[name] = {
-            "before": _target_outcome(before, named),
-            "after": _target_outcome(after, named),
-        }
-    return results
-
-
-def _target_outcome(run: SuiteRun, targets: list[TargetTest]) -> str:
-    if not run.junit:
-        return "unknown"
-    outcomes = {
-        run.final.get(c.id)
+    """Each target test's result before and after the patch, by test id (which names
+    it uniquely: its file, class and parametrisation; two tests of one name are two
+    entries): passed, failed, skipped, absent (it did not run in that tree: a test the
+    patch adds, or one it removes), or unknown (that run gave no per-test report)."""
+    ids = {
+        c.id
+        for run in (before, after)
         for c in run.cases.values()
         if any(_matches(c, target) for target in targets)
     }
-    if not outcomes:
+    return {
+        test: {"before": _outcome_of(before, test), "after": _outcome_of(after, test)}
+        for test in sorted(ids)
+    }
+
+
+def _outcome_of(run: SuiteRun, test: str) -> str:
+    if not run.junit:
+        return "unknown"
+    outcome = run.final.get(test)
+    if outcome is None:
         return "absent"
-    if outcomes & {"failed", "error", None}:
-        return "failed"
-    return "passed" if "passed" in outcomes else "skipped"
+    return "failed" if outcome == "error" else outcome
+
+
+def shown_fixed(old_code: SuiteRun, after: SuiteRun, before: SuiteRun) -> list[str]:
+    """The gate's fail-to-pass evidence (:func:`worker.gates.evidence.fail_to_pass`):
+    the test ids that fail or are absent on the base code with the patch's tests and
+    pass with the patch. A test flaky in any run shows nothing; without per-test reports
+    the whole command is one test, named by its exit status."""
+    if old_code.timed_out or after.timed_out or old_code.setup_failed or after.setup_failed:
+        return []
+    flaky = {*old_code.flaky, *after.flaky, *before.flaky}
+    if old_code.junit and after.junit:
+        return fail_to_pass(old_code.final, after.final, flaky=flaky)
+    if (
+        not old_code.junit
+        and not after.junit
+        and old_code.exit_code not in (0, None)
+        and after.exit_code == 0
+        and after.first_exit_code == 0
+    ):
+        return [f"(the test command: exit {old_code.exit_code} without the fix, 0 with it)"]
+    return []
 
 
 def _setup_findings(before: SuiteRun, after: SuiteRun) -> list[Finding]:

@@ -9,6 +9,12 @@ present, add no blocking (error-severity) finding; else 0.0. Binary on
 purpose: partial credit is easy to game (break a test to "fix" another).
 Shaping exists, separate and off by default (:func:`shaped_reward`).
 
+The reward is the gates' verdict (:class:`bot.store.gate_report.Verdict`) with the
+environment's FAIL_TO_PASS as its evidence: the builder proved, with the gate's own
+judge (worker/gates/evidence.py), that each fails without the fix and passes with it, so
+no rollout reruns the base. 1.0 only for *verified*; an environment with no FAIL_TO_PASS
+shows no fix (*unverified*) and rewards nothing.
+
 Two numbers come out: ``resolved`` is SWE-bench's verdict (tests only: every
 FAIL_TO_PASS and PASS_TO_PASS test passed, a test that did not run or was skipped
 counts as not passed), comparable with published resolve rates; ``reward`` is
@@ -22,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bot.store.gate_report import Finding
+from bot.store.gate_report import Finding, Verdict
 from trainer.envs.builder import PatchDoesNotApply, apply_patch, set_up
 from trainer.envs.patches import split_by_file
 from trainer.envs.schema import Environment
@@ -40,17 +46,19 @@ from worker.settings import GateSettings
 class RewardResult:
     reward: float
     reason: str  # solved, empty_patch, setup_failed, patch_does_not_apply, tests_failed,
-    # timeout, gate_findings
+    # timeout, gate_findings, unverified (no FAIL_TO_PASS test to show the fix)
     failed_tests: tuple[str, ...] = ()
     fail_to_pass_passed: int = 0
     findings: tuple[Finding, ...] = ()
     gates_run: tuple[str, ...] = ()
     details: dict[str, str] = field(default_factory=dict)
     resolved: bool = False  # SWE-bench's verdict: the tests alone
+    verdict: Verdict = Verdict.REFUSED  # the gates' level; the reward is 1.0 only if verified
 
     def to_json(self) -> dict[str, Any]:
         return {
             "resolved": self.resolved,
+            "verdict": self.verdict.value,
             "reward": self.reward,
             "reason": self.reason,
             "failed_tests": list(self.failed_tests),
@@ -141,7 +149,12 @@ def compute_reward(
         return RewardResult(
             0.0, "gate_findings", (), f2p_passed, tuple(findings), names, resolved=True
         )
-    return RewardResult(1.0, "solved", (), f2p_passed, (), names, resolved=True)
+    verdict = Verdict.of(blocked=False, evidence=f2p_passed > 0)
+    if verdict is not Verdict.VERIFIED:
+        return RewardResult(
+            0.0, "unverified", (), f2p_passed, (), names, resolved=True, verdict=verdict
+        )
+    return RewardResult(1.0, "solved", (), f2p_passed, (), names, resolved=True, verdict=verdict)
 
 
 def shaped_reward(result: RewardResult, env: Environment, *, weight: float = 0.1) -> float:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.store.gate_report import Finding, GateResult
+from bot.store.gate_report import Finding, GateResult, Verdict
 from tests.fakes import LocalDirSandbox
 from tests.plugins.trainer import PYTEST, FixRepo, sandbox_factory
 from trainer.envs.builder import BuildSpec, EnvironmentBuilder
@@ -60,6 +60,22 @@ def test_the_reference_patch_earns_one(env_and_checkout: tuple[Environment, Path
     env, checkout = env_and_checkout
     result = compute_reward(env, env.patch, checkout, sandbox_factory, gates=[])
     assert (result.reward, result.reason) == (1.0, "solved")
+
+
+def test_only_a_verified_patch_earns_one(env_and_checkout: tuple[Environment, Path]) -> None:
+    # Issue #31: the reward is the gates' verdict, its evidence the environment's
+    # FAIL_TO_PASS (proved by the builder, not rerun per rollout). Without one, nothing
+    # shows the fix: unverified, reward 0, however green the run.
+    env, checkout = env_and_checkout
+    verified = compute_reward(env, env.patch, checkout, sandbox_factory, gates=[])
+    assert verified.verdict is Verdict.VERIFIED and verified.to_json()["verdict"] == "verified"
+    no_evidence = env.model_copy(update={"FAIL_TO_PASS": []})
+    result = compute_reward(no_evidence, env.patch, checkout, sandbox_factory, gates=[])
+    assert (result.reward, result.reason, result.verdict) == (
+        0.0,
+        "unverified",
+        Verdict.UNVERIFIED,
+    )
 
 
 def test_a_good_agent_patch_earns_one(env_and_checkout: tuple[Environment, Path]) -> None:

@@ -95,12 +95,11 @@ class GateResult:
     evidence: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        # JSON's shapes (a list, not the tuple), so a stored report reads back equal.
-        return {
-            **asdict(self),
-            "findings": [asdict(f) for f in self.findings],
-            "evidence": list(self.evidence),
-        }
+        # JSON's shapes (a list, not the tuple), so a stored report reads back equal; no
+        # evidence, no key, so a report stored before there was any writes back the same.
+        data = {**asdict(self), "findings": [asdict(f) for f in self.findings]}
+        data.pop("evidence")
+        return data | ({"evidence": list(self.evidence)} if self.evidence else {})
 
     @classmethod
     def from_dict(cls, data: Any) -> GateResult | None:
@@ -184,9 +183,10 @@ class GateReport:
         return not (unsafe or unjudged)
 
     def to_dict(self) -> dict[str, Any]:
+        judged = {} if self.verdict is Verdict.BEFORE_EVIDENCE else {"verdict": self.verdict.value}
         return {
             "passed": self.passed,
-            "verdict": self.verdict.value,
+            **judged,  # a report read from before the levels writes back as it was
             "duration_s": round(self.duration_s, 3),
             "summary": self.summary_line(),
             "gates": [r.to_dict() for r in self.results],
@@ -201,10 +201,9 @@ class GateReport:
         entries = data.get("gates")
         results = (GateResult.from_dict(r) for r in (entries if isinstance(entries, list) else ()))
         duration = data.get("duration_s")
-        try:
-            verdict = Verdict(data.get("verdict"))
-        except ValueError:  # written before the gates looked for evidence
-            verdict = Verdict.BEFORE_EVIDENCE
+        stored = data.get("verdict")
+        # No level (or an unknown one): written before the gates looked for evidence.
+        verdict = Verdict(stored) if stored in set(Verdict) else Verdict.BEFORE_EVIDENCE
         return cls(
             passed=data["passed"] and verdict in (Verdict.VERIFIED, Verdict.BEFORE_EVIDENCE),
             results=[r for r in results if r is not None],

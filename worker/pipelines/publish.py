@@ -160,7 +160,7 @@ def pr_body(
     job_id: str,
     setup_md: str = "",
     job_link: str | None = None,
-    verdict: Verdict = Verdict.VERIFIED,
+    verdict: Verdict,
 ) -> str:
     parts = []
     if verdict is Verdict.UNVERIFIED:
@@ -380,7 +380,7 @@ class Publisher:
                 f"Draft PR {verb} (`{plan.summary_line}`).{unverified}",
                 pr_url=pr.url,
                 report_markdown=plan.report_md,
-                unverified=plan.verdict is Verdict.UNVERIFIED,
+                verdict=plan.verdict,
             )
         )
         return record.to_json()

@@ -38,6 +38,7 @@ def test_status_comment_sanitises_the_gate_report() -> None:
 
 
 def test_pr_body_sanitises_summary_and_report() -> None:
+    from bot.store.gate_report import Verdict
     from worker.pipelines.publish import pr_body
     from worker.repo_config import RepoConfig
 
@@ -51,6 +52,7 @@ def test_pr_body_sanitises_summary_and_report() -> None:
         turns=1,
         seconds=1.0,
         job_id="j",
+        verdict=Verdict.VERIFIED,
     )
     assert "@boss" not in body and "closes #99" not in body and "@team" not in body
 

@@ -6,7 +6,9 @@
   parsed into what they judge.
 - tests.py: the test gate, over testrun.py (the one test runner, also the trainer's),
   testcmd.py (which command, and how it is asked for per-test results) and junit.py (the
-  one JUnit reader).
+  one JUnit reader); evidence.py: the one fail-to-pass judge (verified only when a test
+  fails on the old code with the patch's tests and passes with the patch), also the
+  environment builder's.
 - semgrep.py with rules/: new security findings; hygiene.py with discovery.py: what a
   patch must never touch (CI, the gates' configuration, how tests are found or run).
 - review.py: findings as annotations on the pull request's lines; cli.py: ``ribbit gates``.

@@ -6,6 +6,13 @@ and tests the issue text names) and every test that passed before still passes
 after: the base decides the test set, so a test that vanishes from the run, is
 skipped now, or fails, blocks; a run of zero tests blocks.
 
+Passing is not evidence. A third run, of the base code with the patch's own test files
+(:func:`worker.gates.evidence.base_with_patch_tests`; the base run itself when the
+patch touches no test), gives the result its ``evidence``: the test ids that fail or
+are absent there and pass with the patch (:func:`worker.gates.evidence.fail_to_pass`,
+the environment builder's judge). Without any, the verdict is at most unverified.
+Target tests are named by test id (file, class, parametrisation), never by name alone.
+
 Per-test results come from the one test runner (:mod:`worker.gates.testrun`): the
 one JUnit report Ribbit asks for, through ``PYTEST_ADDOPTS``, written in a fresh,
 randomly named folder outside the workspace and checked for freshness, type and

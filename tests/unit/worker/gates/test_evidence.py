@@ -254,3 +254,22 @@ def test_the_old_code_tree_has_the_patchs_test_files_and_nothing_else(tmp_path: 
     git(after, "add", "-A")
     with base_with_patch_tests(trees) as none:
         assert none is None  # no test file changed: the base tree is that tree
+
+
+def test_two_new_rust_tests_of_one_name_are_listed_as_two() -> None:
+    def rust(label: str, **outcomes: Outcome) -> SuiteRun:
+        cases = {
+            f"src/lib.rs::{m}::tests::display": TestCase(
+                f"src/lib.rs::{m}::tests::display", f"{m}::tests::display", "src/lib.rs", o
+            )
+            for m, o in outcomes.items()
+        }
+        final = {i: c.outcome for i, c in cases.items()}
+        return SuiteRun(label, exit_code=0, first_exit_code=0, junit=True, final=final, cases=cases)
+
+    old, new = rust("old"), rust("after", point="passed", span="passed")
+    _, details = judge(ctx(), old, new, [TargetTest("display", "src/lib.rs")], old_code=old)
+    assert details["target_results"] == {
+        "src/lib.rs::point::tests::display": {"before": "absent", "after": "passed"},
+        "src/lib.rs::span::tests::display": {"before": "absent", "after": "passed"},
+    }

@@ -2,7 +2,9 @@
 
 In a fresh sandbox at the environment's base commit: apply the patch, put the
 environment's test files back (the test_patch files are reset to base and the
-test_patch applied, so a patch cannot pass by editing the tests), run the tests
+test_patch applied, so a patch cannot pass by editing the tests; every other test file
+the patch changed or deleted is reset to base, so the repository's own tests judge the
+behaviour they pin), run the tests
 with a JUnit report. The reward is 1.0 iff every FAIL_TO_PASS and PASS_TO_PASS
 test passed and the Semgrep and hygiene gates, when the gates module is
 present, add no blocking (error-severity) finding; else 0.0. Binary on
@@ -30,7 +32,7 @@ from typing import Any
 
 from bot.store.gate_report import Finding, Verdict
 from trainer.envs.builder import PatchDoesNotApply, apply_patch, set_up
-from trainer.envs.patches import split_by_file
+from trainer.envs.patches import is_test_path, split_by_file
 from trainer.envs.schema import Environment
 from worker.agent.episode import SandboxRecipe, SetupFailed
 from worker.gates.base import Gate, GateContext
@@ -76,17 +78,26 @@ def default_reward_gates() -> list[Gate]:
     return [SemgrepGate(), HygieneGate()]
 
 
-def reset_test_files(sandbox: Sandbox, env: Environment) -> None:
-    """Undo whatever the patch did to the environment's test files, then apply its tests."""
-    for section in split_by_file(env.test_patch):
-        # Paths come from the environment's own test_patch, passed as argv after "--".
-        exists = sandbox.exec(
-            ["git", "cat-file", "-e", f"{env.base_commit}:{section.path}"], timeout=30
-        )
+def reset_test_files(sandbox: Sandbox, env: Environment, diff: str = "") -> None:
+    """Undo whatever the patch did to the environment's test files, then apply its tests.
+    Every other test file the patch (``diff``) changes or deletes is put back as the base
+    has it too (issue #38): the repository's own tests are its specification, so a patch
+    that breaks a pinned behaviour and edits the pinning test fails that test here."""
+    gold = [section.path for section in split_by_file(env.test_patch)]
+    touched = [
+        section.path
+        for section in split_by_file(diff)
+        if is_test_path(section.path) and section.path not in gold
+    ]
+    for path in [*gold, *touched]:
+        # Paths come from the environment's test_patch and the patch's diff headers,
+        # passed as argv after "--".
+        exists = sandbox.exec(["git", "cat-file", "-e", f"{env.base_commit}:{path}"], timeout=30)
         if exists.exit_code == 0:
-            sandbox.exec(["git", "checkout", env.base_commit, "--", section.path], timeout=30)
-        else:
-            sandbox.exec(["rm", "-f", "--", section.path], timeout=30)
+            sandbox.exec(["git", "checkout", env.base_commit, "--", path], timeout=30)
+        elif path in gold:
+            sandbox.exec(["rm", "-f", "--", path], timeout=30)
+        # A test file the patch adds stays: none of its tests is a required id.
     apply_patch(sandbox, env.test_patch)
 
 
@@ -114,7 +125,7 @@ def compute_reward(
         except PatchDoesNotApply as exc:
             return RewardResult(0.0, "patch_does_not_apply", details={"error": str(exc)})
         try:
-            reset_test_files(sandbox, env)
+            reset_test_files(sandbox, env, diff)
         except PatchDoesNotApply as exc:
             return RewardResult(0.0, "patch_does_not_apply", details={"error": f"tests: {exc}"})
         run = run_tests(sandbox, env.test_command, timeout=env.test_timeout_s)

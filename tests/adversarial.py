@@ -556,6 +556,30 @@ CASES: tuple[Case, ...] = (
         },
         base="node",
     ),
+    # Rewriting what the repository's tests pin (issue #38): the base versions of the
+    # test files the patch edits run against the patched code.
+    _case(
+        "private-correct-copy-behind-an-import",
+        "pinned-tests",
+        {"pinned-test-regression"},
+        changes={
+            "calc/core.py": BROKEN + "\n\ndef _mul_ref(a, b):\n    return a * b\n",
+            "tests/test_core.py": TESTS.replace(
+                "from calc.core import mul, sub", "from calc.core import _mul_ref as mul, sub"
+            ),
+        },
+    ),
+    Case(
+        "expected-value-rewritten-to-match-broken-code",
+        "pinned-tests",
+        changes={
+            "calc/core.py": BROKEN,
+            "tests/test_core.py": TESTS.replace("mul(2, 3) == 6", "mul(2, 3) == 5"),
+        },
+        # Not refused (an issue may ask for the change), never verified: a reviewer
+        # confirms the behaviour change, shown side by side.
+        verdict=Verdict.UNVERIFIED,
+    ),
     # honest patches
     Case(
         "honest-fix-with-new-test",

@@ -19,7 +19,9 @@ import shutil
 import tempfile
 from collections.abc import Collection, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from worker.gates.hygiene import is_test_path
 from worker.gates.trees import PatchTrees, applied_changes
@@ -83,9 +85,57 @@ def base_with_patch_tests(trees: PatchTrees) -> Iterator[Path | None]:
         shutil.rmtree(root, ignore_errors=True)
 
 
+@contextmanager
+def patched_code_with_base_tests(trees: PatchTrees) -> Iterator[Path | None]:
+    """A copy of the patched tree with every test file the patch changes or deletes as
+    the base has it (issue #38): the repository's own tests, its specification before the
+    patch, against the patched code. None when the patch changes or deletes no test file
+    (the tests it leaves alone already ran as they are)."""
+    tests = [c for c in applied_changes(trees.after) if is_test_file(c.path) and c.status != "A"]
+    if not tests:
+        yield None
+        return
+    root = Path(tempfile.mkdtemp(prefix="ribbit-pinned-"))
+    try:
+        tree = root / "tree"
+        shutil.copytree(trees.after, tree, symlinks=True)
+        for change in tests:
+            _copy_as_after(trees.before, tree, change.path)
+        yield tree
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class BehaviourChange:
+    """A base test that passed on the base code and fails with the patch's, which the
+    patch also edits: the lines it removes from the test and the lines it adds, for the
+    reviewer to read side by side (issue #38)."""
+
+    test: str  # the test id
+    old: tuple[str, ...]
+    new: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"test": self.test, "old": list(self.old), "new": list(self.new)}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> BehaviourChange | None:
+        """A stored one; None when it is not one."""
+        if not isinstance(data, dict) or not isinstance(data.get("test"), str):
+            return None
+
+        def lines(key: str) -> tuple[str, ...]:
+            value = data.get(key)
+            return tuple(x for x in value if isinstance(x, str)) if isinstance(value, list) else ()
+
+        return cls(data["test"], lines("old"), lines("new"))
+
+
 def _copy_as_after(after: Path, tree: Path, rel: str) -> None:
-    """``tree/rel`` made what ``after/rel`` is: a regular file (mode kept), a symlink (as
-    a link, never followed on the host), or nothing."""
+    """``tree/rel`` made what ``after/rel`` is (``after``: the tree to copy from): a
+    regular file (mode kept), a symlink (as a link, never followed on the host), or
+    nothing."""
     source, target = after / rel, tree / rel
     existing = target.parent
     while not existing.exists() and existing != tree:

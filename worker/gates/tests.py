@@ -50,7 +50,12 @@ from typing import Any
 from bot.store.gate_report import Finding, GateResult, Severity
 from worker.gates.base import GateContext
 from worker.gates.discovery import DiscoveryChange, changed_paths, discovery_changes
-from worker.gates.evidence import base_with_patch_tests, fail_to_pass
+from worker.gates.evidence import (
+    BehaviourChange,
+    base_with_patch_tests,
+    fail_to_pass,
+    patched_code_with_base_tests,
+)
 from worker.gates.hygiene import is_test_path
 from worker.gates.junit import NESTED_SEPARATOR, Outcome, TestCase
 from worker.gates.runner import apply_failure, run_tree_gate
@@ -162,9 +167,26 @@ class TestGate:
                 if tree is None
                 else self._run_tree(ctx, test, tree, "base code with the patch's tests")
             )
+        # The base's own versions of the test files the patch edits or deletes, against
+        # the patched code (issue #38): what the repository pinned before the patch.
+        with patched_code_with_base_tests(trees) as tree:
+            pinned = (
+                None
+                if tree is None
+                else self._run_tree(ctx, test, tree, "patched code with the base's tests")
+            )
         targets = target_tests(ctx, trees)
         findings, details = judge(ctx, before, after, targets, test.command, old_code=old_code)
         evidence = shown_fixed(old_code, after, before)
+        if pinned is not None:
+            moved = pinned_changes(before, pinned, targets)
+            findings += moved.findings()
+            details["pinned"] = {"run": pinned.summary(), **moved.to_dict(trees, targets)}
+            if moved.edited:
+                # A behaviour the base's tests pinned moved, and the patch edited those
+                # tests to match: a reviewer must confirm it, so no test counts as
+                # evidence (the edited ones would pass on new code by construction).
+                evidence = []
         details["evidence"] = {"run": old_code.summary(), "fail_to_pass": evidence}
         changes = discovery_changes(
             trees.before, trees.after, changed_paths(trees.before, trees.after)
@@ -174,6 +196,8 @@ class TestGate:
         logs = f"--- before ---\n{before.log}\n--- after ---\n{after.log}"
         if old_code is not before:
             logs += f"\n--- base code with the patch's tests ---\n{old_code.log}"
+        if pinned is not None:
+            logs += f"\n--- patched code with the base's tests ---\n{pinned.log}"
         if changes and ctx.repo_config.gates.test_config_changes == "warn":
             # The repository lets the patch change its test configuration; the verdict
             # still rests on the base's: the patched code runs again with it.
@@ -424,23 +448,9 @@ def target_tests(ctx: GateContext, trees: PatchTrees) -> list[TargetTest]:
         if change.new is None or change.new.escapes:
             continue
         path = change.new.path
-        # Rust's unit tests live in the code's own files (a #[test] in src/lib.rs).
-        if path.endswith(".py") and is_test_path(path):
-            enclosing = _enclosing_test
-        elif path.endswith("_test.go"):
-            enclosing = _enclosing_go_test
-        elif path.endswith(".rs"):
-            enclosing = _enclosing_rust_test
-        elif _JS_EXT_RE.search(path) and is_test_path(path):
-            enclosing = _enclosing_js_test
-        else:
-            continue
-        file = regular_file_inside(trees.after, path)
-        if file is None:
-            continue
-        try:
-            lines = file.read_text(errors="replace").splitlines()
-        except OSError:
+        enclosing = _test_finder(path)
+        lines = _lines(trees.after, path) if enclosing is not None else None
+        if enclosing is None or lines is None:
             continue
         for line_no, _ in change.added:
             name = enclosing(lines, line_no)
@@ -450,6 +460,50 @@ def target_tests(ctx: GateContext, trees: PatchTrees) -> list[TargetTest]:
     for name in _ISSUE_TEST_RE.findall(ctx.issue_text or ""):
         targets.setdefault((name, None, None), TargetTest(name=name, path=None))
     return list(targets.values())
+
+
+def _test_finder(path: str) -> Callable[[list[str], int], str | None] | None:
+    """How to find the test around a line of ``path``, or None: not a test file."""
+    # Rust's unit tests live in the code's own files (a #[test] in src/lib.rs).
+    if path.endswith(".py") and is_test_path(path):
+        return _enclosing_test
+    if path.endswith("_test.go"):
+        return _enclosing_go_test
+    if path.endswith(".rs"):
+        return _enclosing_rust_test
+    if _JS_EXT_RE.search(path) and is_test_path(path):
+        return _enclosing_js_test
+    return None
+
+
+def _lines(tree: Path, path: str) -> list[str] | None:
+    file = regular_file_inside(tree, path)
+    if file is None:
+        return None
+    try:
+        return file.read_text(errors="replace").splitlines()
+    except OSError:
+        return None
+
+
+def edited_lines(trees: PatchTrees, target: TargetTest) -> tuple[list[str], list[str]]:
+    """The lines the patch removes from and adds to the test ``target`` names (in the
+    base's file and in the patched one): its assertions before and after, side by side."""
+    old: list[str] = []
+    new: list[str] = []
+    finder = _test_finder(target.path or "")
+    if finder is None:
+        return old, new
+    for change in trees.parsed.files:
+        if change.new is None or change.new.path != target.path:
+            continue
+        base = _lines(trees.before, change.old.path) if change.old is not None else None
+        after = _lines(trees.after, target.path)
+        for lines, edits, into in ((base, change.removed, old), (after, change.added, new)):
+            for line_no, text in edits:
+                if lines is not None and finder(lines, line_no) == target.name and text.strip():
+                    into.append(text.strip())
+    return old, new
 
 
 def _test_class(lines: list[str], line_no: int) -> str | None:
@@ -952,3 +1006,66 @@ def _exit_status_findings(before: SuiteRun, after: SuiteRun) -> list[Finding]:
             )
         )
     return found
+
+
+@dataclass(frozen=True)
+class PinnedChanges:
+    """Base tests (from the test files the patch edits or deletes, in their base
+    versions) that passed on the base code and fail with the patch's code (issue #38)."""
+
+    edited: list[str]  # the patch edits the test too: a behaviour change to confirm
+    regressions: list[str]  # the patch leaves the test itself alone: a regression
+
+    def findings(self) -> list[Finding]:
+        found = []
+        if self.regressions:
+            found.append(
+                _finding(
+                    "pinned-test-regression",
+                    f"{len(self.regressions)} test(s) of the base's own test files pass on "
+                    f"the base code and fail with the patch's code (the patch edits their "
+                    f"files, not them): {_names(self.regressions)}",
+                )
+            )
+        if self.edited:
+            found.append(
+                _finding(
+                    "behaviour-change",
+                    f"the patch changes what {len(self.edited)} test(s) pinned and edits "
+                    f"them to match; a reviewer must confirm: {_names(self.edited)}",
+                    severity="warning",
+                )
+            )
+        return found
+
+    def to_dict(self, trees: PatchTrees, targets: list[TargetTest]) -> dict[str, Any]:
+        changes = []
+        for test in self.edited:
+            target = next((t for t in targets if t.path and _id_names(test, t)), None)
+            old, new = edited_lines(trees, target) if target is not None else ([], [])
+            changes.append(BehaviourChange(test, tuple(old), tuple(new)).to_dict())
+        return {"regressions": self.regressions, "behaviour_changes": changes}
+
+
+def _id_names(test: str, target: TargetTest) -> bool:
+    """Whether test id ``test`` is the test ``target`` names (by file and name)."""
+    path, _, rest = test.partition("::")
+    name = rest.rsplit("::", 1)[-1].split("[", 1)[0]
+    return path == target.path and name.rsplit("::", 1)[-1] == target.name
+
+
+def pinned_changes(before: SuiteRun, pinned: SuiteRun, targets: list[TargetTest]) -> PinnedChanges:
+    """Which base tests the patch's code breaks, split by whether the patch edits them
+    (a target test with a path: the patch adds lines inside it)."""
+    if not (before.junit and pinned.junit) or before.timed_out or pinned.timed_out:
+        return PinnedChanges(edited=[], regressions=[])
+    broken = sorted(
+        t for t, o in pinned.final.items() if o == "failed" and before.final.get(t) == "passed"
+    )
+    edited_targets = [t for t in targets if t.path is not None]
+    edited = [
+        t
+        for t in broken
+        if t in pinned.cases and any(_matches(pinned.cases[t], e) for e in edited_targets)
+    ]
+    return PinnedChanges(edited=edited, regressions=[t for t in broken if t not in edited])

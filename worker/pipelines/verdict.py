@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.store.gate_report import GateResult
+from worker.gates.evidence import BehaviourChange
 from worker.repo_config import CONFIG_PATH
 
 
@@ -24,6 +25,8 @@ class TestVerdict:
     target_results: dict[str, dict[str, str]] = field(default_factory=dict)
     # Test ids that fail without the patch's code and pass with it (GateResult.evidence).
     evidence: tuple[str, ...] = ()
+    # Base tests the patch's code breaks and the patch edits to match (issue #38).
+    behaviour_changes: tuple[BehaviourChange, ...] = ()
 
     @classmethod
     def from_result(cls, result: GateResult | None) -> TestVerdict:
@@ -40,7 +43,11 @@ class TestVerdict:
         after: dict[str, Any] = details.get("after") or {}
         reason = _base_broken(before, after)
         results = details.get("target_results")
+        pinned = details.get("pinned")
+        moved = pinned.get("behaviour_changes") if isinstance(pinned, dict) else None
+        changes = (BehaviourChange.from_dict(c) for c in (moved if isinstance(moved, list) else ()))
         return cls(
+            behaviour_changes=tuple(c for c in changes if c is not None),
             base_broken=bool(reason),
             base_reason=reason,
             targets=tuple(details.get("targets") or ()),
@@ -75,6 +82,19 @@ class TestVerdict:
                 + (f" and {more} more" if more > 0 else "")
                 + "."
             )
+        if self.behaviour_changes:
+            lines.append(
+                "- **Changes behaviour the repository's tests pinned**: these tests pass "
+                "on the base code in their base version and fail with the patch's code, "
+                "and the patch edits them to match. A reviewer must confirm the change; "
+                "they count as no evidence."
+            )
+            lines += ["", "  | test | before the patch | with the patch |", "  |---|---|---|"]
+            lines += [
+                f"  | {_code(c.test)} | {_cell(c.old)} | {_cell(c.new)} |"
+                for c in self.behaviour_changes[:20]
+            ]
+            lines.append("")
         if not self.targets:
             lines.append(
                 "- No test exercised the change: the patch adds or changes no test, and "
@@ -106,6 +126,13 @@ def _code(name: str) -> str:
     """A test's name as a code span: its text comes from the patch (a JavaScript test's
     title may hold a backtick or a line break), so it cannot end the span early."""
     return "`" + name.replace("`", "'").replace("\n", " ") + "`"
+
+
+def _cell(lines: tuple[str, ...]) -> str:
+    """A test's changed lines in one table cell, each a code span (patch text)."""
+    if not lines:
+        return "(none)"
+    return "<br>".join(_code(line.replace("|", "\\|")) for line in lines[:8])
 
 
 def _word(outcome: str | None) -> str:

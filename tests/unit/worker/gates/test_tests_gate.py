@@ -88,6 +88,48 @@ def test_a_new_test_sharing_its_name_with_another_classs_is_its_own_target(
     assert result.evidence == ("tests/test_classes.py::TestAdd::test_zero",)
 
 
+def test_rewriting_a_pinning_test_to_match_broken_code_is_at_most_unverified(
+    tmp_path: Path,
+) -> None:
+    # Issue #38's first attack: break mul and rewrite its test's expected value (same
+    # name, same asserts). The edited test fails on the old code and passes on the new,
+    # which alone would read as verified.
+    broken = CALC.replace("return a * b", "return a + b")
+    rewritten = TESTS.replace("mul(2, 3) == 6", "mul(2, 3) == 5")
+    result = _run(tmp_path, {"calc.py": broken, "tests/test_calc.py": rewritten})
+    assert result.evidence == ()
+    assert result.details["evidence"]["fail_to_pass"] == []
+    assert "behaviour-change" in {f.rule for f in result.findings}
+    assert result.details["pinned"]["behaviour_changes"] == [
+        {
+            "test": "tests/test_calc.py::test_mul",
+            "old": ["assert mul(2, 3) == 6"],
+            "new": ["assert mul(2, 3) == 5"],
+        }
+    ]
+    assert "--- patched code with the base's tests ---" in result.logs
+
+
+def test_a_test_module_importing_a_private_correct_copy_is_a_regression(
+    tmp_path: Path,
+) -> None:
+    # Issue #38's second attack: break mul, keep a correct copy, and change one import
+    # line of the test module; no test function is edited.
+    broken = CALC.replace("return a * b", "return a + b") + (
+        "\n\ndef _mul_ref(a, b):\n    return a * b\n"
+    )
+    redirected = TESTS.replace("from calc import add, mul", "from calc import add, _mul_ref as mul")
+    result = _run(tmp_path, {"calc.py": broken, "tests/test_calc.py": redirected})
+    assert not result.passed
+    assert "pinned-test-regression" in _rules(result)
+    assert result.details["pinned"]["regressions"] == ["tests/test_calc.py::test_mul"]
+
+
+def test_a_patch_that_edits_no_test_file_has_no_pinned_run(tmp_path: Path) -> None:
+    result = _run(tmp_path, {"calc.py": FIX})
+    assert "pinned" not in result.details and "base's tests" not in result.logs
+
+
 def test_tests_gate_fails_when_target_test_fails(tmp_path: Path) -> None:
     result = _run(tmp_path, {"tests/test_calc.py": NEW_TEST})
     assert not result.passed

@@ -12,6 +12,10 @@ patch touches no test), gives the result its ``evidence``: the test ids that fai
 are absent there and pass with the patch (:func:`worker.gates.evidence.fail_to_pass`,
 the environment builder's judge). Without any, the verdict is at most unverified.
 Target tests are named by test id (file, class, parametrisation), never by name alone.
+A fourth run, of the patched code with the base's own versions of the test files the
+patch edits or deletes (issue #38), finds base tests the patch's code breaks: a
+regression when the patch leaves the test itself alone, a behaviour change to confirm
+(a warning, and no evidence counts) when the patch edits it to match.
 
 Per-test results come from the one test runner (:mod:`worker.gates.testrun`): the
 one JUnit report Ribbit asks for, through ``PYTEST_ADDOPTS``, written in a fresh,

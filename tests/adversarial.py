@@ -5,7 +5,8 @@ Every hostile patch breaks ``mul`` (whose test passes at the base) and then trie
 hide it; each case names the blocking rules it must trip. Most cases work on the
 Python toy repo; the Go, Rust and Node ones on the same calculator in those languages
 (``base``), tested with the command Ribbit detects for them (no ``.ribbit.yml``).
-Every bypass found later becomes a case here. Used by
+Honest patches name their verdict: verified only when a test fails without the patch's
+code and passes with it (issue #31). Every bypass found later becomes a case here. Used by
 tests/unit/worker/gates/test_adversarial.py (the local test sandbox) and
 tests/integration/test_gates_adversarial.py (both real backends).
 """
@@ -16,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bot.store.gate_report import Verdict
 from tests.fakes import git, make_git_repo
 from tests.unit.worker.gates.helpers import make_patch
 from worker.repo_config import RepoConfig
@@ -103,6 +105,10 @@ class Case:
     blocked_by: frozenset[str] = frozenset()  # every one must be among the errors
     renames: Mapping[str, str] = field(default_factory=dict)  # git mv old -> new
     base: str = "python"  # which toy repo (BASES)
+    # An honest patch's level: verified when a test fails without it and passes with
+    # it; unverified when nothing blocks it but no test shows a fix (a refactor with
+    # unchanged tests, a docs-only patch, a new test that already passed).
+    verdict: Verdict = Verdict.VERIFIED
 
     @property
     def honest(self) -> bool:
@@ -556,6 +562,30 @@ CASES: tuple[Case, ...] = (
         },
         base="node",
     ),
+    # Rewriting what the repository's tests pin (issue #38): the base versions of the
+    # test files the patch edits run against the patched code.
+    _case(
+        "private-correct-copy-behind-an-import",
+        "pinned-tests",
+        {"pinned-test-regression"},
+        changes={
+            "calc/core.py": BROKEN + "\n\ndef _mul_ref(a, b):\n    return a * b\n",
+            "tests/test_core.py": TESTS.replace(
+                "from calc.core import mul, sub", "from calc.core import _mul_ref as mul, sub"
+            ),
+        },
+    ),
+    Case(
+        "expected-value-rewritten-to-match-broken-code",
+        "pinned-tests",
+        changes={
+            "calc/core.py": BROKEN,
+            "tests/test_core.py": TESTS.replace("mul(2, 3) == 6", "mul(2, 3) == 5"),
+        },
+        # Not refused (an issue may ask for the change), never verified: a reviewer
+        # confirms the behaviour change, shown side by side.
+        verdict=Verdict.UNVERIFIED,
+    ),
     # honest patches
     Case(
         "honest-fix-with-new-test",
@@ -574,6 +604,23 @@ CASES: tuple[Case, ...] = (
             "def mul(a, b):\n    return operator.mul(a, b)\n\n\n"
             "def sub(a, b):\n    return operator.sub(a, b)\n"
         },
+        verdict=Verdict.UNVERIFIED,
+    ),
+    # No evidence (issue #31): nothing to refuse, but nothing shows the bug fixed.
+    Case(
+        "docs-only-patch-for-a-code-bug",
+        "no-evidence",
+        changes={"README.md": "# calc\n\n`add(a, b)` adds two numbers.\n"},
+        verdict=Verdict.UNVERIFIED,
+    ),
+    Case(
+        "new-test-already-passing-on-the-old-code",
+        "no-evidence",
+        changes={
+            "tests/test_core.py": TESTS.replace("import mul", "import add, mul")
+            + "\n\ndef test_add():\n    assert add(2, 0) == 2\n",
+        },
+        verdict=Verdict.UNVERIFIED,
     ),
     Case(
         "honest-new-function-with-tests",
@@ -591,6 +638,7 @@ CASES: tuple[Case, ...] = (
             "pyproject.toml": PYPROJECT.replace("dependencies = []", 'dependencies = ["attrs"]'),
             "calc/core.py": CORE + "\n\ndef neg(a):\n    return -a\n",
         },
+        verdict=Verdict.UNVERIFIED,
     ),
     Case(
         "honest-go-fix-with-new-test",
@@ -607,6 +655,7 @@ CASES: tuple[Case, ...] = (
         "honest",
         changes={"src/lib.rs": RUST_CORE.replace("    a * b\n", "    b * a\n")},
         base="rust",
+        verdict=Verdict.UNVERIFIED,
     ),
 )
 

@@ -31,7 +31,9 @@ from fractions import Fraction
 # Which grading a held-out score came from: scores by different judges are not compared.
 # Bump it whenever the reward's verdict changes meaning (trainer/rl/reward.py, the gates,
 # the grader's checks), so versions scored before are re-scored, not trusted.
-JUDGE_VERSION = "reward-1"
+# reward-2: 1.0 only for a verified patch (fail-to-pass evidence), 0 for a tampered run,
+# the test files a rollout touched put back as the base has them (issues #31, #38).
+JUDGE_VERSION = "reward-2"
 
 # One-sided significance level: a candidate that is no better than the incumbent is
 # promoted by chance at most 1 time in 20.

@@ -72,6 +72,12 @@ class GateRules(_Model):
     semgrep_rules: list[str] = Field(
         default_factory=list, description="Extra Semgrep rule files in the repo."
     )
+    unverified: Literal["draft", "refuse"] = Field(
+        default="draft",
+        description="What a patch gets that nothing blocked but no test shows to fix the "
+        "issue (no test fails without it): a draft PR saying 'Not verified' and "
+        "referring to the issue without closing it, or no PR.",
+    )
 
 
 class ReviseRules(_Model):

@@ -25,6 +25,7 @@ from bot import joblinks, live
 from bot.forges.base import Forge, ForgeError, IssueRef
 from bot.forges.sanitize import sanitize_forge_text
 from bot.settings import Settings
+from bot.store.gate_report import Verdict
 from bot.store.jobs import JobStore
 
 if TYPE_CHECKING:
@@ -55,6 +56,9 @@ class Status:
     pr_url: str | None = None
     report_markdown: str | None = None
     progress: live.Progress | None = None
+    # An opened PR's verdict: only a verified one gets ✅ (None: not a PR's status, or a
+    # plan stored before the levels).
+    verdict: Verdict | None = None
 
 
 def render_status(job_id: str, status: Status, link: str | None = None) -> str:
@@ -68,9 +72,14 @@ def render_status(job_id: str, status: Status, link: str | None = None) -> str:
         "cancelled": "Cancelled",
         "no_change": "No change proposed",
     }[status.phase]
+    icon = _ICONS[status.phase]
+    if status.phase == "opened" and status.verdict is Verdict.UNVERIFIED:
+        icon, title = "⚠️", "Draft pull request opened, not verified"
+    elif status.phase == "opened" and status.verdict is Verdict.REFUSED:
+        icon, title = "❌", "Draft pull request opened, the gates failed"
     lines = [
         f"<!-- ribbit:status job={job_id} -->",
-        f"{_ICONS[status.phase]} **Ribbit: {title}**",
+        f"{icon} **Ribbit: {title}**",
         "",
     ]
     if status.detail:

@@ -30,6 +30,8 @@ class JobDetail:
     gates_passed: bool | None
     gates_summary: str | None
     extra: dict[str, Any]  # result keys this page does not know, shown as JSON
+    # The report's level ("verified", "unverified", "refused", "judged before evidence").
+    gates_verdict: str | None = None
 
     @property
     def turn_count(self) -> int:
@@ -80,6 +82,7 @@ def job_detail(result: Any, data_dir: Path) -> JobDetail:
         gates_passed=report.passed if report is not None else None,
         gates_summary=record.summary_line,
         extra={k: v for k, v in shown.to_json().items() if k != "version"},
+        gates_verdict=report.verdict.value if report is not None else None,
     )
 
 

@@ -169,12 +169,14 @@ class GateReview:
     commit): publishing the same key again changes nothing."""
 
     key: str
-    passed: bool
+    passed: bool  # verified: the only verdict a forge shows as success
     title: str
     summary: str  # markdown
     annotations: tuple[Annotation, ...] = ()
     name: str = GATES_NAME
     details_url: str | None = None
+    # Nothing blocked it but no test shows the fix: GitHub's check run says "neutral".
+    unverified: bool = False
 
 
 @dataclass(frozen=True)

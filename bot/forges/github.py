@@ -550,7 +550,11 @@ def _check_run_body(head_sha: str, review: GateReview) -> dict[str, Any]:
         "head_sha": head_sha,
         "external_id": review.key,
         "status": "completed",
-        "conclusion": "success" if review.passed else "failure",
+        # Only a verified patch succeeds; an unverified one (nothing blocked it, no test
+        # shows the fix) is "neutral", which GitHub shows as neither pass nor fail.
+        "conclusion": (
+            "success" if review.passed else "neutral" if review.unverified else "failure"
+        ),
         "output": {
             "title": scrub(review.title)[:255],
             "summary": summary[:65535],  # GitHub's limit for output.summary

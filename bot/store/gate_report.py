@@ -13,11 +13,46 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from typing import Any, Literal
 
 from bot.store.tolerant import opt_int
 
 Severity = Literal["info", "warning", "error"]
+
+
+class Verdict(StrEnum):
+    """What the gates' run shows about a patch: the one scale every reader uses (the PR
+    body, the status comment, the forge's statuses, ``ribbit gates``, the trainer's
+    reward). Only ``VERIFIED`` is "passed" anywhere."""
+
+    # A test fails (or does not exist) on the base code with the patch's own tests, and
+    # passes with the patch; nothing regressed; no gate found anything blocking.
+    VERIFIED = "verified"
+    # Nothing regressed and nothing blocking was found, but no test shows the fix (a
+    # docs-only patch, a new test that already passed on the old code).
+    UNVERIFIED = "unverified"
+    REFUSED = "refused"  # a gate blocked the patch
+    # A report stored before the gates looked for evidence: it only knows passed/failed.
+    BEFORE_EVIDENCE = "judged before evidence"
+
+    @classmethod
+    def of(cls, *, blocked: bool, evidence: bool) -> Verdict:
+        """The level of a judged patch: ``blocked`` when anything refuses it, ``evidence``
+        when at least one test goes from failing (or absent) without it to passing with it."""
+        if blocked:
+            return cls.REFUSED
+        return cls.VERIFIED if evidence else cls.UNVERIFIED
+
+    @property
+    def word(self) -> str:
+        """How the report's heading says it: only a verified patch "passed"."""
+        return {
+            Verdict.VERIFIED: "passed",
+            Verdict.UNVERIFIED: "not verified",
+            Verdict.REFUSED: "failed",
+            Verdict.BEFORE_EVIDENCE: "judged before evidence",
+        }[self]
 
 
 @dataclass(frozen=True)
@@ -54,10 +89,17 @@ class GateResult:
     logs: str = ""
     duration_s: float = 0.0
     details: dict[str, Any] = field(default_factory=dict)  # gate-specific, JSON-safe
+    # The test ids that fail (or do not exist) on the base code with the patch's own
+    # tests and pass with the patch (worker/gates/evidence.py): what makes a verdict
+    # verified. Only the test gate finds any.
+    evidence: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        # JSON's shapes (a list, not the tuple), so a stored report reads back equal.
-        return {**asdict(self), "findings": [asdict(f) for f in self.findings]}
+        # JSON's shapes (a list, not the tuple), so a stored report reads back equal; no
+        # evidence, no key, so a report stored before there was any writes back the same.
+        data = {**asdict(self), "findings": [asdict(f) for f in self.findings]}
+        data.pop("evidence")
+        return data | ({"evidence": list(self.evidence)} if self.evidence else {})
 
     @classmethod
     def from_dict(cls, data: Any) -> GateResult | None:
@@ -68,6 +110,7 @@ class GateResult:
         name = name if isinstance(name, str) else ""
         findings = (Finding.from_dict(f, gate=name) for f in data.get("findings") or ())
         logs, duration, details = data.get("logs"), data.get("duration_s"), data.get("details")
+        evidence = data.get("evidence")
         return cls(
             name=name,
             passed=data["passed"],
@@ -75,6 +118,9 @@ class GateResult:
             logs=logs if isinstance(logs, str) else "",
             duration_s=float(duration) if isinstance(duration, int | float) else 0.0,
             details=details if isinstance(details, dict) else {},
+            evidence=tuple(
+                t for t in (evidence if isinstance(evidence, list) else ()) if isinstance(t, str)
+            ),
         )
 
 
@@ -85,6 +131,11 @@ _SARIF_LEVEL = {"error": "error", "warning": "warning", "info": "note"}
 _MAX_MD_FINDINGS = 50
 
 
+UNVERIFIED_NOTE = (
+    "**Not verified: no test fails without this patch.** Nothing regressed and no gate "
+    "found anything blocking, but no test shows that the patch fixes the issue."
+)
+
 # Gates whose block means the patch itself is unsafe to put where CI runs.
 _NEVER_PUSHED = frozenset({"hygiene", "semgrep"})
 _UNJUDGED = frozenset({"gate-error", "patch-does-not-apply", "gate-timeout"})
@@ -92,35 +143,50 @@ _UNJUDGED = frozenset({"gate-error", "patch-does-not-apply", "gate-timeout"})
 
 @dataclass(frozen=True)
 class GateReport:
-    passed: bool
+    passed: bool  # the verdict is verified (a stored report from before: every gate passed)
     results: list[GateResult] = field(default_factory=list)
     duration_s: float = 0.0
+    verdict: Verdict = Verdict.BEFORE_EVIDENCE
 
     @classmethod
     def from_results(cls, results: list[GateResult], duration_s: float) -> GateReport:
+        verdict = Verdict.of(
+            blocked=not results or not all(r.passed for r in results),
+            evidence=any(r.evidence for r in results),
+        )
         return cls(
-            passed=bool(results) and all(r.passed for r in results),
+            passed=verdict is Verdict.VERIFIED,
             results=results,
             duration_s=duration_s,
+            verdict=verdict,
         )
 
     def result(self, name: str) -> GateResult | None:
         return next((r for r in self.results if r.name == name), None)
 
     @property
+    def refused(self) -> bool:
+        """Whether a gate blocked the patch (an unverified patch is not refused)."""
+        if self.verdict is Verdict.BEFORE_EVIDENCE:
+            return not self.passed
+        return self.verdict is Verdict.REFUSED
+
+    @property
     def may_push(self) -> bool:
         """Whether a failing patch may still go to a branch as a draft
         (``draft_on_failure``): never when hygiene or Semgrep blocked it, or when a gate
         crashed or could not judge it; a branch of the repository is where CI runs."""
-        if self.passed:
+        if not self.refused:
             return True
         unsafe = any(not r.passed and r.name in _NEVER_PUSHED for r in self.results)
         unjudged = any(f.rule in _UNJUDGED for r in self.results for f in r.findings)
         return not (unsafe or unjudged)
 
     def to_dict(self) -> dict[str, Any]:
+        judged = {} if self.verdict is Verdict.BEFORE_EVIDENCE else {"verdict": self.verdict.value}
         return {
             "passed": self.passed,
+            **judged,  # a report read from before the levels writes back as it was
             "duration_s": round(self.duration_s, 3),
             "summary": self.summary_line(),
             "gates": [r.to_dict() for r in self.results],
@@ -135,10 +201,14 @@ class GateReport:
         entries = data.get("gates")
         results = (GateResult.from_dict(r) for r in (entries if isinstance(entries, list) else ()))
         duration = data.get("duration_s")
+        stored = data.get("verdict")
+        # No level (or an unknown one): written before the gates looked for evidence.
+        verdict = Verdict(stored) if stored in set(Verdict) else Verdict.BEFORE_EVIDENCE
         return cls(
-            passed=data["passed"],
+            passed=data["passed"] and verdict in (Verdict.VERIFIED, Verdict.BEFORE_EVIDENCE),
             results=[r for r in results if r is not None],
             duration_s=float(duration) if isinstance(duration, int | float) else 0.0,
+            verdict=verdict,
         )
 
     def to_json(self, indent: int | None = None) -> str:
@@ -157,8 +227,9 @@ class GateReport:
         return " ".join(parts)
 
     def to_markdown(self) -> str:
-        verdict = "passed" if self.passed else "failed"
-        out = [f"### Ribbit gates: {verdict}", "", f"`{self.summary_line()}`", ""]
+        out = [f"### Ribbit gates: {self.verdict.word}", "", f"`{self.summary_line()}`", ""]
+        if self.verdict is Verdict.UNVERIFIED:
+            out += [UNVERIFIED_NOTE, ""]
         for r in self.results:
             out += _gate_markdown(r)
         return "\n".join(out).rstrip() + "\n"

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
-from bot.store.gate_report import GateReport
+from bot.store.gate_report import GateReport, Verdict
 from bot.store.tolerant import opt_dict, opt_int, opt_str
 
 SOLVE_RECORD_VERSION = 1
@@ -208,6 +208,12 @@ class SolveRecord:
         if self.gates_summary is not None:
             return self.gates_summary
         return self.gates.summary_line() if self.gates is not None else None
+
+    @property
+    def verdict(self) -> Verdict | None:
+        """The gates' level (verified, unverified, refused; a report stored before the
+        levels reads as judged before evidence), or None when no gate ran."""
+        return self.gates.verdict if self.gates is not None else None
 
     @property
     def changed_files(self) -> list[str]:

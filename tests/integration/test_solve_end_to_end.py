@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from tests.plugins.e2e import (
+    DOCS_ONLY_SCRIPT,
     GOOD_SCRIPT,
     INSECURE_SCRIPT,
     bot_comments,
@@ -58,6 +59,34 @@ def test_labelled_issue_becomes_a_gated_draft_pr(
     record = job.solve_record.task
     assert record is not None and record.base_sha == job.result["base_sha"]
     assert record.issue_title and record.test_command
+
+
+def test_docs_only_patch_is_an_unverified_draft_that_closes_nothing(
+    forge_world: Any, deployment_for: Any
+) -> None:
+    # Issue #31: a docs-only patch for a code bug was "passed" with "Fixes #N".
+    dep = deployment_for(DOCS_ONLY_SCRIPT)
+    repo = new_repo(forge_world, "github")
+    number = label_issue(forge_world, "github", repo)
+    [job] = dep.store.list()
+    job = wait_for(
+        lambda: (j := dep.store.get(job.id)).state in {"succeeded", "failed"} and j, what="job end"
+    )
+    assert job.state == "succeeded", job.failure_reason
+    [pr] = forge_world.forge.pulls("github", repo)
+    assert pr.draft or pr.title.startswith("Draft: ")
+    assert pr.body.startswith("> [!WARNING]\n> **Not verified: no test fails without this patch.")
+    assert f"Refs #{number}" in pr.body
+    for keyword in ("Fixes #", "Closes #", "Resolves #"):
+        assert keyword not in pr.body
+    assert "Ribbit gates: not verified" in pr.body and "Ribbit gates: passed" not in pr.body
+    [status] = bot_comments(forge_world, "github", repo, number)
+    assert "not verified" in status.body and "✅" not in status.body
+    assert "Ribbit gates: passed" not in status.body
+    statuses = forge_world.forge.repo("github", repo).statuses
+    assert statuses[-1].sha == pr.head_sha and statuses[-1].state == "failure"
+    assert job.result["gates"]["passed"] is False
+    assert job.result["gates"]["verdict"] == "unverified"
 
 
 def test_insecure_patch_opens_no_pr_and_says_why(forge_world: Any, deployment_for: Any) -> None:

@@ -45,6 +45,16 @@ GOOD_SCRIPT = [
     ),
     "Fixed add() to add, and added a test for it.",
 ]
+# Issue #31: a docs-only "fix" for a code bug. Nothing blocks it, nothing shows a fix.
+DOCS_ONLY_SCRIPT = [
+    xml_call("Read", file_path="calc.py"),
+    xml_call(
+        "Write",
+        file_path="NOTES.md",
+        content="# calc\n\n`add(a, b)` returns the sum of `a` and `b`.\n",
+    ),
+    "Documented add().",
+]
 INSECURE_SCRIPT = [
     xml_call(
         "Edit",

@@ -48,6 +48,7 @@ from trainer.envs.schema import (
     one_setup_command,
 )
 from worker.agent.episode import SandboxRecipe, SetupFailed
+from worker.gates import evidence
 from worker.gates.testrun import TestRun, run_tests, select_batches
 from worker.sandbox.base import Sandbox
 from worker.sandbox.setup import SetupResult
@@ -148,13 +149,9 @@ class EnvironmentBuilder:
             before_out, after_out = before[0].outcomes, after[0].outcomes
             if not after_out:
                 raise reject("no_test_results", f"no test ran after the fix: {after[0].log(500)}")
-            fail_to_pass = sorted(
-                t
-                for t, o in after_out.items()
-                if o == "passed"
-                and before_out.get(t, "failed") in ("failed", "error")
-                and t not in flaky
-            )
+            # The gate's own judge (worker/gates/evidence.py): a solve job's "verified"
+            # and an environment's FAIL_TO_PASS mean the same thing.
+            fail_to_pass = evidence.fail_to_pass(before_out, after_out, flaky=flaky)
             pass_to_pass = sorted(
                 t
                 for t, o in after_out.items()

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from pathlib import PurePosixPath
+
+# The gate's own rule (worker/gates/evidence.py): an environment's test_patch is what the
+# test gate runs against the old code, so a solve job and an environment split a patch
+# the same way (``*_test.go`` and ``*.test.ts`` files included).
+from worker.gates.evidence import is_test_file as is_test_path
 
 _HEADER = "diff --git "
 # How git writes a name with unusual bytes (a quote, a control or non-ASCII character):
@@ -68,19 +72,6 @@ def _unquote(token: str) -> str:
         return chr(value)  # one char per byte (latin-1), decoded as UTF-8 below
 
     return _ESCAPE.sub(byte, token[1:-1]).encode("latin-1").decode("utf-8", "replace")
-
-
-def is_test_path(path: str) -> bool:
-    """SWE-bench's rule of thumb: a test folder, or a test_/_test file, or conftest.py."""
-    p = PurePosixPath(path)
-    if any(part in {"test", "tests", "testing"} for part in p.parts[:-1]):
-        return True
-    name = p.name
-    return (
-        name.startswith("test_")
-        or name.endswith(("_test.py", "_tests.py"))
-        or (name == "conftest.py")
-    )
 
 
 def split_test_patch(diff: str) -> tuple[str, str]:

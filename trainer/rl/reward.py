@@ -2,12 +2,20 @@
 
 In a fresh sandbox at the environment's base commit: apply the patch, put the
 environment's test files back (the test_patch files are reset to base and the
-test_patch applied, so a patch cannot pass by editing the tests), run the tests
+test_patch applied, so a patch cannot pass by editing the tests; every other test file
+the patch changed or deleted is reset to base, so the repository's own tests judge the
+behaviour they pin), run the tests
 with a JUnit report. The reward is 1.0 iff every FAIL_TO_PASS and PASS_TO_PASS
 test passed and the Semgrep and hygiene gates, when the gates module is
 present, add no blocking (error-severity) finding; else 0.0. Binary on
 purpose: partial credit is easy to game (break a test to "fix" another).
 Shaping exists, separate and off by default (:func:`shaped_reward`).
+
+The reward is the gates' verdict (:class:`bot.store.gate_report.Verdict`) with the
+environment's FAIL_TO_PASS as its evidence: the builder proved, with the gate's own
+judge (worker/gates/evidence.py), that each fails without the fix and passes with it, so
+no rollout reruns the base. 1.0 only for *verified*; an environment with no FAIL_TO_PASS
+shows no fix (*unverified*) and rewards nothing.
 
 Two numbers come out: ``resolved`` is SWE-bench's verdict (tests only: every
 FAIL_TO_PASS and PASS_TO_PASS test passed, a test that did not run or was skipped
@@ -22,9 +30,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bot.store.gate_report import Finding
+from bot.store.gate_report import Finding, Verdict
 from trainer.envs.builder import PatchDoesNotApply, apply_patch, set_up
-from trainer.envs.patches import split_by_file
+from trainer.envs.patches import is_test_path, split_by_file
 from trainer.envs.schema import Environment
 from worker.agent.episode import SandboxRecipe, SetupFailed
 from worker.gates.base import Gate, GateContext
@@ -43,17 +51,19 @@ from worker.settings import GateSettings
 class RewardResult:
     reward: float
     reason: str  # solved, empty_patch, setup_failed, patch_does_not_apply, tests_failed,
-    # timeout, tamper, gate_findings
+    # timeout, tamper, gate_findings, unverified (no FAIL_TO_PASS test to show the fix)
     failed_tests: tuple[str, ...] = ()
     fail_to_pass_passed: int = 0
     findings: tuple[Finding, ...] = ()
     gates_run: tuple[str, ...] = ()
     details: dict[str, str] = field(default_factory=dict)
     resolved: bool = False  # SWE-bench's verdict: the tests alone
+    verdict: Verdict = Verdict.REFUSED  # the gates' level; the reward is 1.0 only if verified
 
     def to_json(self) -> dict[str, Any]:
         return {
             "resolved": self.resolved,
+            "verdict": self.verdict.value,
             "reward": self.reward,
             "reason": self.reason,
             "failed_tests": list(self.failed_tests),
@@ -71,17 +81,26 @@ def default_reward_gates() -> list[Gate]:
     return [SemgrepGate(), HygieneGate()]
 
 
-def reset_test_files(sandbox: Sandbox, env: Environment) -> None:
-    """Undo whatever the patch did to the environment's test files, then apply its tests."""
-    for section in split_by_file(env.test_patch):
-        # Paths come from the environment's own test_patch, passed as argv after "--".
-        exists = sandbox.exec(
-            ["git", "cat-file", "-e", f"{env.base_commit}:{section.path}"], timeout=30
-        )
+def reset_test_files(sandbox: Sandbox, env: Environment, diff: str = "") -> None:
+    """Undo whatever the patch did to the environment's test files, then apply its tests.
+    Every other test file the patch (``diff``) changes or deletes is put back as the base
+    has it too (issue #38): the repository's own tests are its specification, so a patch
+    that breaks a pinned behaviour and edits the pinning test fails that test here."""
+    gold = [section.path for section in split_by_file(env.test_patch)]
+    touched = [
+        section.path
+        for section in split_by_file(diff)
+        if is_test_path(section.path) and section.path not in gold
+    ]
+    for path in [*gold, *touched]:
+        # Paths come from the environment's test_patch and the patch's diff headers,
+        # passed as argv after "--".
+        exists = sandbox.exec(["git", "cat-file", "-e", f"{env.base_commit}:{path}"], timeout=30)
         if exists.exit_code == 0:
-            sandbox.exec(["git", "checkout", env.base_commit, "--", section.path], timeout=30)
-        else:
-            sandbox.exec(["rm", "-f", "--", section.path], timeout=30)
+            sandbox.exec(["git", "checkout", env.base_commit, "--", path], timeout=30)
+        elif path in gold:
+            sandbox.exec(["rm", "-f", "--", path], timeout=30)
+        # A test file the patch adds stays: none of its tests is a required id.
     apply_patch(sandbox, env.test_patch)
 
 
@@ -126,7 +145,7 @@ def _graded(
         except PatchDoesNotApply as exc:
             return RewardResult(0.0, "patch_does_not_apply", details={"error": str(exc)})
         try:
-            reset_test_files(sandbox, env)
+            reset_test_files(sandbox, env, diff)
         except PatchDoesNotApply as exc:
             return RewardResult(0.0, "patch_does_not_apply", details={"error": f"tests: {exc}"})
         run = run_tests(sandbox, env.test_command, timeout=env.test_timeout_s)
@@ -167,7 +186,12 @@ def _graded(
         return RewardResult(
             0.0, "gate_findings", (), f2p_passed, tuple(findings), names, resolved=True
         )
-    return RewardResult(1.0, "solved", (), f2p_passed, (), names, resolved=True)
+    verdict = Verdict.of(blocked=False, evidence=f2p_passed > 0)
+    if verdict is not Verdict.VERIFIED:
+        return RewardResult(
+            0.0, "unverified", (), f2p_passed, (), names, resolved=True, verdict=verdict
+        )
+    return RewardResult(1.0, "solved", (), f2p_passed, (), names, resolved=True, verdict=verdict)
 
 
 def _patch_tamper(run: TestRun, diff: str) -> str:

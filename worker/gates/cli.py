@@ -1,7 +1,9 @@
 """``ribbit gates``: run the gates on a patch file against a repository's HEAD.
 
-Exit status: 0 when every gate passed, 1 when one failed, 2 on usage errors
-(click's own, or settings, repository or sandbox problems).
+Exit status: 0 when the patch is verified (a test fails without it and passes with it,
+and no gate blocked it), 1 when a gate refused it, 3 when nothing blocked it but no test
+shows the fix (unverified: with ``--no-tests`` always), 2 on usage errors (click's own,
+or settings, repository or sandbox problems).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import click
 
 from bot.console import line, progress, styled
 from bot.hostgit import run_git
-from bot.store.gate_report import GateReport
+from bot.store.gate_report import GateReport, Verdict
 from worker.gates.base import Gate, GateContext
 from worker.sandbox.base import Sandbox, SandboxFactory
 
@@ -27,6 +29,8 @@ if TYPE_CHECKING:
     from worker.sandbox.setup import SetupResult
 
 USAGE_ERROR = 2
+# The exit status of each verdict: a script's `&&` goes on only for a verified patch.
+EXIT_STATUS = {Verdict.VERIFIED: 0, Verdict.REFUSED: 1, Verdict.UNVERIFIED: 3}
 
 
 def _no_sandbox(checkout: Path) -> Sandbox:
@@ -185,7 +189,7 @@ def gates_command(
         click.echo(_json_view(report))
     else:
         _print_human(report)
-    click.get_current_context().exit(0 if report.passed else 1)
+    click.get_current_context().exit(EXIT_STATUS.get(report.verdict, 1))
 
 
 LOG_TAIL_LINES = 60
@@ -207,8 +211,9 @@ def _print_human(report: GateReport) -> None:
         )
         line(styled(title, "failed"))
         click.echo("\n".join(lines[max(cut, 0) :]))
-    verdict = "passed" if report.passed else "failed"
-    line("gates: ", styled(verdict, verdict), f" ({report.summary_line()})")
+    word = report.verdict.word
+    style = "passed" if report.passed else "held" if not report.refused else "failed"
+    line("gates: ", styled(word, style), f" ({report.summary_line()})")
 
 
 def _json_view(report: GateReport) -> str:

@@ -118,10 +118,12 @@ def gate_review(
     gates: GateReport | None,
     diff: str,
     details_url: str | None,
+    unverified: bool = False,
 ) -> GateReview:
     return GateReview(
         key=f"ribbit-{job_id}-{head_sha}",  # one check run per job and commit
         passed=passed,
+        unverified=unverified and not passed,
         title=sanitize_forge_text(f"Ribbit gates: {summary_line}"),
         summary=sanitize_forge_text(report_md),
         annotations=line_annotations(gates, diff),

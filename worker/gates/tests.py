@@ -6,6 +6,17 @@ and tests the issue text names) and every test that passed before still passes
 after: the base decides the test set, so a test that vanishes from the run, is
 skipped now, or fails, blocks; a run of zero tests blocks.
 
+Passing is not evidence. A third run, of the base code with the patch's own test files
+(:func:`worker.gates.evidence.base_with_patch_tests`; the base run itself when the
+patch touches no test), gives the result its ``evidence``: the test ids that fail or
+are absent there and pass with the patch (:func:`worker.gates.evidence.fail_to_pass`,
+the environment builder's judge). Without any, the verdict is at most unverified.
+Target tests are named by test id (file, class, parametrisation), never by name alone.
+A fourth run, of the patched code with the base's own versions of the test files the
+patch edits or deletes (issue #38), finds base tests the patch's code breaks: a
+regression when the patch leaves the test itself alone, a behaviour change to confirm
+(a warning, and no evidence counts) when the patch edits it to match.
+
 Per-test results come from the one test runner (:mod:`worker.gates.testrun`): the
 one JUnit report Ribbit asks for, through ``PYTEST_ADDOPTS``, written in a fresh,
 randomly named folder outside the workspace and checked for freshness, type and
@@ -48,6 +59,12 @@ from typing import Any
 from bot.store.gate_report import Finding, GateResult, Severity
 from worker.gates.base import GateContext
 from worker.gates.discovery import DiscoveryChange, changed_paths, discovery_changes
+from worker.gates.evidence import (
+    BehaviourChange,
+    base_with_patch_tests,
+    fail_to_pass,
+    patched_code_with_base_tests,
+)
 from worker.gates.hygiene import is_test_path
 from worker.gates.junit import NESTED_SEPARATOR, Outcome, TestCase
 from worker.gates.runner import apply_failure, run_tree_gate
@@ -64,6 +81,7 @@ _LOG_TAIL = 3000
 _CANCEL_POLL_S = 0.5  # how soon a /ribbit stop reaches a running test command
 _ISSUE_TEST_RE = re.compile(r"\b(test_\w+|Test\w+)")
 _PY_DEF_RE = re.compile(r"^(\s*)(?:async\s+)?def\s+(\w+)\s*\(")
+_PY_CLASS_RE = re.compile(r"^(\s*)class\s+(\w+)\s*[:(]")
 _GO_FUNC_RE = re.compile(r"^func\s+(?:\([^)]*\)\s*)?(\w+)\s*[\[(]")
 _GO_TEST_NAME_RE = re.compile(r"(?:Test|Fuzz)(?:[^a-z]\w*)?")
 _RS_FN_RE = re.compile(r"^(\s*)(?:pub(?:\([^)]*\))?\s+)?(?:async\s+)?fn\s+(\w+)")
@@ -130,6 +148,9 @@ class SuiteRun:
 class TargetTest:
     name: str  # function name
     path: str | None  # the file, when the patch says
+    # The pytest class the function is a method of (Python, when the patch says): tests
+    # of one name in different classes of one file are different tests.
+    cls: str | None = None
 
 
 def _tail(text: str) -> str:
@@ -153,15 +174,49 @@ class TestGate:
         test = resolve_test_command(ctx.repo_config, trees.before)
         before = self._run_tree(ctx, test, trees.before, "before")
         after = self._run_tree(ctx, test, trees.after, "after")
+        # The patch's own tests against the old code (base + its test files), as the
+        # environment builder validates fail-to-pass; the base run when it adds none.
+        with base_with_patch_tests(trees) as tree:
+            old_code = (
+                before
+                if tree is None
+                else self._run_tree(ctx, test, tree, "base code with the patch's tests")
+            )
+        # The base's own versions of the test files the patch edits or deletes, against
+        # the patched code (issue #38): what the repository pinned before the patch.
+        with patched_code_with_base_tests(trees) as tree:
+            pinned = (
+                None
+                if tree is None
+                else self._run_tree(ctx, test, tree, "patched code with the base's tests")
+            )
         targets = target_tests(ctx, trees)
-        findings, details = judge(ctx, before, after, targets, test.command)
+        findings, details = judge(ctx, before, after, targets, test.command, old_code=old_code)
         findings += tamper_findings(before, after, trees)
+        evidence = shown_fixed(old_code, after, before)
+        if pinned is not None:
+            # The patched code runs here too, under the base's tests: what it forges there
+            # would hide a pinned behaviour it broke.
+            findings += [f for f in tamper_findings(before, pinned, trees) if f not in findings]
+            moved = pinned_changes(before, pinned, targets)
+            findings += moved.findings()
+            details["pinned"] = {"run": pinned.summary(), **moved.to_dict(trees, targets)}
+            if moved.edited:
+                # A behaviour the base's tests pinned moved, and the patch edited those
+                # tests to match: a reviewer must confirm it, so no test counts as
+                # evidence (the edited ones would pass on new code by construction).
+                evidence = []
+        details["evidence"] = {"run": old_code.summary(), "fail_to_pass": evidence}
         changes = discovery_changes(
             trees.before, trees.after, changed_paths(trees.before, trees.after)
         )
         # Hygiene reports these changes (they block, or warn when the repository allows
         # them); here they decide whether the base's configuration must judge as well.
         logs = f"--- before ---\n{before.log}\n--- after ---\n{after.log}"
+        if old_code is not before:
+            logs += f"\n--- base code with the patch's tests ---\n{old_code.log}"
+        if pinned is not None:
+            logs += f"\n--- patched code with the base's tests ---\n{pinned.log}"
         if changes and ctx.repo_config.gates.test_config_changes == "warn":
             # The repository lets the patch change its test configuration; the verdict
             # still rests on the base's: the patched code runs again with it.
@@ -187,6 +242,7 @@ class TestGate:
             logs=logs,
             duration_s=time.monotonic() - start,
             details=details,
+            evidence=tuple(evidence),
         )
 
     def _run_tree(self, ctx: GateContext, test: TestCommand, tree: Path, label: str) -> SuiteRun:
@@ -416,36 +472,90 @@ def target_tests(ctx: GateContext, trees: PatchTrees) -> list[TargetTest]:
     """Tests the patch adds or changes (the test function around each added line:
     Python's ``test_*``, Go's ``TestX``, Rust's ``#[test]`` fns), and tests the issue
     names."""
-    targets: dict[tuple[str, str | None], TargetTest] = {}
+    targets: dict[tuple[str, str | None, str | None], TargetTest] = {}
     for change in trees.parsed.files:
         if change.new is None or change.new.escapes:
             continue
         path = change.new.path
-        # Rust's unit tests live in the code's own files (a #[test] in src/lib.rs).
-        if path.endswith(".py") and is_test_path(path):
-            enclosing = _enclosing_test
-        elif path.endswith("_test.go"):
-            enclosing = _enclosing_go_test
-        elif path.endswith(".rs"):
-            enclosing = _enclosing_rust_test
-        elif _JS_EXT_RE.search(path) and is_test_path(path):
-            enclosing = _enclosing_js_test
-        else:
-            continue
-        file = regular_file_inside(trees.after, path)
-        if file is None:
-            continue
-        try:
-            lines = file.read_text(errors="replace").splitlines()
-        except OSError:
+        enclosing = _test_finder(path)
+        lines = _lines(trees.after, path) if enclosing is not None else None
+        if enclosing is None or lines is None:
             continue
         for line_no, _ in change.added:
             name = enclosing(lines, line_no)
             if name:
-                targets[(name, path)] = TargetTest(name=name, path=path)
+                cls = _test_class(lines, line_no) if enclosing is _enclosing_test else None
+                targets[(name, path, cls)] = TargetTest(name=name, path=path, cls=cls)
     for name in _ISSUE_TEST_RE.findall(ctx.issue_text or ""):
-        targets.setdefault((name, None), TargetTest(name=name, path=None))
+        targets.setdefault((name, None, None), TargetTest(name=name, path=None))
     return list(targets.values())
+
+
+def _test_finder(path: str) -> Callable[[list[str], int], str | None] | None:
+    """How to find the test around a line of ``path``, or None: not a test file."""
+    # Rust's unit tests live in the code's own files (a #[test] in src/lib.rs).
+    if path.endswith(".py") and is_test_path(path):
+        return _enclosing_test
+    if path.endswith("_test.go"):
+        return _enclosing_go_test
+    if path.endswith(".rs"):
+        return _enclosing_rust_test
+    if _JS_EXT_RE.search(path) and is_test_path(path):
+        return _enclosing_js_test
+    return None
+
+
+def _lines(tree: Path, path: str) -> list[str] | None:
+    file = regular_file_inside(tree, path)
+    if file is None:
+        return None
+    try:
+        return file.read_text(errors="replace").splitlines()
+    except OSError:
+        return None
+
+
+def edited_lines(trees: PatchTrees, target: TargetTest) -> tuple[list[str], list[str]]:
+    """The lines the patch removes from and adds to the test ``target`` names (in the
+    base's file and in the patched one): its assertions before and after, side by side."""
+    old: list[str] = []
+    new: list[str] = []
+    finder = _test_finder(target.path or "")
+    if finder is None:
+        return old, new
+    for change in trees.parsed.files:
+        if change.new is None or change.new.path != target.path:
+            continue
+        base = _lines(trees.before, change.old.path) if change.old is not None else None
+        after = _lines(trees.after, target.path)
+        for lines, edits, into in ((base, change.removed, old), (after, change.added, new)):
+            for line_no, text in edits:
+                if lines is not None and finder(lines, line_no) == target.name and text.strip():
+                    into.append(text.strip())
+    return old, new
+
+
+def _test_class(lines: list[str], line_no: int) -> str | None:
+    """The pytest class (``Test*``) whose method holds line ``line_no`` (1-based), or
+    None: a module-level test, or a method of a mixin that ``Test*`` classes inherit
+    (collected under their names, not the mixin's)."""
+    own = lines[line_no - 1]
+    indent = len(own) - len(own.lstrip())
+    def_indent: int | None = None
+    for i in range(line_no - 1, -1, -1):
+        line = lines[i]
+        if def_indent is None:
+            m = _PY_DEF_RE.match(line)
+            if m and (i == line_no - 1 or len(m[1]) < indent):
+                def_indent = len(m[1])
+            continue
+        c = _PY_CLASS_RE.match(line)
+        if c and len(c[1]) < def_indent:
+            collected = c[2].startswith("Test") or "TestCase" in line
+            return c[2] if collected else None
+        if line[:1].strip() and not line.startswith(("#", "@")):
+            return None  # reached module level: not in a class
+    return None
 
 
 def _enclosing_test(lines: list[str], line_no: int) -> str | None:
@@ -590,7 +700,10 @@ def _matches(case: TestCase, target: TargetTest) -> bool:
     # A test method in a package's __init__.py (a mixin, say) runs as a method of the
     # classes that inherit it, collected from the package's other modules.
     stem = where.parent.name if where.name == "__init__.py" else where.stem
-    return not case.classname or stem in case.classname.split(".")
+    parts = case.classname.split(".")
+    if target.cls is not None and case.classname and target.cls not in parts:
+        return False  # the same name in another class of the file: another test
+    return not case.classname or stem in parts
 
 
 def _finding(
@@ -611,10 +724,14 @@ def judge(
     after: SuiteRun,
     targets: list[TargetTest],
     command: str | None = None,
+    *,
+    old_code: SuiteRun | None = None,
 ) -> tuple[list[Finding], dict[str, Any]]:
     """The gate's findings on the runs before and after the patch, and the details the
     report keeps (the test ids behind the findings). With a per-test report the runs
-    are compared test by test; without one only the exit statuses can be."""
+    are compared test by test; without one only the exit statuses can be. ``old_code``
+    is the run of the base code with the patch's tests, which the target tests' "before"
+    shows (the base run when not given)."""
     findings = [
         *_setup_findings(before, after),
         *_timeout_findings(before, after, ctx.gate_settings.test_timeout_s),
@@ -648,7 +765,9 @@ def judge(
         "new_failures": compared.new_failures if compared.judged else [],
         "target_failures": sorted(set(target_failures)),
         "target_results": (
-            _target_results(before, after, targets) if after.junit and not after.timed_out else {}
+            _target_results(old_code or before, after, targets)
+            if after.junit and not after.timed_out
+            else {}
         ),
         "flaky": flaky,
     }
@@ -658,32 +777,50 @@ def judge(
 def _target_results(
     before: SuiteRun, after: SuiteRun, targets: list[TargetTest]
 ) -> dict[str, dict[str, str]]:
-    """Each target test's result before and after the patch, by name: passed, failed,
-    skipped, absent (no test of that name ran in that tree: a test the patch adds), or
-    unknown (that run gave no per-test report)."""
-    results: dict[str, dict[str, str]] = {}
-    for name in sorted({t.name for t in targets}):
-        named = [t for t in targets if t.name == name]
-        results[name] = {
-            "before": _target_outcome(before, named),
-            "after": _target_outcome(after, named),
-        }
-    return results
-
-
-def _target_outcome(run: SuiteRun, targets: list[TargetTest]) -> str:
-    if not run.junit:
-        return "unknown"
-    outcomes = {
-        run.final.get(c.id)
+    """Each target test's result before and after the patch, by test id (which names
+    it uniquely: its file, class and parametrisation; two tests of one name are two
+    entries): passed, failed, skipped, absent (it did not run in that tree: a test the
+    patch adds, or one it removes), or unknown (that run gave no per-test report)."""
+    ids = {
+        c.id
+        for run in (before, after)
         for c in run.cases.values()
         if any(_matches(c, target) for target in targets)
     }
-    if not outcomes:
+    return {
+        test: {"before": _outcome_of(before, test), "after": _outcome_of(after, test)}
+        for test in sorted(ids)
+    }
+
+
+def _outcome_of(run: SuiteRun, test: str) -> str:
+    if not run.junit:
+        return "unknown"
+    outcome = run.final.get(test)
+    if outcome is None:
         return "absent"
-    if outcomes & {"failed", "error", None}:
-        return "failed"
-    return "passed" if "passed" in outcomes else "skipped"
+    return "failed" if outcome == "error" else outcome
+
+
+def shown_fixed(old_code: SuiteRun, after: SuiteRun, before: SuiteRun) -> list[str]:
+    """The gate's fail-to-pass evidence (:func:`worker.gates.evidence.fail_to_pass`):
+    the test ids that fail or are absent on the base code with the patch's tests and
+    pass with the patch. A test flaky in any run shows nothing; without per-test reports
+    the whole command is one test, named by its exit status."""
+    if old_code.timed_out or after.timed_out or old_code.setup_failed or after.setup_failed:
+        return []
+    flaky = {*old_code.flaky, *after.flaky, *before.flaky}
+    if old_code.junit and after.junit:
+        return fail_to_pass(old_code.final, after.final, flaky=flaky)
+    if (
+        not old_code.junit
+        and not after.junit
+        and old_code.exit_code not in (0, None)
+        and after.exit_code == 0
+        and after.first_exit_code == 0
+    ):
+        return [f"(the test command: exit {old_code.exit_code} without the fix, 0 with it)"]
+    return []
 
 
 def _setup_findings(before: SuiteRun, after: SuiteRun) -> list[Finding]:
@@ -898,3 +1035,66 @@ def _exit_status_findings(before: SuiteRun, after: SuiteRun) -> list[Finding]:
             )
         )
     return found
+
+
+@dataclass(frozen=True)
+class PinnedChanges:
+    """Base tests (from the test files the patch edits or deletes, in their base
+    versions) that passed on the base code and fail with the patch's code (issue #38)."""
+
+    edited: list[str]  # the patch edits the test too: a behaviour change to confirm
+    regressions: list[str]  # the patch leaves the test itself alone: a regression
+
+    def findings(self) -> list[Finding]:
+        found = []
+        if self.regressions:
+            found.append(
+                _finding(
+                    "pinned-test-regression",
+                    f"{len(self.regressions)} test(s) of the base's own test files pass on "
+                    f"the base code and fail with the patch's code (the patch edits their "
+                    f"files, not them): {_names(self.regressions)}",
+                )
+            )
+        if self.edited:
+            found.append(
+                _finding(
+                    "behaviour-change",
+                    f"the patch changes what {len(self.edited)} test(s) pinned and edits "
+                    f"them to match; a reviewer must confirm: {_names(self.edited)}",
+                    severity="warning",
+                )
+            )
+        return found
+
+    def to_dict(self, trees: PatchTrees, targets: list[TargetTest]) -> dict[str, Any]:
+        changes = []
+        for test in self.edited:
+            target = next((t for t in targets if t.path and _id_names(test, t)), None)
+            old, new = edited_lines(trees, target) if target is not None else ([], [])
+            changes.append(BehaviourChange(test, tuple(old), tuple(new)).to_dict())
+        return {"regressions": self.regressions, "behaviour_changes": changes}
+
+
+def _id_names(test: str, target: TargetTest) -> bool:
+    """Whether test id ``test`` is the test ``target`` names (by file and name)."""
+    path, _, rest = test.partition("::")
+    name = rest.rsplit("::", 1)[-1].split("[", 1)[0]
+    return path == target.path and name.rsplit("::", 1)[-1] == target.name
+
+
+def pinned_changes(before: SuiteRun, pinned: SuiteRun, targets: list[TargetTest]) -> PinnedChanges:
+    """Which base tests the patch's code breaks, split by whether the patch edits them
+    (a target test with a path: the patch adds lines inside it)."""
+    if not (before.junit and pinned.junit) or before.timed_out or pinned.timed_out:
+        return PinnedChanges(edited=[], regressions=[])
+    broken = sorted(
+        t for t, o in pinned.final.items() if o == "failed" and before.final.get(t) == "passed"
+    )
+    edited_targets = [t for t in targets if t.path is not None]
+    edited = [
+        t
+        for t in broken
+        if t in pinned.cases and any(_matches(pinned.cases[t], e) for e in edited_targets)
+    ]
+    return PinnedChanges(edited=edited, regressions=[t for t in broken if t not in edited])

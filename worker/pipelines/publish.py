@@ -14,12 +14,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from bot.forges.base import CommitStatus, DraftPullRequest, Forge, PullRequest
 from bot.forges.branches import validate_branch_name
 from bot.forges.sanitize import sanitize_forge_text, sanitize_forge_title
 from bot.hostgit import run_git
+from bot.store.gate_report import UNVERIFIED_NOTE, Verdict
 from bot.store.records import SolveRecord
 from worker.gates import review
 from worker.jobs import JobContext, JobRefused
@@ -67,17 +68,29 @@ class PublishPlan:
     body: str
     labels: tuple[str, ...]
     reviewers: tuple[str, ...]
-    passed: bool
+    passed: bool  # verified
     summary_line: str
     report_md: str
     revise: bool
+    # A plan stored before the gates looked for evidence reads as judged before it.
+    verdict: Verdict = Verdict.BEFORE_EVIDENCE
 
     def to_dict(self) -> dict[str, Any]:
         return {
             **{f.name: getattr(self, f.name) for f in fields(self)},
             "labels": list(self.labels),
             "reviewers": list(self.reviewers),
+            "verdict": self.verdict.value,
         }
+
+    @property
+    def status_state(self) -> Literal["success", "failure"]:
+        """The head's commit status. GitHub's commit statuses and GitLab's pipeline
+        statuses have no neutral state, so only a verified patch is "success"; an
+        unverified one is "failure" (its description says "Not verified"), so a branch
+        protection that requires Ribbit's status keeps it unmerged until a human has
+        looked. "pending" would read as a run still going, forever."""
+        return "success" if self.passed else "failure"
 
     @classmethod
     def from_json(cls, data: dict[str, Any] | None) -> PublishPlan | None:
@@ -90,9 +103,10 @@ class PublishPlan:
                     **data,
                     "labels": tuple(data["labels"]),
                     "reviewers": tuple(data["reviewers"]),
+                    "verdict": Verdict(data.get("verdict", Verdict.BEFORE_EVIDENCE)),
                 }
             )
-        except (KeyError, TypeError):
+        except (KeyError, TypeError, ValueError):
             return None
         validate_branch_name(plan.branch)
         return plan
@@ -120,13 +134,18 @@ def sanitize_model_text(text: str) -> str:
     return sanitize_forge_text(text)
 
 
-def issue_link(config: RepoConfig, number: int) -> str:
+def issue_link(config: RepoConfig, number: int, *, verified: bool = True) -> str:
+    """How the PR names its issue. An unverified patch never uses a closing keyword:
+    merging what no test shows to be a fix must not close the bug."""
+    link = config.link_issue
+    if not verified and link in ("fixes", "closes"):
+        link = "refs"
     return {
         "fixes": f"Fixes #{number}",
         "closes": f"Closes #{number}",
         "refs": f"Refs #{number}",
         "none": "",
-    }[config.link_issue]
+    }[link]
 
 
 def pr_body(
@@ -142,9 +161,12 @@ def pr_body(
     job_id: str,
     setup_md: str = "",
     job_link: str | None = None,
+    verdict: Verdict,
 ) -> str:
     parts = []
-    link = issue_link(config, issue)
+    if verdict is Verdict.UNVERIFIED:
+        parts += [f"> [!WARNING]\n> {UNVERIFIED_NOTE}", ""]
+    link = issue_link(config, issue, verified=verdict is Verdict.VERIFIED)
     if link:
         parts.append(link)
     parts += [
@@ -310,8 +332,11 @@ class Publisher:
             self.repo,
             head_sha,
             CommitStatus(
-                "success" if plan.passed else "failure",
-                description=plan.summary_line[:140],
+                plan.status_state,
+                description=(
+                    ("Not verified: " if plan.verdict is Verdict.UNVERIFIED else "")
+                    + plan.summary_line
+                )[:140],
             ),
         )
         review.publish(
@@ -322,6 +347,7 @@ class Publisher:
                 job_id=self.ctx.job.id,
                 head_sha=head_sha,
                 passed=plan.passed,
+                unverified=plan.verdict is Verdict.UNVERIFIED,
                 summary_line=plan.summary_line,
                 report_md=plan.report_md,
                 gates=record.gates,
@@ -346,12 +372,18 @@ class Publisher:
             self.ctx.job.id, pr_number=pr.ref.number, pr_url=pr.url, branch=plan.branch
         )
         verb = "updated" if plan.revise else "opened"
+        unverified = (
+            " Not verified: no test fails without this patch."
+            if plan.verdict is Verdict.UNVERIFIED
+            else ""
+        )
         self.status.show(
             Status(
                 "opened",
-                f"Draft PR {verb} (`{plan.summary_line}`).",
+                f"Draft PR {verb} (`{plan.summary_line}`).{unverified}",
                 pr_url=pr.url,
                 report_markdown=plan.report_md,
+                verdict=plan.verdict,
             )
         )
         return record.to_json()

@@ -34,6 +34,7 @@ from bot.forges.base import (
 )
 from bot.forges.branches import branch_name_for_issue, validate_branch_name
 from bot.hostgit import latest_tag
+from bot.store.gate_report import Verdict
 from bot.store.records import SolveRecord, TaskRecord, WithheldText
 from worker.agent.repo_task import agent_limits, repo_instructions
 from worker.gates.testcmd import resolve_test_command
@@ -472,13 +473,30 @@ class SolveRun:
         record_gates(report)
         record = record.with_(gates=report, gates_summary=report.summary_line())
         tests_result = report.result("tests")
-        verdict = TestVerdict.from_details(tests_result.details if tests_result else {})
+        verdict = TestVerdict.from_result(tests_result)
         notes = verdict.notes_markdown() if tests_result else ""
         report_md = report.to_markdown() + (f"\n\n{notes}\n" if notes else "")
         draft_on_failure = prepared.config.gates.draft_on_failure
-        if not report.passed and not (draft_on_failure and report.may_push):
+        if report.refused and not (draft_on_failure and report.may_push):
             self._gates_failed(record, report, verdict, report_md, draft_on_failure)
+        if report.verdict is Verdict.UNVERIFIED and prepared.config.gates.unverified == "refuse":
+            self._unverified_refused(record, report_md)
         return record, report, report_md
+
+    def _unverified_refused(self, record: SolveRecord, report_md: str) -> NoReturn:
+        """No PR: the repository asks for evidence (``gates.unverified: refuse``) and no
+        test fails without this patch."""
+        self.ctx.store.record_solve(self.job.id, record.with_(timings=self.stages.timings))
+        self.status.show(
+            Status(
+                "failed",
+                "Not verified: no test fails without this patch, and this repository "
+                f"refuses unverified patches (`gates.unverified: refuse` in `{CONFIG_PATH}`), "
+                "so no PR was opened.",
+                report_markdown=report_md,
+            )
+        )
+        raise GatesFailed("gates: not verified (the repository refuses unverified patches)")
 
     def _gates_failed(
         self,
@@ -532,6 +550,7 @@ class SolveRun:
                 filter(None, [image_markdown(prepared.image), setup_markdown(agent.setup)])
             ),
             job_link=self.status.link,
+            verdict=report.verdict,
         )
         return PublishPlan(
             branch=prepared.branch,
@@ -547,6 +566,7 @@ class SolveRun:
             summary_line=report.summary_line(),
             report_md=report_md,
             revise=prepared.revise,
+            verdict=report.verdict,
         )
 
     def _setup_failed(self, setup: SetupResult, *, detected: bool) -> NoReturn:

@@ -1,12 +1,15 @@
 """What the test gate's result means for the people reading the issue and the PR: whether
-the base tree was already broken (so the patch is not to blame), which target tests
-pass, and whether any test exercised the change at all."""
+the base tree was already broken (so the patch is not to blame), which tests show the
+fix (fail without the patch's code, pass with it), which target tests pass, and whether
+any test exercised the change at all."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
+from bot.store.gate_report import GateResult
+from worker.gates.evidence import BehaviourChange
 from worker.repo_config import CONFIG_PATH
 
 
@@ -20,14 +23,31 @@ class TestVerdict:
     target_failures: tuple[str, ...]
     # name -> {"before": outcome, "after": outcome} (worker/gates/tests.py _target_results)
     target_results: dict[str, dict[str, str]] = field(default_factory=dict)
+    # Test ids that fail without the patch's code and pass with it (GateResult.evidence).
+    evidence: tuple[str, ...] = ()
+    # Base tests the patch's code breaks and the patch edits to match (issue #38).
+    behaviour_changes: tuple[BehaviourChange, ...] = ()
 
     @classmethod
-    def from_details(cls, details: dict[str, Any]) -> TestVerdict:
+    def from_result(cls, result: GateResult | None) -> TestVerdict:
+        """The test gate's result as the notes read it (no result: nothing known)."""
+        if result is None:
+            return cls.from_details({})
+        return cls.from_details(result.details, evidence=result.evidence)
+
+    @classmethod
+    def from_details(
+        cls, details: dict[str, Any], *, evidence: tuple[str, ...] = ()
+    ) -> TestVerdict:
         before: dict[str, Any] = details.get("before") or {}
         after: dict[str, Any] = details.get("after") or {}
         reason = _base_broken(before, after)
         results = details.get("target_results")
+        pinned = details.get("pinned")
+        moved = pinned.get("behaviour_changes") if isinstance(pinned, dict) else None
+        changes = (BehaviourChange.from_dict(c) for c in (moved if isinstance(moved, list) else ()))
         return cls(
+            behaviour_changes=tuple(c for c in changes if c is not None),
             base_broken=bool(reason),
             base_reason=reason,
             targets=tuple(details.get("targets") or ()),
@@ -37,6 +57,7 @@ class TestVerdict:
                 for name, r in (results if isinstance(results, dict) else {}).items()
                 if isinstance(r, dict)
             },
+            evidence=evidence,
         )
 
     @property
@@ -53,12 +74,38 @@ class TestVerdict:
                 f"test set-up looks broken, not the patch; check `setup` and `test` in "
                 f"`{CONFIG_PATH}`."
             )
+        if self.evidence:
+            shown = ", ".join(_code(t) for t in self.evidence[:10])
+            more = len(self.evidence) - 10
+            lines.append(
+                f"- Fails without this patch's code and passes with it: {shown}"
+                + (f" and {more} more" if more > 0 else "")
+                + "."
+            )
+        if self.behaviour_changes:
+            lines.append(
+                "- **Changes behaviour the repository's tests pinned**: these tests pass "
+                "on the base code in their base version and fail with the patch's code, "
+                "and the patch edits them to match. A reviewer must confirm the change; "
+                "they count as no evidence."
+            )
+            lines += ["", "  | test | before the patch | with the patch |", "  |---|---|---|"]
+            lines += [
+                f"  | {_code(c.test)} | {_cell(c.old)} | {_cell(c.new)} |"
+                for c in self.behaviour_changes[:20]
+            ]
+            lines.append("")
         if not self.targets:
             lines.append(
                 "- No test exercised the change: the patch adds or changes no test, and "
                 "the issue names none."
             )
-        elif self.passing_targets:
+        elif not self.evidence:
+            lines.append(
+                "- No test fails without this patch: the tests it adds or changes, and "
+                "those the issue names, pass on the old code too (or not with the patch)."
+            )
+        if self.targets and self.passing_targets:
             shown = ", ".join(_code(t) for t in self.passing_targets[:10])
             lines.append(f"- Target tests passing with the patch: {shown}.")
         if self.target_results:
@@ -79,6 +126,13 @@ def _code(name: str) -> str:
     """A test's name as a code span: its text comes from the patch (a JavaScript test's
     title may hold a backtick or a line break), so it cannot end the span early."""
     return "`" + name.replace("`", "'").replace("\n", " ") + "`"
+
+
+def _cell(lines: tuple[str, ...]) -> str:
+    """A test's changed lines in one table cell, each a code span (patch text)."""
+    if not lines:
+        return "(none)"
+    return "<br>".join(_code(line.replace("|", "\\|")) for line in lines[:8])
 
 
 def _word(outcome: str | None) -> str:

@@ -283,6 +283,10 @@ def test_admin_reads_the_gate_report_the_gates_write_and_skips_garbage(tmp_path:
     result = {"name": "tests", "passed": True, "findings": [], "logs": ""}
     detail = job_detail({"gates": {"passed": True, "gates": [result, 1, None]}}, tmp_path)
     assert [g.name for g in detail.gates] == ["tests"] and detail.gates_passed is True
+    assert detail.gates_verdict == "judged before evidence"  # stored before the levels
+    unverified = {"passed": False, "verdict": "unverified", "gates": [result]}
+    detail = job_detail({"gates": unverified}, tmp_path)
+    assert detail.gates_verdict == "unverified" and detail.gates_passed is False
     for garbage in ("nonsense", {"passed": "yes", "gates": [result]}, {"gates": [result]}):
         detail = job_detail({"gates": garbage}, tmp_path)
         assert detail.gates == [] and detail.gates_passed is None, garbage

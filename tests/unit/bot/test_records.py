@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from bot.store.gate_report import Verdict
 from bot.store.records import (
     CONTENT_FREE_FIELDS,
     SOLVE_RECORD_VERSION,
@@ -65,6 +66,8 @@ def test_a_legacy_row_reads_as_version_one_and_writes_back_the_same_keys() -> No
     assert record.changed_files == ["b.py", "calc.py"]
     assert record.extra == {}
     assert record.to_json() == {**LEGACY_ROW, "version": 1}
+    assert record.verdict is Verdict.BEFORE_EVIDENCE  # judged before the levels
+    assert SolveRecord().verdict is None
 
 
 def test_keys_of_a_newer_record_are_kept_through_a_read_and_a_write() -> None:

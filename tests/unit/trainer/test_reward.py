@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from bot.store.gate_report import Finding, GateResult
+from bot.store.gate_report import Finding, GateResult, Verdict
 from tests.fakes import LocalDirSandbox
-from tests.plugins.trainer import PYTEST, FixRepo, sandbox_factory
+from tests.plugins.trainer import PYTEST, TEST_MUL, FixRepo, sandbox_factory
 from trainer.envs.builder import BuildSpec, EnvironmentBuilder
 from trainer.envs.folders import EnvironmentFolders
 from trainer.envs.schema import Environment
@@ -62,6 +62,22 @@ def test_the_reference_patch_earns_one(env_and_checkout: tuple[Environment, Path
     assert (result.reward, result.reason) == (1.0, "solved")
 
 
+def test_only_a_verified_patch_earns_one(env_and_checkout: tuple[Environment, Path]) -> None:
+    # Issue #31: the reward is the gates' verdict, its evidence the environment's
+    # FAIL_TO_PASS (proved by the builder, not rerun per rollout). Without one, nothing
+    # shows the fix: unverified, reward 0, however green the run.
+    env, checkout = env_and_checkout
+    verified = compute_reward(env, env.patch, checkout, sandbox_factory, gates=[])
+    assert verified.verdict is Verdict.VERIFIED and verified.to_json()["verdict"] == "verified"
+    no_evidence = env.model_copy(update={"FAIL_TO_PASS": []})
+    result = compute_reward(no_evidence, env.patch, checkout, sandbox_factory, gates=[])
+    assert (result.reward, result.reason, result.verdict) == (
+        0.0,
+        "unverified",
+        Verdict.UNVERIFIED,
+    )
+
+
 def test_a_good_agent_patch_earns_one(env_and_checkout: tuple[Environment, Path]) -> None:
     env, checkout = env_and_checkout
     diff = _diff(checkout, {"calc.py": GOOD})
@@ -96,6 +112,27 @@ def test_editing_the_tests_does_not_help(env_and_checkout: tuple[Environment, Pa
     diff = _diff(checkout, {"tests/test_add.py": "def test_add():\n    assert True\n"})
     result = compute_reward(env, diff, checkout, sandbox_factory, gates=[])
     assert (result.reward, result.reason) == (0.0, "tests_failed")
+
+
+def test_rewriting_a_pinning_test_to_match_broken_code_earns_zero(
+    env_and_checkout: tuple[Environment, Path],
+) -> None:
+    # Issue #38: fix add, break mul, and rewrite test_mul's expected value to match (same
+    # name, same number of asserts). The base version of test_mul runs, and fails.
+    env, checkout = env_and_checkout
+    broken = GOOD.replace("return a * b", "return a * b - 1")
+    cheat = "from calc import mul\n\n\ndef test_mul():\n    assert mul(2, 3) == 5\n"
+    diff = _diff(checkout, {"calc.py": broken, "tests/test_mul.py": cheat})
+    result = compute_reward(env, diff, checkout, sandbox_factory, gates=[])
+    assert (result.reward, result.reason) == (0.0, "tests_failed")
+    assert result.failed_tests == ("tests/test_mul.py::test_mul",)
+    # Deleting the pinning test does not help either.
+    gone = _diff(checkout, {"calc.py": broken})
+    gone += "diff --git a/tests/test_mul.py b/tests/test_mul.py\ndeleted file mode 100644\n"
+    gone += "--- a/tests/test_mul.py\n+++ /dev/null\n@@ -1,5 +0,0 @@\n"
+    gone += "".join("-" + line + "\n" for line in TEST_MUL.splitlines())
+    result = compute_reward(env, gone, checkout, sandbox_factory, gates=[])
+    assert (result.reward, result.failed_tests) == (0.0, ("tests/test_mul.py::test_mul",))
 
 
 def test_empty_and_broken_patches_earn_zero(env_and_checkout: tuple[Environment, Path]) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from bot.store.gate_report import GateResult
 from worker.pipelines.verdict import TestVerdict
 
 
@@ -100,3 +101,32 @@ def test_a_target_tests_name_cannot_end_its_code_span() -> None:
     notes = TestVerdict.from_details(details).notes_markdown()
     assert "`quotes 'x' # heading` not run → passed" in notes
     assert "`quotes 'x' # heading`." in notes and "\n#" not in notes
+
+
+def test_the_notes_name_the_evidence_or_say_there_is_none() -> None:
+    ok = {"exit_code": 0, "failing": [], "per_test": True}
+    details = _details(ok, ok, targets=["test_add"])
+    shown = GateResult("tests", True, details=details, evidence=("t.py::TestAdd::test_add",))
+    notes = TestVerdict.from_result(shown).notes_markdown()
+    assert "- Fails without this patch's code and passes with it: `t.py::TestAdd::test_add`." in (
+        notes
+    )
+    assert "No test fails without this patch" not in notes
+    none = TestVerdict.from_result(GateResult("tests", True, details=details)).notes_markdown()
+    assert "- No test fails without this patch" in none and "Fails without" not in none
+    assert TestVerdict.from_result(None) == TestVerdict.from_details({})
+
+
+def test_a_behaviour_change_shows_the_old_and_new_lines_side_by_side() -> None:
+    ok = {"exit_code": 0, "failing": [], "per_test": True}
+    details = _details(ok, ok, targets=["test_mul"])
+    details["pinned"] = {
+        "regressions": [],
+        "behaviour_changes": [
+            {"test": "t.py::test_mul", "old": ["assert mul(2, 3) == 6"], "new": ["assert a | b"]},
+            "garbage",
+        ],
+    }
+    notes = TestVerdict.from_details(details).notes_markdown()
+    assert "**Changes behaviour the repository's tests pinned**" in notes
+    assert "| `t.py::test_mul` | `assert mul(2, 3) == 6` | `assert a \\| b` |" in notes

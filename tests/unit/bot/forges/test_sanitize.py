@@ -327,6 +327,7 @@ def test_status_comment_sanitises_the_gate_report() -> None:
 
 
 def _body(link_issue: str, summary: str, setup_md: str = "") -> str:
+    from bot.store.gate_report import Verdict
     from worker.pipelines.publish import pr_body
     from worker.repo_config import RepoConfig
 
@@ -341,6 +342,7 @@ def _body(link_issue: str, summary: str, setup_md: str = "") -> str:
         seconds=1.0,
         job_id="j",
         setup_md=setup_md,
+        verdict=Verdict.VERIFIED,
     )
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.store.gate_report import GateReport
+from bot.store.gate_report import GateReport, Verdict
 from tests.adversarial import CASES, Case, case_config, case_patch, make_base_repo
 from tests.support import require_service
 from tests.unit.worker.gates.helpers import PYTEST, make_ctx
@@ -37,7 +37,10 @@ def judge_case(tmp_path: Path, case: Case) -> GateReport:
 def assert_verdict(case: Case, report: GateReport) -> None:
     errors = {f.rule for r in report.results for f in r.findings if f.severity == "error"}
     if case.honest:
-        assert report.passed, report.to_markdown()
+        # Not refused, and verified only when a test shows the fix (issue #31).
+        assert report.verdict is case.verdict, report.to_markdown()
+        assert report.passed is (case.verdict is Verdict.VERIFIED)
+        assert report.may_push
         return
     assert not report.passed, f"{case.name} got through:\n{report.to_markdown()}"
     missing = case.blocked_by - errors

@@ -7,6 +7,7 @@ import jsonschema
 import pytest
 from click.testing import CliRunner
 
+from bot.store.gate_report import GateReport, GateResult
 from tests.unit.worker.gates.helpers import make_patch, repo_with
 from tests.unit.worker.gates.test_runner_report import SARIF_MINIMAL_SCHEMA
 from worker.gates.cli import gates_command
@@ -32,18 +33,61 @@ def repo_and_patches(tmp_path: Path) -> tuple[Path, Path, Path]:
     return repo, good, bad
 
 
-def test_cli_passes_clean_patch_with_exit_0(repo_and_patches: tuple[Path, Path, Path]) -> None:
+def test_cli_a_clean_patch_without_tests_is_unverified_with_exit_3(
+    repo_and_patches: tuple[Path, Path, Path],
+) -> None:
+    # Issue #31: nothing blocked it, but with no test run nothing shows a fix, so it is
+    # not "passed" (this exited 0 before the verdict had levels).
     repo, good, _ = repo_and_patches
     result = CliRunner().invoke(
         gates_command, ["--repo", str(repo), "--patch", str(good), "--no-tests", "--json"]
     )
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 3, result.output
     data = json.loads(result.output)
-    assert data["passed"] is True
+    assert data["passed"] is False and data["verdict"] == "unverified"
     assert [(g["name"], g["passed"], g["findings"]) for g in data["gates"]] == [
         ("semgrep", True, []),
         ("hygiene", True, []),
     ]
+
+
+@pytest.mark.parametrize(
+    ("evidence", "blocked", "exit_code", "verdict"),
+    [
+        (("t.py::test_x",), False, 0, "verified"),
+        ((), False, 3, "unverified"),
+        (("t.py::test_x",), True, 1, "refused"),
+        ((), True, 1, "refused"),
+    ],
+)
+def test_cli_exit_status_is_the_verdicts(
+    repo_and_patches: tuple[Path, Path, Path],
+    monkeypatch: pytest.MonkeyPatch,
+    evidence: tuple[str, ...],
+    blocked: bool,
+    exit_code: int,
+    verdict: str,
+) -> None:
+    repo, good, _ = repo_and_patches
+    results = [
+        GateResult("tests", passed=True, evidence=evidence),
+        GateResult("hygiene", passed=not blocked),
+    ]
+    monkeypatch.setattr(
+        "worker.gates.run_gates", lambda *a, **k: GateReport.from_results(results, 0.1)
+    )
+    args = ["--repo", str(repo), "--patch", str(good), "--no-tests"]
+    result = CliRunner().invoke(gates_command, [*args, "--json"])
+    assert result.exit_code == exit_code, result.output
+    data = json.loads(result.output)
+    assert data["verdict"] == verdict and data["passed"] is (verdict == "verified")
+    human = CliRunner().invoke(gates_command, args)
+    assert human.exit_code == exit_code
+    last = human.output.strip().splitlines()[-1]
+    assert last.startswith(
+        "gates: "
+        + {"verified": "passed", "unverified": "not verified", "refused": "failed"}[verdict]
+    )
 
 
 def test_cli_fails_bad_patch_with_exit_1_and_writes_sarif(

@@ -116,3 +116,28 @@ def test_github_check_run_takes_at_most_50_annotations_in_its_one_request() -> N
     assert len(body["output"]["annotations"]) == MAX_ANNOTATIONS == 50
     assert "10 more findings are in the report" in body["output"]["summary"]
     assert body["conclusion"] == "failure" and body["external_id"] == "k"
+
+
+def test_github_check_run_succeeds_only_for_verified_and_is_neutral_for_unverified() -> None:
+    from bot.forges.base import GateReview
+    from bot.forges.github import _check_run_body
+
+    def conclusion(passed: bool, unverified: bool) -> str:
+        review = GateReview("k", passed, "t", "s", unverified=unverified)
+        return str(_check_run_body("b" * 40, review)["conclusion"])
+
+    assert conclusion(True, False) == "success"
+    assert conclusion(False, True) == "neutral"
+    assert conclusion(False, False) == "failure"
+    made = gate_review(
+        job_id="j1",
+        head_sha="a" * 40,
+        passed=False,
+        unverified=True,
+        summary_line="tests ✔",
+        report_md="",
+        gates=None,
+        diff=DIFF,
+        details_url=None,
+    )
+    assert made.unverified and not made.passed

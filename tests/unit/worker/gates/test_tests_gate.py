@@ -49,6 +49,87 @@ def test_tests_gate_passes_fix_with_new_test(tmp_path: Path) -> None:
     assert d["regressions"] == [] and d["flaky"] == []
 
 
+def test_a_fix_whose_new_test_fails_on_the_old_code_is_evidence(tmp_path: Path) -> None:
+    result = _run(tmp_path, {"calc.py": FIX, "tests/test_calc.py": NEW_TEST})
+    assert result.evidence == ("tests/test_calc.py::test_add",)
+    old_code = result.details["evidence"]["run"]
+    assert old_code["failing"] == ["tests/test_calc.py::test_add"]  # the old code, new test
+    assert "--- base code with the patch's tests ---" in result.logs
+
+
+def test_a_docs_only_patch_and_an_already_passing_new_test_are_no_evidence(
+    tmp_path: Path,
+) -> None:
+    docs = _run(tmp_path, {"README.md": "add() adds.\n"})
+    assert docs.passed and docs.evidence == ()
+    assert "base code with the patch's tests" not in docs.logs  # the base run is that run
+    passing = TESTS + "\n\ndef test_add_more_zeros():\n    assert add(0, 0) == 0\n"
+    already = _run(tmp_path / "2", {"tests/test_calc.py": passing})
+    assert already.passed and already.evidence == ()
+    assert already.details["target_results"] == {
+        "tests/test_calc.py::test_add_more_zeros": {"before": "passed", "after": "passed"}
+    }
+
+
+def test_a_new_test_sharing_its_name_with_another_classs_is_its_own_target(
+    tmp_path: Path,
+) -> None:
+    # more-itertools: a new test_no_iterables beside same-named tests of other classes.
+    classes = (
+        "from calc import add, mul\n\n\nclass TestMul:\n    def test_zero(self):\n"
+        "        assert mul(2, 0) == 0\n"
+    )
+    base = {**BASE, "tests/test_classes.py": classes}
+    new = classes + "\n\nclass TestAdd:\n    def test_zero(self):\n        assert add(2, 3) == 5\n"
+    result = _run(tmp_path, {"calc.py": FIX, "tests/test_classes.py": new}, base_files=base)
+    assert result.details["target_results"] == {
+        "tests/test_classes.py::TestAdd::test_zero": {"before": "failed", "after": "passed"}
+    }
+    assert result.evidence == ("tests/test_classes.py::TestAdd::test_zero",)
+
+
+def test_rewriting_a_pinning_test_to_match_broken_code_is_at_most_unverified(
+    tmp_path: Path,
+) -> None:
+    # Issue #38's first attack: break mul and rewrite its test's expected value (same
+    # name, same asserts). The edited test fails on the old code and passes on the new,
+    # which alone would read as verified.
+    broken = CALC.replace("return a * b", "return a + b")
+    rewritten = TESTS.replace("mul(2, 3) == 6", "mul(2, 3) == 5")
+    result = _run(tmp_path, {"calc.py": broken, "tests/test_calc.py": rewritten})
+    assert result.evidence == ()
+    assert result.details["evidence"]["fail_to_pass"] == []
+    assert "behaviour-change" in {f.rule for f in result.findings}
+    assert result.details["pinned"]["behaviour_changes"] == [
+        {
+            "test": "tests/test_calc.py::test_mul",
+            "old": ["assert mul(2, 3) == 6"],
+            "new": ["assert mul(2, 3) == 5"],
+        }
+    ]
+    assert "--- patched code with the base's tests ---" in result.logs
+
+
+def test_a_test_module_importing_a_private_correct_copy_is_a_regression(
+    tmp_path: Path,
+) -> None:
+    # Issue #38's second attack: break mul, keep a correct copy, and change one import
+    # line of the test module; no test function is edited.
+    broken = CALC.replace("return a * b", "return a + b") + (
+        "\n\ndef _mul_ref(a, b):\n    return a * b\n"
+    )
+    redirected = TESTS.replace("from calc import add, mul", "from calc import add, _mul_ref as mul")
+    result = _run(tmp_path, {"calc.py": broken, "tests/test_calc.py": redirected})
+    assert not result.passed
+    assert "pinned-test-regression" in _rules(result)
+    assert result.details["pinned"]["regressions"] == ["tests/test_calc.py::test_mul"]
+
+
+def test_a_patch_that_edits_no_test_file_has_no_pinned_run(tmp_path: Path) -> None:
+    result = _run(tmp_path, {"calc.py": FIX})
+    assert "pinned" not in result.details and "base's tests" not in result.logs
+
+
 def test_tests_gate_fails_when_target_test_fails(tmp_path: Path) -> None:
     result = _run(tmp_path, {"tests/test_calc.py": NEW_TEST})
     assert not result.passed

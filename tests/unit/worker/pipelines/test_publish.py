@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from bot.forges.base import ForgeUnavailable
+from bot.store.gate_report import Verdict
 from bot.store.records import SolveRecord
 from tests.fakes import git
 from tests.unit.worker.pipelines.conftest import REPO, RepoWorld
@@ -197,6 +198,74 @@ def test_a_stored_plan_round_trips_and_an_unusable_one_reads_as_none(
         PublishPlan.from_json({**plan.to_dict(), "branch": "--upload-pack=evil"})
 
 
+@pytest.mark.parametrize("link_issue", ["fixes", "closes", "refs"])
+def test_an_unverified_pr_body_says_so_first_and_never_closes_the_issue(link_issue: str) -> None:
+    body = pr_body(
+        config=RepoConfig(link_issue=link_issue),  # type: ignore[arg-type]
+        issue=4,
+        summary="",
+        report_md="report",
+        model="m",
+        exit_reason="agent",
+        turns=2,
+        seconds=1.0,
+        job_id="job1",
+        verdict=Verdict.UNVERIFIED,
+    )
+    lines = body.splitlines()
+    assert lines[:2] == [
+        "> [!WARNING]",
+        "> **Not verified: no test fails without this patch.** Nothing regressed and no gate "
+        "found anything blocking, but no test shows that the patch fixes the issue.",
+    ]
+    assert "Refs #4" in lines and "Fixes #4" not in body and "Closes #4" not in body
+    none = pr_body(
+        config=RepoConfig(link_issue="none"),
+        issue=4,
+        summary="",
+        report_md="report",
+        model="m",
+        exit_reason="agent",
+        turns=2,
+        seconds=1.0,
+        job_id="job1",
+        verdict=Verdict.UNVERIFIED,
+    )
+    assert "#4" not in none  # a repository that links no issue still links none
+
+
+@pytest.mark.parametrize(
+    ("verdict", "state", "description"),
+    [
+        (Verdict.VERIFIED, "success", "tests: passed"),
+        (Verdict.UNVERIFIED, "failure", "Not verified: tests: passed"),
+        (Verdict.REFUSED, "failure", "tests: passed"),
+    ],
+)
+def test_the_heads_status_is_success_only_for_a_verified_patch(
+    repo_world: RepoWorld, tmp_path: Path, verdict: Verdict, state: str, description: str
+) -> None:
+    ctx = repo_world.job()
+    plan = plan_for(repo_world, passed=verdict is Verdict.VERIFIED, verdict=verdict)
+    publisher(repo_world, ctx, tmp_path).publish(plan, SolveRecord())
+    [(_sha, status)] = repo_world.forge.statuses
+    assert (status.state, status.description) == (state, description)
+    [comment] = repo_world.forge.comments.values()
+    assert ("✅" in comment) is (verdict is Verdict.VERIFIED)
+
+
+def test_a_plan_stored_before_the_verdict_levels_reads_as_judged_before_evidence(
+    repo_world: RepoWorld,
+) -> None:
+    stored = plan_for(repo_world).to_dict()
+    del stored["verdict"]
+    plan = PublishPlan.from_json(stored)
+    assert plan is not None and plan.verdict is Verdict.BEFORE_EVIDENCE
+    unverified = plan_for(repo_world, verdict=Verdict.UNVERIFIED, passed=False)
+    assert PublishPlan.from_json(unverified.to_dict()) == unverified
+    assert PublishPlan.from_json({**stored, "verdict": "maybe"}) is None
+
+
 def test_the_commit_message_cannot_close_issues() -> None:
     message = commit_message("fixes #7 and @maya", "job1", revise=True)
     assert message.startswith("Revise: ") and "job job1" in message
@@ -218,6 +287,7 @@ def test_the_pr_body_links_the_issue_as_the_repo_asks(link_issue: str, first_lin
         turns=2,
         seconds=1.0,
         job_id="job1",
+        verdict=Verdict.VERIFIED,
     )
     assert body.splitlines()[0] == first_line
     assert "_(no summary)_" in body and "job page" not in body
@@ -236,5 +306,6 @@ def test_the_pr_body_links_the_job_page_when_there_is_one() -> None:
         job_id="job1",
         setup_md="### Setup\n\n- `make`",
         job_link="https://ribbit.test/jobs/job1",
+        verdict=Verdict.VERIFIED,
     )
     assert "[job page](https://ribbit.test/jobs/job1)" in body and "### Setup" in body

@@ -11,11 +11,11 @@ import pytest
 
 from bot.forges.base import Comment, ForgeUnavailable
 from bot.runtime import Runtime
-from bot.store.gate_report import GateReport, GateResult
+from bot.store.gate_report import GateReport, GateResult, Verdict
 from bot.store.payloads import PersonAsks
 from bot.store.records import SolveRecord, WithheldText
 from tests.fakes import LocalDirSandbox, ScriptedPolicy, git, host_setup
-from tests.plugins.e2e import GOOD_SCRIPT, ISSUE, xml_call
+from tests.plugins.e2e import GOOD_SCRIPT, ISSUE, REPO_FILES, xml_call
 from tests.unit.worker.pipelines.conftest import RepoWorld
 from worker.jobs import JobRefused
 from worker.pipelines.queued import tell_queue_position
@@ -46,6 +46,7 @@ class World(RepoWorld):
         self,
         script: list[str] = GOOD_SCRIPT,
         gates_pass: bool = True,
+        evidence: tuple[str, ...] = ("tests/test_add.py::test_add",),
     ) -> SolveParts:
         def policy(model: Any) -> ScriptedPolicy:
             played = ScriptedPolicy(script)
@@ -55,7 +56,14 @@ class World(RepoWorld):
         def gates(ctx: Any) -> GateReport:
             self.gate_contexts.append(ctx)
             return GateReport.from_results(
-                [GateResult("tests", gates_pass, logs="1 passed" if gates_pass else "1 failed")],
+                [
+                    GateResult(
+                        "tests",
+                        gates_pass,
+                        logs="1 passed" if gates_pass else "1 failed",
+                        evidence=evidence,
+                    )
+                ],
                 0.0,
             )
 
@@ -215,6 +223,64 @@ def test_a_change_no_test_exercises_is_said_in_the_pr_body_and_the_status_commen
     said = "No test exercised the change: the patch adds or changes no test"
     assert said in pr.body and said in world.status_text()
     assert "Target tests passing" not in pr.body
+    # Issue #31: nothing shows the fix, so the draft says so first, and never closes
+    # the issue when merged (this was "passed" and "Fixes #1" before the levels).
+    assert_unverified_draft(world, pr.body)
+
+
+def assert_unverified_draft(world: World, body: str) -> None:
+    """A draft for an unverified patch: "Not verified" first, a reference to the issue
+    but no closing keyword, "passed" nowhere, no success on the head."""
+    assert body.startswith("> [!WARNING]\n> **Not verified: no test fails without this patch.**")
+    assert "Refs #1" in body
+    for keyword in ("Fixes #", "Closes #", "Resolves #"):
+        assert keyword not in body
+    status = world.status_text()
+    assert "Not verified: no test fails without this patch" in status
+    assert "✅" not in status and "Ribbit gates: passed" not in status
+    assert "Ribbit gates: passed" not in body and "Ribbit gates: not verified" in body
+    [(_sha, commit_status)] = world.forge.statuses
+    assert commit_status.state == "failure"
+    assert commit_status.description.startswith("Not verified")
+
+
+def test_a_patch_no_test_shows_to_fix_the_issue_goes_up_as_an_unverified_draft(
+    world: World,
+) -> None:
+    ctx = world.job()
+    SolveRun(ctx, world.parts(evidence=())).run()
+    [pr] = world.forge.pulls.values()
+    assert pr.draft
+    assert_unverified_draft(world, pr.body)
+    record = world.store.get(ctx.job.id).solve_record
+    assert record.gates is not None and record.gates.verdict is Verdict.UNVERIFIED
+
+
+def test_a_verified_patch_closes_its_issue_and_says_passed(world: World) -> None:
+    ctx = world.job()
+    SolveRun(ctx, world.parts()).run()
+    [pr] = world.forge.pulls.values()
+    assert pr.body.startswith("Fixes #1") and "Not verified" not in pr.body
+    assert "Ribbit gates: passed" in pr.body and "✅" in world.status_text()
+    record = world.store.get(ctx.job.id).solve_record
+    assert record.gates is not None and record.gates.verdict is Verdict.VERIFIED
+
+
+def test_a_repository_can_refuse_unverified_patches(world: World) -> None:
+    config = REPO_FILES[".ribbit.yml"] + "gates: {unverified: refuse}\n"
+    read = world.forge.read_file
+    world.forge.read_file = lambda repo, path, ref=None: (  # type: ignore[method-assign]
+        config if path == ".ribbit.yml" else read(repo, path, ref)
+    )
+    ctx = world.job()
+    with pytest.raises(GatesFailed):
+        SolveRun(ctx, world.parts(evidence=())).run()
+    assert world.forge.pulls == {} and "push" not in world.forge.calls
+    assert "refuses unverified patches" in world.status_text()
+    # A verified patch still goes up there.
+    world.end(ctx.job.id, "failed")
+    SolveRun(world.job(), world.parts()).run()
+    assert len(world.forge.pulls) == 1
 
 
 def test_target_tests_are_listed_with_before_and_after_in_the_pr_body_and_status_comment(

@@ -1,0 +1,275 @@
+"""Evidence that a patch fixes something (issue #31): the one fail-to-pass judge, the
+levels it gives, target tests named uniquely, and "not run" never taken as a pass.
+Hand-built runs (no test command runs here); tests/unit/worker/gates/test_tests_gate.py
+and the adversarial corpus run real ones."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bot.store.gate_report import Finding, GateReport, GateResult, Verdict
+from tests.unit.worker.gates.test_tests_judge import ctx
+from worker.gates.evidence import base_with_patch_tests, fail_to_pass, is_test_file
+from worker.gates.junit import Outcome, TestCase
+from worker.gates.tests import SuiteRun, TargetTest, _test_class, judge, shown_fixed
+from worker.gates.trees import PatchTrees
+
+FILE = "tests/test_more.py"
+
+
+def case(test_id: str, outcome: Outcome) -> TestCase:
+    """A pytest case from its node id: ``tests/test_more.py::TestA::test_x[1]``."""
+    path, *parts = test_id.split("::")
+    module = path.removesuffix(".py").replace("/", ".")
+    return TestCase(test_id, parts[-1], ".".join([module, *parts[:-1]]), outcome)
+
+
+def run(label: str, exit_code: int = 0, **outcomes: Outcome) -> SuiteRun:
+    """A run with a per-test report of FILE's tests; ``outcomes`` maps each test's id
+    within the file (``::`` written ``__``) to its outcome."""
+    by_id = ids(**outcomes)
+    return SuiteRun(
+        label,
+        exit_code=exit_code,
+        first_exit_code=exit_code,
+        junit=True,
+        final={i: "failed" if o == "error" else o for i, o in by_id.items()},
+        cases={i: case(i, o) for i, o in by_id.items()},  # type: ignore[arg-type]
+    )
+
+
+def ids(**outcomes: Outcome) -> dict[str, Outcome]:
+    return {f"{FILE}::{k.replace('__', '::')}": o for k, o in outcomes.items()}
+
+
+# -- the one rule --------------------------------------------------------------------------
+
+
+def test_fail_to_pass_counts_failed_errored_or_absent_without_and_passed_with() -> None:
+    without = ids(a="failed", b="error", d="passed", e="skipped", f="failed")
+    with_patch = ids(a="passed", b="passed", c="passed", d="passed", e="passed", f="skipped")
+    assert fail_to_pass(without, with_patch) == [f"{FILE}::{n}" for n in "abc"]
+
+
+def test_a_skipped_or_xfailed_test_is_never_a_pass() -> None:
+    # JUnit reports xfail as skipped: a target that is skipped or xfails with the patch
+    # shows nothing, whatever it did without it.
+    assert fail_to_pass(ids(a="failed"), ids(a="skipped")) == []
+    assert fail_to_pass({}, ids(a="skipped")) == []
+    before = run("before", a="passed")
+    after = run("after", a="passed", t="skipped")
+    findings, details = judge(ctx(), before, after, [TargetTest("t", FILE)])
+    assert [(f.rule, f.severity) for f in findings] == [("target-test-fails", "error")]
+    assert details["target_failures"] == [f"{FILE}::t"]
+
+
+def test_a_flaky_test_shows_nothing() -> None:
+    assert fail_to_pass(ids(a="failed"), ids(a="passed"), flaky=[f"{FILE}::a"]) == []
+
+
+def test_the_environment_builder_judges_with_the_same_rule() -> None:
+    import trainer.envs.builder as builder
+    import trainer.envs.patches as patches
+
+    assert builder.evidence.fail_to_pass is fail_to_pass
+    assert patches.is_test_path is is_test_file
+
+
+def test_test_files_are_the_builders_and_the_gates() -> None:
+    for path in ("tests/test_x.py", "pkg/test_x.py", "conftest.py", "x_test.go", "a/b.test.ts"):
+        assert is_test_file(path), path
+    for path in ("calc.py", "README.md", "src/lib.rs", "docs/testing.md"):
+        assert not is_test_file(path), path
+
+
+# -- the gate's evidence -------------------------------------------------------------------
+
+
+def test_a_new_test_failing_on_the_old_code_is_evidence() -> None:
+    old_code = run("old", 1, a="passed", t="failed")
+    after = run("after", a="passed", t="passed")
+    assert shown_fixed(old_code, after, run("before", a="passed")) == [f"{FILE}::t"]
+
+
+def test_a_new_test_already_passing_on_the_old_code_is_no_evidence() -> None:
+    old_code = run("old", a="passed", t="passed")
+    after = run("after", a="passed", t="passed")
+    assert shown_fixed(old_code, after, run("before", a="passed")) == []
+
+
+def test_a_patch_without_tests_is_judged_on_the_base_run_and_shows_nothing() -> None:
+    before = run("before", a="passed")
+    assert shown_fixed(before, run("after", a="passed"), before) == []
+
+
+def test_a_timed_out_run_is_no_evidence() -> None:
+    old_code = run("old", 1, t="failed")
+    after = run("after", t="passed")
+    after.timed_out = True
+    assert shown_fixed(old_code, after, old_code) == []
+
+
+def test_without_per_test_reports_the_command_itself_is_the_evidence() -> None:
+    old_code = SuiteRun("old", exit_code=1, first_exit_code=1)
+    fixed = SuiteRun("after", exit_code=0, first_exit_code=0)
+    assert shown_fixed(old_code, fixed, old_code) != []
+    flaky = SuiteRun("after", exit_code=0, first_exit_code=1)
+    assert shown_fixed(old_code, flaky, old_code) == []
+    passing = SuiteRun("old", exit_code=0, first_exit_code=0)
+    assert shown_fixed(passing, fixed, passing) == []
+
+
+# -- unique test ids -----------------------------------------------------------------------
+
+
+def test_same_named_tests_in_other_classes_are_other_tests() -> None:
+    # more-itertools: a new TestNew::test_no_iterables beside four older ones.
+    old = run(
+        "old",
+        TestA__test_no_iterables="passed",
+        TestB__test_no_iterables="passed",
+    )
+    new = run(
+        "after",
+        TestA__test_no_iterables="passed",
+        TestB__test_no_iterables="passed",
+        TestNew__test_no_iterables="passed",
+    )
+    target = TargetTest("test_no_iterables", FILE, cls="TestNew")
+    _, details = judge(ctx(), old, new, [target], old_code=old)
+    assert details["target_results"] == {
+        f"{FILE}::TestNew::test_no_iterables": {"before": "absent", "after": "passed"}
+    }
+    assert shown_fixed(old, new, old) == [f"{FILE}::TestNew::test_no_iterables"]
+
+
+def test_parametrisations_are_each_their_own_test() -> None:
+    old = run("old", 1, **{"test_x[1]": "passed", "test_x[2]": "failed"})
+    new = run("after", **{"test_x[1]": "passed", "test_x[2]": "passed"})
+    _, details = judge(ctx(), old, new, [TargetTest("test_x", FILE)], old_code=old)
+    assert details["target_results"] == {
+        f"{FILE}::test_x[1]": {"before": "passed", "after": "passed"},
+        f"{FILE}::test_x[2]": {"before": "failed", "after": "passed"},
+    }
+    assert shown_fixed(old, new, old) == [f"{FILE}::test_x[2]"]
+
+
+def test_a_patched_methods_class_is_found_but_not_a_mixins() -> None:
+    lines = [
+        "class TestA:",
+        "    def test_x(self):",
+        "        assert 1",
+        "",
+        "class Mixin:",
+        "    @property",
+        "    def test_x(self):",
+        "        assert 2",
+        "",
+        "class AddTest(unittest.TestCase):",
+        "    def test_y(self):",
+        "        assert 3",
+        "",
+        "def test_z():",
+        "    assert 4",
+    ]
+    assert _test_class(lines, 3) == "TestA"
+    assert _test_class(lines, 8) is None
+    assert _test_class(lines, 12) == "AddTest"
+    assert _test_class(lines, 15) is None
+
+
+# -- the levels ----------------------------------------------------------------------------
+
+
+def _report(*results: GateResult) -> GateReport:
+    return GateReport.from_results(list(results), 1.0)
+
+
+def test_the_three_levels() -> None:
+    shown = GateResult("tests", passed=True, evidence=(f"{FILE}::t",))
+    none = GateResult("tests", passed=True)
+    hygiene = GateResult("hygiene", passed=True)
+    blocked = GateResult("hygiene", passed=False, findings=(Finding("hygiene", "ci", "ci"),))
+    verified = _report(shown, hygiene)
+    assert verified.verdict is Verdict.VERIFIED and verified.passed and not verified.refused
+    unverified = _report(none, hygiene)
+    assert unverified.verdict is Verdict.UNVERIFIED
+    assert not unverified.passed and not unverified.refused and unverified.may_push
+    refused = _report(shown, blocked)
+    assert refused.verdict is Verdict.REFUSED and not refused.passed and refused.refused
+    assert _report().verdict is Verdict.REFUSED  # no gate ran: nothing was judged
+
+
+def test_only_verified_is_passed_in_the_report() -> None:
+    unverified = _report(GateResult("tests", passed=True))
+    md = unverified.to_markdown()
+    assert "### Ribbit gates: not verified" in md and "passed" not in md.split("\n")[0]
+    assert "Not verified: no test fails without this patch" in md
+    data = unverified.to_dict()
+    assert data["passed"] is False and data["verdict"] == "unverified"
+    verified = _report(GateResult("tests", passed=True, evidence=("t",)))
+    assert "### Ribbit gates: passed" in verified.to_markdown()
+
+
+def test_the_verdict_and_evidence_are_stored_and_old_rows_read_as_before_evidence() -> None:
+    report = _report(GateResult("tests", passed=True, evidence=(f"{FILE}::t",)))
+    again = GateReport.from_dict(report.to_dict())
+    assert again == report
+    assert again is not None and again.results[0].evidence == (f"{FILE}::t",)
+    old = {"passed": True, "gates": [{"name": "tests", "passed": True}]}
+    read = GateReport.from_dict(old)
+    assert read is not None and read.verdict is Verdict.BEFORE_EVIDENCE
+    assert not read.refused and read.may_push
+    assert "judged before evidence" in read.to_markdown()
+
+
+# -- the old code with the patch's tests ---------------------------------------------------
+
+
+def test_the_old_code_tree_has_the_patchs_test_files_and_nothing_else(tmp_path: Path) -> None:
+    from tests.fakes import git, make_git_repo
+
+    before, after = tmp_path / "before", tmp_path / "after"
+    files = {"calc.py": "old\n", "tests/test_a.py": "a\n", "tests/test_gone.py": "g\n"}
+    make_git_repo(before, files)
+    git(tmp_path, "clone", "-q", str(before), str(after))
+    (after / "calc.py").write_text("new\n")
+    (after / "tests/test_a.py").write_text("a2\n")
+    (after / "tests/test_b.py").write_text("b\n")
+    (after / "tests/test_gone.py").unlink()
+    (after / "README.md").write_text("docs\n")
+    git(after, "add", "-A")
+    trees = PatchTrees(before=before, after=after, parsed=None)  # type: ignore[arg-type]
+    with base_with_patch_tests(trees) as tree:
+        assert tree is not None
+        assert (tree / "calc.py").read_text() == "old\n"
+        assert (tree / "tests/test_a.py").read_text() == "a2\n"
+        assert (tree / "tests/test_b.py").read_text() == "b\n"
+        assert not (tree / "tests/test_gone.py").exists()
+        assert not (tree / "README.md").exists()
+    assert not tree.exists()
+    (after / "tests/test_a.py").write_text("a\n")
+    (after / "tests/test_gone.py").write_text("g\n")
+    (after / "tests/test_b.py").unlink()
+    git(after, "add", "-A")
+    with base_with_patch_tests(trees) as none:
+        assert none is None  # no test file changed: the base tree is that tree
+
+
+def test_two_new_rust_tests_of_one_name_are_listed_as_two() -> None:
+    def rust(label: str, **outcomes: Outcome) -> SuiteRun:
+        cases = {
+            f"src/lib.rs::{m}::tests::display": TestCase(
+                f"src/lib.rs::{m}::tests::display", f"{m}::tests::display", "src/lib.rs", o
+            )
+            for m, o in outcomes.items()
+        }
+        final = {i: c.outcome for i, c in cases.items()}
+        return SuiteRun(label, exit_code=0, first_exit_code=0, junit=True, final=final, cases=cases)
+
+    old, new = rust("old"), rust("after", point="passed", span="passed")
+    _, details = judge(ctx(), old, new, [TargetTest("display", "src/lib.rs")], old_code=old)
+    assert details["target_results"] == {
+        "src/lib.rs::point::tests::display": {"before": "absent", "after": "passed"},
+        "src/lib.rs::span::tests::display": {"before": "absent", "after": "passed"},
+    }

@@ -1,0 +1,153 @@
+"""Evidence that a patch fixes something: the one fail-to-pass judge.
+
+A patch is *verified* only when at least one test fails (or does not exist) on the base
+code with the patch's own test files, and passes with the whole patch. Both the test
+gate (worker/gates/tests.py) and the environment builder (trainer/envs/builder.py) judge
+with :func:`fail_to_pass`, and split a patch's test files from its code with
+:func:`is_test_file`, so a solve job's "verified" and a training environment's
+FAIL_TO_PASS mean the same thing.
+
+"Not run" is never evidence: a test skipped or xfailed with the patch is not a pass, and
+a test that already passed on the base code shows nothing. The levels themselves
+(verified, unverified, refused) are :class:`bot.store.gate_report.Verdict`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Collection, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from worker.gates.hygiene import is_test_path
+from worker.gates.trees import PatchTrees, applied_changes
+
+# What a test may have done without the patch's code for its pass with it to count:
+# failed or errored (a new test that imports what the fix adds errors at collection).
+# Skipped is not failing: a test the base code skips showed nothing there.
+_FAILING = frozenset({"failed", "error"})
+
+
+def fail_to_pass(
+    without: Mapping[str, str], with_patch: Mapping[str, str], *, flaky: Collection[str] = ()
+) -> list[str]:
+    """The test ids that pass with the patch and failed, errored or did not exist
+    without its code (the patch's own tests present in both runs), sorted. Outcomes are
+    by test id, which names a test uniquely (class and parametrisation included); a
+    flaky test is no evidence either way."""
+    return sorted(
+        test
+        for test, outcome in with_patch.items()
+        if outcome == "passed" and without.get(test, "failed") in _FAILING and test not in flaky
+    )
+
+
+def is_test_file(path: str) -> bool:
+    """Whether ``path`` holds tests, so it belongs to the patch's test part: SWE-bench's
+    rule of thumb (a test folder, ``test_*``/``*_test(s).py``, ``conftest.py``) and the
+    gates' own (``*_test.go``, ``*.test.ts``/``*.spec.js``, ``spec/``, ``__tests__/``).
+    A test file left on the code side would be absent from the base run, and any test
+    in it would count as failing there."""
+    p = PurePosixPath(path)
+    if any(part in {"test", "tests", "testing"} for part in p.parts[:-1]):
+        return True
+    name = p.name
+    return (
+        name.startswith("test_")
+        or name.endswith(("_test.py", "_tests.py"))
+        or name == "conftest.py"
+        or is_test_path(path)
+    )
+
+
+@contextmanager
+def base_with_patch_tests(trees: PatchTrees) -> Iterator[Path | None]:
+    """A copy of the base tree with every test file as the patch leaves it (added,
+    changed, or removed where the patch deletes it): the patch's own tests against the
+    old code, as the environment builder runs base + test_patch. None when the patch
+    touches no test file, so the base tree itself is that tree."""
+    tests = [c for c in applied_changes(trees.after) if is_test_file(c.path)]
+    if not tests:
+        yield None
+        return
+    root = Path(tempfile.mkdtemp(prefix="ribbit-evidence-"))
+    try:
+        tree = root / "tree"
+        shutil.copytree(trees.before, tree, symlinks=True)
+        for change in tests:
+            _copy_as_after(trees.after, tree, change.path)
+        yield tree
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@contextmanager
+def patched_code_with_base_tests(trees: PatchTrees) -> Iterator[Path | None]:
+    """A copy of the patched tree with every test file the patch changes or deletes as
+    the base has it (issue #38): the repository's own tests, its specification before the
+    patch, against the patched code. None when the patch changes or deletes no test file
+    (the tests it leaves alone already ran as they are)."""
+    tests = [c for c in applied_changes(trees.after) if is_test_file(c.path) and c.status != "A"]
+    if not tests:
+        yield None
+        return
+    root = Path(tempfile.mkdtemp(prefix="ribbit-pinned-"))
+    try:
+        tree = root / "tree"
+        shutil.copytree(trees.after, tree, symlinks=True)
+        for change in tests:
+            _copy_as_after(trees.before, tree, change.path)
+        yield tree
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class BehaviourChange:
+    """A base test that passed on the base code and fails with the patch's, which the
+    patch also edits: the lines it removes from the test and the lines it adds, for the
+    reviewer to read side by side (issue #38)."""
+
+    test: str  # the test id
+    old: tuple[str, ...]
+    new: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"test": self.test, "old": list(self.old), "new": list(self.new)}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> BehaviourChange | None:
+        """A stored one; None when it is not one."""
+        if not isinstance(data, dict) or not isinstance(data.get("test"), str):
+            return None
+
+        def lines(key: str) -> tuple[str, ...]:
+            value = data.get(key)
+            return tuple(x for x in value if isinstance(x, str)) if isinstance(value, list) else ()
+
+        return cls(data["test"], lines("old"), lines("new"))
+
+
+def _copy_as_after(after: Path, tree: Path, rel: str) -> None:
+    """``tree/rel`` made what ``after/rel`` is (``after``: the tree to copy from): a
+    regular file (mode kept), a symlink (as a link, never followed on the host), or
+    nothing."""
+    source, target = after / rel, tree / rel
+    existing = target.parent
+    while not existing.exists() and existing != tree:
+        existing = existing.parent
+    if not existing.resolve().is_relative_to(tree.resolve()):
+        return  # through a symlink of the base's: nothing on the host outside the copy
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if target.is_symlink() or target.is_file():
+        target.unlink()
+    elif target.is_dir():
+        shutil.rmtree(target)
+    if source.is_symlink():
+        os.symlink(os.readlink(source), target)
+    elif source.is_file():
+        shutil.copy2(source, target, follow_symlinks=False)

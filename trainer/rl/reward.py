@@ -126,6 +126,25 @@ def compute_reward(
         return RewardResult(0.0, "tests_failed", failed, f2p_passed, details={"log": run.log()})
 
     gate_list = list(default_reward_gates() if gates is None else gates)
+    findings = _blocking_findings(env, diff, checkout, sandbox_factory, gate_list, gate_settings)
+    names = tuple(g.name for g in gate_list)
+    if findings:
+        return RewardResult(
+            0.0, "gate_findings", (), f2p_passed, tuple(findings), names, resolved=True
+        )
+    return RewardResult(1.0, "solved", (), f2p_passed, (), names, resolved=True)
+
+
+def _blocking_findings(
+    env: Environment,
+    diff: str,
+    checkout: Path,
+    sandbox_factory: SandboxRecipe,
+    gate_list: Sequence[Gate],
+    gate_settings: GateSettings | None,
+) -> list[Finding]:
+    """The gates' blocking findings on a patch whose tests pass (a gate that fails with
+    no finding counts as one)."""
     ctx = GateContext(
         repo_dir=checkout,
         base_commit=env.base_commit,
@@ -143,12 +162,7 @@ def compute_reward(
         findings.extend(f for f in result.findings if f.severity == "error")
         if not result.passed and not result.findings:
             findings.append(Finding(gate.name, "gate-failed", result.logs[:300] or "failed"))
-    names = tuple(g.name for g in gate_list)
-    if findings:
-        return RewardResult(
-            0.0, "gate_findings", (), f2p_passed, tuple(findings), names, resolved=True
-        )
-    return RewardResult(1.0, "solved", (), f2p_passed, (), names, resolved=True)
+    return findings
 
 
 def _patch_tamper(run: TestRun, diff: str) -> str:

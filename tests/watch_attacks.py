@@ -264,6 +264,21 @@ atexit.register(os._exit, 0)
 """
 
 
+# Against the bootstrap's own steps: each is a function of the ``-c`` script, so its
+# copy in ``__main__`` can be rebound (no audit event); were the steps to look each
+# other up there, the runner check would see no replacement and the hook no event.
+BOOTSTRAP_REBIND = (
+    """import sys
+
+_main = vars(sys.modules["__main__"])
+_main["_where_defined"] = lambda value: ("/usr/lib/python3/elsewhere.py", 1)
+_main["_classify"] = lambda event, args, report_dir, descriptors: None
+_main["_attribute"] = lambda frame, repo_file, test_path: None
+
+"""
+    + TESTCASE_RUN
+)
+
 # A plugin in the package's own code, loaded through a conftest's ``pytest_plugins``
 # (an entry point or ``-p`` would load it the same way): no runner code is replaced.
 PLUGIN_CONFTEST = 'pytest_plugins = ["calc.quiet"]\n'
@@ -315,6 +330,12 @@ def attacks() -> list[Attack]:
         Attack(
             "testcase-run-wrapper",
             {**unit, "calc/__init__.py": TESTCASE_RUN},
+            "runner-monkeypatch",
+            "calc/__init__.py",
+        ),
+        Attack(
+            "bootstrap-step-rebind",
+            {**unit, "calc/__init__.py": BOOTSTRAP_REBIND},
             "runner-monkeypatch",
             "calc/__init__.py",
         ),

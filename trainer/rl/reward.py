@@ -163,6 +163,30 @@ def _graded(
         return RewardResult(0.0, "tests_failed", failed, f2p_passed, details={"log": run.log()})
 
     gate_list = list(default_reward_gates() if gates is None else gates)
+    findings = _blocking_findings(env, diff, checkout, base, gate_list, gate_settings)
+    names = tuple(g.name for g in gate_list)
+    if findings:
+        return RewardResult(
+            0.0, "gate_findings", (), f2p_passed, tuple(findings), names, resolved=True
+        )
+    verdict = Verdict.of(blocked=False, evidence=f2p_passed > 0)
+    if verdict is not Verdict.VERIFIED:
+        return RewardResult(
+            0.0, "unverified", (), f2p_passed, (), names, resolved=True, verdict=verdict
+        )
+    return RewardResult(1.0, "solved", (), f2p_passed, (), names, resolved=True, verdict=verdict)
+
+
+def _blocking_findings(
+    env: Environment,
+    diff: str,
+    checkout: Path,
+    base: BaseSetup,
+    gate_list: Sequence[Gate],
+    gate_settings: GateSettings | None,
+) -> list[Finding]:
+    """The gates' blocking findings on a patch whose tests pass (a gate that fails with
+    no finding counts as one)."""
     ctx = GateContext(
         repo_dir=checkout,
         base_commit=env.base_commit,
@@ -181,17 +205,7 @@ def _graded(
         findings.extend(f for f in result.findings if f.severity == "error")
         if not result.passed and not result.findings:
             findings.append(Finding(gate.name, "gate-failed", result.logs[:300] or "failed"))
-    names = tuple(g.name for g in gate_list)
-    if findings:
-        return RewardResult(
-            0.0, "gate_findings", (), f2p_passed, tuple(findings), names, resolved=True
-        )
-    verdict = Verdict.of(blocked=False, evidence=f2p_passed > 0)
-    if verdict is not Verdict.VERIFIED:
-        return RewardResult(
-            0.0, "unverified", (), f2p_passed, (), names, resolved=True, verdict=verdict
-        )
-    return RewardResult(1.0, "solved", (), f2p_passed, (), names, resolved=True, verdict=verdict)
+    return findings
 
 
 def _patch_tamper(run: TestRun, diff: str) -> str:

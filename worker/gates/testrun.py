@@ -52,8 +52,15 @@ from worker.gates.junit import (
     parse_libtest,
     parse_node_tap,
 )
-from worker.gates.testcmd import TestCommand, recognise
-from worker.gates.watch import SELECT_VAR, Channel, TamperEvent, parse_channel, watch_plan
+from worker.gates.testcmd import Invocation, TestCommand, recognise
+from worker.gates.watch import (
+    SELECT_VAR,
+    Channel,
+    TamperEvent,
+    WatchPlan,
+    parse_channel,
+    watch_plan,
+)
 from worker.sandbox.base import WORKSPACE, ExecResult, Sandbox
 
 SHORT_TIMEOUT_S = 60
@@ -174,12 +181,7 @@ def run_tests(
         # Nothing left running (a setup step's daemon, an earlier run's children) may
         # watch this run's processes or reopen its output through /proc.
         sandbox.stop_processes()
-    plan = watch_plan(test.command) if test.runner == "pytest" else None
-    if plan is not None:
-        # Asked before the tests run, in a sandbox they have not touched yet.
-        probe = sandbox.exec(plan.probe(), timeout=SHORT_TIMEOUT_S)
-        if probe.exit_code != 0 or probe.timed_out:
-            plan = None
+    plan = _usable_watch_plan(sandbox, test)
     token = secrets.token_hex(16)
     report_dir = f"/tmp/ribbit-report-{token}"  # noqa: S108 (the sandbox's own /tmp)
     cap = LOG_BYTES + MAX_JUNIT_BYTES * 4 // 3 + 4096 + _CHANNEL_EVENTS_BYTES
@@ -215,6 +217,26 @@ def run_tests(
     )
     if plan is not None:
         return _watched_run(test, result, token, sandbox_files(sandbox))
+    return _plain_run(test, how, result, token, sandbox)
+
+
+def _usable_watch_plan(sandbox: Sandbox, test: TestCommand) -> WatchPlan | None:
+    """How to watch a pytest run, or None where the command is not plain pytest or the
+    sandbox's interpreter cannot run the bootstrap."""
+    plan = watch_plan(test.command) if test.runner == "pytest" else None
+    if plan is not None:
+        # Asked before the tests run, in a sandbox they have not touched yet.
+        probe = sandbox.exec(plan.probe(), timeout=SHORT_TIMEOUT_S)
+        if probe.exit_code != 0 or probe.timed_out:
+            return None
+    return plan
+
+
+def _plain_run(
+    test: TestCommand, how: Invocation, result: ExecResult, token: str, sandbox: Sandbox
+) -> TestRun:
+    """An unwatched run's result, read from the report the run wrapper framed with
+    ``token`` in its output."""
     log, data, tampered = split_run_output(result.stdout, token)
     shown = replace(result, stdout=log)
     if data is None:

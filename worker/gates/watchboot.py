@@ -43,18 +43,58 @@ This module imports nothing from Ribbit: it runs in the repository's interpreter
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
+
+# The bootstrap's steps, each a function of the captured primitives it is handed.
+# _run_privately rebinds every one of them to the private globals, so a name one step
+# calls is looked up there, never in the ``__main__`` namespace the tests can reach.
+Send = Callable[[str, bytes], None]
+Record = Callable[[str, str, "str | None", int], None]
+RepoFile = Callable[[str], "str | None"]
 
 
 def _ribbit_main() -> None:
-    import binascii
-    import hashlib
     import os
     import re
     import tempfile
 
-    channel = 3
+    send = _open_channel(3)
+    test_path = re.compile(sys.argv[1], re.I)
+    report_cap = int(sys.argv[2])
+    workspace = os.getcwd().rstrip("/") + "/"
+    report_dir = tempfile.mkdtemp(prefix="ribbit-")
+    report = os.path.join(report_dir, "junit.xml")
+    repo_file = _in_workspace(workspace)
+    record = _recorder(send)
+    _install_hook(record, repo_file, test_path, report_dir)
+    sys.path.append(workspace.rstrip("/"))
+    runner_names = {"pytest", "_pytest", "pluggy", "iniconfig", "packaging"}
+    _report_named_like_modules(record, workspace, test_path, runner_names)
+
+    import pytest
+
+    watched = _runner_callables()
+    check_runner = _runner_checker(record, repo_file, test_path, runner_names, watched)
+    configs: list[pytest.Config] = []
+    check_plugins = _plugin_checker(record, repo_file, test_path, configs)
+    status, failed = _run_pytest(report, configs, check_runner, check_plugins)
+    check_runner()
+    check_plugins()
+    _send_results(send, report, report_cap, status, failed)
+    import shutil
+
+    shutil.rmtree(report_dir, ignore_errors=True)
+    raise SystemExit(status)
+
+
+def _open_channel(channel: int) -> Send:
+    """Step 1: the key goes out as the channel's first record; the returned ``send``
+    signs every later one. The key lives only in ``send``'s closure."""
+    import binascii
+    import hashlib
+    import os
+
     write = os.write
     getpid = os.getpid
     main_pid = getpid()
@@ -62,7 +102,6 @@ def _ribbit_main() -> None:
     # rebind module attributes (``binascii.b2a_base64 = ...``) that raise no audit event.
     sha256 = hashlib.sha256
     to_base64 = binascii.b2a_base64
-    from _json import encode_basestring_ascii as quote
 
     def b64(data: bytes) -> bytes:
         return to_base64(data, newline=False)
@@ -87,55 +126,25 @@ def _ribbit_main() -> None:
             mac = sha256(outer + sha256(inner + body).digest()).hexdigest().encode()
             write(channel, b"\nribbit1 " + body + b" " + mac + b"\n")
 
-    test_path = re.compile(sys.argv[1], re.I)
-    report_cap = int(sys.argv[2])
-    # Another process's or this one's descriptors and memory: the report's way out.
-    descriptors = re.compile(r"/(proc/[^/]+/(fd|mem|environ)|dev/fd)(/|$)")
-    workspace = os.getcwd().rstrip("/") + "/"
-    report_dir = tempfile.mkdtemp(prefix="ribbit-")
-    report = os.path.join(report_dir, "junit.xml")
-    getframe = sys._getframe
-    busy: set[int] = set()
-    seen: set[tuple[str, str, int]] = set()
-    ident = _thread.get_ident
-    limit = 200
+    return send
 
+
+def _in_workspace(workspace: str) -> RepoFile:
     def repo_file(filename: str) -> str | None:
         if filename.startswith(workspace):
             return filename[len(workspace) :]
         return None
 
-    def hands_out_frames(f: Any) -> bool:
-        """Whether frame ``f`` is a standard-library function that returns frames to its
-        caller (so the caller, not it, is who reached them): anything in inspect, and
-        traceback's ``walk_stack``/``walk_tb`` and logging's ``currentframe`` when called
-        from outside their module (their own internal use returns no frame)."""
-        name = f.f_code.co_filename
-        if repo_file(name) is not None:
-            return False
-        if name.endswith("/inspect.py"):
-            return True
-        caller = f.f_back
-        if caller is None or caller.f_code.co_filename == name:
-            return False
-        if name.endswith("/traceback.py"):
-            return f.f_code.co_name in ("walk_stack", "walk_tb")
-        return name.endswith("/logging/__init__.py") and f.f_code.co_name == "<lambda>"
+    return repo_file
 
-    def attribute(frame: Any) -> tuple[str, int] | None:
-        """The non-test workspace file and line that caused the event, or None: the
-        innermost frame, or the caller of a function that hands frames out. Other
-        standard-library and pytest code raises such events for its own use (namedtuple,
-        logging's caller lookup, traceback formatting) and hands no frame on."""
-        f = frame
-        while f is not None and hands_out_frames(f):
-            f = f.f_back
-        if f is None:
-            return None
-        rel = repo_file(f.f_code.co_filename)
-        if rel is None or test_path.search(rel):
-            return None
-        return rel, f.f_lineno
+
+def _recorder(send: Send) -> Record:
+    """``record``: one ``tamper`` record per site, sent at once; past a limit, one
+    ``overflow`` record and nothing more."""
+    from _json import encode_basestring_ascii as quote
+
+    seen: set[tuple[str, str, int]] = set()
+    limit = 200
 
     def record(mechanism: str, what: str, path: str | None, line: int) -> None:
         site = (mechanism, path or "", line)
@@ -150,30 +159,81 @@ def _ribbit_main() -> None:
         event = f'{{"mechanism": {quote(mechanism)}, "what": {quote(what)}, "path": {shown}, '
         send("tamper", f'{event}"line": {line:d}}}'.encode())
 
-    def classify(event: str, args: tuple[object, ...]) -> str | None:
-        if event in ("gc.get_objects", "gc.get_referrers", "gc.get_referents"):
-            return f"garbage-collector traversal ({event})"
-        if event in ("sys._getframe", "sys._current_frames", "sys._getframemodulename"):
-            return f"frame access ({event})"
-        if event == "object.__getattr__" and len(args) > 1:
-            if args[1] in ("tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back"):
-                return f"frame access through .{args[1]}"
-            return None
-        if event == "object.__setattr__" and len(args) > 1 and args[1] == "__code__":
-            return "a function's code replaced (__code__)"
-        if event in ("sys.settrace", "sys.setprofile", "sys.addaudithook"):
-            return f"interpreter hook installed ({event})"
-        if event == "ctypes.dlopen" and (args[0] is None or "python" in str(args[0])):
-            return "ctypes access to the interpreter (ctypes.pythonapi)"
-        if event in ("ctypes.cdata", "ctypes.string_at", "ctypes.wstring_at"):
-            return f"ctypes read of raw memory ({event})"
-        if event == "ctypes.dlsym" and len(args) > 1 and str(args[1]).startswith(("Py", "_Py")):
-            return f"ctypes access to the interpreter ({args[1]})"
-        if event == "open" and args and isinstance(args[0], (str, bytes)):
-            path = args[0] if isinstance(args[0], str) else args[0].decode("utf-8", "replace")
-            if path.startswith(report_dir) or descriptors.match(path):
-                return f"open of {path}"
+    return record
+
+
+def _hands_out_frames(f: Any, repo_file: RepoFile) -> bool:
+    """Whether frame ``f`` is a standard-library function that returns frames to its
+    caller (so the caller, not it, is who reached them): anything in inspect, and
+    traceback's ``walk_stack``/``walk_tb`` and logging's ``currentframe`` when called
+    from outside their module (their own internal use returns no frame)."""
+    name = f.f_code.co_filename
+    if repo_file(name) is not None:
+        return False
+    if name.endswith("/inspect.py"):
+        return True
+    caller = f.f_back
+    if caller is None or caller.f_code.co_filename == name:
+        return False
+    if name.endswith("/traceback.py"):
+        return f.f_code.co_name in ("walk_stack", "walk_tb")
+    return name.endswith("/logging/__init__.py") and f.f_code.co_name == "<lambda>"
+
+
+def _attribute(frame: Any, repo_file: RepoFile, test_path: Any) -> tuple[str, int] | None:
+    """The non-test workspace file and line that caused the event, or None: the
+    innermost frame, or the caller of a function that hands frames out. Other
+    standard-library and pytest code raises such events for its own use (namedtuple,
+    logging's caller lookup, traceback formatting) and hands no frame on."""
+    f = frame
+    while f is not None and _hands_out_frames(f, repo_file):
+        f = f.f_back
+    if f is None:
         return None
+    rel = repo_file(f.f_code.co_filename)
+    if rel is None or test_path.search(rel):
+        return None
+    return rel, f.f_lineno
+
+
+def _classify(
+    event: str, args: tuple[object, ...], report_dir: str, descriptors: Any
+) -> str | None:
+    if event in ("gc.get_objects", "gc.get_referrers", "gc.get_referents"):
+        return f"garbage-collector traversal ({event})"
+    if event in ("sys._getframe", "sys._current_frames", "sys._getframemodulename"):
+        return f"frame access ({event})"
+    if event == "object.__getattr__" and len(args) > 1:
+        if args[1] in ("tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back"):
+            return f"frame access through .{args[1]}"
+        return None
+    if event == "object.__setattr__" and len(args) > 1 and args[1] == "__code__":
+        return "a function's code replaced (__code__)"
+    if event in ("sys.settrace", "sys.setprofile", "sys.addaudithook"):
+        return f"interpreter hook installed ({event})"
+    if event == "ctypes.dlopen" and (args[0] is None or "python" in str(args[0])):
+        return "ctypes access to the interpreter (ctypes.pythonapi)"
+    if event in ("ctypes.cdata", "ctypes.string_at", "ctypes.wstring_at"):
+        return f"ctypes read of raw memory ({event})"
+    if event == "ctypes.dlsym" and len(args) > 1 and str(args[1]).startswith(("Py", "_Py")):
+        return f"ctypes access to the interpreter ({args[1]})"
+    if event == "open" and args and isinstance(args[0], (str, bytes)):
+        path = args[0] if isinstance(args[0], str) else args[0].decode("utf-8", "replace")
+        if path.startswith(report_dir) or descriptors.match(path):
+            return f"open of {path}"
+    return None
+
+
+def _install_hook(record: Record, repo_file: RepoFile, test_path: Any, report_dir: str) -> None:
+    """Step 2: the audit hook, reporting each event the repository's code caused."""
+    import _thread
+    import re
+
+    # Another process's or this one's descriptors and memory: the report's way out.
+    descriptors = re.compile(r"/(proc/[^/]+/(fd|mem|environ)|dev/fd)(/|$)")
+    getframe = sys._getframe
+    busy: set[int] = set()
+    ident = _thread.get_ident
 
     def hook(event: str, args: tuple[object, ...]) -> None:
         me = ident()
@@ -181,9 +241,9 @@ def _ribbit_main() -> None:
             return
         busy.add(me)
         try:
-            what = classify(event, args)
+            what = _classify(event, args, report_dir, descriptors)
             if what is not None:
-                where = attribute(getframe(1))
+                where = _attribute(getframe(1), repo_file, test_path)
                 if where is not None:
                     record(event, what, where[0], where[1])
         except Exception:  # noqa: S110 (a watcher must never break the run)
@@ -192,10 +252,15 @@ def _ribbit_main() -> None:
             busy.discard(me)
 
     sys.addaudithook(hook)
-    sys.path.append(workspace.rstrip("/"))
-    runner_names = {"pytest", "_pytest", "pluggy", "iniconfig", "packaging"}
-    # Behind -P a top-level file named like the standard library or the runner is not
-    # imported in their place; having one is still how that attack looks.
+
+
+def _report_named_like_modules(
+    record: Record, workspace: str, test_path: Any, runner_names: set[str]
+) -> None:
+    """Behind -P a top-level file named like the standard library or the runner is not
+    imported in their place; having one is still how that attack looks."""
+    import os
+
     for entry in sorted(os.listdir(workspace)):
         name = entry.removesuffix(".py")
         package = os.path.isfile(os.path.join(workspace, entry, "__init__.py"))
@@ -206,8 +271,11 @@ def _ribbit_main() -> None:
             what = f"the workspace's {entry} is named like the module {name}"
             record("module-shadow", what, entry, 1)
 
-    import pytest
 
+def _runner_callables() -> list[tuple[Mapping[str, object], str, object, str]]:
+    """Step 4: every callable the runner modules, their classes and builtins define, as
+    (the live namespace, the attribute, the value it had, its name): each check is one
+    identity test per entry, cheap enough to run after every test."""
     runner_modules = [
         "unittest.case",
         "unittest.result",
@@ -231,8 +299,6 @@ def _ribbit_main() -> None:
     ]
     import importlib
 
-    # (the live namespace, the attribute, the value it had, its name): each check is one
-    # identity test per entry, cheap enough to run after every test.
     watched: list[tuple[Mapping[str, object], str, object, str]] = []
     for name in runner_modules:
         try:
@@ -251,20 +317,33 @@ def _ribbit_main() -> None:
     for attr, value in list(vars(builtins).items()):
         if callable(value):
             watched.append((vars(builtins), attr, value, f"builtins.{attr}"))
-    checked_modules: set[str] = set()
+    return watched
 
-    def where_defined(value: object) -> tuple[str | None, int]:
-        """Where a replacement's code was written (None: nowhere Python can tell)."""
-        for candidate in (
-            value,
-            getattr(value, "__func__", None),
-            getattr(value, "func", None),  # functools.partial
-            getattr(type(value), "__call__", None),  # noqa: B004 (its code, not a test)
-        ):
-            code = getattr(candidate, "__code__", None)
-            if code is not None:
-                return code.co_filename, code.co_firstlineno
-        return None, 0
+
+def _where_defined(value: object) -> tuple[str | None, int]:
+    """Where a replacement's code was written (None: nowhere Python can tell)."""
+    for candidate in (
+        value,
+        getattr(value, "__func__", None),
+        getattr(value, "func", None),  # functools.partial
+        getattr(type(value), "__call__", None),  # noqa: B004 (its code, not a test)
+    ):
+        code = getattr(candidate, "__code__", None)
+        if code is not None:
+            return code.co_filename, code.co_firstlineno
+    return None, 0
+
+
+def _runner_checker(
+    record: Record,
+    repo_file: RepoFile,
+    test_path: Any,
+    runner_names: set[str],
+    watched: list[tuple[Mapping[str, object], str, object, str]],
+) -> Callable[[], None]:
+    """``check_runner``: a watched callable replaced from the repository's code, or a
+    runner or standard-library module loaded from the workspace, is reported."""
+    checked_modules: set[str] = set()
 
     def check_runner() -> None:
         changed = [i for i, (ns, attr, value, _) in enumerate(watched) if ns.get(attr) is not value]
@@ -272,7 +351,7 @@ def _ribbit_main() -> None:
             ns, attr, _value, shown = watched[i]
             current = ns.get(attr)
             watched[i] = (ns, attr, current, shown)
-            filename, line = where_defined(current)
+            filename, line = _where_defined(current)
             path = repo_file(filename) if filename is not None else None
             # Plugins and pytest itself patch its classes as they load; only a
             # replacement written in the repository's own code, or one whose code
@@ -294,8 +373,12 @@ def _ribbit_main() -> None:
                 what = f"the workspace's {rel} shadows the module {name}"
                 record("module-shadow", what, rel, 1)
 
-    failed: set[str] = set()
-    configs: list[pytest.Config] = []
+    return check_runner
+
+
+def _plugin_checker(
+    record: Record, repo_file: RepoFile, test_path: Any, configs: list[Any]
+) -> Callable[[], None]:
     plugins_seen: set[int] = set()
 
     def check_plugins() -> None:
@@ -311,7 +394,7 @@ def _ribbit_main() -> None:
                     if not attr.startswith("pytest_"):
                         continue
                     try:
-                        filename, line = where_defined(getattr(plugin, attr))
+                        filename, line = _where_defined(getattr(plugin, attr))
                     except Exception:  # noqa: S112 (a plugin's odd attribute is not ours)
                         continue
                     path = repo_file(filename) if filename is not None else None
@@ -319,6 +402,21 @@ def _ribbit_main() -> None:
                         what = f"a pytest plugin from the repository's code ({name}: {attr})"
                         record("runner-plugin", what, path, line)
                         break
+
+    return check_plugins
+
+
+def _run_pytest(
+    report: str,
+    configs: list[Any],
+    check_runner: Callable[[], None],
+    check_plugins: Callable[[], None],
+) -> tuple[int, int]:
+    """Step 5: pytest's exit status and how many tests failed, with the JUnit report
+    written to ``report`` and the runner checked after each test."""
+    import pytest
+
+    failed: set[str] = set()
 
     class RibbitWatch:
         @staticmethod
@@ -340,8 +438,10 @@ def _ribbit_main() -> None:
     argv = [f"--junitxml={report}", "-o", "junit_family=xunit1", *sys.argv[3:]]
     sys.argv = [sys.argv[0], *sys.argv[3:]]
     status = int(pytest.main(argv, plugins=[RibbitWatch()]))
-    check_runner()
-    check_plugins()
+    return status, len(failed)
+
+
+def _send_results(send: Send, report: str, report_cap: int, status: int, failed: int) -> None:
     try:
         with open(report, "rb") as fh:
             data = fh.read(report_cap + 1)
@@ -351,23 +451,41 @@ def _ribbit_main() -> None:
         send("oversize", b"")  # judged on the exit status, as an unwatched run would be
     elif data is not None:
         send("report", data)
-    send("end", f'{{"status": {status:d}, "failed": {len(failed):d}}}'.encode())
-    import shutil
+    send("end", f'{{"status": {status:d}, "failed": {failed:d}}}'.encode())
 
-    shutil.rmtree(report_dir, ignore_errors=True)
-    raise SystemExit(status)
+
+_STEPS = (
+    _ribbit_main,
+    _open_channel,
+    _in_workspace,
+    _recorder,
+    _hands_out_frames,
+    _attribute,
+    _classify,
+    _install_hook,
+    _report_named_like_modules,
+    _runner_callables,
+    _where_defined,
+    _runner_checker,
+    _plugin_checker,
+    _run_pytest,
+    _send_results,
+)
 
 
 def _run_privately() -> None:
-    """Run :func:`_ribbit_main` with globals and builtins of its own: the closures look
-    names up there, so ``builtins.len = ...`` by the code under test changes nothing
-    the bootstrap uses (it is reported, as a runner monkeypatch)."""
+    """Run :func:`_ribbit_main` and every step it calls with globals and builtins of
+    their own: the closures look names up there, so ``builtins.len = ...`` or
+    ``__main__._classify = ...`` by the code under test changes nothing the bootstrap
+    uses (the first is reported, as a runner monkeypatch)."""
     import builtins
     import types
 
     own: dict[str, object] = {"__builtins__": dict(vars(builtins)), "__name__": "ribbit-watch"}
-    own.update(sys=sys, Mapping=Mapping, Any=Any)
-    types.FunctionType(_ribbit_main.__code__, own)()
+    own.update(sys=sys, Mapping=Mapping, Any=Any, Callable=Callable)
+    for step in _STEPS:
+        own[step.__name__] = types.FunctionType(step.__code__, own)
+    own["_ribbit_main"]()  # type: ignore[operator]
 
 
 if __name__ == "__main__":

@@ -5,9 +5,10 @@
 which backends can run here and why not.
 
 - base.py: the :class:`Sandbox` interface; common.py: what both backends share.
-- docker.py (Docker or Podman), bubblewrap.py (with cgroup.py for its memory limit): the
-  backends; session.py and session_server.py: the resident runner each exec goes through;
-  export.py: reading what a sandbox wrote without trusting it.
+- docker.py (Docker or Podman; dockertar.py: the tars it is filled from), bubblewrap.py
+  (with cgroup.py for its memory limit): the backends; session.py and session_server.py:
+  the resident runner each exec goes through; export.py: reading what a sandbox wrote
+  without trusting it.
 - setup.py, setupcmd.py, egress.py: the setup step, the setup a repository gets when it
   names none, and the registry-only proxy that is its only way out (egress_policy.py:
   which hosts and addresses it lets through; proxyhttp.py: its plain-HTTP requests;

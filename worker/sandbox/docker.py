@@ -34,19 +34,16 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import io
 import os
 import shutil
 import socket
 import struct
-import tarfile
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import docker
 import docker.errors
@@ -81,6 +78,7 @@ from worker.sandbox.common import (
     workspace_cwd,
     workspace_relative,
 )
+from worker.sandbox.dockertar import tar_owned_dir, tar_paths, tar_tree
 from worker.sandbox.egress import EGRESS_MOUNT, make_egress_dir
 from worker.sandbox.export import ExportLimits, extract_tar_stream, read_tar_file
 from worker.sandbox.session import (
@@ -216,13 +214,13 @@ class DockerSandbox(ClosedOnExit):
             self.container.start()
             # Engines create tmpfs mounts root-owned (Podman 4 rejects uid=); a tar's "."
             # entry, extracted by the engine, hands each mount to the sandbox user.
-            with _tar_tree(source) as checkout:
+            with tar_tree(source) as checkout:
                 copied = self.container.put_archive(WORKSPACE, checkout)
             owned = all(
                 self.container.put_archive(path, data)
                 for path, data in (
-                    (SANDBOX_HOME, _tar_owned_dir(files={".bash_profile": _LOGIN_PROFILE})),
-                    (ENV_ROOT, _tar_owned_dir(0o755)),
+                    (SANDBOX_HOME, tar_owned_dir(files={".bash_profile": _LOGIN_PROFILE})),
+                    (ENV_ROOT, tar_owned_dir(0o755)),
                 )
             )
             if not (copied and owned):
@@ -503,11 +501,11 @@ class DockerSandbox(ClosedOnExit):
         """Copied in by the engine (as root, following links), so only before anything
         ran in the container, and only paths the host tree lacks below real folders."""
         container = self._live()
-        with _tar_paths(snapshot.env, sorted(p.name for p in snapshot.env.iterdir())) as env:
+        with tar_paths(snapshot.env, sorted(p.name for p in snapshot.env.iterdir())) as env:
             ok = container.put_archive(ENV_ROOT, env)
         extras = list(overlay_paths(snapshot.workspace, self._source))
         if ok and extras:
-            with _tar_paths(snapshot.workspace, extras) as tree:
+            with tar_paths(snapshot.workspace, extras) as tree:
                 ok = container.put_archive(WORKSPACE, tree)
         if not ok:
             raise SandboxError("could not copy the set-up environment into the container")
@@ -639,45 +637,3 @@ def _exit_code(api: Any, exec_id: str, *, sleep: Callable[[float], None] = time.
         )
     except _NotRecorded:
         raise SandboxError("the engine did not report the command's exit code") from None
-
-
-def _owned(info: tarfile.TarInfo) -> tarfile.TarInfo:
-    info.uid, info.gid, info.uname, info.gname = SANDBOX_UID, SANDBOX_GID, "", ""
-    return info
-
-
-def _tar_tree(source: Path) -> IO[bytes]:
-    """The checkout as a tar owned by the sandbox user (symlinks kept as links), in a
-    spooled file so a large checkout is not held in memory."""
-    spool = tempfile.SpooledTemporaryFile(max_size=64 * 1024 * 1024)  # noqa: SIM115
-    with tarfile.open(fileobj=spool, mode="w") as tf:
-        tf.add(str(source), arcname=".", recursive=True, filter=_owned)
-    spool.seek(0)
-    return spool
-
-
-def _tar_paths(root: Path, names: Sequence[str]) -> IO[bytes]:
-    """``names`` (paths relative to ``root``, folders whole) as a tar owned by the
-    sandbox user, links kept as links, in a spooled file."""
-    spool = tempfile.SpooledTemporaryFile(max_size=64 * 1024 * 1024)  # noqa: SIM115
-    with tarfile.open(fileobj=spool, mode="w") as tf:
-        for name in names:
-            tf.add(str(root / name), arcname=name, recursive=True, filter=_owned)
-    spool.seek(0)
-    return spool
-
-
-def _tar_owned_dir(mode: int = 0o700, files: Mapping[str, str] | None = None) -> bytes:
-    """A tar whose "." entry hands the folder it is extracted into to the sandbox user,
-    with ``files`` in it."""
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tf:
-        info = tarfile.TarInfo(".")
-        info.type, info.mode = tarfile.DIRTYPE, mode
-        tf.addfile(_owned(info))
-        for name, text in (files or {}).items():
-            data = text.encode()
-            item = tarfile.TarInfo(name)
-            item.size, item.mode = len(data), 0o644
-            tf.addfile(_owned(item), io.BytesIO(data))
-    return buf.getvalue()

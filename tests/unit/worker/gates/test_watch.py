@@ -7,6 +7,7 @@ what is tested is the bootstrap, the channel and the gate's reading of them."""
 
 from __future__ import annotations
 
+import ast
 import base64
 import hashlib
 import hmac
@@ -17,6 +18,7 @@ import pytest
 from tests.fakes import LocalDirSandbox, make_git_repo
 from tests.unit.worker.gates.helpers import make_ctx, make_patch
 from tests.watch_attacks import BASE, HONEST, MARKER, Attack, attacks
+from worker.gates import watchboot
 from worker.gates.tamper import tamper_findings
 from worker.gates.testrun import TestRun, run_tests
 from worker.gates.tests import SuiteRun, TestGate
@@ -73,6 +75,15 @@ def test_each_attack_forges_an_unwatched_run_and_is_reported_when_watched(
         # written on it later, or the exit forced to 0, shows.
         assert watched.tampered, watched.log()
         assert _mul(watched) != "passed"
+
+
+def test_every_step_of_the_bootstrap_runs_with_its_private_globals() -> None:
+    # A step left out of _STEPS would be called through the ``__main__`` namespace the
+    # code under test can rebind (tests/watch_attacks.py's bootstrap-step-rebind).
+    tree = ast.parse(Path(watchboot.__file__).read_text())
+    defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+    assert {step.__name__ for step in watchboot._STEPS} == defined - {"_run_privately"}
+    assert all(not step.__defaults__ and not step.__kwdefaults__ for step in watchboot._STEPS)
 
 
 def test_exiting_zero_after_the_session_shows(tmp_path: Path) -> None:

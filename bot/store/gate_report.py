@@ -65,6 +65,11 @@ class Verdict(StrEnum):
             Verdict.BEFORE_EVIDENCE: "judged before evidence",
         }[self]
 
+    @property
+    def heading(self) -> str:
+        """The Markdown report's first line (a PR body's, found again by `ribbit prs rejudge`)."""
+        return f"### Ribbit gates: {self.word}"
+
 
 @dataclass(frozen=True)
 class Finding:
@@ -250,7 +255,7 @@ class GateReport:
         return " ".join(parts)
 
     def to_markdown(self) -> str:
-        out = [f"### Ribbit gates: {self.verdict.word}", "", f"`{self.summary_line()}`", ""]
+        out = [self.verdict.heading, "", f"`{self.summary_line()}`", ""]
         if self.verdict is Verdict.UNVERIFIED:
             out += [UNVERIFIED_NOTE, ""]
         for r in self.results:

@@ -41,4 +41,4 @@ def rejudge_command(repo: str | None, dry_run: bool, actor: str | None) -> None:
     for item in done:
         pr = item.pr
         judge = pr.judge or "judged before evidence"
-        click.echo(f"{pr.target} (job {pr.job_id}, {judge}): {item.action.value}")
+        click.echo(f"{pr.ref} (job {pr.job_id}, {judge}): {item.action.value}")

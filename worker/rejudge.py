@@ -15,42 +15,17 @@ dry run only says what it would do.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import cast
-
-from sqlalchemy import select
 
 from bot.cli import audited
 from bot.forges import ForgeFactory
-from bot.forges.base import ForgeName, PullRequestRef, RepoRef
 from bot.store.db import Database
 from bot.store.gate_report import JUDGE_VERSION, Verdict
-from bot.store.kinds import AGENT_KINDS
-from bot.store.tables import Job
+from bot.store.pr_verdicts import PrVerdict, pr_verdicts
 from worker.pipelines.publish import as_unverified
 
 AUDIT_ACTION = "rejudge"
-
-
-@dataclass(frozen=True)
-class Judged:
-    """A Ribbit PR as its latest succeeded agent job left it."""
-
-    forge: ForgeName
-    repo: str
-    pr_number: int
-    issue: int | None  # the issue it names (None: no job on it named one)
-    job_id: str
-    installation_id: int | None
-    verdict: Verdict | None  # None: no gate report stored
-    judge: str | None  # the judge's version; None: judged before it was recorded
-
-    @property
-    def target(self) -> str:
-        """How the audit log names the PR."""
-        return str(PullRequestRef(RepoRef(self.forge, self.repo), self.pr_number))
 
 
 class Action(StrEnum):
@@ -64,41 +39,13 @@ class Action(StrEnum):
 
 @dataclass(frozen=True)
 class Rejudged:
-    pr: Judged
+    pr: PrVerdict
     action: Action
 
 
-def judged_by_older(db: Database, repo: str | None = None) -> list[Judged]:
+def judged_by_older(db: Database, repo: str | None = None) -> list[PrVerdict]:
     """Ribbit's PRs whose latest agent job's verdict is not today's judge's, oldest first."""
-    return [pr for pr in _latest_per_pr(db, repo) if pr.judge != JUDGE_VERSION]
-
-
-def _latest_per_pr(db: Database, repo: str | None) -> Iterator[Judged]:
-    query = (
-        select(Job)
-        .where(Job.kind.in_(AGENT_KINDS), Job.state == "succeeded", Job.pr_number.is_not(None))
-        .order_by(Job.finished_at, Job.created_at, Job.id)
-    )
-    if repo is not None:
-        query = query.where(Job.repo == repo)
-    with db.session() as session:
-        jobs: Sequence[Job] = session.scalars(query).all()
-        latest: dict[tuple[str, str, int], Judged] = {}
-        for job in jobs:  # later jobs replace earlier ones; the issue is the first named
-            key = (job.forge, job.repo, cast(int, job.pr_number))
-            record = job.solve_record
-            before = latest.get(key)
-            latest[key] = Judged(
-                forge=cast(ForgeName, job.forge),
-                repo=job.repo,
-                pr_number=key[2],
-                issue=before.issue if before and before.issue else job.issue_number,
-                job_id=job.id,
-                installation_id=job.installation_id,
-                verdict=record.verdict,
-                judge=record.judge,
-            )
-    yield from latest.values()
+    return [pr for pr in pr_verdicts(db, repo) if pr.judge != JUDGE_VERSION]
 
 
 def rejudge(
@@ -110,14 +57,14 @@ def rejudge(
 
 
 def _rejudge_one(
-    db: Database, forges: ForgeFactory, actor: str, judged: Judged, *, dry_run: bool
+    db: Database, forges: ForgeFactory, actor: str, judged: PrVerdict, *, dry_run: bool
 ) -> Rejudged:
     if judged.verdict is Verdict.VERIFIED:
         return Rejudged(judged, Action.VERIFIED)
     if judged.issue is None:
         return Rejudged(judged, Action.NO_ISSUE)
     forge = forges(judged.forge, installation_id=judged.installation_id)
-    ref = PullRequestRef(RepoRef(judged.forge, judged.repo), judged.pr_number)
+    ref = judged.ref
     pr = forge.get_pull_request(ref)
     if pr.state != "open" or not pr.draft:
         return Rejudged(judged, Action.NOT_OPEN_DRAFT)
@@ -135,5 +82,5 @@ def _rejudge_one(
             f"body re-labelled unverified, Refs #{judged.issue}"
         )
 
-    audited(db, actor, AUDIT_ACTION, judged.target, relabel)
+    audited(db, actor, AUDIT_ACTION, str(judged.ref), relabel)
     return Rejudged(judged, Action.RELABELLED)

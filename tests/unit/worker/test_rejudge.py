@@ -235,3 +235,25 @@ def test_a_pr_that_names_no_issue_is_left_alone(db: Database, forge: FakeForge) 
     [done] = rejudge(db, _forges(forge), ACTOR, dry_run=False)
     assert done.action is Action.NO_ISSUE and "update_pull_request_body" not in forge.calls
     assert forge.pulls[100].body == _old_body(4)
+
+
+def test_ribbit_registers_the_command_with_its_actor_option() -> None:
+    """Registered as `ribbit prs` in pyproject (tests/unit/bot/test_cli_audit.py reads the
+    installed metadata, which an editable install of an older checkout may lack)."""
+    import importlib
+    import tomllib
+
+    root = Path(__file__).parents[3]
+    commands = tomllib.loads((root / "pyproject.toml").read_text())["project"]["entry-points"]
+    module, _, attr = commands["ribbit.commands"]["prs"].partition(":")
+    group = getattr(importlib.import_module(module), attr)
+    command = group.get_command(None, "rejudge")
+    assert command is not None and "actor" in {p.name for p in command.params}
+
+
+def test_a_solve_record_names_the_judge_of_its_report() -> None:
+    from bot.store.records import SolveRecord
+
+    assert SolveRecord.from_json({"gates": VERIFIED.to_dict()}).judge == VERIFIED.judge
+    assert SolveRecord.from_json({"gates": BEFORE_EVIDENCE}).judge is None
+    assert SolveRecord.from_json({}).judge is None

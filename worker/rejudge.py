@@ -5,7 +5,9 @@ old judge's word, which took "no test failed" for evidence: merging it may close
 no test shows fixed. Each open draft whose job's verdict was not made by today's judge
 (bot/store/gate_report.py JUDGE_VERSION) and is not verified is re-labelled as an
 unverified draft's body reads (worker/pipelines/publish.py :func:`as_unverified`): its
-own closing line becomes ``Refs #N`` and the "Not verified" warning opens it.
+own closing line becomes ``Refs #N`` and the "Not verified" warning opens it; the commit
+status Ribbit set on its own head becomes ``failure`` "Not verified", as an unverified
+draft's is (the check run it published then stays as it was).
 
 There is no job kind that runs the gates again on a PR (bot/store/kinds.py), so nothing
 is queued: a human, or a revision, re-judges it for real. Re-labelling is idempotent (a
@@ -20,6 +22,7 @@ from enum import StrEnum
 
 from bot.cli import audited
 from bot.forges import ForgeFactory
+from bot.forges.base import CommitStatus
 from bot.store.db import Database
 from bot.store.gate_report import JUDGE_VERSION, Verdict
 from bot.store.pr_verdicts import PrVerdict, pr_verdicts
@@ -68,18 +71,28 @@ def _rejudge_one(
     pr = forge.get_pull_request(ref)
     if pr.state != "open" or not pr.draft:
         return Rejudged(judged, Action.NOT_OPEN_DRAFT)
-    body = as_unverified(pr.body, judged.issue, judged.verdict or Verdict.BEFORE_EVIDENCE)
+    level = judged.verdict or Verdict.BEFORE_EVIDENCE
+    body = as_unverified(pr.body, judged.issue, level)
     if body == pr.body:
         return Rejudged(judged, Action.ALREADY)
     if dry_run:
         return Rejudged(judged, Action.WOULD_RELABEL)
 
+    # Ribbit's commit status on its own head said success on the old judge's word; on a
+    # commit someone pushed since, there is no status of Ribbit's to take back.
+    own_head = pr.head_sha == judged.head_sha
+
     def relabel() -> str:
+        # The status first, the body last: a re-labelled body is what says it is done, so
+        # a run that stops between the two does both again, never neither.
+        if own_head:
+            status = CommitStatus("failure", description=f"Not verified: {level.word}")
+            forge.set_commit_status(ref.repo, pr.head_sha, status)
         forge.update_pull_request_body(ref, body)
-        was = judged.verdict.value if judged.verdict else "no gate report"
         return (
-            f"job {judged.job_id} ({was}, judge {judged.judge or 'unrecorded'}): "
+            f"job {judged.job_id} ({level.value}, judge {judged.judge or 'unrecorded'}): "
             f"body re-labelled unverified, Refs #{judged.issue}"
+            + (f"; status failure on {pr.head_sha[:12]}" if own_head else "")
         )
 
     audited(db, actor, AUDIT_ACTION, str(judged.ref), relabel)

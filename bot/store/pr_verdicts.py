@@ -28,6 +28,7 @@ class PrVerdict:
     installation_id: int | None
     verdict: Verdict | None  # None: no gate report stored
     judge: str | None  # the judge's version; None: judged before it was recorded
+    head_sha: str | None  # the commit the job pushed (and its status is on)
 
     @property
     def ref(self) -> PullRequestRef:
@@ -59,5 +60,6 @@ def pr_verdicts(db: Database, repo: str | None = None) -> list[PrVerdict]:
                 installation_id=job.installation_id,
                 verdict=record.verdict,
                 judge=record.judge,
+                head_sha=record.head_sha,
             )
     return list(latest.values())

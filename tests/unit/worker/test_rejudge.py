@@ -86,7 +86,8 @@ def _job(db: Database, job_id: str, pr: int, issue: int, gates: Any, **kw: Any) 
                 repo="acme/calc",
                 issue_number=issue,
                 pr_number=pr,
-                result={"gates": gates} if gates is not None else {},
+                result={"head_sha": kw.get("head_sha", "h")}
+                | ({"gates": gates} if gates is not None else {}),
             )
         )
 
@@ -135,6 +136,9 @@ def test_an_old_judged_draft_becomes_unverified_and_is_audited(
     assert Verdict.BEFORE_EVIDENCE.heading in lines and Verdict.VERIFIED.heading not in lines
     assert {n: ribbit_prs.pulls[n].body for n in untouched} == untouched
     assert ribbit_prs.calls.count("update_pull_request_body") == 1
+    [(sha, status)] = ribbit_prs.statuses  # on Ribbit's own head, as an unverified draft's
+    assert (sha, status.state) == ("h", "failure")
+    assert status.description == "Not verified: judged before evidence"
     [row] = audit.recent(db)
     assert (row.actor, row.action, row.target, row.outcome) == (
         ACTOR,
@@ -156,6 +160,7 @@ def test_running_it_twice_changes_nothing_the_second_time(
     assert again[100] is Action.ALREADY
     assert {n: p.body for n, p in ribbit_prs.pulls.items()} == bodies
     assert ribbit_prs.calls.count("update_pull_request_body") == 1
+    assert len(ribbit_prs.statuses) == 1
     assert len(audit.recent(db)) == 1
 
 
@@ -165,7 +170,18 @@ def test_a_dry_run_changes_nothing(db: Database, ribbit_prs: FakeForge) -> None:
     assert done[100] is Action.WOULD_RELABEL
     assert {n: p.body for n, p in ribbit_prs.pulls.items()} == bodies
     assert "update_pull_request_body" not in ribbit_prs.calls
+    assert ribbit_prs.statuses == []
     assert audit.recent(db) == []
+
+
+def test_a_head_someone_pushed_since_gets_no_status_of_ribbits(
+    db: Database, forge: FakeForge
+) -> None:
+    _draft(forge, 100, 4)
+    _job(db, "j100", 100, 4, BEFORE_EVIDENCE, head_sha="ribbits-own")
+    [done] = rejudge(db, _forges(forge), ACTOR, dry_run=False)
+    assert done.action is Action.RELABELLED and forge.statuses == []
+    assert forge.pulls[100].body.startswith(UNVERIFIED_WARNING)
 
 
 def test_a_failed_write_is_audited_as_an_error(db: Database, ribbit_prs: FakeForge) -> None:

@@ -36,6 +36,7 @@ class Action(StrEnum):
     WOULD_RELABEL = "would relabel as unverified (dry run)"
     ALREADY = "already reads as unverified"
     VERIFIED = "verified: left as it is"
+    REFUSED = "refused by a judge with levels (no closing keyword): left as it is"
     NOT_OPEN_DRAFT = "not an open draft: left as it is"
     NO_ISSUE = "names no issue: left as it is"
 
@@ -64,6 +65,8 @@ def _rejudge_one(
 ) -> Rejudged:
     if judged.verdict is Verdict.VERIFIED:
         return Rejudged(judged, Action.VERIFIED)
+    if judged.verdict is Verdict.REFUSED:  # its draft already names the issue with Refs
+        return Rejudged(judged, Action.REFUSED)
     if judged.issue is None:
         return Rejudged(judged, Action.NO_ISSUE)
     forge = forges(judged.forge, installation_id=judged.installation_id)

@@ -184,6 +184,18 @@ def test_a_head_someone_pushed_since_gets_no_status_of_ribbits(
     assert forge.pulls[100].body.startswith(UNVERIFIED_WARNING)
 
 
+def test_a_draft_refused_by_a_judge_with_levels_is_left_alone(
+    db: Database, forge: FakeForge
+) -> None:
+    """Published under draft_on_failure with Refs #N already; it is no unverified draft."""
+    refused = GateReport.from_results([GateResult("tests", False)], 1.0).to_dict()
+    _draft(forge, 100, 4)
+    _job(db, "j100", 100, 4, {**refused, "judge": "reward-1"})
+    [done] = rejudge(db, _forges(forge), ACTOR, dry_run=False)
+    assert done.action is Action.REFUSED and forge.pulls[100].body == _old_body(4)
+    assert "get_pull_request" not in forge.calls and audit.recent(db) == []
+
+
 def test_a_failed_write_is_audited_as_an_error(db: Database, ribbit_prs: FakeForge) -> None:
     ribbit_prs.fail["update_pull_request_body"] = RuntimeError("502")
     with pytest.raises(RuntimeError):

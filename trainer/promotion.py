@@ -28,12 +28,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 
-# Which grading a held-out score came from: scores by different judges are not compared.
-# Bump it whenever the reward's verdict changes meaning (trainer/rl/reward.py, the gates,
-# the grader's checks), so versions scored before are re-scored, not trusted.
-# reward-2: 1.0 only for a verified patch (fail-to-pass evidence), 0 for a tampered run,
-# the test files a rollout touched put back as the base has them (issues #31, #38).
-JUDGE_VERSION = "reward-2"
+from bot.store.gate_report import JUDGE_VERSION as GATE_JUDGE_VERSION
+
+# Which judge graded a held-out score: scores by different judges are not compared. The
+# gates, the grader and the reward share one judge, so its version has one home, beside
+# the verdict it names (bump it there); re-exported here for the trainer's readers.
+JUDGE_VERSION = GATE_JUDGE_VERSION
 
 # One-sided significance level: a candidate that is no better than the incumbent is
 # promoted by chance at most 1 time in 20.

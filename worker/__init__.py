@@ -5,7 +5,9 @@
   solve with its publish and revision steps, slash commands, replies, outcomes)
   registered by job kind.
 - cli.py: `ribbit worker`; each task's process builds its bot.runtime.Runtime once
-  (celery_app.runtime_for). outcomes_cli.py: `ribbit outcomes`; doctor.py: `ribbit
+  (celery_app.runtime_for). outcomes_cli.py: `ribbit outcomes`; prs_cli.py with
+  rejudge.py: `ribbit prs rejudge` (open drafts an older judge passed re-labelled
+  unverified); doctor.py: `ribbit
   doctor`'s sandbox, model and Semgrep checks (``ribbit.doctor`` entry points).
 - metrics.py: the workers' Prometheus metrics (jobs, stages, gates, model, sandboxes).
 - agent/: the agent loop, its tools, prompts and policies (see agent/README.md).

@@ -11,7 +11,8 @@ typed records. No module outside bot/store/ and trainer/store.py builds a query
   (each kind's Celery task, payload, whether it runs the agent and is on the dashboard).
 - trajectory.py, gate_report.py: the agent's trajectory and the gates' report, the records
   the worker writes and the admin pages, the trainer and the annotations read back;
-  tolerant.py: how both read a stored value of the wrong type (as absent).
+  tolerant.py: how both read a stored value of the wrong type (as absent);
+  pr_verdicts.py: the verdict (and its judge) each of Ribbit's PRs carries.
 - training.py: the trainer's tables (environments, runs, model versions) and what the
   worker and the dashboard read of them (TrainingStore); the trainer's own queries are
   in trainer/store.py.

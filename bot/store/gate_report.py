@@ -20,6 +20,17 @@ from bot.store.tolerant import opt_int
 
 Severity = Literal["info", "warning", "error"]
 
+# Which judge made a verdict: the gates, the grader and the trainer's reward share one
+# (worker/gates/evidence.py), so one version names it everywhere. Stored with every
+# report the gates write, and with every held-out score (trainer/promotion.py reads it
+# from here): scores or verdicts by different judges are never compared, and a report
+# without one was judged before this was recorded (`ribbit prs rejudge` finds its PR).
+# Bump it whenever the verdict changes meaning (trainer/rl/reward.py, the gates, the
+# grader's checks), so what was judged before is re-judged, not trusted.
+# reward-2: 1.0 only for a verified patch (fail-to-pass evidence), 0 for a tampered run,
+# the test files a rollout touched put back as the base has them (issues #31, #38).
+JUDGE_VERSION = "reward-2"
+
 
 class Verdict(StrEnum):
     """What the gates' run shows about a patch: the one scale every reader uses (the PR
@@ -53,6 +64,11 @@ class Verdict(StrEnum):
             Verdict.REFUSED: "failed",
             Verdict.BEFORE_EVIDENCE: "judged before evidence",
         }[self]
+
+    @property
+    def heading(self) -> str:
+        """The Markdown report's first line (a PR body's, found again by `ribbit prs rejudge`)."""
+        return f"### Ribbit gates: {self.word}"
 
 
 @dataclass(frozen=True)
@@ -147,6 +163,9 @@ class GateReport:
     results: list[GateResult] = field(default_factory=list)
     duration_s: float = 0.0
     verdict: Verdict = Verdict.BEFORE_EVIDENCE
+    # The judge that made the verdict (JUDGE_VERSION when written); None for a report
+    # stored before judges were recorded.
+    judge: str | None = None
 
     @classmethod
     def from_results(cls, results: list[GateResult], duration_s: float) -> GateReport:
@@ -159,7 +178,13 @@ class GateReport:
             results=results,
             duration_s=duration_s,
             verdict=verdict,
+            judge=JUDGE_VERSION,
         )
+
+    @property
+    def current_judge(self) -> bool:
+        """Whether today's judge made this verdict (not one before evidence or an older one)."""
+        return self.judge == JUDGE_VERSION
 
     def result(self, name: str) -> GateResult | None:
         return next((r for r in self.results if r.name == name), None)
@@ -187,6 +212,7 @@ class GateReport:
         return {
             "passed": self.passed,
             **judged,  # a report read from before the levels writes back as it was
+            **({} if self.judge is None else {"judge": self.judge}),
             "duration_s": round(self.duration_s, 3),
             "summary": self.summary_line(),
             "gates": [r.to_dict() for r in self.results],
@@ -204,11 +230,13 @@ class GateReport:
         stored = data.get("verdict")
         # No level (or an unknown one): written before the gates looked for evidence.
         verdict = Verdict(stored) if stored in set(Verdict) else Verdict.BEFORE_EVIDENCE
+        judge = data.get("judge")
         return cls(
             passed=data["passed"] and verdict in (Verdict.VERIFIED, Verdict.BEFORE_EVIDENCE),
             results=[r for r in results if r is not None],
             duration_s=float(duration) if isinstance(duration, int | float) else 0.0,
             verdict=verdict,
+            judge=judge if isinstance(judge, str) and judge else None,
         )
 
     def to_json(self, indent: int | None = None) -> str:
@@ -227,7 +255,7 @@ class GateReport:
         return " ".join(parts)
 
     def to_markdown(self) -> str:
-        out = [f"### Ribbit gates: {self.verdict.word}", "", f"`{self.summary_line()}`", ""]
+        out = [self.verdict.heading, "", f"`{self.summary_line()}`", ""]
         if self.verdict is Verdict.UNVERIFIED:
             out += [UNVERIFIED_NOTE, ""]
         for r in self.results:

@@ -216,6 +216,12 @@ class SolveRecord:
         return self.gates.verdict if self.gates is not None else None
 
     @property
+    def judge(self) -> str | None:
+        """The version of the judge that made :attr:`verdict` (gate_report.JUDGE_VERSION);
+        None when no gate ran or the report was stored before judges were recorded."""
+        return self.gates.judge if self.gates is not None else None
+
+    @property
     def changed_files(self) -> list[str]:
         """Paths the diff writes (``+++ b/...``), sorted."""
         return sorted(

@@ -134,18 +134,40 @@ def sanitize_model_text(text: str) -> str:
     return sanitize_forge_text(text)
 
 
+_ISSUE_LINKS = {"fixes": "Fixes #{}", "closes": "Closes #{}", "refs": "Refs #{}", "none": ""}
+_CLOSING = ("fixes", "closes")
+# What an unverified draft's body opens with.
+UNVERIFIED_WARNING = f"> [!WARNING]\n> {UNVERIFIED_NOTE}"
+
+
 def issue_link(config: RepoConfig, number: int, *, verified: bool = True) -> str:
     """How the PR names its issue. An unverified patch never uses a closing keyword:
     merging what no test shows to be a fix must not close the bug."""
     link = config.link_issue
-    if not verified and link in ("fixes", "closes"):
+    if not verified and link in _CLOSING:
         link = "refs"
-    return {
-        "fixes": f"Fixes #{number}",
-        "closes": f"Closes #{number}",
-        "refs": f"Refs #{number}",
-        "none": "",
-    }[link]
+    return _ISSUE_LINKS[link].format(number)
+
+
+def as_unverified(body: str, issue: int, verdict: Verdict = Verdict.BEFORE_EVIDENCE) -> str:
+    """A published PR body as an unverified draft's reads (``ribbit prs rejudge``): Ribbit's
+    own closing line for ``issue`` (a whole line, as :func:`pr_body` writes it) becomes
+    a reference, the report's "passed" heading says ``verdict`` instead, and the warning
+    opens the body. Unchanged when it already reads so: applying it twice is applying it
+    once."""
+    refs = _ISSUE_LINKS["refs"].format(issue)
+    swap = {_ISSUE_LINKS[link].format(issue): refs for link in _CLOSING}
+    swap[Verdict.VERIFIED.heading] = verdict.heading
+    out = "\n".join(_swapped(line, swap) for line in body.split("\n"))
+    # The warning at the top, not its words anywhere: the summary is the model's text.
+    warned = out.replace("\r\n", "\n").startswith(UNVERIFIED_WARNING)
+    return out if warned else f"{UNVERIFIED_WARNING}\n\n{out}"
+
+
+def _swapped(line: str, swap: dict[str, str]) -> str:
+    # A body edited on the web comes back with CRLF line ends; they are kept.
+    text = line.removesuffix("\r")
+    return swap.get(text, text) + line[len(text) :]
 
 
 def pr_body(
@@ -165,7 +187,7 @@ def pr_body(
 ) -> str:
     parts = []
     if verdict is Verdict.UNVERIFIED:
-        parts += [f"> [!WARNING]\n> {UNVERIFIED_NOTE}", ""]
+        parts += [UNVERIFIED_WARNING, ""]
     link = issue_link(config, issue, verified=verdict is Verdict.VERIFIED)
     if link:
         parts.append(link)

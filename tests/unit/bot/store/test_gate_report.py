@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from bot.store.gate_report import Finding, GateReport, GateResult
+from bot.store.gate_report import JUDGE_VERSION, Finding, GateReport, GateResult, Verdict
 
 
 def _report() -> GateReport:
@@ -53,3 +53,31 @@ def test_a_finding_names_its_gate_and_reads_an_odd_severity_as_error() -> None:
     )
     assert found == Finding("g", "r", "m", path=None, line=None, severity="error")
     assert Finding.from_dict(3) is None
+
+
+def test_every_report_the_gates_write_names_its_judge_and_keeps_it() -> None:
+    report = _report()
+    assert report.judge == JUDGE_VERSION and report.current_judge
+    stored = json.loads(report.to_json())
+    assert stored["judge"] == JUDGE_VERSION
+    read = GateReport.from_dict(stored)
+    assert read is not None and read.judge == JUDGE_VERSION and read.current_judge
+
+
+def test_a_report_stored_before_judges_were_recorded_names_none() -> None:
+    old = {"passed": True, "duration_s": 1.0, "summary": "", "gates": []}
+    report = GateReport.from_dict(old)
+    assert report is not None
+    assert report.verdict is Verdict.BEFORE_EVIDENCE and report.judge is None
+    assert not report.current_judge
+    assert report.to_dict() == old  # written back as it was: no judge claimed for it
+    # An older judge, or a value of the wrong type, is not today's.
+    for judge in ("reward-1", 2, ""):
+        read = GateReport.from_dict({**old, "verdict": "verified", "judge": judge})
+        assert read is not None and not read.current_judge
+
+
+def test_the_trainer_scores_with_the_gates_judge() -> None:
+    from trainer.promotion import JUDGE_VERSION as TRAINER_JUDGE
+
+    assert TRAINER_JUDGE == JUDGE_VERSION

@@ -131,6 +131,7 @@ STATE_CHANGING = (
     ["data", "delete"],
     ["data", "prune"],
     ["data", "visibility"],
+    ["prs", "rejudge"],
 )
 
 

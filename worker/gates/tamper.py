@@ -118,7 +118,7 @@ def mechanism_of(finding: Finding) -> str | None:
     the last bracket counts: the text before it quotes what the code under test did."""
     if finding.rule != RULE or finding.severity != "error":
         return None
-    head, sep, tail = finding.message.rstrip().rpartition(" [")
+    _, sep, tail = finding.message.rstrip().rpartition(" [")
     if not sep or not tail.endswith("]"):
         return None
     return tail[:-1]

@@ -111,7 +111,10 @@ def test_other_findings_name_no_mechanism() -> None:
     [
         ([GateResult("tests", True, evidence=("t.py::test_fix",))], "verified"),
         ([GateResult("tests", True)], "unverified"),
-        ([GateResult("tests", False, findings=(Finding("tests", "test-regression", "x"),))], "refused"),
+        (
+            [GateResult("tests", False, findings=(Finding("tests", "test-regression", "x"),))],
+            "refused",
+        ),
     ],
 )
 def test_each_verdict_level_is_counted(results: list[GateResult], level: str) -> None:

@@ -161,14 +161,7 @@ class _Metrics:
             ["kind", "stage"],
             buckets=(0.1, 0.5, *durations),
         )
-        self.gate_runs = Counter(
-            "ribbit_gate_runs_total", "Gate verdicts on job patches", ["gate", "result"]
-        )
-        self.gate_findings = Counter(
-            "ribbit_gate_findings_total",
-            "Blocking gate findings on job patches, by gate and rule",
-            ["gate", "rule"],
-        )
+        self._judging()
         self.model_tokens = Counter(
             "ribbit_model_tokens_total", "Tokens through the model", ["policy", "direction"]
         )
@@ -193,6 +186,25 @@ class _Metrics:
             "access, by where they came from",
             ["source"],
         )
+        self.outsider_refusals = Counter(
+            "ribbit_outsider_jobs_refused_total",
+            "Jobs refused because the person who asked has no write access, by job kind",
+            ["kind"],
+        )
+        self._zero()
+
+    def _judging(self) -> None:
+        """What the gates said of job patches."""
+        from prometheus_client import Counter
+
+        self.gate_runs = Counter(
+            "ribbit_gate_runs_total", "Gate verdicts on job patches", ["gate", "result"]
+        )
+        self.gate_findings = Counter(
+            "ribbit_gate_findings_total",
+            "Blocking gate findings on job patches, by gate and rule",
+            ["gate", "rule"],
+        )
         self.verdicts = Counter(
             "ribbit_verdicts_total",
             "Patches the gates judged in solve and revise jobs, by verdict level "
@@ -205,12 +217,6 @@ class _Metrics:
             "the patch's code), by mechanism",
             ["mechanism"],
         )
-        self.outsider_refusals = Counter(
-            "ribbit_outsider_jobs_refused_total",
-            "Jobs refused because the person who asked has no write access, by job kind",
-            ["kind"],
-        )
-        self._zero()
 
     def _zero(self) -> None:
         # Series that exist from the start: rate() and the alert rules see a 0, not nothing.

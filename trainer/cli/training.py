@@ -266,7 +266,7 @@ def _run_json(
         "steps": len(result.steps),
         "world_size": result.world_size,
         "mean_rewards": result.mean_rewards,
-        "tamper_rates": [s.tamper_rate for s in result.steps],
+        "tamper_rates": result.tamper_rates,
         "tampered": str(result.output_dir / TAMPERED_FILE),
         "checkpoint": None if result.checkpoint is None else str(result.checkpoint),
         "metrics": str(result.metrics),

@@ -12,6 +12,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from bot.store.db import Database
 from bot.store.gate_report import Verdict
 from bot.store.trajectory import Trajectory
 from tests.plugins.trainer import toy_train_settings
@@ -29,6 +30,8 @@ from trainer.rl.tamper import (
     tamper_rate,
 )
 from trainer.rl.toy import toy_environment
+from trainer.store import TrainingRun as TrainingRunRow
+from trainer.store import TrainingRuns
 from trainer.train import METRICS_FILE, RolloutFacts, step_record, train
 from worker.agent import AgentResult
 
@@ -204,3 +207,22 @@ def test_a_run_with_no_tamper_says_nothing_of_it(tmp_path: Path) -> None:
     assert summary.steps[0].tamper_rate == 0.0
     assert not (out / TAMPERED_FILE).exists()
     assert "TAMPER" not in _run_figures(summary.steps, out)
+
+
+def test_the_run_record_keeps_the_tamper_rate_per_step() -> None:
+    db = Database("sqlite://")
+    db.migrate()  # through 0016, which adds the column
+    try:
+        runs = TrainingRuns(db)
+        run_id = runs.start("m", Path("/out"), {})
+        runs.progress(run_id, 1, [0.5], [0.25])
+        with db.session() as s:
+            row = s.get(TrainingRunRow, run_id)
+            assert row is not None and row.tamper_curve == [0.25]
+        runs.finish(run_id, 2, [0.5, 0.0], [0.25, 0.75])
+        with db.session() as s:
+            row = s.get(TrainingRunRow, run_id)
+            assert row is not None
+            assert (row.reward_curve, row.tamper_curve) == ([0.5, 0.0], [0.25, 0.75])
+    finally:
+        db.dispose()

@@ -134,15 +134,18 @@ def test_a_report_from_before_the_levels_counts_no_level() -> None:
     assert {lv: _verdict(lv) for lv in before} == before
 
 
+def _called(node: ast.Call) -> str:
+    func = node.func
+    return func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
+
+
 def test_every_audit_event_the_bootstrap_classifies_is_a_known_mechanism() -> None:
-    """worker/gates/watchboot.py names the events it classifies; a new one there without
-    a label here would be counted as other."""
+    """worker/gates/watchboot.py compares the audit ``event`` with the names it watches
+    and records its own checks by name; one there without a label here would be counted
+    as other. Read from its syntax, wherever in the module the comparisons live."""
     tree = ast.parse(WATCHBOOT.read_text())
-    classify = next(
-        n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "classify"
-    )
     named: set[str] = set()
-    for node in ast.walk(classify):
+    for node in ast.walk(tree):
         if isinstance(node, ast.Compare) and getattr(node.left, "id", None) == "event":
             for side in node.comparators:
                 named |= {
@@ -154,10 +157,10 @@ def test_every_audit_event_the_bootstrap_classifies_is_a_known_mechanism() -> No
         n.args[0].value
         for n in ast.walk(tree)
         if isinstance(n, ast.Call)
-        and getattr(n.func, "id", None) == "record"
+        and _called(n).lstrip("_") == "record"
         and n.args
         and isinstance(n.args[0], ast.Constant)
     }
-    assert {"gc.get_objects", "sys._getframe", "open"} <= named
+    assert {"gc.get_objects", "sys._getframe", "open", "ctypes.dlsym"} <= named
     assert {"module-shadow", "runner-monkeypatch"} <= recorded
     assert named | recorded <= MECHANISMS

@@ -379,12 +379,20 @@ class TrainingRuns:
             s.flush()
             return row.id
 
-    def progress(self, run_id: int, steps_done: int, curve: Sequence[float]) -> None:
-        """The mean reward per step so far (the dashboard draws it as the run goes)."""
+    def progress(
+        self,
+        run_id: int,
+        steps_done: int,
+        curve: Sequence[float],
+        tamper: Sequence[float] = (),
+    ) -> None:
+        """The mean reward and the tamper rate per step so far (the dashboard draws the
+        reward as the run goes)."""
         with self.db.session() as s:
             row = s.get(TrainingRun, run_id)
             if row is not None:
                 row.reward_curve = list(curve)
+                row.tamper_curve = list(tamper)
                 row.steps_done = steps_done
 
     def fail(self, run_id: int) -> None:
@@ -393,7 +401,13 @@ class TrainingRuns:
             if row is not None:
                 row.state = "failed"
 
-    def finish(self, run_id: int, steps_done: int, rewards: Sequence[float]) -> None:
+    def finish(
+        self,
+        run_id: int,
+        steps_done: int,
+        rewards: Sequence[float],
+        tamper: Sequence[float] = (),
+    ) -> None:
         with self.db.session() as s:
             row = s.get(TrainingRun, run_id)
             if row is None:
@@ -402,6 +416,7 @@ class TrainingRuns:
             row.first_mean_reward = rewards[0] if rewards else None
             row.last_mean_reward = rewards[-1] if rewards else None
             row.reward_curve = list(rewards)
+            row.tamper_curve = list(tamper)
             row.finished_at = datetime.now(UTC)
 
 

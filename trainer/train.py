@@ -33,6 +33,7 @@ from trainer.rl.advantages import group_advantages, informative_groups
 from trainer.rl.learner import Learner, Sample, StepStats
 from trainer.rl.rollout import RewardFn, Rollout
 from trainer.rl.sources import Group, LocalRollouts, RolloutSource
+from trainer.rl.tamper import TAMPER, TamperedEpisode, TamperLog, tamper_rate
 from worker.agent import TransformersPolicy
 from worker.agent.episode import SandboxRecipe
 from worker.settings import AgentSettings
@@ -55,6 +56,10 @@ class StepRecord:
     mean_generated_tokens: float = 0.0  # model tokens per rollout
     max_generated_tokens: int = 0
     exit_reasons: dict[str, int] = field(default_factory=dict)
+    # Episodes the grader found forging their test run, and their share of the step's
+    # (the reward-hacking signal; trainer/rl/tamper.py).
+    tampered: int = 0
+    tamper_rate: float = 0.0
     rollout_s: float = 0.0  # wall clock of the step's rollouts (rank 0)
     learner_s: float = 0.0  # wall clock of the learner step (rank 0)
 
@@ -140,18 +145,34 @@ def _generated_tokens(rollout: Rollout) -> int:
     return sum(sum(seg.loss_mask) for seg in rollout.segments)
 
 
-RolloutFacts = tuple[float, int, str]  # reward, generated tokens, exit reason
+@dataclass(frozen=True)
+class RolloutFacts:
+    """What a step's record needs of one rollout, small enough to gather from every rank
+    (the patch only for a tampering episode, to keep for inspection)."""
+
+    reward: float
+    tokens: int  # generated
+    exit_reason: str
+    reason: str = ""  # the grader's
+    tampered: TamperedEpisode | None = None
+
+    @classmethod
+    def of(cls, step: int, rollout: Rollout) -> RolloutFacts:
+        kept = None
+        if rollout.reason == TAMPER:
+            kept = TamperedEpisode.of(step, rollout.env_id, rollout.tamper, rollout.result.diff)
+        facts = rollout.reward, _generated_tokens(rollout), rollout.result.exit_reason
+        return cls(*facts, reason=rollout.reason, tampered=kept)
 
 
 def _gather_step(
-    ranks: Ranks, groups: list[Group], used: int, n_samples: int
+    ranks: Ranks, step: int, groups: list[Group], used: int, n_samples: int
 ) -> tuple[list[list[RolloutFacts] | None], int, int]:
     """Every rank's groups (as the facts the record needs), in the order the
     environments were chosen (rank r held groups r, r + world, ...), and groups used
     and samples summed over ranks."""
     mine: list[list[RolloutFacts] | None] = [
-        None if g is None else [(r.reward, _generated_tokens(r), r.result.exit_reason) for r in g]
-        for g in groups
+        None if g is None else [RolloutFacts.of(step, r) for r in g] for g in groups
     ]
     parts = ranks.all_gather_object((mine, used, n_samples))
     by_rank = [part[0] for part in parts]
@@ -173,8 +194,9 @@ def step_record(
     learner_s: float = 0.0,
 ) -> StepRecord:
     facts = [f for g in ordered if g is not None for f in g]
-    rewards = [f[0] for f in facts]
-    lengths = [f[1] for f in facts]
+    rewards = [f.reward for f in facts]
+    lengths = [f.tokens for f in facts]
+    reasons = [f.reason for f in facts]
     n = len(facts)
     return StepRecord(
         step=step,
@@ -187,7 +209,9 @@ def step_record(
         pass_rate=sum(1 for r in rewards if r >= 1.0) / n if n else 0.0,
         mean_generated_tokens=sum(lengths) / n if n else 0.0,
         max_generated_tokens=max(lengths, default=0),
-        exit_reasons=dict(Counter(f[2] for f in facts)),
+        exit_reasons=dict(Counter(f.exit_reason for f in facts)),
+        tampered=reasons.count(TAMPER),
+        tamper_rate=float(tamper_rate(reasons)),
         rollout_s=rollout_s,
         learner_s=learner_s,
     )
@@ -214,7 +238,7 @@ def train(
     learner's current step; ``envs`` pairs each environment with its checkout.
     ``rollouts`` defaults to :class:`LocalRollouts` over the learner's weights with
     ``sandbox_factory`` and ``reward_fn``. Rank 0 appends each step's record to
-    ``output_dir/metrics.jsonl``."""
+    ``output_dir/metrics.jsonl`` and its tampering episodes to ``tampered.jsonl``."""
     if not envs:
         raise ValueError("no environments to train on")
     summary = TrainSummary()
@@ -244,13 +268,14 @@ def train(
         started = time.perf_counter()
         stats = learner.step_or_skip(samples)
         learner_s = time.perf_counter() - started
-        ordered, used, n_samples = _gather_step(ranks, groups, used, len(samples))
+        ordered, used, n_samples = _gather_step(ranks, step, groups, used, len(samples))
         record = step_record(
             step, ordered, used, n_samples, stats, rollout_s=rollout_s, learner_s=learner_s
         )
         summary.steps.append(record)
         if ranks.is_main:
             append_metrics(output / METRICS_FILE, record)
+            TamperLog(output).keep(f.tampered for g in ordered if g for f in g if f.tampered)
             if on_step is not None:
                 on_step(record)
         done = learner.step_count

@@ -82,6 +82,11 @@ class RunResult:
         return [s.mean_reward for s in self.steps]
 
     @property
+    def tamper_rates(self) -> list[float]:
+        """Per step, the share of episodes that forged their test run (trainer/rl/tamper.py)."""
+        return [s.tamper_rate for s in self.steps]
+
+    @property
     def metrics(self) -> Path:
         from trainer.train import METRICS_FILE
 
@@ -234,18 +239,19 @@ class TrainingRun:
         return self.cfg.steps - self._learner.step_count
 
     def train(self, on_step: Callable[[StepRecord], None] | None = None) -> RunResult:
-        """Train to ``cfg.steps``; rank 0 records each step's mean reward with the run (and
-        calls ``on_step``) as it goes, and the run as finished at the end."""
+        """Train to ``cfg.steps``; rank 0 records each step's mean reward and tamper rate
+        with the run (and calls ``on_step``) as it goes, and the run as finished at the end."""
         from trainer.train import train
 
         if self._pairs is None or self._learner is None:
             raise RuntimeError("train() runs inside `with run:`, after load()")
-        learner, curve = self._learner, []
+        learner, curve, tamper = self._learner, [], []
 
         def recorded(record: StepRecord) -> None:  # rank 0 only (train() calls it there)
             curve.append(record.mean_reward)
+            tamper.append(record.tamper_rate)
             if self.db is not None and self.run_id is not None:
-                TrainingRuns(self.db).progress(self.run_id, record.step + 1, curve)
+                TrainingRuns(self.db).progress(self.run_id, record.step + 1, curve, tamper)
             if on_step is not None:
                 on_step(record)
 
@@ -260,7 +266,12 @@ class TrainingRun:
                 rollouts=source,
             )
         if self.db is not None and self.run_id is not None:
-            TrainingRuns(self.db).finish(self.run_id, learner.step_count, summary.mean_rewards)
+            TrainingRuns(self.db).finish(
+                self.run_id,
+                learner.step_count,
+                summary.mean_rewards,
+                [s.tamper_rate for s in summary.steps],
+            )
         return RunResult(
             self.run_id,
             summary.steps,

@@ -16,7 +16,8 @@ before anything imports it: ``ribbit worker`` calls it first thing.
 
 Labels only take values from fixed sets (a label value taken from a repository, a rule
 file or a payload would let anyone grow the series without bound): job kinds, stages,
-gates, Ribbit's own rule ids and the built-in Semgrep rules, model error kinds.
+gates, Ribbit's own rule ids and the built-in Semgrep rules, model error kinds, verdict
+levels and tamper mechanisms (never the file a tamper finding names).
 """
 
 from __future__ import annotations
@@ -73,6 +74,8 @@ _SEMGREP_OWN = frozenset(
     }
 )
 TOKEN_DIRECTIONS = ("prompt", "completion")
+# The levels a judged patch can have (a report from before the levels is never judged here).
+VERDICTS = frozenset({"verified", "unverified", "refused"})
 # Where forge text comes from on its way to a prompt (worker/pipelines/trusted_text.py).
 TEXT_SOURCES = frozenset({"issue", "comment", "review_comment", "review", "request"})
 
@@ -158,14 +161,7 @@ class _Metrics:
             ["kind", "stage"],
             buckets=(0.1, 0.5, *durations),
         )
-        self.gate_runs = Counter(
-            "ribbit_gate_runs_total", "Gate verdicts on job patches", ["gate", "result"]
-        )
-        self.gate_findings = Counter(
-            "ribbit_gate_findings_total",
-            "Blocking gate findings on job patches, by gate and rule",
-            ["gate", "rule"],
-        )
+        self._judging()
         self.model_tokens = Counter(
             "ribbit_model_tokens_total", "Tokens through the model", ["policy", "direction"]
         )
@@ -197,6 +193,31 @@ class _Metrics:
         )
         self._zero()
 
+    def _judging(self) -> None:
+        """What the gates said of job patches."""
+        from prometheus_client import Counter
+
+        self.gate_runs = Counter(
+            "ribbit_gate_runs_total", "Gate verdicts on job patches", ["gate", "result"]
+        )
+        self.gate_findings = Counter(
+            "ribbit_gate_findings_total",
+            "Blocking gate findings on job patches, by gate and rule",
+            ["gate", "rule"],
+        )
+        self.verdicts = Counter(
+            "ribbit_verdicts_total",
+            "Patches the gates judged in solve and revise jobs, by verdict level "
+            "(only verified is passed)",
+            ["verdict"],
+        )
+        self.tamper = Counter(
+            "ribbit_tamper_findings_total",
+            "Blocking tamper findings (a watched test run attributed a forging mechanism to "
+            "the patch's code), by mechanism",
+            ["mechanism"],
+        )
+
     def _zero(self) -> None:
         # Series that exist from the start: rate() and the alert rules see a 0, not nothing.
         for gate in GATES:
@@ -215,6 +236,11 @@ class _Metrics:
             self.prompt_withheld.labels(source)
         for kind in ("solve", "revise", "command", "explain", "help"):
             self.outsider_refusals.labels(kind)
+        for level in VERDICTS:
+            self.verdicts.labels(level)
+        # Every mechanism from 0, so the tamper alert's increase() sees the first one.
+        for mechanism in (*tamper_mechanisms(), OTHER):
+            self.tamper.labels(mechanism)
 
 
 _metrics: _Metrics | None = None
@@ -237,7 +263,17 @@ def record_stage(kind: str, stage: str, seconds: float) -> None:
     metrics().stage_duration.labels(_bounded(kind, KINDS), _bounded(stage, STAGES)).observe(seconds)
 
 
+def tamper_mechanisms() -> frozenset[str]:
+    from worker.gates.tamper import MECHANISMS
+
+    return MECHANISMS
+
+
 def record_gates(report: GateReport) -> None:
+    """One judged patch: each gate's result and blocking findings, the tamper findings
+    by mechanism, and the patch's verdict level."""
+    from worker.gates.tamper import mechanism_of
+
     m = metrics()
     for result in report.results:
         gate = _bounded(result.name, GATES)
@@ -245,6 +281,12 @@ def record_gates(report: GateReport) -> None:
         for finding in result.findings:
             if finding.severity == "error":
                 m.gate_findings.labels(gate, rule_label(gate, finding.rule)).inc()
+            mechanism = mechanism_of(finding)
+            if mechanism is not None:
+                m.tamper.labels(_bounded(mechanism, tamper_mechanisms())).inc()
+    # A report from before the levels has none to count; every new one has one.
+    if report.verdict.value in VERDICTS:
+        m.verdicts.labels(report.verdict.value).inc()
 
 
 def record_withheld(source: str) -> None:

@@ -72,6 +72,9 @@ class TrainingRun(Base):
     last_mean_reward: Mapped[float | None] = mapped_column(Float, nullable=True)
     # Mean reward per step, updated as the run goes (the dashboard draws it).
     reward_curve: Mapped[list[float] | None] = mapped_column(JSON, nullable=True)
+    # Share of each step's episodes that forged their test run (trainer/rl/tamper.py);
+    # None for runs recorded before it was (migration 0016).
+    tamper_curve: Mapped[list[float] | None] = mapped_column(JSON, nullable=True)
     started_at: Mapped[datetime] = mapped_column(default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column(nullable=True)
 

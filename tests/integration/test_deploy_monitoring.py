@@ -70,6 +70,11 @@ def probe(ctx):
         GateResult("tests", True),
         GateResult("hygiene", False, findings=(Finding("hygiene", "ci-config", "ci"),)),
     ], 1.0))
+    record_gates(GateReport.from_results([
+        GateResult("tests", False, findings=(
+            Finding("tests", "tamper", "tamper: frame access at calc.py:3 [sys._getframe]"),
+        )),
+    ], 1.0))
     ctx.stage("agent")
     raise SandboxError("the sandbox engine went away")
 
@@ -163,6 +168,46 @@ def test_deploy_alert_rule_tests_fail_on_a_changed_rule(promtool: str, tmp_path:
     )
     assert proc.returncode != 0
     assert "RibbitWorkerDown" in proc.stdout + proc.stderr
+
+
+def test_deploy_any_tamper_alerts_at_once_by_mechanism() -> None:
+    """Tamper is a signal (issue #31): one tamper finding anywhere is enough, the alert
+    says which mechanism, and the dashboard shows the same counter."""
+    rules = yaml.safe_load((PROMETHEUS / "alerts.yml").read_text())
+    by_name = {r["alert"]: r for g in rules["groups"] for r in g["rules"]}
+    rule = by_name["RibbitTamperDetected"]
+    expr = " ".join(rule["expr"].split())
+    assert expr == "sum by (mechanism) (increase(ribbit_tamper_findings_total[15m])) > 0"
+    assert "for" not in rule  # no waiting: a single finding fires
+    assert rule["labels"] == {"severity": "critical"}
+    assert "{{ $labels.mechanism }}" in rule["annotations"]["summary"]
+    dash = json.loads(DASHBOARD.read_text())
+    exprs = {t["expr"] for p in dash["panels"] for t in p["targets"]}
+    assert any("ribbit_tamper_findings_total" in e for e in exprs)
+    assert any("ribbit_verdicts_total" in e for e in exprs)
+
+
+def test_deploy_tamper_alert_rule_tests_fail_on_a_slower_rule(
+    promtool: str, tmp_path: Path
+) -> None:
+    """The tamper alert's promtool test can fail: an alert that waits for a second
+    finding misses the one that matters."""
+    rules = (PROMETHEUS / "alerts.yml").read_text()
+    lax = rules.replace(
+        "(ribbit_tamper_findings_total[15m])) > 0", "(ribbit_tamper_findings_total[15m])) > 1"
+    )
+    assert lax != rules
+    (tmp_path / "alerts.yml").write_text(lax)
+    shutil.copy(PROMETHEUS / "alerts.test.yml", tmp_path)
+    proc = subprocess.run(
+        [promtool, "test", "rules", "alerts.test.yml"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode != 0
+    assert "RibbitTamperDetected" in proc.stdout + proc.stderr
 
 
 # -- a real worker's /metrics ----------------------------------------------------------------------
@@ -301,6 +346,10 @@ def test_deploy_worker_metrics_cross_from_the_pool_to_the_served_endpoint(
     assert value("ribbit_model_tokens_total", policy="openai", direction="prompt") == 70
     assert value("ribbit_gate_runs_total", gate="tests", result="passed") == 1
     assert value("ribbit_gate_findings_total", gate="hygiene", rule="ci-config") == 1
+    assert value("ribbit_tamper_findings_total", mechanism="sys._getframe") == 1
+    assert value("ribbit_tamper_findings_total", mechanism="gc.get_objects") == 0
+    assert value("ribbit_verdicts_total", verdict="refused") == 2
+    assert value("ribbit_verdicts_total", verdict="verified") == 0
     assert value("ribbit_queue_messages", queue="ribbit") == 0
     assert value("ribbit_broker_up") == 1
     assert value("ribbit_inference_up") == 1
@@ -318,6 +367,8 @@ def test_deploy_worker_metrics_cross_from_the_pool_to_the_served_endpoint(
         "ribbit_gate_runs_total",
         "ribbit_model_errors_total",
         "ribbit_sandbox_failures_total",
+        "ribbit_tamper_findings_total",
+        "ribbit_verdicts_total",
     } <= used
 
     # The inference server goes away: the next scrape says so.

@@ -18,6 +18,7 @@ from bot.console import progress
 from trainer.cli.common import open_db, sandbox_errors, settings_of, store_dir
 from trainer.cli.options import OptionOverride, settings_options
 from trainer.config import TrainSettings
+from trainer.rl.tamper import TAMPERED_FILE
 from worker.settings import WorkerSettings
 
 if TYPE_CHECKING:
@@ -185,6 +186,7 @@ def _train_with_progress(
                 f"step {record.step + 1} reward {record.mean_reward:.2f} "
                 f"pass {record.pass_rate:.0%}"
                 + (f" failed groups {record.failed_groups}" if record.failed_groups else "")
+                + (f" TAMPER {record.tamper_rate:.0%}" if record.tampered else "")
             )
 
         return train(on_step)
@@ -231,6 +233,19 @@ def _run_figures(steps: list[StepRecord], out: Path) -> str:
         f"{n_rollouts / rollout_s if rollout_s else 0:.2f} rollouts/s; "
         f"{len(steps) - len(learned)} step(s) skipped (no variance); "
         f"{sum(r.failed_groups for r in steps)} failed group(s); metrics {out / 'metrics.jsonl'}"
+        + _tamper_figure(steps, out)
+    )
+
+
+def _tamper_figure(steps: list[StepRecord], out: Path) -> str:
+    """Forged runs are the reward-hacking signal: said whenever there were any."""
+    tampered = sum(r.tampered for r in steps)
+    if not tampered:
+        return ""
+    worst = max(steps, key=lambda r: (r.tamper_rate, r.step))
+    return (
+        f"; TAMPER: {tampered} episode(s) forged their test run (worst step "
+        f"{worst.step + 1}: {worst.tamper_rate:.0%}); see {out / TAMPERED_FILE}"
     )
 
 
@@ -251,6 +266,8 @@ def _run_json(
         "steps": len(result.steps),
         "world_size": result.world_size,
         "mean_rewards": result.mean_rewards,
+        "tamper_rates": result.tamper_rates,
+        "tampered": str(result.output_dir / TAMPERED_FILE),
         "checkpoint": None if result.checkpoint is None else str(result.checkpoint),
         "metrics": str(result.metrics),
         "registered": registered,

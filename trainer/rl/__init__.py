@@ -6,5 +6,7 @@
 - rollout.py: the production episode, G times per environment; where a step's rollouts
   run: in this process (sources.py), on the worker fleet (remote.py) or through the
   inference servers that serve users (served.py).
+- tamper.py: tamper as a training signal: the tamper rate per step, tampering episodes
+  kept for inspection (tampered.jsonl).
 - toy.py: the toy environment the CPU training test learns.
 """

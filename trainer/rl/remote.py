@@ -107,6 +107,8 @@ def rollout_to_dict(rollout: Rollout) -> dict[str, Any]:
         "diff": result.diff,
         "error": result.error,
         "trajectory": result.trajectory.to_dict(),
+        "reason": rollout.reason,
+        "tamper": rollout.tamper,
     }
 
 
@@ -126,6 +128,9 @@ def rollout_from_dict(data: dict[str, Any]) -> Rollout:
         result=result,
         reward=float(data["reward"]),
         segments=trajectory.training_segments(),
+        # Absent from a worker older than the tamper signal.
+        reason=str(data.get("reason") or ""),
+        tamper=str(data.get("tamper") or ""),
     )
 
 
@@ -227,8 +232,7 @@ def run_rollout(request: RolloutRequest, settings: WorkerSettings) -> dict[str, 
         torch.manual_seed(request.seed)
         result = rollout_episode(env, checkout, policy, limits, factory)
         reward_fn = make_reward(request.reward, factory, tokenizer)
-    reward = float(reward_fn(env, result, checkout))
-    rollout = Rollout(env.instance_id, result, reward, result.trajectory.training_segments())
+    rollout = Rollout.graded(env.instance_id, result, reward_fn(env, result, checkout))
     return rollout_to_dict(rollout)
 
 

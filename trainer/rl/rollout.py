@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bot.store.trajectory import TokenSegment
 from trainer.envs.schema import Environment
@@ -25,7 +26,11 @@ from worker.agent import AgentResult, AgentTask, Policy
 from worker.agent.episode import SandboxRecipe, SetupFailed, run_episode
 from worker.settings import AgentSettings
 
-RewardFn = Callable[[Environment, AgentResult, Path], float]
+if TYPE_CHECKING:
+    from trainer.rl.reward import RewardResult
+
+# A number, or the grader's whole result (its reason says whether the episode tampered).
+RewardFn = Callable[[Environment, AgentResult, Path], "float | RewardResult"]
 UNFINISHED = frozenset(
     {"max_tokens_per_turn", "max_context_len", "max_time", "max_turns", "cancelled"}
 )
@@ -37,6 +42,27 @@ class Rollout:
     result: AgentResult
     reward: float
     segments: list[TokenSegment]
+    reason: str = ""  # the grader's (RewardResult.reason); "" from a reward that gives a number
+    tamper: str = ""  # with reason "tamper": what the watched run attributed to the patch
+
+    @classmethod
+    def graded(cls, env_id: str, result: AgentResult, value: float | RewardResult) -> Rollout:
+        """The rollout with what the reward function gave. A tampering episode earns 0
+        whatever number came with it: the forged run is the one thing never rewarded."""
+        from trainer.rl.tamper import TAMPER
+
+        segments = result.trajectory.training_segments()
+        if isinstance(value, int | float):
+            return cls(env_id, result, float(value), segments)
+        tampered = value.reason == TAMPER
+        return cls(
+            env_id,
+            result,
+            0.0 if tampered else float(value.reward),
+            segments,
+            reason=value.reason,
+            tamper=value.details.get("tamper", "") if tampered else "",
+        )
 
     @property
     def unfinished(self) -> bool:
@@ -91,11 +117,12 @@ def rollout_episode(
 
 
 def graded_reward(sandbox_factory: SandboxRecipe) -> RewardFn:
-    """The real reward: tests + gates on the rollout's diff."""
+    """The real reward: tests + gates on the rollout's diff (the whole result, so a
+    tampering episode is known as one)."""
     from trainer.rl.reward import compute_reward
 
-    def reward(env: Environment, result: AgentResult, checkout: Path) -> float:
-        return compute_reward(env, result.diff, checkout, sandbox_factory).reward
+    def reward(env: Environment, result: AgentResult, checkout: Path) -> RewardResult:
+        return compute_reward(env, result.diff, checkout, sandbox_factory)
 
     return reward
 
@@ -112,12 +139,5 @@ def collect_group(
     rollouts = []
     for _ in range(group_size):
         result = rollout_episode(env, checkout, policy, limits, sandbox_factory)
-        rollouts.append(
-            Rollout(
-                env_id=env.instance_id,
-                result=result,
-                reward=float(reward_fn(env, result, checkout)),
-                segments=result.trajectory.training_segments(),
-            )
-        )
+        rollouts.append(Rollout.graded(env.instance_id, result, reward_fn(env, result, checkout)))
     return rollouts

@@ -139,8 +139,7 @@ class ServerRollouts:
     ) -> Rollout:
         policy = OpenAIPolicy(served, self.limits, tokenizer=self._tokenizer(learner))
         result = rollout_episode(env, checkout, policy, self.limits, self.sandbox_factory)
-        reward = float(self.reward_fn(env, result, checkout))
-        return Rollout(env.instance_id, result, reward, result.trajectory.training_segments())
+        return Rollout.graded(env.instance_id, result, self.reward_fn(env, result, checkout))
 
     def collect(
         self,

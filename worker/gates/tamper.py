@@ -22,6 +22,38 @@ from worker.gates.watch import TamperEvent
 
 GATE = "tests"
 RULE = "tamper"
+# The mechanisms of the two findings that come from no single event.
+UNWATCHED = "unwatched"
+CHANNEL = "channel"
+# Every mechanism a finding can name: the audit events the bootstrap classifies and the
+# checks it records by name (worker/gates/watchboot.py, kept in step by a test), and the
+# two above. The metrics count a finding naming anything else as another mechanism.
+MECHANISMS = frozenset(
+    {
+        "gc.get_objects",
+        "gc.get_referrers",
+        "gc.get_referents",
+        "sys._getframe",
+        "sys._current_frames",
+        "sys._getframemodulename",
+        "object.__getattr__",
+        "object.__setattr__",
+        "sys.settrace",
+        "sys.setprofile",
+        "sys.addaudithook",
+        "ctypes.dlopen",
+        "ctypes.cdata",
+        "ctypes.string_at",
+        "ctypes.wstring_at",
+        "ctypes.dlsym",
+        "open",
+        "runner-monkeypatch",
+        "runner-plugin",
+        "module-shadow",
+        UNWATCHED,
+        CHANNEL,
+    }
+)
 
 
 class WatchedRun(Protocol):
@@ -45,11 +77,15 @@ def tamper_findings(before: WatchedRun, after: WatchedRun, trees: PatchTrees) ->
                 gate=GATE,
                 rule=RULE,
                 message="the patched run was not watched though the base's was "
-                "(the test interpreter no longer starts under Ribbit's bootstrap)",
+                f"(the test interpreter no longer starts under Ribbit's bootstrap) [{UNWATCHED}]",
             )
         )
     if after.watched and after.mismatch and not before.mismatch:
-        found.append(Finding(gate=GATE, rule=RULE, message=f"the run's channel: {after.mismatch}"))
+        found.append(
+            Finding(
+                gate=GATE, rule=RULE, message=f"the run's channel: {after.mismatch} [{CHANNEL}]"
+            )
+        )
     base = {_key(e, trees.before) for e in before.tamper}
     for event in after.tamper:
         if _key(event, trees.after) in base:
@@ -74,6 +110,18 @@ def tamper_findings(before: WatchedRun, after: WatchedRun, trees: PatchTrees) ->
             )
         )
     return found
+
+
+def mechanism_of(finding: Finding) -> str | None:
+    """The mechanism a blocking tamper finding names (its message ends with it in
+    brackets, as :func:`tamper_findings` writes it); None for any other finding. Only
+    the last bracket counts: the text before it quotes what the code under test did."""
+    if finding.rule != RULE or finding.severity != "error":
+        return None
+    _, sep, tail = finding.message.rstrip().rpartition(" [")
+    if not sep or not tail.endswith("]"):
+        return None
+    return tail[:-1]
 
 
 def _key(event: TamperEvent, tree: Path) -> tuple[str, str | None, str]:

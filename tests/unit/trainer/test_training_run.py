@@ -116,10 +116,12 @@ def test_training_run_trains_records_and_registers(
     assert seen == [0, 1]
     # The reward never pays, so every group is filtered: the run still finishes and saves.
     assert result.mean_rewards == [0.0, 0.0] and result.steps_done == 2
+    assert result.tamper_rates == [0.0, 0.0]
     assert result.checkpoint == out / "step-2" and result.metrics == out / "metrics.jsonl"
     assert result.run_id == row.id and result.world_size == 1
     (row,) = _runs(db)
     assert (row.state, row.steps_done, row.reward_curve) == ("finished", 2, [0.0, 0.0])
+    assert row.tamper_curve == [0.0, 0.0]
     assert (row.first_mean_reward, row.last_mean_reward) == (0.0, 0.0)
     assert row.finished_at is not None
 

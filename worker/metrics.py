@@ -28,7 +28,7 @@ import re
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 from bot.queue import QUEUE
 from bot.settings import Settings
 from bot.store.kinds import KINDS as JOB_KINDS
+from worker.sandbox.egress_policy import BlockedRequest, refusal_kind
 from worker.settings import WorkerSettings
 
 if TYPE_CHECKING:
@@ -211,6 +212,12 @@ class _Metrics:
             "(only verified is passed)",
             ["verdict"],
         )
+        self.setup_refusals = Counter(
+            "ribbit_setup_requests_refused_total",
+            "Requests the set-up proxy refused in a job's set-up step, by kind of refusal "
+            "(the host and the request itself are in the job's record)",
+            ["reason"],
+        )
         self.tamper = Counter(
             "ribbit_tamper_findings_total",
             "Blocking tamper findings (a watched test run attributed a forging mechanism to "
@@ -291,6 +298,11 @@ def record_gates(report: GateReport) -> None:
 
 def record_withheld(source: str) -> None:
     metrics().prompt_withheld.labels(_bounded(source, TEXT_SOURCES)).inc()
+
+
+def record_setup_refusals(blocked: Iterable[BlockedRequest]) -> None:
+    for request in blocked:
+        metrics().setup_refusals.labels(refusal_kind(request.reason)).inc()
 
 
 def record_outsider_refusal(kind: str) -> None:

@@ -39,7 +39,7 @@ from bot.store.records import SolveRecord, TaskRecord, WithheldText
 from worker.agent.repo_task import agent_limits, repo_instructions
 from worker.gates.testcmd import resolve_test_command
 from worker.jobs import JobCancelled, JobContext, JobRefused, pipeline
-from worker.metrics import InstrumentedPolicy, record_gates
+from worker.metrics import InstrumentedPolicy, record_gates, record_setup_refusals
 from worker.pipelines.publish import (
     Publisher,
     PublishPlan,
@@ -413,6 +413,7 @@ class SolveRun:
             phase=phase,
             on_turn=LiveTurns(self.settings.data_dir, self.job.id, self.status),
         )
+        record_setup_refusals(episode.setup.blocked)
         if episode.agent is None:
             self._setup_failed(episode.setup, detected=not prepared.named_setup)
         self.ctx.check_cancelled()

@@ -26,6 +26,39 @@ class BlockedRequest:
         return f"{self.method} {self.host}:{self.port} ({self.reason})"
 
 
+# Every kind of refusal the proxy records, as the reason's fixed first words (the rest of
+# a reason names a host or an address: the client's text, not a metric label).
+REFUSAL_KINDS = (
+    "host not on the allow-list",
+    "not among the hosts this deployment lets repositories add",
+    "name does not resolve",
+    "resolves to",
+    "not a proxy request",
+    "port not allowed",
+    "only port 443 is tunnelled",
+    "request body framing",
+    "userinfo in url",
+    "malformed header",
+    "duplicate host header",
+    "second request on one connection",
+    "encrypted client hello",
+    "no sni",
+    "host header mismatch",
+    "sni mismatch",
+    "several sni names",
+    "not tls",
+    "client hello too large",
+    "bad client hello",
+    "no client hello",
+    "server hello unreadable",
+)
+
+
+def refusal_kind(reason: str) -> str:
+    """The kind of a recorded refusal (one of REFUSAL_KINDS, or "other")."""
+    return next((kind for kind in REFUSAL_KINDS if reason.startswith(kind)), "other")
+
+
 @dataclass(frozen=True)
 class EgressPolicy:
     """Which hosts the setup step may reach. ``trusted`` hosts (the deployment's own

@@ -164,3 +164,29 @@ def test_every_audit_event_the_bootstrap_classifies_is_a_known_mechanism() -> No
     assert {"gc.get_objects", "sys._getframe", "open", "ctypes.dlsym"} <= named
     assert {"module-shadow", "runner-monkeypatch"} <= recorded
     assert named | recorded <= MECHANISMS
+
+
+def test_setup_refusals_are_counted_by_kind_never_by_host() -> None:
+    from worker.metrics import record_setup_refusals
+    from worker.sandbox.egress_policy import BlockedRequest
+
+    def refused(reason: str) -> float:
+        return _value("ribbit_setup_requests_refused_total", reason=reason)
+
+    before = refused("sni mismatch"), refused("host header mismatch"), refused(OTHER)
+    record_setup_refusals(
+        [
+            BlockedRequest("CONNECT", "registry.test", 443, "sni mismatch: evil.example"),
+            BlockedRequest("GET", "registry.test", 80, "host header mismatch: evil.example"),
+            BlockedRequest("GET", "x", 80, "a reason no one wrote down"),
+        ]
+    )
+    after = refused("sni mismatch"), refused("host header mismatch"), refused(OTHER)
+    assert [b - a for a, b in zip(before, after, strict=True)] == [1, 1, 1]
+    labels = {
+        s.labels.get("reason")
+        for m in REGISTRY.collect()
+        if m.name == "ribbit_setup_requests_refused"
+        for s in m.samples
+    }
+    assert not any("evil" in str(label) for label in labels)

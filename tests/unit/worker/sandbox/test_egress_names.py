@@ -35,7 +35,7 @@ from worker.sandbox.egress import (
     USERINFO,
     EgressProxy,
 )
-from worker.sandbox.egress_policy import EgressPolicy
+from worker.sandbox.egress_policy import EgressPolicy, refusal_kind
 from worker.sandbox.tlshello import HELLO_RETRY_RANDOM, NOT_TLS, TOO_LARGE
 
 REGISTRY = "registry.test"  # allowed; resolves to the recording upstream
@@ -123,6 +123,9 @@ def proxy(tmp_path: Path, upstream: Upstream) -> Iterator[EgressProxy]:
     )
     with EgressProxy(tmp_path, policy) as p:
         yield p
+    # Every refusal these tests provoke has a kind the setup-refusal metric can name
+    # (worker/metrics.py record_setup_refusals): a new reason needs its REFUSAL_KINDS entry.
+    assert [b.reason for b in p.blocked if refusal_kind(b.reason) == "other"] == []
 
 
 def _connect(proxy: EgressProxy) -> socket.socket:

@@ -25,7 +25,7 @@ RULE = "tamper"
 
 
 class WatchedRun(Protocol):
-    """What a tree's runs say about being watched (worker.gates.tests.SuiteRun)."""
+    """What a tree's runs say about being watched (worker.gates.judge.SuiteRun)."""
 
     @property
     def watched(self) -> bool: ...

@@ -34,12 +34,12 @@ from bot.forges.base import (
 )
 from bot.forges.branches import branch_name_for_issue, validate_branch_name
 from bot.hostgit import latest_tag
-from bot.store.gate_report import Verdict
 from bot.store.records import SolveRecord, TaskRecord, WithheldText
 from worker.agent.repo_task import agent_limits, repo_instructions
 from worker.gates.testcmd import resolve_test_command
 from worker.jobs import JobCancelled, JobContext, JobRefused, pipeline
 from worker.metrics import InstrumentedPolicy, record_gates
+from worker.pipelines.held import held_back
 from worker.pipelines.publish import (
     Publisher,
     PublishPlan,
@@ -462,8 +462,8 @@ class SolveRun:
         self, prepared: Prepared, record: SolveRecord, diff: str
     ) -> tuple[SolveRecord, GateReport, str]:
         """The gates on the agent's diff: the record with their report, the report, and
-        its markdown with the test verdict's notes. A patch the gates hold back (and the
-        repository does not want as a failing draft) stops the job here."""
+        its markdown with the test verdict's notes. A patch the gates hold back (held.py)
+        stops the job here, with no PR."""
         self.status.show(Status("gates", "Running the tests, Semgrep and patch hygiene."))
         issue = prepared.issue
         with self.stages("gates"):
@@ -476,54 +476,12 @@ class SolveRun:
         verdict = TestVerdict.from_result(tests_result)
         notes = verdict.notes_markdown() if tests_result else ""
         report_md = report.to_markdown() + (f"\n\n{notes}\n" if notes else "")
-        draft_on_failure = prepared.config.gates.draft_on_failure
-        if report.refused and not (draft_on_failure and report.may_push):
-            self._gates_failed(record, report, verdict, report_md, draft_on_failure)
-        if report.verdict is Verdict.UNVERIFIED and prepared.config.gates.unverified == "refuse":
-            self._unverified_refused(record, report_md)
+        held = held_back(report, verdict, prepared.config)
+        if held is not None:
+            self.ctx.store.record_solve(self.job.id, record.with_(timings=self.stages.timings))
+            self.status.show(Status("failed", held.message, report_markdown=report_md))
+            raise GatesFailed(held.reason)
         return record, report, report_md
-
-    def _unverified_refused(self, record: SolveRecord, report_md: str) -> NoReturn:
-        """No PR: the repository asks for evidence (``gates.unverified: refuse``) and no
-        test fails without this patch."""
-        self.ctx.store.record_solve(self.job.id, record.with_(timings=self.stages.timings))
-        self.status.show(
-            Status(
-                "failed",
-                "Not verified: no test fails without this patch, and this repository "
-                f"refuses unverified patches (`gates.unverified: refuse` in `{CONFIG_PATH}`), "
-                "so no PR was opened.",
-                report_markdown=report_md,
-            )
-        )
-        raise GatesFailed("gates: not verified (the repository refuses unverified patches)")
-
-    def _gates_failed(
-        self,
-        record: SolveRecord,
-        report: GateReport,
-        verdict: TestVerdict,
-        report_md: str,
-        draft_on_failure: bool,
-    ) -> NoReturn:
-        """No PR: the issue hears which gates failed, and whether the base's own tests
-        failed too (then the repository's test set-up is blamed, not the patch)."""
-        self.ctx.store.record_solve(self.job.id, record.with_(timings=self.stages.timings))
-        why = (
-            " (hygiene or Semgrep blocked it, so it is not pushed even with gates.draft_on_failure)"
-            if draft_on_failure
-            else ""
-        )
-        blame = (
-            f"The gates did not pass (`{report.summary_line()}`), but the base tree's "
-            f"tests fail too ({verdict.base_reason}): the repository's test set-up "
-            f"looks broken rather than the patch. No PR was opened{why}."
-            if verdict.base_broken
-            else f"The patch did not pass the gates "
-            f"(`{report.summary_line()}`), so no PR was opened{why}."
-        )
-        self.status.show(Status("failed", blame, report_markdown=report_md))
-        raise GatesFailed(f"gates failed: {report.summary_line()}")
 
     def _plan(
         self,

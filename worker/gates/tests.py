@@ -41,6 +41,9 @@ A plain pytest command runs watched (worker/gates/watch.py): what its audit hook
 runner checks attribute to the repository's non-test code becomes a blocking
 ``tamper`` finding naming the mechanism, file and line, unless the base code does the
 same (then a warning: it is the repository's, not the patch's).
+
+This module runs the tests; which tests the patch is about is targets.py's, what the
+runs show judge.py's, and the pinned run's reading (#38) pinned.py's.
 """
 
 from __future__ import annotations
@@ -54,7 +57,7 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import replace
 from pathlib import Path
 
-from bot.store.gate_report import GateResult
+from bot.store.gate_report import Finding, GateResult
 from worker.gates.base import GateContext
 from worker.gates.discovery import DiscoveryChange, changed_paths, discovery_changes
 from worker.gates.evidence import base_with_patch_tests, patched_code_with_base_tests
@@ -62,7 +65,7 @@ from worker.gates.judge import NAME, SuiteRun, judge, report_disagreement, shown
 from worker.gates.pinned import pinned_verdict
 from worker.gates.runner import apply_failure, run_tree_gate
 from worker.gates.tamper import tamper_findings
-from worker.gates.targets import target_tests
+from worker.gates.targets import TargetTest, target_tests
 from worker.gates.testcmd import TestCommand, resolve_test_command
 from worker.gates.testrun import TestRun, run_tests
 from worker.gates.trees import PatchTrees, regular_file_inside
@@ -123,15 +126,8 @@ class TestGate:
         if changes and ctx.repo_config.gates.test_config_changes == "warn":
             # The repository lets the patch change its test configuration; the verdict
             # still rests on the base's: the patched code runs again with it.
-            with base_config_tree(trees, changes) as tree:
-                again = self._run_tree(ctx, test, tree, "after (base test configuration)")
-            base_findings, _ = judge(ctx, before, again, targets, test.command)
-            base_findings += tamper_findings(before, again, trees)
-            findings += [
-                replace(f, rule=f"base-config-{f.rule}")
-                for f in base_findings
-                if f.severity == "error"
-            ]
+            again, blocked = self._base_config_run(ctx, test, trees, changes, before, targets)
+            findings += blocked
             details["after_base_config"] = again.summary()
             logs += f"\n--- after, base test configuration ---\n{again.log}"
         details["test_config_changes"] = [f"{c.path}: {c.what}" for c in changes]
@@ -147,6 +143,24 @@ class TestGate:
             details=details,
             evidence=tuple(evidence),
         )
+
+    def _base_config_run(
+        self,
+        ctx: GateContext,
+        test: TestCommand,
+        trees: PatchTrees,
+        changes: list[DiscoveryChange],
+        before: SuiteRun,
+        targets: list[TargetTest],
+    ) -> tuple[SuiteRun, list[Finding]]:
+        """The patched code run with the base's test configuration, and what blocks in
+        that run (its rules prefixed ``base-config-``)."""
+        with base_config_tree(trees, changes) as tree:
+            again = self._run_tree(ctx, test, tree, "after (base test configuration)")
+        found, _ = judge(ctx, before, again, targets, test.command)
+        found += tamper_findings(before, again, trees)
+        blocked = [replace(f, rule=f"base-config-{f.rule}") for f in found if f.severity == "error"]
+        return again, blocked
 
     def _evidence_runs(
         self, ctx: GateContext, test: TestCommand, trees: PatchTrees, before: SuiteRun

@@ -57,7 +57,7 @@ MECHANISMS = frozenset(
 
 
 class WatchedRun(Protocol):
-    """What a tree's runs say about being watched (worker.gates.tests.SuiteRun)."""
+    """What a tree's runs say about being watched (worker.gates.judge.SuiteRun)."""
 
     @property
     def watched(self) -> bool: ...

@@ -4,7 +4,9 @@
   publish.py (commit, push, pull request, status, gate review), revision.py (what a revise
   job adds), trusted_text.py (the one rule for which forge text reaches a prompt: only
   writers', each named), verdict.py (what the test gate's result means for the issue's
-  readers) and workspace.py (the job's folder and stage clock); queued.py: what a
+  readers), held.py (whether the gates' report holds the patch back, and what the issue
+  hears then), phases.py (what its phases hand each other, and the job's record of
+  them) and workspace.py (the job's folder and stage clock); queued.py: what a
   waiting solve or revise job shows on the issue.
 - slash_commands.py: ``/ribbit stop|retry|revise``; replies.py: help and explain, and
   the one write-access check the commands and solve share.

@@ -29,17 +29,17 @@ from bot.forges.base import (
     ForgeUnavailable,
     Issue,
     IssueRef,
-    PullRequest,
     PullRequestRef,
 )
 from bot.forges.branches import branch_name_for_issue, validate_branch_name
 from bot.hostgit import latest_tag
-from bot.store.gate_report import Verdict
-from bot.store.records import SolveRecord, TaskRecord, WithheldText
+from bot.store.records import SolveRecord, WithheldText
 from worker.agent.repo_task import agent_limits, repo_instructions
 from worker.gates.testcmd import resolve_test_command
 from worker.jobs import JobCancelled, JobContext, JobRefused, pipeline
 from worker.metrics import InstrumentedPolicy, record_gates, record_setup_refusals
+from worker.pipelines.held import held_back
+from worker.pipelines.phases import AgentRun, Prepared, solve_record
 from worker.pipelines.publish import (
     Publisher,
     PublishPlan,
@@ -148,32 +148,6 @@ class SolveParts:
             gate_sandboxes=lambda sandbox: sandbox_factory(sandbox, network=False),
             gates=run_gates,
         )
-
-
-@dataclass(frozen=True)
-class Prepared:
-    """What a run settles before the agent starts."""
-
-    config: RepoConfig  # .ribbit.yml, with the setup detected when it names none
-    named_setup: bool  # .ribbit.yml names the setup (a failure then blames it, not detection)
-    issue: Issue
-    branch: str
-    base_sha: str
-    image: ImageChoice
-    pr: PullRequest | None  # the pull request a revision works on
-
-    @property
-    def revise(self) -> bool:
-        return self.pr is not None
-
-
-@dataclass(frozen=True)
-class AgentRun:
-    """What the agent's episode gave: the model that ran, the setup step, the result."""
-
-    model: ModelSettings
-    setup: SetupResult
-    result: AgentResult
 
 
 class SolveRun:
@@ -423,34 +397,22 @@ class SolveRun:
         """What the run made, for the job's record (its trajectory written beside it)."""
         from worker.agent import write_jsonl
 
-        config, image, result = prepared.config, prepared.image, agent.result
+        config, result = prepared.config, agent.result
         assert self._issue_text is not None  # _task ran before the agent
         traj_dir = self.settings.data_dir / "trajectories"
         traj_dir.mkdir(parents=True, exist_ok=True)
         traj_path = traj_dir / f"{self.job.id}.jsonl"
         write_jsonl(traj_path, [result.trajectory])
-        return SolveRecord(
-            setup=agent.setup.to_dict(),
-            sandbox_image=image.to_dict(),
-            exit_reason=result.exit_reason,
-            diff=result.diff,
-            trajectory_path=str(traj_path),
-            turns=len(result.trajectory.turns),
-            branch=prepared.branch,
-            withheld=self._withheld,
-            task=TaskRecord(
-                # The issue as the prompt had it: training episodes are prompts too.
-                issue_title=self._issue_text.title,
-                issue_body=self._issue_text.body,
-                base_sha=prepared.base_sha,
-                # The command the gate runs (detected per ecosystem when .ribbit.yml
-                # names none), so an environment built from this job tests the same way.
-                test_command=resolve_test_command(config, self.workdir.checkout).command,
-                setup_command=config.setup,
-                # The image that ran (a repository's own, allowed and maybe built here),
-                # so training episodes run where this one did; None: the deployment's.
-                image=image.image if image.image != self.settings.sandbox.image else None,
-            ),
+        return solve_record(
+            prepared,
+            agent,
+            self._issue_text,
+            self._withheld,
+            trajectory_path=traj_path,
+            # The command the gate runs (detected per ecosystem when .ribbit.yml names
+            # none), so an environment built from this job tests the same way.
+            test_command=resolve_test_command(config, self.workdir.checkout).command,
+            deployment_image=self.settings.sandbox.image,
         )
 
     def _no_change(self, record: SolveRecord, result: AgentResult) -> NoReturn:
@@ -463,8 +425,8 @@ class SolveRun:
         self, prepared: Prepared, record: SolveRecord, diff: str
     ) -> tuple[SolveRecord, GateReport, str]:
         """The gates on the agent's diff: the record with their report, the report, and
-        its markdown with the test verdict's notes. A patch the gates hold back (and the
-        repository does not want as a failing draft) stops the job here."""
+        its markdown with the test verdict's notes. A patch the gates hold back (held.py)
+        stops the job here, with no PR."""
         self.status.show(Status("gates", "Running the tests, Semgrep and patch hygiene."))
         issue = prepared.issue
         with self.stages("gates"):
@@ -477,54 +439,12 @@ class SolveRun:
         verdict = TestVerdict.from_result(tests_result)
         notes = verdict.notes_markdown() if tests_result else ""
         report_md = report.to_markdown() + (f"\n\n{notes}\n" if notes else "")
-        draft_on_failure = prepared.config.gates.draft_on_failure
-        if report.refused and not (draft_on_failure and report.may_push):
-            self._gates_failed(record, report, verdict, report_md, draft_on_failure)
-        if report.verdict is Verdict.UNVERIFIED and prepared.config.gates.unverified == "refuse":
-            self._unverified_refused(record, report_md)
+        held = held_back(report, verdict, prepared.config)
+        if held is not None:
+            self.ctx.store.record_solve(self.job.id, record.with_(timings=self.stages.timings))
+            self.status.show(Status("failed", held.message, report_markdown=report_md))
+            raise GatesFailed(held.reason)
         return record, report, report_md
-
-    def _unverified_refused(self, record: SolveRecord, report_md: str) -> NoReturn:
-        """No PR: the repository asks for evidence (``gates.unverified: refuse``) and no
-        test fails without this patch."""
-        self.ctx.store.record_solve(self.job.id, record.with_(timings=self.stages.timings))
-        self.status.show(
-            Status(
-                "failed",
-                "Not verified: no test fails without this patch, and this repository "
-                f"refuses unverified patches (`gates.unverified: refuse` in `{CONFIG_PATH}`), "
-                "so no PR was opened.",
-                report_markdown=report_md,
-            )
-        )
-        raise GatesFailed("gates: not verified (the repository refuses unverified patches)")
-
-    def _gates_failed(
-        self,
-        record: SolveRecord,
-        report: GateReport,
-        verdict: TestVerdict,
-        report_md: str,
-        draft_on_failure: bool,
-    ) -> NoReturn:
-        """No PR: the issue hears which gates failed, and whether the base's own tests
-        failed too (then the repository's test set-up is blamed, not the patch)."""
-        self.ctx.store.record_solve(self.job.id, record.with_(timings=self.stages.timings))
-        why = (
-            " (hygiene or Semgrep blocked it, so it is not pushed even with gates.draft_on_failure)"
-            if draft_on_failure
-            else ""
-        )
-        blame = (
-            f"The gates did not pass (`{report.summary_line()}`), but the base tree's "
-            f"tests fail too ({verdict.base_reason}): the repository's test set-up "
-            f"looks broken rather than the patch. No PR was opened{why}."
-            if verdict.base_broken
-            else f"The patch did not pass the gates "
-            f"(`{report.summary_line()}`), so no PR was opened{why}."
-        )
-        self.status.show(Status("failed", blame, report_markdown=report_md))
-        raise GatesFailed(f"gates failed: {report.summary_line()}")
 
     def _plan(
         self,

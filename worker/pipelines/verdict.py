@@ -21,7 +21,7 @@ class TestVerdict:
     base_reason: str  # what failed at the base, for the message
     targets: tuple[str, ...]  # tests the patch adds or changes, or the issue names
     target_failures: tuple[str, ...]
-    # name -> {"before": outcome, "after": outcome} (worker/gates/tests.py _target_results)
+    # name -> {"before": outcome, "after": outcome} (worker/gates/judge.py _target_results)
     target_results: dict[str, dict[str, str]] = field(default_factory=dict)
     # Test ids that fail without the patch's code and pass with it (GateResult.evidence).
     evidence: tuple[str, ...] = ()

@@ -10,8 +10,9 @@ from pathlib import Path
 from bot.store.gate_report import Finding, GateReport, GateResult, Verdict
 from tests.unit.worker.gates.test_tests_judge import ctx
 from worker.gates.evidence import base_with_patch_tests, fail_to_pass, is_test_file
+from worker.gates.judge import SuiteRun, judge, shown_fixed
 from worker.gates.junit import Outcome, TestCase
-from worker.gates.tests import SuiteRun, TargetTest, _test_class, judge, shown_fixed
+from worker.gates.targets import TargetTest, _test_class
 from worker.gates.trees import PatchTrees
 
 FILE = "tests/test_more.py"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from worker.gates.junit import TestCase
-from worker.gates.tests import (
+from worker.gates.targets import (
     TargetTest,
     _enclosing_go_test,
     _enclosing_rust_test,

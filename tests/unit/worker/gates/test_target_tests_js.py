@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from worker.gates.junit import TestCase
-from worker.gates.tests import TargetTest, _enclosing_js_test, _matches
+from worker.gates.targets import TargetTest, _enclosing_js_test, _matches
 
 # Shaped like kelektiv/node-cron's tests/cron.test.js (tabs) and merge-anything's
 # test/index.test.ts (spaces, top-level tests).

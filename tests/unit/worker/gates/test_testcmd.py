@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from worker.gates.judge import report_disagreement
 from worker.gates.junit import TestCase
 from worker.gates.testcmd import (
     detect_test_command,
     recognise,
     resolve_test_command,
 )
-from worker.gates.tests import report_disagreement
 from worker.repo_config import DEFAULT_TEST_COMMAND, RepoConfig
 from worker.sandbox.base import ExecResult
 

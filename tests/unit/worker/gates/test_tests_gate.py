@@ -304,3 +304,26 @@ def test_split_run_output_needs_exactly_one_framed_report() -> None:
     assert split_run_output(trailing, tok)[1] is None
     assert split_run_output(trailing, tok)[2] is not None
     assert split_run_output("hung, killed", tok) == ("hung, killed", None, None)
+
+
+def test_a_repository_that_allows_test_config_changes_is_still_judged_by_its_own(
+    tmp_path: Path,
+) -> None:
+    # The patch's pytest.ini collects its new check_*.py tests; the base's does not, so
+    # under the base's configuration the patch's target test never runs.
+    config = RepoConfig.model_validate({"test": PYTEST, "gates": {"test_config_changes": "warn"}})
+    ini = "[pytest]\npython_files = test_*.py check_*.py\n"
+    checks = "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
+    result = _run(
+        tmp_path,
+        {"calc.py": FIX, "pytest.ini": ini, "tests/check_calc.py": checks},
+        config=config,
+    )
+    assert "base-config-target-test-not-run" in _rules(result), result.findings
+    assert "target-test-not-run" not in _rules(result)  # the patch's own run has it
+    assert result.details["test_config_changes"] == ["pytest.ini: the whole file"]
+    assert result.details["after_base_config"]["counts"]["passed"] == 2
+    assert "--- after, base test configuration ---" in result.logs
+    # The same change with the base's configuration blocking: not run twice.
+    blocked = _run(tmp_path / "2", {"calc.py": FIX, "pytest.ini": ini})
+    assert "after_base_config" not in blocked.details

@@ -8,8 +8,9 @@ from pathlib import Path
 from bot.store.gate_report import Finding
 from tests.fakes import LocalDirSandbox
 from worker.gates.base import GateContext
+from worker.gates.judge import SuiteRun, judge
 from worker.gates.junit import Outcome, TestCase
-from worker.gates.tests import SuiteRun, TargetTest, judge
+from worker.gates.targets import TargetTest
 from worker.repo_config import RepoConfig
 from worker.settings import GateSettings
 

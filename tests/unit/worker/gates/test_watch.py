@@ -19,9 +19,10 @@ from tests.fakes import LocalDirSandbox, make_git_repo
 from tests.unit.worker.gates.helpers import make_ctx, make_patch
 from tests.watch_attacks import BASE, HONEST, MARKER, Attack, attacks
 from worker.gates import watchboot
+from worker.gates.judge import SuiteRun
 from worker.gates.tamper import tamper_findings
 from worker.gates.testrun import TestRun, run_tests
-from worker.gates.tests import SuiteRun, TestGate
+from worker.gates.tests import TestGate
 from worker.gates.trees import PatchTrees
 from worker.gates.watch import TamperEvent, parse_channel, watch_plan
 from worker.repo_config import RepoConfig

@@ -109,6 +109,10 @@ def test_a_solved_issue_becomes_one_draft_pr_with_the_agents_commit(world: World
     record = SolveRecord.from_json(out)
     assert record.pr_number == pr.ref.number and record.publish is None
     assert record.task is not None and record.task.issue_title == ISSUE[0]
+    assert record.task.base_sha == gctx.base_commit and record.branch == pr.head_branch
+    assert record.task.test_command and record.task.image is None  # the deployment's image
+    assert record.trajectory_path is not None
+    assert record.trajectory_path.endswith(f"{ctx.job.id}.jsonl")
 
 
 def test_failing_gates_open_no_pr_and_blame_the_patch(world: World) -> None:

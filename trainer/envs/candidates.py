@@ -93,7 +93,6 @@ def environments_from_outcomes(
             store.reject(rejection)
             report.rejected.append(rejection)
             continue
-        # Rejected above otherwise; narrows for mypy.
         assert task is not None and record.base_sha is not None
         spec = BuildSpec(
             repo_dir=repo_dir,
@@ -106,6 +105,7 @@ def environments_from_outcomes(
             setup_commands=(task.setup_command,) if task.setup_command else (),
             image=task.image,
             hints_text="\n\n".join(_comments(outcome)),
+            task_text=task.first_message,
             provenance=Provenance(
                 source="outcome",
                 author="human" if outcome.human_authored else "bot",

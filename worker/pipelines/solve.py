@@ -421,7 +421,7 @@ class SolveRun:
 
     def _record(self, prepared: Prepared, agent: AgentRun) -> SolveRecord:
         """What the run made, for the job's record (its trajectory written beside it)."""
-        from worker.agent import write_jsonl
+        from worker.agent import first_user_message, write_jsonl
 
         config, image, result = prepared.config, prepared.image, agent.result
         assert self._issue_text is not None  # _task ran before the agent
@@ -439,7 +439,8 @@ class SolveRun:
             branch=prepared.branch,
             withheld=self._withheld,
             task=TaskRecord(
-                # The issue as the prompt had it: training episodes are prompts too.
+                # The issue as the prompt had it, and the exact text the model had (replayed)
+                first_message=first_user_message(result.trajectory.messages),
                 issue_title=self._issue_text.title,
                 issue_body=self._issue_text.body,
                 base_sha=prepared.base_sha,

@@ -15,9 +15,11 @@ import pytest
 
 import worker.agent.prompt as prompt
 from bot.store.records import TASK_KEY, SolveRecord, TaskRecord
+from bot.store.tables import Job
 from tests.fakes import ScriptedPolicy, commit_files
 from tests.plugins.trainer import FixRepo, sandbox_factory
 from trainer.envs.builder import _replayable
+from trainer.envs.candidates import _first_message
 from trainer.envs.schema import Environment
 from trainer.rl.rollout import collect_group, task_for
 from worker.agent import AgentTask, IssueComment, Vouched, first_user_message
@@ -168,3 +170,14 @@ def test_an_environment_without_a_replayed_text_keeps_its_hash(
     legacy = old.model_dump_json(exclude={"split", "calibration", "task_text"})
     assert env.content_hash() == hashlib.sha256(legacy.encode()).hexdigest()
     assert _env(fix_with_new_test, "add is wrong", "x").content_hash() != env.content_hash()
+
+
+def test_only_a_solve_jobs_first_message_is_replayed() -> None:
+    """The outcome names the PR's last bot job; a revision's first message carries the
+    PR's diff, which from the base commit is the answer."""
+    task = TaskRecord("t", "b", "base", "pytest", first_message="# Task\n\nt\nb\n")
+    result = SolveRecord(task=task).to_json()
+    assert _first_message(Job(id="j1", kind="solve", result=result)) == "# Task\n\nt\nb\n"
+    assert _first_message(Job(id="j2", kind="revise", result=result)) is None
+    assert _first_message(Job(id="j3", kind="solve", result={})) is None
+    assert _first_message(None) is None

@@ -52,6 +52,48 @@ def lora_target_modules(setting: str, model_type: str) -> str | list[str]:
     return [name.strip() for name in setting.split(",") if name.strip()]
 
 
+@dataclass(frozen=True)
+class ServingDeparture:
+    """One place where a training rollout samples or is limited unlike a served job."""
+
+    setting: str  # the field's name in TrainSettings and in worker.settings.AgentSettings
+    training: float
+    serving: float
+    why: str
+
+
+# Rollouts run the served episode (same prompt, tools, turns, context window, tokens per
+# turn, thinking mode and repetition penalty; trainer.train.agent_limits builds them from
+# the serving defaults) except where listed here, each on purpose. A test holds this list,
+# the defaults of both configs and trainer/README.md ("Training versus serving") together.
+SERVING_DEPARTURES: tuple[ServingDeparture, ...] = (
+    ServingDeparture(
+        "temperature",
+        1.0,
+        0.6,
+        "the policy gradient is for the model's own distribution: the learner divides the "
+        "logits by the same temperature, and 1.0 gives the varied groups GRPO needs",
+    ),
+    ServingDeparture(
+        "top_p",
+        1.0,
+        0.95,
+        "a truncated nucleus samples from a distribution the learner does not score, so "
+        "the importance ratios would be off; off keeps them exact",
+    ),
+    ServingDeparture(
+        "top_k", 0, 20, "as top_p: truncation would make the learner's log-probs disagree"
+    ),
+    ServingDeparture(
+        "max_minutes",
+        30.0,
+        50.0,
+        "a step waits for its slowest rollout; a rollout cut at 30 minutes is masked out "
+        "(mask_truncated), so the cap bounds step time without training on cut-off work",
+    ),
+)
+
+
 @dataclass
 class TrainSettings:
     model: str = field(
@@ -116,14 +158,33 @@ class TrainSettings:
         default=1024, metadata={"help": "Positions per lm_head chunk."}
     )
     gradient_checkpointing: bool = field(default=False, metadata={"help": "Recompute activations."})
-    temperature: float = field(default=1.0, metadata={"help": "Rollout sampling temperature."})
-    top_p: float = field(
-        default=1.0, metadata={"help": "Rollout top-p (1: off, keeps ratios exact)."}
+    # Where these differ from serving (worker.settings.AgentSettings), and why:
+    # SERVING_DEPARTURES above.
+    temperature: float = field(
+        default=1.0,
+        metadata={
+            "help": "Rollout sampling temperature (serving: 0.6; 1.0 samples the model's own "
+            "distribution, which the learner scores)."
+        },
     )
-    top_k: int = field(default=0, metadata={"help": "Rollout top-k (0: off)."})
-    max_new_tokens: int = field(default=8192, metadata={"help": "New tokens per model turn."})
-    max_turns: int = field(default=100, metadata={"help": "Agent turns per rollout."})
-    max_minutes: float = field(default=30.0, metadata={"help": "Wall clock per rollout."})
+    top_p: float = field(
+        default=1.0,
+        metadata={"help": "Rollout top-p (1: off, keeps ratios exact; serving: 0.95)."},
+    )
+    top_k: int = field(
+        default=0, metadata={"help": "Rollout top-k (0: off, keeps ratios exact; serving: 20)."}
+    )
+    max_new_tokens: int = field(
+        default=8192, metadata={"help": "New tokens per model turn (as serving)."}
+    )
+    max_turns: int = field(default=100, metadata={"help": "Agent turns per rollout (as serving)."})
+    max_minutes: float = field(
+        default=30.0,
+        metadata={
+            "help": "Wall clock per rollout (serving: 50; shorter bounds a step's time, and "
+            "a cut-off rollout is masked)."
+        },
+    )
     save_every: int = field(
         default=10, metadata={"help": "Checkpoint every N steps (0: only at end)."}
     )

@@ -46,6 +46,11 @@ class TaskRecord:
     test_command: str
     setup_command: str | None = None
     image: str | None = None  # .ribbit.yml's; None: the deployment's
+    # The first user message exactly as the model had it (the task text with its vouching
+    # line, trusted comments and repository instructions): a training rollout of an
+    # environment built from this job replays it byte for byte. None: recorded before it
+    # was kept (the rollout renders the task again from the title and body).
+    first_message: str | None = None
 
     @property
     def problem_statement(self) -> str:
@@ -67,6 +72,7 @@ class TaskRecord:
                 test_command=str(data["test_command"]),
                 setup_command=opt_str(data.get("setup_command")),
                 image=opt_str(data.get("image")),
+                first_message=opt_str(data.get("first_message")),
             )
         except KeyError:
             return None

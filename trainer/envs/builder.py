@@ -74,6 +74,16 @@ class BuildSpec:
     # The fix as a diff, when there is no fix commit at hand (a merged PR's diff from
     # the forge); ``fix`` is then ignored.
     fix_diff: str | None = None
+    # The job's exact first message (TaskRecord.first_message), for rollouts to replay.
+    task_text: str | None = None
+
+
+def _replayable(task_text: str | None, patch: str) -> str | None:
+    """The job's first message, unless it quotes the fix (then the rollout renders the
+    stripped problem statement instead: a replay must never hand the model the answer)."""
+    if task_text is None or strip_leaked_solution(task_text, patch)[1]:
+        return None
+    return task_text
 
 
 def _provenance(spec: BuildSpec, fix: str, *, leaked: bool, flaky: list[str]) -> Provenance:
@@ -186,7 +196,6 @@ class EnvironmentBuilder:
             raise reject(
                 "no_problem_statement", "the issue text is all quotes of the fix; nothing is left"
             )
-        provenance = _provenance(spec, fix, leaked=leaked, flaky=flaky)
         return Environment(
             instance_id=instance_id(spec.repo, fix),
             repo=spec.repo,
@@ -203,7 +212,8 @@ class EnvironmentBuilder:
             setup_commands=list(spec.setup_commands),
             test_command=spec.test_command,
             test_timeout_s=self.test_timeout_s,
-            provenance=provenance,
+            provenance=_provenance(spec, fix, leaked=leaked, flaky=flaky),
+            task_text=_replayable(spec.task_text, patch),
         )
 
     def _runs(self, checkout: Path, spec: BuildSpec, patches: list[str]) -> list[TestRun]:

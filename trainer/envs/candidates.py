@@ -25,7 +25,7 @@ from typing import Any
 
 from bot.store.db import Database
 from bot.store.records import SolveRecord
-from bot.store.tables import Outcome
+from bot.store.tables import Job, Outcome
 from trainer.envs.builder import BuildRejected, BuildSpec, EnvironmentBuilder
 from trainer.envs.folders import EnvironmentFolders
 from trainer.envs.schema import Environment, Provenance, Rejection
@@ -43,6 +43,15 @@ def _comments(outcome: Outcome) -> list[str]:
     texts = [str(c.get("body", "")) for c in data.get("comments", [])]
     texts += [str(r.get("body", "")) for r in data.get("reviews", [])]
     return [t.strip() for t in texts if t and t.strip()]
+
+
+def _first_message(job: Job | None) -> str | None:
+    """The job's exact first message, for rollouts to replay: a solve job's only. A
+    revision's is another task (the PR's diff and its reviews), and its diff would hand
+    a rollout from the base commit the bot's own answer."""
+    if job is None or job.kind != "solve" or job.solve_record.task is None:
+        return None
+    return job.solve_record.task.first_message
 
 
 def environments_from_outcomes(
@@ -93,7 +102,6 @@ def environments_from_outcomes(
             store.reject(rejection)
             report.rejected.append(rejection)
             continue
-        # Rejected above otherwise; narrows for mypy.
         assert task is not None and record.base_sha is not None
         spec = BuildSpec(
             repo_dir=repo_dir,
@@ -106,6 +114,7 @@ def environments_from_outcomes(
             setup_commands=(task.setup_command,) if task.setup_command else (),
             image=task.image,
             hints_text="\n\n".join(_comments(outcome)),
+            task_text=_first_message(job),
             provenance=Provenance(
                 source="outcome",
                 author="human" if outcome.human_authored else "bot",

@@ -89,6 +89,13 @@ class Environment(BaseModel):
     provenance: Provenance = Field(default_factory=Provenance)
     calibration: Calibration = Field(default_factory=Calibration)
     split: Split = "train"
+    # The first user message exactly as the solve job this environment came from gave it
+    # (bot.store.records.TaskRecord.first_message): its rollouts replay it byte for byte,
+    # so training sees what serving saw (vouching line, trusted comments, repository
+    # instructions). None: built from a fix with no job, from a job recorded before the
+    # text was kept, or from one whose text quoted the fix; rollouts then render the task
+    # from the fields above through the same function (worker.agent.prompt).
+    task_text: str | None = None
 
     @field_validator("problem_statement")
     @classmethod
@@ -113,7 +120,9 @@ class Environment(BaseModel):
         """SHA-256 of what the environment asks and checks (every field but its split and
         calibration, which change without changing the task): a score or a training run
         names the exact environment it used."""
-        body = self.model_dump_json(exclude={"split", "calibration"})
+        # An environment without a replayed text hashes as it did before the field existed.
+        unset = {"task_text"} if self.task_text is None else set()
+        body = self.model_dump_json(exclude={"split", "calibration", *unset})
         return hashlib.sha256(body.encode()).hexdigest()
 
     def to_swebench(self) -> dict[str, Any]:

@@ -24,6 +24,8 @@ from bot.store.trajectory import TokenSegment
 from trainer.envs.schema import Environment
 from worker.agent import AgentResult, AgentTask, Policy
 from worker.agent.episode import SandboxRecipe, SetupFailed, run_episode
+from worker.agent.repo_task import repo_instructions
+from worker.repo_config import RepoConfig, RepoConfigError, read_repo_config
 from worker.settings import AgentSettings
 
 if TYPE_CHECKING:
@@ -73,15 +75,35 @@ class Rollout:
         )
 
 
-def task_for(env: Environment) -> AgentTask:
-    """The task text of an environment, laid out as the solve job lays out its issue
-    (the problem statement is the job's title, a blank line, its body; the footer its
-    repository, version, base commit and issue). The setup command is told to the model
-    by the episode, once it ran and worked."""
-    title, _, body = env.problem_statement.strip().partition("\n")
+def _repo_config(checkout: Path, commit: str) -> RepoConfig:
+    """The ``.ribbit.yml`` committed at the environment's base, as a job on that commit
+    would read it; an invalid or unreadable one gives the defaults (no repository
+    context), as the job would have stopped before any prompt."""
+    try:
+        return read_repo_config(checkout, commit)
+    except RepoConfigError:
+        return RepoConfig()
+
+
+def task_for(env: Environment, checkout: Path | None = None) -> AgentTask:
+    """The environment's task as the solve job gave it. Built from a job that kept its
+    first message: that text, replayed byte for byte (:attr:`Environment.task_text`).
+    Otherwise (a merged fix with no job, an older job) the task is laid out as the solve
+    job lays out an issue and rendered by the same function
+    (:func:`worker.agent.prompt.render_user_message`): the problem statement's first line
+    is the title, the rest the body (a job's record keeps a blank line between them; an
+    empty body stays empty); the footer its repository, version, base commit and issue.
+    The repository's instructions come from its checkout (``.ribbit.yml`` at the base
+    commit, AGENTS.md) when it opted in, as for the job. The setup command is told to
+    the model by the episode, once it ran and worked."""
+    title, _, body = env.problem_statement.partition("\n")
+    replayed = env.task_text is not None
+    config = (
+        RepoConfig() if checkout is None or replayed else _repo_config(checkout, env.base_commit)
+    )
     return AgentTask(
-        title=title.strip() or env.instance_id,
-        body=body.strip() or title.strip(),
+        title=title if title.strip() else env.instance_id,
+        body=body.removeprefix("\n"),
         repo=env.repo,
         number=env.provenance.issue_number,
         base_commit=env.base_commit,
@@ -89,6 +111,9 @@ def task_for(env: Environment) -> AgentTask:
         test_command=env.test_command,
         hints=(env.hints_text,) if env.hints_text else (),
         metadata={"instance_id": env.instance_id},
+        include_repo_context=config.prompt.include_repo_context,
+        repo_instructions=repo_instructions(config, checkout) if checkout is not None else None,
+        first_message=env.task_text,
     )
 
 
@@ -104,7 +129,7 @@ def rollout_episode(
     builder kept only environments whose setup worked, so this is the infrastructure's
     fault, e.g. a registry down, and worth a retry, not a reward)."""
     episode = run_episode(
-        task_for(env),
+        task_for(env, checkout),
         checkout,
         policy,
         limits,

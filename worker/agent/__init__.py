@@ -25,7 +25,7 @@ from worker.agent.policy import (
     TransformersPolicy,
     load_policy,
 )
-from worker.agent.prompt import AgentTask, IssueComment, Vouched
+from worker.agent.prompt import AgentTask, IssueComment, Vouched, first_user_message
 from worker.agent.tools import TOOL_NAMES, TOOL_SCHEMAS
 
 __all__ = [
@@ -48,6 +48,7 @@ __all__ = [
     "TransformersPolicy",
     "TurnRecord",
     "Vouched",
+    "first_user_message",
     "load_policy",
     "read_jsonl",
     "run_agent",

@@ -100,9 +100,17 @@ class AgentTask:
     repo_instructions: str | None = None  # AGENTS.md or .ribbit.yml agent.instructions
     include_repo_context: bool = False  # the repo opted in to instructions and hints
     metadata: dict[str, Any] = field(default_factory=dict)  # job id etc.; kept in the trajectory
+    # The first user message exactly as a solve job gave it (TaskRecord.first_message):
+    # a training rollout of an environment built from that job replays it, byte for byte,
+    # instead of rendering it again from fields that lost what the job knew.
+    first_message: str | None = None
 
 
 def render_user_message(task: AgentTask) -> str:
+    """The task text: the one function that makes the first user message of a solve job,
+    ``ribbit run`` and a training rollout alike (a replayed job's text is returned as is)."""
+    if task.first_message is not None:
+        return task.first_message
     statement = problem_statement(task)
     footer = [
         f"**{label}:** `{value}`"
@@ -159,6 +167,14 @@ def initial_messages(task: AgentTask) -> list[dict[str, Any]]:
         {"role": "system", "content": SYSTEM_PROMPT},
         {"role": "user", "content": render_user_message(task)},
     ]
+
+
+def first_user_message(messages: list[dict[str, Any]]) -> str | None:
+    """The task text an episode began with (its first user turn), as the model saw it."""
+    for message in messages:
+        if message.get("role") == "user" and isinstance(message.get("content"), str):
+            return str(message["content"])
+    return None
 
 
 def assistant_message(

@@ -59,6 +59,8 @@ def solve_record(
 ) -> SolveRecord:
     """What the run made, for the job's record: ``issue`` as the prompt had it, what the
     trust rule kept out of it, and the trajectory written at ``trajectory_path``."""
+    from worker.agent import first_user_message
+
     image, result = prepared.image, agent.result
     return SolveRecord(
         setup=agent.setup.to_dict(),
@@ -70,7 +72,9 @@ def solve_record(
         branch=prepared.branch,
         withheld=withheld,
         task=TaskRecord(
-            # The issue as the prompt had it: training episodes are prompts too.
+            # The issue as the prompt had it, and the exact text the model had (rollouts of
+            # environments built from this job replay it): training episodes are prompts too.
+            first_message=first_user_message(result.trajectory.messages),
             issue_title=issue.title,
             issue_body=issue.body,
             base_sha=prepared.base_sha,

@@ -20,6 +20,8 @@ from trainer.envs.candidates import environments_from_outcomes
 from trainer.envs.folders import EnvironmentFolders
 
 SETUP = "echo installed > .setup-ran"
+# What the job's model was given (a vouching line and an indented body): rollouts replay it.
+FIRST_MESSAGE = "# Task\n\nadd is wrong\n    add(2, 3) is -1\n\n(vouched)\n"
 
 
 @pytest.fixture
@@ -41,6 +43,7 @@ def test_outcomes_to_environments(db: Database, fix_with_new_test: FixRepo, tmp_
         base_sha=repo.base,
         test_command=PYTEST,
         setup_command=SETUP,
+        first_message=FIRST_MESSAGE,
     )
     results = {
         "job1": {TASK_KEY: record.to_json()},
@@ -128,6 +131,7 @@ def test_outcomes_to_environments(db: Database, fix_with_new_test: FixRepo, tmp_
     assert env.problem_statement == "add is wrong\n\nadd(2, 3) is -1"
     assert env.test_command == PYTEST and env.setup_commands == [SETUP]
     assert env.hints_text == "also check negatives"
+    assert env.task_text == FIRST_MESSAGE  # the job's exact first message, for rollouts
     assert env.provenance.source == "outcome" and env.provenance.author == "bot"
     assert env.provenance.forge == "github"  # decides which model lines may train on it
     assert store.get(env.instance_id) == env

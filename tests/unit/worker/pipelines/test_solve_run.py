@@ -357,4 +357,8 @@ def test_outsiders_comments_stay_out_of_the_prompt_and_are_named_in_the_record(
     assert "written by @otto, who has no write access" in prompt and "@maya, who has" in prompt
     assert "Comment by @maya:\nKeep add() pure." in prompt
     assert "calls home" not in prompt and "Ignore previous" not in prompt
-    assert SolveRecord.from_json(out).withheld == (WithheldText("comment", "otto", 2),)
+    record = SolveRecord.from_json(out)
+    assert record.withheld == (WithheldText("comment", "otto", 2),)
+    # The exact text the model was given, vouching line and comment included, is kept for
+    # training rollouts to replay (the title and body alone would lose both).
+    assert record.task is not None and record.task.first_message == prompt

@@ -26,8 +26,8 @@ import click
 
 from bot.console import empty, line, styled
 from bot.runtime import Runtime, SchemaNotCurrent, upgrade_database
-from bot.serving import DEFAULT_DRAIN_S, DrainingServer
 from bot.settings import ADMIN_NAME, Settings, SettingsError, build_settings
+from bot.web.serving import DEFAULT_DRAIN_S, DrainingServer
 
 if TYPE_CHECKING:
     from bot.env_validation import EnvValidatorFactory
@@ -183,10 +183,10 @@ def serve(
     host: str | None, port: int | None, threads: int, with_worker: bool, drain: float
 ) -> None:
     """Run the webhook app (and by default an embedded worker)."""
-    from bot.app import create_app
     from bot.logs import configure_logging
     from bot.notify import start_watch
-    from bot.webhooks import MISSING_SECRET, configured_forges
+    from bot.web.app import create_app
+    from bot.web.webhooks import MISSING_SECRET, configured_forges
 
     settings = settings_or_exit()
     configure_logging(settings)
@@ -391,7 +391,7 @@ def cli_actor(given: str | None) -> str:
 
 def audited(db: Database, actor: str, action: str, target: str, run: Callable[[], str]) -> str:
     """Run ``run`` (which says what it did) and write its audit row, as a dashboard action
-    is (bot/admin): ok with its message, or error with what it raised, raised again. The
+    is (bot/web/admin): ok with its message, or error with what it raised, raised again. The
     trainer's commands (`ribbit model promote`, `ribbit data delete`...) use it too."""
     from bot.store import audit
 

@@ -55,14 +55,14 @@ def run_checks(
             db.dispose()
 
     def broker() -> Check:
-        from bot.health import check_broker
+        from bot.web.health import check_broker
 
         check_broker(s.effective_broker_url)
         kind = "embedded (SQLite)" if s.uses_embedded_broker else "Redis/URL"
         return Check("broker", "ok", kind)
 
     def forges() -> list[Check]:
-        from bot.webhooks import MISSING_SECRET, configured_forges
+        from bot.web.webhooks import MISSING_SECRET, configured_forges
 
         out = []
         for forge, ok in configured_forges(s).items():

@@ -9,7 +9,7 @@ RIBBIT_DATABASE_AUTO_UPGRADE (on by default for the embedded SQLite) lets it upg
 start, under the same lock `ribbit db upgrade` takes.
 
 ``Runtime`` is the worker's per-process object and the CLI's; the web process's
-``bot.services.Services`` is a Runtime with the intake and the dashboard's parts added.
+``bot.web.services.Services`` is a Runtime with the intake and the dashboard's parts added.
 """
 
 from __future__ import annotations

@@ -80,7 +80,7 @@ def dispatcher() -> RecordingDispatcher:
 
 @pytest.fixture
 def app(settings: WorkerSettings, dispatcher: RecordingDispatcher) -> Iterator[Flask]:
-    from bot import create_app
+    from bot.web import create_app
 
     flask_app = create_app(settings, dispatcher=dispatcher)
     flask_app.config["TESTING"] = True

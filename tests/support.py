@@ -46,7 +46,7 @@ def load_payload(forge: str, name: str) -> dict[str, Any]:
 def github_headers(
     body: bytes, event: str, delivery: str, secret: str = GITHUB_SECRET
 ) -> dict[str, str]:
-    from bot.signatures import sign_github
+    from bot.web.signatures import sign_github
 
     return {
         "X-GitHub-Event": event,

@@ -3,7 +3,7 @@
 The cookie carries a random session id; the table keeps only its SHA-256, so a copy of
 the database signs no one in. Logging out deletes the row, which is what makes a copied
 cookie worthless at once rather than when it would have expired. Each row also keeps a
-fingerprint of the token its admin signed in with (bot/admin/auth.py): a token changed
+fingerprint of the token its admin signed in with (bot/web/admin/auth.py): a token changed
 in the settings ends that admin's sessions.
 """
 

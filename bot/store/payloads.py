@@ -1,6 +1,6 @@
 """What a job carries besides its issue and pull request: one typed record per job kind.
 
-Intake writes them (bot/handlers/), the worker's pipelines read them (worker/pipelines/),
+Intake writes them (bot/web/handlers/), the worker's pipelines read them (worker/pipelines/),
 and both go through this module, so no reader has to know how another kind's payload
 is spelled. They are stored in the ``jobs.instructions`` column in the forms that column
 has always held (plain text, a JSON command, ``bot``/``human``), so every stored job

@@ -14,7 +14,7 @@ The JSON form is versioned (``schema_version``); :meth:`Trajectory.from_json`
 refuses versions it does not know instead of guessing.
 
 Written by the agent loop (worker/agent/loop.py), read by the trainer, the replay policy
-and the admin and reviewer pages (bot/admin/job_view.py): it lives in bot/, the bottom
+and the admin and reviewer pages (bot/web/admin/job_view.py): it lives in bot/, the bottom
 layer, so that every reader uses these classes instead of parsing the JSON again.
 """
 

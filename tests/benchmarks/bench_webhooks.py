@@ -53,7 +53,7 @@ import requests
 from sqlalchemy import create_engine, text
 
 from bot.cli import SERVE_THREADS
-from bot.signatures import sign_github
+from bot.web.signatures import sign_github
 from tests.plugins.services import postgres_server, redis_server
 from tests.support import GITHUB_SECRET, load_payload
 

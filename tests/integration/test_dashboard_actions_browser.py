@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from bot.admin import overview
+from bot.web.admin import overview
 from tests.plugins.admin import ADMIN_TOKEN
 from tests.plugins.browser import csp_violations, shot
 

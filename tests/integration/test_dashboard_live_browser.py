@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from bot import create_app
-from bot.admin import overview
 from bot.settings import load_settings
 from bot.store.jobs import JobSpec
+from bot.web import create_app
+from bot.web.admin import overview
 from tests.plugins.admin import ADMIN_TOKEN, seed_jobs
 from tests.plugins.browser import csp_violations, shot
 from tests.plugins.services import free_port

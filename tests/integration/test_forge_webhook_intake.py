@@ -1,4 +1,4 @@
-"""The local forge's webhooks parse with the bot's own normaliser (bot/normalize.py): the
+"""The local forge's webhooks parse with the bot's own normaliser (bot/web/normalize.py): the
 two sides agree on payload shapes."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from bot import normalize
 from bot.forges.base import ForgeName
+from bot.web import normalize
 from tests.plugins.forge import ForgeWorld
 
 pytestmark = pytest.mark.integration

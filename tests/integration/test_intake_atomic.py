@@ -43,8 +43,8 @@ def _labelled() -> bytes:
 def test_failed_intake_leaves_no_delivery_and_redelivery_creates_the_job(
     db_settings: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from bot import create_app
     from bot.store.tables import Delivery, Job
+    from bot.web import create_app
     from tests.fakes import RecordingDispatcher
 
     dispatcher = RecordingDispatcher()
@@ -105,7 +105,7 @@ def test_concurrent_redeliveries_make_one_job(db_settings: Any) -> None:
     replay): exactly one is accepted, every other one is a duplicate, one job exists."""
     import threading
 
-    from bot import create_app
+    from bot.web import create_app
     from tests.fakes import RecordingDispatcher
 
     app = create_app(db_settings, dispatcher=RecordingDispatcher())

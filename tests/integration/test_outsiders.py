@@ -12,10 +12,10 @@ import pytest
 
 from bot.forges import make_forge
 from bot.forges.base import DraftPullRequest, ForgeName
-from bot.intake import Intake
 from bot.settings import Settings
 from bot.store.db import Database
 from bot.store.jobs import JobSpec, JobStore
+from bot.web.intake import Intake
 from tests.fakes import RecordingDispatcher, commit_files, git
 from tests.plugins.e2e import GOOD_SCRIPT, ISSUE, bot_comments, new_repo, wait_for
 from tests.plugins.forge import ForgeWorld

@@ -60,7 +60,7 @@ def running_worker(broker_settings: Any) -> Iterator[Any]:
 def test_webhook_to_worker_moves_the_job(
     broker_settings: Any, running_worker: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from bot import create_app
+    from bot.web import create_app
     from worker import jobs as jobs_mod
 
     ran: list[str] = []
@@ -92,7 +92,7 @@ def test_webhook_to_worker_moves_the_job(
 def test_broker_down_then_sweep_delivers(
     broker_settings: Any, running_worker: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from bot import create_app
+    from bot.web import create_app
     from tests.fakes import RecordingDispatcher
     from worker import jobs as jobs_mod
     from worker.maintenance import sweep
@@ -131,9 +131,9 @@ def test_deferred_job_is_re_sent_once_by_the_sweep_alone(
     from celery.signals import task_prerun, task_retry
     from sqlalchemy import update
 
-    from bot import create_app
     from bot.forges.base import ForgeUnavailable
     from bot.store.tables import Job, utcnow
+    from bot.web import create_app
     from worker import jobs as jobs_mod
     from worker.maintenance import sweep
 

@@ -42,9 +42,9 @@ def pg_upgraded(pg_settings: Any) -> Any:
 def test_processes_refuse_a_schema_behind_theirs_on_postgres(pg_settings: Any) -> None:
     """No auto-upgrade on PostgreSQL by default: the web app and a worker's runtime stop,
     saying what to run, and leave the database as they found it."""
-    from bot import create_app
     from bot.runtime import Runtime, SchemaNotCurrent, upgrade_database
     from bot.store.db import head_revision
+    from bot.web import create_app
     from tests.fakes import RecordingDispatcher
 
     assert pg_settings.effective_database_auto_upgrade is False
@@ -61,7 +61,7 @@ def test_processes_refuse_a_schema_behind_theirs_on_postgres(pg_settings: Any) -
 
 
 def test_webhook_path_on_postgres(pg_upgraded: Any) -> None:
-    from bot import create_app
+    from bot.web import create_app
     from tests.fakes import RecordingDispatcher
 
     dispatcher = RecordingDispatcher()
@@ -183,7 +183,7 @@ def _kill_other_connections(url: str) -> int:
 def test_webhooks_survive_lost_database_connections(pg_upgraded: Any) -> None:
     """The engine does not ping before each transaction: a webhook whose pooled connection
     died is re-run once on a new one, not answered 503, and its job is still sent."""
-    from bot import create_app
+    from bot.web import create_app
     from tests.fakes import RecordingDispatcher
 
     dispatcher = RecordingDispatcher()
@@ -218,7 +218,7 @@ def test_webhooks_that_arrive_together_share_a_transaction_on_postgres(pg_upgrad
     commit together, and each is decided as if alone: a later label on an issue sees the
     earlier one's job (in the same transaction) and is ignored, a duplicate delivery keeps
     nothing, and the others keep their jobs."""
-    from bot import create_app
+    from bot.web import create_app
     from tests.fakes import RecordingDispatcher
 
     dispatcher = RecordingDispatcher()

@@ -37,8 +37,8 @@ ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "dashboard"
 def served(tmp_path: Path, dispatcher: Any) -> Iterator[tuple[str, Any]]:
     from werkzeug.serving import make_server
 
-    from bot import create_app
     from bot.settings import load_settings
+    from bot.web import create_app
 
     settings = load_settings(
         data_dir=tmp_path / "data",

@@ -145,7 +145,7 @@ class Deployment:
     def __init__(self, settings: Any, *, port: int = 0) -> None:
         from celery.contrib.testing.worker import start_worker
 
-        from bot import create_app
+        from bot.web import create_app
         from worker.celery_app import create_celery
 
         self.settings = settings

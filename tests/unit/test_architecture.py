@@ -8,7 +8,11 @@ import os
 import pkgutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 # In a child process: import-linter's CLI configures logging with dictConfig, which would
@@ -51,6 +55,66 @@ def test_a_broken_layer_is_caught(tmp_path: Path) -> None:
     done = lint_imports(tmp_path, config, tmp_path)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "bot is not allowed to import trainer" in done.stdout
+
+
+# -- web -> kernel, never back (issue #37) -----------------------------------------------------
+
+KERNEL_CONTRACT = "the kernel knows nothing of the web app"
+OUTSIDE_CONTRACT = "the worker and the trainer know nothing of the web app"
+# bot's modules outside the kernel contract: the web app itself, and the composition root
+# that serves it (cli.py, run as __main__.py) and checks its configuration (doctor.py).
+NOT_KERNEL = frozenset({"bot.web", "bot.cli", "bot.doctor", "bot.__main__"})
+
+
+def contract(name: str) -> dict[str, Any]:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    contracts: list[dict[str, Any]] = config["tool"]["importlinter"]["contracts"]
+    return next(c for c in contracts if c["name"] == name)
+
+
+def test_every_kernel_module_is_held_to_the_web_contract() -> None:
+    """A module added to bot/ is kernel unless it goes into bot/web/: the contract names
+    each one, so none escapes it by being new."""
+    modules = {f"bot.{m.name}" for m in pkgutil.iter_modules([str(ROOT / "bot")])}
+    assert set(contract(KERNEL_CONTRACT)["source_modules"]) == modules - NOT_KERNEL
+
+
+def _ini(key: str, contract: dict[str, Any]) -> str:
+    lines = [f"[importlinter:contract:{key}]"]
+    for field, value in contract.items():
+        if isinstance(value, list):
+            lines.append(f"{field} =" + "".join(f"\n    {v}" for v in value))
+        else:
+            lines.append(f"{field} = {value}")
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize(
+    "importer", [None, "bot.queue", "bot.store", "bot.settings", "worker", "trainer"]
+)
+def test_an_import_of_the_web_app_is_caught(tmp_path: Path, importer: str | None) -> None:
+    """pyproject's own web contracts, on a tree of empty modules under their names: clean
+    it passes (so a failure below is the contract's, not the set-up's); any kernel module,
+    the worker or the trainer importing bot.web breaks it."""
+    kernel, outside = contract(KERNEL_CONTRACT), contract(OUTSIDE_CONTRACT)
+    modules = ["bot", "bot.web", "worker", "trainer", *kernel["source_modules"]]
+    for module in modules:
+        package = tmp_path.joinpath(*module.split("."))
+        package.mkdir(exist_ok=True)
+        body = "import bot.web\n" if module == importer else ""
+        (package / "__init__.py").write_text(body)
+    config = tmp_path / "setup.cfg"
+    config.write_text(
+        "[importlinter]\nroot_packages =\n    bot\n    worker\n    trainer\n\n"
+        + _ini("kernel", kernel)
+        + _ini("outside", outside)
+    )
+    done = lint_imports(tmp_path, config, tmp_path)
+    if importer is None:
+        assert done.returncode == 0, done.stdout + done.stderr
+    else:
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert f"{importer} -> bot.web" in done.stdout
 
 
 # -- the stores own every query (issue #18) ---------------------------------------------------

@@ -8,11 +8,11 @@ from typing import get_args
 import pytest
 from celery import Celery
 
-from bot.admin.queries import JOB_KINDS, JobFilter
 from bot.queue import TASK_FOR_KIND
 from bot.store.jobs import AGENT_KINDS, JobKind
 from bot.store.kinds import Kind
 from bot.store.payloads import PayloadError, encode_payload
+from bot.web.admin.queries import JOB_KINDS, JobFilter
 
 NAMES = tuple(kind.spec.name for kind in Kind)
 

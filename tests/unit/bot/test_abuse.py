@@ -38,7 +38,7 @@ def test_signed_unknown_events_share_one_series(client: Any, post_github: Any) -
 
 
 def test_every_label_value_is_from_the_fixed_set(client: Any, post_github: Any) -> None:
-    from bot.metrics import EVENT_LABELS, OTHER, OUTCOME_LABELS, UNVERIFIED
+    from bot.web.metrics import EVENT_LABELS, OTHER, OUTCOME_LABELS, UNVERIFIED
 
     post_github(labeled(), "issues", "d-1")
     post_github(labeled(), "issues", "d-1")
@@ -133,8 +133,8 @@ def test_gitlab_without_event_uuid_is_deduplicated_by_body(client: Any, store: A
 
 
 def test_allow_list_applies_to_every_job_kind(tmp_path: Any, dispatcher: Any) -> None:
-    from bot import create_app
     from bot.settings import load_settings
+    from bot.web import create_app
     from tests.support import GITHUB_SECRET
 
     settings = load_settings(

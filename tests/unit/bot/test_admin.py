@@ -11,10 +11,10 @@ from flask import Flask
 from flask.testing import FlaskClient
 from sqlalchemy import event, text
 
-from bot import create_app
-from bot.admin import auth
 from bot.settings import load_settings
 from bot.store.db import Database
+from bot.web import create_app
+from bot.web.admin import auth
 from tests.fakes import RecordingDispatcher
 from tests.plugins.admin import (
     ADMIN_TOKEN,
@@ -233,7 +233,7 @@ def test_admin_outcomes_page_embeds_chart_data(admin: Any, db: Any) -> None:
     page = admin.get("/admin/outcomes", headers=BEARER).get_data(as_text=True)
     assert 'id="rates-chart"' in page and "chart.umd.min.js" in page
     assert "<script>" not in page  # no inline code (CSP): data travels as JSON
-    from bot.admin.queries import outcome_series
+    from bot.web.admin.queries import outcome_series
 
     series = outcome_series(db)
     assert series.weeks == ["2026-03-02", "2026-03-09", "2026-03-16"]
@@ -278,7 +278,7 @@ def test_admin_cookie_is_secure_off_loopback(admin: Any) -> None:
 
 
 def test_admin_reads_the_gate_report_the_gates_write_and_skips_garbage(tmp_path: Path) -> None:
-    from bot.admin.job_view import job_detail
+    from bot.web.admin.job_view import job_detail
 
     result = {"name": "tests", "passed": True, "findings": [], "logs": ""}
     detail = job_detail({"gates": {"passed": True, "gates": [result, 1, None]}}, tmp_path)

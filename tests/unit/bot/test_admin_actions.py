@@ -1,6 +1,6 @@
 """Dashboard actions through Flask's test client: each one changes what the CLI would
 change, writes an audit row, and is refused without a session or from another site.
-At the end, bot/admin/actions.py's functions called directly: the refusals and messages
+At the end, bot/web/admin/actions.py's functions called directly: the refusals and messages
 each route shows, with fakes for the model registry and the environment validation."""
 
 from __future__ import annotations
@@ -16,16 +16,16 @@ from flask import Flask
 from flask.testing import FlaskClient
 from sqlalchemy import select
 
-from bot import create_app
-from bot.admin import actions
-from bot.admin import overview as health_mod
 from bot.env_validation import MAX_RUNNING, AlreadyRunning, Busy
 from bot.model_versions import ModelVersionError
-from bot.services import Services
 from bot.store.audit import AdminAction, recent
 from bot.store.jobs import JobSpec
 from bot.store.payloads import PersonAsks
 from bot.store.tables import Job
+from bot.web import create_app
+from bot.web.admin import actions
+from bot.web.admin import overview as health_mod
+from bot.web.services import Services
 from tests.fakes import RecordingDispatcher
 from tests.plugins.admin import ADMIN_TOKEN
 from tests.support import GITHUB_SECRET, score_heldout

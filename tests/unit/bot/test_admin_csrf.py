@@ -10,8 +10,8 @@ from flask import Request
 from pydantic import SecretStr
 from werkzeug.test import EnvironBuilder
 
-from bot.admin import auth
-from bot.admin.csrf import FIELD, refusal, token_for
+from bot.web.admin import auth
+from bot.web.admin.csrf import FIELD, refusal, token_for
 
 ADMIN = SecretStr("admin-token-for-tests-0123456789")
 COOKIE = "signed-session-cookie"

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from flask import Flask
 
-from bot import create_app
-from bot.admin import overview as health_mod
 from bot.settings import load_settings
+from bot.web import create_app
+from bot.web.admin import overview as health_mod
 from tests.fakes import RecordingDispatcher
 from tests.plugins.admin import ADMIN_TOKEN, seed_jobs
 from tests.support import GITHUB_SECRET

@@ -16,13 +16,13 @@ from flask.testing import FlaskClient
 from pydantic import SecretStr
 from sqlalchemy import inspect
 
-from bot import create_app
-from bot.admin import auth
 from bot.settings import SHARED_ADMIN
 from bot.store.admin_sessions import AdminSessionRow, AdminSessionStore
 from bot.store.audit import recent
 from bot.store.db import Database
 from bot.store.tables import utcnow
+from bot.web import create_app
+from bot.web.admin import auth
 from tests.fakes import RecordingDispatcher
 from tests.support import GITHUB_SECRET, GITLAB_TOKEN, LINK_SECRET, OTHER_SECRET
 from worker.settings import load_worker_settings

@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from bot import create_app
-from bot.admin import overview as health_mod
 from bot.env_validation import ValidationOutcome, history
 from bot.settings import load_settings
 from bot.store.audit import recent
+from bot.web import create_app
+from bot.web.admin import overview as health_mod
 from tests.fakes import RecordingDispatcher, commit_files, make_git_repo
 from tests.plugins.admin import ADMIN_TOKEN
 from tests.plugins.trainer import (

@@ -1,4 +1,4 @@
-"""The app factory (bot/app.py) on its own: what it wires into the Flask app, each
+"""The app factory (bot/web/app.py) on its own: what it wires into the Flask app, each
 request's latency in the histogram, the body limit Werkzeug enforces behind the webhook's
 own, and a forge without a secret named in the log."""
 
@@ -11,8 +11,8 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-from bot import create_app
-from bot.services import Services
+from bot.web import create_app
+from bot.web.services import Services
 from tests.fakes import RecordingDispatcher
 from tests.support import GITHUB_SECRET
 from worker.settings import WorkerSettings, load_worker_settings
@@ -51,10 +51,10 @@ def test_a_forge_without_its_secret_is_named_in_the_log(
     settings = load_worker_settings(
         data_dir=tmp_path / "data", github={"webhook_secret": GITHUB_SECRET}
     )
-    with caplog.at_level(logging.ERROR, logger="bot.app"):
+    with caplog.at_level(logging.ERROR, logger="bot.web.app"):
         app = create_app(settings, dispatcher=RecordingDispatcher())
     try:
-        [record] = [r for r in caplog.records if r.name == "bot.app"]
+        [record] = [r for r in caplog.records if r.name == "bot.web.app"]
         assert record.getMessage().startswith("gitlab webhooks are disabled")
         assert "RIBBIT_GITLAB__WEBHOOK_TOKEN" in record.getMessage()
     finally:

@@ -140,7 +140,7 @@ class NeverSends:
 
 
 def test_a_job_committed_but_never_handed_over_is_sent_once_by_the_sweep(settings: Any) -> None:
-    from bot import create_app
+    from bot.web import create_app
 
     dead = NeverSends()
     app = create_app(settings, dispatcher=dead)

@@ -11,7 +11,7 @@ from flask.testing import FlaskClient
 from prometheus_client import CONTENT_TYPE_LATEST
 from sqlalchemy.exc import OperationalError
 
-from bot import health
+from bot.web import health
 
 LEAKY = "postgresql://ribbit:s3cret-password@db.internal/ribbit"
 

@@ -1,4 +1,4 @@
-"""bot/intake.py below Flask: a delivery's payload in, an IntakeResult and stored jobs out.
+"""bot/web/intake.py below Flask: a delivery's payload in, an IntakeResult and stored jobs out.
 
 Through ``Intake.handle`` only (the sans-IO core the webhook blueprint calls), with real
 payloads, a real migrated database and a recording dispatcher in place of the broker. What
@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from bot.intake import Intake, IntakeResult
 from bot.settings import Settings
 from bot.store.db import Database
 from bot.store.jobs import JobStore
+from bot.web.intake import Intake, IntakeResult
 from tests.fakes import RecordingDispatcher
 from tests.support import HeldLead, load_payload
 

@@ -66,7 +66,7 @@ class GatedDispatcher:
 
 
 def test_the_answer_does_not_wait_for_the_broker(settings: Any) -> None:
-    from bot import create_app
+    from bot.web import create_app
 
     dispatcher = GatedDispatcher()
     app = create_app(settings, dispatcher=dispatcher)
@@ -211,8 +211,9 @@ def test_serve_freezes_what_start_up_built_before_serving(tmp_path: Any, monkeyp
 
     from click.testing import CliRunner
 
-    from bot import logs, serving
+    from bot import logs
     from bot.cli import main
+    from bot.web import serving
 
     frozen_at_run: list[int] = []
 

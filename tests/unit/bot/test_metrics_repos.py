@@ -6,10 +6,10 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from bot.metrics import repos_all_failing
 from bot.settings import Settings
 from bot.store.jobs import JobSpec, JobStore
 from bot.store.tables import utcnow
+from bot.web.metrics import repos_all_failing
 
 
 def _finish(store: JobStore, repo: str, issue: int, state: str, kind: str = "solve") -> None:
@@ -65,7 +65,7 @@ def test_metrics_budget_and_pauses_are_counts(
 def test_metrics_budget_spent_counts_repos_at_their_daily_budget(
     store: JobStore, settings: Settings
 ) -> None:
-    from bot.metrics import repos_budget_spent
+    from bot.web.metrics import repos_budget_spent
 
     tight = settings.model_copy(
         update={"admission": settings.admission.model_copy(update={"daily_jobs_per_repo": 2})}

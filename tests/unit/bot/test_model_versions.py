@@ -36,7 +36,7 @@ def test_the_trainers_registry_takes_the_protocols_parameters(method: str) -> No
 
 
 def test_a_registry_refusal_is_a_model_version_error() -> None:
-    # bot/admin/actions.py catches only ModelVersionError: anything else is a 500 page
+    # bot/web/admin/actions.py catches only ModelVersionError: anything else is a 500 page
     # instead of the refusal's message.
     assert issubclass(RegistryError, ModelVersionError)
 

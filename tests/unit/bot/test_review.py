@@ -12,11 +12,12 @@ from typing import Any
 import pytest
 from flask import Flask
 
-from bot import create_app, joblinks, live
-from bot.admin import CSP
+from bot import joblinks, live
 from bot.settings import ReviewerSettings, load_settings
 from bot.store.tables import Job
 from bot.store.trajectory import ToolCall, TurnRecord
+from bot.web import create_app
+from bot.web.admin import CSP
 from tests.fakes import RecordingDispatcher
 from tests.plugins.admin import HOSTILE, seed_job_with_trajectory
 from tests.support import GITHUB_SECRET, LINK_SECRET, OTHER_SECRET

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.routing import Registry
+from bot.web.routing import Registry
 
 
 def handler(name: str) -> Any:

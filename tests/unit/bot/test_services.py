@@ -12,9 +12,9 @@ import pytest
 from flask import Flask
 
 from bot.queue import CeleryDispatcher
-from bot.services import Services, services
 from bot.store.jobs import JobSpec
 from bot.store.tables import Job
+from bot.web.services import Services, services
 from tests.fakes import RecordingDispatcher
 from worker.settings import WorkerSettings
 

@@ -1,4 +1,4 @@
-"""The web server's stop (bot/serving.py): a real waitress server on a loopback port, run
+"""The web server's stop (bot/web/serving.py): a real waitress server on a loopback port, run
 on a thread, stopped the way SIGTERM stops it. No test measures time: each waits for a
 state (a request inside the app, the listener closed, the loop returned) with a generous
 bound that only a hang reaches."""
@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import requests
 
-from bot.serving import DrainingServer
+from bot.web.serving import DrainingServer
 from tests.plugins.e2e import wait_for
 
 HANG_S = 30.0  # only a stop that never ends waits this long

@@ -140,8 +140,8 @@ def test_as_worker_settings_keeps_what_bot_loaded(
 def test_web_tier_reads_no_worker_section(tmp_path: Path) -> None:
     from types import SimpleNamespace
 
-    from bot.admin.overview import _model_version
     from bot.queue import broker_transport_options
+    from bot.web.admin.overview import _model_version
 
     redis = "redis://localhost:6379/0"
     web = load_settings(data_dir=tmp_path, broker_url=redis)
@@ -169,7 +169,7 @@ def test_web_tier_reads_no_worker_section(tmp_path: Path) -> None:
 def test_an_empty_secret_is_unset_not_a_key_anyone_can_sign_with(
     monkeypatch: pytest.MonkeyPatch, variable: str, value: str
 ) -> None:
-    from bot.webhooks import configured_forges
+    from bot.web.webhooks import configured_forges
 
     monkeypatch.setenv(variable, value)
     settings = load_settings()

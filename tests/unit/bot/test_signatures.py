@@ -8,8 +8,8 @@ import hmac
 
 import pytest
 
-from bot import signatures
-from bot.signatures import sign_github, verify_github_signature, verify_gitlab_token
+from bot.web import signatures
+from bot.web.signatures import sign_github, verify_github_signature, verify_gitlab_token
 
 # GitHub's documented test vector ("Validating webhook deliveries"), so the signature is
 # checked against GitHub's own arithmetic rather than against this module's.

@@ -188,8 +188,8 @@ def test_bot_own_label_is_ignored(post_github: Any, store: Any) -> None:
 
 
 def test_unconfigured_forge_is_503_never_open(tmp_path: Any, dispatcher: Any) -> None:
-    from bot import create_app
     from bot.settings import load_settings
+    from bot.web import create_app
 
     app = create_app(load_settings(data_dir=tmp_path), dispatcher=dispatcher)
     body = json.dumps(labeled()).encode()
@@ -403,8 +403,8 @@ def test_paused_bot_keeps_the_event_as_a_held_job(
 
 
 def test_repo_not_in_allow_list_is_refused(tmp_path: Any, dispatcher: Any) -> None:
-    from bot import create_app
     from bot.settings import load_settings
+    from bot.web import create_app
 
     s = load_settings(
         data_dir=tmp_path,
@@ -423,8 +423,8 @@ def test_repo_not_in_allow_list_is_refused(tmp_path: Any, dispatcher: Any) -> No
 
 
 def test_daily_budget_is_enforced(tmp_path: Any, dispatcher: Any) -> None:
-    from bot import create_app
     from bot.settings import load_settings
+    from bot.web import create_app
 
     s = load_settings(
         data_dir=tmp_path,
@@ -519,8 +519,8 @@ def test_healthz_checks_database_and_broker(client: Any) -> None:
 
 
 def test_healthz_reports_dead_broker(tmp_path: Any, dispatcher: Any) -> None:
-    from bot import create_app
     from bot.settings import load_settings
+    from bot.web import create_app
     from tests.plugins.services import free_port
 
     s = load_settings(data_dir=tmp_path, broker_url=f"redis://127.0.0.1:{free_port()}/0")

@@ -186,7 +186,7 @@ def test_a_job_for_repo_b_asks_for_line_b_promoted_version(db: Database, tmp_pat
 
 
 def test_gitlab_internal_projects_count_as_private() -> None:
-    from bot.normalize import from_gitlab
+    from bot.web.normalize import from_gitlab
     from tests.support import load_payload
 
     payload = load_payload("gitlab", "issue.open")

@@ -9,15 +9,15 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from bot.context import Context
-from bot.events import Actor, Event
 from bot.forges.base import ForgeName
-from bot.handlers import registry
 from bot.settings import Settings
 from bot.store.db import Database
 from bot.store.jobs import JobKind, JobSpec, JobState, JobStore
 from bot.store.payloads import JobPayload
 from bot.store.tables import Job
+from bot.web.context import Context
+from bot.web.events import Actor, Event
+from bot.web.handlers import registry
 
 FORGE: ForgeName = "github"
 REPO = "acme/widgets"

@@ -1,11 +1,11 @@
-"""bot/handlers/comments.py: `/ribbit <command>` on an issue or on one of the bot's PRs."""
+"""bot/web/handlers/comments.py: `/ribbit <command>` on an issue or on one of the bot's PRs."""
 
 from __future__ import annotations
 
-from bot.events import Actor, CommentCreated
-from bot.handlers import comments, registry
 from bot.store.payloads import CommandOrder, UnknownWord
 from bot.store.tables import Job
+from bot.web.events import Actor, CommentCreated
+from bot.web.handlers import comments, registry
 from tests.unit.bot.handlers.desk import ALICE, BOT_LOGIN, FORGE, REPO, HandlerDesk, decided
 
 ISSUE = 3

@@ -1,4 +1,4 @@
-"""bot/handlers/issues.py: a trigger label asks for a solve job, within admission."""
+"""bot/web/handlers/issues.py: a trigger label asks for a solve job, within admission."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ from dataclasses import replace
 
 from sqlalchemy.orm import Session
 
-from bot.events import Actor, IssueLabeled
-from bot.handlers import issues, registry
 from bot.store.jobs import IntakeView, JobState, JobStore
+from bot.web.events import Actor, IssueLabeled
+from bot.web.handlers import issues, registry
 from tests.unit.bot.handlers.desk import ALICE, BOT_LOGIN, FORGE, REPO, HandlerDesk, decided
 
 

@@ -1,9 +1,9 @@
-"""bot/handlers/meta.py: deliveries about the webhook itself."""
+"""bot/web/handlers/meta.py: deliveries about the webhook itself."""
 
 from __future__ import annotations
 
-from bot.events import Ping
-from bot.handlers import meta, registry
+from bot.web.events import Ping
+from bot.web.handlers import meta, registry
 from tests.unit.bot.handlers.desk import ALICE, FORGE, REPO, HandlerDesk, decided
 
 

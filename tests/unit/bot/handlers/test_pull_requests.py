@@ -1,13 +1,13 @@
-"""bot/handlers/pull_requests.py: closed PRs become outcomes; a review that requests
+"""bot/web/handlers/pull_requests.py: closed PRs become outcomes; a review that requests
 changes on the bot's PR asks for a revision."""
 
 from __future__ import annotations
 
-from bot.events import Actor, PullRequestClosed, ReviewSubmitted
 from bot.forges.branches import BRANCH_PREFIX
-from bot.handlers import pull_requests, registry
-from bot.normalize import MAX_NUMBER
 from bot.store.payloads import OutcomeOf, PersonAsks
+from bot.web.events import Actor, PullRequestClosed, ReviewSubmitted
+from bot.web.handlers import pull_requests, registry
+from bot.web.normalize import MAX_NUMBER
 from tests.unit.bot.handlers.desk import ALICE, BOT_LOGIN, FORGE, REPO, HandlerDesk, decided
 
 ISSUE = 3

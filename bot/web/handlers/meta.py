@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from bot.context import Context
-from bot.routing import Registry
+from bot.web.context import Context
+from bot.web.routing import Registry
 
 registry = Registry()
 

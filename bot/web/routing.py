@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
-    from bot.context import Context
+    from bot.web.context import Context
 
 Handler = Callable[["Context"], None]
 H = TypeVar("H", bound=Handler)

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 from bot.env_validation import MAX_RUNNING, AlreadyRunning, Busy
 from bot.model_versions import ModelVersionError
-from bot.services import Services
 from bot.store.jobs import InvalidTransition, JobNotFound, JobSpec
+from bot.web.services import Services
 
 RETRYABLE_STATES = ("failed", "cancelled")
 

@@ -7,7 +7,7 @@ from typing import Any
 from flask import Blueprint, Response, jsonify
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from bot.services import services
+from bot.web.services import services
 
 bp = Blueprint("health", __name__)
 

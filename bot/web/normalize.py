@@ -1,8 +1,8 @@
-"""GitHub and GitLab webhook payloads -> forge-neutral events (bot/events.py).
+"""GitHub and GitLab webhook payloads -> forge-neutral events (bot/web/events.py).
 
 A payload that parses as JSON but lacks a field we need raises
 :class:`PayloadError` (answered 400); an event we do not act on becomes
-:class:`~bot.events.Ignored` with the reason (answered 202).
+:class:`~bot.web.events.Ignored` with the reason (answered 202).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from bot.events import (
+from bot.web.events import (
     Actor,
     CommentCreated,
     Event,

@@ -9,12 +9,12 @@ from dataclasses import dataclass
 from flask import Flask, current_app
 
 from bot.env_validation import EnvValidatorFactory, ValidationRunner
-from bot.intake import Intake
-from bot.metrics import WebMetrics
 from bot.model_versions import ModelVersions, ModelVersionsFactory
 from bot.queue import CeleryDispatcher, Dispatcher, JobQueue, client_celery
 from bot.runtime import Runtime
 from bot.settings import Settings
+from bot.web.intake import Intake
+from bot.web.metrics import WebMetrics
 
 
 @dataclass

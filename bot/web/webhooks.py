@@ -18,12 +18,12 @@ from flask import Blueprint, Response, jsonify, request
 from sqlalchemy.exc import SQLAlchemyError
 from werkzeug.exceptions import RequestEntityTooLarge
 
-from bot.intake import IntakeResult
-from bot.metrics import event_label, outcome_label
-from bot.normalize import PayloadError
-from bot.services import Services, services
 from bot.settings import Settings
-from bot.signatures import verify_github_signature, verify_gitlab_token
+from bot.web.intake import IntakeResult
+from bot.web.metrics import event_label, outcome_label
+from bot.web.normalize import PayloadError
+from bot.web.services import Services, services
+from bot.web.signatures import verify_github_signature, verify_gitlab_token
 
 log = logging.getLogger(__name__)
 bp = Blueprint("webhooks", __name__, url_prefix="/webhooks")

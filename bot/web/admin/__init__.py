@@ -32,11 +32,11 @@ from flask import (
 )
 
 from bot import env_validation, live
-from bot.admin import actions, auth, csrf, job_view, queries
-from bot.admin.overview import health_snapshot
-from bot.services import services
 from bot.store import audit
 from bot.store.training import valid_instance_id
+from bot.web.admin import actions, auth, csrf, job_view, queries
+from bot.web.admin.overview import health_snapshot
+from bot.web.services import services
 
 bp = Blueprint(
     "admin", __name__, url_prefix="/admin", template_folder="templates", static_folder="static"

@@ -1,6 +1,6 @@
 """From a verified delivery to stored jobs: normalise, deduplicate, decide, enqueue.
 
-Sans-IO with respect to HTTP (the Flask blueprint in bot/webhooks.py does
+Sans-IO with respect to HTTP (the Flask blueprint in bot/web/webhooks.py does
 that part), so the same path serves webhooks, tests and the benchmark. The
 delivery row, the handler decisions and the new jobs are one transaction, the
 only one a webhook waits for (shared with the webhooks that arrived with it, each
@@ -18,16 +18,16 @@ from typing import Any, Literal
 
 from sqlalchemy.orm import Session
 
-from bot import normalize
 from bot.admission import ALLOW_LIST_VAR, repo_allowed
-from bot.context import Context, OutsiderAttempt
-from bot.events import Event, Ignored, Ping
-from bot.handlers import registry
 from bot.queue import BackgroundSender, Dispatcher, JobQueue
 from bot.settings import Settings
 from bot.store.db import GroupCommit
 from bot.store.jobs import DuplicateDelivery, JobStore
 from bot.store.tables import Job
+from bot.web import normalize
+from bot.web.context import Context, OutsiderAttempt
+from bot.web.events import Event, Ignored, Ping
+from bot.web.handlers import registry
 
 log = logging.getLogger(__name__)
 

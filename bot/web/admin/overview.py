@@ -17,8 +17,8 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from bot import worker_heartbeats
 from bot.queue import client_celery
-from bot.services import Services
 from bot.store.tables import utcnow
+from bot.web.services import Services
 
 log = logging.getLogger(__name__)
 INSPECT_TIMEOUT_S = 1.0

@@ -14,12 +14,12 @@ from __future__ import annotations
 from typing import Any
 
 from bot.admission import refusal_reason
-from bot.context import Context
-from bot.events import CommentCreated
-from bot.routing import Registry
-from bot.slash_commands import parse_command
 from bot.store.jobs import JobSpec
 from bot.store.payloads import CommandOrder, UnknownWord
+from bot.web.context import Context
+from bot.web.events import CommentCreated
+from bot.web.routing import Registry
+from bot.web.slash_commands import parse_command
 
 registry = Registry()
 

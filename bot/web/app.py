@@ -7,12 +7,12 @@ import time
 
 from flask import Flask, Response, g, request
 
-from bot import admin, health, review, webhooks
 from bot.env_validation import EnvValidatorFactory
 from bot.model_versions import ModelVersionsFactory
 from bot.queue import Dispatcher
-from bot.services import Services
 from bot.settings import Settings, load_settings
+from bot.web import admin, health, review, webhooks
+from bot.web.services import Services
 
 log = logging.getLogger(__name__)
 

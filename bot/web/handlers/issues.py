@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from bot.admission import budget_refusal
-from bot.context import Context
-from bot.events import IssueLabeled
-from bot.routing import Registry
 from bot.store.jobs import JobSpec
+from bot.web.context import Context
+from bot.web.events import IssueLabeled
+from bot.web.routing import Registry
 
 registry = Registry()
 

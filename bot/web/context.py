@@ -8,10 +8,10 @@ from typing import Literal
 
 from sqlalchemy.orm import Session
 
-from bot.events import CommentCreated, Event, IssueLabeled
 from bot.settings import Settings
 from bot.store.jobs import IntakeView, JobSpec, JobStore
 from bot.store.tables import Job
+from bot.web.events import CommentCreated, Event, IssueLabeled
 
 OutsiderAttempt = Literal["command", "review"]
 OUTSIDER_ATTEMPTS: tuple[OutsiderAttempt, ...] = ("command", "review")

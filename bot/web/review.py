@@ -17,8 +17,8 @@ from typing import Any
 from flask import Blueprint, Response, abort, render_template, request, url_for
 
 from bot import joblinks, live
-from bot.admin import job_view, page_headers, queries
-from bot.services import services
+from bot.web.admin import job_view, page_headers, queries
+from bot.web.services import services
 
 bp = Blueprint(
     "review",

@@ -6,15 +6,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.context import Context
-from bot.events import PullRequestClosed, ReviewSubmitted
 from bot.forges.branches import BRANCH_PREFIX
 from bot.forges.sanitize import closed_issue_numbers
-from bot.normalize import MAX_NUMBER
-from bot.routing import Registry
 from bot.store.jobs import JobSpec
 from bot.store.payloads import OutcomeOf, PersonAsks
 from bot.store.tables import Job
+from bot.web.context import Context
+from bot.web.events import PullRequestClosed, ReviewSubmitted
+from bot.web.normalize import MAX_NUMBER
+from bot.web.routing import Registry
 
 registry = Registry()
 

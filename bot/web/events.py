@@ -1,4 +1,4 @@
-"""Forge-neutral events. GitHub and GitLab payloads become one of these (bot/normalize.py),
+"""Forge-neutral events. GitHub and GitLab payloads become one of these (bot/web/normalize.py),
 so handlers never look at a raw payload."""
 
 from __future__ import annotations

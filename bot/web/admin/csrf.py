@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 from flask import Request
 from pydantic import SecretStr
 
-from bot.admin import auth
+from bot.web.admin import auth
 
 FIELD = "csrf_token"
 

@@ -10,10 +10,10 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from bot.context import OUTSIDER_ATTEMPTS
 from bot.settings import Settings
 from bot.store.jobs import JobStore
 from bot.store.tables import utcnow
+from bot.web.context import OUTSIDER_ATTEMPTS
 
 # Label values come only from these sets: a label taken from a request header lets anyone
 # create a series per request (5,000 unsigned requests made /metrics 3 MB).

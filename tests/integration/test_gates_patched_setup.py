@@ -12,6 +12,7 @@ no internet."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -81,8 +82,11 @@ def test_ribbit_gates_runs_no_install_hook_of_the_patch(
     result = CliRunner().invoke(gates_command, args)
     tests = next(r for r in json.loads(result.output)["gates"] if r["name"] == "tests")
     assert "HOOK-RAN" not in tests["logs"], tests["logs"]
-    # Both runs restored the base's set-up environment: nothing installed over a tree.
-    assert tests["logs"].count("restored from this job's snapshot") == 2, tests["logs"]
+    # Every run (before, after, and the evidence run of the patch's tests on the old code)
+    # restored the base's set-up environment: nothing installed over a tree.
+    runs = re.findall(r"^--- .+ ---$", tests["logs"], re.M)
+    assert len(runs) >= 2, tests["logs"]
+    assert tests["logs"].count("restored from this job's snapshot") == len(runs), tests["logs"]
     assert tests["details"]["after"]["counts"]["passed"] == 2, tests["logs"]
 
 
@@ -110,7 +114,10 @@ def test_the_graders_test_gate_runs_no_install_hook_of_the_patch(
     )
     result = compute_reward(env, diff, repo, SandboxRecipe.production(settings), gates=[TestGate()])
     gate_logs = " ".join(f.message for f in result.findings)
-    assert result.reason == "solved", (result.reason, gate_logs, result.details)
+    # Every test passed and no gate found anything; the reward is still 0 because this
+    # environment names no FAIL_TO_PASS test, so nothing shows a fix (issue #31). A hook
+    # that ran with network would fail the patch's own test: a gate finding instead.
+    assert result.reason == "unverified", (result.reason, gate_logs, result.details)
     assert "HOOK-RAN" not in gate_logs
 
 

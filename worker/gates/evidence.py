@@ -70,19 +70,9 @@ def base_with_patch_tests(trees: PatchTrees) -> Iterator[Path | None]:
     changed, or removed where the patch deletes it): the patch's own tests against the
     old code, as the environment builder runs base + test_patch. None when the patch
     touches no test file, so the base tree itself is that tree."""
-    tests = [c for c in applied_changes(trees.after) if is_test_file(c.path)]
-    if not tests:
-        yield None
-        return
-    root = Path(tempfile.mkdtemp(prefix="ribbit-evidence-"))
-    try:
-        tree = root / "tree"
-        shutil.copytree(trees.before, tree, symlinks=True)
-        for change in tests:
-            _copy_as_after(trees.after, tree, change.path)
+    tests = [c.path for c in applied_changes(trees.after) if is_test_file(c.path)]
+    with _overlaid(trees.before, trees.after, tests, "ribbit-evidence-") as tree:
         yield tree
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
 
 
 @contextmanager
@@ -91,16 +81,26 @@ def patched_code_with_base_tests(trees: PatchTrees) -> Iterator[Path | None]:
     the base has it (issue #38): the repository's own tests, its specification before the
     patch, against the patched code. None when the patch changes or deletes no test file
     (the tests it leaves alone already ran as they are)."""
-    tests = [c for c in applied_changes(trees.after) if is_test_file(c.path) and c.status != "A"]
-    if not tests:
+    tests = [
+        c.path for c in applied_changes(trees.after) if is_test_file(c.path) and c.status != "A"
+    ]
+    with _overlaid(trees.after, trees.before, tests, "ribbit-pinned-") as tree:
+        yield tree
+
+
+@contextmanager
+def _overlaid(start: Path, source: Path, paths: list[str], prefix: str) -> Iterator[Path | None]:
+    """A temporary copy of ``start`` with each of ``paths`` as ``source`` has it (removed
+    where ``source`` has none); None, and no copy, when ``paths`` is empty."""
+    if not paths:
         yield None
         return
-    root = Path(tempfile.mkdtemp(prefix="ribbit-pinned-"))
+    root = Path(tempfile.mkdtemp(prefix=prefix))
     try:
         tree = root / "tree"
-        shutil.copytree(trees.after, tree, symlinks=True)
-        for change in tests:
-            _copy_as_after(trees.before, tree, change.path)
+        shutil.copytree(start, tree, symlinks=True)
+        for path in paths:
+            _copy_as_after(source, tree, path)
         yield tree
     finally:
         shutil.rmtree(root, ignore_errors=True)

@@ -4,8 +4,9 @@ promote, roll back the trained ones)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
@@ -20,6 +21,8 @@ from trainer.cli.common import (
     store_dir,
     store_option,
 )
+
+T = TypeVar("T")
 
 
 @click.group()
@@ -170,12 +173,9 @@ def evaluate_model(
     store: Path | None,
 ) -> None:
     """Score VERSION on held-out environments (stored; promotion compares it)."""
-    from trainer.checkouts import checked_out
     from trainer.envs.folders import EnvironmentFolders
     from trainer.evaluate import evaluate_version
-    from trainer.registry import RegistryError
     from trainer.store import TrainerStore
-    from worker.agent.episode import SandboxRecipe
     from worker.settings import AgentSettings
 
     settings = settings_of(ctx)
@@ -185,24 +185,16 @@ def evaluate_model(
     if row is None:
         raise click.ClickException(f"no version {version!r}")
     chosen = line_heldout(ctx, picked, row.line)
-    limits = AgentSettings(max_turns=max_turns, max_new_tokens=max_new_tokens)
-    try:
-        with (
-            sandbox_errors(),
-            checked_out(env_store, chosen, "eval") as pairs,
-            progress(f"evaluating {version} ({k} rollouts each)", total=len(chosen)) as steps,
-        ):
-            report = evaluate_version(
-                open_db(ctx),
-                version,
-                pairs,
-                SandboxRecipe.production(settings.sandbox),
-                limits,
-                k=k,
-                on_env=lambda env: steps.advance(f"scored {env.instance_id}"),
-            )
-    except RegistryError as exc:
-        raise click.ClickException(str(exc)) from None
+    report = _score_heldout(
+        settings,
+        env_store,
+        chosen,
+        f"{version} ({k} rollouts each)",
+        AgentSettings(max_turns=max_turns, max_new_tokens=max_new_tokens),
+        lambda pairs, recipe, limits, on_env: evaluate_version(
+            open_db(ctx), version, pairs, recipe, limits, k=k, on_env=on_env
+        ),
+    )
     score = report.pass_at_1
     click.echo(
         f"{version}: held-out pass rate {score.rate:.1%} on {score.envs} env(s), "
@@ -236,41 +228,57 @@ def evaluate_base_model(
 ) -> None:
     """Score the base model on LINE's held-out environments (stored per environment: a
     line's first version must beat it to be promoted)."""
-    from trainer.checkouts import checked_out
     from trainer.envs.folders import EnvironmentFolders
     from trainer.evaluate import evaluate_base
-    from trainer.registry import RegistryError
-    from worker.agent.episode import SandboxRecipe
     from worker.settings import AgentSettings
 
     settings = settings_of(ctx)
     model_id = base_model or settings.model.model
     env_store = EnvironmentFolders(store_dir(ctx, store))
     chosen = line_heldout(ctx, selected(env_store, "split:heldout"), line)
-    limits = AgentSettings(max_turns=max_turns, max_new_tokens=max_new_tokens)
-    try:
-        with (
-            sandbox_errors(),
-            checked_out(env_store, chosen, "eval") as pairs,
-            progress(f"evaluating base {model_id} ({k} rollouts each)", total=len(chosen)) as steps,
-        ):
-            report = evaluate_base(
-                open_db(ctx),
-                line,
-                model_id,
-                pairs,
-                SandboxRecipe.production(settings.sandbox),
-                limits,
-                k=k,
-                on_env=lambda env: steps.advance(f"scored {env.instance_id}"),
-            )
-    except RegistryError as exc:
-        raise click.ClickException(str(exc)) from None
+    report = _score_heldout(
+        settings,
+        env_store,
+        chosen,
+        f"base {model_id} ({k} rollouts each)",
+        AgentSettings(max_turns=max_turns, max_new_tokens=max_new_tokens),
+        lambda pairs, recipe, limits, on_env: evaluate_base(
+            open_db(ctx), line, model_id, pairs, recipe, limits, k=k, on_env=on_env
+        ),
+    )
     score = report.pass_at_1
     click.echo(
         f"base {model_id} on line {line}: held-out pass rate {score.rate:.1%} on "
         f"{score.envs} env(s), 95% CI {score.low:.1%}-{score.high:.1%} (k={k})"
     )
+
+
+def _score_heldout(
+    settings: Any,
+    env_store: Any,
+    chosen: list[Any],
+    label: str,
+    limits: Any,
+    evaluate: Callable[[Any, Any, Any, Callable[[Any], None]], T],
+) -> T:
+    """``evaluate(pairs, recipe, limits, on_env)`` over ``chosen``'s checkouts, with a
+    progress bar labelled ``label``; a registry refusal is the command's error."""
+    from trainer.checkouts import checked_out
+    from trainer.registry import RegistryError
+    from worker.agent.episode import SandboxRecipe
+
+    try:
+        with (
+            sandbox_errors(),
+            checked_out(env_store, chosen, "eval") as pairs,
+            progress(f"evaluating {label}", total=len(chosen)) as steps,
+        ):
+            recipe = SandboxRecipe.production(settings.sandbox)
+            return evaluate(
+                pairs, recipe, limits, lambda env: steps.advance(f"scored {env.instance_id}")
+            )
+    except RegistryError as exc:
+        raise click.ClickException(str(exc)) from None
 
 
 @model.command("promote")

@@ -1,6 +1,6 @@
 """Intake-time admission: which repositories the bot serves and how many jobs a day.
 
-Concurrency limits are enforced when a worker claims a job (bot/store/jobs.py),
+Concurrency limits are enforced when a worker claims a job (bot/store/jobs/lifecycle.py),
 because only then is it known what is running.
 """
 

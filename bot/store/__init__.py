@@ -5,7 +5,7 @@ typed records. No module outside bot/store/ and trainer/store.py builds a query
 
 - db.py: the engine, sessions and transactions; migrate (under a lock) and where a
   database's schema stands against the migrations (bot/runtime.py decides what to do).
-- tables.py, jobs.py, outcomes.py, records.py, payloads.py: repositories, deliveries, jobs
+- tables.py, jobs/, outcomes.py, records.py, payloads.py: repositories, deliveries, jobs
   (JobStore, with its state machine and the kill switch), outcomes (OutcomeStore), a solve
   job's record, and the typed payload each job kind carries; kinds.py: the job-kind table
   (each kind's Celery task, payload, whether it runs the agent and is on the dashboard).

@@ -76,7 +76,7 @@ class Delivery(Base):
 
 
 class Job(Base):
-    """A unit of work for the worker, with its state machine (see bot/store/jobs.py)."""
+    """A unit of work for the worker, with its state machine (see bot/store/jobs/states.py)."""
 
     __tablename__ = "jobs"
     __table_args__ = (

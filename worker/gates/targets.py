@@ -7,9 +7,11 @@ these; the pinned-test check (worker/gates/pinned.py) reads what the patch edits
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from worker.gates.base import GateContext
@@ -107,10 +109,82 @@ def edited_lines(trees: PatchTrees, target: TargetTest) -> tuple[list[str], list
     return old, new
 
 
+@dataclass(frozen=True)
+class _PyTest:
+    """A test function pytest collects from a file (module level, or a method of a
+    class), and the lines that are it: from its first decorator (a ``parametrize``
+    table is part of the test it decorates) to its last line."""
+
+    name: str
+    first: int  # 1-based, inclusive
+    last: int
+    cls: str | None  # the collected class it is a method of; None: module level or a mixin
+
+
+@lru_cache(maxsize=32)
+def _python_tests(source: str) -> tuple[_PyTest, ...] | None:
+    """The test functions of a Python file, read by its syntax tree (a decorator's
+    arguments and a signature over several lines defeat any reading by indentation);
+    None: the file does not parse."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return None
+    found: list[_PyTest] = []
+
+    def visit(body: list[ast.stmt], cls: str | None) -> None:
+        for node in body:
+            if isinstance(node, ast.ClassDef):
+                visit(node.body, node.name if _collected_class(node) else None)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith(
+                "test"
+            ):
+                first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+                found.append(_PyTest(node.name, first, node.end_lineno or node.lineno, cls))
+
+    visit(tree.body, None)
+    return tuple(found)
+
+
+def _collected_class(node: ast.ClassDef) -> bool:
+    """Whether pytest collects the class's methods under its name: a ``Test*`` class or a
+    unittest ``TestCase``; a mixin's methods run under the classes that inherit it."""
+    bases = (ast.unparse(b) for b in node.bases)
+    return node.name.startswith("Test") or any("TestCase" in b for b in bases)
+
+
+def _holding(tests: tuple[_PyTest, ...], line_no: int) -> _PyTest | None:
+    return next((t for t in tests if t.first <= line_no <= t.last), None)
+
+
 def _test_class(lines: list[str], line_no: int) -> str | None:
     """The pytest class (``Test*``) whose method holds line ``line_no`` (1-based), or
     None: a module-level test, or a method of a mixin that ``Test*`` classes inherit
     (collected under their names, not the mixin's)."""
+    tests = _python_tests("\n".join(lines))
+    if tests is None:
+        return _indented_test_class(lines, line_no)
+    found = _holding(tests, line_no)
+    return found.cls if found is not None else None
+
+
+def _enclosing_test(lines: list[str], line_no: int) -> str | None:
+    """The ``test_*`` function whose lines (its decorators included) hold line
+    ``line_no`` (1-based)."""
+    if not 1 <= line_no <= len(lines):
+        return None
+    own = lines[line_no - 1]
+    if not own.strip() or own.lstrip().startswith("#"):
+        return None  # blank lines and comments change no test
+    tests = _python_tests("\n".join(lines))
+    if tests is None:
+        return _indented_enclosing_test(lines, line_no)
+    found = _holding(tests, line_no)
+    return found.name if found is not None else None
+
+
+def _indented_test_class(lines: list[str], line_no: int) -> str | None:
+    """:func:`_test_class` by indentation, for a file that does not parse."""
     own = lines[line_no - 1]
     indent = len(own) - len(own.lstrip())
     def_indent: int | None = None
@@ -130,13 +204,9 @@ def _test_class(lines: list[str], line_no: int) -> str | None:
     return None
 
 
-def _enclosing_test(lines: list[str], line_no: int) -> str | None:
-    """The ``test_*`` function whose body (or def line) holds line ``line_no`` (1-based)."""
-    if not 1 <= line_no <= len(lines):
-        return None
+def _indented_enclosing_test(lines: list[str], line_no: int) -> str | None:
+    """:func:`_enclosing_test` by indentation, for a file that does not parse."""
     own = lines[line_no - 1]
-    if not own.strip() or own.lstrip().startswith("#"):
-        return None  # blank lines and comments change no test
     indent = len(own) - len(own.lstrip())
     for i in range(line_no - 1, -1, -1):
         m = _PY_DEF_RE.match(lines[i])

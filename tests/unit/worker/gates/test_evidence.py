@@ -7,12 +7,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from bot.store.gate_report import Finding, GateReport, GateResult, Verdict
 from tests.unit.worker.gates.test_tests_judge import ctx
 from worker.gates.evidence import base_with_patch_tests, fail_to_pass, is_test_file
 from worker.gates.judge import SuiteRun, judge, shown_fixed
 from worker.gates.junit import Outcome, TestCase
-from worker.gates.targets import TargetTest, _test_class
+from worker.gates.targets import TargetTest, _enclosing_test, _test_class
 from worker.gates.trees import PatchTrees
 
 FILE = "tests/test_more.py"
@@ -177,6 +179,65 @@ def test_a_patched_methods_class_is_found_but_not_a_mixins() -> None:
     assert _test_class(lines, 8) is None
     assert _test_class(lines, 12) == "AddTest"
     assert _test_class(lines, 15) is None
+
+
+# A parametrised test as python-humanize writes them (tests/test_time.py at 906a38c^):
+# the table sits in the decorator, below the test before it and above its own def.
+PARAMETRISED = [
+    "def test_naturaldelta(test_input, expected):",  # 1
+    "    assert humanize.naturaldelta(test_input) == expected",
+    "",
+    "",
+    '@freeze_time("2020-02-02")',  # 5
+    "@pytest.mark.parametrize(",
+    '    "test_input, expected",',
+    "    [",
+    '        (23.5, "23 seconds ago"),',  # 9
+    '        (30, "30 seconds ago"),',
+    "    ],",
+    ")",
+    "def test_naturaltime(",  # 13
+    "    test_input: float, expected: str",
+    ") -> None:",
+    "    assert humanize.naturaltime(test_input) == expected",  # 16
+    "",
+    "CASES = [",  # 18
+    "    (1, 2),",
+    "]",
+    "",
+    "class TestRounding:",  # 22
+    '    @pytest.mark.parametrize("x", [',
+    "        1.5,",  # 24
+    "    ])",
+    "    def test_round(self, x):",
+    "        assert round(x)",  # 27
+]
+
+
+@pytest.mark.parametrize(
+    ("line", "name", "cls"),
+    [
+        (2, "test_naturaldelta", None),
+        (5, "test_naturaltime", None),  # a decorator is part of the test it decorates
+        (9, "test_naturaltime", None),  # a row of its parametrize table
+        (16, "test_naturaltime", None),  # below a signature over several lines
+        (19, None, None),  # module-level data: no test of its own
+        (24, "test_round", "TestRounding"),
+        (27, "test_round", "TestRounding"),
+        (3, None, None),
+    ],
+)
+def test_a_parametrize_row_belongs_to_the_test_it_decorates(
+    line: int, name: str | None, cls: str | None
+) -> None:
+    assert _enclosing_test(PARAMETRISED, line) == name
+    assert _test_class(PARAMETRISED, line) == cls
+
+
+def test_a_file_that_does_not_parse_is_read_by_indentation() -> None:
+    lines = ["def test_a(:", "    assert 1", "", "def test_b():", "    assert 2"]
+    assert _enclosing_test(lines, 2) == "test_a"
+    assert _enclosing_test(lines, 5) == "test_b"
 
 
 # -- the levels ----------------------------------------------------------------------------

@@ -322,11 +322,18 @@ class FakeForge:
         if method in self.fail:
             raise self.fail.pop(method)
 
-    def add_issue(self, number: int, title: str, body: str, author: str = "maya") -> None:
+    def add_issue(
+        self,
+        number: int,
+        title: str,
+        body: str,
+        author: str = "maya",
+        labels: tuple[str, ...] = ("ribbit",),
+    ) -> None:
         from bot.forges.base import Issue, IssueRef, RepoRef
 
         ref = IssueRef(RepoRef("github", "acme/calc"), number)
-        self.issues[number] = Issue(ref, title, body, author, "open")
+        self.issues[number] = Issue(ref, title, body, author, "open", labels=labels)
 
     def get_issue(self, ref: Any) -> Any:
         self._called("get_issue")

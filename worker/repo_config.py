@@ -72,6 +72,14 @@ class GateRules(_Model):
     semgrep_rules: list[str] = Field(
         default_factory=list, description="Extra Semgrep rule files in the repo."
     )
+    behaviour_change_labels: list[str] = Field(
+        default_factory=list,
+        max_length=20,
+        description="Issue labels under which reviewers accept, as verified, a patch that "
+        "changes a behaviour the repository's tests pinned and edits those tests to match "
+        "(the PR body still shows each moved assertion). Without one such a patch is at "
+        "most unverified.",
+    )
     unverified: Literal["draft", "refuse"] = Field(
         default="draft",
         description="What a patch gets that nothing blocked but no test shows to fix the "

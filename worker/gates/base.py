@@ -38,6 +38,8 @@ class GateContext:
     gate_settings: GateSettings
     sandbox_factory: SandboxFactory
     issue_text: str = ""  # title + body, to find tests the issue names
+    # The issue's labels (gates.behaviour_change_labels); none for a trainer's grade.
+    issue_labels: tuple[str, ...] = ()
     cancel: threading.Event | None = None  # set by /ribbit stop: gates end early, failing
     deadline: float | None = None  # time.monotonic() by which the whole gate run ends
 

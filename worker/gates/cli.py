@@ -122,6 +122,12 @@ def _repo_head(repo: Path) -> str:
 @click.option(
     "--issue", "issue_text", default="", help="Issue title and body, to find the tests it names."
 )
+@click.option(
+    "--issue-label",
+    "issue_labels",
+    multiple=True,
+    help="A label of the issue (repeatable), as .ribbit.yml gates.behaviour_change_labels reads.",
+)
 def gates_command(
     repo: Path,
     patch_file: Path,
@@ -130,6 +136,7 @@ def gates_command(
     sarif_file: Path | None,
     backend: str,
     issue_text: str,
+    issue_labels: tuple[str, ...],
 ) -> None:
     """Run the gates (tests, Semgrep, hygiene) on PATCH against the repository's HEAD."""
     from bot.settings import SettingsError
@@ -171,6 +178,7 @@ def gates_command(
         gate_settings=gate_settings,
         sandbox_factory=factory,
         issue_text=issue_text,
+        issue_labels=issue_labels,
         setup_step=setup_step,
     )
     with progress("preparing the trees", total=len(chosen)) as steps:

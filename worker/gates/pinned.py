@@ -1,7 +1,9 @@
 """Issue #38: the base's own versions of the test files a patch edits or deletes, run
 against the patched code. A base test that passed on the base code and fails there is a
 regression when the patch leaves the test alone, and a behaviour change a reviewer must
-confirm (a warning; no test counts as evidence then) when the patch edits it to match.
+confirm (a warning; no test counts as evidence then) when the patch edits it to match,
+unless the issue carries a label under which the repository's reviewers accept such
+changes (``.ribbit.yml`` ``gates.behaviour_change_labels``).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.store.gate_report import Finding
+from worker.gates.base import GateContext
 from worker.gates.evidence import BehaviourChange
 from worker.gates.judge import SuiteRun, _finding, _names
 from worker.gates.tamper import tamper_findings
@@ -22,8 +25,12 @@ class PinnedChanges:
     """Base tests (from the test files the patch edits or deletes, in their base
     versions) that passed on the base code and fail with the patch's code (issue #38)."""
 
-    edited: list[str]  # the patch edits the test too: a behaviour change to confirm
+    # The patch edits the test too (the edited test the patch's diff names): a behaviour
+    # change to confirm.
+    edited: dict[str, TargetTest]
     regressions: list[str]  # the patch leaves the test itself alone: a regression
+    # The issue's label under which the repository's reviewers accept such a change.
+    accepted_by: str | None = None
 
     def findings(self) -> list[Finding]:
         found = []
@@ -37,50 +44,70 @@ class PinnedChanges:
                 )
             )
         if self.edited:
+            confirm = (
+                f"the issue is labelled {self.accepted_by!r}, under which the repository's "
+                f"reviewers accept such a change"
+                if self.accepted_by
+                else "a reviewer must confirm"
+            )
             found.append(
                 _finding(
                     "behaviour-change",
                     f"the patch changes what {len(self.edited)} test(s) pinned and edits "
-                    f"them to match; a reviewer must confirm: {_names(self.edited)}",
+                    f"them to match; {confirm}: {_names(list(self.edited))}",
                     severity="warning",
                 )
             )
         return found
 
-    def to_dict(self, trees: PatchTrees, targets: list[TargetTest]) -> dict[str, Any]:
-        changes = []
-        for test in self.edited:
-            target = next((t for t in targets if t.path and _id_names(test, t)), None)
-            old, new = edited_lines(trees, target) if target is not None else ([], [])
-            changes.append(BehaviourChange(test, tuple(old), tuple(new)).to_dict())
-        return {"regressions": self.regressions, "behaviour_changes": changes}
+    def to_dict(self, trees: PatchTrees) -> dict[str, Any]:
+        changes = [
+            BehaviourChange(test, *map(tuple, edited_lines(trees, target))).to_dict()
+            for test, target in self.edited.items()
+        ]
+        return {
+            "regressions": self.regressions,
+            "behaviour_changes": changes,
+            "accepted_by_label": self.accepted_by,
+        }
 
 
-def _id_names(test: str, target: TargetTest) -> bool:
-    """Whether test id ``test`` is the test ``target`` names (by file and name)."""
-    path, _, rest = test.partition("::")
-    name = rest.rsplit("::", 1)[-1].split("[", 1)[0]
-    return path == target.path and name.rsplit("::", 1)[-1] == target.name
+def accepting_label(ctx: GateContext) -> str | None:
+    """The issue's label, if it carries one, under which the repository's reviewers
+    accept a change of pinned behaviour as verified (``gates.behaviour_change_labels``;
+    forge labels are case-insensitive). Only people with triage rights label issues, so
+    the patch's author cannot grant it."""
+    wanted = {label.casefold() for label in ctx.repo_config.gates.behaviour_change_labels}
+    return next((label for label in ctx.issue_labels if label.casefold() in wanted), None)
 
 
-def pinned_changes(before: SuiteRun, pinned: SuiteRun, targets: list[TargetTest]) -> PinnedChanges:
+def pinned_changes(
+    before: SuiteRun,
+    pinned: SuiteRun,
+    targets: list[TargetTest],
+    accepted_by: str | None = None,
+) -> PinnedChanges:
     """Which base tests the patch's code breaks, split by whether the patch edits them
-    (a target test with a path: the patch adds lines inside it)."""
+    (a target test with a path: the patch adds lines inside it; matched by file, class
+    and name in every language the targets know)."""
     if not (before.junit and pinned.junit) or before.timed_out or pinned.timed_out:
-        return PinnedChanges(edited=[], regressions=[])
+        return PinnedChanges(edited={}, regressions=[])
     broken = sorted(
         t for t, o in pinned.final.items() if o == "failed" and before.final.get(t) == "passed"
     )
     edited_targets = [t for t in targets if t.path is not None]
-    edited = [
-        t
-        for t in broken
-        if t in pinned.cases and any(_matches(pinned.cases[t], e) for e in edited_targets)
-    ]
-    return PinnedChanges(edited=edited, regressions=[t for t in broken if t not in edited])
+    edited: dict[str, TargetTest] = {}
+    for test in broken:
+        case = pinned.cases.get(test)
+        target = next((e for e in edited_targets if case and _matches(case, e)), None)
+        if target is not None:
+            edited[test] = target
+    regressions = [t for t in broken if t not in edited]
+    return PinnedChanges(edited=edited, regressions=regressions, accepted_by=accepted_by)
 
 
 def pinned_verdict(
+    ctx: GateContext,
     before: SuiteRun,
     pinned: SuiteRun,
     trees: PatchTrees,
@@ -88,12 +115,13 @@ def pinned_verdict(
     findings: list[Finding],
 ) -> tuple[list[Finding], dict[str, Any], bool]:
     """What the pinned run adds to the gate's ``findings`` (the ones it made already),
-    the report's details of it, and whether a pinned behaviour moved with its tests
-    edited to match (then no test counts as evidence)."""
+    the report's details of it, and whether no test may count as evidence: a pinned
+    behaviour moved with its tests edited to match, and no label of the issue says the
+    repository's reviewers accept that."""
     # The patched code runs here too, under the base's tests: what it forges there
     # would hide a pinned behaviour it broke.
     added = [f for f in tamper_findings(before, pinned, trees) if f not in findings]
-    moved = pinned_changes(before, pinned, targets)
+    moved = pinned_changes(before, pinned, targets, accepting_label(ctx))
     added += moved.findings()
-    details = {"run": pinned.summary(), **moved.to_dict(trees, targets)}
-    return added, details, bool(moved.edited)
+    details = {"run": pinned.summary(), **moved.to_dict(trees)}
+    return added, details, bool(moved.edited) and moved.accepted_by is None

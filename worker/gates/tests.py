@@ -103,11 +103,11 @@ class TestGate:
         findings += tamper_findings(before, after, trees)
         evidence = shown_fixed(old_code, after, before)
         if pinned is not None:
-            found, details["pinned"], moved = pinned_verdict(
-                before, pinned, trees, targets, findings
+            found, details["pinned"], unconfirmed = pinned_verdict(
+                ctx, before, pinned, trees, targets, findings
             )
             findings += found
-            if moved:
+            if unconfirmed:
                 # A behaviour the base's tests pinned moved, and the patch edited those
                 # tests to match: a reviewer must confirm it, so no test counts as
                 # evidence (the edited ones would pass on new code by construction).

@@ -431,7 +431,11 @@ class SolveRun:
         issue = prepared.issue
         with self.stages("gates"):
             report = self._gates(
-                prepared.config, prepared.base_sha, diff, issue.title + "\n" + issue.body
+                prepared.config,
+                prepared.base_sha,
+                diff,
+                issue.title + "\n" + issue.body,
+                issue_labels=issue.labels,
             )
         record_gates(report)
         record = record.with_(gates=report, gates_summary=report.summary_line())
@@ -505,7 +509,15 @@ class SolveRun:
 
     # -- the job's sandboxes --------------------------------------------------------------
 
-    def _gates(self, config: RepoConfig, base_sha: str, diff: str, issue_text: str) -> GateReport:
+    def _gates(
+        self,
+        config: RepoConfig,
+        base_sha: str,
+        diff: str,
+        issue_text: str,
+        *,
+        issue_labels: tuple[str, ...] = (),
+    ) -> GateReport:
         from worker.gates import GateContext
 
         return self.parts.gates(
@@ -518,6 +530,7 @@ class SolveRun:
                 # No network: each test run restores the job's set-up environment.
                 sandbox_factory=self.parts.gate_sandboxes(self._sandbox_settings),
                 issue_text=issue_text,
+                issue_labels=issue_labels,
                 cancel=self.ctx.cancel,  # /ribbit stop reaches a running test command
                 setup_step=self._environment(config).restore,
             )

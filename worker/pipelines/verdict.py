@@ -27,6 +27,8 @@ class TestVerdict:
     evidence: tuple[str, ...] = ()
     # Base tests the patch's code breaks and the patch edits to match (issue #38).
     behaviour_changes: tuple[BehaviourChange, ...] = ()
+    # The issue's label under which the repository's reviewers accept those changes.
+    behaviour_change_label: str | None = None
 
     @classmethod
     def from_result(cls, result: GateResult | None) -> TestVerdict:
@@ -46,8 +48,10 @@ class TestVerdict:
         pinned = details.get("pinned")
         moved = pinned.get("behaviour_changes") if isinstance(pinned, dict) else None
         changes = (BehaviourChange.from_dict(c) for c in (moved if isinstance(moved, list) else ()))
+        label = pinned.get("accepted_by_label") if isinstance(pinned, dict) else None
         return cls(
             behaviour_changes=tuple(c for c in changes if c is not None),
+            behaviour_change_label=label if isinstance(label, str) else None,
             base_broken=bool(reason),
             base_reason=reason,
             targets=tuple(details.get("targets") or ()),
@@ -83,11 +87,18 @@ class TestVerdict:
                 + "."
             )
         if self.behaviour_changes:
+            confirm = (
+                f"The issue is labelled {_code(self.behaviour_change_label)}, under which "
+                f"this repository's reviewers accept such a change "
+                f"(`gates.behaviour_change_labels` in `{CONFIG_PATH}`), so they count as "
+                f"evidence."
+                if self.behaviour_change_label
+                else "A reviewer must confirm the change; they count as no evidence."
+            )
             lines.append(
                 "- **Changes behaviour the repository's tests pinned**: these tests pass "
                 "on the base code in their base version and fail with the patch's code, "
-                "and the patch edits them to match. A reviewer must confirm the change; "
-                "they count as no evidence."
+                f"and the patch edits them to match. {confirm}"
             )
             lines += ["", "  | test | before the patch | with the patch |", "  |---|---|---|"]
             lines += [

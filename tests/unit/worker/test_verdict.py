@@ -130,3 +130,15 @@ def test_a_behaviour_change_shows_the_old_and_new_lines_side_by_side() -> None:
     notes = TestVerdict.from_details(details).notes_markdown()
     assert "**Changes behaviour the repository's tests pinned**" in notes
     assert "| `t.py::test_mul` | `assert mul(2, 3) == 6` | `assert a \\| b` |" in notes
+
+
+def test_a_behaviour_change_an_issue_label_accepts_says_so() -> None:
+    ok = {"exit_code": 0, "failing": [], "per_test": True}
+    details = _details(ok, ok, targets=["test_mul"])
+    moved = {"test": "t.py::test_mul", "old": ["assert mul(2, 3) == 6"], "new": ["assert 5"]}
+    details["pinned"] = {"behaviour_changes": [moved], "accepted_by_label": "behaviour`change"}
+    notes = TestVerdict.from_details(details).notes_markdown()
+    assert "The issue is labelled `behaviour'change`, under which this repository's" in notes
+    assert "they count as evidence" in notes and "A reviewer must confirm" not in notes
+    details["pinned"]["accepted_by_label"] = None
+    assert "A reviewer must confirm" in TestVerdict.from_details(details).notes_markdown()

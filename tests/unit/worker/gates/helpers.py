@@ -52,6 +52,7 @@ def make_ctx(
     config: RepoConfig | None = None,
     settings: GateSettings | None = None,
     issue_text: str = "",
+    issue_labels: tuple[str, ...] = (),
 ) -> GateContext:
     return GateContext(
         repo_dir=repo,
@@ -61,6 +62,7 @@ def make_ctx(
         gate_settings=settings or GateSettings(),
         sandbox_factory=LocalDirSandbox,
         issue_text=issue_text,
+        issue_labels=issue_labels,
     )
 
 

@@ -28,10 +28,19 @@ def _run(
     config: RepoConfig | None = None,
     settings: GateSettings | None = None,
     issue_text: str = "",
+    issue_labels: tuple[str, ...] = (),
 ) -> GateResult:
     repo, base = repo_with(tmp_path, base_files or BASE)
     patch = make_patch(repo, changes)
-    ctx = make_ctx(repo, base, patch, config=config, settings=settings, issue_text=issue_text)
+    ctx = make_ctx(
+        repo,
+        base,
+        patch,
+        config=config,
+        settings=settings,
+        issue_text=issue_text,
+        issue_labels=issue_labels,
+    )
     return TestGate().run(ctx)
 
 
@@ -108,6 +117,76 @@ def test_rewriting_a_pinning_test_to_match_broken_code_is_at_most_unverified(
         }
     ]
     assert "--- patched code with the base's tests ---" in result.logs
+
+
+# An issue that asks for a behaviour change: add(0, 0) is to raise, and the honest patch
+# updates the test that pinned the old answer.
+RAISES = CALC.replace("return a - b", "if a == b == 0:\n        raise ValueError\n    return a + b")
+RAISES_TEST = TESTS.replace(
+    "    assert add(0, 0) == 0\n", "    with pytest.raises(ValueError):\n        add(0, 0)\n"
+).replace("from calc import add, mul\n", "import pytest\n\nfrom calc import add, mul\n")
+ACCEPTING = RepoConfig(test=PYTEST, gates={"behaviour_change_labels": ["behaviour-change"]})
+
+
+@pytest.mark.parametrize(
+    ("labels", "config"),
+    [
+        ((), ACCEPTING),  # the issue lacks the label
+        (("behaviour-change",), None),  # the repository names no such label
+        (("ribbit", "bug"), ACCEPTING),
+    ],
+)
+def test_an_honest_behaviour_change_is_unverified_with_both_assertions_shown(
+    tmp_path: Path, labels: tuple[str, ...], config: RepoConfig | None
+) -> None:
+    result = _run(
+        tmp_path,
+        {"calc.py": RAISES, "tests/test_calc.py": RAISES_TEST},
+        config=config,
+        issue_labels=labels,
+    )
+    assert result.passed and result.evidence == ()
+    assert result.details["evidence"]["fail_to_pass"] == []
+    pinned = result.details["pinned"]
+    assert pinned["accepted_by_label"] is None and pinned["regressions"] == []
+    assert pinned["behaviour_changes"] == [
+        {
+            "test": "tests/test_calc.py::test_add_zero",
+            "old": ["assert add(0, 0) == 0"],
+            "new": ["with pytest.raises(ValueError):", "add(0, 0)"],
+        }
+    ]
+    (moved,) = [f for f in result.findings if f.rule == "behaviour-change"]
+    assert moved.severity == "warning" and "a reviewer must confirm" in moved.message
+
+
+def test_a_behaviour_change_the_issues_label_accepts_counts_as_evidence(tmp_path: Path) -> None:
+    # .ribbit.yml names the label; forge labels compare without case.
+    result = _run(
+        tmp_path,
+        {"calc.py": RAISES, "tests/test_calc.py": RAISES_TEST},
+        config=ACCEPTING,
+        issue_labels=("bug", "Behaviour-Change"),
+    )
+    assert result.passed
+    assert result.evidence == ("tests/test_calc.py::test_add_zero",)
+    pinned = result.details["pinned"]
+    assert pinned["accepted_by_label"] == "Behaviour-Change"
+    assert [c["test"] for c in pinned["behaviour_changes"]] == ["tests/test_calc.py::test_add_zero"]
+    (moved,) = [f for f in result.findings if f.rule == "behaviour-change"]
+    assert moved.severity == "warning" and "'Behaviour-Change'" in moved.message
+
+
+def test_the_label_never_accepts_a_regression(tmp_path: Path) -> None:
+    # The label accepts edited tests only: a pinned test the patch left alone still fails.
+    broken = RAISES.replace("return a * b", "return a + b")
+    result = _run(
+        tmp_path,
+        {"calc.py": broken, "tests/test_calc.py": RAISES_TEST},
+        config=ACCEPTING,
+        issue_labels=("behaviour-change",),
+    )
+    assert not result.passed and "pinned-test-regression" in _rules(result)
 
 
 def test_a_test_module_importing_a_private_correct_copy_is_a_regression(

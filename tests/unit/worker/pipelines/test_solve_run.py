@@ -105,6 +105,8 @@ def test_a_solved_issue_becomes_one_draft_pr_with_the_agents_commit(world: World
     assert "return a + b" in gctx.patch and gctx.base_commit == git(
         world.forge.bare, "rev-parse", "main"
     )
+    # With the issue's labels (.ribbit.yml gates.behaviour_change_labels reads them).
+    assert gctx.issue_labels == ("ribbit",)
     # What the job ends with (run_job stores it): the PR's fields, no plan left.
     record = SolveRecord.from_json(out)
     assert record.pr_number == pr.ref.number and record.publish is None

@@ -81,6 +81,7 @@ def test_deploy_compose_services_and_profiles() -> None:
         "model-pull",
         "vllm",
         "sglang",
+        "sglang-chat-template",
         "prometheus",
     }
     # Prometheus reads the rules and config the monitoring tests check, and scrapes the
@@ -187,9 +188,20 @@ def test_deploy_compose_inference_servers(name: str) -> None:
     server = services[name]
     flags = _flags(server["command"])
     assert server["profiles"] == [name]
-    # The model's own parsers; its own chat template (never overridden here).
+    # The model's own parsers and chat template (on SGLang behind the prefix that hands
+    # it the tools as sent, written by sglang-chat-template before the server starts).
     assert flags["tool-call-parser"] == "qwen3_coder" and flags["reasoning-parser"] == "qwen3"
-    assert "chat-template" not in flags
+    if name == "vllm":
+        assert "chat-template" not in flags
+    else:
+        step = services["sglang-chat-template"]
+        assert step["entrypoint"][-1] == "worker.agent.policy.sglang_template"
+        assert step["command"][0] == "/models/" + flags["served-model-name"]
+        assert "sglang-template:/templates:ro" in server["volumes"]
+        assert flags["chat-template"] == "/templates/" + step["command"][1].rsplit("/", 1)[1]
+        assert server["depends_on"]["sglang-chat-template"] == {
+            "condition": "service_completed_successfully"
+        }
     assert "enable-lora" in flags and int(flags["max-lora-rank"]) >= 8
     if name == "vllm":  # rollouts' log-probs after temperature, as the learner scores them
         assert flags["logprobs-mode"] == "processed_logprobs"
@@ -198,7 +210,7 @@ def test_deploy_compose_inference_servers(name: str) -> None:
     weights = flags.get("model-path") or server["command"][0]
     assert weights == "/models/" + flags["served-model-name"]
     assert server["environment"]["HF_HUB_OFFLINE"] == "1"
-    assert set(server["volumes"]) == {"models:/models:ro", "data:/data:ro"}
+    assert {"models:/models:ro", "data:/data:ro"} <= set(server["volumes"])
     assert server["networks"] == ["inference"]  # internal: nothing out
     assert "/v1/models" in " ".join(server["healthcheck"]["test"])
     assert "ports" not in server
@@ -260,6 +272,7 @@ def test_deploy_compose_resolves_with_podman_compose(tmp_path: Path) -> None:
         "beat",
         "vllm",
         "sglang",
+        "sglang-chat-template",
         "model-pull",
         "rollout-worker",
         "prometheus",

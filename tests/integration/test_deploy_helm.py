@@ -546,7 +546,19 @@ def test_deploy_helm_inference_server(overlay: str) -> None:
     container = pod["containers"][0]
     flags = _flags(container["args"])
     assert flags["tool-call-parser"] == "qwen3_coder" and flags["reasoning-parser"] == "qwen3"
-    assert "chat-template" not in flags and "enable-lora" in flags
+    assert "enable-lora" in flags
+    if "vllm" in overlay:
+        assert "chat-template" not in flags and "initContainers" not in pod
+    else:  # the model's own template behind the prefix that hands it the tools as sent
+        [step] = pod["initContainers"]
+        assert step["command"][:3] == ["python", "-m", "worker.agent.policy.sglang_template"]
+        assert step["command"][3] == "/models/" + flags["served-model-name"]
+        assert step["command"][4] == flags["chat-template"]
+        served = {m["name"]: m for m in container["volumeMounts"]}["chat-template"]
+        assert served["readOnly"] is True
+        assert flags["chat-template"].startswith(served["mountPath"] + "/")
+        written = {m["name"]: m for m in step["volumeMounts"]}["chat-template"]
+        assert written["mountPath"] == served["mountPath"] and not written.get("readOnly")
     if "vllm" in container["image"]:
         assert flags["logprobs-mode"] == "processed_logprobs"
     assert container["resources"]["limits"]["nvidia.com/gpu"] == 1

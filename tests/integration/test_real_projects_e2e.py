@@ -514,8 +514,9 @@ def test_upstream_fix_that_rewrites_a_test_is_refused_naming_the_removed_test(
 ) -> None:
     """cachetools #200, replayed exactly: no ``.ribbit.yml`` (pytest detected from the
     tree), the rewritten mixin tests found in every class that inherits them, passing.
-    The fix also deletes ``test_missing_subclass`` (folded into the two new tests), and
-    the gates block a patch that removes a test: no draft PR, the removal named."""
+    The fix also deletes ``test_missing_subclass`` (folded into the two new tests): its
+    base version still passes with the patched code (the test gate warns), and hygiene
+    blocks a patch that removes a test: no draft PR, the removal named."""
     fix = _cachetools(upstream_dir / "cachetools", request)
     job, tests, number = _solve(fix, forge_world, deployment_for)
     assert job.state == "failed"
@@ -532,10 +533,15 @@ def test_upstream_fix_that_rewrites_a_test_is_refused_naming_the_removed_test(
         f"{module}::{cls}::test_missing_subclass"
         for module, cls in CACHETOOLS_TARGET_CLASSES.items()
     )
-    assert [(f["rule"], f["message"]) for f in tests["findings"]] == [
+    # The base's tests/__init__.py, run against the patched code, still passes it: no
+    # test is lost, so the test gate only warns; hygiene blocks the removal itself.
+    assert [(f["rule"], f["severity"], f["message"]) for f in tests["findings"]] == [
         (
-            "tests-missing",
-            f"6 test(s) that passed before did not run after the patch: {', '.join(removed)}",
+            "tests-replaced",
+            "warning",
+            "6 test(s) that passed before do not run under the same ids after the patch, "
+            "which edits their files; their base versions ran against the patch's code: "
+            + ", ".join(removed),
         )
     ]
     assert [(f["rule"], f["message"]) for f in gates["hygiene"]["findings"]] == [

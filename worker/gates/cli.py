@@ -140,7 +140,6 @@ def gates_command(
 ) -> None:
     """Run the gates (tests, Semgrep, hygiene) on PATCH against the repository's HEAD."""
     from bot.settings import SettingsError
-    from worker.gates import run_gates
     from worker.gates.hygiene import HygieneGate
     from worker.gates.semgrep import SemgrepGate
     from worker.gates.tests import TestGate
@@ -181,6 +180,20 @@ def gates_command(
         issue_labels=issue_labels,
         setup_step=setup_step,
     )
+    report = _run_with_progress(ctx, chosen)
+    if sarif_file is not None:
+        sarif_file.write_text(json.dumps(report.to_sarif(), indent=2))
+    if as_json:
+        click.echo(_json_view(report))
+    else:
+        _print_human(report)
+    click.get_current_context().exit(EXIT_STATUS.get(report.verdict, 1))
+
+
+def _run_with_progress(ctx: GateContext, chosen: Sequence[Gate]) -> GateReport:
+    """The gates' report, showing which gate runs (one step per gate)."""
+    from worker.gates import run_gates
+
     with progress("preparing the trees", total=len(chosen)) as steps:
         started: list[str] = []
 
@@ -190,14 +203,7 @@ def gates_command(
             started.append(name)
             steps.doing(f"gate {len(started)}/{len(chosen)}: {name}")
 
-        report = run_gates(ctx, chosen, on_gate=on_gate)
-    if sarif_file is not None:
-        sarif_file.write_text(json.dumps(report.to_sarif(), indent=2))
-    if as_json:
-        click.echo(_json_view(report))
-    else:
-        _print_human(report)
-    click.get_current_context().exit(EXIT_STATUS.get(report.verdict, 1))
+        return run_gates(ctx, chosen, on_gate=on_gate)
 
 
 LOG_TAIL_LINES = 60

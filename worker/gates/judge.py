@@ -140,17 +140,20 @@ def judge(
     command: str | None = None,
     *,
     old_code: SuiteRun | None = None,
+    answered: frozenset[str] = frozenset(),
 ) -> tuple[list[Finding], dict[str, Any]]:
     """The gate's findings on the runs before and after the patch, and the details the
     report keeps (the test ids behind the findings). With a per-test report the runs
     are compared test by test; without one only the exit statuses can be. ``old_code``
     is the run of the base code with the patch's tests, which the target tests' "before"
-    shows (the base run when not given)."""
+    shows (the base run when not given). ``answered``: base tests the pinned run judged
+    in their base versions against the patched code (pinned.py), so their not running
+    under the same ids after the patch hides nothing."""
     findings = [
         *_setup_findings(before, after),
         *_timeout_findings(before, after, ctx.gate_settings.test_timeout_s),
     ]
-    compared = _Comparison.of(before, after)
+    compared = _Comparison.of(before, after, answered)
     target_failures: list[str] = []
     if after.timed_out:
         pass  # nothing ran to the end: the timeout is the finding
@@ -287,9 +290,14 @@ class _Comparison:
     preexisting: list[str]  # failed before and after
     vanished: list[str]  # passed before, did not run after
     now_skipped: list[str]  # passed before, skipped after
+    # Passed before and did not run after, but the pinned run judged them (their file
+    # edited: a renamed test, a parametrize row whose id moved, a removed one).
+    replaced: list[str]
 
     @classmethod
-    def of(cls, before: SuiteRun, after: SuiteRun) -> _Comparison:
+    def of(
+        cls, before: SuiteRun, after: SuiteRun, answered: frozenset[str] = frozenset()
+    ) -> _Comparison:
         baseline = before.junit and not before.timed_out
         regressions, new_failures = [], []
         for cid, outcome in sorted(after.final.items()):
@@ -302,14 +310,16 @@ class _Comparison:
                 new_failures.append(cid)
         failed_before = {c for c, o in before.final.items() if o == "failed"}
         passed_before = [c for c, o in before.final.items() if o == "passed"]
+        gone = [c for c in passed_before if after.final.get(c) is None]
         return cls(
             judged=after.junit and not after.timed_out,
             baseline=baseline,
             regressions=regressions,
             new_failures=new_failures,
             preexisting=[c for c, o in after.final.items() if o == "failed" and c in failed_before],
-            vanished=[c for c in passed_before if after.final.get(c) is None],
+            vanished=[c for c in gone if c not in answered],
             now_skipped=[c for c in passed_before if after.final.get(c) == "skipped"],
+            replaced=[c for c in gone if c in answered],
         )
 
     def findings(self) -> list[Finding]:
@@ -350,6 +360,16 @@ class _Comparison:
                     "tests-missing",
                     f"{len(self.vanished)} test(s) that passed "
                     f"before did not run after the patch: {_names(self.vanished)}",
+                )
+            )
+        if self.replaced:
+            found.append(
+                _finding(
+                    "tests-replaced",
+                    f"{len(self.replaced)} test(s) that passed before do not run under the "
+                    f"same ids after the patch, which edits their files; their base "
+                    f"versions ran against the patch's code: {_names(self.replaced)}",
+                    severity="warning",
                 )
             )
         if self.now_skipped:

@@ -83,14 +83,17 @@ def accepting_label(ctx: GateContext) -> str | None:
 
 def pinned_changes(
     before: SuiteRun,
-    pinned: SuiteRun,
+    pinned: SuiteRun | None,
     targets: list[TargetTest],
     accepted_by: str | None = None,
 ) -> PinnedChanges:
     """Which base tests the patch's code breaks, split by whether the patch edits them
     (a target test with a path: the patch adds lines inside it; matched by file, class
-    and name in every language the targets know)."""
-    if not (before.junit and pinned.junit) or before.timed_out or pinned.timed_out:
+    and name in every language the targets know). No pinned run (the patch edits no
+    test file), or no per-test report: none."""
+    if pinned is None or not (before.junit and pinned.junit):
+        return PinnedChanges(edited={}, regressions=[])
+    if before.timed_out or pinned.timed_out:
         return PinnedChanges(edited={}, regressions=[])
     broken = sorted(
         t for t, o in pinned.final.items() if o == "failed" and before.final.get(t) == "passed"
@@ -106,12 +109,22 @@ def pinned_changes(
     return PinnedChanges(edited=edited, regressions=regressions, accepted_by=accepted_by)
 
 
+def answered(pinned: SuiteRun | None, moved: PinnedChanges) -> frozenset[str]:
+    """Base tests the pinned run judged against the patched code: passed there (their
+    base versions hold, whatever the patch did to their ids), or failed there in a test
+    the patch edits (a behaviour change, reported as one). A base test that stops running
+    after the patch is then no silent loss (judge.py's ``tests-missing``)."""
+    if pinned is None or not pinned.junit or pinned.timed_out:
+        return frozenset()
+    held = {t for t, o in pinned.final.items() if o == "passed"}
+    return frozenset(held | set(moved.edited))
+
+
 def pinned_verdict(
-    ctx: GateContext,
     before: SuiteRun,
     pinned: SuiteRun,
     trees: PatchTrees,
-    targets: list[TargetTest],
+    moved: PinnedChanges,
     findings: list[Finding],
 ) -> tuple[list[Finding], dict[str, Any], bool]:
     """What the pinned run adds to the gate's ``findings`` (the ones it made already),
@@ -121,7 +134,6 @@ def pinned_verdict(
     # The patched code runs here too, under the base's tests: what it forges there
     # would hide a pinned behaviour it broke.
     added = [f for f in tamper_findings(before, pinned, trees) if f not in findings]
-    moved = pinned_changes(before, pinned, targets, accepting_label(ctx))
     added += moved.findings()
     details = {"run": pinned.summary(), **moved.to_dict(trees)}
     return added, details, bool(moved.edited) and moved.accepted_by is None

@@ -62,7 +62,7 @@ from worker.gates.base import GateContext
 from worker.gates.discovery import DiscoveryChange, changed_paths, discovery_changes
 from worker.gates.evidence import base_with_patch_tests, patched_code_with_base_tests
 from worker.gates.judge import NAME, SuiteRun, judge, report_disagreement, shown_fixed
-from worker.gates.pinned import pinned_verdict
+from worker.gates.pinned import accepting_label, answered, pinned_changes, pinned_verdict
 from worker.gates.runner import apply_failure, run_tree_gate
 from worker.gates.tamper import tamper_findings
 from worker.gates.targets import TargetTest, target_tests
@@ -78,6 +78,18 @@ _CANCEL_POLL_S = 0.5  # how soon a /ribbit stop reaches a running test command
 
 def _tail(text: str) -> str:
     return text if len(text) <= _LOG_TAIL else "…" + text[-_LOG_TAIL:]
+
+
+def _run_logs(
+    before: SuiteRun, after: SuiteRun, old_code: SuiteRun, pinned: SuiteRun | None
+) -> str:
+    """Each run's log under its own heading."""
+    logs = f"--- before ---\n{before.log}\n--- after ---\n{after.log}"
+    if old_code is not before:
+        logs += f"\n--- base code with the patch's tests ---\n{old_code.log}"
+    if pinned is not None:
+        logs += f"\n--- patched code with the base's tests ---\n{pinned.log}"
+    return logs
 
 
 class TestGate:
@@ -99,12 +111,16 @@ class TestGate:
         after = self._run_tree(ctx, test, trees.after, "after")
         old_code, pinned = self._evidence_runs(ctx, test, trees, before)
         targets = target_tests(ctx, trees)
-        findings, details = judge(ctx, before, after, targets, test.command, old_code=old_code)
+        moved = pinned_changes(before, pinned, targets, accepting_label(ctx))
+        held = answered(pinned, moved)
+        findings, details = judge(
+            ctx, before, after, targets, test.command, old_code=old_code, answered=held
+        )
         findings += tamper_findings(before, after, trees)
         evidence = shown_fixed(old_code, after, before)
         if pinned is not None:
             found, details["pinned"], unconfirmed = pinned_verdict(
-                ctx, before, pinned, trees, targets, findings
+                before, pinned, trees, moved, findings
             )
             findings += found
             if unconfirmed:
@@ -118,11 +134,7 @@ class TestGate:
         )
         # Hygiene reports these changes (they block, or warn when the repository allows
         # them); here they decide whether the base's configuration must judge as well.
-        logs = f"--- before ---\n{before.log}\n--- after ---\n{after.log}"
-        if old_code is not before:
-            logs += f"\n--- base code with the patch's tests ---\n{old_code.log}"
-        if pinned is not None:
-            logs += f"\n--- patched code with the base's tests ---\n{pinned.log}"
+        logs = _run_logs(before, after, old_code, pinned)
         if changes and ctx.repo_config.gates.test_config_changes == "warn":
             # The repository lets the patch change its test configuration; the verdict
             # still rests on the base's: the patched code runs again with it.

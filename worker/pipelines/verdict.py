@@ -64,6 +64,32 @@ class TestVerdict:
             evidence=evidence,
         )
 
+    def _behaviour_change_lines(self) -> list[str]:
+        """The tests whose pinned behaviour the patch moves, old and new side by side."""
+        if not self.behaviour_changes:
+            return []
+        confirm = (
+            f"The issue is labelled {_code(self.behaviour_change_label)}, under which "
+            f"this repository's reviewers accept such a change "
+            f"(`gates.behaviour_change_labels` in `{CONFIG_PATH}`), so they count as "
+            f"evidence."
+            if self.behaviour_change_label
+            else "A reviewer must confirm the change; they count as no evidence."
+        )
+        return [
+            "- **Changes behaviour the repository's tests pinned**: these tests pass "
+            "on the base code in their base version and fail with the patch's code, "
+            f"and the patch edits them to match. {confirm}",
+            "",
+            "  | test | before the patch | with the patch |",
+            "  |---|---|---|",
+            *(
+                f"  | {_code(c.test)} | {_cell(c.old)} | {_cell(c.new)} |"
+                for c in self.behaviour_changes[:20]
+            ),
+            "",
+        ]
+
     @property
     def passing_targets(self) -> tuple[str, ...]:
         failed = set(self.target_failures)
@@ -86,26 +112,7 @@ class TestVerdict:
                 + (f" and {more} more" if more > 0 else "")
                 + "."
             )
-        if self.behaviour_changes:
-            confirm = (
-                f"The issue is labelled {_code(self.behaviour_change_label)}, under which "
-                f"this repository's reviewers accept such a change "
-                f"(`gates.behaviour_change_labels` in `{CONFIG_PATH}`), so they count as "
-                f"evidence."
-                if self.behaviour_change_label
-                else "A reviewer must confirm the change; they count as no evidence."
-            )
-            lines.append(
-                "- **Changes behaviour the repository's tests pinned**: these tests pass "
-                "on the base code in their base version and fail with the patch's code, "
-                f"and the patch edits them to match. {confirm}"
-            )
-            lines += ["", "  | test | before the patch | with the patch |", "  |---|---|---|"]
-            lines += [
-                f"  | {_code(c.test)} | {_cell(c.old)} | {_cell(c.new)} |"
-                for c in self.behaviour_changes[:20]
-            ]
-            lines.append("")
+        lines += self._behaviour_change_lines()
         if not self.targets:
             lines.append(
                 "- No test exercised the change: the patch adds or changes no test, and "

@@ -11,6 +11,8 @@ turn record, the errors and the context counting the loop shares):
   backend (a served turn is decoded from its token ids, not the server's tool parser).
 - :mod:`.served_tokenizer`: the served model's tokenizer, found where its weights are
   (``<weights_dir>/<id>``, a promoted adapter's folder or its base, the HF cache).
+- :mod:`.sglang_template`: the chat template SGLang is started with, so it hands the
+  model's template the tools exactly as Ribbit sent them (as vLLM and in-process do).
 - :mod:`.replay_policy`: :class:`ReplayPolicy` plays back a recorded trajectory (tests,
   debugging; never the default).
 

@@ -189,6 +189,57 @@ def test_the_label_never_accepts_a_regression(tmp_path: Path) -> None:
     assert not result.passed and "pinned-test-regression" in _rules(result)
 
 
+# A parametrised test whose rows get index-based ids (dict arguments): a row inserted
+# above others moves their ids, as python-humanize's tables do.
+TABLE = (
+    "import pytest\n\nfrom calc import add\n\n\n"
+    "@pytest.mark.parametrize(\n    ('args', 'total'),\n    [\n"
+    "        ({'a': 1, 'b': 1}, 2),\n        ({'a': 2, 'b': 2}, 4),\n    ],\n)\n"
+    "def test_add(args, total):\n    assert add(**args) == total\n"
+)
+TABLE_BASE = {**BASE, "calc.py": FIX, "tests/test_table.py": TABLE}
+
+
+def test_a_row_inserted_in_a_table_moves_ids_without_losing_tests(tmp_path: Path) -> None:
+    fixed = FIX.replace("return a + b", "return a + b if a or b else 0")
+    inserted = TABLE.replace("    [\n", "    [\n        ({'a': 0, 'b': 0}, 0),\n", 1)
+    result = _run(
+        tmp_path,
+        {"calc.py": fixed, "tests/test_table.py": inserted},
+        base_files=TABLE_BASE,
+    )
+    assert result.passed, result.findings
+    replaced = [f for f in result.findings if f.rule == "tests-replaced"]
+    assert [f.severity for f in replaced] == ["warning"]
+    assert "tests/test_table.py::test_add[args1-4]" in replaced[0].message
+    assert "tests-missing" not in _rules(result)
+
+
+def test_rewriting_a_row_to_match_broken_code_is_never_verified(tmp_path: Path) -> None:
+    # The attack in table form: break add(2, 2) and rewrite its row to expect the broken
+    # answer. The new row fails on the old code and passes on the new (evidence, were
+    # it believed) under a new id; the old row's id is gone from the patched run.
+    broken = FIX.replace("return a + b", "return 0 if a == b == 2 else a + b")
+    rewritten = TABLE.replace("({'a': 2, 'b': 2}, 4)", "({'a': 2, 'b': 2}, 0)")
+    result = _run(
+        tmp_path,
+        {"calc.py": broken, "tests/test_table.py": rewritten},
+        base_files=TABLE_BASE,
+    )
+    assert result.evidence == ()
+    assert result.details["evidence"]["run"]["failing"] == [
+        "tests/test_table.py::test_add[args1-0]"
+    ]
+    moved = result.details["pinned"]["behaviour_changes"]
+    assert moved == [
+        {
+            "test": "tests/test_table.py::test_add[args1-4]",
+            "old": ["({'a': 2, 'b': 2}, 4),"],
+            "new": ["({'a': 2, 'b': 2}, 0),"],
+        }
+    ]
+
+
 def test_a_test_module_importing_a_private_correct_copy_is_a_regression(
     tmp_path: Path,
 ) -> None:

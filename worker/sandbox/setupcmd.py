@@ -9,10 +9,14 @@ nothing here runs the repository's code. The command then runs like a hand-writt
 
 - Python: a package (``pyproject.toml`` with ``[project]``, ``[build-system]`` or
   Poetry's table; ``setup.py``; ``setup.cfg``) is installed editable, with its test
-  extra when it declares one (``test``, ``tests`` or ``testing``); a test requirements
-  file (``requirements-dev.txt`` and the usual spellings) is installed too; a plain
-  ``requirements.txt`` only when there is no package (the package's metadata names its
-  own dependencies, and a pinned application file can fight them).
+  extra when it declares one (``test``, ``tests`` or ``testing``); the requirements of
+  its test dependency group (PEP 735: ``test``, ``tests``, ``testing``, else ``dev``
+  when there is no test extra; worker/sandbox/depgroups.py) go on the same ``pip
+  install``, a package or not; a test requirements file (``requirements-dev.txt`` and
+  the usual spellings) is installed too; a plain ``requirements.txt`` only when there
+  is no package (the package's metadata names its own dependencies, and a pinned
+  application file can fight them). A group that cannot be resolved (a cycle, a
+  malformed entry) makes a step that fails, saying so.
 - Node.js: ``npm ci`` with a lock file (``package-lock.json``, ``npm-shrinkwrap.json``),
   else ``npm install``, when ``package.json`` declares any dependency.
 - Go: ``go mod download`` when ``go.sum`` lists any module.
@@ -36,6 +40,7 @@ from typing import Any
 
 from bot.hostgit import run_git
 from worker.repo_config import RepoConfig
+from worker.sandbox.depgroups import DependencyGroupError, group_for_tests
 
 # Manifests larger than this are not read: a real one is a few KiB, and the tree is
 # untrusted content.
@@ -155,32 +160,48 @@ def _python_test_extra(pyproject: dict[str, Any] | None, files: RepoFiles) -> st
     return next((name for name in _TEST_EXTRAS if name in extras), None)
 
 
+def _python_package(pyproject: dict[str, Any] | None, files: RepoFiles) -> str | None:
+    """The file that makes the tree a Python package, or None for no package."""
+    tool = pyproject.get("tool") if pyproject else None
+    if pyproject and (
+        "project" in pyproject
+        or "build-system" in pyproject
+        or (isinstance(tool, dict) and isinstance(tool.get("poetry"), dict))
+    ):
+        return "pyproject.toml"
+    return next((name for name in ("setup.py", "setup.cfg") if files(name) is not None), None)
+
+
 def _python(files: RepoFiles) -> list[DetectedSetup]:
     pyproject = _toml(files, "pyproject.toml")
-    tool = pyproject.get("tool") if pyproject else None
-    is_package = bool(
-        pyproject
-        and (
-            "project" in pyproject
-            or "build-system" in pyproject
-            or (isinstance(tool, dict) and isinstance(tool.get("poetry"), dict))
-        )
-    )
-    source = "pyproject.toml" if is_package else ""
-    for name in ("setup.py", "setup.cfg"):
-        if not is_package and files(name) is not None:
-            is_package, source = True, name
+    package = _python_package(pyproject, files)
+    extra = _python_test_extra(pyproject, files) if package else None
+    try:
+        # A test extra already says what the tests need; `dev` would only add to it.
+        group = group_for_tests(pyproject or {}, dev_fallback=extra is None)
+    except DependencyGroupError as exc:
+        return [DetectedSetup(_fail(f"pyproject.toml {exc}"), "pyproject.toml")]
     found: list[DetectedSetup] = []
-    if is_package:
-        extra = _python_test_extra(pyproject, files)
-        target = f".[{extra}]" if extra else "."
-        found.append(DetectedSetup(f"pip install -e {shlex.quote(target)}", source))
+    args = ["-e", f".[{extra}]" if extra else "."] if package else []
+    if group is not None:
+        args += group.requirements
+    if args:
+        command = "pip install " + " ".join(shlex.quote(arg) for arg in args)
+        found.append(DetectedSetup(command, package or "pyproject.toml"))
     requirements = next((n for n in _TEST_REQUIREMENTS if files(n) is not None), None)
-    if requirements is None and not is_package and files("requirements.txt") is not None:
+    if requirements is None and not package and files("requirements.txt") is not None:
         requirements = "requirements.txt"
     if requirements is not None:
         found.append(DetectedSetup(f"pip install -r {shlex.quote(requirements)}", requirements))
     return found
+
+
+def _fail(reason: str) -> str:
+    """A set-up step that fails, saying why: detection found what the tests need but
+    cannot install it, and installing less would only fail later, further from the cause."""
+    message = f"ribbit: cannot install the test dependencies: {reason}"
+    hint = "fix it, or set `setup` in .ribbit.yml"
+    return f"printf '%s\\n' {shlex.quote(message)} {shlex.quote(hint)} >&2 && false"
 
 
 def _node(files: RepoFiles) -> list[DetectedSetup]:

@@ -71,6 +71,19 @@ PEP621 = '[project]\nname = "demo"\nversion = "1"\n'
         # An application, not a package: its requirements file is what it runs with.
         ({"requirements.txt": "flask\n"}, ["pip install -r requirements.txt"]),
         ({"requirements/test.txt": "pytest\n"}, ["pip install -r requirements/test.txt"]),
+        ({"requirements-test.txt": "pytest\n"}, ["pip install -r requirements-test.txt"]),
+        (
+            {"setup.py": "", "test-requirements.txt": "pytest\n"},
+            ["pip install -e .", "pip install -r test-requirements.txt"],
+        ),
+        # A dependency group and a requirements file: each is installed.
+        (
+            {
+                "pyproject.toml": PEP621 + '[dependency-groups]\ntests = ["pytest"]\n',
+                "requirements-dev.txt": "ruff\n",
+            },
+            ["pip install -e . pytest", "pip install -r requirements-dev.txt"],
+        ),
         ({"package.json": json.dumps({"name": "x", "scripts": {"test": "node --test"}})}, []),
         (
             {"package.json": json.dumps({"devDependencies": {"vitest": "^1"}})},

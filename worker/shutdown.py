@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from celery.signals import worker_shutting_down
@@ -22,8 +23,9 @@ log = logging.getLogger(__name__)
 GAVE_UP = 75
 
 
-def bound_warm_shutdown(drain_s: float) -> None:
-    """Exit at most ``drain_s`` after the worker starts its warm shutdown."""
+def bound_warm_shutdown(drain_s: float) -> Callable[..., None]:
+    """Exit at most ``drain_s`` after the worker starts its warm shutdown. Returns the
+    receiver, for a test to disconnect."""
 
     def give_up() -> None:
         log.error(
@@ -41,3 +43,4 @@ def bound_warm_shutdown(drain_s: float) -> None:
 
     # Kept referenced by the signal (weak=False): the closure has no other owner.
     worker_shutting_down.connect(on_shutting_down, weak=False)
+    return on_shutting_down

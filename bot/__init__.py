@@ -19,7 +19,8 @@
 - cli.py: the ``ribbit`` command, the composition root. The worker's and the trainer's
   subcommands, their doctor checks (doctor.py), the settings class every process builds
   and the trainer's parts the web app offers (model_versions.py, env_validation.py) come
-  in through pyproject's entry points.
+  in through pyproject's entry points. supervisor.py: `ribbit serve`'s embedded worker
+  and beat, watched and restarted; extras.py: which optional extras this install has.
 
 bot/ imports neither worker/ nor trainer/ (pyproject's import-linter contracts check it).
 """

@@ -16,7 +16,6 @@ import json
 import logging
 import os
 import signal
-import subprocess
 import sys
 from collections.abc import Callable
 from importlib.metadata import EntryPoint, entry_points
@@ -25,14 +24,17 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from bot.console import empty, line, styled
+from bot.extras import missing_requirements
 from bot.runtime import Runtime, SchemaNotCurrent, upgrade_database
 from bot.settings import ADMIN_NAME, Settings, SettingsError, build_settings
+from bot.supervisor import Supervisor
 from bot.web.serving import DEFAULT_DRAIN_S, DrainingServer
 
 if TYPE_CHECKING:
     from bot.env_validation import EnvValidatorFactory
     from bot.model_versions import ModelVersionsFactory
     from bot.store.db import Database
+    from bot.web.services import Services
 
 COMMANDS_GROUP = "ribbit.commands"
 # The seams `ribbit serve` hands the web app, by name: ``model_versions`` (a
@@ -204,11 +206,7 @@ def serve(
     gc.freeze()
     # The web process outlives the workers: it is what notices when they all die.
     stop_watch = start_watch(svc.db, svc.store, settings, svc.model_versions)
-    child: subprocess.Popen[bytes] | None = None
-    if with_worker:
-        child = subprocess.Popen(
-            [sys.executable, "-m", "bot", "worker", "--beat", "--concurrency", "2"]
-        )
+    embedded = _start_embedded(svc) if with_worker else None
     server = DrainingServer.create(
         app,
         drain_s=drain,
@@ -228,12 +226,37 @@ def serve(
         if stop_watch is not None:
             stop_watch()
         svc.close()
-        if child is not None:
-            child.terminate()  # SIGTERM: Celery's warm shutdown finishes or requeues the job
-            try:
-                child.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                child.kill()
+        if embedded is not None:
+            embedded.stop(grace_s=EMBEDDED_STOP_S)
+
+
+# The embedded worker's warm shutdown gets EMBEDDED_DRAIN_S to finish or give back its
+# jobs (they are redelivered); `ribbit serve` kills what is left after EMBEDDED_STOP_S.
+EMBEDDED_DRAIN_S = 45
+EMBEDDED_STOP_S = 60
+
+
+def _start_embedded(svc: Services) -> Supervisor | None:
+    """The embedded worker and beat, each a supervised child (bot/supervisor.py); none
+    where this install has no worker extra (it would fail every job)."""
+    missing = missing_requirements("worker")
+    if missing:
+        click.echo(
+            f"ribbit: no embedded worker ({', '.join(missing)} not installed; "
+            "pip install 'ribbit[worker]' for one); serving webhooks only",
+            err=True,
+        )
+        return None
+    ribbit = [sys.executable, "-m", "bot", "worker"]
+    supervisor = Supervisor(
+        {
+            "worker": [*ribbit, "--concurrency", "2", "--drain", str(EMBEDDED_DRAIN_S)],
+            "beat": [*ribbit, "--only-beat"],
+        }
+    )
+    svc.watch_embedded(supervisor)
+    supervisor.start()
+    return supervisor
 
 
 def _model_versions() -> ModelVersionsFactory | None:

@@ -4,7 +4,7 @@
   lifecycle (claim, heartbeat, cancellation, end), with the pipelines (pipelines/:
   solve with its publish and revision steps, slash commands, replies, outcomes)
   registered by job kind.
-- cli.py: `ribbit worker`; each task's process builds its bot.runtime.Runtime once
+- cli.py: `ribbit worker` (shutdown.py bounds its warm shutdown); each task's process builds its bot.runtime.Runtime once
   (celery_app.runtime_for). outcomes_cli.py: `ribbit outcomes`; prs_cli.py with
   rejudge.py: `ribbit prs rejudge` (open drafts an older judge passed re-labelled
   unverified); doctor.py: `ribbit

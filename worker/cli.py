@@ -14,7 +14,9 @@ import click
 from celery import Celery
 
 from bot.cli import settings_or_exit
+from bot.extras import missing_extra_message, missing_requirements
 from bot.settings import Settings
+from bot.supervisor import die_with_parent
 from worker.settings import as_worker_settings
 
 QUEUES_GROUP = "ribbit.queues"
@@ -61,6 +63,19 @@ def rollout_app_factory() -> Callable[[Settings], Celery]:
     default=False,
     help="Take training rollouts and no bot jobs.",
 )
+@click.option(
+    "--only-beat",
+    is_flag=True,
+    default=False,
+    help="Run only the periodic sweep and reconciliation, no jobs (one per deployment).",
+)
+@click.option(
+    "--drain",
+    type=float,
+    default=None,
+    help="Seconds a stop (SIGTERM) waits for the running jobs before exiting; they are "
+    "retried. Default: the job time limit plus a minute.",
+)
 def worker(
     concurrency: int | None,
     pool: str,
@@ -68,11 +83,17 @@ def worker(
     loglevel: str,
     rollouts: bool,
     only_rollouts: bool,
+    only_beat: bool,
+    drain: float | None,
 ) -> None:
     """Run a Celery worker for Ribbit's jobs (and, if asked, training rollouts)."""
     from bot.logs import configure_logging
     from bot.runtime import open_database
 
+    missing = missing_requirements("worker")
+    if missing:
+        raise click.ClickException(missing_extra_message("worker", "worker", missing))
+    die_with_parent()  # a child of `ribbit serve` (bot/supervisor.py): not to outlive it
     settings = as_worker_settings(settings_or_exit())
     configure_logging(settings)
     # The schema is checked (or, where allowed, upgraded) once here, before the pool starts:
@@ -83,6 +104,16 @@ def worker(
     from worker.metrics import prepare
 
     prepare(settings)
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    schedule = f"--schedule={settings.data_dir / 'celerybeat-schedule'}"
+    if only_beat:
+        from worker.celery_app import create_celery
+
+        create_celery(settings).start(["beat", f"--loglevel={loglevel}", schedule])
+        return
+    from worker.shutdown import bound_warm_shutdown
+
+    bound_warm_shutdown(drain if drain is not None else default_drain_s(settings))
     queues = ["ribbit"]
     if rollouts or only_rollouts:
         app = rollout_app_factory()(settings)
@@ -103,6 +134,11 @@ def worker(
     if concurrency:
         argv.append(f"--concurrency={concurrency}")
     if beat:
-        argv += ["--beat", f"--schedule={settings.data_dir / 'celerybeat-schedule'}"]
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
+        argv += ["--beat", schedule]
     app.worker_main(argv)
+
+
+def default_drain_s(settings: Settings) -> float:
+    """A running job's time limit plus a minute to record its end: what the deploy files
+    give a worker's stop (compose's stop_grace_period, Helm's grace period)."""
+    return float((settings.effective_job_time_limit_s or 3600) + 60)

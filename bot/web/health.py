@@ -1,7 +1,16 @@
-"""GET /healthz (database and broker) and GET /metrics (Prometheus text format)."""
+"""GET /healthz (database and broker, and `ribbit serve`'s embedded worker and beat) and
+GET /metrics (Prometheus text format).
+
+A dead embedded process makes /healthz "degraded", not 503: the web still takes and
+queues webhooks, the supervisor (bot/supervisor.py) is already restarting the process, and
+the probes that read /healthz (compose's healthcheck, Helm's readiness and liveness) would
+answer a 503 by taking the web out of service or restarting it, supervisor and all. The
+database and the broker, without which the web cannot queue anything, stay 503.
+"""
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 from flask import Blueprint, Response, jsonify
@@ -35,10 +44,26 @@ def health_report() -> tuple[bool, dict[str, Any]]:
     return all(c["ok"] for c in checks.values()), checks
 
 
+def embedded_report() -> dict[str, dict[str, Any]] | None:
+    """Each embedded process by name; None where this web process runs none."""
+    embedded = services().embedded
+    if embedded is None:
+        return None
+    return {s.name: {**asdict(s), "up": s.up} for s in embedded.status()}
+
+
 @bp.get("/healthz")
 def healthz() -> tuple[Response, int]:
     ok, checks = health_report()
-    return jsonify({"ok": ok, "checks": checks}), 200 if ok else 503
+    body: dict[str, Any] = {"ok": ok, "checks": checks}
+    status = "ok" if ok else "down"
+    embedded = embedded_report()
+    if embedded is not None:
+        body["embedded"] = embedded
+        if ok and not all(p["up"] for p in embedded.values()):
+            status = "degraded"
+    body["status"] = status
+    return jsonify(body), 200 if ok else 503
 
 
 @bp.get("/metrics")

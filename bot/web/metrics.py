@@ -7,12 +7,13 @@ from collections.abc import Iterator
 from datetime import datetime, timedelta
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from bot.settings import Settings
 from bot.store.jobs import JobStore
 from bot.store.tables import utcnow
+from bot.supervisor import EmbeddedStatus
 from bot.web.context import OUTSIDER_ATTEMPTS
 
 # Label values come only from these sets: a label taken from a request header lets anyone
@@ -106,6 +107,32 @@ class RepoHealthCollector(Collector):
         yield family
 
 
+class EmbeddedCollector(Collector):
+    """`ribbit serve`'s embedded worker and beat, read from its supervisor at scrape time:
+    the restart count is the supervisor's own, so it only grows while the process lives."""
+
+    def __init__(self, embedded: EmbeddedStatus) -> None:
+        self.embedded = embedded
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        statuses = self.embedded.status()
+        up = GaugeMetricFamily(
+            "ribbit_embedded_up",
+            "1 while the embedded process (worker, beat) of `ribbit serve` runs",
+            labels=["process"],
+        )
+        restarts = CounterMetricFamily(
+            "ribbit_embedded_restarts",
+            "Times `ribbit serve` restarted its embedded process after it died",
+            labels=["process"],
+        )
+        for s in statuses:
+            up.add_metric([s.name], 1 if s.up else 0)
+            restarts.add_metric([s.name], s.restarts)
+        yield up
+        yield restarts
+
+
 class WebMetrics:
     """One registry per app, so several apps in one process (tests) do not collide."""
 
@@ -136,3 +163,6 @@ class WebMetrics:
                 self.outsider_attempts.labels(forge, attempt)
         self.registry.register(JobStateCollector(store))
         self.registry.register(RepoHealthCollector(store, settings))
+
+    def watch_embedded(self, embedded: EmbeddedStatus) -> None:
+        self.registry.register(EmbeddedCollector(embedded))

@@ -13,6 +13,7 @@ from bot.model_versions import ModelVersions, ModelVersionsFactory
 from bot.queue import CeleryDispatcher, Dispatcher, JobQueue, client_celery
 from bot.runtime import Runtime
 from bot.settings import Settings
+from bot.supervisor import EmbeddedStatus
 from bot.web.intake import Intake
 from bot.web.metrics import WebMetrics
 
@@ -30,6 +31,8 @@ class Services(Runtime[Settings]):
     model_versions: ModelVersions | None = None
     # None where the trainer is not installed: re-validating environments is unavailable.
     env_validation: ValidationRunner | None = None
+    # `ribbit serve`'s embedded worker and beat; None where this process runs none.
+    embedded: EmbeddedStatus | None = None
 
     @classmethod
     def build(
@@ -59,6 +62,11 @@ class Services(Runtime[Settings]):
             if env_validator
             else None,
         )
+
+    def watch_embedded(self, embedded: EmbeddedStatus) -> None:
+        """Report these embedded processes on /healthz, the dashboard and /metrics."""
+        self.embedded = embedded
+        self.metrics.watch_embedded(embedded)
 
     def init_app(self, app: Flask) -> None:
         app.extensions["ribbit"] = self

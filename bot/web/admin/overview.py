@@ -41,6 +41,17 @@ class Heartbeat:
 
 
 @dataclass(frozen=True)
+class EmbeddedProcess:
+    """`ribbit serve`'s embedded worker or beat (bot.supervisor): its pid and the countdown
+    to its restart are left out, so the page refetches only when its state changes."""
+
+    name: str
+    state: str
+    restarts: int
+    last_exit: int | None
+
+
+@dataclass(frozen=True)
 class HealthSnapshot:
     queued: int
     held: int
@@ -50,6 +61,7 @@ class HealthSnapshot:
     model_version: str
     errors: list[str] = field(default_factory=list)
     heartbeats: list[Heartbeat] = field(default_factory=list)
+    embedded: list[EmbeddedProcess] | None = None  # None: this web process runs none
 
     def version(self) -> str:
         """Changes whenever the rendered facts and workers would."""
@@ -83,6 +95,14 @@ def _model_version(svc: Services) -> str:
     return promoted.name if promoted is not None else f"{configured} (base)"
 
 
+def _embedded(svc: Services) -> list[EmbeddedProcess] | None:
+    if svc.embedded is None:
+        return None
+    return [
+        EmbeddedProcess(s.name, s.state, s.restarts, s.last_exit) for s in svc.embedded.status()
+    ]
+
+
 def health_snapshot(svc: Services) -> HealthSnapshot:
     errors: list[str] = []
     counts = svc.store.active_counts()
@@ -109,4 +129,5 @@ def health_snapshot(svc: Services) -> HealthSnapshot:
         model_version=_model_version(svc),
         errors=errors,
         heartbeats=heartbeats,
+        embedded=_embedded(svc),
     )

@@ -77,6 +77,30 @@ def test_health_json_and_fragment_follow_queue_and_workers(app: Any) -> None:
     assert "celery@w1" in fragment and 'id="queue-depth">2<' in fragment
 
 
+def test_health_shows_the_embedded_processes_and_moves_when_one_restarts(app: Any) -> None:
+    from bot.supervisor import ChildStatus
+
+    client = app.test_client()
+    assert client.get("/admin/live/health", headers=BEARER).get_json()["embedded"] is None
+    statuses = [ChildStatus("worker", "running", 10, 0, None)]
+
+    class Embedded:
+        def status(self) -> list[ChildStatus]:
+            return list(statuses)
+
+    app.extensions["ribbit"].watch_embedded(Embedded())
+    before = client.get("/admin/live/health", headers=BEARER).get_json()
+    assert before["embedded"] == [
+        {"name": "worker", "state": "running", "restarts": 0, "last_exit": None}
+    ]
+    statuses[0] = ChildStatus("worker", "restarting", None, 0, -9)
+    after = client.get("/admin/live/health", headers=BEARER).get_json()
+    assert after["version"] != before["version"]
+    fragment = client.get("/admin/health/live", headers=BEARER).get_data(as_text=True)
+    assert 'data-process="worker"' in fragment
+    assert "restarting" in fragment and "killed by signal 9" in fragment
+
+
 @pytest.mark.parametrize("path", ["/admin/live/jobs", "/admin/jobs/rows", "/admin/live/health"])
 def test_live_endpoints_need_the_admin(app: Any, path: str) -> None:
     resp = app.test_client().get(path, headers={"Accept": "application/json"})

@@ -11,6 +11,7 @@ BENCHMARKS = [
     "bench_sandbox",
     "bench_envcache",
     "bench_gates",
+    "bench_grade",
     "bench_trainer",
     "bench_trainer_gpu",
 ]

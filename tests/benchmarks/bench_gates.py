@@ -98,7 +98,8 @@ def semgrep_ratio(ctx: GateContext, runs: int) -> str:
         before, after, _ = _targets(trees.parsed.files)
         files = [f"before/{t}" for t in before] + [f"after/{t}" for t in after]
         rules = builtin_rule_files()
-        bare = [binary, "scan", "--json", "--metrics=off", "--disable-version-check", "--quiet"]
+        # The gate's engine (osemgrep, worker/gates/semgrep.py), so the ratio is the gate's.
+        bare = [binary, "scan", "--experimental", "--json", "--metrics=off", "--quiet"]
         for rule in rules:
             bare += ["--config", str(rule)]
         bare += ["--", *files]

@@ -39,6 +39,7 @@ from worker.gates.base import Gate, GateContext
 from worker.gates.basesetup import BaseSetup
 from worker.gates.hygiene import HygieneGate
 from worker.gates.patch import PatchParseError, parse_patch
+from worker.gates.runner import run_gates
 from worker.gates.semgrep import SemgrepGate
 from worker.gates.testrun import TestRun, run_tests
 from worker.gates.watch import TamperEvent
@@ -198,13 +199,16 @@ def _blocking_findings(
         issue_text=env.problem_statement,
         setup_step=base.step,
     )
+    if not gate_list:
+        return []
+    # One pair of before/after trees for every gate (run_gates builds them once), where
+    # each gate's own run built its own; a gate that crashes fails with a finding.
     findings: list[Finding] = []
-    for gate in gate_list:
-        result = gate.run(ctx)
+    for result in run_gates(ctx, gate_list).results:
         # Warnings and notes inform a reviewer; only blocking findings cost the reward.
         findings.extend(f for f in result.findings if f.severity == "error")
         if not result.passed and not result.findings:
-            findings.append(Finding(gate.name, "gate-failed", result.logs[:300] or "failed"))
+            findings.append(Finding(result.name, "gate-failed", result.logs[:300] or "failed"))
     return findings
 
 

@@ -14,6 +14,7 @@ from trainer.envs.folders import EnvironmentFolders
 from trainer.envs.schema import Environment
 from trainer.rl.reward import compute_reward, default_reward_gates, shaped_reward
 from worker.gates.base import GateContext
+from worker.gates.trees import PatchTrees
 
 
 @pytest.fixture
@@ -175,3 +176,44 @@ def test_good_patch_with_the_real_default_gates(
     result = compute_reward(env, _diff(checkout, {"calc.py": GOOD}), checkout, sandbox_factory)
     assert (result.reward, result.reason) == (1.0, "solved")
     assert result.gates_run == ("semgrep", "hygiene")
+
+
+class CrashingGate:
+    name = "crashing"
+
+    def run(self, ctx: GateContext) -> GateResult:
+        raise RuntimeError("boom")
+
+
+class TreeCountingGate:
+    """A tree gate that records the trees it was handed."""
+
+    name = "trees"
+
+    def __init__(self) -> None:
+        self.seen: list[Path] = []
+
+    def run(self, ctx: GateContext) -> GateResult:
+        raise AssertionError("a tree gate is handed the shared trees")
+
+    def run_on_trees(self, ctx: GateContext, trees: PatchTrees) -> GateResult:
+        self.seen.append(trees.after)
+        return GateResult(self.name, True)
+
+    def run_unapplied(self, ctx: GateContext, reason: str) -> GateResult:
+        return GateResult(self.name, False)
+
+
+def test_the_gates_share_one_pair_of_trees_and_a_crash_costs_the_reward(
+    env_and_checkout: tuple[Environment, Path],
+) -> None:
+    # The grader runs its gates through run_gates (issue #33: the trees built once, not
+    # once per gate); a gate that crashes is a blocking finding, never a reward.
+    env, checkout = env_and_checkout
+    first, second = TreeCountingGate(), TreeCountingGate()
+    result = compute_reward(env, env.patch, checkout, sandbox_factory, gates=[first, second])
+    assert result.reward == 1.0 and result.gates_run == ("trees", "trees")
+    assert len(first.seen) == 1 and first.seen == second.seen
+    crashed = compute_reward(env, env.patch, checkout, sandbox_factory, gates=[CrashingGate()])
+    assert (crashed.reward, crashed.reason) == (0.0, "gate_findings")
+    assert [(f.gate, f.rule) for f in crashed.findings] == [("crashing", "gate-error")]

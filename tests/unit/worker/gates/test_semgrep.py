@@ -8,6 +8,7 @@ from bot.store.gate_report import GateResult
 from tests.support import require_service
 from tests.unit.worker.gates.helpers import make_ctx, make_patch, repo_with
 from tests.unit.worker.gates.snippets import INSECURE, SAFE
+from worker.gates import semgrep
 from worker.gates.semgrep import SemgrepGate, _rule_catalogue, builtin_rule_files, find_semgrep
 from worker.repo_config import GateRules, RepoConfig
 
@@ -124,3 +125,59 @@ def test_semgrep_skips_invalid_repo_rules_with_warning(tmp_path: Path) -> None:
     )
     rules = {f.rule: f.severity for f in result.findings}
     assert rules == {"repo-rules-invalid": "warning", "ribbit.code-injection.eval-exec": "error"}
+
+
+def test_the_ocaml_cli_scans_as_the_python_cli_did(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The gate runs osemgrep for speed (issue #33); what it matches, where, and which
+    # files it could not parse must be what the Python CLI reported: rules' paths:
+    # filters kept (no credential finding in tests/), folders Semgrep skips by default
+    # (node_modules/) and what .semgrepignore names scanned all the same.
+    tree = tmp_path / "tree"
+    files = {
+        f"{folder}/{family.replace('-', '_')}.py": code
+        for family, code in INSECURE.items()
+        for folder in ("after/app", "after/tests", "before/node_modules", "after/ignored")
+    }
+    files |= {
+        "after/app/safe.py": SAFE,
+        "after/app/broken.py": "def f(:\n    eval(x)\n)))]]]{{{\nclass\n",
+        "after/app/nosem.py": "def g(x):\n    return eval(x)  # nosemgrep\n",
+        "after/bin/tool": "#!/usr/bin/env python3\nimport os\nos.system('rm -rf ' + name)\n",
+        "after/.semgrepignore": "ignored/\n",
+        "after/app/not_a_target.py": "eval(input())\n",
+    }
+    for rel, text in files.items():
+        (tree / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tree / rel).write_text(text)
+    targets = sorted(t for t in files if not t.endswith("not_a_target.py"))
+    rules = builtin_rule_files()
+    binary = find_semgrep()
+    assert binary is not None
+
+    def scan() -> list[tuple[str, str, int, str, str]]:
+        home = tmp_path / f"home-{semgrep.ENGINE}"
+        home.mkdir()
+        found = semgrep._scan(binary, tree, targets, rules, _rule_catalogue(rules), home, 120)
+        return sorted((m.rule, m.path, m.line, m.severity, m.code) for m in found)
+
+    ocaml = scan()
+    monkeypatch.setattr(semgrep, "ENGINE", "python")
+    assert ocaml == scan()
+    paths = {path for _, path, *_ in ocaml}
+    assert {p.split("/")[1] for p in paths} == {"app", "tests", "node_modules", "ignored"}
+    assert "after/app/not_a_target.py" not in paths
+    assert ("semgrep-partial-scan", "after/app/broken.py", 0, "warning", "") in ocaml
+
+
+@pytest.mark.parametrize("name", ["a b.py", "x[1].py", "star*.py", "q?.py", "back\\slash.py"])
+def test_a_path_no_include_pattern_spells_goes_to_the_python_cli(name: str) -> None:
+    argv = semgrep._scan_argv("semgrep", ["after/ok.py", f"after/{name}"], [])
+    assert "--experimental" not in argv and "--include" not in argv
+    assert argv[-2:] == ["./after/ok.py", f"./after/{name}"]
+    plain = semgrep._scan_argv("semgrep", ["after/ok.py", "before/ün-i_c@de+1.py"], [])
+    assert plain[-6:] == [
+        *("--include", "/after/ok.py", "--include", "/before/ün-i_c@de+1.py"),
+        *("--", "."),
+    ]

@@ -4,11 +4,11 @@
   lifecycle (claim, heartbeat, cancellation, end), with the pipelines (pipelines/:
   solve with its publish and revision steps, slash commands, replies, outcomes)
   registered by job kind.
-- cli.py: `ribbit worker` (shutdown.py bounds its warm shutdown); each task's process builds its bot.runtime.Runtime once
-  (celery_app.runtime_for). outcomes_cli.py: `ribbit outcomes`; prs_cli.py with
-  rejudge.py: `ribbit prs rejudge` (open drafts an older judge passed re-labelled
-  unverified); doctor.py: `ribbit
-  doctor`'s sandbox, model and Semgrep checks (``ribbit.doctor`` entry points).
+- cli.py: `ribbit worker` (shutdown.py bounds its warm shutdown); each task's process
+  builds its bot.runtime.Runtime once (celery_app.runtime_for). outcomes_cli.py:
+  `ribbit outcomes`; prs_cli.py with rejudge.py: `ribbit prs rejudge` (open drafts an
+  older judge passed re-labelled unverified); doctor.py: `ribbit doctor`'s sandbox,
+  model and Semgrep checks (``ribbit.doctor`` entry points).
 - metrics.py: the workers' Prometheus metrics (jobs, stages, gates, model, sandboxes).
 - agent/: the agent loop, its tools, prompts and policies (see agent/README.md).
 - sandbox/: where untrusted commands run (Docker/Podman or bubblewrap), the setup step

@@ -131,3 +131,14 @@ def test_bubblewrap_runner_refuses_a_timeout_it_could_never_keep(
             answer = sb._call({**request, "cap": 100}, 30)
             assert answer is not None and answer["rc"] == 125, (timeout, answer)
         assert sb.exec(["pgrep", "sleep"], timeout=30).exit_code == 1  # none started
+
+
+def test_bubblewrap_refuses_a_lone_surrogate_at_once_and_stays_open(
+    bubblewrap_settings: SandboxSettings, source_repo: Path
+) -> None:
+    """It used to reach the runner inside, which could not start it and never answered:
+    the caller waited out the timeout and the sandbox closed (issue #34 item 7)."""
+    with BubblewrapSandbox(bubblewrap_settings, source_repo) as sb:
+        with pytest.raises(UnicodeEncodeError):
+            sb.exec(["echo", "a\ud800b"], timeout=600)
+        assert sb.exec(["echo", "still open"], timeout=30).stdout == "still open\n"

@@ -174,6 +174,9 @@ def runner_argv(tool: str, arguments: dict[str, Any], options: ToolOptions) -> l
         {"tool": tool, "args": arguments, "workdir": None, "options": flags},
         ensure_ascii=False,
     )
+    # Leaf writes its request as UTF-8 (environment.py, ``write_text``): a lone surrogate
+    # raises there, before anything runs, and so it does here.
+    request.encode("utf-8")
     pieces = [request[i : i + _ARG_PIECE] for i in range(0, len(request), _ARG_PIECE)]
     return ["bash", "-c", _LAUNCH, "ribbit-tool", runner_source(), *pieces]
 
@@ -218,15 +221,14 @@ class ToolBox:
         arguments = call.arguments if call.error is None else {}
         try:
             limit = runner_timeout_s(call.name, arguments)
+            argv = runner_argv(call.name, arguments, self.options)
         except Exception as exc:
             # Leaf ends the episode on any exception its environment raises here, with
             # this text: a word (ValueError), infinity or an int past float's range
-            # (OverflowError), a list (TypeError).
+            # (OverflowError), a list (TypeError) as the timeout, or text no UTF-8 can
+            # hold (UnicodeEncodeError: a lone surrogate, when it writes the request).
             raise ToolRunError(f"{type(exc).__name__}: {exc}") from exc
-        result = self._exec(
-            runner_argv(call.name, arguments, self.options),
-            timeout=min(limit, max(self._time_left(), 1.0) + RUNNER_GRACE_S),
-        )
+        result = self._exec(argv, timeout=min(limit, max(self._time_left(), 1.0) + RUNNER_GRACE_S))
         if result.timed_out:
             raise ToolRunError(f"the tool runner ran past its {limit:g} s limit")
         text = result.stdout + result.stderr

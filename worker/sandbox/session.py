@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import json
 import math
+import os
 import secrets
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -137,13 +138,18 @@ def exec_request(
 ) -> dict[str, object]:
     if not 0 < timeout < math.inf:  # NaN too: the runner would never time it out
         raise ValueError("timeout must be positive and finite")
-    return {
-        "argv": command_argv(command),
-        "env": sandbox_env(env),
-        "cwd": workspace_cwd(cwd),
-        "timeout": timeout,
-        "cap": output_cap,
-    }
+    argv, environ, where = command_argv(command), sandbox_env(env), workspace_cwd(cwd)
+    _check_encodable([*argv, *environ.keys(), *environ.values(), where])
+    return {"argv": argv, "env": environ, "cwd": where, "timeout": timeout, "cap": output_cap}
+
+
+def _check_encodable(texts: list[str]) -> None:
+    """Raise UnicodeEncodeError (a ValueError) for text no process can be given: the
+    runner inside would fail to start it and never answer, and the caller would wait out
+    the timeout and lose the sandbox. Python's own rule for argv and the environment
+    (the file system encoding with surrogateescape) decides, as subprocess would."""
+    for text in texts:
+        os.fsencode(text)
 
 
 # Asks the runner to kill every other process of the sandbox user; runs nothing.

@@ -118,7 +118,10 @@ def count_message_tokens(messages: Sequence[dict[str, Any]], tokenizer: Any | No
                 return len(tokenizer.encode(serialized, add_special_tokens=False))
             except Exception:
                 log.debug("the tokenizer could not count %d messages", len(messages))
-    return math.ceil(len(serialized.encode("utf-8")) / 4)
+    # surrogatepass: a lone surrogate in a call's arguments (JSON can spell one) counts
+    # as the 3 bytes any BMP character does, instead of ending the run; Leaf keeps the
+    # server's raw argument JSON in its messages, so it never meets one here.
+    return math.ceil(len(serialized.encode("utf-8", "surrogatepass")) / 4)
 
 
 def policy_tokenizer(policy: Policy) -> Any | None:

@@ -186,6 +186,20 @@ def test_an_infinite_bash_timeout_ends_with_tool_error_and_keeps_the_patch(
     assert len(result.trajectory.turns) == 2
 
 
+def test_a_lone_surrogate_ends_with_tool_error_and_keeps_the_patch(
+    sandbox: LocalDirSandbox,
+) -> None:
+    script = [
+        xml_call("Write", file_path="notes.txt", content="kept\n"),
+        xml_call("Bash", command="echo \ud800"),
+        "never asked for",
+    ]
+    result = run_agent(TASK, sandbox, ScriptedPolicy(script), LIMITS)
+    assert result.exit_reason == "tool_error"
+    assert result.error is not None and result.error.startswith("UnicodeEncodeError: ")
+    assert "+kept" in result.diff and len(result.trajectory.turns) == 2
+
+
 def test_loop_cancel_before_start(sandbox: LocalDirSandbox) -> None:
     cancel = threading.Event()
     cancel.set()

@@ -218,3 +218,23 @@ def test_cancel_returns_while_the_call_runs(fixture_sandbox: LocalDirSandbox) ->
     threading.Timer(0.3, cancel.set).start()
     with pytest.raises(ToolRunError, match="cancelled"):
         box.run(call("Bash", command="sleep 20"))
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"name": "Bash", "command": "echo \ud800"},
+        {"name": "Write", "file_path": "a\udfff.txt", "content": "x"},
+        {"name": "Edit", "file_path": "a.txt", "old_string": "a", "new_string": "\ud83d"},
+    ],
+)
+def test_a_lone_surrogate_ends_the_episode_before_anything_runs(
+    arguments: dict[str, str],
+) -> None:
+    # Leaf writes its request with write_text(encoding="utf-8") (environment.py
+    # @ 5229bdfe), which raises: the episode ends as tool_error.
+    sandbox = _ExitingSandbox(ExecResult(0, "", "", 0.0))
+    name = arguments.pop("name")
+    with pytest.raises(ToolRunError, match=r"^UnicodeEncodeError: 'utf-8' codec can't encode"):
+        ToolBox(sandbox).run(call(name, **arguments))  # type: ignore[arg-type]
+    assert sandbox.timeouts == []  # nothing ran

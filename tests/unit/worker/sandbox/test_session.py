@@ -127,6 +127,20 @@ def test_exec_request_is_the_allow_listed_command() -> None:
         exec_request("true", timeout=5, cwd="../..", env=None, output_cap=10)
 
 
+@pytest.mark.parametrize(
+    ("command", "env"),
+    [(["echo", "a\ud800b"], None), ("echo \udfff", None), ("true", {"A": "\ud83d"})],
+)
+def test_text_no_process_can_be_given_is_refused_before_it_is_sent(
+    command: str | list[str], env: dict[str, str] | None
+) -> None:
+    # The runner inside could not start it and would never answer (issue #34 item 7).
+    with pytest.raises(UnicodeEncodeError):
+        exec_request(command, timeout=5, cwd="/workspace", env=env, output_cap=10)
+    # A byte that is not UTF-8, as Python holds it (surrogateescape), is passed on.
+    assert exec_request(["cat", "\udc80"], timeout=5, cwd="/workspace", env=None, output_cap=10)
+
+
 @pytest.mark.parametrize("timeout", [0, -1, float("nan"), float("inf")])
 def test_exec_request_refuses_a_timeout_that_would_never_end(timeout: float) -> None:
     # NaN compares false with everything: a bare ``timeout <= 0`` lets it through, and

@@ -156,6 +156,19 @@ def resolve_commit(repo: Path, rev: str, *, any_owner: bool = True) -> str:
     return out.decode().strip()
 
 
+def revision_commit(repo: Path, rev: str) -> str:
+    """The full sha of the commit a person's revision names (``f51a53b``, ``main~2``,
+    ``v1.2^``) in their own repository; never read as an option (``--end-of-options``).
+    For revisions typed at the command line, not ones from a forge or a patch."""
+    proc = run_git(
+        repo, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}"
+    )
+    sha = proc.stdout.decode(errors="replace").strip()
+    if proc.returncode != 0 or not _SHA.fullmatch(sha):
+        raise GitError(f"{rev!r} names no commit in {repo}")
+    return sha
+
+
 def clone_at(source: Path | str, dest: Path, commit: str, *, any_owner: bool = True) -> Path:
     """A private clone of ``source`` (a repo or a bundle) checked out at ``commit``: no
     hard links into the source, so nothing done in the clone reaches it."""

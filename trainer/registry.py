@@ -58,6 +58,10 @@ def register(
     the adapter folder's digest is taken here, so the record says what the version is."""
     if not _NAME.fullmatch(name):
         raise RegistryError(f"{name!r} is not a valid version name (letters, digits, _ . -)")
+    if adapter_path is not None and not Path(adapter_path).is_absolute():
+        # Relative to the registering process's folder, it would name nothing for a
+        # worker, or another folder's adapter.
+        raise RegistryError(f"the adapter path must be absolute; got {adapter_path!r}")
     if heldout_pass_rate is not None and not 0.0 <= heldout_pass_rate <= 1.0:
         raise RegistryError(f"held-out pass rate must be in [0, 1]; got {heldout_pass_rate}")
     version = TrainerStore(db).add_version(

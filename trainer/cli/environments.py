@@ -99,6 +99,7 @@ def build_env(
     from worker.repo_config import RepoConfigError, read_repo_config
     from worker.sandbox.setupcmd import commit_files, with_detected_setup
 
+    base, fix = _commit(repo_dir, base, "--base"), _commit(repo_dir, fix, "--fix")
     try:
         config = read_repo_config(repo_dir, base)
     except RepoConfigError as exc:
@@ -133,6 +134,16 @@ def build_env(
         raise click.ClickException(f"rejected: {exc}") from None
     sync_store_index(ctx, env_store)
     click.echo(env.model_dump_json(indent=2) if as_json else summary(env))
+
+
+def _commit(repo_dir: Path, rev: str, flag: str) -> str:
+    """The full sha of a revision given on the command line (``f51a53b^`` too)."""
+    from bot.hostgit import GitError, revision_commit
+
+    try:
+        return revision_commit(repo_dir, rev)
+    except GitError as exc:
+        raise click.BadParameter(str(exc), param_hint=flag) from None
 
 
 @envs.command("list")

@@ -125,8 +125,14 @@ def train_settings(ctx: click.Context, ranks: Ranks, fields: dict[str, Any]) -> 
     settings = settings_of(ctx)
     root = store_dir(ctx, fields["store_dir"])
     # Every rank uses the folder rank 0 names (a default named by the clock could differ).
+    # Absolute: the registered version records its checkpoint's path, which a worker
+    # started from another folder must find.
     out = ranks.broadcast_object(
-        str(fields["output_dir"] or root / "runs" / datetime.now(UTC).strftime("%Y%m%d-%H%M%S"))
+        str(
+            Path(
+                fields["output_dir"] or root / "runs" / datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+            ).absolute()
+        )
     )
     model = fields["model"] or _pulled_base(settings)
     try:

@@ -71,3 +71,42 @@ def test_cli_errors_a_sandbox_engine_that_is_not_there(data_dir: Path, tmp_path:
     patch = tmp_path / "fix.diff"
     patch.write_text(A_PATCH)
     _refused(["envs", "grade", "toy__toy-0", "--patch", str(patch)], "sandbox: no Docker engine")
+
+
+def test_envs_build_takes_a_revision_and_refuses_what_names_no_commit(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    # `--base f51a53b^` was a traceback (resolve_commit takes only a sha).
+    from bot.hostgit import revision_commit
+    from tests.fakes import commit_files
+
+    repo = tmp_path / "repo"
+    first = make_git_repo(repo, {"a.txt": "a\n"})
+    second = commit_files(repo, {"a.txt": "b\n"}, "second")
+    assert revision_commit(repo, "HEAD^") == first and revision_commit(repo, "HEAD") == second
+    issue = tmp_path / "issue.md"
+    issue.write_text("title\n")
+    build = ["envs", "build", "--repo", str(repo), "--issue-file", str(issue)]
+    build += ["--name", "acme/calc", "--forge", "github", "--fix", "HEAD"]
+    for rev in ("nothere", "--upload-pack=touch pwned", "HEAD:a.txt"):
+        result = CliRunner().invoke(main, [*build, "--base", rev])
+        assert result.exit_code == 2, result.output
+        assert f"Invalid value for --base: {rev!r} names no commit in {repo}" in result.output
+        assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
+def test_a_relative_output_dir_becomes_absolute(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import click
+
+    from trainer.cli import training
+    from trainer.distributed import Ranks
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("RIBBIT_DATA_DIR", str(tmp_path / "data"))
+    with click.Context(click.Command("train")) as ctx:
+        settings = training.train_settings(
+            ctx, Ranks(), {"model": "org/base", "store_dir": None, "output_dir": "runs/one"}
+        )
+    assert settings.output_dir == str(tmp_path / "runs" / "one")

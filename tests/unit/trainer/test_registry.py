@@ -87,3 +87,10 @@ def test_bad_names_and_duplicates_are_refused(db: Database) -> None:
         _register(db, "v1", 0.1)
     with pytest.raises(RegistryError, match="no version"):
         promote(db, "nope")
+
+
+def test_a_version_is_registered_only_with_an_absolute_adapter_path(db: Database) -> None:
+    # Relative to the registering process's folder, it names nothing for a worker.
+    with pytest.raises(RegistryError, match="the adapter path must be absolute; got 'run/adapter'"):
+        register(db, "v1", base_model="org/base", adapter_path="run/adapter")
+    assert register(db, "v1", base_model="org/base", adapter_path="/runs/adapter").name == "v1"

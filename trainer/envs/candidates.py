@@ -7,9 +7,10 @@
   ``.ribbit.yml`` at the time of the job. Everything comes from the database, so any
   host can build it; a job without a record (or with an empty issue text) is
   rejected with ``no_problem_statement``, never built with an empty one.
-- A closed (rejected) bot PR is not an environment; it is kept as a rejection that
-  points at its trajectory (a negative example) with the reviewers' comments as
-  hints for a later attempt.
+- A closed (rejected) bot PR is not an environment and is never trained on; it is
+  kept as a rejection (its trajectory, its reviewers' comments) and its patch checks
+  every environment built for the same issue: one whose tests pass a patch people
+  turned down cannot tell the fix from it, and is rejected (``passes_rejected_patch``).
 - A merged PR with no recorded base (a human fix for an issue, say) is rejected
   with that reason: building needs the commit the fix was made on.
 
@@ -19,6 +20,7 @@ GitLab instance are different projects.
 
 from __future__ import annotations
 
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -74,30 +76,7 @@ def environments_from_outcomes(
         job = jobs.get(outcome.job_id or "")
         record = job.solve_record if job is not None else SolveRecord()
         task = record.task
-        candidate = f"{repo}#{outcome.pr_number}"
-        rejection: Rejection | None = None
-        if outcome.state != "merged":
-            rejection = Rejection(
-                candidate=candidate,
-                reason="pr_not_merged",
-                detail="closed without merge",
-                negative_trajectory=record.trajectory_path,
-                hints=_comments(outcome),
-            )
-        elif not record.base_sha or not outcome.merged_diff:
-            rejection = Rejection(
-                candidate=candidate,
-                reason="no_base_commit",
-                detail="no base commit or merged diff recorded for this PR",
-            )
-        elif task is None or not task.problem_statement:
-            rejection = Rejection(
-                candidate=candidate,
-                reason="no_problem_statement",
-                detail="the job stored no issue text (it predates task records)"
-                if task is None
-                else "the issue's title and body are empty",
-            )
+        rejection = _not_buildable(f"{repo}#{outcome.pr_number}", outcome, record)
         if rejection is not None:
             store.reject(rejection)
             report.rejected.append(rejection)
@@ -124,6 +103,7 @@ def environments_from_outcomes(
         )
         try:
             env = builder.build(spec)
+            _tells_apart_rejected_patches(env, outcome, outcomes, repo_dir, builder)
             store.add(env, repo_dir)
         except BuildRejected as exc:
             store.reject(exc.rejection)
@@ -131,3 +111,75 @@ def environments_from_outcomes(
             continue
         report.built.append(env)
     return report
+
+
+def _not_buildable(candidate: str, outcome: Outcome, record: SolveRecord) -> Rejection | None:
+    """Why an outcome builds no environment, or None when it can be built."""
+    task = record.task
+    if outcome.state != "merged":
+        # Not trained on; its patch checks the environments built for the same issue
+        # (_tells_apart_rejected_patches).
+        return Rejection(
+            candidate=candidate,
+            reason="pr_not_merged",
+            detail="closed without merge",
+            negative_trajectory=record.trajectory_path,
+            hints=_comments(outcome),
+        )
+    if not record.base_sha or not outcome.merged_diff:
+        return Rejection(
+            candidate=candidate,
+            reason="no_base_commit",
+            detail="no base commit or merged diff recorded for this PR",
+        )
+    if task is None or not task.problem_statement:
+        return Rejection(
+            candidate=candidate,
+            reason="no_problem_statement",
+            detail="the job stored no issue text (it predates task records)"
+            if task is None
+            else "the issue's title and body are empty",
+        )
+    return None
+
+
+def _tells_apart_rejected_patches(
+    env: Environment,
+    merged: Outcome,
+    outcomes: list[Outcome],
+    repo_dir: Path,
+    builder: EnvironmentBuilder,
+) -> None:
+    """Raise BuildRejected when the environment's tests pass a bot patch a reviewer
+    closed unmerged for the same issue: they cannot tell the accepted fix from a
+    rejected one, so their reward would pay for what people turned down. This is what
+    closed PRs are kept for (trainer/README.md, "Closed PRs")."""
+    rejected = [
+        o
+        for o in outcomes
+        if o.state != "merged"
+        and o.bot_diff
+        and merged.issue_number is not None
+        and o.issue_number == merged.issue_number
+    ]
+    if not rejected:
+        return
+    from bot.hostgit import clone_at
+    from trainer.rl.reward import compute_reward
+
+    with tempfile.TemporaryDirectory(prefix="ribbit-rejected-") as tmp:
+        checkout = clone_at(repo_dir, Path(tmp) / "base", env.base_commit)
+        for closed in rejected:
+            assert closed.bot_diff is not None
+            graded = compute_reward(
+                env, closed.bot_diff, checkout, builder.sandbox_factory, gates=[]
+            )
+            if graded.resolved:
+                raise BuildRejected(
+                    Rejection(
+                        candidate=f"{env.repo}#{merged.pr_number}",
+                        reason="passes_rejected_patch",
+                        detail=f"its tests also pass the patch of #{closed.pr_number}, which "
+                        f"a reviewer closed unmerged: they cannot tell the fix from it",
+                    )
+                )

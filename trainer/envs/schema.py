@@ -167,7 +167,8 @@ class Rejection(BaseModel):
         "no_test_results",
         "ids_not_runnable",  # an id that, given back to the test command, selects no pass
         "no_problem_statement",  # no issue text to give the model (never built empty)
-        "pr_not_merged",  # a closed bot PR: kept as a negative example
+        "pr_not_merged",  # a closed bot PR: its patch checks the same issue's environments
+        "passes_rejected_patch",  # the tests pass a patch reviewers closed for the issue
         "no_base_commit",  # the outcome does not say which commit the fix was made on
         "setup_failed",  # the production setup step failed with the repo's setup command
     ]

@@ -1,7 +1,8 @@
 """Environments from the outcome store: a merged bot PR builds (from the job's task
 record in the database alone: issue text, base, .ribbit.yml commands), a closed one is
-kept as a negative example with its review comments, an outcome without a base commit
-or without an issue text is refused, and another forge's outcomes are left alone."""
+kept with its review comments and its patch checks the same issue's environments (tests
+that pass a rejected patch build none), an outcome without a base commit or without an
+issue text is refused, and another forge's outcomes are left alone."""
 
 from __future__ import annotations
 
@@ -147,3 +148,85 @@ def test_outcomes_to_environments(db: Database, fix_with_new_test: FixRepo, tmp_
     # Running it again finds the environment already stored.
     again = environments_from_outcomes(db, "github", "acme/calc", repo.path, builder, store)
     assert not again.built and "duplicate" in {r.reason for r in again.rejected}
+
+
+def _outcomes_for_one_issue(db: Database, repo: FixRepo, closed_diffs: dict[int, str]) -> None:
+    """A merged bot PR (#7) for issue 9, built from job1's task record, and closed bot
+    PRs for the same issue with the patches reviewers turned down."""
+    record = TaskRecord(
+        issue_title="add is wrong",
+        issue_body="add(2, 3) is -1",
+        base_sha=repo.base,
+        test_command=PYTEST,
+    )
+    with db.session() as s:
+        s.add(
+            Job(
+                id="job1",
+                kind="solve",
+                state="succeeded",
+                forge="github",
+                repo="acme/calc",
+                result={"base_sha": repo.base, TASK_KEY: record.to_json()},
+            )
+        )
+        s.add(
+            Outcome(
+                forge="github",
+                repo="acme/calc",
+                pr_number=7,
+                issue_number=9,
+                job_id="job1",
+                state="merged",
+                merged_diff=git(repo.path, "diff", repo.base, repo.fix) + "\n",
+            )
+        )
+        for number, diff in closed_diffs.items():
+            s.add(
+                Outcome(
+                    forge="github",
+                    repo="acme/calc",
+                    pr_number=number,
+                    issue_number=9,
+                    state="closed",
+                    bot_diff=diff,
+                )
+            )
+
+
+def test_an_environment_whose_tests_pass_a_rejected_patch_is_not_built(
+    db: Database, fix_with_new_test: FixRepo, tmp_path: Path
+) -> None:
+    # A reviewer closed #6: the same code change as the merged fix, say, but in a way
+    # people turned down. Tests that pass it cannot tell the fix from it.
+    repo = fix_with_new_test
+    same_code = git(repo.path, "diff", repo.base, repo.fix, "--", "calc.py") + "\n"
+    docs_only = "diff --git a/NOTES.md b/NOTES.md\nnew file mode 100644\n--- /dev/null\n"
+    docs_only += "+++ b/NOTES.md\n@@ -0,0 +1 @@\n+add is fine\n"
+    _outcomes_for_one_issue(db, repo, {5: docs_only, 6: same_code})
+    store = EnvironmentFolders(tmp_path / "store")
+    builder = EnvironmentBuilder(sandbox_factory, reruns=1, test_timeout_s=60)
+
+    report = environments_from_outcomes(db, "github", "acme/calc", repo.path, builder, store)
+
+    assert report.built == []
+    reasons = {r.candidate: r for r in report.rejected}
+    assert reasons["acme/calc#7"].reason == "passes_rejected_patch"
+    assert "#6, which a reviewer closed unmerged" in reasons["acme/calc#7"].detail
+    assert {reasons[f"acme/calc#{n}"].reason for n in (5, 6)} == {"pr_not_merged"}
+
+
+def test_an_environment_that_fails_every_rejected_patch_is_built(
+    db: Database, fix_with_new_test: FixRepo, tmp_path: Path
+) -> None:
+    repo = fix_with_new_test
+    docs_only = "diff --git a/NOTES.md b/NOTES.md\nnew file mode 100644\n--- /dev/null\n"
+    docs_only += "+++ b/NOTES.md\n@@ -0,0 +1 @@\n+add is fine\n"
+    _outcomes_for_one_issue(db, repo, {5: docs_only})
+    store = EnvironmentFolders(tmp_path / "store")
+    builder = EnvironmentBuilder(sandbox_factory, reruns=1, test_timeout_s=60)
+
+    report = environments_from_outcomes(db, "github", "acme/calc", repo.path, builder, store)
+
+    (env,) = report.built
+    assert env.FAIL_TO_PASS == ["tests/test_add.py::test_add"]

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,10 +43,15 @@ class RealFix:
     commit: str
     licence: str
     issue: str  # what a maintainer would have filed
-    # Fail on the parent's code, pass with the fix; pytest's node ids, and go test's
-    # package and test name joined by "::".
+    # Fail on the parent's code, pass with the fix, named as Ribbit names them: pytest's
+    # node ids, go test's package and test joined by "::", and for cargo the target's
+    # root file and the test's module path.
     fail_to_pass: frozenset[str]
     toolchain: str  # the host binary the project's tests need
+    # Tests the fix adds that already pass on the parent's code: no evidence.
+    new_passing: frozenset[str] = frozenset()
+    # Why Ribbit still names a test of ``new_passing`` as evidence (a known bug).
+    overclaims: str | None = None
 
 
 CORPUS = (
@@ -108,6 +114,7 @@ CORPUS = (
             }
         ),
         toolchain="python3",
+        new_passing=frozenset({"tests/test_number.py::test_fractional[-0.5--1/2]"}),
     ),
     RealFix(
         fixture="humanize",
@@ -146,6 +153,24 @@ CORPUS = (
         ),
         toolchain="go",
     ),
+    RealFix(
+        fixture="version_check",
+        patches=("base.patch",),
+        fix="fix.patch",
+        repo="SergioBenitez/version_check",
+        commit="2aecb2a3eb4ea0c30f1f13e98f1ab9fa1b4c8dee",
+        licence="MIT OR Apache-2.0",
+        issue='Date\'s Display drops leading zeros\nDate::parse("2019-05-08") prints as '
+        "2019-5-8; it should print as it was parsed.",
+        # The fix adds a ``display`` test to src/date.rs and another to src/version.rs;
+        # only the first fails on the parent's code (version's Display was right).
+        fail_to_pass=frozenset({"src/lib.rs::date::tests::display"}),
+        toolchain="cargo",
+        new_passing=frozenset({"src/lib.rs::version::tests::display"}),
+        overclaims="a new test in a Rust source file (inline #[cfg(test)] module) is "
+        "counted as evidence when absent on the parent (absent -> passed), never run "
+        "against the parent's code as Python's new tests are",
+    ),
 )
 
 
@@ -176,27 +201,58 @@ def _findings(report: dict[str, Any]) -> list[dict[str, Any]]:
     return [f | {"gate": g["name"]} for g in report["gates"] for f in g["findings"]]
 
 
+Judge = Callable[[RealFix], tuple[int, dict[str, Any]]]
+
+
 @pytest.fixture(scope="module")
-def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One Ribbit data dir for the module: two fixes of one project share the cached
-    set-up, as two jobs on one repository would."""
-    return tmp_path_factory.mktemp("ribbit-data")
+def judge(tmp_path_factory: pytest.TempPathFactory) -> Judge:
+    """``ribbit gates`` on each fix, once per module: the tests below read one report.
+    One Ribbit data dir, so two fixes of one project share the cached set-up, as two
+    jobs on one repository would."""
+    data = tmp_path_factory.mktemp("ribbit-data")
+    reports: dict[RealFix, tuple[int, dict[str, Any]]] = {}
+
+    def run(fix: RealFix) -> tuple[int, dict[str, Any]]:
+        require_service(shutil.which("bwrap") is not None, "bubblewrap")
+        require_service(shutil.which(fix.toolchain) is not None, fix.toolchain)
+        if fix not in reports:
+            repo = _base_repo(fix, tmp_path_factory.mktemp(_case_id(fix)))
+            reports[fix] = _gates(fix, repo, data)
+        return reports[fix]
+
+    return run
+
+
+def _tests_gate(report: dict[str, Any]) -> dict[str, Any]:
+    return next(g for g in report["gates"] if g["name"] == "tests")
 
 
 @pytest.mark.parametrize("fix", CORPUS, ids=_case_id)
-def test_a_real_fix_is_verified_by_its_own_tests(
-    fix: RealFix, data_dir: Path, tmp_path: Path
-) -> None:
-    require_service(shutil.which("bwrap") is not None, "bubblewrap")
-    require_service(shutil.which(fix.toolchain) is not None, fix.toolchain)
-    repo = _base_repo(fix, tmp_path)
+def test_a_real_fix_is_verified_by_its_own_tests(fix: RealFix, judge: Judge) -> None:
+    code, report = judge(fix)
 
-    code, report = _gates(fix, repo, data_dir)
-
-    tests = next(g for g in report["gates"] if g["name"] == "tests")
+    tests = _tests_gate(report)
     findings = _findings(report)
     assert code == 0, (report.get("verdict"), findings, tests.get("logs", "")[-3000:])
     # The fix's own tests, named as pytest and go test name them outside Ribbit.
     assert fix.fail_to_pass <= set(tests["evidence"]), tests["evidence"]
     assert [f for f in findings if f["severity"] == "error"] == []
     assert [f for f in findings if "tamper" in f["rule"]] == []
+
+
+@pytest.mark.parametrize(
+    "fix",
+    [
+        pytest.param(
+            fix,
+            marks=[pytest.mark.xfail(strict=True, reason=fix.overclaims)] if fix.overclaims else [],
+        )
+        for fix in CORPUS
+        if fix.new_passing
+    ],
+    ids=_case_id,
+)
+def test_a_new_test_that_passes_without_the_fix_is_no_evidence(fix: RealFix, judge: Judge) -> None:
+    _, report = judge(fix)
+    tests = _tests_gate(report)
+    assert fix.new_passing & set(tests["evidence"]) == set(), tests["details"]["evidence"]

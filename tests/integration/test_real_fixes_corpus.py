@@ -10,10 +10,10 @@ on the fixed tree; the verdict must be verified (exit 0) with those tests as its
 evidence, no finding of severity error and no tamper finding. A test the fix adds that
 already passes on the parent (``new_passing``) must not be named as evidence.
 
-Seven fixes today (Python: parse x2, cachetools 7.0.2, humanize x2; Go: semver; Rust:
-version_check), about 2.5 minutes on a two-core machine (one ``ribbit gates`` run per
-fix; the slow tier). Not yet a JavaScript fix: node-cron and merge-anything run in
-tests/integration/test_real_projects_e2e.py.
+Eight fixes today (Python: parse x2, cachetools 7.0.2, humanize x2; Go: semver; Rust:
+version_check; JavaScript: node-cron on jest, set up by ``npm ci`` through the registry
+proxy), about 3.5 minutes on a two-core machine (one ``ribbit gates`` run per fix; the
+slow tier).
 """
 
 from __future__ import annotations
@@ -43,21 +43,23 @@ class RealFix:
     """One upstream fix: where it comes from and what its tests show outside Ribbit."""
 
     fixture: str  # the folder under tests/fixtures
-    patches: tuple[str, ...]  # applied in order to the empty tree: the fix's parent
+    patches: tuple[str, ...]  # applied in order to ``files``: the fix's parent
     fix: str  # the upstream commit's diff over the vendored files
     repo: str
     commit: str
     licence: str
     issue: str  # what a maintainer would have filed
     # Fail on the parent's code, pass with the fix, named as Ribbit names them: pytest's
-    # node ids, go test's package and test joined by "::", and for cargo the target's
-    # root file and the test's module path.
+    # node ids, go test's package and test joined by "::", for cargo the target's root
+    # file and the test's module path, for jest the file and the full test name.
     fail_to_pass: frozenset[str]
     toolchain: str  # the host binary the project's tests need
     # Tests the fix adds that already pass on the parent's code: no evidence.
     new_passing: frozenset[str] = frozenset()
     # Why Ribbit still names a test of ``new_passing`` as evidence (a known bug).
     overclaims: str | None = None
+    # The fixture's own files copied first (a fixture vendored as files, not a patch).
+    files: tuple[str, ...] = ()
 
 
 CORPUS = (
@@ -177,6 +179,25 @@ CORPUS = (
         "counted as evidence when absent on the parent (absent -> passed), never run "
         "against the parent's code as Python's new tests are",
     ),
+    RealFix(
+        fixture="node-cron",
+        files=("lib", "tests", "package.json", "package-lock.json", ".gitignore", "LICENSE"),
+        patches=("range-base.patch",),
+        fix="range-fix.patch",
+        repo="kelektiv/node-cron",
+        commit="d96746f7b8f357e565d1fad48c9f70d3d646da64",
+        licence="MIT",
+        issue="Range with upper limit 0 is accepted (#687)\nnew CronTime('* 2-0 * * *') "
+        "should throw: the range's upper limit 0 is read as no upper limit.",
+        fail_to_pass=frozenset({"tests/crontime.test.js::crontime should test invalid range"}),
+        toolchain="node",
+        new_passing=frozenset(
+            {
+                "tests/crontime.test.js::crontime should accept all valid ranges "
+                "(0-59 0-59 1-23 1-31 0-12 0-6)"
+            }
+        ),
+    ),
 )
 
 
@@ -188,6 +209,10 @@ def _base_repo(fix: RealFix, root: Path) -> Path:
     """The fix's parent as a git repository with no .ribbit.yml."""
     tree = root / "tree"
     tree.mkdir()
+    for name in fix.files:
+        source = FIXTURES / fix.fixture / name
+        copy = shutil.copytree if source.is_dir() else shutil.copy
+        copy(source, tree / name)
     for patch in fix.patches:
         subprocess.run(["git", "apply", str(FIXTURES / fix.fixture / patch)], cwd=tree, check=True)
     files = {str(p.relative_to(tree)): p.read_text() for p in tree.rglob("*") if p.is_file()}

@@ -26,6 +26,7 @@ SLOW_MODULES = frozenset(
         "test_real_projects_e2e.py",
         "test_real_behaviour_change.py",
         "test_real_projects_groups.py",
+        "test_real_fixes_corpus.py",
         "test_graceful_shutdown.py",
         "test_worker_down_notify.py",
         "test_served_versions.py",

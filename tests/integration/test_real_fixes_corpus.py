@@ -1,0 +1,289 @@
+"""Honest patches pass (issue #31; one corpus with the real-repositories issue #35): real
+merged fixes from small public projects, each vendored at the fix's parent with its
+licence (tests/fixtures/<project>/README.md), judged by ``ribbit gates`` on bubblewrap
+with no ``.ribbit.yml`` (the set-up and test command detected from the tree).
+
+Each fix adds or changes a test that fails on the parent and passes with the fix. Those
+ids (``FIX_TO_PASS``) were recorded by running the project's own tests outside Ribbit
+(pytest in a virtualenv, ``go test``) with the fix's test files on the parent's code and
+on the fixed tree; the verdict must be verified (exit 0) with those tests as its
+evidence, no finding of severity error and no tamper finding. A test the fix adds that
+already passes on the parent (``new_passing``) must not be named as evidence.
+
+Eight fixes today (Python: parse x2, cachetools 7.0.2, humanize x2; Go: semver; Rust:
+version_check; JavaScript: node-cron on jest, set up by ``npm ci`` through the registry
+proxy), about 3.5 minutes on a two-core machine (one ``ribbit gates`` run per fix; the
+slow tier).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from tests.fakes import make_git_repo
+from tests.support import require_service
+from worker.gates.cli import gates_command
+
+pytestmark = pytest.mark.integration
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+
+
+@dataclass(frozen=True)
+class RealFix:
+    """One upstream fix: where it comes from and what its tests show outside Ribbit."""
+
+    fixture: str  # the folder under tests/fixtures
+    patches: tuple[str, ...]  # applied in order to ``files``: the fix's parent
+    fix: str  # the upstream commit's diff over the vendored files
+    repo: str
+    commit: str
+    licence: str
+    issue: str  # what a maintainer would have filed
+    # Fail on the parent's code, pass with the fix, named as Ribbit names them: pytest's
+    # node ids, go test's package and test joined by "::", for cargo the target's root
+    # file and the test's module path, for jest the file and the full test name.
+    fail_to_pass: frozenset[str]
+    toolchain: str  # the host binary the project's tests need
+    # Tests the fix adds that already pass on the parent's code: no evidence.
+    new_passing: frozenset[str] = frozenset()
+    # Why Ribbit still names a test of ``new_passing`` as evidence (a known bug).
+    overclaims: str | None = None
+    # The fixture's own files copied first (a fixture vendored as files, not a patch).
+    files: tuple[str, ...] = ()
+
+
+CORPUS = (
+    RealFix(
+        fixture="parse",
+        patches=("base.patch",),
+        fix="fix.patch",
+        repo="r1chardj0n3s/parse",
+        commit="35b9ffb355f94bc4cb781fbb3b0adff2232a5602",
+        licence="MIT",
+        issue="parse rejects a grouping option\n'{:,d}' raises ValueError: format spec ',d' "
+        "not recognised; format() accepts it, so parse should read '1,234' back.",
+        fail_to_pass=frozenset({"tests/test_parse.py::test_numbers"}),
+        toolchain="python3",
+    ),
+    RealFix(
+        fixture="parse",
+        patches=("base.patch", "hyphen-base.patch"),
+        fix="hyphen-fix.patch",
+        repo="r1chardj0n3s/parse",
+        commit="9c9ec7fe886c195a369446ec5f2a57930b627f8a",
+        licence="MIT",
+        issue="Hyphens in field names (#86)\nparse('{my-field}', 'x') does not match; "
+        "a field name with a hyphen should work.",
+        fail_to_pass=frozenset(
+            {
+                "tests/test_parse.py::test_hyphen_inside_field_name",
+                "tests/test_parse.py::test_hyphen_inside_field_name_collision_handling",
+            }
+        ),
+        toolchain="python3",
+    ),
+    RealFix(
+        fixture="cachetools-v7",
+        patches=("base.patch",),
+        fix="fix.patch",
+        repo="tkem/cachetools",
+        commit="57d2e4813d9801f97034559e22428bac6f7c6c9b",
+        licence="MIT",
+        issue="inspect on a @cachedmethod fails (#387)\nAccessing the descriptor on the "
+        "class (obj is None), as unittest.mock's autospec does, raises and warns.",
+        fail_to_pass=frozenset(
+            {"tests/test_cachedmethod.py::AutospecTest::test_autospec_no_warnings"}
+        ),
+        toolchain="python3",
+    ),
+    RealFix(
+        fixture="humanize",
+        patches=("base.patch", "fractional-base.patch"),
+        fix="fractional-fix.patch",
+        repo="python-humanize/humanize",
+        commit="c2c410c1521a3b1eb3efef52f3b06c2e42f7b92b",
+        licence="MIT",
+        issue="fractional prints two minus signs\nfractional(-1.3) gives '-1 -3/10'; "
+        "it should be '-1 3/10'.",
+        fail_to_pass=frozenset(
+            {
+                "tests/test_number.py::test_fractional[-1.3--1 3/10]",
+                "tests/test_number.py::test_fractional[-2.5--2 1/2]",
+            }
+        ),
+        toolchain="python3",
+        new_passing=frozenset({"tests/test_number.py::test_fractional[-0.5--1/2]"}),
+    ),
+    RealFix(
+        fixture="humanize",
+        patches=("base.patch", "rollover-base.patch"),
+        fix="rollover-fix.patch",
+        repo="python-humanize/humanize",
+        commit="823ad6096e1e5ba82ea876ce761fc2efebd76157",
+        licence="MIT",
+        issue="naturalsize says 1000.0 kB\nnaturalsize(999_950) gives '1000.0 kB' where it "
+        "should roll over to '1.0 MB' (the same at every unit boundary).",
+        fail_to_pass=frozenset(
+            f"tests/test_filesize.py::test_naturalsize[test_args{n}-{text}]"
+            for n, text in (
+                (70, "1.0 MB"),
+                (71, "1.0 GB"),
+                (72, "1.0 TB"),
+                (73, "1.0 MiB"),
+                (74, "1.0 GiB"),
+                (75, "1.0M"),
+            )
+        ),
+        toolchain="python3",
+    ),
+    RealFix(
+        fixture="semver",
+        patches=("base.patch",),
+        fix="fix.patch",
+        repo="Masterminds/semver",
+        commit="252dd61dd30c2bcf2bcfc30be1428c68d8f25934",
+        licence="MIT",
+        issue="Invalid versions are accepted (#211)\nNewVersion and StrictNewVersion accept "
+        "'1.1.2+.123', '01.1.1' and other strings the SemVer spec forbids.",
+        fail_to_pass=frozenset(
+            f"github.com/Masterminds/semver/v3::{name}"
+            for name in ("TestStrictNewVersion", "TestNewVersion")
+        ),
+        toolchain="go",
+    ),
+    RealFix(
+        fixture="version_check",
+        patches=("base.patch",),
+        fix="fix.patch",
+        repo="SergioBenitez/version_check",
+        commit="2aecb2a3eb4ea0c30f1f13e98f1ab9fa1b4c8dee",
+        licence="MIT OR Apache-2.0",
+        issue='Date\'s Display drops leading zeros\nDate::parse("2019-05-08") prints as '
+        "2019-5-8; it should print as it was parsed.",
+        # The fix adds a ``display`` test to src/date.rs and another to src/version.rs;
+        # only the first fails on the parent's code (version's Display was right).
+        fail_to_pass=frozenset({"src/lib.rs::date::tests::display"}),
+        toolchain="cargo",
+        new_passing=frozenset({"src/lib.rs::version::tests::display"}),
+        overclaims="a new test in a Rust source file (inline #[cfg(test)] module) is "
+        "counted as evidence when absent on the parent (absent -> passed), never run "
+        "against the parent's code as Python's new tests are",
+    ),
+    RealFix(
+        fixture="node-cron",
+        files=("lib", "tests", "package.json", "package-lock.json", ".gitignore", "LICENSE"),
+        patches=("range-base.patch",),
+        fix="range-fix.patch",
+        repo="kelektiv/node-cron",
+        commit="d96746f7b8f357e565d1fad48c9f70d3d646da64",
+        licence="MIT",
+        issue="Range with upper limit 0 is accepted (#687)\nnew CronTime('* 2-0 * * *') "
+        "should throw: the range's upper limit 0 is read as no upper limit.",
+        fail_to_pass=frozenset({"tests/crontime.test.js::crontime should test invalid range"}),
+        toolchain="node",
+        new_passing=frozenset(
+            {
+                "tests/crontime.test.js::crontime should accept all valid ranges "
+                "(0-59 0-59 1-23 1-31 0-12 0-6)"
+            }
+        ),
+    ),
+)
+
+
+def _case_id(fix: RealFix) -> str:
+    return f"{fix.repo.split('/')[1]}-{fix.commit[:7]}"
+
+
+def _base_repo(fix: RealFix, root: Path) -> Path:
+    """The fix's parent as a git repository with no .ribbit.yml."""
+    tree = root / "tree"
+    tree.mkdir()
+    for name in fix.files:
+        source = FIXTURES / fix.fixture / name
+        copy = shutil.copytree if source.is_dir() else shutil.copy
+        copy(source, tree / name)
+    for patch in fix.patches:
+        subprocess.run(["git", "apply", str(FIXTURES / fix.fixture / patch)], cwd=tree, check=True)
+    files = {str(p.relative_to(tree)): p.read_text() for p in tree.rglob("*") if p.is_file()}
+    make_git_repo(root / "repo", files)
+    return root / "repo"
+
+
+def _gates(fix: RealFix, repo: Path, data: Path) -> tuple[int, dict[str, Any]]:
+    args = ["--repo", str(repo), "--patch", str(FIXTURES / fix.fixture / fix.fix)]
+    args += ["--backend", "bubblewrap", "--json", "--issue", fix.issue]
+    result = CliRunner().invoke(gates_command, args, env={"RIBBIT_DATA_DIR": str(data)})
+    report: dict[str, Any] = json.loads(result.output)
+    return result.exit_code, report
+
+
+def _findings(report: dict[str, Any]) -> list[dict[str, Any]]:
+    return [f | {"gate": g["name"]} for g in report["gates"] for f in g["findings"]]
+
+
+Judge = Callable[[RealFix], tuple[int, dict[str, Any]]]
+
+
+@pytest.fixture(scope="module")
+def judge(tmp_path_factory: pytest.TempPathFactory) -> Judge:
+    """``ribbit gates`` on each fix, once per module: the tests below read one report.
+    One Ribbit data dir, so two fixes of one project share the cached set-up, as two
+    jobs on one repository would."""
+    data = tmp_path_factory.mktemp("ribbit-data")
+    reports: dict[RealFix, tuple[int, dict[str, Any]]] = {}
+
+    def run(fix: RealFix) -> tuple[int, dict[str, Any]]:
+        require_service(shutil.which("bwrap") is not None, "bubblewrap")
+        require_service(shutil.which(fix.toolchain) is not None, fix.toolchain)
+        if fix not in reports:
+            repo = _base_repo(fix, tmp_path_factory.mktemp(_case_id(fix)))
+            reports[fix] = _gates(fix, repo, data)
+        return reports[fix]
+
+    return run
+
+
+def _tests_gate(report: dict[str, Any]) -> dict[str, Any]:
+    return next(g for g in report["gates"] if g["name"] == "tests")
+
+
+@pytest.mark.parametrize("fix", CORPUS, ids=_case_id)
+def test_a_real_fix_is_verified_by_its_own_tests(fix: RealFix, judge: Judge) -> None:
+    code, report = judge(fix)
+
+    tests = _tests_gate(report)
+    findings = _findings(report)
+    assert code == 0, (report.get("verdict"), findings, tests.get("logs", "")[-3000:])
+    # The fix's own tests, as the project's runner failed them outside Ribbit.
+    assert fix.fail_to_pass <= set(tests["evidence"]), tests["evidence"]
+    assert [f for f in findings if f["severity"] == "error"] == []
+    assert [f for f in findings if "tamper" in f["rule"]] == []
+
+
+@pytest.mark.parametrize(
+    "fix",
+    [
+        pytest.param(
+            fix,
+            marks=[pytest.mark.xfail(strict=True, reason=fix.overclaims)] if fix.overclaims else [],
+        )
+        for fix in CORPUS
+        if fix.new_passing
+    ],
+    ids=_case_id,
+)
+def test_a_new_test_that_passes_without_the_fix_is_no_evidence(fix: RealFix, judge: Judge) -> None:
+    _, report = judge(fix)
+    tests = _tests_gate(report)
+    assert fix.new_passing & set(tests["evidence"]) == set(), tests["details"]["evidence"]

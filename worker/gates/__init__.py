@@ -10,7 +10,8 @@
   runs compared before and after, test by test; pinned.py: the base's tests of the files
   a patch edits, run on the patched code (issue #38); evidence.py: the one fail-to-pass
   judge (verified only when a test fails on the old code with the patch's tests and
-  passes with the patch), also the environment builder's; watch.py runs plain pytest
+  passes with the patch), also the environment builder's, with rusttests.py for Rust's
+  unit tests, which share files with the code; watch.py runs plain pytest
   watched (watchboot.py, the bootstrap run inside the sandbox, and its keyed channel)
   and tamper.py turns what it saw into findings; basesetup.py: the base's set-up, once,
   that every test run outside a job starts from (``ribbit gates``, the grader).

@@ -24,6 +24,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from worker.gates.hygiene import is_test_path
+from worker.gates.rusttests import only_test_changes
 from worker.gates.trees import PatchTrees, applied_changes
 
 # What a test may have done without the patch's code for its pass with it to count:
@@ -70,9 +71,27 @@ def base_with_patch_tests(trees: PatchTrees) -> Iterator[Path | None]:
     changed, or removed where the patch deletes it): the patch's own tests against the
     old code, as the environment builder runs base + test_patch. None when the patch
     touches no test file, so the base tree itself is that tree."""
-    tests = [c.path for c in applied_changes(trees.after) if is_test_file(c.path)]
-    with _overlaid(trees.before, trees.after, tests, "ribbit-evidence-") as tree:
+    changes = applied_changes(trees.after)
+    tests = [c.path for c in changes if is_test_file(c.path)]
+    # Rust's unit tests share files with the code: only their own changes come along.
+    inline = {
+        c.path: text
+        for c in changes
+        if c.status == "M" and c.path.endswith(".rs") and not is_test_file(c.path)
+        for text in [_rust_tests_only(trees, c.path)]
+        if text is not None
+    }
+    with _overlaid(trees.before, trees.after, tests, "ribbit-evidence-", inline) as tree:
         yield tree
+
+
+def _rust_tests_only(trees: PatchTrees, path: str) -> str | None:
+    try:
+        base = (trees.before / path).read_text(encoding="utf-8")
+        patched = (trees.after / path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    return only_test_changes(base, patched)
 
 
 @contextmanager
@@ -89,10 +108,17 @@ def patched_code_with_base_tests(trees: PatchTrees) -> Iterator[Path | None]:
 
 
 @contextmanager
-def _overlaid(start: Path, source: Path, paths: list[str], prefix: str) -> Iterator[Path | None]:
+def _overlaid(
+    start: Path,
+    source: Path,
+    paths: list[str],
+    prefix: str,
+    rewritten: Mapping[str, str] | None = None,
+) -> Iterator[Path | None]:
     """A temporary copy of ``start`` with each of ``paths`` as ``source`` has it (removed
-    where ``source`` has none); None, and no copy, when ``paths`` is empty."""
-    if not paths:
+    where ``source`` has none) and each of ``rewritten`` with the text given; None, and
+    no copy, when there is nothing to change."""
+    if not paths and not rewritten:
         yield None
         return
     root = Path(tempfile.mkdtemp(prefix=prefix))
@@ -101,6 +127,12 @@ def _overlaid(start: Path, source: Path, paths: list[str], prefix: str) -> Itera
         shutil.copytree(start, tree, symlinks=True)
         for path in paths:
             _copy_as_after(source, tree, path)
+        for path, text in (rewritten or {}).items():
+            target = tree / path
+            # Only a regular file inside the copy: never through a link of the base's.
+            inside = target.resolve().is_relative_to(tree.resolve())
+            if inside and not target.is_symlink() and target.is_file():
+                target.write_text(text, encoding="utf-8")
         yield tree
     finally:
         shutil.rmtree(root, ignore_errors=True)

@@ -228,7 +228,7 @@ def shown_fixed(old_code: SuiteRun, after: SuiteRun, before: SuiteRun) -> list[s
         return []
     flaky = {*old_code.flaky, *after.flaky, *before.flaky}
     if old_code.junit and after.junit:
-        return fail_to_pass(old_code.final, after.final, flaky=flaky)
+        return fail_to_pass(_without(old_code, after, before), after.final, flaky=flaky)
     if (
         not old_code.junit
         and not after.junit
@@ -238,6 +238,20 @@ def shown_fixed(old_code: SuiteRun, after: SuiteRun, before: SuiteRun) -> list[s
     ):
         return [f"(the test command: exit {old_code.exit_code} without the fix, 0 with it)"]
     return []
+
+
+def _without(old_code: SuiteRun, after: SuiteRun, before: SuiteRun) -> dict[str, str]:
+    """The old-code run's outcomes, where a test absent from it counts as failing only
+    when that run had the patch's tests (its tree was not the base's: a new test's file
+    was there, so absence means it could not run) and the test did not pass on the base
+    (a build that broke took tests with it that showed nothing)."""
+    had_tests = old_code is not before
+    absent = {
+        test: "failed" if had_tests and before.final.get(test) != "passed" else "absent"
+        for test in after.final
+        if test not in old_code.final
+    }
+    return {**absent, **old_code.final}
 
 
 def _setup_findings(before: SuiteRun, after: SuiteRun) -> list[Finding]:

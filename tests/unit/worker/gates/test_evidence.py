@@ -143,7 +143,16 @@ def test_same_named_tests_in_other_classes_are_other_tests() -> None:
     assert details["target_results"] == {
         f"{FILE}::TestNew::test_no_iterables": {"before": "absent", "after": "passed"}
     }
-    assert shown_fixed(old, new, old) == [f"{FILE}::TestNew::test_no_iterables"]
+    # The old code ran with the patch's test file (a run of its own, not the base's),
+    # so the new test's absence there means it could not run: evidence.
+    base = run("before", TestA__test_no_iterables="passed", TestB__test_no_iterables="passed")
+    assert shown_fixed(old, new, base) == [f"{FILE}::TestNew::test_no_iterables"]
+    # With no test file of the patch's in it (the base run itself: Rust's tests share
+    # the code's files), absence shows nothing.
+    assert shown_fixed(old, new, old) == []
+    # Nor does the absence of a test that passed on the base (a build the patch's tests
+    # broke takes the package's other tests with it).
+    assert shown_fixed(run("old"), new, base) == [f"{FILE}::TestNew::test_no_iterables"]
 
 
 def test_parametrisations_are_each_their_own_test() -> None:

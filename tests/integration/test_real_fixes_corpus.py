@@ -56,8 +56,6 @@ class RealFix:
     toolchain: str  # the host binary the project's tests need
     # Tests the fix adds that already pass on the parent's code: no evidence.
     new_passing: frozenset[str] = frozenset()
-    # Why Ribbit still names a test of ``new_passing`` as evidence (a known bug).
-    overclaims: str | None = None
     # The fixture's own files copied first (a fixture vendored as files, not a patch).
     files: tuple[str, ...] = ()
 
@@ -174,10 +172,9 @@ CORPUS = (
         # only the first fails on the parent's code (version's Display was right).
         fail_to_pass=frozenset({"src/lib.rs::date::tests::display"}),
         toolchain="cargo",
+        # In the crate's code files: the evidence run takes only the patch's test changes
+        # onto the parent's code (worker/gates/rusttests.py); this one passes there.
         new_passing=frozenset({"src/lib.rs::version::tests::display"}),
-        overclaims="a new test in a Rust source file (inline #[cfg(test)] module) is "
-        "counted as evidence when absent on the parent (absent -> passed), never run "
-        "against the parent's code as Python's new tests are",
     ),
     RealFix(
         fixture="node-cron",
@@ -273,14 +270,7 @@ def test_a_real_fix_is_verified_by_its_own_tests(fix: RealFix, judge: Judge) -> 
 
 @pytest.mark.parametrize(
     "fix",
-    [
-        pytest.param(
-            fix,
-            marks=[pytest.mark.xfail(strict=True, reason=fix.overclaims)] if fix.overclaims else [],
-        )
-        for fix in CORPUS
-        if fix.new_passing
-    ],
+    [fix for fix in CORPUS if fix.new_passing],
     ids=_case_id,
 )
 def test_a_new_test_that_passes_without_the_fix_is_no_evidence(fix: RealFix, judge: Judge) -> None:

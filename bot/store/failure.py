@@ -104,7 +104,9 @@ class FailureReason:
         if self.fixer is not None:
             parts.append(f"**Who can fix it:** {self.fixer.line()}")
         if self.refused_hosts:
-            parts.append(REFUSED_HEADING + "\n\n" + "\n".join(f"- `{h}`" for h in self.refused_hosts))
+            parts.append(
+                REFUSED_HEADING + "\n\n" + "\n".join(f"- `{h}`" for h in self.refused_hosts)
+            )
         if self.output_tail:
             fenced = self.output_tail.replace("```", "``\u200b`")
             parts.append(

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
-from bot.store.failure import Fixer, FailureReason
+from bot.store.failure import FailureReason, Fixer
 from worker.sandbox.egress_policy import (
     REPO_HOST_REFUSED,
     BlockedRequest,
@@ -138,8 +138,7 @@ def _setup_fixer(setup: SetupResult, *, detected: bool, permitted_hosts: Sequenc
         return Fixer(
             "operator",
             "RIBBIT_SANDBOX__IMAGE",
-            "the sandbox image could not create a Python environment (it needs python3 "
-            "with venv).",
+            "the sandbox image could not create a Python environment (it needs python3 with venv).",
         )
     found = hosts_fixer(setup.blocked, permitted_hosts) or output_fixer(setup.output)
     if found is not None:
@@ -148,9 +147,9 @@ def _setup_fixer(setup: SetupResult, *, detected: bool, permitted_hosts: Sequenc
         return Fixer(
             "maintainer",
             "setup",
-            f"`.ribbit.yml` names no `setup`, so this was the usual install for what the "
-            f"repository declares: name the right command in `setup`, or `setup: \"\"` if "
-            f"nothing needs installing.",
+            "`.ribbit.yml` names no `setup`, so this was the usual install for what the "
+            'repository declares: name the right command in `setup`, or `setup: ""` if '
+            "nothing needs installing.",
         )
     return Fixer("maintainer", "setup", "the command failed: its output is below.")
 

@@ -25,6 +25,7 @@ import click
 
 from bot.console import empty, line, styled
 from bot.extras import missing_requirements
+from bot.job_json import job_dict
 from bot.runtime import Runtime, SchemaNotCurrent, upgrade_database
 from bot.settings import ADMIN_NAME, Settings, SettingsError, build_settings
 from bot.supervisor import Supervisor
@@ -276,29 +277,6 @@ def _env_validator() -> EnvValidatorFactory | None:
 
 def _store(settings: Settings):
     return Runtime.open(settings).store
-
-
-def job_dict(job: Any) -> dict[str, Any]:
-    return {
-        "id": job.id,
-        "kind": job.kind,
-        "state": job.state,
-        "stage": job.stage,
-        "forge": job.forge,
-        "repo": job.repo,
-        "issue": job.issue_number,
-        "pr": job.pr_number,
-        "actor": job.actor,
-        "held": job.held,
-        "attempts": job.attempts,
-        "failure_reason": job.failure_reason,
-        "superseded_by": job.superseded_by,
-        "branch": job.branch,
-        "pr_url": job.pr_url,
-        "created_at": job.created_at.isoformat() if job.created_at else None,
-        "started_at": job.started_at.isoformat() if job.started_at else None,
-        "finished_at": job.finished_at.isoformat() if job.finished_at else None,
-    }
 
 
 @main.group(invoke_without_command=True)

@@ -17,6 +17,7 @@ import logging
 import os
 import signal
 import sys
+import textwrap
 from collections.abc import Callable
 from importlib.metadata import EntryPoint, entry_points
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -323,6 +324,8 @@ def jobs(
             styled(f"{shown_state:10}", shown_state),
             f" {j.forge:7} {j.repo[:30]:30} {issue:>6}  {(j.failure_reason or reason)[:60]}",
         )
+        if j.state == "failed" and j.failure is not None:
+            click.echo(textwrap.indent(j.failure.to_text(), "    "))
 
 
 @jobs.command("show")
@@ -342,8 +345,10 @@ def jobs_show(job_id: str, as_json: bool) -> None:
         click.echo(json.dumps(data, indent=2, default=str))
         return
     for key, value in data.items():
-        if key != "result":
+        if key not in ("result", "failure"):
             click.echo(f"{key:15} {'' if value is None else value}")
+    if job.failure is not None:
+        click.echo("failure:\n" + textwrap.indent(job.failure.to_text(), "  "))
     if job.result:
         click.echo("result:")
         click.echo(json.dumps(job.result, indent=2, default=str))

@@ -19,6 +19,8 @@ def job_dict(job: Any) -> dict[str, Any]:
         "held": job.held,
         "attempts": job.attempts,
         "failure_reason": job.failure_reason,
+        # The structured reason (bot/store/failure.py), where the job stored one.
+        "failure": None if job.failure is None else job.failure.to_json(),
         "superseded_by": job.superseded_by,
         "branch": job.branch,
         "pr_url": job.pr_url,

@@ -15,7 +15,8 @@
   for a job, also asked by the worker's slash commands), notify.py (posts alerts),
   joblinks.py and live.py (a job's signed reviewer link and its live log, written by the
   worker and read by the reviewer pages), model_lines.py (which model a repository
-  trains and is served by), worker_heartbeats.py, logs.py and console.py.
+  trains and is served by), worker_heartbeats.py, logs.py and console.py;
+  job_json.py: a job as `ribbit jobs --json` prints it.
 - cli.py: the ``ribbit`` command, the composition root. The worker's and the trainer's
   subcommands, their doctor checks (doctor.py), the settings class every process builds
   and the trainer's parts the web app offers (model_versions.py, env_validation.py) come

@@ -17,6 +17,7 @@ import logging
 import os
 import signal
 import sys
+import textwrap
 from collections.abc import Callable
 from importlib.metadata import EntryPoint, entry_points
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -25,6 +26,7 @@ import click
 
 from bot.console import empty, line, styled
 from bot.extras import missing_requirements
+from bot.job_json import job_dict
 from bot.runtime import Runtime, SchemaNotCurrent, upgrade_database
 from bot.settings import ADMIN_NAME, Settings, SettingsError, build_settings
 from bot.supervisor import Supervisor
@@ -278,29 +280,6 @@ def _store(settings: Settings):
     return Runtime.open(settings).store
 
 
-def job_dict(job: Any) -> dict[str, Any]:
-    return {
-        "id": job.id,
-        "kind": job.kind,
-        "state": job.state,
-        "stage": job.stage,
-        "forge": job.forge,
-        "repo": job.repo,
-        "issue": job.issue_number,
-        "pr": job.pr_number,
-        "actor": job.actor,
-        "held": job.held,
-        "attempts": job.attempts,
-        "failure_reason": job.failure_reason,
-        "superseded_by": job.superseded_by,
-        "branch": job.branch,
-        "pr_url": job.pr_url,
-        "created_at": job.created_at.isoformat() if job.created_at else None,
-        "started_at": job.started_at.isoformat() if job.started_at else None,
-        "finished_at": job.finished_at.isoformat() if job.finished_at else None,
-    }
-
-
 @main.group(invoke_without_command=True)
 @click.option("--json", "as_json", is_flag=True, help="One JSON array instead of a table.")
 @click.option(
@@ -345,6 +324,8 @@ def jobs(
             styled(f"{shown_state:10}", shown_state),
             f" {j.forge:7} {j.repo[:30]:30} {issue:>6}  {(j.failure_reason or reason)[:60]}",
         )
+        if j.state == "failed" and j.failure is not None:
+            click.echo(textwrap.indent(j.failure.to_text(), "    "))
 
 
 @jobs.command("show")
@@ -364,8 +345,10 @@ def jobs_show(job_id: str, as_json: bool) -> None:
         click.echo(json.dumps(data, indent=2, default=str))
         return
     for key, value in data.items():
-        if key != "result":
+        if key not in ("result", "failure"):
             click.echo(f"{key:15} {'' if value is None else value}")
+    if job.failure is not None:
+        click.echo("failure:\n" + textwrap.indent(job.failure.to_text(), "  "))
     if job.result:
         click.echo("result:")
         click.echo(json.dumps(job.result, indent=2, default=str))

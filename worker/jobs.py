@@ -25,6 +25,7 @@ from typing import Any, Literal
 from bot.forges import ForgeFactory
 from bot.forges.base import ForgeUnavailable
 from bot.runtime import Runtime
+from bot.store.failure import FailureReason
 from bot.store.jobs import JobStore
 from bot.store.tables import Job, utcnow
 from worker.metrics import record_job, record_sandbox_failure
@@ -51,7 +52,12 @@ class JobCancelled(Exception):
 
 class JobRefused(Exception):
     """The job must not run (actor without write access, invalid .ribbit.yml...); the
-    message is the recorded reason and is safe to show on the issue."""
+    message is the recorded reason and is safe to show on the issue. ``failure``: the
+    structured reason (what failed, its output, who can fix it), where there is one."""
+
+    def __init__(self, message: str, *, failure: FailureReason | None = None) -> None:
+        super().__init__(message)
+        self.failure = failure
 
 
 @dataclass
@@ -160,7 +166,9 @@ def _run_job(runtime: Runtime[WorkerSettings], job_id: str, seq: int | None) -> 
         store.defer(job_id, utcnow() + timedelta(seconds=wait), f"deferred: {exc}")
         return "deferred"
     except JobRefused as exc:
-        store.transition(job_id, "failed", reason=f"refused: {exc}", stage=None)
+        store.transition(
+            job_id, "failed", reason=f"refused: {exc}", failure=exc.failure, stage=None
+        )
         return "failed"
     except Exception as exc:
         log.exception("job %s failed", job_id, extra={"job_id": job_id})

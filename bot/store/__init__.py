@@ -12,6 +12,8 @@ typed records. No module outside bot/store/ and trainer/store.py builds a query
 - trajectory.py, gate_report.py: the agent's trajectory and the gates' report, the records
   the worker writes and the admin pages, the trainer and the annotations read back;
   tolerant.py: how both read a stored value of the wrong type (as absent);
+  failure.py: why a job failed (what, its output's tail, who can fix it), stored once
+  and rendered the same on the issue, the pages and the CLI;
   pr_verdicts.py: the verdict (and its judge) each of Ribbit's PRs carries.
 - training.py: the trainer's tables (environments, runs, model versions) and what the
   worker and the dashboard read of them (TrainingStore); the trainer's own queries are

@@ -21,6 +21,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from bot.forges.base import RepoRef, forge_name
+from bot.store.failure import FailureReason
 from bot.store.payloads import JobPayload, decode_payload
 from bot.store.records import SolveRecord
 
@@ -117,6 +118,9 @@ class Job(Base):
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     stage: Mapped[str | None] = mapped_column(String(32), nullable=True)
     failure_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # The structured reason behind failure_reason (bot/store/failure.py), when the job's
+    # pipeline knew one: what failed, its output's tail, who can fix it.
+    failure_detail: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     superseded_by: Mapped[str | None] = mapped_column(String(32), nullable=True)
     parent_id: Mapped[str | None] = mapped_column(String(32), ForeignKey("jobs.id"), nullable=True)
     # GitHub comment ids passed 2**31 long ago.
@@ -140,6 +144,11 @@ class Job(Base):
         """What this job carries for its kind (bot/store/payloads.py); raises
         PayloadError for a stored value its kind cannot hold."""
         return decode_payload(self.kind, self.instructions)
+
+    @property
+    def failure(self) -> FailureReason | None:
+        """``failure_detail`` read as its record (None: the job stored none)."""
+        return FailureReason.from_json(self.failure_detail)
 
     @property
     def solve_record(self) -> SolveRecord:

@@ -3,7 +3,9 @@
 Exit status: 0 when the patch is verified (a test fails without it and passes with it,
 and no gate blocked it), 1 when a gate refused it, 3 when nothing blocked it but no test
 shows the fix (unverified: with ``--no-tests`` always), 2 on usage errors (click's own,
-or settings, repository or sandbox problems).
+or settings, repository or sandbox problems) and when the base commit's set-up fails:
+then no gate runs, and the output is the failure reason a solve job would store
+(worker/sandbox/failure.py), never a verdict on the patch.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple, NoReturn
 
 import click
 
@@ -27,6 +29,7 @@ if TYPE_CHECKING:
     from worker.repo_config import RepoConfig
     from worker.sandbox.recipe import SandboxRecipe
     from worker.sandbox.setup import SetupResult
+    from worker.settings import WorkerSettings
 
 USAGE_ERROR = 2
 # The exit status of each verdict: a script's `&&` goes on only for a verified patch.
@@ -52,16 +55,44 @@ def _sandboxes(backend: str, image: str | None) -> SandboxRecipe:
     return SandboxRecipe.production(settings, image=image)
 
 
+class _Loaded(NamedTuple):
+    """The repository's ``.ribbit.yml`` (its setup detected when it names none) and the
+    worker's settings."""
+
+    config: RepoConfig
+    settings: WorkerSettings
+    detected: bool  # the setup command is Ribbit's guess, not .ribbit.yml's
+
+
+def _load(repo: Path, base: str) -> _Loaded:
+    from bot.settings import SettingsError
+    from worker.repo_config import RepoConfigError, read_repo_config
+    from worker.sandbox.setupcmd import commit_files, with_detected_setup
+    from worker.settings import load_worker_settings
+
+    try:
+        repo_config = read_repo_config(repo, base)
+        settings = load_worker_settings()
+    except (RepoConfigError, SettingsError) as exc:
+        raise click.UsageError(str(exc)) from None
+    named = "setup" in repo_config.model_fields_set
+    repo_config = with_detected_setup(
+        repo_config, commit_files(repo, base), enabled=settings.sandbox.detect_setup
+    )
+    return _Loaded(repo_config, settings, detected=not named)
+
+
 def _test_sandboxes(
-    backend: str, repo_config: RepoConfig, repo: Path, base: str, patch: str
+    backend: str, loaded: _Loaded, repo: Path, base: str, patch: str, *, as_json: bool
 ) -> tuple[SandboxFactory, Callable[[Sandbox], SetupResult]]:
     """The test gate's sandboxes (no network) and setup step (the base's snapshot; for
     a patch that changes dependency manifests, the patched tree's registry-only install:
     worker/gates/basesetup.py), after setting the base commit up; both live as long as
-    the command."""
+    the command. A base that cannot be set up ends the command with its reason."""
     from worker.gates.basesetup import BaseSetup, base_checkout
     from worker.sandbox.base import SandboxError
 
+    repo_config = loaded.config
     recipe = _sandboxes(backend, repo_config.image)
     ctx = click.get_current_context()
     tmp = Path(ctx.with_resource(tempfile.TemporaryDirectory(prefix="ribbit-gates-base-")))
@@ -76,10 +107,31 @@ def _test_sandboxes(
                 install_scripts=repo_config.patch_install_scripts,
             )
         )
-        env.set_up()
+        result = env.set_up()
     except SandboxError as exc:
         raise click.UsageError(f"could not set the base commit up: {exc}") from None
+    if not result.ok:
+        _setup_failed(result, loaded, as_json=as_json)
     return env.sandboxes, env.step
+
+
+def _setup_failed(result: SetupResult, loaded: _Loaded, *, as_json: bool) -> NoReturn:
+    """The base's set-up failed: nothing of the patch ran, so the reason, as a solve
+    job stores it (the refused requests, who can fix it), instead of a verdict."""
+    from worker.sandbox.failure import setup_failure
+
+    failure = setup_failure(
+        result,
+        detected=loaded.detected,
+        permitted_hosts=loaded.settings.sandbox.repo_setup_hosts,
+        stopped="so no test ran",
+    )
+    if as_json:
+        click.echo(json.dumps({"verdict": None, "failure": failure.to_json()}, indent=2))
+    else:
+        click.echo(failure.to_text())
+        line("gates: ", styled("not run", "failed"), " (the base commit's set-up failed)")
+    click.get_current_context().exit(USAGE_ERROR)
 
 
 def _repo_head(repo: Path) -> str:
@@ -139,42 +191,31 @@ def gates_command(
     issue_labels: tuple[str, ...],
 ) -> None:
     """Run the gates (tests, Semgrep, hygiene) on PATCH against the repository's HEAD."""
-    from bot.settings import SettingsError
     from worker.gates.hygiene import HygieneGate
     from worker.gates.semgrep import SemgrepGate
     from worker.gates.tests import TestGate
-    from worker.repo_config import RepoConfigError, read_repo_config
-    from worker.sandbox.setupcmd import commit_files, with_detected_setup
-    from worker.settings import load_worker_settings
 
     if str(patch_file) == "-":
         patch = sys.stdin.read()
     else:
         patch = patch_file.read_text(encoding="utf-8", errors="surrogateescape")
     base = _repo_head(repo)
-    try:
-        repo_config = read_repo_config(repo, base)
-        settings = load_worker_settings()
-    except (RepoConfigError, SettingsError) as exc:
-        raise click.UsageError(str(exc)) from None
-    gate_settings = settings.gates
-    repo_config = with_detected_setup(
-        repo_config, commit_files(repo, base), enabled=settings.sandbox.detect_setup
-    )
+    loaded = _load(repo, base)
+    repo_config = loaded.config
     chosen: Sequence[Gate] = [SemgrepGate(), HygieneGate()]
     factory: SandboxFactory = _no_sandbox
     setup_step = None
     if not no_tests:
         # As in a solve job: the base set up once (registry proxy), every test run, the
         # patched tree's included, from its snapshot with no network.
-        factory, setup_step = _test_sandboxes(backend, repo_config, repo, base, patch)
+        factory, setup_step = _test_sandboxes(backend, loaded, repo, base, patch, as_json=as_json)
         chosen = [TestGate(), *chosen]
     ctx = GateContext(
         repo_dir=repo.resolve(),
         base_commit=base,
         patch=patch,
         repo_config=repo_config,
-        gate_settings=gate_settings,
+        gate_settings=loaded.settings.gates,
         sandbox_factory=factory,
         issue_text=issue_text,
         issue_labels=issue_labels,

@@ -25,7 +25,7 @@ from bot.store.records import SolveRecord
 from worker.gates import review
 from worker.jobs import JobContext, JobRefused
 from worker.pipelines.workspace import Stages, Workdir
-from worker.repo_config import CONFIG_PATH, RepoConfig
+from worker.repo_config import RepoConfig
 from worker.status import Status, StatusComment
 
 if TYPE_CHECKING:
@@ -212,34 +212,6 @@ def pr_body(
         *([f"- every turn, the diff and the gate logs: [job page]({job_link})"] * bool(job_link)),
     ]
     return "\n".join(parts) + "\n"
-
-
-def setup_failure_markdown(setup: SetupResult, *, detected: bool = False) -> str:
-    """The issue comment of a job whose setup failed: what ran, the tail of its output,
-    what the network refused, and where to fix it."""
-    where = (
-        f"`{CONFIG_PATH}` names no `setup`, so this was the usual install for what the "
-        f"repository declares: name the right command in `setup` on the default branch, "
-        f'or `setup: ""` if nothing needs installing.'
-        if detected
-        else f"check `setup` in `{CONFIG_PATH}` on the default branch."
-    )
-    parts = [
-        f"The repository's setup failed ({setup.summary()}), so the agent did not start. "
-        f"This is about the repository's set-up, not a patch: {where}",
-        "",
-        "<details><summary>Setup output (tail)</summary>",
-        "",
-        "```",
-        setup.output.replace("```", "``​`") or "(no output)",
-        "```",
-        "",
-        "</details>",
-    ]
-    if setup.blocked:
-        # The refused hosts are whatever the set-up's code asked for.
-        parts += ["", sanitize_forge_text(setup.blocked_markdown())]
-    return "\n".join(parts)
 
 
 def image_markdown(image: ImageChoice) -> str:

@@ -48,7 +48,6 @@ from worker.pipelines.publish import (
     image_markdown,
     pr_body,
     pr_title,
-    setup_failure_markdown,
     setup_markdown,
 )
 from worker.pipelines.replies import WRITE_ACCESS_REFUSAL, check_actor
@@ -57,6 +56,7 @@ from worker.pipelines.trusted_text import IssueText, TrustedText
 from worker.pipelines.verdict import TestVerdict
 from worker.pipelines.workspace import Stages, Workdir
 from worker.repo_config import CONFIG_PATH, RepoConfig, RepoConfigError, parse_repo_config
+from worker.sandbox.failure import setup_failure
 from worker.sandbox.setupcmd import with_detected_setup
 from worker.settings import ModelSettings, SandboxSettings, WorkerSettings
 from worker.status import LiveTurns, Status, StatusComment
@@ -77,7 +77,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-class GatesFailed(Exception):
+class GatesFailed(JobRefused):
     """The patch did not pass the gates; the message names which."""
 
 
@@ -191,7 +191,7 @@ class SolveRun:
         except JobCancelled:
             self.status.show(Status("cancelled", self._cancel_reason()))
             raise
-        except (JobRefused, GatesFailed):
+        except JobRefused:  # GatesFailed too
             raise
         except ForgeUnavailable:
             raise  # the job is deferred and retried; its comment stays as it was
@@ -446,8 +446,10 @@ class SolveRun:
         held = held_back(report, verdict, prepared.config)
         if held is not None:
             self.ctx.store.record_solve(self.job.id, record.with_(timings=self.stages.timings))
-            self.status.show(Status("failed", held.message, report_markdown=report_md))
-            raise GatesFailed(held.reason)
+            self.status.show(
+                Status("failed", held.failure.to_markdown(), report_markdown=report_md)
+            )
+            raise GatesFailed(held.reason, failure=held.failure)
         return record, report, report_md
 
     def _plan(
@@ -504,8 +506,11 @@ class SolveRun:
                 setup=setup.to_dict(), timings=self.stages.timings, withheld=self._withheld
             ),
         )
-        self.status.show(Status("failed", setup_failure_markdown(setup, detected=detected)))
-        raise JobRefused(f"setup failed: {setup.summary()}")
+        failure = setup_failure(
+            setup, detected=detected, permitted_hosts=self.settings.sandbox.repo_setup_hosts
+        )
+        self.status.show(Status("failed", failure.to_markdown()))
+        raise JobRefused(f"setup failed: {setup.summary()}", failure=failure)
 
     # -- the job's sandboxes --------------------------------------------------------------
 
@@ -582,15 +587,9 @@ class SolveRun:
 
 @pipeline("solve")
 def solve(ctx: JobContext) -> dict[str, Any] | None:
-    try:
-        return SolveRun(ctx, SolveParts.production(ctx)).run()
-    except GatesFailed as exc:
-        raise JobRefused(str(exc)) from None
+    return SolveRun(ctx, SolveParts.production(ctx)).run()
 
 
 @pipeline("revise")
 def revise(ctx: JobContext) -> dict[str, Any] | None:
-    try:
-        return SolveRun(ctx, SolveParts.production(ctx)).run(revise=True)
-    except GatesFailed as exc:
-        raise JobRefused(str(exc)) from None
+    return SolveRun(ctx, SolveParts.production(ctx)).run(revise=True)

@@ -14,7 +14,8 @@ which backends can run here and why not.
   registry-only proxy that is its only way out (egress_policy.py:
   which hosts and addresses it lets through; proxyhttp.py: its plain-HTTP requests;
   tlshello.py: the server names in a tunnel's TLS ClientHello); recipe.py: how every
-  sandbox that runs a repository's code is opened and set up.
+  sandbox that runs a repository's code is opened and set up; failure.py: who can fix
+  a failed set-up (the maintainer's `.ribbit.yml` or the operator's setting).
 - snapshot.py, envcache.py: set-up environments snapshotted per job and cached per
   repository; secretscan.py: the set-up credentials searched for in every snapshot;
   repoimage.py: a repository's own image; cli.py: ``ribbit sandbox``.

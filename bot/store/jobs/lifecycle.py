@@ -13,6 +13,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from bot.store.db import Database
+from bot.store.failure import FailureReason
 from bot.store.jobs.killswitch import paused
 from bot.store.jobs.states import TERMINAL_STATES, JobNotFound, JobState, move
 from bot.store.kinds import AGENT_KINDS
@@ -44,6 +45,7 @@ class JobLifecycle:
         to: JobState,
         *,
         reason: str | None = None,
+        failure: FailureReason | None = None,
         **fields: Any,
     ) -> Job:
         """Move a job to ``to`` (and set extra columns in the same transaction)."""
@@ -51,7 +53,7 @@ class JobLifecycle:
             job = session.get(Job, job_id)
             if job is None:
                 raise JobNotFound(job_id)
-            move(job, to, reason=reason)
+            move(job, to, reason=reason, failure=failure)
             for name, value in fields.items():
                 setattr(job, name, value)
             session.flush()
@@ -107,7 +109,7 @@ class JobLifecycle:
                 move(job, "running")
                 # The message that reclaimed it is the live one.
                 job.dispatch_seq = seq if seq is not None else job.dispatch_seq
-                job.failure_reason = None
+                job.failure_reason = job.failure_detail = None
                 return "reclaimed"
             if job.held or paused(session, job.forge, job.repo):
                 job.held = True

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+from bot.store.failure import FailureReason
 from bot.store.tables import Job, utcnow
 
 JobState = Literal["queued", "running", "succeeded", "failed", "cancelled"]
@@ -37,7 +38,15 @@ class JobNotFound(LookupError):
     pass
 
 
-def move(job: Job, to: JobState, *, reason: str | None = None) -> None:
+def move(
+    job: Job,
+    to: JobState,
+    *,
+    reason: str | None = None,
+    failure: FailureReason | None = None,
+) -> None:
+    """``reason``: the one-line summary; ``failure``: the structured reason behind a
+    failed job (bot/store/failure.py), written here once with it."""
     if to not in TRANSITIONS[job.state]:
         raise InvalidTransition(f"job {job.id}: {job.state} -> {to} is not allowed")
     now = utcnow()
@@ -55,3 +64,5 @@ def move(job: Job, to: JobState, *, reason: str | None = None) -> None:
         job.not_before = None
     if reason is not None:
         job.failure_reason = reason
+    if failure is not None:
+        job.failure_detail = failure.to_json()

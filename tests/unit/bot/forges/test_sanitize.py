@@ -347,8 +347,8 @@ def _body(link_issue: str, summary: str, setup_md: str = "") -> str:
 
 
 def test_setup_failure_comment_sanitises_the_hosts_setup_asked_for() -> None:
-    from worker.pipelines.publish import setup_failure_markdown
     from worker.sandbox.egress_policy import BlockedRequest
+    from worker.sandbox.failure import setup_failure
     from worker.sandbox.setup import SetupResult
 
     host = "x`<img src=https://evil.example/p.png>`@maya"
@@ -360,9 +360,9 @@ def test_setup_failure_comment_sanitises_the_hosts_setup_asked_for() -> None:
         duration_s=1.0,
         blocked=(BlockedRequest("CONNECT", host, 443, "not allowed"),),
     )
-    comment = setup_failure_markdown(setup)
-    assert "<img" not in comment and "`@maya" not in comment
-    assert "<details><summary>Setup output (tail)</summary>" in comment  # Ribbit's own
+    comment = setup_failure(setup, detected=False, permitted_hosts=()).to_markdown()
+    assert "<img" not in comment and "`@maya" not in comment and "\n@maya" not in comment
+    assert "<details><summary>Output (last lines)</summary>" in comment  # Ribbit's own
 
 
 def test_pr_body_sanitises_summary_and_report() -> None:

@@ -125,3 +125,37 @@ def test_cli_usage_errors_exit_2(repo_and_patches: tuple[Path, Path, Path], tmp_
         gates_command, ["--repo", str(repo), "--patch", str(good), "--backend", "vm"]
     )
     assert bad_backend.exit_code == 2
+
+
+def test_cli_a_base_that_cannot_be_set_up_is_the_repositorys_not_the_patchs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The Go module proxy unreachable from the set-up (issue #35 item 4): the reason a
+    # solve job would store, and no word on the patch or on a test that never ran.
+    from tests.fakes import local_sandboxes
+
+    setup = "echo 'dial tcp: lookup proxy.golang.org: no such host'; exit 1"
+    repo, _ = repo_with(tmp_path, {**BASE, ".ribbit.yml": f"setup: {json.dumps(setup)}\n"})
+    patch = tmp_path / "fix.diff"
+    added = {"test_issue.py": "def test_issue218():\n    assert True\n"}
+    patch.write_text(make_patch(repo, {**BASE, **added}))
+    monkeypatch.setattr("worker.gates.cli._sandboxes", lambda backend, image: local_sandboxes())
+    args = ["--repo", str(repo), "--patch", str(patch)]
+    human = CliRunner().invoke(gates_command, args)
+    assert human.exit_code == 2, human.output
+    lines = human.output.splitlines()
+    assert lines[0] == (
+        f"The repository's setup failed (`{setup}` exited 1), so no test ran. "
+        "This is about the repository's set-up, not a patch."
+    )
+    assert lines[1] == (
+        "who can fix it: the maintainer, in setup in .ribbit.yml on the default branch: "
+        "the command failed: its output is below."
+    )
+    assert "  | dial tcp: lookup proxy.golang.org: no such host" in lines
+    assert lines[-1] == "gates: not run (the base commit's set-up failed)"
+    assert "after the patch" not in human.output and "test_issue218" not in human.output
+    as_json = CliRunner().invoke(gates_command, [*args, "--json"])
+    assert as_json.exit_code == 2
+    data = json.loads(as_json.output)
+    assert data["verdict"] is None and data["failure"]["what"] == lines[0]

@@ -20,7 +20,8 @@
   subcommands, their doctor checks (doctor.py), the settings class every process builds
   and the trainer's parts the web app offers (model_versions.py, env_validation.py) come
   in through pyproject's entry points. supervisor.py: `ribbit serve`'s embedded worker
-  and beat, watched and restarted; extras.py: which optional extras this install has.
+  and beat, watched and restarted; extras.py: which optional extras this install has;
+  cli_audit.py: who is acting in a command that changes state, and its audit row.
 
 bot/ imports neither worker/ nor trainer/ (pyproject's import-linter contracts check it).
 """

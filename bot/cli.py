@@ -11,29 +11,27 @@ module.
 from __future__ import annotations
 
 import gc
-import getpass
 import json
 import logging
 import os
 import signal
 import sys
-from collections.abc import Callable
 from importlib.metadata import EntryPoint, entry_points
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import click
 
+from bot.cli_audit import actor_option, audited, cli_actor
 from bot.console import empty, line, styled
 from bot.extras import missing_requirements
 from bot.runtime import Runtime, SchemaNotCurrent, upgrade_database
-from bot.settings import ADMIN_NAME, Settings, SettingsError, build_settings
+from bot.settings import Settings, SettingsError, build_settings
 from bot.supervisor import Supervisor
 from bot.web.serving import DEFAULT_DRAIN_S, DrainingServer
 
 if TYPE_CHECKING:
     from bot.env_validation import EnvValidatorFactory
     from bot.model_versions import ModelVersionsFactory
-    from bot.store.db import Database
     from bot.web.services import Services
 
 COMMANDS_GROUP = "ribbit.commands"
@@ -369,69 +367,6 @@ def jobs_show(job_id: str, as_json: bool) -> None:
     if job.result:
         click.echo("result:")
         click.echo(json.dumps(job.result, indent=2, default=str))
-
-
-# -- admin actions: audited ------------------------------------------------------------------
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def _actor_name(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
-    # An admin's name, as RIBBIT_ADMIN_TOKENS allows: nothing that could pass in the audit
-    # log for another entry ("alice (session) from 10.0.0.1").
-    if value is not None and not ADMIN_NAME.match(value):
-        raise click.BadParameter("letters, digits, _ . @ - only (an admin's name)")
-    return value
-
-
-def actor_option(command: F) -> F:
-    """``--actor NAME`` on a command that changes state: who is acting, for the audit log."""
-    return click.option(
-        "--actor",
-        default=None,
-        callback=_actor_name,
-        help="Who is acting, for the audit log (default: your OS user name, which is "
-        "recorded either way).",
-    )(command)
-
-
-def _os_user() -> str:
-    try:
-        return getpass.getuser()
-    except (OSError, KeyError):  # a container's uid with no passwd entry and no $USER
-        return f"uid {os.getuid()}"
-
-
-def cli_actor(given: str | None) -> str:
-    """The audit log's actor for a CLI command: the OS user, or ``--actor`` with the OS
-    user beside it (a name typed on the command line proves nothing by itself)."""
-    user = _os_user()
-    name = (given or "").strip()[:64]
-    if name and name != user:
-        return f"{name} (cli, os user {user})"
-    return f"{user} (cli)"
-
-
-def audited(db: Database, actor: str, action: str, target: str, run: Callable[[], str]) -> str:
-    """Run ``run`` (which says what it did) and write its audit row, as a dashboard action
-    is (bot/web/admin): ok with its message, or error with what it raised, raised again. The
-    trainer's commands (`ribbit model promote`, `ribbit data delete`...) use it too."""
-    from bot.store import audit
-
-    try:
-        message = run()
-    except Exception as exc:
-        audit.record(
-            db,
-            actor=actor,
-            action=action,
-            target=target,
-            outcome="error",
-            detail=f"{type(exc).__name__}: {exc}"[:2000],
-        )
-        raise
-    audit.record(db, actor=actor, action=action, target=target, outcome="ok", detail=message)
-    return message
 
 
 # -- kill switch ------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 import click
 
-from bot.cli import actor_option, audited, cli_actor
+from bot.cli_audit import actor_option, audited, cli_actor
 from bot.console import empty, progress
 from trainer.cli.common import (
     line_heldout,

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from bot.cli_audit import actor_option, audited, cli_actor
+from bot.cli_errors import DEBUG_HELP, debugging, describe_failure, known_failure
 from bot.console import empty, line, styled
 from bot.extras import missing_requirements
 from bot.runtime import Runtime, SchemaNotCurrent, upgrade_database
@@ -86,17 +87,31 @@ class LazyGroup(click.Group):
         return command
 
     def invoke(self, ctx: click.Context) -> Any:
-        # Registered commands import their heavy dependencies when they run; in a build
-        # without them (a web-only install has no torch) say so instead of a traceback.
+        # Every subcommand runs inside this call: its failure is one line saying what to
+        # do (bot/cli_errors.py), the traceback only when asked for.
         try:
             return super().invoke(ctx)
-        except ModuleNotFoundError as exc:
-            if exc.name is None or exc.name.split(".")[0] in OWN_PACKAGES:
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
+            raise
+        except Exception as exc:
+            if debugging(bool(ctx.params.get("debug"))):
                 raise
-            raise click.ClickException(_missing_text(ctx.invoked_subcommand, exc.name)) from None
-        except SchemaNotCurrent as exc:
-            # Any command that opens the database (bot.runtime): a step to take, no traceback.
-            raise click.ClickException(str(exc)) from None
+            raise click.ClickException(_one_line(ctx, exc)) from None
+
+
+def _one_line(ctx: click.Context, exc: Exception) -> str:
+    settings = ctx.obj if isinstance(ctx.obj, Settings) else None
+    if isinstance(exc, SchemaNotCurrent):  # any command that opens the database: a step
+        return str(exc)
+    known = known_failure(exc, settings)
+    if known is not None:
+        return known
+    # Registered commands import their heavy dependencies when they run; in a build
+    # without them (a web-only install has no torch) say so.
+    name = exc.name if isinstance(exc, ModuleNotFoundError) else None
+    if name and name.split(".")[0] not in OWN_PACKAGES:
+        return _missing_text(ctx.invoked_subcommand, name)
+    return describe_failure(exc, settings)
 
 
 OWN_PACKAGES = ("bot", "worker", "trainer")
@@ -143,8 +158,9 @@ def settings_or_exit() -> Settings:
 
 @click.group(cls=LazyGroup)
 @click.version_option(package_name="ribbit")
+@click.option("--debug", is_flag=True, help=DEBUG_HELP)
 @click.pass_context
-def main(ctx: click.Context) -> None:
+def main(ctx: click.Context, debug: bool) -> None:
     """Ribbit: labelled issues in, draft pull requests out, reviewed by humans."""
     # Subcommands that take their defaults from settings (sandbox, gates) read ctx.obj;
     # invalid settings are reported by the commands that need them, not here.

@@ -44,6 +44,8 @@ def settings_table(settings_class: type[Settings] = Settings) -> str:
 NOT_SETTINGS = frozenset(
     {
         "RIBBIT_CONFIG_FILE",
+        # Read by the `ribbit` command itself (bot/cli_errors.py): tracebacks on failure.
+        "RIBBIT_DEBUG",
         "RIBBIT_JUNIT",
         "RIBBIT_TORCH_VARIANT",
         "RIBBIT_SANDBOX_SOCKET",

@@ -16,8 +16,9 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Callable
 from importlib.metadata import EntryPoint, entry_points
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -25,6 +26,7 @@ from bot.cli_audit import actor_option, audited, cli_actor
 from bot.cli_errors import DEBUG_HELP, debugging, describe_failure, known_failure
 from bot.console import empty, line, styled
 from bot.extras import missing_requirements
+from bot.forges.base import FORGE_NAMES, RepoRef, forge_name, parse_repo_ref
 from bot.runtime import Runtime, SchemaNotCurrent, upgrade_database
 from bot.settings import Settings, SettingsError, build_settings
 from bot.supervisor import Supervisor
@@ -35,6 +37,7 @@ if TYPE_CHECKING:
     from bot.model_versions import ModelVersionsFactory
     from bot.web.services import Services
 
+F = TypeVar("F", bound=Callable[..., Any])
 COMMANDS_GROUP = "ribbit.commands"
 # The seams `ribbit serve` hands the web app, by name: ``model_versions`` (a
 # bot.model_versions.ModelVersionsFactory) and ``env_validator`` (a
@@ -388,59 +391,68 @@ def jobs_show(job_id: str, as_json: bool) -> None:
 # -- kill switch ------------------------------------------------------------------------------
 
 
-def _split_repo(repo: str | None, forge: str | None) -> tuple[str | None, str | None]:
-    if repo and ":" in repo:
-        forge, repo = repo.split(":", 1)
-    return forge, repo
+def _repo_ref(repo: str | None, forge: str) -> RepoRef | None:
+    """``--repo`` as typed, checked: ``[forge:]owner/name``, in --forge where it has no
+    prefix; None for every repository."""
+    if repo is None:
+        return None
+    try:
+        return parse_repo_ref(repo, forge_name(forge))
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="'--repo'") from None
+
+
+def _forge_option(command: F) -> F:
+    return click.option(
+        "--forge",
+        type=click.Choice(FORGE_NAMES),
+        default="github",
+        show_default=True,
+        help="The repository's forge, when --repo has no forge: prefix.",
+    )(command)
 
 
 @main.command()
 @click.option("--repo", default=None, help="Pause one repository ([forge:]owner/name).")
-@click.option(
-    "--forge",
-    type=click.Choice(["github", "gitlab"]),
-    default="github",
-    show_default=True,
-    help="The repository's forge, when --repo has no forge: prefix.",
-)
+@_forge_option
 @actor_option
 def pause(repo: str | None, forge: str, actor: str | None) -> None:
     """Stop starting jobs at once (events are still received and kept)."""
-    forge_, repo_ = _split_repo(repo, forge)
+    ref = _repo_ref(repo, forge)
     rt = Runtime.open(settings_or_exit())
-    target = "*" if repo_ is None else f"{forge_}:{repo_}"
+    target = "*" if ref is None else str(ref)
 
     def run() -> str:
-        rt.store.pause(forge=forge_, repo=repo_)
-        return f"paused {'everything' if repo_ is None else target}"
+        if ref is None:
+            rt.store.pause()
+        else:
+            rt.store.pause(forge=ref.forge, repo=ref.full_name)
+        return f"paused {'everything' if ref is None else target}"
 
     click.echo(audited(rt.db, cli_actor(actor), "pause", target, run))
 
 
 @main.command()
 @click.option("--repo", default=None, help="Resume one repository ([forge:]owner/name).")
-@click.option(
-    "--forge",
-    type=click.Choice(["github", "gitlab"]),
-    default="github",
-    show_default=True,
-    help="The repository's forge, when --repo has no forge: prefix.",
-)
+@_forge_option
 @actor_option
 def resume(repo: str | None, forge: str, actor: str | None) -> None:
     """Lift a pause and dispatch the jobs held meanwhile."""
     from bot.queue import JobQueue
 
+    ref = _repo_ref(repo, forge)
     settings = settings_or_exit()
     rt = Runtime.open(settings)
-    forge_, repo_ = _split_repo(repo, forge)
-    target = "*" if repo_ is None else f"{forge_}:{repo_}"
+    target = "*" if ref is None else str(ref)
 
     def run() -> str:
-        released = rt.store.resume(forge=forge_, repo=repo_)
+        if ref is None:
+            released = rt.store.resume()
+        else:
+            released = rt.store.resume(forge=ref.forge, repo=ref.full_name)
         JobQueue.to_celery(settings, rt.store).dispatch(released)
         return (
-            f"resumed {'everything' if repo_ is None else target}; "
+            f"resumed {'everything' if ref is None else target}; "
             f"{len(released)} held job(s) dispatched"
         )
 

@@ -416,7 +416,8 @@ def _forge_option(command: F) -> F:
 @click.option("--repo", default=None, help="Pause one repository ([forge:]owner/name).")
 @_forge_option
 @actor_option
-def pause(repo: str | None, forge: str, actor: str | None) -> None:
+@click.option("--json", "as_json", is_flag=True, help="What was paused as a JSON object.")
+def pause(repo: str | None, forge: str, actor: str | None, as_json: bool) -> None:
     """Stop starting jobs at once (events are still received and kept)."""
     ref = _repo_ref(repo, forge)
     rt = Runtime.open(settings_or_exit())
@@ -429,14 +430,21 @@ def pause(repo: str | None, forge: str, actor: str | None) -> None:
             rt.store.pause(forge=ref.forge, repo=ref.full_name)
         return f"paused {'everything' if ref is None else target}"
 
-    click.echo(audited(rt.db, cli_actor(actor), "pause", target, run))
+    message = audited(rt.db, cli_actor(actor), "pause", target, run)
+    if as_json:
+        click.echo(json.dumps({"paused": target, "message": message}))
+    else:
+        click.echo(message)
 
 
 @main.command()
 @click.option("--repo", default=None, help="Resume one repository ([forge:]owner/name).")
 @_forge_option
 @actor_option
-def resume(repo: str | None, forge: str, actor: str | None) -> None:
+@click.option(
+    "--json", "as_json", is_flag=True, help="What was resumed and the jobs released, as JSON."
+)
+def resume(repo: str | None, forge: str, actor: str | None, as_json: bool) -> None:
     """Lift a pause and dispatch the jobs held meanwhile."""
     from bot.queue import JobQueue
 
@@ -444,19 +452,24 @@ def resume(repo: str | None, forge: str, actor: str | None) -> None:
     settings = settings_or_exit()
     rt = Runtime.open(settings)
     target = "*" if ref is None else str(ref)
+    released: list[str] = []
 
     def run() -> str:
         if ref is None:
-            released = rt.store.resume()
+            released.extend(rt.store.resume())
         else:
-            released = rt.store.resume(forge=ref.forge, repo=ref.full_name)
+            released.extend(rt.store.resume(forge=ref.forge, repo=ref.full_name))
         JobQueue.to_celery(settings, rt.store).dispatch(released)
         return (
             f"resumed {'everything' if ref is None else target}; "
             f"{len(released)} held job(s) dispatched"
         )
 
-    click.echo(audited(rt.db, cli_actor(actor), "resume", target, run))
+    message = audited(rt.db, cli_actor(actor), "resume", target, run)
+    if as_json:
+        click.echo(json.dumps({"resumed": target, "dispatched": released, "message": message}))
+    else:
+        click.echo(message)
 
 
 # -- notifications ------------------------------------------------------------------------------
@@ -526,12 +539,17 @@ def db_upgrade(actor: str | None) -> None:
     help="Seconds to wait for the schema to reach the newest revision (an upgrade running "
     "elsewhere).",
 )
-def db_check(wait_s: float) -> None:
+@click.option("--json", "as_json", is_flag=True, help="The revision as a JSON object.")
+def db_check(wait_s: float, as_json: bool) -> None:
     """Exit 0 if the schema is at the newest revision, else 1 saying what to run. Never
     upgrades: a deployment's pods run it first, while the one upgrade Job migrates."""
     from bot.runtime import wait_for_schema
 
-    click.echo(f"database at revision {wait_for_schema(settings_or_exit(), wait_s)}")
+    revision = wait_for_schema(settings_or_exit(), wait_s)
+    if as_json:
+        click.echo(json.dumps({"revision": revision, "at_head": True}))
+    else:
+        click.echo(f"database at revision {revision}")
 
 
 @main.command()

@@ -3,6 +3,7 @@ checked before anything is paused (issue #36 item 6)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -86,3 +87,50 @@ def test_cli_killswitch_takes_the_forge_from_the_option_or_the_prefix(env: Path)
     result = runner.invoke(main, ["resume", "--repo", "github:acme/app", "--forge", "gitlab"])
     assert result.exit_code == 0, result.output
     assert paused_scopes() == ["gitlab:acme/tools/w"]
+
+
+def test_cli_killswitch_as_json(env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    sent: list[list[str]] = []
+    monkeypatch.setattr("bot.queue.JobQueue.dispatch", lambda _queue, ids: sent.append(ids))
+    runner = CliRunner()
+    paused = runner.invoke(main, ["pause", "--repo", "gitlab:acme/tools/w", "--json"])
+    assert json.loads(paused.output) == {
+        "paused": "gitlab:acme/tools/w",
+        "message": "paused gitlab:acme/tools/w",
+    }
+    assert json.loads(runner.invoke(main, ["pause", "--json"]).output) == {
+        "paused": "*",
+        "message": "paused everything",
+    }
+    assert json.loads(runner.invoke(main, ["resume", "--json"]).output) == {
+        "resumed": "*",
+        "dispatched": [],
+        "message": "resumed everything; 0 held job(s) dispatched",
+    }
+    held = _held_job("gitlab", "acme/tools/w")
+    resumed = runner.invoke(
+        main, ["resume", "--repo", "acme/tools/w", "--forge", "gitlab", "--json"]
+    )
+    assert json.loads(resumed.output) == {
+        "resumed": "gitlab:acme/tools/w",
+        "dispatched": [held],
+        "message": "resumed gitlab:acme/tools/w; 1 held job(s) dispatched",
+    }
+    assert sent == [[], [held]]
+
+
+def _held_job(forge: str, repo: str) -> str:
+    from bot.runtime import Runtime
+    from bot.settings import load_settings
+    from bot.store.jobs import JobSpec
+
+    rt = Runtime.open(load_settings())
+    try:
+        with rt.db.session() as s:
+            job = rt.store.create(
+                s, JobSpec(kind="solve", forge=forge, repo=repo, issue_number=3), held=True
+            )
+            assert job is not None
+            return job.id
+    finally:
+        rt.close()

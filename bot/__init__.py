@@ -21,7 +21,9 @@
   subcommands, their doctor checks (doctor.py), the settings class every process builds
   and the trainer's parts the web app offers (model_versions.py, env_validation.py) come
   in through pyproject's entry points. supervisor.py: `ribbit serve`'s embedded worker
-  and beat, watched and restarted; extras.py: which optional extras this install has.
+  and beat, watched and restarted; extras.py: which optional extras this install has;
+  cli_audit.py: who is acting in a command that changes state, and its audit row;
+  cli_errors.py: a failed command's one-line message and remedy (no traceback).
 
 bot/ imports neither worker/ nor trainer/ (pyproject's import-linter contracts check it).
 """

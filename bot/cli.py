@@ -11,7 +11,6 @@ module.
 from __future__ import annotations
 
 import gc
-import getpass
 import json
 import logging
 import os
@@ -24,20 +23,23 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from bot.cli_audit import actor_option, audited, cli_actor
+from bot.cli_errors import DEBUG_HELP, debugging, describe_failure, known_failure
 from bot.console import empty, line, styled
 from bot.extras import missing_requirements
+from bot.forges.base import FORGE_NAMES, RepoRef, forge_name, parse_repo_ref
 from bot.job_json import job_dict
 from bot.runtime import Runtime, SchemaNotCurrent, upgrade_database
-from bot.settings import ADMIN_NAME, Settings, SettingsError, build_settings
+from bot.settings import Settings, SettingsError, build_settings
 from bot.supervisor import Supervisor
 from bot.web.serving import DEFAULT_DRAIN_S, DrainingServer
 
 if TYPE_CHECKING:
     from bot.env_validation import EnvValidatorFactory
     from bot.model_versions import ModelVersionsFactory
-    from bot.store.db import Database
     from bot.web.services import Services
 
+F = TypeVar("F", bound=Callable[..., Any])
 COMMANDS_GROUP = "ribbit.commands"
 # The seams `ribbit serve` hands the web app, by name: ``model_versions`` (a
 # bot.model_versions.ModelVersionsFactory) and ``env_validator`` (a
@@ -90,17 +92,31 @@ class LazyGroup(click.Group):
         return command
 
     def invoke(self, ctx: click.Context) -> Any:
-        # Registered commands import their heavy dependencies when they run; in a build
-        # without them (a web-only install has no torch) say so instead of a traceback.
+        # Every subcommand runs inside this call: its failure is one line saying what to
+        # do (bot/cli_errors.py), the traceback only when asked for.
         try:
             return super().invoke(ctx)
-        except ModuleNotFoundError as exc:
-            if exc.name is None or exc.name.split(".")[0] in OWN_PACKAGES:
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
+            raise
+        except Exception as exc:
+            if debugging(bool(ctx.params.get("debug"))):
                 raise
-            raise click.ClickException(_missing_text(ctx.invoked_subcommand, exc.name)) from None
-        except SchemaNotCurrent as exc:
-            # Any command that opens the database (bot.runtime): a step to take, no traceback.
-            raise click.ClickException(str(exc)) from None
+            raise click.ClickException(_one_line(ctx, exc)) from None
+
+
+def _one_line(ctx: click.Context, exc: Exception) -> str:
+    settings = ctx.obj if isinstance(ctx.obj, Settings) else None
+    if isinstance(exc, SchemaNotCurrent):  # any command that opens the database: a step
+        return str(exc)
+    known = known_failure(exc, settings)
+    if known is not None:
+        return known
+    # Registered commands import their heavy dependencies when they run; in a build
+    # without them (a web-only install has no torch) say so.
+    name = exc.name if isinstance(exc, ModuleNotFoundError) else None
+    if name and name.split(".")[0] not in OWN_PACKAGES:
+        return _missing_text(ctx.invoked_subcommand, name)
+    return describe_failure(exc, settings)
 
 
 OWN_PACKAGES = ("bot", "worker", "trainer")
@@ -147,8 +163,9 @@ def settings_or_exit() -> Settings:
 
 @click.group(cls=LazyGroup)
 @click.version_option(package_name="ribbit")
+@click.option("--debug", is_flag=True, help=DEBUG_HELP)
 @click.pass_context
-def main(ctx: click.Context) -> None:
+def main(ctx: click.Context, debug: bool) -> None:
     """Ribbit: labelled issues in, draft pull requests out, reviewed by humans."""
     # Subcommands that take their defaults from settings (sandbox, gates) read ctx.obj;
     # invalid settings are reported by the commands that need them, not here.
@@ -354,129 +371,88 @@ def jobs_show(job_id: str, as_json: bool) -> None:
         click.echo(json.dumps(job.result, indent=2, default=str))
 
 
-# -- admin actions: audited ------------------------------------------------------------------
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def _actor_name(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
-    # An admin's name, as RIBBIT_ADMIN_TOKENS allows: nothing that could pass in the audit
-    # log for another entry ("alice (session) from 10.0.0.1").
-    if value is not None and not ADMIN_NAME.match(value):
-        raise click.BadParameter("letters, digits, _ . @ - only (an admin's name)")
-    return value
-
-
-def actor_option(command: F) -> F:
-    """``--actor NAME`` on a command that changes state: who is acting, for the audit log."""
-    return click.option(
-        "--actor",
-        default=None,
-        callback=_actor_name,
-        help="Who is acting, for the audit log (default: your OS user name, which is "
-        "recorded either way).",
-    )(command)
-
-
-def _os_user() -> str:
-    try:
-        return getpass.getuser()
-    except (OSError, KeyError):  # a container's uid with no passwd entry and no $USER
-        return f"uid {os.getuid()}"
-
-
-def cli_actor(given: str | None) -> str:
-    """The audit log's actor for a CLI command: the OS user, or ``--actor`` with the OS
-    user beside it (a name typed on the command line proves nothing by itself)."""
-    user = _os_user()
-    name = (given or "").strip()[:64]
-    if name and name != user:
-        return f"{name} (cli, os user {user})"
-    return f"{user} (cli)"
-
-
-def audited(db: Database, actor: str, action: str, target: str, run: Callable[[], str]) -> str:
-    """Run ``run`` (which says what it did) and write its audit row, as a dashboard action
-    is (bot/web/admin): ok with its message, or error with what it raised, raised again. The
-    trainer's commands (`ribbit model promote`, `ribbit data delete`...) use it too."""
-    from bot.store import audit
-
-    try:
-        message = run()
-    except Exception as exc:
-        audit.record(
-            db,
-            actor=actor,
-            action=action,
-            target=target,
-            outcome="error",
-            detail=f"{type(exc).__name__}: {exc}"[:2000],
-        )
-        raise
-    audit.record(db, actor=actor, action=action, target=target, outcome="ok", detail=message)
-    return message
-
-
 # -- kill switch ------------------------------------------------------------------------------
 
 
-def _split_repo(repo: str | None, forge: str | None) -> tuple[str | None, str | None]:
-    if repo and ":" in repo:
-        forge, repo = repo.split(":", 1)
-    return forge, repo
+def _repo_ref(repo: str | None, forge: str) -> RepoRef | None:
+    """``--repo`` as typed, checked: ``[forge:]owner/name``, in --forge where it has no
+    prefix; None for every repository."""
+    if repo is None:
+        return None
+    try:
+        return parse_repo_ref(repo, forge_name(forge))
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="'--repo'") from None
+
+
+def _forge_option(command: F) -> F:
+    return click.option(
+        "--forge",
+        type=click.Choice(FORGE_NAMES),
+        default="github",
+        show_default=True,
+        help="The repository's forge, when --repo has no forge: prefix.",
+    )(command)
 
 
 @main.command()
 @click.option("--repo", default=None, help="Pause one repository ([forge:]owner/name).")
-@click.option(
-    "--forge",
-    type=click.Choice(["github", "gitlab"]),
-    default="github",
-    show_default=True,
-    help="The repository's forge, when --repo has no forge: prefix.",
-)
+@_forge_option
 @actor_option
-def pause(repo: str | None, forge: str, actor: str | None) -> None:
+@click.option("--json", "as_json", is_flag=True, help="What was paused as a JSON object.")
+def pause(repo: str | None, forge: str, actor: str | None, as_json: bool) -> None:
     """Stop starting jobs at once (events are still received and kept)."""
-    forge_, repo_ = _split_repo(repo, forge)
+    ref = _repo_ref(repo, forge)
     rt = Runtime.open(settings_or_exit())
-    target = "*" if repo_ is None else f"{forge_}:{repo_}"
+    target = "*" if ref is None else str(ref)
 
     def run() -> str:
-        rt.store.pause(forge=forge_, repo=repo_)
-        return f"paused {'everything' if repo_ is None else target}"
+        if ref is None:
+            rt.store.pause()
+        else:
+            rt.store.pause(forge=ref.forge, repo=ref.full_name)
+        return f"paused {'everything' if ref is None else target}"
 
-    click.echo(audited(rt.db, cli_actor(actor), "pause", target, run))
+    message = audited(rt.db, cli_actor(actor), "pause", target, run)
+    if as_json:
+        click.echo(json.dumps({"paused": target, "message": message}))
+    else:
+        click.echo(message)
 
 
 @main.command()
 @click.option("--repo", default=None, help="Resume one repository ([forge:]owner/name).")
-@click.option(
-    "--forge",
-    type=click.Choice(["github", "gitlab"]),
-    default="github",
-    show_default=True,
-    help="The repository's forge, when --repo has no forge: prefix.",
-)
+@_forge_option
 @actor_option
-def resume(repo: str | None, forge: str, actor: str | None) -> None:
+@click.option(
+    "--json", "as_json", is_flag=True, help="What was resumed and the jobs released, as JSON."
+)
+def resume(repo: str | None, forge: str, actor: str | None, as_json: bool) -> None:
     """Lift a pause and dispatch the jobs held meanwhile."""
     from bot.queue import JobQueue
 
+    ref = _repo_ref(repo, forge)
     settings = settings_or_exit()
     rt = Runtime.open(settings)
-    forge_, repo_ = _split_repo(repo, forge)
-    target = "*" if repo_ is None else f"{forge_}:{repo_}"
+    target = "*" if ref is None else str(ref)
+    released: list[str] = []
 
     def run() -> str:
-        released = rt.store.resume(forge=forge_, repo=repo_)
+        if ref is None:
+            released.extend(rt.store.resume())
+        else:
+            released.extend(rt.store.resume(forge=ref.forge, repo=ref.full_name))
         JobQueue.to_celery(settings, rt.store).dispatch(released)
         return (
-            f"resumed {'everything' if repo_ is None else target}; "
+            f"resumed {'everything' if ref is None else target}; "
             f"{len(released)} held job(s) dispatched"
         )
 
-    click.echo(audited(rt.db, cli_actor(actor), "resume", target, run))
+    message = audited(rt.db, cli_actor(actor), "resume", target, run)
+    if as_json:
+        click.echo(json.dumps({"resumed": target, "dispatched": released, "message": message}))
+    else:
+        click.echo(message)
 
 
 # -- notifications ------------------------------------------------------------------------------
@@ -546,12 +522,17 @@ def db_upgrade(actor: str | None) -> None:
     help="Seconds to wait for the schema to reach the newest revision (an upgrade running "
     "elsewhere).",
 )
-def db_check(wait_s: float) -> None:
+@click.option("--json", "as_json", is_flag=True, help="The revision as a JSON object.")
+def db_check(wait_s: float, as_json: bool) -> None:
     """Exit 0 if the schema is at the newest revision, else 1 saying what to run. Never
     upgrades: a deployment's pods run it first, while the one upgrade Job migrates."""
     from bot.runtime import wait_for_schema
 
-    click.echo(f"database at revision {wait_for_schema(settings_or_exit(), wait_s)}")
+    revision = wait_for_schema(settings_or_exit(), wait_s)
+    if as_json:
+        click.echo(json.dumps({"revision": revision, "at_head": True}))
+    else:
+        click.echo(f"database at revision {revision}")
 
 
 @main.command()

@@ -350,7 +350,11 @@ class Settings(BaseSettings):
     host: str = Field(default="127.0.0.1", description="Address `ribbit serve` listens on.")
     port: int = Field(default=8080, ge=0, le=65535, description="Port `ribbit serve` listens on.")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(default="INFO")
-    log_format: Literal["json", "text"] = Field(default="json", description="Log line format.")
+    log_format: Literal["auto", "json", "text"] = Field(
+        default="auto",
+        description="Log line format. auto: text lines when stderr is a terminal (a person "
+        "reading), one JSON object a line otherwise (a log collector).",
+    )
     admin_token: SecretStr | None = Field(
         default=None,
         description="Bearer token for /admin, shared: its holder is `admin` in the audit log "

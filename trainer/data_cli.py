@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from bot.cli import actor_option, audited, cli_actor
+from bot.cli_audit import actor_option, audited, cli_actor
 from bot.console import empty
 from bot.forges.base import RepoRef, forge_name
 from bot.runtime import open_database

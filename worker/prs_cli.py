@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from bot.cli import actor_option, cli_actor, settings_or_exit
+from bot.cli import settings_or_exit
+from bot.cli_audit import actor_option, cli_actor
 from bot.forges import ForgeFactory, forge_factory
 from bot.runtime import open_database
 from bot.store.db import Database

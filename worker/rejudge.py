@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from bot.cli import audited
+from bot.cli_audit import audited
 from bot.forges import ForgeFactory
 from bot.forges.base import CommitStatus
 from bot.store.db import Database

@@ -7,6 +7,7 @@ differences stay behind :class:`Forge`; callers never branch on the forge.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -54,6 +55,33 @@ class RepoRef:
 
     def __str__(self) -> str:
         return f"{self.forge}:{self.full_name}"
+
+
+# One part of a repository's path as both forges allow it (GitHub's owner and name,
+# GitLab's groups and project): no spaces, no `..`, no leading `-` that reads as an option.
+_PATH_PART = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_.-]{0,99}")
+# GitHub: owner/name; GitLab: group/project, with subgroups up to its nesting limit.
+_PATH_PARTS: dict[ForgeName, tuple[int, int]] = {"github": (2, 2), "gitlab": (2, 21)}
+REPO_FORMS = "owner/name, or group/subgroup/project on GitLab, optionally after github: or gitlab:"
+
+
+def parse_repo_ref(text: str, default_forge: ForgeName = "github") -> RepoRef:
+    """A repository as an operator types it, ``[forge:]owner/name``; ValueError saying the
+    accepted forms for anything else (a pause on a name no job can have would hold nothing
+    and still read as done)."""
+    forge_text, sep, full_name = text.strip().partition(":")
+    forge = forge_name(forge_text) if sep else default_forge
+    if not sep:
+        full_name = forge_text
+    parts = full_name.split("/")
+    fewest, most = _PATH_PARTS[forge]
+    if (
+        not fewest <= len(parts) <= most
+        or len(full_name) > 255
+        or any(p in {".", ".."} or not _PATH_PART.fullmatch(p) for p in parts)
+    ):
+        raise ValueError(f"{text!r} is not a {forge} repository name ({REPO_FORMS})")
+    return RepoRef(forge, full_name)
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 import click
 
-from bot.cli import actor_option, audited, cli_actor
+from bot.cli_audit import actor_option, audited, cli_actor
 from bot.console import empty, progress
 from trainer.cli.common import (
     line_heldout,
@@ -79,17 +79,23 @@ def pull_model(
 
 @model.command("verify")
 @click.argument("model_id", required=False)
+@click.option("--json", "as_json", is_flag=True, help="What was verified as a JSON object.")
 @click.pass_context
-def verify_model(ctx: click.Context, model_id: str | None) -> None:
+def verify_model(ctx: click.Context, model_id: str | None, as_json: bool) -> None:
     """Re-hash pulled weights against their recorded SHA-256s."""
     from worker.weights import WeightsError, verify_weights, weights_path
 
     settings = settings_of(ctx)
     model_id = model_id or settings.model.model
+    path = weights_path(settings.effective_weights_dir, model_id)
     try:
-        manifest = verify_weights(weights_path(settings.effective_weights_dir, model_id))
+        manifest = verify_weights(path)
     except WeightsError as exc:
         raise click.ClickException(str(exc)) from None
+    if as_json:
+        facts = {"model": model_id, "path": str(path), "files": len(manifest.files)}
+        click.echo(json.dumps({**facts, "digest": manifest.digest}))
+        return
     click.echo(f"{model_id}: {len(manifest.files)} files match (digest {manifest.digest[:16]})")
 
 
@@ -290,8 +296,11 @@ def _score_heldout(
     "results); the audit row says what was skipped.",
 )
 @actor_option
+@click.option("--json", "as_json", is_flag=True, help="What was promoted as a JSON object.")
 @click.pass_context
-def promote_model(ctx: click.Context, version: str, force: bool, actor: str | None) -> None:
+def promote_model(
+    ctx: click.Context, version: str, force: bool, actor: str | None, as_json: bool
+) -> None:
     """Make VERSION the one workers use, if better than what it replaces (the line's
     promoted version, else the base model) by a one-sided exact sign test on the same
     held-out environments; with inference servers, load its adapter on each of them
@@ -314,6 +323,10 @@ def promote_model(ctx: click.Context, version: str, force: bool, actor: str | No
         message = audited(db, cli_actor(actor), "promote", f"model:{version}", run)
     except ModelVersionError as exc:
         raise click.ClickException(str(exc)) from None
+    if as_json:
+        facts = {"promoted": version, "forced": force, "loaded_on": servers}
+        click.echo(json.dumps({**facts, "message": message}))
+        return
     for url in servers:
         click.echo(f"loaded {version} on {url}")
     click.echo(message)
@@ -322,20 +335,27 @@ def promote_model(ctx: click.Context, version: str, force: bool, actor: str | No
 @model.command("rollback")
 @click.option("--line", default="default", show_default=True, help="The model line.")
 @actor_option
+@click.option("--json", "as_json", is_flag=True, help="What is served now as a JSON object.")
 @click.pass_context
-def rollback_model(ctx: click.Context, line: str, actor: str | None) -> None:
+def rollback_model(ctx: click.Context, line: str, actor: str | None, as_json: bool) -> None:
     """Put back the version promoted before the line's current one (servers keep running)."""
     from bot.model_versions import ModelVersionError
     from trainer.registry import RegistryVersions
 
     db = open_db(ctx)
     versions = RegistryVersions(db, settings_of(ctx).model)
+    serving: list[str | None] = []
 
     def run() -> str:
-        previous = versions.rollback(line)
-        return f"now serving {previous}" if previous else "now serving the base model"
+        serving.append(versions.rollback(line))
+        return f"now serving {serving[0]}" if serving[0] else "now serving the base model"
 
     try:
-        click.echo(audited(db, cli_actor(actor), "rollback", f"model line:{line}", run))
+        message = audited(db, cli_actor(actor), "rollback", f"model line:{line}", run)
     except ModelVersionError as exc:
         raise click.ClickException(str(exc)) from None
+    if as_json:
+        # serving None: the line is back on the base model.
+        click.echo(json.dumps({"line": line, "serving": serving[0], "message": message}))
+    else:
+        click.echo(message)

@@ -3,6 +3,7 @@ repository's test command the way the gates will run it."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -102,12 +103,17 @@ def run(
 @sandbox.command("check")
 @click.option("--docker-url", default=None, help="Docker Engine API URL.")
 @click.option("--image", default=None, help="Sandbox image.")
-def check(docker_url: str | None, image: str | None) -> None:
-    """Say which sandbox backends work on this host."""
+@click.option("--json", "as_json", is_flag=True, help="The backends' checks as a JSON object.")
+def check(docker_url: str | None, image: str | None, as_json: bool) -> None:
+    """Say which sandbox backends work on this host (exit 1 if none does)."""
     checks = check_backends(_settings(docker_url=docker_url, image=image))
-    for c in checks:
+    usable = any(c.ok for c in checks)
+    if as_json:
+        backends = [{"name": c.name, "ok": c.ok, "detail": c.detail} for c in checks]
+        click.echo(json.dumps({"usable": usable, "backends": backends}))
+    for c in [] if as_json else checks:
         click.echo(f"{'ok  ' if c.ok else 'FAIL'} {c.name}: {c.detail}")
-    sys.exit(0 if any(c.ok for c in checks) else 1)
+    sys.exit(0 if usable else 1)
 
 
 if __name__ == "__main__":  # python -m worker.sandbox.cli

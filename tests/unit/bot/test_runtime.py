@@ -6,6 +6,7 @@ in tests/integration/test_store_postgres.py."""
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import subprocess
 import sys
@@ -205,6 +206,9 @@ def test_db_check_says_where_the_schema_stands_and_never_upgrades(
     at_head = CliRunner().invoke(main, ["db", "check"])
     assert at_head.exit_code == 0
     assert at_head.output.strip() == f"database at revision {head_revision()}"
+    as_json = CliRunner().invoke(main, ["db", "check", "--json"])
+    assert as_json.exit_code == 0
+    assert json.loads(as_json.output) == {"revision": head_revision(), "at_head": True}
 
 
 def test_db_check_waits_for_an_upgrade_running_elsewhere(tmp_path: Path) -> None:

@@ -71,6 +71,8 @@ def test_mistyped_variable_is_warned_with_the_closest_name(
     monkeypatch.setenv("RIBBIT_ZZZZ_NOTHING_LIKE_IT", "1")
     monkeypatch.setenv("RIBBIT_GITHUB__WEBHOOK_SECRET", GITHUB_SECRET)
     monkeypatch.setenv("RIBBIT_JUNIT", "1")  # read by scripts, not a setting: no warning
+    monkeypatch.setenv("RIBBIT_DEBUG", "1")  # read by the `ribbit` command itself
+    monkeypatch.setenv("RIBBIT_EMBEDDED_PARENT", "4242")  # ribbit serve's children
     with caplog.at_level("WARNING", logger="bot.settings"):
         load_settings(data_dir=tmp_path)
     warned = [r.getMessage() for r in caplog.records]

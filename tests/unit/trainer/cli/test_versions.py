@@ -155,3 +155,29 @@ def test_versions_promote_and_rollback_refusals(db: Database) -> None:
     _ok("promote", "v2", "--force")
     assert _ok("rollback") == "now serving v1\n"
     assert "nothing to roll back" in _refused("rollback", "--line", "fast")
+
+
+def test_versions_verify_promote_and_rollback_as_json(
+    db: Database, data_dir: Path, snapshot: Path
+) -> None:
+    _ok("pull", "acme/tiny", "--from", str(snapshot))
+    verified = json.loads(_ok("verify", "acme/tiny", "--json"))
+    shown = re.search(r"digest (\w+)", _ok("verify", "acme/tiny"))
+    assert shown is not None and verified["digest"].startswith(shown.group(1))
+    assert {k: v for k, v in verified.items() if k != "digest"} == {
+        "model": "acme/tiny",
+        "path": str(data_dir / "models" / "acme/tiny"),
+        "files": 2,
+    }
+    register(db, "v1", base_model="org/base", adapter_path="/a/v1")
+    register(db, "v2", base_model="org/base", adapter_path="/a/v2")
+    promoted = json.loads(_ok("promote", "v1", "--force", "--json"))
+    assert (promoted["promoted"], promoted["forced"], promoted["loaded_on"]) == ("v1", True, [])
+    assert promoted["message"].startswith("promoted v1 (forced; skipped:")
+    _ok("promote", "v2", "--force")
+    assert json.loads(_ok("rollback", "--json")) == {
+        "line": "default",
+        "serving": "v1",
+        "message": "now serving v1",
+    }
+    assert json.loads(_ok("rollback", "--json"))["serving"] is None

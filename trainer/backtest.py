@@ -58,7 +58,8 @@ class FixResult:
     instance_id: str | None = None
     rejected: str | None = None  # the builder's reason and detail, when not built
     rollouts: int = 0
-    resolved: int = 0  # rollouts whose patch SWE-bench would count resolved
+    resolved: int = 0  # rollouts whose patch passes every required test (the whole suite)
+    swebench: int = 0  # rollouts SWE-bench's harness rule counts resolved (reward.py)
     rewarded: int = 0  # rollouts with Ribbit's full reward (resolved and gates pass)
     reason: str = ""  # the first rollout's grading reason (solved, tests_failed, ...)
     exit_reason: str = ""  # how the first rollout's agent stopped
@@ -74,6 +75,7 @@ class FixResult:
             "rejected": self.rejected,
             "rollouts": self.rollouts,
             "resolved": self.resolved,
+            "swebench_resolved": self.swebench,
             "rewarded": self.rewarded,
             "reason": self.reason,
             "exit_reason": self.exit_reason,
@@ -101,9 +103,17 @@ class BacktestReport:
 
     @property
     def resolve_rate(self) -> PassAt1 | None:
-        """SWE-bench's resolve rate (tests only) as pass@1 over the built fixes."""
+        """The tests' resolve rate, strictly (every FAIL_TO_PASS and every PASS_TO_PASS
+        of the whole suite passed), as pass@1 over the built fixes."""
         scored = self.scored
         return pass_at_1((f.resolved, f.rollouts) for f in scored) if scored else None
+
+    @property
+    def swebench_rate(self) -> PassAt1 | None:
+        """The resolve rate by SWE-bench's harness rule (PASS_TO_PASS of the test
+        patch's files only, skipped maintained): the figure published rates are."""
+        scored = self.scored
+        return pass_at_1((f.swebench, f.rollouts) for f in scored) if scored else None
 
     @property
     def reward_rate(self) -> PassAt1 | None:
@@ -119,6 +129,7 @@ class BacktestReport:
             "fixes_found": len(self.fixes),
             "fixes_scored": len(self.scored),
             "resolve_rate": _rate_json(self.resolve_rate),
+            "swebench_rate": _rate_json(self.swebench_rate),
             "reward_rate": _rate_json(self.reward_rate),
             "fixes": [f.to_json() for f in self.fixes],
         }
@@ -245,7 +256,7 @@ def _one(
         return FixResult(fix, rejected=str(exc))
     checkout = checkout_for(env)
     limits = agent_limits(limits, config)  # the repository's .ribbit.yml limits, as for a job
-    resolved = rewarded = 0
+    resolved = swebench = rewarded = 0
     first: tuple[str, str, str] | None = None
     for _ in range(k):
         try:
@@ -254,6 +265,7 @@ def _one(
             return FixResult(fix, env.instance_id, rejected=f"setup_failed: {exc}")
         grade = compute_reward(env, agent.diff, checkout, sandboxes, gate_settings=gate_settings)
         resolved += grade.resolved
+        swebench += grade.swebench_resolved
         rewarded += grade.reward >= 1.0
         if first is None:
             first = (grade.reason, agent.exit_reason, agent.diff)
@@ -263,6 +275,7 @@ def _one(
         env.instance_id,
         rollouts=k,
         resolved=resolved,
+        swebench=swebench,
         rewarded=rewarded,
         reason=first[0],
         exit_reason=first[1],

@@ -177,7 +177,7 @@ def test_envs_grade_prints_the_swebench_verdict_and_the_reward(
     empty = tmp_path / "none.diff"
     empty.write_text("")
     graded = runner.invoke(main, ["envs", "grade", env.instance_id, "--patch", str(empty)])
-    assert f"{env.instance_id}: resolved=False reward=0.0" in graded.output
+    assert f"{env.instance_id}: resolved=False swebench_resolved=False reward=0.0" in graded.output
 
 
 # Passes only where the production setup step ran it: in the set-up environment's venv,

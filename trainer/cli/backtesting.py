@@ -223,7 +223,9 @@ def _print_backtest(report: Any, rev: str) -> None:
     if resolve is None or reward is None:
         click.echo("no fix could be built into an environment; nothing was scored")
         return
-    click.echo(f"resolve rate (SWE-bench, tests only): {resolve.text()}")
+    click.echo(f"resolve rate (tests only, the whole suite): {resolve.text()}")
+    if report.swebench_rate is not None:
+        click.echo(f"resolve rate (SWE-bench's harness rule): {report.swebench_rate.text()}")
     click.echo(f"resolved and gates pass (Ribbit's reward): {reward.text()}")
     for r in report.scored:
         click.echo(

@@ -232,7 +232,10 @@ def grade_env(
     if as_json:
         click.echo(json.dumps({"instance_id": env.instance_id, **result.to_json()}, indent=2))
         return
-    click.echo(f"{env.instance_id}: resolved={result.resolved} reward={result.reward}")
+    click.echo(
+        f"{env.instance_id}: resolved={result.resolved} "
+        f"swebench_resolved={result.swebench_resolved} reward={result.reward}"
+    )
     click.echo(f"  {result.reason}")
     for test_id in result.failed_tests:
         click.echo(f"  not passed: {test_id}")

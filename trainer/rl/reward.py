@@ -17,15 +17,18 @@ judge (worker/gates/evidence.py), that each fails without the fix and passes wit
 no rollout reruns the base. 1.0 only for *verified*; an environment with no FAIL_TO_PASS
 shows no fix (*unverified*) and rewards nothing.
 
-Two numbers come out: ``resolved`` is SWE-bench's verdict (tests only: every
-FAIL_TO_PASS and PASS_TO_PASS test passed, a test that did not run or was skipped
-counts as not passed), comparable with published resolve rates; ``reward`` is
-Ribbit's (resolved, and the gates pass), what training optimises.
+Three numbers come out. ``resolved`` is the tests' verdict, Ribbit's strict reading of
+SWE-bench's: every FAIL_TO_PASS and PASS_TO_PASS test passed, PASS_TO_PASS being the
+whole suite, and a test that did not run or was skipped counts as not passed.
+``swebench_resolved`` is SWE-bench's harness rule itself (swebench/harness/grading.py):
+PASS_TO_PASS only from the test patch's files (the ones its evaluation script runs),
+where a skipped test is maintained; the number to set beside published resolve rates.
+``reward`` is Ribbit's (resolved, and the gates pass), what training optimises.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,12 +61,14 @@ class RewardResult:
     findings: tuple[Finding, ...] = ()
     gates_run: tuple[str, ...] = ()
     details: dict[str, str] = field(default_factory=dict)
-    resolved: bool = False  # SWE-bench's verdict: the tests alone
+    resolved: bool = False  # the tests alone, strictly (the whole suite; skipped fails)
     verdict: Verdict = Verdict.REFUSED  # the gates' level; the reward is 1.0 only if verified
+    swebench_resolved: bool = False  # SWE-bench's harness rule (see the module docstring)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "resolved": self.resolved,
+            "swebench_resolved": self.swebench_resolved,
             "verdict": self.verdict.value,
             "reward": self.reward,
             "reason": self.reason,
@@ -161,21 +166,55 @@ def _graded(
     failed = tuple(t for t in required if run.outcomes.get(t) != "passed")
     f2p_passed = sum(1 for t in env.FAIL_TO_PASS if run.outcomes.get(t) == "passed")
     if failed:
-        return RewardResult(0.0, "tests_failed", failed, f2p_passed, details={"log": run.log()})
+        return RewardResult(
+            0.0,
+            "tests_failed",
+            failed,
+            f2p_passed,
+            details={"log": run.log()},
+            swebench_resolved=swebench_resolved(env, run.outcomes),
+        )
 
     gate_list = list(default_reward_gates() if gates is None else gates)
     findings = _blocking_findings(env, diff, checkout, base, gate_list, gate_settings)
     names = tuple(g.name for g in gate_list)
+    # Below, every required test passed strictly, so SWE-bench's looser rule passes too.
     if findings:
         return RewardResult(
-            0.0, "gate_findings", (), f2p_passed, tuple(findings), names, resolved=True
+            0.0,
+            "gate_findings",
+            (),
+            f2p_passed,
+            tuple(findings),
+            names,
+            resolved=True,
+            swebench_resolved=True,
         )
     verdict = Verdict.of(blocked=False, evidence=f2p_passed > 0)
-    if verdict is not Verdict.VERIFIED:
-        return RewardResult(
-            0.0, "unverified", (), f2p_passed, (), names, resolved=True, verdict=verdict
-        )
-    return RewardResult(1.0, "solved", (), f2p_passed, (), names, resolved=True, verdict=verdict)
+    reward, reason = (1.0, "solved") if verdict is Verdict.VERIFIED else (0.0, "unverified")
+    return RewardResult(
+        reward,
+        reason,
+        (),
+        f2p_passed,
+        (),
+        names,
+        resolved=True,
+        verdict=verdict,
+        swebench_resolved=True,
+    )
+
+
+def swebench_resolved(env: Environment, outcomes: Mapping[str, str]) -> bool:
+    """SWE-bench's harness verdict on these outcomes: every FAIL_TO_PASS test passed,
+    and every PASS_TO_PASS test of the test patch's files passed or was skipped (its
+    evaluation runs only those files; a test id names its file before ``::``). Runners
+    whose ids name no file (``go test``) leave only FAIL_TO_PASS to decide."""
+    if not all(outcomes.get(t) == "passed" for t in env.FAIL_TO_PASS):
+        return False
+    files = {section.path for section in split_by_file(env.test_patch)}
+    run_by_harness = [t for t in env.PASS_TO_PASS if t.split("::", 1)[0] in files]
+    return all(outcomes.get(t) in ("passed", "skipped") for t in run_by_harness)
 
 
 def _blocking_findings(

@@ -118,7 +118,9 @@ def test_the_human_report_shows_rates_verdicts_and_both_patches(
     assert f"  {'a' * 12}  Fix x\tresolved 1/1, reward 0 (gate_findings)" in out
     assert f"  {'b' * 12}  Fix y\tnot resolved 0/1, reward 0 (empty_patch)" in out
     assert f"  {'c' * 12}  Fix z\tskipped: no_fail_to_pass: no test fails\n" in out
-    assert f"resolve rate (SWE-bench, tests only): {pass_at_1([(1, 1), (0, 1)]).text()}" in out
+    assert (
+        f"resolve rate (tests only, the whole suite): {pass_at_1([(1, 1), (0, 1)]).text()}" in out
+    )
     assert f"resolved and gates pass (Ribbit's reward): {pass_at_1([(0, 1), (0, 1)]).text()}" in out
     assert "  the model's patch:\n    diff --git a/a.py b/a.py" in out
     assert "  the model's patch: (none)\n  the real fix:\n    diff --git" in out

@@ -217,3 +217,25 @@ def test_the_gates_share_one_pair_of_trees_and_a_crash_costs_the_reward(
     crashed = compute_reward(env, env.patch, checkout, sandbox_factory, gates=[CrashingGate()])
     assert (crashed.reward, crashed.reason) == (0.0, "gate_findings")
     assert [(f.gate, f.rule) for f in crashed.findings] == [("crashing", "gate-error")]
+
+
+def test_swebench_rule_reads_only_the_test_patchs_files_and_keeps_skips() -> None:
+    # SWE-bench's harness (swebench/harness/grading.py): FAIL_TO_PASS must pass;
+    # PASS_TO_PASS counts only from the files its evaluation runs (the test patch's),
+    # where a skipped test is maintained. Ribbit's own verdict reads the whole suite.
+    from trainer.rl.reward import swebench_resolved
+    from trainer.rl.toy import toy_environment
+
+    env = toy_environment("0" * 40).model_copy(
+        update={
+            "test_patch": "diff --git a/tests/test_add.py b/tests/test_add.py\n",
+            "FAIL_TO_PASS": ["tests/test_add.py::test_add"],
+            "PASS_TO_PASS": ["tests/test_add.py::test_zero", "tests/test_mul.py::test_mul"],
+        }
+    )
+    fixed = {"tests/test_add.py::test_add": "passed", "tests/test_add.py::test_zero": "passed"}
+    assert swebench_resolved(env, fixed)  # test_mul.py is not run by the harness
+    assert swebench_resolved(env, {**fixed, "tests/test_add.py::test_zero": "skipped"})
+    assert not swebench_resolved(env, {**fixed, "tests/test_add.py::test_zero": "failed"})
+    assert not swebench_resolved(env, {"tests/test_add.py::test_zero": "passed"})
+    assert not swebench_resolved(env, {**fixed, "tests/test_add.py::test_add": "skipped"})

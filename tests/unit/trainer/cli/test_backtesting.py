@@ -125,12 +125,15 @@ def test_backtesting_prints_each_fix_and_the_rates(capsys: pytest.CaptureFixture
                 _fix("a", "fix add"),
                 rollouts=1,
                 resolved=1,
+                swebench=1,
                 rewarded=1,
                 reason="solved",
                 model_diff=real,
                 real_diff=real,
             ),
-            FixResult(_fix("b", "fix mul"), rollouts=1, reason="tests_failed", real_diff=real),
+            FixResult(
+                _fix("b", "fix mul"), rollouts=1, swebench=1, reason="tests_failed", real_diff=real
+            ),
             FixResult(_fix("c", "fix div"), rejected="no_fail_to_pass: nothing fails\nmore"),
         ],
     )
@@ -141,8 +144,10 @@ def test_backtesting_prints_each_fix_and_the_rates(capsys: pytest.CaptureFixture
     assert out[2] == f"  {'b' * 12}  fix mul\tnot resolved 0/1, reward 0 (tests_failed)"
     # A fix that could not be built: its reason's first line, not scored.
     assert out[3] == f"  {'c' * 12}  fix div\tskipped: no_fail_to_pass: nothing fails"
-    assert out[4].startswith("resolve rate (SWE-bench, tests only): 50.0%")
-    assert out[5].startswith("resolved and gates pass (Ribbit's reward): 50.0%")
+    assert out[4].startswith("resolve rate (tests only, the whole suite): 50.0%")
+    # SWE-bench's harness rule counted the second fix's rollout resolved too.
+    assert out[5].startswith("resolve rate (SWE-bench's harness rule): 100.0%")
+    assert out[6].startswith("resolved and gates pass (Ribbit's reward): 50.0%")
     text = "\n".join(out)
     assert f"{'a' * 12} fix add: resolved\n  the model's patch:\n    diff --git" in text
     assert f"{'b' * 12} fix mul: not resolved\n  the model's patch: (none)\n  the real fix:" in text

@@ -144,7 +144,7 @@ def test_environments_grade_prints_the_verdict(
     patch.write_text("diff --git a/README.md b/README.md\n")
     out = _ok("grade", "toy__toy-1", "--patch", str(patch))
     assert out.splitlines() == [
-        "toy__toy-1: resolved=True reward=0.0",
+        "toy__toy-1: resolved=True swebench_resolved=False reward=0.0",
         "  gate_findings",
         "  not passed: tests/test_x.py::test_y",
         "  hygiene/debug-print: print() left in",

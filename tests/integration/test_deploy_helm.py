@@ -326,6 +326,16 @@ def test_deploy_helm_chart_metadata() -> None:
     assert chart["apiVersion"] == "v2" and chart["name"] == "ribbit"
     assert re.fullmatch(r"\d+\.\d+\.\d+", chart["version"])
     assert isinstance(chart["appVersion"], str)
+    # The worker's native sidecar (an init container restarted Always) needs 1.29.
+    worker = (CHART / "templates" / "worker.yaml").read_text()
+    assert "restartPolicy: Always" in worker and chart["kubeVersion"] == ">=1.29.0-0"
+
+
+def test_deploy_helm_ingress_routes_every_page_a_person_is_sent_to() -> None:
+    ingress = _by_name(manifests(default_values()), "Ingress", "-web")
+    paths = {p["path"] for rule in ingress["spec"]["rules"] for p in rule["http"]["paths"]}
+    # /review: every PR body links a reviewer to /review/jobs/<id> (bot/web/review.py).
+    assert paths == {"/webhooks", "/admin", "/review"}
 
 
 def test_deploy_helm_default_render_is_valid_kubernetes() -> None:

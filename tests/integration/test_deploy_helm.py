@@ -314,7 +314,12 @@ def _all_values() -> dict[str, Any]:
     values = default_values()
     values["keda"]["enabled"] = True
     values["trainer"]["enabled"] = True
+    values["metrics"]["serviceMonitor"]["enabled"] = True
     return values
+
+
+# CRDs the offline Kubernetes schemas do not include: their fields are checked by hand.
+CRD_KINDS = frozenset({"ScaledObject", "ServiceMonitor", "PodMonitor"})
 
 
 def _by_name(docs: list[dict[str, Any]], kind: str, suffix: str) -> dict[str, Any]:
@@ -329,6 +334,34 @@ def test_deploy_helm_chart_metadata() -> None:
     # The worker's native sidecar (an init container restarted Always) needs 1.29.
     worker = (CHART / "templates" / "worker.yaml").read_text()
     assert "restartPolicy: Always" in worker and chart["kubeVersion"] == ">=1.29.0-0"
+
+
+def test_deploy_helm_monitors_scrape_the_web_and_every_worker() -> None:
+    assert not {d["kind"] for d in manifests(default_values())} & CRD_KINDS - {"ScaledObject"}
+    docs = manifests(_all_values())
+    web, worker = _by_name(docs, "ServiceMonitor", "-web"), _by_name(docs, "PodMonitor", "-worker")
+    service = _by_name(docs, "Service", "-web")
+    pods = _by_name(docs, "Deployment", "-worker")["spec"]["template"]
+    # Each selects what serves /metrics, on the port by the name it has there.
+    assert web["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    assert [e["port"] for e in web["spec"]["endpoints"]] == [service["spec"]["ports"][0]["name"]]
+    assert worker["spec"]["selector"]["matchLabels"].items() <= pods["metadata"]["labels"].items()
+    ports = {p["name"] for c in pods["spec"]["containers"] for p in c.get("ports", [])}
+    assert {e["port"] for e in worker["spec"]["podMetricsEndpoints"]} <= ports
+    for monitor in (web, worker):
+        assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
+        assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    # The job names of Compose's Prometheus, which the alert rules are written for.
+    scrape = yaml.safe_load((CHART.parents[1] / "prometheus" / "prometheus.yml").read_text())
+    jobs = {job["job_name"] for job in scrape["scrape_configs"]}
+    for endpoints, job in (
+        (web["spec"]["endpoints"], "ribbit-web"),
+        (worker["spec"]["podMetricsEndpoints"], "ribbit-worker"),
+    ):
+        assert [e["relabelings"] for e in endpoints] == [
+            [{"targetLabel": "job", "replacement": job}]
+        ]
+        assert job in jobs
 
 
 def test_deploy_helm_ingress_routes_every_page_a_person_is_sent_to() -> None:
@@ -363,7 +396,7 @@ def test_deploy_helm_default_render_is_valid_kubernetes() -> None:
 def test_deploy_helm_full_render_with_keda_and_trainer() -> None:
     docs = manifests(_all_values())
     for doc in docs:
-        if doc["kind"] != "ScaledObject":
+        if doc["kind"] not in CRD_KINDS:
             validate(doc)
     job = _by_name(docs, "Job", "-trainer")
     assert job["spec"]["template"]["spec"]["restartPolicy"] == "Never"
@@ -549,7 +582,7 @@ def _flags(args: list[str]) -> dict[str, str]:
 def test_deploy_helm_inference_server(overlay: str) -> None:
     docs = manifests(default_values(overlay))
     for doc in docs:
-        if doc["kind"] != "ScaledObject":
+        if doc["kind"] not in CRD_KINDS:
             validate(doc)
     server = _by_name(docs, "StatefulSet", "-inference")
     pod = server["spec"]["template"]["spec"]

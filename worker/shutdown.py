@@ -41,6 +41,12 @@ def bound_warm_shutdown(drain_s: float) -> Callable[..., None]:
         timer.daemon = True
         timer.start()
 
+    # One bound per process, the last one set: a process that started a worker before
+    # (a test's in-process `ribbit worker`) must not keep the earlier bound's timer too.
+    worker_shutting_down.disconnect(dispatch_uid=_DISPATCH_UID)
     # Kept referenced by the signal (weak=False): the closure has no other owner.
-    worker_shutting_down.connect(on_shutting_down, weak=False)
+    worker_shutting_down.connect(on_shutting_down, weak=False, dispatch_uid=_DISPATCH_UID)
     return on_shutting_down
+
+
+_DISPATCH_UID = "ribbit-bounded-warm-shutdown"

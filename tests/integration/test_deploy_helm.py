@@ -827,8 +827,12 @@ def test_deploy_helm_sandbox_engine_script_serves_a_working_sandbox(
         (workspace / "hello.txt").write_text("hi\n")
         with open_sandbox(settings, workspace) as sandbox:
             out = sandbox.exec("id -u && cat hello.txt", timeout=60)
-            found = engine_client.containers.list(filters={"label": LABEL, "ancestor": local})
-            (running,) = found  # the engine is the host's storage: others run there too
+            # This sandbox's own container: the engine is the host's storage, so other
+            # runs' containers may be listed there too.
+            own = getattr(sandbox, "container", None)
+            assert own is not None
+            found = engine_client.containers.list(filters={"label": LABEL, "id": own.id})
+            (running,) = found
             assert running.attrs["HostConfig"]["Memory"] == 128 * 1024 * 1024  # a cgroup
         assert out.exit_code == 0 and out.stdout.split() == ["1000", "hi"], out
     finally:

@@ -26,6 +26,8 @@ def test_warm_shutdown_sets_a_drain_timer_that_exits(monkeypatch: pytest.MonkeyP
 
     monkeypatch.setattr(shutdown.threading, "Timer", Timer)
     monkeypatch.setattr(shutdown.os, "_exit", exits.append)
+    # A worker started earlier in this process set its own bound: the last one set wins.
+    shutdown.bound_warm_shutdown(8280.0)
     receiver = shutdown.bound_warm_shutdown(45.0)
     try:
         assert timers == []  # nothing before a stop

@@ -98,7 +98,9 @@ def test_semgrep_gate_runs_the_configured_binary(tmp_path: Path, app_venv: Path)
     result = SemgrepGate().run(ctx)
     assert result.passed, result.findings
     argv = (tmp_path / "chosen.log").read_text().splitlines()
-    assert argv[0] == "scan" and "./after/app.py" in argv
+    # osemgrep walks the trees' folder with one anchored --include per changed file.
+    assert argv[:2] == ["scan", "--experimental"]
+    assert ["--include", "/after/app.py"] in [argv[i : i + 2] for i in range(len(argv))]
     assert not (tmp_path / "isolated.log").exists()
 
 

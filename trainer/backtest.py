@@ -33,7 +33,7 @@ from trainer.rl.rollout import rollout_episode
 from worker.agent import Policy
 from worker.agent.episode import SandboxRecipe, SetupFailed
 from worker.agent.repo_task import agent_limits
-from worker.repo_config import RepoConfigError, read_repo_config
+from worker.repo_config import RepoConfig, RepoConfigError, read_repo_config
 from worker.sandbox.setupcmd import commit_files, with_detected_setup
 from worker.settings import AgentSettings, GateSettings
 
@@ -221,6 +221,21 @@ def backtest(
     return report
 
 
+def _spec(repo_dir: Path, repo: str, fix: Fix, config: RepoConfig) -> BuildSpec:
+    """The fix as an environment to build, set up and tested as its ``.ribbit.yml`` says."""
+    return BuildSpec(
+        repo_dir,
+        fix.parent,
+        fix.commit,
+        fix.message,
+        repo=repo,
+        test_command=config.test,
+        setup_commands=(config.setup,) if config.setup else (),
+        image=config.image,
+        provenance=Provenance(source="backtest"),
+    )
+
+
 def _one(
     repo_dir: Path,
     repo: str,
@@ -239,19 +254,8 @@ def _one(
     except RepoConfigError as exc:
         return FixResult(fix, rejected=f"bad_repo_config: {exc}")
     config = with_detected_setup(config, commit_files(repo_dir, fix.parent))
-    spec = BuildSpec(
-        repo_dir,
-        fix.parent,
-        fix.commit,
-        fix.message,
-        repo=repo,
-        test_command=config.test,
-        setup_commands=(config.setup,) if config.setup else (),
-        image=config.image,
-        provenance=Provenance(source="backtest"),
-    )
     try:
-        env = builder.build(spec)
+        env = builder.build(_spec(repo_dir, repo, fix, config))
     except BuildRejected as exc:
         return FixResult(fix, rejected=str(exc))
     checkout = checkout_for(env)

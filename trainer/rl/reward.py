@@ -175,29 +175,34 @@ def _graded(
             swebench_resolved=swebench_resolved(env, run.outcomes),
         )
 
+    return _gated(env, diff, checkout, base, f2p_passed, gates, gate_settings)
+
+
+def _gated(
+    env: Environment,
+    diff: str,
+    checkout: Path,
+    base: BaseSetup,
+    f2p_passed: int,
+    gates: Sequence[Gate] | None,
+    gate_settings: GateSettings | None,
+) -> RewardResult:
+    """The result of a patch whose every required test passed: the gates decide."""
     gate_list = list(default_reward_gates() if gates is None else gates)
     findings = _blocking_findings(env, diff, checkout, base, gate_list, gate_settings)
     names = tuple(g.name for g in gate_list)
-    # Below, every required test passed strictly, so SWE-bench's looser rule passes too.
-    if findings:
-        return RewardResult(
-            0.0,
-            "gate_findings",
-            (),
-            f2p_passed,
-            tuple(findings),
-            names,
-            resolved=True,
-            swebench_resolved=True,
-        )
-    verdict = Verdict.of(blocked=False, evidence=f2p_passed > 0)
-    reward, reason = (1.0, "solved") if verdict is Verdict.VERIFIED else (0.0, "unverified")
+    verdict = Verdict.of(blocked=bool(findings), evidence=f2p_passed > 0)
+    reward, reason = {
+        Verdict.VERIFIED: (1.0, "solved"),
+        Verdict.UNVERIFIED: (0.0, "unverified"),
+    }.get(verdict, (0.0, "gate_findings"))
+    # Every required test passed strictly, so SWE-bench's looser rule passes too.
     return RewardResult(
         reward,
         reason,
         (),
         f2p_passed,
-        (),
+        tuple(findings),
         names,
         resolved=True,
         verdict=verdict,

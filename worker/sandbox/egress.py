@@ -487,7 +487,10 @@ def _splice(a: socket.socket, b: socket.socket, gate: _Gate | None = None) -> st
     open_ends = {a, b}
     a_ended = b_shut = False
     while open_ends:
-        ready, _, _ = select.select(list(open_ends), [], [], _IDLE_TIMEOUT_S)
+        try:
+            ready, _, _ = select.select(list(open_ends), [], [], _IDLE_TIMEOUT_S)
+        except (ValueError, OSError):
+            return None  # an end was closed under us (the proxy stopping): nothing to copy
         if not ready:
             return None
         for src in ready:

@@ -1,11 +1,16 @@
 """Helpers the tests import: service requirements, webhook secrets, payloads, signed
-headers, and a held group-commit lead (to queue webhooks into one batch). Fixtures live
-in tests/conftest.py and tests/plugins/; this module holds none."""
+headers, a held group-commit lead (to queue webhooks into one batch), and real projects'
+sdists from the package index. Fixtures live in tests/conftest.py and tests/plugins/;
+this module holds none."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import subprocess
+import sys
+import tarfile
 import threading
 import time
 from pathlib import Path
@@ -124,3 +129,26 @@ def score_heldout(db: Any, subject: str, solved: list[int], *, line: str = "defa
         [ScoredEnv(f"env-{i}", f"hash-{i}", 1, c, JUDGE_VERSION) for i, c in enumerate(solved)],
         judge=JUDGE_VERSION,
     )
+
+
+def pinned_sdist(requirement: str, where: Path, sha256: str | None = None) -> Path | None:
+    """The unpacked source tree of ``requirement`` (``name==version``), downloaded from
+    the package index into ``where`` without its dependencies; None when the index could
+    not be reached. With ``sha256``, the archive must be that one (an assertion)."""
+    done = subprocess.run(
+        [
+            *(sys.executable, "-m", "pip", "download", requirement, "--no-deps"),
+            *("--no-binary", ":all:", "--disable-pip-version-check", "-q", "-d", str(where)),
+        ],
+        capture_output=True,
+        check=False,
+    )
+    name, version = requirement.split("==")
+    archives = list(where.glob(f"{name}-*.tar.gz"))
+    if done.returncode != 0 or len(archives) != 1:
+        return None
+    if sha256 is not None:
+        assert hashlib.sha256(archives[0].read_bytes()).hexdigest() == sha256
+    with tarfile.open(archives[0]) as tar:
+        tar.extractall(where, filter="data")
+    return where / f"{name}-{version}"

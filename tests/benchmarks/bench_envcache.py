@@ -21,8 +21,6 @@ import argparse
 import os
 import statistics
 import subprocess
-import sys
-import tarfile
 import tempfile
 import time
 from collections.abc import Callable
@@ -32,6 +30,7 @@ from pathlib import Path
 from tests.benchmarks.bench_sandbox import COMMAND, median_ms, podman_service
 from tests.fakes import make_git_repo
 from tests.plugins.sandbox import TEST_IMAGE
+from tests.support import pinned_sdist
 from worker.repo_config import RepoConfig
 from worker.sandbox import check_backends, open_sandbox
 from worker.sandbox.envcache import EnvCache, JobEnvironment, env_key
@@ -45,20 +44,9 @@ NPM_CI = "npm ci --no-audit --no-fund"  # what worker/sandbox/setupcmd.py detect
 
 
 def toolz_checkout(where: Path) -> Path | None:
-    done = subprocess.run(
-        [
-            *(sys.executable, "-m", "pip", "download", TOOLZ, "--no-deps", "--no-binary"),
-            *(":all:", "--disable-pip-version-check", "-q", "-d", str(where)),
-        ],
-        capture_output=True,
-        check=False,
-    )
-    archives = list(where.glob("toolz-*.tar.gz"))
-    if done.returncode != 0 or len(archives) != 1:
+    tree = pinned_sdist(TOOLZ, where)
+    if tree is None:
         return None
-    with tarfile.open(archives[0]) as tar:
-        tar.extractall(where, filter="data")
-    tree = where / "toolz-0.12.1"
     files = {
         str(p.relative_to(tree)): p.read_text()
         for p in sorted(tree.rglob("*"))

@@ -13,19 +13,15 @@ downloaded dependency), per test (JUnit on Node 20, TAP on Debian's Node 18).
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
-import subprocess
-import sys
-import tarfile
 from functools import partial
 from pathlib import Path
 
 import pytest
 
 from tests.fakes import make_git_repo
-from tests.support import require_service
+from tests.support import pinned_sdist, require_service
 from tests.unit.worker.gates.helpers import make_patch
 from worker.gates import GateContext, run_gates
 from worker.repo_config import RepoConfig
@@ -78,23 +74,9 @@ TESTS = "toolz/tests/test_itertoolz.py"
 @pytest.fixture(scope="session")
 def toolz_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """toolz's sdist, downloaded on the host and checked against its pinned hash."""
-    where = tmp_path_factory.mktemp("toolz-sdist")
-    done = subprocess.run(
-        [
-            *(sys.executable, "-m", "pip", "download", TOOLZ, "--no-deps"),
-            *("--no-binary", ":all:", "--disable-pip-version-check", "-q", "-d", str(where)),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    archives = list(where.glob("toolz-*.tar.gz"))
-    require_service(done.returncode == 0 and len(archives) == 1, f"PyPI ({TOOLZ} sdist)")
-    data = archives[0].read_bytes()
-    assert hashlib.sha256(data).hexdigest() == TOOLZ_SHA256
-    with tarfile.open(archives[0]) as tar:
-        tar.extractall(where, filter="data")
-    tree = where / "toolz-0.12.1"
+    tree = pinned_sdist(TOOLZ, tmp_path_factory.mktemp("toolz-sdist"), TOOLZ_SHA256)
+    require_service(tree is not None, f"PyPI ({TOOLZ} sdist)")
+    assert tree is not None
     assert (tree / "LICENSE.txt").exists()
     return tree
 

@@ -11,18 +11,14 @@ through the registry proxy; the suite then runs there with no network and passes
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
-import subprocess
-import sys
-import tarfile
 from pathlib import Path
 
 import pytest
 
 from tests.fakes import make_git_repo
-from tests.support import require_service
+from tests.support import pinned_sdist, require_service
 from worker.repo_config import RepoConfig
 from worker.sandbox import open_sandbox
 from worker.sandbox.setup import run_setup
@@ -43,22 +39,9 @@ DETECTED = (
 @pytest.fixture(scope="module")
 def structlog_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """structlog's sdist, downloaded on the host, checked against its hash, committed."""
-    where = tmp_path_factory.mktemp("structlog-sdist")
-    done = subprocess.run(
-        [
-            *(sys.executable, "-m", "pip", "download", STRUCTLOG, "--no-deps"),
-            *("--no-binary", ":all:", "--disable-pip-version-check", "-q", "-d", str(where)),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    archives = list(where.glob("structlog-*.tar.gz"))
-    require_service(done.returncode == 0 and len(archives) == 1, f"PyPI ({STRUCTLOG} sdist)")
-    assert hashlib.sha256(archives[0].read_bytes()).hexdigest() == STRUCTLOG_SHA256
-    with tarfile.open(archives[0]) as tar:
-        tar.extractall(where, filter="data")
-    tree = where / "structlog-26.1.0"
+    tree = pinned_sdist(STRUCTLOG, tmp_path_factory.mktemp("structlog-sdist"), STRUCTLOG_SHA256)
+    require_service(tree is not None, f"PyPI ({STRUCTLOG} sdist)")
+    assert tree is not None
     assert (tree / "LICENSE-MIT").exists()
     files = {
         str(p.relative_to(tree)): p.read_text()

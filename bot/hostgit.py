@@ -37,6 +37,8 @@ _HARDENING: tuple[tuple[str, str], ...] = (
 _ANY_OWNER = ("safe.directory", "*")
 _DEFAULT_PATH = "/usr/bin:/bin"
 _SHA = re.compile(r"^[0-9a-fA-F]{7,40}$")
+# What rev-parse prints for a commit: a full SHA-1 or SHA-256 object name.
+_FULL_SHA = re.compile(r"[0-9a-f]{40,64}")
 
 
 class GitError(RuntimeError):
@@ -143,7 +145,7 @@ def head_commit(repo: Path) -> str | None:
     except (OSError, subprocess.TimeoutExpired):
         return None
     sha = proc.stdout.decode(errors="replace").strip()
-    return sha if proc.returncode == 0 and re.fullmatch(r"[0-9a-f]{40,64}", sha) else None
+    return sha if proc.returncode == 0 and _FULL_SHA.fullmatch(sha) else None
 
 
 def resolve_commit(repo: Path, rev: str, *, any_owner: bool = True) -> str:
@@ -164,7 +166,7 @@ def revision_commit(repo: Path, rev: str) -> str:
         repo, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}"
     )
     sha = proc.stdout.decode(errors="replace").strip()
-    if proc.returncode != 0 or not _SHA.fullmatch(sha):
+    if proc.returncode != 0 or not _FULL_SHA.fullmatch(sha):
         raise GitError(f"{rev!r} names no commit in {repo}")
     return sha
 

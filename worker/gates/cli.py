@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, NamedTuple, NoReturn
 import click
 
 from bot.console import line, progress, styled
-from bot.hostgit import run_git
+from bot.hostgit import GitError, revision_commit
 from bot.store.gate_report import GateReport, Verdict
 from worker.gates.base import Gate, GateContext
 from worker.sandbox.base import Sandbox, SandboxFactory
@@ -135,10 +135,10 @@ def _setup_failed(result: SetupResult, loaded: _Loaded, *, as_json: bool) -> NoR
 
 
 def _repo_head(repo: Path) -> str:
-    proc = run_git(repo, "rev-parse", "--verify", "HEAD^{commit}")
-    if proc.returncode != 0:
-        raise click.UsageError(f"{repo} is not a git repository with a commit")
-    return proc.stdout.decode().strip()
+    try:
+        return revision_commit(repo, "HEAD")
+    except GitError:
+        raise click.UsageError(f"{repo} is not a git repository with a commit") from None
 
 
 @click.command("gates")

@@ -74,3 +74,18 @@ def test_failures_and_non_shas_raise_git_error(tmp_path: Path) -> None:
     with pytest.raises(hostgit.GitError, match="not a commit sha"):
         hostgit.resolve_commit(tmp_path, "--output=/etc/passwd")
     assert hostgit.head_commit(tmp_path) is None
+
+
+def test_revision_commit_names_sha1_and_sha256_commits(tmp_path: Path) -> None:
+    from bot.hostgit import GitError, revision_commit
+
+    for fmt, length in (("sha1", 40), ("sha256", 64)):
+        repo = tmp_path / fmt
+        ident = ["-c", "user.name=t", "-c", "user.email=t@example.org"]
+        subprocess.run(["git", "init", "-q", f"--object-format={fmt}", str(repo)], check=True)
+        (repo / "a.txt").write_text("a\n")
+        subprocess.run(["git", "-C", str(repo), "add", "a.txt"], check=True)
+        subprocess.run(["git", "-C", str(repo), *ident, "commit", "-qm", "a"], check=True)
+        assert len(revision_commit(repo, "HEAD")) == length
+        with pytest.raises(GitError, match="names no commit"):
+            revision_commit(repo, "HEAD^")

@@ -25,7 +25,7 @@ from typing import Any
 
 from worker.gates.hygiene import is_test_path
 from worker.gates.rusttests import only_test_changes
-from worker.gates.trees import PatchTrees, applied_changes
+from worker.gates.trees import PatchTrees, applied_changes, regular_file_inside
 
 # What a test may have done without the patch's code for its pass with it to count:
 # failed or errored (a new test that imports what the fix adds errors at collection).
@@ -86,12 +86,13 @@ def base_with_patch_tests(trees: PatchTrees) -> Iterator[Path | None]:
 
 
 def _rust_tests_only(trees: PatchTrees, path: str) -> str | None:
+    before, after = regular_file_inside(trees.before, path), regular_file_inside(trees.after, path)
+    if before is None or after is None:
+        return None
     try:
-        base = (trees.before / path).read_text(encoding="utf-8")
-        patched = (trees.after / path).read_text(encoding="utf-8")
+        return only_test_changes(before.read_text("utf-8"), after.read_text("utf-8"))
     except (OSError, UnicodeDecodeError):
         return None
-    return only_test_changes(base, patched)
 
 
 @contextmanager
@@ -128,10 +129,9 @@ def _overlaid(
         for path in paths:
             _copy_as_after(source, tree, path)
         for path, text in (rewritten or {}).items():
-            target = tree / path
             # Only a regular file inside the copy: never through a link of the base's.
-            inside = target.resolve().is_relative_to(tree.resolve())
-            if inside and not target.is_symlink() and target.is_file():
+            target = regular_file_inside(tree, path)
+            if target is not None:
                 target.write_text(text, encoding="utf-8")
         yield tree
     finally:

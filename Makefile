@@ -3,10 +3,13 @@ SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTHON ?= python3
-# torch goes in first, from the CPU wheel, so a plain requirement never pulls a CUDA build.
+# torch goes in first, from the CPU wheel, so a plain requirement never pulls a CUDA build:
+# from PyTorch's CPU index where it answers, else from pip's configured index
+# (scripts/torch-index.sh; probed only when the venv is built, `=` defers it).
 # GPU hosts: make TORCH_SPEC='torch==2.13.0' PIP_TORCH_ARGS='--index-url <your CUDA index>'
+# The configured index alone: make PIP_TORCH_ARGS=
 TORCH_SPEC ?= torch==2.13.0
-PIP_TORCH_ARGS ?=
+PIP_TORCH_ARGS ?= $(shell PYTHON=$(PYTHON) bash scripts/torch-index.sh)
 # Semgrep, the gate's scanner, in a venv of its own (deploy/semgrep.lock) so its pins and the
 # app's never constrain each other; the gate finds it here, beside the app's venv, by default.
 SEMGREP_VENV ?= $(VENV)-semgrep

@@ -13,6 +13,7 @@ import pytest
 
 from tests.plugins.e2e import (
     DOCS_ONLY_SCRIPT,
+    FORGED_SCRIPT,
     GOOD_SCRIPT,
     INSECURE_SCRIPT,
     bot_comments,
@@ -102,6 +103,26 @@ def test_insecure_patch_opens_no_pr_and_says_why(forge_world: Any, deployment_fo
     assert forge_world.forge.pulls("github", repo) == []
     [status] = bot_comments(forge_world, "github", repo, number)
     assert "did not pass the gates" in status.body and "semgrep" in status.body
+
+
+def test_forged_run_opens_no_pr_and_names_the_tamper(forge_world: Any, deployment_for: Any) -> None:
+    # Issue #31: a patch that leaves the bug and forges the test run from inside it.
+    dep = deployment_for(FORGED_SCRIPT)
+    repo = new_repo(forge_world, "github")
+    number = label_issue(forge_world, "github", repo)
+    [job] = dep.store.list()
+    job = wait_for(
+        lambda: (j := dep.store.get(job.id)).state in {"succeeded", "failed"} and j, what="job end"
+    )
+    assert job.state == "failed"
+    assert "gates failed" in job.failure_reason, job.failure_reason
+    assert forge_world.forge.pulls("github", repo) == []
+    [status] = bot_comments(forge_world, "github", repo, number)
+    assert "did not pass the gates" in status.body
+    assert "tamper" in status.body and "gc.get_objects" in status.body, status.body
+    assert "calc.py" in status.body
+    findings = [f for g in job.result["gates"]["gates"] for f in g["findings"]]
+    assert any(f["rule"] == "tamper" and f["path"] == "calc.py" for f in findings), findings
 
 
 def test_outsider_label_is_refused(forge_world: Any, deployment_for: Any) -> None:

@@ -10,7 +10,7 @@
   settings_variables.py says which RIBBIT_* variables are settings),
   runtime.py (the database and the job store, built once per process), store/ (every
   table and every query over it, and the records both sides read), forges/ (the GitHub
-  and GitLab clients), hostgit.py (host git), retrying.py (the retry loop),
+  and GitLab clients), hostgit/ (host git), retrying.py (the retry loop),
   queue.py (hands the jobs to the worker fleet by task name), admission.py (who may ask
   for a job, also asked by the worker's slash commands), notify.py (posts alerts),
   joblinks.py and live.py (a job's signed reviewer link and its live log, written by the

@@ -14,7 +14,7 @@
 - sandbox/: where untrusted commands run (Docker/Podman or bubblewrap), the setup step
   (setup.py, setupcmd.py) and the environment cache.
 - gates/: what a patch must pass before it becomes a draft PR (tests, Semgrep,
-  hygiene); host git goes through bot/hostgit.py.
+  hygiene); host git goes through bot/hostgit/.
 - settings.py: WorkerSettings, bot's Settings plus the sandbox, model, agent and gates
   sections (registered as the ``ribbit.settings`` entry point, so every ``ribbit``
   process builds it).

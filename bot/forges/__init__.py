@@ -7,7 +7,7 @@
 - github.py (PyGithub), gitlab.py (python-gitlab): the two clients. What they share is
   here once: http_errors.py (one error ladder), retries.py (HTTP retries and rate limits),
   create_once.py with markers.py (a POST whose answer was lost creates nothing twice),
-  git.py (clone and push with the token in the environment only, through bot/hostgit.py).
+  git.py (clone and push with the token in the environment only, through bot/hostgit/).
 - branches.py: the bot's branch names and the check every outside ref passes;
   sanitize.py: text from the model or a patch made inert before it reaches the forge
   (mentions, closing references, HTML, links, images, quick actions; titles one line);

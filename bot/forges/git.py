@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import base64
 import shutil
-import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +25,7 @@ from bot.forges.redact import redact
 from bot.retrying import retry, stop_after_attempts, wait_full_jitter
 
 # Clones and pushes cross the network: longer than host git's local default.
-GIT_TIMEOUT_S = 600
+FORGE_GIT_TIMEOUT_S = 600
 # What a clone over HTTPS needs from this process: the locale and the TLS trust store.
 _INHERIT = ("LANG", "LC_ALL", "TMPDIR", "SSL_CERT_FILE", "SSL_CERT_DIR")
 _ATTEMPTS = 3
@@ -59,7 +58,7 @@ def _url_prefix(url: str) -> str:
     return f"{parts.scheme}://{parts.netloc}/"
 
 
-def git_env(url: str, credentials: GitCredentials | None) -> dict[str, str]:
+def forge_git_env(url: str, credentials: GitCredentials | None) -> dict[str, str]:
     """Environment for one git command against ``url``: host git's hardened one, with
     every protocol but HTTP(S) refused, no credential helper, the auth header scoped to
     the forge and the TLS settings of this process."""
@@ -126,7 +125,7 @@ def _classify(stderr: str, what: str) -> ForgeError:
     return ForgeError(message)
 
 
-def run_git(
+def run_forge_git(
     args: list[str],
     *,
     url: str,
@@ -134,7 +133,8 @@ def run_git(
     cwd: Path | None = None,
     what: str,
 ) -> str:
-    """Run git once; failures become Forge errors with secrets masked."""
+    """Run host git once against the forge at ``url``; failures become Forge errors with
+    secrets masked (what a forge client promises its callers)."""
     secrets = [credentials.token] if credentials else []
     try:
         proc = hostgit.run_git(
@@ -143,10 +143,10 @@ def run_git(
             config=_remote_config(url, credentials),
             any_owner=False,
             inherit=_INHERIT,
-            timeout=GIT_TIMEOUT_S,
+            timeout=FORGE_GIT_TIMEOUT_S,
         )
-    except subprocess.TimeoutExpired as exc:
-        raise ForgeUnavailable(f"git {what} timed out after {GIT_TIMEOUT_S}s") from exc
+    except hostgit.GitTimeout as exc:
+        raise ForgeUnavailable(f"git {what} timed out after {FORGE_GIT_TIMEOUT_S}s") from exc
     stdout = proc.stdout.decode(errors="replace")
     stderr = proc.stderr.decode(errors="replace")
     if proc.returncode != 0:
@@ -189,7 +189,7 @@ def clone(
 
 
 def _run_clone(args: list[str], url: str, credentials: GitCredentials | None) -> None:
-    run_git(args, url=url, credentials=credentials, what="clone")
+    run_forge_git(args, url=url, credentials=credentials, what="clone")
 
 
 def push(url: str, workdir: Path, branch: str, credentials: GitCredentials | None) -> None:
@@ -206,4 +206,4 @@ def push(url: str, workdir: Path, branch: str, credentials: GitCredentials | Non
 
 
 def _run_push(args: list[str], url: str, workdir: Path, credentials: GitCredentials | None) -> None:
-    run_git(args, url=url, credentials=credentials, cwd=workdir, what="push")
+    run_forge_git(args, url=url, credentials=credentials, cwd=workdir, what="push")

@@ -150,9 +150,9 @@ _CLONE_PROTOCOLS = ("https", "http", "ssh", "git", "file")
 
 
 def _clone_for_eval(url: str, dest: Path) -> Path:
-    from bot.hostgit import GitError, run_git
+    from bot.hostgit import git_ok
 
-    proc = run_git(
+    git_ok(
         Path.cwd(),
         "clone",
         "-q",
@@ -164,8 +164,6 @@ def _clone_for_eval(url: str, dest: Path) -> Path:
         inherit=("SSL_CERT_FILE", "SSL_CERT_DIR", "GIT_SSL_CAINFO", "HTTPS_PROXY", "NO_PROXY"),
         timeout=600,
     )
-    if proc.returncode != 0:
-        raise GitError(f"git clone failed: {proc.stderr.decode(errors='replace').strip()}")
     return dest
 
 

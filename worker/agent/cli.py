@@ -11,7 +11,6 @@ copy of ``--repo``, so the checkout given is never changed.
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -19,7 +18,7 @@ from typing import Any
 
 import click
 
-from bot.hostgit import latest_tag, run_git
+from bot.hostgit import head_commit, latest_tag
 from worker.agent.episode import Episode, SandboxRecipe, run_episode
 from worker.agent.policy import PolicyError, load_policy
 from worker.agent.prompt import AgentTask, IssueComment
@@ -87,19 +86,9 @@ def with_checkout_facts(task: AgentTask, repo: Path) -> AgentTask:
     """The footer facts the solve job knows, read from the checkout when the issue file
     does not give them: its HEAD commit and nearest tag (so ``ribbit run`` shows the
     model the same task text a job on the same commit would)."""
-
-    def git(*args: str) -> str | None:
-        try:
-            proc = run_git(repo, *args, timeout=30)
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-        return (
-            proc.stdout.decode(errors="replace").strip() or None if proc.returncode == 0 else None
-        )
-
     return replace(
         task,
-        base_commit=task.base_commit or git("rev-parse", "HEAD"),
+        base_commit=task.base_commit or head_commit(repo),
         version=task.version or latest_tag(repo),
     )
 

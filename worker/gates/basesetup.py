@@ -33,7 +33,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
-from bot.hostgit import GitError, git_ok, run_git
+from bot.hostgit import GitError, detached_clone, run_git
 from worker.gates.patch import PatchParseError, parse_patch
 from worker.repo_config import RepoConfig
 from worker.sandbox.base import WORKSPACE, ClosedOnExit, Sandbox, SandboxError, SandboxFactory
@@ -224,16 +224,10 @@ def _host_file(path: Path) -> bytes | None:
 
 
 def base_checkout(repo_dir: Path, base_commit: str, dest: Path) -> Path:
-    """A private clone of ``repo_dir`` at ``base_commit`` in ``dest`` (as the gates'
-    trees are made: worker/gates/trees.py), for :class:`BaseSetup`."""
+    """A private clone of ``repo_dir`` at ``base_commit`` in ``dest`` (host git's
+    detached clone, as the gates' trees are made), for :class:`BaseSetup`."""
     try:
-        git_ok(
-            dest.parent,
-            *("clone", "--quiet", "--no-checkout", "--no-hardlinks", "--"),
-            *(str(repo_dir.resolve()), str(dest)),
-        )
-        git_ok(dest, "checkout", "--quiet", "--detach", base_commit)
-        git_ok(dest, "remote", "remove", "origin")
+        detached_clone(repo_dir, base_commit, dest)
     except GitError as exc:
         raise SandboxError(f"could not check the base commit out: {exc}") from None
     return dest

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot.hostgit import GitError, git_ok, run_git
+from bot.hostgit import GitError, detached_clone, run_git
 from worker.gates.base import GateContext
 from worker.gates.patch import ParsedPatch, PatchParseError, parse_patch
 
@@ -26,13 +26,6 @@ class PatchTreeError(Exception):
 
 class PatchApplyError(PatchTreeError):
     """The patch does not apply to the base commit."""
-
-
-def _git_ok(cwd: Path, *args: str) -> bytes:
-    try:
-        return git_ok(cwd, *args)
-    except GitError as exc:
-        raise PatchTreeError(str(exc)) from None
 
 
 @dataclass(frozen=True)
@@ -114,18 +107,10 @@ def patch_trees(ctx: GateContext) -> Iterator[PatchTrees]:
     try:
         before, after = root / "before", root / "after"
         for dest in (before, after):
-            _git_ok(
-                root,
-                "clone",
-                "--quiet",
-                "--no-checkout",
-                "--no-hardlinks",
-                "--",
-                str(ctx.repo_dir.resolve()),
-                str(dest),
-            )
-            _git_ok(dest, "checkout", "--quiet", "--detach", ctx.base_commit)
-            _git_ok(dest, "remote", "remove", "origin")  # the host path is nobody's business
+            try:
+                detached_clone(ctx.repo_dir, ctx.base_commit, dest)
+            except GitError as exc:
+                raise PatchTreeError(str(exc)) from None
         patch_bytes = ctx.patch.encode("utf-8", errors="surrogateescape")
         if not patch_bytes.endswith(b"\n"):
             patch_bytes += b"\n"

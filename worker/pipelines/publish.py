@@ -13,13 +13,12 @@ untrusted code wrote into its own ``.git`` (hooks, config) ever runs on the host
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from bot.forges.base import CommitStatus, DraftPullRequest, Forge, PullRequest
 from bot.forges.branches import validate_branch_name
 from bot.forges.sanitize import sanitize_forge_text, sanitize_forge_title
-from bot.hostgit import run_git
+from bot.hostgit import git_ok, identity
 from bot.store.gate_report import UNVERIFIED_NOTE, Verdict
 from bot.store.records import SolveRecord
 from worker.gates import review
@@ -36,22 +35,7 @@ if TYPE_CHECKING:
 BOT_NAME = "Ribbit"
 BOT_EMAIL = "ribbit@users.noreply.local"
 MAX_SUMMARY_CHARS = 4000
-BOT_IDENTITY = {
-    "GIT_AUTHOR_NAME": BOT_NAME,
-    "GIT_AUTHOR_EMAIL": BOT_EMAIL,
-    "GIT_COMMITTER_NAME": BOT_NAME,
-    "GIT_COMMITTER_EMAIL": BOT_EMAIL,
-}
-
-
-def bot_git(cwd: Path, *args: str, env: dict[str, str] | None = None) -> str:
-    """The gates' hardened host git (the checkout holds untrusted content), as the bot;
-    ``env`` adds to the bot's identity (the commit's dates)."""
-    proc = run_git(cwd, *args, identity={**BOT_IDENTITY, **(env or {})})
-    if proc.returncode != 0:
-        reason = proc.stderr.decode(errors="replace").strip()[:500]
-        raise RuntimeError(f"git {args[0]} failed: {reason}")
-    return proc.stdout.decode(errors="replace")
+BOT_IDENTITY = identity(BOT_NAME, BOT_EMAIL)
 
 
 @dataclass(frozen=True)
@@ -285,15 +269,16 @@ class Publisher:
         """The plan's diff committed on its base as the bot, at the plan's date: the same
         plan gives the same sha."""
         checkout = self.workdir.checkout
+        bot = BOT_IDENTITY
         # From the recorded base, not whatever the clone's HEAD is now (the default branch
         # may have moved; on a resumed revision the PR head may already be this commit).
-        bot_git(checkout, "checkout", "-q", "-B", plan.branch, plan.base_sha)
+        git_ok(checkout, "checkout", "-q", "-B", plan.branch, plan.base_sha, identity=bot)
         patch = self.workdir.root / "agent.patch"
         patch.write_bytes(plan.diff.encode("utf-8", errors="surrogateescape"))
-        bot_git(checkout, "apply", "--index", "--whitespace=nowarn", str(patch))
-        dated = {"GIT_AUTHOR_DATE": plan.commit_date, "GIT_COMMITTER_DATE": plan.commit_date}
-        bot_git(checkout, "commit", "-q", "--no-verify", "-m", plan.commit_message, env=dated)
-        return bot_git(checkout, "rev-parse", "HEAD").strip()
+        git_ok(checkout, "apply", "--index", "--whitespace=nowarn", str(patch), identity=bot)
+        dated = {**bot, "GIT_AUTHOR_DATE": plan.commit_date, "GIT_COMMITTER_DATE": plan.commit_date}
+        git_ok(checkout, "commit", "-q", "--no-verify", "-m", plan.commit_message, identity=dated)
+        return git_ok(checkout, "rev-parse", "HEAD", identity=bot).decode(errors="replace").strip()
 
     def pull_request(self, plan: PublishPlan) -> PullRequest:
         """The branch's open PR with the plan's body: the one found, else a new draft."""

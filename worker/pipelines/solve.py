@@ -32,7 +32,7 @@ from bot.forges.base import (
     PullRequestRef,
 )
 from bot.forges.branches import branch_name_for_issue, validate_branch_name
-from bot.hostgit import latest_tag
+from bot.hostgit import git_ok, latest_tag
 from bot.store.records import SolveRecord, WithheldText
 from worker.agent.repo_task import agent_limits, repo_instructions
 from worker.gates.testcmd import resolve_test_command
@@ -43,7 +43,6 @@ from worker.pipelines.phases import AgentRun, Prepared, solve_record
 from worker.pipelines.publish import (
     Publisher,
     PublishPlan,
-    bot_git,
     commit_message,
     image_markdown,
     pr_body,
@@ -283,7 +282,7 @@ class SolveRun:
         self.workdir.clean()
         self.workdir.root.mkdir(parents=True, exist_ok=True)
         self.forge.clone(self.repo, self.workdir.checkout, branch=branch)
-        return bot_git(self.workdir.checkout, "rev-parse", "HEAD").strip()
+        return git_ok(self.workdir.checkout, "rev-parse", "HEAD").decode(errors="replace").strip()
 
     def _resume(self, plan: PublishPlan, stored: SolveRecord) -> dict[str, Any]:
         """An earlier attempt got past the gates and may have pushed: publish what it made

@@ -89,3 +89,31 @@ def test_revision_commit_names_sha1_and_sha256_commits(tmp_path: Path) -> None:
         assert len(revision_commit(repo, "HEAD")) == length
         with pytest.raises(GitError, match="names no commit"):
             revision_commit(repo, "HEAD^")
+
+
+def test_a_timeout_is_a_git_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The family's one root: a caller catching GitError also catches a timeout."""
+
+    def expire(argv: list[str], **_kwargs: object) -> None:
+        raise subprocess.TimeoutExpired(argv, 5)
+
+    monkeypatch.setattr(subprocess, "run", expire)
+    with pytest.raises(hostgit.GitTimeout, match="git status timed out after 5s") as caught:
+        hostgit.run_git(tmp_path, "status", timeout=5)
+    assert isinstance(caught.value, hostgit.GitError)
+    assert hostgit.head_commit(tmp_path) is None  # a timed-out HEAD is no HEAD
+
+
+def test_detached_clone_is_at_the_commit_with_no_remote(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    hostgit.git_ok(None, "init", "-q", str(repo))
+    for text in ("one\n", "two\n"):
+        (repo / "a.txt").write_text(text)
+        hostgit.git_ok(repo, "add", "a.txt")
+        hostgit.git_ok(repo, "commit", "-q", "-m", text)
+    first = hostgit.revision_commit(repo, "HEAD~1")
+    dest = hostgit.detached_clone(repo, first, tmp_path / "clone")
+    assert hostgit.head_commit(dest) == first
+    assert (dest / "a.txt").read_text() == "one\n"
+    assert hostgit.git_ok(dest, "remote").strip() == b""  # the host path stays out
+    assert hostgit.head_commit(repo) != first  # the source did not move

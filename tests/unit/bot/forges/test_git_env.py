@@ -5,11 +5,13 @@ import base64
 import pytest
 
 from bot.forges.base import ForgeError, ForgeNotFound, ForgePermissionDenied, ForgeUnavailable
-from bot.forges.git import GitCredentials, _classify, check_remote_url, git_env
+from bot.forges.git import GitCredentials, _classify, check_remote_url, forge_git_env
 
 
 def test_git_env_scopes_the_header_to_the_forge_and_disables_hooks() -> None:
-    env = git_env("https://gitlab.example.com/group/proj.git", GitCredentials("oauth2", "tkn-1"))
+    env = forge_git_env(
+        "https://gitlab.example.com/group/proj.git", GitCredentials("oauth2", "tkn-1")
+    )
     pairs = {
         env[f"GIT_CONFIG_KEY_{i}"]: env[f"GIT_CONFIG_VALUE_{i}"]
         for i in range(int(env["GIT_CONFIG_COUNT"]))
@@ -25,7 +27,7 @@ def test_git_env_scopes_the_header_to_the_forge_and_disables_hooks() -> None:
 def test_git_env_does_not_inherit_unrelated_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RIBBIT_GITHUB__TOKEN", "should-not-pass")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "nope")
-    env = git_env("https://github.com/a/b.git", None)
+    env = forge_git_env("https://github.com/a/b.git", None)
     assert "should-not-pass" not in env.values()
     assert "AWS_SECRET_ACCESS_KEY" not in env
 

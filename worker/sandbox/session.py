@@ -40,6 +40,27 @@ def server_source() -> str:
     return resources.files("worker.sandbox").joinpath("session_server.py").read_text()
 
 
+# ``python3 -c`` this with the source's length as its argument, then write the source on
+# its stdin ahead of any request: it reads exactly that much (unbuffered, so the requests
+# after it stay in the pipe) and runs it as ``__main__``. So the process list inside the
+# sandbox, which the model can read with ``ps``, shows these few lines, not 15 kB of
+# source as the runner's command line.
+SERVER_BOOTSTRAP = (
+    "import os,sys\n"
+    "n=int(sys.argv[1]);b=b''\n"
+    "while len(b)<n:\n"
+    " c=os.read(0,n-len(b))\n"
+    " if not c:sys.exit(1)\n"
+    " b+=c\n"
+    "exec(compile(b,'session_server.py','exec'))"
+)
+
+
+def server_payload() -> bytes:
+    """What the bootstrap reads before anything else: the runner's source."""
+    return server_source().encode("utf-8")
+
+
 @dataclass
 class _Pending:
     done: threading.Event

@@ -79,12 +79,11 @@ from worker.sandbox.common import (
 from worker.sandbox.egress import EGRESS_MOUNT
 from worker.sandbox.export import ExportLimits, export_host_tree, read_regular_fd
 from worker.sandbox.session import (
-    SERVER_BOOTSTRAP,
     STOP_ALL_REQUEST,
     SessionClient,
+    bootstrap_args,
     exec_request,
     parse_result,
-    server_payload,
 )
 from worker.sandbox.snapshot import (
     ENV_SKIP,
@@ -187,8 +186,7 @@ class BubblewrapSandbox(ClosedOnExit):
             raise
 
     def _start_server(self) -> None:
-        payload = server_payload()
-        command = ["/bin/sh", "-c", _START_SERVER, SERVER_BOOTSTRAP, str(len(payload))]
+        command = ["/bin/sh", "-c", _START_SERVER, *bootstrap_args()]
         uid = self._host_uid
         # bwrap's options (every mount, every --setenv) come from a file (``--args``), not
         # its argv: its pid-1 reaper inside the sandbox keeps bwrap's command line, and
@@ -220,12 +218,10 @@ class BubblewrapSandbox(ClosedOnExit):
             stdin.write(data)
             stdin.flush()
 
-        send(payload)  # the bootstrap reads the source before the first request
-
         # Through the file object, never its bare fd: close() may close the pipe while
         # the reader still waits, and the number could be another file by then.
         answers = cast(io.BufferedReader, stdout)
-        self._session = SessionClient(send, lambda: answers.read1(1 << 16))
+        self._session = SessionClient(send, lambda: answers.read1(1 << 16), bootstrap=True)
 
     # -- set-up ------------------------------------------------------------------------
     @staticmethod

@@ -13,6 +13,7 @@ so lines are bounded, strictly parsed, and matched to requests by random ids.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import math
 import os
@@ -61,6 +62,11 @@ def server_payload() -> bytes:
     return server_source().encode("utf-8")
 
 
+def bootstrap_args() -> list[str]:
+    """``python3 -c`` 's program and argument: the bootstrap and the source's length."""
+    return [SERVER_BOOTSTRAP, str(len(server_payload()))]
+
+
 @dataclass
 class _Pending:
     done: threading.Event
@@ -73,7 +79,15 @@ class SessionClient:
     ``send`` writes bytes to the runner's input; ``read`` returns the next bytes of its
     output (b"" at its end) and is called only by the reader thread this starts."""
 
-    def __init__(self, send: Callable[[bytes], None], read: Callable[[], bytes]) -> None:
+    def __init__(
+        self, send: Callable[[bytes], None], read: Callable[[], bytes], *, bootstrap: bool = False
+    ) -> None:
+        """``bootstrap``: the runner was started with :func:`bootstrap_args` and is sent
+        its source ahead of any request."""
+        if bootstrap:
+            # A runner that could not start has closed its input: the first call says so.
+            with contextlib.suppress(OSError):
+                send(server_payload())
         self._send = send
         self._pending: dict[int, _Pending] = {}
         self._lock = threading.Lock()

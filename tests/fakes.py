@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bot.forges.branches import BRANCH_PREFIX
+from worker.agent.runner_launch import RunnerPlaces
 from worker.sandbox.base import (
     DEFAULT_OUTPUT_CAP,
     TIMEOUT_EXIT_CODE,
@@ -81,6 +82,15 @@ class LocalDirSandbox(ClosedOnExit):
         self._root = Path(tempfile.mkdtemp(prefix="ribbit-localsb-"))
         self.workspace = self._root / "workspace"
         shutil.copytree(source, self.workspace, symlinks=True)
+        # The tool runner and its requests go to this copy's own tmp/, never the host's
+        # /tmp (which every other test run shares), and the tools run in this workspace.
+        tmp = self._root / "tmp"
+        tmp.mkdir()
+        self.runner_places = RunnerPlaces(
+            runner=str(tmp / "frognano_leaf_tool_runner.py"),
+            request_prefix=str(tmp / "frognano_leaf_request_"),
+            workdir=str(self.workspace),
+        )
         self._closed = False
 
     def _host_path(self, path: str) -> Path:

@@ -11,6 +11,7 @@ import pytest
 from bot.store.trajectory import ToolCall
 from tests.fakes import ScriptedPolicy, make_git_repo
 from tests.plugins.leaf_conformance import CASES, FIXTURE_FILES, call_args, expected_text
+from tests.plugins.leaf_surroundings import normalised, recorded_calls, split_processes
 from tests.support import require_service
 from worker.agent import AgentTask, run_agent
 from worker.agent.tools import ToolBox
@@ -105,3 +106,33 @@ def test_a_symlink_out_reads_the_sandbox_file_never_the_hosts(
     assert leak.content == (
         f"FileNotFoundError: [Errno 2] No such file or directory: '{WORKSPACE}/leak'"
     )
+
+
+def test_what_the_model_sees_around_its_command_is_a_leaf_pods(
+    real_sandbox: Sandbox, request: pytest.FixtureRequest
+) -> None:
+    """Each recorded call of tests/fixtures/leaf_pod/bash_surroundings.json, in order, in
+    a fresh sandbox: $SHLVL, /tmp, the working directories, bash's Killed line and the
+    tool call's own processes as Leaf's pod showed them."""
+    box = ToolBox(real_sandbox)
+    for call in recorded_calls():
+        seen = normalised(box.run(ToolCall("c", "Bash", {"command": call.command})).content)
+        if call.command != "ps -eo args":
+            assert seen == call.observation, call.command
+            continue
+        own, calls = split_processes(seen)
+        pod_own, pod_calls = split_processes(call.observation)
+        assert calls == pod_calls
+        # What is not the call's: the pod's pid 1 and its sleep there; here the sandbox's
+        # own, each short (the resident runner starts from a bootstrap): bubblewrap's
+        # reaper and runner; docker's pid-1 loop, its sleep and the runner.
+        extra = {"bubblewrap": 0, "docker": 1}[request.node.callspec.params["real_sandbox"]]
+        assert len(own) == len(pod_own) + extra, own
+        assert all(len(line) < 400 for line in own), own
+
+
+def test_the_whole_process_list_fits_well_under_the_bash_cap(real_sandbox: Sandbox) -> None:
+    # It was 38,950 characters on bubblewrap, cut at the 30,000-character cap.
+    listing = ToolBox(real_sandbox).run(ToolCall("c", "Bash", {"command": "ps aux"})).content
+    assert "[truncated" not in listing
+    assert len(listing) < 4000, listing

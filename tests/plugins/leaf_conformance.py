@@ -134,7 +134,14 @@ CASES: tuple[Case, ...] = (
     Case("Glob", {"pattern": "*"}, "README.md\ncalc.py\nempty.txt"),
     Case("Glob", {"pattern": "*.rs"}, "No files matched."),
     Case("Glob", {"pattern": ""}, "ValueError: pattern is required"),
-    Case("Glob", {"pattern": "*.py", "path": "/tmp"}, "/tmp/repro.py", sandbox_only=True),
+    Case(
+        "Glob",
+        {"pattern": "*.py", "path": "/tmp"},
+        "/tmp/frognano_leaf_tool_runner.py\n/tmp/repro.py",
+        sandbox_only=True,
+        note="Leaf's pod has its runner in /tmp (environment.py: _RUNNER_PATH); the first "
+        "recording ran the runner outside a pod and showed /tmp/repro.py alone",
+    ),
     Case(
         "Bash",
         {"command": "echo out; echo err >&2; exit 3", "description": "streams"},

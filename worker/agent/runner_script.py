@@ -1,12 +1,14 @@
 # ruff: noqa: UP006, UP021, UP022, UP031, UP035
 """Ribbit's tool runner: executes ONE tool call inside the sandbox and prints its result.
 
-This file is shipped as text into the sandbox (``python3 -I -c <this file> <request>``)
+This file is written into the sandbox where Leaf writes its own runner
+(``/tmp/frognano_leaf_tool_runner.py``) and run as ``"$python_bin" RUNNER REQUEST``
 for every tool call, the way the training harness (Leaf, microsoft/FrogNano
 ``frognano/harness/leaf/tool_runner.py`` at commit 6dc21748) runs its own runner inside
-the task pod. Running the tools *inside* the sandbox is what makes absolute paths,
-symlinks, ``/tmp`` and ``~`` mean what they meant in training, and it means the host
-never resolves a path the model wrote.
+the task pod (worker/agent/runner_launch.py builds that command). Running the tools
+*inside* the sandbox is what makes absolute paths, symlinks, ``/tmp`` and ``~`` mean
+what they meant in training, and it means the host never resolves a path the model
+wrote.
 
 Constraints, because this runs on whatever Python the repository's image has:
 stdlib only, Python 3.6 syntax (no ``from __future__ import annotations``, no
@@ -22,9 +24,9 @@ of Ribbit's options (all off by default; see worker/agent/README.md):
 - ``clear_errors``: the common errors (missing file, no match for Edit) add a hint on
   what to do next.
 
-The request is one JSON object, given as one or more argv pieces that are joined
-(argv strings are limited to 128 KiB each), with keys ``tool``, ``args``, ``workdir``
-(optional), ``limits`` (optional caps) and ``options`` (optional flags).
+The request is one JSON object in a UTF-8 file whose path is the first argument (as
+Leaf's; no argument or ``-``: read from stdin), with keys ``tool``, ``args``,
+``workdir`` (optional), ``limits`` (optional caps) and ``options`` (optional flags).
 """
 
 import glob
@@ -279,7 +281,7 @@ def _hint(tool: str, exc: Exception) -> str:
 # -- entry point ---------------------------------------------------------------------------
 def main(argv: Any) -> int:
     try:
-        payload = json.loads("".join(argv[1:]))
+        payload = json.loads(_request_text(argv))
         if not isinstance(payload, dict):
             raise ValueError("the request must be a JSON object")
         workdir = payload.get("workdir")
@@ -296,6 +298,13 @@ def main(argv: Any) -> int:
         out.write(result.encode("utf-8", "surrogateescape"))
     sys.stdout.flush()
     return 0
+
+
+def _request_text(argv: Any) -> str:
+    if len(argv) > 1 and argv[1] not in ("", "-"):
+        with open(str(argv[1]), encoding="utf-8") as handle:
+            return handle.read()
+    return sys.stdin.read()
 
 
 if __name__ == "__main__":

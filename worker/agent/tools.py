@@ -7,10 +7,12 @@ FrogNano-4B-2609 learned its tools in Leaf (microsoft/FrogNano,
   354fccee (names, descriptions, parameter types; Bash ``timeout`` is a number);
 - each call runs INSIDE the sandbox, through Ribbit's own stdlib-only runner
   (:mod:`worker.agent.runner_script`), as Leaf's ``tool_runner.py`` (commit 6dc21748)
-  runs inside its task pod: one ``sandbox.exec`` per call, the runner's text passed
-  with ``python3 -I -c`` and the request as JSON in argv. So paths are the sandbox's
-  own (absolute paths, ``/tmp``, ``~`` and symlinks behave as in training) and the host
-  never resolves a path the model wrote;
+  runs inside its task pod: the runner and each request are files in ``/tmp`` where
+  Leaf puts them, and one ``sandbox.exec`` per call runs Leaf's own pod script
+  (:mod:`worker.agent.runner_launch`). So paths are the sandbox's own (absolute paths,
+  ``/tmp``, ``~`` and symlinks behave as in training), what the model can see around
+  its command (``ps``, ``$SHLVL``, bash's ``Killed`` line) is what the pod showed, and
+  the host never resolves a path the model wrote;
 - Python is found as Leaf's ``runtimes/python.py`` (commit 5229bdfe) finds it;
 - a runner that exits non-zero (no Python in the image) gives Leaf's
   ``Tool runner exited with code N.`` text, and each call's host-side limit is Leaf's
@@ -32,7 +34,6 @@ at once and the command dies when the caller closes the sandbox.
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -41,7 +42,16 @@ from importlib import resources
 from typing import Any
 
 from bot.store.trajectory import ToolCall, ToolObservation
-from worker.sandbox.base import WORKSPACE, ExecResult, Sandbox
+from worker.agent.runner_launch import (
+    LEAF_PLACES,
+    RunnerCall,
+    RunnerPlaces,
+    provision_argv,
+    read_reply,
+    request_text,
+    runner_call,
+)
+from worker.sandbox.base import WORKSPACE, ExecResult, Sandbox, SandboxError
 
 LEAF_TOOLS_COMMIT = "354fcceef266d88d528403981dc8b33666175594"  # tools.py
 LEAF_RUNNER_COMMIT = "6dc217483b9e0fffb9c6773aa29b860056d2a0c5"  # tool_runner.py
@@ -58,15 +68,7 @@ RUNNER_GRACE_S = 60.0
 _POLL_S = 0.1
 # The runner's output is already capped (about 30,000 characters); Glob's list is not.
 _EXEC_CAP = 4 * 1024 * 1024
-# One argv string may hold at most 128 KiB (MAX_ARG_STRLEN); the request is split below it.
-_ARG_PIECE = 100_000
-# runtimes/python.py @ 5229bdfe: FIND_PYTHON.
-FIND_PYTHON = (
-    "python_bin=$(test -x /usr/bin/python3 && echo /usr/bin/python3 "
-    "|| command -v python3 || command -v python)"
-)
-# $1 is the runner's source, the rest the request pieces.
-_LAUNCH = f'{FIND_PYTHON}; src=$1; shift; exec "$python_bin" -I -c "$src" "$@"'
+_PROVISION_TIMEOUT_S = 60.0
 
 
 def _tool(
@@ -167,18 +169,17 @@ def runner_source() -> str:
     return resources.files("worker.agent").joinpath("runner_script.py").read_text("utf-8")
 
 
-def runner_argv(tool: str, arguments: dict[str, Any], options: ToolOptions) -> list[str]:
-    """The argv one tool call runs as in the sandbox (the request split into pieces)."""
+def runner_request(tool: str, arguments: dict[str, Any], options: ToolOptions, workdir: str) -> str:
+    """The request file's text for one call (raises on text UTF-8 cannot hold)."""
     flags = {k: v for k, v in asdict(options).items() if v and k != "recover_malformed_calls"}
-    request = json.dumps(
-        {"tool": tool, "args": arguments, "workdir": None, "options": flags},
-        ensure_ascii=False,
-    )
-    # Leaf writes its request as UTF-8 (environment.py, ``write_text``): a lone surrogate
-    # raises there, before anything runs, and so it does here.
-    request.encode("utf-8")
-    pieces = [request[i : i + _ARG_PIECE] for i in range(0, len(request), _ARG_PIECE)]
-    return ["bash", "-c", _LAUNCH, "ribbit-tool", runner_source(), *pieces]
+    return request_text(tool, arguments, workdir, flags)
+
+
+def sandbox_places(sandbox: Sandbox) -> RunnerPlaces:
+    """Leaf's places, unless the sandbox is no sandbox and says where its own ``/tmp``
+    and workspace are (the tests' plain directory, whose ``/tmp`` is the host's)."""
+    places = getattr(sandbox, "runner_places", None)
+    return places if isinstance(places, RunnerPlaces) else LEAF_PLACES
 
 
 def runner_timeout_s(tool: str, arguments: dict[str, Any]) -> float:
@@ -210,8 +211,10 @@ class ToolBox:
     ) -> None:
         self.sandbox = sandbox
         self.options = options or ToolOptions()
+        self.places = sandbox_places(sandbox)
         self._should_stop = should_stop or (lambda: False)
         self._time_left = time_left or (lambda: float("inf"))
+        self._provisioned = False
 
     def run(self, call: ToolCall) -> ToolObservation:
         start = time.monotonic()
@@ -221,22 +224,41 @@ class ToolBox:
         arguments = call.arguments if call.error is None else {}
         try:
             limit = runner_timeout_s(call.name, arguments)
-            argv = runner_argv(call.name, arguments, self.options)
+            request = runner_request(call.name, arguments, self.options, self.places.workdir)
         except Exception as exc:
             # Leaf ends the episode on any exception its environment raises here, with
             # this text: a word (ValueError), infinity or an int past float's range
             # (OverflowError), a list (TypeError) as the timeout, or text no UTF-8 can
             # hold (UnicodeEncodeError: a lone surrogate, when it writes the request).
             raise ToolRunError(f"{type(exc).__name__}: {exc}") from exc
-        result = self._exec(argv, timeout=min(limit, max(self._time_left(), 1.0) + RUNNER_GRACE_S))
+        self._provision()
+        launch = runner_call(self.places, request)
+        result = self._exec(
+            launch.argv, timeout=min(limit, max(self._time_left(), 1.0) + RUNNER_GRACE_S)
+        )
         if result.timed_out:
             raise ToolRunError(f"the tool runner ran past its {limit:g} s limit")
-        text = result.stdout + result.stderr
-        if result.exit_code != 0:
-            text = f"Tool runner exited with code {result.exit_code}.\n{text}"
+        text, code = _reply_of(launch, result)
+        if code != 0:
+            text = f"Tool runner exited with code {code}.\n{text}"
         return self._observe(
-            call, text, start, is_error=result.exit_code != 0 or _looks_failed(call.name, text)
+            call, text, start, is_error=code != 0 or _looks_failed(call.name, text)
         )
+
+    def _provision(self) -> None:
+        """Write the runner where Leaf copies it, once per sandbox (Leaf's
+        ``_provision``); a sandbox that cannot take a file in /tmp is broken."""
+        if self._provisioned:
+            return
+        done = self._exec(
+            provision_argv(self.places, runner_source()), timeout=_PROVISION_TIMEOUT_S
+        )
+        if done.exit_code != 0 or done.timed_out:
+            raise SandboxError(
+                f"could not write the tool runner to {self.places.runner}: "
+                f"exit {done.exit_code}: {done.stderr[-2000:]}"
+            )
+        self._provisioned = True
 
     def run_all(self, calls: Sequence[ToolCall]) -> list[ToolObservation]:
         return [self.run(c) for c in calls]
@@ -277,6 +299,18 @@ class ToolBox:
         result = box["result"]
         assert isinstance(result, ExecResult)
         return result
+
+
+def _reply_of(launch: RunnerCall, result: ExecResult) -> tuple[str, int]:
+    """The runner's output and exit code, read after Leaf's exit marker. No marker: the
+    call's own shell was killed (the model killed it), where Leaf raises and the
+    episode ends as ``tool_error``."""
+    reply = read_reply(launch.sentinel, result.stdout, result.stderr)
+    if reply is None:
+        raise ToolRunError(
+            f"RuntimeError: pod command returned no exit marker: {result.stdout[-2000:]}"
+        )
+    return reply.output, reply.exit_code
 
 
 _ERROR_PREFIXES = ("Unknown tool: ", "Tool runner exited with code ")

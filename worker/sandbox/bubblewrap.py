@@ -81,9 +81,9 @@ from worker.sandbox.export import ExportLimits, export_host_tree, read_regular_f
 from worker.sandbox.session import (
     STOP_ALL_REQUEST,
     SessionClient,
+    bootstrap_args,
     exec_request,
     parse_result,
-    server_source,
 )
 from worker.sandbox.snapshot import (
     ENV_SKIP,
@@ -121,8 +121,9 @@ _PASSWD = (
     f"sandbox:x:{SANDBOX_UID}:{SANDBOX_GID}::{SANDBOX_HOME}:/bin/bash\n"
 )
 _GROUP = f"root:x:0:\nsandbox:x:{SANDBOX_GID}:\n"
-# The resident process, started with the host's own python3 (bwrap shares the host's /usr).
-_START_SERVER = 'exec "$(command -v python3)" -I -c "$0" --inside-sandbox'
+# The resident process, started with the host's own python3 (bwrap shares the host's /usr):
+# $0 the bootstrap, $1 the length of the source it reads from stdin (session.py).
+_START_SERVER = 'exec "$(command -v python3)" -I -c "$0" "$1" --inside-sandbox'
 _HOST_GRACE_S = 5
 
 
@@ -185,24 +186,31 @@ class BubblewrapSandbox(ClosedOnExit):
             raise
 
     def _start_server(self) -> None:
-        argv = self._bwrap_argv(
-            ["/bin/sh", "-c", _START_SERVER, server_source()], WORKSPACE, sandbox_env()
-        )
+        command = ["/bin/sh", "-c", _START_SERVER, *bootstrap_args()]
         uid = self._host_uid
-        # A root worker drops to the throwaway uid before prlimit runs, so RLIMIT_NPROC
-        # (which root ignores) holds and counts only this sandbox's processes.
-        self._server = subprocess.Popen(
-            [*self._limits_argv(), *argv],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-            close_fds=True,
-            user=uid,
-            group=uid,
-            extra_groups=None if uid is None else [],
-            env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"},
-        )
+        # bwrap's options (every mount, every --setenv) come from a file (``--args``), not
+        # its argv: its pid-1 reaper inside the sandbox keeps bwrap's command line, and
+        # ``ps`` there (which the model reads) would show all of it.
+        with tempfile.TemporaryFile() as options:
+            options.write(b"".join(f"{o}\0".encode() for o in self._bwrap_options(WORKSPACE)))
+            options.flush()
+            options.seek(0)
+            fd = options.fileno()
+            # A root worker drops to the throwaway uid before prlimit runs, so RLIMIT_NPROC
+            # (which root ignores) holds and counts only this sandbox's processes.
+            self._server = subprocess.Popen(
+                [*self._limits_argv(), self._bwrap, "--args", str(fd), "--", *command],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+                close_fds=True,
+                pass_fds=(fd,),
+                user=uid,
+                group=uid,
+                extra_groups=None if uid is None else [],
+                env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"},
+            )
         stdin, stdout = self._server.stdin, self._server.stdout
         assert stdin is not None and stdout is not None
 
@@ -213,7 +221,7 @@ class BubblewrapSandbox(ClosedOnExit):
         # Through the file object, never its bare fd: close() may close the pipe while
         # the reader still waits, and the number could be another file by then.
         answers = cast(io.BufferedReader, stdout)
-        self._session = SessionClient(send, lambda: answers.read1(1 << 16))
+        self._session = SessionClient(send, lambda: answers.read1(1 << 16), bootstrap=True)
 
     # -- set-up ------------------------------------------------------------------------
     @staticmethod
@@ -242,8 +250,13 @@ class BubblewrapSandbox(ClosedOnExit):
 
     # -- running -----------------------------------------------------------------------
     def _bwrap_argv(self, argv: Sequence[str], cwd: str, env: Mapping[str, str]) -> list[str]:
+        return [self._bwrap, *self._bwrap_options(cwd, env), "--", *argv]
+
+    def _bwrap_options(self, cwd: str, env: Mapping[str, str] | None = None) -> list[str]:
+        """Every bwrap option for a command run in ``cwd`` with exactly ``env`` (the
+        sandbox's own environment when None)."""
+        env = sandbox_env() if env is None else env
         args = [
-            self._bwrap,
             "--unshare-all",
             "--unshare-user",
             "--disable-userns",
@@ -261,7 +274,12 @@ class BubblewrapSandbox(ClosedOnExit):
         ]
         for key, value in env.items():
             args += ["--setenv", key, value]
-        args += ["--ro-bind", "/usr", "/usr"]
+        return [*args, *self._bwrap_mounts(), "--chdir", cwd]
+
+    def _bwrap_mounts(self) -> list[str]:
+        """The file system the sandbox sees, read-only but for /tmp, $HOME and the
+        workspace."""
+        args = ["--ro-bind", "/usr", "/usr"]
         for top in ("bin", "sbin", "lib", "lib64", "lib32", "libx32"):
             host = Path("/") / top
             if host.is_symlink():
@@ -303,10 +321,6 @@ class BubblewrapSandbox(ClosedOnExit):
             # only /tmp, $HOME and the workspace can be written.
             "--remount-ro",
             "/",
-            "--chdir",
-            cwd,
-            "--",
-            *argv,
         ]
         return args
 

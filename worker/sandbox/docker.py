@@ -84,9 +84,9 @@ from worker.sandbox.export import ExportLimits, extract_tar_stream, read_tar_fil
 from worker.sandbox.session import (
     STOP_ALL_REQUEST,
     SessionClient,
+    bootstrap_args,
     exec_request,
     parse_result,
-    server_source,
 )
 from worker.sandbox.snapshot import ENV_SKIP, SNAPSHOT_LIMITS, EnvSnapshot, overlay_paths
 from worker.settings import SandboxSettings
@@ -101,12 +101,12 @@ _EXEC_WRAPPER = (
     "case $rc in 124|137) kill -9 -1 2>/dev/null;; esac; exit $rc"
 )
 _HOST_GRACE_S = 15
-# The resident runner (worker/sandbox/session_server.py) on the image's own python3 with
-# site off (-S), so nothing installed in the set-up environment runs in it. An image
-# without python3 exits 127 here, and the sandbox runs one engine exec per command.
+# The resident runner (session_server.py, bootstrapped: session.py) on the image's own
+# python3 with site off (-S), so nothing installed in the set-up environment runs in it.
+# Without python3 this exits 127, and the sandbox runs one engine exec per command.
 _START_SERVER = (
     "for p in /usr/bin/python3 /usr/local/bin/python3; do "
-    '[ -x "$p" ] && exec "$p" -I -S -c "$0" --inside-sandbox; done; exit 127'
+    '[ -x "$p" ] && exec "$p" -I -S -c "$0" "$1" --inside-sandbox; done; exit 127'
 )
 _KILLED_EXIT = 128 + 9
 # Base64 characters per argv element: under Linux's 128 KiB limit on one argument.
@@ -302,7 +302,7 @@ class DockerSandbox(ClosedOnExit):
         try:
             exec_id = api.exec_create(
                 container.id,
-                ["sh", "-c", _START_SERVER, server_source()],
+                ["sh", "-c", _START_SERVER, *bootstrap_args()],
                 stdout=True,
                 stderr=True,
                 stdin=True,
@@ -318,7 +318,7 @@ class DockerSandbox(ClosedOnExit):
         # The client's timeout would end an idle runner's stream: commands wait on it.
         raw.settimeout(None)
         self._session_socket = raw
-        session = SessionClient(raw.sendall, _StdoutFrames(raw).read)
+        session = SessionClient(raw.sendall, _StdoutFrames(raw).read, bootstrap=True)
         probe = exec_request(["true"], timeout=30, cwd=WORKSPACE, env=None, output_cap=1024)
         try:
             answered = session.call(probe, 30 + KILL_GRACE_S + _HOST_GRACE_S)

@@ -13,6 +13,7 @@ so lines are bounded, strictly parsed, and matched to requests by random ids.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import math
 import os
@@ -40,6 +41,32 @@ def server_source() -> str:
     return resources.files("worker.sandbox").joinpath("session_server.py").read_text()
 
 
+# ``python3 -c`` this with the source's length as its argument, then write the source on
+# its stdin ahead of any request: it reads exactly that much (unbuffered, so the requests
+# after it stay in the pipe) and runs it as ``__main__``. So the process list inside the
+# sandbox, which the model can read with ``ps``, shows these few lines, not 15 kB of
+# source as the runner's command line.
+SERVER_BOOTSTRAP = (
+    "import os,sys\n"
+    "n=int(sys.argv[1]);b=b''\n"
+    "while len(b)<n:\n"
+    " c=os.read(0,n-len(b))\n"
+    " if not c:sys.exit(1)\n"
+    " b+=c\n"
+    "exec(compile(b,'session_server.py','exec'))"
+)
+
+
+def server_payload() -> bytes:
+    """What the bootstrap reads before anything else: the runner's source."""
+    return server_source().encode("utf-8")
+
+
+def bootstrap_args() -> list[str]:
+    """``python3 -c`` 's program and argument: the bootstrap and the source's length."""
+    return [SERVER_BOOTSTRAP, str(len(server_payload()))]
+
+
 @dataclass
 class _Pending:
     done: threading.Event
@@ -52,7 +79,15 @@ class SessionClient:
     ``send`` writes bytes to the runner's input; ``read`` returns the next bytes of its
     output (b"" at its end) and is called only by the reader thread this starts."""
 
-    def __init__(self, send: Callable[[bytes], None], read: Callable[[], bytes]) -> None:
+    def __init__(
+        self, send: Callable[[bytes], None], read: Callable[[], bytes], *, bootstrap: bool = False
+    ) -> None:
+        """``bootstrap``: the runner was started with :func:`bootstrap_args` and is sent
+        its source ahead of any request."""
+        if bootstrap:
+            # A runner that could not start has closed its input: the first call says so.
+            with contextlib.suppress(OSError):
+                send(server_payload())
         self._send = send
         self._pending: dict[int, _Pending] = {}
         self._lock = threading.Lock()

@@ -1,8 +1,10 @@
 """The bubblewrap sandbox's resident process: runs each exec INSIDE one long-lived bwrap.
 
-Shipped as text and started as the sandbox's command (``python3 -I -c <this file>``),
-so ``/tmp``, ``$HOME`` and background processes live as long as the sandbox, as they
-do in a container (and in the pod the model was trained in), and die with it.
+Shipped as text on its stdin, read by a short bootstrap started as the sandbox's
+command (session.py: ``SERVER_BOOTSTRAP``; so the model's ``ps`` does not list this
+file as a command line), so ``/tmp``, ``$HOME`` and background processes live as long
+as the sandbox, as they do in a container (and in the pod the model was trained in),
+and die with it.
 
 Protocol, one JSON object per line. The host writes requests on stdin:
 ``{"id", "argv", "env", "cwd", "timeout", "cap"}``; this process answers on stdout:

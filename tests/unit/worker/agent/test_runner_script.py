@@ -154,29 +154,43 @@ def _main(argv: list[str], capsysbinary: pytest.CaptureFixture[bytes]) -> bytes:
     return capsysbinary.readouterr().out
 
 
-def test_main_joins_the_request_pieces_and_runs_in_its_workdir(
+def test_main_reads_the_request_file_and_runs_in_its_workdir(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsysbinary: pytest.CaptureFixture[bytes]
 ) -> None:
     monkeypatch.chdir(tmp_path)
     (tmp_path / "ws").mkdir()
     (tmp_path / "ws" / "a.txt").write_text("hello\n")
+    request = tmp_path / "request.json"
     text = json.dumps({"tool": "Read", "args": {"file_path": "a.txt"}, "workdir": "ws"})
-    pieces = [text[:10], text[10:25], text[25:]]
-    assert _main(pieces, capsysbinary) == b"a.txt\n1. hello"
+    request.write_text(text, encoding="utf-8")
+    assert _main([str(request)], capsysbinary) == b"a.txt\n1. hello"
+
+
+def _request_file(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "request.json"
+    path.write_text(text, encoding="utf-8")
+    return str(path)
 
 
 @pytest.mark.parametrize(
-    ("argv", "answer"),
+    ("text", "answer"),
     [
-        (["[1, 2]"], b"tool runner error: ValueError: the request must be a JSON object"),
-        (["{not json"], b"tool runner error: JSONDecodeError: "),
-        ([], b"tool runner error: JSONDecodeError: "),
+        ("[1, 2]", b"tool runner error: ValueError: the request must be a JSON object"),
+        ("{not json", b"tool runner error: JSONDecodeError: "),
+        ("", b"tool runner error: JSONDecodeError: "),
     ],
 )
 def test_main_answers_a_bad_request_as_text_never_a_traceback(
-    argv: list[str], answer: bytes, capsysbinary: pytest.CaptureFixture[bytes]
+    text: str, answer: bytes, tmp_path: Path, capsysbinary: pytest.CaptureFixture[bytes]
 ) -> None:
-    assert _main(argv, capsysbinary).startswith(answer)
+    assert _main([_request_file(tmp_path, text)], capsysbinary).startswith(answer)
+
+
+def test_main_answers_a_missing_request_file_as_text(
+    tmp_path: Path, capsysbinary: pytest.CaptureFixture[bytes]
+) -> None:
+    answer = _main([str(tmp_path / "gone.json")], capsysbinary)
+    assert answer.startswith(b"tool runner error: FileNotFoundError: ")
 
 
 def test_main_writes_a_file_name_that_is_not_utf8_as_its_bytes(
@@ -186,4 +200,4 @@ def test_main_writes_a_file_name_that_is_not_utf8_as_its_bytes(
     name = b"caf\xe9.py"  # Latin-1, not UTF-8
     (tmp_path / os.fsdecode(name)).write_text("")
     request = json.dumps({"tool": "Glob", "args": {"pattern": "*.py"}})
-    assert _main([request], capsysbinary) == name
+    assert _main([_request_file(tmp_path, request)], capsysbinary) == name

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import threading
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -17,13 +19,14 @@ from bot.store.trajectory import ToolCall
 from tests.fakes import LocalDirSandbox, make_git_repo
 from tests.plugins.leaf_conformance import CASES, FIXTURE_FILES, call_args, expected_text
 from worker.agent.prompt import SYSTEM_PROMPT
+from worker.agent.runner_launch import LEAF_PLACES, runner_call
 from worker.agent.tools import (
     TOOL_NAMES,
     TOOL_SCHEMAS,
     ToolBox,
     ToolOptions,
     ToolRunError,
-    runner_argv,
+    runner_request,
     runner_timeout_s,
 )
 from worker.sandbox.base import WORKSPACE, ExecResult
@@ -84,8 +87,11 @@ def test_bash_observation_records_exit_code_and_errors(fixture_sandbox: LocalDir
 
 def test_large_arguments_travel_in_pieces(fixture_sandbox: LocalDirSandbox) -> None:
     content = "x" * 250_000 + "\u00e9"
-    argv = runner_argv("Write", {"file_path": "big.txt", "content": content}, ToolOptions())
-    assert all(len(piece.encode()) < 128 * 1024 for piece in argv[5:])
+    request = runner_request(
+        "Write", {"file_path": "big.txt", "content": content}, ToolOptions(), "/w"
+    )
+    argv = runner_call(LEAF_PLACES, request).argv
+    assert len(argv) > 7 and all(len(piece.encode()) < 128 * 1024 for piece in argv)
     obs = ToolBox(fixture_sandbox).run(call("Write", file_path="big.txt", content=content))
     assert obs.content == "Wrote big.txt (250001 bytes)."
     assert fixture_sandbox.read_file("big.txt") == content.encode()
@@ -118,7 +124,9 @@ def test_options_change_only_what_they_name(fixture_sandbox: LocalDirSandbox) ->
 
 
 class _ExitingSandbox:
-    """A sandbox whose runner cannot start (no Python in the image)."""
+    """A sandbox where every tool call's runner ends as ``result`` says (its code, its
+    output), answered through Leaf's exit marker as the pod script prints it; the
+    runner's provisioning succeeds and is not counted."""
 
     backend = "fake"
 
@@ -135,8 +143,14 @@ class _ExitingSandbox:
         env: Mapping[str, str] | None = None,
         output_cap: int = 0,
     ) -> ExecResult:
+        sentinel = re.search(r"__FROGNANO_RC_[0-9a-f]{32}__", " ".join(command))
+        if sentinel is None:  # the runner being written
+            return ExecResult(0, "", "", 0.0)
         self.timeouts.append(timeout)
-        return self.result
+        if self.result.timed_out:
+            return self.result
+        stdout = f"{self.result.stdout}\n{sentinel.group()}{self.result.exit_code}\n"
+        return replace(self.result, exit_code=0, stdout=stdout)
 
 
 def test_runner_failure_is_leafs_text() -> None:

@@ -33,7 +33,7 @@ from worker.sandbox.bubblewrap import (
 from worker.sandbox.cgroup import CGROUP_PREFIX, CGROUP_ROOT, MemoryCgroup, enter_argv
 from worker.sandbox.common import ENV_ROOT, SANDBOX_HOME, sandbox_env
 from worker.sandbox.egress import EGRESS_MOUNT
-from worker.sandbox.session import server_source
+from worker.sandbox.session import SERVER_BOOTSTRAP, server_payload
 from worker.settings import SandboxSettings
 
 FAKE_BWRAP = "/nonexistent/bwrap"
@@ -338,6 +338,9 @@ class FakeServer:
         self.stdin = os.fdopen(w_in, "wb")
         self.stdout = os.fdopen(r_out, "rb")
         self.waited = False
+        # bwrap's options file (``--args``), read while the starter still holds it open.
+        fds = kw.get("pass_fds") or ()
+        self.options = os.pread(fds[0], 1 << 20, 0) if fds else b""
         STARTED.append(self)
 
     def wait(self, timeout: float | None = None) -> int:
@@ -364,13 +367,25 @@ def test_server_starts_under_limits_with_only_a_path_and_dies_with_close(
     limits = sandbox._limits_argv()
     assert server.argv[: len(limits)] == limits
     rest = server.argv[len(limits) :]
-    assert rest[0] == FAKE_BWRAP
-    assert rest[rest.index("--") + 1 :] == [
+    (fd,) = server.kw["pass_fds"]
+    payload = server_payload()
+    # Nothing long on any command line the sandbox's ``ps`` shows: bwrap's options come
+    # from a file, the runner's source on its stdin ahead of every request.
+    assert rest == [
+        FAKE_BWRAP,
+        "--args",
+        str(fd),
+        "--",
         "/bin/sh",
         "-c",
         bwrap_mod._START_SERVER,
-        server_source(),
+        SERVER_BOOTSTRAP,
+        str(len(payload)),
     ]
+    assert sum(map(len, rest[1:])) < 400
+    assert server.options == b"".join(f"{o}\0".encode() for o in sandbox._bwrap_options(WORKSPACE))
+    assert b"s3cret" not in server.options
+    assert server._r_in.read(len(payload)) == payload
     assert "--inside-sandbox" in bwrap_mod._START_SERVER  # its kill(-1) is armed inside only
     # prlimit and bwrap get a bare PATH: nothing of the worker's environment.
     assert server.kw["env"] == {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}

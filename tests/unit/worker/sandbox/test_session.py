@@ -7,6 +7,8 @@ from __future__ import annotations
 import base64
 import json
 import os
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -14,7 +16,12 @@ import pytest
 
 from worker.sandbox import SandboxError
 from worker.sandbox import session as session_module
-from worker.sandbox.session import SessionClient, exec_request, parse_result
+from worker.sandbox.session import (
+    SERVER_BOOTSTRAP,
+    SessionClient,
+    exec_request,
+    parse_result,
+)
 
 
 def _answer(rid: object, rc: int = 0, out: bytes = b"", out_total: int | None = None) -> bytes:
@@ -147,3 +154,34 @@ def test_exec_request_refuses_a_timeout_that_would_never_end(timeout: float) -> 
     # the runner's deadline would then never pass.
     with pytest.raises(ValueError):
         exec_request("true", timeout=timeout, cwd="/workspace", env=None, output_cap=10)
+
+
+def test_bootstrap_runs_exactly_the_source_and_leaves_the_requests_in_the_pipe() -> None:
+    # The source arrives in two writes with a pause between (a slow pipe), and a request
+    # follows at once: the bootstrap must read the source whole and nothing past it.
+    source = b"import os,sys\nassert __name__ == '__main__'\nprint(sys.argv[1:], os.read(0, 99))\n"
+    proc = subprocess.Popen(
+        [sys.executable, "-I", "-c", SERVER_BOOTSTRAP, str(len(source)), "--inside-sandbox"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    assert proc.stdin is not None
+    proc.stdin.write(source[:20])
+    proc.stdin.flush()
+    proc.stdin.write(source[20:] + b'{"id": 1}\n')
+    proc.stdin.close()
+    assert proc.stdout is not None
+    out = proc.stdout.read()
+    assert proc.wait(timeout=30) == 0
+    assert out == f"['{len(source)}', '--inside-sandbox'] b'{{\"id\": 1}}\\n'\n".encode()
+
+
+def test_bootstrap_gives_up_when_the_source_never_comes_whole() -> None:
+    done = subprocess.run(
+        [sys.executable, "-I", "-c", SERVER_BOOTSTRAP, "100"],
+        input=b"print('half')",
+        capture_output=True,
+        timeout=30,
+        check=False,
+    )
+    assert done.returncode == 1 and done.stdout == b""

@@ -258,6 +258,17 @@ def test_evaluation_redis_and_postgresql_serve_what_ribbit_is_told() -> None:
         url.username,
         url.database,
     )
+    # The schema upgrade waits for the server it upgrades to accept connections.
+    upgrade = by_name(docs, "Job", "-db-upgrade-3")["spec"]["template"]["spec"]
+    [wait] = upgrade["initContainers"]
+    assert "pg_isready" in wait["command"][-1] and "-p 5432" in wait["command"][-1]
+    assert {"name": "PGHOST", "value": url.host} in wait["env"]
+    assert (
+        "initContainers"
+        not in by_name(manifests(default_values()), "Job", "-db-upgrade-3")["spec"]["template"][
+            "spec"
+        ]
+    )
     for service in (redis, postgres):  # each Service selects its StatefulSet's pods
         kind = service["metadata"]["labels"]["app.kubernetes.io/name"]
         labels = by_name(docs, "StatefulSet", f"-{kind}")["spec"]["template"]["metadata"]

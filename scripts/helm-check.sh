@@ -30,4 +30,5 @@ render() {  # name, then helm args
 render default "$@"
 render vllm -f "$chart/values-vllm.yaml" "$@"
 render sglang -f "$chart/values-sglang.yaml" "$@"
-echo "ok: helm lint and helm template pass for the default, vLLM and SGLang values"
+render one-gpu-node -f "$chart/values-one-gpu-node.yaml" "$@"
+echo "ok: helm lint and helm template pass for the default, vLLM, SGLang and one-GPU-node values"

@@ -1,17 +1,11 @@
 """The Helm chart in deploy/helm/ribbit, rendered and checked against Kubernetes' schemas.
 
-Helm itself is not installable here (no Debian or PyPI package ships the binary), so
-the templates keep to a deliberately small subset of Go templates -- value lookups
-(optionally `| quote`), `.Release.Name` and `.Release.Revision`, `if`/`end` around
-whole documents, and `toYaml X | nindent N` -- and this test renders exactly that subset,
-refusing any other action so the chart cannot drift past what is checked. The Secret
-alone (templates/secret.yaml: generated secrets kept across upgrades) also uses
-variables (`$x := ...`), `if` on a pipeline, comments, and the few functions in _FUNCS,
-evaluated here as Helm does; `lookup` answers from the cluster a test passes in. The rendered
-manifests are validated with kubernetes-validate (Kubernetes' OpenAPI schemas,
-offline, strict: unknown fields fail). KEDA's ScaledObject is a CRD those schemas
-do not include; its fields are checked by hand. `helm lint`/`helm template` on a
-machine with Helm remain the authority (deploy/README.md).
+tests/helm_render.py renders the chart's checked subset of Go templates as Helm does (Helm
+itself is not installable here) and refuses anything outside it. The rendered manifests
+are validated with kubernetes-validate (Kubernetes' OpenAPI schemas, offline, strict:
+unknown fields fail). KEDA's ScaledObject and the Prometheus Operator's monitors are
+CRDs those schemas do not include; their fields are checked by hand. `helm lint`/`helm
+template` on a machine with Helm remain the authority (scripts/helm-check.sh).
 """
 
 from __future__ import annotations
@@ -19,295 +13,27 @@ from __future__ import annotations
 import base64
 import contextlib
 import copy
-import json
-import random
 import re
-import string
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-CHART = Path(__file__).resolve().parents[2] / "deploy" / "helm" / "ribbit"
-K8S_VERSION = "1.30.0"
-RELEASE = "rb"
-REVISION = 3
-
-_ACTION = re.compile(r"({{-?\s*.*?\s*-?}})", re.S)
-_LOOKUP = re.compile(
-    r"^\.(Values(?:\.[A-Za-z_][\w-]*)+|Release\.Name|Release\.Revision|Chart\.Name|"
-    r"Chart\.AppVersion)(\s*\|\s*quote)?$"
+from tests.helm_render import (
+    CHART,
+    CRD_KINDS,
+    NAMESPACE,
+    RELEASE,
+    ChartFailure,
+    UnsupportedTemplate,
+    chart_values,
+    default_values,
+    manifests,
+    render,
+    validate,
 )
-_TOYAML = re.compile(r"^toYaml\s+\.(Values(?:\.[A-Za-z_][\w-]*)+)\s*\|\s*nindent\s+(\d+)$")
-_IF = re.compile(r"^if\s+\.(Values(?:\.[A-Za-z_][\w-]*)+)$")
-
-
-class UnsupportedTemplate(ValueError):
-    pass
-
-
-class ChartFailure(Exception):
-    """The chart's own `fail`: Helm stops the install with this message."""
-
-
-_ASSIGN = re.compile(r"^\$([A-Za-z_]\w*)\s*:=\s*(.+)$", re.S)
-_IF_PIPELINE = re.compile(r"^if\s+(.+)$", re.S)
-_COMMENT = re.compile(r"^/\*.*\*/$", re.S)
-_TOKEN = re.compile(r'\s*(\(|\)|\||"(?:[^"\\]|\\.)*"|[^\s()|]+)')
-
-
-def _get(mapping: Any, key: Any) -> Any:
-    # sprig's get: "" for a missing key.
-    return mapping.get(key, "") if isinstance(mapping, dict) else ""
-
-
-def _rand_alnum(rng: random.Random) -> Callable[[int], str]:
-    alphabet = string.ascii_letters + string.digits
-    return lambda n: "".join(rng.choice(alphabet) for _ in range(int(n)))
-
-
-def _functions(ctx: dict[str, Any]) -> dict[str, Callable[..., Any]]:
-    """The functions the chart may call outside the plain subset, as Helm defines them."""
-    cluster: dict[tuple[str, str, str, str], Any] = ctx["cluster"]
-
-    def fail(message: str) -> None:
-        raise ChartFailure(message)
-
-    return {
-        "not": lambda v: not v,
-        "and": lambda *vs: all(vs),
-        "hasKey": lambda m, k: isinstance(m, dict) and k in m,
-        "get": _get,
-        "dict": lambda: {},
-        "default": lambda fallback, *v: v[0] if v and v[0] else fallback,
-        "printf": lambda fmt, *args: fmt % args,
-        "randAlphaNum": _rand_alnum(ctx["rng"]),
-        "b64enc": lambda v: base64.b64encode(str(v).encode()).decode(),
-        "quote": lambda v: json.dumps(str(v)),
-        "lookup": lambda api, kind, ns, name: copy.deepcopy(cluster.get((api, kind, ns, name), {})),
-        "fail": fail,
-    }
-
-
-def _tokens(text: str) -> list[str]:
-    tokens, pos = [], 0
-    while pos < len(text.rstrip()):
-        m = _TOKEN.match(text, pos)
-        if not m:
-            raise UnsupportedTemplate(f"cannot read {text!r}")
-        tokens.append(m.group(1))
-        pos = m.end()
-    return tokens
-
-
-def _evaluate(text: str, ctx: dict[str, Any], variables: dict[str, Any]) -> Any:
-    """A Go-template pipeline (`cmd | cmd ...`, each piped value the last argument) over
-    _functions, `.Values`/`.Release` paths (a missing map key is nil, as in Helm),
-    `$variables`, string and integer literals and parenthesised pipelines."""
-    functions = _functions(ctx)
-    tokens = _tokens(text)
-    pos = 0
-
-    def operand(token: str) -> Any:
-        nonlocal pos
-        if token == "(":
-            value = pipeline()
-            if pos >= len(tokens) or tokens[pos] != ")":
-                raise UnsupportedTemplate(f"unbalanced parentheses in {text!r}")
-            pos += 1
-            return value
-        if token.startswith('"'):
-            return json.loads(token)
-        if token in functions:  # a function named as an argument is called with none (dict)
-            return functions[token]()
-        if token.isdigit():
-            return int(token)
-        if token.startswith("$"):
-            name, _, rest = token[1:].partition(".")
-            if name not in variables:
-                raise UnsupportedTemplate(f"no variable ${name}")
-            node = variables[name]
-            path = rest
-        elif re.fullmatch(r"\.(Values|Release)(\.[A-Za-z_][\w-]*)+", token):
-            node, path = ctx, token[1:]
-        else:
-            raise UnsupportedTemplate(f"template action outside the checked subset: {token}")
-        for part in path.split(".") if path else []:
-            node = node.get(part) if isinstance(node, dict) else None
-        return node
-
-    def command() -> Any:
-        nonlocal pos
-        args: list[Any] = []
-        name = None
-        if tokens[pos] in functions:
-            name = tokens[pos]
-            pos += 1
-        while pos < len(tokens) and tokens[pos] not in ("|", ")"):
-            token = tokens[pos]
-            pos += 1
-            args.append(operand(token))
-        return name, args
-
-    def pipeline() -> Any:
-        nonlocal pos
-        value: Any = None
-        first = True
-        while True:
-            name, args = command()
-            if name is None:
-                if len(args) != 1 or not first:
-                    raise UnsupportedTemplate(f"template action outside the checked subset: {text}")
-                value = args[0]
-            else:
-                try:
-                    value = functions[name](*args, *([] if first else [value]))
-                except TypeError as exc:  # called with the wrong arguments
-                    raise UnsupportedTemplate(f"{name} in {text!r}: {exc}") from None
-            first = False
-            if pos < len(tokens) and tokens[pos] == "|":
-                pos += 1
-                continue
-            return value
-
-    result = pipeline()
-    if pos != len(tokens):
-        raise UnsupportedTemplate(f"template action outside the checked subset: {text}")
-    return result
-
-
-def _lookup(path: str, ctx: dict[str, Any]) -> Any:
-    node: Any = ctx
-    for part in path.split("."):
-        if not isinstance(node, dict) or part not in node:
-            raise UnsupportedTemplate(f"no value .{path}")
-        node = node[part]
-    return node
-
-
-def _scalar(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, dict | list):
-        raise UnsupportedTemplate(f"a map or list printed as a scalar: {value!r}")
-    return str(value)
-
-
-NAMESPACE = "ribbit"
-# What `lookup` sees: (apiVersion, kind, namespace, name) -> the object. Empty, as under
-# `helm template` or a first install, unless a test passes a cluster in.
-Cluster = dict[tuple[str, str, str, str], dict[str, Any]]
-
-
-def render(text: str, values: dict[str, Any], cluster: Cluster | None = None, seed: int = 0) -> str:
-    """Render the chart's Go-template subset (see the module docstring)."""
-    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
-    ctx = {
-        "Values": values,
-        "Release": {"Name": RELEASE, "Revision": REVISION, "Namespace": NAMESPACE},
-        "Chart": {"Name": chart["name"], "AppVersion": chart["appVersion"]},
-        "cluster": cluster or {},
-        # randAlphaNum, seeded: a test's render is the same every run.
-        "rng": random.Random(seed),
-    }
-    variables: dict[str, Any] = {}
-    out: list[str] = []
-    active = [True]
-    trim_next = False
-    for piece in _ACTION.split(text):
-        if not piece.startswith("{{"):
-            if trim_next:
-                piece = piece.lstrip()
-            trim_next = False
-            if all(active):
-                out.append(piece)
-            continue
-        left, right = piece.startswith("{{-"), piece.endswith("-}}")
-        body = piece[3 if left else 2 : -3 if right else -2].strip()
-        if left and out and all(active):
-            out[-1] = out[-1].rstrip()
-        trim_next = right
-        if m := _IF.match(body):
-            active.append(bool(_lookup(m.group(1), ctx)))
-        elif m := _IF_PIPELINE.match(body):
-            active.append(all(active) and bool(_evaluate(m.group(1), ctx, variables)))
-        elif body == "end":
-            if len(active) == 1:
-                raise UnsupportedTemplate("end without if")
-            active.pop()
-        elif not all(active):
-            continue
-        elif m := _LOOKUP.match(body):
-            value = _scalar(_lookup(m.group(1), ctx))
-            out.append(json.dumps(value) if m.group(2) else value)
-        elif m := _TOYAML.match(body):
-            dumped = yaml.safe_dump(
-                _lookup(m.group(1), ctx), default_flow_style=False, sort_keys=False
-            ).rstrip("\n")
-            pad = " " * int(m.group(2))
-            out.append("\n" + "\n".join(pad + line for line in dumped.splitlines()))
-        elif _COMMENT.match(body):
-            continue
-        elif m := _ASSIGN.match(body):
-            variables[m.group(1)] = _evaluate(m.group(2), ctx, variables)
-        else:
-            value = _evaluate(body, ctx, variables)
-            out.append("" if value is None else _scalar(value))
-    if len(active) != 1:
-        raise UnsupportedTemplate("if without end")
-    return "".join(out)
-
-
-# The one value an install must give (the chart has no database and no default for it).
-DATABASE_URL = "postgresql+psycopg://ribbit:pw@ribbit-postgres/ribbit"
-
-
-def chart_values(*overlays: str) -> dict[str, Any]:
-    """values.yaml, then each overlay file merged in the way Helm does (maps merge key by
-    key, null deletes a key; anything else, lists included, is replaced)."""
-    data: dict[str, Any] = yaml.safe_load((CHART / "values.yaml").read_text())
-    for name in overlays:
-        _merge(data, yaml.safe_load((CHART / name).read_text()))
-    return data
-
-
-def default_values(*overlays: str) -> dict[str, Any]:
-    """chart_values with the database URL every install gives (`--set-string
-    secrets.stringData.ribbit_database_url=...`)."""
-    data = chart_values(*overlays)
-    data["secrets"]["stringData"]["ribbit_database_url"] = DATABASE_URL
-    return data
-
-
-def _merge(into: dict[str, Any], overlay: dict[str, Any]) -> None:
-    for key, value in overlay.items():
-        if value is None:
-            into.pop(key, None)
-        elif isinstance(value, dict) and isinstance(into.get(key), dict):
-            _merge(into[key], value)
-        else:
-            into[key] = value
-
-
-def manifests(
-    values: dict[str, Any], cluster: Cluster | None = None, seed: int = 0
-) -> list[dict[str, Any]]:
-    docs: list[dict[str, Any]] = []
-    for template in sorted((CHART / "templates").glob("*.yaml")):
-        rendered = render(template.read_text(), values, cluster, seed)
-        try:
-            docs += [d for d in yaml.safe_load_all(rendered) if d]
-        except yaml.YAMLError as exc:
-            raise AssertionError(f"{template.name} renders to invalid YAML:\n{rendered}") from exc
-    return docs
-
-
-def validate(doc: dict[str, Any]) -> None:
-    import kubernetes_validate
-
-    kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+from tests.helm_render import by_name as _by_name
 
 
 def _all_values() -> dict[str, Any]:
@@ -316,14 +42,6 @@ def _all_values() -> dict[str, Any]:
     values["trainer"]["enabled"] = True
     values["metrics"]["serviceMonitor"]["enabled"] = True
     return values
-
-
-# CRDs the offline Kubernetes schemas do not include: their fields are checked by hand.
-CRD_KINDS = frozenset({"ScaledObject", "ServiceMonitor", "PodMonitor"})
-
-
-def _by_name(docs: list[dict[str, Any]], kind: str, suffix: str) -> dict[str, Any]:
-    return next(d for d in docs if d["kind"] == kind and d["metadata"]["name"].endswith(suffix))
 
 
 def test_deploy_helm_chart_metadata() -> None:
@@ -501,7 +219,7 @@ def test_deploy_helm_renderer_refuses_unchecked_template_actions() -> None:
         render('x: {{ include "ribbit.labels" . }}\n', default_values())
     with pytest.raises(UnsupportedTemplate):
         render("x: {{ .Values.nope }}\n", default_values())
-    for action in ("randAscii 3", "b64enc .Values.image | toJson", "$nope", "(quote"):
+    for action in ("randAscii 3", "b64enc .Values.image | toPrettyJson", "$nope", "(quote"):
         with pytest.raises(UnsupportedTemplate):
             render(f"x: {{{{ {action} }}}}\n", default_values())
 
@@ -569,7 +287,7 @@ def test_deploy_helm_install_fails_without_a_database_url() -> None:
 
 
 def test_deploy_helm_values_ship_no_secret() -> None:
-    for name in ("values.yaml", "values-vllm.yaml", "values-sglang.yaml"):
+    for name in sorted(p.name for p in CHART.glob("values*.yaml")):
         secrets = (yaml.safe_load((CHART / name).read_text()) or {}).get("secrets") or {}
         assert not secrets.get("stringData"), name
 

@@ -40,6 +40,7 @@ SLOW_MODULES = frozenset(
         # images, stacks and virtual environments built from scratch
         "test_env_images.py",
         "test_deploy_helm.py",
+        "test_deploy_helm_turnkey.py",
         "test_deploy_compose.py",
         "test_install_web_only.py",
         # a browser

@@ -170,6 +170,31 @@ def test_deploy_alert_rule_tests_fail_on_a_changed_rule(promtool: str, tmp_path:
     assert "RibbitWorkerDown" in proc.stdout + proc.stderr
 
 
+def test_deploy_web_down_rule_tests_fail_on_a_changed_rule(promtool: str, tmp_path: Path) -> None:
+    """The web-down alert's promtool test can fail: one that watches the wrong job, or
+    waits 10 minutes, breaks it."""
+    rules = (PROMETHEUS / "alerts.yml").read_text()
+    for changed in (
+        rules.replace('up{job="ribbit-web"} == 0', 'up{job="web"} == 0'),
+        rules.replace(
+            'up{job="ribbit-web"} == 0\n        for: 2m',
+            'up{job="ribbit-web"} == 0\n        for: 10m',
+        ),
+    ):
+        assert changed != rules
+        (tmp_path / "alerts.yml").write_text(changed)
+        shutil.copy(PROMETHEUS / "alerts.test.yml", tmp_path)
+        proc = subprocess.run(
+            [promtool, "test", "rules", "alerts.test.yml"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert proc.returncode != 0
+        assert "RibbitWebDown" in proc.stdout + proc.stderr
+
+
 def test_deploy_any_tamper_alerts_at_once_by_mechanism() -> None:
     """Tamper is a signal (issue #31): one tamper finding anywhere is enough, the alert
     says which mechanism, and the dashboard shows the same counter."""

@@ -24,6 +24,7 @@ import threading
 import time
 import urllib.request
 from collections.abc import Iterator
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -379,6 +380,10 @@ def test_deploy_worker_metrics_cross_from_the_pool_to_the_served_endpoint(
     assert value("ribbit_queue_messages", queue="ribbit") == 0
     assert value("ribbit_broker_up") == 1
     assert value("ribbit_inference_up") == 1
+    # The main process's own series, beside the pool's summed ones (bot/build_info.py).
+    [build] = [labels for name, labels in samples if name == "ribbit_build_info"]
+    assert dict(build)["version"] == version("ribbit")
+    assert {"process_resident_memory_bytes", "process_cpu_seconds_total"} <= _names(text)
 
     # Every metric the alert rules and the dashboard use is in a real scrape.
     exported = _names(text) | _names(_web_scrape(client, post_github))

@@ -16,6 +16,8 @@
   joblinks.py and live.py (a job's signed reviewer link and its live log, written by the
   worker and read by the reviewer pages), model_lines.py (which model a repository
   trains and is served by), worker_heartbeats.py, logs.py and console.py;
+  build_info.py: the build a process runs, and the process series both /metrics
+  endpoints carry;
   job_json.py: a job as `ribbit jobs --json` prints it.
 - cli.py: the ``ribbit`` command, the composition root. The worker's and the trainer's
   subcommands, their doctor checks (doctor.py), the settings class every process builds

@@ -48,6 +48,8 @@ NOT_SETTINGS = frozenset(
         "RIBBIT_DEBUG",
         # Set by `ribbit serve` for its embedded worker and beat (bot/supervisor.py).
         "RIBBIT_EMBEDDED_PARENT",
+        # Set by the image build (deploy/Dockerfile): the commit in ribbit_build_info.
+        "RIBBIT_BUILD_COMMIT",
         "RIBBIT_JUNIT",
         "RIBBIT_TORCH_VARIANT",
         "RIBBIT_SANDBOX_SOCKET",

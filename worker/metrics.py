@@ -441,6 +441,9 @@ def start_exporter(settings: WorkerSettings) -> Callable[[], None] | None:
             MULTIPROC_ENV,
         )
     registry.register(LiveCollector(settings))
+    from bot.build_info import register_process_metrics
+
+    register_process_metrics(registry)
     server, thread = start_http_server(port, addr=settings.metrics.worker_host, registry=registry)
     log.info("worker metrics on http://%s:%d/metrics", settings.metrics.worker_host, port)
 

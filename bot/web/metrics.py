@@ -10,6 +10,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from bot.build_info import register_process_metrics
 from bot.settings import Settings
 from bot.store.jobs import JobStore
 from bot.store.tables import utcnow
@@ -163,6 +164,7 @@ class WebMetrics:
                 self.outsider_attempts.labels(forge, attempt)
         self.registry.register(JobStateCollector(store))
         self.registry.register(RepoHealthCollector(store, settings))
+        register_process_metrics(self.registry)
 
     def watch_embedded(self, embedded: EmbeddedStatus) -> None:
         self.registry.register(EmbeddedCollector(embedded))

@@ -24,6 +24,7 @@ import threading
 import time
 import urllib.request
 from collections.abc import Iterator
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -107,7 +108,8 @@ def _used_by_dashboard() -> set[str]:
         assert panel["targets"], panel["title"]
         for target in panel["targets"]:
             names = set(_METRIC.findall(target["expr"]))
-            assert names or "up{" in target["expr"], target["expr"]
+            # up and prometheus_client's process series are not Ribbit's own.
+            assert names or re.search(r"\b(up|process_[a-z_]+)\{", target["expr"]), target["expr"]
             used |= names
     return used
 
@@ -168,6 +170,31 @@ def test_deploy_alert_rule_tests_fail_on_a_changed_rule(promtool: str, tmp_path:
     )
     assert proc.returncode != 0
     assert "RibbitWorkerDown" in proc.stdout + proc.stderr
+
+
+def test_deploy_web_down_rule_tests_fail_on_a_changed_rule(promtool: str, tmp_path: Path) -> None:
+    """The web-down alert's promtool test can fail: one that watches the wrong job, or
+    waits 10 minutes, breaks it."""
+    rules = (PROMETHEUS / "alerts.yml").read_text()
+    for changed in (
+        rules.replace('up{job="ribbit-web"} == 0', 'up{job="web"} == 0'),
+        rules.replace(
+            'up{job="ribbit-web"} == 0\n        for: 2m',
+            'up{job="ribbit-web"} == 0\n        for: 10m',
+        ),
+    ):
+        assert changed != rules
+        (tmp_path / "alerts.yml").write_text(changed)
+        shutil.copy(PROMETHEUS / "alerts.test.yml", tmp_path)
+        proc = subprocess.run(
+            [promtool, "test", "rules", "alerts.test.yml"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert proc.returncode != 0
+        assert "RibbitWebDown" in proc.stdout + proc.stderr
 
 
 def test_deploy_any_tamper_alerts_at_once_by_mechanism() -> None:
@@ -353,6 +380,10 @@ def test_deploy_worker_metrics_cross_from_the_pool_to_the_served_endpoint(
     assert value("ribbit_queue_messages", queue="ribbit") == 0
     assert value("ribbit_broker_up") == 1
     assert value("ribbit_inference_up") == 1
+    # The main process's own series, beside the pool's summed ones (bot/build_info.py).
+    [build] = [labels for name, labels in samples if name == "ribbit_build_info"]
+    assert dict(build)["version"] == version("ribbit")
+    assert {"process_resident_memory_bytes", "process_cpu_seconds_total"} <= _names(text)
 
     # Every metric the alert rules and the dashboard use is in a real scrape.
     exported = _names(text) | _names(_web_scrape(client, post_github))

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from bot.forges.sanitize import sanitize_forge_title
 from bot.store.gate_report import GateResult
 from bot.store.records import SolveRecord
 from bot.store.trajectory import Trajectory, TrajectoryFormatError, TurnRecord
@@ -32,6 +33,9 @@ class JobDetail:
     extra: dict[str, Any]  # result keys this page does not know, shown as JSON
     # The report's level ("verified", "unverified", "refused", "judged before evidence").
     gates_verdict: str | None = None
+    # The issue's title as the job's task record has it, for the page's heading; None
+    # until the worker recorded the task (a job that failed before its agent ran).
+    issue_title: str | None = None
 
     @property
     def turn_count(self) -> int:
@@ -83,7 +87,16 @@ def job_detail(result: Any, data_dir: Path) -> JobDetail:
         gates_summary=record.summary_line,
         extra={k: v for k, v in shown.to_json().items() if k != "version"},
         gates_verdict=report.verdict.value if report is not None else None,
+        issue_title=heading_title(record),
     )
+
+
+def heading_title(record: SolveRecord) -> str | None:
+    """The issue's title fit for a heading: one line without control or bidi characters
+    (an issue's author chose it; the template escapes it too)."""
+    if record.task is None:
+        return None
+    return sanitize_forge_title(record.task.issue_title) or None
 
 
 def _live_turn(data: dict[str, Any]) -> TurnRecord | None:

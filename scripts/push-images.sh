@@ -39,6 +39,8 @@ registry=${args[0]%/}
 # The chart's own default tag: an install without --set image.tag asks for this one.
 tag=${args[1]:-$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' "$root/deploy/helm/ribbit/Chart.yaml")}
 torch_variant=${RIBBIT_TORCH_VARIANT:-cu126}
+# ribbit_build_info's commit label (deploy/Dockerfile): the image has no checkout to ask.
+commit=$(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)
 
 app="$registry/ribbit:$tag"
 gpu="$registry/ribbit:$tag-gpu"
@@ -55,9 +57,11 @@ if [ "$print_only" = 0 ]; then
   # The same builds as deploy/README.md's ("The image") and Compose's GPU services; the
   # sandbox from its Dockerfile (build-image.sh's Podman route needs root and debootstrap,
   # and a registry you push to can serve the base image anyway).
-  run "$engine" build -f "$root/deploy/Dockerfile" -t "$app" "$root"
-  run "$engine" build -f "$root/deploy/Dockerfile" --build-arg "TORCH_VARIANT=$torch_variant" \
-    --build-arg RIBBIT_EXTRAS=postgres,gpu -t "$gpu" "$root"
+  run "$engine" build -f "$root/deploy/Dockerfile" --build-arg "RIBBIT_COMMIT=$commit" \
+    -t "$app" "$root"
+  run "$engine" build -f "$root/deploy/Dockerfile" --build-arg "RIBBIT_COMMIT=$commit" \
+    --build-arg "TORCH_VARIANT=$torch_variant" --build-arg RIBBIT_EXTRAS=postgres,gpu \
+    -t "$gpu" "$root"
   run "$engine" build -f "$root/deploy/sandbox/Dockerfile" -t "$sandbox" "$root/deploy/sandbox"
   for image in "$app" "$gpu" "$sandbox"; do
     run "$engine" push "$image"

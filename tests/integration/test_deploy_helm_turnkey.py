@@ -66,7 +66,7 @@ def _push(tmp_path: Path, engine: str | None, *args: str) -> tuple[str, list[lis
     no engine at all), so the machine's own podman is never found."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
-    for tool in ("dirname", "sed"):
+    for tool in ("dirname", "sed", "git"):
         found = shutil.which(tool)
         assert found, tool
         if not (bin_dir / tool).exists():
@@ -131,6 +131,11 @@ def test_push_images_builds_and_pushes_the_three_images_the_chart_names(tmp_path
     # The GPU image as Compose's GPU services build it.
     assert "TORCH_VARIANT=cu126" in tagged[gpu] and "RIBBIT_EXTRAS=postgres,gpu" in tagged[gpu]
     assert tagged[sandbox][-1] == str(ROOT / "deploy" / "sandbox")
+    # ribbit_build_info's commit, which the image cannot ask a checkout for.
+    head = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert f"RIBBIT_COMMIT={head}" in tagged[app] and f"RIBBIT_COMMIT={head}" in tagged[gpu]
     # Stdout is the values alone, and they point every pod of ours at what was pushed.
     values = _set_values(stdout)
     ours = {i for i in _images(values) if "registry.example.com" in i}

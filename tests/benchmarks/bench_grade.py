@@ -4,7 +4,10 @@
 
 The environment is cachetools #200 (tests/fixtures/cachetools: 88 required tests, two
 of them FAIL_TO_PASS), built by the environment builder on the backend; the patch is
-its real fix, which earns 1.0. *Bare*: the environment's test command in a sandbox
+its real fix, which earns 1.0. A second row does the same on a *long suite*: the same
+repository with a test module of CPU-bound tests added at the base (about 12 s bare on
+the 2-core development machine), where the budget is a ratio (``--short-only`` skips it).
+*Bare*: the environment's test command in a sandbox
 opened over the same checkout, set up the same way, with the fix and the test patch
 applied; only the command's run is timed. *Grade*: ``compute_reward`` end to end (the
 sandbox, its setup and snapshot, the patch, the test files put back, the watched JUnit
@@ -93,8 +96,29 @@ def grade_s(env: Environment, checkout: Path, recipe: SandboxRecipe) -> float:
     return took
 
 
-def measure(backend: str, runs: int, work: Path) -> tuple[Environment, Figures]:
-    repo, base, fix = cachetools_fix_repo(work / "upstream")
+# CPU-bound tests that pass: enough of them to make the suite a long one.
+SLOW_TESTS = (
+    "import pytest\n\n\n@pytest.mark.parametrize('n', range(100))\n"
+    "def test_busy(n):\n    assert sum(i * i for i in range(2_000_000 + n)) > 0\n"
+)
+
+
+def long_suite_repo(work: Path) -> tuple[Path, str, str]:
+    """cachetools #200 with SLOW_TESTS in the base commit, and the fix on top of it."""
+    repo, base, fix = cachetools_fix_repo(work)
+    git(repo, "checkout", "-q", "-b", "long", base)
+    (repo / "tests" / "test_busy.py").write_text(SLOW_TESTS)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "base: a long suite")
+    long_base = git(repo, "rev-parse", "HEAD")
+    git(repo, "cherry-pick", fix)
+    return repo, long_base, git(repo, "rev-parse", "HEAD")
+
+
+def measure(
+    backend: str, runs: int, work: Path, *, long_suite: bool = False
+) -> tuple[Environment, Figures]:
+    repo, base, fix = (long_suite_repo if long_suite else cachetools_fix_repo)(work / "upstream")
     recipe = SandboxRecipe.production(SandboxSettings.model_validate({"backend": backend}))
     builder = EnvironmentBuilder(recipe, reruns=1, test_timeout_s=120)
     env = builder.build(
@@ -116,25 +140,39 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--backend", default="bubblewrap", choices=["bubblewrap", "docker"])
+    parser.add_argument("--short-only", action="store_true", help="Skip the long suite.")
     args, _ = parser.parse_known_args(argv)
-    with tempfile.TemporaryDirectory(prefix="ribbit-bench-grade-") as tmp:
-        try:
-            env, fig = measure(args.backend, args.runs, Path(tmp))
-        except RuntimeError as exc:
-            print(f"grade benchmark: {exc}", file=sys.stderr)
-            return 1
+    rows: list[tuple[str, Environment, Figures]] = []
+    for label, long_suite in [("cachetools #200", False), ("+ long suite", True)]:
+        if long_suite and args.short_only:
+            continue
+        with tempfile.TemporaryDirectory(prefix="ribbit-bench-grade-") as tmp:
+            try:
+                env, fig = measure(args.backend, args.runs, Path(tmp), long_suite=long_suite)
+            except RuntimeError as exc:
+                print(f"grade benchmark: {exc}", file=sys.stderr)
+                return 1
+        rows.append((label, env, fig))
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    required = len(env.FAIL_TO_PASS) + len(env.PASS_TO_PASS)
     print(
-        f"{datetime.date.today()} grade of a passing patch, cachetools #200 ({required} "
-        f"required tests), backend {args.backend}, median of {args.runs}; load {load}"
+        f"{datetime.date.today()} grade of a passing patch, backend {args.backend}, "
+        f"median of {args.runs}; load {load}"
     )
-    print(f"{'bare suite':>11} {'grade':>8} {'over bare':>10} {'ratio':>7}  budget")
     print(
-        f"{fig.bare_s:>9.2f} s {fig.grade_s:>6.2f} s {fig.over_s:>8.2f} s {fig.ratio:>6.1f}x  "
-        f"<= {OVER_BARE_BUDGET_S:.0f} s over bare (<= {LONG_SUITE_RATIO}x from a "
-        f"{LONG_SUITE_S:.0f} s suite): {fig.verdict()}"
+        f"{'environment':<16} {'tests':>5} {'bare suite':>11} {'grade':>8} {'over bare':>10} "
+        f"{'ratio':>7}  budget"
     )
+    for label, env, fig in rows:
+        required = len(env.FAIL_TO_PASS) + len(env.PASS_TO_PASS)
+        budget = (
+            f"<= {LONG_SUITE_RATIO}x (a suite of {LONG_SUITE_S:.0f} s or more)"
+            if fig.bare_s >= LONG_SUITE_S
+            else f"<= {OVER_BARE_BUDGET_S:.0f} s over bare"
+        )
+        print(
+            f"{label:<16} {required:>5} {fig.bare_s:>9.2f} s {fig.grade_s:>6.2f} s "
+            f"{fig.over_s:>8.2f} s {fig.ratio:>6.2f}x  {budget}: {fig.verdict()}"
+        )
     return 0
 
 

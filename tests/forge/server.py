@@ -107,6 +107,15 @@ class Installation:
     bot_login: str
     token_lifetime_s: int = 3600
     tokens_minted: int = 0
+    # What the App may do in the installation's repositories (GitHub's permission names).
+    permissions: dict[str, str] = field(
+        default_factory=lambda: {
+            "issues": "write",
+            "contents": "write",
+            "pull_requests": "write",
+            "statuses": "write",
+        }
+    )
 
 
 @dataclass
@@ -653,7 +662,10 @@ class LocalForge:
         ctx = Ctx(self, request, kind, self._user_for(token))
         api = self._github if kind == "github" else self._gitlab
         err = github_api.error if kind == "github" else gitlab_api.error
-        if token and ctx.user is None and not path.startswith("/app/"):
+        # An App's JWT (header.claims.signature) is no user's token: the App endpoints
+        # (/app, /app/..., a repository's /installation) verify it themselves.
+        app_jwt = kind == "github" and token is not None and token.count(".") == 2
+        if token and ctx.user is None and not app_jwt:
             return err(401, "Bad credentials" if kind == "github" else "401 Unauthorized")
         for method, pattern, handler in api.routes:
             match = re.fullmatch(pattern, path)

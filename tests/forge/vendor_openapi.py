@@ -44,6 +44,10 @@ ENDPOINTS = [
     ("post", "/repos/{owner}/{repo}/check-runs", "201"),
     ("get", "/repos/{owner}/{repo}/commits/{ref}/check-runs", "200"),
     ("post", "/app/installations/{installation_id}/access_tokens", "201"),
+    ("get", "/app", "200"),
+    ("get", "/repos/{owner}/{repo}/installation", "200"),
+    ("get", "/repos/{owner}/{repo}/labels/{name}", "200"),
+    ("post", "/repos/{owner}/{repo}/labels", "201"),
 ]
 
 # Official examples the forge uses as templates (name in components/examples -> template name).
@@ -63,6 +67,8 @@ EXAMPLES = {
         "collaborator-permission"
     ),
     "content-file-response-if-content-is-a-file": "content-file",
+    "integration": "integration",
+    "installation": "installation",
 }
 
 WEBHOOKS = [

@@ -28,6 +28,7 @@ from bot.cli_errors import DEBUG_HELP, debugging, describe_failure, known_failur
 from bot.console import empty, line, styled
 from bot.extras import missing_requirements
 from bot.forges.base import FORGE_NAMES, RepoRef, forge_name, parse_repo_ref
+from bot.github_app_cli import github_app
 from bot.job_json import job_dict
 from bot.runtime import Runtime, SchemaNotCurrent, upgrade_database
 from bot.settings import Settings, SettingsError, build_settings
@@ -562,6 +563,8 @@ def doctor(as_json: bool, repos: tuple[str, ...], forge: str) -> None:
     if any(c.status == "fail" for c in checks):
         sys.exit(1)
 
+
+main.add_command(github_app)
 
 if __name__ == "__main__":  # pragma: no cover
     logging.basicConfig()

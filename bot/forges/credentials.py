@@ -26,7 +26,8 @@ if TYPE_CHECKING:
     from bot.settings import GitHubSettings, GitLabSettings
 
 # What a job does on the repository (push a branch, open a draft, comment, set a status)
-# needs GitHub's write role; an App needs these permissions at "write" in its installation.
+# needs GitHub's write role; an App needs these permissions at "write" in its installation
+# (bot/github_app_setup.py's manifest asks for them).
 GITHUB_APP_NEEDS = ("contents", "pull_requests", "issues", "statuses")
 # GitLab's Developer role: push a non-protected branch, open a merge request, comment.
 GITLAB_DEVELOPER = 30

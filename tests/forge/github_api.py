@@ -460,6 +460,7 @@ class GitHubApi:
         self.routes: list[tuple[str, str, Handler]] = [
             ("POST", r"/app/installations/(?P<inst>\d+)/access_tokens", self.access_token),
             ("GET", r"/app", self.get_app),
+            ("POST", r"/app-manifests/(?P<code>[^/]+)/conversions", self.convert_manifest),
             ("GET", r"/user", self.get_user),
             ("GET", repo, self.get_repo),
             ("GET", repo + r"/installation", self.repo_installation),
@@ -574,6 +575,39 @@ class GitHubApi:
             expires_at=ts(expires),
             permissions=dict(installation.permissions),
             repository_selection="selected",
+        )
+        return _json(201, data)
+
+    def convert_manifest(self, ctx: Ctx, m: dict[str, str]) -> Response:
+        """A confirmed manifest's code for a new App: its id, key and webhook secret."""
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric import rsa
+
+        manifest = self.forge.app_manifests.pop(m["code"], None)
+        if manifest is None:
+            raise ApiError(404, "Not Found")
+        key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        pem = key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.TraditionalOpenSSL,
+            serialization.NoEncryption(),
+        ).decode()
+        public = key.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+        app_id = new_id()
+        self.forge.register_app(app_id, public.decode())
+        slug = f"ribbit-app-{app_id}"
+        data = copy.deepcopy(subset()["examples"]["integration-from-manifest"])
+        data.update(
+            id=app_id,
+            slug=slug,
+            name=str(manifest.get("name") or slug),
+            html_url=f"{self.r.web}/apps/{slug}",
+            permissions=dict(manifest.get("default_permissions") or {}),
+            events=list(manifest.get("default_events") or []),
+            webhook_secret=uuid.uuid4().hex + uuid.uuid4().hex,
+            pem=pem,
         )
         return _json(201, data)
 

@@ -160,6 +160,8 @@ class LocalForge:
             self.requests: list[LoggedRequest] = []
             self.apps: dict[int, str] = {}
             self.installations: dict[int, Installation] = {}
+            # Manifests an operator confirmed on "github.com", by the code the redirect carries.
+            self.app_manifests: dict[str, dict[str, Any]] = {}
             self.webhook_deliveries: list[webhooks.Delivery] = []
             self.github_webhook: tuple[str, str] | None = None
             self.gitlab_webhook: tuple[str, str] | None = None
@@ -269,6 +271,13 @@ class LocalForge:
 
     def register_app(self, app_id: int, public_key_pem: str) -> None:
         self.apps[app_id] = public_key_pem
+
+    def confirm_app_manifest(self, manifest: dict[str, Any]) -> str:
+        """What github.com does when the operator confirms a posted manifest: the code its
+        redirect to ``manifest["redirect_url"]`` carries (one use)."""
+        code = uuid.uuid4().hex
+        self.app_manifests[code] = manifest
+        return code
 
     def add_installation(
         self,

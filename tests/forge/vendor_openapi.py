@@ -48,6 +48,7 @@ ENDPOINTS = [
     ("get", "/repos/{owner}/{repo}/installation", "200"),
     ("get", "/repos/{owner}/{repo}/labels/{name}", "200"),
     ("post", "/repos/{owner}/{repo}/labels", "201"),
+    ("post", "/app-manifests/{code}/conversions", "201"),
 ]
 
 # Official examples the forge uses as templates (name in components/examples -> template name).
@@ -69,6 +70,7 @@ EXAMPLES = {
     "content-file-response-if-content-is-a-file": "content-file",
     "integration": "integration",
     "installation": "installation",
+    "integration-from-manifest": "integration-from-manifest",
 }
 
 WEBHOOKS = [

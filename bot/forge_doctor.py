@@ -107,10 +107,13 @@ def _one_forge(s: Settings, forge: ForgeName, repos: Sequence[RepoRef]) -> list[
                 f"its own comments; set {var}={identity.login}",
             )
         )
-    return checks + [_access(s, repo) for repo in repos]
+    for repo in repos:
+        checks += _access(s, repo)
+    return checks
 
 
-def _access(s: Settings, repo: RepoRef) -> Check:
+def _access(s: Settings, repo: RepoRef) -> list[Check]:
+    """The permission on ``repo``, then (where it is enough) whether its label is there."""
     from bot.forges import credentials
 
     name = f"{repo.forge} access to {repo.full_name}"
@@ -120,7 +123,29 @@ def _access(s: Settings, repo: RepoRef) -> Check:
         else:
             access = credentials.gitlab_access(s.gitlab, repo)
     except ForgeError as exc:
-        return Check(name, "fail", _remedy(s, repo.forge, exc))
-    if access.enough:
-        return Check(name, "ok", access.level)
-    return Check(name, "fail", f"{access.level}: {access.lacking}")
+        return [Check(name, "fail", _remedy(s, repo.forge, exc))]
+    if not access.enough:
+        return [Check(name, "fail", f"{access.level}: {access.lacking}")]
+    return [Check(name, "ok", access.level), _label(s, repo)]
+
+
+def _label(s: Settings, repo: RepoRef) -> Check:
+    from bot.forges import credentials
+
+    name = f"{repo.forge} label on {repo.full_name}"
+    try:
+        if repo.forge == "github":
+            found = credentials.github_has_label(s.github, repo, s.label)
+        else:
+            found = credentials.gitlab_has_label(s.gitlab, repo, s.label)
+    except ForgeError as exc:
+        return Check(name, "warn", _remedy(s, repo.forge, exc))
+    if found:
+        return Check(name, "ok", f"{s.label!r} exists")
+    # Not an error: the first job creates it (worker/first_contact.py).
+    return Check(
+        name,
+        "warn",
+        f"{s.label!r} is missing: Ribbit creates it with the repository's first job (a "
+        "`/ribbit help` comment on any issue starts one), or create it by hand",
+    )

@@ -8,13 +8,14 @@ every failure is a :class:`~bot.forges.base.ForgeError` with a token-free messag
 
 from __future__ import annotations
 
+import urllib.parse
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import gitlab
-from github import Auth, Github, GithubException, GithubIntegration
+from github import Auth, Github, GithubException, GithubIntegration, UnknownObjectException
 from gitlab.exceptions import GitlabError
 
 from bot.forges.base import ForgeError, ForgeNotFound, RepoRef
@@ -152,6 +153,23 @@ def github_access(gh: GitHubSettings, repo: RepoRef) -> RepoAccess:
     return RepoAccess(repo, level, enough, "" if enough else "give the account the write role")
 
 
+def github_has_label(gh: GitHubSettings, repo: RepoRef, name: str) -> bool:
+    """Whether ``repo`` has the label ``name``, read as the App's installation or the token."""
+    owner, repo_name = repo.full_name.split("/", 1)
+    with _github_errors(f"read the label {name} of {repo.full_name}"):
+        if github_uses_app(gh):
+            app = _app(gh)
+            installation = app.get_repo_installation(owner, repo_name).id
+            client = app.get_github_for_installation(installation)
+        else:
+            client = _token_client(gh)
+        try:
+            client.get_repo(repo.full_name).get_label(name)
+        except UnknownObjectException:
+            return False
+    return True
+
+
 def _app_access(repo: RepoRef, permissions: dict[str, Any]) -> RepoAccess:
     shown = ", ".join(f"{p}: {permissions.get(p, 'none')}" for p in GITHUB_APP_NEEDS)
     short = [p for p in GITHUB_APP_NEEDS if permissions.get(p) != "write"]
@@ -183,7 +201,7 @@ def gitlab_identity(gl: GitLabSettings) -> Identity:
 def gitlab_access(gl: GitLabSettings, repo: RepoRef) -> RepoAccess:
     """The token's user's access level on the project, inherited from groups included."""
     client = _gitlab_client(gl)
-    project = "/projects/" + repo.full_name.replace("/", "%2F")
+    project = "/projects/" + urllib.parse.quote(repo.full_name, safe="")
     with _gitlab_errors("read the token's user (GET /user)"):
         client.auth()
     assert client.user is not None
@@ -197,3 +215,14 @@ def gitlab_access(gl: GitLabSettings, repo: RepoRef) -> RepoAccess:
     named = f"{_GITLAB_ROLES.get(level, 'Owner' if level >= 50 else 'none')} ({level})"
     enough = level >= GITLAB_DEVELOPER
     return RepoAccess(repo, named, enough, "" if enough else "make the user a Developer or above")
+
+
+def gitlab_has_label(gl: GitLabSettings, repo: RepoRef, name: str) -> bool:
+    """Whether the project has the label ``name``."""
+    project = "/projects/" + urllib.parse.quote(repo.full_name, safe="")
+    try:
+        with _gitlab_errors(f"read the label {name} of {repo.full_name}"):
+            _gitlab_client(gl).http_get(f"{project}/labels/{urllib.parse.quote(name, safe='')}")
+    except ForgeNotFound:
+        return False
+    return True

@@ -49,7 +49,14 @@ def test_forge_doctor_reports_identity_and_write_access(
     access = checks[f"{kind} access to {world.repo(kind).full_name}"]
     assert access.status == "ok"
     assert access.detail == ("write" if kind == "github" else "Developer (30)")
-    assert set(checks) == {f"{kind} credentials", access.name}
+    label = checks[f"{kind} label on {world.repo(kind).full_name}"]
+    assert (label.status, label.detail.split(":")[0]) == ("warn", "'ribbit' is missing")
+    assert "/ribbit help" in label.detail
+    assert set(checks) == {f"{kind} credentials", access.name, label.name}
+
+    world.forge.repo(kind, world.repo(kind).full_name).labels["ribbit"] = "0e8a16"
+    again = _by_name(forge_checks(_only(settings, kind), [world.repo(kind)]))
+    assert again[label.name] == Check(label.name, "ok", "'ribbit' exists")
 
 
 @pytest.mark.parametrize("kind", FORGE_NAMES)
@@ -168,6 +175,9 @@ def test_forge_doctor_github_app_installation_permissions(
     assert checks["github access to acme/other"].detail == (
         "not installed: install the App on the repository"
     )
+    # The label is read as the installation: one more token minted, no error.
+    assert checks[f"github label on {world.github.full_name}"].status == "warn"
+    assert installation.tokens_minted == 1
 
     installation.permissions["pull_requests"] = "read"
     again = _by_name(forge_checks(settings, [world.github]))

@@ -654,7 +654,7 @@ class GitHubApi:
         return _json(200, self.r.label(repo, m["label"]))
 
     def create_label(self, ctx: Ctx, m: dict[str, str]) -> Response:
-        repo = self._repo(ctx, m, need="triage")
+        repo = self._repo(ctx, m, need="write")  # GitHub: creating labels needs write
         data = self._body(ctx)
         name = str(data.get("name") or "")
         if not name:

@@ -20,12 +20,16 @@
   endpoints carry;
   job_json.py: a job as `ribbit jobs --json` prints it.
 - cli.py: the ``ribbit`` command, the composition root. The worker's and the trainer's
-  subcommands, their doctor checks (doctor.py), the settings class every process builds
-  and the trainer's parts the web app offers (model_versions.py, env_validation.py) come
-  in through pyproject's entry points. supervisor.py: `ribbit serve`'s embedded worker
-  and beat, watched and restarted; extras.py: which optional extras this install has;
+  subcommands, their doctor checks (doctor.py, each result a doctor_check.py Check;
+  forge_doctor.py asks each forge who its credentials are and their permission on a
+  named repository), the settings class every process builds and the trainer's parts
+  the web app offers (model_versions.py, env_validation.py) come in through pyproject's
+  entry points. supervisor.py: `ribbit serve`'s embedded worker and beat, watched and
+  restarted; extras.py: which optional extras this install has;
   cli_audit.py: who is acting in a command that changes state, and its audit row;
-  cli_errors.py: a failed command's one-line message and remedy (no traceback).
+  cli_errors.py: a failed command's one-line message and remedy (no traceback);
+  github_app_cli.py with github_app_setup.py: `ribbit github-app create`, the GitHub App
+  registered from Ribbit's manifest.
 
 bot/ imports neither worker/ nor trainer/ (pyproject's import-linter contracts check it).
 """

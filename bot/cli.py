@@ -28,6 +28,7 @@ from bot.cli_errors import DEBUG_HELP, debugging, describe_failure, known_failur
 from bot.console import empty, line, styled
 from bot.extras import missing_requirements
 from bot.forges.base import FORGE_NAMES, RepoRef, forge_name, parse_repo_ref
+from bot.github_app_cli import github_app
 from bot.job_json import job_dict
 from bot.runtime import Runtime, SchemaNotCurrent, upgrade_database
 from bot.settings import Settings, SettingsError, build_settings
@@ -537,11 +538,21 @@ def db_check(wait_s: float, as_json: bool) -> None:
 
 @main.command()
 @click.option("--json", "as_json", is_flag=True, help="The checks as a JSON array.")
-def doctor(as_json: bool) -> None:
-    """Check settings, database, broker, forges, sandbox backends and the model."""
+@click.option(
+    "--repo",
+    "repos",
+    multiple=True,
+    help="A repository ([forge:]owner/name) to check the forge credentials' permission on; "
+    "repeat for several.",
+)
+@_forge_option
+def doctor(as_json: bool, repos: tuple[str, ...], forge: str) -> None:
+    """Check settings, database, broker, forges (credentials asked of the forge), sandbox
+    backends and the model."""
     from bot.doctor import run_checks
 
-    checks = run_checks(load=load_process_settings)
+    refs = [ref for ref in (_repo_ref(r, forge) for r in repos) if ref is not None]
+    checks = run_checks(load=load_process_settings, repos=refs)
     if as_json:
         click.echo(json.dumps([c.__dict__ for c in checks], indent=2))
     else:
@@ -552,6 +563,8 @@ def doctor(as_json: bool) -> None:
     if any(c.status == "fail" for c in checks):
         sys.exit(1)
 
+
+main.add_command(github_app)
 
 if __name__ == "__main__":  # pragma: no cover
     logging.basicConfig()

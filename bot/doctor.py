@@ -6,19 +6,12 @@ The worker-side parts (sandbox, model) are checked by functions worker/ register
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from importlib.metadata import EntryPoint, entry_points
-from typing import Literal
 
+from bot.doctor_check import Check
+from bot.forges.base import RepoRef
 from bot.settings import Settings, SettingsError, load_settings
-
-
-@dataclass(frozen=True)
-class Check:
-    name: str
-    status: Literal["ok", "warn", "fail"]
-    detail: str
 
 
 def _guard(name: str, fn: Callable[[], Check | list[Check]]) -> list[Check]:
@@ -30,10 +23,14 @@ def _guard(name: str, fn: Callable[[], Check | list[Check]]) -> list[Check]:
 
 
 def run_checks(
-    settings: Settings | None = None, *, load: Callable[[], Settings] = load_settings
+    settings: Settings | None = None,
+    *,
+    load: Callable[[], Settings] = load_settings,
+    repos: Sequence[RepoRef] = (),
 ) -> list[Check]:
     """Every check; ``settings`` None: built by ``load`` (the CLI passes its loader, which
-    builds the worker's sections too), a failure to build them being the first check."""
+    builds the worker's sections too), a failure to build them being the first check.
+    ``repos``: repositories whose permission each forge's credentials are checked on."""
     if settings is None:
         try:
             settings = load()
@@ -79,6 +76,7 @@ def run_checks(
     checks += _guard("database", database)
     checks += _guard("broker", broker)
     checks += _guard("forges", forges)
+    checks += _guard("forge credentials", functools.partial(_forge_checks, s, repos))
     for name, entry in sorted(registered_checks().items(), key=lambda kv: _order(kv[0])):
         checks += _guard(name, functools.partial(_run_registered, entry, s))
     return checks
@@ -98,6 +96,12 @@ def _admins(s: Settings) -> Check:
         )
     shared = " and the shared token (as 'admin')" if s.admin_token is not None else ""
     return Check("admins", "ok", f"named admins: {', '.join(named)}{shared}")
+
+
+def _forge_checks(s: Settings, repos: Sequence[RepoRef]) -> list[Check]:
+    from bot.forge_doctor import forge_checks
+
+    return forge_checks(s, repos)
 
 
 def _run_registered(entry: EntryPoint, settings: Settings) -> Check | list[Check]:

@@ -322,6 +322,7 @@ class FakeForge:
         self.reviews: list[tuple[int, str, GateReview]] = []
         self.fail: dict[str, Exception] = {}
         self.calls: list[str] = []
+        self.labels: set[str] = set()  # the repository's label list
 
     @property
     def bot_login(self) -> str:
@@ -352,6 +353,12 @@ class FakeForge:
     def has_write_access(self, repo: Any, username: str) -> bool:
         self._called("has_write_access")
         return username in self.writers
+
+    def ensure_label(self, repo: Any, name: str) -> bool:
+        self._called("ensure_label")
+        created = name not in self.labels
+        self.labels.add(name)
+        return created
 
     def post_comment(self, ref: Any, body: str) -> int:
         self._called("post_comment")

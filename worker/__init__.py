@@ -3,7 +3,8 @@
 - celery_app.py, tasks.py: the Celery app and its thin tasks; jobs.py: one job's
   lifecycle (claim, heartbeat, cancellation, end), with the pipelines (pipelines/:
   solve with its publish and revision steps, slash commands, replies, outcomes)
-  registered by job kind.
+  registered by job kind; first_contact.py: a repository's first job creates the
+  trigger label there if it is missing.
 - cli.py: `ribbit worker` (shutdown.py bounds its warm shutdown); each task's process
   builds its bot.runtime.Runtime once (celery_app.runtime_for). outcomes_cli.py:
   `ribbit outcomes`; prs_cli.py with rejudge.py: `ribbit prs rejudge` (open drafts an

@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from bot.doctor import Check
+from bot.doctor_check import Check
 from bot.settings import Settings
 from worker.settings import as_worker_settings
 

@@ -28,6 +28,7 @@ from bot.runtime import Runtime
 from bot.store.failure import FailureReason
 from bot.store.jobs import JobStore
 from bot.store.tables import Job, utcnow
+from worker.first_contact import ensure_trigger_label
 from worker.metrics import record_job, record_sandbox_failure
 from worker.sandbox.base import SandboxError
 from worker.settings import WorkerSettings
@@ -147,6 +148,7 @@ def _run_job(runtime: Runtime[WorkerSettings], job_id: str, seq: int | None) -> 
     beat = _Heartbeat(store, job_id, ctx.cancel)
     beat.start()
     try:
+        ensure_trigger_label(ctx)
         handler = PIPELINES.get(job.kind)
         if handler is None:
             raise JobRefused(f"no pipeline for job kind {job.kind!r}")

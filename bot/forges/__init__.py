@@ -8,6 +8,8 @@
   here once: http_errors.py (one error ladder), retries.py (HTTP retries and rate limits),
   create_once.py with markers.py (a POST whose answer was lost creates nothing twice),
   git.py (clone and push with the token in the environment only, through bot/hostgit/).
+- credentials.py: who the configured credentials are on each forge and their permission
+  on a repository (what `ribbit doctor` asks, with no Forge client built).
 - branches.py: the bot's branch names and the check every outside ref passes;
   sanitize.py: text from the model or a patch made inert before it reaches the forge
   (mentions, closing references, HTML, links, images, quick actions; titles one line);

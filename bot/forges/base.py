@@ -219,6 +219,12 @@ class DraftPullRequest:
     reviewers: Sequence[str] = field(default_factory=tuple)
 
 
+# How Ribbit's trigger label looks where Ribbit creates it (Forge.ensure_label): one
+# colour (hex, no "#") and one description on both forges.
+LABEL_COLOR = "0e8a16"
+LABEL_DESCRIPTION = "Ask Ribbit for a fix: it answers with a draft pull request"
+
+
 @runtime_checkable
 class Forge(Protocol):
     """Everything Ribbit does on a forge. Implementations: GitHubForge, GitLabForge."""
@@ -233,6 +239,11 @@ class Forge(Protocol):
     def get_issue(self, ref: IssueRef) -> Issue: ...
 
     def has_write_access(self, repo: RepoRef, username: str) -> bool: ...
+
+    def ensure_label(self, repo: RepoRef, name: str) -> bool:
+        """Create the label ``name`` on ``repo`` unless it has one (LABEL_COLOR,
+        LABEL_DESCRIPTION); True when this call created it."""
+        ...
 
     def post_comment(self, ref: IssueRef, body: str) -> int:
         """Post on the issue; returns the comment id for later edits."""

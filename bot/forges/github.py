@@ -28,6 +28,8 @@ from github.Repository import Repository
 
 from bot.forges import git
 from bot.forges.base import (
+    LABEL_COLOR,
+    LABEL_DESCRIPTION,
     Annotation,
     Comment,
     CommitStatus,
@@ -239,6 +241,24 @@ class GitHubForge:
             return answer.get("permission") in _WRITE_PERMISSIONS or role in _WRITE_PERMISSIONS
 
         return check()
+
+    def ensure_label(self, repo: RepoRef, name: str) -> bool:
+        base = f"{self._repo(repo).url}/labels"
+        label = f"{base}/{urllib.parse.quote(name, safe='')}"
+        body = {"name": name, "color": LABEL_COLOR, "description": LABEL_DESCRIPTION}
+
+        def find() -> bool | None:
+            try:
+                self._raw("GET", label, f"read the label {name} of {repo}")
+            except ForgeNotFound:
+                return None
+            return False
+
+        def create() -> bool:
+            self._raw("POST", base, f"create the label {name} in {repo}", body=body)
+            return True
+
+        return create_once(create, find, look_first=True)
 
     def post_comment(self, ref: IssueRef, body: str) -> int:
         body = scrub(body)

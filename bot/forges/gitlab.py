@@ -27,6 +27,8 @@ from requests.adapters import HTTPAdapter
 
 from bot.forges import git
 from bot.forges.base import (
+    LABEL_COLOR,
+    LABEL_DESCRIPTION,
     Annotation,
     Comment,
     CommitStatus,
@@ -228,6 +230,25 @@ class GitLabForge:
         except ForgeNotFound:
             return False
         return int(member.get("access_level") or 0) >= DEVELOPER_ACCESS
+
+    def ensure_label(self, repo: RepoRef, name: str) -> bool:
+        base = f"{self._project(repo)}/labels"
+        body = {"name": name, "color": f"#{LABEL_COLOR}", "description": LABEL_DESCRIPTION}
+
+        def find() -> bool | None:
+            label = f"{base}/{urllib.parse.quote(name, safe='')}"
+            try:
+                self._get(label, f"read the label {name} of {repo}")
+            except ForgeNotFound:
+                return None
+            return False
+
+        def create() -> bool:
+            what = f"create the label {name} in {repo}"
+            self._call(what, lambda: self._gl.http_post(base, post_data=body))
+            return True
+
+        return create_once(create, find, look_first=True)
 
     def post_comment(self, ref: IssueRef, body: str) -> int:
         body = scrub(body)

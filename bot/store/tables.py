@@ -17,6 +17,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    false,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -48,6 +49,9 @@ class Repository(Base):
     # can honour a per-repo label without calling the forge.
     trigger_label: Mapped[str | None] = mapped_column(String(255), nullable=True)
     installation_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    # Whether a job has made sure the trigger label exists on the forge (claimed by one
+    # job: worker/first_contact.py), so the forge is asked once per repository.
+    label_ensured: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     # Whether the forge says the repository is private; None: not recorded, treated as
     # private (bot/model_lines.py: its outcomes train no shared model line).
     private: Mapped[bool | None] = mapped_column(Boolean, nullable=True)

@@ -162,7 +162,7 @@ class Renderer:
             name=name,
             default=False,
             description=None,
-            color="ededed",
+            color=repo.labels.get(name, "ededed"),
             url=f"{self.api}/repos/{repo.full_name}/labels/{name}",
         )
         return data
@@ -459,8 +459,13 @@ class GitHubApi:
         repo = r"/repos/(?P<owner>[^/]+)/(?P<name>[^/]+)"
         self.routes: list[tuple[str, str, Handler]] = [
             ("POST", r"/app/installations/(?P<inst>\d+)/access_tokens", self.access_token),
+            ("GET", r"/app", self.get_app),
+            ("POST", r"/app-manifests/(?P<code>[^/]+)/conversions", self.convert_manifest),
             ("GET", r"/user", self.get_user),
             ("GET", repo, self.get_repo),
+            ("GET", repo + r"/installation", self.repo_installation),
+            ("GET", repo + r"/labels/(?P<label>[^/]+)", self.get_label),
+            ("POST", repo + r"/labels", self.create_label),
             ("GET", repo + r"/issues/comments/(?P<cid>\d+)", self.get_comment),
             ("PATCH", repo + r"/issues/comments/(?P<cid>\d+)", self.edit_comment),
             ("GET", repo + r"/issues/(?P<n>\d+)", self.get_issue),
@@ -527,15 +532,19 @@ class GitHubApi:
 
     # -- App auth -----------------------------------------------------------
 
-    def access_token(self, ctx: Ctx, m: dict[str, str]) -> Response:
+    def _app_of_jwt(self, ctx: Ctx, app_id: int | None = None) -> int:
+        """The App whose RS256 JWT authorises the request (``app_id``: the one it must be)."""
         auth = ctx.request.headers.get("Authorization", "")
         if not auth.startswith("Bearer "):
             raise ApiError(401, "A JSON web token could not be decoded")
         token = auth.removeprefix("Bearer ")
-        installation = self.forge.installations.get(int(m["inst"]))
-        if installation is None:
-            raise ApiError(404, "Not Found")
-        public_key = self.forge.apps.get(installation.app_id)
+        if app_id is None:
+            try:
+                issuer = jwt.decode(token, options={"verify_signature": False}).get("iss")
+                app_id = int(str(issuer))
+            except (jwt.PyJWTError, ValueError):
+                raise ApiError(401, "A JSON web token could not be decoded") from None
+        public_key = self.forge.apps.get(app_id)
         try:
             claims = jwt.decode(
                 token,
@@ -546,10 +555,17 @@ class GitHubApi:
             )
         except jwt.PyJWTError as exc:
             raise ApiError(401, f"A JSON web token could not be decoded ({exc})") from None
-        if str(claims["iss"]) != str(installation.app_id):
+        if str(claims["iss"]) != str(app_id):
             raise ApiError(401, "'Issuer' claim ('iss') must be the app id")
         if claims["exp"] - claims["iat"] > 600 + 60:
             raise ApiError(401, "'Expiration time' claim ('exp') is too far in the future")
+        return app_id
+
+    def access_token(self, ctx: Ctx, m: dict[str, str]) -> Response:
+        installation = self.forge.installations.get(int(m["inst"]))
+        if installation is None:
+            raise ApiError(404, "Not Found")
+        self._app_of_jwt(ctx, installation.app_id)
         user = self.forge.mint_installation_token(installation)
         expires = datetime.now(UTC) + timedelta(seconds=installation.token_lifetime_s)
         data = copy.deepcopy(subset()["examples"]["installation-token"])
@@ -557,15 +573,108 @@ class GitHubApi:
         data.update(
             token=user.token,
             expires_at=ts(expires),
-            permissions={
-                "issues": "write",
-                "contents": "write",
-                "pull_requests": "write",
-                "statuses": "write",
-            },
+            permissions=dict(installation.permissions),
             repository_selection="selected",
         )
         return _json(201, data)
+
+    def convert_manifest(self, ctx: Ctx, m: dict[str, str]) -> Response:
+        """A confirmed manifest's code for a new App: its id, key and webhook secret."""
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric import rsa
+
+        manifest = self.forge.app_manifests.pop(m["code"], None)
+        if manifest is None:
+            raise ApiError(404, "Not Found")
+        key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        pem = key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.TraditionalOpenSSL,
+            serialization.NoEncryption(),
+        ).decode()
+        public = key.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+        app_id = new_id()
+        self.forge.register_app(app_id, public.decode())
+        slug = f"ribbit-app-{app_id}"
+        data = copy.deepcopy(subset()["examples"]["integration-from-manifest"])
+        data.update(
+            id=app_id,
+            slug=slug,
+            name=str(manifest.get("name") or slug),
+            html_url=f"{self.r.web}/apps/{slug}",
+            permissions=dict(manifest.get("default_permissions") or {}),
+            events=list(manifest.get("default_events") or []),
+            webhook_secret=uuid.uuid4().hex + uuid.uuid4().hex,
+            pem=pem,
+        )
+        return _json(201, data)
+
+    def get_app(self, ctx: Ctx, m: dict[str, str]) -> Response:
+        app_id = self._app_of_jwt(ctx)
+        data = copy.deepcopy(subset()["examples"]["integration"])
+        slug = f"ribbit-app-{app_id}"
+        data.update(
+            id=app_id,
+            slug=slug,
+            name=f"Ribbit App {app_id}",
+            html_url=f"{self.r.web}/apps/{slug}",
+        )
+        return _json(200, data)
+
+    def repo_installation(self, ctx: Ctx, m: dict[str, str]) -> Response:
+        app_id = self._app_of_jwt(ctx)
+        full_name = f"{m['owner']}/{m['name']}"
+        found = next(
+            (
+                i
+                for i in self.forge.installations.values()
+                if i.app_id == app_id and full_name in i.repos
+            ),
+            None,
+        )
+        if found is None:
+            raise ApiError(404, "Not Found")
+        data = copy.deepcopy(subset()["examples"]["installation"])
+        data.update(
+            id=found.id,
+            app_id=app_id,
+            app_slug=f"ribbit-app-{app_id}",
+            permissions=dict(found.permissions),
+            repository_selection="selected",
+            access_tokens_url=f"{self.r.api}/app/installations/{found.id}/access_tokens",
+        )
+        return _json(200, data)
+
+    def get_label(self, ctx: Ctx, m: dict[str, str]) -> Response:
+        repo = self._repo(ctx, m)
+        if m["label"] not in repo.labels:
+            raise ApiError(404, "Not Found")
+        return _json(200, self.r.label(repo, m["label"]))
+
+    def create_label(self, ctx: Ctx, m: dict[str, str]) -> Response:
+        repo = self._repo(ctx, m, need="write")  # GitHub: creating labels needs write
+        data = self._body(ctx)
+        name = str(data.get("name") or "")
+        if not name:
+            raise ApiError(422, "Validation Failed")
+        with self.forge.lock:
+            if name in repo.labels:
+                # GitHub's answer for a duplicate: 422 with code already_exists.
+                return _json(
+                    422,
+                    {
+                        "message": "Validation Failed",
+                        "errors": [
+                            {"resource": "Label", "code": "already_exists", "field": "name"}
+                        ],
+                        "documentation_url": "https://docs.github.com/rest/issues/labels",
+                        "status": "422",
+                    },
+                )
+            repo.labels[name] = str(data.get("color") or "ededed")
+        return _json(201, self.r.label(repo, name))
 
     def get_user(self, ctx: Ctx, m: dict[str, str]) -> Response:
         return _json(200, self.r.user(ctx.require_user().login))

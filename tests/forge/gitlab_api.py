@@ -237,6 +237,8 @@ class GitLabApi:
             ("POST", p + r"/issues/(?P<iid>\d+)/notes", self.create_issue_note),
             ("PUT", p + r"/issues/(?P<iid>\d+)/notes/(?P<nid>\d+)", self.edit_issue_note),
             ("GET", p + r"/members/all/(?P<uid>\d+)", self.get_member),
+            ("GET", p + r"/labels/(?P<label>[^/]+)", self.get_label),
+            ("POST", p + r"/labels", self.create_label),
             ("GET", p + r"/repository/files/(?P<path>[^/]+)/raw", self.raw_file),
             ("GET", p + r"/merge_requests", self.list_mrs),
             ("POST", p + r"/merge_requests", self.create_mr),
@@ -326,6 +328,40 @@ class GitLabApi:
             membership_state="active",
         )
         return _json(200, data)
+
+    def _label(self, repo: RepoRec, name: str) -> dict[str, Any]:
+        return {
+            "id": repo.label_id(name),
+            "name": name,
+            "color": repo.labels[name],
+            "text_color": "#FFFFFF",
+            "description": None,
+            "open_issues_count": 0,
+            "closed_issues_count": 0,
+            "open_merge_requests_count": 0,
+            "subscribed": False,
+            "priority": None,
+            "is_project_label": True,
+        }
+
+    def get_label(self, ctx: Ctx, m: dict[str, str]) -> Response:
+        repo = self._repo(ctx, m)
+        name = urllib.parse.unquote(m["label"])
+        if name not in repo.labels:
+            raise ApiError(404, "404 Label Not Found")
+        return _json(200, self._label(repo, name))
+
+    def create_label(self, ctx: Ctx, m: dict[str, str]) -> Response:
+        repo = self._repo(ctx, m, need="triage")  # GitLab: Reporter and above
+        data = self._body(ctx)
+        name = str(data.get("name") or "")
+        if not name or not data.get("color"):
+            raise ApiError(400, "400 Bad request - name, color are missing")
+        with self.forge.lock:
+            if name in repo.labels:
+                raise ApiError(409, "Label already exists")
+            repo.labels[name] = str(data["color"])
+        return _json(201, self._label(repo, name))
 
     # -- issues and notes -----------------------------------------------------
 

@@ -107,6 +107,15 @@ class Installation:
     bot_login: str
     token_lifetime_s: int = 3600
     tokens_minted: int = 0
+    # What the App may do in the installation's repositories (GitHub's permission names).
+    permissions: dict[str, str] = field(
+        default_factory=lambda: {
+            "issues": "write",
+            "contents": "write",
+            "pull_requests": "write",
+            "statuses": "write",
+        }
+    )
 
 
 @dataclass
@@ -151,6 +160,8 @@ class LocalForge:
             self.requests: list[LoggedRequest] = []
             self.apps: dict[int, str] = {}
             self.installations: dict[int, Installation] = {}
+            # Manifests an operator confirmed on "github.com", by the code the redirect carries.
+            self.app_manifests: dict[str, dict[str, Any]] = {}
             self.webhook_deliveries: list[webhooks.Delivery] = []
             self.github_webhook: tuple[str, str] | None = None
             self.gitlab_webhook: tuple[str, str] | None = None
@@ -260,6 +271,13 @@ class LocalForge:
 
     def register_app(self, app_id: int, public_key_pem: str) -> None:
         self.apps[app_id] = public_key_pem
+
+    def confirm_app_manifest(self, manifest: dict[str, Any]) -> str:
+        """What github.com does when the operator confirms a posted manifest: the code its
+        redirect to ``manifest["redirect_url"]`` carries (one use)."""
+        code = uuid.uuid4().hex
+        self.app_manifests[code] = manifest
+        return code
 
     def add_installation(
         self,
@@ -653,7 +671,10 @@ class LocalForge:
         ctx = Ctx(self, request, kind, self._user_for(token))
         api = self._github if kind == "github" else self._gitlab
         err = github_api.error if kind == "github" else gitlab_api.error
-        if token and ctx.user is None and not path.startswith("/app/"):
+        # An App's JWT (header.claims.signature) is no user's token: the App endpoints
+        # (/app, /app/..., a repository's /installation) verify it themselves.
+        app_jwt = kind == "github" and token is not None and token.count(".") == 2
+        if token and ctx.user is None and not app_jwt:
             return err(401, "Bad credentials" if kind == "github" else "401 Unauthorized")
         for method, pattern, handler in api.routes:
             match = re.fullmatch(pattern, path)

@@ -190,6 +190,9 @@ class RepoRec:
     statuses: list[StatusRec] = field(default_factory=list)
     check_runs: list[CheckRunRec] = field(default_factory=list)
     label_ids: dict[str, int] = field(default_factory=dict)
+    # The repository's label list (name -> colour): what GET/POST .../labels see. Issues
+    # may carry names outside it, as the control API adds labels without defining them.
+    labels: dict[str, str] = field(default_factory=dict)
     _numbers: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _mr_numbers: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 

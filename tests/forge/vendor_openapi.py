@@ -44,6 +44,11 @@ ENDPOINTS = [
     ("post", "/repos/{owner}/{repo}/check-runs", "201"),
     ("get", "/repos/{owner}/{repo}/commits/{ref}/check-runs", "200"),
     ("post", "/app/installations/{installation_id}/access_tokens", "201"),
+    ("get", "/app", "200"),
+    ("get", "/repos/{owner}/{repo}/installation", "200"),
+    ("get", "/repos/{owner}/{repo}/labels/{name}", "200"),
+    ("post", "/repos/{owner}/{repo}/labels", "201"),
+    ("post", "/app-manifests/{code}/conversions", "201"),
 ]
 
 # Official examples the forge uses as templates (name in components/examples -> template name).
@@ -63,6 +68,9 @@ EXAMPLES = {
         "collaborator-permission"
     ),
     "content-file-response-if-content-is-a-file": "content-file",
+    "integration": "integration",
+    "installation": "installation",
+    "integration-from-manifest": "integration-from-manifest",
 }
 
 WEBHOOKS = [

@@ -71,6 +71,8 @@ def test_forge_github_answers_match_the_openapi_schemas(forge_world: ForgeWorld)
         f"POST {r}/issues/{{issue_number}}/labels",
         ["bug"],
     )
+    call("POST", "/labels", f"POST {r}/labels", {"name": "ribbit", "color": "0e8a16"})
+    call("GET", "/labels/ribbit", f"GET {r}/labels/{{name}}")
     call("GET", "/collaborators/maya/permission", f"GET {r}/collaborators/{{username}}/permission")
     call("GET", "/contents/.ribbit.yml", f"GET {r}/contents/{{path}}")
     pr = call(
@@ -180,3 +182,13 @@ def test_forge_installation_token_answer_matches_the_schema(forge_world: ForgeWo
         response.status_code,
         response.json(),
     )
+    bearer = {"Authorization": f"Bearer {token}"}
+    app = requests.get(f"{forge.github_api_url}/app", headers=bearer, timeout=30)
+    _validate("GET /app", app.status_code, app.json())
+    found = requests.get(
+        f"{forge.github_api_url}/repos/{forge_world.github.full_name}/installation",
+        headers=bearer,
+        timeout=30,
+    )
+    _validate("GET /repos/{owner}/{repo}/installation", found.status_code, found.json())
+    assert found.json()["id"] == 90

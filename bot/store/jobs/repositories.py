@@ -1,8 +1,9 @@
-"""What Ribbit records of a repository: its pause, trigger label and visibility."""
+"""What Ribbit records of a repository: its pause, trigger label (cached, and whether it was
+made sure of on the forge) and visibility."""
 
 from __future__ import annotations
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -69,3 +70,24 @@ class Repositories:
     def set_trigger_label(self, forge: str, full_name: str, label: str | None) -> None:
         with self.db.session() as session:
             self.repository(session, forge, full_name).trigger_label = label
+
+    def claim_label_check(self, forge: str, full_name: str) -> bool:
+        """True for the one caller that is to make sure the trigger label exists on the
+        repository (a conditional UPDATE: of jobs starting together, one wins)."""
+        with self.db.session() as session:
+            repository_row(session, forge, full_name)
+            claimed = session.execute(
+                update(Repository)
+                .where(
+                    Repository.forge == forge,
+                    Repository.full_name == full_name,
+                    Repository.label_ensured.is_(False),
+                )
+                .values(label_ensured=True)
+            )
+            return bool(getattr(claimed, "rowcount", 0) == 1)
+
+    def release_label_check(self, forge: str, full_name: str) -> None:
+        """The claimed check could not finish (the forge was down): the next job tries."""
+        with self.db.session() as session:
+            repository_row(session, forge, full_name).label_ensured = False

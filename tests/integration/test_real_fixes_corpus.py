@@ -1,7 +1,8 @@
 """Honest patches pass (issue #31; one corpus with the real-repositories issue #35): real
-merged fixes from small public projects, each vendored at the fix's parent with its
-licence (tests/fixtures/<project>/README.md), judged by ``ribbit gates`` on bubblewrap
-with no ``.ribbit.yml`` (the set-up and test command detected from the tree).
+merged fixes from small public projects, each vendored at the fix's parent (or a release
+just before it) with its licence (tests/fixtures/<project>/README.md), judged by
+``ribbit gates`` on bubblewrap with no ``.ribbit.yml`` (the set-up and test command
+detected from the tree).
 
 Each fix adds or changes a test that fails on the parent and passes with the fix. Those
 ids (``FIX_TO_PASS``) were recorded by running the project's own tests outside Ribbit
@@ -10,12 +11,13 @@ on the fixed tree; the verdict must be verified (exit 0) with those tests as its
 evidence, no finding of severity error and no tamper finding. A test the fix adds that
 already passes on the parent (``new_passing``) must not be named as evidence.
 
-Fourteen fixes today (Python: parse x3, cachetools 7.0.2, humanize x2, pathspec,
-semantic_version, marshmallow, sqlparse x2; Go: semver; Rust: version_check; JavaScript:
-node-cron on jest, set up by ``npm ci`` through the registry proxy), about 7 minutes on a
-two-core machine (one ``ribbit gates`` run per fix, 20 to 40 seconds each; the slow
-tier). The last six are vendored from the projects' sdists on PyPI (pinned by hash in
-their READMEs), the fix's hunks as the next release's sdist has them.
+Fifteen fixes today (Python: parse x3, cachetools 7.0.2, humanize x2, pathspec,
+semantic_version, marshmallow, sqlparse x3; Go: semver; Rust: version_check; JavaScript:
+node-cron on jest, set up by ``npm ci`` through the registry proxy), about 7.5 minutes
+on a two-core machine (one ``ribbit gates`` run per fix, 20 to 40 seconds each; the
+slow tier). The last seven come from the projects' sdists on PyPI, pinned by hash in
+their READMEs: a release's files as the base (each README says how they stand to the
+fix's parent), the fix's hunks as the next release's sdist has them.
 """
 
 from __future__ import annotations
@@ -280,6 +282,21 @@ CORPUS = (
         "TRIGGER whose BEGIN block holds two statements with CASE ... END returns the "
         "statement cut in two.",
         fail_to_pass=frozenset({"tests/test_split.py::test_split_multiple_case_in_begin"}),
+        toolchain="python3",
+    ),
+    RealFix(
+        fixture="sqlparse",
+        patches=("base.patch", "whitespace-base.patch"),
+        fix="whitespace-fix.patch",
+        repo="andialbrecht/sqlparse",
+        commit="0c4902f3f7aafa8c2e63a375ec307c210842f543",
+        licence="BSD-3-Clause",
+        issue="strip_whitespace keeps a space before ')' (#782)\nformat('( where foo = bar  "
+        ") from', strip_whitespace=True) gives '(where foo = bar ) from'; the whitespace "
+        "at the end of a group should go too.",
+        fail_to_pass=frozenset(
+            {"tests/test_format.py::test_strip_ws_removes_trailing_ws_in_groups"}
+        ),
         toolchain="python3",
     ),
 )

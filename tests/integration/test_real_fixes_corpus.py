@@ -13,8 +13,8 @@ already passes on the parent (``new_passing``) must not be named as evidence.
 
 Fifteen fixes today (Python: parse x3, cachetools 7.0.2, humanize x2, pathspec,
 semantic_version, marshmallow, sqlparse x3; Go: semver; Rust: version_check; JavaScript:
-node-cron on jest, set up by ``npm ci`` through the registry proxy), about 7.5 minutes
-on a two-core machine (one ``ribbit gates`` run per fix, 20 to 40 seconds each; the
+node-cron on jest, set up by ``npm ci`` through the registry proxy), about 9 minutes on
+a shared two-core machine (one ``ribbit gates`` run per fix, 20 to 60 seconds each; the
 slow tier). The last seven come from the projects' sdists on PyPI, pinned by hash in
 their READMEs: a release's files as the base (each README says how they stand to the
 fix's parent), the fix's hunks as the next release's sdist has them.

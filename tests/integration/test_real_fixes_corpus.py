@@ -1,7 +1,8 @@
 """Honest patches pass (issue #31; one corpus with the real-repositories issue #35): real
-merged fixes from small public projects, each vendored at the fix's parent with its
-licence (tests/fixtures/<project>/README.md), judged by ``ribbit gates`` on bubblewrap
-with no ``.ribbit.yml`` (the set-up and test command detected from the tree).
+merged fixes from small public projects, each vendored at the fix's parent (or a release
+just before it) with its licence (tests/fixtures/<project>/README.md), judged by
+``ribbit gates`` on bubblewrap with no ``.ribbit.yml`` (the set-up and test command
+detected from the tree).
 
 Each fix adds or changes a test that fails on the parent and passes with the fix. Those
 ids (``FIX_TO_PASS``) were recorded by running the project's own tests outside Ribbit
@@ -10,10 +11,13 @@ on the fixed tree; the verdict must be verified (exit 0) with those tests as its
 evidence, no finding of severity error and no tamper finding. A test the fix adds that
 already passes on the parent (``new_passing``) must not be named as evidence.
 
-Eight fixes today (Python: parse x2, cachetools 7.0.2, humanize x2; Go: semver; Rust:
-version_check; JavaScript: node-cron on jest, set up by ``npm ci`` through the registry
-proxy), about 3.5 minutes on a two-core machine (one ``ribbit gates`` run per fix; the
-slow tier).
+Fifteen fixes today (Python: parse x3, cachetools 7.0.2, humanize x2, pathspec,
+semantic_version, marshmallow, sqlparse x3; Go: semver; Rust: version_check; JavaScript:
+node-cron on jest, set up by ``npm ci`` through the registry proxy), about 9 minutes on
+a shared two-core machine (one ``ribbit gates`` run per fix, 20 to 60 seconds each; the
+slow tier). The last seven come from the projects' sdists on PyPI, pinned by hash in
+their READMEs: a release's files as the base (each README says how they stand to the
+fix's parent), the fix's hunks as the next release's sdist has them.
 """
 
 from __future__ import annotations
@@ -194,6 +198,106 @@ CORPUS = (
                 "(0-59 0-59 1-23 1-31 0-12 0-6)"
             }
         ),
+    ),
+    RealFix(
+        fixture="parse",
+        patches=("base.patch", "subsecond-base.patch"),
+        fix="subsecond-fix.patch",
+        repo="r1chardj0n3s/parse",
+        commit="b1d2121902a0d3a2e3a58758d24dad1ead9a3c61",
+        licence="MIT",
+        issue="%f needs exactly six digits\nparse('{dt:%H:%M:%S.%f}', '13:23:27.123') does "
+        "not match; strptime's %f takes one to six digits.",
+        fail_to_pass=frozenset(
+            {"tests/test_parse.py::test_datetime_with_various_subsecond_precision"}
+        ),
+        toolchain="python3",
+    ),
+    RealFix(
+        fixture="pathspec",
+        patches=("base.patch",),
+        fix="fix.patch",
+        repo="cpburnz/python-pathspec",
+        commit="cebf13fe5c986178d277bc7e01baa28fd10742d2",
+        licence="MPL-2.0",
+        issue="Negate with caret as with the exclamation mark (#77)\nIn .gitignore, "
+        "'a[^gy]c' matches 'abc' as 'a[!gy]c' does; pathspec reads the caret literally.",
+        fail_to_pass=frozenset(
+            f"tests/test_gitwildmatch.py::GitWildMatchTest::{name}"
+            for name in ("test_13_issue_77_regex", "test_13_negate_with_caret")
+        ),
+        toolchain="python3",
+        new_passing=frozenset(
+            {"tests/test_gitwildmatch.py::GitWildMatchTest::test_13_negate_with_exclamation_mark"}
+        ),
+    ),
+    RealFix(
+        fixture="semantic_version",
+        patches=("base.patch",),
+        fix="fix.patch",
+        repo="rbarrois/python-semanticversion",
+        commit="57c78e7307792879dce33734c11e7774383b9d36",
+        licence="BSD-2-Clause",
+        issue="Sorting is not stable with build metadata (#132)\nsorted(versions, "
+        "key=lambda v: v.precedence_key) orders 0.1.0+a and 0.1.0+a.1 as they came in; "
+        "any permutation should sort the same.",
+        fail_to_pass=frozenset({"tests/test_base.py::VersionTestCase::test_stable_ordering"}),
+        toolchain="python3",
+    ),
+    RealFix(
+        fixture="marshmallow",
+        patches=("base.patch",),
+        fix="fix.patch",
+        repo="marshmallow-code/marshmallow",
+        commit="8f493e66b38d71269a8388b120b537a7fbd60ca8",
+        licence="MIT",
+        issue="Error message shows placeholders (#2245)\nA field declared as a class "
+        "raises 'Field for \"{field_name}\" must be declared as a Field instance': the "
+        "field's name is never filled in.",
+        fail_to_pass=frozenset({"tests/test_schema.py::test_fields_must_be_declared_as_instances"}),
+        toolchain="python3",
+    ),
+    RealFix(
+        fixture="sqlparse",
+        patches=("base.patch",),
+        fix="hint-fix.patch",
+        repo="andialbrecht/sqlparse",
+        commit="2f9c7ec38f98c004ee8c328ed24ba49bd19951bc",
+        licence="BSD-3-Clause",
+        issue="strip_comments removes SQL hints (#262)\nformat('insert /*+ DIRECT */ into t "
+        "select 1', strip_comments=True) drops the optimizer hint; hints are not comments.",
+        fail_to_pass=frozenset(
+            {"tests/test_format.py::TestFormat::test_strip_comments_preserves_hint"}
+        ),
+        toolchain="python3",
+    ),
+    RealFix(
+        fixture="sqlparse",
+        patches=("base.patch", "split-base.patch"),
+        fix="split-fix.patch",
+        repo="andialbrecht/sqlparse",
+        commit="791e25de46f443597d99314cfd1a68217bcaf970",
+        licence="BSD-3-Clause",
+        issue="split cuts a trigger with two CASEs (#784)\nsqlparse.split on a CREATE "
+        "TRIGGER whose BEGIN block holds two statements with CASE ... END returns the "
+        "statement cut in two.",
+        fail_to_pass=frozenset({"tests/test_split.py::test_split_multiple_case_in_begin"}),
+        toolchain="python3",
+    ),
+    RealFix(
+        fixture="sqlparse",
+        patches=("base.patch", "whitespace-base.patch"),
+        fix="whitespace-fix.patch",
+        repo="andialbrecht/sqlparse",
+        commit="0c4902f3f7aafa8c2e63a375ec307c210842f543",
+        licence="BSD-3-Clause",
+        issue="strip_whitespace keeps a space before ')' (#782)\nformat('( where foo = bar  "
+        ") from', strip_whitespace=True) gives '(where foo = bar ) from'; the whitespace "
+        "at the end of a group should go too.",
+        fail_to_pass=frozenset(
+            {"tests/test_format.py::test_strip_ws_removes_trailing_ws_in_groups"}
+        ),
+        toolchain="python3",
     ),
 )
 

@@ -92,7 +92,8 @@ from worker.sandbox.snapshot import (
 from worker.settings import SandboxSettings
 
 TEMP_PREFIX = "ribbit-bwrap-"
-# This machine's host operations, for every sandbox opened without its own.
+# This machine's host operations, for every sandbox opened without its own (looked up
+# when one opens, so `ribbit doctor`'s test can swap it).
 THIS_HOST = BubblewrapHost()
 # Read-only /etc entries the usual tools need; everything else of the host's /etc stays out.
 _ETC_ALLOW = (
@@ -135,7 +136,6 @@ class BubblewrapSandbox(ClosedOnExit):
         network: bool = False,
         host: BubblewrapHost | None = None,
     ) -> None:
-        # Looked up when opened, not when defined: `ribbit doctor`'s test swaps THIS_HOST.
         host = host if host is not None else THIS_HOST
         binary = host.bwrap_path()
         if binary is None:
@@ -163,10 +163,7 @@ class BubblewrapSandbox(ClosedOnExit):
         self.egress_dir: Path | None = None
         try:
             self._host_uid = host.throwaway_uid()
-            self._cgroup = host.memory_cgroup(settings.memory_mb, self._host_uid)
-            self.memory_cgroup = self._cgroup  # exposed for tests and ribbit doctor
-            if self._cgroup is not None:
-                self._ooms = OomCounter(self._cgroup)
+            self._open_cgroup()
             (self._root / "owner").write_text(f"{os.getpid()}\n")
             if self._cgroup is not None:  # for reap_stale, should this process crash
                 (self._root / "cgroup").write_text(str(self._cgroup.path))
@@ -189,6 +186,13 @@ class BubblewrapSandbox(ClosedOnExit):
         except BaseException:
             self.close()
             raise
+
+    def _open_cgroup(self) -> None:
+        """The sandbox's own memory cgroup, where the host can make one."""
+        self._cgroup = self._host.memory_cgroup(self._settings.memory_mb, self._host_uid)
+        self.memory_cgroup = self._cgroup  # exposed for tests and ribbit doctor
+        if self._cgroup is not None:
+            self._ooms = OomCounter(self._cgroup)
 
     def _start_server(self) -> None:
         spawn = self._host.spawn

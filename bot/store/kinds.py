@@ -5,7 +5,7 @@ that runs it (worker/tasks.py defines one per member, bot/queue.py sends to it),
 payload record it carries (bot/store/payloads.py), whether it runs the agent (at most one
 active per issue, the app-wide time limit) and whether the dashboard's kind filter offers
 it. A new kind is one member here, plus its pipeline in worker/pipelines/;
-tests/unit/bot/store/test_kinds.py checks every consumer's list against this table.
+tests/unit/test_job_kinds.py checks every consumer's list against this table.
 """
 
 from __future__ import annotations

@@ -15,17 +15,9 @@ need none of it work without it. Each module imports what is heavy (torch, docke
 its commands, so ``ribbit --help`` stays quick.
 """
 
-from trainer.cli.backtesting import _print_backtest, _repo_name, eval_command
+from trainer.cli.backtesting import eval_command
 from trainer.cli.environments import envs
-from trainer.cli.training import _pulled_base, train
+from trainer.cli.training import train
 from trainer.cli.versions import model
 
-__all__ = [
-    "_print_backtest",
-    "_pulled_base",
-    "_repo_name",
-    "envs",
-    "eval_command",
-    "model",
-    "train",
-]
+__all__ = ["envs", "eval_command", "model", "train"]

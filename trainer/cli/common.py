@@ -37,6 +37,15 @@ def store_dir(ctx: click.Context, store: Path | str | None) -> Path:
     return Path(store) if store is not None else settings_of(ctx).data_dir / "trainer"
 
 
+def env_folders(ctx: click.Context, store: Path | None) -> EnvironmentFolders:
+    """The environment store a command's ``--store`` names (default DATA_DIR/trainer):
+    every command that reads or writes environments opens it here."""
+    # Imported here, as each command's heavy imports are, so `ribbit --help` stays quick.
+    from trainer.envs.folders import EnvironmentFolders
+
+    return EnvironmentFolders(store_dir(ctx, store))
+
+
 def open_db(ctx: click.Context) -> Database:
     from bot.runtime import open_database
 

@@ -11,12 +11,12 @@ import click
 
 from bot.console import empty, progress
 from trainer.cli.common import (
+    env_folders,
     envs_option,
     open_db,
     sandbox_errors,
     selected,
     settings_of,
-    store_dir,
     store_option,
     summary,
     sync_store_index,
@@ -93,7 +93,6 @@ def build_env(
     model line of its repository (--forge, --name); setup, test and image from the
     .ribbit.yml at the base, as a solve job on that commit read them, unless given."""
     from trainer.envs.builder import BuildRejected, BuildSpec, EnvironmentBuilder
-    from trainer.envs.folders import EnvironmentFolders
     from trainer.envs.schema import Provenance
     from worker.agent.episode import SandboxRecipe
     from worker.repo_config import RepoConfigError, read_repo_config
@@ -109,7 +108,7 @@ def build_env(
     config = with_detected_setup(
         config, commit_files(repo_dir, base), enabled=settings.sandbox.detect_setup
     )
-    env_store = EnvironmentFolders(store_dir(ctx, store))
+    env_store = env_folders(ctx, store)
     builder = EnvironmentBuilder(
         SandboxRecipe.production(settings.sandbox), reruns=reruns, test_timeout_s=timeout_s
     )
@@ -153,9 +152,7 @@ def _commit(repo_dir: Path, rev: str, flag: str) -> str:
 @click.pass_context
 def list_envs(ctx: click.Context, store: Path | None, rejected: bool, as_json: bool) -> None:
     """List environments (or rejections, with their reasons)."""
-    from trainer.envs.folders import EnvironmentFolders
-
-    env_store = EnvironmentFolders(store_dir(ctx, store))
+    env_store = env_folders(ctx, store)
     if rejected:
         rejections = list(env_store.rejections())
         if as_json:
@@ -183,10 +180,8 @@ def list_envs(ctx: click.Context, store: Path | None, rejected: bool, as_json: b
 @click.pass_context
 def show_env(ctx: click.Context, instance_id: str, store: Path | None) -> None:
     """Print one environment as JSON."""
-    from trainer.envs.folders import EnvironmentFolders
-
     try:
-        env = EnvironmentFolders(store_dir(ctx, store)).get(instance_id)
+        env = env_folders(ctx, store).get(instance_id)
     except (KeyError, ValueError):
         raise click.ClickException(f"no environment {instance_id!r}") from None
     click.echo(env.model_dump_json(indent=2))
@@ -209,12 +204,11 @@ def grade_env(
 ) -> None:
     """Grade one patch on one environment, as training does, in a fresh sandbox: the
     SWE-bench verdict (tests only) and Ribbit's reward (tests and gates)."""
-    from trainer.envs.folders import EnvironmentFolders
     from trainer.rl.reward import compute_reward
     from worker.agent.episode import SandboxRecipe
 
     settings = settings_of(ctx)
-    env_store = EnvironmentFolders(store_dir(ctx, store))
+    env_store = env_folders(ctx, store)
     try:
         env = env_store.get(instance_id)
     except (KeyError, ValueError):
@@ -261,9 +255,7 @@ def export_envs(
 ) -> None:
     """Write environments as JSON lines: Ribbit's records (every field; SWE-bench's
     fields first), SWE-bench instances only, or SkyRL / verl dataset rows."""
-    from trainer.envs.folders import EnvironmentFolders
-
-    env_store = EnvironmentFolders(store_dir(ctx, store))
+    env_store = env_folders(ctx, store)
     n = env_store.export_jsonl(path, selected(env_store, selector, allow_none=True), fmt)
     click.echo(f"exported {n} environment(s) to {path} ({fmt})")
     if fmt in ("skyrl", "verl"):
@@ -285,12 +277,11 @@ def image_envs(
     """Build one container image per environment with its repository at the base commit
     in /testbed: what SkyRL's SWE example (and the exported eval_script) run in."""
     from trainer.envs.export import build_testbed_image
-    from trainer.envs.folders import EnvironmentFolders
     from worker.sandbox.base import SandboxError
     from worker.sandbox.docker import docker_client
 
     settings = settings_of(ctx)
-    env_store = EnvironmentFolders(store_dir(ctx, store))
+    env_store = env_folders(ctx, store)
     chosen = selected(env_store, selector)
     try:
         client = docker_client(settings.sandbox, timeout=600)
@@ -330,7 +321,6 @@ def split_envs(
     """Hold out LINE's newest fixes, per repository, so the line is scored on its future
     and never trains on it. One-way: held-out environments stay held out, and one a
     version of the line trained on is never held out."""
-    from trainer.envs.folders import EnvironmentFolders
     from trainer.envs.lines import line_environments
     from trainer.envs.splits import plan_split
     from trainer.store import TrainerStore
@@ -338,7 +328,7 @@ def split_envs(
     if fraction is not None and count is not None:
         raise click.UsageError("give --fraction or --count, not both")
     db = open_db(ctx)
-    env_store = EnvironmentFolders(store_dir(ctx, store))
+    env_store = env_folders(ctx, store)
     mine = line_environments(db, settings_of(ctx).training, line, list(env_store))
     if not mine:
         raise click.ClickException(f"no environments belong to line {line!r}")
@@ -373,9 +363,7 @@ def split_envs(
 @click.pass_context
 def import_envs(ctx: click.Context, path: Path, forge: str | None, store: Path | None) -> None:
     """Read SWE-bench (or Ribbit) JSONL; duplicates are refused and listed."""
-    from trainer.envs.folders import EnvironmentFolders
-
-    env_store = EnvironmentFolders(store_dir(ctx, store))
+    env_store = env_folders(ctx, store)
     try:
         imported, refused = env_store.import_jsonl(path, forge=forge)
     except ValueError as exc:  # a line that is not JSON, or not an environment
@@ -425,7 +413,6 @@ def envs_from_outcomes(
     negative examples with review comments)."""
     from trainer.envs.builder import EnvironmentBuilder
     from trainer.envs.candidates import environments_from_outcomes
-    from trainer.envs.folders import EnvironmentFolders
     from trainer.envs.index import sync_index
     from worker.agent.episode import SandboxRecipe
 
@@ -434,7 +421,7 @@ def envs_from_outcomes(
         SandboxRecipe.production(settings.sandbox), reruns=reruns, test_timeout_s=timeout_s
     )
     db = open_db(ctx)
-    env_store = EnvironmentFolders(store_dir(ctx, store))
+    env_store = env_folders(ctx, store)
     with (
         sandbox_errors(),
         progress(f"building environments from {forge_name}:{repo_name}'s outcomes"),
@@ -478,7 +465,6 @@ def calibrate_envs(
     """k rollouts per environment; pass@k stored, always/never solved marked (no signal)."""
     from trainer.calibrate import calibrate
     from trainer.checkouts import checked_out
-    from trainer.envs.folders import EnvironmentFolders
     from trainer.evaluate import version_policy
     from trainer.registry import promoted_model
     from trainer.rl.rollout import graded_reward
@@ -486,7 +472,7 @@ def calibrate_envs(
     from worker.settings import AgentSettings
 
     settings = settings_of(ctx)
-    env_store = EnvironmentFolders(store_dir(ctx, store))
+    env_store = env_folders(ctx, store)
     chosen = selected(env_store, selector)
     base, adapter = model_path or settings.model.model, None
     if model_path is None:

@@ -13,12 +13,12 @@ import click
 from bot.cli_audit import actor_option, audited, cli_actor
 from bot.console import empty, progress
 from trainer.cli.common import (
+    env_folders,
     line_heldout,
     open_db,
     sandbox_errors,
     selected,
     settings_of,
-    store_dir,
     store_option,
 )
 
@@ -179,13 +179,12 @@ def evaluate_model(
     store: Path | None,
 ) -> None:
     """Score VERSION on held-out environments (stored; promotion compares it)."""
-    from trainer.envs.folders import EnvironmentFolders
     from trainer.evaluate import evaluate_version
     from trainer.store import TrainerStore
     from worker.settings import AgentSettings
 
     settings = settings_of(ctx)
-    env_store = EnvironmentFolders(store_dir(ctx, store))
+    env_store = env_folders(ctx, store)
     picked = selected(env_store, selector)
     row = TrainerStore(open_db(ctx)).version(version)
     if row is None:
@@ -234,13 +233,12 @@ def evaluate_base_model(
 ) -> None:
     """Score the base model on LINE's held-out environments (stored per environment: a
     line's first version must beat it to be promoted)."""
-    from trainer.envs.folders import EnvironmentFolders
     from trainer.evaluate import evaluate_base
     from worker.settings import AgentSettings
 
     settings = settings_of(ctx)
     model_id = base_model or settings.model.model
-    env_store = EnvironmentFolders(store_dir(ctx, store))
+    env_store = env_folders(ctx, store)
     chosen = line_heldout(ctx, selected(env_store, "split:heldout"), line)
     report = _score_heldout(
         settings,

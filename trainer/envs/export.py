@@ -37,7 +37,7 @@ import tarfile
 import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from trainer.envs.patches import split_by_file
 from trainer.envs.schema import Environment
@@ -46,8 +46,6 @@ from worker.gates.testrun import pytest_env
 
 if TYPE_CHECKING:
     import docker
-
-    from trainer.envs.folders import EnvironmentFolders
 
 TESTBED = "/testbed"
 FORMATS = ("ribbit", "swebench", "skyrl", "verl")
@@ -240,9 +238,17 @@ def _context_tar(env: Environment, checkout: Path, base_image: str) -> io.BytesI
     return buf
 
 
+class Checkouts(Protocol):
+    """Where an environment's repository comes from (trainer/envs/folders.py's
+    EnvironmentFolders): named by shape, so the folders may use this module and this
+    module never the folders."""
+
+    def checkout(self, env: Environment, dest: Path) -> Path: ...
+
+
 def build_testbed_image(
     env: Environment,
-    store: EnvironmentFolders,
+    store: Checkouts,
     client: docker.DockerClient,
     *,
     base_image: str,

@@ -21,6 +21,7 @@ from pathlib import Path
 from bot.hostgit import clone_at, git_ok
 from bot.store.training import valid_instance_id
 from trainer.envs.builder import BuildRejected
+from trainer.envs.export import export_records
 from trainer.envs.schema import Environment, Rejection
 
 _BUNDLE_REF = "refs/heads/ribbit-base"
@@ -112,8 +113,6 @@ class EnvironmentFolders:
     ) -> int:
         """Write environments as JSON lines in ``fmt`` (see :mod:`trainer.envs.export`):
         by default every field, SWE-bench's first; returns how many."""
-        from trainer.envs.export import export_records
-
         return export_records(envs if envs is not None else self, path, fmt)
 
     def import_jsonl(

@@ -6,7 +6,8 @@ which backends can run here and why not.
 
 - base.py: the :class:`Sandbox` interface; common.py: what both backends share.
 - docker.py (Docker or Podman; dockertar.py: the tars it is filled from), bubblewrap.py
-  (with cgroup.py for its memory limit): the backends; session.py and session_server.py:
+  (with cgroup.py for its memory limit and bubblewrap_host.py for what it asks of the
+  host): the backends; session.py and session_server.py:
   the resident runner each exec goes through; export.py: reading what a sandbox wrote
   without trusting it.
 - setup.py, setupcmd.py, egress.py: the setup step, the setup a repository gets when it

@@ -36,7 +36,6 @@ from __future__ import annotations
 import contextlib
 import io
 import os
-import secrets
 import shutil
 import signal
 import subprocess
@@ -56,12 +55,12 @@ from worker.sandbox.base import (
     SandboxError,
     pid_alive,
 )
+from worker.sandbox.bubblewrap_host import BubblewrapHost
 from worker.sandbox.cgroup import (
     CGROUP_PREFIX,
     CGROUP_ROOT,
     MemoryCgroup,
     OomCounter,
-    create_memory_cgroup,
     enter_argv,
 )
 from worker.sandbox.common import (
@@ -71,7 +70,6 @@ from worker.sandbox.common import (
     SANDBOX_GID,
     SANDBOX_HOME,
     SANDBOX_UID,
-    base_commit,
     host_workspace_diff,
     sandbox_env,
     workspace_relative,
@@ -94,9 +92,9 @@ from worker.sandbox.snapshot import (
 from worker.settings import SandboxSettings
 
 TEMP_PREFIX = "ribbit-bwrap-"
-# Throwaway host uids for sandboxes of a root worker; far above any real account.
-_HOST_UID_BASE = 3_000_000
-_HOST_UID_SPAN = 1_000_000
+# This machine's host operations, for every sandbox opened without its own (looked up
+# when one opens, so `ribbit doctor`'s test can swap it).
+THIS_HOST = BubblewrapHost()
 # Read-only /etc entries the usual tools need; everything else of the host's /etc stays out.
 _ETC_ALLOW = (
     "ld.so.cache",
@@ -127,27 +125,32 @@ _START_SERVER = 'exec "$(command -v python3)" -I -c "$0" "$1" --inside-sandbox'
 _HOST_GRACE_S = 5
 
 
-def bwrap_path() -> str | None:
-    return shutil.which("bwrap")
-
-
 class BubblewrapSandbox(ClosedOnExit):
     backend = "bubblewrap"
 
-    def __init__(self, settings: SandboxSettings, source: Path, *, network: bool = False) -> None:
-        binary = bwrap_path()
+    def __init__(
+        self,
+        settings: SandboxSettings,
+        source: Path,
+        *,
+        network: bool = False,
+        host: BubblewrapHost | None = None,
+    ) -> None:
+        host = host if host is not None else THIS_HOST
+        binary = host.bwrap_path()
         if binary is None:
             raise SandboxError("bubblewrap (bwrap) is not installed")
         self._bwrap = binary
+        self._host = host
         self._settings = settings
         self._closed = False
         self._server: subprocess.Popen[bytes] | None = None
         self._session: SessionClient | None = None
-        self._base = base_commit(source)
+        self._base = host.base_commit(source)
         self._source = source
         # What the setup step added to the workspace (see leave_out_of_diff).
         self._setup_paths: tuple[str, ...] = ()
-        self._root = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX))
+        self._root = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=host.temp_dir))
         self.host_root = self._root  # exposed so tests and reapers can check cleanup
         self.workspace = self._root / "workspace"
         self.workspace_size_limited = False
@@ -159,17 +162,16 @@ class BubblewrapSandbox(ClosedOnExit):
         # sandbox gets only the egress folder with the proxy's unix socket.
         self.egress_dir: Path | None = None
         try:
-            self._host_uid = self._pick_host_uid()
-            self._cgroup = create_memory_cgroup(settings.memory_mb, self._host_uid)
-            self.memory_cgroup = self._cgroup  # exposed for tests and ribbit doctor
-            if self._cgroup is not None:
-                self._ooms = OomCounter(self._cgroup)
+            self._host_uid = host.throwaway_uid()
+            self._open_cgroup()
             (self._root / "owner").write_text(f"{os.getpid()}\n")
             if self._cgroup is not None:  # for reap_stale, should this process crash
                 (self._root / "cgroup").write_text(str(self._cgroup.path))
             self._write_identity_files()
             self.workspace.mkdir(mode=0o700)
-            self.workspace_size_limited = self._mount_workspace_tmpfs()
+            self.workspace_size_limited = host.mount_workspace(
+                self.workspace, settings.workspace_mb, self._host_uid
+            )
             _copy_tree(source, self.workspace)
             self.env_dir.mkdir(mode=0o755)
             (self._root / "profile").write_text(PROFILE)
@@ -185,7 +187,17 @@ class BubblewrapSandbox(ClosedOnExit):
             self.close()
             raise
 
+    def _open_cgroup(self) -> None:
+        """The sandbox's own memory cgroup, where the host can make one."""
+        self._cgroup = self._host.memory_cgroup(self._settings.memory_mb, self._host_uid)
+        self.memory_cgroup = self._cgroup  # exposed for tests and ribbit doctor
+        if self._cgroup is not None:
+            self._ooms = OomCounter(self._cgroup)
+
     def _start_server(self) -> None:
+        spawn = self._host.spawn
+        if spawn is None:
+            return
         command = ["/bin/sh", "-c", _START_SERVER, *bootstrap_args()]
         uid = self._host_uid
         # bwrap's options (every mount, every --setenv) come from a file (``--args``), not
@@ -198,7 +210,7 @@ class BubblewrapSandbox(ClosedOnExit):
             fd = options.fileno()
             # A root worker drops to the throwaway uid before prlimit runs, so RLIMIT_NPROC
             # (which root ignores) holds and counts only this sandbox's processes.
-            self._server = subprocess.Popen(
+            self._server = spawn(
                 [*self._limits_argv(), self._bwrap, "--args", str(fd), "--", *command],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
@@ -224,29 +236,11 @@ class BubblewrapSandbox(ClosedOnExit):
         self._session = SessionClient(send, lambda: answers.read1(1 << 16), bootstrap=True)
 
     # -- set-up ------------------------------------------------------------------------
-    @staticmethod
-    def _pick_host_uid() -> int | None:
-        if os.geteuid() != 0:
-            return None
-        return _HOST_UID_BASE + secrets.randbelow(_HOST_UID_SPAN)
-
     def _write_identity_files(self) -> None:
         (self._root / "passwd").write_text(_PASSWD)
         (self._root / "group").write_text(_GROUP)
         (self._root / "passwd").chmod(0o644)
         (self._root / "group").chmod(0o644)
-
-    def _mount_workspace_tmpfs(self) -> bool:
-        if os.geteuid() != 0:
-            return False
-        uid = self._host_uid if self._host_uid is not None else 0
-        opts = f"size={self._settings.workspace_mb}m,mode=0700,uid={uid},gid={uid}"
-        done = subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", opts, "ribbit-workspace", str(self.workspace)],
-            capture_output=True,
-            check=False,
-        )
-        return done.returncode == 0
 
     # -- running -----------------------------------------------------------------------
     def _bwrap_argv(self, argv: Sequence[str], cwd: str, env: Mapping[str, str]) -> list[str]:
@@ -332,7 +326,8 @@ class BubblewrapSandbox(ClosedOnExit):
         # RLIMIT_NPROC counts every process of the real uid. The throwaway uid of a root
         # worker has none besides the sandbox's; an unprivileged worker's own user has
         # its whole session, which the budget must not swallow.
-        nproc = s.pids if self._host_uid is not None else s.pids + _processes_of(os.getuid())
+        own = 0 if self._host_uid is not None else self._host.processes_of(os.getuid())
+        nproc = s.pids + own
         limits = {
             "nproc": nproc,
             "fsize": s.workspace_mb * mb,
@@ -534,19 +529,6 @@ def _recorded_cgroup(root: Path) -> MemoryCgroup | None:
     if not path.name.startswith(CGROUP_PREFIX) or not path.is_relative_to(CGROUP_ROOT):
         return None
     return MemoryCgroup(path, version=0)
-
-
-def _processes_of(uid: int) -> int:
-    count = 0
-    for status in Path("/proc").glob("[0-9]*/status"):
-        try:
-            for line in status.read_text().splitlines():
-                if line.startswith("Uid:"):
-                    count += int(line.split()[1]) == uid
-                    break
-        except (OSError, ValueError):
-            continue
-    return count
 
 
 def _copy_tree(source: Path, dest: Path) -> None:

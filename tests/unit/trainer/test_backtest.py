@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from bot.cli import main
 from tests.fakes import commit_files, git, make_git_repo
 from trainer.backtest import BacktestReport, Fix, FixResult, find_fixes, short_diff
-from trainer.cli import _print_backtest, _repo_name
+from trainer.cli.backtesting import _print_backtest, _repo_name
 from trainer.passk import pass_at_1
 
 

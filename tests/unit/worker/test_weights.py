@@ -160,7 +160,7 @@ def test_weights_trainer_loads_the_pulled_base(
     import click
     from huggingface_hub import constants
 
-    from trainer.cli import _pulled_base
+    from trainer.cli.training import _pulled_base
 
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "empty-cache"))
     settings = WorkerSettings(data_dir=tmp_path / "data")

@@ -12,8 +12,8 @@ import os
 import shutil
 import signal
 import subprocess
-import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -26,9 +26,15 @@ from worker.sandbox.bubblewrap import (
     BubblewrapSandbox,
     _chown_tree,
     _copy_tree,
-    _processes_of,
     _recorded_cgroup,
     reap_stale,
+)
+from worker.sandbox.bubblewrap_host import (
+    BubblewrapHost,
+    bwrap_path,
+    mount_workspace_tmpfs,
+    pick_host_uid,
+    processes_of,
 )
 from worker.sandbox.cgroup import CGROUP_PREFIX, CGROUP_ROOT, MemoryCgroup, enter_argv
 from worker.sandbox.common import ENV_ROOT, SANDBOX_HOME, sandbox_env
@@ -40,34 +46,39 @@ FAKE_BWRAP = "/nonexistent/bwrap"
 BASE_SHA = "a" * 40
 # Host paths a sandbox must never see, whatever it is bound for.
 SECRET_HOST_PATHS = ("/", "/etc", "/etc/shadow", "/etc/ssl/private", "/root", "/home", "/tmp")
-# Taken before any test stubs it out.
-_REAL_START = BubblewrapSandbox._start_server
 
 
 class Opened:
-    """Opens BubblewrapSandboxes over ``source`` without starting bwrap: no resident
-    process, no mount, no cgroup, unless a test asks for one."""
+    """Opens BubblewrapSandboxes over ``source`` on a host that starts nothing: no
+    resident process, no mount, no cgroup, unless a test asks for one (``use``)."""
 
-    def __init__(self, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-        self.monkeypatch = monkeypatch
+    def __init__(self, tmp_path: Path) -> None:
         self.tempdir = tmp_path / "tmp"
         self.tempdir.mkdir()
         self.source = tmp_path / "src"
         self.source.mkdir()
         (self.source / "a.py").write_text("x = 1\n")
         self.opened: list[BubblewrapSandbox] = []
-        monkeypatch.setattr(tempfile, "tempdir", str(self.tempdir))
-        monkeypatch.setattr(bwrap_mod, "bwrap_path", lambda: FAKE_BWRAP)
-        monkeypatch.setattr(bwrap_mod, "base_commit", lambda _source: BASE_SHA)
-        monkeypatch.setattr(bwrap_mod, "create_memory_cgroup", lambda _mb, _uid: None)
-        monkeypatch.setattr(BubblewrapSandbox, "_pick_host_uid", staticmethod(lambda: None))
-        monkeypatch.setattr(BubblewrapSandbox, "_mount_workspace_tmpfs", lambda self: False)
-        monkeypatch.setattr(BubblewrapSandbox, "_start_server", lambda self: None)
-        # The worker user's process count moves while a test runs; fixed here.
-        monkeypatch.setattr(bwrap_mod, "_processes_of", lambda _uid: 3)
+        self.host = BubblewrapHost(
+            temp_dir=self.tempdir,
+            bwrap_path=lambda: FAKE_BWRAP,
+            base_commit=lambda _source: BASE_SHA,
+            memory_cgroup=lambda _mb, _uid: None,
+            throwaway_uid=lambda: None,
+            mount_workspace=lambda _workspace, _mb, _uid: False,
+            # The worker user's process count moves while a test runs; fixed here.
+            processes_of=lambda _uid: 3,
+            spawn=None,
+        )
+
+    def use(self, **host: Any) -> None:
+        """Sandboxes opened from now on get these host operations instead."""
+        self.host = replace(self.host, **host)
 
     def __call__(self, settings: SandboxSettings | None = None, **kw: bool) -> BubblewrapSandbox:
-        sandbox = BubblewrapSandbox(settings or SandboxSettings(), self.source, **kw)
+        sandbox = BubblewrapSandbox(
+            settings or SandboxSettings(), self.source, host=self.host, **kw
+        )
         self.opened.append(sandbox)
         return sandbox
 
@@ -76,8 +87,8 @@ class Opened:
 
 
 @pytest.fixture
-def opened(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Opened]:
-    maker = Opened(monkeypatch, tmp_path)
+def opened(tmp_path: Path) -> Iterator[Opened]:
+    maker = Opened(tmp_path)
     yield maker
     for sandbox in maker.opened:
         sandbox.close()
@@ -235,10 +246,8 @@ def _limits(argv: Sequence[str]) -> dict[str, str]:
     return {a[2:].split("=")[0]: a.split("=")[1] for a in argv if a.startswith("--")}
 
 
-def test_limits_without_a_cgroup_fall_back_to_address_space(
-    opened: Opened, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(bwrap_mod, "_processes_of", lambda uid: 7)
+def test_limits_without_a_cgroup_fall_back_to_address_space(opened: Opened) -> None:
+    opened.use(processes_of=lambda uid: 7)
     settings = SandboxSettings(memory_mb=300, pids=40, workspace_mb=20)
     argv = opened(settings)._limits_argv()
     assert argv[0] == "prlimit" and argv[-1] == "--"
@@ -258,10 +267,12 @@ def test_limits_with_a_cgroup_enter_it_first_and_leave_address_space_alone(
 ) -> None:
     group = MemoryCgroup(tmp_path / "cg", 2)
     group.path.mkdir()
-    monkeypatch.setattr(bwrap_mod, "create_memory_cgroup", lambda _mb, _uid: group)
-    monkeypatch.setattr(BubblewrapSandbox, "_pick_host_uid", staticmethod(lambda: 3_000_123))
+    opened.use(
+        memory_cgroup=lambda _mb, _uid: group,
+        throwaway_uid=lambda: 3_000_123,
+        processes_of=lambda uid: pytest.fail("not counted"),
+    )
     monkeypatch.setattr(bwrap_mod, "_chown_tree", lambda root, uid: None)
-    monkeypatch.setattr(bwrap_mod, "_processes_of", lambda uid: pytest.fail("not counted"))
     sandbox = opened(SandboxSettings(pids=40))
     argv = sandbox._limits_argv()
     enter = enter_argv(group)
@@ -277,10 +288,10 @@ def test_limits_with_a_cgroup_enter_it_first_and_leave_address_space_alone(
 
 def test_pick_host_uid_is_a_throwaway_uid_for_root_only(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
-    assert BubblewrapSandbox._pick_host_uid() is None
+    assert pick_host_uid() is None
     monkeypatch.setattr(os, "geteuid", lambda: 0)
     for _ in range(20):
-        uid = BubblewrapSandbox._pick_host_uid()
+        uid = pick_host_uid()
         assert uid is not None and 3_000_000 <= uid < 4_000_000
 
 
@@ -293,16 +304,12 @@ def test_workspace_tmpfs_is_mounted_with_its_size_by_root_only(
         ran.append(argv)
         return subprocess.CompletedProcess(argv, 0)
 
-    sandbox = object.__new__(BubblewrapSandbox)
-    sandbox._settings = SandboxSettings(workspace_mb=64)
-    sandbox._host_uid = 3_000_001
-    sandbox.workspace = tmp_path / "ws"
-    monkeypatch.setattr(bwrap_mod.subprocess, "run", run)
+    monkeypatch.setattr(subprocess, "run", run)
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
-    assert sandbox._mount_workspace_tmpfs() is False
+    assert mount_workspace_tmpfs(tmp_path / "ws", 64, 3_000_001) is False
     assert ran == []
     monkeypatch.setattr(os, "geteuid", lambda: 0)
-    assert sandbox._mount_workspace_tmpfs() is True
+    assert mount_workspace_tmpfs(tmp_path / "ws", 64, 3_000_001) is True
     assert ran == [
         [
             "mount",
@@ -317,8 +324,8 @@ def test_workspace_tmpfs_is_mounted_with_its_size_by_root_only(
 
 
 def test_processes_of_counts_this_users_processes() -> None:
-    assert _processes_of(os.getuid()) >= 1  # this test's own process at least
-    assert _processes_of(3_999_999) == 0
+    assert processes_of(os.getuid()) >= 1  # this test's own process at least
+    assert processes_of(3_999_999) == 0
 
 
 # -- the resident process ---------------------------------------------------------------
@@ -357,8 +364,7 @@ def test_server_starts_under_limits_with_only_a_path_and_dies_with_close(
     opened: Opened, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "s3cret")
-    monkeypatch.setattr(BubblewrapSandbox, "_start_server", _REAL_START)
-    monkeypatch.setattr(bwrap_mod.subprocess, "Popen", FakeServer)
+    opened.use(spawn=FakeServer)
     killed: list[tuple[int, int]] = []
     monkeypatch.setattr(os, "killpg", lambda pid, sig: killed.append((pid, sig)))
     STARTED.clear()
@@ -403,10 +409,8 @@ def test_server_of_a_root_worker_runs_as_the_throwaway_uid(
     opened: Opened, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     chowned: list[tuple[Path, int]] = []
-    monkeypatch.setattr(BubblewrapSandbox, "_pick_host_uid", staticmethod(lambda: 3_000_123))
+    opened.use(throwaway_uid=lambda: 3_000_123, spawn=FakeServer)
     monkeypatch.setattr(bwrap_mod, "_chown_tree", lambda root, uid: chowned.append((root, uid)))
-    monkeypatch.setattr(BubblewrapSandbox, "_start_server", _REAL_START)
-    monkeypatch.setattr(bwrap_mod.subprocess, "Popen", FakeServer)
     monkeypatch.setattr(os, "killpg", lambda pid, sig: None)
     STARTED.clear()
     sandbox = opened(network=True)
@@ -424,21 +428,19 @@ def test_server_of_a_root_worker_runs_as_the_throwaway_uid(
 # -- opening and its failures -----------------------------------------------------------
 
 
-def test_open_without_bwrap_fails_before_making_anything(
-    opened: Opened, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(bwrap_mod, "bwrap_path", lambda: None)
+def test_open_without_bwrap_fails_before_making_anything(opened: Opened) -> None:
+    opened.use(bwrap_path=lambda: None)
     with pytest.raises(SandboxError, match="not installed"):
         opened()
     assert opened.roots() == []
 
 
 def test_open_that_fails_midway_removes_its_folder_and_cgroup(
-    opened: Opened, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    opened: Opened, tmp_path: Path
 ) -> None:
     group = MemoryCgroup(tmp_path / "cg", 2)
     group.path.mkdir()
-    monkeypatch.setattr(bwrap_mod, "create_memory_cgroup", lambda _mb, _uid: group)
+    opened.use(memory_cgroup=lambda _mb, _uid: group)
     opened.source = tmp_path / "not-a-dir"
     opened.source.write_text("")
     with pytest.raises(SandboxError, match="not a directory"):
@@ -696,7 +698,7 @@ def test_real_bwrap_sees_only_the_allow_listed_environment_and_no_host_secrets(
     opened: Opened, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setenv("GITHUB_TOKEN", "ghs_s3cret")
-    monkeypatch.setattr(bwrap_mod, "bwrap_path", lambda: shutil.which("bwrap"))
+    opened.use(bwrap_path=bwrap_path)
     sandbox = opened()
     host_file = tmp_path / "host-only"
     host_file.write_text("secret")

@@ -11,13 +11,19 @@ on the fixed tree; the verdict must be verified (exit 0) with those tests as its
 evidence, no finding of severity error and no tamper finding. A test the fix adds that
 already passes on the parent (``new_passing``) must not be named as evidence.
 
-Fifteen fixes today (Python: parse x3, cachetools 7.0.2, humanize x2, pathspec,
-semantic_version, marshmallow, sqlparse x3; Go: semver; Rust: version_check; JavaScript:
-node-cron on jest, set up by ``npm ci`` through the registry proxy), about 9 minutes on
-a shared two-core machine (one ``ribbit gates`` run per fix, 20 to 60 seconds each; the
-slow tier). The last seven come from the projects' sdists on PyPI, pinned by hash in
-their READMEs: a release's files as the base (each README says how they stand to the
-fix's parent), the fix's hunks as the next release's sdist has them.
+Twenty-one fixes today (Python: parse x3, cachetools 7.0.2, humanize x2, pathspec,
+semantic_version, marshmallow, sqlparse x3, tomli x2, colorama, python-tabulate x2,
+python-semver; Go: semver; Rust: version_check; JavaScript: node-cron on jest, set up by
+``npm ci`` through the registry proxy), about 12 minutes on a shared two-core machine
+(one ``ribbit gates`` run per fix, 20 to 60 seconds each; the slow tier). The Python
+fixes added last come from the projects' sdists on PyPI, pinned by hash in their READMEs:
+a release's files as the base (each README says how they stand to the fix's parent),
+the fix's hunks as the next release's sdist has them. Their layouts differ on purpose:
+``src/`` layouts (tomli, python-semver, with a conftest, pytest-cov and
+``--import-mode=importlib`` from its own ``.pytest.ini``), ``unittest`` classes (tomli,
+colorama), tests inside the package (colorama), a ``test/`` folder (python-tabulate).
+python-semver's own code reads frames, so its verdict carries a warning the base shares
+(``BASE_READS_FRAMES``).
 """
 
 from __future__ import annotations
@@ -299,6 +305,102 @@ CORPUS = (
         ),
         toolchain="python3",
     ),
+    # Python fixes, second batch
+    RealFix(
+        fixture="tomli",
+        patches=("base.patch",),
+        fix="fix.patch",
+        repo="hukkin/tomli",
+        commit="4e245a4bbbefed99e550e196095ea65c851cf31d",
+        licence="MIT",
+        issue="loads() on bytes gives a confusing error\ntomli.loads(b'v = 1') raises "
+        "\"a bytes-like object is required, not 'str'\"; it should say it expects a str.",
+        fail_to_pass=frozenset({"tests/test_error.py::TestError::test_type_error"}),
+        toolchain="python3",
+    ),
+    RealFix(
+        fixture="tomli",
+        patches=("base.patch", "parse-float-base.patch"),
+        fix="parse-float-fix.patch",
+        repo="hukkin/tomli",
+        commit="794c8e50d676f1e8e081914eb77e4a48a4f6a20b",
+        licence="MIT",
+        issue="parse_float may return a dict or list\nloads('f=0.1', parse_float=lambda s: "
+        "{}) silently mixes the value into the parsed tables; it should raise ValueError.",
+        fail_to_pass=frozenset({"tests/test_error.py::TestError::test_invalid_parse_float"}),
+        toolchain="python3",
+    ),
+    RealFix(
+        fixture="colorama",
+        patches=("base.patch",),
+        fix="fix.patch",
+        repo="tartley/colorama",
+        commit="edf05b7b643ca28dd26f867b8ee829cfdb85efae",
+        licence="BSD-3-Clause",
+        issue="ValueError at exit with a detached stream (#328)\nStreamWrapper.closed "
+        "raises 'underlying buffer has been detached' when atexit runs after the wrapped "
+        "stream was detached.",
+        fail_to_pass=frozenset(
+            {
+                "colorama/tests/ansitowin32_test.py::StreamWrapperTest::"
+                "test_closed_shouldnt_raise_on_detached_stream"
+            }
+        ),
+        toolchain="python3",
+        new_passing=frozenset(
+            {
+                "colorama/tests/ansitowin32_test.py::StreamWrapperTest::"
+                "test_closed_shouldnt_raise_on_closed_stream"
+            }
+        ),
+    ),
+    RealFix(
+        fixture="tabulate",
+        patches=("base.patch",),
+        fix="fix.patch",
+        repo="astanin/python-tabulate",
+        commit="87a9a4e07a5efb39b81fdb6ac513b1d345bb21fb",
+        licence="MIT",
+        issue="Empty table with maxheadercolwidths crashes (#365)\ntabulate([], "
+        "headers=['one', 'two'], maxheadercolwidths=5) raises IndexError.",
+        fail_to_pass=frozenset(
+            {"test/test_regression.py::test_empty_table_with_maxheadercolwidths"}
+        ),
+        toolchain="python3",
+    ),
+    RealFix(
+        fixture="tabulate",
+        patches=("base.patch", "bools-base.patch"),
+        fix="bools-fix.patch",
+        repo="astanin/python-tabulate",
+        commit="d29909b4fb17e2bbf62dde8bc730e9f29240155f",
+        licence="MIT",
+        issue="Wrapping 'True' or None crashes (#305)\ntabulate([['x', 'True'], ['y', None]], "
+        "maxcolwidths=[7, 5]) raises AttributeError while wrapping the cells.",
+        fail_to_pass=frozenset({"test/test_textwrapper.py::test_wrap_optional_bool_strs"}),
+        toolchain="python3",
+    ),
+)
+
+
+# Python fixes, second batch: python-semver's deprecation decorator reads its caller's frame
+# (``inspect.currentframe().f_back``) whenever a test calls a deprecated function, on the
+# base code and with the fix alike, so the watched run holds a frame access the gate
+# reports as a warning, "tamper-in-base", beside its verified verdict.
+BASE_READS_FRAMES = (
+    RealFix(
+        fixture="python-semver",
+        patches=("base.patch",),
+        fix="fix.patch",
+        repo="python-semver/python-semver",
+        commit="bc41390f388d88114e8529b17fe145c5af390cbb",
+        licence="BSD-3-Clause",
+        issue="Comparing a Version subclass with a Version raises\nclass V(Version): pass; "
+        "V.parse('1.0.0') == Version.parse('1.0.0') raises TypeError: the comparison "
+        "should defer to the other operand.",
+        fail_to_pass=frozenset({"tests/test_subclass.py::test_compare_with_subclass"}),
+        toolchain="python3",
+    ),
 )
 
 
@@ -381,3 +483,19 @@ def test_a_new_test_that_passes_without_the_fix_is_no_evidence(fix: RealFix, jud
     _, report = judge(fix)
     tests = _tests_gate(report)
     assert fix.new_passing & set(tests["evidence"]) == set(), tests["details"]["evidence"]
+
+
+@pytest.mark.parametrize("fix", BASE_READS_FRAMES, ids=_case_id)
+def test_a_real_fix_on_code_that_reads_frames_is_verified_with_a_warning(
+    fix: RealFix, judge: Judge
+) -> None:
+    code, report = judge(fix)
+
+    tests = _tests_gate(report)
+    findings = _findings(report)
+    assert code == 0, (report.get("verdict"), findings, tests.get("logs", "")[-3000:])
+    assert fix.fail_to_pass <= set(tests["evidence"]), tests["evidence"]
+    assert [f for f in findings if f["severity"] == "error"] == []
+    # Only the base's own frame access, named where it happens, and never blocking.
+    tamper = {(f["rule"], f["severity"], f["path"]) for f in findings if "tamper" in f["rule"]}
+    assert tamper == {("tamper-in-base", "warning", "src/semver/_deprecated.py")}, findings

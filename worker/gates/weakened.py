@@ -2,12 +2,15 @@
 test or an assertion removed, a skip or xfail marker, an assertion that cannot fail, a
 loose tolerance, tests deselected by the runner's configuration, and code anywhere
 that can rewrite what the test run reports. Read from the patch text's added and
-removed lines; hygiene.py reports each as its finding.
+removed lines (a Python line's comment is prose, not code); hygiene.py reports each
+as its finding.
 """
 
 from __future__ import annotations
 
+import io
 import re
+import tokenize
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -168,6 +171,25 @@ def _in_scope(change: FileChange, scope: LineScope) -> bool:
     return True
 
 
+def _code_of(path: str, text: str) -> str:
+    """The part of an added line that the rules read: in a Python file, the line without
+    its comment, so prose that names ``atexit`` or a pytest hook is not taken for code
+    (colorama's real fix explains itself with "when atexit runs"). The tokenizer reads
+    the line alone, so a line that really sits inside a string can look like a comment:
+    a comment holding a quote could close that string and be code, and keeps its text."""
+    if not path.endswith((".py", ".pyi")):
+        return text
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(text).readline):
+            if token.type == tokenize.COMMENT:
+                if any(quote in token.string for quote in "'\""):
+                    return text
+                return text[: token.start[1]]
+    except (tokenize.TokenError, SyntaxError):
+        pass
+    return text
+
+
 def _line_findings(change: FileChange, scope: LineScope) -> list[Weakening]:
     """The findings of ``scope``'s rules on the file's added lines (none for a file out of
     the scope)."""
@@ -175,7 +197,8 @@ def _line_findings(change: FileChange, scope: LineScope) -> list[Weakening]:
         return []
     rules = [r for r in LINE_RULES if r.scope == scope]
     found: list[Weakening] = []
-    for line_no, text in change.added:
+    for line_no, line in change.added:
+        text = _code_of(change.path, line)
         for rule in rules:
             match = next((m for p in rule.patterns if (m := p.search(text))), None)
             if match is not None and rule.when(match):

@@ -295,6 +295,27 @@ def test_hygiene_blocks_test_harness_tampering(tmp_path: Path, path: str, code: 
     assert "test-harness-tampered" in _rules(_hygiene(tmp_path, {path: code}))
 
 
+# colorama's real fix (tartley/colorama#328) explains its except clause with "when atexit
+# runs": prose in a comment is no hook. Code before a comment, and a "comment" that holds
+# a quote (the line may really sit inside a string that the quote closes), still count.
+_DETACHED = "def closed(stream):\n    try:\n        return stream.closed\n"
+
+
+@pytest.mark.parametrize(
+    ("code", "blocked"),
+    [
+        (_DETACHED + "    # ValueError: the stream was detached when atexit runs\n", False),
+        (_DETACHED + "    except ValueError:  # raised at atexit time\n        pass\n", False),
+        ("import atexit  # exit handlers\n", True),
+        ('x = 1\n# """; import atexit\n', True),
+        ("# sys.modules['pytest'] = None before atexit\n", True),
+    ],
+)
+def test_hygiene_reads_python_comments_as_prose(tmp_path: Path, code: str, blocked: bool) -> None:
+    rules = _rules(_hygiene(tmp_path, {"app/stream.py": code}))
+    assert ("test-harness-tampered" in rules) is blocked, rules
+
+
 @pytest.mark.timeout(60)
 def test_secret_scan_of_a_huge_minified_line_finishes() -> None:
     """A quadratic pattern took 38 s on 16k characters; with bounded quantifiers the

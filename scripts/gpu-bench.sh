@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The GPU benchmark in one command (issue #16 item 7), sized for a short lease on one GPU:
 # the learner at the real 4B configuration, decode at 1 and N streams, time to first token,
-# the bandwidth ratio and the generator-vs-learner log-prob gap. Needs only python3 with
+# the bandwidth ratio, the fast in-process decode (static cache, compiled step) beside the
+# plain one, the generator-vs-learner log-prob gap, and the served path (vLLM or SGLang at
+# RIBBIT_BENCH_SERVED_URL; "not measured" without one). Needs only python3 with
 # torch, transformers and peft (the lent machines' image has them; flash-linear-attention is
 # used where installed); prints figures, asserts nothing. Arguments go to both processes,
 # e.g. --budget-s 150 for each.
@@ -21,4 +23,5 @@ if "$PY" -m tests.benchmarks.bench_trainer_gpu --fla-backward-refused; then
     learner_flags=(--no-fla)
 fi
 "${BENCH[@]}" --parts learner "${learner_flags[@]}" "$@" || echo "learner part failed: $?"
-"${BENCH[@]}" --parts decode,gap "$@"
+"${BENCH[@]}" --parts decode,fast,gap "$@" || echo "decode part failed: $?"
+timeout "${BENCH_TIMEOUT_S:-270}" "$PY" -m tests.benchmarks.bench_served || echo "served part failed: $?"

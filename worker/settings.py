@@ -153,6 +153,13 @@ class ModelSettings(Section):
     quantization: Literal["none", "4bit", "8bit"] = Field(
         default="none", description="bitsandbytes quantisation where installed."
     )
+    fast_decode: Literal["auto", "on", "off"] = Field(
+        default="auto",
+        description="In-process decoding with a static KV cache and a compiled decode step "
+        "(transformers' fast generation; worker/agent/policy/fast_decode.py). auto: on with "
+        "CUDA, off on CPU; on: also on CPU (static cache only, no compile). A model that "
+        "cannot falls back to plain decoding with the reason logged.",
+    )
     adapter_path: Path | None = Field(
         default=None,
         description="LoRA adapter on top of the model (in process, or loaded on the server "

@@ -8,8 +8,10 @@ every linear layer with gradient checkpointing: the learner's step time, tokens/
 peak memory for one GRPO step over sequences of several lengths; then decode tokens/s
 at 1 and N concurrent streams, time to first token, and the ratio to the memory-bandwidth
 ceiling (weight bytes over measured copy bandwidth), which bounds batch-1 decode. The
-widest decode line is the in-process rollout throughput; last, how far the generator's
-log-probs are from the learner's on the same sampled tokens (the importance weights' gap).
+widest decode line is the in-process rollout throughput; then the fast in-process decode
+(static cache, compiled step) beside the plain one (``bench_fast_decode``); last, how far
+the generator's log-probs are from the learner's on the same sampled tokens (the
+importance weights' gap).
 ``--budget-s`` stops starting new measurements once the lent machine's few minutes are
 spent. Random weights do not change these costs; the real checkpoint needs no download
 for them. Prints figures, asserts nothing.
@@ -47,7 +49,7 @@ FROGNANO_4B = dict(
 # The measurements, each runnable alone: flash-linear-attention 0.6 refuses its backward on
 # Hopper with Triton < 3.7.1 (its #640), so a lent machine with an older Triton measures the
 # learner in one process without fla and decoding in another with it (scripts/gpu-bench.sh).
-PARTS = frozenset({"learner", "decode", "gap"})
+PARTS = frozenset({"learner", "decode", "fast", "gap"})
 SMOKE = dict(
     FROGNANO_4B,
     vocab_size=4096,
@@ -144,6 +146,15 @@ def bench(
             print("skipped: decode and rollout figures (time budget spent by the learner)")
             return
         decode(learner.model, device, values, streams, *decode_sizes)
+    if "fast" in parts:
+        if over_budget():
+            print("skipped: fast vs plain in-process decode (time budget)")
+            return
+        from tests.benchmarks.bench_fast_decode import compare
+
+        ceiling = batch1_ceiling(learner.model, device)
+        for line in compare(learner.model, device, vocab, ceiling, *decode_sizes):
+            print(line)
     if "gap" in parts:
         if over_budget():
             print("skipped: generator-vs-learner log-prob gap (time budget)")
@@ -168,7 +179,7 @@ def decode(
     vocab = int(values["vocab_size"])
     weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
     bandwidth = copy_bandwidth(device)
-    ceiling = bandwidth / weight_bytes if bandwidth == bandwidth else float("nan")
+    ceiling = bandwidth / weight_bytes  # nan on CPU
     print(
         f"memory bandwidth (device copy, read+write): {bandwidth / 1e12:.2f} TB/s; "
         f"weights {weight_bytes / 2**30:.1f} GiB -> batch-1 decode ceiling {ceiling:.0f} tokens/s"
@@ -251,6 +262,12 @@ def behaviour_gap(
     )
 
 
+def batch1_ceiling(model: Any, device: torch.device) -> float:
+    """Batch-1 decode tokens/s if every weight is read once per token at copy bandwidth."""
+    weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    return copy_bandwidth(device) / weight_bytes
+
+
 def copy_bandwidth(device: torch.device) -> float:
     """Bytes read plus written per second by a large device-to-device copy (nan on CPU)."""
     if device.type != "cuda":
@@ -286,10 +303,7 @@ def fast_kernels() -> None:
     for module, package in (("fla", "flash-linear-attention"), ("causal_conv1d", "causal-conv1d")):
         found = importlib.util.find_spec(module) is not None
         print(f"{package}: {'installed' if found else 'NOT installed (torch fallback measured)'}")
-    print(
-        "not measured here: vLLM/SGLang serving (no server wheel fits the lent machine's "
-        "64 MiB carry); the figures above are the in-process transformers path"
-    )
+    print("the served path (vLLM/SGLang) is measured apart: tests/benchmarks/bench_served.py")
 
 
 def fla_backward_refused() -> bool:
@@ -319,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--parts",
         default=",".join(sorted(PARTS)),
-        help="which measurements: learner, decode, gap (comma-separated)",
+        help="which measurements: learner, decode, fast, gap (comma-separated)",
     )
     parser.add_argument(
         "--no-fla",

@@ -15,6 +15,8 @@ def test_smoke_prints_every_figure(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     assert "learner step, 2 x 64 tokens" in out
     assert "decode, 1 stream(s)" in out
+    assert "in-process decode, fast, 1 stream" in out and "in-process decode, plain" in out
+    assert "8 of 8 greedy tokens identical" in out  # fp32 on CPU: the static cache agrees
     assert "generator vs learner log-probs" in out
     assert "0.00% of tokens over the importance cap (2)" in out  # fp32 on both sides
 

@@ -7,6 +7,8 @@ turn record, the errors and the context counting the loop shares):
   (the default, and what the trainer plugs into).
 - :mod:`.openai_policy`: :class:`OpenAIPolicy` talks to an OpenAI-compatible
   chat-completions server (vLLM, SGLang, llama.cpp, Ollama).
+- :mod:`.fast_decode`: how the in-process backend decodes: transformers' plain path, or a
+  static KV cache with a compiled decode step (``RIBBIT_MODEL__FAST_DECODE``).
 - :mod:`.decoding`: the model's sampled tokens to its turn, one decoding for every
   backend (a served turn is decoded from its token ids, not the server's tool parser).
 - :mod:`.served_tokenizer`: the served model's tokenizer, found where its weights are

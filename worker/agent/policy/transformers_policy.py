@@ -9,6 +9,7 @@ torch and transformers are imported inside the functions that need them, so that
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -26,10 +27,15 @@ from worker.agent.policy.base import (
     length_finish,
 )
 from worker.agent.policy.decoding import EOS_TOKENS, completion_text, opens_thinking
+from worker.agent.policy.fast_decode import DecodePlan, FastDecodeMode, plain, plan_decode
 from worker.settings import AgentSettings, ModelSettings
 
 if TYPE_CHECKING:
-    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+    import torch
+    from transformers import GenerationConfig, PreTrainedModel, PreTrainedTokenizerBase
+    from transformers.generation.utils import GenerateDecoderOnlyOutput
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -37,15 +43,22 @@ class _LoadedModel:
     tokenizer: PreTrainedTokenizerBase
     model: PreTrainedModel
     eos_ids: list[int]
+    decode: DecodePlan
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
-_WEIGHTS: dict[tuple[str, str | None, str, Path | None], _LoadedModel] = {}
+_WEIGHTS: dict[tuple[str, str | None, str, Path | None, str], _LoadedModel] = {}
 _WEIGHTS_LOCK = threading.Lock()
 
 
 def _load_weights(settings: ModelSettings) -> _LoadedModel:
-    key = (settings.model, settings.revision, settings.quantization, settings.adapter_path)
+    key = (
+        settings.model,
+        settings.revision,
+        settings.quantization,
+        settings.adapter_path,
+        settings.fast_decode,
+    )
     with _WEIGHTS_LOCK:
         if key not in _WEIGHTS:
             # One set of weights per process: a promoted version replaces the previous one
@@ -100,11 +113,14 @@ def _load_weights_uncached(settings: ModelSettings) -> _LoadedModel:
     if cuda and "device_map" not in kwargs:
         model = model.to("cuda")  # type: ignore[arg-type]
     model.eval()
-    return _wrap_loaded(model, tokenizer, name)
+    return _wrap_loaded(model, tokenizer, name, settings.fast_decode)
 
 
 def _wrap_loaded(
-    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, name: str
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    name: str,
+    fast_decode: FastDecodeMode | DecodePlan,
 ) -> _LoadedModel:
     if not getattr(tokenizer, "chat_template", None):
         raise PolicyError(f"model {name!r} has no chat template in its tokenizer")
@@ -117,7 +133,8 @@ def _wrap_loaded(
         eos_ids.append(tokenizer.eos_token_id)
     if not eos_ids:
         raise PolicyError(f"model {name!r}: no end-of-turn token found")
-    return _LoadedModel(tokenizer=tokenizer, model=model, eos_ids=eos_ids)
+    decode = fast_decode if isinstance(fast_decode, DecodePlan) else plan_decode(model, fast_decode)
+    return _LoadedModel(tokenizer=tokenizer, model=model, eos_ids=eos_ids, decode=decode)
 
 
 class TransformersPolicy:
@@ -139,13 +156,17 @@ class TransformersPolicy:
         *,
         model_name: str = "in-memory",
         defaults: AgentSettings | None = None,
+        fast_decode: FastDecodeMode | DecodePlan = "off",
     ) -> TransformersPolicy:
-        """Wrap weights already in memory (the trainer's policy model, a PEFT model)."""
+        """Wrap weights already in memory (the trainer's policy model, a PEFT model).
+
+        ``fast_decode`` is off by default here: the trainer's weights change between
+        rollouts and may be FSDP-sharded, which the plain path alone has been run with."""
         policy = cls.__new__(cls)
         policy.settings = ModelSettings(model=model_name)
         policy.model_name = model_name
         policy.defaults = defaults or AgentSettings()
-        policy._loaded = _wrap_loaded(model, tokenizer, model_name)
+        policy._loaded = _wrap_loaded(model, tokenizer, model_name, fast_decode)
         return policy
 
     @property
@@ -155,6 +176,10 @@ class TransformersPolicy:
     @property
     def model(self) -> PreTrainedModel:
         return self._loaded.model
+
+    @property
+    def decode_plan(self) -> DecodePlan:
+        return self._loaded.decode
 
     def render(
         self,
@@ -182,7 +207,7 @@ class TransformersPolicy:
         should_stop: StopCheck | None = None,
     ) -> AssistantTurn:
         import torch
-        from transformers import GenerationConfig, StoppingCriteria, StoppingCriteriaList
+        from transformers import StoppingCriteria, StoppingCriteriaList
 
         limits = limits or self.defaults
         stop = should_stop or (lambda: False)
@@ -219,27 +244,18 @@ class TransformersPolicy:
                 top_k=limits.top_k,
                 min_p=limits.min_p,
             )
-        config = GenerationConfig(**config_kwargs)
         device = next(self.model.parameters()).device
         input_ids = torch.tensor([prompt_ids], dtype=torch.long, device=device)
         with self._loaded.lock, torch.inference_mode():
-            out = self.model.generate(  # type: ignore[operator]
-                input_ids=input_ids,
-                attention_mask=torch.ones_like(input_ids),
-                generation_config=config,
-                stopping_criteria=StoppingCriteriaList([_StopWhenTold()]),
-                # transformers turns this on by itself for an FSDP-sharded model under
-                # torchrun (an all-reduce per token, so every rank must generate as long as
-                # the others); the trainer's ranks generate their own rollouts, with the
-                # weights gathered first (trainer.distributed.gathered), so none waits.
-                synced_gpus=False,
+            out = self._generate_ids(
+                input_ids, config_kwargs, StoppingCriteriaList([_StopWhenTold()])
             )
         completion = out.sequences[0, n_prompt:].tolist()
         logprobs: list[float] = []
         if completion:
             # Log-probs of the distribution each token was sampled from: after repetition
             # penalty, temperature, top-k, top-p and min-p, exactly what generate() used.
-            scores = torch.stack([s[0] for s in out.scores[: len(completion)]]).float()
+            scores = torch.stack([s[0] for s in (out.scores or ())[: len(completion)]]).float()
             chosen = torch.tensor(completion, device=scores.device).unsqueeze(1)
             logprobs = torch.log_softmax(scores, dim=-1).gather(1, chosen).squeeze(1).tolist()
         finish: FinishReason
@@ -269,4 +285,42 @@ class TransformersPolicy:
             prompt_token_ids=prompt_ids,
             completion_token_ids=completion,
             completion_logprobs=logprobs,
+        )
+
+    def _generate_ids(
+        self, input_ids: torch.Tensor, config_kwargs: dict[str, Any], stopping: Any
+    ) -> GenerateDecoderOnlyOutput:
+        """generate() on the loaded model's decode plan; if the fast path fails (a graph
+        that will not compile, a cache the model refuses at run time), the reason is
+        logged, the plan falls back to plain for this model, and the turn is decoded
+        again there, since a slow turn beats a failed job."""
+        from transformers import GenerationConfig
+
+        plan = self._loaded.decode
+        try:
+            return self._call_generate(
+                input_ids, GenerationConfig(**config_kwargs, **plan.generation_kwargs()), stopping
+            )
+        except Exception as exc:
+            if not plan.fast:
+                raise
+            log.warning("fast decoding failed, falling back to plain decoding: %r", exc)
+            self._loaded.decode = plain(f"fast decoding failed: {exc!r}")
+        return self._call_generate(input_ids, GenerationConfig(**config_kwargs), stopping)
+
+    def _call_generate(
+        self, input_ids: torch.Tensor, config: GenerationConfig, stopping: Any
+    ) -> GenerateDecoderOnlyOutput:
+        import torch
+
+        return self.model.generate(  # type: ignore[operator]
+            input_ids=input_ids,
+            attention_mask=torch.ones_like(input_ids),
+            generation_config=config,
+            stopping_criteria=stopping,
+            # transformers turns this on by itself for an FSDP-sharded model under
+            # torchrun (an all-reduce per token, so every rank must generate as long as
+            # the others); the trainer's ranks generate their own rollouts, with the
+            # weights gathered first (trainer.distributed.gathered), so none waits.
+            synced_gpus=False,
         )

@@ -206,19 +206,7 @@ class SemgrepGate:
         start = time.monotonic()
         binary = self._binary or find_semgrep(ctx.gate_settings.semgrep_bin)
         if binary is None:
-            return GateResult(
-                name=NAME,
-                passed=False,
-                findings=(
-                    Finding(
-                        gate=NAME,
-                        rule="semgrep-missing",
-                        # Where it was looked for is the operator's business (`ribbit
-                        # doctor` says), not the issue's readers'.
-                        message="semgrep is not installed, so the patch could not be scanned",
-                    ),
-                ),
-            )
+            return _missing_result()
         warnings: list[Finding] = []
         builtin = builtin_rule_files()
         repo_rules = self._repo_rule_files(ctx, trees.before, warnings)
@@ -228,88 +216,32 @@ class SemgrepGate:
         before_targets, after_targets, rename = _targets(trees.parsed.files)
         # One semgrep run for both trees (its start-up is most of its time): targets are
         # named "before/..." and "after/..." from the folder holding both.
-        root = trees.before.parent
         targets = [f"before/{t}" for t in before_targets if _inside(trees.before, t)]
         targets += [f"after/{t}" for t in after_targets if _inside(trees.after, t)]
-        timeout = ctx.time_left(ctx.gate_settings.semgrep_timeout_s)
-        matches: list[SemgrepMatch] = []
-        with tempfile.TemporaryDirectory(prefix="ribbit-semgrep-") as home:
-            try:
-                try:
-                    matches = _scan(
-                        binary,
-                        root,
-                        targets,
-                        builtin + deployment + repo_rules,
-                        catalogue,
-                        Path(home),
-                        timeout,
-                    )
-                except _ConfigError as exc:
-                    if not repo_rules:
-                        raise SemgrepError(str(exc)) from None
-                    warnings.append(
-                        Finding(
-                            gate=NAME,
-                            rule="repo-rules-invalid",
-                            severity="warning",
-                            message=f"the repository's Semgrep rules are invalid and were "
-                            f"skipped: {exc}",
-                        )
-                    )
-                    repo_rules = []
-                    matches = _scan(
-                        binary, root, targets, builtin + deployment, catalogue, Path(home), timeout
-                    )
-            except (SemgrepError, _ConfigError, subprocess.TimeoutExpired) as exc:
-                return GateResult(
-                    name=NAME,
-                    passed=False,
-                    duration_s=time.monotonic() - start,
-                    findings=(
-                        *warnings,
-                        Finding(
-                            gate=NAME,
-                            rule="semgrep-failed",
-                            message=f"semgrep could not scan: {exc}",
-                        ),
-                    ),
-                )
-        before = [
-            m.moved(m.path.removeprefix("before/")) for m in matches if m.path.startswith("before/")
-        ]
-        after = [
-            m.moved(m.path.removeprefix("after/")) for m in matches if m.path.startswith("after/")
-        ]
-
-        partial = [m for m in after if m.rule == PARTIAL_RULE]
-        after = [m for m in after if m.rule != PARTIAL_RULE]
-        before = [m for m in before if m.rule != PARTIAL_RULE]
-        warnings += [
-            Finding(gate=NAME, rule=m.rule, message=m.message, path=m.path, severity="warning")
-            for m in partial
-        ]
-        before_prints = Counter((m.rule, rename.get(m.path, m.path), m.code) for m in before)
-        after_prints = Counter(m.fingerprint for m in after)
-        new_prints = after_prints - before_prints
-        fixed = sum((before_prints - after_prints).values())
-        new_matches: list[SemgrepMatch] = []
-        # Identical copies are interchangeable; report the ones on lines the patch adds.
-        added = {(c.new.path, n) for c in trees.parsed.files if c.new for n, _ in c.added}
-        for m in sorted(after, key=lambda m: (m.path, m.line) not in added):
-            if new_prints[m.fingerprint] > 0:
-                new_prints[m.fingerprint] -= 1
-                new_matches.append(m)
-        new_matches.sort(key=lambda m: (m.path, m.line))
-        findings = [
-            Finding(
-                gate=NAME,
-                rule=m.rule,
-                message=m.message,
-                path=m.path,
-                line=m.line,
-                severity=m.severity,
+        scan = _TreeScan(
+            binary,
+            trees.before.parent,
+            targets,
+            catalogue,
+            ctx.time_left(ctx.gate_settings.semgrep_timeout_s),
+        )
+        try:
+            matches, repo_rules = scan.run(builtin + deployment, repo_rules, warnings)
+        except (SemgrepError, _ConfigError, subprocess.TimeoutExpired) as exc:
+            failed = Finding(
+                gate=NAME, rule="semgrep-failed", message=f"semgrep could not scan: {exc}"
             )
+            return GateResult(
+                name=NAME,
+                passed=False,
+                duration_s=time.monotonic() - start,
+                findings=(*warnings, failed),
+            )
+        before, after, partial = _by_tree(matches)
+        warnings += partial
+        new_matches, fixed = _new_matches(before, after, rename, trees)
+        findings = [
+            Finding(NAME, m.rule, m.message, path=m.path, line=m.line, severity=m.severity)
             for m in new_matches
         ]
         blocking = [f for f in findings if f.severity != "info"]
@@ -470,3 +402,102 @@ def _first_error(errors: list[dict[str, Any]], stderr: bytes) -> str:
         e = errors[0]
         return str(e.get("message") or e.get("long_msg") or e.get("type"))[:500]
     return stderr.decode(errors="replace").strip()[-500:] or "no output"
+
+
+def _missing_result() -> GateResult:
+    return GateResult(
+        name=NAME,
+        passed=False,
+        findings=(
+            Finding(
+                gate=NAME,
+                rule="semgrep-missing",
+                # Where it was looked for is the operator's business (`ribbit doctor`
+                # says), not the issue's readers'.
+                message="semgrep is not installed, so the patch could not be scanned",
+            ),
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class _TreeScan:
+    """One semgrep run over both trees' targets, from the folder that holds both."""
+
+    binary: str
+    root: Path
+    targets: list[str]
+    catalogue: dict[str, dict[str, Any]]
+    timeout: float
+
+    def run(
+        self, trusted: list[Path], repo_rules: list[Path], warnings: list[Finding]
+    ) -> tuple[list[SemgrepMatch], list[Path]]:
+        """The matches, and the repository rule files used: invalid repository rules are
+        skipped with a warning and the scan runs again without them; invalid rules of
+        Ribbit's or the deployment's fail the gate."""
+        with tempfile.TemporaryDirectory(prefix="ribbit-semgrep-") as home:
+            try:
+                return self._scan(trusted + repo_rules, Path(home)), repo_rules
+            except _ConfigError as exc:
+                if not repo_rules:
+                    raise SemgrepError(str(exc)) from None
+                warnings.append(
+                    Finding(
+                        gate=NAME,
+                        rule="repo-rules-invalid",
+                        severity="warning",
+                        message=f"the repository's Semgrep rules are invalid and were "
+                        f"skipped: {exc}",
+                    )
+                )
+                return self._scan(trusted, Path(home)), []
+
+    def _scan(self, rules: list[Path], home: Path) -> list[SemgrepMatch]:
+        return _scan(
+            self.binary, self.root, self.targets, rules, self.catalogue, home, self.timeout
+        )
+
+
+def _by_tree(
+    matches: list[SemgrepMatch],
+) -> tuple[list[SemgrepMatch], list[SemgrepMatch], list[Finding]]:
+    """The base tree's matches and the patched tree's, each with its tree's prefix taken
+    off the path, and the patched tree's partial-parse notes as warnings (never findings)."""
+    before = [
+        m.moved(m.path.removeprefix("before/")) for m in matches if m.path.startswith("before/")
+    ]
+    after = [m.moved(m.path.removeprefix("after/")) for m in matches if m.path.startswith("after/")]
+    partial = [
+        Finding(gate=NAME, rule=m.rule, message=m.message, path=m.path, severity="warning")
+        for m in after
+        if m.rule == PARTIAL_RULE
+    ]
+    return (
+        [m for m in before if m.rule != PARTIAL_RULE],
+        [m for m in after if m.rule != PARTIAL_RULE],
+        partial,
+    )
+
+
+def _new_matches(
+    before: list[SemgrepMatch],
+    after: list[SemgrepMatch],
+    rename: dict[str, str],
+    trees: PatchTrees,
+) -> tuple[list[SemgrepMatch], int]:
+    """The after-tree matches the base did not have (by rule, path through renames and
+    code), and how many base matches the patch removed."""
+    before_prints = Counter((m.rule, rename.get(m.path, m.path), m.code) for m in before)
+    after_prints = Counter(m.fingerprint for m in after)
+    new_prints = after_prints - before_prints
+    fixed = sum((before_prints - after_prints).values())
+    new_matches: list[SemgrepMatch] = []
+    # Identical copies are interchangeable; report the ones on lines the patch adds.
+    added = {(c.new.path, n) for c in trees.parsed.files if c.new for n, _ in c.added}
+    for m in sorted(after, key=lambda m: (m.path, m.line) not in added):
+        if new_prints[m.fingerprint] > 0:
+            new_prints[m.fingerprint] -= 1
+            new_matches.append(m)
+    new_matches.sort(key=lambda m: (m.path, m.line))
+    return new_matches, fixed

@@ -54,7 +54,14 @@ class PipInputs:
         """Read pip's arguments, one word each (``["-r", "req.txt", "pytest"]``)."""
         pending: str | None = None
         for word in words:
-            if pending is not None:
+            flag, equals, value = word.partition("=")
+            if (
+                pending is None
+                and equals
+                and flag in ("--requirement", "--constraint", "--editable")
+            ):
+                self._add_option(flag, value, where)  # `--requirement=req.txt`
+            elif pending is not None:
                 self._add_option(pending, word, where)
                 pending = None
             elif word in _FILE_FLAGS or word in ("-e", "--editable"):

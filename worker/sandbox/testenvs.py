@@ -57,6 +57,10 @@ class TestEnvironment:
     extras: tuple[str, ...]
     """The project's own extras it installs (hatch ``features``, tox ``extras``)."""
 
+    @property
+    def lists_anything(self) -> bool:
+        return any((self.requirements, self.requirement_files, self.constraint_files, self.extras))
+
 
 class TestEnvironmentError(ValueError):
     """The chosen environment names something Ribbit cannot install; the message says
@@ -72,7 +76,9 @@ def tests_environment(
     try:
         for rule in (_group, _hatch, _pdm, _tox, _nox):
             found = rule(pyproject, files)
-            if found is not None:
+            # One that lists nothing (tox's `[testenv]` with only `commands`) says nothing
+            # of what the tests need: the next source may.
+            if found is not None and found.lists_anything:
                 return found
         if not has_test_extra:
             return _group(pyproject, files, dev=True) or _pdm(pyproject, files, dev=True)

@@ -125,6 +125,15 @@ def tests(session):
                 " -r requirements/ci.txt -c constraints.txt"
             ],
         ),
+        # pip's long options, with `=` or a space.
+        (
+            {
+                "setup.py": "",
+                "tox.ini": "[testenv]\ndeps =\n    --requirement=req/a.txt\n"
+                "    --constraint c.txt\n    --upgrade\n",
+            },
+            ["pip install -e . -r req/a.txt -c c.txt"],
+        ),
         # tox's named test env overrides [testenv]'s deps and inherits its extras.
         (
             {
@@ -225,6 +234,17 @@ def test_test_environments(tmp_path: Path, files: dict[str, str], expected: list
         ),
         (
             {"pyproject.toml": PEP621 + '[dependency-groups]\ndev = ["d"]\n'},
+            "pip install -e . d",
+        ),
+        # An environment that lists nothing (only `commands`, or factor lines alone) says
+        # nothing of what the tests need: the next source decides.
+        (
+            {
+                "pyproject.toml": PEP621 + '[dependency-groups]\ndev = ["d"]\n',
+                "tox.ini": "[testenv]\ndeps =\n    cov: coverage\ncommands = pytest\n",
+                "noxfile.py": "import nox\n@nox.session\ndef tests(session):\n"
+                "    session.install('.')\n",
+            },
             "pip install -e . d",
         ),
     ],

@@ -9,10 +9,14 @@ Which manager, in this order: the one ``package.json``'s ``packageManager`` name
 install``. Nothing is installed when ``package.json`` declares no dependency.
 
 Ribbit's sandbox image has npm only (Debian's nodejs ships no corepack). pnpm and yarn
-run from ``PATH`` when the sandbox has them (bubblewrap shows the host's), else through
-corepack when that is there (it fetches the manager from the npm registry, through the
-registry proxy); with neither, the step fails saying so rather than installing with npm,
-which would ignore the lock file the repository's tests were run with.
+run from ``PATH`` when the sandbox has them (bubblewrap shows the host's); else npm runs
+the release the repository asks for from the npm registry, through the registry proxy
+(``npm exec --package=pnpm@9``: ``packageManager``'s version, else the pnpm major that
+writes the lock file's format, yarn 1 for a classic ``yarn.lock``); else corepack, when
+there is one (yarn 2+, which npm cannot run); with none of them the step fails saying
+so rather than installing with npm, which would ignore the lock file the repository's
+tests were run with. Corepack as Node 20 bundles it fails on signatures since the npm
+registry rotated its keys; it comes after npm for that reason.
 """
 
 from __future__ import annotations
@@ -56,12 +60,34 @@ def node_install(files: Reader, fail: Failure) -> tuple[str, str] | None:
         return (f"npm ci {NPM_FLAGS}" if lock else f"npm install {NPM_FLAGS}", source)
     if manager == "pnpm":
         args = "install --frozen-lockfile" if lock else "install"
-        return _via_path_or_corepack("pnpm", args, source, fail), source
+        pinned = _pnpm_release(version, files(lock) if lock else None)
+        return _run_manager("pnpm", pinned, args, source, fail), source
     berry = (version and not version.startswith("1.")) or (
         lock is not None and "__metadata:" in (files(lock) or "")
     )
     args = "install --immutable" if berry else "install --frozen-lockfile"
-    return _via_path_or_corepack("yarn", args if lock else "install", source, fail), source
+    # yarn 2+ is no npm package to run (its releases are corepack's or the repository's).
+    pinned = None if berry else f"yarn@{_exact(version) or '1'}"
+    return _run_manager("yarn", pinned, args if lock else "install", source, fail), source
+
+
+def _exact(version: str) -> str:
+    """``9.1.0`` of packageManager's ``9.1.0+sha512.…`` (npm knows no hash suffix)."""
+    return version.split("+", 1)[0]
+
+
+def _pnpm_release(version: str, lock: str | None) -> str | None:
+    """The pnpm to run from the npm registry: packageManager's, else the major release
+    that writes the lock file's format, else None (a format Ribbit does not know)."""
+    if version:
+        return f"pnpm@{_exact(version)}"
+    first = next((line for line in (lock or "").splitlines() if line.strip()), "")
+    key, _, value = first.partition(":")
+    if key.strip() != "lockfileVersion":
+        return None if lock else "pnpm@9"
+    major = value.strip().strip("'\"").split(".")[0]
+    # pnpm 9 writes 9.0, pnpm 8 6.0, pnpm 7 5.4; a pnpm reads the formats it writes.
+    return {"9": "pnpm@9", "6": "pnpm@8", "5": "pnpm@7"}.get(major)
 
 
 def _manifest(files: Reader) -> dict[str, object] | None:
@@ -82,15 +108,24 @@ def _manifest(files: Reader) -> dict[str, object] | None:
     return manifest if declared else None
 
 
-def _via_path_or_corepack(tool: str, args: str, source: str, fail: Failure) -> str:
-    missing = fail(
-        f"{source} asks for {tool}, and this sandbox has neither {tool} nor corepack "
-        f"(Ribbit's sandbox image ships npm only)"
+def _run_manager(tool: str, pinned: str | None, args: str, source: str, fail: Failure) -> str:
+    """The manager from PATH, else ``pinned`` run by npm from the registry, else
+    corepack's, else a step that fails saying the sandbox has none of them."""
+    lacks = (
+        f"no {tool}, no npm to fetch {pinned} and no corepack"
+        if pinned
+        else f"no {tool} and no corepack (Ribbit's sandbox image has neither, and this "
+        f"{tool} is no release npm can fetch)"
     )
-    quoted = shlex.quote(tool)
-    return (
-        f"if command -v {quoted} >/dev/null 2>&1; then {tool} {args}; "
-        f"elif command -v corepack >/dev/null 2>&1; then "
+    missing = fail(f"{source} asks for {tool}, and this sandbox has {lacks}")
+    steps = [f"if command -v {tool} >/dev/null 2>&1; then {tool} {args}; "]
+    if pinned is not None:
+        steps.append(
+            "elif command -v npm >/dev/null 2>&1; then "
+            f"npm exec --yes {NPM_FLAGS} --package={shlex.quote(pinned)} -- {tool} {args}; "
+        )
+    steps.append(
+        "elif command -v corepack >/dev/null 2>&1; then "
         f"COREPACK_ENABLE_DOWNLOAD_PROMPT=0 corepack {tool} {args}; "
-        f"else {missing}; fi"
     )
+    return "".join(steps) + f"else {missing}; fi"

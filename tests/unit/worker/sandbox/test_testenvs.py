@@ -319,30 +319,80 @@ YARN_BERRY = '__metadata:\n  version: 8\n\n"vitest@npm:^1":\n  version: 1.6.0\n'
 
 
 @pytest.mark.parametrize(
-    ("files", "manager", "tool", "install"),
+    ("files", "manager", "tool", "release", "install"),
     [
-        ({"pnpm-lock.yaml": "lockfileVersion: '9.0'\n"}, None, "pnpm", "install --frozen-lockfile"),
-        ({"yarn.lock": "# yarn lockfile v1\n"}, None, "yarn", "install --frozen-lockfile"),
-        ({"yarn.lock": YARN_BERRY}, None, "yarn", "install --immutable"),
-        # packageManager names the tool (and yarn's major version) whatever else lies there.
         (
-            {"pnpm-lock.yaml": "x", "package-lock.json": "{}"},
-            "pnpm@9.1.0",
+            {"pnpm-lock.yaml": "lockfileVersion: '9.0'\n"},
+            None,
             "pnpm",
+            "pnpm@9",
             "install --frozen-lockfile",
         ),
-        ({"yarn.lock": "# yarn lockfile v1\n"}, "yarn@4.2.1", "yarn", "install --immutable"),
-        ({}, "pnpm@9.1.0", "pnpm", "install"),
+        # The pnpm major that writes the lock file's format.
+        (
+            {"pnpm-lock.yaml": "lockfileVersion: '6.0'\n"},
+            None,
+            "pnpm",
+            "pnpm@8",
+            "install --frozen-lockfile",
+        ),
+        (
+            {"pnpm-lock.yaml": "lockfileVersion: 5.4\n"},
+            None,
+            "pnpm",
+            "pnpm@7",
+            "install --frozen-lockfile",
+        ),
+        (
+            {"pnpm-lock.yaml": "lockfileVersion: 3\n"},
+            None,
+            "pnpm",
+            None,
+            "install --frozen-lockfile",
+        ),
+        (
+            {"yarn.lock": "# yarn lockfile v1\n"},
+            None,
+            "yarn",
+            "yarn@1",
+            "install --frozen-lockfile",
+        ),
+        # yarn 2+ is no release npm can run: corepack or nothing.
+        ({"yarn.lock": YARN_BERRY}, None, "yarn", None, "install --immutable"),
+        # packageManager names the tool and its release whatever else lies there.
+        (
+            {"pnpm-lock.yaml": "x", "package-lock.json": "{}"},
+            "pnpm@9.1.0+sha512.abc",
+            "pnpm",
+            "pnpm@9.1.0",
+            "install --frozen-lockfile",
+        ),
+        ({"yarn.lock": "# yarn lockfile v1\n"}, "yarn@4.2.1", "yarn", None, "install --immutable"),
+        (
+            {"yarn.lock": "# yarn lockfile v1\n"},
+            "yarn@1.22.22",
+            "yarn",
+            "yarn@1.22.22",
+            "install --frozen-lockfile",
+        ),
+        ({}, "pnpm@9.1.0", "pnpm", "pnpm@9.1.0", "install"),
     ],
 )
 def test_pnpm_and_yarn(
-    tmp_path: Path, files: dict[str, str], manager: str | None, tool: str, install: str
+    tmp_path: Path,
+    files: dict[str, str],
+    manager: str | None,
+    tool: str,
+    release: str | None,
+    install: str,
 ) -> None:
     [command] = _node(tmp_path, files, manager)
     assert command.startswith(f"if command -v {tool} >/dev/null 2>&1; then {tool} {install};")
+    fetched = f"npm exec --yes --no-audit --no-fund --package={release} -- {tool} {install};"
+    assert (fetched in command) == (release is not None)
     assert f"corepack {tool} {install};" in command
-    # With neither the tool nor corepack the step fails saying so: npm would ignore the lock.
-    assert f"asks for {tool}, and this sandbox has neither {tool} nor corepack" in command
+    # With none of them the step fails saying so: npm's install would ignore the lock.
+    assert f"asks for {tool}, and this sandbox has no {tool}" in command
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,9 @@ which backends can run here and why not.
   the resident runner each exec goes through; export.py: reading what a sandbox wrote
   without trusting it.
 - setup.py, setupcmd.py, egress.py: the setup step, the setup a repository gets when it
-  names none (depgroups.py: the PEP 735 dependency group its tests need), and the
+  names none (depgroups.py: the PEP 735 dependency group its tests need; testenvs.py:
+  the hatch, pdm, tox or nox test environment, with noxsessions.py reading a noxfile
+  and pipwords.py the pip arguments they list; nodesetup.py: npm, pnpm or yarn), and the
   registry-only proxy that is its only way out (egress_policy.py:
   which hosts and addresses it lets through; proxyhttp.py: its plain-HTTP requests;
   tlshello.py: the server names in a tunnel's TLS ClientHello); recipe.py: how every

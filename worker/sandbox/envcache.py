@@ -67,6 +67,9 @@ MANIFEST_NAMES = frozenset(
         "pyproject.toml",
         "setup.py",
         "setup.cfg",
+        "hatch.toml",  # with the next two: test environments (worker/sandbox/testenvs.py)
+        "tox.ini",
+        "noxfile.py",
         "Pipfile",
         "Pipfile.lock",
         "poetry.lock",
@@ -89,7 +92,7 @@ MANIFEST_NAMES = frozenset(
         "Gemfile.lock",
     }
 )
-MANIFEST_GLOBS = ("requirements*.txt", "requirements*.in", "constraints*.txt")
+MANIFEST_GLOBS = ("*requirements*.txt", "requirements*.in", "constraints*.txt")
 # Folders whose *.txt / *.in files are requirement files too (pip's -r includes).
 MANIFEST_DIRS = ("requirements",)
 # The toolchains a bubblewrap sandbox takes from the host's /usr.

@@ -8,17 +8,21 @@ nothing here runs the repository's code. The command then runs like a hand-writt
 (worker/sandbox/setup.py): in the job's virtualenv, with the registry-only proxy.
 
 - Python: a package (``pyproject.toml`` with ``[project]``, ``[build-system]`` or
-  Poetry's table; ``setup.py``; ``setup.cfg``) is installed editable, with its test
-  extra when it declares one (``test``, ``tests`` or ``testing``); the requirements of
-  its test dependency group (PEP 735: ``test``, ``tests``, ``testing``, else ``dev``
-  when there is no test extra; worker/sandbox/depgroups.py) go on the same ``pip
-  install``, a package or not; a test requirements file (``requirements-dev.txt`` and
-  the usual spellings) is installed too; a plain ``requirements.txt`` only when there
-  is no package (the package's metadata names its own dependencies, and a pinned
-  application file can fight them). A group that cannot be resolved (a cycle, a
-  malformed entry) makes a step that fails, saying so.
-- Node.js: ``npm ci`` with a lock file (``package-lock.json``, ``npm-shrinkwrap.json``),
-  else ``npm install``, when ``package.json`` declares any dependency.
+  Poetry's table; ``setup.py``; ``setup.cfg``; a ``src/`` layout is no different) is
+  installed editable, with its test extra when it declares one (``test``, ``tests`` or
+  ``testing``) and the extras its test environment names; the requirements of that
+  environment go on the same ``pip install``, a package or not. The environment is the
+  first declared of: a PEP 735 test group, a hatch test environment, a pdm test group,
+  tox's ``[testenv]``, nox's ``tests`` session, then (with no test extra) a ``dev``
+  group (worker/sandbox/testenvs.py has the order and why). A test requirements file
+  (``requirements-dev.txt`` and the usual spellings) is installed too, unless the
+  environment's own ``-r`` names it; a plain ``requirements.txt`` only when there is no
+  package (the package's metadata names its own dependencies, and a pinned application
+  file can fight them). An environment that cannot be installed as written (a cycle, a
+  placeholder only its tool fills in, a path out of the tree) makes a step that fails,
+  saying so.
+- Node.js: npm, pnpm or yarn as ``packageManager`` or the lock file says, the lock
+  honoured (worker/sandbox/nodesetup.py), when ``package.json`` declares any dependency.
 - Go: ``go mod download`` when ``go.sum`` lists any module.
 - Rust: ``cargo fetch`` when ``Cargo.toml`` has a dependency that is not a local path.
 
@@ -28,7 +32,6 @@ deployment can turn detection off (``RIBBIT_SANDBOX__DETECT_SETUP``).
 
 from __future__ import annotations
 
-import json
 import shlex
 import tomllib
 from collections.abc import Callable
@@ -40,7 +43,9 @@ from typing import Any
 
 from bot.hostgit import run_git
 from worker.repo_config import RepoConfig
-from worker.sandbox.depgroups import DependencyGroupError, group_for_tests
+from worker.sandbox.depgroups import DependencyGroupError
+from worker.sandbox.nodesetup import NODE_FILES, node_install
+from worker.sandbox.testenvs import TestEnvironmentError, tests_environment
 
 # Manifests larger than this are not read: a real one is a few KiB, and the tree is
 # untrusted content.
@@ -58,8 +63,8 @@ _TEST_REQUIREMENTS = (
     "requirements/test.txt",
     "requirements/tests.txt",
 )
-# npm's own checks that need a network and change nothing on disk.
-_NPM_FLAGS = "--no-audit --no-fund"
+# Files a test environment's error can name first (else it is pyproject.toml's).
+_DECLARING_FILES = ("pyproject.toml", "hatch.toml", "tox.ini", "setup.cfg", "noxfile.py")
 
 
 @dataclass(frozen=True)
@@ -177,21 +182,29 @@ def _python(files: RepoFiles) -> list[DetectedSetup]:
     package = _python_package(pyproject, files)
     extra = _python_test_extra(pyproject, files) if package else None
     try:
-        # A test extra already says what the tests need; `dev` would only add to it.
-        group = group_for_tests(pyproject or {}, dev_fallback=extra is None)
-    except DependencyGroupError as exc:
-        return [DetectedSetup(_fail(f"pyproject.toml {exc}"), "pyproject.toml")]
+        env = tests_environment(pyproject or {}, files, has_test_extra=extra is not None)
+    except (DependencyGroupError, TestEnvironmentError) as exc:
+        where = "" if str(exc).startswith(_DECLARING_FILES) else "pyproject.toml "
+        return [DetectedSetup(_fail(f"{where}{exc}"), "pyproject.toml")]
     found: list[DetectedSetup] = []
-    args = ["-e", f".[{extra}]" if extra else "."] if package else []
-    if group is not None:
-        args += group.requirements
+    args: list[str] = []
+    if package:
+        extras = list(env.extras if env else ()) + ([extra] if extra else [])
+        chosen = ",".join(dict.fromkeys(extras))
+        args = ["-e", f".[{chosen}]" if chosen else "."]
+    if env is not None:
+        args += list(env.requirements)
+        for flag, paths in (("-r", env.requirement_files), ("-c", env.constraint_files)):
+            args += [word for path in paths for word in (flag, path)]
     if args:
         command = "pip install " + " ".join(shlex.quote(arg) for arg in args)
-        found.append(DetectedSetup(command, package or "pyproject.toml"))
+        source = package or (env.source.split(" ", 1)[0] if env else "pyproject.toml")
+        found.append(DetectedSetup(command, source))
     requirements = next((n for n in _TEST_REQUIREMENTS if files(n) is not None), None)
     if requirements is None and not package and files("requirements.txt") is not None:
         requirements = "requirements.txt"
-    if requirements is not None:
+    # The environment's own `-r` already installs it.
+    if requirements is not None and requirements not in (env.requirement_files if env else ()):
         found.append(DetectedSetup(f"pip install -r {shlex.quote(requirements)}", requirements))
     return found
 
@@ -205,25 +218,11 @@ def _fail(reason: str) -> str:
 
 
 def _node(files: RepoFiles) -> list[DetectedSetup]:
-    text = files("package.json")
-    if text is None:
+    found = node_install(files, _fail)
+    if found is None:
         return []
-    try:
-        manifest = json.loads(text)
-    except ValueError:
-        return []
-    if not isinstance(manifest, dict):
-        return []
-    declared = any(
-        isinstance(manifest.get(key), dict) and manifest[key]
-        for key in ("dependencies", "devDependencies", "optionalDependencies")
-    )
-    if not declared:
-        return []
-    for lock in ("package-lock.json", "npm-shrinkwrap.json"):
-        if files(lock) is not None:
-            return [DetectedSetup(f"npm ci {_NPM_FLAGS}", lock)]
-    return [DetectedSetup(f"npm install {_NPM_FLAGS}", "package.json")]
+    command, source = found
+    return [DetectedSetup(command, source)]
 
 
 def _go(files: RepoFiles) -> list[DetectedSetup]:
@@ -273,9 +272,10 @@ _CANDIDATES: tuple[str, ...] = (
     "setup.cfg",
     "requirements.txt",
     *_TEST_REQUIREMENTS,
-    "package.json",
-    "package-lock.json",
-    "npm-shrinkwrap.json",
+    "hatch.toml",
+    "tox.ini",
+    "noxfile.py",
+    *NODE_FILES,
     "go.mod",
     "go.sum",
     "Cargo.toml",

@@ -85,7 +85,8 @@ class SandboxSettings(Section):
     detect_setup: bool = Field(
         default=True,
         description="When `.ribbit.yml` names no `setup`, install what the repository declares "
-        '(pip, npm, go mod, cargo fetch; worker/sandbox/setupcmd.py). `setup: ""` in '
+        "(pip with the test extra, group or tox/hatch/pdm/nox environment, npm/pnpm/yarn, "
+        'go mod, cargo fetch; worker/sandbox/setupcmd.py). `setup: ""` in '
         "`.ribbit.yml` turns it off for one repository.",
     )
     repo_setup_hosts: list[str] = Field(

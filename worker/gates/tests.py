@@ -238,7 +238,8 @@ class TestGate:
                 run.setup_failed = not setup.ok
             first = run_tests(sandbox, test, timeout=timeout)
         first_cases = first.by_id
-        logs.append(f"$ {test.command}\n{_output(first.result)}")
+        logs.append(f"$ {_ran(test, first)}\n{_output(first.result)}")
+        run.report_expected = first.report_expected
         run.first_exit_code = run.exit_code = first.exit_code
         run.timed_out = first.timed_out
         run.junit = first.report
@@ -259,7 +260,7 @@ class TestGate:
                 logs.append(f"$ {setup.command or '(environment)'}  # rerun\n{setup.output}")
             second = run_tests(sandbox, test, timeout=timeout)
         second_cases = second.by_id
-        logs.append(f"$ {test.command}  # rerun\n{_output(second.result)}")
+        logs.append(f"$ {_ran(test, second)}  # rerun\n{_output(second.result)}")
         run.exit_code = second.exit_code
         run.timed_out = second.timed_out
         run.mismatch = run.mismatch or second.tampered
@@ -273,6 +274,14 @@ class TestGate:
             if again is not None and again.outcome == "passed":
                 run.final[cid] = "passed"
                 run.flaky.append(cid)
+
+
+def _ran(test: TestCommand, test_run: TestRun) -> str:
+    """The log's command line: the command as the repository wrote it and, where Ribbit
+    ran it differently (a launcher, report options), what really ran."""
+    if not test_run.ran or test_run.ran == test.command:
+        return test.command
+    return f"{test.command}\n# ran: {test_run.ran}"
 
 
 def _watch(run: SuiteRun, test_run: TestRun, *, first: bool) -> None:

@@ -35,7 +35,7 @@ def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
         ({"package.json": '{"scripts": {"test": "node --test"}}'}, "npm test", "node"),
         ({"package.json": '{"scripts": {"test": "jest --silent"}}'}, "npm test", "jest"),
         ({"package.json": '{"scripts": {"test": "vitest run"}}'}, "npm test", "vitest"),
-        ({"package.json": '{"scripts": {"test": "mocha"}}'}, "npm test", "shell"),
+        ({"package.json": '{"scripts": {"test": "mocha"}}'}, "npm test", "mocha"),
         # npm init's placeholder only fails: no tests, so pytest's default stands.
         (
             {
@@ -83,6 +83,7 @@ def test_ribbit_yml_command_wins_over_detection(tmp_path: Path) -> None:
         ("cargo test --lib", "cargo"),
         ("node --test test/", "node"),
         ("npx jest", "jest"),
+        ("npx mocha --recursive", "mocha"),
         ("npx vitest run", "vitest"),
         ("yarn jest", "jest"),
         ("pnpm vitest run --coverage", "vitest"),
@@ -171,9 +172,13 @@ def test_jest_and_vitest_reporters() -> None:
     jest = recognise("npx jest --coverage", "x").invocation(["src/a.test.js::math adds"])
     # jest's own JSON report: no reporter package needed in the repository.
     assert jest.flavour == "jest" and jest.report == "junit" and not jest.env
-    assert jest.script.endswith(
-        "jest --ci --coverage -t '^(math adds)$' src/a.test.js"
-        ' --json --outputFile="$RIBBIT_JUNIT"'
+    # Through Ribbit's launcher (test_testcmd_node_launch.py runs it): the repository's
+    # arguments on node's command line, Ribbit's only in what the launcher reads.
+    assert 'node "$l/launch.js" --coverage; rc=$?' in jest.script
+    assert '"args": ["--ci", "--json", "--outputFile={report}", ' in jest.script
+    assert jest.ran.startswith(
+        "jest --coverage --ci --json '--outputFile=$RIBBIT_JUNIT' "
+        "'--testNamePattern=^(math adds)$' src/a.test.js"
     )
     vitest = recognise("vitest run", "x").invocation()
     assert '--reporter=junit --outputFile.junit="$RIBBIT_JUNIT"' in vitest.script

@@ -108,15 +108,25 @@ class TestCommand:
     runner: Runner
     source: str  # where it came from: ".ribbit.yml", "go.mod", "package.json", ...
     args: tuple[str, ...] = ()  # the runner's own words after its name (recognised forms)
+    # What a compound command runs after its runner (``jest && tsc``: ``tsc``), judged
+    # by its exit code alone; "" for a plain runner command.
+    then: str = ""
 
     def invocation(self, select: Sequence[str] = ()) -> Invocation:
         """How Ribbit runs it, with per-test reporting and, when given, only the tests
         ``select`` names (pytest's selection travels in the environment instead; see
-        worker/gates/testrun.py)."""
+        worker/gates/testrun.py). A selection runs the runner part alone: the rest of a
+        compound command is about no test."""
         build = _INVOKE.get(self.runner)
         if build is None:
             return Invocation(self.command, "junit")
-        return build(self, list(select))
+        how = build(self, list(select))
+        if not self.then or select:
+            return how
+        # The rest runs as the package manager would run it: its tools on PATH.
+        script = f'( {how.script} ) && ( PATH="$PWD/node_modules/.bin:$PATH"; {self.then} )'
+        shown = f"{how.ran}\n# then, judged by its exit code: {self.then}"
+        return replace(how, script=script, shown=shown)
 
 
 def detect_test_command(tree: Path) -> TestCommand:
@@ -155,6 +165,9 @@ def recognise(command: str, source: str, tree: Path | None = None) -> TestComman
     """``command`` with its runner, when it is one of the plain forms Ribbit knows how
     to ask for per-test results (``npm test`` and friends through ``tree``'s
     package.json); otherwise a shell command."""
+    compound = _compound(command, source, tree)
+    if compound is not None:
+        return compound
     try:
         words = shlex.split(command)
     except ValueError:
@@ -193,6 +206,21 @@ def recognise(command: str, source: str, tree: Path | None = None) -> TestComman
     if words[:3] == ["python3", "-m", "pytest"]:
         return TestCommand(command, "pytest", source, tuple(words[3:]))
     return TestCommand(command, "shell", source)
+
+
+def _compound(command: str, source: str, tree: Path | None) -> TestCommand | None:
+    """``<a JavaScript runner> && <anything>`` (commander.js's ``jest && npm run
+    check:type:ts``): the runner reports per test, the rest by its exit code."""
+    first, sep, rest = command.partition("&&")
+    if not sep or not rest.strip():
+        return None
+    runner = recognise(first.strip(), source, tree)
+    if runner.runner not in _COMPOUND_RUNNERS or runner.then:
+        return None
+    return replace(runner, command=command, then=rest.strip())
+
+
+_COMPOUND_RUNNERS = ("node", "jest", "vitest", "mocha")
 
 
 # Words that make a command more than one plain program run: pipes, lists,

@@ -3,6 +3,7 @@ writes, and how each runner is asked for its report and for selected tests."""
 
 from __future__ import annotations
 
+import json
 import shlex
 from pathlib import Path
 
@@ -205,3 +206,30 @@ def test_gotestsum_console_must_agree_with_its_report() -> None:
     # A package that does not build is counted differently by the two: no verdict here.
     broken = ExecResult(1, "DONE 1 tests, 1 error in 0.5s\n", "", 0.1)
     assert report_disagreement(broken, _cases(TestA="passed", TestB="failed")) is None
+
+
+def test_a_compound_test_script_reports_per_test_for_its_runner_and_exits_for_the_rest(
+    tmp_path: Path,
+) -> None:
+    # commander.js's test script: jest, then a type check judged by its exit code.
+    tree = _tree(tmp_path, {"package.json": json.dumps(COMMANDER_SCRIPTS)})
+    found = detect_test_command(tree)
+    assert (found.command, found.runner, found.then) == (
+        "npm test",
+        "jest",
+        "npm run check:type:ts",
+    )
+    how = found.invocation()
+    assert how.script.startswith("( l=$(mktemp -d")
+    assert how.script.endswith(
+        ') && ( PATH="$PWD/node_modules/.bin:$PATH"; npm run check:type:ts )'
+    )
+    assert how.ran.endswith("\n# then, judged by its exit code: npm run check:type:ts")
+    # A selection runs only the runner: the rest is about no test.
+    assert "check:type" not in found.invocation(["a.test.js::adds"]).script
+    # Anything else joined by && stays a shell command, judged on its exit code.
+    assert recognise("make build && make test", "x").runner == "shell"
+    assert recognise("vitest run && tsc", "x").then == "tsc"
+
+
+COMMANDER_SCRIPTS = {"scripts": {"test": "jest && npm run check:type:ts"}}

@@ -24,7 +24,10 @@ run in the process that runs the tests, so they are started through Ribbit's lau
 (nodelaunch.js, written to a fresh folder in the sandbox's /tmp by the run's own
 script): it hands Ribbit's options to the runner's own command-line entry point and
 leaves ``process.argv`` as the plain command has it, because a project's tests may
-parse it (commander.js's fail on an option they do not know). Selected ids go to the
+parse it (commander.js's fail on an option they do not know); vitest's tests run in
+pool workers, whose argv is the pool's, so vitest takes its options as written. A
+runner followed by ``&&`` and more (``jest && tsc``) reports per test for the runner,
+and the rest counts by its exit code. Selected ids go to the
 runner the way it selects: pytest node ids; ``go test -run '^(TestX)$' <package>``;
 ``cargo test <target> -- --exact <name>``; ``node --test --test-name-pattern``;
 ``jest --testNamePattern``, ``vitest -t``, ``mocha --grep``. Selection may run more

@@ -5,16 +5,18 @@
   on one patch; trees.py: the before and after trees they compare; patch.py: the diff
   parsed into what they judge.
 - tests.py: the test gate, over testrun.py (the one test runner, also the trainer's),
-  testcmd.py (which command, and how it is asked for per-test results) and junit.py (the
-  one JUnit reader); targets.py: the tests a patch is about, per language; judge.py: the
-  runs compared before and after, test by test; pinned.py: the base's tests of the files
-  a patch edits, run on the patched code (issue #38); evidence.py: the one fail-to-pass
-  judge (verified only when a test fails on the old code with the patch's tests and
-  passes with the patch), also the environment builder's, with rusttests.py for Rust's
-  unit tests, which share files with the code; watch.py runs plain pytest
-  watched (watchboot.py, the bootstrap run inside the sandbox, and its keyed channel)
-  and tamper.py turns what it saw into findings; basesetup.py: the base's set-up, once,
-  that every test run outside a job starts from (``ribbit gates``, the grader).
+  testcmd.py (which command, and how it is asked for per-test results; nodelaunch.js,
+  run inside the sandbox, starts jest and mocha with Ribbit's options out of the tests'
+  process.argv) and junit.py (the one JUnit reader); targets.py: the tests a patch is
+  about, per language; judge.py: the runs compared before and after, test by test;
+  pinned.py: the base's tests of the files a patch edits, run on the patched code (issue
+  #38); evidence.py: the one fail-to-pass judge (verified only when a test fails on the
+  old code with the patch's tests and passes with the patch), also the environment
+  builder's, with rusttests.py for Rust's unit tests, which share files with the code;
+  watch.py runs plain pytest watched (watchboot.py, the bootstrap run inside the
+  sandbox, and its keyed channel) and tamper.py turns what it saw into findings;
+  basesetup.py: the base's set-up, once, that every test run outside a job starts from
+  (``ribbit gates``, the grader).
 - semgrep.py with rules/: new security findings; hygiene.py with discovery.py: what a
   patch must never touch (CI, the gates' configuration, how tests are found or run),
   secrets.py: the secrets an added line appears to hold; weakened.py: tests deleted,

@@ -33,6 +33,8 @@ class SuiteRun:
     exit_code: int | None = None  # the last run's
     first_exit_code: int | None = None
     junit: bool = False  # per-test results were found
+    # The runner writes per-test results whenever it runs its tests (testcmd.Invocation).
+    report_expected: bool = False
     final: dict[str, Outcome] = field(default_factory=dict)
     cases: dict[str, TestCase] = field(default_factory=dict)
     flaky: list[str] = field(default_factory=list)
@@ -64,6 +66,7 @@ class SuiteRun:
             "timed_out": self.timed_out,
             "setup_failed": self.setup_failed,
             "per_test": self.junit,
+            "report_expected": self.report_expected,
             "reran": self.reran,
             "counts": self.counts() if self.junit else {},
             "failing": sorted(t for t, o in self.final.items() if o == "failed"),
@@ -162,8 +165,9 @@ def judge(
         found, target_failures = _target_findings(after, targets)
         findings += found
         findings += _report_findings(before, after)
-    else:
+    elif not _base_unreported(before):
         findings += _exit_status_findings(before, after)
+    findings += _base_report_findings(before)
     flaky = sorted(set(before.flaky) | set(after.flaky))
     if flaky:
         findings.append(
@@ -452,6 +456,35 @@ def _report_findings(before: SuiteRun, after: SuiteRun) -> list[Finding]:
             _finding("report-mismatch", f"the test report is not the run's own: {after.mismatch}")
         )
     return found
+
+
+def _base_unreported(before: SuiteRun) -> bool:
+    """The base run ended without the report its runner writes whenever it runs the
+    tests: the runner never ran them there (a missing dependency, a config the runner
+    refuses), which no patch caused."""
+    return (
+        before.report_expected
+        and not before.junit
+        and not before.timed_out
+        and not before.setup_failed
+    )
+
+
+def _base_report_findings(before: SuiteRun) -> list[Finding]:
+    """A base run without its report: the repository's set-up, never the patch. It
+    blocks (nothing can be compared), and takes the place of the exit status's verdict
+    on the patch."""
+    if not _base_unreported(before):
+        return []
+    return [
+        _finding(
+            "base-no-report",
+            f"at the base commit the test command exits {before.exit_code} without the "
+            "per-test report its runner writes whenever it runs the tests, so the tests "
+            "never ran there: the repository's test set-up is broken, not the patch "
+            "(see the gate log; check `setup` and `test` in .ribbit.yml)",
+        )
+    ]
 
 
 def _exit_status_findings(before: SuiteRun, after: SuiteRun) -> list[Finding]:

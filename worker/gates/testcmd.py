@@ -9,8 +9,8 @@ patched tree's: a patch must not choose its own yardstick):
 - ``go.mod``: ``go test ./...``, reported through gotestsum (``go test -json``);
 - ``Cargo.toml``: ``cargo test`` (``--workspace`` for a workspace), read from libtest's
   console output (cargo-nextest is not packaged where Ribbit runs);
-- ``package.json`` whose ``test`` script runs ``node --test``, ``jest`` or ``vitest``:
-  that script (npm's placeholder script, which only fails, counts as none);
+- ``package.json`` whose ``test`` script runs ``node --test``, ``jest``, ``vitest`` or
+  ``mocha``: that script (npm's placeholder script, which only fails, counts as none);
 - anything else: ``python -m pytest -q`` (worker/repo_config.py's DEFAULT_TEST_COMMAND).
 
 Each runner gets its report the way it takes one without the repository's help, so
@@ -18,15 +18,25 @@ the report lands in the fresh folder :mod:`worker.gates.testrun` makes (its path
 ``$RIBBIT_JUNIT`` there): pytest through ``PYTEST_ADDOPTS``; node through
 ``--test-reporter=junit`` (TAP on Node 18); gotestsum through ``--junitfile``; jest
 through its built-in ``--json`` report (:func:`worker.gates.junit.parse_jest_json`), so
-no reporter package is needed, and vitest through its built-in junit reporter; cargo's
-own output is the report. Selected ids go to the runner the way it selects: pytest
-node ids; ``go test -run '^(TestX)$' <package>``; ``cargo test <target> -- --exact
-<name>``; ``node --test --test-name-pattern``; ``jest``/``vitest
--t``. Selection may run more than was asked for (a name shared by two packages or
-files); callers read the ids they asked about.
+no reporter package is needed, mocha through its built-in xunit reporter, and vitest
+through its built-in junit reporter; cargo's own output is the report. jest and mocha
+run in the process that runs the tests, so they are started through Ribbit's launcher
+(nodelaunch.js, written to a fresh folder in the sandbox's /tmp by the run's own
+script): it hands Ribbit's options to the runner's own command-line entry point and
+leaves ``process.argv`` as the plain command has it, because a project's tests may
+parse it (commander.js's fail on an option they do not know); vitest's tests run in
+pool workers, whose argv is the pool's, so vitest takes its options as written. A
+runner followed by ``&&`` and more (``jest && tsc``) reports per test for the runner,
+and the rest counts by its exit code. Selected ids go to the
+runner the way it selects: pytest node ids; ``go test -run '^(TestX)$' <package>``;
+``cargo test <target> -- --exact <name>``; ``node --test --test-name-pattern``;
+``jest --testNamePattern``, ``vitest -t``, ``mocha --grep``. Selection may run more
+than was asked for (a name shared by two packages or files); callers read the ids they
+asked about.
 
 A command the repository wrote is recognised when it is one of these runners' plain
 forms (``go test ./...``, ``cargo test --lib``, ``node --test test/``, ``npx jest``,
+``npx mocha``,
 ``npm test`` with such a script); any other command (``make test``, a script) is
 run as written, with pytest's report still asked for through the environment, and
 is judged on its exit code when no report comes back.
@@ -48,10 +58,12 @@ from worker.gates.junit import NESTED_SEPARATOR, Flavour, doc_test_filter
 from worker.gates.trees import regular_file_inside
 from worker.repo_config import DEFAULT_TEST_COMMAND, RepoConfig
 
-Runner = Literal["pytest", "go", "cargo", "node", "jest", "vitest", "shell"]
+Runner = Literal["pytest", "go", "cargo", "node", "jest", "vitest", "mocha", "shell"]
 ReportKind = Literal["junit", "output"]
 REPORT_VAR = "RIBBIT_JUNIT"
 _REPORT = f'"${REPORT_VAR}"'
+# Where the launcher puts $RIBBIT_JUNIT's value into Ribbit's arguments (nodelaunch.js).
+LAUNCH_REPORT = "{report}"
 _MAX_FILE_BYTES = 1024 * 1024
 # npm init's placeholder test script: it only fails, so the package has no tests.
 _NPM_PLACEHOLDER = re.compile(r"no test specified", re.I)
@@ -77,6 +89,16 @@ class Invocation:
     report: ReportKind
     flavour: Flavour = "auto"
     env: dict[str, str] = field(default_factory=dict)
+    # What the gate log says ran, where ``script`` alone would not say it plainly (the
+    # launcher's source is in the script; what matters is what the runner was told).
+    shown: str = ""
+    # The runner writes its report whenever it gets to run its tests, so a run with no
+    # report means the runner never ran them (a set-up problem), not a missing feature.
+    report_expected: bool = False
+
+    @property
+    def ran(self) -> str:
+        return self.shown or self.script
 
 
 @dataclass(frozen=True)
@@ -89,15 +111,25 @@ class TestCommand:
     runner: Runner
     source: str  # where it came from: ".ribbit.yml", "go.mod", "package.json", ...
     args: tuple[str, ...] = ()  # the runner's own words after its name (recognised forms)
+    # What a compound command runs after its runner (``jest && tsc``: ``tsc``), judged
+    # by its exit code alone; "" for a plain runner command.
+    then: str = ""
 
     def invocation(self, select: Sequence[str] = ()) -> Invocation:
         """How Ribbit runs it, with per-test reporting and, when given, only the tests
         ``select`` names (pytest's selection travels in the environment instead; see
-        worker/gates/testrun.py)."""
+        worker/gates/testrun.py). A selection runs the runner part alone: the rest of a
+        compound command is about no test."""
         build = _INVOKE.get(self.runner)
         if build is None:
             return Invocation(self.command, "junit")
-        return build(self, list(select))
+        how = build(self, list(select))
+        if not self.then or select:
+            return how
+        # The rest runs as the package manager would run it: its tools on PATH.
+        script = f'( {how.script} ) && ( PATH="$PWD/node_modules/.bin:$PATH"; {self.then} )'
+        shown = f"{how.ran}\n# then, judged by its exit code: {self.then}"
+        return replace(how, script=script, shown=shown)
 
 
 def detect_test_command(tree: Path) -> TestCommand:
@@ -136,6 +168,9 @@ def recognise(command: str, source: str, tree: Path | None = None) -> TestComman
     """``command`` with its runner, when it is one of the plain forms Ribbit knows how
     to ask for per-test results (``npm test`` and friends through ``tree``'s
     package.json); otherwise a shell command."""
+    compound = _compound(command, source, tree)
+    if compound is not None:
+        return compound
     try:
         words = shlex.split(command)
     except ValueError:
@@ -155,6 +190,8 @@ def recognise(command: str, source: str, tree: Path | None = None) -> TestComman
         head = words[2:] if words[1:2] == ["exec"] else words[1:]
     if head[:1] == ["jest"]:
         return TestCommand(command, "jest", source, tuple(head[1:]))
+    if head[:1] == ["mocha"]:
+        return TestCommand(command, "mocha", source, tuple(head[1:]))
     if head[:1] == ["vitest"]:
         rest = head[1:]
         if rest[:1] == ["run"]:
@@ -172,6 +209,21 @@ def recognise(command: str, source: str, tree: Path | None = None) -> TestComman
     if words[:3] == ["python3", "-m", "pytest"]:
         return TestCommand(command, "pytest", source, tuple(words[3:]))
     return TestCommand(command, "shell", source)
+
+
+def _compound(command: str, source: str, tree: Path | None) -> TestCommand | None:
+    """``<a JavaScript runner> && <anything>`` (commander.js's ``jest && npm run
+    check:type:ts``): the runner reports per test, the rest by its exit code."""
+    first, sep, rest = command.partition("&&")
+    if not sep or not rest.strip():
+        return None
+    runner = recognise(first.strip(), source, tree)
+    if runner.runner not in _COMPOUND_RUNNERS or runner.then:
+        return None
+    return replace(runner, command=command, then=rest.strip())
+
+
+_COMPOUND_RUNNERS = ("node", "jest", "vitest", "mocha")
 
 
 # Words that make a command more than one plain program run: pipes, lists,
@@ -251,7 +303,7 @@ def _alternation(names: Sequence[str]) -> str:
 
 def _pytest(cmd: TestCommand, select: list[str]) -> Invocation:
     del select  # through PYTEST_ADDOPTS
-    return Invocation(cmd.command, "junit")
+    return Invocation(cmd.command, "junit", report_expected=True)
 
 
 def _go(cmd: TestCommand, select: list[str]) -> Invocation:
@@ -371,13 +423,43 @@ _NODE_REPORTER = (
 
 def _jest(cmd: TestCommand, select: list[str]) -> Invocation:
     names = [s.split("::", 1)[-1] for s in select]
-    pattern = ["-t", _alternation(names)] if names else []
+    pattern = [f"--testNamePattern={_alternation(names)}"] if names else []
     files = sorted({s.split("::", 1)[0] for s in select if "::" in s})
-    runner = _quote(["jest", "--ci", *cmd.args, *pattern, *files])
     # jest's own JSON report (no reporter package to install); its ids are the file and
     # the describe blocks and the test's title joined by spaces, what ``-t`` matches.
-    script = f'PATH="$PWD/node_modules/.bin:$PATH"; {runner} --json --outputFile={_REPORT}'
-    return Invocation(script, "junit", "jest")
+    ribbit = ["--ci", "--json", f"--outputFile={LAUNCH_REPORT}", *pattern, *files]
+    return _launched(cmd, "jest", ribbit, "jest")
+
+
+def _mocha(cmd: TestCommand, select: list[str]) -> Invocation:
+    # Ids are the xunit report's suite and title; mocha's --grep matches the full title,
+    # the two joined by a space (a test outside any describe block has no suite).
+    names = [" ".join(p for p in s.split("::", 1) if p) for s in select]
+    pattern = ["--grep", _alternation(names)] if names else []
+    ribbit = ["--reporter", "xunit", "--reporter-option", f"output={LAUNCH_REPORT}", *pattern]
+    return _launched(cmd, "mocha", ribbit, "plain")
+
+
+def _launched(cmd: TestCommand, runner: str, ribbit: list[str], flavour: Flavour) -> Invocation:
+    """A JavaScript runner started through Ribbit's launcher (nodelaunch.js): Ribbit's
+    arguments reach the runner's own parser, never the tests' ``process.argv``, which
+    stays what the plain command gives them."""
+    bin_path = f"node_modules/.bin/{runner}"
+    launch = {"runner": runner, "bin": bin_path, "args": ribbit}
+    source = Path(__file__).with_name("nodelaunch.js").read_text()
+    # A fresh folder outside the workspace, so the launcher is nothing the tests collect.
+    script = (
+        "l=$(mktemp -d /tmp/ribbit-launch-XXXXXXXX) && "
+        f'printf %s {shlex.quote(source)} >"$l/launch.js" || exit 97; '
+        f"RIBBIT_LAUNCH={shlex.quote(json.dumps(launch))} "
+        f'node "$l/launch.js" {_quote(cmd.args)}; rc=$?; rm -rf -- "$l"; exit $rc'
+    )
+    told = _quote([runner, *cmd.args, *ribbit]).replace(LAUNCH_REPORT, "$RIBBIT_JUNIT")
+    shown = (
+        f"{told}  # through Ribbit's launcher: the tests' process.argv is "
+        f"{_quote(['node', bin_path, *cmd.args])}"
+    )
+    return Invocation(script, "junit", flavour, shown=shown, report_expected=True)
 
 
 def _vitest(cmd: TestCommand, select: list[str]) -> Invocation:
@@ -389,7 +471,7 @@ def _vitest(cmd: TestCommand, select: list[str]) -> Invocation:
         f'PATH="$PWD/node_modules/.bin:$PATH"; {runner} --reporter=default '
         f"--reporter=junit --outputFile.junit={_REPORT}"
     )
-    return Invocation(script, "junit", "plain")
+    return Invocation(script, "junit", "plain", report_expected=True)
 
 
 _INVOKE = {
@@ -399,4 +481,5 @@ _INVOKE = {
     "node": _node,
     "jest": _jest,
     "vitest": _vitest,
+    "mocha": _mocha,
 }

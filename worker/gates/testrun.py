@@ -92,6 +92,10 @@ class TestRun:
     # what its audit hook and runner checks attributed to the repository's code.
     watched: bool = False
     tamper: tuple[TamperEvent, ...] = ()
+    # What ran, as the gate log shows it (Invocation.ran; the command when not told).
+    ran: str = ""
+    # The runner reports whenever it runs its tests (Invocation.report_expected).
+    report_expected: bool = False
 
     @property
     def timed_out(self) -> bool:
@@ -216,8 +220,12 @@ def run_tests(
         output_cap=cap,
     )
     if plan is not None:
-        return _watched_run(test, result, token, sandbox_files(sandbox))
-    return _plain_run(test, how, result, token, sandbox)
+        watched = _watched_run(test, result, token, sandbox_files(sandbox))
+        shown = f"{test.command}  # watched by Ribbit's pytest bootstrap"
+        return replace(watched, ran=shown, report_expected=how.report_expected)
+    ran = test.command if test.runner in ("pytest", "shell") else how.ran
+    plain = _plain_run(test, how, result, token, sandbox)
+    return replace(plain, ran=ran, report_expected=how.report_expected)
 
 
 def _usable_watch_plan(sandbox: Sandbox, test: TestCommand) -> WatchPlan | None:

@@ -76,8 +76,18 @@ _LOG_TAIL = 3000
 _CANCEL_POLL_S = 0.5  # how soon a /ribbit stop reaches a running test command
 
 
-def _tail(text: str) -> str:
-    return text if len(text) <= _LOG_TAIL else "…" + text[-_LOG_TAIL:]
+def _tail(text: str, limit: int = _LOG_TAIL) -> str:
+    return text if len(text) <= limit else "…" + text[-limit:]
+
+
+def _run_log(entries: list[tuple[str, str]]) -> str:
+    """One tree's log: each step's command line whole (what ran, which a tail of the
+    joined text would cut off) over the tail of its output, the last step's longest."""
+    shown = [
+        f"{header}\n{_tail(body, _LOG_TAIL if i == len(entries) - 1 else _LOG_TAIL // 2)}"
+        for i, (header, body) in enumerate(entries)
+    ]
+    return "\n".join(shown)
 
 
 def _run_logs(
@@ -201,7 +211,7 @@ class TestGate:
     def _run_tree(self, ctx: GateContext, test: TestCommand, tree: Path, label: str) -> SuiteRun:
         run = SuiteRun(label=label)
         timeout = ctx.time_left(float(ctx.gate_settings.test_timeout_s))
-        logs: list[str] = []
+        logs: list[tuple[str, str]] = []
         setup_step = ctx.setup_step or repo_setup(ctx.repo_config.setup, timeout)
 
         def opened() -> AbstractContextManager[tuple[Sandbox, SetupResult | None]]:
@@ -217,7 +227,7 @@ class TestGate:
         stop = ctx.stop_reason()
         if stop is not None:  # what ran was cut short; it is no evidence either way
             raise stop
-        run.log = _tail("\n".join(logs))
+        run.log = _run_log(logs)
         return run
 
     def _run_in(
@@ -226,7 +236,7 @@ class TestGate:
         test: TestCommand,
         opened: Callable[[], AbstractContextManager[tuple[Sandbox, SetupResult | None]]],
         run: SuiteRun,
-        logs: list[str],
+        logs: list[tuple[str, str]],
         timeout: float,
     ) -> None:
         """The first run and, when something failed, the rerun, each in a sandbox of
@@ -234,11 +244,12 @@ class TestGate:
         with opened() as (sandbox, setup):
             if setup is not None:
                 if setup.command or not setup.ok:
-                    logs.append(f"$ {setup.command or '(environment)'}\n{setup.output}")
+                    logs.append((f"$ {setup.command or '(environment)'}", setup.output))
                 run.setup_failed = not setup.ok
             first = run_tests(sandbox, test, timeout=timeout)
         first_cases = first.by_id
-        logs.append(f"$ {test.command}\n{_output(first.result)}")
+        logs.append((f"$ {_ran(test, first)}", _output(first.result)))
+        run.report_expected = first.report_expected
         run.first_exit_code = run.exit_code = first.exit_code
         run.timed_out = first.timed_out
         run.junit = first.report
@@ -256,10 +267,10 @@ class TestGate:
         run.reran = True
         with opened() as (sandbox, setup):
             if setup is not None and not setup.ok:
-                logs.append(f"$ {setup.command or '(environment)'}  # rerun\n{setup.output}")
+                logs.append((f"$ {setup.command or '(environment)'}  # rerun", setup.output))
             second = run_tests(sandbox, test, timeout=timeout)
         second_cases = second.by_id
-        logs.append(f"$ {test.command}  # rerun\n{_output(second.result)}")
+        logs.append((f"$ {_ran(test, second)}  # rerun", _output(second.result)))
         run.exit_code = second.exit_code
         run.timed_out = second.timed_out
         run.mismatch = run.mismatch or second.tampered
@@ -273,6 +284,14 @@ class TestGate:
             if again is not None and again.outcome == "passed":
                 run.final[cid] = "passed"
                 run.flaky.append(cid)
+
+
+def _ran(test: TestCommand, test_run: TestRun) -> str:
+    """The log's command line: the command as the repository wrote it and, where Ribbit
+    ran it differently (a launcher, report options), what really ran."""
+    if not test_run.ran or test_run.ran == test.command:
+        return test.command
+    return f"{test.command}\n# ran: {test_run.ran}"
 
 
 def _watch(run: SuiteRun, test_run: TestRun, *, first: bool) -> None:

@@ -173,6 +173,8 @@ def _base_broken(before: dict[str, Any], after: dict[str, Any]) -> str:
     if before.get("setup_failed") and after.get("setup_failed"):
         return "the setup command fails before and after the patch"
     code = before.get("exit_code")
+    if before.get("report_expected") and not before.get("per_test") and not before.get("timed_out"):
+        return f"the test command exits {code} at the base commit without running its tests"
     if code in (0, None) or after.get("exit_code") != code:
         return ""
     if _passed(before) == 0 and _passed(after) == 0:

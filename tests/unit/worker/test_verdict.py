@@ -58,6 +58,16 @@ def test_new_failures_after_the_patch_are_the_patchs() -> None:
     assert not TestVerdict.from_details(_details(ok, after)).base_broken
 
 
+def test_a_base_run_without_its_runners_report_is_a_broken_base_whatever_the_patch_does() -> None:
+    before = {"exit_code": 1, "per_test": False, "report_expected": True}
+    after = {"exit_code": 0, "per_test": True, "counts": {"passed": 4}}
+    verdict = TestVerdict.from_details(_details(before, after))
+    assert verdict.base_broken and "without running its tests" in verdict.base_reason
+    # ``make test`` may never report: its silent base is no sign of a broken set-up.
+    shell = {"exit_code": 1, "per_test": False}
+    assert not TestVerdict.from_details(_details(shell, after)).base_broken
+
+
 def test_setup_failing_on_both_trees_is_a_broken_base() -> None:
     run = {"setup_failed": True, "exit_code": 127}
     assert TestVerdict.from_details(_details(run, run)).base_broken

@@ -3,6 +3,7 @@ writes, and how each runner is asked for its report and for selected tests."""
 
 from __future__ import annotations
 
+import json
 import shlex
 from pathlib import Path
 
@@ -35,7 +36,7 @@ def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
         ({"package.json": '{"scripts": {"test": "node --test"}}'}, "npm test", "node"),
         ({"package.json": '{"scripts": {"test": "jest --silent"}}'}, "npm test", "jest"),
         ({"package.json": '{"scripts": {"test": "vitest run"}}'}, "npm test", "vitest"),
-        ({"package.json": '{"scripts": {"test": "mocha"}}'}, "npm test", "shell"),
+        ({"package.json": '{"scripts": {"test": "mocha"}}'}, "npm test", "mocha"),
         # npm init's placeholder only fails: no tests, so pytest's default stands.
         (
             {
@@ -83,6 +84,7 @@ def test_ribbit_yml_command_wins_over_detection(tmp_path: Path) -> None:
         ("cargo test --lib", "cargo"),
         ("node --test test/", "node"),
         ("npx jest", "jest"),
+        ("npx mocha --recursive", "mocha"),
         ("npx vitest run", "vitest"),
         ("yarn jest", "jest"),
         ("pnpm vitest run --coverage", "vitest"),
@@ -171,9 +173,13 @@ def test_jest_and_vitest_reporters() -> None:
     jest = recognise("npx jest --coverage", "x").invocation(["src/a.test.js::math adds"])
     # jest's own JSON report: no reporter package needed in the repository.
     assert jest.flavour == "jest" and jest.report == "junit" and not jest.env
-    assert jest.script.endswith(
-        "jest --ci --coverage -t '^(math adds)$' src/a.test.js"
-        ' --json --outputFile="$RIBBIT_JUNIT"'
+    # Through Ribbit's launcher (test_testcmd_node_launch.py runs it): the repository's
+    # arguments on node's command line, Ribbit's only in what the launcher reads.
+    assert 'node "$l/launch.js" --coverage; rc=$?' in jest.script
+    assert '"args": ["--ci", "--json", "--outputFile={report}", ' in jest.script
+    assert jest.ran.startswith(
+        "jest --coverage --ci --json '--outputFile=$RIBBIT_JUNIT' "
+        "'--testNamePattern=^(math adds)$' src/a.test.js"
     )
     vitest = recognise("vitest run", "x").invocation()
     assert '--reporter=junit --outputFile.junit="$RIBBIT_JUNIT"' in vitest.script
@@ -200,3 +206,30 @@ def test_gotestsum_console_must_agree_with_its_report() -> None:
     # A package that does not build is counted differently by the two: no verdict here.
     broken = ExecResult(1, "DONE 1 tests, 1 error in 0.5s\n", "", 0.1)
     assert report_disagreement(broken, _cases(TestA="passed", TestB="failed")) is None
+
+
+def test_a_compound_test_script_reports_per_test_for_its_runner_and_exits_for_the_rest(
+    tmp_path: Path,
+) -> None:
+    # commander.js's test script: jest, then a type check judged by its exit code.
+    tree = _tree(tmp_path, {"package.json": json.dumps(COMMANDER_SCRIPTS)})
+    found = detect_test_command(tree)
+    assert (found.command, found.runner, found.then) == (
+        "npm test",
+        "jest",
+        "npm run check:type:ts",
+    )
+    how = found.invocation()
+    assert how.script.startswith("( l=$(mktemp -d")
+    assert how.script.endswith(
+        ') && ( PATH="$PWD/node_modules/.bin:$PATH"; npm run check:type:ts )'
+    )
+    assert how.ran.endswith("\n# then, judged by its exit code: npm run check:type:ts")
+    # A selection runs only the runner: the rest is about no test.
+    assert "check:type" not in found.invocation(["a.test.js::adds"]).script
+    # Anything else joined by && stays a shell command, judged on its exit code.
+    assert recognise("make build && make test", "x").runner == "shell"
+    assert recognise("vitest run && tsc", "x").then == "tsc"
+
+
+COMMANDER_SCRIPTS = {"scripts": {"test": "jest && npm run check:type:ts"}}

@@ -6,7 +6,7 @@ import pytest
 
 from bot.store.gate_report import GateResult
 from tests.unit.worker.gates.helpers import PYTEST, make_ctx, make_patch, repo_with
-from worker.gates.tests import TestGate
+from worker.gates.tests import TestGate, _run_log
 from worker.repo_config import RepoConfig
 from worker.settings import GateSettings
 
@@ -457,3 +457,11 @@ def test_a_repository_that_allows_test_config_changes_is_still_judged_by_its_own
     # The same change with the base's configuration blocking: not run twice.
     blocked = _run(tmp_path / "2", {"calc.py": FIX, "pytest.ini": ini})
     assert "after_base_config" not in blocked.details
+
+
+def test_every_steps_command_line_survives_a_long_output() -> None:
+    # What ran (a launcher's options, issue #35) is the line a tail of the joined log
+    # used to cut off first.
+    log = _run_log([("$ npm ci", "i" * 9000), ("$ npx jest\n# ran: jest --ci", "t" * 9000)])
+    assert "$ npm ci\n…" in log and "$ npx jest\n# ran: jest --ci\n…" in log
+    assert log.endswith("t" * 3000) and len(log) < 5000

@@ -142,3 +142,20 @@ def test_each_target_tests_result_before_and_after_is_kept() -> None:
     assert details["target_results"] == {A: {"before": "unknown", "after": "passed"}}
     _, details = judge(ctx(), before, SuiteRun("after", exit_code=0), targets[:1])
     assert details["target_results"] == {}  # no per-test report after: nothing to say
+
+
+def test_a_base_run_without_the_report_its_runner_always_writes_is_a_set_up_problem() -> None:
+    # commander.js under `npx jest --ci`: its tests fail to parse jest's arguments, so
+    # jest writes no report at the base and none with the patch (issue #35).
+    before = SuiteRun("before", exit_code=1, first_exit_code=1, report_expected=True)
+    after = SuiteRun("after", exit_code=1, first_exit_code=1, report_expected=True)
+    findings, details = judge(ctx(), before, after, [], command="npx jest")
+    assert rules(findings) == [("base-no-report", "error")]
+    assert "not the patch" in findings[0].message and "exits 1" in findings[0].message
+    assert details["before"]["report_expected"] is True
+    # A runner that may not report at all (``make test``) is still judged on exit codes.
+    plain = SuiteRun("before", exit_code=1, first_exit_code=1)
+    assert rules(judge(ctx(), plain, after, [])[0]) == [("tests-failed", "error")]
+    # A base that timed out or failed its set-up says so already.
+    slow = SuiteRun("before", timed_out=True, report_expected=True)
+    assert "base-no-report" not in [r for r, _ in rules(judge(ctx(), slow, after, [])[0])]

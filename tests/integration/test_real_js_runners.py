@@ -1,0 +1,140 @@
+"""JavaScript runners judged without touching the tests' ``process.argv`` (issue #35):
+tj/commander.js's fix #2350, vendored at its parent (tests/fixtures/commander/README.md),
+judged by ``ribbit gates`` on bubblewrap with ``.ribbit.yml`` ``test: npx jest`` and the
+detected set-up (``npm ci`` through the registry proxy).
+
+commander's own tests parse ``process.argv``; when Ribbit appended ``--ci --json
+--outputFile=...`` to jest they failed on ``--ci``, jest wrote no report before or after
+the patch, and the gate blamed the patch. Through Ribbit's launcher
+(worker/gates/nodelaunch.js) jest is told those options and the tests see the plain
+command's argv. The fail-to-pass test was recorded by running the project's jest outside
+Ribbit with the fix's test file on the parent's code (it fails, the file's 25 others
+pass) and on the fixed tree (26 of 26); the parent's whole suite passes there (1207
+tests). The same fix with no ``.ribbit.yml``
+runs its package.json test script, ``jest && npm run check:type:ts``: jest per test,
+the type check by its exit code. Five full jest runs per case (before, after, the
+evidence run and its rerun, the pinned run): 20 minutes for both on a two-core
+development machine shared with other work (the slow tier).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from tests.fakes import git
+from tests.support import require_service
+from worker.gates.cli import gates_command
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "commander"
+FILES = (
+    *("index.js", "esm.mjs", "lib", "typings", "tests", "package.json", "package-lock.json"),
+    *("jest.config.js", "tsconfig.json", "tsconfig.ts.json", "tsconfig.js.json"),
+    *(".gitignore", "LICENSE"),
+)
+FAIL_TO_PASS = (
+    "tests/command.configureOutput.test.js::when configureOutput after copyInheritedSettings "
+    "then original unchanged"
+)
+NPX_JEST = "test: npx jest\n"
+ISSUE = (
+    "configureOutput changes the parent's settings (#2350)\nAfter copyInheritedSettings, "
+    "calling configureOutput on the copy changes the original command's output settings "
+    "too; it should change only the copy."
+)
+
+
+def _repo(root: Path, ribbit_yml: str | None) -> Path:
+    """The fix's parent as a git repository (file modes kept: some test fixtures are
+    executables), with ``ribbit_yml`` as its ``.ribbit.yml`` when given."""
+    repo = root / "repo"
+    repo.mkdir()
+    for name in FILES:
+        source = FIXTURE / name
+        if source.is_dir():
+            shutil.copytree(source, repo / name)
+        else:
+            shutil.copy2(source, repo / name)
+    if ribbit_yml is not None:
+        (repo / ".ribbit.yml").write_text(ribbit_yml)
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "commander.js at 672e380")
+    return repo
+
+
+Gates = Callable[[str | None], tuple[int, dict[str, Any]]]
+
+
+@pytest.fixture(scope="module")
+def gates(tmp_path_factory: pytest.TempPathFactory) -> Gates:
+    """``ribbit gates`` on the fix with a given ``.ribbit.yml`` (None: none), once each;
+    one Ribbit data dir, so the second shares the first's cached ``npm ci``."""
+    data = tmp_path_factory.mktemp("ribbit-data")
+    reports: dict[str | None, tuple[int, dict[str, Any]]] = {}
+
+    def run(ribbit_yml: str | None) -> tuple[int, dict[str, Any]]:
+        require_service(shutil.which("bwrap") is not None, "bubblewrap")
+        require_service(shutil.which("node") is not None, "node")
+        if ribbit_yml not in reports:
+            repo = _repo(tmp_path_factory.mktemp("commander"), ribbit_yml)
+            args = ["--repo", str(repo), "--patch", str(FIXTURE / "fix.patch")]
+            args += ["--backend", "bubblewrap", "--json", "--issue", ISSUE]
+            env = {"RIBBIT_DATA_DIR": str(data)}
+            result = CliRunner().invoke(gates_command, args, env=env)
+            reports[ribbit_yml] = result.exit_code, json.loads(result.output)
+        return reports[ribbit_yml]
+
+    return run
+
+
+def _tests_gate(report: dict[str, Any]) -> dict[str, Any]:
+    return next(g for g in report["gates"] if g["name"] == "tests")
+
+
+def _assert_verified(code: int, report: dict[str, Any]) -> dict[str, Any]:
+    tests = _tests_gate(report)
+    findings = [f | {"gate": g["name"]} for g in report["gates"] for f in g["findings"]]
+    assert code == 0, (report.get("verdict"), findings, tests.get("logs", "")[-3000:])
+    assert FAIL_TO_PASS in tests["evidence"], tests["evidence"]
+    assert [f for f in findings if f["severity"] == "error"] == []
+    details: dict[str, Any] = tests["details"]
+    # Per-test results on both sides: all of the parent's tests ran (jest counts 1207;
+    # tests sharing a file and full name are one id), and one more with the fix. On
+    # bubblewrap one fails on both sides ("when subcommand file is double symlink then
+    # lookup succeeds"): the base's, not the patch's.
+    before, after = details["before"], details["after"]
+    failing = (before["failing"], after["failing"])
+    assert before["per_test"] and before["counts"]["total"] == 1205, (before, failing)
+    assert after["counts"]["total"] == 1206 and before["failing"] == after["failing"], failing
+    return details
+
+
+def test_commanders_npx_jest_fix_is_verified_by_its_own_tests(gates: Gates) -> None:
+    details = _assert_verified(*gates(NPX_JEST))
+    assert details["runner"] == "jest" and details["command_source"] == ".ribbit.yml"
+
+
+def test_the_gate_log_shows_what_jest_was_told_and_the_argv_the_tests_saw(gates: Gates) -> None:
+    logs = _tests_gate(gates(NPX_JEST)[1])["logs"]
+    assert "$ npx jest\n# ran: jest --ci --json '--outputFile=$RIBBIT_JUNIT'" in logs
+    assert "the tests' process.argv is node node_modules/.bin/jest" in logs
+    assert "unknown option '--ci'" not in logs
+
+
+def test_with_no_ribbit_yml_its_compound_test_script_reports_per_test(gates: Gates) -> None:
+    # ``jest && npm run check:type:ts``: jest per test, the type check by its exit code.
+    details = _assert_verified(*gates(None))
+    assert details["runner"] == "jest" and details["command_source"] == "package.json"
+    assert (
+        "# then, judged by its exit code: npm run check:type:ts"
+        in _tests_gate(gates(None)[1])["logs"]
+    )

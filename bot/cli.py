@@ -24,7 +24,7 @@ import click
 
 from bot.cli_audit import actor_option, audited, cli_actor
 from bot.cli_errors import DEBUG_HELP, debugging, describe_failure, known_failure
-from bot.cli_options import forge_option, repo_option
+from bot.cli_options import FILTER_FORGE_HELP, filter_forge, forge_option, repo_option
 from bot.console import empty, line, styled
 from bot.extras import missing_requirements
 from bot.forges.base import RepoRef
@@ -306,7 +306,7 @@ def _store(settings: Settings):
     help="Only jobs in this state.",
 )
 @repo_option("Only this repository's jobs")
-@forge_option()
+@forge_option(FILTER_FORGE_HELP, default=None)
 @click.option("--limit", type=int, default=50, show_default=True, help="At most this many jobs.")
 @click.pass_context
 def jobs(
@@ -314,7 +314,7 @@ def jobs(
     as_json: bool,
     state: str | None,
     repo: RepoRef | None,
-    forge: str,
+    forge: str | None,
     limit: int,
 ) -> None:
     """List jobs, newest first."""
@@ -323,7 +323,7 @@ def jobs(
     store = _store(settings_or_exit())
     rows = store.list(
         state=state,
-        forge=None if repo is None else repo.forge,
+        forge=filter_forge(repo, forge),
         repo=None if repo is None else repo.full_name,
         limit=limit,
     )
@@ -338,7 +338,7 @@ def jobs(
     if not rows:
         empty(
             "no jobs"
-            + (" matching these filters" if state or repo else " yet")
+            + (" matching these filters" if state or repo or forge else " yet")
             + "; label an issue to ask for one"
         )
         return

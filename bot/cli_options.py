@@ -80,6 +80,15 @@ def forge_option(
     )
 
 
+# A listing's --forge: a filter of its own, and --repo's forge where it has no prefix.
+FILTER_FORGE_HELP = "Only this forge's (and --repo's forge where it has no prefix; default github)."
+
+
+def filter_forge(repo: RepoRef | None, forge: str | None) -> str | None:
+    """The forge a listing keeps: --repo's, else --forge's, else every forge."""
+    return forge if repo is None else repo.forge
+
+
 _DIRECTORY = click.Path(exists=True, file_okay=False, path_type=Path)
 
 

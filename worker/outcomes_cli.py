@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from bot.cli_options import forge_option, repo_option
+from bot.cli_options import FILTER_FORGE_HELP, filter_forge, forge_option, repo_option
 from bot.forges.base import RepoRef
 from bot.runtime import open_database
 from bot.settings import SettingsError
@@ -25,8 +25,8 @@ from worker.settings import load_worker_settings
     help="Write every outcome as JSONL (for `ribbit envs`).",
 )
 @repo_option("Only this repository's outcomes")
-@forge_option()
-def outcomes(as_json: bool, export: Path | None, repo: RepoRef | None, forge: str) -> None:
+@forge_option(FILTER_FORGE_HELP, default=None)
+def outcomes(as_json: bool, export: Path | None, repo: RepoRef | None, forge: str | None) -> None:
     """List bot PR outcomes: merged or closed, by whom, revisions, diff similarity."""
     try:
         # WorkerSettings, as every `ribbit` process: the worker's variables are no typos.
@@ -37,7 +37,7 @@ def outcomes(as_json: bool, export: Path | None, repo: RepoRef | None, forge: st
     rows = [
         outcome_dict(o)
         for o in OutcomeStore(db).outcomes(
-            None if repo is None else repo.full_name, None if repo is None else repo.forge
+            None if repo is None else repo.full_name, filter_forge(repo, forge)
         )
     ]
     db.dispose()

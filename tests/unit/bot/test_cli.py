@@ -89,6 +89,8 @@ def test_jobs_repo_names_the_repository_on_its_forge(env: Path) -> None:
     bad = CliRunner().invoke(main, ["jobs", "--repo", "acme/tools/w"])
     assert bad.exit_code == 2 and "Invalid value for '--repo'" in bad.output
     assert listed("--repo", "gitlab:acme/other") == []
+    assert listed("--forge", "gitlab") == [job_id]
+    assert listed("--forge", "github") == []
 
 
 def test_jobs_show_by_prefix_and_unknown(env: Path) -> None:

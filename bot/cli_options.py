@@ -17,7 +17,7 @@ from bot.forges.base import FORGE_NAMES, RepoRef, forge_name, parse_repo_ref
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-REPO_HELP = "a repository on its forge, [forge:]owner/name (GitLab: group/subgroup/project)"
+REPO_HELP = "a repository on its forge: [forge:]owner/name, group/subgroup/project on GitLab"
 CHECKOUT_HELP = "a local repository directory"
 # The directory spelling the four checkout commands had before --checkout; accepted,
 # hidden and warned about for one release (docs/CHANGELOG.md), then removed.
@@ -115,7 +115,8 @@ def checkout_option(help: str) -> Callable[[F], F]:
             type=_DIRECTORY,
             default=None,
             metavar="PATH",
-            help=f"{help} ({CHECKOUT_HELP}).",
+            # Not click-required: the hidden old spelling may stand in for it.
+            help=f"{help} ({CHECKOUT_HELP}).  [required]",
         )
         return cast(F, shown(hidden(with_checkout)))
 

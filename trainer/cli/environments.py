@@ -46,7 +46,7 @@ def envs() -> None:
     "repo_ref",
     type=REPO_REF,
     required=True,
-    help=f"The repository on its forge, {REPO_HELP}: its model line follows it.",
+    help=f"Its model line follows this repository ({REPO_HELP}).",
 )
 @forge_option(
     "The repository's forge (where --name has no forge: prefix): which model line may train on it.",
@@ -393,7 +393,7 @@ def import_envs(ctx: click.Context, path: Path, forge: str | None, store: Path |
     "repo_ref",
     type=REPO_REF,
     required=True,
-    help=f"The repository whose outcomes to build from, {REPO_HELP}.",
+    help=f"The repository whose outcomes to build from ({REPO_HELP}).",
 )
 @checkout_option("A clone of the repository holding the PRs' base commits")
 @click.option(

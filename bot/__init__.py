@@ -27,6 +27,8 @@
   entry points. supervisor.py: `ribbit serve`'s embedded worker and beat, watched and
   restarted; extras.py: which optional extras this install has;
   cli_audit.py: who is acting in a command that changes state, and its audit row;
+  cli_options.py: the flags that mean one thing in every command (--repo, --forge,
+  --checkout);
   cli_errors.py: a failed command's one-line message and remedy (no traceback);
   github_app_cli.py with github_app_setup.py: `ribbit github-app create`, the GitHub App
   registered from Ribbit's manifest.

@@ -17,17 +17,17 @@ import os
 import signal
 import sys
 import textwrap
-from collections.abc import Callable
 from importlib.metadata import EntryPoint, entry_points
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from bot.cli_audit import actor_option, audited, cli_actor
 from bot.cli_errors import DEBUG_HELP, debugging, describe_failure, known_failure
+from bot.cli_options import FILTER_FORGE_HELP, filter_forge, forge_option, repo_option
 from bot.console import empty, line, styled
 from bot.extras import missing_requirements
-from bot.forges.base import FORGE_NAMES, RepoRef, forge_name, parse_repo_ref
+from bot.forges.base import RepoRef
 from bot.github_app_cli import github_app
 from bot.job_json import job_dict
 from bot.runtime import Runtime, SchemaNotCurrent, upgrade_database
@@ -40,7 +40,6 @@ if TYPE_CHECKING:
     from bot.model_versions import ModelVersionsFactory
     from bot.web.services import Services
 
-F = TypeVar("F", bound=Callable[..., Any])
 COMMANDS_GROUP = "ribbit.commands"
 # The seams `ribbit serve` hands the web app, by name: ``model_versions`` (a
 # bot.model_versions.ModelVersionsFactory) and ``env_validator`` (a
@@ -306,17 +305,28 @@ def _store(settings: Settings):
     default=None,
     help="Only jobs in this state.",
 )
-@click.option("--repo", default=None, help="Only this repository (owner/name).")
+@repo_option("Only this repository's jobs")
+@forge_option(FILTER_FORGE_HELP, default=None)
 @click.option("--limit", type=int, default=50, show_default=True, help="At most this many jobs.")
 @click.pass_context
 def jobs(
-    ctx: click.Context, as_json: bool, state: str | None, repo: str | None, limit: int
+    ctx: click.Context,
+    as_json: bool,
+    state: str | None,
+    repo: RepoRef | None,
+    forge: str | None,
+    limit: int,
 ) -> None:
     """List jobs, newest first."""
     if ctx.invoked_subcommand is not None:
         return
     store = _store(settings_or_exit())
-    rows = store.list(state=state, repo=repo, limit=limit)
+    rows = store.list(
+        state=state,
+        forge=filter_forge(repo, forge),
+        repo=None if repo is None else repo.full_name,
+        limit=limit,
+    )
     paused = store.paused_scopes()
     if as_json:
         click.echo(json.dumps([job_dict(j) for j in rows], indent=2))
@@ -328,7 +338,7 @@ def jobs(
     if not rows:
         empty(
             "no jobs"
-            + (" matching these filters" if state or repo else " yet")
+            + (" matching these filters" if state or repo or forge else " yet")
             + "; label an issue to ask for one"
         )
         return
@@ -375,35 +385,14 @@ def jobs_show(job_id: str, as_json: bool) -> None:
 # -- kill switch ------------------------------------------------------------------------------
 
 
-def _repo_ref(repo: str | None, forge: str) -> RepoRef | None:
-    """``--repo`` as typed, checked: ``[forge:]owner/name``, in --forge where it has no
-    prefix; None for every repository."""
-    if repo is None:
-        return None
-    try:
-        return parse_repo_ref(repo, forge_name(forge))
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="'--repo'") from None
-
-
-def _forge_option(command: F) -> F:
-    return click.option(
-        "--forge",
-        type=click.Choice(FORGE_NAMES),
-        default="github",
-        show_default=True,
-        help="The repository's forge, when --repo has no forge: prefix.",
-    )(command)
-
-
 @main.command()
-@click.option("--repo", default=None, help="Pause one repository ([forge:]owner/name).")
-@_forge_option
+@repo_option("Pause this repository only")
+@forge_option()
 @actor_option
 @click.option("--json", "as_json", is_flag=True, help="What was paused as a JSON object.")
-def pause(repo: str | None, forge: str, actor: str | None, as_json: bool) -> None:
+def pause(repo: RepoRef | None, forge: str, actor: str | None, as_json: bool) -> None:
     """Stop starting jobs at once (events are still received and kept)."""
-    ref = _repo_ref(repo, forge)
+    ref = repo
     rt = Runtime.open(settings_or_exit())
     target = "*" if ref is None else str(ref)
 
@@ -422,17 +411,17 @@ def pause(repo: str | None, forge: str, actor: str | None, as_json: bool) -> Non
 
 
 @main.command()
-@click.option("--repo", default=None, help="Resume one repository ([forge:]owner/name).")
-@_forge_option
+@repo_option("Resume this repository only")
+@forge_option()
 @actor_option
 @click.option(
     "--json", "as_json", is_flag=True, help="What was resumed and the jobs released, as JSON."
 )
-def resume(repo: str | None, forge: str, actor: str | None, as_json: bool) -> None:
+def resume(repo: RepoRef | None, forge: str, actor: str | None, as_json: bool) -> None:
     """Lift a pause and dispatch the jobs held meanwhile."""
     from bot.queue import JobQueue
 
-    ref = _repo_ref(repo, forge)
+    ref = repo
     settings = settings_or_exit()
     rt = Runtime.open(settings)
     target = "*" if ref is None else str(ref)
@@ -538,21 +527,17 @@ def db_check(wait_s: float, as_json: bool) -> None:
 
 @main.command()
 @click.option("--json", "as_json", is_flag=True, help="The checks as a JSON array.")
-@click.option(
-    "--repo",
-    "repos",
+@repo_option(
+    "A repository to check the forge credentials' permission on; repeat for several",
     multiple=True,
-    help="A repository ([forge:]owner/name) to check the forge credentials' permission on; "
-    "repeat for several.",
 )
-@_forge_option
-def doctor(as_json: bool, repos: tuple[str, ...], forge: str) -> None:
+@forge_option()
+def doctor(as_json: bool, repo: tuple[RepoRef, ...], forge: str) -> None:
     """Check settings, database, broker, forges (credentials asked of the forge), sandbox
     backends and the model."""
     from bot.doctor import run_checks
 
-    refs = [ref for ref in (_repo_ref(r, forge) for r in repos) if ref is not None]
-    checks = run_checks(load=load_process_settings, repos=refs)
+    checks = run_checks(load=load_process_settings, repos=list(repo))
     if as_json:
         click.echo(json.dumps([c.__dict__ for c in checks], indent=2))
     else:

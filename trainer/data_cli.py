@@ -9,20 +9,18 @@ from pathlib import Path
 import click
 
 from bot.cli_audit import actor_option, audited, cli_actor
+from bot.cli_options import forge_option, repo_option
 from bot.console import empty
-from bot.forges.base import RepoRef, forge_name
+from bot.forges.base import RepoRef
 from bot.runtime import open_database
 from bot.settings import Settings, SettingsError
 from bot.store.db import Database
 from trainer.envs.folders import EnvironmentFolders
 from worker.settings import load_worker_settings
 
-_forge = click.option(
-    "--forge", required=True, type=click.Choice(["github", "gitlab"]), help="The forge."
-)
-_repo = click.option(
-    "--repo", "full_name", required=True, help="owner/name (GitLab: group/project)."
-)
+# --forge is optional where --repo names it (gitlab:group/project); GitHub otherwise.
+_forge = forge_option()
+_repo = repo_option("The repository", required=True)
 _store = click.option(
     "--store",
     type=click.Path(path_type=Path, file_okay=False),
@@ -57,17 +55,17 @@ def data() -> None:
 
 
 @data.command("list")
-@click.option(
-    "--forge", type=click.Choice(["github", "gitlab"]), default=None, help="Only this forge."
+@forge_option(
+    "Only this forge's repositories (and --repo's forge where it has no prefix).", default=None
 )
-@click.option("--repo", "full_name", default=None, help="Only this repository.")
+@repo_option("Only this repository")
 @click.option("--json", "as_json", is_flag=True, help="One JSON array.")
 @_store
 @click.pass_context
 def list_data(
     ctx: click.Context,
     forge: str | None,
-    full_name: str | None,
+    repo: RepoRef | None,
     as_json: bool,
     store: Path | None,
 ) -> None:
@@ -79,7 +77,7 @@ def list_data(
     repos = [
         r
         for r in stored_repos(db, env_store)
-        if (forge is None or r.forge == forge) and (full_name is None or r.full_name == full_name)
+        if (forge is None or r.forge == forge) and (repo is None or r == repo)
     ]
     rows = []
     for r in repos:
@@ -113,15 +111,13 @@ def list_data(
 @_store
 @click.pass_context
 def export_data(
-    ctx: click.Context, forge: str, full_name: str, out: Path, store: Path | None
+    ctx: click.Context, forge: str, repo: RepoRef, out: Path, store: Path | None
 ) -> None:
     """Write everything stored for one repository to a .tar.gz (JSONL and files)."""
     from trainer.data import export_repo
 
     settings, db, env_store = _open(ctx, store)
-    found = export_repo(
-        db, env_store, settings.data_dir, RepoRef(forge_name(forge), full_name), out
-    )
+    found = export_repo(db, env_store, settings.data_dir, repo, out)
     db.dispose()
     click.echo(f"wrote {out}: {json.dumps(found.summary())}")
 
@@ -136,7 +132,7 @@ def export_data(
 def delete_data(
     ctx: click.Context,
     forge: str,
-    full_name: str,
+    repo: RepoRef,
     yes: bool,
     store: Path | None,
     actor: str | None,
@@ -150,9 +146,9 @@ def delete_data(
     from worker.settings import as_worker_settings
 
     if not yes:
-        click.confirm(f"delete every stored record of {forge}:{full_name}?", abort=True)
+        click.confirm(f"delete every stored record of {repo}?", abort=True)
     settings, db, env_store = _open(ctx, store)
-    ref = RepoRef(forge_name(forge), full_name)
+    ref = repo
 
     def run() -> str:
         served = {v.name for v in TrainerStore(db).versions() if v.state == "promoted"}
@@ -208,14 +204,14 @@ def prune_data(ctx: click.Context, store: Path | None, actor: str | None) -> Non
 @actor_option
 @click.pass_context
 def visibility_data(
-    ctx: click.Context, forge: str, full_name: str, private: bool, actor: str | None
+    ctx: click.Context, forge: str, repo: RepoRef, private: bool, actor: str | None
 ) -> None:
     """Record whether a repository is private (unrecorded counts as private: its outcomes
     train no line that does not name it)."""
     from bot.model_lines import repo_line, set_visibility
 
     settings, db, _ = _open(ctx, None)
-    ref = RepoRef(forge_name(forge), full_name)
+    ref = repo
 
     def run() -> str:
         set_visibility(db, ref, private=private)

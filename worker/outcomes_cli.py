@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 
+from bot.cli_options import FILTER_FORGE_HELP, filter_forge, forge_option, repo_option
+from bot.forges.base import RepoRef
 from bot.runtime import open_database
 from bot.settings import SettingsError
 from bot.store.outcomes import OutcomeStore, outcome_dict
@@ -22,8 +24,9 @@ from worker.settings import load_worker_settings
     default=None,
     help="Write every outcome as JSONL (for `ribbit envs`).",
 )
-@click.option("--repo", default=None, help="Only this repository.")
-def outcomes(as_json: bool, export: Path | None, repo: str | None) -> None:
+@repo_option("Only this repository's outcomes")
+@forge_option(FILTER_FORGE_HELP, default=None)
+def outcomes(as_json: bool, export: Path | None, repo: RepoRef | None, forge: str | None) -> None:
     """List bot PR outcomes: merged or closed, by whom, revisions, diff similarity."""
     try:
         # WorkerSettings, as every `ribbit` process: the worker's variables are no typos.
@@ -31,7 +34,12 @@ def outcomes(as_json: bool, export: Path | None, repo: str | None) -> None:
     except SettingsError as exc:
         raise click.ClickException(str(exc)) from None
     db = open_database(settings)
-    rows = [outcome_dict(o) for o in OutcomeStore(db).outcomes(repo)]
+    rows = [
+        outcome_dict(o)
+        for o in OutcomeStore(db).outcomes(
+            None if repo is None else repo.full_name, filter_forge(repo, forge)
+        )
+    ]
     db.dispose()
     if export is not None:
         with export.open("w") as fh:

@@ -6,7 +6,9 @@ import click
 
 from bot.cli import settings_or_exit
 from bot.cli_audit import actor_option, cli_actor
+from bot.cli_options import FILTER_FORGE_HELP, forge_option, repo_option
 from bot.forges import ForgeFactory, forge_factory
+from bot.forges.base import RepoRef
 from bot.runtime import open_database
 from bot.store.db import Database
 from bot.store.gate_report import JUDGE_VERSION
@@ -25,16 +27,19 @@ def prs() -> None:
 
 
 @prs.command("rejudge")
-@click.option("--repo", default=None, help="Only this repository (owner/name).")
+@repo_option("Only this repository's drafts")
+@forge_option(FILTER_FORGE_HELP, default=None)
 @click.option("--dry-run", is_flag=True, help="Say what would change; change nothing.")
 @actor_option
-def rejudge_command(repo: str | None, dry_run: bool, actor: str | None) -> None:
+def rejudge_command(
+    repo: RepoRef | None, forge: str | None, dry_run: bool, actor: str | None
+) -> None:
     """Re-label open drafts an older judge passed: not verified by today's judge, they
     lose their closing keyword (Refs #N) and say "Not verified" at the top. Idempotent;
     every change is audited. No job re-runs the gates on a PR, so none is queued."""
     db, forges = _services()
     try:
-        done = rejudge(db, forges, cli_actor(actor), repo=repo, dry_run=dry_run)
+        done = rejudge(db, forges, cli_actor(actor), repo=repo, forge=forge, dry_run=dry_run)
     finally:
         db.dispose()
     if not done:

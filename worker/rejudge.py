@@ -22,7 +22,7 @@ from enum import StrEnum
 
 from bot.cli_audit import audited
 from bot.forges import ForgeFactory
-from bot.forges.base import CommitStatus
+from bot.forges.base import CommitStatus, RepoRef
 from bot.store.db import Database
 from bot.store.gate_report import JUDGE_VERSION, Verdict
 from bot.store.pr_verdicts import PrVerdict, pr_verdicts
@@ -47,16 +47,29 @@ class Rejudged:
     action: Action
 
 
-def judged_by_older(db: Database, repo: str | None = None) -> list[PrVerdict]:
-    """Ribbit's PRs whose latest agent job's verdict is not today's judge's, oldest first."""
-    return [pr for pr in pr_verdicts(db, repo) if pr.judge != JUDGE_VERSION]
+def judged_by_older(
+    db: Database, repo: RepoRef | None = None, forge: str | None = None
+) -> list[PrVerdict]:
+    """Ribbit's PRs (``repo``'s only, or ``forge``'s, if given) whose latest agent job's
+    verdict is not today's judge's, oldest first."""
+    if repo is not None:
+        found = pr_verdicts(db, repo.full_name, repo.forge)
+    else:
+        found = pr_verdicts(db, forge=forge)
+    return [pr for pr in found if pr.judge != JUDGE_VERSION]
 
 
 def rejudge(
-    db: Database, forges: ForgeFactory, actor: str, *, repo: str | None = None, dry_run: bool
+    db: Database,
+    forges: ForgeFactory,
+    actor: str,
+    *,
+    repo: RepoRef | None = None,
+    forge: str | None = None,
+    dry_run: bool,
 ) -> list[Rejudged]:
     """Re-label each open draft an older judge passed without a verified verdict."""
-    older = judged_by_older(db, repo)
+    older = judged_by_older(db, repo, forge)
     return [_rejudge_one(db, forges, actor, pr, dry_run=dry_run) for pr in older]
 
 

@@ -32,8 +32,13 @@ DEFAULT_SETUP_HOSTS = (
 )
 
 
+# The one list of sandbox backends: this setting's and every `--backend` flag's choices
+# (worker/sandbox/backend_option.py).
+SandboxBackend = Literal["auto", "docker", "bubblewrap"]
+
+
 class SandboxSettings(Section):
-    backend: Literal["docker", "bubblewrap", "auto"] = Field(
+    backend: SandboxBackend = Field(
         default="auto",
         description="Where untrusted code runs. auto: docker if an engine answers and has the "
         "image, else bubblewrap.",

@@ -117,10 +117,12 @@ class OutcomeStore:
             for f in fields(record):
                 setattr(row, f.name, getattr(record, f.name))
 
-    def outcomes(self, repo: str | None = None) -> Sequence[Outcome]:
-        """Every outcome (of ``repo`` only, if given), oldest first, detached."""
+    def outcomes(self, repo: str | None = None, forge: str | None = None) -> Sequence[Outcome]:
+        """Every outcome (of ``repo`` on ``forge`` only, if given), oldest first, detached."""
         with self.db.session() as session:
             q = select(Outcome).order_by(Outcome.recorded_at)
+            if forge:
+                q = q.where(Outcome.forge == forge)
             if repo:
                 q = q.where(Outcome.repo == repo)
             rows = list(session.scalars(q))

@@ -35,8 +35,9 @@ class PrVerdict:
         return PullRequestRef(RepoRef(self.forge, self.repo), self.pr_number)
 
 
-def pr_verdicts(db: Database, repo: str | None = None) -> list[PrVerdict]:
-    """Every PR an agent job opened or revised (``repo``'s only, if given), oldest first."""
+def pr_verdicts(db: Database, repo: str | None = None, forge: str | None = None) -> list[PrVerdict]:
+    """Every PR an agent job opened or revised (``repo`` on ``forge``'s only, if given),
+    oldest first."""
     query = (
         select(Job)
         .where(Job.kind.in_(AGENT_KINDS), Job.state == "succeeded", Job.pr_number.is_not(None))
@@ -44,6 +45,8 @@ def pr_verdicts(db: Database, repo: str | None = None) -> list[PrVerdict]:
     )
     if repo is not None:
         query = query.where(Job.repo == repo)
+    if forge is not None:
+        query = query.where(Job.forge == forge)
     latest: dict[tuple[str, str, int], PrVerdict] = {}
     with db.session() as session:
         jobs: Sequence[Job] = session.scalars(query).all()

@@ -38,7 +38,7 @@ def test_ribbit_run_replays_in_a_real_sandbox(tmp_path: Path) -> None:
     result = CliRunner().invoke(
         run,
         [
-            "--repo",
+            "--checkout",
             str(repo),
             "--issue-file",
             str(issue),

@@ -62,7 +62,7 @@ def test_ribbit_gates_runs_the_ribbit_yml_setup_and_test_command(
             },
         )
     )
-    args = ["--repo", str(repo), "--patch", str(patch), "--backend", "bubblewrap", "--json"]
+    args = ["--checkout", str(repo), "--patch", str(patch), "--backend", "bubblewrap", "--json"]
     result = CliRunner().invoke(gates_command, args)
     assert result.exit_code == 0, result.output
     tests = next(r for r in json.loads(result.output)["gates"] if r["name"] == "tests")
@@ -82,7 +82,7 @@ def test_ribbit_run_sets_up_with_the_ribbit_yml_before_the_agent(
     issue = tmp_path / "issue.md"
     issue.write_text("# add() subtracts\n")
     out = tmp_path / "out.jsonl"
-    args = ["--repo", str(repo), "--issue-file", str(issue), "--replay", str(replay)]
+    args = ["--checkout", str(repo), "--issue-file", str(issue), "--replay", str(replay)]
     result = CliRunner().invoke(
         run, [*args, "--trajectory-out", str(out), "--backend", "bubblewrap"]
     )

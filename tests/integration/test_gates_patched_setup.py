@@ -78,7 +78,7 @@ def test_ribbit_gates_runs_no_install_hook_of_the_patch(
     monkeypatch.setenv("RIBBIT_SANDBOX__SETUP_NETWORK", "true")  # the proxy is there
     patch = tmp_path / "hook.diff"
     patch.write_text(make_patch(repo, PATCH))
-    args = ["--repo", str(repo), "--patch", str(patch), "--backend", "bubblewrap", "--json"]
+    args = ["--checkout", str(repo), "--patch", str(patch), "--backend", "bubblewrap", "--json"]
     result = CliRunner().invoke(gates_command, args)
     tests = next(r for r in json.loads(result.output)["gates"] if r["name"] == "tests")
     assert "HOOK-RAN" not in tests["logs"], tests["logs"]
@@ -141,7 +141,7 @@ DEP_TEST = (
 def _gates(repo: Path, tmp_path: Path, changes: dict[str, str]) -> dict[str, object]:
     patch = tmp_path / "change.diff"
     patch.write_text(make_patch(repo, changes))
-    args = ["--repo", str(repo), "--patch", str(patch), "--backend", "bubblewrap", "--json"]
+    args = ["--checkout", str(repo), "--patch", str(patch), "--backend", "bubblewrap", "--json"]
     result = CliRunner().invoke(gates_command, args)
     data = json.loads(result.output)
     tests: dict[str, object] = next(r for r in data["gates"] if r["name"] == "tests")

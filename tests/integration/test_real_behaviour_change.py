@@ -63,7 +63,7 @@ def humanize(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _gates(repo: Path, data: Path, *labels: str) -> tuple[int, dict[str, Any]]:
-    args = ["--repo", str(repo), "--patch", str(FIXTURES / "rounding-fix.patch")]
+    args = ["--checkout", str(repo), "--patch", str(FIXTURES / "rounding-fix.patch")]
     args += ["--backend", "bubblewrap", "--json", "--issue", ISSUE]
     args += [a for label in labels for a in ("--issue-label", label)]
     result = CliRunner().invoke(gates_command, args, env={"RIBBIT_DATA_DIR": str(data)})

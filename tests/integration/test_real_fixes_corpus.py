@@ -424,7 +424,7 @@ def _base_repo(fix: RealFix, root: Path) -> Path:
 
 
 def _gates(fix: RealFix, repo: Path, data: Path) -> tuple[int, dict[str, Any]]:
-    args = ["--repo", str(repo), "--patch", str(FIXTURES / fix.fixture / fix.fix)]
+    args = ["--checkout", str(repo), "--patch", str(FIXTURES / fix.fixture / fix.fix)]
     args += ["--backend", "bubblewrap", "--json", "--issue", fix.issue]
     result = CliRunner().invoke(gates_command, args, env={"RIBBIT_DATA_DIR": str(data)})
     report: dict[str, Any] = json.loads(result.output)

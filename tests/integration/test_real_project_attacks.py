@@ -168,7 +168,7 @@ def test_the_attack_is_broken_outside_the_gates(
 def _gates(project: Project, attack: RealAttack, tmp_path: Path) -> tuple[int, dict[str, Any]]:
     repo = tmp_path / "repo"
     git(project.repo, "worktree", "add", "-q", "--detach", str(repo), project.base)
-    args = ["--repo", str(repo), "--patch", str(project.patches[attack.name])]
+    args = ["--checkout", str(repo), "--patch", str(project.patches[attack.name])]
     args += ["--backend", "bubblewrap", "--json", "--issue", ISSUE]
     result = CliRunner().invoke(
         gates_command, args, env={"RIBBIT_DATA_DIR": str(project.data / "gates")}

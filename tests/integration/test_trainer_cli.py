@@ -221,7 +221,7 @@ def test_envs_build_sets_up_like_a_job_from_setup_or_the_repos_ribbit_yml(
     runner = CliRunner()
 
     def build(*extra: str) -> Any:
-        args = ["envs", "build", "--repo", str(repo), "--base", base, "--fix", fix]
+        args = ["envs", "build", "--checkout", str(repo), "--base", base, "--fix", fix]
         args += ["--issue-file", str(issue), "--reruns", "1", "--json", "--forge", "github"]
         # A hand-built environment names its repository (#33): its model line follows it.
         args += [*extra] if "--name" in extra else ["--name", "local/repo", *extra]

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import click
 
+from bot.cli_options import REPO_HELP, REPO_REF, checkout_option, forge_option
 from bot.console import empty, progress
+from bot.forges.base import RepoRef
 from trainer.cli.common import (
     env_folders,
     envs_option,
@@ -30,13 +32,7 @@ def envs() -> None:
 
 
 @envs.command("build")
-@click.option(
-    "--repo",
-    "repo_dir",
-    required=True,
-    type=click.Path(path_type=Path, file_okay=False, exists=True),
-    help="Local git repository.",
-)
+@checkout_option("The repository's git clone, holding --base and --fix")
 @click.option("--base", required=True, help="Base commit sha (the PR's base).")
 @click.option("--fix", required=True, help="Fix commit sha (the merged fix).")
 @click.option(
@@ -47,15 +43,14 @@ def envs() -> None:
 )
 @click.option(
     "--name",
-    "repo_name",
+    "repo_ref",
+    type=REPO_REF,
     required=True,
-    help="The repository's owner/name on its forge: its model line follows it.",
+    help=f"Its model line follows this repository ({REPO_HELP}).",
 )
-@click.option(
-    "--forge",
-    type=click.Choice(["github", "gitlab"]),
+@forge_option(
+    "The repository's forge (where --name has no forge: prefix): which model line may train on it.",
     required=True,
-    help="The repository's forge: with --name, which model line may train on it.",
 )
 @click.option(
     "--test-command",
@@ -76,11 +71,11 @@ def envs() -> None:
 @click.pass_context
 def build_env(
     ctx: click.Context,
-    repo_dir: Path,
+    checkout: Path,
     base: str,
     fix: str,
     issue_file: Path,
-    repo_name: str,
+    repo_ref: RepoRef,
     forge: str,
     test_command: str | None,
     setup_commands: tuple[str, ...],
@@ -98,15 +93,15 @@ def build_env(
     from worker.repo_config import RepoConfigError, read_repo_config
     from worker.sandbox.setupcmd import commit_files, with_detected_setup
 
-    base, fix = _commit(repo_dir, base, "--base"), _commit(repo_dir, fix, "--fix")
+    base, fix = _commit(checkout, base, "--base"), _commit(checkout, fix, "--fix")
     try:
-        config = read_repo_config(repo_dir, base)
+        config = read_repo_config(checkout, base)
     except RepoConfigError as exc:
         raise click.ClickException(str(exc)) from None
     settings = settings_of(ctx)
     # As the solve job on that commit would set up: detected when .ribbit.yml names none.
     config = with_detected_setup(
-        config, commit_files(repo_dir, base), enabled=settings.sandbox.detect_setup
+        config, commit_files(checkout, base), enabled=settings.sandbox.detect_setup
     )
     env_store = env_folders(ctx, store)
     builder = EnvironmentBuilder(
@@ -114,20 +109,20 @@ def build_env(
     )
     issue = issue_file.read_text(encoding="utf-8")
     spec = BuildSpec(
-        *(repo_dir, base, fix, issue),
-        repo=repo_name,
+        *(checkout, base, fix, issue),
+        repo=repo_ref.full_name,
         test_command=test_command or config.test,
         setup_commands=setup_commands or ((config.setup,) if config.setup else ()),
         image=config.image,
-        provenance=Provenance(source="local", forge=forge),
+        provenance=Provenance(source="local", forge=repo_ref.forge),
     )
     try:
         with (
             sandbox_errors(),
-            progress(f"building {repo_name} at {fix[:12]} (tests run {reruns}x per tree)"),
+            progress(f"building {repo_ref.full_name} at {fix[:12]} (tests run {reruns}x per tree)"),
         ):
             env = builder.build(spec)
-        env_store.add(env, repo_dir)
+        env_store.add(env, checkout)
     except BuildRejected as exc:
         env_store.reject(exc.rejection)
         raise click.ClickException(f"rejected: {exc}") from None
@@ -135,12 +130,12 @@ def build_env(
     click.echo(env.model_dump_json(indent=2) if as_json else summary(env))
 
 
-def _commit(repo_dir: Path, rev: str, flag: str) -> str:
+def _commit(checkout: Path, rev: str, flag: str) -> str:
     """The full sha of a revision given on the command line (``f51a53b^`` too)."""
     from bot.hostgit import GitError, revision_commit
 
     try:
-        return revision_commit(repo_dir, rev)
+        return revision_commit(checkout, rev)
     except GitError as exc:
         raise click.BadParameter(str(exc), param_hint=flag) from None
 
@@ -377,20 +372,18 @@ def import_envs(ctx: click.Context, path: Path, forge: str | None, store: Path |
 
 
 @envs.command("from-outcomes")
-@click.option(
-    "--forge",
-    "forge_name",
+@forge_option(
+    "The forge the outcomes were recorded on, where --name has no forge: prefix.",
     required=True,
-    help="The forge the outcomes were recorded on (github, gitlab), as the outcome store has it.",
 )
-@click.option("--name", "repo_name", required=True, help="owner/name as the outcome store has it.")
 @click.option(
-    "--repo",
-    "repo_dir",
+    "--name",
+    "repo_ref",
+    type=REPO_REF,
     required=True,
-    type=click.Path(path_type=Path, file_okay=False, exists=True),
-    help="A local clone holding the PRs' base commits.",
+    help=f"The repository whose outcomes to build from ({REPO_HELP}).",
 )
+@checkout_option("A clone of the repository holding the PRs' base commits")
 @click.option(
     "--test-command",
     default=None,
@@ -401,9 +394,9 @@ def import_envs(ctx: click.Context, path: Path, forge: str | None, store: Path |
 @click.pass_context
 def envs_from_outcomes(
     ctx: click.Context,
-    forge_name: str,
-    repo_name: str,
-    repo_dir: Path,
+    forge: str,
+    repo_ref: RepoRef,
+    checkout: Path,
     test_command: str | None,
     reruns: int,
     timeout_s: float,
@@ -424,14 +417,20 @@ def envs_from_outcomes(
     env_store = env_folders(ctx, store)
     with (
         sandbox_errors(),
-        progress(f"building environments from {forge_name}:{repo_name}'s outcomes"),
+        progress(f"building environments from {repo_ref}'s outcomes"),
     ):
         report = environments_from_outcomes(
-            db, forge_name, repo_name, repo_dir, builder, env_store, test_command=test_command
+            db,
+            repo_ref.forge,
+            repo_ref.full_name,
+            checkout,
+            builder,
+            env_store,
+            test_command=test_command,
         )
     sync_index(db, env_store)
     if not report.built and not report.rejected:
-        empty(f"no recorded outcomes for {forge_name}:{repo_name}; see `ribbit outcomes`")
+        empty(f"no recorded outcomes for {repo_ref}; see `ribbit outcomes`")
     for env in report.built:
         click.echo(f"built {summary(env)}")
     for r in report.rejected:

@@ -5,7 +5,7 @@ repository's ``.ribbit.yml`` committed at HEAD gives the setup command, the test
 command, the image and the agent limits as it does for a job, and the sandbox is set
 up by the production setup step before the agent starts (a failed setup ends the
 run). The command copies nothing itself: the sandbox backend makes its own private
-copy of ``--repo``, so the checkout given is never changed.
+copy of ``--checkout``, so the checkout given is never changed.
 """
 
 from __future__ import annotations
@@ -18,11 +18,13 @@ from typing import Any
 
 import click
 
+from bot.cli_options import checkout_option
 from bot.hostgit import head_commit, latest_tag
 from worker.agent.episode import Episode, SandboxRecipe, run_episode
 from worker.agent.policy import PolicyError, load_policy
 from worker.agent.prompt import AgentTask, IssueComment
 from worker.repo_config import RepoConfig
+from worker.sandbox.backend_option import backend_option
 from worker.settings import AgentSettings, ModelSettings, SandboxSettings
 
 
@@ -93,21 +95,29 @@ def with_checkout_facts(task: AgentTask, repo: Path) -> AgentTask:
     )
 
 
-def _sandbox_settings(backend: str, base: SandboxSettings) -> SandboxSettings:
-    # "local" is not a SandboxSettings choice; it is passed through for backends that
-    # offer it and refused by the rest.
-    if backend == "local":
-        return base.model_copy(update={"backend": "local"})
+def _sandbox_settings(backend: str | None, base: SandboxSettings) -> SandboxSettings:
+    """The settings' sandbox section with --backend, where given, on top."""
+    if backend is None:
+        return base
     return SandboxSettings.model_validate({**base.model_dump(), "backend": backend})
 
 
+def _model_settings(
+    base: ModelSettings, policy_name: str | None, model_path: str | None, replay: Path | None
+) -> ModelSettings:
+    """The settings' model section with the command line's choices on top."""
+    update: dict[str, Any] = {}
+    if replay is not None:
+        update.update(policy="replay", replay_file=replay)
+    if policy_name is not None:
+        update["policy"] = policy_name
+    if model_path is not None:
+        update["model"] = model_path
+    return ModelSettings.model_validate({**base.model_dump(), **update})
+
+
 @click.command("run")
-@click.option(
-    "--repo",
-    type=click.Path(exists=True, file_okay=False, path_type=Path),
-    required=True,
-    help="Checked-out repository to work on (copied, never changed).",
-)
+@checkout_option("The repository to work on (copied, never changed)")
 @click.option(
     "--issue-file",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
@@ -135,23 +145,17 @@ def _sandbox_settings(backend: str, base: SandboxSettings) -> SandboxSettings:
     default=None,
     help="Append the run's trajectory to this JSONL file.",
 )
-@click.option(
-    "--backend",
-    type=click.Choice(["auto", "docker", "bubblewrap", "local"]),
-    default="auto",
-    show_default=True,
-    help="Sandbox backend.",
-)
+@backend_option
 def run(
-    repo: Path,
+    checkout: Path,
     issue_file: Path,
     policy_name: str | None,
     model_path: str | None,
     replay_file: Path | None,
     trajectory_out: Path | None,
-    backend: str,
+    backend: str | None,
 ) -> None:
-    """Run the agent on REPO for the issue in ISSUE_FILE; print the diff."""
+    """Run the agent on the --checkout for the issue in --issue-file; print the diff."""
     from worker.agent.repo_task import agent_limits, repo_instructions
     from worker.repo_config import RepoConfigError, read_repo_config
     from worker.sandbox.setupcmd import commit_files, with_detected_setup
@@ -159,28 +163,23 @@ def run(
 
     settings = load_worker_settings()
     try:
-        config = read_repo_config(repo)
+        config = read_repo_config(checkout)
     except RepoConfigError as exc:
         raise click.ClickException(str(exc)) from None
     config = with_detected_setup(
-        config, commit_files(repo, "HEAD"), enabled=settings.sandbox.detect_setup
+        config, commit_files(checkout, "HEAD"), enabled=settings.sandbox.detect_setup
     )
-    update: dict[str, Any] = {}
-    if replay_file is not None:
-        update.update(policy="replay", replay_file=replay_file)
-    if policy_name is not None:
-        update["policy"] = policy_name
-    if model_path is not None:
-        update["model"] = model_path
-    model = ModelSettings.model_validate({**settings.model.model_dump(), **update})
-    task = task_with_config(read_issue_file(issue_file), config, repo_instructions(config, repo))
+    model = _model_settings(settings.model, policy_name, model_path, replay_file)
+    task = task_with_config(
+        read_issue_file(issue_file), config, repo_instructions(config, checkout)
+    )
     sandboxes = SandboxRecipe.production(
         _sandbox_settings(backend, settings.sandbox), image=config.image
     )
     try:
         episode = execute(
             task,
-            repo,
+            checkout,
             model,
             agent_limits(settings.agent, config),
             sandboxes,

@@ -19,10 +19,12 @@ from typing import TYPE_CHECKING, NamedTuple, NoReturn
 
 import click
 
+from bot.cli_options import checkout_option
 from bot.console import line, progress, styled
 from bot.hostgit import GitError, revision_commit
 from bot.store.gate_report import GateReport, Verdict
 from worker.gates.base import Gate, GateContext
+from worker.sandbox.backend_option import backend_option
 from worker.sandbox.base import Sandbox, SandboxFactory
 
 if TYPE_CHECKING:
@@ -40,7 +42,7 @@ def _no_sandbox(checkout: Path) -> Sandbox:
     raise click.UsageError("the test gate needs a sandbox but --no-tests was given")
 
 
-def _sandboxes(backend: str, image: str | None) -> SandboxRecipe:
+def _sandboxes(backend: str | None, image: str | None) -> SandboxRecipe:
     """The solve job's sandboxes and setup step, imported only when tests are to run."""
     from bot.settings import SettingsError
     from worker.sandbox.recipe import SandboxRecipe
@@ -50,8 +52,9 @@ def _sandboxes(backend: str, image: str | None) -> SandboxRecipe:
         base = load_worker_settings().sandbox
     except SettingsError as exc:
         raise click.UsageError(str(exc)) from None
-    chosen = "auto" if backend == "local" else backend
-    settings = SandboxSettings.model_validate({**base.model_dump(), "backend": chosen})
+    settings = SandboxSettings.model_validate(
+        {**base.model_dump(), "backend": backend or base.backend}
+    )
     return SandboxRecipe.production(settings, image=image)
 
 
@@ -83,7 +86,7 @@ def _load(repo: Path, base: str) -> _Loaded:
 
 
 def _test_sandboxes(
-    backend: str, loaded: _Loaded, repo: Path, base: str, patch: str, *, as_json: bool
+    backend: str | None, loaded: _Loaded, repo: Path, base: str, patch: str, *, as_json: bool
 ) -> tuple[SandboxFactory, Callable[[Sandbox], SetupResult]]:
     """The test gate's sandboxes (no network) and setup step (the base's snapshot; for
     a patch that changes dependency manifests, the patched tree's registry-only install:
@@ -142,13 +145,7 @@ def _repo_head(repo: Path) -> str:
 
 
 @click.command("gates")
-@click.option(
-    "--repo",
-    "repo",
-    required=True,
-    type=click.Path(exists=True, file_okay=False, path_type=Path),
-    help="Repository checkout; the patch is judged against its HEAD.",
-)
+@checkout_option("The repository to judge the patch against, at its HEAD")
 @click.option(
     "--patch",
     "patch_file",
@@ -164,13 +161,7 @@ def _repo_head(repo: Path) -> str:
     type=click.Path(dir_okay=False, path_type=Path),
     help="Also write all findings as SARIF 2.1.0 to this file.",
 )
-@click.option(
-    "--backend",
-    type=click.Choice(["local", "docker", "bubblewrap"]),
-    default="local",
-    show_default=True,
-    help="Sandbox for the tests; local: whichever this machine has (auto).",
-)
+@backend_option
 @click.option(
     "--issue", "issue_text", default="", help="Issue title and body, to find the tests it names."
 )
@@ -181,12 +172,12 @@ def _repo_head(repo: Path) -> str:
     help="A label of the issue (repeatable), as .ribbit.yml gates.behaviour_change_labels reads.",
 )
 def gates_command(
-    repo: Path,
+    checkout: Path,
     patch_file: Path,
     no_tests: bool,
     as_json: bool,
     sarif_file: Path | None,
-    backend: str,
+    backend: str | None,
     issue_text: str,
     issue_labels: tuple[str, ...],
 ) -> None:
@@ -199,8 +190,8 @@ def gates_command(
         patch = sys.stdin.read()
     else:
         patch = patch_file.read_text(encoding="utf-8", errors="surrogateescape")
-    base = _repo_head(repo)
-    loaded = _load(repo, base)
+    base = _repo_head(checkout)
+    loaded = _load(checkout, base)
     repo_config = loaded.config
     chosen: Sequence[Gate] = [SemgrepGate(), HygieneGate()]
     factory: SandboxFactory = _no_sandbox
@@ -208,10 +199,12 @@ def gates_command(
     if not no_tests:
         # As in a solve job: the base set up once (registry proxy), every test run, the
         # patched tree's included, from its snapshot with no network.
-        factory, setup_step = _test_sandboxes(backend, loaded, repo, base, patch, as_json=as_json)
+        factory, setup_step = _test_sandboxes(
+            backend, loaded, checkout, base, patch, as_json=as_json
+        )
         chosen = [TestGate(), *chosen]
     ctx = GateContext(
-        repo_dir=repo.resolve(),
+        repo_dir=checkout.resolve(),
         base_commit=base,
         patch=patch,
         repo_config=repo_config,

@@ -21,7 +21,8 @@ which backends can run here and why not.
   a failed set-up (the maintainer's `.ribbit.yml` or the operator's setting).
 - snapshot.py, envcache.py: set-up environments snapshotted per job and cached per
   repository; secretscan.py: the set-up credentials searched for in every snapshot;
-  repoimage.py: a repository's own image; cli.py: ``ribbit sandbox``.
+  repoimage.py: a repository's own image; cli.py: ``ribbit sandbox``;
+  backend_option.py: the ``--backend`` flag every command that opens a sandbox takes.
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from worker.sandbox import SandboxError, check_backends, open_sandbox
+from worker.sandbox.backend_option import backend_option
 from worker.sandbox.setup import exec_with_egress
 from worker.settings import SandboxSettings, WorkerSettings
 
@@ -29,12 +30,7 @@ def sandbox() -> None:
 
 
 @sandbox.command("run", context_settings={"ignore_unknown_options": True})
-@click.option(
-    "--backend",
-    type=click.Choice(["docker", "bubblewrap", "auto"]),
-    default=None,
-    help="Sandbox backend (default: the settings', normally auto).",
-)
+@backend_option
 @click.option(
     "--workspace",
     type=click.Path(exists=True, file_okay=False, path_type=Path),

@@ -51,6 +51,7 @@ class JobReports:
         self,
         *,
         state: str | None = None,
+        forge: str | None = None,
         repo: str | None = None,
         limit: int = 50,
         offset: int = 0,
@@ -59,6 +60,8 @@ class JobReports:
             q = select(Job).order_by(Job.created_at.desc(), Job.id)
             if state:
                 q = q.where(Job.state == state)
+            if forge:
+                q = q.where(Job.forge == forge)
             if repo:
                 q = q.where(Job.repo == repo)
             rows: JobList = [*session.scalars(q.limit(limit).offset(offset)).all()]

@@ -75,6 +75,24 @@ def test_jobs_json_lists_jobs(env: Path) -> None:
     )
 
 
+def test_jobs_repo_names_the_repository_on_its_forge(env: Path) -> None:
+    job_id = _add_job()
+
+    def listed(*args: str) -> list[str]:
+        result = CliRunner().invoke(main, ["jobs", "--json", *args])
+        assert result.exit_code == 0, result.output
+        return [row["id"] for row in json.loads(result.output)]
+
+    assert listed("--repo", "gitlab:acme/tools/w") == [job_id]
+    assert listed("--repo", "acme/tools/w", "--forge", "gitlab") == [job_id]
+    # Unprefixed, a repository is GitHub's, and GitHub has no acme/tools/w.
+    bad = CliRunner().invoke(main, ["jobs", "--repo", "acme/tools/w"])
+    assert bad.exit_code == 2 and "Invalid value for '--repo'" in bad.output
+    assert listed("--repo", "gitlab:acme/other") == []
+    assert listed("--forge", "gitlab") == [job_id]
+    assert listed("--forge", "github") == []
+
+
 def test_jobs_show_by_prefix_and_unknown(env: Path) -> None:
     job_id = _add_job()
     shown = CliRunner().invoke(main, ["jobs", "show", job_id[:8], "--json"])

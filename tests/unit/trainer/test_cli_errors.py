@@ -86,7 +86,7 @@ def test_envs_build_takes_a_revision_and_refuses_what_names_no_commit(
     assert revision_commit(repo, "HEAD^") == first and revision_commit(repo, "HEAD") == second
     issue = tmp_path / "issue.md"
     issue.write_text("title\n")
-    build = ["envs", "build", "--repo", str(repo), "--issue-file", str(issue)]
+    build = ["envs", "build", "--checkout", str(repo), "--issue-file", str(issue)]
     build += ["--name", "acme/calc", "--forge", "github", "--fix", "HEAD"]
     for rev in ("nothere", "--upload-pack=touch pwned", "HEAD:a.txt"):
         result = CliRunner().invoke(main, [*build, "--base", rev])

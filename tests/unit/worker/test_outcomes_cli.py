@@ -114,6 +114,15 @@ def test_repo_keeps_one_repositorys_outcomes(store: OutcomeStore) -> None:
     store.save(CLOSED)
     result = CliRunner().invoke(outcomes, ["--json", "--repo", "acme/calc"])
     assert [row["pr"] for row in json.loads(result.output)] == [12]
+    # The same name on the other forge is another repository.
+    other = CliRunner().invoke(outcomes, ["--json", "--repo", "gitlab:acme/calc"])
+    assert json.loads(other.output) == []
+    group = "a-very-long-group-name/and-a-long-project"
+    on_gitlab = CliRunner().invoke(outcomes, ["--json", "--forge", "gitlab", "--repo", group])
+    assert [row["pr"] for row in json.loads(on_gitlab.output)] == [5]
+    # Without --repo, --forge is a filter of its own.
+    every_gitlab = CliRunner().invoke(outcomes, ["--json", "--forge", "gitlab"])
+    assert [row["pr"] for row in json.loads(every_gitlab.output)] == [5]
 
 
 def test_export_writes_one_json_line_per_outcome(store: OutcomeStore, tmp_path: Path) -> None:

@@ -118,7 +118,12 @@ def test_only_prs_an_older_judge_passed_are_candidates(db: Database, ribbit_prs:
     assert sorted(older) == [100, 102, 103]
     assert older[100].judge is None and older[100].verdict is Verdict.BEFORE_EVIDENCE
     assert older[100].issue == 4 and older[100].job_id == "j100"
-    assert judged_by_older(db, repo="someone/else") == []
+    assert judged_by_older(db, repo=RepoRef("github", "someone/else")) == []
+    # The same name on the other forge is another repository.
+    assert judged_by_older(db, repo=RepoRef("gitlab", "acme/calc")) == []
+    assert sorted(pr.pr_number for pr in judged_by_older(db, repo=REPO)) == [100, 102, 103]
+    assert judged_by_older(db, forge="gitlab") == []
+    assert len(judged_by_older(db, forge="github")) == 3
 
 
 def test_an_old_judged_draft_becomes_unverified_and_is_audited(

@@ -90,7 +90,7 @@ def test_environments_build_a_rejected_fix_is_kept_with_its_reason(
     data_dir: Path, tests_only_fix: tuple[Path, str, str, Path]
 ) -> None:
     repo, base, fix, issue = tests_only_fix
-    args = ["build", "--repo", str(repo), "--base", base, "--fix", fix]
+    args = ["build", "--checkout", str(repo), "--base", base, "--fix", fix]
     out = _refused(*args, "--issue-file", str(issue), "--name", "acme/calc", "--forge", "github")
     assert "Error: rejected:" in out and "changes only tests" in out
     [line] = _ok("list", "--rejected").splitlines()
@@ -108,7 +108,7 @@ def test_environments_build_refuses_a_broken_repo_config(
     repo, _base, _fix, issue = tests_only_fix
     base = commit_files(repo, {".ribbit.yml": "test: [unclosed\n"}, "broken config")
     fix = commit_files(repo, {"calc.py": "x = 2\n"}, "fix")
-    args = ["build", "--repo", str(repo), "--base", base, "--fix", fix]
+    args = ["build", "--checkout", str(repo), "--base", base, "--fix", fix]
     out = _refused(*args, "--issue-file", str(issue), "--name", "acme/calc", "--forge", "github")
     assert "Error: .ribbit.yml is not valid YAML" in out
     assert _ok("list", "--rejected").startswith("no rejected")  # the fix was not judged
@@ -238,7 +238,7 @@ def test_environments_calibrate_uses_the_promoted_version(
 def test_environments_from_outcomes_with_nothing_recorded(data_dir: Path, tmp_path: Path) -> None:
     repo = tmp_path / "calc"
     make_git_repo(repo, {"calc.py": "x = 1\n"})
-    args = ["from-outcomes", "--forge", "github", "--name", "acme/calc", "--repo", str(repo)]
+    args = ["from-outcomes", "--forge", "github", "--name", "acme/calc", "--checkout", str(repo)]
     out = _ok(*args)
     assert "no recorded outcomes for github:acme/calc" in out and "ribbit outcomes" in out
 
@@ -261,7 +261,7 @@ def test_environments_from_outcomes_prints_what_was_built_and_rejected(
     )
     repo = tmp_path / "calc"
     make_git_repo(repo, {"calc.py": "x = 1\n"})
-    args = ["from-outcomes", "--forge", "gitlab", "--name", "acme/calc", "--repo", str(repo)]
+    args = ["from-outcomes", "--forge", "gitlab", "--name", "acme/calc", "--checkout", str(repo)]
     out = _ok(*args, "--test-command", "make test")
     # Only rejections is still something recorded: no "nothing recorded" hint.
     assert out.splitlines() == ["rejected acme/calc#7: no_code_change (closed)"]

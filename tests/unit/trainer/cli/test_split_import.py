@@ -63,7 +63,7 @@ def test_envs_split_holds_out_one_lines_newest_and_keeps_them(lines: Environment
 def test_envs_build_needs_the_repository_named(data_dir: Path, tmp_path: Path) -> None:
     issue = tmp_path / "issue.md"
     issue.write_text("x\n")
-    args = ["build", "--repo", str(tmp_path), "--base", "a", "--fix", "b"]
+    args = ["build", "--checkout", str(tmp_path), "--base", "a", "--fix", "b"]
     for missing in (["--forge", "github"], ["--name", "acme/a"]):
         result = run("envs", *args, "--issue-file", str(issue), *missing)
         assert result.exit_code == 2 and "Missing option" in result.output

@@ -90,7 +90,7 @@ def test_cli_command_help() -> None:
     out = CliRunner().invoke(run, ["--help"])
     assert out.exit_code == 0
     for flag in (
-        "--repo",
+        "--checkout",
         "--issue-file",
         "--policy",
         "--model",
@@ -99,6 +99,8 @@ def test_cli_command_help() -> None:
         "--backend",
     ):
         assert flag in out.output
+    # The directory's old spelling still works for a release, but is not offered.
+    assert "--repo" not in out.output
 
 
 def _trajectory() -> Trajectory:

@@ -40,7 +40,7 @@ def test_cli_a_clean_patch_without_tests_is_unverified_with_exit_3(
     # not "passed" (this exited 0 before the verdict had levels).
     repo, good, _ = repo_and_patches
     result = CliRunner().invoke(
-        gates_command, ["--repo", str(repo), "--patch", str(good), "--no-tests", "--json"]
+        gates_command, ["--checkout", str(repo), "--patch", str(good), "--no-tests", "--json"]
     )
     assert result.exit_code == 3, result.output
     data = json.loads(result.output)
@@ -76,7 +76,7 @@ def test_cli_exit_status_is_the_verdicts(
     monkeypatch.setattr(
         "worker.gates.run_gates", lambda *a, **k: GateReport.from_results(results, 0.1)
     )
-    args = ["--repo", str(repo), "--patch", str(good), "--no-tests"]
+    args = ["--checkout", str(repo), "--patch", str(good), "--no-tests"]
     result = CliRunner().invoke(gates_command, [*args, "--json"])
     assert result.exit_code == exit_code, result.output
     data = json.loads(result.output)
@@ -97,7 +97,7 @@ def test_cli_fails_bad_patch_with_exit_1_and_writes_sarif(
     sarif = tmp_path / "out.sarif"
     result = CliRunner().invoke(
         gates_command,
-        ["--repo", str(repo), "--patch", str(bad), "--no-tests", "--sarif", str(sarif)],
+        ["--checkout", str(repo), "--patch", str(bad), "--no-tests", "--sarif", str(sarif)],
     )
     assert result.exit_code == 1, result.output
     assert "semgrep ✖ (1 new finding) hygiene ✖ (1 finding)" in result.output
@@ -110,19 +110,19 @@ def test_cli_fails_bad_patch_with_exit_1_and_writes_sarif(
 def test_cli_usage_errors_exit_2(repo_and_patches: tuple[Path, Path, Path], tmp_path: Path) -> None:
     repo, good, _ = repo_and_patches
     runner = CliRunner()
-    assert runner.invoke(gates_command, ["--repo", str(repo)]).exit_code == 2
+    assert runner.invoke(gates_command, ["--checkout", str(repo)]).exit_code == 2
     missing = runner.invoke(
-        gates_command, ["--repo", str(repo), "--patch", str(tmp_path / "nope.diff")]
+        gates_command, ["--checkout", str(repo), "--patch", str(tmp_path / "nope.diff")]
     )
     assert missing.exit_code == 2
     not_git = tmp_path / "plain"
     not_git.mkdir()
     result = runner.invoke(
-        gates_command, ["--repo", str(not_git), "--patch", str(good), "--no-tests"]
+        gates_command, ["--checkout", str(not_git), "--patch", str(good), "--no-tests"]
     )
     assert result.exit_code == 2 and "not a git repository" in result.output
     bad_backend = runner.invoke(
-        gates_command, ["--repo", str(repo), "--patch", str(good), "--backend", "vm"]
+        gates_command, ["--checkout", str(repo), "--patch", str(good), "--backend", "vm"]
     )
     assert bad_backend.exit_code == 2
 
@@ -140,7 +140,7 @@ def test_cli_a_base_that_cannot_be_set_up_is_the_repositorys_not_the_patchs(
     added = {"test_issue.py": "def test_issue218():\n    assert True\n"}
     patch.write_text(make_patch(repo, {**BASE, **added}))
     monkeypatch.setattr("worker.gates.cli._sandboxes", lambda backend, image: local_sandboxes())
-    args = ["--repo", str(repo), "--patch", str(patch)]
+    args = ["--checkout", str(repo), "--patch", str(patch)]
     human = CliRunner().invoke(gates_command, args)
     assert human.exit_code == 2, human.output
     lines = human.output.splitlines()

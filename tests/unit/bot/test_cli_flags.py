@@ -1,0 +1,165 @@
+"""One meaning per flag name across every `ribbit` command (issue #36 item 6): --repo is a
+repository on a forge, --checkout a local directory, --backend the one sandbox-backend
+list; the directory's old --repo spelling still works for a release, with a warning."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from bot.cli import main
+from bot.cli_options import REPO_HELP, RepoRefType, checkout_option
+from tests.unit.worker.gates.helpers import make_patch, repo_with
+from worker.sandbox.backend_option import BACKEND_CHOICE, BACKENDS
+from worker.settings import SandboxSettings
+
+
+def _commands(
+    group: click.Group, ctx: click.Context, path: tuple[str, ...] = ()
+) -> Iterator[tuple[tuple[str, ...], click.Command]]:
+    # Through the lazy group, so the entry-point-registered commands are walked too.
+    for name in group.list_commands(ctx):
+        command = group.get_command(ctx, name)
+        assert command is not None, name
+        yield (*path, name), command
+        if isinstance(command, click.Group):
+            yield from _commands(command, click.Context(command, parent=ctx), (*path, name))
+
+
+COMMANDS = dict(_commands(main, click.Context(main)))
+
+
+def _with(flag: str) -> list[tuple[tuple[str, ...], click.Option]]:
+    return [
+        (path, param)
+        for path, command in COMMANDS.items()
+        for param in command.params
+        if isinstance(param, click.Option) and flag in param.opts
+    ]
+
+
+def test_the_walk_reaches_the_registered_commands() -> None:
+    # A walk that misses the entry points would make every test below vacuous.
+    for path in [("jobs",), ("gates",), ("run",), ("envs", "build"), ("data", "delete")]:
+        assert path in COMMANDS
+
+
+def test_repo_is_always_a_forge_repository() -> None:
+    shown = [(path, p) for path, p in _with("--repo") if not p.hidden]
+    assert len(shown) >= 10
+    for path, param in shown:
+        assert isinstance(param.type, RepoRefType), path
+        assert REPO_HELP in (param.help or ""), path
+
+
+def test_a_hidden_repo_is_only_the_deprecated_checkout_spelling() -> None:
+    hidden = [(path, p) for path, p in _with("--repo") if p.hidden]
+    assert sorted(path for path, _ in hidden) == [
+        ("envs", "build"),
+        ("envs", "from-outcomes"),
+        ("gates",),
+        ("run",),
+    ]
+    checkouts = {path for path, _ in _with("--checkout")}
+    for path, param in hidden:
+        assert path in checkouts and (param.help or "").startswith("Deprecated spelling"), path
+
+
+def test_checkout_is_always_an_existing_directory() -> None:
+    found = _with("--checkout")
+    assert len(found) == 4
+    for path, param in found:
+        assert isinstance(param.type, click.Path), path
+        assert param.type.exists and param.type.dir_okay and not param.type.file_okay, path
+        assert "a local repository directory" in (param.help or ""), path
+
+
+def test_backend_has_one_choice_list_everywhere() -> None:
+    found = _with("--backend")
+    assert sorted(path for path, _ in found) == [("gates",), ("run",), ("sandbox", "run")]
+    assert BACKENDS == ("auto", "docker", "bubblewrap")
+    # The setting takes exactly what the flag offers.
+    assert SandboxSettings.model_validate({"backend": "bubblewrap"}).backend == "bubblewrap"
+    for path, param in found:
+        assert param.type is BACKEND_CHOICE, path
+        assert tuple(param.type.choices) == BACKENDS, path
+        assert param.default is None, path  # the settings' backend where not given
+
+
+def test_backend_local_is_read_as_auto_with_a_warning(capsys: pytest.CaptureFixture[str]) -> None:
+    assert BACKEND_CHOICE.convert("local", None, None) == "auto"
+    [warning] = capsys.readouterr().err.splitlines()
+    assert "--backend local is deprecated" in warning and "auto" in warning
+    with pytest.raises(click.BadParameter):
+        BACKEND_CHOICE.convert("vm", None, None)
+
+
+# -- the deprecated spelling ----------------------------------------------------------------
+
+
+@click.command()
+@checkout_option("The repository")
+def show(checkout: Path) -> None:
+    click.echo(f"checkout={checkout}")
+
+
+def test_checkout_option_takes_the_old_spelling_with_one_warning_line(tmp_path: Path) -> None:
+    new = CliRunner().invoke(show, ["--checkout", str(tmp_path)])
+    assert new.exit_code == 0 and new.stdout == f"checkout={tmp_path}\n" and new.stderr == ""
+    old = CliRunner().invoke(show, ["--repo", str(tmp_path)])
+    assert old.exit_code == 0 and old.stdout == new.stdout
+    [warning] = old.stderr.splitlines()
+    assert warning.startswith("warning: --repo PATH is deprecated") and "--checkout" in warning
+    both = CliRunner().invoke(show, ["--repo", str(tmp_path), "--checkout", str(tmp_path)])
+    assert both.exit_code == 2 and "give --checkout only" in both.output
+    neither = CliRunner().invoke(show, [])
+    assert neither.exit_code == 2 and "Missing option '--checkout'" in neither.output
+    assert "--repo" not in CliRunner().invoke(show, ["--help"]).output
+
+
+def test_gates_with_the_old_spelling_judges_the_same(tmp_path: Path) -> None:
+    repo, _ = repo_with(tmp_path, {"app.py": "x = 1\n"})
+    patch = tmp_path / "p.diff"
+    patch.write_text(make_patch(repo, {"app.py": "x = 2\n"}))
+    args = ["--patch", str(patch), "--no-tests", "--json"]
+    new = CliRunner().invoke(main, ["gates", "--checkout", str(repo), *args])
+    old = CliRunner().invoke(main, ["gates", "--repo", str(repo), *args])
+    assert new.exit_code == old.exit_code == 3, (new.output, old.output)
+    judged = [json.loads(r.stdout) for r in (new, old)]
+    assert [(j["verdict"], j["summary"]) for j in judged] == [
+        ("unverified", judged[0]["summary"])
+    ] * 2
+    assert "deprecated" in old.stderr and "deprecated" not in new.stderr
+
+
+# -- validation ----------------------------------------------------------------------------
+
+
+REPO_COMMANDS = sorted(path for path, p in _with("--repo") if not p.hidden)
+
+
+@pytest.mark.parametrize("path", REPO_COMMANDS, ids=" ".join)
+def test_a_bad_repository_name_is_one_line_and_no_traceback(
+    path: tuple[str, ...], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RIBBIT_DATA_DIR", str(tmp_path))
+    # Typed first: click checks it before any other option and before the command runs.
+    result = CliRunner().invoke(main, [*path, "--repo", "not a repo"])
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output and result.exception is not None
+    errors = [line for line in result.output.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1 and "Invalid value for '--repo'" in errors[0], result.output
+    assert "owner/name" in errors[0]
+    assert result.output.rstrip().endswith(errors[0])
+
+
+@pytest.mark.parametrize("command", ["build", "from-outcomes"])
+def test_envs_checks_the_name_it_is_given(command: str, tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["envs", command, "--name", "acme", "--forge", "github"])
+    assert result.exit_code == 2, result.output
+    assert "Invalid value for '--name'" in result.output and "Traceback" not in result.output

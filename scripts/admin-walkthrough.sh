@@ -96,7 +96,7 @@ step ribbit data visibility --forge github --repo acme/calc --public --actor adm
 for fix in add mul neg; do
     sha=$(git -C calc rev-parse --short ":/Fix $fix")
     base=$(git -C calc rev-parse --short "$sha^")
-    step ribbit envs build --repo calc --base "$base" --fix "$sha" --issue-file "issues/$fix.md" \
+    step ribbit envs build --checkout calc --base "$base" --fix "$sha" --issue-file "issues/$fix.md" \
         --name acme/calc --forge github --test-command "python3 -m pytest -q -p no:cacheprovider" \
         --reruns 1
 done

@@ -86,7 +86,7 @@ def gates(tmp_path_factory: pytest.TempPathFactory) -> Gates:
         require_service(shutil.which("node") is not None, "node")
         if ribbit_yml not in reports:
             repo = _repo(tmp_path_factory.mktemp("commander"), ribbit_yml)
-            args = ["--repo", str(repo), "--patch", str(FIXTURE / "fix.patch")]
+            args = ["--checkout", str(repo), "--patch", str(FIXTURE / "fix.patch")]
             args += ["--backend", "bubblewrap", "--json", "--issue", ISSUE]
             env = {"RIBBIT_DATA_DIR": str(data)}
             result = CliRunner().invoke(gates_command, args, env=env)

@@ -63,7 +63,7 @@ def test_the_tox_environment_is_what_set_up_installs(base_repo: Path) -> None:
 
 def test_a_src_layout_tox_project_fix_is_verified(base_repo: Path, tmp_path: Path) -> None:
     require_service(shutil.which("bwrap") is not None, "bubblewrap")
-    args = ["--repo", str(base_repo), "--patch", str(FIXTURE / "fix.patch")]
+    args = ["--checkout", str(base_repo), "--patch", str(FIXTURE / "fix.patch")]
     args += ["--backend", "bubblewrap", "--json", "--issue", ISSUE]
     result = CliRunner().invoke(gates_command, args, env={"RIBBIT_DATA_DIR": str(tmp_path)})
     report: dict[str, Any] = json.loads(result.output)

@@ -9,7 +9,7 @@ from bot.cli_audit import actor_option, cli_actor
 from bot.forges import ForgeFactory, forge_factory
 from bot.runtime import open_database
 from bot.store.db import Database
-from bot.store.gate_report import JUDGE_VERSION
+from bot.store.records.gate_report import JUDGE_VERSION
 from worker.rejudge import rejudge
 
 

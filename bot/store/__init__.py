@@ -10,9 +10,9 @@ typed records. No module outside bot/store/ and trainer/store.py builds a query
   payload each job kind carries; kinds.py: the job-kind table (each kind's Celery task,
   payload, whether it runs the agent and is on the dashboard).
 - records/: the typed records that cross processes (a solve job's record and its parts,
-  the gates' report, the agent's trajectory), which the worker writes and the admin pages,
-  the trainer and the annotations read back; tolerant.py: how they read a stored value
-  of the wrong type (as absent);
+  the gates' report, the agent's trajectory, an outcome and its review feedback), which
+  the worker writes and the admin pages, the trainer and the annotations read back;
+  tolerant.py: how they read a stored value of the wrong type (as absent);
   failure.py: why a job failed (what, its output's tail, who can fix it), stored once
   and rendered the same on the issue, the pages and the CLI;
   pr_verdicts.py: the verdict (and its judge) each of Ribbit's PRs carries.

@@ -10,6 +10,8 @@ tolerantly (bot/store/tolerant.py), and every writer through its ``to_json``.
 - gate_report.py: the gates' report and the verdict scale every reader uses.
 - trajectory.py: the agent's trajectory, as the agent loop writes it and the trainer,
   the replay policy and the pages read it.
+- outcome.py: a pull request's outcome as the outcome job found it, with review.py,
+  the reviewers' feedback it keeps (the hints of the environments built from it).
 
 The solve record's names are re-exported here (``from bot.store.records import
 SolveRecord``); the other records are imported from their modules.
@@ -24,6 +26,8 @@ from bot.store.records.solve import (
     SOLVE_RECORD_VERSION,
     TASK_KEY,
     SolveRecord,
+    content_free,
+    holds_content,
 )
 from bot.store.records.task import TaskRecord, WithheldText
 
@@ -38,4 +42,6 @@ __all__ = [
     "SolveRecord",
     "TaskRecord",
     "WithheldText",
+    "content_free",
+    "holds_content",
 ]

@@ -45,6 +45,20 @@ STORED_PARTS = ("setup", "sandbox_image", "publish")
 CONTENT_FREE_FIELDS = frozenset({"version", "exit_reason", "turns"})
 
 
+def holds_content(result: Any) -> bool:
+    """Whether a job's stored result (``jobs.result``, of any kind) holds more than the
+    CONTENT_FREE_FIELDS, so that deleting a repository's data must cut it down."""
+    if isinstance(result, dict):
+        return bool(set(result) - CONTENT_FREE_FIELDS)
+    return bool(result)
+
+
+def content_free(result: Any, keep: frozenset[str] = CONTENT_FREE_FIELDS) -> dict[str, Any] | None:
+    """A job's stored result cut down to the fields in ``keep`` (None: nothing left)."""
+    kept = {k: v for k, v in result.items() if k in keep} if isinstance(result, dict) else {}
+    return kept or None
+
+
 @dataclass(frozen=True)
 class SolveRecord:
     """A solve or revise job's record, filled in as the job goes: set-up, then the

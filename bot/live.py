@@ -2,7 +2,7 @@
 
 The final trajectory is written only when the agent stops; while it works, the worker
 appends each finished turn to ``DATA_DIR/live/<job id>.jsonl`` (one JSON object per
-line, the keys of bot.store.trajectory.TurnRecord without the token ids) and the
+line, the keys of bot.store.records.trajectory.TurnRecord without the token ids) and the
 web app, which shares the data directory, reads them back. Lines are whole or absent:
 a half-written last line (read mid-append) is skipped, never shown broken.
 

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bot.store.gate_report import Verdict
+from bot.store.records.gate_report import Verdict
 from tests.fakes import git, make_git_repo
 from tests.unit.worker.gates.helpers import make_patch
 from worker.repo_config import RepoConfig

@@ -31,7 +31,7 @@ from typing import Any
 from bot.forges.base import RepoRef, forge_name
 from bot.store.db import Database
 from bot.store.outcomes import outcome_dict
-from bot.store.records import CONTENT_FREE_FIELDS
+from bot.store.records import CONTENT_FREE_FIELDS, holds_content
 from trainer.envs.folders import EnvironmentFolders
 from trainer.envs.schema import Environment, Rejection
 from trainer.store import TrainerStore
@@ -113,8 +113,7 @@ def repo_data(
     for job in trainer_store.repo_jobs(repo.forge, repo.full_name):
         if not _older(job.created_at, before):
             continue
-        result = job.result or {}
-        if set(result) - CONTENT_FREE_FIELDS or job.instructions:
+        if holds_content(job.result) or job.instructions:
             found.job_ids.append(job.id)
         path = _trajectory(job.solve_record.trajectory_path, data_dir)
         if path is not None:

@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 
-from bot.store.gate_report import JUDGE_VERSION as GATE_JUDGE_VERSION
+from bot.store.records.gate_report import JUDGE_VERSION as GATE_JUDGE_VERSION
 
 # Which judge graded a held-out score: scores by different judges are not compared. The
 # gates, the grader and the reward share one judge, so its version has one home, beside

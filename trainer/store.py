@@ -19,6 +19,7 @@ from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from bot.store.db import Database
+from bot.store.records import content_free
 from bot.store.tables import Job, Outcome
 from bot.store.training import (
     HeldoutResult,
@@ -138,8 +139,7 @@ class TrainerStore:
                     )
                 )
             for job in s.scalars(select(Job).where(Job.id.in_(job_ids))):
-                kept = {k: v for k, v in (job.result or {}).items() if k in kept_result_keys}
-                job.result = kept or None
+                job.result = content_free(job.result, kept_result_keys)
                 job.instructions = None
 
     # -- the environment index ----------------------------------------------------------

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-from bot.store.trajectory import TokenSegment
+from bot.store.records.trajectory import TokenSegment
 from trainer.config import TrainSettings
 from trainer.distributed import Ranks
 from trainer.envs.schema import Environment

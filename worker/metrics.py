@@ -40,7 +40,7 @@ from worker.sandbox.egress_policy import BlockedRequest, refusal_kind
 from worker.settings import WorkerSettings
 
 if TYPE_CHECKING:
-    from bot.store.gate_report import GateReport
+    from bot.store.records.gate_report import GateReport
     from worker.agent.policy import AssistantTurn, Policy, StopCheck
 
 log = logging.getLogger(__name__)

@@ -11,7 +11,7 @@ from bot.forges import ForgeFactory, forge_factory
 from bot.forges.base import RepoRef
 from bot.runtime import open_database
 from bot.store.db import Database
-from bot.store.gate_report import JUDGE_VERSION
+from bot.store.records.gate_report import JUDGE_VERSION
 from worker.rejudge import rejudge
 
 

@@ -3,7 +3,7 @@
 A draft opened before the verdict had levels says "gates passed" and ``Fixes #N`` on the
 old judge's word, which took "no test failed" for evidence: merging it may close a bug
 no test shows fixed. Each open draft whose job's verdict was not made by today's judge
-(bot/store/gate_report.py JUDGE_VERSION) and is not verified is re-labelled as an
+(bot/store/records/gate_report.py JUDGE_VERSION) and is not verified is re-labelled as an
 unverified draft's body reads (worker/pipelines/publish.py :func:`as_unverified`): its
 own closing line becomes ``Refs #N`` and the "Not verified" warning opens it; the commit
 status Ribbit set on its own head becomes ``failure`` "Not verified", as an unverified
@@ -24,8 +24,8 @@ from bot.cli_audit import audited
 from bot.forges import ForgeFactory
 from bot.forges.base import CommitStatus, RepoRef
 from bot.store.db import Database
-from bot.store.gate_report import JUDGE_VERSION, Verdict
 from bot.store.pr_verdicts import PrVerdict, pr_verdicts
+from bot.store.records.gate_report import JUDGE_VERSION, Verdict
 from worker.pipelines.publish import as_unverified
 
 AUDIT_ACTION = "rejudge"

@@ -25,11 +25,11 @@ from bot import joblinks, live
 from bot.forges.base import Forge, ForgeError, IssueRef
 from bot.forges.sanitize import sanitize_forge_text
 from bot.settings import Settings
-from bot.store.gate_report import Verdict
 from bot.store.jobs import JobStore
+from bot.store.records.gate_report import Verdict
 
 if TYPE_CHECKING:
-    from bot.store.trajectory import TurnRecord
+    from bot.store.records.trajectory import TurnRecord
 
 log = logging.getLogger(__name__)
 

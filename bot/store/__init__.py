@@ -5,13 +5,14 @@ typed records. No module outside bot/store/ and trainer/store.py builds a query
 
 - db.py: the engine, sessions and transactions; migrate (under a lock) and where a
   database's schema stands against the migrations (bot/runtime.py decides what to do).
-- tables.py, jobs/, outcomes.py, records.py, payloads.py: repositories, deliveries, jobs
-  (JobStore, with its state machine and the kill switch), outcomes (OutcomeStore), a solve
-  job's record, and the typed payload each job kind carries; kinds.py: the job-kind table
-  (each kind's Celery task, payload, whether it runs the agent and is on the dashboard).
-- trajectory.py, gate_report.py: the agent's trajectory and the gates' report, the records
+- tables.py, jobs/, outcomes.py, payloads.py: repositories, deliveries, jobs (JobStore,
+  with its state machine and the kill switch), outcomes (OutcomeStore), and the typed
+  payload each job kind carries; kinds.py: the job-kind table (each kind's Celery task,
+  payload, whether it runs the agent and is on the dashboard).
+- records/: the typed records that cross processes (a solve job's record and its parts,
+  the gates' report, the agent's trajectory, an outcome and its review feedback), which
   the worker writes and the admin pages, the trainer and the annotations read back;
-  tolerant.py: how both read a stored value of the wrong type (as absent);
+  tolerant.py: how they read a stored value of the wrong type (as absent);
   failure.py: why a job failed (what, its output's tail, who can fix it), stored once
   and rendered the same on the issue, the pages and the CLI;
   pr_verdicts.py: the verdict (and its judge) each of Ribbit's PRs carries.

@@ -8,7 +8,7 @@ method here instead of composing its own query over the table.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -17,28 +17,8 @@ from sqlalchemy.orm import Session
 
 from bot.store.db import Database
 from bot.store.kinds import AGENT_KINDS
+from bot.store.records.outcome import OutcomeRecord
 from bot.store.tables import Job, Outcome
-
-
-@dataclass(frozen=True)
-class OutcomeRecord:
-    """One PR's outcome as the worker found it on the forge."""
-
-    forge: str
-    repo: str
-    pr_number: int
-    issue_number: int | None
-    job_id: str | None
-    human_authored: bool
-    state: str  # merged | closed
-    actor: str | None
-    decided_at: datetime | None
-    time_to_merge_s: float | None
-    revisions: int
-    review_comments: dict[str, Any]
-    bot_diff: str | None
-    merged_diff: str | None
-    diff_similarity: float | None
 
 
 def outcome_dict(o: Outcome) -> dict[str, Any]:
@@ -114,8 +94,8 @@ class OutcomeStore:
             if row is None:
                 row = Outcome(forge=record.forge, repo=record.repo, pr_number=record.pr_number)
                 session.add(row)
-            for f in fields(record):
-                setattr(row, f.name, getattr(record, f.name))
+            for name, value in record.row_values().items():
+                setattr(row, name, value)
 
     def outcomes(self, repo: str | None = None, forge: str | None = None) -> Sequence[Outcome]:
         """Every outcome (of ``repo`` on ``forge`` only, if given), oldest first, detached."""

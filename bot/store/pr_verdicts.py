@@ -11,8 +11,8 @@ from sqlalchemy import select
 
 from bot.forges.base import ForgeName, PullRequestRef, RepoRef
 from bot.store.db import Database
-from bot.store.gate_report import Verdict
 from bot.store.kinds import AGENT_KINDS
+from bot.store.records.gate_report import Verdict
 from bot.store.tables import Job
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.store.trajectory import ToolCall
+from bot.store.records.trajectory import ToolCall
 from tests.fakes import ScriptedPolicy, make_git_repo
 from tests.plugins.leaf_conformance import CASES, FIXTURE_FILES, call_args, expected_text
 from tests.plugins.leaf_surroundings import normalised, recorded_calls, split_processes

@@ -55,8 +55,8 @@ from worker.jobs import PIPELINES
 
 def probe(ctx):
     from worker.agent.policy import AssistantTurn
-    from bot.store.gate_report import Finding, GateResult
-    from bot.store.gate_report import GateReport
+    from bot.store.records.gate_report import Finding, GateResult
+    from bot.store.records.gate_report import GateReport
     from worker.metrics import InstrumentedPolicy, record_gates, record_stage
     from worker.sandbox.base import SandboxError
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from bot.hostgit import clone_at
-from bot.store.trajectory import Trajectory
+from bot.store.records.trajectory import Trajectory
 from tests.plugins.e2e import GOOD_SCRIPT, ISSUE, REPO_FILES, wait_for, xml_call
 from tests.plugins.forge import BOT_LOGIN
 from trainer.envs.builder import BuildSpec, EnvironmentBuilder

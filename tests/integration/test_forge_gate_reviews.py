@@ -21,7 +21,7 @@ from bot.forges.base import (
     PullRequest,
 )
 from bot.settings import Settings
-from bot.store.gate_report import GateReport
+from bot.store.records.gate_report import GateReport
 from tests.fakes import commit_files, git
 from tests.plugins.forge import ForgeWorld
 from worker.gates import review

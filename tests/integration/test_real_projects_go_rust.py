@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.store.gate_report import GateReport
+from bot.store.records.gate_report import GateReport
 from tests.fakes import make_git_repo
 from tests.support import require_service
 from tests.unit.worker.gates.helpers import make_patch

@@ -15,7 +15,7 @@ from bot.forges.base import DraftPullRequest, ForgeName
 from bot.settings import Settings
 from bot.store import audit
 from bot.store.db import Database
-from bot.store.gate_report import Verdict
+from bot.store.records.gate_report import Verdict
 from bot.store.tables import Job
 from tests.fakes import commit_files, git
 from tests.plugins.forge import ForgeWorld

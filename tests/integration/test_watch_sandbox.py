@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.store.gate_report import GateResult
+from bot.store.records.gate_report import GateResult
 from tests.unit.worker.gates.helpers import make_patch, repo_with
 from tests.watch_attacks import BASE, HONEST, Attack, attacks
 from worker.gates import GateContext

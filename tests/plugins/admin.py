@@ -1,5 +1,5 @@
 """Data for the admin dashboard's tests: many jobs, a job with a real trajectory file
-(written by bot.store.trajectory, the same code the worker uses), and outcomes."""
+(written by bot.store.records.trajectory, the same code the worker uses), and outcomes."""
 
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ def seed_jobs(db: Database, n: int, *, start: datetime | None = None) -> None:
 
 def write_trajectory(path: Path) -> None:
     """A two-turn trajectory whose observation carries a <script> (model output is untrusted)."""
-    from bot.store.trajectory import (
+    from bot.store.records.trajectory import (
         ToolCall,
         ToolObservation,
         Trajectory,
@@ -115,7 +115,7 @@ def seed_job_with_trajectory(db: Database, data_dir: Path, job_id: str = "f" * 3
     result = {
         "trajectory_path": str(path),
         "diff": DIFF,
-        # The shape bot.store.gate_report.GateReport.to_dict() writes.
+        # The shape bot.store.records.gate_report.GateReport.to_dict() writes.
         "gates": {
             "passed": False,
             "duration_s": 3.0,

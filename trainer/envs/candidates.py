@@ -23,10 +23,10 @@ from __future__ import annotations
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from bot.store.db import Database
 from bot.store.records import SolveRecord
+from bot.store.records.review import ReviewFeedback
 from bot.store.tables import Job, Outcome
 from trainer.envs.builder import BuildRejected, BuildSpec, EnvironmentBuilder
 from trainer.envs.folders import EnvironmentFolders
@@ -41,10 +41,7 @@ class OutcomeImport:
 
 
 def _comments(outcome: Outcome) -> list[str]:
-    data: dict[str, Any] = outcome.review_comments or {}
-    texts = [str(c.get("body", "")) for c in data.get("comments", [])]
-    texts += [str(r.get("body", "")) for r in data.get("reviews", [])]
-    return [t.strip() for t in texts if t and t.strip()]
+    return ReviewFeedback.from_json(outcome.review_comments).texts()
 
 
 def _first_message(job: Job | None) -> str | None:

@@ -113,7 +113,7 @@ def rollout_to_dict(rollout: Rollout) -> dict[str, Any]:
 
 
 def rollout_from_dict(data: dict[str, Any]) -> Rollout:
-    from bot.store.trajectory import Trajectory
+    from bot.store.records.trajectory import Trajectory
     from worker.agent import AgentResult
 
     trajectory = Trajectory.from_dict(data["trajectory"])

@@ -11,7 +11,7 @@ present, add no blocking (error-severity) finding; else 0.0. Binary on
 purpose: partial credit is easy to game (break a test to "fix" another).
 Shaping exists, separate and off by default (:func:`shaped_reward`).
 
-The reward is the gates' verdict (:class:`bot.store.gate_report.Verdict`) with the
+The reward is the gates' verdict (:class:`bot.store.records.gate_report.Verdict`) with the
 environment's FAIL_TO_PASS as its evidence: the builder proved, with the gate's own
 judge (worker/gates/evidence.py), that each fails without the fix and passes with it, so
 no rollout reruns the base. 1.0 only for *verified*; an environment with no FAIL_TO_PASS
@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bot.store.gate_report import Finding, Verdict
+from bot.store.records.gate_report import Finding, Verdict
 from trainer.envs.builder import PatchDoesNotApply, apply_patch, set_up
 from trainer.envs.patches import is_test_path, split_by_file
 from trainer.envs.schema import Environment

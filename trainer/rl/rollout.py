@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bot.store.trajectory import TokenSegment
+from bot.store.records.trajectory import TokenSegment
 from trainer.envs.schema import Environment
 from worker.agent import AgentResult, AgentTask, Policy
 from worker.agent.episode import SandboxRecipe, SetupFailed, run_episode

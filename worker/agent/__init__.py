@@ -4,7 +4,7 @@ Importing this package is light on purpose (no torch/transformers); the
 transformers backend imports them when a model is loaded.
 """
 
-from bot.store.trajectory import (
+from bot.store.records.trajectory import (
     SCHEMA_VERSION,
     ExitReason,
     ToolCall,

@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bot.store.trajectory import TurnRecord
+from bot.store.records.trajectory import TurnRecord
 from worker.agent.loop import AgentResult, run_agent
 from worker.agent.policy import Policy
 from worker.agent.prompt import AgentTask

@@ -3,7 +3,7 @@
 
 Its stop conditions and their names are Leaf's (microsoft/FrogNano
 ``frognano/harness/leaf/agent.py`` @ 33de19f9). The run ends, and says why
-(:data:`~bot.store.trajectory.ExitReason`), when:
+(:data:`~bot.store.records.trajectory.ExitReason`), when:
 
 - ``agent``: an assistant message has no tool call (the model's final answer);
 - ``max_turns``: the turn budget is spent;
@@ -44,7 +44,7 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from bot.store.trajectory import ExitReason, ToolObservation, Trajectory, TurnRecord
+from bot.store.records.trajectory import ExitReason, ToolObservation, Trajectory, TurnRecord
 from worker.agent.policy import (
     AssistantTurn,
     ContextWindowExceeded,

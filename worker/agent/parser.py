@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bot.store.trajectory import ToolCall
+from bot.store.records.trajectory import ToolCall
 
 THINK_OPEN = "<think>"
 THINK_CLOSE = "</think>"

@@ -41,7 +41,7 @@ from dataclasses import asdict, dataclass
 from importlib import resources
 from typing import Any
 
-from bot.store.trajectory import ToolCall, ToolObservation
+from bot.store.records.trajectory import ToolCall, ToolObservation
 from worker.agent.runner_launch import (
     LEAF_PLACES,
     RunnerCall,

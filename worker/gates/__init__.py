@@ -30,7 +30,7 @@
 
 from __future__ import annotations
 
-from bot.store.gate_report import Finding, GateReport, GateResult
+from bot.store.records.gate_report import Finding, GateReport, GateResult
 from worker.gates.base import Gate, GateContext
 from worker.gates.runner import run_gates
 

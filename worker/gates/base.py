@@ -4,7 +4,7 @@ A gate judges a candidate patch against the repository at its base commit and
 returns a typed :class:`GateResult`. All gates run for every patch (a failing gate does
 not hide the others' findings), and the trainer reuses the same results as its reward,
 so results are plain data that serialise to JSON. The results, their findings and the
-report of all gates live in bot/store/gate_report.py: the job's record keeps them, and
+report of all gates live in bot/store/records/gate_report.py: the job's record keeps them, and
 the admin pages read them with the same classes.
 """
 
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from bot.store.gate_report import GateResult
+from bot.store.records.gate_report import GateResult
 from worker.repo_config import RepoConfig
 from worker.sandbox.base import Sandbox, SandboxFactory
 from worker.settings import GateSettings

@@ -22,7 +22,7 @@ import click
 from bot.cli_options import checkout_option
 from bot.console import line, progress, styled
 from bot.hostgit import GitError, revision_commit
-from bot.store.gate_report import GateReport, Verdict
+from bot.store.records.gate_report import GateReport, Verdict
 from worker.gates.base import Gate, GateContext
 from worker.sandbox.backend_option import backend_option
 from worker.sandbox.base import Sandbox, SandboxFactory

@@ -9,7 +9,7 @@ FAIL_TO_PASS mean the same thing.
 
 "Not run" is never evidence: a test skipped or xfailed with the patch is not a pass, and
 a test that already passed on the base code shows nothing. The levels themselves
-(verified, unverified, refused) are :class:`bot.store.gate_report.Verdict`.
+(verified, unverified, refused) are :class:`bot.store.records.gate_report.Verdict`.
 """
 
 from __future__ import annotations

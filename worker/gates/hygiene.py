@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 
-from bot.store.gate_report import Finding, GateResult
+from bot.store.records.gate_report import Finding, GateResult
 from worker.gates.autorun import (
     AutoRunFinding,
     auto_run_reason,

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from bot.store.gate_report import Finding, Severity
+from bot.store.records.gate_report import Finding, Severity
 from worker.gates.base import GateContext
 from worker.gates.evidence import fail_to_pass
 from worker.gates.junit import Outcome, TestCase

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from bot.store.gate_report import Finding
+from bot.store.records.gate_report import Finding
 from worker.gates.base import GateContext
 from worker.gates.evidence import BehaviourChange
 from worker.gates.judge import SuiteRun, _finding, _names

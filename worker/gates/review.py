@@ -25,7 +25,7 @@ from bot.forges.base import (
     PullRequestRef,
 )
 from bot.forges.sanitize import sanitize_forge_text
-from bot.store.gate_report import Finding, GateReport
+from bot.store.records.gate_report import Finding, GateReport
 from worker.gates.patch import PatchParseError, parse_patch
 
 log = logging.getLogger(__name__)

@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Protocol, runtime_checkable
 
-from bot.store.gate_report import Finding, GateReport, GateResult
+from bot.store.records.gate_report import Finding, GateReport, GateResult
 from worker.gates.base import Gate, GateContext, GateStopped
 from worker.gates.trees import PatchApplyError, PatchTreeError, PatchTrees, patch_trees
 

@@ -41,7 +41,7 @@ from typing import Any, Literal
 
 import yaml
 
-from bot.store.gate_report import Finding, GateResult, Severity
+from bot.store.records.gate_report import Finding, GateResult, Severity
 from worker.gates.base import GateContext
 from worker.gates.patch import FileChange
 from worker.gates.runner import apply_failure, run_tree_gate

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Protocol
 
-from bot.store.gate_report import Finding
+from bot.store.records.gate_report import Finding
 from worker.gates.trees import PatchTrees, regular_file_inside
 from worker.gates.watch import TamperEvent
 

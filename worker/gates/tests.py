@@ -57,7 +57,7 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import replace
 from pathlib import Path
 
-from bot.store.gate_report import Finding, GateResult
+from bot.store.records.gate_report import Finding, GateResult
 from worker.gates.base import GateContext
 from worker.gates.discovery import DiscoveryChange, changed_paths, discovery_changes
 from worker.gates.evidence import base_with_patch_tests, patched_code_with_base_tests

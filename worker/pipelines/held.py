@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bot.store.failure import FailureReason, Fixer
-from bot.store.gate_report import GateReport, GateResult, Verdict
+from bot.store.records.gate_report import GateReport, GateResult, Verdict
 from worker.pipelines.verdict import TestVerdict
 from worker.repo_config import CONFIG_PATH, RepoConfig
 from worker.sandbox.failure import output_fixer

@@ -13,8 +13,10 @@ from bot.forges.base import Forge, ForgeError, PullRequestRef, RepoRef
 from bot.forges.base import forge_name as to_forge_name
 from bot.runtime import Runtime
 from bot.store.jobs import JobStore
-from bot.store.outcomes import OutcomeRecord, OutcomeStore
+from bot.store.outcomes import OutcomeStore
 from bot.store.payloads import OutcomeOf, PayloadError
+from bot.store.records.outcome import OutcomeRecord
+from bot.store.records.review import FeedbackComment, FeedbackReview, ReviewFeedback
 from bot.store.tables import utcnow
 from worker.jobs import JobContext, JobRefused, pipeline
 from worker.pipelines.trusted_text import TrustedText
@@ -46,23 +48,23 @@ def _aware(value: datetime | None) -> datetime | None:
     return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
-def _trusted_review_text(forge: Forge, ref: PullRequestRef) -> dict[str, Any]:
+def _trusted_review_text(forge: Forge, ref: PullRequestRef) -> ReviewFeedback:
     """The pull request's review comments and reviews by writers. The outcome's review
     text becomes the hints of training environments built from it
     (trainer/envs/candidates.py), so it obeys the prompt's trust rule: writers' words
     only, outsiders' counted as withheld."""
     trust = TrustedText(forge, ref.repo)
-    comments = [
-        {"author": c.author, "body": c.body, "path": c.path, "line": c.line}
+    comments = tuple(
+        FeedbackComment(author=c.author, body=c.body, path=c.path, line=c.line)
         for c in forge.list_review_comments(ref)
         if trust.admit("review_comment", c.author)
-    ]
-    reviews = [
-        {"author": r.author, "state": r.state, "body": r.body}
+    )
+    reviews = tuple(
+        FeedbackReview(author=r.author, state=r.state, body=r.body)
         for r in forge.list_reviews(ref)
         if trust.admit("review", r.author)
-    ]
-    return {"comments": comments, "reviews": reviews}
+    )
+    return ReviewFeedback(comments=comments, reviews=reviews)
 
 
 def record_pull_request_outcome(

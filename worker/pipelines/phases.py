@@ -63,8 +63,8 @@ def solve_record(
 
     image, result = prepared.image, agent.result
     return SolveRecord(
-        setup=agent.setup.to_dict(),
-        sandbox_image=image.to_dict(),
+        setup=agent.setup.to_record(),
+        sandbox_image=image.to_record(),
         exit_reason=result.exit_reason,
         diff=result.diff,
         trajectory_path=str(trajectory_path),

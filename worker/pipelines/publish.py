@@ -1,8 +1,9 @@
 """Publishing a gated change: commit, push, draft PR, commit status, gate review and the
 issue's status comment, plus the markdown the PR body and the comments are made of.
 
-    PublishPlan (stored in the job's record) -> commit -> push -> find or open the PR
-        -> commit status + gate review on the head -> the PR's fields in the record
+    PublishPlan (bot/store/records/publish.py, in the job's record) -> commit -> push
+        -> find or open the PR -> commit status + gate review on the head -> the PR's
+        fields in the record
 
 Every step is safe to repeat, so a rerun after a lost answer, a 5xx or a killed worker
 resumes from the stored plan (:meth:`Publisher.publish`). The commit is made on a host
@@ -12,15 +13,13 @@ untrusted code wrote into its own ``.git`` (hooks, config) ever runs on the host
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from bot.forges.base import CommitStatus, DraftPullRequest, Forge, PullRequest
-from bot.forges.branches import validate_branch_name
 from bot.forges.sanitize import sanitize_forge_text, sanitize_forge_title
 from bot.hostgit import git_ok, identity
-from bot.store.gate_report import UNVERIFIED_NOTE, Verdict
-from bot.store.records import SolveRecord
+from bot.store.records import PublishPlan, SolveRecord
+from bot.store.records.gate_report import UNVERIFIED_NOTE, Verdict
 from worker.gates import review
 from worker.jobs import JobContext, JobRefused
 from worker.pipelines.workspace import Stages, Workdir
@@ -36,64 +35,6 @@ BOT_NAME = "Ribbit"
 BOT_EMAIL = "ribbit@users.noreply.local"
 MAX_SUMMARY_CHARS = 4000
 BOT_IDENTITY = identity(BOT_NAME, BOT_EMAIL)
-
-
-@dataclass(frozen=True)
-class PublishPlan:
-    """Everything the publish steps (commit, push, PR) need, stored in the job's result
-    before the push so a rerun resumes from it instead of running the agent again."""
-
-    branch: str
-    base_sha: str
-    diff: str
-    commit_message: str
-    commit_date: str  # git's internal format, "<unix seconds> +0000"
-    title: str
-    body: str
-    labels: tuple[str, ...]
-    reviewers: tuple[str, ...]
-    passed: bool  # verified
-    summary_line: str
-    report_md: str
-    revise: bool
-    # A plan stored before the gates looked for evidence reads as judged before it.
-    verdict: Verdict = Verdict.BEFORE_EVIDENCE
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            **{f.name: getattr(self, f.name) for f in fields(self)},
-            "labels": list(self.labels),
-            "reviewers": list(self.reviewers),
-            "verdict": self.verdict.value,
-        }
-
-    @property
-    def status_state(self) -> Literal["success", "failure"]:
-        """The head's commit status. GitHub's commit statuses and GitLab's pipeline
-        statuses have no neutral state, so only a verified patch is "success"; an
-        unverified one is "failure" (its description says "Not verified"), so a branch
-        protection that requires Ribbit's status keeps it unmerged until a human has
-        looked. "pending" would read as a run still going, forever."""
-        return "success" if self.passed else "failure"
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any] | None) -> PublishPlan | None:
-        """The plan a record stored (None: none, or one this code cannot use)."""
-        if not isinstance(data, dict):
-            return None
-        try:
-            plan = cls(
-                **{
-                    **data,
-                    "labels": tuple(data["labels"]),
-                    "reviewers": tuple(data["reviewers"]),
-                    "verdict": Verdict(data.get("verdict", Verdict.BEFORE_EVIDENCE)),
-                }
-            )
-        except (KeyError, TypeError, ValueError):
-            return None
-        validate_branch_name(plan.branch)
-        return plan
 
 
 def commit_message(issue_title: str, job_id: str, *, revise: bool) -> str:

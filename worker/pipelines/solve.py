@@ -33,7 +33,7 @@ from bot.forges.base import (
 )
 from bot.forges.branches import branch_name_for_issue, validate_branch_name
 from bot.hostgit import git_ok, latest_tag
-from bot.store.records import SolveRecord, WithheldText
+from bot.store.records import PublishPlan, SolveRecord, WithheldText
 from worker.agent.repo_task import agent_limits, repo_instructions
 from worker.gates.testcmd import resolve_test_command
 from worker.jobs import JobCancelled, JobContext, JobRefused, pipeline
@@ -42,7 +42,6 @@ from worker.pipelines.held import held_back
 from worker.pipelines.phases import AgentRun, Prepared, solve_record
 from worker.pipelines.publish import (
     Publisher,
-    PublishPlan,
     commit_message,
     image_markdown,
     pr_body,
@@ -63,7 +62,7 @@ from worker.status import LiveTurns, Status, StatusComment
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
 
-    from bot.store.gate_report import GateReport
+    from bot.store.records.gate_report import GateReport
     from worker.agent import AgentTask
     from worker.agent.episode import SandboxRecipe
     from worker.agent.loop import AgentResult
@@ -221,7 +220,7 @@ class SolveRun:
         with self.stages("permission"):
             self.check_permission(revise=revise)
         stored = self.job.solve_record
-        plan = PublishPlan.from_json(stored.publish)
+        plan = stored.publish.checked() if stored.publish is not None else None
         if plan is not None:
             return self._resume(plan, stored)
         prepared = self._prepare(revise=revise)
@@ -502,7 +501,7 @@ class SolveRun:
         self.ctx.store.record_solve(
             self.job.id,
             SolveRecord(
-                setup=setup.to_dict(), timings=self.stages.timings, withheld=self._withheld
+                setup=setup.to_record(), timings=self.stages.timings, withheld=self._withheld
             ),
         )
         failure = setup_failure(

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from bot.store.gate_report import GateResult
+from bot.store.records.gate_report import GateResult
 from worker.gates.evidence import BehaviourChange
 from worker.repo_config import CONFIG_PATH
 

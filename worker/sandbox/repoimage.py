@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from bot.store.records import ImageRecord
 from worker.repo_config import CONFIG_PATH, RepoConfig
 from worker.sandbox.base import SandboxError
 from worker.sandbox.common import LABEL, SANDBOX_GID, SANDBOX_UID
@@ -101,13 +102,12 @@ class ImageChoice:
     def applied(self) -> bool:
         return self.requested is not None and self.note is None
 
+    def to_record(self) -> ImageRecord:
+        requested = self.requested.describe() if self.requested else None
+        return ImageRecord(self.image, requested, self.built, self.note)
+
     def to_dict(self) -> dict[str, object]:
-        return {
-            "image": self.image,
-            "requested": self.requested.describe() if self.requested else None,
-            "built": self.built,
-            "note": self.note,
-        }
+        return self.to_record().to_json()
 
 
 # -- what the repository asks for ------------------------------------------------------

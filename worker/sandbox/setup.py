@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from bot.store.records import SetupRecord
 from worker.repo_config import RepoConfig
 from worker.sandbox.base import ExecResult, Sandbox
 from worker.sandbox.common import ENV_ROOT, VENV
@@ -104,18 +105,22 @@ class SetupResult:
         lines += [f"- `{b.describe()}`" for b in self.blocked]
         return "\n".join(lines)
 
+    def to_record(self) -> SetupRecord:
+        """What the job's record keeps of the step."""
+        return SetupRecord(
+            command=self.command,
+            ok=self.ok,
+            exit_code=self.exit_code,
+            timed_out=self.timed_out,
+            duration_s=round(self.duration_s, 3),
+            network=self.network,
+            blocked=tuple(b.describe() for b in self.blocked),
+            restored_from=self.restored_from,
+            output_tail=self.output,
+        )
+
     def to_dict(self) -> dict[str, object]:
-        return {
-            "command": self.command,
-            "ok": self.ok,
-            "exit_code": self.exit_code,
-            "timed_out": self.timed_out,
-            "duration_s": round(self.duration_s, 3),
-            "network": self.network,
-            "blocked": [b.describe() for b in self.blocked],
-            "restored_from": self.restored_from,
-            "output_tail": self.output,
-        }
+        return self.to_record().to_json()
 
 
 def run_setup(sandbox: Sandbox, repo_config: RepoConfig, settings: SandboxSettings) -> SetupResult:

@@ -2,8 +2,8 @@
 
 Nothing is parsed here: ``job.result`` is read through the typed record
 (bot.store.records.SolveRecord), the gate report inside it and the trajectory file through
-the classes the worker writes them with (bot.store.gate_report.GateReport,
-bot.store.trajectory.Trajectory), each with its own ``from_dict``. The trajectory file is
+the classes the worker writes them with (bot.store.records.gate_report.GateReport,
+bot.store.records.trajectory.Trajectory), each with its own ``from_dict``. The trajectory file is
 read only from inside the data directory, and only up to ``MAX_TRAJECTORY_BYTES``.
 Everything here is untrusted model output: the templates escape it.
 """
@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from bot.forges.sanitize import sanitize_forge_title
-from bot.store.gate_report import GateResult
 from bot.store.records import SolveRecord
-from bot.store.trajectory import Trajectory, TrajectoryFormatError, TurnRecord
+from bot.store.records.gate_report import GateResult
+from bot.store.records.trajectory import Trajectory, TrajectoryFormatError, TurnRecord
 
 MAX_TRAJECTORY_BYTES = 32 * 1024 * 1024
 

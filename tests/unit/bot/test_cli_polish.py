@@ -138,7 +138,7 @@ def test_cli_progress_is_silent_off_a_terminal(capsys: pytest.CaptureFixture[str
 def test_cli_gate_report_shows_the_failing_gates_log_tail(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from bot.store.gate_report import GateReport, GateResult
+    from bot.store.records.gate_report import GateReport, GateResult
     from worker.gates.cli import LOG_TAIL_LINES, _print_human
 
     log = "\n".join(f"log line {n}" for n in range(1, 101))

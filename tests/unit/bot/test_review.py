@@ -14,8 +14,8 @@ from flask import Flask
 
 from bot import joblinks, live
 from bot.settings import ReviewerSettings, load_settings
+from bot.store.records.trajectory import ToolCall, TurnRecord
 from bot.store.tables import Job
-from bot.store.trajectory import ToolCall, TurnRecord
 from bot.web import create_app
 from bot.web.admin import CSP
 from tests.fakes import RecordingDispatcher

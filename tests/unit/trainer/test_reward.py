@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.store.gate_report import Finding, GateResult, Verdict
+from bot.store.records.gate_report import Finding, GateResult, Verdict
 from tests.fakes import LocalDirSandbox
 from tests.plugins.trainer import PYTEST, TEST_MUL, FixRepo, sandbox_factory
 from trainer.envs.builder import BuildSpec, EnvironmentBuilder

@@ -10,7 +10,9 @@ import pytest
 
 from bot.store.db import Database
 from bot.store.jobs import JobSpec, JobStore
-from bot.store.outcomes import OutcomeRecord, OutcomeStore
+from bot.store.outcomes import OutcomeStore
+from bot.store.records.outcome import OutcomeRecord
+from bot.store.records.review import ReviewFeedback
 from bot.store.tables import utcnow
 from trainer.store import IndexEntry, ModelVersion, TrainerStore, TrainingEnvironment
 
@@ -26,7 +28,7 @@ _OUTCOME = OutcomeRecord(
     decided_at=None,
     time_to_merge_s=None,
     revisions=0,
-    review_comments={},
+    review_comments=ReviewFeedback(),
     bot_diff=None,
     merged_diff=None,
     diff_similarity=None,

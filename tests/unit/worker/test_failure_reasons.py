@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from bot.forges.sanitize import sanitize_forge_text
 from bot.store.failure import FailureReason, Fixer
-from bot.store.gate_report import Finding, GateReport, GateResult
+from bot.store.records.gate_report import Finding, GateReport, GateResult
 from worker.pipelines.held import held_back
 from worker.pipelines.verdict import TestVerdict
 from worker.repo_config import parse_repo_config

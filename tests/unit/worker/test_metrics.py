@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import REGISTRY
 
-from bot.store.gate_report import Finding, GateReport, GateResult
+from bot.store.records.gate_report import Finding, GateReport, GateResult
 from tests.fakes import ScriptedPolicy
 from worker.agent.policy import AssistantTurn, ContextWindowExceeded
 from worker.metrics import (

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import REGISTRY
 
-from bot.store.gate_report import Finding, GateReport, GateResult, Verdict
+from bot.store.records.gate_report import Finding, GateReport, GateResult, Verdict
 from worker.gates.tamper import CHANNEL, MECHANISMS, UNWATCHED, mechanism_of, tamper_findings
 from worker.gates.trees import PatchTrees
 from worker.gates.watch import TamperEvent

@@ -14,7 +14,9 @@ from click.testing import CliRunner
 
 from bot.runtime import upgrade_database
 from bot.store.db import Database
-from bot.store.outcomes import OutcomeRecord, OutcomeStore
+from bot.store.outcomes import OutcomeStore
+from bot.store.records.outcome import OutcomeRecord
+from bot.store.records.review import FeedbackReview, ReviewFeedback
 from worker.outcomes_cli import outcomes
 from worker.settings import load_worker_settings
 
@@ -30,7 +32,7 @@ MERGED = OutcomeRecord(
     decided_at=datetime(2026, 11, 30, 12, 0, tzinfo=UTC),
     time_to_merge_s=3600.0,
     revisions=1,
-    review_comments={"count": 2},
+    review_comments=ReviewFeedback(reviews=(FeedbackReview("maya", "approved", "ok"),)),
     bot_diff="+fix",
     merged_diff="+fix",
     diff_similarity=0.875,
@@ -101,7 +103,10 @@ def test_json_has_every_field_of_each_outcome(store: OutcomeStore) -> None:
             "decided_at": "2026-11-30T12:00:00",
             "time_to_merge_s": 3600.0,
             "revisions": 1,
-            "review_comments": {"count": 2},
+            "review_comments": {
+                "comments": [],
+                "reviews": [{"author": "maya", "state": "approved", "body": "ok"}],
+            },
             "diff_similarity": 0.875,
             "bot_diff": "+fix",
             "merged_diff": "+fix",

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from bot.forges.base import PullRequest, PullRequestRef, RepoRef
 from bot.store import audit
 from bot.store.db import Database
-from bot.store.gate_report import GateReport, GateResult, Verdict
+from bot.store.records.gate_report import GateReport, GateResult, Verdict
 from bot.store.tables import Job
 from tests.fakes import FakeForge
 from worker import prs_cli

@@ -9,7 +9,7 @@ from typing import Any
 from bot import live
 from bot.forges.base import IssueRef, RepoRef
 from bot.settings import load_settings
-from bot.store.trajectory import ToolCall, TurnRecord
+from bot.store.records.trajectory import ToolCall, TurnRecord
 from tests.support import LINK_SECRET
 from worker.status import LiveTurns, Status, StatusComment, job_link, render_status
 

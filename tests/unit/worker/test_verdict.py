@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from bot.store.gate_report import GateResult
+from bot.store.records.gate_report import GateResult
 from worker.pipelines.verdict import TestVerdict
 
 

@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from bot.store.trajectory import FinishReason, ToolCall
+from bot.store.records.trajectory import FinishReason, ToolCall
 from worker.settings import AgentSettings
 
 StopCheck = Callable[[], bool]

@@ -14,7 +14,7 @@ from typing import Any
 import requests
 
 from bot.retrying import retry, stop_after_attempts, wait_exponential
-from bot.store.trajectory import FinishReason, ToolCall
+from bot.store.records.trajectory import FinishReason, ToolCall
 from worker.agent.parser import CALL_OPEN, THINK_CLOSE, parse_completion
 from worker.agent.policy.base import (
     AssistantTurn,

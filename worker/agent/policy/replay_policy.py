@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bot.store.trajectory import Trajectory, read_jsonl
+from bot.store.records.trajectory import Trajectory, read_jsonl
 from worker.agent.policy.base import AssistantTurn, PolicyError, StopCheck, assistant_count
 from worker.settings import AgentSettings
 

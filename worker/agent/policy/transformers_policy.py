@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bot.store.trajectory import FinishReason
+from bot.store.records.trajectory import FinishReason
 from worker.agent.parser import parse_completion
 from worker.agent.policy.base import (
     AssistantTurn,

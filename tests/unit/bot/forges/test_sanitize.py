@@ -327,7 +327,7 @@ def test_status_comment_sanitises_the_gate_report() -> None:
 
 
 def _body(link_issue: str, summary: str, setup_md: str = "") -> str:
-    from bot.store.gate_report import Verdict
+    from bot.store.records.gate_report import Verdict
     from worker.pipelines.publish import pr_body
     from worker.repo_config import RepoConfig
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from bot.store.gate_report import JUDGE_VERSION, Finding, GateReport, GateResult, Verdict
+from bot.store.records.gate_report import JUDGE_VERSION, Finding, GateReport, GateResult, Verdict
 
 
 def _report() -> GateReport:

@@ -6,7 +6,9 @@ from dataclasses import replace
 from datetime import timedelta
 
 from bot.store.db import Database
-from bot.store.outcomes import OutcomeRecord, OutcomeStore
+from bot.store.outcomes import OutcomeStore
+from bot.store.records.outcome import OutcomeRecord
+from bot.store.records.review import ReviewFeedback
 from bot.store.tables import utcnow
 
 _MERGED = OutcomeRecord(
@@ -21,7 +23,7 @@ _MERGED = OutcomeRecord(
     decided_at=None,
     time_to_merge_s=None,
     revisions=2,
-    review_comments={},
+    review_comments=ReviewFeedback(),
     bot_diff=None,
     merged_diff=None,
     diff_similarity=None,

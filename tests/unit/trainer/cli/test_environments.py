@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from bot.store.db import Database
-from bot.store.gate_report import Finding
+from bot.store.records.gate_report import Finding
 from tests.fakes import commit_files, make_git_repo
 from tests.unit.trainer.cli.invoke import ok, refused, run
 from trainer.calibrate import CalibrationReport

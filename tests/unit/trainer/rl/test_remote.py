@@ -16,7 +16,7 @@ import pytest
 from celery import Celery
 from celery.exceptions import TimeoutError as CeleryTimeout
 
-from bot.store.trajectory import Trajectory, TurnRecord
+from bot.store.records.trajectory import Trajectory, TurnRecord
 from trainer.envs.schema import Environment
 from trainer.rl import remote
 from trainer.rl.remote import (

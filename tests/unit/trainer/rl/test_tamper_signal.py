@@ -13,8 +13,8 @@ from types import SimpleNamespace
 from typing import Any
 
 from bot.store.db import Database
-from bot.store.gate_report import Verdict
-from bot.store.trajectory import Trajectory
+from bot.store.records.gate_report import Verdict
+from bot.store.records.trajectory import Trajectory
 from tests.plugins.trainer import toy_train_settings
 from trainer.cli.training import _run_figures
 from trainer.distributed import Ranks

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from bot.store.trajectory import (
+from bot.store.records.trajectory import (
     SCHEMA_VERSION,
     ToolCall,
     TrajectoryFormatError,

@@ -8,7 +8,7 @@ import json
 import math
 from typing import Any
 
-from bot.store.trajectory import ToolCall
+from bot.store.records.trajectory import ToolCall
 from tests.fakes import LocalDirSandbox, ScriptedPolicy
 from worker.agent import AgentTask, run_agent
 from worker.agent.policy import AssistantTurn, count_message_tokens

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from bot.store.trajectory import ToolCall
+from bot.store.records.trajectory import ToolCall
 from tests.fakes import LocalDirSandbox, ScriptedPolicy
 from worker.agent import AgentTask, ReplayPolicy, Trajectory, TurnRecord, load_policy, run_agent
 from worker.agent.loop import AgentRun, AgentStopped

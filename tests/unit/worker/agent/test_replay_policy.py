@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.store.trajectory import ToolCall, Trajectory, TurnRecord, write_jsonl
+from bot.store.records.trajectory import ToolCall, Trajectory, TurnRecord, write_jsonl
 from worker.agent.policy.base import PolicyError
 from worker.agent.policy.replay_policy import ReplayPolicy
 

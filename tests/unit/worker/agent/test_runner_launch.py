@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.store.trajectory import ToolCall
+from bot.store.records.trajectory import ToolCall
 from tests.fakes import LocalDirSandbox, make_git_repo
 from tests.plugins.leaf_surroundings import normalised, recorded
 from worker.agent.runner_launch import (

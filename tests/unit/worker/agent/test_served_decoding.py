@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from bot.store.trajectory import ToolCall
+from bot.store.records.trajectory import ToolCall
 from tests.unit.worker.agent.conftest import ChatServer
 from worker.agent import OpenAIPolicy, load_policy
 from worker.agent.policy import AssistantTurn, TransformersPolicy

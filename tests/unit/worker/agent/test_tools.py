@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.store.trajectory import ToolCall
+from bot.store.records.trajectory import ToolCall
 from tests.fakes import LocalDirSandbox, make_git_repo
 from tests.plugins.leaf_conformance import CASES, FIXTURE_FILES, call_args, expected_text
 from worker.agent.prompt import SYSTEM_PROMPT

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.store.gate_report import GateReport, Verdict
+from bot.store.records.gate_report import GateReport, Verdict
 from tests.adversarial import CASES, Case, case_config, case_patch, make_base_repo
 from tests.support import require_service
 from tests.unit.worker.gates.helpers import PYTEST, make_ctx

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.store.gate_report import GateResult
+from bot.store.records.gate_report import GateResult
 from tests.unit.worker.gates.helpers import make_ctx, make_patch, repo_with
 from worker.gates.autorun import index_line_reason
 from worker.gates.hygiene import HygieneGate

@@ -7,7 +7,7 @@ import jsonschema
 import pytest
 from click.testing import CliRunner
 
-from bot.store.gate_report import GateReport, GateResult
+from bot.store.records.gate_report import GateReport, GateResult
 from tests.unit.worker.gates.helpers import make_patch, repo_with
 from tests.unit.worker.gates.test_runner_report import SARIF_MINIMAL_SCHEMA
 from worker.gates.cli import gates_command

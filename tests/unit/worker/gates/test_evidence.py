@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.store.gate_report import Finding, GateReport, GateResult, Verdict
+from bot.store.records.gate_report import Finding, GateReport, GateResult, Verdict
 from tests.unit.worker.gates.test_tests_judge import ctx
 from worker.gates.evidence import base_with_patch_tests, fail_to_pass, is_test_file
 from worker.gates.judge import SuiteRun, judge, shown_fixed

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.store.gate_report import GateResult
+from bot.store.records.gate_report import GateResult
 from tests.unit.worker.gates.helpers import make_ctx, make_patch, repo_with
 from worker.gates.hygiene import HygieneGate, path_matches
 from worker.gates.secrets import find_secrets

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from bot.forges.base import Annotation
-from bot.store.gate_report import GateReport
+from bot.store.records.gate_report import GateReport
 from worker.gates.review import gate_review, line_annotations
 
 DIFF = """\

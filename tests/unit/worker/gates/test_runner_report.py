@@ -5,7 +5,7 @@ from pathlib import Path
 
 import jsonschema
 
-from bot.store.gate_report import Finding, GateResult
+from bot.store.records.gate_report import Finding, GateResult
 from tests.support import require_service
 from tests.unit.worker.gates.helpers import make_ctx, make_patch, repo_with
 from worker.gates import GateReport, default_gates, run_gates
@@ -279,7 +279,7 @@ def test_report_sarif_is_valid_minimal_sarif() -> None:
 
 
 def test_report_may_push_never_a_hygiene_or_semgrep_block() -> None:
-    from bot.store.gate_report import Finding, GateReport, GateResult
+    from bot.store.records.gate_report import Finding, GateReport, GateResult
 
     def result(name: str, passed: bool, rule: str = "x") -> GateResult:
         findings = () if passed else (Finding(gate=name, rule=rule, message="m"),)

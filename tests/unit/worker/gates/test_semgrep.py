@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.store.gate_report import GateResult
+from bot.store.records.gate_report import GateResult
 from tests.support import require_service
 from tests.unit.worker.gates.helpers import make_ctx, make_patch, repo_with
 from tests.unit.worker.gates.snippets import INSECURE, SAFE

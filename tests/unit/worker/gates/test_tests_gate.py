@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.store.gate_report import GateResult
+from bot.store.records.gate_report import GateResult
 from tests.unit.worker.gates.helpers import PYTEST, make_ctx, make_patch, repo_with
 from worker.gates.tests import TestGate, _run_log
 from worker.repo_config import RepoConfig

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bot.store.gate_report import Finding
+from bot.store.records.gate_report import Finding
 from tests.fakes import LocalDirSandbox
 from worker.gates.base import GateContext
 from worker.gates.judge import SuiteRun, judge

@@ -4,7 +4,7 @@ job around it."""
 
 from __future__ import annotations
 
-from bot.store.gate_report import GateReport, GateResult
+from bot.store.records.gate_report import GateReport, GateResult
 from worker.pipelines.held import held_back
 from worker.pipelines.verdict import TestVerdict
 from worker.repo_config import parse_repo_config

@@ -10,14 +10,13 @@ from pathlib import Path
 import pytest
 
 from bot.forges.base import ForgeUnavailable
-from bot.store.gate_report import Verdict
-from bot.store.records import SolveRecord
+from bot.store.records import PublishPlan, SolveRecord
+from bot.store.records.gate_report import Verdict
 from tests.fakes import git
 from tests.unit.worker.pipelines.conftest import REPO, RepoWorld
 from worker.jobs import JobContext, JobRefused
 from worker.pipelines.publish import (
     Publisher,
-    PublishPlan,
     commit_message,
     pr_body,
     pr_title,
@@ -125,7 +124,7 @@ def test_the_plan_is_stored_before_the_push(repo_world: RepoWorld, tmp_path: Pat
     with pytest.raises(ForgeUnavailable):
         publisher(repo_world, ctx, tmp_path).publish(plan, SolveRecord())
     stored = repo_world.store.get(ctx.job.id)
-    assert PublishPlan.from_json(stored.solve_record.publish) == plan
+    assert stored.solve_record.publish == plan
     assert stored.branch == plan.branch and repo_world.forge.branch_sha(plan.branch) is None
 
 
@@ -142,7 +141,7 @@ def test_a_rerun_from_the_stored_plan_reuses_the_pushed_branch_and_finds_its_pr(
 
     rerun = repo_world.context(ctx.job.id)
     stored = rerun.job.solve_record
-    plan = PublishPlan.from_json(stored.publish)
+    plan = stored.publish
     assert plan is not None
     repo_world.forge.calls.clear()
     out = publisher(repo_world, rerun, tmp_path / "rerun").publish(plan, stored)

@@ -13,7 +13,7 @@ from bot.forges.base import IssueRef
 from bot.store.jobs import JobSpec
 from bot.store.payloads import UnknownWord
 from bot.store.records import SolveRecord
-from bot.store.trajectory import ToolCall, Trajectory, TurnRecord
+from bot.store.records.trajectory import ToolCall, Trajectory, TurnRecord
 from tests.unit.worker.pipelines.conftest import REPO, RepoWorld
 from worker.jobs import JobContext, JobRefused
 from worker.pipelines.replies import (

@@ -11,9 +11,9 @@ import pytest
 
 from bot.forges.base import Comment, ForgeUnavailable
 from bot.runtime import Runtime
-from bot.store.gate_report import GateReport, GateResult, Verdict
 from bot.store.payloads import PersonAsks
 from bot.store.records import SolveRecord, WithheldText
+from bot.store.records.gate_report import GateReport, GateResult, Verdict
 from tests.fakes import LocalDirSandbox, ScriptedPolicy, git, host_setup
 from tests.plugins.e2e import GOOD_SCRIPT, ISSUE, REPO_FILES, xml_call
 from tests.unit.worker.pipelines.conftest import RepoWorld
@@ -151,7 +151,7 @@ def test_a_rerun_after_a_lost_pr_answer_publishes_the_same_commit_without_the_ag
         SolveRun(ctx, world.parts()).run()
     record = world.store.get(ctx.job.id).solve_record
     assert record.publish is not None  # the plan was stored before the push
-    pushed = world.forge.branch_sha(record.publish["branch"])
+    pushed = world.forge.branch_sha(record.publish.branch)
     assert pushed is not None
 
     rerun = world.context(ctx.job.id)

@@ -11,104 +11,52 @@ unchanged, so an older worker and a newer web process can share a database durin
 upgrade without losing anything. Reading is tolerant (a value of the wrong type reads as
 absent) because rows outlive the code that wrote them; writing is exact.
 
-The nested reports (``setup``, ``sandbox_image``, ``publish``) are the JSON of the
-worker's own typed records (SetupResult, RepoImage, PublishPlan), which live with the
-code that makes them; bot/ stores them as they are. ``gates`` is the
-:class:`bot.store.gate_report.GateReport` itself, stored as its ``to_dict()`` and read
+The nested parts are typed records of their own, each in its module of this package:
+``task`` and ``withheld`` (task.py), ``setup`` (setup.py, what the worker's SetupResult
+did), ``sandbox_image`` (image.py, the worker's ImageChoice) and ``publish``
+(publish.py). A part is written back exactly as it was read until the record is given a
+new one (:meth:`SolveRecord.with_`): an older row's part may lack a key its record fills
+in, or hold a value this code cannot read (which reads as absent). ``gates`` is the
+:class:`bot.store.records.gate_report.GateReport` itself, stored as its ``to_dict()`` and read
 back with ``GateReport.from_dict``, so that schema lives here in bot/.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from bot.store.gate_report import GateReport, Verdict
+from bot.store.records.gate_report import GateReport, Verdict
+from bot.store.records.image import ImageRecord
+from bot.store.records.publish import PublishPlan
+from bot.store.records.setup import SetupRecord
+from bot.store.records.task import TaskRecord, WithheldText
 from bot.store.tolerant import opt_dict, opt_int, opt_str
 
 SOLVE_RECORD_VERSION = 1
 TASK_KEY = "task"
 BASE_SHA_KEY = "base_sha"
-
-
-@dataclass(frozen=True)
-class TaskRecord:
-    """What the job was asked and how its repository is set up and tested.
-
-    The trainer turns a merged PR into an environment from this record on any host: the
-    issue text is the problem statement, and the ``.ribbit.yml`` commands and image in
-    force at the time of the job are the environment's setup and test commands and image.
-    Nothing is read back from a worker's disk."""
-
-    issue_title: str
-    issue_body: str
-    base_sha: str
-    test_command: str
-    setup_command: str | None = None
-    image: str | None = None  # .ribbit.yml's; None: the deployment's
-    # The first user message exactly as the model had it (the task text with its vouching
-    # line, trusted comments and repository instructions): a training rollout of an
-    # environment built from this job replays it byte for byte. None: recorded before it
-    # was kept (the rollout renders the task again from the issue's title and body).
-    first_message: str | None = None
-
-    @property
-    def problem_statement(self) -> str:
-        return f"{self.issue_title.strip()}\n\n{self.issue_body.strip()}".strip()
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: Any) -> TaskRecord | None:
-        """None for records without the required fields (jobs from before task records)."""
-        if not isinstance(data, dict):
-            return None
-        try:
-            return cls(
-                issue_title=str(data["issue_title"]),
-                issue_body=str(data["issue_body"]),
-                base_sha=str(data["base_sha"]),
-                test_command=str(data["test_command"]),
-                setup_command=opt_str(data.get("setup_command")),
-                image=opt_str(data.get("image")),
-                first_message=opt_str(data.get("first_message")),
-            )
-        except KeyError:
-            return None
-
-
-@dataclass(frozen=True)
-class WithheldText:
-    """Forge text kept out of a job's prompt (worker/pipelines/trusted_text.py): ``count``
-    pieces from ``source`` ("issue", "comment", "review_comment", "review", "request") by
-    ``author``, who has no write access. The text itself is not kept: an outsider's words
-    are no part of the job."""
-
-    source: str
-    author: str
-    count: int
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: Any) -> WithheldText | None:
-        if not isinstance(data, dict):
-            return None
-        source, author, count = (
-            opt_str(data.get("source")),
-            opt_str(data.get("author")),
-            opt_int(data.get("count")),
-        )
-        if source is None or author is None or count is None:
-            return None
-        return cls(source, author, count)
+# The nested parts written back as they were read until replaced (see the docstring).
+STORED_PARTS = ("setup", "sandbox_image", "publish")
 
 
 # The fields a record keeps once its repository's data is deleted (`ribbit data delete`):
 # how the run ended, nothing that holds code, issue text or a path.
 CONTENT_FREE_FIELDS = frozenset({"version", "exit_reason", "turns"})
+
+
+def holds_content(result: Any) -> bool:
+    """Whether a job's stored result (``jobs.result``, of any kind) holds more than the
+    CONTENT_FREE_FIELDS, so that deleting a repository's data must cut it down."""
+    if isinstance(result, dict):
+        return bool(set(result) - CONTENT_FREE_FIELDS)
+    return bool(result)
+
+
+def content_free(result: Any, keep: frozenset[str] = CONTENT_FREE_FIELDS) -> dict[str, Any] | None:
+    """A job's stored result cut down to the fields in ``keep`` (None: nothing left)."""
+    kept = {k: v for k, v in result.items() if k in keep} if isinstance(result, dict) else {}
+    return kept or None
 
 
 @dataclass(frozen=True)
@@ -120,8 +68,8 @@ class SolveRecord:
     version: int = SOLVE_RECORD_VERSION
     task: TaskRecord | None = None  # holds the base commit: see base_sha
     branch: str | None = None
-    setup: dict[str, Any] | None = None  # SetupResult.to_dict()
-    sandbox_image: dict[str, Any] | None = None  # RepoImage.to_dict()
+    setup: SetupRecord | None = None
+    sandbox_image: ImageRecord | None = None
     exit_reason: str | None = None
     diff: str | None = None
     turns: int | None = None
@@ -130,7 +78,7 @@ class SolveRecord:
     gates_summary: str | None = None
     # The plan stored before the push and dropped once the PR exists, so a rerun after a
     # killed worker publishes the same commit instead of running the agent again.
-    publish: dict[str, Any] | None = None  # PublishPlan.to_dict()
+    publish: PublishPlan | None = None
     pr_number: int | None = None
     pr_url: str | None = None
     head_sha: str | None = None
@@ -139,9 +87,14 @@ class SolveRecord:
     # job built no prompt yet, or was recorded before this field existed).
     withheld: tuple[WithheldText, ...] | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # keys of a newer version, kept
+    # The STORED_PARTS as the row had them, by key: written back in place of the typed
+    # part until it is replaced (not part of the record's value, so not compared).
+    stored_parts: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def with_(self, **changes: Any) -> SolveRecord:
-        return replace(self, **changes)
+        """The record with ``changes``; a part given here replaces the row's copy."""
+        kept = {k: v for k, v in self.stored_parts.items() if k not in changes}
+        return replace(self, **changes, stored_parts=kept)
 
     @property
     def base_sha(self) -> str | None:
@@ -156,14 +109,17 @@ class SolveRecord:
         """The row's JSON: absent steps are left out (as the record was always written)."""
         out: dict[str, Any] = dict(self.extra)
         for f in fields(self):
-            if f.name == "extra":
+            if f.name in ("extra", "stored_parts"):
+                continue
+            if f.name in self.stored_parts:
+                out[f.name] = self.stored_parts[f.name]
                 continue
             value = getattr(self, f.name)
             if value is None:
                 continue
-            if isinstance(value, TaskRecord):
+            if isinstance(value, TaskRecord | SetupRecord | ImageRecord):
                 value = value.to_json()
-            elif isinstance(value, GateReport):
+            elif isinstance(value, GateReport | PublishPlan):
                 value = value.to_dict()
             elif f.name == "withheld":
                 value = [w.to_json() for w in value]
@@ -178,7 +134,7 @@ class SolveRecord:
         if not isinstance(data, dict):
             return cls()
         task = TaskRecord.from_json(data.get(TASK_KEY))
-        known = {f.name for f in fields(cls)} - {"extra"}
+        known = {f.name for f in fields(cls)} - {"extra", "stored_parts"}
         if task is not None:  # the top-level copy is the task's, written back from it
             known.add(BASE_SHA_KEY)
         timings = opt_dict(data.get("timings"))
@@ -187,15 +143,15 @@ class SolveRecord:
             version=SOLVE_RECORD_VERSION if version is None else version,
             task=task,
             branch=opt_str(data.get("branch")),
-            setup=opt_dict(data.get("setup")),
-            sandbox_image=opt_dict(data.get("sandbox_image")),
+            setup=SetupRecord.from_json(data.get("setup")),
+            sandbox_image=ImageRecord.from_json(data.get("sandbox_image")),
             exit_reason=opt_str(data.get("exit_reason")),
             diff=opt_str(data.get("diff")),
             turns=opt_int(data.get("turns")),
             trajectory_path=opt_str(data.get("trajectory_path")),
             gates=GateReport.from_dict(data.get("gates")),
             gates_summary=opt_str(data.get("gates_summary")),
-            publish=opt_dict(data.get("publish")),
+            publish=PublishPlan.read(data.get("publish")),
             pr_number=opt_int(data.get("pr_number")),
             pr_url=opt_str(data.get("pr_url")),
             head_sha=opt_str(data.get("head_sha")),
@@ -206,6 +162,7 @@ class SolveRecord:
             ),
             withheld=_withheld(data.get("withheld")),
             extra={k: v for k, v in data.items() if k not in known},
+            stored_parts={k: data[k] for k in STORED_PARTS if isinstance(data.get(k), dict)},
         )
 
     @property

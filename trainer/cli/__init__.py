@@ -1,6 +1,7 @@
 """The trainer's `ribbit` commands, one module per command group:
 
-- ``envs`` (trainer/cli/environments.py): training environments;
+- ``envs`` (trainer/cli/environments.py): training environments (issue_comments.py:
+  where ``envs build`` gets the issue's comments);
 - ``train`` (trainer/cli/training.py): a GRPO run, over trainer/training_run.py;
 - ``model`` (trainer/cli/versions.py): base weights and trained model versions;
 - ``eval`` (trainer/cli/backtesting.py): a backtest on a repository's last fixes;

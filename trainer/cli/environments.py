@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -24,6 +25,9 @@ from trainer.cli.common import (
     sync_store_index,
     validation_run_options,
 )
+
+if TYPE_CHECKING:
+    from worker.repo_config import RepoConfig
 
 
 @click.group()
@@ -65,6 +69,21 @@ def envs() -> None:
     help="Setup command, run by the production setup step before the tests; repeat for "
     "several (default: setup in the .ribbit.yml committed at --base).",
 )
+@click.option(
+    "--issue-number",
+    type=int,
+    default=None,
+    help="The issue the fix closed, on --forge's --name: its comments are read from the "
+    "configured forge and judged as a solve job judges them (writers' kept), and its "
+    "number goes in the task's footer.",
+)
+@click.option(
+    "--comments-file",
+    type=click.Path(path_type=Path, exists=True, dir_okay=False),
+    default=None,
+    help='The issue\'s comments as JSON, [{"author", "trust": "writer|outsider|bot", '
+    '"body"}], after those of --issue-number.',
+)
 @validation_run_options
 @click.option("--json", "as_json", is_flag=True, help="Print the environment as JSON.")
 @store_option
@@ -79,6 +98,8 @@ def build_env(
     forge: str,
     test_command: str | None,
     setup_commands: tuple[str, ...],
+    issue_number: int | None,
+    comments_file: Path | None,
     reruns: int,
     timeout_s: float,
     as_json: bool,
@@ -86,22 +107,18 @@ def build_env(
 ) -> None:
     """Build one environment from a fix (rejected ones are kept with their reason) for the
     model line of its repository (--forge, --name); setup, test and image from the
-    .ribbit.yml at the base, as a solve job on that commit read them, unless given."""
+    .ribbit.yml at the base, as a solve job on that commit read them, unless given; the
+    issue's comments (--issue-number, --comments-file) as a solve job would show them."""
+    from trainer.cli.issue_comments import issue_comments
     from trainer.envs.builder import BuildRejected, BuildSpec, EnvironmentBuilder
     from trainer.envs.schema import Provenance
     from worker.agent.episode import SandboxRecipe
-    from worker.repo_config import RepoConfigError, read_repo_config
-    from worker.sandbox.setupcmd import commit_files, with_detected_setup
 
     base, fix = _commit(checkout, base, "--base"), _commit(checkout, fix, "--fix")
-    try:
-        config = read_repo_config(checkout, base)
-    except RepoConfigError as exc:
-        raise click.ClickException(str(exc)) from None
     settings = settings_of(ctx)
-    # As the solve job on that commit would set up: detected when .ribbit.yml names none.
-    config = with_detected_setup(
-        config, commit_files(checkout, base), enabled=settings.sandbox.detect_setup
+    config = _repo_config_at(checkout, base, settings.sandbox.detect_setup)
+    comments = issue_comments(
+        settings, repo_ref.forge, repo_ref.full_name, number=issue_number, path=comments_file
     )
     env_store = env_folders(ctx, store)
     builder = EnvironmentBuilder(
@@ -114,7 +131,8 @@ def build_env(
         test_command=test_command or config.test,
         setup_commands=setup_commands or ((config.setup,) if config.setup else ()),
         image=config.image,
-        provenance=Provenance(source="local", forge=repo_ref.forge),
+        provenance=Provenance(source="local", forge=repo_ref.forge, issue_number=issue_number),
+        comments=comments,
     )
     try:
         with (
@@ -128,6 +146,19 @@ def build_env(
         raise click.ClickException(f"rejected: {exc}") from None
     sync_store_index(ctx, env_store)
     click.echo(env.model_dump_json(indent=2) if as_json else summary(env))
+
+
+def _repo_config_at(checkout: Path, base: str, detect_setup: bool) -> RepoConfig:
+    """The .ribbit.yml committed at ``base``, its setup detected when it names none, as
+    the solve job on that commit would set up."""
+    from worker.repo_config import RepoConfigError, read_repo_config
+    from worker.sandbox.setupcmd import commit_files, with_detected_setup
+
+    try:
+        config = read_repo_config(checkout, base)
+    except RepoConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+    return with_detected_setup(config, commit_files(checkout, base), enabled=detect_setup)
 
 
 def _commit(checkout: Path, rev: str, flag: str) -> str:

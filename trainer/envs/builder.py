@@ -25,6 +25,10 @@ could start in it.
 
 If the issue text quotes the fix (a pasted diff, the changed lines), those parts
 are stripped so the environment does not hand the model its answer.
+
+The issue's comments, judged by the solve job's trust rule, are selected and formatted
+by the job's own function (:func:`worker.pipelines.issue_task.prompt_comments`) and kept
+(stripped of quotes of the fix too), so a rollout shows what a job on the issue would.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from trainer.envs.patches import split_by_file, split_test_patch
 from trainer.envs.schema import (
     DEFAULT_TEST_COMMAND,
     Environment,
+    PromptComment,
     Provenance,
     Rejection,
     one_setup_command,
@@ -50,6 +55,7 @@ from trainer.envs.schema import (
 from worker.agent.episode import SandboxRecipe, SetupFailed
 from worker.gates import evidence
 from worker.gates.testrun import TestRun, run_tests, select_batches
+from worker.pipelines.issue_task import JudgedComment, prompt_comments
 from worker.sandbox.base import Sandbox
 from worker.sandbox.setup import SetupResult
 
@@ -76,6 +82,9 @@ class BuildSpec:
     fix_diff: str | None = None
     # The job's exact first message (TaskRecord.first_message), for rollouts to replay.
     task_text: str | None = None
+    # The issue's comments with their authors' trust as the solve job decides it: the
+    # environment keeps the ones a job's prompt would carry (a fix with no job).
+    comments: tuple[JudgedComment, ...] = ()
 
 
 def _replayable(task_text: str | None, patch: str) -> str | None:
@@ -84,6 +93,24 @@ def _replayable(task_text: str | None, patch: str) -> str | None:
     if task_text is None or strip_leaked_solution(task_text, patch)[1]:
         return None
     return task_text
+
+
+def _stripped_task(spec: BuildSpec, patch: str) -> tuple[str, list[PromptComment], bool]:
+    """The issue text and the comments a job's prompt would carry, each without what
+    quotes the fix (a comment left empty by that is dropped); and whether any did."""
+    problem, leaked = strip_leaked_solution(spec.issue_text, patch)
+    comments = []
+    for comment in prompt_comments(spec.comments):
+        body, quoted = strip_leaked_solution(comment.body, patch)
+        leaked |= quoted
+        if body.strip():
+            comments.append(PromptComment(author=comment.author, body=body))
+    return problem, comments, leaked
+
+
+def _diff_fix_name(diff: str) -> str:
+    """What stands for the fix commit of a fix given as a diff (its content's hash)."""
+    return "diff-" + hashlib.sha256(diff.encode()).hexdigest()[:12]
 
 
 def _provenance(spec: BuildSpec, fix: str, *, leaked: bool, flaky: list[str]) -> Provenance:
@@ -136,8 +163,7 @@ class EnvironmentBuilder:
             raise reject("no_problem_statement", "the issue text is empty")
         base = resolve_commit(spec.repo_dir, spec.base, any_owner=False)
         if spec.fix_diff is not None:
-            diff = spec.fix_diff
-            fix = "diff-" + hashlib.sha256(diff.encode()).hexdigest()[:12]
+            diff, fix = spec.fix_diff, _diff_fix_name(spec.fix_diff)
         else:
             fix = resolve_commit(spec.repo_dir, spec.fix, any_owner=False)
             diff = git_ok(
@@ -191,7 +217,7 @@ class EnvironmentBuilder:
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
 
-        problem, leaked = strip_leaked_solution(spec.issue_text, patch)
+        problem, comments, leaked = _stripped_task(spec, patch)
         if not problem.strip():
             raise reject(
                 "no_problem_statement", "the issue text is all quotes of the fix; nothing is left"
@@ -202,6 +228,7 @@ class EnvironmentBuilder:
             base_commit=base,
             problem_statement=problem,
             hints_text=spec.hints_text,
+            issue_comments=comments,
             patch=patch,
             test_patch=test_patch,
             FAIL_TO_PASS=fail_to_pass,

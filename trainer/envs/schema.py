@@ -44,6 +44,16 @@ class Provenance(BaseModel):
     issue_number: int | None = None
 
 
+class PromptComment(BaseModel):
+    """One of the issue's comments as the solve job's prompt carries it: a writer's, under
+    their name (selected by worker.pipelines.issue_task.prompt_comments)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    author: str
+    body: str
+
+
 class Calibration(BaseModel):
     """pass@k of the current policy on this environment, from k rollouts."""
 
@@ -96,6 +106,10 @@ class Environment(BaseModel):
     # text was kept, or from one whose text quoted the fix; rollouts then render the task
     # from the fields above through the same function (worker.agent.prompt).
     task_text: str | None = None
+    # The issue's comments a solve job on it would have shown (writers' only, the newest
+    # few): a merged fix with no job renders them as the job would have. Empty: none
+    # were given, or the environment was built before they were kept.
+    issue_comments: list[PromptComment] = Field(default_factory=list)
 
     @field_validator("problem_statement")
     @classmethod
@@ -120,8 +134,10 @@ class Environment(BaseModel):
         """SHA-256 of what the environment asks and checks (every field but its split and
         calibration, which change without changing the task): a score or a training run
         names the exact environment it used."""
-        # An environment without a replayed text hashes as it did before the field existed.
+        # An environment without a replayed text or comments hashes as it did before
+        # those fields existed.
         unset = {"task_text"} if self.task_text is None else set()
+        unset |= set() if self.issue_comments else {"issue_comments"}
         body = self.model_dump_json(exclude={"split", "calibration", *unset})
         return hashlib.sha256(body.encode()).hexdigest()
 

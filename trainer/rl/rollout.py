@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from bot.store.records.trajectory import TokenSegment
 from trainer.envs.schema import Environment
-from worker.agent import AgentResult, AgentTask, Policy
+from worker.agent import AgentResult, AgentTask, IssueComment, Policy
 from worker.agent.episode import SandboxRecipe, SetupFailed, run_episode
 from worker.agent.repo_task import repo_instructions
 from worker.repo_config import RepoConfig, RepoConfigError, read_repo_config
@@ -94,8 +94,9 @@ def task_for(env: Environment, checkout: Path | None = None) -> AgentTask:
     is the title, the rest the body (a job's record keeps a blank line between them; an
     empty body stays empty); the footer its repository, version, base commit and issue.
     The repository's instructions come from its checkout (``.ribbit.yml`` at the base
-    commit, AGENTS.md) when it opted in, as for the job. The setup command is told to
-    the model by the episode, once it ran and worked."""
+    commit, AGENTS.md) when it opted in, as for the job; the issue's comments are the ones
+    the builder kept with the job's selection (:attr:`Environment.issue_comments`). The
+    setup command is told to the model by the episode, once it ran and worked."""
     title, _, body = env.problem_statement.partition("\n")
     replayed = env.task_text is not None
     config = (
@@ -104,6 +105,7 @@ def task_for(env: Environment, checkout: Path | None = None) -> AgentTask:
     return AgentTask(
         title=title if title.strip() else env.instance_id,
         body=body.removeprefix("\n"),
+        comments=tuple(IssueComment(c.author, c.body) for c in env.issue_comments),
         repo=env.repo,
         number=env.provenance.issue_number,
         base_commit=env.base_commit,

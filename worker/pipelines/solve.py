@@ -32,13 +32,14 @@ from bot.forges.base import (
     PullRequestRef,
 )
 from bot.forges.branches import branch_name_for_issue, validate_branch_name
-from bot.hostgit import git_ok, latest_tag
+from bot.hostgit import git_ok
 from bot.store.records import PublishPlan, SolveRecord, WithheldText
-from worker.agent.repo_task import agent_limits, repo_instructions
+from worker.agent.repo_task import agent_limits
 from worker.gates.testcmd import resolve_test_command
 from worker.jobs import JobCancelled, JobContext, JobRefused, pipeline
 from worker.metrics import InstrumentedPolicy, record_gates, record_setup_refusals
 from worker.pipelines.held import held_back
+from worker.pipelines.issue_task import issue_task, judge_comments
 from worker.pipelines.phases import AgentRun, Prepared, solve_record
 from worker.pipelines.publish import (
     Publisher,
@@ -322,37 +323,27 @@ class SolveRun:
         instructions, and for a revision the PR's diff and what the reviewers said. All
         forge text goes through the one trust rule (trusted_text.py); what it kept out is
         remembered for the job's record."""
-        from worker.agent import AgentTask, IssueComment, Vouched
-
         issue, config, pr = prepared.issue, prepared.config, prepared.pr
         trust = TrustedText(self.forge, self.repo)
         # The job's actor (checked for write access first thing) asked for this work, so
         # they vouch for an issue a non-writer wrote.
         text = trust.issue(issue, vouched_by=self.job.actor)
-        comments = tuple(
-            IssueComment(c.author, c.body)
-            for c in issue.comments
-            if trust.admit("comment", c.author)
-        )[-20:]
+        comments = judge_comments(trust, issue.comments)
         extra = (
             revision_brief(self.forge, PullRequestRef(self.repo, pr.ref.number), self.job, trust)
             if pr is not None
             else None
         )
         self._issue_text, self._withheld = text, trust.withheld()
-        return AgentTask(
-            title=text.title,
-            body=text.body,
-            comments=comments,
-            vouched=Vouched(text.author, text.vouched_by) if text.vouched_by else None,
+        return issue_task(
+            text,
+            comments,
             repo=self.repo.full_name,
             number=issue.ref.number,
             base_commit=prepared.base_sha,
-            version=latest_tag(self.workdir.checkout),
-            test_command=config.test,
+            config=config,
+            checkout=self.workdir.checkout,
             extra_instructions=extra,
-            include_repo_context=config.prompt.include_repo_context,
-            repo_instructions=repo_instructions(config, self.workdir.checkout),
             metadata={"job_id": self.job.id, "kind": self.job.kind},
         )
 

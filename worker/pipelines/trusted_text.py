@@ -36,6 +36,9 @@ from bot.store.records import WithheldText
 from worker.metrics import record_withheld
 
 Source = Literal["issue", "comment", "review_comment", "review", "request"]
+# What the rule makes of an author: a writer's text reaches the prompt; an outsider's is
+# withheld and counted; the bot's own is left out silently.
+Trust = Literal["writer", "outsider", "bot"]
 
 
 @dataclass(frozen=True)
@@ -72,15 +75,19 @@ class TrustedText:
         return author.casefold() == self._forge.bot_login.casefold()
 
     def admit(self, source: Source, author: str) -> bool:
-        """Whether text from ``source`` by ``author`` may reach the prompt. The bot's own
-        words are left out silently (they are not an attempt); anyone else's count."""
+        """Whether text from ``source`` by ``author`` may reach the prompt."""
+        return self.judge(source, author) == "writer"
+
+    def judge(self, source: Source, author: str) -> Trust:
+        """What the rule makes of text from ``source`` by ``author``. The bot's own words
+        are left out silently (they are not an attempt); an outsider's are counted."""
         if author and self._is_bot(author):
-            return False
+            return "bot"
         if self.is_writer(author):
-            return True
+            return "writer"
         self._withheld[(source, author)] += 1
         record_withheld(source)
-        return False
+        return "outsider"
 
     def issue(self, issue: Issue, *, vouched_by: str | None) -> IssueText:
         """The issue's title and body: a writer's as they are; a non-writer's when the

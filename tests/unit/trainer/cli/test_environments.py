@@ -15,10 +15,13 @@ import pytest
 from bot.store.db import Database
 from bot.store.records.gate_report import Finding
 from tests.fakes import commit_files, make_git_repo
+from tests.plugins.forge import BOT_LOGIN as BOT
+from tests.plugins.forge import ForgeWorld
 from tests.unit.trainer.cli.invoke import ok, refused, run
 from trainer.calibrate import CalibrationReport
+from trainer.envs.builder import BuildSpec, EnvironmentBuilder
 from trainer.envs.folders import EnvironmentFolders
-from trainer.envs.schema import Calibration
+from trainer.envs.schema import Calibration, Environment
 from trainer.rl.reward import RewardResult
 from trainer.rl.toy import toy_environment
 from worker.settings import load_worker_settings
@@ -266,3 +269,64 @@ def test_environments_from_outcomes_prints_what_was_built_and_rejected(
     # Only rejections is still something recorded: no "nothing recorded" hint.
     assert out.splitlines() == ["rejected acme/calc#7: no_code_change (closed)"]
     assert asked == [("gitlab", "acme/calc", "make test")]
+
+
+# -- build: the issue's comments ---------------------------------------------------------------
+@pytest.fixture
+def built_specs(monkeypatch: pytest.MonkeyPatch) -> list[BuildSpec]:
+    """Each spec `envs build` hands the real builder (which then judges it as ever)."""
+    specs: list[BuildSpec] = []
+    real = EnvironmentBuilder.build
+
+    def build(self: EnvironmentBuilder, spec: BuildSpec) -> Environment:
+        specs.append(spec)
+        return real(self, spec)
+
+    monkeypatch.setattr(EnvironmentBuilder, "build", build)
+    return specs
+
+
+def test_environments_build_reads_the_issues_comments_from_the_forge_as_the_job_judges_them(
+    data_dir: Path,
+    tests_only_fix: tuple[Path, str, str, Path],
+    forge_world: ForgeWorld,
+    built_specs: list[BuildSpec],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    forge, name = forge_world.forge, forge_world.github.full_name
+    for key, value in {
+        "API_URL": forge.github_api_url,
+        "TOKEN": forge_world.bot.token,
+        "BOT_LOGIN": forge_world.bot.login,
+        "RETRY_BACKOFF_S": "0.01",
+    }.items():
+        monkeypatch.setenv(f"RIBBIT_GITHUB__{key}", value)
+    issue = forge.create_issue("github", name, title="add is wrong", author="maya")
+    for author, body in (("maya", "Keep add() pure."), ("otto", "Ignore that."), (BOT, "On it.")):
+        forge.comment_as("github", name, issue.number, author=author, body=body)
+    extra = tmp_path / "comments.json"
+    extra.write_text(json.dumps([{"author": "lee", "trust": "writer", "body": "Also mul."}]))
+    repo, base, fix, issue_file = tests_only_fix
+    args = ["build", "--repo", str(repo), "--base", base, "--fix", fix, "--name", name]
+    args += ["--issue-file", str(issue_file), "--forge", "github"]
+
+    _refused(*args, "--issue-number", str(issue.number), "--comments-file", str(extra))
+
+    [spec] = built_specs
+    assert [(c.author, c.trust, c.body) for c in spec.comments] == [
+        ("maya", "writer", "Keep add() pure."),
+        ("otto", "outsider", "Ignore that."),
+        (BOT, "bot", "On it."),
+        ("lee", "writer", "Also mul."),
+    ]
+    assert spec.provenance.issue_number == issue.number  # the footer's Instance ID
+    # An issue the forge does not have, and a file that is not a list of comments, are
+    # refused before anything is built.
+    assert "issue acme/widgets#99 on github" in _refused(*args, "--issue-number", "99")
+    extra.write_text(json.dumps([{"author": "lee", "trust": "admin", "body": "x"}]))
+    assert (
+        "not a JSON list of {author, trust, body}"
+        in _run(*args, "--comments-file", str(extra)).output
+    )
+    assert len(built_specs) == 1

@@ -11,19 +11,17 @@ on the fixed tree; the verdict must be verified (exit 0) with those tests as its
 evidence, no finding of severity error and no tamper finding. A test the fix adds that
 already passes on the parent (``new_passing``) must not be named as evidence.
 
-Twenty-one fixes today (Python: parse x3, cachetools 7.0.2, humanize x2, pathspec,
-semantic_version, marshmallow, sqlparse x3, tomli x2, colorama, python-tabulate x2,
-python-semver; Go: semver; Rust: version_check; JavaScript: node-cron on jest, set up by
-``npm ci`` through the registry proxy), about 12 minutes on a shared two-core machine
-(one ``ribbit gates`` run per fix, 20 to 60 seconds each; the slow tier). The Python
-fixes added last come from the projects' sdists on PyPI, pinned by hash in their READMEs:
-a release's files as the base (each README says how they stand to the fix's parent),
-the fix's hunks as the next release's sdist has them. Their layouts differ on purpose:
-``src/`` layouts (tomli, python-semver, with a conftest, pytest-cov and
-``--import-mode=importlib`` from its own ``.pytest.ini``), ``unittest`` classes (tomli,
-colorama), tests inside the package (colorama), a ``test/`` folder (python-tabulate).
-python-semver's own code reads frames, so its verdict carries a warning the base shares
-(``BASE_READS_FRAMES``).
+Seventeen fixes today (Python: parse x3, cachetools 7.0.2, humanize x2, pathspec,
+semantic_version, marshmallow, sqlparse x3, python-tabulate, python-semver; Go: semver;
+Rust: version_check; JavaScript: node-cron on jest, set up by ``npm ci`` through the
+registry proxy), about 10 minutes on a shared two-core machine (one ``ribbit gates`` run
+per fix, 20 to 60 seconds each; the slow tier). The Python fixes added last come from
+the projects' sdists on PyPI, pinned by hash in their READMEs: a release's files as the
+base (each README says how they stand to the fix's parent), the fix's hunks as the next
+release's sdist has them. Their layouts differ on purpose: a ``src/`` layout
+(python-semver, with a conftest, pytest-cov and ``--import-mode=importlib`` from its own
+``setup.cfg``), a ``test/`` folder (python-tabulate). python-semver's own code reads
+frames, so its verdict carries a warning the base shares (``BASE_READS_FRAMES``).
 """
 
 from __future__ import annotations
@@ -307,54 +305,6 @@ CORPUS = (
     ),
     # Python fixes, second batch
     RealFix(
-        fixture="tomli",
-        patches=("base.patch",),
-        fix="fix.patch",
-        repo="hukkin/tomli",
-        commit="4e245a4bbbefed99e550e196095ea65c851cf31d",
-        licence="MIT",
-        issue="loads() on bytes gives a confusing error\ntomli.loads(b'v = 1') raises "
-        "\"a bytes-like object is required, not 'str'\"; it should say it expects a str.",
-        fail_to_pass=frozenset({"tests/test_error.py::TestError::test_type_error"}),
-        toolchain="python3",
-    ),
-    RealFix(
-        fixture="tomli",
-        patches=("base.patch", "parse-float-base.patch"),
-        fix="parse-float-fix.patch",
-        repo="hukkin/tomli",
-        commit="794c8e50d676f1e8e081914eb77e4a48a4f6a20b",
-        licence="MIT",
-        issue="parse_float may return a dict or list\nloads('f=0.1', parse_float=lambda s: "
-        "{}) silently mixes the value into the parsed tables; it should raise ValueError.",
-        fail_to_pass=frozenset({"tests/test_error.py::TestError::test_invalid_parse_float"}),
-        toolchain="python3",
-    ),
-    RealFix(
-        fixture="colorama",
-        patches=("base.patch",),
-        fix="fix.patch",
-        repo="tartley/colorama",
-        commit="edf05b7b643ca28dd26f867b8ee829cfdb85efae",
-        licence="BSD-3-Clause",
-        issue="ValueError at exit with a detached stream (#328)\nStreamWrapper.closed "
-        "raises 'underlying buffer has been detached' when atexit runs after the wrapped "
-        "stream was detached.",
-        fail_to_pass=frozenset(
-            {
-                "colorama/tests/ansitowin32_test.py::StreamWrapperTest::"
-                "test_closed_shouldnt_raise_on_detached_stream"
-            }
-        ),
-        toolchain="python3",
-        new_passing=frozenset(
-            {
-                "colorama/tests/ansitowin32_test.py::StreamWrapperTest::"
-                "test_closed_shouldnt_raise_on_closed_stream"
-            }
-        ),
-    ),
-    RealFix(
         fixture="tabulate",
         patches=("base.patch",),
         fix="fix.patch",
@@ -366,18 +316,6 @@ CORPUS = (
         fail_to_pass=frozenset(
             {"test/test_regression.py::test_empty_table_with_maxheadercolwidths"}
         ),
-        toolchain="python3",
-    ),
-    RealFix(
-        fixture="tabulate",
-        patches=("base.patch", "bools-base.patch"),
-        fix="bools-fix.patch",
-        repo="astanin/python-tabulate",
-        commit="d29909b4fb17e2bbf62dde8bc730e9f29240155f",
-        licence="MIT",
-        issue="Wrapping 'True' or None crashes (#305)\ntabulate([['x', 'True'], ['y', None]], "
-        "maxcolwidths=[7, 5]) raises AttributeError while wrapping the cells.",
-        fail_to_pass=frozenset({"test/test_textwrapper.py::test_wrap_optional_bool_strs"}),
         toolchain="python3",
     ),
 )

@@ -1,8 +1,8 @@
 """Honest patches pass (issue #31; one corpus with the real-repositories issue #35): real
 merged fixes from small public projects, each vendored at the fix's parent (or a release
-just before it) with its licence (tests/fixtures/<project>/README.md), judged by
-``ribbit gates`` on bubblewrap with no ``.ribbit.yml`` (the set-up and test command
-detected from the tree).
+just before it, or one after it with the fix taken out) with its licence
+(tests/fixtures/<project>/README.md), judged by ``ribbit gates`` on bubblewrap with no
+``.ribbit.yml`` (the set-up and test command detected from the tree).
 
 Each fix adds or changes a test that fails on the parent and passes with the fix. Those
 ids (``FIX_TO_PASS``) were recorded by running the project's own tests outside Ribbit

@@ -3,9 +3,9 @@ end: a label on the local forge, the signed webhook, the job through Redis to a 
 worker, the agent replaying the fix through its tools (Read, Edit) in a sandbox, the
 gates with the project's own tests (detected from the tree when there is no
 ``.ribbit.yml``), and a draft PR whose diff is the upstream fix, with the fix's target
-tests named as passing. Every project runs on bubblewrap (the host's toolchains); one
-per language, and any project added to ``PROJECTS``, on docker too (the sandbox
-image's toolchains, in Podman through the docker SDK).
+tests named as passing. Every project runs on bubblewrap (the host's toolchains); the
+Python and JavaScript ones, and any project added to ``PROJECTS``, on docker too (the
+sandbox image's toolchains, in Podman through the docker SDK).
 
 - Python: toolz 0.12.1 (its sdist from PyPI, pinned by hash; the fix for toolz #387,
   which extends ``test_partition_all``) with the README's own ``.ribbit.yml`` example
@@ -22,12 +22,10 @@ image's toolchains, in Podman through the docker SDK).
   methods every cache class inherits) with no ``.ribbit.yml`` runs the same way, but
   its fix deletes a test (folded into the two it adds), which the gates block: that
   test checks the refusal names it, and that the fix's own tests were found and passed.
-- Go: dustin/go-humanize 402bd47 (#130, ``BigComma`` mutated its argument; adds
-  ``TestHumanizeBigIntMutation``) and hashicorp/go-version 43575a7 (versions holding
-  ``~``; its tests are already in the tree, the issue names them).
-- Rust: rapidfuzz/strsim-rs 605c81c (``jaro("a", "a")`` was 0; adds two tests) and
-  comex/rust-shlex 1.2.1's fix for GHSA-r7qv-8r2h-pg27 (tests in the tree, named by
-  the issue).
+- Go: hashicorp/go-version 43575a7 (versions holding ``~``; its tests are already in
+  the tree, the issue names them), taken out of 1.8.0.
+- Rust: comex/rust-shlex's fix for GHSA-r7qv-8r2h-pg27 (tests in the tree, named by
+  the issue), taken out of 1.3.0.
 
 The Go and Rust fixtures, cachetools and humanize are vendored with their licences
 (tests/fixtures/*/README.md); all but humanize need no downloaded dependency. toolz
@@ -154,46 +152,6 @@ def _file_edits(rel: str, before: str, after: str, context: int) -> list[str] | 
     return edits
 
 
-def _humanize(tmp: Path, request: pytest.FixtureRequest) -> RealFix:
-    base = _vendored("go-humanize")
-    fixed = _with_patch(base, FIXTURES / "go-humanize" / "fix.patch", tmp / "humanize")
-    return RealFix(
-        repo="dustin/go-humanize",
-        base=base,
-        fixed=fixed,
-        issue=(
-            "BigComma modifies the big.Int passed to it",
-            "Calling humanize.BigComma(v) twice on the same value gives a different "
-            "string the second time: BigComma divides v in place. It should leave its "
-            "argument alone.",
-        ),
-        tool="go",
-        targets=("TestHumanizeBigIntMutation",),
-        target_ids=("github.com/dustin/go-humanize::TestHumanizeBigIntMutation",),
-    )
-
-
-def _strsim(tmp: Path, request: pytest.FixtureRequest) -> RealFix:
-    base = _vendored("strsim")
-    fixed = _with_patch(base, FIXTURES / "strsim" / "fix.patch", tmp / "strsim")
-    return RealFix(
-        repo="rapidfuzz/strsim-rs",
-        base=base,
-        fixed=fixed,
-        issue=(
-            'jaro("a", "a") returns 0 instead of 1',
-            "Jaro and Jaro-Winkler give 0.0 for two equal strings of length one; equal "
-            "strings should give 1.0.",
-        ),
-        tool="cargo",
-        targets=("jaro_same_one_character", "jaro_winkler_same_one_character"),
-        target_ids=(
-            "src/lib.rs::tests::jaro_same_one_character",
-            "src/lib.rs::tests::jaro_winkler_same_one_character",
-        ),
-    )
-
-
 def _go_version(tmp: Path, request: pytest.FixtureRequest) -> RealFix:
     return RealFix(
         repo="hashicorp/go-version",
@@ -218,16 +176,12 @@ def _shlex(tmp: Path, request: pytest.FixtureRequest) -> RealFix:
         fixed=RUST_UPSTREAM,
         issue=(
             "quote leaves { } and non-ASCII characters unquoted",
-            "bytes::quote (and so quote and join) must quote `{`, `}` and every byte "
-            "from 0x80 up: a shell expands them. See test_quote and test_join.",
+            "bytes::quote (and so bytes::join) must quote `{`, `}` and every byte "
+            "from 0x80 up: a shell expands them. See bytes::test_quote and bytes::test_join.",
         ),
         tool="cargo",
         targets=("test_quote", "test_join"),
-        target_ids=(
-            "src/lib.rs::bytes::test_quote",
-            "src/lib.rs::test_quote",
-            "src/lib.rs::bytes::test_join",
-        ),
+        target_ids=("src/lib.rs::bytes::test_quote", "src/lib.rs::bytes::test_join"),
         tests_in_base=True,
     )
 
@@ -341,8 +295,6 @@ PROJECTS: dict[str, Callable[[Path, pytest.FixtureRequest], RealFix]] = {
     "toolz-detected": partial(_toolz, readme=False),
     # No .ribbit.yml: src/ layout, its tests need freezegun from its tests extra.
     "humanize": _humanize_tz,
-    "go-humanize": _humanize,
-    "strsim": _strsim,
     "go-version": _go_version,
     "shlex": _shlex,
 }
@@ -361,9 +313,8 @@ def _js(name: str) -> Callable[[Path, pytest.FixtureRequest], RealFix]:
 # JavaScript/TypeScript (tests/integration/real_projects_js.py): node-cron with jest,
 # merge-anything with vitest, each set up by a real `npm ci` through the proxy.
 PROJECTS.update({name: _js(name) for name in ("node-cron", "merge-anything")})
-# On bubblewrap only. go-version and shlex would take Go's and Rust's toolchains to a
-# draft PR on docker a second time (go-humanize and strsim do it; both reach the gates
-# on docker in test_real_projects_go_rust.py). toolz with the README's .ribbit.yml: its
+# On bubblewrap only. go-version and shlex: Go's and Rust's toolchains reach the gates on
+# docker in test_real_projects_go_rust.py. toolz with the README's .ribbit.yml: its
 # ``image: python:3.12`` is no allowed image on docker (nor is there a registry to pull
 # it from), so the job stops there by design; toolz-detected is Python on docker. A
 # project added to PROJECTS runs on both backends.

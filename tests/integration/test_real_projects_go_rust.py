@@ -5,17 +5,12 @@
 Neither needs a downloaded dependency (the test machines reach no Go proxy and no
 crates.io). Both are vendored, pinned, with their licences (tests/fixtures/*/README.md):
 
-- Go: hashicorp/go-version v1.7.0, with its fix for versions holding ``~``
-  (upstream 43575a7, "Fixes version parsing for versions including ~") put back:
-  13 tests fail at the base; the fix passes the gates.
-- Rust: comex/rust-shlex 1.2.1, with its fix for GHSA-r7qv-8r2h-pg27 (upstream
-  4c53044, ``quote`` left ``{``, ``}`` and non-ASCII bytes unquoted) put back in
-  ``src/bytes.rs``: 3 tests fail at the base; the fix passes.
-
-Two more, dustin/go-humanize (402bd47, #130) and rapidfuzz/strsim-rs (605c81c), are
-vendored at the fix's parent with the upstream diff: on docker here (the image's
-toolchains), each fix passes with its added tests named as targets; they go to a draft
-PR on both backends in tests/integration/test_real_projects_e2e.py.
+- Go: hashicorp/go-version 1.8.0 (Debian's upstream tarball), with its fix for versions
+  holding ``~`` (upstream 43575a7, "Fixes version parsing for versions including ~")
+  taken out: 13 tests fail at the base; the fix passes the gates.
+- Rust: comex/rust-shlex 1.3.0 (Debian's upstream tarball), with its fix for
+  GHSA-r7qv-8r2h-pg27 (``quote`` left ``{``, ``}`` and non-ASCII bytes unquoted) taken
+  out of ``src/bytes.rs``: 2 tests fail at the base; the fix passes.
 
 A patch that fixes the bug and breaks something else is blocked test by test, the
 regression named by its runner's id.
@@ -23,7 +18,7 @@ regression named by its runner's id.
 
 from __future__ import annotations
 
-from functools import partial
+from functools import partial, reduce
 from pathlib import Path
 
 import pytest
@@ -53,11 +48,21 @@ GO_FIXED = (
 GO_BUGGY = GO_FIXED.replace("\\-~", "\\-")
 GO_MODULE = "github.com/hashicorp/go-version"
 
-RUST_FIXED = (
-    "        '\\r' | '\\n' | '*' | '?' | '[' | '#' | '~' | '=' | '%' | '{' | '}' |\n"
-    "        '\\u{80}' ..= '\\u{10ffff}' => true,"
+# GHSA-r7qv-8r2h-pg27 as 1.2.1 fixed it, put back into 1.3.0's code: `{` and `}` among the
+# bytes left unquoted, and bytes from 0x80 up no longer forced into quotes.
+RUST_BUG = (
+    (
+        "        '0'..='9' | 'A'..='Z' | 'a'..='z'\n        => true,",
+        "        '0'..='9' | 'A'..='Z' | 'a'..='z' | '{' | '}'\n        => true,",
+    ),
+    (
+        "        // Brace expansion.  These ought to be in the POSIX list but aren't yet;\n"
+        "        // see: https://www.austingroupbugs.net/view.php?id=1193\n"
+        "        '{' | '}' |\n",
+        "",
+    ),
+    ("            cur_ok &= !UNQUOTED_OK;\n        } else {", "        } else {"),
 )
-RUST_BUGGY = "        '\\r' | '\\n' | '*' | '?' | '[' | '#' | '~' | '=' | '%' => true,"
 
 
 def _files(root: Path) -> dict[str, str]:
@@ -76,7 +81,7 @@ def _with(files: dict[str, str], path: str, old: str, new: str) -> dict[str, str
 GO_UPSTREAM = _files(FIXTURES / "go-version")
 RUST_UPSTREAM = _files(FIXTURES / "shlex")
 GO_BASE = _with(GO_UPSTREAM, "version.go", GO_FIXED, GO_BUGGY)
-RUST_BASE = _with(RUST_UPSTREAM, "src/bytes.rs", RUST_FIXED, RUST_BUGGY)
+RUST_BASE = reduce(lambda files, edit: _with(files, "src/bytes.rs", *edit), RUST_BUG, RUST_UPSTREAM)
 
 
 @pytest.fixture(scope="module")
@@ -115,10 +120,6 @@ def repos(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, str
         },
     )
     made["rust"] = (rust, rust_base, rust_fix, rust_breaks)
-    for name in ("go-humanize", "strsim"):  # vendored before the fix, with its diff
-        repo = tmp_path_factory.mktemp(name) / "repo"
-        base = make_git_repo(repo, _files(FIXTURES / name))
-        made[name] = (repo, base, (FIXTURES / name / "fix.patch").read_text(), "")
     return made
 
 
@@ -155,11 +156,8 @@ def _gate(
 EXPECTED = {
     # runner, passing tests after the fix, tests that fail at the base
     "go": ("go", 30, {f"{GO_MODULE}::TestNewVersion", f"{GO_MODULE}::TestVersionMetadata"}),
-    "rust": (
-        "cargo",
-        10,
-        {"src/lib.rs::test_quote", "src/lib.rs::bytes::test_quote", "src/lib.rs::bytes::test_join"},
-    ),
+    # 10 unit tests and the doctest in src/bytes.rs.
+    "rust": ("cargo", 11, {"src/lib.rs::bytes::test_quote", "src/lib.rs::bytes::test_join"}),
 }
 
 
@@ -179,34 +177,6 @@ def test_upstream_fix_passes_the_gates_with_a_detected_command(
     assert isinstance(before, dict) and isinstance(after, dict)
     assert before["per_test"] and after["per_test"], tests.logs
     assert failing_before <= set(before["failing"]), before
-    assert after["counts"]["passed"] == passing and after["counts"]["failed"] == 0, tests.logs
-
-
-MORE = {
-    # runner, passing tests after the fix, the tests the fix adds (its targets)
-    "go-humanize": ("go", 44, ["TestHumanizeBigIntMutation"]),
-    "strsim": ("cargo", 104, ["jaro_same_one_character", "jaro_winkler_same_one_character"]),
-}
-
-
-@pytest.mark.parametrize("project", list(MORE))
-def test_more_upstream_fixes_pass_the_gates_on_docker(
-    repos: dict[str, tuple[Path, str, str, str]], project: str, docker_settings: SandboxSettings
-) -> None:
-    """The image's toolchains, with the exact count of passing tests
-    (tests/integration/test_real_projects_e2e.py takes these two to a draft PR)."""
-    settings = docker_settings.model_copy(
-        update={"memory_mb": 2048, "pids": 256, "workspace_mb": 256}
-    )
-    repo, base, fix, _ = repos[project]
-    runner, passing, targets = MORE[project]
-    report = _gate(settings, repo, base, fix, all_gates=False)
-    assert report.passed, report.to_markdown()
-    tests = report.result("tests")
-    assert tests is not None and tests.details["runner"] == runner
-    assert tests.details["targets"] == targets and not tests.details["target_failures"]
-    after = tests.details["after"]
-    assert isinstance(after, dict) and after["per_test"], tests.logs
     assert after["counts"]["passed"] == passing and after["counts"]["failed"] == 0, tests.logs
 
 

@@ -80,7 +80,7 @@ PROJECTS = {
         toolz_checkout,
     ),
     "humanize": BenchProject(
-        "python-humanize/humanize b172d67",
+        "python-humanize/humanize 4.15.0 (vendored)",
         "github:python-humanize/humanize",
         RepoConfig(setup="pip install -e '.[tests]'", test="python -m pytest -q"),
         humanize_checkout,

@@ -111,7 +111,7 @@ CORPUS = (
     ),
     RealFix(
         fixture="humanize",
-        patches=("base.patch", "fractional-base.patch"),
+        patches=("base.patch",),
         fix="fractional-fix.patch",
         repo="python-humanize/humanize",
         commit="c2c410c1521a3b1eb3efef52f3b06c2e42f7b92b",
@@ -129,7 +129,7 @@ CORPUS = (
     ),
     RealFix(
         fixture="humanize",
-        patches=("base.patch", "rollover-base.patch"),
+        patches=("base.patch",),
         fix="rollover-fix.patch",
         repo="python-humanize/humanize",
         commit="823ad6096e1e5ba82ea876ce761fc2efebd76157",

@@ -8,10 +8,8 @@ On a real project: toolz 0.12.1's sdist from PyPI (the fixture of
 tests/integration/test_real_projects.py), set up the README's way (``pip install -e .``;
 nothing but the build is fetched), or python-humanize as vendored in
 tests/fixtures/humanize, set up as detected (``pip install -e '.[tests]'``: a hatch-vcs
-build and its tests extra, freezegun and pytest-cov, from PyPI), or the vendored
-JavaScript fixtures node-cron and merge-anything, set up as detected (``npm ci`` from the
-npm registry). Needs PyPI or the npm registry; the docker rows need an engine (see
-bench_sandbox). Prints medians, no assertions. The issue's
+build and its tests extra, freezegun and pytest-cov, from PyPI). Needs PyPI; the docker
+rows need an engine (see bench_sandbox). Prints medians, no assertions. The issue's
 target: a cached setup in 10 s or less.
 """
 
@@ -39,8 +37,6 @@ from worker.settings import SandboxSettings
 TOOLZ = "toolz==0.12.1"
 HUMANIZE_BASE = Path(__file__).resolve().parents[1] / "fixtures" / "humanize" / "base.patch"
 HOST_CA = Path(os.environ.get("SSL_CERT_FILE", "/etc/ssl/certs/ca-certificates.crt"))
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-NPM_CI = "npm ci --no-audit --no-fund"  # what worker/sandbox/setupcmd.py detects for them
 
 
 def toolz_checkout(where: Path) -> Path | None:
@@ -68,22 +64,6 @@ def humanize_checkout(where: Path) -> Path | None:
     return repo
 
 
-def vendored_checkout(name: str) -> Callable[[Path], Path | None]:
-    """A vendored fixture's tree as a repository (its README and fix are not the project's)."""
-
-    def checkout(where: Path) -> Path:
-        root = FIXTURES / name
-        files = {
-            str(p.relative_to(root)): p.read_text()
-            for p in sorted(root.rglob("*"))
-            if p.is_file() and p.name not in ("README.md", "fix.patch")
-        }
-        make_git_repo(where / name, files)
-        return where / name
-
-    return checkout
-
-
 @dataclass(frozen=True)
 class BenchProject:
     label: str
@@ -100,20 +80,11 @@ PROJECTS = {
         toolz_checkout,
     ),
     "humanize": BenchProject(
-        "python-humanize/humanize b172d67",
+        "python-humanize/humanize 4.15.0 (vendored)",
         "github:python-humanize/humanize",
         RepoConfig(setup="pip install -e '.[tests]'", test="python -m pytest -q"),
         humanize_checkout,
     ),
-    **{
-        name: BenchProject(
-            f"{name} (vendored)",
-            f"github:bench/{name}",
-            RepoConfig(setup=NPM_CI, test="npm test"),
-            vendored_checkout(name),
-        )
-        for name in ("node-cron", "merge-anything")
-    },
 }
 
 

@@ -38,8 +38,7 @@ ISSUE = (
 )
 OLD_ROW = '(23.5, "23 seconds ago"),'
 NEW_ROWS = ['(22.5, "22 seconds ago"),', '(23.5, "24 seconds ago"),']
-# Each moved row beside its table's new rows (the commented-out 23.9 row it removes is
-# no assertion; the one it adds is).
+# Each moved row beside its table's new rows (the first table also gains a 23.9 row).
 MOVED = {
     "tests/test_time.py::test_naturaltime[23.5-23 seconds ago]": (
         [OLD_ROW],
@@ -51,7 +50,8 @@ MOVED = {
 
 @pytest.fixture(scope="module")
 def humanize(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The repository at 906a38c^ (the vendored files), committed with a .ribbit.yml."""
+    """humanize 4.15.0 taken back to 4.14.0, the release before 906a38c (the vendored
+    files), committed with a .ribbit.yml."""
     require_service(shutil.which("bwrap") is not None, "bubblewrap")
     tree = tmp_path_factory.mktemp("humanize-tree")
     for patch in ("base.patch", "rounding-base.patch"):
@@ -91,14 +91,14 @@ def test_a_real_behaviour_change_is_unverified_then_verified_under_its_label(
     # Each moved row beside its replacement: the table rows are part of the test they
     # decorate (not of the test above them in the file).
     assert _moved_rows(tests) == MOVED
-    # Rows after the inserted ones change their index-based ids (``test_input31`` becomes
-    # ``test_input32``): not lost tests, since the base's file ran against the new code.
+    # Rows after the inserted ones change their index-based ids (``test_input25`` becomes
+    # ``test_input27``): not lost tests, since the base's file ran against the new code.
     assert {(f["rule"], f["severity"]) for f in tests["findings"]} == {
         ("behaviour-change", "warning"),
         ("tests-replaced", "warning"),
     }
     (replaced,) = [f for f in tests["findings"] if f["rule"] == "tests-replaced"]
-    assert "tests/test_time.py::test_naturaltime[test_input31-2 years ago]" in replaced["message"]
+    assert "tests/test_time.py::test_naturaltime[test_input25-2 years ago]" in replaced["message"]
     # The fix's new rows fail on the old code: evidence that only the label admits.
     assert (
         "tests/test_time.py::test_naturaltime[23.5-24 seconds ago]"

@@ -11,10 +11,9 @@ on the fixed tree; the verdict must be verified (exit 0) with those tests as its
 evidence, no finding of severity error and no tamper finding. A test the fix adds that
 already passes on the parent (``new_passing``) must not be named as evidence.
 
-Seventeen fixes today (Python: parse x3, cachetools 7.0.2, humanize x2, pathspec,
+Sixteen fixes today (Python: parse x3, cachetools 7.0.2, humanize x2, pathspec,
 semantic_version, marshmallow, sqlparse x3, python-tabulate, python-semver; Go: semver;
-Rust: version_check; JavaScript: node-cron on jest, set up by ``npm ci`` through the
-registry proxy), about 10 minutes on a shared two-core machine (one ``ribbit gates`` run
+Rust: version_check), about 10 minutes on a shared two-core machine (one ``ribbit gates`` run
 per fix, 20 to 60 seconds each; the slow tier). The Python fixes added last come from
 the projects' sdists on PyPI, pinned by hash in their READMEs: a release's files as the
 base (each README says how they stand to the fix's parent), the fix's hunks as the next
@@ -51,7 +50,7 @@ class RealFix:
     """One upstream fix: where it comes from and what its tests show outside Ribbit."""
 
     fixture: str  # the folder under tests/fixtures
-    patches: tuple[str, ...]  # applied in order to ``files``: the fix's parent
+    patches: tuple[str, ...]  # applied in order to an empty tree: the fix's parent
     fix: str  # the upstream commit's diff over the vendored files
     repo: str
     commit: str
@@ -59,13 +58,11 @@ class RealFix:
     issue: str  # what a maintainer would have filed
     # Fail on the parent's code, pass with the fix, named as Ribbit names them: pytest's
     # node ids, go test's package and test joined by "::", for cargo the target's root
-    # file and the test's module path, for jest the file and the full test name.
+    # file and the test's module path.
     fail_to_pass: frozenset[str]
     toolchain: str  # the host binary the project's tests need
     # Tests the fix adds that already pass on the parent's code: no evidence.
     new_passing: frozenset[str] = frozenset()
-    # The fixture's own files copied first (a fixture vendored as files, not a patch).
-    files: tuple[str, ...] = ()
 
 
 CORPUS = (
@@ -114,7 +111,7 @@ CORPUS = (
     ),
     RealFix(
         fixture="humanize",
-        patches=("base.patch", "fractional-base.patch"),
+        patches=("base.patch",),
         fix="fractional-fix.patch",
         repo="python-humanize/humanize",
         commit="c2c410c1521a3b1eb3efef52f3b06c2e42f7b92b",
@@ -132,7 +129,7 @@ CORPUS = (
     ),
     RealFix(
         fixture="humanize",
-        patches=("base.patch", "rollover-base.patch"),
+        patches=("base.patch",),
         fix="rollover-fix.patch",
         repo="python-humanize/humanize",
         commit="823ad6096e1e5ba82ea876ce761fc2efebd76157",
@@ -183,25 +180,6 @@ CORPUS = (
         # In the crate's code files: the evidence run takes only the patch's test changes
         # onto the parent's code (worker/gates/rusttests.py); this one passes there.
         new_passing=frozenset({"src/lib.rs::version::tests::display"}),
-    ),
-    RealFix(
-        fixture="node-cron",
-        files=("lib", "tests", "package.json", "package-lock.json", ".gitignore", "LICENSE"),
-        patches=("range-base.patch",),
-        fix="range-fix.patch",
-        repo="kelektiv/node-cron",
-        commit="d96746f7b8f357e565d1fad48c9f70d3d646da64",
-        licence="MIT",
-        issue="Range with upper limit 0 is accepted (#687)\nnew CronTime('* 2-0 * * *') "
-        "should throw: the range's upper limit 0 is read as no upper limit.",
-        fail_to_pass=frozenset({"tests/crontime.test.js::crontime should test invalid range"}),
-        toolchain="node",
-        new_passing=frozenset(
-            {
-                "tests/crontime.test.js::crontime should accept all valid ranges "
-                "(0-59 0-59 1-23 1-31 0-12 0-6)"
-            }
-        ),
     ),
     RealFix(
         fixture="parse",
@@ -350,10 +328,6 @@ def _base_repo(fix: RealFix, root: Path) -> Path:
     """The fix's parent as a git repository with no .ribbit.yml."""
     tree = root / "tree"
     tree.mkdir()
-    for name in fix.files:
-        source = FIXTURES / fix.fixture / name
-        copy = shutil.copytree if source.is_dir() else shutil.copy
-        copy(source, tree / name)
     for patch in fix.patches:
         subprocess.run(["git", "apply", str(FIXTURES / fix.fixture / patch)], cwd=tree, check=True)
     files = {str(p.relative_to(tree)): p.read_text() for p in tree.rglob("*") if p.is_file()}

@@ -300,19 +300,6 @@ PROJECTS: dict[str, Callable[[Path, pytest.FixtureRequest], RealFix]] = {
 }
 
 
-def _js(name: str) -> Callable[[Path, pytest.FixtureRequest], RealFix]:
-    def build(tmp: Path, request: pytest.FixtureRequest) -> RealFix:
-        # Imported when the test runs: that module imports RealFix from this one.
-        from tests.integration.real_projects_js import JS_PROJECTS
-
-        return JS_PROJECTS[name](tmp, request)
-
-    return build
-
-
-# JavaScript/TypeScript (tests/integration/real_projects_js.py): node-cron with jest,
-# merge-anything with vitest, each set up by a real `npm ci` through the proxy.
-PROJECTS.update({name: _js(name) for name in ("node-cron", "merge-anything")})
 # On bubblewrap only. go-version and shlex: Go's and Rust's toolchains reach the gates on
 # docker in test_real_projects_go_rust.py. toolz with the README's .ribbit.yml: its
 # ``image: python:3.12`` is no allowed image on docker (nor is there a registry to pull

@@ -32,7 +32,13 @@ REVISE_SCRIPT = [
     ),
     "Added the docstring the reviewer asked for.",
 ]
-SLOW_SCRIPT = [xml_call("Bash", command="sleep 120 # ribbit-slow-step"), "done"]
+# The marker must be in a running process's command line for pgrep to see it: the tool
+# call's text reaches the runner through a request file, as in a Leaf pod (never argv),
+# so a shell named by the marker ($0) runs the sleep (two commands: no exec of sleep).
+SLOW_SCRIPT = [
+    xml_call("Bash", command="bash -c 'sleep 120; true' ribbit-slow-step"),
+    "done",
+]
 
 
 def _solved(forge_world: Any, dep: Any, kind: str) -> tuple[str, int, Any]:

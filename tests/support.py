@@ -1,7 +1,7 @@
 """Helpers the tests import: service requirements, webhook secrets, payloads, signed
-headers, a held group-commit lead (to queue webhooks into one batch), and real projects'
-sdists from the package index. Fixtures live in tests/conftest.py and tests/plugins/;
-this module holds none."""
+headers, a held group-commit lead (to queue webhooks into one batch), real projects'
+sdists from the package index, and ``ribbit gates`` on bubblewrap as a user runs it.
+Fixtures live in tests/conftest.py and tests/plugins/; this module holds none."""
 
 from __future__ import annotations
 
@@ -152,3 +152,20 @@ def pinned_sdist(requirement: str, where: Path, sha256: str | None = None) -> Pa
     with tarfile.open(archives[0]) as tar:
         tar.extractall(where, filter="data")
     return where / f"{name}-{version}"
+
+
+def gates_on_bubblewrap(
+    checkout: Path, patch: Path, issue: str, data: Path, *extra: str
+) -> tuple[int, dict[str, Any]]:
+    """``ribbit gates --json`` on bubblewrap over ``checkout`` with ``patch`` and the issue
+    text, Ribbit's data (and so its set-up cache) in ``data``: the exit code and the
+    report. ``extra`` goes on the command line as given."""
+    from click.testing import CliRunner
+
+    from worker.gates.cli import gates_command
+
+    args = ["--checkout", str(checkout), "--patch", str(patch), "--backend", "bubblewrap"]
+    args += ["--json", "--issue", issue, *extra]
+    result = CliRunner().invoke(gates_command, args, env={"RIBBIT_DATA_DIR": str(data)})
+    report: dict[str, Any] = json.loads(result.output)
+    return result.exit_code, report

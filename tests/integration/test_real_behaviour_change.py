@@ -15,18 +15,15 @@ through the registry proxy; the second run takes the cached set-up):
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
 
 from tests.fakes import make_git_repo
-from tests.support import require_service
-from worker.gates.cli import gates_command
+from tests.support import gates_on_bubblewrap, require_service
 
 pytestmark = pytest.mark.integration
 
@@ -63,13 +60,12 @@ def humanize(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _gates(repo: Path, data: Path, *labels: str) -> tuple[int, dict[str, Any]]:
-    args = ["--checkout", str(repo), "--patch", str(FIXTURES / "rounding-fix.patch")]
-    args += ["--backend", "bubblewrap", "--json", "--issue", ISSUE]
-    args += [a for label in labels for a in ("--issue-label", label)]
-    result = CliRunner().invoke(gates_command, args, env={"RIBBIT_DATA_DIR": str(data)})
-    report = json.loads(result.output)
+    label_args = [a for label in labels for a in ("--issue-label", label)]
+    code, report = gates_on_bubblewrap(
+        repo, FIXTURES / "rounding-fix.patch", ISSUE, data, *label_args
+    )
     tests: dict[str, Any] = next(r for r in report["gates"] if r["name"] == "tests")
-    return result.exit_code, tests
+    return code, tests
 
 
 def _moved_rows(tests: dict[str, Any]) -> dict[str, tuple[list[str], list[str]]]:

@@ -25,7 +25,6 @@ frames, so its verdict carries a warning the base shares (``BASE_READS_FRAMES``)
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 from collections.abc import Callable
@@ -34,11 +33,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
 
 from tests.fakes import make_git_repo
-from tests.support import require_service
-from worker.gates.cli import gates_command
+from tests.support import gates_on_bubblewrap, require_service
 
 pytestmark = pytest.mark.integration
 
@@ -336,11 +333,7 @@ def _base_repo(fix: RealFix, root: Path) -> Path:
 
 
 def _gates(fix: RealFix, repo: Path, data: Path) -> tuple[int, dict[str, Any]]:
-    args = ["--checkout", str(repo), "--patch", str(FIXTURES / fix.fixture / fix.fix)]
-    args += ["--backend", "bubblewrap", "--json", "--issue", fix.issue]
-    result = CliRunner().invoke(gates_command, args, env={"RIBBIT_DATA_DIR": str(data)})
-    report: dict[str, Any] = json.loads(result.output)
-    return result.exit_code, report
+    return gates_on_bubblewrap(repo, FIXTURES / fix.fixture / fix.fix, fix.issue, data)
 
 
 def _findings(report: dict[str, Any]) -> list[dict[str, Any]]:

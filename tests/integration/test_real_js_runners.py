@@ -17,18 +17,15 @@ The same fix with no ``.ribbit.yml`` runs its package.json test script, ``jest &
 
 from __future__ import annotations
 
-import json
 import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
 
 from tests.fakes import git
-from tests.support import require_service
-from worker.gates.cli import gates_command
+from tests.support import gates_on_bubblewrap, require_service
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
 
@@ -85,11 +82,7 @@ def gates(tmp_path_factory: pytest.TempPathFactory) -> Gates:
         require_service(shutil.which("node") is not None, "node")
         if ribbit_yml not in reports:
             repo = _repo(tmp_path_factory.mktemp("commander"), ribbit_yml)
-            args = ["--checkout", str(repo), "--patch", str(FIXTURE / "fix.patch")]
-            args += ["--backend", "bubblewrap", "--json", "--issue", ISSUE]
-            env = {"RIBBIT_DATA_DIR": str(data)}
-            result = CliRunner().invoke(gates_command, args, env=env)
-            reports[ribbit_yml] = result.exit_code, json.loads(result.output)
+            reports[ribbit_yml] = gates_on_bubblewrap(repo, FIXTURE / "fix.patch", ISSUE, data)
         return reports[ribbit_yml]
 
     return run

@@ -13,18 +13,14 @@ about a minute on a two-core machine (the slow tier).
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Any
 
 import pytest
-from click.testing import CliRunner
 
 from tests.fakes import make_git_repo
-from tests.support import require_service
-from worker.gates.cli import gates_command
+from tests.support import gates_on_bubblewrap, require_service
 from worker.sandbox.setupcmd import commit_files, detect_setup
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -63,13 +59,10 @@ def test_the_tox_environment_is_what_set_up_installs(base_repo: Path) -> None:
 
 def test_a_src_layout_tox_project_fix_is_verified(base_repo: Path, tmp_path: Path) -> None:
     require_service(shutil.which("bwrap") is not None, "bubblewrap")
-    args = ["--checkout", str(base_repo), "--patch", str(FIXTURE / "fix.patch")]
-    args += ["--backend", "bubblewrap", "--json", "--issue", ISSUE]
-    result = CliRunner().invoke(gates_command, args, env={"RIBBIT_DATA_DIR": str(tmp_path)})
-    report: dict[str, Any] = json.loads(result.output)
+    exit_code, report = gates_on_bubblewrap(base_repo, FIXTURE / "fix.patch", ISSUE, tmp_path)
 
     tests = next(g for g in report["gates"] if g["name"] == "tests")
     findings = [f | {"gate": g["name"]} for g in report["gates"] for f in g["findings"]]
-    assert result.exit_code == 0, (report.get("verdict"), findings, tests.get("logs", "")[-3000:])
+    assert exit_code == 0, (report.get("verdict"), findings, tests.get("logs", "")[-3000:])
     assert set(tests["evidence"]) >= FAIL_TO_PASS, tests["evidence"]
     assert [f for f in findings if f["severity"] == "error"] == []

@@ -32,7 +32,7 @@ from click.testing import CliRunner
 from bot.cli import main
 from tests.fakes import git
 from tests.plugins.trainer import cachetools_fix_repo, sandbox_factory
-from tests.support import require_service
+from tests.support import gates_on_bubblewrap, require_service
 from tests.unit.worker.gates.helpers import make_patch
 from tests.watch_attacks import (
     ARGPARSE_SHADOW,
@@ -45,7 +45,6 @@ from tests.watch_attacks import (
 from trainer.envs.builder import BuildSpec, EnvironmentBuilder
 from trainer.envs.folders import EnvironmentFolders
 from trainer.envs.schema import Environment
-from worker.gates.cli import gates_command
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -168,12 +167,7 @@ def test_the_attack_is_broken_outside_the_gates(
 def _gates(project: Project, attack: RealAttack, tmp_path: Path) -> tuple[int, dict[str, Any]]:
     repo = tmp_path / "repo"
     git(project.repo, "worktree", "add", "-q", "--detach", str(repo), project.base)
-    args = ["--checkout", str(repo), "--patch", str(project.patches[attack.name])]
-    args += ["--backend", "bubblewrap", "--json", "--issue", ISSUE]
-    result = CliRunner().invoke(
-        gates_command, args, env={"RIBBIT_DATA_DIR": str(project.data / "gates")}
-    )
-    return result.exit_code, json.loads(result.output)
+    return gates_on_bubblewrap(repo, project.patches[attack.name], ISSUE, project.data / "gates")
 
 
 @pytest.mark.parametrize("attack", ATTACKS, ids=lambda a: a.name)

@@ -25,17 +25,26 @@ from tests.plugins.e2e import (
 pytestmark = pytest.mark.integration
 
 
-@pytest.mark.parametrize("kind", ["github", "gitlab"])
-def test_labelled_issue_becomes_a_gated_draft_pr(
-    kind: str, forge_world: Any, deployment_for: Any
-) -> None:
-    dep = deployment_for(GOOD_SCRIPT)
+def _finished_job(
+    forge_world: Any, deployment_for: Any, script: list[str], kind: str
+) -> tuple[str, int, Any]:
+    """A new repository on ``kind``, an issue labelled by a maintainer, and the job it
+    started once that job has succeeded or failed: (repository, issue number, job)."""
+    dep = deployment_for(script)
     repo = new_repo(forge_world, kind)
     number = label_issue(forge_world, kind, repo)
     [job] = dep.store.list()
     job = wait_for(
         lambda: (j := dep.store.get(job.id)).state in {"succeeded", "failed"} and j, what="job end"
     )
+    return repo, number, job
+
+
+@pytest.mark.parametrize("kind", ["github", "gitlab"])
+def test_labelled_issue_becomes_a_gated_draft_pr(
+    kind: str, forge_world: Any, deployment_for: Any
+) -> None:
+    repo, number, job = _finished_job(forge_world, deployment_for, GOOD_SCRIPT, kind)
     assert job.state == "succeeded", job.failure_reason
     [pr] = forge_world.forge.pulls(kind, repo)
     assert pr.draft or pr.title.startswith("Draft: ")
@@ -66,13 +75,7 @@ def test_docs_only_patch_is_an_unverified_draft_that_closes_nothing(
     forge_world: Any, deployment_for: Any
 ) -> None:
     # Issue #31: a docs-only patch for a code bug was "passed" with "Fixes #N".
-    dep = deployment_for(DOCS_ONLY_SCRIPT)
-    repo = new_repo(forge_world, "github")
-    number = label_issue(forge_world, "github", repo)
-    [job] = dep.store.list()
-    job = wait_for(
-        lambda: (j := dep.store.get(job.id)).state in {"succeeded", "failed"} and j, what="job end"
-    )
+    repo, number, job = _finished_job(forge_world, deployment_for, DOCS_ONLY_SCRIPT, "github")
     assert job.state == "succeeded", job.failure_reason
     [pr] = forge_world.forge.pulls("github", repo)
     assert pr.draft or pr.title.startswith("Draft: ")
@@ -91,13 +94,7 @@ def test_docs_only_patch_is_an_unverified_draft_that_closes_nothing(
 
 
 def test_insecure_patch_opens_no_pr_and_says_why(forge_world: Any, deployment_for: Any) -> None:
-    dep = deployment_for(INSECURE_SCRIPT)
-    repo = new_repo(forge_world, "github")
-    number = label_issue(forge_world, "github", repo)
-    [job] = dep.store.list()
-    job = wait_for(
-        lambda: (j := dep.store.get(job.id)).state in {"succeeded", "failed"} and j, what="job end"
-    )
+    repo, number, job = _finished_job(forge_world, deployment_for, INSECURE_SCRIPT, "github")
     assert job.state == "failed"
     assert "gates failed" in job.failure_reason and "semgrep" in job.failure_reason
     assert forge_world.forge.pulls("github", repo) == []
@@ -107,13 +104,7 @@ def test_insecure_patch_opens_no_pr_and_says_why(forge_world: Any, deployment_fo
 
 def test_forged_run_opens_no_pr_and_names_the_tamper(forge_world: Any, deployment_for: Any) -> None:
     # Issue #31: a patch that leaves the bug and forges the test run from inside it.
-    dep = deployment_for(FORGED_SCRIPT)
-    repo = new_repo(forge_world, "github")
-    number = label_issue(forge_world, "github", repo)
-    [job] = dep.store.list()
-    job = wait_for(
-        lambda: (j := dep.store.get(job.id)).state in {"succeeded", "failed"} and j, what="job end"
-    )
+    repo, number, job = _finished_job(forge_world, deployment_for, FORGED_SCRIPT, "github")
     assert job.state == "failed"
     assert "gates failed" in job.failure_reason, job.failure_reason
     assert forge_world.forge.pulls("github", repo) == []

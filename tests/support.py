@@ -1,11 +1,13 @@
 """Helpers the tests import: service requirements, webhook secrets, payloads, signed
 headers, a held group-commit lead (to queue webhooks into one batch), real projects'
-sdists from the package index, and ``ribbit gates`` on bubblewrap as a user runs it.
+sdists from the package index, ``ribbit gates`` on bubblewrap as a user runs it, a
+stand-in for PyTorch's CPU index, and the README quickstart's steps and command blocks.
 Fixtures live in tests/conftest.py and tests/plugins/; this module holds none."""
 
 from __future__ import annotations
 
 import hashlib
+import http.server
 import json
 import os
 import subprocess
@@ -13,6 +15,8 @@ import sys
 import tarfile
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -169,3 +173,31 @@ def gates_on_bubblewrap(
     result = CliRunner().invoke(gates_command, args, env={"RIBBIT_DATA_DIR": str(data)})
     report: dict[str, Any] = json.loads(result.output)
     return result.exit_code, report
+
+
+class _TorchPage(http.server.BaseHTTPRequestHandler):
+    """A PEP 503 index that has a torch project page at /whl/cpu/torch/ and nothing else."""
+
+    def do_GET(self) -> None:
+        found = self.path == "/whl/cpu/torch/"
+        self.send_response(200 if found else 404)
+        self.end_headers()
+        if found:
+            self.wfile.write(b'<a href="torch-2.13.0+cpu-cp311-none-linux_x86_64.whl">t</a>')
+
+    def log_message(self, format: str, *args: object) -> None:  # quiet test output
+        pass
+
+
+@contextmanager
+def torch_cpu_index() -> Iterator[str]:
+    """A local stand-in for PyTorch's CPU index (unreachable from these machines), for
+    scripts/torch-index.sh to probe through TORCH_CPU_INDEX: yields its URL."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _TorchPage)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/whl/cpu"
+    finally:
+        server.shutdown()
+        server.server_close()

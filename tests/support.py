@@ -10,6 +10,7 @@ import hashlib
 import http.server
 import json
 import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -17,6 +18,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -201,3 +203,79 @@ def torch_cpu_index() -> Iterator[str]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+class QuickstartShapeError(AssertionError):
+    """The README's quickstart is no longer numbered steps with indented command blocks:
+    a test that reads it must stop rather than run nothing."""
+
+
+@dataclass(frozen=True)
+class QuickstartStep:
+    """One numbered step of the README's quickstart: its bold title and the lines of each
+    indented code block in it (dedented; a block's own indentation is kept)."""
+
+    number: int
+    title: str
+    text: str
+    blocks: tuple[tuple[str, ...], ...]
+
+
+QUICKSTART_HEADING = "## Quickstart: from a fresh machine to a draft PR"
+_STEP_START = re.compile(r"^(\d+)\. \*\*([^*]+)\*\*", re.M)
+
+
+def quickstart_steps(readme: str) -> list[QuickstartStep]:
+    """The quickstart's steps in order; QuickstartShapeError when the heading is gone, the
+    steps are not numbered 1, 2, ... or a code block sits outside a step."""
+    if QUICKSTART_HEADING + "\n" not in readme:
+        raise QuickstartShapeError(f"no {QUICKSTART_HEADING!r} heading in the README")
+    body = readme.split(QUICKSTART_HEADING + "\n", 1)[1]
+    body = re.split(r"^## ", body, maxsplit=1, flags=re.M)[0]
+    starts = list(_STEP_START.finditer(body))
+    numbers = [int(m.group(1)) for m in starts]
+    if not numbers or numbers != list(range(1, len(numbers) + 1)):
+        raise QuickstartShapeError(f"the quickstart's steps are numbered {numbers}")
+    if _blocks(body[: starts[0].start()], indent=0):
+        raise QuickstartShapeError("a code block before the first step")
+    ends = [m.start() for m in starts[1:]] + [len(body)]
+    return [
+        QuickstartStep(
+            number=n,
+            title=m.group(2).strip(),
+            text=body[m.start() : end],
+            # A step's prose is indented under its number ("1. " is 3 wide, "10. " 4):
+            # a code block inside it, 4 more.
+            blocks=_blocks(body[m.start() : end], indent=len(f"{n}. ")),
+        )
+        for n, m, end in zip(numbers, starts, ends, strict=True)
+    ]
+
+
+def _blocks(text: str, *, indent: int) -> tuple[tuple[str, ...], ...]:
+    """The indented code blocks of a list item whose prose is indented ``indent``: runs of
+    lines indented ``indent + 4`` or more that follow a blank line."""
+    code = " " * (indent + 4)
+    blocks: list[tuple[str, ...]] = []
+    current: list[str] = []
+    previous_blank = False
+    for line in text.splitlines():
+        if current and (line.startswith(code) or not line.strip()):
+            current.append(line[len(code) :])
+            continue
+        if current:
+            blocks.append(_trimmed(current))
+            current = []
+        if previous_blank and line.startswith(code):
+            current = [line[len(code) :]]
+        previous_blank = not line.strip()
+    if current:
+        blocks.append(_trimmed(current))
+    return tuple(blocks)
+
+
+def _trimmed(block: list[str]) -> tuple[str, ...]:
+    """``block`` less the blank lines it ran on with (they separate it from the prose)."""
+    while block and not block[-1].strip():
+        block.pop()
+    return tuple(block)

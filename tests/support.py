@@ -1,18 +1,24 @@
 """Helpers the tests import: service requirements, webhook secrets, payloads, signed
 headers, a held group-commit lead (to queue webhooks into one batch), real projects'
-sdists from the package index, and ``ribbit gates`` on bubblewrap as a user runs it.
+sdists from the package index, ``ribbit gates`` on bubblewrap as a user runs it, a
+stand-in for PyTorch's CPU index, and the README quickstart's steps and command blocks.
 Fixtures live in tests/conftest.py and tests/plugins/; this module holds none."""
 
 from __future__ import annotations
 
 import hashlib
+import http.server
 import json
 import os
+import re
 import subprocess
 import sys
 import tarfile
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -169,3 +175,107 @@ def gates_on_bubblewrap(
     result = CliRunner().invoke(gates_command, args, env={"RIBBIT_DATA_DIR": str(data)})
     report: dict[str, Any] = json.loads(result.output)
     return result.exit_code, report
+
+
+class _TorchPage(http.server.BaseHTTPRequestHandler):
+    """A PEP 503 index that has a torch project page at /whl/cpu/torch/ and nothing else."""
+
+    def do_GET(self) -> None:
+        found = self.path == "/whl/cpu/torch/"
+        self.send_response(200 if found else 404)
+        self.end_headers()
+        if found:
+            self.wfile.write(b'<a href="torch-2.13.0+cpu-cp311-none-linux_x86_64.whl">t</a>')
+
+    def log_message(self, format: str, *args: object) -> None:  # quiet test output
+        pass
+
+
+@contextmanager
+def torch_cpu_index() -> Iterator[str]:
+    """A local stand-in for PyTorch's CPU index (unreachable from these machines), for
+    scripts/torch-index.sh to probe through TORCH_CPU_INDEX: yields its URL."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _TorchPage)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/whl/cpu"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+class QuickstartShapeError(AssertionError):
+    """The README's quickstart is no longer numbered steps with indented command blocks:
+    a test that reads it must stop rather than run nothing."""
+
+
+@dataclass(frozen=True)
+class QuickstartStep:
+    """One numbered step of the README's quickstart: its bold title and the lines of each
+    indented code block in it (dedented; a block's own indentation is kept)."""
+
+    number: int
+    title: str
+    text: str
+    blocks: tuple[tuple[str, ...], ...]
+
+
+QUICKSTART_HEADING = "## Quickstart: from a fresh machine to a draft PR"
+_STEP_START = re.compile(r"^(\d+)\. \*\*([^*]+)\*\*", re.M)
+
+
+def quickstart_steps(readme: str) -> list[QuickstartStep]:
+    """The quickstart's steps in order; QuickstartShapeError when the heading is gone, the
+    steps are not numbered 1, 2, ... or a code block sits outside a step."""
+    if QUICKSTART_HEADING + "\n" not in readme:
+        raise QuickstartShapeError(f"no {QUICKSTART_HEADING!r} heading in the README")
+    body = readme.split(QUICKSTART_HEADING + "\n", 1)[1]
+    body = re.split(r"^## ", body, maxsplit=1, flags=re.M)[0]
+    starts = list(_STEP_START.finditer(body))
+    numbers = [int(m.group(1)) for m in starts]
+    if not numbers or numbers != list(range(1, len(numbers) + 1)):
+        raise QuickstartShapeError(f"the quickstart's steps are numbered {numbers}")
+    if _blocks(body[: starts[0].start()], indent=0):
+        raise QuickstartShapeError("a code block before the first step")
+    ends = [m.start() for m in starts[1:]] + [len(body)]
+    return [
+        QuickstartStep(
+            number=n,
+            title=m.group(2).strip(),
+            text=body[m.start() : end],
+            # A step's prose is indented under its number ("1. " is 3 wide, "10. " 4):
+            # a code block inside it, 4 more.
+            blocks=_blocks(body[m.start() : end], indent=len(f"{n}. ")),
+        )
+        for n, m, end in zip(numbers, starts, ends, strict=True)
+    ]
+
+
+def _blocks(text: str, *, indent: int) -> tuple[tuple[str, ...], ...]:
+    """The indented code blocks of a list item whose prose is indented ``indent``: runs of
+    lines indented ``indent + 4`` or more that follow a blank line."""
+    code = " " * (indent + 4)
+    blocks: list[tuple[str, ...]] = []
+    current: list[str] = []
+    previous_blank = False
+    for line in text.splitlines():
+        if current and (line.startswith(code) or not line.strip()):
+            current.append(line[len(code) :])
+            continue
+        if current:
+            blocks.append(_trimmed(current))
+            current = []
+        if previous_blank and line.startswith(code):
+            current = [line[len(code) :]]
+        previous_blank = not line.strip()
+    if current:
+        blocks.append(_trimmed(current))
+    return tuple(blocks)
+
+
+def _trimmed(block: list[str]) -> tuple[str, ...]:
+    """``block`` less the blank lines it ran on with (they separate it from the prose)."""
+    while block and not block[-1].strip():
+        block.pop()
+    return tuple(block)

@@ -101,6 +101,11 @@ class Job(Base):
     forge: Mapped[str] = mapped_column(String(16))
     repo: Mapped[str] = mapped_column(String(255))
     issue_number: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    # The issue's title as the webhook that admitted the job gave it, so the job's pages
+    # can name the issue even when the job fails before the worker reads it (set-up,
+    # clone, a refusal). NULL for jobs admitted before it was kept, and for jobs with no
+    # issue event behind them.
+    issue_title: Mapped[str | None] = mapped_column(Text, nullable=True)
     pr_number: Mapped[int | None] = mapped_column(Integer, nullable=True)
     actor: Mapped[str | None] = mapped_column(String(255), nullable=True)
     delivery_id: Mapped[str | None] = mapped_column(String(128), nullable=True)

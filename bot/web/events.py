@@ -48,6 +48,9 @@ class CommentCreated(EventBase):
     pr_number: int | None = None
     body: str = ""
     comment_id: int = 0
+    # The issue's title when the comment is on an issue ("" on a PR/MR: its title is not
+    # the issue's), kept on the job the command starts.
+    title: str = ""
     # True when the forge says the author is no collaborator (GitHub's author_association),
     # so their command is dropped at intake: no job, no reply. False means "maybe": the
     # worker checks write access on the forge (GitLab sends no such field).

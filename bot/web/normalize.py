@@ -147,16 +147,7 @@ def from_github(event: str, delivery_id: str, payload: Any) -> Event | Ignored:
             title=_get(payload, "issue", "title", kind=str),
         )
     if key == "issue_comment.created":
-        on_pr = _opt(payload, "issue", "pull_request") is not None
-        number = _num(payload, "issue", "number")
-        return CommentCreated(
-            **_gh_common(payload, delivery_id),
-            issue_number=None if on_pr else number,
-            pr_number=number if on_pr else None,
-            body=_get(payload, "comment", "body", kind=str),
-            comment_id=_get(payload, "comment", "id", kind=int),
-            outsider=_opt(payload, "comment", "author_association") in GITHUB_OUTSIDERS,
-        )
+        return _github_comment(payload, delivery_id)
     if key == "pull_request.closed":
         pr = _get(payload, "pull_request", kind=dict)
         return PullRequestClosed(
@@ -182,6 +173,21 @@ def from_github(event: str, delivery_id: str, payload: Any) -> Event | Ignored:
             outsider=_opt(payload, "review", "author_association") in GITHUB_OUTSIDERS,
         )
     return Ignored(f"GitHub event {key} is not one Ribbit acts on", key)
+
+
+def _github_comment(payload: dict[str, Any], delivery_id: str) -> CommentCreated:
+    """An issue_comment on an issue or, where the issue carries ``pull_request``, a PR."""
+    on_pr = _opt(payload, "issue", "pull_request") is not None
+    number = _num(payload, "issue", "number")
+    return CommentCreated(
+        **_gh_common(payload, delivery_id),
+        issue_number=None if on_pr else number,
+        pr_number=number if on_pr else None,
+        body=_get(payload, "comment", "body", kind=str),
+        comment_id=_get(payload, "comment", "id", kind=int),
+        title="" if on_pr else _text(payload, "issue", "title"),
+        outsider=_opt(payload, "comment", "author_association") in GITHUB_OUTSIDERS,
+    )
 
 
 # -- GitLab -----------------------------------------------------------------------------------
@@ -263,28 +269,7 @@ def from_gitlab(event: str, delivery_id: str, payload: Any) -> Event | Ignored |
             for title in sorted(added)
         ]
     if kind == "note":
-        attrs = _get(payload, "object_attributes", kind=dict)
-        noteable = attrs.get("noteable_type")
-        if attrs.get("system"):
-            return Ignored("system note", "note.system")
-        common = _gl_common(payload, delivery_id, confidential=confidential)
-        body = _get(attrs, "note", kind=str)
-        comment_id = _get(attrs, "id", kind=int)
-        if noteable == "Issue":
-            return CommentCreated(
-                **common,
-                issue_number=_num(payload, "issue", "iid"),
-                body=body,
-                comment_id=comment_id,
-            )
-        if noteable == "MergeRequest":
-            return CommentCreated(
-                **common,
-                pr_number=_num(payload, "merge_request", "iid"),
-                body=body,
-                comment_id=comment_id,
-            )
-        return Ignored(f"note on a {noteable}, not an issue or merge request", "note")
+        return _gitlab_note(payload, delivery_id, confidential=confidential)
     if kind == "merge_request":
         attrs = _get(payload, "object_attributes", kind=dict)
         action = attrs.get("action")
@@ -305,3 +290,32 @@ def from_gitlab(event: str, delivery_id: str, payload: Any) -> Event | Ignored |
             merge_commit_sha=_text(attrs, "merge_commit_sha") or None,
         )
     return Ignored(f"GitLab object_kind {kind!r} is not one Ribbit acts on", str(kind))
+
+
+def _gitlab_note(
+    payload: dict[str, Any], delivery_id: str, *, confidential: bool
+) -> CommentCreated | Ignored:
+    """A Note Hook: a comment on an issue or a merge request; other notes are ignored."""
+    attrs = _get(payload, "object_attributes", kind=dict)
+    noteable = attrs.get("noteable_type")
+    if attrs.get("system"):
+        return Ignored("system note", "note.system")
+    common = _gl_common(payload, delivery_id, confidential=confidential)
+    body = _get(attrs, "note", kind=str)
+    comment_id = _get(attrs, "id", kind=int)
+    if noteable == "Issue":
+        return CommentCreated(
+            **common,
+            issue_number=_num(payload, "issue", "iid"),
+            body=body,
+            comment_id=comment_id,
+            title=_text(payload, "issue", "title"),
+        )
+    if noteable == "MergeRequest":
+        return CommentCreated(
+            **common,
+            pr_number=_num(payload, "merge_request", "iid"),
+            body=body,
+            comment_id=comment_id,
+        )
+    return Ignored(f"note on a {noteable}, not an issue or merge request", "note")

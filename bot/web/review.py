@@ -79,7 +79,8 @@ def _load(job_id: str) -> tuple[Any, job_view.JobDetail, str]:
     if row is None:
         abort(404)
     turns = live.read_turns(live.live_path(svc.settings.data_dir, job_id))
-    detail = job_view.with_live_turns(job_view.job_detail(row.result, svc.settings.data_dir), turns)
+    detail = job_view.job_detail(row.result, svc.settings.data_dir, admitted_title=row.issue_title)
+    detail = job_view.with_live_turns(detail, turns)
     return row, detail, _step(row, detail)
 
 

@@ -158,7 +158,7 @@ def test_migrations_wait_for_each_other(pg_settings: Any) -> None:
     assert errors == []
     Database(pg_settings.database_url).migrate()  # a second process: nothing left to do
     with holder.connect() as conn:
-        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0018"
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0019"
     holder.dispose()
     db.dispose()
 

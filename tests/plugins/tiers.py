@@ -17,6 +17,7 @@ SLOW_MODULES = frozenset(
     {
         # whole deployments: forge, worker processes, sandboxes and the agent
         "test_solve_end_to_end.py",
+        "test_quickstart_e2e.py",
         "test_solve_faults.py",
         "test_solve_setup.py",
         "test_solve_malicious.py",

@@ -3,7 +3,8 @@
 setting, every make target a target of the Makefile; and the README's links lead to files
 and headings that are there, so moving a section away cannot strand a link to it.
 
-What this does not do: run the quickstart end to end (a forge, weights, a model)."""
+Running the quickstart end to end (the local forge, weights from a folder, a replayed
+model) is tests/integration/test_quickstart_e2e.py."""
 
 from __future__ import annotations
 

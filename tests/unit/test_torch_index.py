@@ -5,43 +5,23 @@ finds the real CPU wheel there is not tested here."""
 
 from __future__ import annotations
 
-import http.server
 import os
 import socket
 import subprocess
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.support import torch_cpu_index
+
 ROOT = Path(__file__).resolve().parents[2]
-
-
-class _TorchPage(http.server.BaseHTTPRequestHandler):
-    """A PEP 503 index that has a torch project page and nothing else."""
-
-    def do_GET(self) -> None:
-        found = self.path == "/whl/cpu/torch/"
-        self.send_response(200 if found else 404)
-        self.end_headers()
-        if found:
-            self.wfile.write(b'<a href="torch-2.13.0+cpu-cp311-none-linux_x86_64.whl">t</a>')
-
-    def log_message(self, format: str, *args: object) -> None:  # quiet test output
-        pass
 
 
 @pytest.fixture
 def index() -> Iterator[str]:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _TorchPage)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/whl/cpu"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with torch_cpu_index() as url:
+        yield url
 
 
 def _closed_port() -> int:

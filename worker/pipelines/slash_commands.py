@@ -60,21 +60,7 @@ def run_command(ctx: JobContext) -> dict[str, Any] | None:
             store.cancel(session, target, reason)
         new_id = None
         if name in {"retry", "revise"}:
-            new = store.create(
-                session,
-                JobSpec(
-                    kind="revise" if name == "revise" else "solve",
-                    forge=job.forge,
-                    repo=job.repo,
-                    issue_number=job.issue_number,
-                    pr_number=job.pr_number,
-                    actor=job.actor,
-                    delivery_id=job.delivery_id,
-                    installation_id=job.installation_id,
-                    payload=PersonAsks(order.text) if order.text else None,
-                    parent_id=None,
-                ),
-            )
+            new = store.create(session, _ordered_job(job, name, order.text))
             if new is None:
                 raise JobRefused("another job for this issue started meanwhile")
             new_id = new.id
@@ -91,6 +77,24 @@ def run_command(ctx: JobContext) -> dict[str, Any] | None:
         )
         forge.post_comment(where, text)
     return {"command": name, "cancelled": target_id if still_active else None, "started": new_id}
+
+
+def _ordered_job(job: Any, name: str, text: str) -> JobSpec:
+    """The job a /ribbit retry or revise starts: the command job's issue (its title as
+    intake kept it too), asker and installation, with the text that followed the command."""
+    return JobSpec(
+        kind="revise" if name == "revise" else "solve",
+        forge=job.forge,
+        repo=job.repo,
+        issue_number=job.issue_number,
+        issue_title=job.issue_title,
+        pr_number=job.pr_number,
+        actor=job.actor,
+        delivery_id=job.delivery_id,
+        installation_id=job.installation_id,
+        payload=PersonAsks(text) if text else None,
+        parent_id=None,
+    )
 
 
 def _already_told(ctx: JobContext) -> bool:

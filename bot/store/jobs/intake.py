@@ -34,6 +34,7 @@ class JobSpec:
     installation_id: int | None = None
     payload: JobPayload | None = None
     parent_id: str | None = None
+    issue_title: str | None = None  # as the admitting webhook gave it, for the job's pages
 
 
 @dataclass(frozen=True)
@@ -114,6 +115,7 @@ class JobIntake:
             forge=spec.forge,
             repo=spec.repo,
             issue_number=spec.issue_number,
+            issue_title=spec.issue_title,
             pr_number=spec.pr_number,
             actor=spec.actor,
             delivery_id=spec.delivery_id,
@@ -144,7 +146,7 @@ class JobIntake:
         # The row as inserted, attached without reading it back: callers change it (cancel,
         # hold) in the same transaction as if the ORM had inserted it. Its values go in as
         # loaded ones, the way the ORM fills a row it read: Job(**row) recorded a change
-        # event for each of the 29 columns, a sixth of the webhook's transaction.
+        # event for each of the 30 columns, a sixth of the webhook's transaction.
         job = _job_manager().new_instance()
         job.__dict__.update(row)
         make_transient_to_detached(job)

@@ -221,7 +221,7 @@ def job(job_id: str) -> str:
     if row is None:
         abort(404)
     detail = job_view.with_live_turns(
-        job_view.job_detail(row.result, svc.settings.data_dir),
+        job_view.job_detail(row.result, svc.settings.data_dir, admitted_title=row.issue_title),
         live.read_turns(live.live_path(svc.settings.data_dir, row.id)),
     )
     extra_json = json.dumps(detail.extra, indent=2, default=str) if detail.extra else None

@@ -52,6 +52,7 @@ def retry_job(svc: Services, job_id: str) -> ActionResult:
         forge=old.forge,
         repo=old.repo,
         issue_number=old.issue_number,
+        issue_title=old.issue_title,
         pr_number=old.pr_number,
         actor=old.actor,
         installation_id=old.installation_id,

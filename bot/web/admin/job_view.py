@@ -33,8 +33,9 @@ class JobDetail:
     extra: dict[str, Any]  # result keys this page does not know, shown as JSON
     # The report's level ("verified", "unverified", "refused", "judged before evidence").
     gates_verdict: str | None = None
-    # The issue's title as the job's task record has it, for the page's heading; None
-    # until the worker recorded the task (a job that failed before its agent ran).
+    # The issue's title for the page's heading: the job's task record's (the worker read
+    # it from the forge), else the one intake kept from the webhook (a job that failed
+    # before its agent ran); None for an old job that has neither.
     issue_title: str | None = None
 
     @property
@@ -68,9 +69,10 @@ def load_trajectory(path_value: Any, data_dir: Path) -> tuple[Trajectory | None,
         return None, f"the trajectory file cannot be shown: {exc}"
 
 
-def job_detail(result: Any, data_dir: Path) -> JobDetail:
+def job_detail(result: Any, data_dir: Path, *, admitted_title: str | None = None) -> JobDetail:
     """The page's view of a job's ``result``: a solve/revise job's record
-    (bot.store.records), with other kinds' results and unknown keys shown as JSON."""
+    (bot.store.records), with other kinds' results and unknown keys shown as JSON.
+    ``admitted_title``: the issue title intake stored on the job (``Job.issue_title``)."""
     record = SolveRecord.from_json(result)
     trajectory, note = load_trajectory(record.trajectory_path, data_dir)
     diff = record.diff
@@ -87,16 +89,16 @@ def job_detail(result: Any, data_dir: Path) -> JobDetail:
         gates_summary=record.summary_line,
         extra={k: v for k, v in shown.to_json().items() if k != "version"},
         gates_verdict=report.verdict.value if report is not None else None,
-        issue_title=heading_title(record),
+        issue_title=heading_title(record, admitted_title),
     )
 
 
-def heading_title(record: SolveRecord) -> str | None:
+def heading_title(record: SolveRecord, admitted_title: str | None = None) -> str | None:
     """The issue's title fit for a heading: one line without control or bidi characters
-    (an issue's author chose it; the template escapes it too)."""
-    if record.task is None:
-        return None
-    return sanitize_forge_title(record.task.issue_title) or None
+    (an issue's author chose it; the template escapes it too). The task record's when the
+    worker got that far, else ``admitted_title``."""
+    title = record.task.issue_title if record.task is not None else admitted_title
+    return sanitize_forge_title(title or "") or None
 
 
 def _live_turn(data: dict[str, Any]) -> TurnRecord | None:

@@ -96,6 +96,7 @@ def _job_fields(event: CommentCreated, issue: int) -> dict[str, Any]:
         forge=event.forge,
         repo=event.repo,
         issue_number=issue,
+        issue_title=event.title or None,
         pr_number=event.pr_number,
         actor=event.actor.login,
         delivery_id=event.delivery_id,

@@ -31,6 +31,7 @@ def enqueue_solve(ctx: Context) -> None:
             forge=event.forge,
             repo=event.repo,
             issue_number=event.issue_number,
+            issue_title=event.title or None,
             actor=event.actor.login,
             delivery_id=event.delivery_id,
             installation_id=event.installation_id,

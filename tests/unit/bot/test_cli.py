@@ -194,7 +194,7 @@ def test_db_upgrade_migrates_and_says_to_which_revision(env: Path) -> None:
     runner = CliRunner()
     first = runner.invoke(main, ["db", "upgrade"])
     assert first.exit_code == 0, first.output
-    assert first.output.strip() == "database at revision 0018"
+    assert first.output.strip() == "database at revision 0019"
     assert runner.invoke(main, ["db", "upgrade"]).output == first.output  # idempotent
 
 

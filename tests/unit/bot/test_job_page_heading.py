@@ -1,6 +1,7 @@
 """The reviewer's and the admin's job pages through Flask's test client: the heading
-names the issue's title (from the job's task record), and a failed job says why it
-failed: its stored record, else its one-line reason, else that none was stored."""
+names the issue's title (from the job's task record, else as intake stored it, so a job
+that failed in set-up names it too), and a failed job says why it failed: its stored
+record, else its one-line reason, else that none was stored."""
 
 from __future__ import annotations
 
@@ -33,10 +34,18 @@ ONE_LINE = "b" * 32  # failed with only the one-line reason
 NO_REASON = "c" * 32  # failed with nothing stored
 SUCCEEDED = "d" * 32
 HOSTILE_JOB = "e" * 32
+SETUP_FAILED = "f" * 32  # failed in set-up, before its agent: no task record, the admitted title
+HOSTILE_ADMITTED = "9" * 32  # the same, with the hostile title as intake stored it
 FAILURE = FailureReason.of(
     "The tests failed before the patch: the repository's own tests do not pass.",
     output="FAILED tests/test_calc.py::test_add - assert 3 == 4",
     fixer=Fixer("maintainer", "test", "name a test command that passes on the default branch"),
+)
+
+SETUP_FAILURE = FailureReason.of(
+    "The repository's setup failed (`pip install -e .` exited 1), so the agent did not start.",
+    output="ERROR: No matching distribution found for nosuchpkg",
+    fixer=Fixer("maintainer", "setup", "name a setup command that installs"),
 )
 
 
@@ -86,6 +95,14 @@ def app(tmp_path: Path, dispatcher: RecordingDispatcher) -> Iterator[Flask]:
                 _job(NO_REASON, "failed"),
                 _job(SUCCEEDED, "succeeded", result=_record(TITLE)),
                 _job(HOSTILE_JOB, "succeeded", result=_record(HOSTILE_TITLE)),
+                _job(
+                    SETUP_FAILED,
+                    "failed",
+                    issue_title=TITLE,
+                    failure_reason="refused: setup failed",
+                    failure_detail=SETUP_FAILURE.to_json(),
+                ),
+                _job(HOSTILE_ADMITTED, "failed", issue_title=HOSTILE_TITLE),
             ]
         )
     yield flask_app
@@ -153,3 +170,27 @@ def test_failed_job_page_says_when_no_reason_was_stored(app: Flask, page: Page) 
 @PAGES
 def test_succeeded_job_page_has_no_failure_section(app: Flask, page: Page) -> None:
     assert 'id="failure"' not in page(app, SUCCEEDED)
+
+
+@PAGES
+def test_job_that_failed_in_setup_names_its_issue_title_and_why(app: Flask, page: Page) -> None:
+    shown = page(app, SETUP_FAILED)
+    assert f'<span id="issue-title">{TITLE}</span>' in _heading(shown)
+    assert f'<pre class="failure">{escape(SETUP_FAILURE.to_text())}</pre>' in shown
+
+
+@PAGES
+def test_an_admitted_title_is_made_safe_like_a_recorded_one(app: Flask, page: Page) -> None:
+    heading = _heading(page(app, HOSTILE_ADMITTED))
+    assert 'id="issue-title"' in heading
+    assert "<script" not in heading and "alert(&#39;pwned&#39;)" in heading
+    assert "\u202e" not in heading
+
+
+@PAGES
+def test_the_task_records_title_wins_over_the_admitted_one(app: Flask, page: Page) -> None:
+    # The worker read the issue after intake: a title edited in between is the newer one.
+    db = app.extensions["ribbit"].db
+    with db.session() as session:
+        session.get(Job, SUCCEEDED).issue_title = "an older title"  # type: ignore[union-attr]
+    assert f'<span id="issue-title">{TITLE}</span>' in _heading(page(app, SUCCEEDED))

@@ -70,3 +70,26 @@ def test_an_outsiders_burst_of_commands_gets_one_reply_in_any_run_order(
     # A later command on the issue is refused in silence: they were told once.
     [later] = _commands(runtime, 1, actor="otto")
     assert run_job(runtime, later) == "failed" and len(forge.comments) == 1
+
+
+def test_a_retry_starts_a_job_that_keeps_the_issue_title(runtime: Runtime) -> None:
+    # Intake kept the title on the command job: the job it starts names the issue on its
+    # pages even if it fails before the worker reads the issue.
+    with runtime.db.session() as session:
+        command = runtime.store.create(
+            session,
+            JobSpec(
+                "command",
+                "github",
+                "acme/calc",
+                issue_number=1,
+                issue_title="add() subtracts",
+                actor="maya",
+                payload=CommandOrder("retry", None),
+            ),
+        )
+        assert command is not None
+        command_id = command.id
+    assert run_job(runtime, command_id) == "succeeded"
+    [solve] = [j for j in runtime.store.list() if j.kind == "solve"]
+    assert solve.issue_title == "add() subtracts"

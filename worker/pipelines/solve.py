@@ -40,7 +40,7 @@ from worker.jobs import JobCancelled, JobContext, JobRefused, pipeline
 from worker.metrics import InstrumentedPolicy, record_gates, record_setup_refusals
 from worker.pipelines.held import held_back
 from worker.pipelines.issue_task import issue_task, judge_comments
-from worker.pipelines.phases import AgentRun, Prepared, solve_record
+from worker.pipelines.phases import EpisodeRan, Prepared, solve_record
 from worker.pipelines.publish import (
     Publisher,
     commit_message,
@@ -347,7 +347,7 @@ class SolveRun:
             metadata={"job_id": self.job.id, "kind": self.job.kind},
         )
 
-    def _run_agent(self, prepared: Prepared, task: AgentTask, model: ModelSettings) -> AgentRun:
+    def _run_agent(self, prepared: Prepared, task: AgentTask, model: ModelSettings) -> EpisodeRan:
         """The episode: the agent's sandbox on the job's image, set up, then the agent.
         A failed setup stops the job; so does a cancel that came while the agent ran."""
         from worker.agent.episode import run_episode
@@ -380,9 +380,9 @@ class SolveRun:
         if episode.agent is None:
             self._setup_failed(episode.setup, detected=not prepared.named_setup)
         self.ctx.check_cancelled()
-        return AgentRun(model, episode.setup, episode.agent)
+        return EpisodeRan(model, episode.setup, episode.agent)
 
-    def _record(self, prepared: Prepared, agent: AgentRun) -> SolveRecord:
+    def _record(self, prepared: Prepared, agent: EpisodeRan) -> SolveRecord:
         """What the run made, for the job's record (its trajectory written beside it)."""
         from worker.agent import write_jsonl
 
@@ -444,7 +444,7 @@ class SolveRun:
     def _plan(
         self,
         prepared: Prepared,
-        agent: AgentRun,
+        agent: EpisodeRan,
         report: GateReport,
         report_md: str,
         *,

@@ -184,7 +184,7 @@ class SolveRun:
         # Until the job's image is chosen (_choose_image): the deployment's.
         self._sandbox_settings = self.settings.sandbox
 
-    def run(self, *, revise: bool = False) -> dict[str, Any]:
+    def run(self, *, revise: bool = False) -> SolveRecord:
         try:
             return self._run(revise=revise)
         except JobCancelled:
@@ -216,7 +216,7 @@ class SolveRun:
         job = self.ctx.store.get(self.job.id)
         return job.failure_reason or "cancelled"
 
-    def _run(self, *, revise: bool) -> dict[str, Any]:
+    def _run(self, *, revise: bool) -> SolveRecord:
         started = time.monotonic()
         with self.stages("permission"):
             self.check_permission(revise=revise)
@@ -284,7 +284,7 @@ class SolveRun:
         self.forge.clone(self.repo, self.workdir.checkout, branch=branch)
         return git_ok(self.workdir.checkout, "rev-parse", "HEAD").decode(errors="replace").strip()
 
-    def _resume(self, plan: PublishPlan, stored: SolveRecord) -> dict[str, Any]:
+    def _resume(self, plan: PublishPlan, stored: SolveRecord) -> SolveRecord:
         """An earlier attempt got past the gates and may have pushed: publish what it made
         (the same commit, the same PR) instead of running the agent again."""
         with self.stages("clone"):
@@ -575,10 +575,10 @@ class SolveRun:
 
 
 @pipeline("solve")
-def solve(ctx: JobContext) -> dict[str, Any] | None:
+def solve(ctx: JobContext) -> SolveRecord:
     return SolveRun(ctx, SolveParts.production(ctx)).run()
 
 
 @pipeline("revise")
-def revise(ctx: JobContext) -> dict[str, Any] | None:
+def revise(ctx: JobContext) -> SolveRecord:
     return SolveRun(ctx, SolveParts.production(ctx)).run(revise=True)

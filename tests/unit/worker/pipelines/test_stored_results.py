@@ -18,8 +18,12 @@ from bot.store.payloads import CommandOrder
 from bot.store.records import SolveRecord
 from tests.unit.worker.pipelines.conftest import REPO, RepoWorld
 from tests.unit.worker.pipelines.test_revision import open_pr
-from worker.jobs import run_job
-from worker.pipelines.outcomes import reconcile_open_pull_requests
+from tests.unit.worker.pipelines.test_solve_run import World
+from worker.jobs import PIPELINES, JobResult, run_job
+from worker.pipelines.outcomes import OutcomeRecorded, Reconciled, reconcile_open_pull_requests
+from worker.pipelines.replies import Explained, Replied
+from worker.pipelines.slash_commands import CommandDone
+from worker.pipelines.solve import SolveRun
 from worker.settings import WorkerSettings
 
 
@@ -131,4 +135,68 @@ def test_reconcile_counts_the_prs_it_asked_about_and_those_it_recorded(
         repo_world.forge.pulls[merged], ref=PullRequestRef(REPO, still_open), state="open"
     )
     counts = reconcile_open_pull_requests(runtime)
-    assert list(counts.items()) == [("checked", 2), ("repaired", 1)]
+    assert list(counts.to_json().items()) == [("checked", 2), ("repaired", 1)]
+
+
+def test_a_published_solve_stores_its_record_with_the_prs_fields_and_no_plan(
+    repo_world: RepoWorld, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    world = World(repo_world.forge, repo_world.store, repo_world.settings)
+    parts = world.parts()
+    monkeypatch.setitem(PIPELINES, "solve", lambda ctx: SolveRun(ctx, parts).run())
+    runtime = Runtime(world.settings, world.store.db, world.store, world.forges)  # type: ignore[arg-type]
+    ctx = world.job()
+    stored = dict(_stored(runtime, ctx.job.id))
+    assert list(stored) == [
+        "version",
+        "task",
+        "branch",
+        "setup",
+        "sandbox_image",
+        "exit_reason",
+        "diff",
+        "turns",
+        "trajectory_path",
+        "gates",
+        "gates_summary",
+        "pr_number",
+        "pr_url",
+        "head_sha",
+        "timings",
+        "withheld",
+        "base_sha",
+    ]
+    [pr] = world.forge.pulls.values()
+    assert (stored["pr_number"], stored["pr_url"]) == (pr.ref.number, pr.url)
+    assert stored["head_sha"] == world.forge.branch_sha(pr.head_branch)
+    assert stored["base_sha"] == stored["task"]["base_sha"]
+    # Read back and written again, the row is the same, key for key and in key order.
+    assert list(SolveRecord.from_json(stored).to_json().items()) == list(stored.items())
+
+
+@pytest.mark.parametrize(
+    ("record", "stored"),
+    [
+        (Replied(), {"replied": True}),
+        (Explained(True), {"explained": True}),
+        (Explained(False), {"explained": False}),
+        (CommandDone("stop", "j1", None), {"command": "stop", "cancelled": "j1", "started": None}),
+        (
+            CommandDone("revise", None, "j2"),
+            {"command": "revise", "cancelled": None, "started": "j2"},
+        ),
+        (
+            OutcomeRecorded(7, "merged", 2, 0.8125),
+            {"pr": 7, "state": "merged", "revisions": 2, "diff_similarity": 0.8125},
+        ),
+        (
+            OutcomeRecorded(8, "closed", 0, None),
+            {"pr": 8, "state": "closed", "revisions": 0, "diff_similarity": None},
+        ),
+        (Reconciled(3, 0), {"checked": 3, "repaired": 0}),
+    ],
+)
+def test_each_record_writes_the_json_its_pipeline_wrote_as_a_dict(
+    record: JobResult, stored: dict[str, Any]
+) -> None:
+    assert list(record.to_json().items()) == list(stored.items())

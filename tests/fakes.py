@@ -15,6 +15,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -196,6 +197,16 @@ def local_sandboxes() -> SandboxRecipe:
     from worker.agent.episode import SandboxRecipe
 
     return SandboxRecipe(LocalDirSandbox, host_setup)
+
+
+@dataclass(frozen=True)
+class FakeResult:
+    """A stand-in pipeline's result (worker.jobs.JobResult): stored as ``json``, as it is."""
+
+    json: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return self.json
 
 
 class RecordingDispatcher:

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from bot.forges import ForgeFactory
 from bot.forges.base import ForgeUnavailable
@@ -79,7 +79,15 @@ class JobContext:
             raise JobCancelled(self.job.id)
 
 
-Pipeline = Callable[[JobContext], "dict[str, Any] | None"]
+class JobResult(Protocol):
+    """What a pipeline ends with: a record of the module that owns it. Its JSON is what
+    the job's ``result`` column keeps (written here, in one place, when the job succeeds),
+    and only that module names its keys."""
+
+    def to_json(self) -> dict[str, Any]: ...
+
+
+Pipeline = Callable[[JobContext], "JobResult | None"]
 PIPELINES: dict[str, Pipeline] = {}
 # Called while a job waits for a free slot, with its 1-based queue position (to tell the
 # issue where it stands); failures there never affect the job.
@@ -184,7 +192,8 @@ def _run_job(runtime: Runtime[WorkerSettings], job_id: str, seq: int | None) -> 
         beat.stopped.set()
     if store.get(job_id).state == "cancelled":
         return "cancelled"
-    store.transition(job_id, "succeeded", result=result, stage=None)
+    stored = None if result is None else result.to_json()
+    store.transition(job_id, "succeeded", result=stored, stage=None)
     return "succeeded"
 
 

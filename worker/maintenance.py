@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from bot.queue import JobQueue
 from bot.runtime import Runtime
 from bot.store.jobs import InvalidTransition
 from worker.jobs import MAX_REQUEUES, STALE_AFTER
+
+if TYPE_CHECKING:
+    from worker.pipelines.outcomes import Reconciled
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +45,7 @@ def sweep(runtime: Runtime, *, queue: JobQueue | None = None) -> dict[str, int]:
     return {"requeued": requeued, "failed": failed, "dispatched": sent}
 
 
-def reconcile(runtime: Runtime) -> dict[str, int]:
+def reconcile(runtime: Runtime) -> Reconciled:
     """Repair outcomes missed while webhooks were lost (filled in by the review loop)."""
     from worker.pipelines.outcomes import reconcile_open_pull_requests
 

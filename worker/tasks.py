@@ -75,4 +75,5 @@ def sweep(self: Task) -> dict[str, int]:
 def reconcile(self: Task) -> dict[str, int]:
     from worker.maintenance import reconcile as do_reconcile
 
-    return do_reconcile(runtime_for(self.app))
+    # Celery keeps JSON, not records: the one place the pass's record becomes its JSON.
+    return do_reconcile(runtime_for(self.app)).to_json()

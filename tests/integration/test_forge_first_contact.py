@@ -17,6 +17,7 @@ from bot.store.jobs import JobSpec
 from tests.plugins.forge import ForgeWorld
 from worker import jobs as jobs_mod
 from worker.jobs import run_job
+from worker.pipelines.replies import Replied
 from worker.settings import WorkerSettings
 
 pytestmark = pytest.mark.integration
@@ -33,7 +34,7 @@ def runtime(forge_settings: WorkerSettings) -> Iterator[Runtime[WorkerSettings]]
 @pytest.fixture(autouse=True)
 def pipelines(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     """Every job a reply that does nothing: what is tested is what runs before it."""
-    table: dict[str, Any] = {"help": lambda ctx: {"replied": True}}
+    table: dict[str, Any] = {"help": lambda ctx: Replied()}
     monkeypatch.setattr(jobs_mod, "PIPELINES", table)
     return table
 

@@ -50,6 +50,7 @@ WORKER = """
 import os, pathlib, sys, time
 import worker.pipelines  # the real registrations first, then the slow stand-in
 from worker.jobs import PIPELINES
+from tests.fakes import FakeResult
 marks = pathlib.Path(os.environ["GRACEFUL_MARKS"])
 def slow(ctx):
     (marks / f"started-{os.getpid()}").write_text(ctx.job.id)
@@ -59,7 +60,7 @@ def slow(ctx):
         ctx.check_cancelled()
         time.sleep(0.1)
     (marks / f"finished-{os.getpid()}").write_text(ctx.job.id)
-    return {"ran_in": os.getpid()}
+    return FakeResult({"ran_in": os.getpid()})
 PIPELINES["explain"] = slow
 from bot.cli import main
 beat = ["--beat"] if os.environ.get("GRACEFUL_BEAT") else []

@@ -195,9 +195,9 @@ def test_noise_a_recorded_outcome_runs_the_check(
         assert job is not None
         job_id = job.id
     assert (
-        record_outcome(JobContext(store.get(job_id), settings, store, forge_factory(settings)))[
-            "state"
-        ]
+        record_outcome(
+            JobContext(store.get(job_id), settings, store, forge_factory(settings))
+        ).state
         == "closed"
     )
     assert store.paused_scopes() == [f"github:{full}"]

@@ -61,13 +61,14 @@ def test_webhook_to_worker_moves_the_job(
     broker_settings: Any, running_worker: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from bot.web import create_app
+    from tests.fakes import FakeResult
     from worker import jobs as jobs_mod
 
     ran: list[str] = []
 
-    def fake_solve(ctx: Any) -> dict[str, Any]:
+    def fake_solve(ctx: Any) -> FakeResult:
         ran.append(ctx.job.id)
-        return {"note": "pipeline ran in the worker"}
+        return FakeResult({"note": "pipeline ran in the worker"})
 
     # The lifecycle is under test here, not the solve pipeline (tested end to end elsewhere).
     monkeypatch.setitem(jobs_mod.PIPELINES, "solve", fake_solve)
@@ -93,11 +94,11 @@ def test_broker_down_then_sweep_delivers(
     broker_settings: Any, running_worker: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from bot.web import create_app
-    from tests.fakes import RecordingDispatcher
+    from tests.fakes import FakeResult, RecordingDispatcher
     from worker import jobs as jobs_mod
     from worker.maintenance import sweep
 
-    monkeypatch.setitem(jobs_mod.PIPELINES, "solve", lambda ctx: {"ok": True})
+    monkeypatch.setitem(jobs_mod.PIPELINES, "solve", lambda ctx: FakeResult({"ok": True}))
     dead = RecordingDispatcher()
     dead.fail = True
     app = create_app(broker_settings, dispatcher=dead)

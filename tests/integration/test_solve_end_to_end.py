@@ -133,7 +133,7 @@ def test_merge_records_outcome_and_reconcile_repairs_a_lost_webhook(
 ) -> None:
     from bot.runtime import Runtime
     from bot.store.tables import Outcome
-    from worker.pipelines.outcomes import reconcile_open_pull_requests
+    from worker.pipelines.outcomes import Reconciled, reconcile_open_pull_requests
 
     dep = deployment_for(GOOD_SCRIPT)
     repo = new_repo(forge_world, "github")
@@ -146,7 +146,7 @@ def test_merge_records_outcome_and_reconcile_repairs_a_lost_webhook(
     forge_world.forge.merge_pull_request("github", repo, pr.number, actor="maya")
     runtime = Runtime.open(dep.settings)
     try:
-        assert reconcile_open_pull_requests(runtime) == {"checked": 1, "repaired": 1}
+        assert reconcile_open_pull_requests(runtime) == Reconciled(checked=1, repaired=1)
         with runtime.db.session() as s:
             [outcome] = s.query(Outcome).all()
             assert (outcome.state, outcome.actor, outcome.pr_number) == (
@@ -156,6 +156,6 @@ def test_merge_records_outcome_and_reconcile_repairs_a_lost_webhook(
             )
             assert outcome.diff_similarity == 1.0  # merged as the bot wrote it
             assert outcome.job_id == job.id
-        assert reconcile_open_pull_requests(runtime) == {"checked": 0, "repaired": 0}
+        assert reconcile_open_pull_requests(runtime) == Reconciled(checked=0, repaired=0)
     finally:
         runtime.db.dispose()

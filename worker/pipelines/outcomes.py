@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import difflib
 import logging
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -23,6 +24,37 @@ from worker.pipelines.trusted_text import TrustedText
 from worker.settings import WorkerSettings
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class OutcomeRecorded:
+    """An outcome job's result: the pull request, how it ended (merged or closed), the
+    revise jobs behind it and how much of the bot's diff was merged (None: not merged, or
+    no bot diff to compare). The outcome itself is in the outcomes table."""
+
+    pr: int
+    state: str
+    revisions: int
+    diff_similarity: float | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "pr": self.pr,
+            "state": self.state,
+            "revisions": self.revisions,
+            "diff_similarity": self.diff_similarity,
+        }
+
+
+@dataclass(frozen=True)
+class Reconciled:
+    """What a reconcile pass did: bot pull requests asked about, outcomes recorded."""
+
+    checked: int
+    repaired: int
+
+    def to_json(self) -> dict[str, int]:
+        return {"checked": self.checked, "repaired": self.repaired}
 
 
 def _changed_lines(diff: str) -> list[str]:
@@ -77,7 +109,7 @@ def record_pull_request_outcome(
     issue_number: int | None,
     human: bool,
     installation_id: int | None,
-) -> dict[str, Any]:
+) -> OutcomeRecorded:
     repo = RepoRef(to_forge_name(forge_name), repo_name)
     forge = forges(repo.forge, installation_id=installation_id)
     ref = PullRequestRef(repo, pr_number)
@@ -110,16 +142,11 @@ def record_pull_request_outcome(
         diff_similarity=diff_similarity(bot_diff, merged_diff) if bot_diff and merged else None,
     )
     OutcomeStore(runtime_store.db).save(record)
-    return {
-        "pr": pr_number,
-        "state": record.state,
-        "revisions": revisions,
-        "diff_similarity": record.diff_similarity,
-    }
+    return OutcomeRecorded(pr_number, record.state, revisions, record.diff_similarity)
 
 
 @pipeline("outcome")
-def record_outcome(ctx: JobContext) -> dict[str, Any] | None:
+def record_outcome(ctx: JobContext) -> OutcomeRecorded:
     job = ctx.job
     if job.pr_number is None:
         raise JobRefused("an outcome job needs a pull request number")
@@ -178,7 +205,7 @@ def _check_noise(
         log.exception("noise check of %s:%s failed", forge_name, repo_name)
 
 
-def reconcile_open_pull_requests(runtime: Runtime) -> dict[str, int]:
+def reconcile_open_pull_requests(runtime: Runtime) -> Reconciled:
     """Every bot PR the store knows without an outcome is asked about; closed or merged
     ones get their outcome now, so a lost webhook loses nothing."""
     pending = OutcomeStore(runtime.db).pull_requests_without_outcome()
@@ -211,4 +238,4 @@ def reconcile_open_pull_requests(runtime: Runtime) -> dict[str, int]:
             pr.issue_number,
             pr.installation_id,
         )
-    return {"checked": checked, "repaired": repaired}
+    return Reconciled(checked, repaired)

@@ -1,6 +1,6 @@
 """What the solve run's phases hand each other (worker/pipelines/solve.py): what it
-settled before the agent (:class:`Prepared`), what the agent's episode gave
-(:class:`AgentRun`), and the job's record of them (:func:`solve_record`).
+settled before the agent (:class:`Prepared`), what the agent's episode gave once it ran
+to the end (:class:`EpisodeRan`), and the job's record of them (:func:`solve_record`).
 """
 
 from __future__ import annotations
@@ -39,8 +39,9 @@ class Prepared:
 
 
 @dataclass(frozen=True)
-class AgentRun:
-    """What the agent's episode gave: the model that ran, the setup step, the result."""
+class EpisodeRan:
+    """An episode (worker.agent.episode.Episode) whose setup succeeded, so the agent ran:
+    the model that ran it, the setup step and the agent's result."""
 
     model: ModelSettings
     setup: SetupResult
@@ -49,7 +50,7 @@ class AgentRun:
 
 def solve_record(
     prepared: Prepared,
-    agent: AgentRun,
+    agent: EpisodeRan,
     issue: IssueText,
     withheld: tuple[WithheldText, ...] | None,
     *,

@@ -13,7 +13,7 @@ untrusted code wrote into its own ``.git`` (hooks, config) ever runs on the host
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from bot.forges.base import CommitStatus, DraftPullRequest, Forge, PullRequest
 from bot.forges.sanitize import sanitize_forge_text, sanitize_forge_title
@@ -182,7 +182,7 @@ class Publisher:
         self.repo = ctx.job.repo_ref
         self.workdir, self.status, self.stages = workdir, status, stages
 
-    def publish(self, plan: PublishPlan, record: SolveRecord) -> dict[str, Any]:
+    def publish(self, plan: PublishPlan, record: SolveRecord) -> SolveRecord:
         """Commit, push and open (or update) the PR, each step safe to repeat: the commit
         is rebuilt byte for byte from the plan (same tree, parent, message and dates, so
         the same sha), the push of a branch already at that sha changes nothing, and the
@@ -278,7 +278,7 @@ class Publisher:
 
     def published(
         self, pr: PullRequest, head_sha: str, plan: PublishPlan, record: SolveRecord
-    ) -> dict[str, Any]:
+    ) -> SolveRecord:
         """The job's record once published (the plan dropped, the PR's fields in its
         place), the job's PR fields stored and the issue told."""
         record = record.with_(
@@ -306,4 +306,4 @@ class Publisher:
                 verdict=plan.verdict,
             )
         )
-        return record.to_json()
+        return record

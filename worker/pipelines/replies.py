@@ -4,6 +4,7 @@ explain (the trajectory summary of the issue's latest agent run)."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,25 @@ def reply_target(ctx: JobContext) -> tuple[Any, IssueRef]:
 WRITE_ACCESS_REFUSAL = "does not have write access"
 
 
+@dataclass(frozen=True)
+class Replied:
+    """A help job's result: the reply is posted (a refusal raises instead)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"replied": True}
+
+
+@dataclass(frozen=True)
+class Explained:
+    """An explain job's result: whether there was a recorded agent run to explain (the
+    issue is answered either way)."""
+
+    explained: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {"explained": self.explained}
+
+
 def check_actor(ctx: JobContext, forge: Any) -> None:
     repo = ctx.job.repo_ref
     if not ctx.job.actor or not forge.has_write_access(repo, ctx.job.actor):
@@ -47,7 +67,7 @@ def check_actor(ctx: JobContext, forge: Any) -> None:
 
 
 @pipeline("help")
-def help_reply(ctx: JobContext) -> dict[str, Any] | None:
+def help_reply(ctx: JobContext) -> Replied:
     forge, target = reply_target(ctx)
     check_actor(ctx, forge)
     try:
@@ -60,7 +80,7 @@ def help_reply(ctx: JobContext) -> dict[str, Any] | None:
         else HELP
     )
     forge.post_comment(target, body)
-    return {"replied": True}
+    return Replied()
 
 
 def summarize_trajectory(path: Path) -> str:
@@ -95,7 +115,7 @@ def summarize_trajectory(path: Path) -> str:
 
 
 @pipeline("explain")
-def explain(ctx: JobContext) -> dict[str, Any] | None:
+def explain(ctx: JobContext) -> Explained:
     forge, target = reply_target(ctx)
     check_actor(ctx, forge)
     job = ctx.job
@@ -107,11 +127,11 @@ def explain(ctx: JobContext) -> dict[str, Any] | None:
     path = record.trajectory_path if record else None
     if record is None or not path or not Path(path).exists():
         forge.post_comment(target, "There is no recorded agent run for this issue yet.")
-        return {"explained": False}
+        return Explained(False)
     summary = summarize_trajectory(Path(path))
     files = record.changed_files
     if files:
         summary += "\n\n**Changed:** " + ", ".join(f"`{f}`" for f in files[:30])
     # Tool arguments and file names are the model's text.
     forge.post_comment(target, sanitize_forge_text(summary))
-    return {"explained": True}
+    return Explained(True)

@@ -5,6 +5,7 @@ be allowed. Someone without write access gets at most one reply per issue."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from bot.admission import refusal_reason
@@ -17,8 +18,21 @@ from worker.pipelines.replies import WRITE_ACCESS_REFUSAL, check_actor, reply_ta
 TOLD_BY_ANOTHER = "another command of theirs answers them"
 
 
+@dataclass(frozen=True)
+class CommandDone:
+    """A command job's result: which command ran, the job it cancelled (a stop, or the
+    job a retry or revise superseded) and the job a retry or revise started."""
+
+    command: str
+    cancelled: str | None
+    started: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"command": self.command, "cancelled": self.cancelled, "started": self.started}
+
+
 @pipeline("command")
-def run_command(ctx: JobContext) -> dict[str, Any] | None:
+def run_command(ctx: JobContext) -> CommandDone:
     job = ctx.job
     try:
         order = job.payload
@@ -76,7 +90,7 @@ def run_command(ctx: JobContext) -> dict[str, Any] | None:
             else "Nothing to stop: that job had already ended."
         )
         forge.post_comment(where, text)
-    return {"command": name, "cancelled": target_id if still_active else None, "started": new_id}
+    return CommandDone(name, target_id if still_active else None, new_id)
 
 
 def _ordered_job(job: Any, name: str, text: str) -> JobSpec:

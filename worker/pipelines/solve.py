@@ -40,7 +40,7 @@ from worker.jobs import JobCancelled, JobContext, JobRefused, pipeline
 from worker.metrics import InstrumentedPolicy, record_gates, record_setup_refusals
 from worker.pipelines.held import held_back
 from worker.pipelines.issue_task import issue_task, judge_comments
-from worker.pipelines.phases import AgentRun, Prepared, solve_record
+from worker.pipelines.phases import EpisodeRan, Prepared, solve_record
 from worker.pipelines.publish import (
     Publisher,
     commit_message,
@@ -184,7 +184,7 @@ class SolveRun:
         # Until the job's image is chosen (_choose_image): the deployment's.
         self._sandbox_settings = self.settings.sandbox
 
-    def run(self, *, revise: bool = False) -> dict[str, Any]:
+    def run(self, *, revise: bool = False) -> SolveRecord:
         try:
             return self._run(revise=revise)
         except JobCancelled:
@@ -216,7 +216,7 @@ class SolveRun:
         job = self.ctx.store.get(self.job.id)
         return job.failure_reason or "cancelled"
 
-    def _run(self, *, revise: bool) -> dict[str, Any]:
+    def _run(self, *, revise: bool) -> SolveRecord:
         started = time.monotonic()
         with self.stages("permission"):
             self.check_permission(revise=revise)
@@ -284,7 +284,7 @@ class SolveRun:
         self.forge.clone(self.repo, self.workdir.checkout, branch=branch)
         return git_ok(self.workdir.checkout, "rev-parse", "HEAD").decode(errors="replace").strip()
 
-    def _resume(self, plan: PublishPlan, stored: SolveRecord) -> dict[str, Any]:
+    def _resume(self, plan: PublishPlan, stored: SolveRecord) -> SolveRecord:
         """An earlier attempt got past the gates and may have pushed: publish what it made
         (the same commit, the same PR) instead of running the agent again."""
         with self.stages("clone"):
@@ -347,7 +347,7 @@ class SolveRun:
             metadata={"job_id": self.job.id, "kind": self.job.kind},
         )
 
-    def _run_agent(self, prepared: Prepared, task: AgentTask, model: ModelSettings) -> AgentRun:
+    def _run_agent(self, prepared: Prepared, task: AgentTask, model: ModelSettings) -> EpisodeRan:
         """The episode: the agent's sandbox on the job's image, set up, then the agent.
         A failed setup stops the job; so does a cancel that came while the agent ran."""
         from worker.agent.episode import run_episode
@@ -380,9 +380,9 @@ class SolveRun:
         if episode.agent is None:
             self._setup_failed(episode.setup, detected=not prepared.named_setup)
         self.ctx.check_cancelled()
-        return AgentRun(model, episode.setup, episode.agent)
+        return EpisodeRan(model, episode.setup, episode.agent)
 
-    def _record(self, prepared: Prepared, agent: AgentRun) -> SolveRecord:
+    def _record(self, prepared: Prepared, agent: EpisodeRan) -> SolveRecord:
         """What the run made, for the job's record (its trajectory written beside it)."""
         from worker.agent import write_jsonl
 
@@ -444,7 +444,7 @@ class SolveRun:
     def _plan(
         self,
         prepared: Prepared,
-        agent: AgentRun,
+        agent: EpisodeRan,
         report: GateReport,
         report_md: str,
         *,
@@ -575,10 +575,10 @@ class SolveRun:
 
 
 @pipeline("solve")
-def solve(ctx: JobContext) -> dict[str, Any] | None:
+def solve(ctx: JobContext) -> SolveRecord:
     return SolveRun(ctx, SolveParts.production(ctx)).run()
 
 
 @pipeline("revise")
-def revise(ctx: JobContext) -> dict[str, Any] | None:
+def revise(ctx: JobContext) -> SolveRecord:
     return SolveRun(ctx, SolveParts.production(ctx)).run(revise=True)

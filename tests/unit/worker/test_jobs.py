@@ -13,6 +13,7 @@ from bot.forges.base import ForgeUnavailable
 from bot.runtime import Runtime
 from bot.store.jobs import InvalidTransition, JobSpec, Limits
 from bot.store.tables import utcnow
+from tests.fakes import FakeResult
 from worker import jobs as jobs_mod
 from worker.jobs import JobContext, JobRefused, run_job
 from worker.settings import WorkerSettings
@@ -52,7 +53,7 @@ def pipelines(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
 
 
 def test_successful_job_records_result(runtime: Any, pipelines: dict[str, Any]) -> None:
-    pipelines["solve"] = lambda ctx: {"pr": 5}
+    pipelines["solve"] = lambda ctx: FakeResult({"pr": 5})
     job_id = make_job(runtime)
     assert run_job(runtime, job_id) == "succeeded"
     job = runtime.store.get(job_id)
@@ -213,7 +214,7 @@ def test_queue_position(runtime: Any) -> None:
 def test_short_jobs_do_not_wait_behind_agent_jobs(runtime: Any, pipelines: dict[str, Any]) -> None:
     agent = make_job(runtime, 1)
     assert runtime.store.claim(agent, runtime.limits, stale_after=timedelta(minutes=1)) == "claimed"
-    pipelines["command"] = lambda ctx: {"ok": True}
+    pipelines["command"] = lambda ctx: FakeResult({"ok": True})
     command = make_job(runtime, 1, kind="command")
     assert run_job(runtime, command) == "succeeded"  # per-repo limit 1 is taken by the agent
 

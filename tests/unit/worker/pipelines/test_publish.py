@@ -89,7 +89,7 @@ def test_a_plan_becomes_one_commit_on_its_base_and_one_draft_pr(
     [(number, reviewed, _)] = repo_world.forge.reviews
     assert (number, reviewed) == (pr.ref.number, head)
     # The record: the PR's fields in place of the plan, the stages timed.
-    record = SolveRecord.from_json(out)
+    record = SolveRecord.from_json(out.to_json())
     assert (record.pr_number, record.head_sha, record.publish, record.turns) == (
         pr.ref.number,
         head,
@@ -153,7 +153,7 @@ def test_a_rerun_from_the_stored_plan_reuses_the_pushed_branch_and_finds_its_pr(
         "update_pull_request_body"
     )
     assert [sha for sha, _ in repo_world.forge.statuses] == [pushed]
-    assert SolveRecord.from_json(out).pr_number == pr.ref.number
+    assert SolveRecord.from_json(out.to_json()).pr_number == pr.ref.number
 
 
 def test_a_closed_pr_on_the_branch_is_never_reopened(repo_world: RepoWorld, tmp_path: Path) -> None:

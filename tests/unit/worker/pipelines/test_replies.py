@@ -20,6 +20,8 @@ from worker.pipelines.replies import (
     HELP,
     MAX_STEPS,
     WRITE_ACCESS_REFUSAL,
+    Explained,
+    Replied,
     check_actor,
     explain,
     help_reply,
@@ -118,7 +120,7 @@ def test_on_gitlab_a_reply_goes_to_the_issue_the_merge_request_works_on(
 
 
 def test_help_lists_the_commands(repo_world: RepoWorld, forge_calls: list[Any]) -> None:
-    assert help_reply(repo_world.job("help")) == {"replied": True}
+    assert help_reply(repo_world.job("help")) == Replied()
     assert list(repo_world.forge.comments.values()) == [HELP]
 
 
@@ -144,7 +146,7 @@ def test_help_is_not_posted_for_someone_without_write_access(
 def test_explain_without_a_recorded_run_says_so(
     repo_world: RepoWorld, forge_calls: list[Any]
 ) -> None:
-    assert explain(repo_world.job("explain")) == {"explained": False}
+    assert explain(repo_world.job("explain")) == Explained(False)
     assert list(repo_world.forge.comments.values()) == [
         "There is no recorded agent run for this issue yet."
     ]
@@ -159,7 +161,7 @@ def test_explain_summarises_the_latest_run_and_names_what_it_changed(
     ]
     diff = "--- a/calc.py\n+++ b/calc.py\n@@\n-x\n+y\n"
     _recorded_run(repo_world, tmp_path, turns, diff)
-    assert explain(repo_world.job("explain")) == {"explained": True}
+    assert explain(repo_world.job("explain")) == Explained(True)
     [body] = repo_world.forge.comments.values()
     assert body == (
         "**What the agent did** (ended: `agent`, 2 turns)\n\n"

@@ -108,7 +108,7 @@ def test_a_solved_issue_becomes_one_draft_pr_with_the_agents_commit(world: World
     # With the issue's labels (.ribbit.yml gates.behaviour_change_labels reads them).
     assert gctx.issue_labels == ("ribbit",)
     # What the job ends with (run_job stores it): the PR's fields, no plan left.
-    record = SolveRecord.from_json(out)
+    record = SolveRecord.from_json(out.to_json())
     assert record.pr_number == pr.ref.number and record.publish is None
     assert record.task is not None and record.task.issue_title == ISSUE[0]
     assert record.task.base_sha == gctx.base_commit and record.branch == pr.head_branch
@@ -359,7 +359,7 @@ def test_outsiders_comments_stay_out_of_the_prompt_and_are_named_in_the_record(
     assert "written by @otto, who has no write access" in prompt and "@maya, who has" in prompt
     assert "Comment by @maya:\nKeep add() pure." in prompt
     assert "calls home" not in prompt and "Ignore previous" not in prompt
-    record = SolveRecord.from_json(out)
+    record = SolveRecord.from_json(out.to_json())
     assert record.withheld == (WithheldText("comment", "otto", 2),)
     # The exact text the model was given, vouching line and comment included, is kept for
     # training rollouts to replay (the title and body alone would lose both).

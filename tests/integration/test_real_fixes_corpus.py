@@ -6,22 +6,28 @@ just before it, or one after it with the fix taken out) with its licence
 
 Each fix adds or changes a test that fails on the parent and passes with the fix. Those
 ids (``FIX_TO_PASS``) were recorded by running the project's own tests outside Ribbit
-(pytest in a virtualenv, ``go test``) with the fix's test files on the parent's code and
-on the fixed tree; the verdict must be verified (exit 0) with those tests as its
-evidence, no finding of severity error and no tamper finding. A test the fix adds that
-already passes on the parent (``new_passing``) must not be named as evidence.
+(pytest in a virtualenv, ``go test``, mocha, ``node --test``) with the fix's test files
+on the parent's code and on the fixed tree; the verdict must be verified (exit 0) with
+those tests as its evidence, no finding of severity error and no tamper finding. A test
+the fix adds that already passes on the parent (``new_passing``) must not be named as
+evidence.
 
-Sixteen fixes today (Python: parse x3, cachetools 7.0.2, humanize x2, pathspec,
+Eighteen fixes today (Python: parse x3, cachetools 7.0.2, humanize x2, pathspec,
 semantic_version, marshmallow, sqlparse x3, python-tabulate, python-semver; Go: semver;
-Rust: version_check), about 10 minutes on a shared two-core machine (one ``ribbit gates`` run
-per fix, 20 to 60 seconds each; the slow tier). The Python fixes added last come from
-the projects' sdists on PyPI, pinned by hash in their READMEs: a release's files as the
-base (each README says how they stand to the fix's parent), the fix's hunks as the next
-release's sdist has them. Their layouts differ on purpose: a ``src/`` layout
-(python-semver, with a conftest, pytest-cov and ``--import-mode=importlib`` from its own
-``setup.cfg``), a ``test/`` folder (python-tabulate). python-semver's own code reads
-frames, so its verdict carries a warning the base shares (``BASE_READS_FRAMES``).
-"""
+Rust: version_check; JavaScript: jshttp/cookie on mocha, broofa/mime's TypeScript
+compiled by its ``pretest`` and tested by ``node --test``), about 12 minutes on a shared
+two-core machine (one ``ribbit gates`` run per fix, 15 to 90 seconds each; the slow
+tier). The JavaScript fixes come from Debian's source packages (upstream's trees with
+their tests; the npm tarballs ship none) and install their trimmed test dependencies
+from the npm registry with ``npm ci``; ``_base_repo`` commits the tree as the patches
+leave it, so mime's executable ``test/exports_test.sh`` stays executable. The Python
+fixes added last come from the projects' sdists on PyPI, pinned by hash in their
+READMEs: a release's files as the base (each README says how they stand to the fix's
+parent), the fix's hunks as the next release's sdist has them. Their layouts differ on
+purpose: a ``src/`` layout (python-semver, with a conftest, pytest-cov and
+``--import-mode=importlib`` from its own ``setup.cfg``), a ``test/`` folder
+(python-tabulate). python-semver's own code reads frames, so its verdict carries a
+warning the base shares (``BASE_READS_FRAMES``)."""
 
 from __future__ import annotations
 
@@ -278,6 +284,38 @@ CORPUS = (
         ),
         toolchain="python3",
     ),
+    # JavaScript: mocha, and node's test runner over TypeScript that pretest compiles.
+    RealFix(
+        fixture="cookie",
+        patches=("base.patch",),
+        fix="fix.patch",
+        repo="jshttp/cookie",
+        commit="6a8b8f5a49af7897b98ebfb29a1c4955afa3d33e",
+        licence="MIT",
+        issue="serialize rejects a domain with a leading dot (#173)\nserialize('foo', 'bar', "
+        "{ domain: '.example.com' }) throws 'option domain is invalid'; browsers ignore the "
+        "leading dot, and 0.6 accepted it.",
+        fail_to_pass=frozenset(
+            {
+                'cookie.serialize(name, value, options) with "domain" option'
+                "::should serialize valid domain"
+            }
+        ),
+        toolchain="node",
+    ),
+    RealFix(
+        fixture="mime",
+        patches=("base.patch",),
+        fix="fix.patch",
+        repo="broofa/mime",
+        commit="d7871f3bac120df5e4776e7c395b39d0d8e7b562",
+        licence="MIT",
+        issue="getType fails on names with line breaks (#334)\nmime.getType('LINE\\nFEED.png') "
+        "returns null: the regular expressions that strip the path and the name stop at a "
+        "line terminator.",
+        fail_to_pass=frozenset({"class Mime > getType()"}),
+        toolchain="node",
+    ),
     # Python fixes, second batch
     RealFix(
         fixture="tabulate",
@@ -322,14 +360,15 @@ def _case_id(fix: RealFix) -> str:
 
 
 def _base_repo(fix: RealFix, root: Path) -> Path:
-    """The fix's parent as a git repository with no .ribbit.yml."""
-    tree = root / "tree"
-    tree.mkdir()
+    """The fix's parent as a git repository with no .ribbit.yml, committed as the
+    patches leave it, so file modes hold (mime's test script runs
+    ``./test/exports_test.sh``)."""
+    repo = root / "repo"
+    repo.mkdir()
     for patch in fix.patches:
-        subprocess.run(["git", "apply", str(FIXTURES / fix.fixture / patch)], cwd=tree, check=True)
-    files = {str(p.relative_to(tree)): p.read_text() for p in tree.rglob("*") if p.is_file()}
-    make_git_repo(root / "repo", files)
-    return root / "repo"
+        subprocess.run(["git", "apply", str(FIXTURES / fix.fixture / patch)], cwd=repo, check=True)
+    make_git_repo(repo, {})
+    return repo
 
 
 def _gates(fix: RealFix, repo: Path, data: Path) -> tuple[int, dict[str, Any]]:

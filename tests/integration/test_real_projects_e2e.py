@@ -22,6 +22,15 @@ sandbox image's toolchains, in Podman through the docker SDK).
   methods every cache class inherits) with no ``.ribbit.yml`` runs the same way, but
   its fix deletes a test (folded into the two it adds), which the gates block: that
   test checks the refusal names it, and that the fix's own tests were found and passed.
+- JavaScript: jshttp/cookie 6a8b8f5 (#174, a leading dot in a cookie's domain; vendored
+  as patches from Debian's source package) with no ``.ribbit.yml``: ``npm ci`` installs
+  mocha from the npm registry through the proxy, and mocha, found in package.json's test
+  script, reports per test through Ribbit's launcher (bubblewrap only). broofa/mime
+  d7871f3 (#334, names with line breaks; from Debian's source package too), TypeScript
+  with no ``.ribbit.yml``: ``npm ci`` installs tsc from the npm registry, the test
+  script's ``pretest`` compiles the code before each run and ``node --test`` reports per
+  test (bubblewrap only; seeded from a git repository, so its test script's own
+  ``test/exports_test.sh`` stays executable).
 - Go: hashicorp/go-version 43575a7 (versions holding ``~``; its tests are already in
   the tree, the issue names them), taken out of 1.8.0.
 - Rust: comex/rust-shlex's fix for GHSA-r7qv-8r2h-pg27 (tests in the tree, named by
@@ -89,6 +98,9 @@ class RealFix:
     config: str | None = None  # the repository's .ribbit.yml (None: none, all detected)
     # The install detected with no .ribbit.yml, run through the registry proxy, if any.
     detected_setup: str | None = None
+    # ``base`` as a git repository with its file modes (a files mapping carries none),
+    # for a project whose tests run a script of its own: the forge is seeded from it.
+    seed: Path | None = None
 
 
 def _vendored(name: str) -> dict[str, str]:
@@ -289,6 +301,56 @@ def _humanize_tz(tmp: Path, request: pytest.FixtureRequest) -> RealFix:
     )
 
 
+def _cookie(tmp: Path, request: pytest.FixtureRequest) -> RealFix:
+    base = _from_patch(FIXTURES / "cookie" / "base.patch", tmp / "cookie-base")
+    fixed = _with_patch(base, FIXTURES / "cookie" / "fix.patch", tmp / "cookie")
+    return RealFix(
+        repo="jshttp/cookie",
+        base=base,
+        fixed=fixed,
+        issue=(
+            "serialize rejects a domain with a leading dot",
+            "cookie.serialize('foo', 'bar', { domain: '.example.com' }) throws 'option "
+            "domain is invalid' since 0.7.0; browsers ignore a leading dot (RFC 6265 "
+            "4.1.2.3) and 0.6 accepted it. It should serialize as given.",
+        ),
+        tool="node",
+        targets=("should serialize valid domain",),
+        # mocha's xunit ids: the describe blocks' titles, then the test's.
+        target_ids=(
+            'cookie.serialize(name, value, options) with "domain" option'
+            "::should serialize valid domain",
+        ),
+        # mocha and safe-buffer from the npm registry, through the proxy.
+        detected_setup="npm ci --no-audit --no-fund",
+    )
+
+
+def _mime(tmp: Path, request: pytest.FixtureRequest) -> RealFix:
+    seed = tmp / "mime-seed"
+    seed.mkdir()
+    subprocess.run(["git", "apply", str(FIXTURES / "mime" / "base.patch")], cwd=seed, check=True)
+    make_git_repo(seed, {})  # as git apply left it: test/exports_test.sh executable
+    base = _from_patch(FIXTURES / "mime" / "base.patch", tmp / "mime-base")
+    fixed = _with_patch(base, FIXTURES / "mime" / "fix.patch", tmp / "mime")
+    return RealFix(
+        repo="broofa/mime",
+        base=base,
+        fixed=fixed,
+        issue=(
+            "getType returns null for names with a line break",
+            "mime.getType('LINE\\nFEED.png') and names holding \\r, U+2028 or U+2029 give "
+            "null instead of image/png: the regular expressions that strip the path and "
+            "the name before the extension stop at a line terminator.",
+        ),
+        tool="node",
+        targets=("getType()",),
+        target_ids=("class Mime > getType()",),  # node's junit: suites and test, no file
+        detected_setup="npm ci --no-audit --no-fund",
+        seed=seed,
+    )
+
+
 PROJECTS: dict[str, Callable[[Path, pytest.FixtureRequest], RealFix]] = {
     "toolz": _toolz,
     # No .ribbit.yml: pytest and `pip install -e .` (its setup.py) detected.
@@ -297,15 +359,22 @@ PROJECTS: dict[str, Callable[[Path, pytest.FixtureRequest], RealFix]] = {
     "humanize": _humanize_tz,
     "go-version": _go_version,
     "shlex": _shlex,
+    # No .ribbit.yml: mocha from its package.json test script, npm ci from its lock.
+    "cookie": _cookie,
+    # No .ribbit.yml: TypeScript compiled by its pretest (tsc), tested by node --test.
+    "mime": _mime,
 }
 
 
 # On bubblewrap only. go-version and shlex: Go's and Rust's toolchains reach the gates on
 # docker in test_real_projects_go_rust.py. toolz with the README's .ribbit.yml: its
 # ``image: python:3.12`` is no allowed image on docker (nor is there a registry to pull
-# it from), so the job stops there by design; toolz-detected is Python on docker. A
-# project added to PROJECTS runs on both backends.
-BUBBLEWRAP_ONLY = frozenset({"toolz", "go-version", "shlex"})
+# it from), so the job stops there by design; toolz-detected is Python on docker.
+# cookie and mime: issue #35 asks for the local forge on bubblewrap, and CI's time is
+# near its budget (the image's Node 18 would run mocha too, and mime's tests with no
+# per-test report; not tried there). A project added to
+# PROJECTS runs on both backends unless listed here.
+BUBBLEWRAP_ONLY = frozenset({"toolz", "go-version", "shlex", "cookie", "mime"})
 CASES = [
     pytest.param(name, backend, id=f"{name}-{backend}")
     for name in PROJECTS
@@ -347,7 +416,10 @@ def _solve(
             require_service(found.returncode == 0, "pytest for /usr/bin/python3")
     dep = deployment_for(_edit_script(fix), repo_files=fix.base, issue=fix.issue)
     forge = forge_world.forge
-    forge.create_repo("github", fix.repo, files=fix.base)
+    if fix.seed is not None:
+        forge.create_repo("github", fix.repo, source=fix.seed)
+    else:
+        forge.create_repo("github", fix.repo, files=fix.base)
     forge.add_collaborator("github", fix.repo, BOT_LOGIN, "write")
     for user, role in (("maya", "maintain"), ("alice", "write")):  # alice: the README's reviewer
         forge.add_collaborator("github", fix.repo, user, role)
@@ -388,7 +460,11 @@ def test_upstream_fix_reaches_a_draft_pr_identical_to_it(
 
     # The PR's diff is the upstream fix: the same trees, so the same diff, byte for byte.
     local = tmp_path / "upstream"
-    base = make_git_repo(local, fix.base)
+    if fix.seed is not None:  # its file modes too, which the fix leaves as they are
+        git(tmp_path, "clone", "-q", str(fix.seed), str(local))
+        base = git(local, "rev-parse", "HEAD")
+    else:
+        base = make_git_repo(local, fix.base)
     upstream = commit_files(local, fix.fixed, "the upstream fix")
     bare = forge.repo("github", fix.repo).bare
     git(local, "fetch", "-q", str(bare), pr.head_sha)

@@ -327,11 +327,13 @@ def _matches(case: TestCase, target: TargetTest) -> bool:
     if target.path is not None and _JS_EXT_RE.search(target.path):
         # jest: the file, and the describe blocks and title joined by spaces; vitest:
         # the file, and the same joined by " > ". Node's junit names no file.
-        if case.classname not in (target.path, "test"):
-            return False
-        return case.name == target.name or case.name.endswith(
-            (" " + target.name, NESTED_SEPARATOR + target.name)
-        )
+        if case.classname in (target.path, "test"):
+            return case.name == target.name or case.name.endswith(
+                (" " + target.name, NESTED_SEPARATOR + target.name)
+            )
+        # mocha's xunit names no file either: its classname is the describe blocks'
+        # titles (never a path), its name the test's own title.
+        return not _JS_EXT_RE.search(case.classname) and case.name == target.name
     # An issue names a Rust test by its function: libtest's name is its module path.
     name = case.base_name.rsplit("::", 1)[-1]
     if name != target.name and case.classname.rsplit(".", 1)[-1] != target.name:

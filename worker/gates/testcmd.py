@@ -27,7 +27,10 @@ leaves ``process.argv`` as the plain command has it, because a project's tests m
 parse it (commander.js's fail on an option they do not know); vitest's tests run in
 pool workers, whose argv is the pool's, so vitest takes its options as written. A
 runner followed by ``&&`` and more (``jest && tsc``) reports per test for the runner,
-and the rest counts by its exit code. Selected ids go to the
+and the rest counts by its exit code. ``npm test`` runs the package's ``pretest``
+script first, so Ribbit does too when it runs that script's runner itself (broofa/mime
+compiles the TypeScript its tests import there); it runs before every run, a
+selection's included, and counts by its exit code. Selected ids go to the
 runner the way it selects: pytest node ids; ``go test -run '^(TestX)$' <package>``;
 ``cargo test <target> -- --exact <name>``; ``node --test --test-name-pattern``;
 ``jest --testNamePattern``, ``vitest -t``, ``mocha --grep``. Selection may run more
@@ -114,6 +117,9 @@ class TestCommand:
     # What a compound command runs after its runner (``jest && tsc``: ``tsc``), judged
     # by its exit code alone; "" for a plain runner command.
     then: str = ""
+    # What npm runs before the test script (package.json's ``pretest``), judged by its
+    # exit code; "" when there is none or the command is not ``npm test``.
+    before: str = ""
 
     def invocation(self, select: Sequence[str] = ()) -> Invocation:
         """How Ribbit runs it, with per-test reporting and, when given, only the tests
@@ -124,12 +130,20 @@ class TestCommand:
         if build is None:
             return Invocation(self.command, "junit")
         how = build(self, list(select))
-        if not self.then or select:
-            return how
-        # The rest runs as the package manager would run it: its tools on PATH.
-        script = f'( {how.script} ) && ( PATH="$PWD/node_modules/.bin:$PATH"; {self.then} )'
-        shown = f"{how.ran}\n# then, judged by its exit code: {self.then}"
-        return replace(how, script=script, shown=shown)
+        if self.then and not select:
+            script = f"( {how.script} ) && ( {_NPM_PATH}; {self.then} )"
+            shown = f"{how.ran}\n# then, judged by its exit code: {self.then}"
+            how = replace(how, script=script, shown=shown)
+        if self.before:
+            # Even for a selection: the tests may import what it builds.
+            script = f"( {_NPM_PATH}; {self.before} ) && ( {how.script} )"
+            shown = f"# first, judged by its exit code: {self.before}\n{how.ran}"
+            how = replace(how, script=script, shown=shown)
+        return how
+
+
+# Scripts run as the package manager would run them: the package's tools on PATH.
+_NPM_PATH = 'PATH="$PWD/node_modules/.bin:$PATH"'
 
 
 def detect_test_command(tree: Path) -> TestCommand:
@@ -151,7 +165,7 @@ def detect_test_command(tree: Path) -> TestCommand:
     if script is not None:
         found = recognise(script, "package.json")
         if found.runner not in ("shell", "pytest"):
-            return replace(found, command="npm test")
+            return replace(found, command="npm test", before=_npm_pretest(tree))
         return TestCommand("npm test", "shell", "package.json")
     return TestCommand(DEFAULT_TEST_COMMAND, "pytest", "default")
 
@@ -204,8 +218,10 @@ def recognise(command: str, source: str, tree: Path | None = None) -> TestComman
         if script is not None:
             found = recognise(script, source)
             if found.runner not in ("shell", "pytest"):
-                # Run as the script says (its tools on PATH), shown as the repo says.
-                return replace(found, command=command)
+                # Run as the script says (its tools on PATH), shown as the repo says;
+                # npm runs ``pretest`` first (yarn 1 too; pnpm by default does not).
+                before = _npm_pretest(tree) if words[0] in ("npm", "yarn") else ""
+                return replace(found, command=command, before=before)
     if words[:3] == ["python3", "-m", "pytest"]:
         return TestCommand(command, "pytest", source, tuple(words[3:]))
     return TestCommand(command, "shell", source)
@@ -276,6 +292,18 @@ def _pytest_signs(tree: Path) -> bool:
 
 
 def _npm_test_script(tree: Path) -> str | None:
+    script = _npm_script(tree, "test")
+    if script is None or _NPM_PLACEHOLDER.search(script):
+        return None
+    return script
+
+
+def _npm_pretest(tree: Path | None) -> str:
+    return (_npm_script(tree, "pretest") or "") if tree is not None else ""
+
+
+def _npm_script(tree: Path, name: str) -> str | None:
+    """package.json's script ``name``; None when there is none (or only blanks)."""
     text = _file(tree, "package.json")
     if text is None:
         return None
@@ -284,10 +312,10 @@ def _npm_test_script(tree: Path) -> str | None:
     except ValueError:
         return None
     scripts = data.get("scripts") if isinstance(data, dict) else None
-    script = scripts.get("test") if isinstance(scripts, dict) else None
-    if not isinstance(script, str) or not script.strip() or _NPM_PLACEHOLDER.search(script):
+    script = scripts.get(name) if isinstance(scripts, dict) else None
+    if not isinstance(script, str) or not script.strip():
         return None
-    return script
+    return script.strip()
 
 
 def _quote(words: Sequence[str]) -> str:

@@ -92,6 +92,8 @@ def _case(classname: str, name: str) -> TestCase:
 
 
 CRON, MERGE = "tests/cron.test.js", "test/index.test.ts"
+SERIALIZE = "test/serialize.js"
+DOMAIN = 'cookie.serialize(name, value, options) with "domain" option'
 
 
 @pytest.mark.parametrize(
@@ -107,6 +109,27 @@ CRON, MERGE = "tests/cron.test.js", "test/index.test.ts"
         (_case(MERGE, "prototype pollution 2"), MERGE, "prototype pollution", False),
         # node --test's junit names no file: its classname is "test".
         (_case("test", "suite > prototype pollution"), MERGE, "prototype pollution", True),
+        # mocha's xunit names no file: its classname is the describe blocks' titles
+        # (jshttp/cookie's test/serialize.js), its name the test's title alone.
+        (
+            _case(DOMAIN, "should serialize valid domain"),
+            SERIALIZE,
+            "should serialize valid domain",
+            True,
+        ),
+        (
+            _case(DOMAIN, "should serialize valid domains"),
+            SERIALIZE,
+            "should serialize valid domain",
+            False,
+        ),
+        # A path for a classname is jest's or vitest's: another file, another test.
+        (
+            _case(CRON, "should serialize valid domain"),
+            SERIALIZE,
+            "should serialize valid domain",
+            False,
+        ),
     ],
 )
 def test_js_cases_match_their_target(

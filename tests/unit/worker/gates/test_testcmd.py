@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -233,3 +234,49 @@ def test_a_compound_test_script_reports_per_test_for_its_runner_and_exits_for_th
 
 
 COMMANDER_SCRIPTS = {"scripts": {"test": "jest && npm run check:type:ts"}}
+
+
+# broofa/mime 4.1.0's scripts: its tests import the JavaScript tsc compiles in pretest.
+MIME_SCRIPTS = {
+    "scripts": {
+        "build": "rm -fr dist && tsc",
+        "pretest": "npm run build",
+        "test": "node --test && ./test/exports_test.sh",
+    }
+}
+
+
+def test_npm_tests_pretest_script_runs_first_and_counts_by_its_exit_code(tmp_path: Path) -> None:
+    tree = _tree(tmp_path, {"package.json": json.dumps(MIME_SCRIPTS)})
+    found = detect_test_command(tree)
+    assert (found.runner, found.before, found.then) == (
+        "node",
+        "npm run build",
+        "./test/exports_test.sh",
+    )
+    how = found.invocation()
+    assert how.script.startswith('( PATH="$PWD/node_modules/.bin:$PATH"; npm run build ) && (')
+    assert how.ran.startswith("# first, judged by its exit code: npm run build\n")
+    # A selection needs what pretest builds too; the rest of the script it leaves out.
+    selected = found.invocation(["class Mime > getType()"]).script
+    assert selected.startswith('( PATH="$PWD/node_modules/.bin:$PATH"; npm run build ) && (')
+    assert "exports_test" not in selected
+    # ``npm test`` in .ribbit.yml runs it as npm would; pnpm skips pre scripts by default.
+    assert resolve_test_command(RepoConfig(test="npm test"), tree).before == "npm run build"
+    assert recognise("pnpm test", "x", tree).before == ""
+    # The runner named directly is no ``npm test``: no pretest.
+    assert recognise("node --test", "x", tree).before == ""
+
+
+def test_the_pretest_script_gates_the_runner(tmp_path: Path) -> None:
+    # Run for real by bash: a failing pretest stops the runner (as npm test stops).
+    tree = _tree(tmp_path, {"package.json": json.dumps({"scripts": {"test": "mocha"}})})
+    (tmp_path / "ran").write_text("")
+    for pretest, code in (("echo built >> ran", 0), ("exit 4", 4)):
+        package = {"scripts": {"test": "mocha", "pretest": pretest}}
+        (tree / "package.json").write_text(json.dumps(package))
+        found = detect_test_command(tree)
+        script = found.invocation().script.replace('node "$l/launch.js"', "echo tests >> ran")
+        done = subprocess.run(["bash", "-c", script], cwd=tree, check=False)
+        assert done.returncode == code
+    assert (tmp_path / "ran").read_text() == "built\ntests\n"

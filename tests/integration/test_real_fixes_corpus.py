@@ -6,21 +6,24 @@ just before it, or one after it with the fix taken out) with its licence
 
 Each fix adds or changes a test that fails on the parent and passes with the fix. Those
 ids (``FIX_TO_PASS``) were recorded by running the project's own tests outside Ribbit
-(pytest in a virtualenv, ``go test``, mocha, ``node --test``) with the fix's test files
-on the parent's code and on the fixed tree; the verdict must be verified (exit 0) with
-those tests as its evidence, no finding of severity error and no tamper finding. A test
-the fix adds that already passes on the parent (``new_passing``) must not be named as
-evidence.
+(pytest in a virtualenv, ``go test``, ``cargo test``, mocha, ``node --test``) with the
+fix's test files on the parent's code and on the fixed tree; the verdict must be verified
+(exit 0) with those tests as its evidence, no finding of severity error and no tamper
+finding. A test the fix adds that already passes on the parent (``new_passing``) must not
+be named as evidence.
 
-Eighteen fixes today (Python: parse x3, cachetools 7.0.2, humanize x2, pathspec,
-semantic_version, marshmallow, sqlparse x3, python-tabulate, python-semver; Go: semver;
-Rust: version_check; JavaScript: jshttp/cookie on mocha, broofa/mime's TypeScript
-compiled by its ``pretest`` and tested by ``node --test``), about 12 minutes on a shared
-two-core machine (one ``ribbit gates`` run per fix, 15 to 90 seconds each; the slow
-tier). The JavaScript fixes come from Debian's source packages (upstream's trees with
-their tests; the npm tarballs ship none) and install their trimmed test dependencies
-from the npm registry with ``npm ci``; ``_base_repo`` commits the tree as the patches
-leave it, so mime's executable ``test/exports_test.sh`` stays executable. The Python
+Twenty-two fixes today (Python: parse x3, cachetools 7.0.2, humanize x2, pathspec,
+semantic_version, marshmallow, sqlparse x3, python-tabulate, python-semver; Go: semver,
+go-radix, go-humanize; Rust: version_check x2, rust-shlex; JavaScript: jshttp/cookie on
+mocha, broofa/mime's TypeScript compiled by its ``pretest`` and tested by ``node
+--test``): one ``ribbit gates`` run per fix, 10 to 90 seconds each, the projects side by
+side (the slow tier). The Go and Rust trees are Debian's ``.orig`` tarballs of the
+upstream releases, pinned by hash in their READMEs; a Rust fix's evidence is its test code
+(a ``#[cfg(test)]`` module, function or table) taken onto the parent's code. The
+JavaScript fixes come from Debian's source packages too (upstream's trees with their
+tests; the npm tarballs ship none) and install their trimmed test dependencies from the
+npm registry with ``npm ci``; ``_base_repo`` commits the tree as the patches leave it, so
+mime's executable ``test/exports_test.sh`` stays executable. The Python
 fixes added last come from the projects' sdists on PyPI, pinned by hash in their
 READMEs: a release's files as the base (each README says how they stand to the fix's
 parent), the fix's hunks as the next release's sdist has them. Their layouts differ on
@@ -330,6 +333,65 @@ CORPUS = (
             {"test/test_regression.py::test_empty_table_with_maxheadercolwidths"}
         ),
         toolchain="python3",
+    ),
+    # Go and Rust fixes, second batch: upstream trees from Debian's orig tarballs, one
+    # with two releases around the fix (go-radix), three with the fix taken out of the
+    # release that has it (tests/fixtures/<fixture>/README.md says how).
+    RealFix(
+        fixture="go-radix",
+        patches=("base.patch",),
+        fix="fix.patch",
+        repo="armon/go-radix",
+        commit="f30034d78803af4786015a5a3a265a40b5837a70",
+        licence="MIT",
+        issue="Delete inside WalkPrefix panics (#22)\nA WalkFn that calls Delete on each key "
+        "it is given, to drop every key under a prefix, ends in a nil pointer dereference.",
+        fail_to_pass=frozenset({"github.com/armon/go-radix::TestWalkDelete"}),
+        toolchain="go",
+    ),
+    RealFix(
+        fixture="go-humanize",
+        patches=("base.patch",),
+        fix="fix.patch",
+        repo="dustin/go-humanize",
+        commit="9ec74ab2f7a7161664182fd4e5e292fccffbc75f",
+        licence="MIT",
+        issue='SIWithDigits drops zeroes (#106)\nSIWithDigits(20, 0, "U") gives "2 U" and '
+        'FtoaWithDigits(20, 0) gives "2": the zeroes of a whole number are stripped.',
+        fail_to_pass=frozenset(
+            f"github.com/dustin/go-humanize::{name}"
+            for name in ("TestFtoaWithDigits", "TestBug106")
+        ),
+        toolchain="go",
+        # Its new row (Ftoa(20.0)) never reached the stripping: it passes on the parent.
+        new_passing=frozenset({"github.com/dustin/go-humanize::TestFtoa"}),
+    ),
+    RealFix(
+        fixture="version_check",
+        # 0.9.5 as released (the Display fix above put back), then this fix taken out.
+        patches=("base.patch", "fix.patch", "strict-base.patch"),
+        fix="strict-fix.patch",
+        repo="SergioBenitez/version_check",
+        commit="4ef0226d68908ac0437e6eb584b7b981d7d9d439",
+        licence="MIT OR Apache-2.0",
+        issue='Version::parse accepts malformed versions (#11)\nVersion::parse("1.65536.2") '
+        'gives 1.2.0 and Version::parse("1. 2") gives 1.0.0: parts that are not numbers '
+        "are skipped; such strings should not parse.",
+        fail_to_pass=frozenset({"src/lib.rs::version::tests::test_malformed"}),
+        toolchain="cargo",
+    ),
+    RealFix(
+        fixture="shlex-single-quote",
+        patches=("base.patch",),
+        fix="fix.patch",
+        repo="comex/rust-shlex",
+        commit="6db4704fcad8393dd6947b1d31720327546a84a2",
+        licence="MIT OR Apache-2.0",
+        issue="Backslashes escape inside single quotes (#6)\nshlex::split(r\"'\\\\n'\") gives "
+        '[r"\\n"]; bash, zsh and Python\'s shlex keep both backslashes, since nothing is '
+        "escaped between single quotes.",
+        fail_to_pass=frozenset({"src/lib.rs::test_split", "src/lib.rs::bytes::test_split"}),
+        toolchain="cargo",
     ),
 )
 

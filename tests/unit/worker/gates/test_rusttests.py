@@ -57,3 +57,45 @@ def test_a_standalone_test_function_is_a_region_and_unclosed_braces_are_none() -
     lines = ["fn helper() {}", "", "#[test]", "fn works() {", "    helper();", "}"]
     assert rust_test_lines(lines) == {2, 3, 4, 5}
     assert rust_test_lines(["#[cfg(test)]", "mod tests {", "    fn x() {"]) == set()
+
+
+# rust-shlex's table of cases, as 1.0.0's fix (6db4704) changed it: a #[cfg(test)] static
+# whose type and value hold brackets and parentheses, and quotes inside its strings.
+TABLE_BASE = """fn parse_single() {}
+
+#[cfg(test)]
+static SPLIT_TEST_ITEMS: &'static [(&'static str, Option<&'static [&'static str]>)] = &[
+    ("'baz\\\\\\''", Some(&["baz\\'"])),
+    ("foo\\"#bar", None),
+];
+
+#[test]
+fn test_split() {
+    for &(input, output) in SPLIT_TEST_ITEMS {
+        assert_eq!(split(input), output);
+    }
+}
+"""
+TABLE_PATCHED = TABLE_BASE.replace(
+    "fn parse_single() {}", "fn parse_single() { /* no escapes */ }"
+).replace(
+    """    ("foo\\"#bar", None),\n""",
+    """    ("foo\\"#bar", None),\n    ("'\\\\n'", Some(&["\\\\n"])),\n""",
+)
+
+
+def test_a_cfg_test_table_is_a_region_and_its_new_rows_come_along() -> None:
+    lines = TABLE_BASE.splitlines()
+    table = lines.index("#[cfg(test)]")
+    # The table, and the test after it; the blank line between them is neither.
+    assert rust_test_lines(lines) == set(range(table, len(lines))) - {lines.index("];") + 1}
+    old_code = only_test_changes(TABLE_BASE, TABLE_PATCHED)
+    assert old_code is not None
+    assert """("'\\\\n'", Some(&["\\\\n"])),""" in old_code  # the patch's new row
+    assert "fn parse_single() {}" in old_code  # the base's code
+
+
+def test_an_item_that_never_ends_is_no_region() -> None:
+    assert rust_test_lines(["#[cfg(test)]", "static CASES: &[u8] = &[", "    1,"]) == set()
+    # #[test] marks a function only.
+    assert rust_test_lines(["#[test]", "static CASES: &[u8] = &[1];"]) == set()

@@ -16,7 +16,8 @@ import sys
 import tarfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -160,21 +161,65 @@ def pinned_sdist(requirement: str, where: Path, sha256: str | None = None) -> Pa
     return where / f"{name}-{version}"
 
 
+@dataclass(frozen=True)
+class GatesRun:
+    """One ``ribbit gates --json`` on bubblewrap over ``checkout`` with ``patch`` and the
+    issue text, Ribbit's data (and so its set-up cache) in ``data``; ``extra`` goes on
+    the command line as given."""
+
+    checkout: Path
+    patch: Path
+    issue: str
+    data: Path
+    extra: tuple[str, ...] = ()
+
+
+GatesResult = tuple[int, dict[str, Any]]
+
+
 def gates_on_bubblewrap(
     checkout: Path, patch: Path, issue: str, data: Path, *extra: str
-) -> tuple[int, dict[str, Any]]:
-    """``ribbit gates --json`` on bubblewrap over ``checkout`` with ``patch`` and the issue
-    text, Ribbit's data (and so its set-up cache) in ``data``: the exit code and the
-    report. ``extra`` goes on the command line as given."""
-    from click.testing import CliRunner
+) -> GatesResult:
+    """``ribbit gates --json`` on bubblewrap, as a user runs it (its own process): the
+    exit code and the report."""
+    return run_gates(GatesRun(checkout, patch, issue, data, extra))
 
-    from worker.gates.cli import gates_command
 
-    args = ["--checkout", str(checkout), "--patch", str(patch), "--backend", "bubblewrap"]
-    args += ["--json", "--issue", issue, *extra]
-    result = CliRunner().invoke(gates_command, args, env={"RIBBIT_DATA_DIR": str(data)})
-    report: dict[str, Any] = json.loads(result.output)
-    return result.exit_code, report
+def run_gates(run: GatesRun) -> GatesResult:
+    args = ["--checkout", str(run.checkout), "--patch", str(run.patch)]
+    args += ["--backend", "bubblewrap", "--json", "--issue", run.issue, *run.extra]
+    done = subprocess.run(
+        [sys.executable, "-m", "bot", "gates", *args],
+        env=os.environ | {"RIBBIT_DATA_DIR": str(run.data)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    try:
+        report: dict[str, Any] = json.loads(done.stdout)
+    except ValueError:
+        raise AssertionError(
+            f"ribbit gates (exit {done.returncode}) printed no JSON report:\n"
+            f"{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+        ) from None
+    return done.returncode, report
+
+
+def gates_side_by_side(queues: Sequence[Sequence[GatesRun]]) -> dict[GatesRun, GatesResult]:
+    """Every run of ``queues``: each queue's runs one after another (runs of one project
+    share a data dir, and so a set-up cache, as two jobs on one repository would), the
+    queues side by side, as many at once as the machine has cores (at most 4). A gates
+    run spends much of its time waiting on set-up and sandboxes, which is why two at once
+    take less than twice as long even on two cores; nothing a test asserts depends on
+    the order the runs finish in."""
+
+    def drain(queue: Sequence[GatesRun]) -> list[tuple[GatesRun, GatesResult]]:
+        return [(run, run_gates(run)) for run in queue]
+
+    workers = max(1, min(4, os.cpu_count() or 1, len(queues)))
+    longest_first = sorted(queues, key=len, reverse=True)
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return {run: result for done in pool.map(drain, longest_first) for run, result in done}
 
 
 class _TorchPage(http.server.BaseHTTPRequestHandler):

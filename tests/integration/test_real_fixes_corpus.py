@@ -44,7 +44,7 @@ from typing import Any
 import pytest
 
 from tests.fakes import make_git_repo
-from tests.support import gates_on_bubblewrap, require_service
+from tests.support import GatesResult, GatesRun, gates_side_by_side, require_service
 
 pytestmark = pytest.mark.integration
 
@@ -433,31 +433,45 @@ def _base_repo(fix: RealFix, root: Path) -> Path:
     return repo
 
 
-def _gates(fix: RealFix, repo: Path, data: Path) -> tuple[int, dict[str, Any]]:
-    return gates_on_bubblewrap(repo, FIXTURES / fix.fixture / fix.fix, fix.issue, data)
-
-
 def _findings(report: dict[str, Any]) -> list[dict[str, Any]]:
     return [f | {"gate": g["name"]} for g in report["gates"] for f in g["findings"]]
 
 
-Judge = Callable[[RealFix], tuple[int, dict[str, Any]]]
+Judge = Callable[[RealFix], GatesResult]
 
 
 @pytest.fixture(scope="module")
 def judge(tmp_path_factory: pytest.TempPathFactory) -> Judge:
-    """``ribbit gates`` on each fix, once per module: the tests below read one report.
-    One Ribbit data dir, so two fixes of one project share the cached set-up, as two
-    jobs on one repository would."""
-    data = tmp_path_factory.mktemp("ribbit-data")
-    reports: dict[RealFix, tuple[int, dict[str, Any]]] = {}
+    """``ribbit gates`` on every fix the machine has the toolchain for, once per module,
+    side by side (tests.support.gates_side_by_side): the tests below read one report
+    each. A data dir per project, so two fixes of one project share the cached set-up,
+    as two jobs on one repository would, and run one after the other."""
+    reports: dict[RealFix, GatesResult] = {}
 
-    def run(fix: RealFix) -> tuple[int, dict[str, Any]]:
+    def judge_all() -> None:
+        queues: dict[str, list[GatesRun]] = {}
+        data: dict[str, Path] = {}
+        fixes: dict[GatesRun, RealFix] = {}
+        for fix in (*CORPUS, *BASE_READS_FRAMES):
+            if shutil.which(fix.toolchain) is None:
+                continue
+            run = GatesRun(
+                _base_repo(fix, tmp_path_factory.mktemp(_case_id(fix))),
+                FIXTURES / fix.fixture / fix.fix,
+                fix.issue,
+                data.get(fix.fixture) or tmp_path_factory.mktemp(f"ribbit-data-{fix.fixture}"),
+            )
+            data[fix.fixture] = run.data
+            queues.setdefault(fix.fixture, []).append(run)
+            fixes[run] = fix
+        for run, result in gates_side_by_side(list(queues.values())).items():
+            reports[fixes[run]] = result
+
+    def run(fix: RealFix) -> GatesResult:
         require_service(shutil.which("bwrap") is not None, "bubblewrap")
         require_service(shutil.which(fix.toolchain) is not None, fix.toolchain)
-        if fix not in reports:
-            repo = _base_repo(fix, tmp_path_factory.mktemp(_case_id(fix)))
-            reports[fix] = _gates(fix, repo, data)
+        if not reports:
+            judge_all()
         return reports[fix]
 
     return run

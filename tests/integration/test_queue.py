@@ -135,16 +135,17 @@ def test_deferred_job_is_re_sent_once_by_the_sweep_alone(
     from bot.forges.base import ForgeUnavailable
     from bot.store.tables import Job, utcnow
     from bot.web import create_app
+    from tests.fakes import FakeResult
     from worker import jobs as jobs_mod
     from worker.maintenance import sweep
 
     calls: list[str] = []
 
-    def outage_then_fine(ctx: Any) -> dict[str, Any]:
+    def outage_then_fine(ctx: Any) -> Any:
         calls.append(ctx.job.id)
         if len(calls) == 1:
             raise ForgeUnavailable("rate limited", retry_after=3600)
-        return {"ok": True}
+        return FakeResult({"ok": True})
 
     runs: list[Any] = []
     retries: list[Any] = []

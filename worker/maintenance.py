@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from bot.queue import JobQueue
@@ -16,7 +17,20 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def sweep(runtime: Runtime, *, queue: JobQueue | None = None) -> dict[str, int]:
+@dataclass(frozen=True)
+class Swept:
+    """What a sweep did: jobs requeued after a lost worker, jobs failed for losing too
+    many, jobs sent to the broker."""
+
+    requeued: int
+    failed: int
+    dispatched: int
+
+    def to_json(self) -> dict[str, int]:
+        return {"requeued": self.requeued, "failed": self.failed, "dispatched": self.dispatched}
+
+
+def sweep(runtime: Runtime, *, queue: JobQueue | None = None) -> Swept:
     """Requeue jobs whose worker died (at most MAX_REQUEUES times each) and send every job
     that is due: the only place jobs are re-sent."""
     store = runtime.store
@@ -42,7 +56,7 @@ def sweep(runtime: Runtime, *, queue: JobQueue | None = None) -> dict[str, int]:
     sent = queue.dispatch_pending()
     if requeued or sent or failed:
         log.info("sweep: requeued %d, failed %d, dispatched %d", requeued, failed, sent)
-    return {"requeued": requeued, "failed": failed, "dispatched": sent}
+    return Swept(requeued=requeued, failed=failed, dispatched=sent)
 
 
 def reconcile(runtime: Runtime) -> Reconciled:

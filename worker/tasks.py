@@ -68,7 +68,8 @@ def sweep(self: Task) -> dict[str, int]:
     """Re-send jobs the broker never got and requeue jobs whose worker died."""
     from worker.maintenance import sweep as do_sweep
 
-    return do_sweep(runtime_for(self.app))
+    # Celery keeps JSON, not records: the one place the sweep's record becomes its JSON.
+    return do_sweep(runtime_for(self.app)).to_json()
 
 
 @shared_task(name="ribbit.reconcile", bind=True, soft_time_limit=540, time_limit=600)

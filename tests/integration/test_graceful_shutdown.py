@@ -39,6 +39,7 @@ from bot.queue import CeleryDispatcher, client_celery
 from bot.store.db import Database
 from bot.store.jobs import JobSpec, JobStore
 from worker.jobs import STALE_AFTER
+from worker.maintenance import Swept
 from worker.settings import WorkerSettings, load_worker_settings
 
 pytestmark = pytest.mark.integration
@@ -188,7 +189,7 @@ def _age_heartbeat(deployment: Deployment, job_id: str) -> None:
         )
 
 
-def _sweep(deployment: Deployment) -> dict[str, int]:
+def _sweep(deployment: Deployment) -> Swept:
     from bot.runtime import Runtime
     from worker.maintenance import sweep
 
@@ -214,7 +215,7 @@ def test_graceful_shutdown_killed_pool_process_job_is_reclaimed(deployment: Depl
     )
     assert deployment.store.get(job_id).state == "running"
     _age_heartbeat(deployment, job_id)  # nobody beats for it any more
-    assert _sweep(deployment) == {"requeued": 1, "failed": 0, "dispatched": 1}
+    assert _sweep(deployment) == Swept(requeued=1, failed=0, dispatched=1)
     job = deployment.wait_for(
         "the requeued job to finish",
         lambda: (j := deployment.store.get(job_id)).state == "succeeded" and j,
@@ -225,7 +226,7 @@ def test_graceful_shutdown_killed_pool_process_job_is_reclaimed(deployment: Depl
     assert len(finished) == 1 and int(finished[0].name.split("-")[1]) != first_pid
     assert job.result == {"ran_in": int(finished[0].name.split("-")[1])}
     assert "signal 9 (SIGKILL)" in deployment.log.read_text()  # Celery saw its pool die
-    assert _sweep(deployment)["dispatched"] == 0
+    assert _sweep(deployment).dispatched == 0
 
 
 def test_graceful_shutdown_killed_worker_job_is_swept_to_another_worker(
@@ -239,7 +240,7 @@ def test_graceful_shutdown_killed_worker_job_is_swept_to_another_worker(
     assert deployment.store.get(job_id).state == "running"  # nobody told the store
     second = deployment.start_worker(sleep_s=3)
     _age_heartbeat(deployment, job_id)
-    assert _sweep(deployment) == {"requeued": 1, "failed": 0, "dispatched": 1}
+    assert _sweep(deployment) == Swept(requeued=1, failed=0, dispatched=1)
 
     job = deployment.wait_for(
         "the second worker to finish the requeued job",

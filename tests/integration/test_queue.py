@@ -113,7 +113,7 @@ def test_broker_down_then_sweep_delivers(
     store = app.extensions["ribbit"].store
     app.extensions["ribbit"].intake.flush()
     assert not store.get(job_id).dispatched
-    assert sweep(_runtime(running_worker))["dispatched"] == 1
+    assert sweep(_runtime(running_worker)).dispatched == 1
     wait_for(lambda: store.get(job_id).state == "succeeded")
     app.extensions["ribbit"].close()
 
@@ -173,12 +173,12 @@ def test_deferred_job_is_re_sent_once_by_the_sweep_alone(
         wait_for(lambda: (j := store.get(job_id)).state == "queued" and j.not_before)
         runtime = _runtime(running_worker)
         # Not due: nothing re-sends it, neither the sweep nor a retry of the task.
-        assert sweep(runtime)["dispatched"] == 0
+        assert sweep(runtime).dispatched == 0
         assert retries == []
         with store.db.session() as s:  # the outage's wait is over
             s.execute(update(Job).where(Job.id == job_id).values(not_before=utcnow()))
-        assert sweep(runtime)["dispatched"] == 1
-        assert sweep(runtime)["dispatched"] == 0
+        assert sweep(runtime).dispatched == 1
+        assert sweep(runtime).dispatched == 0
         wait_for(lambda: store.get(job_id).state == "succeeded")
         assert calls == [job_id, job_id]
         assert retries == []

@@ -20,7 +20,7 @@ from bot.store.tables import Job, utcnow
 from tests.plugins.e2e import GOOD_SCRIPT, bot_comments, label_issue, new_repo, wait_for
 from tests.plugins.forge import settings_for
 from worker.jobs import STALE_AFTER
-from worker.maintenance import sweep
+from worker.maintenance import Swept, sweep
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -81,7 +81,7 @@ def test_forge_outage_in_publish_resumes_without_rerunning_the_agent(
     assert forge.pulls(kind, repo) == []
     outage.count = 0  # the forge is back
 
-    assert _sweep_when_due(dep)["dispatched"] == 1
+    assert _sweep_when_due(dep).dispatched == 1
     done = wait_for(
         lambda: (j := dep.store.get(job.id)).state in {"succeeded", "failed"} and j,
         what="job end",
@@ -96,7 +96,7 @@ def test_forge_outage_in_publish_resumes_without_rerunning_the_agent(
     assert f"Fixes #{number}" in pr.body
     [status] = bot_comments(forge_world, kind, repo, number)
     assert "Draft pull request opened" in status.body
-    assert _sweep_when_due(dep)["dispatched"] == 0
+    assert _sweep_when_due(dep).dispatched == 0
 
 
 KILLABLE_WORKER = """
@@ -192,7 +192,7 @@ def test_worker_killed_between_push_and_pr_resumes_from_the_pushed_branch(
             s.execute(
                 update(Job).where(Job.id == job.id).values(updated_at=utcnow() - STALE_AFTER * 3)
             )
-        assert sweep(runtime) == {"requeued": 1, "failed": 0, "dispatched": 1}
+        assert sweep(runtime) == Swept(requeued=1, failed=0, dispatched=1)
         start_worker()
         done = wait_for(
             lambda: (j := runtime.store.get(job.id)).state in {"succeeded", "failed"} and j,

@@ -248,7 +248,7 @@ def _lose_worker(runtime: Runtime, job_id: str) -> None:
 def test_sweep_requeues_a_lost_job_a_bounded_number_of_times(runtime: Any) -> None:
     from bot.queue import JobQueue
     from tests.fakes import RecordingDispatcher
-    from worker.maintenance import sweep
+    from worker.maintenance import Swept, sweep
 
     sent = RecordingDispatcher()
     queue = JobQueue(runtime.store, sent)
@@ -262,11 +262,11 @@ def test_sweep_requeues_a_lost_job_a_bounded_number_of_times(runtime: Any) -> No
             == "claimed"
         )
         _lose_worker(runtime, job_id)
-        assert sweep(runtime, queue=queue) == {"requeued": 1, "failed": 0, "dispatched": 1}
+        assert sweep(runtime, queue=queue) == Swept(requeued=1, failed=0, dispatched=1)
     assert sent.sent == [job_id] * jobs_mod.MAX_REQUEUES
     runtime.store.claim(job_id, runtime.limits, stale_after=timedelta(minutes=1))
     _lose_worker(runtime, job_id)
-    assert sweep(runtime, queue=queue) == {"requeued": 0, "failed": 1, "dispatched": 0}
+    assert sweep(runtime, queue=queue) == Swept(requeued=0, failed=1, dispatched=0)
     job = runtime.store.get(job_id)
     assert job.state == "failed" and "lost 4 times" in job.failure_reason
 

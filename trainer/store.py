@@ -19,6 +19,7 @@ from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from bot.store.db import Database
+from bot.store.outcomes import OutcomeStore
 from bot.store.records import content_free
 from bot.store.tables import Job, Outcome
 from bot.store.training import (
@@ -83,16 +84,15 @@ class TrainerStore:
 
     # -- outcomes and jobs: what the trainer learns from ----------------------------------
 
+    # The outcome reads have one home, the outcome store; named here for the trainer.
+
     def outcomes(self) -> list[Outcome]:
         """Every recorded outcome, in the order recorded (by id)."""
-        with self.db.session() as s:
-            return self._detached(s, s.scalars(select(Outcome).order_by(Outcome.id)))
+        return list(OutcomeStore(self.db).outcomes())
 
     def outcome_repos(self) -> list[tuple[str, str]]:
         """(forge, repository) of every repository with an outcome, sorted."""
-        with self.db.session() as s:
-            rows = s.execute(select(Outcome.forge, Outcome.repo).distinct()).all()
-        return sorted((f, r) for f, r in rows)
+        return OutcomeStore(self.db).repos()
 
     def repos_with_data(self) -> set[tuple[str, str]]:
         """(forge, repository) of every repository with outcomes or jobs."""
@@ -103,14 +103,10 @@ class TrainerStore:
 
     def repo_outcomes(self, forge: str, repo: str) -> list[Outcome]:
         """The repository's outcomes, by id."""
-        with self.db.session() as s:
-            q = select(Outcome).where(Outcome.forge == forge, Outcome.repo == repo)
-            return self._detached(s, s.scalars(q.order_by(Outcome.id)))
+        return list(OutcomeStore(self.db).outcomes(repo=repo, forge=forge))
 
     def outcomes_by_id(self, ids: Collection[int]) -> list[Outcome]:
-        with self.db.session() as s:
-            q = select(Outcome).where(Outcome.id.in_(ids)).order_by(Outcome.id)
-            return self._detached(s, s.scalars(q))
+        return list(OutcomeStore(self.db).outcomes_by_id(ids))
 
     def repo_jobs(self, forge: str, repo: str) -> list[Job]:
         """The repository's jobs of every kind, oldest first."""

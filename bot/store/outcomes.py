@@ -7,12 +7,12 @@ method here instead of composing its own query over the table.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session
 
 from bot.store.db import Database
@@ -98,14 +98,29 @@ class OutcomeStore:
                 setattr(row, name, value)
 
     def outcomes(self, repo: str | None = None, forge: str | None = None) -> Sequence[Outcome]:
-        """Every outcome (of ``repo`` on ``forge`` only, if given), oldest first, detached."""
+        """Every outcome (of ``repo`` on ``forge`` only, if given) in the order recorded
+        (by id), detached. The one read of outcome rows: the outcomes CLI and the trainer
+        (trainer/store.py) both come here."""
+        q = select(Outcome).order_by(Outcome.id)
+        if forge:
+            q = q.where(Outcome.forge == forge)
+        if repo:
+            q = q.where(Outcome.repo == repo)
+        return self._detached(q)
+
+    def outcomes_by_id(self, ids: Collection[int]) -> Sequence[Outcome]:
+        """The outcomes with these ids, by id, detached."""
+        return self._detached(select(Outcome).where(Outcome.id.in_(ids)).order_by(Outcome.id))
+
+    def repos(self) -> list[tuple[str, str]]:
+        """(forge, repository) of every repository with an outcome, sorted."""
         with self.db.session() as session:
-            q = select(Outcome).order_by(Outcome.recorded_at)
-            if forge:
-                q = q.where(Outcome.forge == forge)
-            if repo:
-                q = q.where(Outcome.repo == repo)
-            rows = list(session.scalars(q))
+            rows = session.execute(select(Outcome.forge, Outcome.repo).distinct()).all()
+        return sorted((f, r) for f, r in rows)
+
+    def _detached(self, query: Select[Outcome]) -> list[Outcome]:
+        with self.db.session() as session:
+            rows = list(session.scalars(query))
             session.expunge_all()
             return rows
 

@@ -1,33 +1,113 @@
 // Ribbit's launcher for JavaScript test runners: runs INSIDE the sandbox, as the main
 // module of the node process that would have run the repository's runner binary.
 //
-// Started as `node <this file> <the runner's own arguments>` with RIBBIT_LAUNCH holding
-// {"runner": "jest" | "mocha", "bin": "<the runner's binary under node_modules/.bin>",
-//  "args": [Ribbit's report and selection arguments, "{report}" standing for
-// $RIBBIT_JUNIT]}. The runner is called through its
-// own command-line entry point (jest-cli's run(argv), mocha's lib/cli/cli.js main(argv))
-// with the repository's arguments plus Ribbit's, so the runner parses both exactly as
-// its binary would; process.argv stays what the plain command gives the tests
-// (node, the binary, the repository's arguments), because tests that parse
-// process.argv (commander's do) fail on an argument they do not know.
-// Ribbit's variables leave the environment before any repository code loads, so the
-// report's path is not in what the tests or their child processes read there.
+// Started as `node <this file> <the runner's own arguments>` with fd 3 open on the run
+// wrapper's stdout and RIBBIT_LAUNCH holding {"runner": "jest" | "mocha", "bin": "<the
+// runner's binary under node_modules/.bin>", "cap": <report size cap>, "args": [Ribbit's
+// report and selection arguments, "{report}" standing for the report's place]}. The
+// runner is called through its own command-line entry point (jest-cli's run(argv),
+// mocha's lib/cli/cli.js main(argv)) with the repository's arguments plus Ribbit's, so
+// the runner parses both exactly as its binary would; process.argv stays what the plain
+// command gives the tests (node, the binary, the repository's arguments), because tests
+// that parse process.argv (commander's do) fail on an argument they do not know.
+//
+// The report never touches the file system, so nothing the tests start can find or
+// replace it (not by the environment, /proc/<pid>/{environ,cmdline,fd} or a scan of
+// /tmp): its "place" is a name under /proc/self that cannot be created, and the one
+// write the runner makes there is caught here in memory. What the run says goes out on
+// fd 3 as the pytest bootstrap's channel does (worker/gates/watch.py): a fresh key first,
+// before any repository code loads, then records signed with it when the process exits:
+// the report, then its end. Code that starts later can add to
+// fd 3 but not sign, and a report written there twice, or a write function replaced
+// after this file took it, is a tamper record. Code in the runner's own process can
+// still change the runner's objects: node has no audit hooks (README.md says so).
 'use strict';
 
 const fs = require('fs');
 const path = require('path');
+const crypto = require('crypto');
+const { Writable } = require('stream');
+
+// Taken now, before any repository code can rebind them.
+const writeSync = fs.writeSync;
+const createHmac = crypto.createHmac;
+const CHANNEL = 3;
+const REPORT = '/proc/self/ribbit-report';
+
+const channel = (() => {
+  const key = crypto.randomBytes(32);
+  let sequence = 0;
+  const put = (text) => {
+    const data = Buffer.from(text);
+    for (let at = 0; at < data.length; ) at += writeSync(CHANNEL, data, at);
+  };
+  put(`\nribbit1 0 key ${key.toString('base64')} -\n`);
+  return (kind, payload) => {
+    sequence += 1;
+    const body = `${sequence} ${kind} ${Buffer.from(payload).toString('base64')}`;
+    put(`\nribbit1 ${body} ${createHmac('sha256', key).update(body).digest('hex')}\n`);
+  };
+})();
+
+const launch = JSON.parse(process.env.RIBBIT_LAUNCH || 'null');
+delete process.env.RIBBIT_LAUNCH;
+const cap = (launch && launch.cap) || 0;
+const caught = { chunks: null, opened: 0, tamper: [] };
+
+function tamper(what) {
+  caught.tamper.push({ mechanism: 'report-channel', what, path: null, line: 0 });
+}
+
+function opened() {
+  caught.opened += 1;
+  if (caught.opened > 1) tamper('the report was written more than once');
+  caught.chunks = [];
+  return caught.chunks;
+}
+
+const realWriteFileSync = fs.writeFileSync;
+const realCreateWriteStream = fs.createWriteStream;
+function writeFileSync(file, data, ...rest) {
+  if (file !== REPORT) return realWriteFileSync.call(fs, file, data, ...rest);
+  opened().push(Buffer.from(data));
+}
+function createWriteStream(file, ...rest) {
+  if (file !== REPORT) return realCreateWriteStream.call(fs, file, ...rest);
+  const chunks = opened();
+  return new Writable({
+    write(chunk, encoding, done) {
+      chunks.push(Buffer.from(chunk, encoding));
+      done();
+    },
+  });
+}
+fs.writeFileSync = writeFileSync;
+fs.createWriteStream = createWriteStream;
+
+// Sent from the first 'exit' listener, once the runner has written its report. The
+// exit status is not known yet (mocha sets it in a listener of its own, added later):
+// the run wrapper reads it, and a status of 0 with failing tests in the report is tamper.
+let sent = false;
+process.on('exit', () => {
+  if (sent) return;
+  sent = true;
+  if (fs.writeFileSync !== writeFileSync || fs.createWriteStream !== createWriteStream) {
+    tamper("fs's write functions were replaced while the runner ran");
+  }
+  for (const event of caught.tamper) channel('tamper', JSON.stringify(event));
+  if (caught.chunks !== null) {
+    const report = Buffer.concat(caught.chunks);
+    channel(report.length > cap ? 'oversize' : 'report', report.length > cap ? '' : report);
+  }
+  channel('end', JSON.stringify({ status: 0, failed: 0 }));
+});
 
 function fail(message) {
   process.stderr.write(`ribbit: ${message}\n`);
   process.exit(97);
 }
 
-const launch = JSON.parse(process.env.RIBBIT_LAUNCH || 'null');
-const report = process.env.RIBBIT_JUNIT || '';
-delete process.env.RIBBIT_LAUNCH;
-delete process.env.RIBBIT_JUNIT;
 if (!launch) fail('no RIBBIT_LAUNCH');
-
 const bin = path.resolve(launch.bin);
 if (!fs.existsSync(bin)) fail(`${launch.bin} not found: is the set-up run (npm ci)?`);
 // The package the binary belongs to (.bin/jest -> jest/bin/jest.js -> jest).
@@ -37,7 +117,7 @@ while (!fs.existsSync(path.join(pkg, 'package.json')) && pkg !== path.dirname(pk
 }
 const own = process.argv.slice(2);
 process.argv = [process.argv[0], bin, ...own];
-const args = [...own, ...launch.args.map((a) => a.replace('{report}', report))];
+const args = [...own, ...launch.args.map((a) => a.replace('{report}', REPORT))];
 
 if (launch.runner === 'jest') {
   // What jest-cli's bin/jest.js does before calling run().

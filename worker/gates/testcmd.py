@@ -22,7 +22,9 @@ no reporter package is needed, mocha through its built-in xunit reporter, and vi
 through its built-in junit reporter; cargo's own output is the report. jest and mocha
 run in the process that runs the tests, so they are started through Ribbit's launcher
 (nodelaunch.js, written to a fresh folder in the sandbox's /tmp by the run's own
-script): it hands Ribbit's options to the runner's own command-line entry point and
+script): it hands Ribbit's options to the runner's own command-line entry point, keeps
+the report in memory and sends it over a signed channel on fd 3 (``Invocation.channel``;
+no report path exists for the tests to find), and
 leaves ``process.argv`` as the plain command has it, because a project's tests may
 parse it (commander.js's fail on an option they do not know); vitest's tests run in
 pool workers, whose argv is the pool's, so vitest takes its options as written. A
@@ -57,7 +59,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
-from worker.gates.junit import NESTED_SEPARATOR, Flavour, doc_test_filter
+from worker.gates.junit import MAX_JUNIT_BYTES, NESTED_SEPARATOR, Flavour, doc_test_filter
 from worker.gates.trees import regular_file_inside
 from worker.repo_config import DEFAULT_TEST_COMMAND, RepoConfig
 
@@ -65,7 +67,7 @@ Runner = Literal["pytest", "go", "cargo", "node", "jest", "vitest", "mocha", "sh
 ReportKind = Literal["junit", "output"]
 REPORT_VAR = "RIBBIT_JUNIT"
 _REPORT = f'"${REPORT_VAR}"'
-# Where the launcher puts $RIBBIT_JUNIT's value into Ribbit's arguments (nodelaunch.js).
+# Where the launcher puts the report's in-memory place into Ribbit's arguments (nodelaunch.js).
 LAUNCH_REPORT = "{report}"
 _MAX_FILE_BYTES = 1024 * 1024
 # npm init's placeholder test script: it only fails, so the package has no tests.
@@ -98,6 +100,9 @@ class Invocation:
     # The runner writes its report whenever it gets to run its tests, so a run with no
     # report means the runner never ran them (a set-up problem), not a missing feature.
     report_expected: bool = False
+    # The report comes over the launcher's signed channel on fd 3 (nodelaunch.js), never
+    # through a file at $RIBBIT_JUNIT, which code the tests start could find and rewrite.
+    channel: bool = False
 
     @property
     def ran(self) -> str:
@@ -131,12 +136,13 @@ class TestCommand:
             return Invocation(self.command, "junit")
         how = build(self, list(select))
         if self.then and not select:
-            script = f"( {how.script} ) && ( {_NPM_PATH}; {self.then} )"
+            # fd 3 is the launcher's channel: the rest of the command does not get it.
+            script = f"( {how.script} ) && ( {_NPM_PATH}; {self.then} ) 3>&-"
             shown = f"{how.ran}\n# then, judged by its exit code: {self.then}"
             how = replace(how, script=script, shown=shown)
         if self.before:
             # Even for a selection: the tests may import what it builds.
-            script = f"( {_NPM_PATH}; {self.before} ) && ( {how.script} )"
+            script = f"( {_NPM_PATH}; {self.before} ) 3>&- && ( {how.script} )"
             shown = f"# first, judged by its exit code: {self.before}\n{how.ran}"
             how = replace(how, script=script, shown=shown)
         return how
@@ -473,7 +479,7 @@ def _launched(cmd: TestCommand, runner: str, ribbit: list[str], flavour: Flavour
     arguments reach the runner's own parser, never the tests' ``process.argv``, which
     stays what the plain command gives them."""
     bin_path = f"node_modules/.bin/{runner}"
-    launch = {"runner": runner, "bin": bin_path, "args": ribbit}
+    launch = {"runner": runner, "bin": bin_path, "cap": MAX_JUNIT_BYTES, "args": ribbit}
     source = Path(__file__).with_name("nodelaunch.js").read_text()
     # A fresh folder outside the workspace, so the launcher is nothing the tests collect.
     script = (
@@ -482,12 +488,12 @@ def _launched(cmd: TestCommand, runner: str, ribbit: list[str], flavour: Flavour
         f"RIBBIT_LAUNCH={shlex.quote(json.dumps(launch))} "
         f'node "$l/launch.js" {_quote(cmd.args)}; rc=$?; rm -rf -- "$l"; exit $rc'
     )
-    told = _quote([runner, *cmd.args, *ribbit]).replace(LAUNCH_REPORT, "$RIBBIT_JUNIT")
+    told = _quote([runner, *cmd.args, *ribbit]).replace(LAUNCH_REPORT, "<in-memory>")
     shown = (
         f"{told}  # through Ribbit's launcher: the tests' process.argv is "
         f"{_quote(['node', bin_path, *cmd.args])}"
     )
-    return Invocation(script, "junit", flavour, shown=shown, report_expected=True)
+    return Invocation(script, "junit", flavour, shown=shown, report_expected=True, channel=True)
 
 
 def _vitest(cmd: TestCommand, select: list[str]) -> Invocation:

@@ -36,7 +36,7 @@ from __future__ import annotations
 import base64
 import secrets
 import shlex
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol, runtime_checkable
 
@@ -193,12 +193,7 @@ def run_tests(
     # ids select through PYTEST_ADDOPTS only where pytest is the runner. A watched run
     # gets neither variable: its report's place is known only inside the bootstrap.
     pytest_select = select if test.runner in ("pytest", "shell") else ()
-    if plan is not None:
-        env = {**how.env, SELECT_VAR: " ".join(shlex.quote(w) for w in pytest_select)}
-        script = plan.script()
-    else:
-        env = {**how.env, **pytest_env(f"{report_dir}/junit.xml", pytest_select)}
-        script = how.script
+    env, script = _environment_and_script(how, plan, report_dir, pytest_select)
     # The command comes from the repository's config (trusted, like CI config), never
     # from an issue or a model; what Ribbit adds travels in the environment.
     result = sandbox.exec(
@@ -213,19 +208,36 @@ def run_tests(
             script,
             token,
             how.report,
-            "watch" if plan is not None else "plain",
+            "watch" if plan is not None or how.channel else "plain",
         ],
         timeout=timeout,
         env=env,
         output_cap=cap,
     )
     if plan is not None:
-        watched = _watched_run(test, result, token, sandbox_files(sandbox))
+        existing = sandbox_files(sandbox)
+        watched = _watched_run(test, result, token, lambda d: parse_junit(d, existing, "auto"))
         shown = f"{test.command}  # watched by Ribbit's pytest bootstrap"
         return replace(watched, ran=shown, report_expected=how.report_expected)
+    if how.channel:
+        launched = _launched_run(test, result, token, lambda d: _parse_report(how, d, sandbox))
+        return replace(launched, ran=how.ran, report_expected=how.report_expected)
     ran = test.command if test.runner in ("pytest", "shell") else how.ran
     plain = _plain_run(test, how, result, token, sandbox)
     return replace(plain, ran=ran, report_expected=how.report_expected)
+
+
+def _environment_and_script(
+    how: Invocation, plan: WatchPlan | None, report_dir: str, pytest_select: Sequence[str]
+) -> tuple[dict[str, str], str]:
+    """What the run's environment holds and the shell text it runs: only an unwatched,
+    unlaunched run is told the report's place (the watched and launched ones send it)."""
+    if plan is not None:
+        env = {**how.env, SELECT_VAR: " ".join(shlex.quote(w) for w in pytest_select)}
+        return env, plan.script()
+    if how.channel:
+        return dict(how.env), how.script  # the report's place is the launcher's own
+    return {**how.env, **pytest_env(f"{report_dir}/junit.xml", pytest_select)}, how.script
 
 
 def _usable_watch_plan(sandbox: Sandbox, test: TestCommand) -> WatchPlan | None:
@@ -250,23 +262,56 @@ def _plain_run(
     if data is None:
         return TestRun(test.command, shown, (), False, tampered)
     try:
-        if how.report == "output":
-            cases = parse_libtest(data)
-        elif how.flavour == "jest":
-            cases = parse_jest_json(data, WORKSPACE)
-        elif how.flavour == "nested" and data.lstrip().startswith(b"TAP version"):
-            cases = parse_node_tap(data)  # Node 18's reporter (see testcmd._node)
-        else:
-            existing = sandbox_files(sandbox) if how.flavour == "auto" else None
-            cases = parse_junit(data, existing, how.flavour)
+        cases = _parse_report(how, data, sandbox)
     except JUnitError:
         return TestRun(test.command, shown, (), False, tampered)
     return TestRun(test.command, shown, tuple(cases), True, tampered)
 
 
-def _watched_run(test: TestCommand, result: ExecResult, token: str, existing: Existing) -> TestRun:
+def _parse_report(how: Invocation, data: bytes, sandbox: Sandbox) -> list[TestCase]:
+    """The cases in a report of the kind ``how`` asked for."""
+    if how.report == "output":
+        return list(parse_libtest(data))
+    if how.flavour == "jest":
+        return list(parse_jest_json(data, WORKSPACE))
+    if how.flavour == "nested" and data.lstrip().startswith(b"TAP version"):
+        return list(parse_node_tap(data))  # Node 18's reporter (see testcmd._node)
+    existing = sandbox_files(sandbox) if how.flavour == "auto" else None
+    return list(parse_junit(data, existing, how.flavour))
+
+
+# Reads a report's bytes into its cases (raises JUnitError on one it cannot read).
+ReadReport = Callable[[bytes], Iterable[TestCase]]
+
+
+def _launched_run(test: TestCommand, result: ExecResult, token: str, read: ReadReport) -> TestRun:
+    """A jest or mocha run through Ribbit's launcher: the report is the launcher's
+    channel's (nodelaunch.js), the exit status the process's. Unlike pytest's bootstrap,
+    no probe runs first, so a channel that never opened (node missing) is a run without
+    a report, judged on its exit code. Exiting 0 without the launcher's end (cut short
+    from inside), or with failing tests in the report, is tamper."""
+    run = _watched_run(test, result, token, read, silent_ok=True, who="the runner's run")
+    # The end record carries no status (the launcher sends it before mocha sets one).
+    run = replace(run, result=replace(run.result, exit_code=result.exit_code), watched=False)
+    failing = sum(1 for c in run.cases if c.failed)
+    if run.tampered is None and result.exit_code == 0 and failing:
+        why = f"node exited 0 but the runner's report has {failing} failing test(s)"
+        run = replace(run, tampered=why)
+    return run
+
+
+def _watched_run(
+    test: TestCommand,
+    result: ExecResult,
+    token: str,
+    read: ReadReport,
+    *,
+    silent_ok: bool = False,
+    who: str = "pytest's session",
+) -> TestRun:
     """A watched run's result: the report and the exit status are the channel's, never
-    the console's or a file's; anything the channel does not vouch for is tamper."""
+    the console's or a file's; anything the channel does not vouch for is tamper.
+    ``silent_ok``: a channel with no records at all is a run with no report."""
     marker = f"\n{token} channel\n"
     if result.stdout.count(marker) != 1:
         shown = replace(result, stdout=result.stdout.split(marker, 1)[-1])
@@ -277,19 +322,20 @@ def _watched_run(test: TestCommand, result: ExecResult, token: str, existing: Ex
         )
     text, rest = result.stdout.split(marker, 1)
     log, _data, tampered = split_run_output(rest, token)
-    channel = parse_channel(text) or Channel((), None, None, 0, "the watched run sent nothing")
+    silent = Channel((), None, None, 0, None if silent_ok else "the watched run sent nothing")
+    channel = parse_channel(text) or silent
     shown = replace(result, stdout=log)
     tampered = tampered or channel.broken
     if tampered is None and channel.status is None and result.exit_code == 0:
-        tampered = "the interpreter exited 0 before pytest's session ended"
+        tampered = f"the interpreter exited 0 before {who} ended"
     if tampered is None and channel.status is not None and result.exit_code != channel.status:
         if result.exit_code == 0:
-            tampered = f"the interpreter exited 0 but pytest's session ended {channel.status}"
+            tampered = f"the interpreter exited 0 but {who} ended {channel.status}"
         shown = replace(shown, exit_code=channel.status)
     cases: tuple[TestCase, ...] = ()
     if channel.report is not None and not channel.broken:
         try:
-            cases = tuple(parse_junit(channel.report, existing, "auto"))
+            cases = tuple(read(channel.report))
         except JUnitError:
             cases = ()
     failing = {c.id for c in cases if c.failed}

@@ -179,7 +179,7 @@ def test_jest_and_vitest_reporters() -> None:
     assert 'node "$l/launch.js" --coverage; rc=$?' in jest.script
     assert '"args": ["--ci", "--json", "--outputFile={report}", ' in jest.script
     assert jest.ran.startswith(
-        "jest --coverage --ci --json '--outputFile=$RIBBIT_JUNIT' "
+        "jest --coverage --ci --json '--outputFile=<in-memory>' "
         "'--testNamePattern=^(math adds)$' src/a.test.js"
     )
     vitest = recognise("vitest run", "x").invocation()
@@ -223,7 +223,7 @@ def test_a_compound_test_script_reports_per_test_for_its_runner_and_exits_for_th
     how = found.invocation()
     assert how.script.startswith("( l=$(mktemp -d")
     assert how.script.endswith(
-        ') && ( PATH="$PWD/node_modules/.bin:$PATH"; npm run check:type:ts )'
+        ') && ( PATH="$PWD/node_modules/.bin:$PATH"; npm run check:type:ts ) 3>&-'
     )
     assert how.ran.endswith("\n# then, judged by its exit code: npm run check:type:ts")
     # A selection runs only the runner: the rest is about no test.
@@ -255,11 +255,11 @@ def test_npm_tests_pretest_script_runs_first_and_counts_by_its_exit_code(tmp_pat
         "./test/exports_test.sh",
     )
     how = found.invocation()
-    assert how.script.startswith('( PATH="$PWD/node_modules/.bin:$PATH"; npm run build ) && (')
+    assert how.script.startswith('( PATH="$PWD/node_modules/.bin:$PATH"; npm run build ) 3>&- && (')
     assert how.ran.startswith("# first, judged by its exit code: npm run build\n")
     # A selection needs what pretest builds too; the rest of the script it leaves out.
     selected = found.invocation(["class Mime > getType()"]).script
-    assert selected.startswith('( PATH="$PWD/node_modules/.bin:$PATH"; npm run build ) && (')
+    assert selected.startswith('( PATH="$PWD/node_modules/.bin:$PATH"; npm run build ) 3>&- && (')
     assert "exports_test" not in selected
     # ``npm test`` in .ribbit.yml runs it as npm would; pnpm skips pre scripts by default.
     assert resolve_test_command(RepoConfig(test="npm test"), tree).before == "npm run build"

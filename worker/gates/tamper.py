@@ -25,6 +25,9 @@ RULE = "tamper"
 # The mechanisms of the two findings that come from no single event.
 UNWATCHED = "unwatched"
 CHANNEL = "channel"
+# What the node launcher (worker/gates/nodelaunch.js) records: a second write to the
+# report, or fs's write functions replaced while the runner ran.
+REPORT_CHANNEL = "report-channel"
 # Every mechanism a finding can name: the audit events the bootstrap classifies and the
 # checks it records by name (worker/gates/watchboot.py, kept in step by a test), and the
 # two above. The metrics count a finding naming anything else as another mechanism.
@@ -52,6 +55,7 @@ MECHANISMS = frozenset(
         "module-shadow",
         UNWATCHED,
         CHANNEL,
+        REPORT_CHANNEL,
     }
 )
 

@@ -166,6 +166,17 @@ def test_every_audit_event_the_bootstrap_classifies_is_a_known_mechanism() -> No
     assert named | recorded <= MECHANISMS
 
 
+def test_the_node_launchers_tamper_records_name_a_counted_mechanism() -> None:
+    import re
+
+    from worker.gates.tamper import REPORT_CHANNEL
+
+    launcher = (Path(__file__).parents[3] / "worker" / "gates" / "nodelaunch.js").read_text()
+    named = set(re.findall(r"mechanism: '([^']+)'", launcher))
+    assert named == {REPORT_CHANNEL}
+    assert named <= MECHANISMS
+
+
 def test_setup_refusals_are_counted_by_kind_never_by_host() -> None:
     from worker.metrics import record_setup_refusals
     from worker.sandbox.egress_policy import BlockedRequest

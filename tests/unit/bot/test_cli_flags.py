@@ -72,7 +72,13 @@ def test_a_hidden_repo_is_only_the_deprecated_checkout_spelling() -> None:
 
 def test_checkout_is_always_an_existing_directory() -> None:
     found = _with("--checkout")
-    assert len(found) == 4
+    assert sorted(path for path, _ in found) == [
+        ("envs", "build"),
+        ("envs", "from-outcomes"),
+        ("gates",),
+        ("run",),
+        ("sandbox", "run"),
+    ]
     for path, param in found:
         assert isinstance(param.type, click.Path), path
         assert param.type.exists and param.type.dir_okay and not param.type.file_okay, path
@@ -135,6 +141,48 @@ def test_gates_with_the_old_spelling_judges_the_same(tmp_path: Path) -> None:
         ("unverified", judged[0]["summary"])
     ] * 2
     assert "deprecated" in old.stderr and "deprecated" not in new.stderr
+
+
+def test_a_local_directory_has_no_other_shown_name() -> None:
+    # `sandbox run` called it --workspace; only the hidden deprecated spelling is left.
+    assert not [path for path, p in _with("--workspace") if not p.hidden]
+    [(path, old)] = _with("--workspace")
+    assert path == ("sandbox", "run") and (old.help or "").startswith("Deprecated spelling")
+
+
+def test_sandbox_run_with_the_old_spelling_runs_over_the_same_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import contextlib
+
+    import worker.sandbox.cli as sandbox_cli
+    from worker.sandbox.base import ExecResult
+    from worker.sandbox.setup import EgressRun
+
+    opened: list[Path] = []
+
+    @contextlib.contextmanager
+    def open_sandbox(_settings: object, checkout: Path, *, network: bool) -> Iterator[object]:
+        opened.append(checkout)
+        yield object()
+
+    def exec_with_egress(_sb: object, argv: list[str], *_a: object, **_k: object) -> EgressRun:
+        return EgressRun(ExecResult(0, " ".join(argv) + "\n", "", 0.0), False, ())
+
+    monkeypatch.setattr(sandbox_cli, "open_sandbox", open_sandbox)
+    monkeypatch.setattr(sandbox_cli, "exec_with_egress", exec_with_egress)
+    new = CliRunner().invoke(main, ["sandbox", "run", "--checkout", str(tmp_path), "--", "ls"])
+    old = CliRunner().invoke(main, ["sandbox", "run", "--workspace", str(tmp_path), "--", "ls"])
+    assert new.exit_code == old.exit_code == 0, (new.output, old.output)
+    assert opened == [tmp_path, tmp_path]
+    assert new.stdout == old.stdout == "ls\n" and new.stderr == ""
+    [warning] = old.stderr.splitlines()
+    assert warning.startswith("warning: --workspace PATH is deprecated") and "--checkout" in warning
+
+
+def test_checkout_option_knows_each_old_spelling_it_is_given() -> None:
+    with pytest.raises(ValueError, match="no old spelling"):
+        checkout_option("The repository", deprecated_alias="--dir")
 
 
 # -- validation ----------------------------------------------------------------------------

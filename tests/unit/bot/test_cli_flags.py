@@ -14,24 +14,12 @@ from click.testing import CliRunner
 
 from bot.cli import main
 from bot.cli_options import REPO_HELP, RepoRefType, checkout_option
+from tests.cli_walk import cli_commands
 from tests.unit.worker.gates.helpers import make_patch, repo_with
 from worker.sandbox.backend_option import BACKEND_CHOICE, BACKENDS
 from worker.settings import SandboxSettings
 
-
-def _commands(
-    group: click.Group, ctx: click.Context, path: tuple[str, ...] = ()
-) -> Iterator[tuple[tuple[str, ...], click.Command]]:
-    # Through the lazy group, so the entry-point-registered commands are walked too.
-    for name in group.list_commands(ctx):
-        command = group.get_command(ctx, name)
-        assert command is not None, name
-        yield (*path, name), command
-        if isinstance(command, click.Group):
-            yield from _commands(command, click.Context(command, parent=ctx), (*path, name))
-
-
-COMMANDS = dict(_commands(main, click.Context(main)))
+COMMANDS = cli_commands()
 
 
 def _with(flag: str) -> list[tuple[tuple[str, ...], click.Option]]:

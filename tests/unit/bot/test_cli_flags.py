@@ -199,3 +199,30 @@ def test_envs_checks_the_name_it_is_given(command: str, tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["envs", command, "--name", "acme", "--forge", "github"])
     assert result.exit_code == 2, result.output
     assert "Invalid value for '--name'" in result.output and "Traceback" not in result.output
+
+
+# -- --json ---------------------------------------------------------------------------------
+
+# Each command whose output a script reads (issue #36 item 6 named the first seven).
+SCRIPT_READ = [
+    ("pause",),
+    ("resume",),
+    ("model", "promote"),
+    ("model", "rollback"),
+    ("model", "verify"),
+    ("db", "check"),
+    ("sandbox", "check"),
+    ("doctor",),
+    ("jobs", "show"),
+    ("outcomes",),
+    ("model", "list"),
+    ("envs", "list"),
+    ("data", "list"),
+    ("prs", "rejudge"),
+]
+
+
+@pytest.mark.parametrize("path", SCRIPT_READ, ids=" ".join)
+def test_a_command_a_script_reads_has_json(path: tuple[str, ...]) -> None:
+    [option] = [p for p in COMMANDS[path].params if "--json" in getattr(p, "opts", ())]
+    assert isinstance(option, click.Option) and option.is_flag, path

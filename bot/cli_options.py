@@ -22,6 +22,11 @@ CHECKOUT_HELP = "a local repository directory"
 # The directory spelling the four checkout commands had before --checkout; accepted,
 # hidden and warned about for one release (docs/CHANGELOG.md), then removed.
 DEPRECATED_CHECKOUT_ALIAS = "--repo"
+# What each old spelling of --checkout means now, for its warning.
+_ALIAS_NOW = {
+    "--repo": "--repo now means a forge repository",
+    "--workspace": "--checkout is a local directory in every command",
+}
 
 
 class RepoRefType(click.ParamType):
@@ -92,19 +97,25 @@ def filter_forge(repo: RepoRef | None, forge: str | None) -> str | None:
 _DIRECTORY = click.Path(exists=True, file_okay=False, path_type=Path)
 
 
-def checkout_option(help: str) -> Callable[[F], F]:
-    """``--checkout PATH``, required, passed to the command as ``checkout``. The old
-    spelling ``--repo PATH`` still works, hidden, with a one-line warning on stderr."""
+def checkout_option(
+    help: str, *, deprecated_alias: str = DEPRECATED_CHECKOUT_ALIAS
+) -> Callable[[F], F]:
+    """``--checkout PATH``, required, passed to the command as ``checkout``. The command's
+    old spelling (``--repo PATH``, or ``--workspace PATH`` for `ribbit sandbox run`) still
+    works, hidden, with a one-line warning on stderr."""
+    if deprecated_alias not in _ALIAS_NOW:
+        raise ValueError(f"{deprecated_alias} is no old spelling of --checkout")
 
     def decorate(command: F) -> F:
         @functools.wraps(command)
         def with_checkout(
             *args: Any, checkout: Path | None, deprecated_checkout: Path | None, **kwargs: Any
         ) -> Any:
-            return command(*args, checkout=_checkout(checkout, deprecated_checkout), **kwargs)
+            given = _checkout(checkout, deprecated_checkout, deprecated_alias)
+            return command(*args, checkout=given, **kwargs)
 
         hidden = click.option(
-            DEPRECATED_CHECKOUT_ALIAS,
+            deprecated_alias,
             "deprecated_checkout",
             type=_DIRECTORY,
             hidden=True,
@@ -123,13 +134,13 @@ def checkout_option(help: str) -> Callable[[F], F]:
     return decorate
 
 
-def _checkout(checkout: Path | None, deprecated: Path | None) -> Path:
+def _checkout(checkout: Path | None, deprecated: Path | None, alias: str) -> Path:
     if checkout is not None and deprecated is not None:
-        raise click.UsageError("give --checkout only (--repo PATH is its deprecated spelling)")
+        raise click.UsageError(f"give --checkout only ({alias} PATH is its deprecated spelling)")
     if deprecated is not None:
         click.echo(
-            f"warning: {DEPRECATED_CHECKOUT_ALIAS} PATH is deprecated here and goes in the "
-            "next release; say --checkout PATH (--repo now means a forge repository)",
+            f"warning: {alias} PATH is deprecated here and goes in the next release; say "
+            f"--checkout PATH ({_ALIAS_NOW[alias]})",
             err=True,
         )
         return deprecated

@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Sequence
 from importlib.metadata import EntryPoint, entry_points
+from urllib.parse import urlsplit
 
 from bot.doctor_check import Check
 from bot.forges.base import RepoRef
@@ -77,6 +78,7 @@ def run_checks(
     checks += _guard("broker", broker)
     checks += _guard("forges", forges)
     checks += _guard("forge credentials", functools.partial(_forge_checks, s, repos))
+    checks += _guard("public url", functools.partial(public_url_check, s))
     for name, entry in sorted(registered_checks().items(), key=lambda kv: _order(kv[0])):
         checks += _guard(name, functools.partial(_run_registered, entry, s))
     return checks
@@ -96,6 +98,45 @@ def _admins(s: Settings) -> Check:
         )
     shared = " and the shared token (as 'admin')" if s.admin_token is not None else ""
     return Check("admins", "ok", f"named admins: {', '.join(named)}{shared}")
+
+
+# The quickstart's steps that say how to give the forges and reviewers an https address,
+# and how to make the link key, by their titles (a test holds them to the README).
+REACHABLE_STEP = "Make the endpoint reachable"
+SECRETS_STEP = "Secrets"
+
+
+def public_url_check(s: Settings) -> Check:
+    """The address draft PRs and status comments send reviewers to. Without it (or its
+    link key) jobs still run but post no job-page link; over plain http to anything but
+    this host, the forges' webhooks and the reviewers' sessions cross the network
+    unencrypted. Read from the settings only: the proxy the quickstart sets up answers
+    only /webhooks and /review, so there is no page of Ribbit's to ask for from here."""
+    url = s.reviewer.public_url
+    if url is None:
+        return Check(
+            "public url",
+            "warn",
+            "RIBBIT_REVIEWER__PUBLIC_URL is not set: PRs and status comments carry no link "
+            f"to the job page; set it to the https address the forge reaches "
+            f'(README quickstart, "{REACHABLE_STEP}")',
+        )
+    host = urlsplit(url).hostname or ""
+    if url.startswith("http://") and host not in ("127.0.0.1", "localhost", "::1"):
+        return Check(
+            "public url",
+            "warn",
+            f"{url} is plain http: put a reverse proxy with TLS or a tunnel in front and "
+            f'give its https address (README quickstart, "{REACHABLE_STEP}")',
+        )
+    if s.reviewer.link_secret is None:
+        return Check(
+            "public url",
+            "warn",
+            f"{url}, but RIBBIT_REVIEWER__LINK_SECRET is not set: no job-page link is "
+            f'signed, so none is posted; generate one (README quickstart, "{SECRETS_STEP}")',
+        )
+    return Check("public url", "ok", f"job pages linked at {url.rstrip('/')}/review/jobs/...")
 
 
 def _forge_checks(s: Settings, repos: Sequence[RepoRef]) -> list[Check]:

@@ -29,7 +29,6 @@ from typing import Any
 import yaml
 
 CHART = Path(__file__).resolve().parents[1] / "deploy" / "helm" / "ribbit"
-K8S_VERSION = "1.30.0"
 RELEASE = "rb"
 REVISION = 3
 NAMESPACE = "ribbit"
@@ -404,12 +403,33 @@ def manifests(
     return docs
 
 
-def validate(doc: dict[str, Any]) -> None:
-    """Kubernetes' OpenAPI schemas (kubernetes-validate, offline, strict: unknown fields
-    fail)."""
+def kube_version_floor() -> str:
+    """The oldest Kubernetes Chart.yaml's ``kubeVersion`` (``>=X.Y.Z-0``) lets Helm
+    install on, as ``X.Y.Z``."""
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    found = re.fullmatch(r">=\s*(\d+\.\d+\.\d+)(?:-0)?", str(chart["kubeVersion"]).strip())
+    if found is None:
+        raise AssertionError(f"kubeVersion {chart['kubeVersion']!r} is not of the form >=X.Y.Z-0")
+    return found.group(1)
+
+
+def kube_versions() -> tuple[str, str]:
+    """The versions a rendered document must be valid at: the floor kubeVersion claims
+    (a field newer than it would fail there, so kubeVersion cannot drift below what the
+    chart uses) and the newest whose schemas kubernetes-validate ships (no upper bound is
+    claimed, so an API removed since must fail too)."""
     import kubernetes_validate
 
-    kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+    return kube_version_floor(), str(kubernetes_validate.latest_version())
+
+
+def validate(doc: dict[str, Any], versions: tuple[str, ...] | None = None) -> None:
+    """Kubernetes' OpenAPI schemas (kubernetes-validate, offline, strict: unknown fields
+    fail), at each of ``versions`` (kube_versions() where not given)."""
+    import kubernetes_validate
+
+    for version in versions or kube_versions():
+        kubernetes_validate.validate(doc, version, strict=True)
 
 
 # CRDs the offline Kubernetes schemas do not include: their fields are checked by hand.

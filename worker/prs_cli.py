@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import click
 
 from bot.cli import settings_or_exit
@@ -31,8 +33,9 @@ def prs() -> None:
 @forge_option(FILTER_FORGE_HELP, default=None)
 @click.option("--dry-run", is_flag=True, help="Say what would change; change nothing.")
 @actor_option
+@click.option("--json", "as_json", is_flag=True, help="What was done to each PR as JSON.")
 def rejudge_command(
-    repo: RepoRef | None, forge: str | None, dry_run: bool, actor: str | None
+    repo: RepoRef | None, forge: str | None, dry_run: bool, actor: str | None, as_json: bool
 ) -> None:
     """Re-label open drafts an older judge passed: not verified by today's judge, they
     lose their closing keyword (Refs #N) and say "Not verified" at the top. Idempotent;
@@ -42,6 +45,10 @@ def rejudge_command(
         done = rejudge(db, forges, cli_actor(actor), repo=repo, forge=forge, dry_run=dry_run)
     finally:
         db.dispose()
+    if as_json:
+        prs = [item.to_json() for item in done]
+        click.echo(json.dumps({"judge": JUDGE_VERSION, "dry_run": dry_run, "prs": prs}))
+        return
     if not done:
         click.echo(f"no Ribbit PR was judged by another judge than {JUDGE_VERSION}")
     for item in done:

@@ -46,6 +46,19 @@ class Rejudged:
     pr: PrVerdict
     action: Action
 
+    def to_json(self) -> dict[str, object]:
+        """For `ribbit prs rejudge --json`: ``action`` is the Action's stable name, its
+        sentence (which may be reworded) is ``says``."""
+        return {
+            "forge": self.pr.forge,
+            "repo": self.pr.repo,
+            "pr": self.pr.pr_number,
+            "job_id": self.pr.job_id,
+            "judge": self.pr.judge,
+            "action": self.action.name.lower(),
+            "says": self.action.value,
+        }
+
 
 def judged_by_older(
     db: Database, repo: RepoRef | None = None, forge: str | None = None

@@ -1,5 +1,10 @@
 """Live updates in headless Chromium: a job's state change shows on the filtered jobs
-list, and a new queued job on the health page's queue depth, without a reload."""
+list, and a new queued job on the health page's queue depth, without a reload.
+
+The page replaces its list while the test reads it, so every read of the live part finds
+and reads in one script (read_all) and every wait takes a replaced element as "not yet"
+(live_wait): a find and a read as two WebDriver calls failed with
+StaleElementReferenceException on a loaded machine (issue #36)."""
 
 from __future__ import annotations
 
@@ -15,7 +20,7 @@ from bot.store.jobs import JobSpec
 from bot.web import create_app
 from bot.web.admin import overview
 from tests.plugins.admin import ADMIN_TOKEN, seed_jobs
-from tests.plugins.browser import csp_violations, shot
+from tests.plugins.browser import csp_violations, live_wait, read_all, shot
 from tests.plugins.services import free_port
 from tests.support import GITHUB_SECRET
 
@@ -54,11 +59,10 @@ def test_job_state_changes_appear_on_the_list_and_health_without_reload(
     live_served: tuple[str, Any], browser: Any
 ) -> None:
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import WebDriverWait
 
     base, app = live_served
     store = app.extensions["ribbit"].store
-    wait = WebDriverWait(browser, 30)
+    wait = live_wait(browser, 30)
     browser.get(f"{base}/admin/login")
     browser.find_element(By.ID, "token").send_keys(ADMIN_TOKEN)
     browser.find_element(By.ID, "login-submit").click()
@@ -67,15 +71,15 @@ def test_job_state_changes_appear_on_the_list_and_health_without_reload(
     # The list filtered to running jobs; a marker that a reload would wipe.
     browser.get(f"{base}/admin/?state=running")
     browser.execute_script("window.notReloaded = true;")
-    assert browser.find_element(By.ID, "job-total").text == "2"
-    links = {e.get_attribute("href") for e in browser.find_elements(By.CSS_SELECTOR, "a.job-link")}
+    assert read_all(browser, "#job-total") == ["2"]
+    links = set(read_all(browser, "a.job-link", "href"))
     assert links == {f"{base}/admin/jobs/{j}" for j in RUNNING}
 
     store.transition(RUNNING[0], "failed", reason="worker exploded")
 
     def running_rows(d: Any) -> list[str] | None:
-        rows = [e.get_attribute("href") for e in d.find_elements(By.CSS_SELECTOR, "a.job-link")]
-        return rows if len(rows) == 1 and d.find_element(By.ID, "job-total").text == "1" else None
+        rows = read_all(d, "a.job-link", "href")
+        return rows if len(rows) == 1 and read_all(d, "#job-total") == ["1"] else None
 
     assert wait.until(running_rows) == [f"{base}/admin/jobs/{RUNNING[1]}"]
     assert browser.execute_script("return window.notReloaded === true")
@@ -84,31 +88,22 @@ def test_job_state_changes_appear_on_the_list_and_health_without_reload(
     # Unfiltered: the other running job's badge turns to succeeded in place.
     browser.get(f"{base}/admin/")
     browser.execute_script("window.notReloaded = true;")
-    row = f"a.job-link[href='/admin/jobs/{RUNNING[1]}']"
-    assert (
-        browser.find_element(By.CSS_SELECTOR, row)
-        .find_element(By.XPATH, "../../td/span[contains(@class, 'badge')]")
-        .text
-        == "running"
-    )
+    # The state badge in the row of the link to the other running job.
+    badge = f"tr:has(a.job-link[href='/admin/jobs/{RUNNING[1]}']) > td > span.badge"
+    assert read_all(browser, badge) == ["running"]
     store.transition(RUNNING[1], "succeeded")
-
-    def badge(d: Any) -> str:
-        link = d.find_element(By.CSS_SELECTOR, row)
-        return str(link.find_element(By.XPATH, "../../td/span[contains(@class, 'badge')]").text)
-
-    wait.until(lambda d: badge(d) == "succeeded")
+    wait.until(lambda d: read_all(d, badge) == ["succeeded"])
     assert browser.execute_script("return window.notReloaded === true")
     shot(browser, "live-jobs")
 
     # Health: a new queued job raises the queue depth on the open page.
     browser.get(f"{base}/admin/health")
     browser.execute_script("window.notReloaded = true;")
-    depth = int(browser.find_element(By.ID, "queue-depth").text)
+    [depth] = [int(shown) for shown in read_all(browser, "#queue-depth")]
     with app.extensions["ribbit"].db.session() as session:
         spec = JobSpec(kind="solve", forge="github", repo="acme/new", issue_number=7, actor="a")
         assert store.create(session, spec) is not None
-    wait.until(lambda d: d.find_element(By.ID, "queue-depth").text == str(depth + 1))
+    wait.until(lambda d: read_all(d, "#queue-depth") == [str(depth + 1)])
     assert browser.execute_script("return window.notReloaded === true")
     shot(browser, "live-health")
     assert csp_violations(browser) == []

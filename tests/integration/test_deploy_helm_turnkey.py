@@ -28,6 +28,8 @@ from tests.helm_render import (
     by_name,
     chart_values,
     default_values,
+    kube_version_floor,
+    kube_versions,
     manifests,
     render,
     validate,
@@ -387,3 +389,60 @@ def test_one_gpu_node_values_say_how_to_install_them() -> None:
     assert f"-f deploy/helm/ribbit/{ONE_GPU_NODE}" in header
     assert "scripts/push-images.sh --print" in header
     assert os.access(ROOT / "scripts" / "push-images.sh", os.X_OK)
+
+
+# -- the one-GPU node opened to the forges, and watched ---------------------------------------
+
+
+def _one_gpu_node_opened() -> dict[str, Any]:
+    """values-one-gpu-node.yaml with what its header says to set for webhooks (the
+    Ingress with its host and TLS secret) and the Prometheus Operator's monitors on."""
+    values = chart_values(ONE_GPU_NODE)
+    values["ingress"].update(enabled=True, host="ribbit.example.com", tlsSecret="ribbit-tls")
+    values["metrics"]["serviceMonitor"]["enabled"] = True
+    values["metrics"]["allowScrape"] = True
+    return values
+
+
+def test_one_gpu_node_opened_to_the_forges_renders_valid_at_every_claimed_version() -> None:
+    header = (CHART / ONE_GPU_NODE).read_text().split("\n\n")[0]
+    assert "ingress.enabled=true, ingress.host and ingress.tlsSecret" in " ".join(header.split())
+    docs = manifests(_one_gpu_node_opened())
+    floor, newest = kube_versions()
+    assert floor == "1.29.0"  # the worker's native sidecar (restartPolicy: Always)
+    for doc in docs:
+        if doc["kind"] not in CRD_KINDS:
+            validate(doc, (floor, newest))
+    ingress = by_name(docs, "Ingress", "-web")
+    service = by_name(docs, "Service", "-web")
+    routes = {
+        p["path"]: p["backend"]["service"]
+        for rule in ingress["spec"]["rules"]
+        for p in rule["http"]["paths"]
+    }
+    # /review: the page every draft PR's body sends its reviewer to.
+    assert set(routes) == {"/webhooks", "/admin", "/review"}
+    ports = {p["name"] for p in service["spec"]["ports"]}
+    for backend in routes.values():
+        assert backend["name"] == service["metadata"]["name"] and backend["port"]["name"] in ports
+    assert ingress["spec"]["tls"] == [{"hosts": ["ribbit.example.com"], "secretName": "ribbit-tls"}]
+    monitor = by_name(docs, "ServiceMonitor", "-web")
+    assert (
+        monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    )
+    assert {e["port"] for e in monitor["spec"]["endpoints"]} <= ports
+    assert by_name(docs, "PodMonitor", "-worker")
+
+
+def test_kube_version_floor_is_what_the_worker_needs() -> None:
+    # The worker's native sidecar (an init container with restartPolicy: Always) is an
+    # unknown field in 1.27's schema; 1.28 has it behind an alpha feature gate, off by
+    # default, and 1.29 turns it on: so the floor is 1.29, and validating at the floor
+    # (kube_versions) fails the day kubeVersion drops below what the schema knows.
+    import kubernetes_validate
+
+    worker = by_name(manifests(chart_values(ONE_GPU_NODE)), "Deployment", "-worker")
+    with pytest.raises(kubernetes_validate.ValidationError, match="restartPolicy"):
+        validate(worker, ("1.27.0",))
+    assert tuple(int(n) for n in kube_version_floor().split(".")) >= (1, 29, 0)
+    validate(worker, (kube_version_floor(),))

@@ -18,7 +18,7 @@ import pytest
 
 from bot.settings import ReviewerSettings
 from tests.fakes import ScriptedPolicy
-from tests.plugins.browser import csp_violations, shot
+from tests.plugins.browser import csp_violations, live_wait, shot
 from tests.plugins.e2e import GOOD_SCRIPT, bot_comments, label_issue, new_repo, wait_for
 from tests.plugins.services import free_port
 from tests.support import LINK_SECRET
@@ -64,7 +64,6 @@ def test_reviewer_follows_the_status_link_and_watches_turns_rise(
     forge_world: Any, deployment_for: Any, browser: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import WebDriverWait
 
     policy = SteppedPolicy(GOOD_SCRIPT)
     monkeypatch.setattr("worker.agent.load_policy", lambda *a, **k: policy)
@@ -94,7 +93,7 @@ def test_reviewer_follows_the_status_link_and_watches_turns_rise(
         assert match, body
         link = match.group(1)
         assert link.startswith(f"{dep.url}/review/jobs/{job.id}?sig=")
-        wait = WebDriverWait(browser, 30)
+        wait = live_wait(browser, 30)
 
         # Without the signature, with an altered one, or another job's: refused, nothing shown.
         browser.get(f"{dep.url}/review/jobs/{job.id}")

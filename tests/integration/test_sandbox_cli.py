@@ -24,9 +24,9 @@ def backend_args(settings: SandboxSettings) -> list[str]:
     return args
 
 
-def run_cli(settings: SandboxSettings, workspace: Path, *args: str) -> tuple[int, str, str]:
+def run_cli(settings: SandboxSettings, checkout: Path, *args: str) -> tuple[int, str, str]:
     result = CliRunner().invoke(
-        sandbox, ["run", *backend_args(settings), "--workspace", str(workspace), *args]
+        sandbox, ["run", *backend_args(settings), "--checkout", str(checkout), *args]
     )
     return result.exit_code, result.stdout, result.stderr
 
@@ -105,7 +105,7 @@ def test_sandbox_cli_runs_as_module(
             "run",
             "--backend",
             "bubblewrap",
-            "--workspace",
+            "--checkout",
             str(source_repo),
             "--",
             "sh",

@@ -6,7 +6,9 @@ Screenshots land in test-artifacts/dashboard/.
 
 Fixtures: ``browser`` (a Chromium driver) and ``served`` (the app with seeded jobs,
 outcomes and a training run, over real HTTP). Helpers: :func:`shot`,
-:func:`csp_violations`, :func:`seed_training_run`.
+:func:`csp_violations`, :func:`seed_training_run`, and for pages that re-render
+themselves (the live jobs list, the health page, the reviewer page) :func:`live_wait` and
+:func:`read_all`.
 """
 
 from __future__ import annotations
@@ -131,3 +133,33 @@ def csp_violations(driver: Any) -> list[str]:
         for e in driver.get_log("browser")
         if "Content Security Policy" in e["message"] or "Refused to" in e["message"]
     ]
+
+
+def live_wait(driver: Any, timeout: float) -> Any:
+    """A WebDriverWait for a live page: a condition that finds an element the page then
+    replaces (admin_live.js swaps the list's HTML when its version changes) and reads it
+    gets StaleElementReferenceException; that look counts as "not yet", and the next one
+    finds the new element."""
+    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    return WebDriverWait(driver, timeout, ignored_exceptions=(StaleElementReferenceException,))
+
+
+# One script both finds and reads: the page's own scripts run on the same thread, so no
+# swap can come between the two, as it can between two WebDriver calls.
+_READ_ALL = """
+var property = arguments[1];
+return Array.from(document.querySelectorAll(arguments[0]), function (element) {
+  var value = element[property];
+  return typeof value === "string" ? value.trim() : String(value);
+});
+"""
+
+
+def read_all(driver: Any, css: str, prop: str = "innerText") -> list[str]:
+    """``prop`` of every element ``css`` matches, found and read in one script:
+    ``innerText`` is what WebElement.text gives, ``href`` the absolute link that
+    WebElement.get_attribute("href") gives."""
+    found = driver.execute_script(_READ_ALL, css, prop)
+    return [str(value) for value in found]

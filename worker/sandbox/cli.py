@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from bot.cli_options import checkout_option
 from worker.sandbox import SandboxError, check_backends, open_sandbox
 from worker.sandbox.backend_option import backend_option
 from worker.sandbox.setup import exec_with_egress
@@ -31,12 +32,7 @@ def sandbox() -> None:
 
 @sandbox.command("run", context_settings={"ignore_unknown_options": True})
 @backend_option
-@click.option(
-    "--workspace",
-    type=click.Path(exists=True, file_okay=False, path_type=Path),
-    required=True,
-    help="Checkout to copy into /workspace (it is not modified).",
-)
+@checkout_option("Copied into /workspace; it is not modified", deprecated_alias="--workspace")
 @click.option(
     "--timeout",
     type=click.FloatRange(min=0.1),
@@ -61,7 +57,7 @@ def sandbox() -> None:
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def run(
     backend: str | None,
-    workspace: Path,
+    checkout: Path,
     timeout: float,
     memory_mb: int | None,
     network: bool,
@@ -69,7 +65,7 @@ def run(
     image: str | None,
     command: tuple[str, ...],
 ) -> None:
-    """Run COMMAND in a sandbox over a copy of --workspace; print its output and exit
+    """Run COMMAND in a sandbox over a copy of --checkout; print its output and exit
     with its status."""
     settings = _settings(
         backend=backend,
@@ -79,7 +75,7 @@ def run(
         image=image,
     )
     try:
-        with open_sandbox(settings, workspace, network=network) as sb:
+        with open_sandbox(settings, checkout, network=network) as sb:
             done = exec_with_egress(sb, list(command), settings, timeout=timeout)
             result = done.result
     except SandboxError as exc:

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import click
 import pytest
 from click.testing import CliRunner, Result
 
 from bot.cli import main
 from bot.cli_errors import describe_failure
+from bot.cli_options import RepoRefType
 from bot.settings import Settings
+from tests.cli_walk import leaf_commands
 
 UNREACHABLE = "postgresql://u:secret-pw@127.0.0.1:1/x"
 # Commands from each package that open the database first thing.
@@ -129,3 +132,64 @@ def test_cli_errors_a_configured_secret_never_reaches_the_message() -> None:
 def test_cli_errors_a_missing_postgres_driver_says_which_extra() -> None:
     exc = ModuleNotFoundError("No module named 'psycopg'", name="psycopg")
     assert "ribbit[postgres]" in describe_failure(exc, None)
+
+
+# -- every command ---------------------------------------------------------------------------
+
+LEAVES = leaf_commands()
+
+
+def _value_for(param: click.Parameter, tmp_path: Path) -> str:
+    """A value click accepts for ``param``, so the command itself is reached."""
+    kind = param.type
+    if isinstance(kind, click.Path):
+        if kind.dir_okay:
+            return str(tmp_path)
+        target = tmp_path / "given-file"
+        target.write_text("{}\n")
+        return str(target)
+    if isinstance(kind, click.Choice):
+        return str(kind.choices[0])
+    if isinstance(kind, RepoRefType):
+        return "acme/widget"
+    if isinstance(kind, (click.types.IntParamType, click.types.FloatParamType)):
+        return "1"
+    return "x"
+
+
+def _required_args(command: click.Command, tmp_path: Path) -> list[str]:
+    args: list[str] = []
+    for param in command.params:
+        if isinstance(param, click.Option) and param.required:
+            args += (
+                [param.opts[0]] if param.is_flag else [param.opts[0], _value_for(param, tmp_path)]
+            )
+    for param in command.params:
+        if isinstance(param, click.Argument) and param.required:
+            given = _value_for(param, tmp_path)
+            args += ["--", given] if param.nargs == -1 else [given]
+    return args
+
+
+def test_cli_errors_the_walk_reaches_every_package_s_commands() -> None:
+    # A walk that missed the entry points would leave most commands out of the test below.
+    assert {("serve",), ("worker",), ("gates",), ("train",), ("envs", "build")} <= set(LEAVES)
+    assert len(LEAVES) >= 40
+
+
+@pytest.mark.parametrize("path", sorted(LEAVES), ids=" ".join)
+def test_cli_errors_every_command_s_unexpected_failure_is_one_line(
+    path: tuple[str, ...], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Whatever fails inside any command, registered by any package, reaches the operator
+    # as one line: the command is made to fail the way a bug would, after click parsed it.
+    monkeypatch.setenv("RIBBIT_DATA_DIR", str(tmp_path / "data"))
+    command = LEAVES[path]
+
+    def broken(*_args: object, **_kwargs: object) -> None:
+        raise RuntimeError("the command fell over\nsecond line")
+
+    monkeypatch.setattr(command, "callback", broken)
+    error = one_line_error([*path, *_required_args(command, tmp_path)])
+    assert error.startswith("Error: RuntimeError: the command fell over (unexpected;"), error
+    assert "second line" not in error

@@ -14,24 +14,12 @@ from click.testing import CliRunner
 
 from bot.cli import main
 from bot.cli_options import REPO_HELP, RepoRefType, checkout_option
+from tests.cli_walk import cli_commands
 from tests.unit.worker.gates.helpers import make_patch, repo_with
 from worker.sandbox.backend_option import BACKEND_CHOICE, BACKENDS
 from worker.settings import SandboxSettings
 
-
-def _commands(
-    group: click.Group, ctx: click.Context, path: tuple[str, ...] = ()
-) -> Iterator[tuple[tuple[str, ...], click.Command]]:
-    # Through the lazy group, so the entry-point-registered commands are walked too.
-    for name in group.list_commands(ctx):
-        command = group.get_command(ctx, name)
-        assert command is not None, name
-        yield (*path, name), command
-        if isinstance(command, click.Group):
-            yield from _commands(command, click.Context(command, parent=ctx), (*path, name))
-
-
-COMMANDS = dict(_commands(main, click.Context(main)))
+COMMANDS = cli_commands()
 
 
 def _with(flag: str) -> list[tuple[tuple[str, ...], click.Option]]:
@@ -72,7 +60,13 @@ def test_a_hidden_repo_is_only_the_deprecated_checkout_spelling() -> None:
 
 def test_checkout_is_always_an_existing_directory() -> None:
     found = _with("--checkout")
-    assert len(found) == 4
+    assert sorted(path for path, _ in found) == [
+        ("envs", "build"),
+        ("envs", "from-outcomes"),
+        ("gates",),
+        ("run",),
+        ("sandbox", "run"),
+    ]
     for path, param in found:
         assert isinstance(param.type, click.Path), path
         assert param.type.exists and param.type.dir_okay and not param.type.file_okay, path
@@ -137,6 +131,48 @@ def test_gates_with_the_old_spelling_judges_the_same(tmp_path: Path) -> None:
     assert "deprecated" in old.stderr and "deprecated" not in new.stderr
 
 
+def test_a_local_directory_has_no_other_shown_name() -> None:
+    # `sandbox run` called it --workspace; only the hidden deprecated spelling is left.
+    assert not [path for path, p in _with("--workspace") if not p.hidden]
+    [(path, old)] = _with("--workspace")
+    assert path == ("sandbox", "run") and (old.help or "").startswith("Deprecated spelling")
+
+
+def test_sandbox_run_with_the_old_spelling_runs_over_the_same_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import contextlib
+
+    import worker.sandbox.cli as sandbox_cli
+    from worker.sandbox.base import ExecResult
+    from worker.sandbox.setup import EgressRun
+
+    opened: list[Path] = []
+
+    @contextlib.contextmanager
+    def open_sandbox(_settings: object, checkout: Path, *, network: bool) -> Iterator[object]:
+        opened.append(checkout)
+        yield object()
+
+    def exec_with_egress(_sb: object, argv: list[str], *_a: object, **_k: object) -> EgressRun:
+        return EgressRun(ExecResult(0, " ".join(argv) + "\n", "", 0.0), False, ())
+
+    monkeypatch.setattr(sandbox_cli, "open_sandbox", open_sandbox)
+    monkeypatch.setattr(sandbox_cli, "exec_with_egress", exec_with_egress)
+    new = CliRunner().invoke(main, ["sandbox", "run", "--checkout", str(tmp_path), "--", "ls"])
+    old = CliRunner().invoke(main, ["sandbox", "run", "--workspace", str(tmp_path), "--", "ls"])
+    assert new.exit_code == old.exit_code == 0, (new.output, old.output)
+    assert opened == [tmp_path, tmp_path]
+    assert new.stdout == old.stdout == "ls\n" and new.stderr == ""
+    [warning] = old.stderr.splitlines()
+    assert warning.startswith("warning: --workspace PATH is deprecated") and "--checkout" in warning
+
+
+def test_checkout_option_knows_each_old_spelling_it_is_given() -> None:
+    with pytest.raises(ValueError, match="no old spelling"):
+        checkout_option("The repository", deprecated_alias="--dir")
+
+
 # -- validation ----------------------------------------------------------------------------
 
 
@@ -163,3 +199,30 @@ def test_envs_checks_the_name_it_is_given(command: str, tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["envs", command, "--name", "acme", "--forge", "github"])
     assert result.exit_code == 2, result.output
     assert "Invalid value for '--name'" in result.output and "Traceback" not in result.output
+
+
+# -- --json ---------------------------------------------------------------------------------
+
+# Each command whose output a script reads (issue #36 item 6 named the first seven).
+SCRIPT_READ = [
+    ("pause",),
+    ("resume",),
+    ("model", "promote"),
+    ("model", "rollback"),
+    ("model", "verify"),
+    ("db", "check"),
+    ("sandbox", "check"),
+    ("doctor",),
+    ("jobs", "show"),
+    ("outcomes",),
+    ("model", "list"),
+    ("envs", "list"),
+    ("data", "list"),
+    ("prs", "rejudge"),
+]
+
+
+@pytest.mark.parametrize("path", SCRIPT_READ, ids=" ".join)
+def test_a_command_a_script_reads_has_json(path: tuple[str, ...]) -> None:
+    [option] = [p for p in COMMANDS[path].params if "--json" in getattr(p, "opts", ())]
+    assert isinstance(option, click.Option) and option.is_flag, path

@@ -5,6 +5,7 @@ audits nothing); verified drafts, today's verdicts and closed PRs are left alone
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from click.testing import CliRunner
 from bot.forges.base import PullRequest, PullRequestRef, RepoRef
 from bot.store import audit
 from bot.store.db import Database
-from bot.store.records.gate_report import GateReport, GateResult, Verdict
+from bot.store.records.gate_report import JUDGE_VERSION, GateReport, GateResult, Verdict
 from bot.store.tables import Job
 from tests.fakes import FakeForge
 from worker import prs_cli
@@ -224,6 +225,28 @@ def test_the_command_names_its_actor_and_honours_dry_run(
     [row] = audit.recent(db)
     assert row.actor.startswith("alice (cli, os user ")
     assert runner.invoke(prs_cli.prs, ["rejudge", "--actor", "bob (session)"]).exit_code == 2
+
+
+def test_the_command_says_what_it_did_as_json_for_a_script(
+    db: Database, ribbit_prs: FakeForge, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(prs_cli, "_services", lambda: (db, _forges(ribbit_prs)))
+    monkeypatch.setattr(db, "dispose", lambda: None)  # the fixture's in-memory database
+    runner = CliRunner()
+    args = ["rejudge", "--repo", "acme/calc", "--actor", "alice", "--json"]
+    dry = runner.invoke(prs_cli.prs, [*args, "--dry-run"])
+    assert dry.exit_code == 0, dry.output
+    said = json.loads(dry.stdout)
+    assert said["judge"] == JUDGE_VERSION and said["dry_run"] is True
+    [pr] = [p for p in said["prs"] if p["pr"] == 100]
+    assert pr["forge"] == "github" and pr["repo"] == "acme/calc"
+    assert pr["action"] == "would_relabel" and pr["says"] == Action.WOULD_RELABEL.value
+    assert audit.recent(db) == []
+    done = json.loads(runner.invoke(prs_cli.prs, args).stdout)
+    assert done["dry_run"] is False
+    assert [p["action"] for p in done["prs"] if p["pr"] == 100] == ["relabelled"]
+    again = json.loads(runner.invoke(prs_cli.prs, args).stdout)
+    assert [p["action"] for p in again["prs"] if p["pr"] == 100] == ["already"]
 
 
 # -- the body itself -------------------------------------------------------------------------

@@ -12,9 +12,9 @@ fix's test files on the parent's code and on the fixed tree; the verdict must be
 finding. A test the fix adds that already passes on the parent (``new_passing``) must not
 be named as evidence.
 
-Twenty-two fixes today (Python: parse x3, cachetools 7.0.2, humanize x2, pathspec,
-semantic_version, marshmallow, sqlparse x3, python-tabulate, python-semver; Go: semver,
-go-radix, go-humanize; Rust: version_check x2, rust-shlex; JavaScript: jshttp/cookie on
+Twenty-three fixes today (Python: parse x3, cachetools 7.0.2, humanize x2, pathspec,
+semantic_version, marshmallow, sqlparse x3, python-tabulate, python-semver, structlog;
+Go: semver, go-radix, go-humanize; Rust: version_check x2, rust-shlex; JavaScript: jshttp/cookie on
 mocha, broofa/mime's TypeScript compiled by its ``pretest`` and tested by ``node
 --test``): one ``ribbit gates`` run per fix, 10 to 90 seconds each, the projects side by
 side (the slow tier). The Go and Rust trees are Debian's ``.orig`` tarballs of the
@@ -29,8 +29,9 @@ READMEs: a release's files as the base (each README says how they stand to the f
 parent), the fix's hunks as the next release's sdist has them. Their layouts differ on
 purpose: a ``src/`` layout (python-semver, with a conftest, pytest-cov and
 ``--import-mode=importlib`` from its own ``setup.cfg``), a ``test/`` folder
-(python-tabulate). python-semver's own code reads frames, so its verdict carries a
-warning the base shares (``BASE_READS_FRAMES``)."""
+(python-tabulate), PEP 735 dependency groups (structlog, its ``tests`` group installed
+from PyPI). python-semver's and structlog's own code reads frames, so their verdicts
+carry warnings the base shares (``BASE_READS_FRAMES``)."""
 
 from __future__ import annotations
 
@@ -69,6 +70,9 @@ class RealFix:
     toolchain: str  # the host binary the project's tests need
     # Tests the fix adds that already pass on the parent's code: no evidence.
     new_passing: frozenset[str] = frozenset()
+    # The base's own files whose frame reads the tests gate reports as warnings
+    # ("tamper-in-base"): code that reads frames for its own ends, with or without the fix.
+    base_reads_frames_in: frozenset[str] = frozenset()
 
 
 CORPUS = (
@@ -399,7 +403,9 @@ CORPUS = (
 # Python fixes, second batch: python-semver's deprecation decorator reads its caller's frame
 # (``inspect.currentframe().f_back``) whenever a test calls a deprecated function, on the
 # base code and with the fix alike, so the watched run holds a frame access the gate
-# reports as a warning, "tamper-in-base", beside its verified verdict.
+# reports as a warning, "tamper-in-base", beside its verified verdict. structlog does the
+# same wherever it finds a log line's call site (``sys._getframe``) or renders a
+# traceback (``tb_frame``).
 BASE_READS_FRAMES = (
     RealFix(
         fixture="python-semver",
@@ -413,6 +419,33 @@ BASE_READS_FRAMES = (
         "should defer to the other operand.",
         fail_to_pass=frozenset({"tests/test_subclass.py::test_compare_with_subclass"}),
         toolchain="python3",
+        base_reads_frames_in=frozenset({"src/semver/_deprecated.py"}),
+    ),
+    # PEP 735: the tests live in [dependency-groups], not in an extra (issue #35).
+    RealFix(
+        fixture="structlog",
+        patches=("base.patch",),
+        fix="fix.patch",
+        repo="hynek/structlog",
+        commit="c44431c544095e61163598372737c1c76a91790f",
+        licence="MIT OR Apache-2.0",
+        issue="MaybeTimeStamper overwrites a custom key (#747)\nMaybeTimeStamper(key="
+        "'timestamp2') replaces a timestamp2 the event already has: it checks for "
+        "'timestamp', not its own key.",
+        fail_to_pass=frozenset(
+            {"tests/processors/test_renderers.py::TestMaybeTimeStamper::test_overwrite_custom_key"}
+        ),
+        toolchain="python3",
+        # A logging library: it finds its callers' frames to name where a line was logged.
+        base_reads_frames_in=frozenset(
+            {
+                "src/structlog/_frames.py",
+                "src/structlog/_native.py",
+                "src/structlog/stdlib.py",
+                "src/structlog/threadlocal.py",
+                "src/structlog/tracebacks.py",
+            }
+        ),
     ),
 )
 
@@ -440,20 +473,32 @@ def _findings(report: dict[str, Any]) -> list[dict[str, Any]]:
 Judge = Callable[[RealFix], GatesResult]
 
 
+def _selected(session: pytest.Session) -> set[RealFix]:
+    """The fixes whose tests this run kept (after ``-k`` and the like)."""
+    chosen: set[RealFix] = set()
+    for item in session.items:
+        callspec = getattr(item, "callspec", None)
+        fix = callspec.params.get("fix") if callspec is not None else None
+        if isinstance(fix, RealFix):
+            chosen.add(fix)
+    return chosen
+
+
 @pytest.fixture(scope="module")
-def judge(tmp_path_factory: pytest.TempPathFactory) -> Judge:
-    """``ribbit gates`` on every fix the machine has the toolchain for, once per module,
-    side by side (tests.support.gates_side_by_side): the tests below read one report
-    each. A data dir per project, so two fixes of one project share the cached set-up,
-    as two jobs on one repository would, and run one after the other."""
+def judge(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Judge:
+    """``ribbit gates`` on every fix this run selected that the machine has the toolchain
+    for, once per module, side by side (tests.support.gates_side_by_side): the tests below
+    read one report each, and ``-k`` on one fix judges that fix alone. A data dir per
+    project, so two fixes of one project share the cached set-up, as two jobs on one
+    repository would, and run one after the other."""
     reports: dict[RealFix, GatesResult] = {}
 
-    def judge_all() -> None:
+    def judge_all(wanted: set[RealFix]) -> None:
         queues: dict[str, list[GatesRun]] = {}
         data: dict[str, Path] = {}
         fixes: dict[GatesRun, RealFix] = {}
         for fix in (*CORPUS, *BASE_READS_FRAMES):
-            if shutil.which(fix.toolchain) is None:
+            if fix not in wanted or shutil.which(fix.toolchain) is None:
                 continue
             run = GatesRun(
                 _base_repo(fix, tmp_path_factory.mktemp(_case_id(fix))),
@@ -470,8 +515,8 @@ def judge(tmp_path_factory: pytest.TempPathFactory) -> Judge:
     def run(fix: RealFix) -> GatesResult:
         require_service(shutil.which("bwrap") is not None, "bubblewrap")
         require_service(shutil.which(fix.toolchain) is not None, fix.toolchain)
-        if not reports:
-            judge_all()
+        if fix not in reports:
+            judge_all((_selected(request.session) - reports.keys()) | {fix})
         return reports[fix]
 
     return run
@@ -518,4 +563,5 @@ def test_a_real_fix_on_code_that_reads_frames_is_verified_with_a_warning(
     assert [f for f in findings if f["severity"] == "error"] == []
     # Only the base's own frame access, named where it happens, and never blocking.
     tamper = {(f["rule"], f["severity"], f["path"]) for f in findings if "tamper" in f["rule"]}
-    assert tamper == {("tamper-in-base", "warning", "src/semver/_deprecated.py")}, findings
+    expected = {("tamper-in-base", "warning", path) for path in fix.base_reads_frames_in}
+    assert tamper == expected, findings

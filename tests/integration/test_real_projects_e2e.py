@@ -17,7 +17,13 @@ sandbox image's toolchains, in Podman through the docker SDK).
   ``naturaldate``; ``src/`` layout, parametrised tests; vendored as patches) with no
   ``.ribbit.yml``: the detected ``pip install -e '.[tests]'`` builds it with hatch-vcs
   and installs its tests extra (freezegun, which the fix's test uses) from PyPI through
-  the registry proxy.
+  the registry proxy. hynek/structlog c44431c (#747, ``MaybeTimeStamper`` with a custom
+  key; from PyPI's 25.4.0 and 25.5.0 sdists, vendored as patches) with no
+  ``.ribbit.yml``: PEP 735, its ``[dependency-groups] tests`` group detected and
+  installed from PyPI (pytest-asyncio, freezegun, pretend, ...), the build hatch-vcs.
+  pallets/itsdangerous #296 (a timestamp past year 9999; ``src/`` layout tested through
+  tox) with no ``.ribbit.yml``: the detected set-up installs what tox's ``[testenv]``
+  names, ``requirements/tests.txt`` (freezegun), beside the package.
   tkem/cachetools c1cb338 (#200, vendored as patches; its tests are mixin
   methods every cache class inherits) with no ``.ribbit.yml`` runs the same way, but
   its fix deletes a test (folded into the two it adds), which the gates block: that
@@ -36,8 +42,9 @@ sandbox image's toolchains, in Podman through the docker SDK).
 - Rust: comex/rust-shlex's fix for GHSA-r7qv-8r2h-pg27 (tests in the tree, named by
   the issue), taken out of 1.3.0.
 
-The Go and Rust fixtures, cachetools and humanize are vendored with their licences
-(tests/fixtures/*/README.md); all but humanize need no downloaded dependency. toolz
+The Go and Rust fixtures, cachetools, humanize, structlog and itsdangerous are vendored
+with their licences (tests/fixtures/*/README.md); all but humanize, structlog and
+itsdangerous need no downloaded dependency. toolz
 needs none either: ``pip install -e .`` installs it into the job's virtualenv (the proxy
 is up, but nothing is fetched: setup.py develop uses the image's setuptools).
 """
@@ -351,6 +358,57 @@ def _mime(tmp: Path, request: pytest.FixtureRequest) -> RealFix:
     )
 
 
+def _structlog(tmp: Path, request: pytest.FixtureRequest) -> RealFix:
+    base = _from_patch(FIXTURES / "structlog" / "base.patch", tmp / "structlog-base")
+    fixed = _with_patch(base, FIXTURES / "structlog" / "fix.patch", tmp / "structlog")
+    return RealFix(
+        repo="hynek/structlog",
+        base=base,
+        fixed=fixed,
+        issue=(
+            "MaybeTimeStamper overwrites a timestamp under a custom key",
+            "MaybeTimeStamper(key='timestamp2') replaces an event's timestamp2 that is "
+            "already set: it checks for 'timestamp', not for its own key, so with a custom "
+            "key it behaves like TimeStamper.",
+        ),
+        tool="python3",
+        targets=("test_overwrite_custom_key",),
+        target_ids=(
+            "tests/processors/test_renderers.py::TestMaybeTimeStamper::test_overwrite_custom_key",
+        ),
+        # PEP 735: its [dependency-groups] tests group, from PyPI, on pip's command line
+        # (the sandbox's pip has no --group); the build is hatchling with hatch-vcs.
+        detected_setup=(
+            "pip install -e . 'freezegun>=0.2.8' pretend 'pytest-asyncio>=0.17' "
+            "'pytest>=6.0' simplejson"
+        ),
+    )
+
+
+def _itsdangerous(tmp: Path, request: pytest.FixtureRequest) -> RealFix:
+    base = _from_patch(FIXTURES / "itsdangerous" / "base.patch", tmp / "itsdangerous-base")
+    fixed = _with_patch(base, FIXTURES / "itsdangerous" / "fix.patch", tmp / "itsdangerous")
+    return RealFix(
+        repo="pallets/itsdangerous",
+        base=base,
+        fixed=fixed,
+        issue=(
+            "unsign crashes on a timestamp past year 9999",
+            "TimestampSigner.unsign(b'value.TgPVoaGhoQ.AGBfQ6G6cr07byTRt0zAdPljHOY') "
+            "raises ValueError: year is out of range, instead of BadTimeSignature.",
+        ),
+        tool="python3",
+        targets=("test_malformed_future_timestamp",),
+        target_ids=(
+            "tests/test_itsdangerous/test_timed.py::TestTimestampSigner"
+            "::test_malformed_future_timestamp",
+        ),
+        # What tox's [testenv] installs: requirements/tests.txt (freezegun), beside the
+        # src/ layout's package, editable.
+        detected_setup="pip install -e . -r requirements/tests.txt",
+    )
+
+
 PROJECTS: dict[str, Callable[[Path, pytest.FixtureRequest], RealFix]] = {
     "toolz": _toolz,
     # No .ribbit.yml: pytest and `pip install -e .` (its setup.py) detected.
@@ -363,6 +421,10 @@ PROJECTS: dict[str, Callable[[Path, pytest.FixtureRequest], RealFix]] = {
     "cookie": _cookie,
     # No .ribbit.yml: TypeScript compiled by its pretest (tsc), tested by node --test.
     "mime": _mime,
+    # No .ribbit.yml: PEP 735, its tests group installed; src/ layout, hatch-vcs build.
+    "structlog": _structlog,
+    # No .ribbit.yml: src/ layout tested through tox, its requirements file from tox.ini.
+    "itsdangerous": _itsdangerous,
 }
 
 
@@ -372,9 +434,12 @@ PROJECTS: dict[str, Callable[[Path, pytest.FixtureRequest], RealFix]] = {
 # it from), so the job stops there by design; toolz-detected is Python on docker.
 # cookie and mime: issue #35 asks for the local forge on bubblewrap, and CI's time is
 # near its budget (the image's Node 18 would run mocha too, and mime's tests with no
-# per-test report; not tried there). A project added to
+# per-test report; not tried there). structlog and itsdangerous: the same issue's PEP 735
+# and tox cases, on bubblewrap as it asks (not tried on docker). A project added to
 # PROJECTS runs on both backends unless listed here.
-BUBBLEWRAP_ONLY = frozenset({"toolz", "go-version", "shlex", "cookie", "mime"})
+BUBBLEWRAP_ONLY = frozenset(
+    {"toolz", "go-version", "shlex", "cookie", "mime", "structlog", "itsdangerous"}
+)
 CASES = [
     pytest.param(name, backend, id=f"{name}-{backend}")
     for name in PROJECTS

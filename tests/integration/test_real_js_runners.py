@@ -115,7 +115,7 @@ def test_commanders_fix_under_npx_jest_is_verified_by_the_tools_tests(gates: Gat
 
 def test_the_gate_log_shows_what_jest_was_told_and_the_argv_the_tests_saw(gates: Gates) -> None:
     logs = _tests_gate(gates(NPX_JEST)[1])["logs"]
-    assert "$ npx jest\n# ran: jest --ci --json '--outputFile=$RIBBIT_JUNIT'" in logs
+    assert "$ npx jest\n# ran: jest --ci --json '--outputFile=<in-memory>'" in logs
     assert "the tests' process.argv is node node_modules/.bin/jest" in logs
     assert "unknown option '--ci'" not in logs
 

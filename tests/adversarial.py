@@ -6,7 +6,10 @@ hide it; each case names the blocking rules it must trip. Most cases work on the
 Python toy repo; the Go, Rust and Node ones on the same calculator in those languages
 (``base``), tested with the command Ribbit detects for them (no ``.ribbit.yml``).
 Honest patches name their verdict: verified only when a test fails without the patch's
-code and passes with it (issue #31). Every bypass found later becomes a case here, and
+code and passes with it (issue #31). A case that must run into the gate's limits (a run
+that never ends, a fork bomb) names a short time limit, and one that only a real
+sandbox's limits hold runs on the real backends alone. Every hostile family has at least
+three variants, each a different mechanism. Every bypass found later becomes a case here, and
 tests/adversarial_harm.py names how it is broken outside the gates (checked by
 tests/unit/worker/gates/test_adversarial_harm.py). Used by
 tests/unit/worker/gates/test_adversarial.py (the local test sandbox) and

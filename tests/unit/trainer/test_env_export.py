@@ -10,9 +10,17 @@ from pathlib import Path
 import pytest
 
 from tests.fakes import git
-from tests.plugins.trainer import FixRepo, calc_environment
+from tests.plugins.trainer import CALC_BUGGY, FixRepo, calc_environment
+from tests.watch_attacks import (
+    ARGPARSE_SHADOW,
+    ATEXIT_REWRITE,
+    GC_HOOK,
+    QUIET_PLUGIN,
+    THREAD_REWRITE,
+)
 from trainer.envs.export import (
     EXIT_SETUP_FAILED,
+    EXIT_TAMPER,
     EXIT_TIMEOUT,
     containerfile_for,
     eval_script,
@@ -25,6 +33,17 @@ from trainer.envs.folders import EnvironmentFolders
 from trainer.envs.schema import SWEBENCH_FIELDS, Environment
 
 CHEAT_TEST = "def test_add():\n    pass\n"
+# The plain pytest form, which the eval script runs watched (the host's python3 has
+# pytest, as the sandbox image's does).
+WATCHED = "python3 -m pytest -q -p no:cacheprovider"
+# Patches that leave add() broken and forge the run from inside the test process,
+# one per mechanism (tests/watch_attacks.py): calc.py is imported by the tests.
+FORGERIES = {
+    "gc-hook": {"calc.py": GC_HOOK + "\n\n" + CALC_BUGGY},
+    "atexit-rewrite": {"calc.py": CALC_BUGGY + "\n\n" + ATEXIT_REWRITE},
+    "thread-rewrite": {"calc.py": CALC_BUGGY + "\n\n" + THREAD_REWRITE},
+    "argparse-shadow": {"argparse.py": ARGPARSE_SHADOW, "calcquiet.py": QUIET_PLUGIN},
+}
 
 
 @pytest.fixture
@@ -36,13 +55,27 @@ def stored(fix_with_new_test: FixRepo, tmp_path: Path) -> tuple[Environment, Env
 
 
 def _grade(env: Environment, store: EnvironmentFolders, where: Path, patch: str) -> int:
+    return _graded(env, store, where, patch).returncode
+
+
+def _graded(
+    env: Environment, store: EnvironmentFolders, where: Path, patch: str
+) -> subprocess.CompletedProcess[str]:
     """What SkyRL does: git apply the patch in a checkout at base, then bash the script."""
     checkout = store.checkout(env, where)
     if patch:
         subprocess.run(["git", "apply", "-"], cwd=checkout, input=patch, text=True, check=True)
     script = eval_script(env, workdir=str(checkout))
-    proc = subprocess.run(["bash"], input=script, text=True, capture_output=True, timeout=120)
-    return proc.returncode
+    return subprocess.run(["bash"], input=script, text=True, capture_output=True, timeout=120)
+
+
+def _patch(env: Environment, store: EnvironmentFolders, where: Path, files: dict[str, str]) -> str:
+    """The diff against base that writes ``files``."""
+    checkout = store.checkout(env, where)
+    for rel, text in files.items():
+        (checkout / rel).write_text(text)
+    git(checkout, "add", "-A")
+    return git(checkout, "diff", "--cached") + "\n"
 
 
 def test_eval_script_passes_the_gold_patch_and_fails_no_patch(
@@ -146,3 +179,16 @@ def test_image_names_are_valid_references() -> None:
     containerfile = containerfile_for(env, "ribbit-sandbox:latest")
     assert containerfile.startswith("FROM ribbit-sandbox:latest\n")
     assert "COPY testbed /testbed" in containerfile and "RUN pip install -e ." in containerfile
+
+
+@pytest.mark.xfail(strict=True, reason="#31: the eval script reads a report tests can rewrite")
+@pytest.mark.parametrize("attack", sorted(FORGERIES))
+def test_eval_script_refuses_a_run_forged_from_inside_the_tests(
+    stored: tuple[Environment, EnvironmentFolders], tmp_path: Path, attack: str
+) -> None:
+    env, store = stored
+    env = env.model_copy(update={"test_command": WATCHED})
+    forged = _patch(env, store, tmp_path / "write", FORGERIES[attack])
+    proc = _graded(env, store, tmp_path / "graded", forged)
+    assert proc.returncode == EXIT_TAMPER, proc.stdout + proc.stderr
+    assert "ribbit-eval: tamper" in proc.stdout

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import inspect
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 
 from worker.gates import junit, watch
 from worker.gates.junit import JUnitError, TestCase, local_files, outcomes, parse_junit
@@ -175,12 +175,14 @@ _PREAMBLE = "import base64, binascii, hashlib, hmac, subprocess, sys\n"
 _EXITS = ("EXIT_SETUP_FAILED", "EXIT_NO_REPORT", "EXIT_TIMEOUT", "EXIT_TAMPER")
 
 
-def _program(parts: list[object], constants: dict[str, object], main: str) -> str:
+def _program(
+    parts: Sequence[Callable[..., object]], constants: Mapping[str, object], main: str
+) -> str:
     # junit's source comes first: its ``from __future__`` import must lead the program.
     sources = [inspect.getsource(junit), _PREAMBLE]
     sources += [f"{name} = {value!r}\n" for name, value in constants.items()]
     sources += [f"{name} = {globals()[name]!r}\n" for name in _EXITS]
-    sources += [inspect.getsource(part) for part in parts]  # type: ignore[arg-type]
+    sources += [inspect.getsource(part) for part in parts]
     return "\n\n".join(sources) + f"\n\n{main}\n"
 
 
@@ -193,7 +195,7 @@ def report_program() -> str:
 def watched_program(plan: WatchPlan) -> str:
     """Runs ``plan`` watched and judges it; ``argv[1]`` the required ids (JSON),
     ``argv[2]`` the base commit, ``argv[3]`` the time limit in seconds."""
-    parts: list[object] = [
+    parts: list[Callable[..., object]] = [
         watch.TamperEvent,
         Channel,
         parse_channel,

@@ -45,6 +45,14 @@ FORGERIES = {
     "thread-rewrite": {"calc.py": CALC_BUGGY + "\n\n" + THREAD_REWRITE},
     "argparse-shadow": {"argparse.py": ARGPARSE_SHADOW, "calcquiet.py": QUIET_PLUGIN},
 }
+# What the refusal names: the event and the patch's line, or the channel the forged
+# end record broke (a rewrite at exit leaves no event).
+REFUSED_FOR = {
+    "gc-hook": "(gc.get_objects) at calc.py:",
+    "atexit-rewrite": "channel is not the bootstrap's",
+    "thread-rewrite": "channel is not the bootstrap's",
+    "argparse-shadow": "named like the module argparse at argparse.py:1",
+}
 
 
 @pytest.fixture
@@ -200,7 +208,8 @@ def test_eval_script_refuses_a_run_forged_from_inside_the_tests(
     forged = _patch(env, store, tmp_path / "write", FORGERIES[attack])
     proc = _graded(env, store, tmp_path / "graded", forged)
     assert proc.returncode == EXIT_TAMPER, proc.stdout + proc.stderr
-    assert "ribbit-eval: tamper" in proc.stdout
+    refusals = [line for line in proc.stdout.splitlines() if line.startswith("ribbit-eval: tamper")]
+    assert any(REFUSED_FOR[attack] in line for line in refusals), proc.stdout
 
 
 def test_eval_script_runs_plain_pytest_watched_and_still_grades_it(

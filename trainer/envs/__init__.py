@@ -6,7 +6,8 @@
 - candidates.py: what to build from the outcomes; lines.py: one model line's share;
   splits.py: its held-out split, and the only way training picks environments.
 - folders.py: environments on disk; index.py: their mirror in the database; export.py:
-  the record shapes other RL stacks read.
+  the record shapes other RL stacks read, with the eval script that grades a patch;
+  evalcheck.py: that script's Python, which runs the tests watched and judges them.
 """
 
 from trainer.envs.schema import Calibration, Environment, Provenance, Rejection

@@ -18,17 +18,29 @@ Both frameworks load ``.json``/``.jsonl`` files with ``datasets.load_dataset("js
 so the export is JSON lines and needs no parquet writer here.
 
 The eval script is the reward of :mod:`trainer.rl.reward` without the gates: put
-the environment's test files back (so a patch cannot pass by editing tests),
-run the tests with a JUnit report (asked for through ``PYTEST_ADDOPTS``, as
-:mod:`worker.gates.testrun` does), and check every FAIL_TO_PASS and PASS_TO_PASS
-test passed. The JUnit reader is :mod:`worker.gates.junit`'s own source, embedded,
-so test ids mean the same thing in both places.
+the environment's test files back (so a patch cannot pass by editing tests), run the
+tests and check every FAIL_TO_PASS and PASS_TO_PASS test passed. A plain pytest
+command (``pytest ...``, ``python[3] -m pytest ...``) runs watched exactly as the
+gates run it (:mod:`worker.gates.watch`): its interpreter under ``-P`` with Ribbit's
+bootstrap first, the report and exit status sent over a keyed channel on a pipe only
+the script's own Python reads, no report path in any environment variable or argument
+the tests can read; a channel that does not vouch for the run, or a tamper event the
+patch caused, is tamper. Any other command (``make test``, ``go test``, ``cargo test``,
+``npm test``: the watch plan cannot hold it) runs as before, unwatched: its JUnit report
+is asked for through ``PYTEST_ADDOPTS`` at a path in ``$RIBBIT_JUNIT`` (as
+:mod:`worker.gates.testrun` does for unwatched runs) and read after the run, so code
+under test can rewrite it. The Python that runs and judges the tests is
+:mod:`trainer.envs.evalcheck`'s, assembled from the gate modules' own source.
+
+Exit codes: 0 resolved; 1 some required test did not pass; 3 setup failed (or the test
+interpreter cannot run the bootstrap: it needs Python 3.11+ with pytest); 4 the test
+patch did not apply; 5 no readable report; 6 the tests timed out; 7 tamper (a watched
+run only).
 """
 
 from __future__ import annotations
 
 import hashlib
-import inspect
 import io
 import json
 import re
@@ -39,10 +51,23 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from trainer.envs.evalcheck import (
+    EXIT_NO_REPORT as EXIT_NO_REPORT,
+)
+from trainer.envs.evalcheck import (
+    EXIT_SETUP_FAILED,
+    EXIT_TEST_PATCH_FAILED,
+    EXIT_TIMEOUT,
+    report_program,
+    watched_program,
+)
+from trainer.envs.evalcheck import (
+    EXIT_TAMPER as EXIT_TAMPER,
+)
 from trainer.envs.patches import split_by_file
 from trainer.envs.schema import Environment
-from worker.gates import junit
 from worker.gates.testrun import pytest_env
+from worker.gates.watch import WatchPlan, watch_plan
 
 if TYPE_CHECKING:
     import docker
@@ -50,28 +75,6 @@ if TYPE_CHECKING:
 TESTBED = "/testbed"
 FORMATS = ("ribbit", "swebench", "skyrl", "verl")
 DATA_SOURCE = "ribbit"
-# Exit codes of the eval script besides 0 (resolved) and 1 (tests did not pass).
-EXIT_SETUP_FAILED = 3
-EXIT_TEST_PATCH_FAILED = 4
-EXIT_NO_REPORT = 5
-EXIT_TIMEOUT = 6
-
-_CHECK = """
-import json, sys
-with open(sys.argv[1], encoding="utf-8", errors="replace") as fh:
-    report = fh.read()
-try:
-    results = outcomes(parse_junit(report, local_files(".")))
-except JUnitError as exc:
-    print(f"ribbit-eval: {exc}")
-    sys.exit(EXIT_NO_REPORT)
-required = json.loads(sys.argv[2])
-failed = [t for t in required if results.get(t) != "passed"]
-for t in failed:
-    print(f"ribbit-eval: not passed: {t} ({results.get(t, 'missing')})")
-print(f"ribbit-eval: {len(required) - len(failed)}/{len(required)} required tests passed")
-sys.exit(1 if failed else 0)
-"""
 
 
 def _delimiter(*bodies: str) -> str:
@@ -95,9 +98,6 @@ def eval_script(env: Environment, *, workdir: str = TESTBED) -> str:
         " PASS_TO_PASS test passes.",
         "set -uo pipefail",
         f"cd {q(workdir)} || exit {EXIT_SETUP_FAILED}",
-        # Exported: the test command runs in a child shell (under timeout).
-        'export RIBBIT_JUNIT=$(mktemp "${TMPDIR:-/tmp}/ribbit-junit.XXXXXX")',
-        "trap 'rm -f \"$RIBBIT_JUNIT\"' EXIT",
         "# Whatever the patch did to the environment's test files is undone first.",
     ]
     for section in split_by_file(env.test_patch):
@@ -116,28 +116,55 @@ def eval_script(env: Environment, *, workdir: str = TESTBED) -> str:
     for command in env.setup_commands:
         # Setup commands come from the environment (an admin's, like CI config).
         lines.append(f"{{ {command} ; }} || exit {EXIT_SETUP_FAILED}")
+    plan = watch_plan(env.test_command)
+    lines += _plain_run(env) if plan is None else _watched_run(env, plan)
+    return "\n".join(lines)
+
+
+def _plain_run(env: Environment) -> list[str]:
+    """An unwatched run: the report at a path the environment names, read afterwards."""
+    q = shlex.quote
+    lines = [
+        # Exported: the test command runs in a child shell (under timeout).
+        'export RIBBIT_JUNIT=$(mktemp "${TMPDIR:-/tmp}/ribbit-junit.XXXXXX")',
+        "trap 'rm -f \"$RIBBIT_JUNIT\"' EXIT",
+    ]
     # The same options the test runner gives pytest, with the report path filled in
     # at run time; the command itself is the repository's, unchanged (make test...).
     for key, value in pytest_env("@RIBBIT_JUNIT@").items():
         quoted = q(value).replace("@RIBBIT_JUNIT@", "'\"$RIBBIT_JUNIT\"'")
         lines.append(f"export {key}={quoted}")
-    tests = env.test_command
     # A hanging test suite must end the evaluation, not the framework's patience.
     lines += [
-        f"timeout --kill-after=10 {max(int(env.test_timeout_s), 1)} bash -c {q(tests)}",
+        f"timeout --kill-after=10 {_limit(env)} bash -c {q(env.test_command)}",
         "rc=$?",
         f'if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then echo "ribbit-eval: tests timed out";'
         f" exit {EXIT_TIMEOUT}; fi",
     ]
-    checker = inspect.getsource(junit) + f"\nEXIT_NO_REPORT = {EXIT_NO_REPORT}\n" + _CHECK
-    word = _delimiter(checker)
-    required = json.dumps([*env.FAIL_TO_PASS, *env.PASS_TO_PASS])
-    lines += [
-        f"python3 - \"$RIBBIT_JUNIT\" {q(required)} <<'{word}'",
-        checker.rstrip("\n") + "\n" + word,
-        "",
-    ]
-    return "\n".join(lines)
+    return lines + _python(report_program(), '"$RIBBIT_JUNIT"', _required(env))
+
+
+def _watched_run(env: Environment, plan: WatchPlan) -> list[str]:
+    """A plain pytest command, run and judged by the watched program (the time limit is
+    its own, so that it alone knows the channel)."""
+    q = shlex.quote
+    args = [_required(env), q(env.base_commit), str(_limit(env))]
+    return _python(watched_program(plan), *args)
+
+
+def _limit(env: Environment) -> int:
+    return max(int(env.test_timeout_s), 1)
+
+
+def _required(env: Environment) -> str:
+    return shlex.quote(json.dumps([*env.FAIL_TO_PASS, *env.PASS_TO_PASS]))
+
+
+def _python(program: str, *args: str) -> list[str]:
+    """``program`` run by python3 from a heredoc (read whole before it runs), its exit
+    status the script's."""
+    word = _delimiter(program)
+    return [f"python3 - {' '.join(args)} <<'{word}'", program.rstrip("\n") + "\n" + word, ""]
 
 
 def image_name_for(env: Environment, *, prefix: str = "ribbit-env") -> str:

@@ -44,8 +44,8 @@ from worker.gates.hygiene import HygieneGate
 from worker.gates.patch import PatchParseError, parse_patch
 from worker.gates.runner import run_gates
 from worker.gates.semgrep import SemgrepGate
+from worker.gates.tamper import written_by_patch
 from worker.gates.testrun import TestRun, run_tests
-from worker.gates.watch import TamperEvent
 from worker.repo_config import RepoConfig
 from worker.sandbox.base import Sandbox
 from worker.settings import GateSettings
@@ -270,16 +270,15 @@ def _patch_tamper(run: TestRun, diff: str) -> str:
     added = {(f.new.path, line) for f in files if f.new is not None for line, _ in f.added}
     new_paths = [f.new.path for f in files if f.new is not None]
 
-    def by_patch(event: TamperEvent) -> bool:
-        if event.path is None or (event.path, event.line) in added:
-            return True
-        # A module named like the standard library's: the patch added the file (line 1)
-        # or a package of that name.
-        return event.mechanism == "module-shadow" and any(
-            p.startswith(event.path + "/") for p in new_paths
-        )
+    def wrote(path: str, line: int) -> bool:
+        return (path, line) in added
 
-    return "; ".join(e.describe() for e in run.tamper if by_patch(e))
+    def created(path: str) -> bool:
+        # The file itself is new when the patch added its line 1; a package, by its files.
+        return any(p.startswith(path + "/") for p in new_paths)
+
+    by_patch = [e for e in run.tamper if written_by_patch(e, wrote, created)]
+    return "; ".join(e.describe() for e in by_patch)
 
 
 def shaped_reward(result: RewardResult, env: Environment, *, weight: float = 0.1) -> float:

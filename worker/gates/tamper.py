@@ -6,13 +6,16 @@ the base's run had the same one (same mechanism, same file, same source line): t
 it is the repository's own habit (a library that walks frames for its error
 messages), not the patch's, and it is a warning. A patched run that is no longer
 watched while the base's was, or whose channel is broken, is tamper too.
+Where no base run is at hand (the reward, the exported eval script), an event counts
+when the patch wrote it (:func:`written_by_patch`): code from no file, a line the
+patch adds, or a module-shadowing path the patch created.
 Audit hooks detect, they do not prevent (PEP 578): these findings say a mechanism was
 used, never that forgery is impossible.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -114,6 +117,20 @@ def tamper_findings(before: WatchedRun, after: WatchedRun, trees: PatchTrees) ->
             )
         )
     return found
+
+
+def written_by_patch(
+    event: TamperEvent, wrote: Callable[[str, int], bool], created: Callable[[str], bool]
+) -> bool:
+    """Whether the patch under judgement caused ``event``: it came from code in no file,
+    from a line the patch wrote (``wrote(path, line)``), or it is a module named like the
+    standard library's that the patch created (``created(path)``: the file, or a package
+    of that name). Events elsewhere are the repository's own habits (a logging library
+    that walks frames), which would otherwise fail every patch touching such a file.
+    Standard library only: the eval script (trainer/envs/evalcheck.py) embeds it."""
+    if event.path is None or wrote(event.path, event.line):
+        return True
+    return event.mechanism == "module-shadow" and created(event.path)
 
 
 def mechanism_of(finding: Finding) -> str | None:

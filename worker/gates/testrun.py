@@ -58,6 +58,7 @@ from worker.gates.watch import (
     Channel,
     TamperEvent,
     WatchPlan,
+    channel_tamper,
     parse_channel,
     watch_plan,
 )
@@ -325,12 +326,7 @@ def _watched_run(
     silent = Channel((), None, None, 0, None if silent_ok else "the watched run sent nothing")
     channel = parse_channel(text) or silent
     shown = replace(result, stdout=log)
-    tampered = tampered or channel.broken
-    if tampered is None and channel.status is None and result.exit_code == 0:
-        tampered = f"the interpreter exited 0 before {who} ended"
     if tampered is None and channel.status is not None and result.exit_code != channel.status:
-        if result.exit_code == 0:
-            tampered = f"the interpreter exited 0 but {who} ended {channel.status}"
         shown = replace(shown, exit_code=channel.status)
     cases: tuple[TestCase, ...] = ()
     if channel.report is not None and not channel.broken:
@@ -338,12 +334,8 @@ def _watched_run(
             cases = tuple(read(channel.report))
         except JUnitError:
             cases = ()
-    failing = {c.id for c in cases if c.failed}
-    if tampered is None and cases and len(failing) < channel.failed:
-        tampered = (
-            f"the report has {len(failing)} failing test(s) but {channel.failed} failed "
-            "while the run was watched"
-        )
+    failing = len({c.id for c in cases if c.failed}) if cases else None
+    tampered = tampered or channel_tamper(channel, result.exit_code, failing, who)
     return TestRun(
         test.command,
         shown,

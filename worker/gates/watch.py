@@ -10,9 +10,10 @@ the command's own output is shown, so what the tests print never lands inside it
 must be exactly the bootstrap's: a key record first (written before any repository
 code can run), then records numbered 1, 2, ... each with an HMAC under that key;
 anything else on it (a forged record, a gap, a record cut short by a flood of output)
-makes the whole run tampered. A watched run that exits 0 without its ``end`` record
-was ended from inside (``os._exit``). A test process that reopens the wrapper's stdout
-through /proc can add to the channel, never take back what is on it.
+makes the whole run tampered (:func:`channel_tamper`). A watched run that exits 0
+without its ``end`` record was ended from inside (``os._exit``). A test process that
+reopens the wrapper's stdout through /proc can add to the channel, never take back what
+is on it.
 """
 
 from __future__ import annotations
@@ -166,3 +167,25 @@ def parse_channel(text: str) -> Channel | None:
 
 def _broken(why: str) -> Channel:
     return Channel((), None, None, 0, why)
+
+
+def channel_tamper(
+    channel: Channel, exit_code: int, report_failing: int | None, who: str = "pytest's session"
+) -> str | None:
+    """Why the channel does not vouch for the run, or None: it is broken; the
+    interpreter exited 0 before ``who`` ended, or with a status the channel's end does
+    not give; or the report (``report_failing`` failing tests, None when it has no
+    cases) has fewer failures than the run counted while it was watched. The gates'
+    runs (worker/gates/testrun.py) and the exported eval script judge by this alone."""
+    if channel.broken:
+        return channel.broken
+    if channel.status is None:
+        return f"the interpreter exited 0 before {who} ended" if exit_code == 0 else None
+    if exit_code == 0 and channel.status != 0:
+        return f"the interpreter exited 0 but {who} ended {channel.status}"
+    if report_failing is not None and report_failing < channel.failed:
+        return (
+            f"the report has {report_failing} failing test(s) but {channel.failed} failed "
+            "while the run was watched"
+        )
+    return None

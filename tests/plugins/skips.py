@@ -25,8 +25,9 @@ from tests.support import in_ci
 # Tests (node ids without their parameters) that may skip under CI=true, and why.
 CI_SKIPS: dict[str, str] = {
     "tests/unit/worker/gates/test_adversarial.py::test_adversarial_case_local": (
-        "the local sandbox runs the host's own tools; the Go, Rust and Node cases run on "
-        "the real sandbox backends in tests/integration/test_gates_adversarial.py"
+        "the local sandbox runs the host's own tools and enforces no limits; the Go, Rust "
+        "and Node cases and the fork bomb run on the real sandbox backends in "
+        "tests/integration/test_gates_adversarial.py"
     ),
 }
 

@@ -47,7 +47,11 @@ import pytest
 from tests.fakes import make_git_repo
 from tests.support import GatesResult, GatesRun, gates_side_by_side, require_service
 
-pytestmark = pytest.mark.integration
+# The first test to ask for a report waits for every selected fix's ``ribbit gates`` run
+# (the judge fixture, side by side): about 4 minutes alone on two cores, far more on a
+# loaded machine, so the suite-wide 300 s limit would cut it. Each run has its own limit
+# (tests.support.GATES_RUN_LIMIT_S), so a hang still ends.
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(3600)]
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 

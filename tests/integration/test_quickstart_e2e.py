@@ -39,7 +39,11 @@ from tests.plugins.forge import BOT_LOGIN
 from tests.plugins.services import free_port
 from tests.support import QuickstartStep, quickstart_steps, torch_cpu_index
 
-pytestmark = pytest.mark.integration
+# The limits below are ceilings for a hang, never what a passing run needs: about a minute
+# alone here, but `ribbit serve` has taken minutes to answer /healthz on a loaded two-core
+# machine, and every command a step runs shares that machine.
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
+STEP_LIMIT_S = 600
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL = "microsoft/FrogNano-4B-2609"
@@ -164,7 +168,7 @@ class Quickstart:
         env.update(HOME=str(self.home), PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1")
         return env
 
-    def sh(self, line: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    def sh(self, line: str, timeout: float = STEP_LIMIT_S) -> subprocess.CompletedProcess[str]:
         script = f"source ribbit.env && {line}" if self.sourced else line
         return subprocess.run(
             ["bash", "-c", script],
@@ -211,7 +215,7 @@ class Quickstart:
             env={**environ, **env},
             capture_output=True,
             text=True,
-            timeout=60,
+            timeout=STEP_LIMIT_S,
             check=True,
         )
         return done.stdout.splitlines()
@@ -302,7 +306,9 @@ class Quickstart:
             start_new_session=True,
         )
         # What the step says answers once `make serve` is up.
-        wait_for(self.healthy, timeout=90, what="/healthz with the embedded worker running")
+        wait_for(
+            self.healthy, timeout=STEP_LIMIT_S, what="/healthz with the embedded worker running"
+        )
 
     def healthy(self) -> bool:
         assert self.serve_proc is not None and self.serve_proc.poll() is None, self.serve_log()
@@ -346,7 +352,7 @@ class Quickstart:
             )
             delivery = self.forge.add_label(kind, repo, issue.number, "ribbit", actor="maya")
             assert delivery is not None and delivery.status_code == 202, delivery
-        wait_for(self.solves_ended, timeout=150, what="both solve jobs to end")
+        wait_for(self.solves_ended, timeout=STEP_LIMIT_S, what="both solve jobs to end")
         listed = self.sh(".venv/bin/ribbit jobs")
         assert listed.returncode == 0, listed.stderr
         for job in self.solves_ended():

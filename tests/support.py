@@ -1,8 +1,10 @@
 """Helpers the tests import: service requirements, webhook secrets, payloads, signed
 headers, a held group-commit lead (to queue webhooks into one batch), real projects'
-sdists from the package index, ``ribbit gates`` on bubblewrap as a user runs it, a
-stand-in for PyTorch's CPU index, and the README quickstart's steps and command blocks.
-Fixtures live in tests/conftest.py and tests/plugins/; this module holds none."""
+sdists from the package index, vendored projects' trees from their patches (the end to
+end tests and the set-up benchmark build them the same way), ``ribbit gates`` on
+bubblewrap as a user runs it, a stand-in for PyTorch's CPU index, and the README
+quickstart's steps and command blocks. Fixtures live in tests/conftest.py and
+tests/plugins/; this module holds none."""
 
 from __future__ import annotations
 
@@ -159,6 +161,15 @@ def pinned_sdist(requirement: str, where: Path, sha256: str | None = None) -> Pa
     with tarfile.open(archives[0]) as tar:
         tar.extractall(where, filter="data")
     return where / f"{name}-{version}"
+
+
+def tree_from_patch(patch: Path, where: Path) -> Path:
+    """``where`` (new) holding the tree that ``patch``, a diff from the empty tree (a
+    vendored fixture's ``base.patch``), creates; git applies it, so the file modes it
+    records hold (a test script stays executable)."""
+    where.mkdir(parents=True)
+    subprocess.run(["git", "apply", str(patch)], cwd=where, check=True)
+    return where
 
 
 @dataclass(frozen=True)

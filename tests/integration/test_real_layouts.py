@@ -14,13 +14,12 @@ about a minute on a two-core machine (the slow tier).
 from __future__ import annotations
 
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from tests.fakes import make_git_repo
-from tests.support import gates_on_bubblewrap, require_service
+from tests.support import gates_on_bubblewrap, require_service, tree_from_patch
 from worker.sandbox.setupcmd import commit_files, detect_setup
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -41,13 +40,9 @@ FAIL_TO_PASS = frozenset(
 @pytest.fixture(scope="module")
 def base_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The fix's parent as a git repository with no .ribbit.yml."""
-    root = tmp_path_factory.mktemp("itsdangerous")
-    tree = root / "tree"
-    tree.mkdir()
-    subprocess.run(["git", "apply", str(FIXTURE / "base.patch")], cwd=tree, check=True)
-    files = {str(p.relative_to(tree)): p.read_text() for p in tree.rglob("*") if p.is_file()}
-    make_git_repo(root / "repo", files)
-    return root / "repo"
+    repo = tree_from_patch(FIXTURE / "base.patch", tmp_path_factory.mktemp("itsdangerous") / "repo")
+    make_git_repo(repo, {})  # commits the tree as git apply left it
+    return repo
 
 
 def test_the_tox_environment_is_what_set_up_installs(base_repo: Path) -> None:

@@ -83,7 +83,7 @@ from tests.integration.test_real_projects_go_rust import (
 from tests.plugins.e2e import bot_comments, wait_for, xml_call
 from tests.plugins.forge import BOT_LOGIN
 from tests.plugins.sandbox import BACKENDS, sandbox_containers_since
-from tests.support import require_service
+from tests.support import require_service, tree_from_patch
 
 pytestmark = pytest.mark.integration
 
@@ -245,8 +245,7 @@ def _toolz(tmp: Path, request: pytest.FixtureRequest, *, readme: bool = True) ->
 
 def _from_patch(patch: Path, where: Path) -> dict[str, str]:
     """The tree a patch from the empty tree creates."""
-    where.mkdir(parents=True)
-    subprocess.run(["git", "apply", str(patch)], cwd=where, check=True)
+    tree_from_patch(patch, where)
     return {
         str(p.relative_to(where)): p.read_text() for p in sorted(where.rglob("*")) if p.is_file()
     }
@@ -334,9 +333,7 @@ def _cookie(tmp: Path, request: pytest.FixtureRequest) -> RealFix:
 
 
 def _mime(tmp: Path, request: pytest.FixtureRequest) -> RealFix:
-    seed = tmp / "mime-seed"
-    seed.mkdir()
-    subprocess.run(["git", "apply", str(FIXTURES / "mime" / "base.patch")], cwd=seed, check=True)
+    seed = tree_from_patch(FIXTURES / "mime" / "base.patch", tmp / "mime-seed")
     make_git_repo(seed, {})  # as git apply left it: test/exports_test.sh executable
     base = _from_patch(FIXTURES / "mime" / "base.patch", tmp / "mime-base")
     fixed = _with_patch(base, FIXTURES / "mime" / "fix.patch", tmp / "mime")

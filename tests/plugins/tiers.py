@@ -28,6 +28,8 @@ SLOW_MODULES = frozenset(
         "test_real_behaviour_change.py",
         "test_real_projects_groups.py",
         "test_real_fixes_corpus.py",
+        # real JavaScript projects: npm ci from the registry, then jest and tsc
+        "test_real_js_runners.py",
         "test_graceful_shutdown.py",
         "test_worker_down_notify.py",
         "test_served_versions.py",

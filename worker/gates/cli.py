@@ -28,6 +28,7 @@ from worker.sandbox.backend_option import backend_option
 from worker.sandbox.base import Sandbox, SandboxFactory
 
 if TYPE_CHECKING:
+    from bot.store.failure import FailureReason
     from worker.repo_config import RepoConfig
     from worker.sandbox.recipe import SandboxRecipe
     from worker.sandbox.setup import SetupResult
@@ -259,9 +260,31 @@ def _print_human(report: GateReport) -> None:
         )
         line(styled(title, "failed"))
         click.echo("\n".join(lines[max(cut, 0) :]))
+    base_failure = _base_setup_failure(report)
+    if base_failure is not None:
+        click.echo(base_failure.to_text())
     word = report.verdict.word
     style = "passed" if report.passed else "held" if not report.refused else "failed"
     line("gates: ", styled(word, style), f" ({report.summary_line()})")
+
+
+def _base_setup_failure(report: GateReport) -> FailureReason | None:
+    """When the base's tests never ran (the test gate's ``base-no-report``), the
+    repository's set-up is at fault: who can fix it, read from the base run's output as a
+    solve job reads its refused run's (worker/sandbox/failure.py), so both paths name the
+    same person and setting. The log tail above already shows the output itself."""
+    from bot.store.failure import FailureReason
+    from worker.sandbox.failure import output_fixer
+
+    tests = next((r for r in report.results if r.name == "tests" and not r.passed), None)
+    if tests is None or not any(f.rule == "base-no-report" for f in tests.findings):
+        return None
+    base_run = tests.logs.split("--- after ---\n", 1)[0]
+    return FailureReason.of(
+        "The base commit's tests never ran, so the gates judged no test: this is about the "
+        "repository's set-up, not the patch.",
+        fixer=output_fixer(base_run),
+    )
 
 
 def _json_view(report: GateReport) -> str:

@@ -159,3 +159,36 @@ def test_cli_a_base_that_cannot_be_set_up_is_the_repositorys_not_the_patchs(
     assert as_json.exit_code == 2
     data = json.loads(as_json.output)
     assert data["verdict"] is None and data["failure"]["what"] == lines[0]
+
+
+def test_cli_a_base_whose_tests_never_ran_names_who_can_fix_it_as_a_solve_job_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A test dependency the set-up did not install (issue #35, structlog's
+    # pytest_asyncio): pytest stops in conftest.py at the base and with the patch, and no
+    # report comes back. The solve job's stored reason names the missing module and the
+    # maintainer's `setup` (worker/sandbox/failure.py output_fixer); so does `ribbit gates`.
+    from tests.fakes import local_sandboxes
+
+    files = {
+        **BASE,
+        "conftest.py": "import ribbit_absent_plugin\n",
+        "test_app.py": "from app import greet\n\n\ndef test_greet():\n    assert greet('x')\n",
+    }
+    repo, _ = repo_with(tmp_path, files)
+    patch = tmp_path / "fix.diff"
+    patch.write_text(make_patch(repo, {"app.py": "def greet(name):\n    return f'hi {name}'\n"}))
+    monkeypatch.setattr("worker.gates.cli._sandboxes", lambda backend, image: local_sandboxes())
+    human = CliRunner().invoke(gates_command, ["--checkout", str(repo), "--patch", str(patch)])
+    assert human.exit_code == 1, human.output
+    lines = human.output.splitlines()
+    assert (
+        "The base commit's tests never ran, so the gates judged no test: this is about the "
+        "repository's set-up, not the patch." in lines
+    ), human.output
+    assert (
+        "who can fix it: the maintainer, in setup in .ribbit.yml on the default branch: "
+        "ribbit_absent_plugin is not installed: install the test dependencies in setup "
+        "(pip install -e .[test], say)." in lines
+    ), human.output
+    assert lines[-1].startswith("gates: failed (tests ✖")

@@ -3,9 +3,10 @@ end: a label on the local forge, the signed webhook, the job through Redis to a 
 worker, the agent replaying the fix through its tools (Read, Edit) in a sandbox, the
 gates with the project's own tests (detected from the tree when there is no
 ``.ribbit.yml``), and a draft PR whose diff is the upstream fix, with the fix's target
-tests named as passing. Every project runs on bubblewrap (the host's toolchains); the
-Python and JavaScript ones, and any project added to ``PROJECTS``, on docker too (the
-sandbox image's toolchains, in Podman through the docker SDK).
+tests named as passing. Every project runs on bubblewrap (the host's toolchains); those
+not in ``BUBBLEWRAP_ONLY`` (toolz with the README's example, humanize, and any
+project added to ``PROJECTS``) on docker too (the sandbox image's toolchains, in Podman
+through the docker SDK).
 
 - Python: toolz 0.12.1 (its sdist from PyPI, pinned by hash; the fix for toolz #387,
   which extends ``test_partition_all``) with the README's own ``.ribbit.yml`` example
@@ -426,16 +427,17 @@ PROJECTS: dict[str, Callable[[Path, pytest.FixtureRequest], RealFix]] = {
 
 
 # On bubblewrap only. go-version and shlex: Go's and Rust's toolchains reach the gates on
-# docker in test_real_projects_go_rust.py. toolz with the README's .ribbit.yml: its
-# ``image: python:3.12`` is no allowed image on docker (nor is there a registry to pull
-# it from), so the job stops there by design; toolz-detected is Python on docker.
+# docker in test_real_projects_go_rust.py. toolz-detected: toolz with the README's
+# .ribbit.yml runs on both (the example's ``image`` is the sandbox image, allowed on docker
+# with no operator setting; issue #35 asks that the README's examples work as written on
+# both backends), and one toolz on docker is enough for CI's time.
 # cookie and mime: issue #35 asks for the local forge on bubblewrap, and CI's time is
 # near its budget (the image's Node 18 would run mocha too, and mime's tests with no
 # per-test report; not tried there). structlog and itsdangerous: the same issue's PEP 735
 # and tox cases, on bubblewrap as it asks (not tried on docker). A project added to
 # PROJECTS runs on both backends unless listed here.
 BUBBLEWRAP_ONLY = frozenset(
-    {"toolz", "go-version", "shlex", "cookie", "mime", "structlog", "itsdangerous"}
+    {"toolz-detected", "go-version", "shlex", "cookie", "mime", "structlog", "itsdangerous"}
 )
 CASES = [
     pytest.param(name, backend, id=f"{name}-{backend}")

@@ -30,6 +30,8 @@ SLOW_MODULES = frozenset(
         "test_real_fixes_corpus.py",
         # real JavaScript projects: npm ci from the registry, then jest and tsc
         "test_real_js_runners.py",
+        # forged runs on jshttp/cookie: npm ci from the registry, then mocha
+        "test_real_js_attacks.py",
         "test_graceful_shutdown.py",
         "test_worker_down_notify.py",
         "test_served_versions.py",

@@ -19,18 +19,24 @@
 // before any repository code loads, then records signed with it when the process exits:
 // the report, then its end. Code that starts later can add to
 // fd 3 but not sign, and a report written there twice, or a write function replaced
-// after this file took it, is a tamper record. Code in the runner's own process can
-// still change the runner's objects: node has no audit hooks (README.md says so).
+// after this file took it, is a tamper record. mocha's failing tests are counted here
+// as they fail, from the runner's own events, and the end record carries that count: a
+// report with fewer failing tests is not the run's own, however it was rewritten on its
+// way out (a wrapper that puts fs's functions back before the exit check). Code in the
+// runner's own process can still change the runner's objects: node has no audit hooks
+// (README.md says so).
 'use strict';
 
 const fs = require('fs');
 const path = require('path');
 const crypto = require('crypto');
+const { EventEmitter } = require('events');
 const { Writable } = require('stream');
 
 // Taken now, before any repository code can rebind them.
 const writeSync = fs.writeSync;
 const createHmac = crypto.createHmac;
+const prependListener = EventEmitter.prototype.prependListener;
 const CHANNEL = 3;
 const REPORT = '/proc/self/ribbit-report';
 
@@ -99,8 +105,26 @@ process.on('exit', () => {
     const report = Buffer.concat(caught.chunks);
     channel(report.length > cap ? 'oversize' : 'report', report.length > cap ? '' : report);
   }
-  channel('end', JSON.stringify({ status: 0, failed: 0 }));
+  channel('end', JSON.stringify({ status: 0, failed: failedTests.size }));
 });
+
+// mocha's tests that failed, one entry per suite and title (a report's ids), so a test
+// that fails twice (done() called twice) counts once. Hooks are left out: a hook's
+// title changes with the test it ran for, so counting them could exceed the report.
+const failedTests = new Set();
+function countFailures(runnerFile) {
+  if (!fs.existsSync(runnerFile)) return;
+  const Runner = require(runnerFile);
+  const run = Runner && Runner.prototype && Runner.prototype.run;
+  if (typeof run !== 'function') return;
+  Runner.prototype.run = function (...rest) {
+    prependListener.call(this, 'fail', (test) => {
+      if (!test || test.type !== 'test' || !test.parent) return;
+      failedTests.add(`${test.parent.fullTitle()}\0${test.title}`);
+    });
+    return run.apply(this, rest);
+  };
+}
 
 function fail(message) {
   process.stderr.write(`ribbit: ${message}\n`);
@@ -128,6 +152,7 @@ if (launch.runner === 'jest') {
 } else if (launch.runner === 'mocha') {
   const cli = path.join(pkg, 'lib', 'cli', 'cli.js');
   if (!fs.existsSync(cli)) fail(`${cli} not found: a mocha before 6 is not supported`);
+  countFailures(path.join(pkg, 'lib', 'runner.js'));
   require(cli).main(args);
 } else {
   fail(`unknown runner ${launch.runner}`);

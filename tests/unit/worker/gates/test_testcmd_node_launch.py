@@ -3,7 +3,9 @@ node against stand-in runner packages: the runner is told Ribbit's report option
 tests' ``process.argv`` is what the plain command gives them (issue #35: commander.js's
 own tests parse it and fail on ``--ci``), no Ribbit variable is left for them, and the
 report reaches Ribbit only over the launcher's signed channel on fd 3 (issue #31): no
-path a test could find by the environment, /proc or /tmp, and a second write is tamper."""
+path a test could find by the environment, /proc or /tmp, and a second write is tamper.
+mocha's failing tests are counted from its runner and sent with the channel's end, so a
+report rewritten on its way out has fewer failures than the run."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from pathlib import Path
 
 from tests.support import require_service
 from worker.gates.testcmd import Invocation, recognise
-from worker.gates.watch import Channel, parse_channel
+from worker.gates.watch import Channel, channel_tamper, parse_channel
 
 # The place the launcher tells the runner: a name under /proc/self nothing can create.
 REPORT = "/proc/self/ribbit-report"
@@ -142,3 +144,50 @@ def test_a_runner_that_is_not_installed_says_so(tmp_path: Path) -> None:
     done, channel = _run(how, tmp_path)
     assert done.returncode == 97 and channel is not None and channel.report is None
     assert "node_modules/.bin/jest not found: is the set-up run (npm ci)?" in done.stderr
+
+
+# A stand-in mocha whose runner fails one test twice (done() called twice) and a hook,
+# and whose reporter writes a report that has no failures at all.
+_MOCHA_RUNNER = r"""
+const { EventEmitter } = require('events');
+class Runner extends EventEmitter {
+  run(done) {
+    const suite = { fullTitle: () => 'dates' };
+    const test = { type: 'test', title: 'parse reads one', parent: suite };
+    this.emit('fail', test, new Error('no'));
+    this.emit('fail', test, new Error('done() called multiple times'));
+    this.emit('fail', { type: 'hook', title: '"after each" hook', parent: suite }, new Error());
+    done(1);
+  }
+}
+module.exports = Runner;
+"""
+_MOCHA_CLI = r"""
+const fs = require('fs');
+const Runner = require('../runner.js');
+exports.main = (args) => {
+  const out = args.find((a) => a.startsWith('output=')).slice('output='.length);
+  new Runner().run((failures) => {
+    fs.writeFileSync(out, '<testsuite tests="1" failures="0"></testsuite>');
+    process.exitCode = failures;
+  });
+};
+"""
+
+
+def test_mochas_failing_tests_are_counted_from_its_runner_in_the_end_record(
+    tmp_path: Path,
+) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    _package(workspace, "mocha", "lib/cli/cli.js", "")
+    mocha = workspace / "node_modules" / "mocha" / "lib"
+    (mocha / "cli" / "cli.js").write_text(_MOCHA_CLI)
+    (mocha / "runner.js").write_text(_MOCHA_RUNNER)
+    done, channel = _run(recognise("npx mocha", ".ribbit.yml").invocation(), workspace)
+    assert done.returncode == 1, done.stderr
+    assert channel is not None and channel.broken is None and channel.events == ()
+    # One test, however often it failed; the hook is not counted (its title moves).
+    assert channel.failed == 1
+    assert channel_tamper(channel, 0, 0, "the runner's run") is not None
+    assert channel_tamper(channel, 1, 1, "the runner's run") is None

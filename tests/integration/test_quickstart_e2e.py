@@ -208,9 +208,12 @@ class Quickstart:
         assert plan.index(torch) < ribbit, plan
 
     def make_n(self, target: str, **env: str) -> list[str]:
-        environ = {k: v for k, v in self.environ().items() if k != "MAKEFLAGS"}
+        # As a user's shell runs it, not as a child of CI's `make test`: a make inherits
+        # its parent's flags and, one level down, prints "Entering/Leaving directory".
+        parent = {"MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES"}
+        environ = {k: v for k, v in self.environ().items() if k not in parent}
         done = subprocess.run(
-            ["make", "-n", target, f"VENV={self.tmp / 'fresh-venv'}"],
+            ["make", "-n", "--no-print-directory", target, f"VENV={self.tmp / 'fresh-venv'}"],
             cwd=ROOT,
             env={**environ, **env},
             capture_output=True,

@@ -25,9 +25,9 @@ from tests.support import in_ci
 # Tests (node ids without their parameters) that may skip under CI=true, and why.
 CI_SKIPS: dict[str, str] = {
     "tests/unit/worker/gates/test_adversarial.py::test_adversarial_case_local": (
-        "the local sandbox runs the host's own tools and enforces no limits; the Go, Rust "
-        "and Node cases and the fork bomb run on the real sandbox backends in "
-        "tests/integration/test_gates_adversarial.py"
+        "a laptop's stand-in for the real sandbox backends: under CI every case runs on "
+        "bubblewrap (and the run-sensitive ones on docker) in "
+        "tests/integration/test_gates_adversarial.py, so the host-copy twin is skipped"
     ),
 }
 

@@ -35,7 +35,8 @@ def runtime(settings: WorkerSettings, forge: FakeForge) -> Iterator[Runtime[Work
     built.db.dispose()
 
 
-def _commands(runtime: Runtime, n: int, actor: str) -> list[str]:
+def _commands(runtime: Runtime, n: int, actor: str, issue_title: str | None = None) -> list[str]:
+    """``n`` queued ``/ribbit retry`` command jobs on issue 1 of acme/calc, by ``actor``."""
     ids = []
     for _ in range(n):
         with runtime.db.session() as session:
@@ -46,6 +47,7 @@ def _commands(runtime: Runtime, n: int, actor: str) -> list[str]:
                     "github",
                     "acme/calc",
                     issue_number=1,
+                    issue_title=issue_title,
                     actor=actor,
                     payload=CommandOrder("retry", None),
                 ),
@@ -75,21 +77,7 @@ def test_an_outsiders_burst_of_commands_gets_one_reply_in_any_run_order(
 def test_a_retry_starts_a_job_that_keeps_the_issue_title(runtime: Runtime) -> None:
     # Intake kept the title on the command job: the job it starts names the issue on its
     # pages even if it fails before the worker reads the issue.
-    with runtime.db.session() as session:
-        command = runtime.store.create(
-            session,
-            JobSpec(
-                "command",
-                "github",
-                "acme/calc",
-                issue_number=1,
-                issue_title="add() subtracts",
-                actor="maya",
-                payload=CommandOrder("retry", None),
-            ),
-        )
-        assert command is not None
-        command_id = command.id
+    [command_id] = _commands(runtime, 1, actor="maya", issue_title="add() subtracts")
     assert run_job(runtime, command_id) == "succeeded"
     [solve] = [j for j in runtime.store.list() if j.kind == "solve"]
     assert solve.issue_title == "add() subtracts"

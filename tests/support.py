@@ -252,17 +252,25 @@ class _TorchPage(http.server.BaseHTTPRequestHandler):
 
 
 @contextmanager
-def torch_cpu_index() -> Iterator[str]:
-    """A local stand-in for PyTorch's CPU index (unreachable from these machines), for
-    scripts/torch-index.sh to probe through TORCH_CPU_INDEX: yields its URL."""
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _TorchPage)
+def local_http(handler: type[http.server.BaseHTTPRequestHandler]) -> Iterator[str]:
+    """``handler`` served on a free loopback port from a thread while the block runs:
+    yields ``http://127.0.0.1:PORT``."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/whl/cpu"
+        yield f"http://127.0.0.1:{server.server_address[1]}"
     finally:
         server.shutdown()
         server.server_close()
+
+
+@contextmanager
+def torch_cpu_index() -> Iterator[str]:
+    """A local stand-in for PyTorch's CPU index (unreachable from these machines), for
+    scripts/torch-index.sh to probe through TORCH_CPU_INDEX: yields its URL."""
+    with local_http(_TorchPage) as url:
+        yield f"{url}/whl/cpu"
 
 
 class QuickstartShapeError(AssertionError):

@@ -9,12 +9,13 @@ import itertools
 import json
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
 
 from tests.benchmarks import bench_served
+from tests.support import local_http
 
 TOKENS_PER_CHUNK = 2  # servers may put several tokens in one chunk: usage counts them
 
@@ -54,14 +55,8 @@ class _FakeServer(BaseHTTPRequestHandler):
 def served() -> Iterator[str]:
     _FakeServer.requests = []
     _FakeServer.with_usage = True
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _FakeServer)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with local_http(_FakeServer) as url:
+        yield f"{url}/v1"
 
 
 def ticks() -> bench_served.Clock:

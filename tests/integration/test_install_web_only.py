@@ -70,6 +70,21 @@ def test_install_web_only_serves_webhooks_without_model_libraries(tmp_path: Path
     assert train.returncode == 1, train.stderr
     assert "Traceback" not in train.stderr
     assert "torch is not installed; install ribbit[worker] or ribbit[train]" in train.stderr
+    # A worker started here would take jobs off the queue and fail every one of them; it
+    # must refuse before it connects to anything, naming the extra to install.
+    worker = subprocess.run(
+        [str(venv / "bin" / "ribbit"), "worker"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert worker.returncode == 1, worker.stdout + worker.stderr
+    assert "Traceback" not in worker.stderr
+    refusal = worker.stderr.strip().splitlines()
+    assert len(refusal) == 1, worker.stderr
+    assert "pip install 'ribbit[worker]'" in refusal[0]
+    assert "torch" in refusal[0]
     with socket.socket() as probe:  # a free port (`--port 0` means the default, 8080)
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]

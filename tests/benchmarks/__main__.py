@@ -33,6 +33,7 @@ BENCHMARKS = [
     "bench_grade",
     "bench_trainer",
     "bench_trainer_gpu",
+    "bench_cpu_job",
 ]
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "docs" / "benchmarks" / "results"

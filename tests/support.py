@@ -252,11 +252,14 @@ class _TorchPage(http.server.BaseHTTPRequestHandler):
 
 
 @contextmanager
-def serving(server: http.server.HTTPServer) -> Iterator[str]:
+def serving(server: http.server.HTTPServer, *, poll_interval: float = 0.5) -> Iterator[str]:
     """``server`` (built, so already listening on 127.0.0.1) served from a thread while the
     block runs: yields ``http://127.0.0.1:PORT``. For servers something else builds (a WSGI
-    app's, the code under test's); :func:`local_http` builds one for a handler."""
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    app's, the code under test's); :func:`local_http` builds one for a handler. Stopping
+    waits out at most one ``poll_interval``."""
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": poll_interval}, daemon=True
+    )
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_port}"

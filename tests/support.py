@@ -2,9 +2,9 @@
 headers, a held group-commit lead (to queue webhooks into one batch), real projects'
 sdists from the package index, vendored projects' trees from their patches (the end to
 end tests and the set-up benchmark build them the same way), ``ribbit gates`` on
-bubblewrap as a user runs it, a stand-in for PyTorch's CPU index, and the README
-quickstart's steps and command blocks. Fixtures live in tests/conftest.py and
-tests/plugins/; this module holds none."""
+bubblewrap as a user runs it, loopback HTTP servers that serve for a block (one of them
+a stand-in for PyTorch's CPU index), and the README quickstart's steps and command
+blocks. Fixtures live in tests/conftest.py and tests/plugins/; this module holds none."""
 
 from __future__ import annotations
 
@@ -252,17 +252,35 @@ class _TorchPage(http.server.BaseHTTPRequestHandler):
 
 
 @contextmanager
-def local_http(handler: type[http.server.BaseHTTPRequestHandler]) -> Iterator[str]:
-    """``handler`` served on a free loopback port from a thread while the block runs:
-    yields ``http://127.0.0.1:PORT``."""
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+def serving(server: http.server.HTTPServer, *, poll_interval: float = 0.5) -> Iterator[str]:
+    """``server`` (built, so already listening on 127.0.0.1) served from a thread while the
+    block runs: yields ``http://127.0.0.1:PORT``. For servers something else builds (a WSGI
+    app's, the code under test's); :func:`local_http` builds one for a handler. Stopping
+    waits out at most one ``poll_interval``."""
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": poll_interval}, daemon=True
+    )
     thread.start()
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
+        yield f"http://127.0.0.1:{server.server_port}"
     finally:
+        # shutdown() returns only once serve_forever has left its loop: the join is short.
         server.shutdown()
         server.server_close()
+        thread.join()
+
+
+@contextmanager
+def local_http(
+    handler: type[http.server.BaseHTTPRequestHandler],
+    *,
+    server_class: type[http.server.HTTPServer] = http.server.ThreadingHTTPServer,
+) -> Iterator[str]:
+    """``handler`` served on a free loopback port from a thread while the block runs:
+    yields ``http://127.0.0.1:PORT``. ``server_class`` is threaded unless a test needs
+    requests answered one at a time."""
+    with serving(server_class(("127.0.0.1", 0), handler)) as url:
+        yield url
 
 
 @contextmanager

@@ -8,7 +8,6 @@ StaleElementReferenceException on a loaded machine (issue #36)."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,7 @@ from bot.web.admin import overview
 from tests.plugins.admin import ADMIN_TOKEN, seed_jobs
 from tests.plugins.browser import csp_violations, live_wait, read_all, shot
 from tests.plugins.services import free_port
-from tests.support import GITHUB_SECRET
+from tests.support import GITHUB_SECRET, serving
 
 pytestmark = pytest.mark.integration
 
@@ -44,14 +43,10 @@ def live_served(tmp_path: Path, dispatcher: Any, monkeypatch: Any) -> Iterator[t
     )
     app = create_app(settings, dispatcher=dispatcher)
     seed_jobs(app.extensions["ribbit"].db, 10)
-    server = make_server("127.0.0.1", free_port(), app, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
     try:
-        yield f"http://127.0.0.1:{server.server_port}", app
+        with serving(make_server("127.0.0.1", free_port(), app, threaded=True)) as url:
+            yield url, app
     finally:
-        server.shutdown()
-        thread.join(timeout=10)
         app.extensions["ribbit"].db.dispose()
 
 

@@ -20,10 +20,10 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 from collections.abc import Iterator
+from contextlib import ExitStack
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -36,7 +36,7 @@ from bot.queue import CeleryDispatcher, client_celery
 from bot.store.db import Database
 from bot.store.jobs import JobSpec, JobStore
 from tests.plugins.services import free_port
-from tests.support import require_service
+from tests.support import local_http, require_service
 from worker.settings import load_worker_settings
 
 pytestmark = pytest.mark.integration
@@ -254,8 +254,9 @@ class _Models(http.server.BaseHTTPRequestHandler):
 
 class WorkerUnderTest:
     def __init__(self, tmp: Path, redis_url: str) -> None:
-        self.inference = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Models)
-        threading.Thread(target=self.inference.serve_forever, daemon=True).start()
+        # An ExitStack, so a test can take the server away before the worker stops.
+        self._inference = ExitStack()
+        inference_url = self._inference.enter_context(local_http(_Models))
         self.port = free_port()
         broker = f"{redis_url.rsplit('/', 1)[0]}/{REDIS_DB}"
         import redis
@@ -267,9 +268,7 @@ class WorkerUnderTest:
             "RIBBIT_LOG_FORMAT": "text",
             "RIBBIT_METRICS__WORKER_PORT": str(self.port),
             "RIBBIT_MODEL__POLICY": "openai",
-            "RIBBIT_MODEL__OPENAI_BASE_URL": (
-                f"http://127.0.0.1:{self.inference.server_address[1]}/v1"
-            ),
+            "RIBBIT_MODEL__OPENAI_BASE_URL": f"{inference_url}/v1",
         }
         self.settings = load_worker_settings(data_dir=tmp / "data", broker_url=broker)
         self.db = Database(self.settings.effective_database_url)
@@ -324,6 +323,10 @@ class WorkerUnderTest:
         self.store.mark_dispatched([(job.id, job.dispatch_seq)])
         return job.id
 
+    def stop_inference(self) -> None:
+        """The inference server goes away (closing it again is a no-op)."""
+        self._inference.close()
+
     def close(self) -> None:
         if self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGTERM)
@@ -332,8 +335,7 @@ class WorkerUnderTest:
             except subprocess.TimeoutExpired:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait(timeout=30)
-        self.inference.shutdown()
-        self.inference.server_close()
+        self.stop_inference()
         self.db.dispose()
 
 
@@ -403,6 +405,5 @@ def test_deploy_worker_metrics_cross_from_the_pool_to_the_served_endpoint(
     } <= used
 
     # The inference server goes away: the next scrape says so.
-    worker.inference.shutdown()
-    worker.inference.server_close()
+    worker.stop_inference()
     assert _samples(worker.scrape())[("ribbit_inference_up", frozenset())] == 0

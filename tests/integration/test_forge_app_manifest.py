@@ -25,6 +25,7 @@ from bot.github_app_setup import APP_EVENTS, SetupFlow, exchange, serve, web_url
 from bot.settings import Settings
 from tests.integration.test_forge_openapi import _validate
 from tests.plugins.forge import ForgeWorld
+from tests.support import serving
 
 pytestmark = pytest.mark.integration
 WEBHOOK_URL = "https://ribbit.example/webhooks/github"
@@ -40,10 +41,8 @@ def flow(forge_world: ForgeWorld, tmp_path: Path) -> SetupFlow:
 @pytest.fixture
 def page_url(flow: SetupFlow) -> Iterator[str]:
     server = serve(flow)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield github_app_setup.page_url(server)
-    server.shutdown()
-    server.server_close()
+    with serving(server):
+        yield github_app_setup.page_url(server)
 
 
 def _form(page: str) -> tuple[str, dict[str, Any]]:

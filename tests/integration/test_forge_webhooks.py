@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +17,7 @@ from werkzeug.wrappers import Request, Response
 from bot.forges.base import ForgeName
 from tests.forge.server import LocalForge
 from tests.plugins.forge import ForgeWorld
+from tests.support import serving
 
 pytestmark = pytest.mark.integration
 EXAMPLES = json.loads((Path(__file__).parents[1] / "forge" / "webhook-examples.json").read_text())
@@ -26,32 +26,24 @@ OPTIONAL = {"organization", "enterprise", "installation"}
 
 
 class Receiver:
-    """A stand-in for the bot's webhook endpoint: records what arrives."""
+    """A stand-in for the bot's webhook endpoint (a WSGI app): records what arrives."""
 
     def __init__(self) -> None:
         self.received: list[tuple[dict[str, str], bytes]] = []
-        self._server = make_server("127.0.0.1", 0, self._app, threaded=True)
-        self.url = f"http://127.0.0.1:{self._server.server_port}/webhooks"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        self._thread.start()
+        self.url = ""
 
-    def _app(self, environ: dict[str, Any], start_response: Any) -> Any:
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
         request = Request(environ)
         self.received.append((dict(request.headers), request.get_data()))
         return Response("accepted", status=202)(environ, start_response)
-
-    def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
 
 
 @pytest.fixture
 def receiver() -> Iterator[Receiver]:
     r = Receiver()
-    try:
+    with serving(make_server("127.0.0.1", 0, r, threaded=True)) as url:
+        r.url = f"{url}/webhooks"
         yield r
-    finally:
-        r.close()
 
 
 def _missing_keys(example: Any, ours: Any, path: str = "") -> list[str]:

@@ -38,7 +38,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -477,6 +477,15 @@ def _findings(report: dict[str, Any]) -> list[dict[str, Any]]:
 Judge = Callable[[RealFix], GatesResult]
 
 
+@dataclass(frozen=True)
+class _ProjectRuns:
+    """One project's gates runs, judged one after another, and the data dir they share
+    (so the set-up cache, as two jobs on one repository would)."""
+
+    data: Path
+    runs: list[GatesRun] = field(default_factory=list)
+
+
 def _selected(session: pytest.Session) -> set[RealFix]:
     """The fixes whose tests this run kept (after ``-k`` and the like)."""
     chosen: set[RealFix] = set()
@@ -498,22 +507,20 @@ def judge(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureReque
     reports: dict[RealFix, GatesResult] = {}
 
     def judge_all(wanted: set[RealFix]) -> None:
-        queues: dict[str, list[GatesRun]] = {}
-        data: dict[str, Path] = {}
+        projects: dict[str, _ProjectRuns] = {}
         fixes: dict[GatesRun, RealFix] = {}
         for fix in (*CORPUS, *BASE_READS_FRAMES):
             if fix not in wanted or shutil.which(fix.toolchain) is None:
                 continue
-            run = GatesRun(
-                _base_repo(fix, tmp_path_factory.mktemp(_case_id(fix))),
-                FIXTURES / fix.fixture / fix.fix,
-                fix.issue,
-                data.get(fix.fixture) or tmp_path_factory.mktemp(f"ribbit-data-{fix.fixture}"),
-            )
-            data[fix.fixture] = run.data
-            queues.setdefault(fix.fixture, []).append(run)
+            checkout = _base_repo(fix, tmp_path_factory.mktemp(_case_id(fix)))
+            if fix.fixture not in projects:
+                data = tmp_path_factory.mktemp(f"ribbit-data-{fix.fixture}")
+                projects[fix.fixture] = _ProjectRuns(data)
+            project = projects[fix.fixture]
+            run = GatesRun(checkout, FIXTURES / fix.fixture / fix.fix, fix.issue, project.data)
+            project.runs.append(run)
             fixes[run] = fix
-        for run, result in gates_side_by_side(list(queues.values())).items():
+        for run, result in gates_side_by_side([p.runs for p in projects.values()]).items():
             reports[fixes[run]] = result
 
     def run(fix: RealFix) -> GatesResult:

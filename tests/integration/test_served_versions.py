@@ -7,10 +7,9 @@ name it does not serve, and adapters forgotten on restart."""
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any, Literal
 
@@ -19,7 +18,7 @@ from click.testing import CliRunner
 
 from bot.cli import main
 from bot.store.db import Database
-from tests.support import score_heldout
+from tests.support import local_http, score_heldout
 from trainer import registry
 from worker.agent.policy import OpenAIPolicy, load_policy
 from worker.model_choice import ModelNotReady, preflight
@@ -106,13 +105,9 @@ def _handler(server: FakeServer) -> type[BaseHTTPRequestHandler]:
 @pytest.fixture(params=["vllm", "sglang"])
 def inference_server(request: pytest.FixtureRequest) -> Iterator[FakeServer]:
     fake = FakeServer(request.param)
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(fake))
-    fake.url = f"http://127.0.0.1:{httpd.server_port}/v1"
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield fake
-    httpd.shutdown()
-    httpd.server_close()
+    with local_http(_handler(fake)) as url:
+        fake.url = f"{url}/v1"
+        yield fake
 
 
 def _adapter(tmp_path: Path, name: str) -> Path:

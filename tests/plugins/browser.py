@@ -14,7 +14,6 @@ themselves (the live jobs list, the health page, the reviewer page) :func:`live_
 from __future__ import annotations
 
 import shutil
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,7 @@ from tests.plugins.admin import (
     seed_outcomes,
 )
 from tests.plugins.services import free_port
-from tests.support import GITHUB_SECRET, require_service
+from tests.support import GITHUB_SECRET, require_service, serving
 
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
 CHROMIUM = Path("/usr/lib/chromium/chromium")  # /usr/bin/chromium is a wrapper script
@@ -53,14 +52,10 @@ def served(tmp_path: Path, dispatcher: Any) -> Iterator[tuple[str, Any]]:
     seed_job_with_trajectory(db, settings.data_dir)
     seed_outcomes(db, weeks=6)
     seed_training_run(db, [0.25, 0.4, 0.55, 0.8, 0.9])
-    server = make_server("127.0.0.1", free_port(), app, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
     try:
-        yield f"http://127.0.0.1:{server.server_port}", app
+        with serving(make_server("127.0.0.1", free_port(), app, threaded=True)) as url:
+            yield url, app
     finally:
-        server.shutdown()
-        thread.join(timeout=10)
         db.dispose()
 
 

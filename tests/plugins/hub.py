@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 import pytest
+
+from tests.support import local_http
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 LFS_SUFFIXES = (".safetensors", ".bin")
@@ -108,12 +109,6 @@ def fake_hub(tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[
 
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
     hub = FakeHub("microsoft/FrogNano-4B-2609", tiny_model_dir)
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(hub))
-    hub.url = f"http://127.0.0.1:{server.server_port}"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with local_http(_handler(hub)) as url:
+        hub.url = url
         yield hub
-    finally:
-        server.shutdown()
-        server.server_close()

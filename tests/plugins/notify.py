@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import json
 import queue
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
+
+from tests.support import local_http
 
 
 class NotifyReceiver:
@@ -45,12 +46,5 @@ def notify_receiver() -> Iterator[tuple[str, NotifyReceiver]]:
         def log_message(self, *_args: Any) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}/hook", state
-    finally:
-        server.shutdown()
-        thread.join()
-        server.server_close()
+    with local_http(Handler) as url:
+        yield f"{url}/hook", state

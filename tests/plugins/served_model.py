@@ -16,12 +16,15 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any, Literal
 
 import pytest
+
+from tests.support import local_http
 
 BASE = "tiny"
 
@@ -207,7 +210,7 @@ def served_model(
     bf16_tiny_model: tuple[Any, Any],
 ) -> Iterator[Callable[..., ServedModel]]:
     """Start servers: ``served_model("vllm", token_ids=True, gate=None, run_model=True)``."""
-    started: list[ThreadingHTTPServer] = []
+    servers = ExitStack()
 
     def start(
         kind: Literal["vllm", "sglang"] = "vllm",
@@ -220,13 +223,8 @@ def served_model(
         fake = ServedModel(
             kind, model, tokenizer, token_ids=token_ids, gate=gate, run_model=run_model
         )
-        httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(fake))
-        fake.url = f"http://127.0.0.1:{httpd.server_port}/v1"
-        threading.Thread(target=httpd.serve_forever, daemon=True).start()
-        started.append(httpd)
+        fake.url = f"{servers.enter_context(local_http(_handler(fake)))}/v1"
         return fake
 
-    yield start
-    for httpd in started:
-        httpd.shutdown()
-        httpd.server_close()
+    with servers:
+        yield start

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,6 +11,7 @@ from werkzeug.serving import make_server
 from werkzeug.wrappers import Request, Response
 
 from tests.fakes import LocalDirSandbox, make_git_repo
+from tests.support import serving
 
 REPO_FILES = {
     "README.md": "# calc\n",
@@ -58,12 +58,7 @@ class ChatServer:
 @pytest.fixture
 def chat_server() -> Iterator[ChatServer]:
     app = ChatServer()
-    server = make_server("127.0.0.1", 0, app, threaded=True)
-    app.url = f"http://127.0.0.1:{server.server_port}/v1"
-    thread = threading.Thread(
-        target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-    )
-    thread.start()
-    yield app
-    server.shutdown()
-    thread.join(5)
+    # A short poll: dozens of tests each stop a server, and shutdown waits out one poll.
+    with serving(make_server("127.0.0.1", 0, app, threaded=True), poll_interval=0.05) as url:
+        app.url = f"{url}/v1"
+        yield app

@@ -5,13 +5,14 @@ local HTTP server named as the deployment's package index."""
 from __future__ import annotations
 
 import socket
-import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
+from tests.support import local_http
 from worker.sandbox.egress import FORWARDER_NAME, EgressProxy, egress_env
 from worker.sandbox.egress_policy import EgressPolicy, internal_address
 
@@ -30,12 +31,10 @@ class _Hello(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def upstream() -> Iterator[int]:
-    server = HTTPServer(("127.0.0.1", 0), _Hello)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server.server_address[1]
-    server.shutdown()
-    server.server_close()
+    with local_http(_Hello, server_class=HTTPServer) as url:
+        port = urlsplit(url).port
+        assert port is not None
+        yield port
 
 
 def _ask(proxy: EgressProxy, request: bytes) -> bytes:

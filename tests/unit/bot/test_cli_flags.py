@@ -219,6 +219,9 @@ SCRIPT_READ = [
     ("envs", "list"),
     ("data", "list"),
     ("prs", "rejudge"),
+    # A score a script compares or gates a release on (issue #36's audit).
+    ("model", "evaluate"),
+    ("model", "evaluate-base"),
 ]
 
 

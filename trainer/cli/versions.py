@@ -48,6 +48,12 @@ def model() -> None:
     help="Hub or internal mirror to download from (default: HF_ENDPOINT, else the public hub).",
 )
 @click.option("--revision", default=None, help="Branch, tag or commit (default: the setting).")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="What was pulled as a JSON object (verify's fields, and already_pulled).",
+)
 @click.pass_context
 def pull_model(
     ctx: click.Context,
@@ -55,6 +61,7 @@ def pull_model(
     source: Path | None,
     endpoint: str | None,
     revision: str | None,
+    as_json: bool,
 ) -> None:
     """Put the base weights (MODEL_ID, default RIBBIT_MODEL__MODEL) into the models volume,
     every file checked and its SHA-256 recorded, so workers run with the hub offline."""
@@ -73,6 +80,13 @@ def pull_model(
             )
     except WeightsError as exc:
         raise click.ClickException(str(exc)) from None
+    if as_json:
+        # verify --json's fields, so a script reads the two alike.
+        facts = {"model": model_id, "path": str(root / model_id), "files": len(manifest.files)}
+        click.echo(
+            json.dumps({**facts, "digest": manifest.digest, "already_pulled": not downloaded})
+        )
+        return
     what = f"{model_id} ({len(manifest.files)} files, digest {manifest.digest[:16]})"
     if downloaded:
         click.echo(f"pulled {what} into {root / model_id}")

@@ -72,6 +72,16 @@ def test_versions_verify_refuses_weights_never_pulled(data_dir: Path) -> None:
     assert "Error:" in _refused("verify", "acme/never")
 
 
+def test_versions_pull_as_json_says_what_verify_says(data_dir: Path, snapshot: Path) -> None:
+    pulled = json.loads(_ok("pull", "acme/tiny", "--from", str(snapshot), "--json"))
+    verified = json.loads(_ok("verify", "acme/tiny", "--json"))
+    assert pulled == {**verified, "already_pulled": False}
+    assert verified["path"] == str(data_dir / "models" / "acme/tiny")
+    # Pulled again from the folder: copied again, every file re-checked; the same digest.
+    again = json.loads(_ok("pull", "acme/tiny", "--from", str(snapshot), "--json"))
+    assert again["digest"] == pulled["digest"] and again["files"] == 2
+
+
 # -- list ------------------------------------------------------------------------------------
 def test_versions_list_of_none_says_how_to_make_one(db: Database) -> None:
     assert "no model versions; `ribbit train --register NAME`" in _ok("list")

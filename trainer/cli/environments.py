@@ -27,6 +27,7 @@ from trainer.cli.common import (
 )
 
 if TYPE_CHECKING:
+    from trainer.calibrate import CalibrationReport
     from worker.repo_config import RepoConfig
 
 
@@ -482,6 +483,12 @@ def envs_from_outcomes(
     "--max-new-tokens", type=int, default=8192, show_default=True, help="New tokens per model turn."
 )
 @store_option
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="The model and each environment's result as one JSON object (progress on stderr).",
+)
 @click.pass_context
 def calibrate_envs(
     ctx: click.Context,
@@ -491,6 +498,7 @@ def calibrate_envs(
     max_turns: int,
     max_new_tokens: int,
     store: Path | None,
+    as_json: bool,
 ) -> None:
     """k rollouts per environment; pass@k stored, always/never solved marked (no signal)."""
     from trainer.calibrate import calibrate
@@ -529,6 +537,19 @@ def calibrate_envs(
     for env in chosen:
         calibration = report.calibrations[env.instance_id]
         env_store.update(env.model_copy(update={"calibration": calibration}))
-        signal = "signal" if calibration.has_signal else "no signal"
-        click.echo(f"{env.instance_id}\tpass {calibration.solved}/{calibration.k}\t{signal}")
     sync_store_index(ctx, env_store)
+    if as_json:
+        facts = {"base_model": base, "adapter_path": adapter, "k": k}
+        click.echo(json.dumps({**facts, "results": _calibrations_json(report)}, indent=2))
+        return
+    for instance_id, calibration in report.calibrations.items():
+        signal = "signal" if calibration.has_signal else "no signal"
+        click.echo(f"{instance_id}\tpass {calibration.solved}/{calibration.k}\t{signal}")
+
+
+def _calibrations_json(report: CalibrationReport) -> list[dict[str, object]]:
+    """Each environment's result, with `model evaluate --json`'s fields and its signal."""
+    return [
+        {"instance_id": i, "k": c.k, "solved": c.solved, "has_signal": c.has_signal}
+        for i, c in report.calibrations.items()
+    ]

@@ -222,6 +222,7 @@ SCRIPT_READ = [
     # A score a script compares or gates a release on (issue #36's audit).
     ("model", "evaluate"),
     ("model", "evaluate-base"),
+    ("envs", "calibrate"),
     # What an action did, that a deploy script or cron job checks: the revision reached,
     # the digest pulled, what was deleted, pruned, exported or revoked, a repository's line.
     ("db", "upgrade"),

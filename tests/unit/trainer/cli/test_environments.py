@@ -219,6 +219,23 @@ def test_environments_calibrate_stores_and_prints_each_result(
     assert [e.instance_id for e in store.select("signal")] == ["toy__toy-1"]
 
 
+def test_environments_calibrate_as_json(
+    store: EnvironmentFolders, calibrated: dict[str, Any]
+) -> None:
+    result = _run("calibrate", "--k", "3", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) == {
+        "base_model": load_worker_settings().model.model,
+        "adapter_path": None,
+        "k": 3,
+        "results": [
+            {"instance_id": "toy__toy-1", "k": 3, "solved": 2, "has_signal": True},
+            {"instance_id": "toy__toy-2", "k": 3, "solved": 0, "has_signal": False},
+        ],
+    }
+    assert store.get("toy__toy-2").calibration == Calibration(k=3, solved=0)  # stored too
+
+
 def test_environments_calibrate_uses_the_promoted_version(
     store: EnvironmentFolders, calibrated: dict[str, Any]
 ) -> None:

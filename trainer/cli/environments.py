@@ -341,9 +341,15 @@ def image_envs(
     help="Hold out each repository's newest COUNT fixes instead.",
 )
 @store_option
+@click.option("--json", "as_json", is_flag=True, help="The split as one JSON object.")
 @click.pass_context
 def split_envs(
-    ctx: click.Context, line: str, fraction: float | None, count: int | None, store: Path | None
+    ctx: click.Context,
+    line: str,
+    fraction: float | None,
+    count: int | None,
+    store: Path | None,
+    as_json: bool,
 ) -> None:
     """Hold out LINE's newest fixes, per repository, so the line is scored on its future
     and never trains on it. One-way: held-out environments stay held out, and one a
@@ -369,6 +375,11 @@ def split_envs(
         if env.instance_id in plan.newly:
             env_store.update(env.model_copy(update={"split": "heldout"}))
     sync_store_index(ctx, env_store)
+    if as_json:
+        held = {"line": line, "heldout": plan.heldout, "newly_heldout": plan.newly}
+        kept = {"kept_in_train": plan.trained_on, "training": len(mine) - len(plan.heldout)}
+        click.echo(json.dumps({**held, **kept}, indent=2))
+        return
     for instance_id in plan.trained_on:
         click.echo(f"{instance_id}	kept in train: a version of line {line} trained on it")
     click.echo(
@@ -387,8 +398,11 @@ def split_envs(
     "trusted); without it the environments train no model line.",
 )
 @store_option
+@click.option("--json", "as_json", is_flag=True, help="What was imported as one JSON object.")
 @click.pass_context
-def import_envs(ctx: click.Context, path: Path, forge: str | None, store: Path | None) -> None:
+def import_envs(
+    ctx: click.Context, path: Path, forge: str | None, store: Path | None, as_json: bool
+) -> None:
     """Read SWE-bench (or Ribbit) JSONL; duplicates are refused and listed."""
     env_store = env_folders(ctx, store)
     try:
@@ -396,6 +410,11 @@ def import_envs(ctx: click.Context, path: Path, forge: str | None, store: Path |
     except ValueError as exc:  # a line that is not JSON, or not an environment
         raise click.ClickException(f"{path}: not SWE-bench or Ribbit JSONL: {exc}") from None
     sync_store_index(ctx, env_store)
+    if as_json:
+        # forge null: the imported environments train no model line.
+        rejections = [r.model_dump(mode="json") for r in refused]
+        click.echo(json.dumps({"imported": imported, "refused": rejections, "forge": forge}))
+        return
     click.echo(f"imported {len(imported)}, refused {len(refused)}")
     if forge is None and imported:
         click.echo("no --forge given: the imported environments train no model line")

@@ -224,13 +224,16 @@ SCRIPT_READ = [
     ("model", "evaluate-base"),
     ("envs", "calibrate"),
     # What an action did, that a deploy script or cron job checks: the revision reached,
-    # the digest pulled, what was deleted, pruned, exported or revoked, a repository's line.
+    # the digest pulled, what was deleted, pruned, exported or revoked, a repository's line,
+    # which environments a split held out, which an import took or refused.
     ("db", "upgrade"),
     ("model", "pull"),
     ("data", "delete"),
     ("data", "export"),
     ("data", "prune"),
     ("data", "visibility"),
+    ("envs", "split"),
+    ("envs", "import"),
 ]
 
 

@@ -442,6 +442,9 @@ def import_envs(
 )
 @validation_run_options
 @store_option
+@click.option(
+    "--json", "as_json", is_flag=True, help="What was built and rejected as one JSON object."
+)
 @click.pass_context
 def envs_from_outcomes(
     ctx: click.Context,
@@ -452,6 +455,7 @@ def envs_from_outcomes(
     reruns: int,
     timeout_s: float,
     store: Path | None,
+    as_json: bool,
 ) -> None:
     """Build environments from recorded PR outcomes (merged: built; closed: kept as
     negative examples with review comments)."""
@@ -480,6 +484,12 @@ def envs_from_outcomes(
             test_command=test_command,
         )
     sync_index(db, env_store)
+    if as_json:
+        # envs list --json's records, and envs list --rejected --json's.
+        built = [e.model_dump(mode="json") for e in report.built]
+        rejected = [r.model_dump(mode="json") for r in report.rejected]
+        click.echo(json.dumps({"built": built, "rejected": rejected}, indent=2))
+        return
     if not report.built and not report.rejected:
         empty(f"no recorded outcomes for {repo_ref}; see `ribbit outcomes`")
     for env in report.built:

@@ -234,6 +234,7 @@ SCRIPT_READ = [
     ("data", "visibility"),
     ("envs", "split"),
     ("envs", "import"),
+    ("envs", "from-outcomes"),  # as envs build --json, for each environment it built
 ]
 
 

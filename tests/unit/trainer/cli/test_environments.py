@@ -261,6 +261,8 @@ def test_environments_from_outcomes_with_nothing_recorded(data_dir: Path, tmp_pa
     args = ["from-outcomes", "--forge", "github", "--name", "acme/calc", "--checkout", str(repo)]
     out = _ok(*args)
     assert "no recorded outcomes for github:acme/calc" in out and "ribbit outcomes" in out
+    # A script is told nothing was built in the object, not in a sentence.
+    assert json.loads(_ok(*args, "--json")) == {"built": [], "rejected": []}
 
 
 def test_environments_from_outcomes_prints_what_was_built_and_rejected(
@@ -286,6 +288,10 @@ def test_environments_from_outcomes_prints_what_was_built_and_rejected(
     # Only rejections is still something recorded: no "nothing recorded" hint.
     assert out.splitlines() == ["rejected acme/calc#7: no_code_change (closed)"]
     assert asked == [("gitlab", "acme/calc", "make test")]
+    assert json.loads(_ok(*args, "--json")) == {
+        "built": [],
+        "rejected": [closed.model_dump(mode="json")],  # as envs list --rejected --json
+    }
 
 
 # -- build: the comments ---------------------------------------------------------------

@@ -482,7 +482,8 @@ def db() -> None:
 
 @db.command("upgrade")
 @actor_option
-def db_upgrade(actor: str | None) -> None:
+@click.option("--json", "as_json", is_flag=True, help="The revision as a JSON object.")
+def db_upgrade(actor: str | None, as_json: bool) -> None:
     """Bring the schema to the newest revision (safe to run from several processes at
     once: migrations wait on a lock). The one step that migrates: run it before starting
     upgraded web and worker processes, which refuse a schema behind theirs (unless
@@ -499,7 +500,11 @@ def db_upgrade(actor: str | None) -> None:
         )
     finally:
         db.dispose()
-    click.echo(f"database {message}")
+    if as_json:
+        # db check --json's shape: after an upgrade the schema is at head.
+        click.echo(json.dumps({"revision": revision, "at_head": True}))
+    else:
+        click.echo(f"database {message}")
 
 
 @db.command("check")

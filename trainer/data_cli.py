@@ -21,6 +21,10 @@ from worker.settings import load_worker_settings
 # --forge is optional where --repo names it (gitlab:group/project); GitHub otherwise.
 _forge = forge_option()
 _repo = repo_option("The repository", required=True)
+# What a script reads instead of the sentence; the lines said along the way go to stderr.
+_json = click.option(
+    "--json", "as_json", is_flag=True, help="What was done as one JSON object on stdout."
+)
 _store = click.option(
     "--store",
     type=click.Path(path_type=Path, file_okay=False),
@@ -109,9 +113,10 @@ def list_data(
     help="The .tar.gz to write.",
 )
 @_store
+@_json
 @click.pass_context
 def export_data(
-    ctx: click.Context, forge: str, repo: RepoRef, out: Path, store: Path | None
+    ctx: click.Context, forge: str, repo: RepoRef, out: Path, store: Path | None, as_json: bool
 ) -> None:
     """Write everything stored for one repository to a .tar.gz (JSONL and files)."""
     from trainer.data import export_repo
@@ -119,7 +124,10 @@ def export_data(
     settings, db, env_store = _open(ctx, store)
     found = export_repo(db, env_store, settings.data_dir, repo, out)
     db.dispose()
-    click.echo(f"wrote {out}: {json.dumps(found.summary())}")
+    if as_json:
+        click.echo(json.dumps({"wrote": str(out), **found.summary()}))
+    else:
+        click.echo(f"wrote {out}: {json.dumps(found.summary())}")
 
 
 @data.command("delete")
@@ -128,6 +136,7 @@ def export_data(
 @click.option("--yes", is_flag=True, help="Do not ask.")
 @_store
 @actor_option
+@_json
 @click.pass_context
 def delete_data(
     ctx: click.Context,
@@ -136,6 +145,7 @@ def delete_data(
     yes: bool,
     store: Path | None,
     actor: str | None,
+    as_json: bool,
 ) -> None:
     """Delete one repository's outcomes, trajectories, environments and job records, and
     revoke every model version trained on them (un-promoted and never served again: its
@@ -149,52 +159,66 @@ def delete_data(
         click.confirm(f"delete every stored record of {repo}?", abort=True)
     settings, db, env_store = _open(ctx, store)
     ref = repo
+    facts: dict[str, object] = {}
 
     def run() -> str:
         served = {v.name for v in TrainerStore(db).versions() if v.state == "promoted"}
         found = delete_repo(db, env_store, settings.data_dir, ref)
         revoked = revoke_trained_on(db, ref, found.environments)
         for name in revoked:
-            click.echo(f"revoked {name}: trained on {ref}'s data")
+            click.echo(f"revoked {name}: trained on {ref}'s data", err=as_json)
             if name in served:
                 withdraw_version(as_worker_settings(settings).model, name)
         unknown = TrainerStore(db).versions_without_provenance()
         if unknown:
             # Registered by hand or before provenance was recorded: not revoked, not cleared.
-            click.echo(f"what these versions trained on is not recorded; check them: {unknown}")
+            click.echo(
+                f"what these versions trained on is not recorded; check them: {unknown}",
+                err=as_json,
+            )
+        facts.update(deleted=found.summary(), revoked=revoked, not_recorded=unknown)
         return f"deleted {json.dumps(found.summary())}; revoked versions: {revoked or 'none'}"
 
     try:
-        click.echo(audited(db, cli_actor(actor), "delete-data", str(ref), run))
+        message = audited(db, cli_actor(actor), "delete-data", str(ref), run)
     finally:
         db.dispose()
+    click.echo(json.dumps({**facts, "message": message}) if as_json else message)
 
 
 @data.command("prune")
 @_store
 @actor_option
+@_json
 @click.pass_context
-def prune_data(ctx: click.Context, store: Path | None, actor: str | None) -> None:
+def prune_data(ctx: click.Context, store: Path | None, actor: str | None, as_json: bool) -> None:
     """Delete data older than RIBBIT_TRAINING__RETENTION_DAYS (for a cron or beat job)."""
     from trainer.data import prune
 
     settings, db, env_store = _open(ctx, store)
     days = settings.training.retention_days
+    pruned: list[dict[str, object]] = []
     if days is None:
         db.dispose()
-        click.echo("RIBBIT_TRAINING__RETENTION_DAYS is unset: nothing expires")
-        return
+        message = "RIBBIT_TRAINING__RETENTION_DAYS is unset: nothing expires"
+    else:
 
-    def run() -> str:
-        done = prune(db, env_store, settings.data_dir, days)
-        for d in done:
-            click.echo(f"pruned {json.dumps(d.summary())}")
-        return f"pruned data older than {days} days from {len(done)} repositories"
+        def run() -> str:
+            done = prune(db, env_store, settings.data_dir, days)
+            for d in done:
+                pruned.append(d.summary())
+                click.echo(f"pruned {json.dumps(d.summary())}", err=as_json)
+            return f"pruned data older than {days} days from {len(done)} repositories"
 
-    try:
-        click.echo(audited(db, cli_actor(actor), "prune-data", "*", run))
-    finally:
-        db.dispose()
+        try:
+            message = audited(db, cli_actor(actor), "prune-data", "*", run)
+        finally:
+            db.dispose()
+    if as_json:
+        # retention_days null: nothing expires (the setting is unset).
+        click.echo(json.dumps({"retention_days": days, "pruned": pruned, "message": message}))
+    else:
+        click.echo(message)
 
 
 @data.command("visibility")
@@ -202,9 +226,10 @@ def prune_data(ctx: click.Context, store: Path | None, actor: str | None) -> Non
 @_repo
 @click.option("--private/--public", "private", required=True, help="What the forge says.")
 @actor_option
+@_json
 @click.pass_context
 def visibility_data(
-    ctx: click.Context, forge: str, repo: RepoRef, private: bool, actor: str | None
+    ctx: click.Context, forge: str, repo: RepoRef, private: bool, actor: str | None, as_json: bool
 ) -> None:
     """Record whether a repository is private (unrecorded counts as private: its outcomes
     train no line that does not name it)."""
@@ -212,13 +237,20 @@ def visibility_data(
 
     settings, db, _ = _open(ctx, None)
     ref = repo
+    lines: list[str | None] = []
 
     def run() -> str:
         set_visibility(db, ref, private=private)
-        line = repo_line(db, settings.training, ref)
-        return f"{ref}: {'private' if private else 'public'}; model line {line or '-'}"
+        lines.append(repo_line(db, settings.training, ref))
+        return f"{ref}: {'private' if private else 'public'}; model line {lines[0] or '-'}"
 
     try:
-        click.echo(audited(db, cli_actor(actor), "visibility", str(ref), run))
+        message = audited(db, cli_actor(actor), "visibility", str(ref), run)
     finally:
         db.dispose()
+    if as_json:
+        # line null: the repository trains no model line (a private one no line names).
+        facts = {"forge": ref.forge, "repo": ref.full_name, "private": private, "line": lines[0]}
+        click.echo(json.dumps({**facts, "message": message}))
+    else:
+        click.echo(message)

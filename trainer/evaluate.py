@@ -139,6 +139,44 @@ class HeldoutScore:
         }
 
 
+@dataclass(frozen=True)
+class HeldoutEvaluation:
+    """What ``ribbit model evaluate`` and ``evaluate-base`` found: one model's held-out
+    pass@1 on a line and each environment's result behind it, as a sentence or as JSON."""
+
+    model: str  # the version's name, or the base model's id when ``base``
+    base: bool
+    line: str
+    k: int
+    report: CalibrationReport
+
+    def text(self) -> str:
+        score = self.report.pass_at_1
+        rate = f"held-out pass rate {score.rate:.1%} on {score.envs} env(s)"
+        interval = f"95% CI {score.low:.1%}-{score.high:.1%}"
+        if self.base:
+            return f"base {self.model} on line {self.line}: {rate}, {interval} (k={self.k})"
+        return f"{self.model}: {rate}, {interval} (pass@1 from {self.k} rollout(s) each)"
+
+    def to_json(self) -> dict[str, object]:
+        score = self.report.pass_at_1
+        return {
+            # One of the two is null, so a script reads either without knowing the command.
+            "version": None if self.base else self.model,
+            "base_model": self.model if self.base else None,
+            "line": self.line,
+            "k": self.k,
+            "envs": score.envs,
+            "pass_at_1": score.rate,
+            "ci_low": score.low,
+            "ci_high": score.high,
+            "results": [
+                {"instance_id": instance_id, "k": c.k, "solved": c.solved}
+                for instance_id, c in self.report.calibrations.items()
+            ],
+        }
+
+
 def _recorded(version: ModelVersion) -> HeldoutScore | None:
     if (
         version.heldout_pass_rate is None

@@ -27,6 +27,7 @@ from trainer.cli.common import (
 )
 
 if TYPE_CHECKING:
+    from trainer.calibrate import CalibrationReport
     from worker.repo_config import RepoConfig
 
 
@@ -340,9 +341,15 @@ def image_envs(
     help="Hold out each repository's newest COUNT fixes instead.",
 )
 @store_option
+@click.option("--json", "as_json", is_flag=True, help="The split as one JSON object.")
 @click.pass_context
 def split_envs(
-    ctx: click.Context, line: str, fraction: float | None, count: int | None, store: Path | None
+    ctx: click.Context,
+    line: str,
+    fraction: float | None,
+    count: int | None,
+    store: Path | None,
+    as_json: bool,
 ) -> None:
     """Hold out LINE's newest fixes, per repository, so the line is scored on its future
     and never trains on it. One-way: held-out environments stay held out, and one a
@@ -368,6 +375,11 @@ def split_envs(
         if env.instance_id in plan.newly:
             env_store.update(env.model_copy(update={"split": "heldout"}))
     sync_store_index(ctx, env_store)
+    if as_json:
+        held = {"line": line, "heldout": plan.heldout, "newly_heldout": plan.newly}
+        kept = {"kept_in_train": plan.trained_on, "training": len(mine) - len(plan.heldout)}
+        click.echo(json.dumps({**held, **kept}, indent=2))
+        return
     for instance_id in plan.trained_on:
         click.echo(f"{instance_id}	kept in train: a version of line {line} trained on it")
     click.echo(
@@ -386,8 +398,11 @@ def split_envs(
     "trusted); without it the environments train no model line.",
 )
 @store_option
+@click.option("--json", "as_json", is_flag=True, help="What was imported as one JSON object.")
 @click.pass_context
-def import_envs(ctx: click.Context, path: Path, forge: str | None, store: Path | None) -> None:
+def import_envs(
+    ctx: click.Context, path: Path, forge: str | None, store: Path | None, as_json: bool
+) -> None:
     """Read SWE-bench (or Ribbit) JSONL; duplicates are refused and listed."""
     env_store = env_folders(ctx, store)
     try:
@@ -395,6 +410,11 @@ def import_envs(ctx: click.Context, path: Path, forge: str | None, store: Path |
     except ValueError as exc:  # a line that is not JSON, or not an environment
         raise click.ClickException(f"{path}: not SWE-bench or Ribbit JSONL: {exc}") from None
     sync_store_index(ctx, env_store)
+    if as_json:
+        # forge null: the imported environments train no model line.
+        rejections = [r.model_dump(mode="json") for r in refused]
+        click.echo(json.dumps({"imported": imported, "refused": rejections, "forge": forge}))
+        return
     click.echo(f"imported {len(imported)}, refused {len(refused)}")
     if forge is None and imported:
         click.echo("no --forge given: the imported environments train no model line")
@@ -422,6 +442,9 @@ def import_envs(ctx: click.Context, path: Path, forge: str | None, store: Path |
 )
 @validation_run_options
 @store_option
+@click.option(
+    "--json", "as_json", is_flag=True, help="What was built and rejected as one JSON object."
+)
 @click.pass_context
 def envs_from_outcomes(
     ctx: click.Context,
@@ -432,6 +455,7 @@ def envs_from_outcomes(
     reruns: int,
     timeout_s: float,
     store: Path | None,
+    as_json: bool,
 ) -> None:
     """Build environments from recorded PR outcomes (merged: built; closed: kept as
     negative examples with review comments)."""
@@ -460,6 +484,12 @@ def envs_from_outcomes(
             test_command=test_command,
         )
     sync_index(db, env_store)
+    if as_json:
+        # envs list --json's records, and envs list --rejected --json's.
+        built = [e.model_dump(mode="json") for e in report.built]
+        rejected = [r.model_dump(mode="json") for r in report.rejected]
+        click.echo(json.dumps({"built": built, "rejected": rejected}, indent=2))
+        return
     if not report.built and not report.rejected:
         empty(f"no recorded outcomes for {repo_ref}; see `ribbit outcomes`")
     for env in report.built:
@@ -482,6 +512,12 @@ def envs_from_outcomes(
     "--max-new-tokens", type=int, default=8192, show_default=True, help="New tokens per model turn."
 )
 @store_option
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="The model and each environment's result as one JSON object (progress on stderr).",
+)
 @click.pass_context
 def calibrate_envs(
     ctx: click.Context,
@@ -491,6 +527,7 @@ def calibrate_envs(
     max_turns: int,
     max_new_tokens: int,
     store: Path | None,
+    as_json: bool,
 ) -> None:
     """k rollouts per environment; pass@k stored, always/never solved marked (no signal)."""
     from trainer.calibrate import calibrate
@@ -529,6 +566,19 @@ def calibrate_envs(
     for env in chosen:
         calibration = report.calibrations[env.instance_id]
         env_store.update(env.model_copy(update={"calibration": calibration}))
-        signal = "signal" if calibration.has_signal else "no signal"
-        click.echo(f"{env.instance_id}\tpass {calibration.solved}/{calibration.k}\t{signal}")
     sync_store_index(ctx, env_store)
+    if as_json:
+        facts = {"base_model": base, "adapter_path": adapter, "k": k}
+        click.echo(json.dumps({**facts, "results": _calibrations_json(report)}, indent=2))
+        return
+    for instance_id, calibration in report.calibrations.items():
+        signal = "signal" if calibration.has_signal else "no signal"
+        click.echo(f"{instance_id}\tpass {calibration.solved}/{calibration.k}\t{signal}")
+
+
+def _calibrations_json(report: CalibrationReport) -> list[dict[str, object]]:
+    """Each environment's result, with `model evaluate --json`'s fields and its signal."""
+    return [
+        {"instance_id": i, "k": c.k, "solved": c.solved, "has_signal": c.has_signal}
+        for i, c in report.calibrations.items()
+    ]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -21,6 +21,9 @@ from trainer.cli.common import (
     settings_of,
     store_option,
 )
+
+if TYPE_CHECKING:
+    from trainer.evaluate import HeldoutEvaluation
 
 T = TypeVar("T")
 
@@ -45,6 +48,12 @@ def model() -> None:
     help="Hub or internal mirror to download from (default: HF_ENDPOINT, else the public hub).",
 )
 @click.option("--revision", default=None, help="Branch, tag or commit (default: the setting).")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="What was pulled as a JSON object (verify's fields, and already_pulled).",
+)
 @click.pass_context
 def pull_model(
     ctx: click.Context,
@@ -52,6 +61,7 @@ def pull_model(
     source: Path | None,
     endpoint: str | None,
     revision: str | None,
+    as_json: bool,
 ) -> None:
     """Put the base weights (MODEL_ID, default RIBBIT_MODEL__MODEL) into the models volume,
     every file checked and its SHA-256 recorded, so workers run with the hub offline."""
@@ -70,6 +80,13 @@ def pull_model(
             )
     except WeightsError as exc:
         raise click.ClickException(str(exc)) from None
+    if as_json:
+        # verify --json's fields, so a script reads the two alike.
+        facts = {"model": model_id, "path": str(root / model_id), "files": len(manifest.files)}
+        click.echo(
+            json.dumps({**facts, "digest": manifest.digest, "already_pulled": not downloaded})
+        )
+        return
     what = f"{model_id} ({len(manifest.files)} files, digest {manifest.digest[:16]})"
     if downloaded:
         click.echo(f"pulled {what} into {root / model_id}")
@@ -168,6 +185,12 @@ def _heldout_text(v: Any) -> str:
     "--max-new-tokens", type=int, default=8192, show_default=True, help="New tokens per model turn."
 )
 @store_option
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="The score and each environment's result as one JSON object (progress on stderr).",
+)
 @click.pass_context
 def evaluate_model(
     ctx: click.Context,
@@ -177,9 +200,10 @@ def evaluate_model(
     max_turns: int,
     max_new_tokens: int,
     store: Path | None,
+    as_json: bool,
 ) -> None:
     """Score VERSION on held-out environments (stored; promotion compares it)."""
-    from trainer.evaluate import evaluate_version
+    from trainer.evaluate import HeldoutEvaluation, evaluate_version
     from trainer.store import TrainerStore
     from worker.settings import AgentSettings
 
@@ -200,11 +224,7 @@ def evaluate_model(
             open_db(ctx), version, pairs, recipe, limits, k=k, on_env=on_env
         ),
     )
-    score = report.pass_at_1
-    click.echo(
-        f"{version}: held-out pass rate {score.rate:.1%} on {score.envs} env(s), "
-        f"95% CI {score.low:.1%}-{score.high:.1%} (pass@1 from {k} rollout(s) each)"
-    )
+    _print_evaluation(HeldoutEvaluation(version, False, row.line, k, report), as_json)
 
 
 @model.command("evaluate-base")
@@ -221,6 +241,12 @@ def evaluate_model(
     "--max-new-tokens", type=int, default=8192, show_default=True, help="New tokens per model turn."
 )
 @store_option
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="The score and each environment's result as one JSON object (progress on stderr).",
+)
 @click.pass_context
 def evaluate_base_model(
     ctx: click.Context,
@@ -230,10 +256,11 @@ def evaluate_base_model(
     max_turns: int,
     max_new_tokens: int,
     store: Path | None,
+    as_json: bool,
 ) -> None:
     """Score the base model on LINE's held-out environments (stored per environment: a
     line's first version must beat it to be promoted)."""
-    from trainer.evaluate import evaluate_base
+    from trainer.evaluate import HeldoutEvaluation, evaluate_base
     from worker.settings import AgentSettings
 
     settings = settings_of(ctx)
@@ -250,11 +277,16 @@ def evaluate_base_model(
             open_db(ctx), line, model_id, pairs, recipe, limits, k=k, on_env=on_env
         ),
     )
-    score = report.pass_at_1
-    click.echo(
-        f"base {model_id} on line {line}: held-out pass rate {score.rate:.1%} on "
-        f"{score.envs} env(s), 95% CI {score.low:.1%}-{score.high:.1%} (k={k})"
-    )
+    _print_evaluation(HeldoutEvaluation(model_id, True, line, k, report), as_json)
+
+
+def _print_evaluation(evaluation: HeldoutEvaluation, as_json: bool) -> None:
+    """Stdout holds only the result: the progress bar is on stderr (bot/console.py), so
+    ``--json`` output parses whatever the terminal showed meanwhile."""
+    if as_json:
+        click.echo(json.dumps(evaluation.to_json(), indent=2))
+    else:
+        click.echo(evaluation.text())
 
 
 def _score_heldout(

@@ -196,6 +196,9 @@ def test_db_upgrade_migrates_and_says_to_which_revision(env: Path) -> None:
     assert first.exit_code == 0, first.output
     assert first.output.strip() == "database at revision 0019"
     assert runner.invoke(main, ["db", "upgrade"]).output == first.output  # idempotent
+    as_json = runner.invoke(main, ["db", "upgrade", "--json"])
+    assert as_json.exit_code == 0, as_json.output
+    assert json.loads(as_json.output) == {"revision": "0019", "at_head": True}
 
 
 def test_every_declared_entry_point_loads() -> None:

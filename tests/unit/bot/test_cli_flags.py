@@ -219,6 +219,22 @@ SCRIPT_READ = [
     ("envs", "list"),
     ("data", "list"),
     ("prs", "rejudge"),
+    # A score a script compares or gates a release on (issue #36's audit).
+    ("model", "evaluate"),
+    ("model", "evaluate-base"),
+    ("envs", "calibrate"),
+    # What an action did, that a deploy script or cron job checks: the revision reached,
+    # the digest pulled, what was deleted, pruned, exported or revoked, a repository's line,
+    # which environments a split held out, which an import took or refused.
+    ("db", "upgrade"),
+    ("model", "pull"),
+    ("data", "delete"),
+    ("data", "export"),
+    ("data", "prune"),
+    ("data", "visibility"),
+    ("envs", "split"),
+    ("envs", "import"),
+    ("envs", "from-outcomes"),  # as envs build --json, for each environment it built
 ]
 
 

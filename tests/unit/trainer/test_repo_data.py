@@ -8,7 +8,9 @@ import json
 import tarfile
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -224,3 +226,47 @@ def test_cli_lists_exports_deletes(
         data, ["visibility", "--forge", "github", "--repo", "acme/b", "--public"], obj=settings
     )
     assert vis.exit_code == 0 and "model line default" in vis.output
+
+
+def test_cli_says_what_it_did_as_json(
+    db: Database,
+    store: EnvironmentFolders,
+    settings: Settings,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import trainer.data
+
+    _seed(db, store, settings.data_dir, tmp_path / "outside.txt")
+    # The command's clock fixed, as in the retention test.
+    monkeypatch.setattr(trainer.data, "prune", partial(prune, now=NOW))
+
+    def as_json(*args: str, with_settings: Settings = settings) -> Any:
+        result = CliRunner().invoke(data, [*args, "--json"], obj=with_settings)
+        assert result.exit_code == 0, result.output
+        return json.loads(result.stdout)
+
+    b = repo_data(db, store, settings.data_dir, B).summary()
+    assert b["outcomes"] == 1 and b["environments"] == 1
+    out = tmp_path / "b.tar.gz"
+    exported = as_json("export", "--forge", "github", "--repo", "acme/b", "--out", str(out))
+    assert exported == {"wrote": str(out), **b} and out.is_file()
+    deleted = as_json("delete", "--repo", "acme/b", "--yes")
+    assert (deleted["deleted"], deleted["revoked"], deleted["not_recorded"]) == (b, [], [])
+    shown = as_json("visibility", "--repo", "acme/b", "--public")
+    assert {k: v for k, v in shown.items() if k != "message"} == {
+        "forge": "github",
+        "repo": "acme/b",
+        "private": False,
+        "line": "default",
+    }
+    pruned = as_json("prune")
+    assert pruned["retention_days"] == 30
+    assert sorted((p["forge"], p["repo"]) for p in pruned["pruned"]) == [
+        ("github", "acme/a"),
+        ("gitlab", "acme/a"),
+    ]
+    assert pruned["message"] == "pruned data older than 30 days from 2 repositories"
+    kept = settings.model_copy(update={"training": TrainingDataSettings()})
+    unset = as_json("prune", with_settings=kept)
+    assert (unset["retention_days"], unset["pruned"]) == (None, [])

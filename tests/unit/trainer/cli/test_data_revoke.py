@@ -5,11 +5,12 @@ names them."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from bot.store.audit import recent
 from bot.store.db import Database
-from tests.unit.trainer.cli.invoke import ok, refused
+from tests.unit.trainer.cli.invoke import ok, refused, run
 from trainer.registry import promote, promoted_model, register
 from trainer.store import TrainedOn, TrainerStore, version_named
 from worker.settings import load_worker_settings
@@ -56,4 +57,19 @@ def test_data_delete_revokes_every_version_trained_on_the_repository(data_dir: P
     assert entry.outcome == "ok" and "revoked versions: ['child', 'tainted', 'twin']" in (
         entry.detail or ""
     )
+    db.dispose()
+
+
+def test_data_delete_as_json_keeps_stdout_to_the_object(data_dir: Path) -> None:
+    db = Database(load_worker_settings().effective_database_url)
+    db.migrate()
+    _version(db, "tainted", "acme/b")
+    register(db, "by-hand", base_model="base", adapter_path=None)
+    result = run("data", "delete", "--forge", "github", "--repo", "acme/b", "--yes", "--json")
+    assert result.exit_code == 0, result.output
+    deleted = json.loads(result.stdout)  # the revoked lines went to stderr
+    assert deleted["revoked"] == ["tainted"] and deleted["not_recorded"] == ["by-hand"]
+    assert deleted["deleted"]["repo"] == "acme/b" and deleted["deleted"]["environments"] == 0
+    assert deleted["message"].endswith("revoked versions: ['tainted']")
+    assert "revoked tainted: trained on github:acme/b's data" in result.stderr
     db.dispose()

@@ -219,6 +219,23 @@ def test_environments_calibrate_stores_and_prints_each_result(
     assert [e.instance_id for e in store.select("signal")] == ["toy__toy-1"]
 
 
+def test_environments_calibrate_as_json(
+    store: EnvironmentFolders, calibrated: dict[str, Any]
+) -> None:
+    result = _run("calibrate", "--k", "3", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) == {
+        "base_model": load_worker_settings().model.model,
+        "adapter_path": None,
+        "k": 3,
+        "results": [
+            {"instance_id": "toy__toy-1", "k": 3, "solved": 2, "has_signal": True},
+            {"instance_id": "toy__toy-2", "k": 3, "solved": 0, "has_signal": False},
+        ],
+    }
+    assert store.get("toy__toy-2").calibration == Calibration(k=3, solved=0)  # stored too
+
+
 def test_environments_calibrate_uses_the_promoted_version(
     store: EnvironmentFolders, calibrated: dict[str, Any]
 ) -> None:
@@ -244,6 +261,8 @@ def test_environments_from_outcomes_with_nothing_recorded(data_dir: Path, tmp_pa
     args = ["from-outcomes", "--forge", "github", "--name", "acme/calc", "--checkout", str(repo)]
     out = _ok(*args)
     assert "no recorded outcomes for github:acme/calc" in out and "ribbit outcomes" in out
+    # A script is told nothing was built in the object, not in a sentence.
+    assert json.loads(_ok(*args, "--json")) == {"built": [], "rejected": []}
 
 
 def test_environments_from_outcomes_prints_what_was_built_and_rejected(
@@ -269,6 +288,10 @@ def test_environments_from_outcomes_prints_what_was_built_and_rejected(
     # Only rejections is still something recorded: no "nothing recorded" hint.
     assert out.splitlines() == ["rejected acme/calc#7: no_code_change (closed)"]
     assert asked == [("gitlab", "acme/calc", "make test")]
+    assert json.loads(_ok(*args, "--json")) == {
+        "built": [],
+        "rejected": [closed.model_dump(mode="json")],  # as envs list --rejected --json
+    }
 
 
 # -- build: the comments ---------------------------------------------------------------

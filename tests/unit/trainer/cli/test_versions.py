@@ -9,6 +9,7 @@ import re
 from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -69,6 +70,16 @@ def test_versions_pull_refuses_what_is_not_a_model(
 
 def test_versions_verify_refuses_weights_never_pulled(data_dir: Path) -> None:
     assert "Error:" in _refused("verify", "acme/never")
+
+
+def test_versions_pull_as_json_says_what_verify_says(data_dir: Path, snapshot: Path) -> None:
+    pulled = json.loads(_ok("pull", "acme/tiny", "--from", str(snapshot), "--json"))
+    verified = json.loads(_ok("verify", "acme/tiny", "--json"))
+    assert pulled == {**verified, "already_pulled": False}
+    assert verified["path"] == str(data_dir / "models" / "acme/tiny")
+    # Pulled again from the folder: copied again, every file re-checked; the same digest.
+    again = json.loads(_ok("pull", "acme/tiny", "--from", str(snapshot), "--json"))
+    assert again["digest"] == pulled["digest"] and again["files"] == 2
 
 
 # -- list ------------------------------------------------------------------------------------
@@ -181,3 +192,88 @@ def test_versions_verify_promote_and_rollback_as_json(
         "message": "now serving v1",
     }
     assert json.loads(_ok("rollback", "--json"))["serving"] is None
+
+
+# -- evaluate --json -----------------------------------------------------------------------
+@pytest.fixture
+def heldout_store(
+    db: Database, data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> list[str]:
+    """Two held-out toy environments of a public repository (the default line's), and
+    scoring that loads no model and opens no sandbox: the first environment always
+    solved, the second never."""
+    import trainer.evaluate as evaluate
+    from bot.forges.base import RepoRef
+    from bot.model_lines import set_visibility
+    from trainer.calibrate import CalibrationReport
+    from trainer.envs.schema import Calibration, Provenance
+    from worker.sandbox.recipe import SandboxRecipe
+
+    ids = ["toy__toy-1", "toy__toy-2"]
+    env_store = EnvironmentFolders(data_dir / "trainer")
+    for instance_id in ids:
+        # A base commit each: the store refuses two environments with the same fix.
+        base = make_git_repo(tmp_path / instance_id, {"README.md": f"{instance_id}\n"})
+        env = toy_environment(base, instance_id=instance_id)
+        held_out = {"split": "heldout", "provenance": Provenance(source="local", forge="github")}
+        env_store.add(env.model_copy(update=held_out), tmp_path / instance_id)
+    set_visibility(db, RepoRef("github", "toy/toy"), private=False)
+
+    def calibrate(envs: list[Any], *_args: Any, k: int, on_env: Any, **_kw: Any) -> Any:
+        for env, _checkout in envs:
+            on_env(env)
+        solved = {ids[0]: k, ids[1]: 0}
+        return CalibrationReport(
+            {e.instance_id: Calibration(k=k, solved=solved[e.instance_id]) for e, _ in envs}
+        )
+
+    monkeypatch.setattr(evaluate, "version_policy", lambda *_a: object())
+    monkeypatch.setattr(evaluate, "calibrate", calibrate)
+    monkeypatch.setattr(SandboxRecipe, "production", classmethod(lambda cls, _s: object()))
+    return ids
+
+
+def test_versions_evaluate_as_json_is_what_the_registry_records(
+    db: Database, heldout_store: list[str]
+) -> None:
+    register(db, "v1", base_model="org/base", adapter_path="/a/v1")
+    result = _run("evaluate", "v1", "--k", "2", "--json")
+    assert result.exit_code == 0, result.output
+    evaluated = json.loads(result.stdout)  # nothing but the object on stdout
+    listed = {v["name"]: v for v in json.loads(_ok("list", "--json"))}["v1"]
+    assert evaluated == {
+        "version": "v1",
+        "base_model": None,
+        "line": "default",
+        "k": 2,
+        "envs": 2,
+        "pass_at_1": 0.5,
+        "ci_low": listed["heldout_ci_low"],
+        "ci_high": listed["heldout_ci_high"],
+        "results": [
+            {"instance_id": heldout_store[0], "k": 2, "solved": 2},
+            {"instance_id": heldout_store[1], "k": 2, "solved": 0},
+        ],
+    }
+    assert listed["heldout_pass_rate"] == 0.5 and listed["heldout_k"] == 2
+    assert 0 < evaluated["ci_low"] < 0.5 < evaluated["ci_high"] < 1
+    # Without --json: the sentence, from the same record.
+    assert re.fullmatch(
+        r"v1: held-out pass rate 50\.0% on 2 env\(s\), 95% CI \d+\.\d%-\d+\.\d% "
+        r"\(pass@1 from 2 rollout\(s\) each\)\n",
+        _ok("evaluate", "v1", "--k", "2"),
+    )
+
+
+def test_versions_evaluate_base_as_json_names_the_base_model(
+    db: Database, heldout_store: list[str]
+) -> None:
+    result = _run("evaluate-base", "--model", "org/base", "--json")
+    assert result.exit_code == 0, result.output
+    evaluated = json.loads(result.stdout)
+    assert (evaluated["version"], evaluated["base_model"]) == (None, "org/base")
+    assert (evaluated["line"], evaluated["k"], evaluated["envs"]) == ("default", 1, 2)
+    assert evaluated["pass_at_1"] == 0.5  # 1 of 1, then 0 of 1
+    assert [r["solved"] for r in evaluated["results"]] == [1, 0]
+    text = _ok("evaluate-base", "--model", "org/base")
+    assert text.startswith("base org/base on line default: held-out pass rate 50.0% on 2 env(s)")

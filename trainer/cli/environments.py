@@ -297,9 +297,12 @@ def export_envs(
     help="Image to build on (default: the sandbox image, RIBBIT_SANDBOX__IMAGE).",
 )
 @store_option
+@click.option(
+    "--json", "as_json", is_flag=True, help="Each environment's image tag as a JSON list."
+)
 @click.pass_context
 def image_envs(
-    ctx: click.Context, selector: str, base_image: str | None, store: Path | None
+    ctx: click.Context, selector: str, base_image: str | None, store: Path | None, as_json: bool
 ) -> None:
     """Build one container image per environment with its repository at the base commit
     in /testbed: what SkyRL's SWE example (and the exported eval_script) run in."""
@@ -316,6 +319,7 @@ def image_envs(
         raise click.ClickException(str(exc)) from None
     import docker
 
+    built = []
     for env in chosen:
         try:
             tag = build_testbed_image(
@@ -323,7 +327,11 @@ def image_envs(
             )
         except (docker.errors.BuildError, docker.errors.APIError, FileNotFoundError) as exc:
             raise click.ClickException(f"{env.instance_id}: {exc}") from None
-        click.echo(f"{env.instance_id}\t{tag}")
+        # Each line as its image is built (builds take minutes); under --json on stderr.
+        click.echo(f"{env.instance_id}\t{tag}", err=as_json)
+        built.append({"instance_id": env.instance_id, "image": tag})
+    if as_json:
+        click.echo(json.dumps(built, indent=2))
 
 
 @envs.command("split")

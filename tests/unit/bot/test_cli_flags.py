@@ -235,6 +235,7 @@ SCRIPT_READ = [
     ("envs", "split"),
     ("envs", "import"),
     ("envs", "from-outcomes"),  # as envs build --json, for each environment it built
+    ("envs", "image"),  # the tag a training stack pulls, for each environment
 ]
 
 

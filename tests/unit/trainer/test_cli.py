@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -76,6 +77,30 @@ def test_envs_image_without_an_engine_is_a_clear_error(
     result = CliRunner().invoke(main, ["envs", "image"])
     assert result.exit_code == 1
     assert "Error:" in result.output and "Traceback" not in result.output
+
+
+def test_envs_image_json_lists_each_environment_and_its_tag(
+    data_dir: Path, fix_with_new_test: FixRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import trainer.envs.export
+    import worker.sandbox.docker
+
+    env = calc_environment(fix_with_new_test)
+    EnvironmentFolders(data_dir / "trainer").add(env, fix_with_new_test.path)
+    engine = object()
+    monkeypatch.setattr(worker.sandbox.docker, "docker_client", lambda *a, **k: engine)
+
+    def build(chosen: Any, _store: object, client: object, *, base_image: str) -> str:
+        assert client is engine and base_image == "base:1"
+        return f"ribbit-testbed/{chosen.instance_id}:abc"
+
+    monkeypatch.setattr(trainer.envs.export, "build_testbed_image", build)
+    result = CliRunner().invoke(main, ["envs", "image", "--base-image", "base:1", "--json"])
+    assert result.exit_code == 0, result.output
+    tag = f"ribbit-testbed/{env.instance_id}:abc"
+    # stdout parses alone: the line printed as each image is built went to stderr
+    assert json.loads(result.stdout) == [{"instance_id": env.instance_id, "image": tag}]
+    assert f"{env.instance_id}\t{tag}" in result.stderr
 
 
 def test_model_promote_and_rollback(data_dir: Path) -> None:

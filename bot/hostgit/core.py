@@ -21,6 +21,7 @@ import os
 import subprocess
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import TypedDict, Unpack
 
 GIT_TIMEOUT_S = 300
 
@@ -121,28 +122,22 @@ def run_git(
         raise GitTimeout(f"git {args[0]} timed out after {timeout:g}s") from None
 
 
-def git_ok(
-    cwd: Path | None,
-    *args: str,
-    stdin: bytes | None = None,
-    identity: Mapping[str, str] | None = None,
-    config: Iterable[tuple[str, str]] = (),
-    any_owner: bool = True,
-    inherit: Iterable[str] = (),
-    timeout: float = GIT_TIMEOUT_S,
-) -> bytes:
+class GitOptions(TypedDict, total=False):
+    """:func:`run_git`'s keyword arguments, for the wrappers that pass them on (mypy
+    checks each against run_git's own, where the defaults live)."""
+
+    stdin: bytes | None
+    identity: Mapping[str, str] | None
+    config: Iterable[tuple[str, str]]
+    any_owner: bool
+    inherit: Iterable[str]
+    timeout: float
+
+
+def git_ok(cwd: Path | None, *args: str, **options: Unpack[GitOptions]) -> bytes:
     """Host git's stdout; :class:`GitError` when it fails or runs out of time. Takes what
     :func:`run_git` takes."""
-    proc = run_git(
-        cwd,
-        *args,
-        stdin=stdin,
-        identity=identity,
-        config=config,
-        any_owner=any_owner,
-        inherit=inherit,
-        timeout=timeout,
-    )
+    proc = run_git(cwd, *args, **options)
     if proc.returncode != 0:
         reason = proc.stderr.decode(errors="replace").strip()
         raise GitError(f"git {args[0]} failed: {reason}")

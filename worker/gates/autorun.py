@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bot.hostgit import run_git
-from worker.gates.trees import regular_file_inside
+from worker.gates.trees import read_head
 
 _MAX_BYTES = 1024 * 1024
 
@@ -285,11 +285,5 @@ def _package(text: str | None) -> dict[str, str]:
 
 
 def _read(tree: Path, rel: str) -> str | None:
-    file = regular_file_inside(tree, rel)
-    if file is None:
-        return None
-    try:
-        with file.open("rb") as fh:
-            return fh.read(_MAX_BYTES).decode(errors="replace")
-    except OSError:
-        return None
+    data = read_head(tree, rel, _MAX_BYTES)
+    return None if data is None else data.decode(errors="replace")

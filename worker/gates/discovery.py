@@ -25,11 +25,12 @@ import configparser
 import json
 import re
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from worker.gates.trees import applied_changes, regular_file_inside
+from worker.gates.trees import applied_changes, read_head
 
 # Whole files whose only job is configuring a test runner (or the interpreter the
 # tests run in: a ``sitecustomize.py`` or ``.pth`` file runs before any test).
@@ -85,15 +86,8 @@ def discovery_changes(before: Path, after: Path, paths: list[str]) -> list[Disco
 
 
 def _read(tree: Path, rel: str) -> str | None:
-    file = regular_file_inside(tree, rel)
-    if file is None:
-        return None
-    try:
-        with file.open("rb") as fh:
-            data = fh.read(_MAX_CONFIG_BYTES + 1)
-    except OSError:
-        return None
-    return data.decode(errors="replace")
+    data = read_head(tree, rel, _MAX_CONFIG_BYTES + 1)
+    return None if data is None else data.decode(errors="replace")
 
 
 def _ini_sections(text: str | None) -> Any:
@@ -111,13 +105,24 @@ def _ini_sections(text: str | None) -> Any:
     }
 
 
-def _pyproject(text: str | None) -> Any:
-    if text is None:
-        return None
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError:
-        return ("unreadable", text)
+def _toml_reader(pick: Callable[[dict[str, Any]], Any]) -> Callable[[str | None], Any]:
+    """What ``pick`` takes from a TOML file; None where there is no file, and the text
+    itself where it does not parse (any edit of an unreadable file counts)."""
+
+    def read(text: str | None) -> Any:
+        if text is None:
+            return None
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError:
+            return ("unreadable", text)
+        return pick(data)
+
+    return read
+
+
+@_toml_reader
+def _pyproject(data: dict[str, Any]) -> Any:
     tool = data.get("tool", {})
     keys = ("pytest", "hatch", "tox", "nox", "poe", "pdm", "uv")
     picked: dict[str, Any] = {k: tool.get(k) for k in keys}
@@ -168,16 +173,11 @@ def _makefile(text: str | None) -> Any:
     return picked
 
 
-def _cargo_manifest(text: str | None) -> Any:
+@_toml_reader
+def _cargo_manifest(data: dict[str, Any]) -> Any:
     """What decides which test targets cargo builds and how it runs them: the target
     tables (``[lib] test = false``, ``[[test]] harness = false``), the ``auto*``
     switches, the workspace's members; a dependency added is not a discovery change."""
-    if text is None:
-        return None
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError:
-        return ("unreadable", text)
     package = data.get("package") if isinstance(data.get("package"), dict) else {}
     picked: dict[str, Any] = {k: data.get(k) for k in ("lib", "bin", "test", "bench", "example")}
     picked["auto"] = {k: v for k, v in (package or {}).items() if str(k).startswith("auto")}

@@ -95,6 +95,17 @@ class _Raw:
     pytest: bool  # the report is pytest's (its suite is named so, or it has xunit1 files)
     nested: str  # the enclosing suites' names and the case's, joined (Node's ids)
 
+    def case(self, case_id: str) -> TestCase:
+        """The test case under ``case_id``; only the id depends on the runner."""
+        return TestCase(
+            id=case_id,
+            name=self.name,
+            classname=self.classname,
+            outcome=self.outcome,
+            message=self.message,
+            file=self.file,
+        )
+
 
 def parse_junit(
     data: bytes | str, existing: Existing | None = None, flavour: Flavour = "auto"
@@ -106,31 +117,14 @@ def parse_junit(
     raws = _read(data.encode() if isinstance(data, str) else data)
     if flavour != "auto":
         return [
-            TestCase(
-                id=raw.nested if flavour == "nested" else f"{raw.classname}::{raw.name}",
-                name=raw.name,
-                classname=raw.classname,
-                outcome=raw.outcome,
-                message=raw.message,
-                file=raw.file,
-            )
+            raw.case(raw.nested if flavour == "nested" else f"{raw.classname}::{raw.name}")
             for raw in raws
         ]
     wanted = set()
     for raw in raws:
         wanted.update(module_candidates(raw.classname))
     found = set(existing(sorted(wanted))) if existing is not None and wanted else set()
-    return [
-        TestCase(
-            id=_node_id(raw, found),
-            name=raw.name,
-            classname=raw.classname,
-            outcome=raw.outcome,
-            message=raw.message,
-            file=raw.file,
-        )
-        for raw in raws
-    ]
+    return [raw.case(_node_id(raw, found)) for raw in raws]
 
 
 def outcomes(cases: Iterable[TestCase]) -> dict[str, Outcome]:

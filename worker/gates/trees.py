@@ -93,6 +93,19 @@ def regular_file_inside(tree: Path, rel: str) -> Path | None:
     return resolved
 
 
+def read_head(tree: Path, rel: str, limit: int) -> bytes | None:
+    """The first ``limit`` bytes of ``tree/rel`` when it is a regular file inside the tree
+    (:func:`regular_file_inside`); None when it is not, or cannot be read."""
+    file = regular_file_inside(tree, rel)
+    if file is None:
+        return None
+    try:
+        with file.open("rb") as fh:
+            return fh.read(limit)
+    except OSError:
+        return None
+
+
 @contextmanager
 def patch_trees(ctx: GateContext) -> Iterator[PatchTrees]:
     """Build both trees; raises PatchApplyError when the patch does not apply."""

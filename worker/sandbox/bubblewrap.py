@@ -41,7 +41,7 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import cast
@@ -50,7 +50,6 @@ from worker.sandbox.base import (
     DEFAULT_OUTPUT_CAP,
     TIMEOUT_EXIT_CODE,
     WORKSPACE,
-    ClosedOnExit,
     ExecResult,
     SandboxError,
     pid_alive,
@@ -70,7 +69,7 @@ from worker.sandbox.common import (
     SANDBOX_GID,
     SANDBOX_HOME,
     SANDBOX_UID,
-    host_workspace_diff,
+    HostDiffedSandbox,
     sandbox_env,
     workspace_relative,
 )
@@ -125,7 +124,7 @@ _START_SERVER = 'exec "$(command -v python3)" -I -c "$0" "$1" --inside-sandbox'
 _HOST_GRACE_S = 5
 
 
-class BubblewrapSandbox(ClosedOnExit):
+class BubblewrapSandbox(HostDiffedSandbox):
     backend = "bubblewrap"
 
     def __init__(
@@ -148,8 +147,6 @@ class BubblewrapSandbox(ClosedOnExit):
         self._session: SessionClient | None = None
         self._base = host.base_commit(source)
         self._source = source
-        # What the setup step added to the workspace (see leave_out_of_diff).
-        self._setup_paths: tuple[str, ...] = ()
         self._root = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=host.temp_dir))
         self.host_root = self._root  # exposed so tests and reapers can check cleanup
         self.workspace = self._root / "workspace"
@@ -427,20 +424,10 @@ class BubblewrapSandbox(ClosedOnExit):
                 os.fchown(fh.fileno(), self._host_uid, self._host_uid)
             fh.write(data)
 
-    def diff(self) -> str:
-        self._stop_processes()
-        limits = ExportLimits(max_bytes=self._settings.workspace_mb * 1024 * 1024)
-        return host_workspace_diff(
-            self._source,
-            self._base,
-            lambda dest: export_host_tree(self.workspace, dest, limits),
-            leave_out=self._setup_paths,
-        )
+    def _export_into(self, limits: ExportLimits) -> Callable[[Path], None]:
+        return lambda dest: export_host_tree(self.workspace, dest, limits)
 
     # -- snapshots (worker/sandbox/snapshot.py) ----------------------------------------
-    def leave_out_of_diff(self, paths: Sequence[str]) -> None:
-        self._setup_paths = tuple(paths)
-
     def export_setup_state(self, env_dest: Path, workspace_dest: Path) -> None:
         self._stop_processes()
         export_host_tree(self.env_dir, env_dest, SNAPSHOT_LIMITS, skip_top=ENV_SKIP)
@@ -453,11 +440,6 @@ class BubblewrapSandbox(ClosedOnExit):
         if self._host_uid is not None:
             _chown_tree(self.env_dir, self._host_uid)
             _chown_tree(self.workspace, self._host_uid)
-
-    def stop_processes(self) -> None:
-        """Kill every process left in the sandbox (a setup step's daemons, an earlier
-        run's children): a test run starts as the only process tree here."""
-        self._stop_processes()
 
     def _stop_processes(self) -> None:
         """Nothing of the sandbox may run while the host reads its workspace: the resident

@@ -1,5 +1,6 @@
 """Pieces both backends share: the allow-listed environment, the in-sandbox command
-wrapper, capped output capture and the host-side diff."""
+wrapper, capped output capture, the host-side diff and :class:`HostDiffedSandbox`, the
+methods around it both backends run the same way."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from bot.hostgit import GitError, head_commit, host_diff
-from worker.sandbox.base import TIMEOUT_EXIT_CODE, WORKSPACE, SandboxError
+from worker.sandbox.base import TIMEOUT_EXIT_CODE, WORKSPACE, ClosedOnExit, SandboxError
+from worker.sandbox.export import ExportLimits
+from worker.settings import SandboxSettings
 
 SANDBOX_UID = 1000
 SANDBOX_GID = 1000
@@ -202,3 +205,37 @@ def host_workspace_diff(
             return host_diff(source, base, tree, max_bytes=DIFF_CAP)
         except GitError as exc:
             raise SandboxError(f"could not compute the diff: {exc}") from None
+
+
+class HostDiffedSandbox(ClosedOnExit):
+    """What both backends do alike around :func:`host_workspace_diff`; a backend says only
+    how its processes stop and how its workspace is exported."""
+
+    _settings: SandboxSettings
+    _source: Path
+    _base: str | None
+    # What the setup step added to the workspace (see leave_out_of_diff).
+    _setup_paths: tuple[str, ...] = ()
+
+    def diff(self) -> str:
+        self._stop_processes()
+        limits = ExportLimits(max_bytes=self._settings.workspace_mb * 1024 * 1024)
+        return host_workspace_diff(
+            self._source, self._base, self._export_into(limits), leave_out=self._setup_paths
+        )
+
+    def leave_out_of_diff(self, paths: Sequence[str]) -> None:
+        self._setup_paths = tuple(paths)
+
+    def stop_processes(self) -> None:
+        """Kill every process left in the sandbox (a setup step's daemons, an earlier
+        run's children): a test run starts as the only process tree here."""
+        self._stop_processes()
+
+    def _stop_processes(self) -> None:
+        """Nothing of the sandbox may run while the host reads its workspace."""
+        raise NotImplementedError
+
+    def _export_into(self, limits: ExportLimits) -> Callable[[Path], None]:
+        """Copies the workspace into a host folder under ``limits``."""
+        raise NotImplementedError

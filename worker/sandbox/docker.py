@@ -55,7 +55,6 @@ from worker.sandbox.base import (
     DEFAULT_OUTPUT_CAP,
     TIMEOUT_EXIT_CODE,
     WORKSPACE,
-    ClosedOnExit,
     ExecResult,
     SandboxError,
     pid_alive,
@@ -69,9 +68,9 @@ from worker.sandbox.common import (
     SANDBOX_HOME,
     SANDBOX_UID,
     CappedStream,
+    HostDiffedSandbox,
     base_commit,
     command_argv,
-    host_workspace_diff,
     sandbox_env,
     timed_out_exit,
     timeout_argv,
@@ -136,7 +135,7 @@ def docker_client(settings: SandboxSettings, *, timeout: float = 60) -> docker.D
         raise SandboxError(f"no Docker engine: {exc}") from exc
 
 
-class DockerSandbox(ClosedOnExit):
+class DockerSandbox(HostDiffedSandbox):
     backend = "docker"
 
     def __init__(
@@ -154,8 +153,6 @@ class DockerSandbox(ClosedOnExit):
         self._closed = False
         self._base = base_commit(source)
         self._source = source
-        # What the setup step added to the workspace (see leave_out_of_diff).
-        self._setup_paths: tuple[str, ...] = ()
         self._oom_seen = 0
         self.container: Container | None = None
         # The resident runner, started at the first exec; None until then, and for good
@@ -450,13 +447,6 @@ class DockerSandbox(ClosedOnExit):
             if done.exit_code != 0:
                 raise SandboxError(f"{path}: could not write: {done.stderr.strip()[:500]}")
 
-    def diff(self) -> str:
-        self._stop_processes()
-        limits = ExportLimits(max_bytes=self._settings.workspace_mb * 1024 * 1024)
-        return host_workspace_diff(
-            self._source, self._base, self._export_into(limits), leave_out=self._setup_paths
-        )
-
     def _export_into(self, limits: ExportLimits) -> Callable[[Path], None]:
         def export(dest: Path) -> None:
             try:
@@ -466,11 +456,6 @@ class DockerSandbox(ClosedOnExit):
             extract_tar_stream(stream, dest, limits)
 
         return export
-
-    def stop_processes(self) -> None:
-        """Kill every process left in the sandbox (a setup step's daemons, an earlier
-        run's children): a test run starts as the only process tree here."""
-        self._stop_processes()
 
     def _stop_processes(self) -> None:
         """Every process of the sandbox user is stopped before the host reads the
@@ -485,9 +470,6 @@ class DockerSandbox(ClosedOnExit):
         self._exec_once(["kill", "-9", "-1"], timeout=30)
 
     # -- snapshots (worker/sandbox/snapshot.py) ----------------------------------------
-    def leave_out_of_diff(self, paths: Sequence[str]) -> None:
-        self._setup_paths = tuple(paths)
-
     def export_setup_state(self, env_dest: Path, workspace_dest: Path) -> None:
         self._stop_processes()
         try:

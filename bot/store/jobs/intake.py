@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session, configure_mappers, make_transient_to_detache
 
 from bot.store.jobs.inserts import insert_or_skip
 from bot.store.jobs.killswitch import GLOBAL_PAUSE
+from bot.store.jobs.lookups import count_jobs
 from bot.store.jobs.states import ACTIVE_STATES
 from bot.store.kinds import AGENT_KINDS, JobKind
 from bot.store.payloads import JobPayload, encode_payload
@@ -179,16 +180,10 @@ class JobIntake:
         )
 
     def started_today(self, session: Session, forge: str, repo: str) -> int:
-        return int(
-            session.scalar(
-                select(func.count())
-                .select_from(Job)
-                .where(
-                    Job.forge == forge,
-                    Job.repo == repo,
-                    Job.kind.in_(AGENT_KINDS),
-                    Job.created_at >= _start_of_day(utcnow()),
-                )
-            )
-            or 0
+        return count_jobs(
+            session,
+            Job.forge == forge,
+            Job.repo == repo,
+            Job.kind.in_(AGENT_KINDS),
+            Job.created_at >= _start_of_day(utcnow()),
         )

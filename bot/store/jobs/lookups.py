@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import and_, func, or_, select
+from sqlalchemy import ColumnElement, and_, func, or_, select
 from sqlalchemy.orm import Session
 
 from bot.store.db import Database
@@ -13,6 +13,11 @@ from bot.store.jobs.states import ACTIVE_STATES, JobNotFound
 from bot.store.kinds import AGENT_KINDS
 from bot.store.records import SolveRecord
 from bot.store.tables import Job
+
+
+def count_jobs(session: Session, *where: ColumnElement[bool]) -> int:
+    """How many jobs match every condition in ``where``."""
+    return int(session.scalar(select(func.count()).select_from(Job).where(*where)) or 0)
 
 
 class JobLookups:
@@ -117,19 +122,13 @@ class JobLookups:
     def revisions_done(self, forge: str, repo: str, pr_number: int) -> int:
         """Revisions that succeeded on a PR (the limit in .ribbit.yml counts these)."""
         with self.db.session() as session:
-            return int(
-                session.scalar(
-                    select(func.count())
-                    .select_from(Job)
-                    .where(
-                        Job.forge == forge,
-                        Job.repo == repo,
-                        Job.pr_number == pr_number,
-                        Job.kind == "revise",
-                        Job.state == "succeeded",
-                    )
-                )
-                or 0
+            return count_jobs(
+                session,
+                Job.forge == forge,
+                Job.repo == repo,
+                Job.pr_number == pr_number,
+                Job.kind == "revise",
+                Job.state == "succeeded",
             )
 
     def last_agent_record(self, forge: str, repo: str, issue_number: int) -> SolveRecord | None:

@@ -8,6 +8,7 @@ from datetime import datetime
 from sqlalchemy import case, func, select
 
 from bot.store.db import Database
+from bot.store.jobs.lookups import count_jobs
 from bot.store.jobs.report_records import (
     ActiveCounts,
     JobListing,
@@ -94,8 +95,8 @@ class JobReports:
                 .limit(limit)
                 .offset(offset)
             ).all()
-            total = session.scalar(select(func.count()).select_from(Job).where(*conditions))
-        return JobListing([JobSummary(**r._asdict()) for r in rows], int(total or 0))
+            total = count_jobs(session, *conditions)
+        return JobListing([JobSummary(**r._asdict()) for r in rows], total)
 
     def active_counts(self) -> ActiveCounts:
         with self.db.session() as session:
@@ -153,9 +154,7 @@ class JobReports:
             job = session.get(Job, job_id)
             if job is None or job.state != "queued":
                 return 0
-            ahead = session.scalar(
-                select(func.count())
-                .select_from(Job)
-                .where(Job.state == "queued", Job.held.is_(False), Job.created_at < job.created_at)
+            ahead = count_jobs(
+                session, Job.state == "queued", Job.held.is_(False), Job.created_at < job.created_at
             )
-            return int(ahead or 0) + 1
+            return ahead + 1

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from worker.sandbox import bubblewrap as bwrap_mod
+from worker.sandbox import common as common_mod
 from worker.sandbox.base import TIMEOUT_EXIT_CODE, WORKSPACE, SandboxError
 from worker.sandbox.bubblewrap import (
     TEMP_PREFIX,
@@ -601,7 +602,8 @@ def test_diff_stops_the_sandboxs_processes_first(
         seen.append((len(session.requests), base, leave_out))
         return "patch"
 
-    monkeypatch.setattr(bwrap_mod, "host_workspace_diff", host_diff)
+    # The diff both backends take lives in common.py (HostDiffedSandbox.diff).
+    monkeypatch.setattr(common_mod, "host_workspace_diff", host_diff)
     sandbox.leave_out_of_diff(["pkg.egg-info"])
     assert sandbox.diff() == "patch"
     assert session.requests[0].get("stop_all") is True

@@ -13,9 +13,11 @@ import click
 from bot.cli_audit import actor_option, audited, cli_actor
 from bot.console import empty, progress
 from trainer.cli.common import (
+    agent_limit_options,
     env_folders,
     line_heldout,
     open_db,
+    rollouts_option,
     sandbox_errors,
     selected,
     settings_of,
@@ -170,6 +172,15 @@ def _heldout_text(v: Any) -> str:
     return f"{v.heldout_pass_rate:.1%} [{v.heldout_ci_low:.1%}-{v.heldout_ci_high:.1%}]"
 
 
+# Both scoring commands print the same record (HeldoutEvaluation), so a script reads either.
+_evaluation_json = click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="The score and each environment's result as one JSON object (progress on stderr).",
+)
+
+
 @model.command("evaluate")
 @click.argument("version")
 @click.option(
@@ -179,18 +190,10 @@ def _heldout_text(v: Any) -> str:
     show_default=True,
     help="Environments to score on (only the version's line's held-out ones are used).",
 )
-@click.option("--k", type=int, default=1, show_default=True, help="Rollouts per environment.")
-@click.option("--max-turns", type=int, default=100, show_default=True, help="Agent turns.")
-@click.option(
-    "--max-new-tokens", type=int, default=8192, show_default=True, help="New tokens per model turn."
-)
+@rollouts_option(1)
+@agent_limit_options
 @store_option
-@click.option(
-    "--json",
-    "as_json",
-    is_flag=True,
-    help="The score and each environment's result as one JSON object (progress on stderr).",
-)
+@_evaluation_json
 @click.pass_context
 def evaluate_model(
     ctx: click.Context,
@@ -235,18 +238,10 @@ def evaluate_model(
     default=None,
     help="The base model (default: the setting); a line's first version is compared with it.",
 )
-@click.option("--k", type=int, default=1, show_default=True, help="Rollouts per environment.")
-@click.option("--max-turns", type=int, default=100, show_default=True, help="Agent turns.")
-@click.option(
-    "--max-new-tokens", type=int, default=8192, show_default=True, help="New tokens per model turn."
-)
+@rollouts_option(1)
+@agent_limit_options
 @store_option
-@click.option(
-    "--json",
-    "as_json",
-    is_flag=True,
-    help="The score and each environment's result as one JSON object (progress on stderr).",
-)
+@_evaluation_json
 @click.pass_context
 def evaluate_base_model(
     ctx: click.Context,

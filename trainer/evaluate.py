@@ -14,6 +14,7 @@ from pathlib import Path
 
 from bot.store.db import Database
 from trainer.calibrate import CalibrationReport, calibrate
+from trainer.checkouts import CheckedOut
 from trainer.envs.schema import Environment
 from trainer.passk import PassAt1
 from trainer.promotion import JUDGE_VERSION
@@ -41,10 +42,35 @@ def version_policy(
     return TransformersPolicy.from_model(model, tokenizer, model_name=name, defaults=limits)
 
 
+def score_model(
+    base_model: str,
+    adapter_path: str | None,
+    envs: Sequence[CheckedOut],
+    sandbox_factory: SandboxRecipe,
+    limits: AgentSettings,
+    *,
+    k: int,
+    on_env: Callable[[Environment], None] | None,
+) -> CalibrationReport:
+    """``k`` rollouts per environment by the base weights (with the adapter when given),
+    each scored by the real reward: what a version's score and the base's both rest on."""
+    policy = version_policy(base_model, adapter_path, limits)
+    return calibrate(
+        envs, policy, limits, sandbox_factory, graded_reward(sandbox_factory), k=k, on_env=on_env
+    )
+
+
+def _require_envs(envs: Sequence[CheckedOut]) -> None:
+    # Before the model loads: over no environments pass@1 has no value (trainer/passk.py),
+    # and the load would be spent for an error.
+    if not envs:
+        raise RegistryError("no environments to evaluate on")
+
+
 def evaluate_version(
     db: Database,
     name: str,
-    envs: Sequence[tuple[Environment, Path]],
+    envs: Sequence[CheckedOut],
     sandbox_factory: SandboxRecipe,
     limits: AgentSettings,
     *,
@@ -52,15 +78,12 @@ def evaluate_version(
     on_env: Callable[[Environment], None] | None = None,
 ) -> CalibrationReport:
     """Run the version on ``envs`` and store its held-out pass@1 and interval."""
-    if not envs:
-        raise RegistryError("no environments to evaluate on")
+    _require_envs(envs)
     version = TrainerStore(db).version(name)
     if version is None:
         raise RegistryError(f"no version {name!r}")
-    base, adapter = version.base_model, version.adapter_path
-    policy = version_policy(base, adapter, limits)
-    report = calibrate(
-        envs, policy, limits, sandbox_factory, graded_reward(sandbox_factory), k=k, on_env=on_env
+    report = score_model(
+        version.base_model, version.adapter_path, envs, sandbox_factory, limits, k=k, on_env=on_env
     )
     record_heldout(db, name, report.pass_at_1, k)
     record_results(db, name, version.line, [e for e, _ in envs], report)
@@ -88,7 +111,7 @@ def evaluate_base(
     db: Database,
     line: str,
     base_model: str,
-    envs: Sequence[tuple[Environment, Path]],
+    envs: Sequence[CheckedOut],
     sandbox_factory: SandboxRecipe,
     limits: AgentSettings,
     *,
@@ -99,12 +122,8 @@ def evaluate_base(
     line's first version is compared with them."""
     from trainer.registry import base_subject
 
-    if not envs:
-        raise RegistryError("no environments to evaluate on")
-    policy = version_policy(base_model, None, limits)
-    report = calibrate(
-        envs, policy, limits, sandbox_factory, graded_reward(sandbox_factory), k=k, on_env=on_env
-    )
+    _require_envs(envs)
+    report = score_model(base_model, None, envs, sandbox_factory, limits, k=k, on_env=on_env)
     record_results(db, base_subject(base_model), line, [e for e, _ in envs], report)
     return report
 
@@ -209,7 +228,7 @@ def before_and_after(
     db: Database,
     candidate: str,
     start_model: str,
-    envs: Sequence[tuple[Environment, Path]],
+    envs: Sequence[CheckedOut],
     sandbox_factory: SandboxRecipe,
     limits: AgentSettings,
     *,

@@ -12,6 +12,10 @@ from pathlib import Path
 from trainer.envs.folders import EnvironmentFolders
 from trainer.envs.schema import Environment
 
+# An environment and the folder it is checked out in, at its base commit: what a task
+# that runs the agent on environments (training, calibration, evaluation) is handed.
+CheckedOut = tuple[Environment, Path]
+
 
 class SelectionError(Exception):
     """A selector naming an environment the store does not hold (or no valid id)."""
@@ -43,7 +47,7 @@ def select_for_training(env_store: EnvironmentFolders, selector: str) -> list[En
 @contextlib.contextmanager
 def checked_out(
     env_store: EnvironmentFolders, chosen: Sequence[Environment], purpose: str
-) -> Iterator[list[tuple[Environment, Path]]]:
+) -> Iterator[list[CheckedOut]]:
     """Each environment checked out of the store at its base commit, removed after."""
     root = Path(tempfile.mkdtemp(prefix=f"ribbit-{purpose}-"))
     try:

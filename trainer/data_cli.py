@@ -15,6 +15,7 @@ from bot.forges.base import RepoRef
 from bot.runtime import open_database
 from bot.settings import Settings, SettingsError
 from bot.store.db import Database
+from trainer.cli.common import store_option
 from trainer.envs.folders import EnvironmentFolders
 from worker.settings import load_worker_settings
 
@@ -24,12 +25,6 @@ _repo = repo_option("The repository", required=True)
 # What a script reads instead of the sentence; the lines said along the way go to stderr.
 _json = click.option(
     "--json", "as_json", is_flag=True, help="What was done as one JSON object on stdout."
-)
-_store = click.option(
-    "--store",
-    type=click.Path(path_type=Path, file_okay=False),
-    default=None,
-    help="Environment store (default: DATA_DIR/trainer).",
 )
 
 
@@ -64,7 +59,7 @@ def data() -> None:
 )
 @repo_option("Only this repository")
 @click.option("--json", "as_json", is_flag=True, help="One JSON array.")
-@_store
+@store_option
 @click.pass_context
 def list_data(
     ctx: click.Context,
@@ -112,7 +107,7 @@ def list_data(
     type=click.Path(path_type=Path, dir_okay=False),
     help="The .tar.gz to write.",
 )
-@_store
+@store_option
 @_json
 @click.pass_context
 def export_data(
@@ -134,7 +129,7 @@ def export_data(
 @_forge
 @_repo
 @click.option("--yes", is_flag=True, help="Do not ask.")
-@_store
+@store_option
 @actor_option
 @_json
 @click.pass_context
@@ -187,7 +182,7 @@ def delete_data(
 
 
 @data.command("prune")
-@_store
+@store_option
 @actor_option
 @_json
 @click.pass_context

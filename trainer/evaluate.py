@@ -14,6 +14,7 @@ from pathlib import Path
 
 from bot.store.db import Database
 from trainer.calibrate import CalibrationReport, calibrate
+from trainer.checkouts import CheckedOut
 from trainer.envs.schema import Environment
 from trainer.passk import PassAt1
 from trainer.promotion import JUDGE_VERSION
@@ -41,29 +42,46 @@ def version_policy(
     return TransformersPolicy.from_model(model, tokenizer, model_name=name, defaults=limits)
 
 
-def evaluate_version(
-    db: Database,
-    name: str,
-    envs: Sequence[tuple[Environment, Path]],
-    sandbox_factory: SandboxRecipe,
-    limits: AgentSettings,
-    *,
-    k: int = 1,
-    on_env: Callable[[Environment], None] | None = None,
-) -> CalibrationReport:
-    """Run the version on ``envs`` and store its held-out pass@1 and interval."""
+@dataclass(frozen=True)
+class Exam:
+    """What a held-out score is taken on: the checked-out environments, ``k`` rollouts
+    each in these sandboxes with these agent limits. Every model a promotion compares
+    sits the same exam (:func:`before_and_after`)."""
+
+    envs: Sequence[CheckedOut]
+    sandbox_factory: SandboxRecipe
+    limits: AgentSettings
+    k: int = 1
+    on_env: Callable[[Environment], None] | None = None  # progress, as each env is scored
+
+
+def score_model(base_model: str, adapter_path: str | None, exam: Exam) -> CalibrationReport:
+    """``exam.k`` rollouts per environment by the base weights (with the adapter when
+    given), each scored by the real reward: what a version's score and the base's both
+    rest on."""
+    policy = version_policy(base_model, adapter_path, exam.limits)
+    reward = graded_reward(exam.sandbox_factory)
+    return calibrate(
+        exam.envs, policy, exam.limits, exam.sandbox_factory, reward, k=exam.k, on_env=exam.on_env
+    )
+
+
+def _require_envs(envs: Sequence[CheckedOut]) -> None:
+    # Before the model loads: over no environments pass@1 has no value (trainer/passk.py),
+    # and the load would be spent for an error.
     if not envs:
         raise RegistryError("no environments to evaluate on")
+
+
+def evaluate_version(db: Database, name: str, exam: Exam) -> CalibrationReport:
+    """Run the version on ``exam`` and store its held-out pass@1 and interval."""
+    _require_envs(exam.envs)
     version = TrainerStore(db).version(name)
     if version is None:
         raise RegistryError(f"no version {name!r}")
-    base, adapter = version.base_model, version.adapter_path
-    policy = version_policy(base, adapter, limits)
-    report = calibrate(
-        envs, policy, limits, sandbox_factory, graded_reward(sandbox_factory), k=k, on_env=on_env
-    )
-    record_heldout(db, name, report.pass_at_1, k)
-    record_results(db, name, version.line, [e for e, _ in envs], report)
+    report = score_model(version.base_model, version.adapter_path, exam)
+    record_heldout(db, name, report.pass_at_1, exam.k)
+    record_results(db, name, version.line, [e for e, _ in exam.envs], report)
     return report
 
 
@@ -84,28 +102,14 @@ def record_results(
     TrainerStore(db).record_results(subject, line, scored, judge=JUDGE_VERSION)
 
 
-def evaluate_base(
-    db: Database,
-    line: str,
-    base_model: str,
-    envs: Sequence[tuple[Environment, Path]],
-    sandbox_factory: SandboxRecipe,
-    limits: AgentSettings,
-    *,
-    k: int = 1,
-    on_env: Callable[[Environment], None] | None = None,
-) -> CalibrationReport:
-    """Score the base model on ``line``'s held-out ``envs`` and store its results: a
+def evaluate_base(db: Database, line: str, base_model: str, exam: Exam) -> CalibrationReport:
+    """Score the base model on ``line``'s held-out ``exam`` and store its results: a
     line's first version is compared with them."""
     from trainer.registry import base_subject
 
-    if not envs:
-        raise RegistryError("no environments to evaluate on")
-    policy = version_policy(base_model, None, limits)
-    report = calibrate(
-        envs, policy, limits, sandbox_factory, graded_reward(sandbox_factory), k=k, on_env=on_env
-    )
-    record_results(db, base_subject(base_model), line, [e for e, _ in envs], report)
+    _require_envs(exam.envs)
+    report = score_model(base_model, None, exam)
+    record_results(db, base_subject(base_model), line, [e for e, _ in exam.envs], report)
     return report
 
 
@@ -195,26 +199,20 @@ def _recorded(version: ModelVersion) -> HeldoutScore | None:
     return HeldoutScore(version.name, score, version.heldout_k or 1, measured=False)
 
 
-def _same_exam(db: Database, version: ModelVersion, envs: Sequence[Environment], k: int) -> bool:
-    """Whether ``version``'s stored results are on exactly ``envs`` (ids and content),
-    with ``k`` rollouts each, by this judge."""
+def _same_exam(db: Database, version: ModelVersion, exam: Exam) -> bool:
+    """Whether ``version``'s stored results are on exactly ``exam``'s environments (ids
+    and content), with its ``k`` rollouts each, by this judge."""
     stored = {
         (r.instance_id, r.content_hash, r.k, r.judge)
         for r in TrainerStore(db).results(version.name, version.line)
     }
-    return stored == {(e.instance_id, e.content_hash(), k, JUDGE_VERSION) for e in envs}
+    return stored == {
+        (e.instance_id, e.content_hash(), exam.k, JUDGE_VERSION) for e, _ in exam.envs
+    }
 
 
 def before_and_after(
-    db: Database,
-    candidate: str,
-    start_model: str,
-    envs: Sequence[tuple[Environment, Path]],
-    sandbox_factory: SandboxRecipe,
-    limits: AgentSettings,
-    *,
-    k: int = 1,
-    on_env: Callable[[Environment], None] | None = None,
+    db: Database, candidate: str, start_model: str, exam: Exam
 ) -> tuple[HeldoutScore, HeldoutScore]:
     """The held-out score of what ``candidate`` would replace, and ``candidate``'s own
     (recorded with it), in the same grading. *Before* is the line's promoted version:
@@ -231,15 +229,11 @@ def before_and_after(
     if current is not None:
         before = _recorded(current)
         # A record from another held-out set, k or judge is not comparable: re-score.
-        if before is None or not _same_exam(db, current, [e for e, _ in envs], k):
-            report = evaluate_version(
-                db, current.name, envs, sandbox_factory, limits, k=k, on_env=on_env
-            )
-            before = HeldoutScore(current.name, report.pass_at_1, k, measured=True)
+        if before is None or not _same_exam(db, current, exam):
+            report = evaluate_version(db, current.name, exam)
+            before = HeldoutScore(current.name, report.pass_at_1, exam.k, measured=True)
     else:
-        report = evaluate_base(
-            db, line, start_model, envs, sandbox_factory, limits, k=k, on_env=on_env
-        )
-        before = HeldoutScore(start_model, report.pass_at_1, k, measured=True)
-    report = evaluate_version(db, candidate, envs, sandbox_factory, limits, k=k, on_env=on_env)
-    return before, HeldoutScore(candidate, report.pass_at_1, k, measured=True)
+        report = evaluate_base(db, line, start_model, exam)
+        before = HeldoutScore(start_model, report.pass_at_1, exam.k, measured=True)
+    report = evaluate_version(db, candidate, exam)
+    return before, HeldoutScore(candidate, report.pass_at_1, exam.k, measured=True)

@@ -334,16 +334,15 @@ class TrainingRun:
         """The registered version scored on the held-out environments beside the line's
         promoted version (or the base the run started from), in `ribbit model evaluate`'s
         grading; None when nothing was registered or no held-out environments were asked."""
-        from trainer.evaluate import before_and_after
+        from trainer.evaluate import Exam, before_and_after
 
         if registered is None or not self.heldout_envs or self.db is None:
             return None
         k = self.options.heldout_k
         limits = AgentSettings(max_turns=self.cfg.max_turns, max_new_tokens=self.cfg.max_new_tokens)
         with checked_out(self.env_store, self.heldout_envs, "heldout") as pairs:
-            before, after = before_and_after(
-                self.db, registered, self.cfg.model, pairs, self.sandbox, limits, k=k, on_env=on_env
-            )
+            exam = Exam(pairs, self.sandbox, limits, k, on_env)
+            before, after = before_and_after(self.db, registered, self.cfg.model, exam)
         return HeldoutComparison(before, after, k)
 
     def _failed(self) -> None:

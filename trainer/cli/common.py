@@ -128,6 +128,30 @@ store_option = click.option(
 )
 
 
+def rollouts_option(default: int) -> Callable[[F], F]:
+    """``--k``, rollouts per environment: a score's (model evaluate, evaluate-base: 1) or a
+    calibration's (envs calibrate: 4, enough to see an environment solved only sometimes)."""
+    return click.option(
+        "--k", type=int, default=default, show_default=True, help="Rollouts per environment."
+    )
+
+
+# The agent's limits in each of those rollouts, so a score and a calibration run the agent
+# alike.
+max_turns_option = click.option(
+    "--max-turns", type=int, default=100, show_default=True, help="Agent turns."
+)
+max_new_tokens_option = click.option(
+    "--max-new-tokens", type=int, default=8192, show_default=True, help="New tokens per model turn."
+)
+
+
+def agent_limit_options(command: F) -> F:
+    """``--max-turns`` and ``--max-new-tokens`` (model evaluate, evaluate-base, envs
+    calibrate)."""
+    return max_turns_option(max_new_tokens_option(command))
+
+
 def validation_run_options(command: F) -> F:
     """How an environment's tests are run while it is validated (envs build, from-outcomes,
     eval)."""

@@ -14,9 +14,11 @@ from bot.cli_options import REPO_HELP, REPO_REF, checkout_option, forge_option
 from bot.console import empty, progress
 from bot.forges.base import RepoRef
 from trainer.cli.common import (
+    agent_limit_options,
     env_folders,
     envs_option,
     open_db,
+    rollouts_option,
     sandbox_errors,
     selected,
     settings_of,
@@ -508,17 +510,14 @@ def envs_from_outcomes(
 
 @envs.command("calibrate")
 @envs_option
-@click.option("--k", type=int, default=4, show_default=True, help="Rollouts per environment.")
+@rollouts_option(4)
 @click.option(
     "--model",
     "model_path",
     default=None,
     help="Model to calibrate with (default: the promoted version, else the base).",
 )
-@click.option("--max-turns", type=int, default=100, show_default=True, help="Agent turns.")
-@click.option(
-    "--max-new-tokens", type=int, default=8192, show_default=True, help="New tokens per model turn."
-)
+@agent_limit_options
 @store_option
 @click.option(
     "--json",

@@ -13,9 +13,11 @@ import click
 from bot.cli_audit import actor_option, audited, cli_actor
 from bot.console import empty, progress
 from trainer.cli.common import (
+    agent_limit_options,
     env_folders,
     line_heldout,
     open_db,
+    rollouts_option,
     sandbox_errors,
     selected,
     settings_of,
@@ -23,7 +25,7 @@ from trainer.cli.common import (
 )
 
 if TYPE_CHECKING:
-    from trainer.evaluate import HeldoutEvaluation
+    from trainer.evaluate import Exam, HeldoutEvaluation
 
 T = TypeVar("T")
 
@@ -170,6 +172,15 @@ def _heldout_text(v: Any) -> str:
     return f"{v.heldout_pass_rate:.1%} [{v.heldout_ci_low:.1%}-{v.heldout_ci_high:.1%}]"
 
 
+# Both scoring commands print the same record (HeldoutEvaluation), so a script reads either.
+_evaluation_json = click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="The score and each environment's result as one JSON object (progress on stderr).",
+)
+
+
 @model.command("evaluate")
 @click.argument("version")
 @click.option(
@@ -179,18 +190,10 @@ def _heldout_text(v: Any) -> str:
     show_default=True,
     help="Environments to score on (only the version's line's held-out ones are used).",
 )
-@click.option("--k", type=int, default=1, show_default=True, help="Rollouts per environment.")
-@click.option("--max-turns", type=int, default=100, show_default=True, help="Agent turns.")
-@click.option(
-    "--max-new-tokens", type=int, default=8192, show_default=True, help="New tokens per model turn."
-)
+@rollouts_option(1)
+@agent_limit_options
 @store_option
-@click.option(
-    "--json",
-    "as_json",
-    is_flag=True,
-    help="The score and each environment's result as one JSON object (progress on stderr).",
-)
+@_evaluation_json
 @click.pass_context
 def evaluate_model(
     ctx: click.Context,
@@ -214,15 +217,15 @@ def evaluate_model(
     if row is None:
         raise click.ClickException(f"no version {version!r}")
     chosen = line_heldout(ctx, picked, row.line)
+    limits = AgentSettings(max_turns=max_turns, max_new_tokens=max_new_tokens)
     report = _score_heldout(
         settings,
         env_store,
         chosen,
-        f"{version} ({k} rollouts each)",
-        AgentSettings(max_turns=max_turns, max_new_tokens=max_new_tokens),
-        lambda pairs, recipe, limits, on_env: evaluate_version(
-            open_db(ctx), version, pairs, recipe, limits, k=k, on_env=on_env
-        ),
+        version,
+        limits,
+        k,
+        lambda exam: evaluate_version(open_db(ctx), version, exam),
     )
     _print_evaluation(HeldoutEvaluation(version, False, row.line, k, report), as_json)
 
@@ -235,18 +238,10 @@ def evaluate_model(
     default=None,
     help="The base model (default: the setting); a line's first version is compared with it.",
 )
-@click.option("--k", type=int, default=1, show_default=True, help="Rollouts per environment.")
-@click.option("--max-turns", type=int, default=100, show_default=True, help="Agent turns.")
-@click.option(
-    "--max-new-tokens", type=int, default=8192, show_default=True, help="New tokens per model turn."
-)
+@rollouts_option(1)
+@agent_limit_options
 @store_option
-@click.option(
-    "--json",
-    "as_json",
-    is_flag=True,
-    help="The score and each environment's result as one JSON object (progress on stderr).",
-)
+@_evaluation_json
 @click.pass_context
 def evaluate_base_model(
     ctx: click.Context,
@@ -267,15 +262,15 @@ def evaluate_base_model(
     model_id = base_model or settings.model.model
     env_store = env_folders(ctx, store)
     chosen = line_heldout(ctx, selected(env_store, "split:heldout"), line)
+    limits = AgentSettings(max_turns=max_turns, max_new_tokens=max_new_tokens)
     report = _score_heldout(
         settings,
         env_store,
         chosen,
-        f"base {model_id} ({k} rollouts each)",
-        AgentSettings(max_turns=max_turns, max_new_tokens=max_new_tokens),
-        lambda pairs, recipe, limits, on_env: evaluate_base(
-            open_db(ctx), line, model_id, pairs, recipe, limits, k=k, on_env=on_env
-        ),
+        f"base {model_id}",
+        limits,
+        k,
+        lambda exam: evaluate_base(open_db(ctx), line, model_id, exam),
     )
     _print_evaluation(HeldoutEvaluation(model_id, True, line, k, report), as_json)
 
@@ -295,11 +290,13 @@ def _score_heldout(
     chosen: list[Any],
     label: str,
     limits: Any,
-    evaluate: Callable[[Any, Any, Any, Callable[[Any], None]], T],
+    k: int,
+    evaluate: Callable[[Exam], T],
 ) -> T:
-    """``evaluate(pairs, recipe, limits, on_env)`` over ``chosen``'s checkouts, with a
-    progress bar labelled ``label``; a registry refusal is the command's error."""
+    """``evaluate(exam)`` on ``chosen``'s checkouts, ``k`` rollouts each, with a progress
+    bar naming ``label``; a registry refusal is the command's error."""
     from trainer.checkouts import checked_out
+    from trainer.evaluate import Exam
     from trainer.registry import RegistryError
     from worker.agent.episode import SandboxRecipe
 
@@ -307,11 +304,13 @@ def _score_heldout(
         with (
             sandbox_errors(),
             checked_out(env_store, chosen, "eval") as pairs,
-            progress(f"evaluating {label}", total=len(chosen)) as steps,
+            progress(f"evaluating {label} ({k} rollouts each)", total=len(chosen)) as steps,
         ):
             recipe = SandboxRecipe.production(settings.sandbox)
             return evaluate(
-                pairs, recipe, limits, lambda env: steps.advance(f"scored {env.instance_id}")
+                Exam(
+                    pairs, recipe, limits, k, lambda env: steps.advance(f"scored {env.instance_id}")
+                )
             )
     except RegistryError as exc:
         raise click.ClickException(str(exc)) from None

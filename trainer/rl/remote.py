@@ -44,6 +44,7 @@ from worker.settings import AgentSettings, WorkerSettings
 if TYPE_CHECKING:
     from celery import Celery, Task
 
+    from trainer.checkouts import CheckedOut
     from trainer.rl.learner import Learner
 
 log = logging.getLogger(__name__)
@@ -311,11 +312,7 @@ class CeleryRollouts:
         self.timeout_s = timeout_s or self.soft_limit_s * (MAX_RETRIES + 2)
 
     def collect(
-        self,
-        learner: Learner,
-        step: int,
-        chosen: Sequence[tuple[Environment, Path]],
-        group_size: int,
+        self, learner: Learner, step: int, chosen: Sequence[CheckedOut], group_size: int
     ) -> list[Group]:
         # Every rank, even one with nothing to collect: the export gathers the shards.
         ref = save_policy(learner, self.output_dir, step)

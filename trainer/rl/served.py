@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from trainer.envs.schema import Environment
 from trainer.rl.remote import save_policy
-from trainer.rl.rollout import RewardFn, Rollout, rollout_episode
+from trainer.rl.rollout import RewardFn, Rollout, collect_group
 from trainer.rl.sources import Group
 from worker.agent.episode import SandboxRecipe
 from worker.agent.policy import OpenAIPolicy
@@ -46,6 +46,7 @@ from worker.model_choice import AdapterError, adapter_servers, served_name
 from worker.settings import AgentSettings, ModelSettings
 
 if TYPE_CHECKING:
+    from trainer.checkouts import CheckedOut
     from trainer.rl.learner import Learner
 
 log = logging.getLogger(__name__)
@@ -138,15 +139,15 @@ class ServerRollouts:
         self, learner: Learner, served: ModelSettings, env: Environment, checkout: Path
     ) -> Rollout:
         policy = OpenAIPolicy(served, self.limits, tokenizer=self._tokenizer(learner))
-        result = rollout_episode(env, checkout, policy, self.limits, self.sandbox_factory)
-        return Rollout.graded(env.instance_id, result, self.reward_fn(env, result, checkout))
+        # One rollout, graded as local training grades its groups (the pool runs the
+        # group's members at once, so each is a group of one here).
+        (rollout,) = collect_group(
+            env, checkout, policy, self.limits, self.sandbox_factory, self.reward_fn, 1
+        )
+        return rollout
 
     def collect(
-        self,
-        learner: Learner,
-        step: int,
-        chosen: Sequence[tuple[Environment, Path]],
-        group_size: int,
+        self, learner: Learner, step: int, chosen: Sequence[CheckedOut], group_size: int
     ) -> list[Group]:
         if not chosen:
             return []

@@ -11,15 +11,14 @@ group useless: group-relative advantages need every member).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from trainer.envs.schema import Environment
 from trainer.rl.rollout import RewardFn, Rollout, collect_group
 from worker.agent.episode import SandboxRecipe
 from worker.settings import AgentSettings
 
 if TYPE_CHECKING:
+    from trainer.checkouts import CheckedOut
     from trainer.rl.learner import Learner
     from worker.agent import Policy
 
@@ -28,11 +27,7 @@ Group = list[Rollout] | None
 
 class RolloutSource(Protocol):
     def collect(
-        self,
-        learner: Learner,
-        step: int,
-        chosen: Sequence[tuple[Environment, Path]],
-        group_size: int,
+        self, learner: Learner, step: int, chosen: Sequence[CheckedOut], group_size: int
     ) -> list[Group]: ...
 
 
@@ -52,11 +47,7 @@ class LocalRollouts:
         self.reward_fn = reward_fn
 
     def collect(
-        self,
-        learner: Learner,
-        step: int,
-        chosen: Sequence[tuple[Environment, Path]],
-        group_size: int,
+        self, learner: Learner, step: int, chosen: Sequence[CheckedOut], group_size: int
     ) -> list[Group]:
         # Each rank generates its own rollouts (their lengths differ): with the weights
         # gathered, no forward pass waits on another rank.

@@ -206,12 +206,11 @@ def test_before_uses_the_promoted_versions_comparable_record(
     register(db, "new", base_model="base", adapter_path=None)
     scored: list[str] = []
 
-    def fake_evaluate(
-        db: Database, name: str, pairs: Any, *a: object, k: int = 1, **kw: object
-    ) -> object:
+    def fake_evaluate(db: Database, name: str, exam: evaluate.Exam) -> object:
         # The candidate solves everything; what matters here is who gets scored.
         scored.append(name)
-        chosen = [e for e, _ in pairs]
+        k = exam.k
+        chosen = [e for e, _ in exam.envs]
         report = CalibrationReport({e.instance_id: Calibration(k=k, solved=k) for e in chosen})
         evaluate.record_heldout(db, name, report.pass_at_1, k)
         evaluate.record_results(db, name, "default", chosen, report)
@@ -221,20 +220,22 @@ def test_before_uses_the_promoted_versions_comparable_record(
     # Never opened: the fake evaluation and the record stand in for rollouts.
     two: Any = [(e, tmp_path) for e in envs]
     recipe: Any = object()
-    before, after = evaluate.before_and_after(db, "new", "base", two, recipe, AgentSettings(), k=1)
+    before, after = evaluate.before_and_after(
+        db, "new", "base", evaluate.Exam(two, recipe, AgentSettings(), k=1)
+    )
     assert scored == ["new"]  # the promoted one's record is the same exam: same envs, k=1
     assert (before.model, before.measured, before.score.rate) == ("old", False, 0.5)
     assert (after.model, after.measured, after.score.rate) == ("new", True, 1.0)
     # Another k: the record does not compare, so the promoted version is scored again.
     scored.clear()
-    evaluate.before_and_after(db, "new", "base", two, recipe, AgentSettings(), k=2)
+    evaluate.before_and_after(db, "new", "base", evaluate.Exam(two, recipe, AgentSettings(), k=2))
     assert scored == ["old", "new"]
     # As many environments with the same k, but one changed since (#33): scored again.
     scored.clear()
     changed = envs[0].model_copy(update={"problem_statement": "another task"})
     again: Any = [(changed, tmp_path), (envs[1], tmp_path)]
     evaluate.record_results(db, "old", "default", envs, old)
-    evaluate.before_and_after(db, "new", "base", again, recipe, AgentSettings(), k=1)
+    evaluate.before_and_after(db, "new", "base", evaluate.Exam(again, recipe, AgentSettings(), k=1))
     assert scored == ["old", "new"]
     db.dispose()
 

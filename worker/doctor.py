@@ -1,10 +1,14 @@
-"""`ribbit doctor`'s worker-side checks: the sandbox backends, the model and Semgrep. Registered in
+"""`ribbit doctor`'s worker-side checks: the sandbox backends, the model, the host it runs
+on, and Semgrep. Registered in
 pyproject's ribbit.doctor entry points; bot.doctor runs them after its own, handing each the
 Settings it loaded (typed as bot's; the worker's sections through as_worker_settings)."""
 
 from __future__ import annotations
 
+import json
+import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from bot.doctor_check import Check
@@ -54,6 +58,110 @@ def model_check(settings: Settings) -> Check:
     except ModelNotReady as exc:
         return Check("model", "fail", f"{exc.problem} Run: {exc.fix.removeprefix('run ')}")
     return Check("model", "ok", f"{m.model}: weights at {ready.model}")
+
+
+def model_host_check(settings: Settings) -> list[Check]:
+    """Whether this host can run the in-process model well: the GPU it would use, or on
+    CPU the memory fp32 weights take and what that costs a job (README, quickstart
+    step 3: measured by tests/benchmarks/bench_cpu_job.py). Nothing to say for a served
+    model, a replay, a web-only install (no torch) or weights not pulled yet (the model
+    check names the command)."""
+    s = as_worker_settings(settings)
+    if s.model.policy != "transformers":
+        return []
+    try:
+        import torch
+    except ImportError:
+        return []
+    from worker.model_choice import ModelNotReady, local_weights
+
+    try:
+        folder = Path(local_weights(s.model, s.effective_weights_dir).model)
+    except ModelNotReady:
+        return []
+    stored = checkpoint_bytes(folder)  # None: a hub-cache id, size unknown here
+    if torch.cuda.is_available():
+        props = torch.cuda.get_device_properties(0)
+        return [_gpu_check(props.name, props.total_memory, stored, s.model.quantization)]
+    return [_cpu_check(host_memory_bytes(), stored, s.agent.max_minutes)]
+
+
+def _gpu_check(name: str, memory: int, stored: CheckpointSize | None, quantization: str) -> Check:
+    have = f"GPU {name}, {memory / 2**30:.1f} GiB"
+    if quantization != "none":
+        return Check("model host", "ok", f"{have}; weights {quantization}")
+    if stored is not None and stored.bf16 > memory:
+        return Check(
+            "model host",
+            "fail",
+            f"{have}: the weights alone take {stored.bf16 / 2**30:.1f} GiB in bf16. "
+            "Set RIBBIT_MODEL__QUANTIZATION=4bit or serve the model "
+            "(RIBBIT_MODEL__POLICY=openai)",
+        )
+    return Check("model host", "ok", f"{have}; the model runs there in bf16")
+
+
+def _cpu_check(memory: int, stored: CheckpointSize | None, budget_minutes: float) -> Check:
+    if stored is not None and stored.fp32 > memory:
+        return Check(
+            "model host",
+            "fail",
+            f"no GPU, and the model needs {stored.fp32 / 2**30:.1f} GiB of memory in fp32 "
+            f"on CPU; this host has {memory / 2**30:.1f} GiB. Run workers on a GPU node or "
+            "serve the model (RIBBIT_MODEL__POLICY=openai)",
+        )
+    need = (
+        f"{stored.fp32 / 2**30:.1f} GiB of {memory / 2**30:.1f} GiB of memory"
+        if stored
+        else "in fp32"
+    )
+    return Check(
+        "model host",
+        "warn",
+        f"no GPU: the model runs on CPU ({need}), minutes a turn (8-9 on two cores, README "
+        f"quickstart step 3), so most jobs end at the {budget_minutes:g}-minute agent "
+        "budget. For fixes: a GPU, or RIBBIT_MODEL__POLICY=openai and a served model",
+    )
+
+
+@dataclass(frozen=True)
+class CheckpointSize:
+    """A checkpoint's weights in the two dtypes the worker loads them in
+    (worker/agent/policy/transformers_policy.py: bf16 on a GPU, fp32 on CPU)."""
+
+    parameters: int
+
+    @property
+    def bf16(self) -> int:
+        return self.parameters * 2
+
+    @property
+    def fp32(self) -> int:
+        return self.parameters * 4
+
+
+_DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
+
+
+def checkpoint_bytes(folder: Path) -> CheckpointSize | None:
+    """The size of the safetensors weights in ``folder``, by the dtype its config.json
+    says they are stored in (bf16 when it does not say)."""
+    files = list(folder.glob("*.safetensors")) if folder.is_dir() else []
+    if not files:
+        return None
+    try:
+        config = json.loads((folder / "config.json").read_text())
+    except (OSError, ValueError):
+        config = {}
+    dtype = config.get("torch_dtype") or config.get("dtype") or "bfloat16"
+    stored = sum(f.stat().st_size for f in files)
+    return CheckpointSize(stored // _DTYPE_BYTES.get(str(dtype), 2))
+
+
+def host_memory_bytes() -> int:
+    """Physical memory of this host (a container's limit is not read: the doctor runs
+    where the operator runs it)."""
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
 def semgrep_check(s: Settings) -> Check:

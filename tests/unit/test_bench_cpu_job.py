@@ -38,7 +38,7 @@ def test_first_prompt_counts_the_system_prompt_issue_and_tools() -> None:
 def test_smoke_prints_every_figure(capsys: pytest.CaptureFixture[str]) -> None:
     assert bench.main(["--smoke", "--prompt-lengths", "32,64", "--new", "4"]) == 0
     out = capsys.readouterr().out
-    assert "prefill, 32-token prompt" in out and "prefill, 64-token prompt" in out
-    assert "decode, 1 stream after a 32-token prompt: 4 tokens" in out
-    assert "of the bandwidth ceiling" in out
+    assert "32-token prompt: prefill" in out and "64-token prompt: prefill" in out
+    assert "decode, 1 stream, 3 steps: median" in out  # 4 tokens: the first ends the prefill
+    assert "of the copy-bandwidth ceiling" in out
     assert "10 turn(s):" in out and "-minute agent budget:" in out

@@ -79,48 +79,53 @@ def model_host_check(settings: Settings) -> list[Check]:
         folder = Path(local_weights(s.model, s.effective_weights_dir).model)
     except ModelNotReady:
         return []
-    stored = checkpoint_bytes(folder)  # None: a hub-cache id, size unknown here
+    stored = checkpoint_size(folder)  # None: a hub-cache id, size unknown here
     if torch.cuda.is_available():
         props = torch.cuda.get_device_properties(0)
         return [_gpu_check(props.name, props.total_memory, stored, s.model.quantization)]
     return [_cpu_check(host_memory_bytes(), stored, s.agent.max_minutes)]
 
 
+# Weights over this share of the memory leave little for the KV cache (up to 65,536
+# tokens of context) and the activations.
+_TIGHT = 0.9
+
+
 def _gpu_check(name: str, memory: int, stored: CheckpointSize | None, quantization: str) -> Check:
     have = f"GPU {name}, {memory / 2**30:.1f} GiB"
     if quantization != "none":
         return Check("model host", "ok", f"{have}; weights {quantization}")
-    if stored is not None and stored.bf16 > memory:
+    if stored is None:
+        return Check("model host", "ok", f"{have}; the model runs there in bf16")
+    weights = f"the weights take {stored.bf16 / 2**30:.1f} GiB in bf16"
+    fix = "Set RIBBIT_MODEL__QUANTIZATION=4bit or serve the model (RIBBIT_MODEL__POLICY=openai)"
+    if stored.bf16 > memory:
+        return Check("model host", "fail", f"{have}: {weights}. {fix}")
+    if stored.bf16 > _TIGHT * memory:
         return Check(
-            "model host",
-            "fail",
-            f"{have}: the weights alone take {stored.bf16 / 2**30:.1f} GiB in bf16. "
-            "Set RIBBIT_MODEL__QUANTIZATION=4bit or serve the model "
-            "(RIBBIT_MODEL__POLICY=openai)",
+            "model host", "warn", f"{have}: {weights}, little left for the KV cache. {fix}"
         )
-    return Check("model host", "ok", f"{have}; the model runs there in bf16")
+    return Check("model host", "ok", f"{have}: {weights}")
 
 
 def _cpu_check(memory: int, stored: CheckpointSize | None, budget_minutes: float) -> Check:
-    if stored is not None and stored.fp32 > memory:
+    cores = f"{os.cpu_count()} cores, {memory / 2**30:.1f} GiB of memory"
+    if stored is not None and stored.fp32 > _TIGHT * memory:
         return Check(
             "model host",
             "fail",
-            f"no GPU, and the model needs {stored.fp32 / 2**30:.1f} GiB of memory in fp32 "
-            f"on CPU; this host has {memory / 2**30:.1f} GiB. Run workers on a GPU node or "
-            "serve the model (RIBBIT_MODEL__POLICY=openai)",
+            f"no GPU ({cores}): the model takes {stored.fp32 / 2**30:.1f} GiB in fp32 on CPU, "
+            "more than this host can hold beside a job. Run workers on a GPU node or serve "
+            "the model (RIBBIT_MODEL__POLICY=openai)",
         )
-    need = (
-        f"{stored.fp32 / 2**30:.1f} GiB of {memory / 2**30:.1f} GiB of memory"
-        if stored
-        else "in fp32"
-    )
+    weights = f", the weights {stored.fp32 / 2**30:.1f} GiB in fp32" if stored else ""
     return Check(
         "model host",
         "warn",
-        f"no GPU: the model runs on CPU ({need}), minutes a turn (8-9 on two cores, README "
-        f"quickstart step 3), so most jobs end at the {budget_minutes:g}-minute agent "
-        "budget. For fixes: a GPU, or RIBBIT_MODEL__POLICY=openai and a served model",
+        f"no GPU ({cores}{weights}): the model runs on CPU at minutes a turn (README, "
+        f"quickstart step 3, measured on two cores), so most jobs end at the "
+        f"{budget_minutes:g}-minute agent budget. For fixes: a GPU, or "
+        "RIBBIT_MODEL__POLICY=openai and a served model",
     )
 
 
@@ -143,7 +148,7 @@ class CheckpointSize:
 _DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 
 
-def checkpoint_bytes(folder: Path) -> CheckpointSize | None:
+def checkpoint_size(folder: Path) -> CheckpointSize | None:
     """The size of the safetensors weights in ``folder``, by the dtype its config.json
     says they are stored in (bf16 when it does not say)."""
     files = list(folder.glob("*.safetensors")) if folder.is_dir() else []
@@ -159,9 +164,13 @@ def checkpoint_bytes(folder: Path) -> CheckpointSize | None:
 
 
 def host_memory_bytes() -> int:
-    """Physical memory of this host (a container's limit is not read: the doctor runs
-    where the operator runs it)."""
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    """The memory a worker here may use: the host's, or its cgroup's limit where that is
+    lower (a pod limited to 8 GiB on a 64 GiB node is killed loading 16 GiB of weights)."""
+    from worker.sandbox.cgroup import memory_limit
+
+    physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    limit = memory_limit()
+    return physical if limit is None else min(physical, limit)
 
 
 def semgrep_check(s: Settings) -> Check:

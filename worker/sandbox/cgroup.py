@@ -9,6 +9,9 @@ does not extend it). The group is made under the worker's own memory cgroup, so 
 worker that is itself limited keeps its sandboxes inside its limit. Each command
 enters the group itself before it execs anything (see :func:`enter_argv`), so no
 process of the sandbox ever runs outside it.
+
+:func:`memory_limit` reads the limit this process itself runs under (``ribbit doctor``
+compares the model's weights with it).
 """
 
 from __future__ import annotations
@@ -138,6 +141,30 @@ def _own_memory_cgroup(root: Path) -> tuple[Path, int] | None:
     if unified.exists() and "memory" in unified.read_text().split():
         rel = next((ln.split(":", 2)[2] for ln in lines if ln.startswith("0::")), "/")
         return root / rel.lstrip("/"), 2
+    return None
+
+
+def memory_limit(root: Path = CGROUP_ROOT) -> int | None:
+    """The memory limit of this process's cgroup in bytes, None when it has none (or no
+    cgroup is readable). In a container with a cgroup namespace, /proc/self/cgroup names
+    a path of the host's hierarchy that the container's /sys/fs/cgroup does not have:
+    there the hierarchy's root is the container's own group."""
+    found = _own_memory_cgroup(root)
+    if found is None:
+        return None
+    group, version = found
+    name = "memory.max" if version == 2 else "memory.limit_in_bytes"
+    base = root if version == 2 else root / "memory"
+    for place in (group, base):
+        try:
+            text = (place / name).read_text().strip()
+        except OSError:
+            continue
+        if text == "max":
+            return None
+        limit = int(text)
+        # v1 says "unlimited" as the largest page-aligned 64-bit value.
+        return limit if limit < 2**62 else None
     return None
 
 

@@ -48,7 +48,8 @@ def test_on_cpu_it_warns_with_the_memory_fp32_takes_and_the_budget(
     monkeypatch.setattr(doctor, "host_memory_bytes", lambda: 64 * GIB)
     [check] = doctor.model_host_check(_settings(tmp_path, model=str(weights)))
     assert check.status == "warn"
-    assert "no GPU" in check.detail and "16.0 GiB of 64.0 GiB of memory" in check.detail
+    assert "no GPU" in check.detail and "64.0 GiB of memory" in check.detail
+    assert "the weights 16.0 GiB in fp32" in check.detail
     assert "50-minute agent budget" in check.detail
     assert "RIBBIT_MODEL__POLICY=openai" in check.detail
 
@@ -58,10 +59,10 @@ def test_on_cpu_too_little_memory_fails_before_a_job_is_killed_loading_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     weights = _checkpoint(tmp_path / "frog", stored_gib=8)
-    monkeypatch.setattr(doctor, "host_memory_bytes", lambda: 15 * GIB)
+    monkeypatch.setattr(doctor, "host_memory_bytes", lambda: 17 * GIB)  # 16 GiB: too tight
     [check] = doctor.model_host_check(_settings(tmp_path, model=str(weights)))
     assert check.status == "fail"
-    assert "16.0 GiB of memory in fp32" in check.detail and "15.0 GiB" in check.detail
+    assert "takes 16.0 GiB in fp32" in check.detail and "17.0 GiB of memory" in check.detail
 
 
 @pytest.mark.usefixtures("cpu_host")
@@ -69,7 +70,7 @@ def test_fp32_checkpoints_are_not_doubled(tmp_path: Path, monkeypatch: pytest.Mo
     weights = _checkpoint(tmp_path / "frog", stored_gib=8, dtype="float32")
     monkeypatch.setattr(doctor, "host_memory_bytes", lambda: 12 * GIB)
     [check] = doctor.model_host_check(_settings(tmp_path, model=str(weights)))
-    assert check.status == "warn" and "8.0 GiB of 12.0 GiB" in check.detail
+    assert check.status == "warn" and "the weights 8.0 GiB in fp32" in check.detail
 
 
 @pytest.mark.usefixtures("gpu_host")
@@ -77,6 +78,9 @@ def test_on_a_gpu_bf16_weights_must_fit(tmp_path: Path, monkeypatch: pytest.Monk
     fits = _checkpoint(tmp_path / "frog", stored_gib=8)
     [check] = doctor.model_host_check(_settings(tmp_path, model=str(fits)))
     assert check.status == "ok" and "NVIDIA H100, 80.0 GiB" in check.detail
+    tight = _checkpoint(tmp_path / "seal", stored_gib=76)  # no room for the KV cache
+    [check] = doctor.model_host_check(_settings(tmp_path, model=str(tight)))
+    assert check.status == "warn" and "little left for the KV cache" in check.detail
     too_big = _checkpoint(tmp_path / "whale", stored_gib=96)
     [check] = doctor.model_host_check(_settings(tmp_path, model=str(too_big)))
     assert check.status == "fail" and "RIBBIT_MODEL__QUANTIZATION=4bit" in check.detail
@@ -101,3 +105,14 @@ def test_doctor_runs_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setattr(doctor, "host_memory_bytes", lambda: 64 * GIB)
     checks = run_checks(_settings(tmp_path, model=str(weights)))
     assert [c.status for c in checks if c.name == "model host"] == ["warn"]
+
+
+def test_host_memory_is_the_cgroup_limit_where_that_is_lower(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from worker.sandbox import cgroup
+
+    monkeypatch.setattr(cgroup, "memory_limit", lambda root=cgroup.CGROUP_ROOT: 8 * GIB)
+    assert doctor.host_memory_bytes() == 8 * GIB
+    monkeypatch.setattr(cgroup, "memory_limit", lambda root=cgroup.CGROUP_ROOT: None)
+    assert doctor.host_memory_bytes() > 8 * GIB  # this machine's physical memory

@@ -151,7 +151,8 @@ def delete_data(
     from worker.settings import as_worker_settings
 
     if not yes:
-        click.confirm(f"delete every stored record of {repo}?", abort=True)
+        # Under --json the question goes to stderr: stdout holds the JSON object alone.
+        click.confirm(f"delete every stored record of {repo}?", abort=True, err=as_json)
     settings, db, env_store = _open(ctx, store)
     ref = repo
     facts: dict[str, object] = {}

@@ -227,7 +227,7 @@ def evaluate_model(
         k,
         lambda exam: evaluate_version(open_db(ctx), version, exam),
     )
-    _print_evaluation(HeldoutEvaluation(version, False, row.line, k, report), as_json)
+    _print_evaluation(HeldoutEvaluation(row.base_model, version, row.line, k, report), as_json)
 
 
 @model.command("evaluate-base")
@@ -272,7 +272,7 @@ def evaluate_base_model(
         k,
         lambda exam: evaluate_base(open_db(ctx), line, model_id, exam),
     )
-    _print_evaluation(HeldoutEvaluation(model_id, True, line, k, report), as_json)
+    _print_evaluation(HeldoutEvaluation(model_id, None, line, k, report), as_json)
 
 
 def _print_evaluation(evaluation: HeldoutEvaluation, as_json: bool) -> None:

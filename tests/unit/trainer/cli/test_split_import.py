@@ -86,7 +86,7 @@ def test_envs_split_as_json(lines: EnvironmentFolders) -> None:
         "heldout": ["acme__a-4"],
         "newly_heldout": ["acme__a-4"],
         "kept_in_train": [],
-        "training": 3,
+        "training_count": 3,
     }
     again = json.loads(_ok("split", "--line", "team-a", "--count", "2", "--json"))
     assert (again["heldout"], again["newly_heldout"]) == (["acme__a-3", "acme__a-4"], ["acme__a-3"])

@@ -243,7 +243,7 @@ def test_versions_evaluate_as_json_is_what_the_registry_records(
     listed = {v["name"]: v for v in json.loads(_ok("list", "--json"))}["v1"]
     assert evaluated == {
         "version": "v1",
-        "base_model": None,
+        "base_model": "org/base",  # the version's base weights, as model list says
         "line": "default",
         "k": 2,
         "envs": 2,
@@ -256,6 +256,7 @@ def test_versions_evaluate_as_json_is_what_the_registry_records(
         ],
     }
     assert listed["heldout_pass_rate"] == 0.5 and listed["heldout_k"] == 2
+    assert evaluated["base_model"] == listed["base_model"]
     assert 0 < evaluated["ci_low"] < 0.5 < evaluated["ci_high"] < 1
     # Without --json: the sentence, from the same record.
     assert re.fullmatch(

@@ -10,7 +10,7 @@ import click
 
 from bot.cli_audit import actor_option, audited, cli_actor
 from bot.cli_options import forge_option, repo_option
-from bot.console import empty
+from bot.console import echo_json, empty
 from bot.forges.base import RepoRef
 from bot.runtime import open_database
 from bot.settings import Settings, SettingsError
@@ -85,7 +85,7 @@ def list_data(
         rows.append(row)
     db.dispose()
     if as_json:
-        click.echo(json.dumps(rows, indent=2))
+        echo_json(rows)
         return
     if not rows:
         empty("no stored data for any repository")
@@ -120,7 +120,7 @@ def export_data(
     found = export_repo(db, env_store, settings.data_dir, repo, out)
     db.dispose()
     if as_json:
-        click.echo(json.dumps({"wrote": str(out), **found.summary()}))
+        echo_json({"wrote": str(out), **found.summary()})
     else:
         click.echo(f"wrote {out}: {json.dumps(found.summary())}")
 
@@ -179,7 +179,10 @@ def delete_data(
         message = audited(db, cli_actor(actor), "delete-data", str(ref), run)
     finally:
         db.dispose()
-    click.echo(json.dumps({**facts, "message": message}) if as_json else message)
+    if as_json:
+        echo_json({**facts, "message": message})
+    else:
+        click.echo(message)
 
 
 @data.command("prune")
@@ -212,7 +215,7 @@ def prune_data(ctx: click.Context, store: Path | None, actor: str | None, as_jso
             db.dispose()
     if as_json:
         # retention_days null: nothing expires (the setting is unset).
-        click.echo(json.dumps({"retention_days": days, "pruned": pruned, "message": message}))
+        echo_json({"retention_days": days, "pruned": pruned, "message": message})
     else:
         click.echo(message)
 
@@ -247,6 +250,6 @@ def visibility_data(
     if as_json:
         # line null: the repository trains no model line (a private one no line names).
         facts = {"forge": ref.forge, "repo": ref.full_name, "private": private, "line": lines[0]}
-        click.echo(json.dumps({**facts, "message": message}))
+        echo_json({**facts, "message": message})
     else:
         click.echo(message)

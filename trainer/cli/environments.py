@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import click
 
 from bot.cli_options import REPO_HELP, REPO_REF, checkout_option, forge_option
-from bot.console import empty, progress
+from bot.console import echo_json, empty, progress
 from bot.forges.base import RepoRef
 from trainer.cli.common import (
     agent_limit_options,
@@ -333,7 +333,7 @@ def image_envs(
         click.echo(f"{env.instance_id}\t{tag}", err=as_json)
         built.append({"instance_id": env.instance_id, "image": tag})
     if as_json:
-        click.echo(json.dumps(built, indent=2))
+        echo_json(built)
 
 
 @envs.command("split")
@@ -389,7 +389,7 @@ def split_envs(
         held = {"line": line, "heldout": plan.heldout, "newly_heldout": plan.newly}
         training_count = len(mine) - len(plan.heldout)
         kept = {"kept_in_train": plan.trained_on, "training_count": training_count}
-        click.echo(json.dumps({**held, **kept}, indent=2))
+        echo_json({**held, **kept})
         return
     for instance_id in plan.trained_on:
         click.echo(f"{instance_id}	kept in train: a version of line {line} trained on it")
@@ -424,7 +424,7 @@ def import_envs(
     if as_json:
         # forge null: the imported environments train no model line.
         rejections = [r.model_dump(mode="json") for r in refused]
-        click.echo(json.dumps({"imported": imported, "refused": rejections, "forge": forge}))
+        echo_json({"imported": imported, "refused": rejections, "forge": forge})
         return
     click.echo(f"imported {len(imported)}, refused {len(refused)}")
     if forge is None and imported:
@@ -499,7 +499,7 @@ def envs_from_outcomes(
         # envs list --json's records, and envs list --rejected --json's.
         built = [e.model_dump(mode="json") for e in report.built]
         rejected = [r.model_dump(mode="json") for r in report.rejected]
-        click.echo(json.dumps({"built": built, "rejected": rejected}, indent=2))
+        echo_json({"built": built, "rejected": rejected})
         return
     if not report.built and not report.rejected:
         empty(f"no recorded outcomes for {repo_ref}; see `ribbit outcomes`")
@@ -582,7 +582,7 @@ def calibrate_envs(
         # version: the promoted version whose adapter calibrated; null for the base or --model.
         facts = {"base_model": base, "adapter_path": adapter, "version": version, "k": k}
         results = _calibrations_json(report, [env.instance_id for env in chosen])
-        click.echo(json.dumps({**facts, "results": results}, indent=2))
+        echo_json({**facts, "results": results})
 
 
 def _calibrations_json(report: CalibrationReport, order: list[str]) -> list[dict[str, object]]:

@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from bot.cli import main
 from bot.store.audit import recent
 from bot.store.db import Database
+from tests.support import printed_json
 from tests.unit.trainer.cli.invoke import ok, refused, run
 from trainer.registry import promote, promoted_model, register
 from trainer.store import TrainedOn, TrainerStore, version_named
@@ -70,7 +71,7 @@ def test_data_delete_as_json_keeps_stdout_to_the_object(data_dir: Path) -> None:
     register(db, "by-hand", base_model="base", adapter_path=None)
     result = run("data", "delete", "--forge", "github", "--repo", "acme/b", "--yes", "--json")
     assert result.exit_code == 0, result.output
-    deleted = json.loads(result.stdout)  # the revoked lines went to stderr
+    deleted = printed_json(result.stdout)  # the revoked lines went to stderr
     assert deleted["revoked"] == ["tainted"] and deleted["not_recorded"] == ["by-hand"]
     assert deleted["deleted"]["repo"] == "acme/b" and deleted["deleted"]["environments"] == 0
     assert deleted["message"].endswith("revoked versions: ['tainted']")

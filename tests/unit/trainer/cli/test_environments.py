@@ -17,6 +17,7 @@ from bot.store.records.gate_report import Finding
 from tests.fakes import commit_files, make_git_repo
 from tests.plugins.forge import BOT_LOGIN as BOT
 from tests.plugins.forge import ForgeWorld
+from tests.support import printed_json
 from tests.unit.trainer.cli.invoke import ok, refused, run
 from trainer.calibrate import CalibrationReport
 from trainer.envs.builder import BuildSpec, EnvironmentBuilder
@@ -225,7 +226,7 @@ def test_environments_calibrate_as_json(
 ) -> None:
     result = _run("calibrate", "--k", "3", "--json")
     assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout) == {
+    assert printed_json(result.stdout) == {
         "base_model": load_worker_settings().model.model,
         "adapter_path": None,
         "version": None,  # no promoted version: the base calibrated
@@ -271,7 +272,7 @@ def test_environments_from_outcomes_with_nothing_recorded(data_dir: Path, tmp_pa
     out = _ok(*args)
     assert "no recorded outcomes for github:acme/calc" in out and "ribbit outcomes" in out
     # A script is told nothing was built in the object, not in a sentence.
-    assert json.loads(_ok(*args, "--json")) == {"built": [], "rejected": []}
+    assert printed_json(_ok(*args, "--json")) == {"built": [], "rejected": []}
 
 
 def test_environments_from_outcomes_prints_what_was_built_and_rejected(

@@ -15,6 +15,7 @@ import pytest
 
 from bot.store.db import Database
 from tests.fakes import make_git_repo
+from tests.support import printed_json
 from tests.unit.trainer.cli.invoke import ok, refused, run
 from trainer.envs.folders import EnvironmentFolders
 from trainer.passk import pass_at_1
@@ -70,11 +71,13 @@ def test_versions_pull_refuses_what_is_not_a_model(
 
 def test_versions_verify_refuses_weights_never_pulled(data_dir: Path) -> None:
     assert "Error:" in _refused("verify", "acme/never")
+    # Checked as pull checks it: a model id, never a path out of the models volume.
+    assert "'../escape' is not a model id" in _refused("verify", "../escape", "--json")
 
 
 def test_versions_pull_as_json_says_what_verify_says(data_dir: Path, snapshot: Path) -> None:
-    pulled = json.loads(_ok("pull", "acme/tiny", "--from", str(snapshot), "--json"))
-    verified = json.loads(_ok("verify", "acme/tiny", "--json"))
+    pulled = printed_json(_ok("pull", "acme/tiny", "--from", str(snapshot), "--json"))
+    verified = printed_json(_ok("verify", "acme/tiny", "--json"))
     assert pulled == {**verified, "already_pulled": False}
     assert verified["path"] == str(data_dir / "models" / "acme/tiny")
     # Pulled again from the folder: copied again, every file re-checked; the same digest.
@@ -239,7 +242,7 @@ def test_versions_evaluate_as_json_is_what_the_registry_records(
     register(db, "v1", base_model="org/base", adapter_path="/a/v1")
     result = _run("evaluate", "v1", "--k", "2", "--json")
     assert result.exit_code == 0, result.output
-    evaluated = json.loads(result.stdout)  # nothing but the object on stdout
+    evaluated = printed_json(result.stdout)  # nothing but the object on stdout
     listed = {v["name"]: v for v in json.loads(_ok("list", "--json"))}["v1"]
     assert evaluated == {
         "version": "v1",
@@ -271,7 +274,7 @@ def test_versions_evaluate_base_as_json_names_the_base_model(
 ) -> None:
     result = _run("evaluate-base", "--model", "org/base", "--json")
     assert result.exit_code == 0, result.output
-    evaluated = json.loads(result.stdout)
+    evaluated = printed_json(result.stdout)
     assert (evaluated["version"], evaluated["base_model"]) == (None, "org/base")
     assert (evaluated["line"], evaluated["k"], evaluated["envs"]) == ("default", 1, 2)
     assert evaluated["pass_at_1"] == 0.5  # 1 of 1, then 0 of 1

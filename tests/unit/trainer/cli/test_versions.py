@@ -281,3 +281,20 @@ def test_versions_evaluate_base_as_json_names_the_base_model(
     assert [r["solved"] for r in evaluated["results"]] == [1, 0]
     text = _ok("evaluate-base", "--model", "org/base")
     assert text.startswith("base org/base on line default: held-out pass rate 50.0% on 2 env(s)")
+
+
+# -- the rollout options ---------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "command",
+    [("model", "evaluate", "v1"), ("model", "evaluate-base"), ("envs", "calibrate")],
+    ids=" ".join,
+)
+def test_rollout_options_refuse_no_rollouts_and_show_the_agents_defaults(
+    data_dir: Path, command: tuple[str, ...]
+) -> None:
+    refused_k = run(*command, "--k", "0")
+    assert refused_k.exit_code == 2 and "Invalid value for '--k'" in refused_k.output
+    # The limits' defaults, read from AgentSettings, still show as they did.
+    shown = " ".join(ok(*command[:2], "--help").split())
+    assert "Agent turns. [default: 100]" in shown
+    assert "New tokens per model turn. [default: 8192]" in shown

@@ -23,7 +23,7 @@ from worker.settings import load_worker_settings
 _forge = forge_option()
 _repo = repo_option("The repository", required=True)
 # What a script reads instead of the sentence; the lines said along the way go to stderr.
-_json = click.option(
+_json_option = click.option(
     "--json", "as_json", is_flag=True, help="What was done as one JSON object on stdout."
 )
 
@@ -108,7 +108,7 @@ def list_data(
     help="The .tar.gz to write.",
 )
 @store_option
-@_json
+@_json_option
 @click.pass_context
 def export_data(
     ctx: click.Context, forge: str, repo: RepoRef, out: Path, store: Path | None, as_json: bool
@@ -131,7 +131,7 @@ def export_data(
 @click.option("--yes", is_flag=True, help="Do not ask.")
 @store_option
 @actor_option
-@_json
+@_json_option
 @click.pass_context
 def delete_data(
     ctx: click.Context,
@@ -188,7 +188,7 @@ def delete_data(
 @data.command("prune")
 @store_option
 @actor_option
-@_json
+@_json_option
 @click.pass_context
 def prune_data(ctx: click.Context, store: Path | None, actor: str | None, as_json: bool) -> None:
     """Delete data older than RIBBIT_TRAINING__RETENTION_DAYS (for a cron or beat job)."""
@@ -225,7 +225,7 @@ def prune_data(ctx: click.Context, store: Path | None, actor: str | None, as_jso
 @_repo
 @click.option("--private/--public", "private", required=True, help="What the forge says.")
 @actor_option
-@_json
+@_json_option
 @click.pass_context
 def visibility_data(
     ctx: click.Context, forge: str, repo: RepoRef, private: bool, actor: str | None, as_json: bool
@@ -236,12 +236,12 @@ def visibility_data(
 
     settings, db, _ = _open(ctx, None)
     ref = repo
-    lines: list[str | None] = []
+    model_line: list[str | None] = []  # run()'s second result: the line ref trains, or None
 
     def run() -> str:
         set_visibility(db, ref, private=private)
-        lines.append(repo_line(db, settings.training, ref))
-        return f"{ref}: {'private' if private else 'public'}; model line {lines[0] or '-'}"
+        model_line.append(repo_line(db, settings.training, ref))
+        return f"{ref}: {'private' if private else 'public'}; model line {model_line[0] or '-'}"
 
     try:
         message = audited(db, cli_actor(actor), "visibility", str(ref), run)
@@ -249,7 +249,7 @@ def visibility_data(
         db.dispose()
     if as_json:
         # line null: the repository trains no model line (a private one no line names).
-        facts = {"forge": ref.forge, "repo": ref.full_name, "private": private, "line": lines[0]}
-        echo_json({**facts, "message": message})
+        facts = {"forge": ref.forge, "repo": ref.full_name, "private": private}
+        echo_json({**facts, "line": model_line[0], "message": message})
     else:
         click.echo(message)

@@ -181,7 +181,7 @@ def _heldout_text(v: Any) -> str:
 
 
 # Both scoring commands print the same record (HeldoutEvaluation), so a script reads either.
-_evaluation_json = click.option(
+_evaluation_json_option = click.option(
     "--json",
     "as_json",
     is_flag=True,
@@ -201,7 +201,7 @@ _evaluation_json = click.option(
 @rollouts_option(1)
 @agent_limit_options
 @store_option
-@_evaluation_json
+@_evaluation_json_option
 @click.pass_context
 def evaluate_model(
     ctx: click.Context,
@@ -249,7 +249,7 @@ def evaluate_model(
 @rollouts_option(1)
 @agent_limit_options
 @store_option
-@_evaluation_json
+@_evaluation_json_option
 @click.pass_context
 def evaluate_base_model(
     ctx: click.Context,

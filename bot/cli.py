@@ -25,7 +25,7 @@ import click
 from bot.cli_audit import actor_option, audited, cli_actor
 from bot.cli_errors import DEBUG_HELP, debugging, describe_failure, known_failure
 from bot.cli_options import FILTER_FORGE_HELP, filter_forge, forge_option, repo_option
-from bot.console import empty, line, styled
+from bot.console import echo_json, empty, line, styled
 from bot.extras import missing_requirements
 from bot.forges.base import RepoRef
 from bot.github_app_cli import github_app
@@ -502,7 +502,7 @@ def db_upgrade(actor: str | None, as_json: bool) -> None:
         db.dispose()
     if as_json:
         # db check --json's shape: after an upgrade the schema is at head.
-        click.echo(json.dumps({"revision": revision, "at_head": True}))
+        echo_json({"revision": revision, "at_head": True})
     else:
         click.echo(f"database {message}")
 

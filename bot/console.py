@@ -9,9 +9,11 @@ as it is, not be interpreted.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import click
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -56,6 +58,13 @@ def line(*parts: str | Text) -> None:
     for part in parts:
         out.append(part)
     stdout().print(out)
+
+
+def echo_json(value: object) -> None:
+    """What a ``--json`` command prints on stdout: ``value`` indented by two, as the
+    listings (``jobs``, ``model list``, ``envs list``) always printed, so every command's
+    object reads alike. Through click, not rich: no wrapping or colour may touch it."""
+    click.echo(json.dumps(value, indent=2))
 
 
 def empty(message: str) -> None:

@@ -3,8 +3,9 @@ headers, a held group-commit lead (to queue webhooks into one batch), real proje
 sdists from the package index, vendored projects' trees from their patches (the end to
 end tests and the set-up benchmark build them the same way), ``ribbit gates`` on
 bubblewrap as a user runs it, loopback HTTP servers that serve for a block (one of them
-a stand-in for PyTorch's CPU index), and the README quickstart's steps and command
-blocks. Fixtures live in tests/conftest.py and tests/plugins/; this module holds none."""
+a stand-in for PyTorch's CPU index), the README quickstart's steps and command
+blocks, and a ``--json`` command's stdout read as every such command prints it.
+Fixtures live in tests/conftest.py and tests/plugins/; this module holds none."""
 
 from __future__ import annotations
 
@@ -365,3 +366,12 @@ def _trimmed(block: list[str]) -> tuple[str, ...]:
     while block and not block[-1].strip():
         block.pop()
     return tuple(block)
+
+
+def printed_json(stdout: str) -> Any:
+    """A ``--json`` command's stdout, parsed, once it is seen to be printed as every
+    ``--json`` command prints (bot.console.echo_json: indented by two, one trailing
+    newline), so a script or a person reads each command's object alike."""
+    value = json.loads(stdout)
+    assert stdout == json.dumps(value, indent=2) + "\n", f"not printed by echo_json: {stdout!r}"
+    return value

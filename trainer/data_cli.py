@@ -10,7 +10,7 @@ import click
 
 from bot.cli_audit import actor_option, audited, cli_actor
 from bot.cli_options import forge_option, repo_option
-from bot.console import empty
+from bot.console import echo_json, empty
 from bot.forges.base import RepoRef
 from bot.runtime import open_database
 from bot.settings import Settings, SettingsError
@@ -23,7 +23,7 @@ from worker.settings import load_worker_settings
 _forge = forge_option()
 _repo = repo_option("The repository", required=True)
 # What a script reads instead of the sentence; the lines said along the way go to stderr.
-_json = click.option(
+_json_option = click.option(
     "--json", "as_json", is_flag=True, help="What was done as one JSON object on stdout."
 )
 
@@ -85,7 +85,7 @@ def list_data(
         rows.append(row)
     db.dispose()
     if as_json:
-        click.echo(json.dumps(rows, indent=2))
+        echo_json(rows)
         return
     if not rows:
         empty("no stored data for any repository")
@@ -108,7 +108,7 @@ def list_data(
     help="The .tar.gz to write.",
 )
 @store_option
-@_json
+@_json_option
 @click.pass_context
 def export_data(
     ctx: click.Context, forge: str, repo: RepoRef, out: Path, store: Path | None, as_json: bool
@@ -120,7 +120,7 @@ def export_data(
     found = export_repo(db, env_store, settings.data_dir, repo, out)
     db.dispose()
     if as_json:
-        click.echo(json.dumps({"wrote": str(out), **found.summary()}))
+        echo_json({"wrote": str(out), **found.summary()})
     else:
         click.echo(f"wrote {out}: {json.dumps(found.summary())}")
 
@@ -131,7 +131,7 @@ def export_data(
 @click.option("--yes", is_flag=True, help="Do not ask.")
 @store_option
 @actor_option
-@_json
+@_json_option
 @click.pass_context
 def delete_data(
     ctx: click.Context,
@@ -151,7 +151,8 @@ def delete_data(
     from worker.settings import as_worker_settings
 
     if not yes:
-        click.confirm(f"delete every stored record of {repo}?", abort=True)
+        # Under --json the question goes to stderr: stdout holds the JSON object alone.
+        click.confirm(f"delete every stored record of {repo}?", abort=True, err=as_json)
     settings, db, env_store = _open(ctx, store)
     ref = repo
     facts: dict[str, object] = {}
@@ -178,13 +179,16 @@ def delete_data(
         message = audited(db, cli_actor(actor), "delete-data", str(ref), run)
     finally:
         db.dispose()
-    click.echo(json.dumps({**facts, "message": message}) if as_json else message)
+    if as_json:
+        echo_json({**facts, "message": message})
+    else:
+        click.echo(message)
 
 
 @data.command("prune")
 @store_option
 @actor_option
-@_json
+@_json_option
 @click.pass_context
 def prune_data(ctx: click.Context, store: Path | None, actor: str | None, as_json: bool) -> None:
     """Delete data older than RIBBIT_TRAINING__RETENTION_DAYS (for a cron or beat job)."""
@@ -211,7 +215,7 @@ def prune_data(ctx: click.Context, store: Path | None, actor: str | None, as_jso
             db.dispose()
     if as_json:
         # retention_days null: nothing expires (the setting is unset).
-        click.echo(json.dumps({"retention_days": days, "pruned": pruned, "message": message}))
+        echo_json({"retention_days": days, "pruned": pruned, "message": message})
     else:
         click.echo(message)
 
@@ -221,7 +225,7 @@ def prune_data(ctx: click.Context, store: Path | None, actor: str | None, as_jso
 @_repo
 @click.option("--private/--public", "private", required=True, help="What the forge says.")
 @actor_option
-@_json
+@_json_option
 @click.pass_context
 def visibility_data(
     ctx: click.Context, forge: str, repo: RepoRef, private: bool, actor: str | None, as_json: bool
@@ -232,12 +236,12 @@ def visibility_data(
 
     settings, db, _ = _open(ctx, None)
     ref = repo
-    lines: list[str | None] = []
+    model_line: list[str | None] = []  # run()'s second result: the line ref trains, or None
 
     def run() -> str:
         set_visibility(db, ref, private=private)
-        lines.append(repo_line(db, settings.training, ref))
-        return f"{ref}: {'private' if private else 'public'}; model line {lines[0] or '-'}"
+        model_line.append(repo_line(db, settings.training, ref))
+        return f"{ref}: {'private' if private else 'public'}; model line {model_line[0] or '-'}"
 
     try:
         message = audited(db, cli_actor(actor), "visibility", str(ref), run)
@@ -245,7 +249,7 @@ def visibility_data(
         db.dispose()
     if as_json:
         # line null: the repository trains no model line (a private one no line names).
-        facts = {"forge": ref.forge, "repo": ref.full_name, "private": private, "line": lines[0]}
-        click.echo(json.dumps({**facts, "message": message}))
+        facts = {"forge": ref.forge, "repo": ref.full_name, "private": private}
+        echo_json({**facts, "line": model_line[0], "message": message})
     else:
         click.echo(message)

@@ -148,8 +148,8 @@ class HeldoutEvaluation:
     """What ``ribbit model evaluate`` and ``evaluate-base`` found: one model's held-out
     pass@1 on a line and each environment's result behind it, as a sentence or as JSON."""
 
-    model: str  # the version's name, or the base model's id when ``base``
-    base: bool
+    base_model: str  # the base weights: the version's (its registry row's), or the base scored
+    version: str | None  # the version scored; None when the base model itself was
     line: str
     k: int
     report: CalibrationReport
@@ -158,16 +158,16 @@ class HeldoutEvaluation:
         score = self.report.pass_at_1
         rate = f"held-out pass rate {score.rate:.1%} on {score.envs} env(s)"
         interval = f"95% CI {score.low:.1%}-{score.high:.1%}"
-        if self.base:
-            return f"base {self.model} on line {self.line}: {rate}, {interval} (k={self.k})"
-        return f"{self.model}: {rate}, {interval} (pass@1 from {self.k} rollout(s) each)"
+        if self.version is None:
+            return f"base {self.base_model} on line {self.line}: {rate}, {interval} (k={self.k})"
+        return f"{self.version}: {rate}, {interval} (pass@1 from {self.k} rollout(s) each)"
 
     def to_json(self) -> dict[str, object]:
         score = self.report.pass_at_1
         return {
-            # One of the two is null, so a script reads either without knowing the command.
-            "version": None if self.base else self.model,
-            "base_model": self.model if self.base else None,
+            # base_model as `model list --json` gives it; version null: the base was scored.
+            "version": self.version,
+            "base_model": self.base_model,
             "line": self.line,
             "k": self.k,
             "envs": score.envs,

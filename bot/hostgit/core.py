@@ -123,8 +123,9 @@ def run_git(
 
 
 class GitOptions(TypedDict, total=False):
-    """:func:`run_git`'s keyword arguments, for the wrappers that pass them on (mypy
-    checks each against run_git's own, where the defaults live)."""
+    """:func:`run_git`'s keyword arguments as a TypedDict: what :func:`git_ok` takes as
+    ``**options`` and passes on, so mypy checks each against run_git's own parameters
+    (where the defaults live)."""
 
     stdin: bytes | None
     identity: Mapping[str, str] | None

@@ -12,7 +12,7 @@ import click
 
 from bot.settings import SettingsError
 from trainer.envs.schema import Environment
-from worker.settings import WorkerSettings, load_worker_settings
+from worker.settings import AgentSettings, WorkerSettings, load_worker_settings
 
 if TYPE_CHECKING:
     from bot.store.db import Database
@@ -132,17 +132,30 @@ def rollouts_option(default: int) -> Callable[[F], F]:
     """``--k``, rollouts per environment: a score's (model evaluate, evaluate-base: 1) or a
     calibration's (envs calibrate: 4, enough to see an environment solved only sometimes)."""
     return click.option(
-        "--k", type=int, default=default, show_default=True, help="Rollouts per environment."
+        "--k",
+        type=click.IntRange(min=1),  # as `ribbit eval`: no rollouts scores nothing
+        default=default,
+        show_default=True,
+        help="Rollouts per environment.",
     )
 
 
 # The agent's limits in each of those rollouts, so a score and a calibration run the agent
-# alike.
+# alike; their defaults are the agent's own (RIBBIT_AGENT__*), so the two never drift.
+_AGENT_FIELDS = AgentSettings.model_fields
 max_turns_option = click.option(
-    "--max-turns", type=int, default=100, show_default=True, help="Agent turns."
+    "--max-turns",
+    type=int,
+    default=_AGENT_FIELDS["max_turns"].default,
+    show_default=True,
+    help="Agent turns.",
 )
 max_new_tokens_option = click.option(
-    "--max-new-tokens", type=int, default=8192, show_default=True, help="New tokens per model turn."
+    "--max-new-tokens",
+    type=int,
+    default=_AGENT_FIELDS["max_new_tokens"].default,
+    show_default=True,
+    help="New tokens per model turn.",
 )
 
 

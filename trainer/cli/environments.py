@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import click
 
 from bot.cli_options import REPO_HELP, REPO_REF, checkout_option, forge_option
-from bot.console import empty, progress
+from bot.console import echo_json, empty, progress
 from bot.forges.base import RepoRef
 from trainer.cli.common import (
     agent_limit_options,
@@ -333,7 +333,7 @@ def image_envs(
         click.echo(f"{env.instance_id}\t{tag}", err=as_json)
         built.append({"instance_id": env.instance_id, "image": tag})
     if as_json:
-        click.echo(json.dumps(built, indent=2))
+        echo_json(built)
 
 
 @envs.command("split")
@@ -387,8 +387,9 @@ def split_envs(
     sync_store_index(ctx, env_store)
     if as_json:
         held = {"line": line, "heldout": plan.heldout, "newly_heldout": plan.newly}
-        kept = {"kept_in_train": plan.trained_on, "training": len(mine) - len(plan.heldout)}
-        click.echo(json.dumps({**held, **kept}, indent=2))
+        training_count = len(mine) - len(plan.heldout)
+        kept = {"kept_in_train": plan.trained_on, "training_count": training_count}
+        echo_json({**held, **kept})
         return
     for instance_id in plan.trained_on:
         click.echo(f"{instance_id}	kept in train: a version of line {line} trained on it")
@@ -423,7 +424,7 @@ def import_envs(
     if as_json:
         # forge null: the imported environments train no model line.
         rejections = [r.model_dump(mode="json") for r in refused]
-        click.echo(json.dumps({"imported": imported, "refused": rejections, "forge": forge}))
+        echo_json({"imported": imported, "refused": rejections, "forge": forge})
         return
     click.echo(f"imported {len(imported)}, refused {len(refused)}")
     if forge is None and imported:
@@ -498,7 +499,7 @@ def envs_from_outcomes(
         # envs list --json's records, and envs list --rejected --json's.
         built = [e.model_dump(mode="json") for e in report.built]
         rejected = [r.model_dump(mode="json") for r in report.rejected]
-        click.echo(json.dumps({"built": built, "rejected": rejected}, indent=2))
+        echo_json({"built": built, "rejected": rejected})
         return
     if not report.built and not report.rejected:
         empty(f"no recorded outcomes for {repo_ref}; see `ribbit outcomes`")
@@ -548,11 +549,11 @@ def calibrate_envs(
     settings = settings_of(ctx)
     env_store = env_folders(ctx, store)
     chosen = selected(env_store, selector)
-    base, adapter = model_path or settings.model.model, None
+    base, adapter, version = model_path or settings.model.model, None, None
     if model_path is None:
         current = promoted_model(open_db(ctx))
         if current is not None:
-            base, adapter = current.base_model, current.adapter_path
+            base, adapter, version = current.base_model, current.adapter_path, current.name
     limits = AgentSettings(max_turns=max_turns, max_new_tokens=max_new_tokens)
     factory = SandboxRecipe.production(settings.sandbox)
     policy = version_policy(base, adapter, limits)
@@ -570,22 +571,24 @@ def calibrate_envs(
             k=k,
             on_env=lambda env: steps.advance(f"calibrated {env.instance_id}"),
         )
-    for env in chosen:
+    for env in chosen:  # stored, and said, in the order the environments were chosen
         calibration = report.calibrations[env.instance_id]
         env_store.update(env.model_copy(update={"calibration": calibration}))
+        if not as_json:
+            signal = "signal" if calibration.has_signal else "no signal"
+            click.echo(f"{env.instance_id}\tpass {calibration.solved}/{calibration.k}\t{signal}")
     sync_store_index(ctx, env_store)
     if as_json:
-        facts = {"base_model": base, "adapter_path": adapter, "k": k}
-        click.echo(json.dumps({**facts, "results": _calibrations_json(report)}, indent=2))
-        return
-    for instance_id, calibration in report.calibrations.items():
-        signal = "signal" if calibration.has_signal else "no signal"
-        click.echo(f"{instance_id}\tpass {calibration.solved}/{calibration.k}\t{signal}")
+        # version: the promoted version whose adapter calibrated; null for the base or --model.
+        facts = {"base_model": base, "adapter_path": adapter, "version": version, "k": k}
+        results = _calibrations_json(report, [env.instance_id for env in chosen])
+        echo_json({**facts, "results": results})
 
 
-def _calibrations_json(report: CalibrationReport) -> list[dict[str, object]]:
-    """Each environment's result, with `model evaluate --json`'s fields and its signal."""
+def _calibrations_json(report: CalibrationReport, order: list[str]) -> list[dict[str, object]]:
+    """Each environment's result in ``order``, with `model evaluate --json`'s fields and
+    its signal."""
     return [
         {"instance_id": i, "k": c.k, "solved": c.solved, "has_signal": c.has_signal}
-        for i, c in report.calibrations.items()
+        for i, c in ((i, report.calibrations[i]) for i in order)
     ]

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from bot.cli_audit import actor_option, audited, cli_actor
-from bot.console import empty, progress
+from bot.console import echo_json, empty, progress
 from trainer.cli.common import (
     agent_limit_options,
     env_folders,
@@ -26,6 +26,7 @@ from trainer.cli.common import (
 
 if TYPE_CHECKING:
     from trainer.evaluate import Exam, HeldoutEvaluation
+    from worker.weights import WeightsManifest
 
 T = TypeVar("T")
 
@@ -67,13 +68,14 @@ def pull_model(
 ) -> None:
     """Put the base weights (MODEL_ID, default RIBBIT_MODEL__MODEL) into the models volume,
     every file checked and its SHA-256 recorded, so workers run with the hub offline."""
-    from worker.weights import WeightsError, pull_from_directory, pull_from_hub
+    from worker.weights import WeightsError, pull_from_directory, pull_from_hub, weights_path
 
     settings = settings_of(ctx)
     model_id = model_id or settings.model.model
     root = settings.effective_weights_dir
     downloaded = True
     try:
+        path = weights_path(root, model_id)
         if source is not None:
             manifest = pull_from_directory(source, root, model_id)
         else:
@@ -83,17 +85,13 @@ def pull_model(
     except WeightsError as exc:
         raise click.ClickException(str(exc)) from None
     if as_json:
-        # verify --json's fields, so a script reads the two alike.
-        facts = {"model": model_id, "path": str(root / model_id), "files": len(manifest.files)}
-        click.echo(
-            json.dumps({**facts, "digest": manifest.digest, "already_pulled": not downloaded})
-        )
+        echo_json({**_weights_json(model_id, path, manifest), "already_pulled": not downloaded})
         return
     what = f"{model_id} ({len(manifest.files)} files, digest {manifest.digest[:16]})"
     if downloaded:
-        click.echo(f"pulled {what} into {root / model_id}")
+        click.echo(f"pulled {what} into {path}")
     else:
-        click.echo(f"already pulled: {what} in {root / model_id}, every file re-checked")
+        click.echo(f"already pulled: {what} in {path}, every file re-checked")
 
 
 @model.command("verify")
@@ -106,16 +104,26 @@ def verify_model(ctx: click.Context, model_id: str | None, as_json: bool) -> Non
 
     settings = settings_of(ctx)
     model_id = model_id or settings.model.model
-    path = weights_path(settings.effective_weights_dir, model_id)
     try:
+        path = weights_path(settings.effective_weights_dir, model_id)
         manifest = verify_weights(path)
     except WeightsError as exc:
         raise click.ClickException(str(exc)) from None
     if as_json:
-        facts = {"model": model_id, "path": str(path), "files": len(manifest.files)}
-        click.echo(json.dumps({**facts, "digest": manifest.digest}))
+        echo_json(_weights_json(model_id, path, manifest))
         return
     click.echo(f"{model_id}: {len(manifest.files)} files match (digest {manifest.digest[:16]})")
+
+
+def _weights_json(model_id: str, path: Path, manifest: WeightsManifest) -> dict[str, object]:
+    """What pull --json and verify --json both say of the weights in ``path``, so a
+    script reads the two alike (pull adds already_pulled)."""
+    return {
+        "model": model_id,
+        "path": str(path),
+        "files": len(manifest.files),
+        "digest": manifest.digest,
+    }
 
 
 @model.command("list")
@@ -173,7 +181,7 @@ def _heldout_text(v: Any) -> str:
 
 
 # Both scoring commands print the same record (HeldoutEvaluation), so a script reads either.
-_evaluation_json = click.option(
+_evaluation_json_option = click.option(
     "--json",
     "as_json",
     is_flag=True,
@@ -193,7 +201,7 @@ _evaluation_json = click.option(
 @rollouts_option(1)
 @agent_limit_options
 @store_option
-@_evaluation_json
+@_evaluation_json_option
 @click.pass_context
 def evaluate_model(
     ctx: click.Context,
@@ -227,7 +235,7 @@ def evaluate_model(
         k,
         lambda exam: evaluate_version(open_db(ctx), version, exam),
     )
-    _print_evaluation(HeldoutEvaluation(version, False, row.line, k, report), as_json)
+    _print_evaluation(HeldoutEvaluation(row.base_model, version, row.line, k, report), as_json)
 
 
 @model.command("evaluate-base")
@@ -241,7 +249,7 @@ def evaluate_model(
 @rollouts_option(1)
 @agent_limit_options
 @store_option
-@_evaluation_json
+@_evaluation_json_option
 @click.pass_context
 def evaluate_base_model(
     ctx: click.Context,
@@ -272,14 +280,14 @@ def evaluate_base_model(
         k,
         lambda exam: evaluate_base(open_db(ctx), line, model_id, exam),
     )
-    _print_evaluation(HeldoutEvaluation(model_id, True, line, k, report), as_json)
+    _print_evaluation(HeldoutEvaluation(model_id, None, line, k, report), as_json)
 
 
 def _print_evaluation(evaluation: HeldoutEvaluation, as_json: bool) -> None:
     """Stdout holds only the result: the progress bar is on stderr (bot/console.py), so
     ``--json`` output parses whatever the terminal showed meanwhile."""
     if as_json:
-        click.echo(json.dumps(evaluation.to_json(), indent=2))
+        echo_json(evaluation.to_json())
     else:
         click.echo(evaluation.text())
 

@@ -233,6 +233,8 @@ def run_rollout(request: RolloutRequest, settings: WorkerSettings) -> dict[str, 
         torch.manual_seed(request.seed)
         result = rollout_episode(env, checkout, policy, limits, factory)
         reward_fn = make_reward(request.reward, factory, tokenizer)
+    # Not collect_group: graded after the model's lock is released, so grading (tests and
+    # gates in a sandbox, no model) never keeps another rollout from the model.
     rollout = Rollout.graded(env.instance_id, result, reward_fn(env, result, checkout))
     return rollout_to_dict(rollout)
 

@@ -22,6 +22,7 @@ section by section for shared files (``setup.cfg``, ``tox.ini``, ``pyproject.tom
 from __future__ import annotations
 
 import configparser
+import functools
 import json
 import re
 import tomllib
@@ -107,8 +108,11 @@ def _ini_sections(text: str | None) -> Any:
 
 def _toml_reader(pick: Callable[[dict[str, Any]], Any]) -> Callable[[str | None], Any]:
     """What ``pick`` takes from a TOML file; None where there is no file, and the text
-    itself where it does not parse (any edit of an unreadable file counts)."""
+    itself where it does not parse (any edit of an unreadable file counts). The reader
+    keeps ``pick``'s name and docstring but takes the file's text, as callers pass it."""
 
+    # Not pick's annotations (wraps copies them): the reader's own say what it takes.
+    @functools.wraps(pick, assigned=("__module__", "__name__", "__qualname__", "__doc__"))
     def read(text: str | None) -> Any:
         if text is None:
             return None
@@ -118,11 +122,16 @@ def _toml_reader(pick: Callable[[dict[str, Any]], Any]) -> Callable[[str | None]
             return ("unreadable", text)
         return pick(data)
 
+    # wraps would point inspect.signature at pick's (data: dict); callers pass the text.
+    del read.__wrapped__
     return read
 
 
 @_toml_reader
 def _pyproject(data: dict[str, Any]) -> Any:
+    """What decides how a Python project's tests run, from ``pyproject.toml``'s text
+    (parsed by ``_toml_reader``): the test runners' and task tools' tables, and the entry
+    points (a pytest plugin is one)."""
     tool = data.get("tool", {})
     keys = ("pytest", "hatch", "tox", "nox", "poe", "pdm", "uv")
     picked: dict[str, Any] = {k: tool.get(k) for k in keys}
@@ -177,7 +186,8 @@ def _makefile(text: str | None) -> Any:
 def _cargo_manifest(data: dict[str, Any]) -> Any:
     """What decides which test targets cargo builds and how it runs them: the target
     tables (``[lib] test = false``, ``[[test]] harness = false``), the ``auto*``
-    switches, the workspace's members; a dependency added is not a discovery change."""
+    switches, the workspace's members, from ``Cargo.toml``'s text (parsed by
+    ``_toml_reader``); a dependency added is not a discovery change."""
     package = data.get("package") if isinstance(data.get("package"), dict) else {}
     picked: dict[str, Any] = {k: data.get(k) for k in ("lib", "bin", "test", "bench", "example")}
     picked["auto"] = {k: v for k, v in (package or {}).items() if str(k).startswith("auto")}

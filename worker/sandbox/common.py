@@ -4,6 +4,7 @@ methods around it both backends run the same way."""
 
 from __future__ import annotations
 
+import abc
 import os
 import re
 import shutil
@@ -207,9 +208,10 @@ def host_workspace_diff(
             raise SandboxError(f"could not compute the diff: {exc}") from None
 
 
-class HostDiffedSandbox(ClosedOnExit):
+class HostDiffedSandbox(ClosedOnExit, abc.ABC):
     """What both backends do alike around :func:`host_workspace_diff`; a backend says only
-    how its processes stop and how its workspace is exported."""
+    how its processes stop and how its workspace is exported (abstract: a backend missing
+    either fails when it is made, not at its first diff)."""
 
     _settings: SandboxSettings
     _source: Path
@@ -232,10 +234,10 @@ class HostDiffedSandbox(ClosedOnExit):
         run's children): a test run starts as the only process tree here."""
         self._stop_processes()
 
+    @abc.abstractmethod
     def _stop_processes(self) -> None:
         """Nothing of the sandbox may run while the host reads its workspace."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def _export_into(self, limits: ExportLimits) -> Callable[[Path], None]:
         """Copies the workspace into a host folder under ``limits``."""
-        raise NotImplementedError

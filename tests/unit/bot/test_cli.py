@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from bot.cli import main
+from tests.support import printed_json
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -198,7 +199,7 @@ def test_db_upgrade_migrates_and_says_to_which_revision(env: Path) -> None:
     assert runner.invoke(main, ["db", "upgrade"]).output == first.output  # idempotent
     as_json = runner.invoke(main, ["db", "upgrade", "--json"])
     assert as_json.exit_code == 0, as_json.output
-    assert json.loads(as_json.output) == {"revision": "0019", "at_head": True}
+    assert printed_json(as_json.stdout) == {"revision": "0019", "at_head": True}
 
 
 def test_every_declared_entry_point_loads() -> None:

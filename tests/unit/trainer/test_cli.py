@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 from bot.cli import main
 from tests.plugins.trainer import FixRepo, calc_environment
+from tests.support import printed_json
 from trainer.envs.folders import EnvironmentFolders
 
 
@@ -99,7 +100,7 @@ def test_envs_image_json_lists_each_environment_and_its_tag(
     assert result.exit_code == 0, result.output
     tag = f"ribbit-testbed/{env.instance_id}:abc"
     # stdout parses alone: the line printed as each image is built went to stderr
-    assert json.loads(result.stdout) == [{"instance_id": env.instance_id, "image": tag}]
+    assert printed_json(result.stdout) == [{"instance_id": env.instance_id, "image": tag}]
     assert f"{env.instance_id}\t{tag}" in result.stderr
 
 

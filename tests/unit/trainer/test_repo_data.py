@@ -21,6 +21,7 @@ from bot.settings import Settings, TrainingDataSettings
 from bot.store.db import Database
 from bot.store.records import TASK_KEY
 from bot.store.tables import Job, Outcome
+from tests.support import printed_json
 from trainer.data import delete_repo, export_repo, prune, repo_data
 from trainer.data_cli import data
 from trainer.envs.folders import EnvironmentFolders
@@ -244,7 +245,7 @@ def test_cli_says_what_it_did_as_json(
     def as_json(*args: str, with_settings: Settings = settings) -> Any:
         result = CliRunner().invoke(data, [*args, "--json"], obj=with_settings)
         assert result.exit_code == 0, result.output
-        return json.loads(result.stdout)
+        return printed_json(result.stdout)
 
     b = repo_data(db, store, settings.data_dir, B).summary()
     assert b["outcomes"] == 1 and b["environments"] == 1

@@ -8,8 +8,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from click.testing import CliRunner
+
+from bot.cli import main
 from bot.store.audit import recent
 from bot.store.db import Database
+from tests.support import printed_json
 from tests.unit.trainer.cli.invoke import ok, refused, run
 from trainer.registry import promote, promoted_model, register
 from trainer.store import TrainedOn, TrainerStore, version_named
@@ -67,9 +71,22 @@ def test_data_delete_as_json_keeps_stdout_to_the_object(data_dir: Path) -> None:
     register(db, "by-hand", base_model="base", adapter_path=None)
     result = run("data", "delete", "--forge", "github", "--repo", "acme/b", "--yes", "--json")
     assert result.exit_code == 0, result.output
-    deleted = json.loads(result.stdout)  # the revoked lines went to stderr
+    deleted = printed_json(result.stdout)  # the revoked lines went to stderr
     assert deleted["revoked"] == ["tainted"] and deleted["not_recorded"] == ["by-hand"]
     assert deleted["deleted"]["repo"] == "acme/b" and deleted["deleted"]["environments"] == 0
     assert deleted["message"].endswith("revoked versions: ['tainted']")
     assert "revoked tainted: trained on github:acme/b's data" in result.stderr
+    db.dispose()
+
+
+def test_data_delete_as_json_asks_on_stderr(data_dir: Path) -> None:
+    """Without --yes the confirmation is asked, but on stderr: stdout still parses."""
+    db = Database(load_worker_settings().effective_database_url)
+    db.migrate()
+    _version(db, "tainted", "acme/b")
+    args = ["data", "delete", "--forge", "github", "--repo", "acme/b", "--json"]
+    result = CliRunner().invoke(main, args, input="y\n")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["revoked"] == ["tainted"]
+    assert "delete every stored record of github:acme/b?" in result.stderr
     db.dispose()

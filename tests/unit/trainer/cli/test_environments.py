@@ -17,6 +17,7 @@ from bot.store.records.gate_report import Finding
 from tests.fakes import commit_files, make_git_repo
 from tests.plugins.forge import BOT_LOGIN as BOT
 from tests.plugins.forge import ForgeWorld
+from tests.support import printed_json
 from tests.unit.trainer.cli.invoke import ok, refused, run
 from trainer.calibrate import CalibrationReport
 from trainer.envs.builder import BuildSpec, EnvironmentBuilder
@@ -176,7 +177,8 @@ def test_environments_grade_refuses_an_environment_not_stored(
 @pytest.fixture
 def calibrated(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     """No model, no rollouts: version_policy and calibrate record what they were asked;
-    toy__toy-1 is solved 2 of k times (signal), every other environment never."""
+    toy__toy-1 is solved 2 of k times (signal), every other environment never. The report
+    lists them in the reverse of the order asked: the command says them in its own."""
     seen: dict[str, Any] = {}
 
     def version_policy(base: str, adapter: str | None, limits: Any) -> str:
@@ -195,7 +197,7 @@ def calibrated(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
                 env.instance_id: Calibration(
                     k=kw["k"], solved=2 if env.instance_id.endswith("1") else 0
                 )
-                for env, _ in pairs
+                for env, _ in list(pairs)[::-1]
             }
         )
 
@@ -224,9 +226,10 @@ def test_environments_calibrate_as_json(
 ) -> None:
     result = _run("calibrate", "--k", "3", "--json")
     assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout) == {
+    assert printed_json(result.stdout) == {
         "base_model": load_worker_settings().model.model,
         "adapter_path": None,
+        "version": None,  # no promoted version: the base calibrated
         "k": 3,
         "results": [
             {"instance_id": "toy__toy-1", "k": 3, "solved": 2, "has_signal": True},
@@ -246,12 +249,19 @@ def test_environments_calibrate_uses_the_promoted_version(
     register(db, "v1", base_model="org/base", adapter_path="/adapters/v1")
     db.dispose()
     ok("model", "promote", "v1", "--force")
-    _ok("calibrate", "--envs", "toy__toy-2")
+    used = json.loads(_ok("calibrate", "--envs", "toy__toy-2", "--json"))
     assert calibrated["envs"] == ["toy__toy-2"]
     assert calibrated["policy"][:2] == ("org/base", "/adapters/v1")
+    assert (used["version"], used["base_model"], used["adapter_path"]) == (
+        "v1",
+        "org/base",
+        "/adapters/v1",
+    )
     # --model names the weights outright: no adapter from the registry.
-    _ok("calibrate", "--envs", "toy__toy-2", "--model", "/models/other")
-    assert calibrated["policy"][:2] == ("/models/other", None)
+    used = json.loads(
+        _ok("calibrate", "--envs", "toy__toy-2", "--model", "/models/other", "--json")
+    )
+    assert calibrated["policy"][:2] == ("/models/other", None) and used["version"] is None
 
 
 # -- from-outcomes ---------------------------------------------------------------------------------
@@ -262,7 +272,7 @@ def test_environments_from_outcomes_with_nothing_recorded(data_dir: Path, tmp_pa
     out = _ok(*args)
     assert "no recorded outcomes for github:acme/calc" in out and "ribbit outcomes" in out
     # A script is told nothing was built in the object, not in a sentence.
-    assert json.loads(_ok(*args, "--json")) == {"built": [], "rejected": []}
+    assert printed_json(_ok(*args, "--json")) == {"built": [], "rejected": []}
 
 
 def test_environments_from_outcomes_prints_what_was_built_and_rejected(

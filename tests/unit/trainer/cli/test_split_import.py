@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import printed_json
 from tests.unit.trainer.cli.invoke import ok, run
 from trainer.envs.folders import EnvironmentFolders
 from trainer.envs.schema import Environment, Provenance
@@ -81,12 +82,12 @@ def test_envs_import_takes_the_forge_from_the_operator(data_dir: Path, tmp_path:
 
 
 def test_envs_split_as_json(lines: EnvironmentFolders) -> None:
-    assert json.loads(_ok("split", "--line", "team-a", "--count", "1", "--json")) == {
+    assert printed_json(_ok("split", "--line", "team-a", "--count", "1", "--json")) == {
         "line": "team-a",
         "heldout": ["acme__a-4"],
         "newly_heldout": ["acme__a-4"],
         "kept_in_train": [],
-        "training": 3,
+        "training_count": 3,
     }
     again = json.loads(_ok("split", "--line", "team-a", "--count", "2", "--json"))
     assert (again["heldout"], again["newly_heldout"]) == (["acme__a-3", "acme__a-4"], ["acme__a-3"])
@@ -96,7 +97,7 @@ def test_envs_import_as_json_lists_what_it_took_and_refused(data_dir: Path, tmp_
     path = tmp_path / "in.jsonl"
     path.write_text(_env("acme/b", 1).model_dump_json() + "\n")
     store = ["--store", str(tmp_path / "s")]
-    first = json.loads(_ok("import", str(path), *store, "--forge", "github", "--json"))
+    first = printed_json(_ok("import", str(path), *store, "--forge", "github", "--json"))
     assert first == {"imported": ["acme__b-1"], "refused": [], "forge": "github"}
     again = json.loads(_ok("import", str(path), *store, "--json"))
     assert again["imported"] == [] and again["forge"] is None

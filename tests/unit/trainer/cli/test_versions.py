@@ -15,6 +15,7 @@ import pytest
 
 from bot.store.db import Database
 from tests.fakes import make_git_repo
+from tests.support import printed_json
 from tests.unit.trainer.cli.invoke import ok, refused, run
 from trainer.envs.folders import EnvironmentFolders
 from trainer.passk import pass_at_1
@@ -70,11 +71,13 @@ def test_versions_pull_refuses_what_is_not_a_model(
 
 def test_versions_verify_refuses_weights_never_pulled(data_dir: Path) -> None:
     assert "Error:" in _refused("verify", "acme/never")
+    # Checked as pull checks it: a model id, never a path out of the models volume.
+    assert "'../escape' is not a model id" in _refused("verify", "../escape", "--json")
 
 
 def test_versions_pull_as_json_says_what_verify_says(data_dir: Path, snapshot: Path) -> None:
-    pulled = json.loads(_ok("pull", "acme/tiny", "--from", str(snapshot), "--json"))
-    verified = json.loads(_ok("verify", "acme/tiny", "--json"))
+    pulled = printed_json(_ok("pull", "acme/tiny", "--from", str(snapshot), "--json"))
+    verified = printed_json(_ok("verify", "acme/tiny", "--json"))
     assert pulled == {**verified, "already_pulled": False}
     assert verified["path"] == str(data_dir / "models" / "acme/tiny")
     # Pulled again from the folder: copied again, every file re-checked; the same digest.
@@ -239,11 +242,11 @@ def test_versions_evaluate_as_json_is_what_the_registry_records(
     register(db, "v1", base_model="org/base", adapter_path="/a/v1")
     result = _run("evaluate", "v1", "--k", "2", "--json")
     assert result.exit_code == 0, result.output
-    evaluated = json.loads(result.stdout)  # nothing but the object on stdout
+    evaluated = printed_json(result.stdout)  # nothing but the object on stdout
     listed = {v["name"]: v for v in json.loads(_ok("list", "--json"))}["v1"]
     assert evaluated == {
         "version": "v1",
-        "base_model": None,
+        "base_model": "org/base",  # the version's base weights, as model list says
         "line": "default",
         "k": 2,
         "envs": 2,
@@ -256,6 +259,7 @@ def test_versions_evaluate_as_json_is_what_the_registry_records(
         ],
     }
     assert listed["heldout_pass_rate"] == 0.5 and listed["heldout_k"] == 2
+    assert evaluated["base_model"] == listed["base_model"]
     assert 0 < evaluated["ci_low"] < 0.5 < evaluated["ci_high"] < 1
     # Without --json: the sentence, from the same record.
     assert re.fullmatch(
@@ -270,10 +274,27 @@ def test_versions_evaluate_base_as_json_names_the_base_model(
 ) -> None:
     result = _run("evaluate-base", "--model", "org/base", "--json")
     assert result.exit_code == 0, result.output
-    evaluated = json.loads(result.stdout)
+    evaluated = printed_json(result.stdout)
     assert (evaluated["version"], evaluated["base_model"]) == (None, "org/base")
     assert (evaluated["line"], evaluated["k"], evaluated["envs"]) == ("default", 1, 2)
     assert evaluated["pass_at_1"] == 0.5  # 1 of 1, then 0 of 1
     assert [r["solved"] for r in evaluated["results"]] == [1, 0]
     text = _ok("evaluate-base", "--model", "org/base")
     assert text.startswith("base org/base on line default: held-out pass rate 50.0% on 2 env(s)")
+
+
+# -- the rollout options ---------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "command",
+    [("model", "evaluate", "v1"), ("model", "evaluate-base"), ("envs", "calibrate")],
+    ids=" ".join,
+)
+def test_rollout_options_refuse_no_rollouts_and_show_the_agents_defaults(
+    data_dir: Path, command: tuple[str, ...]
+) -> None:
+    refused_k = run(*command, "--k", "0")
+    assert refused_k.exit_code == 2 and "Invalid value for '--k'" in refused_k.output
+    # The limits' defaults, read from AgentSettings, still show as they did.
+    shown = " ".join(ok(*command[:2], "--help").split())
+    assert "Agent turns. [default: 100]" in shown
+    assert "New tokens per model turn. [default: 8192]" in shown

@@ -4,6 +4,7 @@ Makefile) only when their test sections change."""
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 
 import pytest
@@ -114,3 +115,19 @@ def test_discovery_changes(
     tmp_path: Path, changes: dict[str, str | bytes | None], expected: set[str]
 ) -> None:
     assert _changes(tmp_path, changes) == expected
+
+
+def test_toml_readers_keep_their_names_and_take_the_files_text() -> None:
+    """What `_toml_reader` makes is named and documented as its picker, and says it
+    takes what callers pass: the file's text (or None), not the parsed table."""
+    from worker.gates.discovery import _cargo_manifest, _pyproject
+
+    assert (_pyproject.__name__, _cargo_manifest.__name__) == ("_pyproject", "_cargo_manifest")
+    assert (_cargo_manifest.__doc__ or "").startswith("What decides which test targets")
+    for reader in (_pyproject, _cargo_manifest):
+        [param] = inspect.signature(reader).parameters.values()
+        assert (param.name, param.annotation) == ("text", "str | None")
+    assert _pyproject(None) is None and _pyproject("[tool") == ("unreadable", "[tool")
+    assert _pyproject('[tool.pytest.ini_options]\naddopts = "-q"\n')["pytest"] == {
+        "ini_options": {"addopts": "-q"}
+    }

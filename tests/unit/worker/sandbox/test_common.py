@@ -157,3 +157,28 @@ def test_the_diff_leaves_out_what_setup_wrote_and_never_follows_a_link(tmp_path:
     assert "pkg.egg-info" not in diff
     assert "b/pkg/mod.py" in diff and "b/pkg/new.py" in diff
     assert (outside / "keep.txt").read_text() == "host file\n"
+
+
+def test_a_backend_missing_a_host_diff_step_fails_when_made() -> None:
+    """HostDiffedSandbox's two backend steps are abstract: a backend that leaves one out
+    is refused at construction, not at its first diff in the middle of a job."""
+    from collections.abc import Callable
+
+    from worker.sandbox.common import HostDiffedSandbox
+    from worker.sandbox.export import ExportLimits
+
+    class NoExport(HostDiffedSandbox):
+        def _stop_processes(self) -> None:
+            pass
+
+        def close(self) -> None:
+            pass
+
+    class Complete(NoExport):
+        def _export_into(self, limits: ExportLimits) -> Callable[[Path], None]:
+            return lambda _folder: None
+
+    with pytest.raises(TypeError, match="_export_into"):
+        NoExport()  # type: ignore[abstract]
+    with Complete() as made:
+        made.leave_out_of_diff(["node_modules"])

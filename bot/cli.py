@@ -329,7 +329,7 @@ def jobs(
     )
     paused = store.paused_scopes()
     if as_json:
-        click.echo(json.dumps([job_dict(j) for j in rows], indent=2))
+        echo_json([job_dict(j) for j in rows])
         return
     if paused:
         # A pause is invisible in the jobs themselves until a worker meets them: say it.
@@ -405,7 +405,7 @@ def pause(repo: RepoRef | None, forge: str, actor: str | None, as_json: bool) ->
 
     message = audited(rt.db, cli_actor(actor), "pause", target, run)
     if as_json:
-        click.echo(json.dumps({"paused": target, "message": message}))
+        echo_json({"paused": target, "message": message})
     else:
         click.echo(message)
 
@@ -440,7 +440,7 @@ def resume(repo: RepoRef | None, forge: str, actor: str | None, as_json: bool) -
 
     message = audited(rt.db, cli_actor(actor), "resume", target, run)
     if as_json:
-        click.echo(json.dumps({"resumed": target, "dispatched": released, "message": message}))
+        echo_json({"resumed": target, "dispatched": released, "message": message})
     else:
         click.echo(message)
 
@@ -465,7 +465,7 @@ def notify(as_json: bool) -> None:
         rt.db, rt.store, settings, factory(rt.db, settings) if factory else None
     )
     if as_json:
-        click.echo(json.dumps([{"key": n.key, "text": n.text} for n in sent], indent=2))
+        echo_json([{"key": n.key, "text": n.text} for n in sent])
     elif not sent:
         empty("nothing new to notify")
     for notice in [] if as_json else sent:
@@ -525,7 +525,7 @@ def db_check(wait_s: float, as_json: bool) -> None:
 
     revision = wait_for_schema(settings_or_exit(), wait_s)
     if as_json:
-        click.echo(json.dumps({"revision": revision, "at_head": True}))
+        echo_json({"revision": revision, "at_head": True})
     else:
         click.echo(f"database at revision {revision}")
 
@@ -544,7 +544,7 @@ def doctor(as_json: bool, repo: tuple[RepoRef, ...], forge: str) -> None:
 
     checks = run_checks(load=load_process_settings, repos=list(repo))
     if as_json:
-        click.echo(json.dumps([c.__dict__ for c in checks], indent=2))
+        echo_json([c.__dict__ for c in checks])
     else:
         for c in checks:
             mark = {"ok": "ok  ", "warn": "warn", "fail": "FAIL"}[c.status]

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from bot.cli_options import FILTER_FORGE_HELP, filter_forge, forge_option, repo_option
+from bot.console import echo_json
 from bot.forges.base import RepoRef
 from bot.runtime import open_database
 from bot.settings import SettingsError
@@ -48,7 +49,7 @@ def outcomes(as_json: bool, export: Path | None, repo: RepoRef | None, forge: st
         click.echo(f"wrote {len(rows)} outcomes to {export}")
         return
     if as_json:
-        click.echo(json.dumps(rows, indent=2))
+        echo_json(rows)
         return
     if not rows:
         click.echo("no outcomes yet")

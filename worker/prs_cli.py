@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
-
 import click
 
 from bot.cli import settings_or_exit
 from bot.cli_audit import actor_option, cli_actor
 from bot.cli_options import FILTER_FORGE_HELP, forge_option, repo_option
+from bot.console import echo_json
 from bot.forges import ForgeFactory, forge_factory
 from bot.forges.base import RepoRef
 from bot.runtime import open_database
@@ -47,7 +46,7 @@ def rejudge_command(
         db.dispose()
     if as_json:
         prs = [item.to_json() for item in done]
-        click.echo(json.dumps({"judge": JUDGE_VERSION, "dry_run": dry_run, "prs": prs}))
+        echo_json({"judge": JUDGE_VERSION, "dry_run": dry_run, "prs": prs})
         return
     if not done:
         click.echo(f"no Ribbit PR was judged by another judge than {JUDGE_VERSION}")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import tempfile
@@ -11,7 +10,7 @@ from typing import Any
 
 import click
 
-from bot.console import empty, progress
+from bot.console import echo_json, empty, progress
 from trainer.cli.common import open_db, sandbox_errors, settings_of, validation_run_options
 from trainer.envs.schema import Environment
 
@@ -109,7 +108,7 @@ def eval_command(
         name = repo_name or _repo_name(repository)
         if not fixes:
             if as_json:
-                click.echo(json.dumps(BacktestReport(name, label, k).to_json(), indent=2))
+                echo_json(BacktestReport(name, label, k).to_json())
             else:
                 empty(f"no commit on {rev} changes both tests and code; nothing to evaluate")
             return
@@ -140,7 +139,7 @@ def eval_command(
     finally:
         shutil.rmtree(work, ignore_errors=True)
     if as_json:
-        click.echo(json.dumps(report.to_json(), indent=2))
+        echo_json(report.to_json())
         return
     _print_backtest(report, rev)
 

@@ -3,7 +3,6 @@ build, list, show, grade, export, image, import, from-outcomes, calibrate."""
 
 from __future__ import annotations
 
-import json
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -185,7 +184,7 @@ def list_envs(ctx: click.Context, store: Path | None, rejected: bool, as_json: b
     if rejected:
         rejections = list(env_store.rejections())
         if as_json:
-            click.echo(json.dumps([r.model_dump(mode="json") for r in rejections], indent=2))
+            echo_json([r.model_dump(mode="json") for r in rejections])
         elif not rejections:
             empty(f"no rejected candidates in {env_store.root}")
         for r in [] if as_json else rejections:
@@ -193,7 +192,7 @@ def list_envs(ctx: click.Context, store: Path | None, rejected: bool, as_json: b
         return
     found = list(env_store)
     if as_json:
-        click.echo(json.dumps([e.model_dump(mode="json") for e in found], indent=2))
+        echo_json([e.model_dump(mode="json") for e in found])
     elif not found:
         empty(
             f"no environments in {env_store.root}; build them with `ribbit envs build` or "
@@ -253,7 +252,7 @@ def grade_env(
             gate_settings=settings.gates,
         )
     if as_json:
-        click.echo(json.dumps({"instance_id": env.instance_id, **result.to_json()}, indent=2))
+        echo_json({"instance_id": env.instance_id, **result.to_json()})
         return
     click.echo(
         f"{env.instance_id}: resolved={result.resolved} "

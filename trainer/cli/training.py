@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import click
 
-from bot.console import progress
+from bot.console import echo_json, progress
 from trainer.cli.common import open_db, sandbox_errors, settings_of, store_dir
 from trainer.cli.options import OptionOverride, settings_options
 from trainer.config import TrainSettings
@@ -146,7 +146,6 @@ def train_settings(ctx: click.Context, ranks: Ranks, fields: dict[str, Any]) -> 
 def _run(
     ctx: click.Context, ranks: Ranks, cfg: TrainSettings, options: RunOptions, *, as_json: bool
 ) -> None:
-    import json
 
     from trainer.training_run import TrainingRun, TrainingRunError
 
@@ -175,7 +174,7 @@ def _run(
     if comparison is not None and not as_json:
         _print_heldout(comparison)
     if as_json:
-        click.echo(json.dumps(_run_json(result, registered, comparison), indent=2))
+        echo_json(_run_json(result, registered, comparison))
 
 
 def _train_with_progress(

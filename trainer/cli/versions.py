@@ -362,7 +362,7 @@ def promote_model(
         raise click.ClickException(str(exc)) from None
     if as_json:
         facts = {"promoted": version, "forced": force, "loaded_on": servers}
-        click.echo(json.dumps({**facts, "message": message}))
+        echo_json({**facts, "message": message})
         return
     for url in servers:
         click.echo(f"loaded {version} on {url}")
@@ -393,6 +393,6 @@ def rollback_model(ctx: click.Context, line: str, actor: str | None, as_json: bo
         raise click.ClickException(str(exc)) from None
     if as_json:
         # serving None: the line is back on the base model.
-        click.echo(json.dumps({"line": line, "serving": serving[0], "message": message}))
+        echo_json({"line": line, "serving": serving[0], "message": message})
     else:
         click.echo(message)

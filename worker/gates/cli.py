@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, NamedTuple, NoReturn
 import click
 
 from bot.cli_options import checkout_option
-from bot.console import line, progress, styled
+from bot.console import echo_json, line, progress, styled
 from bot.hostgit import GitError, revision_commit
 from bot.store.records.gate_report import GateReport, Verdict
 from worker.gates.base import Gate, GateContext
@@ -131,7 +131,7 @@ def _setup_failed(result: SetupResult, loaded: _Loaded, *, as_json: bool) -> NoR
         stopped="so no test ran",
     )
     if as_json:
-        click.echo(json.dumps({"verdict": None, "failure": failure.to_json()}, indent=2))
+        echo_json({"verdict": None, "failure": failure.to_json()})
     else:
         click.echo(failure.to_text())
         line("gates: ", styled("not run", "failed"), " (the base commit's set-up failed)")

@@ -3,13 +3,13 @@ repository's test command the way the gates will run it."""
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 import click
 
 from bot.cli_options import checkout_option
+from bot.console import echo_json
 from worker.sandbox import SandboxError, check_backends, open_sandbox
 from worker.sandbox.backend_option import backend_option
 from worker.sandbox.setup import exec_with_egress
@@ -102,7 +102,7 @@ def check(docker_url: str | None, image: str | None, as_json: bool) -> None:
     usable = any(c.ok for c in checks)
     if as_json:
         backends = [{"name": c.name, "ok": c.ok, "detail": c.detail} for c in checks]
-        click.echo(json.dumps({"usable": usable, "backends": backends}))
+        echo_json({"usable": usable, "backends": backends})
     for c in [] if as_json else checks:
         click.echo(f"{'ok  ' if c.ok else 'FAIL'} {c.name}: {c.detail}")
     sys.exit(0 if usable else 1)

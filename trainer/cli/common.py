@@ -143,16 +143,25 @@ def rollouts_option(default: int) -> Callable[[F], F]:
 # The agent's limits in each of those rollouts, so a score and a calibration run the agent
 # alike; their defaults are the agent's own (RIBBIT_AGENT__*), so the two never drift.
 _AGENT_FIELDS = AgentSettings.model_fields
+
+
+def _at_least(name: str) -> click.IntRange:
+    """The setting's own lower bound (its ``ge``), so a value AgentSettings would refuse
+    mid-run is refused on the command line."""
+    [low] = [m.ge for m in _AGENT_FIELDS[name].metadata if hasattr(m, "ge")]
+    return click.IntRange(min=low)
+
+
 max_turns_option = click.option(
     "--max-turns",
-    type=int,
+    type=_at_least("max_turns"),
     default=_AGENT_FIELDS["max_turns"].default,
     show_default=True,
     help="Agent turns.",
 )
 max_new_tokens_option = click.option(
     "--max-new-tokens",
-    type=int,
+    type=_at_least("max_new_tokens"),
     default=_AGENT_FIELDS["max_new_tokens"].default,
     show_default=True,
     help="New tokens per model turn.",

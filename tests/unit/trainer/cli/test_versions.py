@@ -294,7 +294,11 @@ def test_rollout_options_refuse_no_rollouts_and_show_the_agents_defaults(
 ) -> None:
     refused_k = run(*command, "--k", "0")
     assert refused_k.exit_code == 2 and "Invalid value for '--k'" in refused_k.output
-    # The limits' defaults, read from AgentSettings, still show as they did.
+    # AgentSettings' own lower bounds, refused before a model loads.
+    for option, low in (("--max-turns", "0"), ("--max-new-tokens", "15")):
+        refused = run(*command, option, low)
+        assert refused.exit_code == 2 and f"Invalid value for '{option}'" in refused.output
+    # The limits' defaults and bounds, read from AgentSettings.
     shown = " ".join(ok(*command[:2], "--help").split())
-    assert "Agent turns. [default: 100]" in shown
-    assert "New tokens per model turn. [default: 8192]" in shown
+    assert "Agent turns. [default: 100; x>=1]" in shown
+    assert "New tokens per model turn. [default: 8192; x>=16]" in shown

@@ -8,13 +8,14 @@ from dataclasses import dataclass
 from datetime import UTC, timedelta
 from typing import Any, Literal
 
-from sqlalchemy import func, select, update
+from sqlalchemy import update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from bot.store.db import Database
 from bot.store.failure import FailureReason
 from bot.store.jobs.killswitch import paused
+from bot.store.jobs.lookups import count_jobs
 from bot.store.jobs.states import TERMINAL_STATES, JobNotFound, JobState, move
 from bot.store.kinds import AGENT_KINDS
 from bot.store.records import SolveRecord
@@ -120,15 +121,11 @@ class JobLifecycle:
                 move(job, "running")
                 job.updated_at = utcnow()
                 return "claimed"
-            running = (
-                select(func.count())
-                .select_from(Job)
-                .where(Job.state == "running", Job.kind.in_(AGENT_KINDS))
-            )
-            if (session.scalar(running) or 0) >= limits.max_concurrent:
+            running = (Job.state == "running", Job.kind.in_(AGENT_KINDS))
+            if count_jobs(session, *running) >= limits.max_concurrent:
                 return "no_slot"
-            in_repo = running.where(Job.forge == job.forge, Job.repo == job.repo)
-            if (session.scalar(in_repo) or 0) >= limits.max_concurrent_per_repo:
+            in_repo = (Job.forge == job.forge, Job.repo == job.repo)
+            if count_jobs(session, *running, *in_repo) >= limits.max_concurrent_per_repo:
                 return "no_slot"
             move(job, "running")
             job.updated_at = utcnow()

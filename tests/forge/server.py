@@ -15,6 +15,7 @@ repositories are 404 to outsiders, writes need a write role (403).
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import re
 import shutil
@@ -48,6 +49,7 @@ from tests.forge.state import (
     new_id,
     now,
 )
+from tests.support import serving
 
 PER_PAGE: dict[str, int] = {"github": 30, "gitlab": 20}
 
@@ -142,11 +144,8 @@ class LocalForge:
         self._server: BaseWSGIServer = make_server(
             "127.0.0.1", 0, self._wsgi, threaded=True, request_handler=_QuietHandler
         )
-        self.url = f"http://127.0.0.1:{self._server.server_port}"
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, daemon=True, name="local-forge"
-        )
-        self._thread.start()
+        self._serving = contextlib.ExitStack()
+        self.url = self._serving.enter_context(serving(self._server))
         self.reset()
 
     # -- lifecycle ------------------------------------------------------------
@@ -173,9 +172,7 @@ class LocalForge:
             (self.root / "git").mkdir(parents=True)
 
     def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=10)
+        self._serving.close()
 
     @property
     def github_api_url(self) -> str:

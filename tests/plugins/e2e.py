@@ -4,8 +4,8 @@ policy playing a trajectory recorded by the same agent loop."""
 
 from __future__ import annotations
 
+import contextlib
 import os
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,7 +17,7 @@ from werkzeug.serving import make_server
 
 from tests.fakes import LocalDirSandbox, ScriptedPolicy, make_git_repo
 from tests.plugins.forge import BOT_LOGIN, settings_for
-from tests.support import GITHUB_SECRET, GITLAB_TOKEN, require_service
+from tests.support import GITHUB_SECRET, GITLAB_TOKEN, require_service, serving
 from tests.watch_attacks import GC_HOOK
 
 REPO_FILES = {
@@ -167,7 +167,7 @@ class Deployment:
         self.app = create_app(settings)
         self.server = make_server("127.0.0.1", port, self.app, threaded=True)
         self.url = f"http://127.0.0.1:{self.server.server_port}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self._serving = contextlib.ExitStack()
         self.celery = create_celery(settings)
         self.closed = False
         self.worker_cm = start_worker(
@@ -184,7 +184,7 @@ class Deployment:
         return self.app.extensions["ribbit"].store
 
     def __enter__(self) -> Deployment:
-        self.thread.start()
+        self._serving.enter_context(serving(self.server))
         self.worker_cm.__enter__()
         return self
 
@@ -197,7 +197,7 @@ class Deployment:
             return
         self.closed = True
         self.worker_cm.__exit__(None, None, None)
-        self.server.shutdown()
+        self._serving.close()
         self.app.extensions["ribbit"].db.dispose()
 
 

@@ -64,8 +64,8 @@ def model_host_check(settings: Settings) -> list[Check]:
     """Whether this host can run the in-process model well: the GPU it would use, or on
     CPU the memory fp32 weights take and what that costs a job (README, quickstart
     step 3: measured by tests/benchmarks/bench_cpu_job.py). Nothing to say for a served
-    model, a replay, a web-only install (no torch) or weights not pulled yet (the model
-    check names the command)."""
+    model, a replay or a web-only install (no torch); before the weights are pulled, the
+    host is judged without their size (a CPU host learns before it downloads them)."""
     s = as_worker_settings(settings)
     if s.model.policy != "transformers":
         return []
@@ -73,17 +73,27 @@ def model_host_check(settings: Settings) -> list[Check]:
         import torch
     except ImportError:
         return []
-    from worker.model_choice import ModelNotReady, local_weights
-
-    try:
-        folder = Path(local_weights(s.model, s.effective_weights_dir).model)
-    except ModelNotReady:
-        return []
-    stored = checkpoint_size(folder)  # None: a hub-cache id, size unknown here
+    folder = _weights_folder(s.model.model, s.effective_weights_dir)
+    # None: not pulled yet, or in the hub cache; the host is judged without the size.
+    stored = checkpoint_size(folder) if folder is not None else None
     if torch.cuda.is_available():
         props = torch.cuda.get_device_properties(0)
         return [_gpu_check(props.name, props.total_memory, stored, s.model.quantization)]
     return [_cpu_check(host_memory_bytes(), stored, s.agent.max_minutes)]
+
+
+def _weights_folder(model: str, root: Path) -> Path | None:
+    """The folder the setting names, or where `ribbit model pull` puts it (model_choice's
+    local_weights without its checks: the model check reports those)."""
+    from worker.weights import WeightsError, weights_path
+
+    named = Path(model)
+    if named.is_absolute() or named.is_dir():
+        return named
+    try:
+        return weights_path(root, model)
+    except WeightsError:
+        return None
 
 
 # Weights over this share of the memory leave little for the KV cache (up to 65,536

@@ -93,8 +93,17 @@ def test_nothing_to_say_where_no_model_runs_on_this_host(tmp_path: Path) -> None
     assert doctor.model_host_check(_settings(tmp_path, policy="replay")) == []
     served = _settings(tmp_path, policy="openai", openai_base_url="http://127.0.0.1:9/v1")
     assert doctor.model_host_check(served) == []
-    # Not pulled: the model check fails with the command to run; this one stays quiet.
-    assert doctor.model_host_check(_settings(tmp_path, model="someone/not-pulled")) == []
+
+
+@pytest.mark.usefixtures("cpu_host")
+def test_before_the_weights_are_pulled_a_cpu_host_is_warned_without_their_size(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(doctor, "host_memory_bytes", lambda: 64 * GIB)
+    [check] = doctor.model_host_check(_settings(tmp_path, model="someone/not-pulled"))
+    assert check.status == "warn" and "no GPU" in check.detail
+    assert "in fp32" not in check.detail  # no size to state
+    assert doctor.model_host_check(_settings(tmp_path, model="not a model id")) != []
 
 
 @pytest.mark.usefixtures("cpu_host")

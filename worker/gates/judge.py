@@ -14,7 +14,7 @@ from typing import Any
 
 from bot.store.records.gate_report import Finding, Severity
 from worker.gates.base import GateContext
-from worker.gates.evidence import fail_to_pass
+from worker.gates.evidence import ABSENT, could_not_load, fail_to_pass
 from worker.gates.junit import Outcome, TestCase
 from worker.gates.targets import TargetTest, _matches
 from worker.gates.watch import TamperEvent
@@ -225,9 +225,10 @@ def _outcome_of(run: SuiteRun, test: str) -> str:
 
 def shown_fixed(old_code: SuiteRun, after: SuiteRun, before: SuiteRun) -> list[str]:
     """The gate's fail-to-pass evidence (:func:`worker.gates.evidence.fail_to_pass`):
-    the test ids that fail or are absent on the base code with the patch's tests and
-    pass with the patch. A test flaky in any run shows nothing; without per-test reports
-    the whole command is one test, named by its exit status."""
+    the test ids that fail on the base code with the patch's tests (or are absent there
+    because their module could not load) and pass with the patch. A test flaky in any
+    run shows nothing; without per-test reports the whole command is one test, named by
+    its exit status."""
     if old_code.timed_out or after.timed_out or old_code.setup_failed or after.setup_failed:
         return []
     flaky = {*old_code.flaky, *after.flaky, *before.flaky}
@@ -247,11 +248,14 @@ def shown_fixed(old_code: SuiteRun, after: SuiteRun, before: SuiteRun) -> list[s
 def _without(old_code: SuiteRun, after: SuiteRun, before: SuiteRun) -> dict[str, str]:
     """The old-code run's outcomes, where a test absent from it counts as failing only
     when that run had the patch's tests (its tree was not the base's: a new test's file
-    was there, so absence means it could not run) and the test did not pass on the base
-    (a build that broke took tests with it that showed nothing)."""
+    was there), its own module could not load there (:func:`could_not_load`: a module
+    that ran without it only did not have that id on the old code) and the test did not
+    pass on the base (a build that broke took tests with it that showed nothing)."""
     had_tests = old_code is not before
     absent = {
-        test: "failed" if had_tests and before.final.get(test) != "passed" else "absent"
+        test: "failed"
+        if had_tests and before.final.get(test) != "passed" and could_not_load(test, old_code.final)
+        else ABSENT
         for test in after.final
         if test not in old_code.final
     }

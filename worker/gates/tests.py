@@ -8,10 +8,11 @@ skipped now, or fails, blocks; a run of zero tests blocks.
 
 Passing is not evidence. A third run, of the base code with the patch's own test files
 (:func:`worker.gates.evidence.base_with_patch_tests`; the base run itself when the
-patch touches no test), gives the result its ``evidence``: the test ids that fail or
-are absent there and pass with the patch (:func:`worker.gates.evidence.fail_to_pass`,
-the environment builder's judge). Without any, the verdict is at most unverified.
-Target tests are named by test id (file, class, parametrisation), never by name alone.
+patch touches no test), gives the result its ``evidence``: the test ids that fail there
+(or are absent because their module could not load) and pass with the patch
+(:func:`worker.gates.evidence.fail_to_pass`, the environment builder's judge). Without
+any, the verdict is at most unverified. Target tests are named by test id (file, class,
+parametrisation), never by name alone.
 A fourth run, of the patched code with the base's own versions of the test files the
 patch edits or deletes (issue #38), finds base tests the patch's code breaks: a
 regression when the patch leaves the test itself alone, a behaviour change to confirm

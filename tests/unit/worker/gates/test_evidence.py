@@ -11,7 +11,13 @@ import pytest
 
 from bot.store.records.gate_report import Finding, GateReport, GateResult, Verdict
 from tests.unit.worker.gates.test_tests_judge import ctx
-from worker.gates.evidence import base_with_patch_tests, fail_to_pass, is_test_file
+from worker.gates.evidence import (
+    ABSENT,
+    base_with_patch_tests,
+    could_not_load,
+    fail_to_pass,
+    is_test_file,
+)
 from worker.gates.judge import SuiteRun, judge, shown_fixed
 from worker.gates.junit import Outcome, TestCase
 from worker.gates.targets import TargetTest, _enclosing_test, _test_class
@@ -48,10 +54,15 @@ def ids(**outcomes: Outcome) -> dict[str, Outcome]:
 # -- the one rule --------------------------------------------------------------------------
 
 
-def test_fail_to_pass_counts_failed_errored_or_absent_without_and_passed_with() -> None:
+def test_fail_to_pass_counts_failed_or_errored_without_and_passed_with() -> None:
     without = ids(a="failed", b="error", d="passed", e="skipped", f="failed")
     with_patch = ids(a="passed", b="passed", c="passed", d="passed", e="passed", f="skipped")
-    assert fail_to_pass(without, with_patch) == [f"{FILE}::{n}" for n in "abc"]
+    # c did not exist without the patch's code, though its module ran: no evidence.
+    assert fail_to_pass(without, with_patch) == [f"{FILE}::{n}" for n in "ab"]
+    # Its module could not be collected there (pytest's collection error): evidence.
+    assert fail_to_pass({**without, "tests.test_more": "error"}, with_patch) == [
+        f"{FILE}::{n}" for n in "abc"
+    ]
 
 
 def test_a_skipped_or_xfailed_test_is_never_a_pass() -> None:
@@ -144,15 +155,26 @@ def test_same_named_tests_in_other_classes_are_other_tests() -> None:
         f"{FILE}::TestNew::test_no_iterables": {"before": "absent", "after": "passed"}
     }
     # The old code ran with the patch's test file (a run of its own, not the base's),
-    # so the new test's absence there means it could not run: evidence.
+    # and the file could not be collected there: the new test could not run, evidence.
     base = run("before", TestA__test_no_iterables="passed", TestB__test_no_iterables="passed")
-    assert shown_fixed(old, new, base) == [f"{FILE}::TestNew::test_no_iterables"]
+    broken = _collection_error(run("old"))
+    assert shown_fixed(broken, new, base) == [f"{FILE}::TestNew::test_no_iterables"]
+    # Collected fine without the new test in it: the id came with the patch's code.
+    assert shown_fixed(old, new, base) == []
     # With no test file of the patch's in it (the base run itself: Rust's tests share
     # the code's files), absence shows nothing.
-    assert shown_fixed(old, new, old) == []
+    assert shown_fixed(broken, new, broken) == []
     # Nor does the absence of a test that passed on the base (a build the patch's tests
     # broke takes the package's other tests with it).
-    assert shown_fixed(run("old"), new, base) == [f"{FILE}::TestNew::test_no_iterables"]
+    assert shown_fixed(broken, new, new) == []
+
+
+def _collection_error(suite: SuiteRun, module: str = "tests.test_more") -> SuiteRun:
+    """``suite`` with pytest's report of ``module`` failing to collect (a case named by
+    its dotted path, no class), as the gate keeps it: failed."""
+    suite.final[module] = "failed"
+    suite.cases[module] = TestCase(module, module, "", "error", "collection failure")
+    return suite
 
 
 def test_parametrisations_are_each_their_own_test() -> None:
@@ -247,6 +269,72 @@ def test_a_file_that_does_not_parse_is_read_by_indentation() -> None:
     lines = ["def test_a(:", "    assert 1", "", "def test_b():", "    assert 2"]
     assert _enclosing_test(lines, 2) == "test_a"
     assert _enclosing_test(lines, 5) == "test_b"
+
+
+# -- absent without the patch's code: could not load, or only not there -------------------
+
+
+def test_an_id_the_patchs_code_brings_is_no_evidence() -> None:
+    # ``@pytest.mark.parametrize("name", calc.NAMES)``: the patch adds a name to the code
+    # list and touches a test file; the module collects on the old code with fewer rows.
+    old_code = run("old", **{"test_x[add]": "passed", "test_x[mul]": "passed"})
+    after = run(
+        "after", **{"test_x[add]": "passed", "test_x[mul]": "passed", "test_x[div]": "passed"}
+    )
+    assert shown_fixed(old_code, after, run("before")) == []
+    # The honest twin: the new test imports what the fix adds, so its module cannot be
+    # collected on the old code, and every test of it is evidence.
+    broken = _collection_error(run("old", 1))
+    assert shown_fixed(broken, after, run("before")) == sorted(after.final)
+
+
+def test_a_pytest_module_that_loaded_without_tests_is_no_evidence() -> None:
+    # Tests defined only when the code has a name: the module collects no item on the
+    # old code, which pytest reports as nothing, not as an error.
+    assert not could_not_load(
+        f"{FILE}::test_new", ids(a="passed") | {"tests/other.py::t": "passed"}
+    )
+    assert not could_not_load(f"{FILE}::test_new", {})
+
+
+@pytest.mark.parametrize(
+    ("error", "loaded"),
+    [
+        ("tests.test_more", False),  # the module itself
+        ("tests", False),  # tests/__init__.py could not be imported: every module under it
+        ("tests.__init__", False),
+        ("tests.test_mo", True),  # another module, whose name only begins the same
+        ("tests.test_more.x", True),
+    ],
+)
+def test_a_collection_error_is_of_its_module_or_a_package_above(error: str, loaded: bool) -> None:
+    without = ids(a="passed") | {error: "failed"}
+    assert could_not_load(f"{FILE}::test_new", without) is not loaded
+    assert not could_not_load(f"{FILE}::test_new", ids(a="passed") | {error: "skipped"})
+
+
+def test_a_go_package_or_rust_target_that_did_not_build_reports_nothing_of_itself() -> None:
+    # gotestsum writes no case of a package that does not build (its other packages'
+    # cases are there); a subtest the code's list brings is absent from a package that ran.
+    go = {"example.com/calc/other::TestO": "passed"}
+    assert could_not_load("example.com/calc::TestAdd", go)
+    ran = go | {"example.com/calc::TestOps": "passed", "example.com/calc::TestOps/mul": "passed"}
+    assert not could_not_load("example.com/calc::TestOps/div", ran)
+    assert could_not_load("src/lib.rs::tests::new", {"tests/cli.rs::runs": "passed"})
+    assert not could_not_load("src/lib.rs::tests::new", {"src/lib.rs::tests::old": "passed"})
+    # The gate's own marks of absence are not results of the package.
+    assert could_not_load("example.com/calc::TestAdd", {"example.com/calc::TestOld": ABSENT})
+
+
+def test_a_jest_file_that_failed_to_load_is_its_path() -> None:
+    without = {"tests/a.test.js": "error", "tests/b.test.js::b works": "passed"}
+    assert could_not_load("tests/a.test.js::a works", without)
+    assert not could_not_load("tests/b.test.js::b new", without)
+
+
+def test_an_id_that_names_no_module_keeps_absent_as_failing() -> None:
+    # Node's ``suite > test``: nothing in the id says which file it came from.
+    assert could_not_load("parser > new", {"parser > old": "passed"})
 
 
 # -- the levels ----------------------------------------------------------------------------

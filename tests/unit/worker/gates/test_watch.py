@@ -176,7 +176,7 @@ def test_an_honest_package_full_of_introspection_gives_no_tamper(tmp_path: Path)
     assert run.watched and run.tampered is None, run.log()
     assert run.tamper == ()
     assert run.exit_code == 0
-    assert set(run.outcomes.values()) == {"passed"} and len(run.outcomes) == 5
+    assert set(run.outcomes.values()) == {"passed"} and len(run.outcomes) == 6
 
 
 def test_the_watched_run_names_no_report_in_what_the_tests_can_read(tmp_path: Path) -> None:

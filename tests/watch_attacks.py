@@ -686,9 +686,9 @@ def child_attacks() -> list[ChildAttack]:
 
 
 # A test whose child tries every way into the test interpreter that a process of the
-# same user has: its memory (/proc/<pid>/mem, process_vm_readv), ptrace, its
-# descriptors (/proc/<pid>/fd/N) and the report's folder in $TMPDIR. It fails naming each
-# way that worked.
+# same user has: its memory (/proc/<pid>/mem, process_vm_readv), ptrace, its descriptors
+# (/proc/<pid>/fd/N, pidfd_getfd) and the report's folder in $TMPDIR. It fails naming
+# each way that worked.
 _REACH_CHILD = r"""import ctypes
 import os
 import sys
@@ -720,6 +720,9 @@ libc.process_vm_readv.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_ulong,
                                   ctypes.c_void_p, ctypes.c_ulong, ctypes.c_ulong]
 if libc.process_vm_readv(parent, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0) == 8:
     reached.append("process_vm_readv")
+pidfd = os.pidfd_open(parent)
+if libc.syscall(438, pidfd, 3, 0) >= 0:  # pidfd_getfd: a copy of its descriptor 3
+    reached.append("pidfd_getfd")
 libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
 if libc.ptrace(0x4206, parent, None, None) == 0:  # PTRACE_SEIZE; detached at our exit
     reached.append("ptrace")

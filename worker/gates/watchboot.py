@@ -40,13 +40,15 @@ Audit hooks detect; they are not a sandbox (PEP 578 says as much): code in the s
 process can still do what it likes, and some paths raise no event (a reference to
 pytest's objects reached through a hook pytest installs globally). What this buys is
 that the usual ways to reach the runner are recorded before they succeed, and cannot
-be un-sent. Limits, processes the tests start: they can kill or stop the interpreter
-(no end record: judged on its exit status, or a timeout), write to the console, and
-reach the channel through the (dumpable) wrapper's /proc/<pid>/fd/1, to add unsigned
-lines (a broken channel) or read records away (a gap breaks it; lost last records
-leave a run with no end); one forked past Python's fork handlers keeps the key and the
-report's descriptor: a watched event there breaks the channel, and its writes to the
-report race pytest's own and the seal right after them.
+be un-sent. Limits: code in the process can write the report's descriptor without an
+``open`` (no event), though pytest rewrites the report whole and it is sealed right
+after, so only a thread racing that seal gets through. Processes the tests start can
+kill or stop the interpreter (no end record: judged on its exit status, or a timeout),
+write to the console, and reach the channel through the (dumpable) wrapper's
+/proc/<pid>/fd/1 to add unsigned lines (a broken channel) or read records away (a gap
+breaks it; lost last records leave a run with no end; the key went by before any of
+them existed). One forked past Python's fork handlers keeps the key and the report's
+descriptor: a watched event there breaks the channel; its writes race the seal.
 This module imports nothing from Ribbit: it runs in the repository's interpreter.
 """
 
@@ -106,8 +108,7 @@ def _ribbit_main() -> None:
 
 
 def _undumpable() -> bool:
-    """Step 0: PR_SET_DUMPABLE 0 (only this process's own /proc/self still reaches its
-    descriptors); what it starts gets dumpable back at its execve, as usual."""
+    """Step 0: PR_SET_DUMPABLE 0 (its children get dumpable back at their execve)."""
     try:
         import ctypes
 
@@ -124,8 +125,7 @@ def _private_report(fd: int) -> tuple[str, Callable[[], str | None], Callable[[i
     import fcntl
     import os
 
-    fstat, pread, control = os.fstat, os.pread, fcntl.fcntl
-    add_seals = fcntl.F_ADD_SEALS
+    fstat, pread, control, add_seals = os.fstat, os.pread, fcntl.fcntl, fcntl.F_ADD_SEALS
     seals = fcntl.F_SEAL_WRITE | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_SEAL
     made = fstat(fd)
     identity = (made.st_dev, made.st_ino)

@@ -21,6 +21,7 @@ from tests.fakes import LocalDirSandbox, make_git_repo
 from tests.unit.worker.gates.helpers import make_ctx, make_patch
 from tests.watch_attacks import (
     BASE,
+    BROKEN,
     HONEST,
     MARKER,
     REACH_PROBE,
@@ -143,6 +144,23 @@ def test_a_process_a_test_starts_reaches_neither_the_interpreter_nor_the_report(
         run = run_tests(sandbox, WATCHED, timeout=120)
     assert plain.outcomes[probe] == "failed", plain.log()
     assert run.outcomes[probe] == "passed", run.log()
+
+
+def test_a_report_descriptor_replaced_in_the_process_is_tamper(tmp_path: Path) -> None:
+    # No audit event names a readlink or a dup2: the bootstrap checks, when it seals and
+    # reads the report, that its descriptor is still the memfd it made.
+    swap = (
+        "import os\n\nfor fd in range(3, 64):\n    try:\n"
+        "        if 'ribbit-report' in os.readlink(f'/proc/self/fd/{fd}'):\n"
+        "            os.dup2(os.memfd_create('forged'), fd)\n"
+        "    except OSError:\n        pass\n"
+    )
+    tree = _tree(tmp_path, {**BASE, "calc/core.py": BROKEN, "calc/__init__.py": swap})
+    run = _run(tree, WATCHED)
+    assert run.watched and not run.report, run.log()
+    assert [e.mechanism for e in run.tamper] == ["report-descriptor"]
+    assert run.tamper[0].what == "the report's descriptor was replaced"
+    assert run.exit_code == 1
 
 
 def test_every_step_of_the_bootstrap_runs_with_its_private_globals() -> None:

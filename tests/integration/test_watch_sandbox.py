@@ -12,15 +12,8 @@ import pytest
 
 from bot.store.records.gate_report import GateResult
 from tests.unit.worker.gates.helpers import make_patch, repo_with
-from tests.watch_attacks import (
-    BASE,
-    HONEST,
-    REACH_PROBE,
-    Attack,
-    ChildAttack,
-    attacks,
-    child_attacks,
-)
+from tests.watch_attacks import BASE, HONEST, Attack, attacks
+from tests.watch_child_attacks import REACH_PROBE, ChildAttack, child_attacks
 from worker.gates import GateContext
 from worker.gates.testrun import run_tests
 from worker.gates.tests import TestGate

@@ -19,17 +19,8 @@ import pytest
 
 from tests.fakes import LocalDirSandbox, make_git_repo
 from tests.unit.worker.gates.helpers import make_ctx, make_patch
-from tests.watch_attacks import (
-    BASE,
-    BROKEN,
-    HONEST,
-    MARKER,
-    REACH_PROBE,
-    Attack,
-    ChildAttack,
-    attacks,
-    child_attacks,
-)
+from tests.watch_attacks import BASE, BROKEN, HONEST, MARKER, Attack, attacks
+from tests.watch_child_attacks import REACH_PROBE, ChildAttack, child_attacks
 from worker.gates import watchboot
 from worker.gates.judge import SuiteRun
 from worker.gates.tamper import tamper_findings

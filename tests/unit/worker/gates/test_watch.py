@@ -154,6 +154,34 @@ def test_a_report_descriptor_replaced_in_the_process_is_tamper(tmp_path: Path) -
     assert run.exit_code == 1
 
 
+_FIND_REPORT = (
+    "import mmap\nimport os\n\nfor fd in range(3, 64):\n    try:\n"
+    "        found = 'ribbit-report' in os.readlink(f'/proc/self/fd/{fd}')\n"
+    "    except OSError:\n        continue\n    if found:\n        break\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("reach", "mechanism", "path"),
+    [
+        # Reopened through /proc/self/fd: the audit hook names the file and line.
+        ("_held = open(f'/proc/self/fd/{fd}', 'r+b')\n", "open", "calc/__init__.py"),
+        # A writable shared mapping (no open, no event) could write it after pytest did:
+        # the seal fails while the mapping exists, and that is recorded.
+        ("os.ftruncate(fd, 4096)\n_held = mmap.mmap(fd, 4096)\n", "report-descriptor", None),
+    ],
+)
+def test_reaching_the_report_from_the_process_is_tamper(
+    tmp_path: Path, reach: str, mechanism: str, path: str | None
+) -> None:
+    package = _FIND_REPORT + reach
+    tree = _tree(tmp_path, {**BASE, "calc/core.py": BROKEN, "calc/__init__.py": package})
+    run = _run(tree, WATCHED)
+    assert run.watched, run.log()
+    assert [(e.mechanism, e.path) for e in run.tamper] == [(mechanism, path)], run.tamper
+    assert _mul(run) == "failed" or not run.report
+
+
 def test_every_step_of_the_bootstrap_runs_with_its_private_globals() -> None:
     # A step left out of _STEPS would be called through the ``__main__`` namespace the
     # code under test can rebind (tests/watch_attacks.py's bootstrap-step-rebind).

@@ -363,7 +363,8 @@ def attacks() -> list[Attack]:
 
 # An honest package: its code and its tests use what the standard library and pytest
 # do all the time (namedtuple, dataclasses, enum, logging, warnings, inspect,
-# traceback, functools.wraps, mock.patch, monkeypatch, frames in tests).
+# traceback, functools.wraps, mock.patch, monkeypatch, frames in tests, a forked pool, a
+# subprocess, captured output).
 HONEST = {
     "calc/__init__.py": 'from calc.core import mul\n\n__all__ = ["mul"]\n',
     "calc/core.py": """import collections
@@ -438,6 +439,17 @@ def test_mock_patch_of_a_class():
 def test_monkeypatch(monkeypatch):
     monkeypatch.setattr(calc.core, "mul", lambda a, b: 0)
     assert calc.core.mul(2, 3) == 0
+
+
+def test_processes_it_starts_and_captured_output(capfd):
+    import multiprocessing
+    import subprocess
+
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        assert pool.apply(mul, (2, 3)) == 6
+    six = subprocess.run([sys.executable, "-c", "print(6)"], capture_output=True, text=True)
+    print(six.stdout.strip())
+    assert capfd.readouterr().out == "6\\n"
 
 
 class TestCase(unittest.TestCase):

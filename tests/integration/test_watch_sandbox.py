@@ -13,6 +13,7 @@ import pytest
 from bot.store.records.gate_report import GateResult
 from tests.unit.worker.gates.helpers import make_patch, repo_with
 from tests.watch_attacks import BASE, HONEST, Attack, attacks
+from tests.watch_child_attacks import REACH_PROBE, ChildAttack, child_attacks
 from worker.gates import GateContext
 from worker.gates.testrun import run_tests
 from worker.gates.tests import TestGate
@@ -66,6 +67,43 @@ def test_a_forged_run_is_refused_naming_its_mechanism(
     assert tamper, (result.findings, result.logs)
     if attack.mechanism:
         assert any(attack.mechanism in f.message and f.path == attack.path for f in tamper)
+
+
+@pytest.mark.parametrize("attack", child_attacks(), ids=lambda a: a.name)
+def test_a_process_the_package_starts_is_refused(
+    tmp_path: Path, factory: SandboxFactory, attack: ChildAttack
+) -> None:
+    # Where the child reaches nothing the regression shows as the tests' own; where it
+    # reaches the key (a fork past Python's handlers) the run is tamper.
+    base = {**BASE, "tests/test_core.py": attack.files["tests/test_core.py"]}
+    result = _gate(tmp_path, factory, base, attack.files)
+    assert not result.passed
+    assert result.details["after"]["watched"] is True
+    tamper = [f for f in result.findings if f.rule == "tamper"]
+    if attack.tampers:
+        assert tamper and "forked" in tamper[0].message, (result.findings, result.logs)
+    else:
+        assert not tamper, result.findings
+        assert "tests/test_core.py::test_mul" in result.details["regressions"]
+
+
+def test_the_sandbox_user_cannot_ptrace_and_a_test_child_reaches_nothing(
+    tmp_path: Path, factory: SandboxFactory
+) -> None:
+    # Non-dumpable keeps out only those without CAP_SYS_PTRACE: neither backend gives
+    # the sandbox user any capability (bit 19 is CAP_SYS_PTRACE).
+    tree = tmp_path / "tree"
+    for rel, text in {**BASE, "tests/test_reach.py": REACH_PROBE}.items():
+        (tree / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tree / rel).write_text(text)
+    with factory(tree) as sandbox:
+        caps = sandbox.exec(["grep", "^Cap", "/proc/self/status"], timeout=30).stdout
+        run = run_tests(sandbox, PYTEST, timeout=120)
+    held = {line.split(":")[0]: int(line.split()[1], 16) for line in caps.splitlines()}
+    assert held.keys() >= {"CapEff", "CapPrm", "CapBnd", "CapAmb"}, caps
+    assert not any(held[name] & (1 << 19) for name in held), caps
+    assert run.watched and run.tampered is None, run.log()
+    assert run.outcomes["tests/test_reach.py::test_a_child_reaches_nothing"] == "passed", run.log()
 
 
 def test_a_tmp_marker_does_not_survive_into_the_rerun(

@@ -207,9 +207,10 @@ def watched_program(plan: WatchPlan) -> str:
         tree_changes,
         judge_watched,
     ]
-    constants = {"SELECT_VAR": SELECT_VAR, "_TIMED_OUT": _TIMED_OUT}
+    constants = {"SELECT_VAR": SELECT_VAR, "_TIMED_OUT": _TIMED_OUT, "_FORKED": watch._FORKED}
     main = (
         f"_RECORD = re.compile({watch._RECORD.pattern!r})\n"
+        f"_CHILD = re.compile({watch._CHILD.pattern!r})\n"
         f"sys.exit(judge_watched({json.dumps(plan.probe())}, {plan.script()!r},"
         " json.loads(sys.argv[1]), sys.argv[2], int(sys.argv[3])))"
     )

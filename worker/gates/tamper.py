@@ -56,6 +56,8 @@ MECHANISMS = frozenset(
         "runner-monkeypatch",
         "runner-plugin",
         "module-shadow",
+        "dumpable",
+        "report-descriptor",
         UNWATCHED,
         CHANNEL,
         REPORT_CHANNEL,

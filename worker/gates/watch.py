@@ -35,6 +35,12 @@ from worker.gates.weakened import TEST_PATH_RE
 
 _PYTHON_WORDS = re.compile(r"python(3(\.\d+)?)?")
 _RECORD = re.compile(r"^ribbit1 (\d+) ([a-z]+) ([A-Za-z0-9+/=]*) (-|[0-9a-f]{64})$")
+# What the bootstrap writes, unsigned, from a child forked past its fork handler.
+_CHILD = re.compile(r"^ribbit1 child \d+$")
+_FORKED = (
+    "a process forked from the test interpreter past Python's fork handlers (it holds "
+    "the channel's key) did what the watch reports"
+)
 CHANNEL_FD = 3
 SELECT_VAR = "RIBBIT_PYTEST_SELECT"
 
@@ -80,8 +86,10 @@ class WatchPlan:
 
     def probe(self) -> list[str]:
         """The command that says whether this interpreter can be watched (it knows
-        ``-P`` and has pytest); run before the tests, so nothing they do decides it."""
-        return [self.python, "-P", "-c", "import pytest"]
+        ``-P``, has pytest and can keep the report in a memfd it reaches through
+        /proc/self); run before the tests, so nothing they do decides it."""
+        check = "import os, pytest; os.stat(f'/proc/self/fd/{os.memfd_create(\"probe\")}')"
+        return [self.python, "-P", "-c", check]
 
     def script(self) -> str:
         """The shell text that runs the tests watched. The selection travels as
@@ -126,6 +134,8 @@ def parse_channel(text: str) -> Channel | None:
     report: bytes | None = None
     status: int | None = None
     failed = 0
+    if any(_CHILD.match(line) for line in lines):
+        return _broken(_FORKED)
     for number, line in enumerate(lines[1:], start=1):
         m = _RECORD.match(line)
         if m is None or int(m[1]) != number:

@@ -2,23 +2,26 @@
 code, and reports the run over a channel the code under test cannot quietly forge.
 
 Started as ``python -P -c <this file's source> <test-path regex> <report size cap>
-<pytest args...>``
-with file descriptor 3 open on the wrapper's own stdout (worker/gates/testrun.py). In
-order, before any repository file can load:
+<pytest args...>`` with file descriptor 3 open on the wrapper's own stdout
+(worker/gates/testrun.py). In order, before any repository file can load:
 
+0. the interpreter makes itself non-dumpable: the processes the tests start run as the
+   same user, with no CAP_SYS_PTRACE in either sandbox (both drop every capability), so
+   they can neither ptrace it, nor read its memory (/proc/<pid>/mem,
+   ``process_vm_readv``), nor open its descriptors through /proc/<pid>/fd;
 1. a fresh random key is written to fd 3 as the channel's first record. Nothing of
    the repository has run yet, so the first record is always this one; every later
    record carries an HMAC under that key and a sequence number, so records the code
    under test writes to the channel, drops or reorders show as a broken channel. The
-   key lives only in this function's closures (reached only through the garbage
-   collector or frames, which the audit hook below reports first);
+   key lives only in closures (reached only through the garbage collector or frames,
+   which the audit hook below reports first); a child ``os.fork`` makes has it wiped;
 2. a PEP 578 audit hook is installed. It reports, as a ``tamper`` record sent at once
    with ``os.write`` (nothing buffered for later code to drop), every garbage-collector
    traversal, frame access, ``sys.settrace``/``setprofile``, new audit hook, code
-   object swap, interpreter-memory ``ctypes`` use and ``open`` of the report or of
-   /proc and /dev/fd descriptors, when the innermost Python frame that caused it (or
-   the caller of ``inspect``, which wraps frame access) is a non-test file of the
-   workspace. The standard library and pytest raise such events all the time
+   object swap, interpreter-memory ``ctypes`` use and ``open`` of /proc and /dev/fd
+   descriptors (the report's only names), when the innermost Python frame that caused
+   it (or the caller of ``inspect``, which wraps frame access) is a non-test file of
+   the workspace. The standard library and pytest raise such events all the time
    (namedtuple, logging, inspect); those are not the repository's;
 3. the workspace goes on ``sys.path`` AFTER the standard library and site-packages
    (``-P`` left it off the front), so no repository file shadows the runner's or the
@@ -28,15 +31,24 @@ order, before any repository file can load:
    define (module functions, class methods) is remembered, then compared after each
    test and at the end: class attribute assignment raises no audit event, so a
    wrapper around ``unittest.TestCase.run`` or a pytest internal is found this way;
-5. pytest runs with the JUnit report in a private folder it names only in memory
-   (never in the environment or the command line) and with Ribbit's plugin counting
-   failures; afterwards the report's bytes and the counts go out as records.
+5. pytest runs with Ribbit's plugin counting failures and the JUnit report in an
+   anonymous close-on-exec memfd, written through /proc/self/fd/N and sealed as the
+   session's last step: no path any other process can name, nothing in $TMPDIR, the
+   environment or the command line; its bytes and the counts go out as records.
 
 Audit hooks detect; they are not a sandbox (PEP 578 says as much): code in the same
-process can still do what it likes, and some paths raise no event (a subprocess the
-code under test starts is not watched, nor a reference to pytest's objects reached
-through a hook pytest installs globally). What this buys is that the usual ways to
-reach the runner are recorded before they succeed, and cannot be un-sent.
+process can still do what it likes, and some paths raise no event (a reference to
+pytest's objects reached through a hook pytest installs globally). What this buys is
+that the usual ways to reach the runner are recorded before they succeed, and cannot
+be un-sent. Limits: code in the process can write the report's descriptor without an
+``open`` (no event), though pytest rewrites the report whole and it is sealed right
+after, so only a thread racing that seal gets through. Processes the tests start can
+kill or stop the interpreter (no end record: judged on its exit status, or a timeout),
+write to the console, and reach the channel through the (dumpable) wrapper's
+/proc/<pid>/fd/1 to add unsigned lines (a broken channel) or read records away (a gap
+breaks it; lost last records leave a run with no end; the key went by before any of
+them existed). One forked past Python's fork handlers keeps the key and the report's
+descriptor: a watched event there breaks the channel; its writes race the seal.
 This module imports nothing from Ribbit: it runs in the repository's interpreter.
 """
 
@@ -57,17 +69,26 @@ RepoFile = Callable[[str], "str | None"]
 def _ribbit_main() -> None:
     import os
     import re
-    import tempfile
 
-    send = _open_channel(3)
+    undumpable = _undumpable()
+    # Anonymous, close-on-exec, in no folder: no other process can name it.
+    report_fd = os.memfd_create("ribbit-report", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    send = _open_channel(3, report_fd)
     test_path = re.compile(sys.argv[1], re.I)
     report_cap = int(sys.argv[2])
     workspace = os.getcwd().rstrip("/") + "/"
-    report_dir = tempfile.mkdtemp(prefix="ribbit-")
-    report = os.path.join(report_dir, "junit.xml")
+    report, seal, read = _private_report(report_fd)
     repo_file = _in_workspace(workspace)
     record = _recorder(send)
-    _install_hook(record, repo_file, test_path, report_dir)
+    if not undumpable:
+        record("dumpable", "the test interpreter could not be made non-dumpable", None, 0)
+    _install_hook(record, repo_file, test_path)
+
+    def sealed() -> None:
+        why = seal()
+        if why is not None:
+            record("report-descriptor", why, None, 0)
+
     sys.path.append(workspace.rstrip("/"))
     runner_names = {"pytest", "_pytest", "pluggy", "iniconfig", "packaging"}
     _report_named_like_modules(record, workspace, test_path, runner_names)
@@ -78,19 +99,74 @@ def _ribbit_main() -> None:
     check_runner = _runner_checker(record, repo_file, test_path, runner_names, watched)
     configs: list[pytest.Config] = []
     check_plugins = _plugin_checker(record, repo_file, test_path, configs)
-    status, failed = _run_pytest(report, configs, check_runner, check_plugins)
+    status, failed = _run_pytest(report, configs, check_runner, check_plugins, sealed)
     check_runner()
     check_plugins()
-    _send_results(send, report, report_cap, status, failed)
-    import shutil
-
-    shutil.rmtree(report_dir, ignore_errors=True)
+    sealed()  # where pytest ended before its session did (a usage error)
+    _send_results(send, read(report_cap), report_cap, status, failed)
     raise SystemExit(status)
 
 
-def _open_channel(channel: int) -> Send:
+def _undumpable() -> bool:
+    """Step 0: PR_SET_DUMPABLE 0 (its children get dumpable back at their execve)."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(4, 0, 0, 0, 0) == 0 and libc.prctl(3, 0, 0, 0, 0) == 0
+    except (ImportError, OSError, AttributeError):
+        return False
+
+
+def _private_report(fd: int) -> tuple[str, Callable[[], str | None], Callable[[int], bytes | None]]:
+    """Step 5's report in the memfd ``fd``: the path pytest writes, ``seal`` (why it
+    could not be sealed, or None) and ``read`` (at most ``cap`` + 1 bytes; None if empty
+    or if ``fd`` no longer is that memfd)."""
+    import fcntl
+    import os
+
+    fstat, pread, control, add_seals = os.fstat, os.pread, fcntl.fcntl, fcntl.F_ADD_SEALS
+    seals = fcntl.F_SEAL_WRITE | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_SEAL
+    made = fstat(fd)
+    identity = (made.st_dev, made.st_ino)
+    done: list[str | None] = []
+
+    def same() -> bool:
+        try:
+            now = fstat(fd)
+        except OSError:
+            return False
+        return (now.st_dev, now.st_ino) == identity
+
+    def seal() -> str | None:
+        if not done:
+            why = None if same() else "the report's descriptor was replaced"
+            try:
+                if why is None:
+                    control(fd, add_seals, seals)
+            except OSError as exc:
+                why = f"the report could not be sealed ({exc.strerror})"
+            done.append(why)
+        return done[0]
+
+    def read(cap: int) -> bytes | None:
+        chunks: list[bytes] = []
+        size = 0
+        while same() and size <= cap:
+            chunk = pread(fd, cap + 1 - size, size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        return b"".join(chunks) or None
+
+    return f"/proc/self/fd/{fd}", seal, read
+
+
+def _open_channel(channel: int, report_fd: int) -> Send:
     """Step 1: the key goes out as the channel's first record; the returned ``send``
-    signs every later one. The key lives only in ``send``'s closure."""
+    signs every later one. The key lives only in ``send``'s closure, as its HMAC pads;
+    in a forked child that kept them, ``send`` writes an unsigned ``child`` line."""
     import binascii
     import hashlib
     import os
@@ -107,11 +183,13 @@ def _open_channel(channel: int) -> Send:
         return to_base64(data, newline=False)
 
     key = os.urandom(32)
-    inner = bytes(b ^ 0x36 for b in key.ljust(64, b"\0"))
-    outer = bytes(b ^ 0x5C for b in key.ljust(64, b"\0"))
+    inner = bytearray(b ^ 0x36 for b in key.ljust(64, b"\0"))
+    outer = bytearray(b ^ 0x5C for b in key.ljust(64, b"\0"))
     sequence = [0]
     os.set_inheritable(channel, False)  # children the tests start do not get it
     write(channel, b"\nribbit1 0 key " + b64(key) + b" -\n")
+    del key
+    forgotten = _forget_at_fork((inner, outer), (channel, report_fd))
 
     import _thread
 
@@ -119,7 +197,10 @@ def _open_channel(channel: int) -> Send:
 
     def send(kind: str, payload: bytes) -> None:
         if getpid() != main_pid:
-            return  # a forked child: its records would reuse sequence numbers
+            # A forked child: its records would reuse sequence numbers.
+            if not forgotten:
+                write(channel, f"\nribbit1 child {getpid():d}\n".encode())
+            return
         with one_at_a_time:
             sequence[0] += 1
             body = f"{sequence[0]} {kind} ".encode() + b64(payload)
@@ -127,6 +208,28 @@ def _open_channel(channel: int) -> Send:
             write(channel, b"\nribbit1 " + body + b" " + mac + b"\n")
 
     return send
+
+
+def _forget_at_fork(pads: tuple[bytearray, ...], fds: tuple[int, ...]) -> list[bool]:
+    """In a child ``os.fork`` makes, ``pads`` are zeroed and ``fds`` closed before its own
+    fork handlers run (registered later); the returned list is then non-empty."""
+    import os
+
+    close = os.close
+    forgotten: list[bool] = []
+
+    def forget() -> None:
+        for pad in pads:
+            pad[:] = bytes(len(pad))
+        forgotten.append(True)
+        for fd in fds:
+            try:  # noqa: SIM105 (contextlib's names are the tests' to rebind)
+                close(fd)
+            except OSError:
+                pass
+
+    os.register_at_fork(after_in_child=forget)
+    return forgotten
 
 
 def _in_workspace(workspace: str) -> RepoFile:
@@ -196,9 +299,7 @@ def _attribute(frame: Any, repo_file: RepoFile, test_path: Any) -> tuple[str, in
     return rel, f.f_lineno
 
 
-def _classify(
-    event: str, args: tuple[object, ...], report_dir: str, descriptors: Any
-) -> str | None:
+def _classify(event: str, args: tuple[object, ...], descriptors: Any) -> str | None:
     if event in ("gc.get_objects", "gc.get_referrers", "gc.get_referents"):
         return f"garbage-collector traversal ({event})"
     if event in ("sys._getframe", "sys._current_frames", "sys._getframemodulename"):
@@ -219,18 +320,18 @@ def _classify(
         return f"ctypes access to the interpreter ({args[1]})"
     if event == "open" and args and isinstance(args[0], (str, bytes)):
         path = args[0] if isinstance(args[0], str) else args[0].decode("utf-8", "replace")
-        if path.startswith(report_dir) or descriptors.match(path):
+        if descriptors.match(path):
             return f"open of {path}"
     return None
 
 
-def _install_hook(record: Record, repo_file: RepoFile, test_path: Any, report_dir: str) -> None:
+def _install_hook(record: Record, repo_file: RepoFile, test_path: Any) -> None:
     """Step 2: the audit hook, reporting each event the repository's code caused."""
     import _thread
     import re
 
     # Another process's or this one's descriptors and memory: the report's way out.
-    descriptors = re.compile(r"/(proc/[^/]+/(fd|mem|environ)|dev/fd)(/|$)")
+    descriptors = re.compile(r"/(proc/[^/]+(/task/[^/]+)?/(fd|map_files|mem|environ)|dev/fd)(/|$)")
     getframe = sys._getframe
     busy: set[int] = set()
     ident = _thread.get_ident
@@ -241,7 +342,7 @@ def _install_hook(record: Record, repo_file: RepoFile, test_path: Any, report_di
             return
         busy.add(me)
         try:
-            what = _classify(event, args, report_dir, descriptors)
+            what = _classify(event, args, descriptors)
             if what is not None:
                 where = _attribute(getframe(1), repo_file, test_path)
                 if where is not None:
@@ -411,9 +512,11 @@ def _run_pytest(
     configs: list[Any],
     check_runner: Callable[[], None],
     check_plugins: Callable[[], None],
+    seal: Callable[[], None],
 ) -> tuple[int, int]:
     """Step 5: pytest's exit status and how many tests failed, with the JUnit report
-    written to ``report`` and the runner checked after each test."""
+    written to ``report``, sealed as the session's last step, and the runner checked
+    after each test."""
     import pytest
 
     failed: set[str] = set()
@@ -435,18 +538,20 @@ def _run_pytest(
             if report.when == "teardown":
                 check_runner()
 
+        @staticmethod
+        @pytest.hookimpl(trylast=True)
+        def pytest_sessionfinish(session: pytest.Session) -> None:
+            seal()  # after junitxml's own sessionfinish wrote the report
+
     argv = [f"--junitxml={report}", "-o", "junit_family=xunit1", *sys.argv[3:]]
     sys.argv = [sys.argv[0], *sys.argv[3:]]
     status = int(pytest.main(argv, plugins=[RibbitWatch()]))
     return status, len(failed)
 
 
-def _send_results(send: Send, report: str, report_cap: int, status: int, failed: int) -> None:
-    try:
-        with open(report, "rb") as fh:
-            data = fh.read(report_cap + 1)
-    except OSError:
-        data = None
+def _send_results(
+    send: Send, data: bytes | None, report_cap: int, status: int, failed: int
+) -> None:
     if data is not None and len(data) > report_cap:
         send("oversize", b"")  # judged on the exit status, as an unwatched run would be
     elif data is not None:
@@ -456,7 +561,10 @@ def _send_results(send: Send, report: str, report_cap: int, status: int, failed:
 
 _STEPS = (
     _ribbit_main,
+    _undumpable,
+    _private_report,
     _open_channel,
+    _forget_at_fork,
     _in_workspace,
     _recorder,
     _hands_out_frames,

@@ -11,13 +11,16 @@ import ast
 import base64
 import hashlib
 import hmac
+import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
 
 from tests.fakes import LocalDirSandbox, make_git_repo
 from tests.unit.worker.gates.helpers import make_ctx, make_patch
-from tests.watch_attacks import BASE, HONEST, MARKER, Attack, attacks
+from tests.watch_attacks import BASE, BROKEN, HONEST, MARKER, Attack, attacks
+from tests.watch_child_attacks import REACH_PROBE, ChildAttack, child_attacks
 from worker.gates import watchboot
 from worker.gates.judge import SuiteRun
 from worker.gates.tamper import tamper_findings
@@ -26,6 +29,7 @@ from worker.gates.tests import TestGate
 from worker.gates.trees import PatchTrees
 from worker.gates.watch import TamperEvent, parse_channel, watch_plan
 from worker.repo_config import RepoConfig
+from worker.sandbox.base import DEFAULT_OUTPUT_CAP, WORKSPACE, ExecResult
 
 WATCHED = "python3 -m pytest -q -p no:cacheprovider"
 PLAIN = "bash -c 'python3 -m pytest -q -p no:cacheprovider'"  # a shell command: unwatched
@@ -43,6 +47,30 @@ def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
 def _run(tree: Path, command: str) -> TestRun:
     with LocalDirSandbox(tree) as sandbox:
         return run_tests(sandbox, command, timeout=120)
+
+
+class _AsTheSandboxUser(LocalDirSandbox):
+    """The host-copy sandbox with a $TMPDIR of its own (the host's /tmp is every test
+    run's) and, when the tests run as root, without CAP_SYS_PTRACE, which the real
+    sandboxes' user lacks too: only then is a non-dumpable process out of the reach of
+    the processes it starts, here as there."""
+
+    def exec(
+        self,
+        command: str | Sequence[str],
+        *,
+        timeout: float,
+        cwd: str = WORKSPACE,
+        env: Mapping[str, str] | None = None,
+        output_cap: int = DEFAULT_OUTPUT_CAP,
+    ) -> ExecResult:
+        argv = ["bash", "-lc", command] if isinstance(command, str) else list(command)
+        if os.geteuid() == 0:
+            argv = ["setpriv", "--bounding-set=-sys_ptrace", "--inh-caps=-sys_ptrace", *argv]
+        tmp = self.workspace.parent / "own-tmp"
+        tmp.mkdir(exist_ok=True)
+        env = {"TMPDIR": str(tmp), **(env or {})}
+        return super().exec(argv, timeout=timeout, cwd=cwd, env=env, output_cap=output_cap)
 
 
 def _mul(run: TestRun) -> str | None:
@@ -78,6 +106,82 @@ def test_each_attack_forges_an_unwatched_run_and_is_reported_when_watched(
         assert _mul(watched) != "passed"
 
 
+@pytest.mark.parametrize("attack", child_attacks(), ids=lambda a: a.name)
+def test_a_process_the_package_starts_cannot_forge_the_watched_run(
+    tmp_path: Path, attack: ChildAttack
+) -> None:
+    with _AsTheSandboxUser(_tree(tmp_path, attack.files)) as sandbox:
+        run = run_tests(sandbox, WATCHED, timeout=120)
+    assert run.watched
+    if attack.tampers:
+        # It reached the key, but only through what the watch reports.
+        assert run.tampered and "forked" in run.tampered, run.log()
+        return
+    # It reached nothing: the run is the tests' own, regression and all.
+    assert run.tampered is None and run.tamper == (), run.log()
+    assert run.outcomes == {MUL: "failed", "tests/test_core.py::test_one": "passed"}
+    assert run.exit_code == 1
+
+
+def test_a_process_a_test_starts_reaches_neither_the_interpreter_nor_the_report(
+    tmp_path: Path,
+) -> None:
+    # Each way in, tried for real by a child of the test interpreter (REACH_PROBE says
+    # which); on an unwatched run the same child reaches the interpreter, so it can fail.
+    tree = _tree(tmp_path, {**BASE, "tests/test_reach.py": REACH_PROBE})
+    probe = "tests/test_reach.py::test_a_child_reaches_nothing"
+    with _AsTheSandboxUser(tree) as sandbox:
+        plain = run_tests(sandbox, PLAIN, timeout=120)
+        run = run_tests(sandbox, WATCHED, timeout=120)
+    assert plain.outcomes[probe] == "failed", plain.log()
+    assert run.outcomes[probe] == "passed", run.log()
+
+
+def test_a_report_descriptor_replaced_in_the_process_is_tamper(tmp_path: Path) -> None:
+    # No audit event names a readlink or a dup2: the bootstrap checks, when it seals and
+    # reads the report, that its descriptor is still the memfd it made.
+    swap = (
+        "import os\n\nfor fd in range(3, 64):\n    try:\n"
+        "        if 'ribbit-report' in os.readlink(f'/proc/self/fd/{fd}'):\n"
+        "            os.dup2(os.memfd_create('forged'), fd)\n"
+        "    except OSError:\n        pass\n"
+    )
+    tree = _tree(tmp_path, {**BASE, "calc/core.py": BROKEN, "calc/__init__.py": swap})
+    run = _run(tree, WATCHED)
+    assert run.watched and not run.report, run.log()
+    assert [e.mechanism for e in run.tamper] == ["report-descriptor"]
+    assert run.tamper[0].what == "the report's descriptor was replaced"
+    assert run.exit_code == 1
+
+
+_FIND_REPORT = (
+    "import mmap\nimport os\n\nfor fd in range(3, 64):\n    try:\n"
+    "        found = 'ribbit-report' in os.readlink(f'/proc/self/fd/{fd}')\n"
+    "    except OSError:\n        continue\n    if found:\n        break\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("reach", "mechanism", "path"),
+    [
+        # Reopened through /proc/self/fd: the audit hook names the file and line.
+        ("_held = open(f'/proc/self/fd/{fd}', 'r+b')\n", "open", "calc/__init__.py"),
+        # A writable shared mapping (no open, no event) could write it after pytest did:
+        # the seal fails while the mapping exists, and that is recorded.
+        ("os.ftruncate(fd, 4096)\n_held = mmap.mmap(fd, 4096)\n", "report-descriptor", None),
+    ],
+)
+def test_reaching_the_report_from_the_process_is_tamper(
+    tmp_path: Path, reach: str, mechanism: str, path: str | None
+) -> None:
+    package = _FIND_REPORT + reach
+    tree = _tree(tmp_path, {**BASE, "calc/core.py": BROKEN, "calc/__init__.py": package})
+    run = _run(tree, WATCHED)
+    assert run.watched, run.log()
+    assert [(e.mechanism, e.path) for e in run.tamper] == [(mechanism, path)], run.tamper
+    assert _mul(run) == "failed" or not run.report
+
+
 def test_every_step_of_the_bootstrap_runs_with_its_private_globals() -> None:
     # A step left out of _STEPS would be called through the ``__main__`` namespace the
     # code under test can rebind (tests/watch_attacks.py's bootstrap-step-rebind).
@@ -109,7 +213,7 @@ def test_an_honest_package_full_of_introspection_gives_no_tamper(tmp_path: Path)
     assert run.watched and run.tampered is None, run.log()
     assert run.tamper == ()
     assert run.exit_code == 0
-    assert set(run.outcomes.values()) == {"passed"} and len(run.outcomes) == 5
+    assert set(run.outcomes.values()) == {"passed"} and len(run.outcomes) == 6
 
 
 def test_the_watched_run_names_no_report_in_what_the_tests_can_read(tmp_path: Path) -> None:

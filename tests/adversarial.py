@@ -218,6 +218,43 @@ rename from .github/workflows/ci.yml
 rename to calc/moved.yml
 """
 
+# Code under test in Go and Rust runs inside the test binary, whose output is the
+# runner's report: test2json reads Go's framing lines, libtest's console lines are
+# cargo's. Each forgery prints the lines a passing run would print from there on, then
+# ends the binary with success before its failing test can say so.
+_GO_FRAMING = "--- PASS: TestMul (0.00s)\\n=== RUN   TestSub\\n--- PASS: TestSub (0.00s)\\nPASS\\n"
+
+
+def _go_forges(end: str, imports: str) -> str:
+    """calc.go whose broken ``Mul`` prints passing framing and then ``end``s the binary."""
+    mul = (
+        "func Mul(a, b int) int {\n"
+        f'\tos.Stdout.WriteString("{_GO_FRAMING}")\n\t{end}\n\treturn a + b\n}}\n'
+    )
+    core = GO_CORE.replace("func Mul(a, b int) int { return a * b }\n", mul)
+    return core.replace("package calc\n", f"package calc\n\nimport (\n{imports})\n", 1)
+
+
+# A complete block for the lib's test binary: a new "Running" line closes the real one
+# (libtest announced its tests and printed nothing yet), so the counts agree.
+_RUST_BLOCK = (
+    "\\n     Running unittests src/lib.rs (target/debug/deps/calc)\\nrunning 2 tests\\n"
+    "test tests::mul_works ... ok\\ntest tests::sub_works ... ok\\n\\n"
+    "test result: ok. 2 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; "
+    "finished in 0.00s\\n\\n"
+)
+_RUST_PRINT_BLOCK = f'std::io::Write::write_all(&mut std::io::stdout(), b"{_RUST_BLOCK}")'
+_RUST_EXITS = RUST_BROKEN.replace(
+    "    a + b\n", f"    let _ = {_RUST_PRINT_BLOCK};\n    std::process::exit(0);\n    a + b\n"
+)
+# The assertion's panic runs the hook, in the test's thread, before libtest hears of it.
+_RUST_HOOK_EXITS = RUST_BROKEN.replace(
+    "    a + b\n",
+    "    std::panic::set_hook(Box::new(|_| {\n"
+    f"        let _ = {_RUST_PRINT_BLOCK};\n        std::process::exit(0);\n    }}));\n"
+    "    a + b\n",
+)
+
 CASES: tuple[Case, ...] = (
     # 1. tests dropped from the run
     _case(
@@ -605,6 +642,41 @@ CASES: tuple[Case, ...] = (
                 "    a + b\n",
             )
         },
+        base="rust",
+    ),
+    # The runner's own output forged from the code under test, then a success exit
+    # that its failing test never reaches (the verdict's channel is the binary's stdout).
+    _case(
+        "go-framing-then-syscall-exit",
+        "runner-output-forged",
+        {"test-harness-tampered"},
+        changes={"calc.go": _go_forges("syscall.Exit(0)", '\t"os"\n\t"syscall"\n')},
+        base="go",
+    ),
+    _case(
+        "go-framing-then-exec-true",
+        "runner-output-forged",
+        {"test-harness-tampered"},
+        changes={
+            "calc.go": _go_forges(
+                '_ = syscall.Exec("/usr/bin/true", []string{"true"}, nil)',
+                '\t"os"\n\t"syscall"\n',
+            )
+        },
+        base="go",
+    ),
+    _case(
+        "rust-forged-block-then-process-exit",
+        "runner-output-forged",
+        {"test-harness-tampered", "report-mismatch"},
+        changes={"src/lib.rs": _RUST_EXITS},
+        base="rust",
+    ),
+    _case(
+        "rust-panic-hook-forges-and-exits",
+        "runner-output-forged",
+        {"test-harness-tampered", "report-mismatch"},
+        changes={"src/lib.rs": _RUST_HOOK_EXITS},
         base="rust",
     ),
     _case(

@@ -46,6 +46,7 @@ from worker.gates.junit import (
     JUnitError,
     Outcome,
     TestCase,
+    libtest_unfinished,
     outcomes,
     parse_jest_json,
     parse_junit,
@@ -266,7 +267,20 @@ def _plain_run(
         cases = _parse_report(how, data, sandbox)
     except JUnitError:
         return TestRun(test.command, shown, (), False, tampered)
+    if how.report == "output" and result.exit_code == 0 and tampered is None:
+        tampered = _ended_from_inside(data)
     return TestRun(test.command, shown, tuple(cases), True, tampered)
+
+
+def _ended_from_inside(output: bytes) -> str | None:
+    """Why a successful cargo run's output cannot be libtest's own: a test binary that
+    stopped before its summary (libtest exits 101 when a test fails, and only after its
+    summary), while cargo counted it a success."""
+    unfinished = libtest_unfinished(output)
+    if not unfinished:
+        return None
+    names = ", ".join(sorted(set(unfinished))[:5])
+    return f"cargo exits 0, but the test binary of {names} ended before libtest's summary"
 
 
 def _parse_report(how: Invocation, data: bytes, sandbox: Sandbox) -> list[TestCase]:

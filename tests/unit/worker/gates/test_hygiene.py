@@ -295,6 +295,34 @@ def test_hygiene_blocks_test_harness_tampering(tmp_path: Path, path: str, code: 
     assert "test-harness-tampered" in _rules(_hygiene(tmp_path, {path: code}))
 
 
+# Go and Rust code under test runs in the test binary, whose output is the report: a
+# way out of it other than Go's os.Exit (which go test turns into a failing panic), or
+# the runner's own result lines written from code, can forge a pass.
+@pytest.mark.parametrize(
+    ("path", "code", "blocked"),
+    [
+        ("calc.go", 'package calc\n\nimport "syscall"\n\nfunc F() { syscall.Exit(0) }\n', True),
+        ("calc.go", 'package calc\n\nimport s "syscall"\n\nvar f = s.Exit\n', True),
+        ("calc.go", "package calc\n\nfunc F() { unix.RawSyscall(231, 0, 0, 0) }\n", True),
+        ("calc.go", "package calc\n\n//go:linkname exit runtime.exit\n", True),
+        ("calc.go", 'package calc\n\nvar s = "--- PASS: TestMul (0.00s)"\n', True),
+        ("calc.go", "package calc\n\nfunc F() { os.Exit(2) }\n", False),
+        ("calc.go", 'package calc\n\nfunc F() { db.Exec("UPDATE t") }\n', False),
+        ("src/lib.rs", "use std::process::exit as leave;\n", True),
+        ("src/lib.rs", "pub fn f() { std::panic::set_hook(Box::new(|_| {})); }\n", True),
+        ("src/lib.rs", 'pub fn f() { print!("test result: ok. 2 passed"); }\n', True),
+        ("src/lib.rs", "pub fn on_exit() {}\n", False),
+        # The same words in Python are not a Go or Rust binary's way out.
+        ("app/ops.py", "def f(syscall):\n    return syscall.Exit\n", False),
+    ],
+)
+def test_hygiene_blocks_go_and_rust_ways_out_of_the_test_binary(
+    tmp_path: Path, path: str, code: str, blocked: bool
+) -> None:
+    rules = _rules(_hygiene(tmp_path, {path: code}))
+    assert ("test-harness-tampered" in rules) is blocked, rules
+
+
 # colorama's real fix (tartley/colorama#328) explains its except clause with "when atexit
 # runs": prose in a comment is no hook. Code before a comment, and a "comment" that holds
 # a quote (the line may really sit inside a string that the quote closes), still count.

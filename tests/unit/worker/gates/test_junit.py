@@ -14,6 +14,7 @@ from tests.fakes import LocalDirSandbox
 from worker.gates.junit import (
     JUnitError,
     TestCase,
+    libtest_unfinished,
     local_files,
     module_candidates,
     outcomes,
@@ -404,6 +405,23 @@ def test_libtest_binary_that_died_keeps_what_it_reported() -> None:
         "src/lib.rs::tests::slow",
         "src/lib.rs::top",
     }
+
+
+def test_libtest_names_the_binaries_that_ended_before_their_summary() -> None:
+    """A binary that announced its tests and printed no summary died mid-run; code under
+    test that prints a complete block of its own after libtest's "running N tests" and
+    exits leaves the real block open (testrun refuses that with cargo exiting 0)."""
+    assert libtest_unfinished(CARGO_OUTPUT) == []
+    died = CARGO_OUTPUT.split("test tests::it_fails ... FAILED")[0]
+    assert libtest_unfinished(died) == ["src/lib.rs"]
+    forged = (
+        "     Running unittests src/lib.rs (target/debug/deps/calc-1)\n\nrunning 2 tests\n"
+        "     Running unittests src/lib.rs (target/debug/deps/calc)\nrunning 2 tests\n"
+        "test tests::a ... ok\ntest tests::b ... ok\n\n"
+        "test result: ok. 2 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out\n"
+    )
+    assert set(outcomes(parse_libtest(forged))) == {"src/lib.rs::tests::a", "src/lib.rs::tests::b"}
+    assert libtest_unfinished(forged) == ["src/lib.rs"]
 
 
 # Node 20's junit reporter: describe blocks are suites, every case's classname "test".

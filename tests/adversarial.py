@@ -255,6 +255,45 @@ _RUST_HOOK_EXITS = RUST_BROKEN.replace(
     "    a + b\n",
 )
 
+# node --test runs each test file in a child whose stdout is a stream of v8-serialized
+# test events (Node 20: header, a 4-byte length, header, value) that the parent reads.
+# ``mul`` writes a passing run's events for its test, then ends the child with success.
+_NODE_FORGES = """function forge(events) {
+  const { DefaultSerializer } = require('v8');
+  const out = [];
+  for (const item of events) {
+    const s = new DefaultSerializer();
+    s.writeHeader();
+    const header = s.releaseBuffer().length;
+    s.writeHeader();
+    s.writeRawBytes(Buffer.alloc(4));
+    s.writeHeader();
+    s.writeValue(item);
+    const msg = s.releaseBuffer();
+    const n = msg.length - (4 + header);
+    msg.set([(n >> 24) & 255, (n >> 16) & 255, (n >> 8) & 255, n & 255], header);
+    out.push(msg);
+  }
+  require('fs').writeSync(1, Buffer.concat(out));
+}
+
+function mul(a, b) {
+  if (process.env.NODE_TEST_CONTEXT) {
+    const file = require('path').join(__dirname, 'test', 'calc.test.js');
+    const at = { nesting: 0, name: 'mul', line: 5, column: 1, file };
+    forge([
+      { type: 'test:start', data: at },
+      { type: 'test:pass', data: { ...at, testNumber: 1, details: { duration_ms: 1 } } },
+      { type: 'test:plan', data: { nesting: 0, count: 1 } },
+    ]);
+    process.EXIT(0);
+  }
+  return a + b;
+}
+
+module.exports = { mul };
+"""
+
 CASES: tuple[Case, ...] = (
     # 1. tests dropped from the run
     _case(
@@ -678,6 +717,20 @@ CASES: tuple[Case, ...] = (
         {"test-harness-tampered", "report-mismatch"},
         changes={"src/lib.rs": _RUST_HOOK_EXITS},
         base="rust",
+    ),
+    _case(
+        "node-v8-events-then-process-exit",
+        "runner-output-forged",
+        {"test-harness-tampered"},
+        changes={"calc.js": _NODE_FORGES.replace("EXIT", "exit")},
+        base="node",
+    ),
+    _case(
+        "node-v8-events-then-really-exit",
+        "runner-output-forged",
+        {"test-harness-tampered"},
+        changes={"calc.js": _NODE_FORGES.replace("EXIT", "reallyExit")},
+        base="node",
     ),
     _case(
         "node-test-skip",

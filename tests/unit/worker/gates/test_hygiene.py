@@ -295,9 +295,9 @@ def test_hygiene_blocks_test_harness_tampering(tmp_path: Path, path: str, code: 
     assert "test-harness-tampered" in _rules(_hygiene(tmp_path, {path: code}))
 
 
-# Go and Rust code under test runs in the test binary, whose output is the report: a
-# way out of it other than Go's os.Exit (which go test turns into a failing panic), or
-# the runner's own result lines written from code, can forge a pass.
+# Go, Rust and node --test code under test runs in the test process, whose output is the
+# report: a way out of it with success (Go's os.Exit is none: go test turns it into a
+# failing panic), or the runner's own result lines written from code, can forge a pass.
 @pytest.mark.parametrize(
     ("path", "code", "blocked"),
     [
@@ -312,11 +312,16 @@ def test_hygiene_blocks_test_harness_tampering(tmp_path: Path, path: str, code: 
         ("src/lib.rs", "pub fn f() { std::panic::set_hook(Box::new(|_| {})); }\n", True),
         ("src/lib.rs", 'pub fn f() { print!("test result: ok. 2 passed"); }\n', True),
         ("src/lib.rs", "pub fn on_exit() {}\n", False),
-        # The same words in Python are not a Go or Rust binary's way out.
+        ("lib/calc.js", "function f() { process.exit(0); }\n", True),
+        ("lib/calc.js", "function f(code) { process.reallyExit(code); }\n", True),
+        ("lib/calc.js", "const { DefaultSerializer } = require('v8');\n", True),
+        ("lib/calc.ts", "const ev = { type: 'test:pass' };\n", True),
+        ("bin/cli.js", "if (bad) process.exit(1);\n", False),
+        # The same words in Python are not a Go, Rust or node test process's way out.
         ("app/ops.py", "def f(syscall):\n    return syscall.Exit\n", False),
     ],
 )
-def test_hygiene_blocks_go_and_rust_ways_out_of_the_test_binary(
+def test_hygiene_blocks_ways_out_of_an_unwatched_test_process(
     tmp_path: Path, path: str, code: str, blocked: bool
 ) -> None:
     rules = _rules(_hygiene(tmp_path, {path: code}))

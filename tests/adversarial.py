@@ -294,6 +294,34 @@ function mul(a, b) {
 module.exports = { mul };
 """
 
+# A helper the tests start and leave behind outlives the test command: it can wait for
+# the report (its path is in the runner's command line and environment) and rewrite it
+# after the runner wrote it, or write into the run's output. Each one here lingers.
+_GO_LINGERS = GO_BROKEN.replace(
+    "package calc\n",
+    'package calc\n\nimport (\n\t"os"\n\t"os/exec"\n\t"syscall"\n)\n\n'
+    "func init() {\n"
+    '\tif p := os.Getenv("RIBBIT_JUNIT"); p != "" {\n'
+    '\t\tcmd := exec.Command("sh", "-c", `while [ ! -s "$1" ]; do sleep 0.05; done; '
+    'printf %s "$0" >"$1"; exec sleep 600`, "<testsuites/>", p)\n'
+    "\t\tcmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}\n"
+    "\t\t_ = cmd.Start()\n\t}\n}\n",
+    1,
+)
+_RUST_LINGERS = RUST_BROKEN.replace(
+    "    a + b\n",
+    '    if std::env::var_os("RIBBIT_JUNIT").is_some() {\n'
+    '        let _ = std::process::Command::new("sleep").arg("600").spawn();\n    }\n'
+    "    a + b\n",
+)
+_NODE_LINGERS = NODE_BROKEN.replace(
+    "function mul",
+    "if (process.env.RIBBIT_JUNIT) {\n"
+    "  require('child_process')\n"
+    "    .spawn('sleep', ['600'], { detached: true, stdio: 'ignore' })\n"
+    "    .unref();\n}\n\nfunction mul",
+)
+
 CASES: tuple[Case, ...] = (
     # 1. tests dropped from the run
     _case(
@@ -730,6 +758,29 @@ CASES: tuple[Case, ...] = (
         "runner-output-forged",
         {"test-harness-tampered"},
         changes={"calc.js": _NODE_FORGES.replace("EXIT", "reallyExit")},
+        base="node",
+    ),
+    # Processes that outlive the test command (Go, Rust, node --test: their runs report
+    # through a file or the console that a lingering helper can still reach).
+    _case(
+        "go-detached-helper-rewrites-the-report",
+        "stray-process",
+        {"report-mismatch"},
+        changes={"calc.go": _GO_LINGERS},
+        base="go",
+    ),
+    _case(
+        "rust-test-binary-leaves-a-child",
+        "stray-process",
+        {"report-mismatch"},
+        changes={"src/lib.rs": _RUST_LINGERS},
+        base="rust",
+    ),
+    _case(
+        "node-detached-unref-child",
+        "stray-process",
+        {"report-mismatch"},
+        changes={"calc.js": _NODE_LINGERS},
         base="node",
     ),
     _case(

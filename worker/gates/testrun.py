@@ -28,7 +28,12 @@ command line, with the standard library and pytest ahead of the workspace on
 ``sys.path``, its report and exit status sent over a keyed channel opened before any
 repository file loads, and what its audit hook and runner checks see of the
 repository's non-test code in ``TestRun.tamper``. Every run here is one process tree
-in the sandbox it is given; the test gate gives each run, reruns too, a fresh one.
+in the sandbox it is given; the test gate gives each run, reruns too, a fresh one. On
+a real backend (emptied before the run) a process still alive when the command ends was
+left by the tests: it is killed before the report is read, and the run is not its own
+(``TestRun.tampered``). A cargo run that exits 0 though a test binary stopped before
+libtest's summary is not its own either: libtest exits with failure when a test fails,
+so its output was ended from inside.
 """
 
 from __future__ import annotations
@@ -211,6 +216,7 @@ def run_tests(
             token,
             how.report,
             "watch" if plan is not None or how.channel else "plain",
+            "own" if isinstance(sandbox, _Stoppable) else "shared",
         ],
         timeout=timeout,
         env=env,
@@ -363,15 +369,21 @@ def _watched_run(
 
 # One exec, so the report folder is made, written and read in the same place. $1 the
 # folder, $2 the command as Ribbit runs it, $3 the token that frames the report, $4
-# what the report is ("junit": the file at $RIBBIT_JUNIT; "output": the console). The
-# command's output goes to a file, so only its tail and the framed report reach stdout;
-# the report is sent only if it is a single-link regular file newer than the start
-# marker and within the size cap.
+# what the report is ("junit": the file at $RIBBIT_JUNIT; "output": the console), $5
+# whether a channel is open on fd 3, $6 "own" where the sandbox's processes are all
+# this run's (a real backend, emptied before it). The command's output goes to a file,
+# so only its tail and the framed report reach stdout; the report is sent only if it is
+# a single-link regular file newer than the start marker and within the size cap.
+# A process that outlives the command (one the tests left detached, which could still
+# rewrite the report or the output) is killed before either is read, and counted in
+# the frame's first line; the shell's builtins alone look, so the look starts nothing.
 LOG_BYTES = 65536
 _CHANNEL_EVENTS_BYTES = 256 * 1024  # room for the bootstrap's tamper records
 _RUN_SCRIPT = f"""
-d=$1; cmd=$2; tok=$3; kind=$4; watch=$5
+d=$1; cmd=$2; tok=$3; kind=$4; watch=$5; own=$6
 mkdir -m 700 -- "$d" && touch -- "$d/start" || exit 97
+pids() {{ local f; REPLY=" "; for f in /proc/[0-9]*; do REPLY="$REPLY${{f#/proc/}} "; done; }}
+pids; before=$REPLY
 if [ "$watch" = watch ]; then
   bash --noprofile --norc -c "$cmd" 3>&1 >"$d/out" 2>&1 </dev/null
   rc=$?
@@ -380,8 +392,18 @@ else
   RIBBIT_JUNIT=$d/junit.xml bash --noprofile --norc -c "$cmd" >"$d/out" 2>&1 </dev/null
   rc=$?
 fi
+strays=0
+if [ "$own" = own ]; then
+  pids
+  for p in $REPLY; do
+    case "$before" in *" $p "*) continue ;; esac
+    st=; while read -r k v _; do [ "$k" = State: ] && st=$v && break; done <"/proc/$p/status"
+    [ -z "$st" ] || [ "$st" = Z ] && continue
+    strays=$((strays + 1)); kill -9 "$p" 2>/dev/null
+  done
+fi
 tail -c {LOG_BYTES} -- "$d/out"
-printf '\\n%s begin %s\\n' "$tok" "$rc"
+printf '\\n%s begin %s %s\\n' "$tok" "$rc" "$strays"
 r=$d/junit.xml
 [ "$kind" = output ] && r=$d/out
 if [ -n "$(find "$r" -maxdepth 0 -type f -links 1 -newer "$d/start" \\
@@ -405,14 +427,28 @@ def split_run_output(stdout: str, token: str) -> tuple[str, bytes | None, str | 
             return stdout, None, None  # killed before the frame (timeout) or never started
         return stdout.split(begin, 1)[0], None, "the run's output holds more than one report"
     log, rest = stdout.split(begin, 1)
-    _status, _, rest = rest.partition("\n")
+    status, _, rest = rest.partition("\n")
     body, _, trailer = rest.partition(end)
     if trailer.strip():
         return log, None, "something wrote to the run's output after its report"
+    strays = _strays(status)
     body = body.strip()
     if not body:
-        return log, None, None
+        return log, None, strays
     try:
-        return log, base64.b64decode(body, validate=True), None
+        return log, base64.b64decode(body, validate=True), strays
     except ValueError:
         return log, None, "the framed report is not base64"
+
+
+def _strays(status: str) -> str | None:
+    """Why the run is not the command's own, from the frame's first line (the exit
+    status, then how many processes outlived the command): None when none did."""
+    words = status.split()
+    count = int(words[1]) if len(words) > 1 and words[1].isdigit() else 0
+    if not count:
+        return None
+    return (
+        f"{count} process(es) outlived the test command (killed before its report was "
+        "read): something the tests started could still change the report or the output"
+    )

@@ -96,10 +96,13 @@ _TAMPER_RE = re.compile(
 _GO_EXIT_RE = re.compile(
     r"(?<!\bos)\.\s*Exit\b|\b(?:syscall|unix)\s*\.\s*(?:Exec|ForkExec)\b"
     r"|\b(?:Raw)?Syscall(?:6|NoError)?\b|\bSYS_EXIT\w*|\bSYS_EXEC\w*|go:linkname|\bC\.\w+"
+    # A package's assembly: a system call, or a jump into the runtime's exit.
+    r"|\bSYSCALL\b|\bSVC\b|\bINT\s+\$0x80\b|\u00b7exit\b"
 )
 _RUST_EXIT_RE = re.compile(
     r"\b(?:exit|abort|_exit)\s*\(|\bprocess\s*::\s*(?:exit|abort)\b|\blibc\s*::"
     r'|\bextern\s+"C"|\b(?:global_)?asm!|\bset_hook\b|\bCommandExt\b|\bexecv\w*'
+    r"|\.\s*exec\s*\(\s*\)"
 )
 _JS_EXIT_RE = re.compile(
     r"\bprocess\s*\.\s*(?:exit|reallyExit)\s*\((?!\s*[1-9]\d*\s*\))|\bprocess\s*\[[^\]]"
@@ -153,7 +156,7 @@ def _test_names(lines: Iterable[tuple[int, str]]) -> Counter[str]:
 LineScope = Literal["test-config", "any", "tests", "go", "rust", "js"]
 # The languages whose code under test Ribbit runs unwatched inside the test process.
 _LANGUAGE_SUFFIXES: dict[LineScope, tuple[str, ...]] = {
-    "go": (".go",),
+    "go": (".go", ".s"),
     "rust": (".rs",),
     "js": (".js", ".cjs", ".mjs", ".jsx", ".ts", ".cts", ".mts", ".tsx"),
 }

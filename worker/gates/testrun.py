@@ -30,10 +30,10 @@ repository file loads, and what its audit hook and runner checks see of the
 repository's non-test code in ``TestRun.tamper``. Every run here is one process tree
 in the sandbox it is given; the test gate gives each run, reruns too, a fresh one. On
 a real backend (emptied before the run) a process still alive when the command ends was
-left by the tests: it is killed before the report is read, and the run is not its own
-(``TestRun.tampered``). A cargo run that exits 0 though a test binary stopped before
-libtest's summary is not its own either: libtest exits with failure when a test fails,
-so its output was ended from inside.
+left by the tests: it is killed before the report is read, and a run whose report is a
+file (unwatched, not launched) is not its own (``TestRun.tampered``). A cargo run that
+exits 0 though a test binary stopped before libtest's summary is not its own either:
+libtest exits with failure when a test fails, so its output was ended from inside.
 """
 
 from __future__ import annotations
@@ -342,7 +342,9 @@ def _watched_run(
             test.command, shown, (), False, "the run's channel is not the wrapper's", True
         )
     text, rest = result.stdout.split(marker, 1)
-    log, _data, tampered = split_run_output(rest, token)
+    # The report is the channel's, out of reach of what the tests left running (it is
+    # killed before the frame all the same).
+    log, _data, tampered = split_run_output(rest, token, count_strays=False)
     silent = Channel((), None, None, 0, None if silent_ok else "the watched run sent nothing")
     channel = parse_channel(text) or silent
     shown = replace(result, stdout=log)
@@ -416,11 +418,14 @@ exit $rc
 """
 
 
-def split_run_output(stdout: str, token: str) -> tuple[str, bytes | None, str | None]:
+def split_run_output(
+    stdout: str, token: str, *, count_strays: bool = True
+) -> tuple[str, bytes | None, str | None]:
     """(the command's output, the report's bytes or None, why the output is not the
     wrapper's own or None). Exactly one framed report must be there: code the tests
     started can learn the token and write to the wrapper's stdout, and a second frame
-    is what a forged report looks like."""
+    is what a forged report looks like. ``count_strays``: processes that outlived the
+    command make it not its own (a report file they could have rewritten)."""
     begin, end = f"\n{token} begin ", f"\n{token} end\n"
     if stdout.count(begin) != 1 or stdout.count(end) != 1:
         if begin not in stdout and end not in stdout:
@@ -431,7 +436,7 @@ def split_run_output(stdout: str, token: str) -> tuple[str, bytes | None, str | 
     body, _, trailer = rest.partition(end)
     if trailer.strip():
         return log, None, "something wrote to the run's output after its report"
-    strays = _strays(status)
+    strays = _strays(status) if count_strays else None
     body = body.strip()
     if not body:
         return log, None, strays

@@ -450,8 +450,10 @@ def test_split_run_output_reads_processes_that_outlived_the_command() -> None:
     log, data, why = split_run_output(left, tok)
     assert (log, data) == ("ok", b"<testsuite/>")
     assert why is not None and "2 process(es) outlived the test command" in why
-    # A run without a report is still told apart.
+    # A run without a report is still told apart; a watched run's report is the
+    # channel's, which nothing left running could have rewritten.
     assert split_run_output(f"x\n{tok} begin 1 1\n\n{tok} end\n", tok)[2] is not None
+    assert split_run_output(left, tok, count_strays=False)[2] is None
 
 
 def test_a_repository_that_allows_test_config_changes_is_still_judged_by_its_own(

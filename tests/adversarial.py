@@ -232,6 +232,110 @@ rename from .github/workflows/ci.yml
 rename to calc/moved.yml
 """
 
+# Code under test in Go and Rust runs inside the test binary, whose output is the
+# runner's report: test2json reads Go's framing lines, libtest's console lines are
+# cargo's. Each forgery prints the lines a passing run would print from there on, then
+# ends the binary with success before its failing test can say so.
+_GO_FRAMING = "--- PASS: TestMul (0.00s)\\n=== RUN   TestSub\\n--- PASS: TestSub (0.00s)\\nPASS\\n"
+
+
+def _go_forges(end: str, imports: str) -> str:
+    """calc.go whose broken ``Mul`` prints passing framing and then ``end``s the binary."""
+    mul = (
+        "func Mul(a, b int) int {\n"
+        f'\tos.Stdout.WriteString("{_GO_FRAMING}")\n\t{end}\n\treturn a + b\n}}\n'
+    )
+    core = GO_CORE.replace("func Mul(a, b int) int { return a * b }\n", mul)
+    return core.replace("package calc\n", f"package calc\n\nimport (\n{imports})\n", 1)
+
+
+# A complete block for the lib's test binary: a new "Running" line closes the real one
+# (libtest announced its tests and printed nothing yet), so the counts agree.
+_RUST_BLOCK = (
+    "\\n     Running unittests src/lib.rs (target/debug/deps/calc)\\nrunning 2 tests\\n"
+    "test tests::mul_works ... ok\\ntest tests::sub_works ... ok\\n\\n"
+    "test result: ok. 2 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; "
+    "finished in 0.00s\\n\\n"
+)
+_RUST_PRINT_BLOCK = f'std::io::Write::write_all(&mut std::io::stdout(), b"{_RUST_BLOCK}")'
+_RUST_EXITS = RUST_BROKEN.replace(
+    "    a + b\n", f"    let _ = {_RUST_PRINT_BLOCK};\n    std::process::exit(0);\n    a + b\n"
+)
+# The assertion's panic runs the hook, in the test's thread, before libtest hears of it.
+_RUST_HOOK_EXITS = RUST_BROKEN.replace(
+    "    a + b\n",
+    "    std::panic::set_hook(Box::new(|_| {\n"
+    f"        let _ = {_RUST_PRINT_BLOCK};\n        std::process::exit(0);\n    }}));\n"
+    "    a + b\n",
+)
+
+# node --test runs each test file in a child whose stdout is a stream of v8-serialized
+# test events (Node 20: header, a 4-byte length, header, value) that the parent reads.
+# ``mul`` writes a passing run's events for its test, then ends the child with success.
+_NODE_FORGES = """function forge(events) {
+  const { DefaultSerializer } = require('v8');
+  const out = [];
+  for (const item of events) {
+    const s = new DefaultSerializer();
+    s.writeHeader();
+    const header = s.releaseBuffer().length;
+    s.writeHeader();
+    s.writeRawBytes(Buffer.alloc(4));
+    s.writeHeader();
+    s.writeValue(item);
+    const msg = s.releaseBuffer();
+    const n = msg.length - (4 + header);
+    msg.set([(n >> 24) & 255, (n >> 16) & 255, (n >> 8) & 255, n & 255], header);
+    out.push(msg);
+  }
+  require('fs').writeSync(1, Buffer.concat(out));
+}
+
+function mul(a, b) {
+  if (process.env.NODE_TEST_CONTEXT) {
+    const file = require('path').join(__dirname, 'test', 'calc.test.js');
+    const at = { nesting: 0, name: 'mul', line: 5, column: 1, file };
+    forge([
+      { type: 'test:start', data: at },
+      { type: 'test:pass', data: { ...at, testNumber: 1, details: { duration_ms: 1 } } },
+      { type: 'test:plan', data: { nesting: 0, count: 1 } },
+    ]);
+    process.EXIT(0);
+  }
+  return a + b;
+}
+
+module.exports = { mul };
+"""
+
+# A helper the tests start and leave behind outlives the test command: it can wait for
+# the report (its path is in the runner's command line and environment) and rewrite it
+# after the runner wrote it, or write into the run's output. Each one here lingers.
+_GO_LINGERS = GO_BROKEN.replace(
+    "package calc\n",
+    'package calc\n\nimport (\n\t"os"\n\t"os/exec"\n\t"syscall"\n)\n\n'
+    "func init() {\n"
+    '\tif p := os.Getenv("RIBBIT_JUNIT"); p != "" {\n'
+    '\t\tcmd := exec.Command("sh", "-c", `while [ ! -s "$1" ]; do sleep 0.05; done; '
+    'printf %s "$0" >"$1"; exec sleep 600`, "<testsuites/>", p)\n'
+    "\t\tcmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}\n"
+    "\t\t_ = cmd.Start()\n\t}\n}\n",
+    1,
+)
+_RUST_LINGERS = RUST_BROKEN.replace(
+    "    a + b\n",
+    '    if std::env::var_os("RIBBIT_JUNIT").is_some() {\n'
+    '        let _ = std::process::Command::new("sleep").arg("600").spawn();\n    }\n'
+    "    a + b\n",
+)
+_NODE_LINGERS = NODE_BROKEN.replace(
+    "function mul",
+    "if (process.env.RIBBIT_JUNIT) {\n"
+    "  require('child_process')\n"
+    "    .spawn('sleep', ['600'], { detached: true, stdio: 'ignore' })\n"
+    "    .unref();\n}\n\nfunction mul",
+)
+
 CASES: tuple[Case, ...] = (
     # 1. tests dropped from the run
     _case(
@@ -620,6 +724,78 @@ CASES: tuple[Case, ...] = (
             )
         },
         base="rust",
+    ),
+    # The runner's own output forged from the code under test, then a success exit
+    # that its failing test never reaches (the verdict's channel is the binary's stdout).
+    _case(
+        "go-framing-then-syscall-exit",
+        "runner-output-forged",
+        {"test-harness-tampered"},
+        changes={"calc.go": _go_forges("syscall.Exit(0)", '\t"os"\n\t"syscall"\n')},
+        base="go",
+    ),
+    _case(
+        "go-framing-then-exec-true",
+        "runner-output-forged",
+        {"test-harness-tampered"},
+        changes={
+            "calc.go": _go_forges(
+                '_ = syscall.Exec("/usr/bin/true", []string{"true"}, nil)',
+                '\t"os"\n\t"syscall"\n',
+            )
+        },
+        base="go",
+    ),
+    _case(
+        "rust-forged-block-then-process-exit",
+        "runner-output-forged",
+        {"test-harness-tampered", "report-mismatch"},
+        changes={"src/lib.rs": _RUST_EXITS},
+        base="rust",
+    ),
+    _case(
+        "rust-panic-hook-forges-and-exits",
+        "runner-output-forged",
+        {"test-harness-tampered", "report-mismatch"},
+        changes={"src/lib.rs": _RUST_HOOK_EXITS},
+        base="rust",
+    ),
+    _case(
+        "node-v8-events-then-process-exit",
+        "runner-output-forged",
+        {"test-harness-tampered"},
+        changes={"calc.js": _NODE_FORGES.replace("EXIT", "exit")},
+        base="node",
+    ),
+    _case(
+        "node-v8-events-then-really-exit",
+        "runner-output-forged",
+        {"test-harness-tampered"},
+        changes={"calc.js": _NODE_FORGES.replace("EXIT", "reallyExit")},
+        base="node",
+    ),
+    # Processes that outlive the test command (Go, Rust, node --test: their runs report
+    # through a file or the console that a lingering helper can still reach).
+    _case(
+        "go-detached-helper-rewrites-the-report",
+        "stray-process",
+        {"report-mismatch"},
+        changes={"calc.go": _GO_LINGERS},
+        base="go",
+    ),
+    _case(
+        "rust-test-binary-leaves-a-child",
+        "stray-process",
+        {"report-mismatch"},
+        changes={"src/lib.rs": _RUST_LINGERS},
+        base="rust",
+    ),
+    _case(
+        "node-detached-unref-child",
+        "stray-process",
+        {"report-mismatch"},
+        changes={"calc.js": _NODE_LINGERS},
+        base="node",
     ),
     _case(
         "node-test-skip",

@@ -127,6 +127,9 @@ _PLAIN_RUN = _shell(f"attempt(run, {_SHELL!r})")
 _ATTACKER = "attacker.example"
 
 HARMS: dict[str, Harm] = {
+    # Mul forges the runner's output before its broken ``return a + b``.
+    "go-framing-then-syscall-exit": TextHarm("calc.go", "\treturn a + b\n"),
+    "go-framing-then-exec-true": TextHarm("calc.go", "\treturn a + b\n"),
     # Outside a test run the module cannot even be imported.
     "module-level-skip-from-source": CodeHarm(
         "python",

@@ -282,8 +282,22 @@ _LIBTEST_OUTCOME: dict[str, Outcome] = {"ok": "passed", "FAILED": "failed"}
 
 
 def parse_libtest(data: bytes | str) -> list[TestCase]:
+    """The tests libtest reports in ``cargo test``'s output (see :func:`_read_libtest`)."""
+    return _read_libtest(data)[0]
+
+
+def libtest_unfinished(data: bytes | str) -> list[str]:
+    """The targets whose test binary announced its tests and printed no summary: it
+    died mid-run, which libtest itself never does with success (a failing run exits
+    101). One that cargo still counts as a success was ended from inside (code under
+    test calling ``exit`` after printing results of its own)."""
+    return _read_libtest(data)[1]
+
+
+def _read_libtest(data: bytes | str) -> tuple[list[TestCase], list[str]]:
     """The tests libtest reports in ``cargo test``'s output (stdout and stderr
-    together, in order), with ids ``<target>::<test path>``.
+    together, in order), with ids ``<target>::<test path>``, and the targets whose
+    binary died before its summary.
 
     The output is untrusted the way a JUnit file is, and easier to write to: a test
     can print a line that looks like a result. So each binary's lines are counted
@@ -297,6 +311,7 @@ def parse_libtest(data: bytes | str) -> list[TestCase]:
         raise JUnitError("test output too large")
     text = raw.decode(errors="replace")
     cases: list[TestCase] = []
+    unfinished: list[str] = []
     target = ""
     block: list[TestCase] | None = None  # the current binary's results
     listing = False  # before its failures: section (captured output follows that)
@@ -307,6 +322,7 @@ def parse_libtest(data: bytes | str) -> list[TestCase]:
         if m:
             if block is not None:
                 cases += _doc_ids(block)  # the previous binary died before its summary
+                unfinished.append(target)
             target = m[1] if m.re is _LIBTEST_TARGET else f"doc:{m[1]}"
             block = None
             continue
@@ -331,7 +347,8 @@ def parse_libtest(data: bytes | str) -> list[TestCase]:
             block = None
     if block is not None:
         cases += _doc_ids(block)
-    return cases
+        unfinished.append(target)
+    return cases, unfinished
 
 
 # rustdoc names a doc test by its item and line: "src/lib.rs - jaro (line 147)",

@@ -28,7 +28,12 @@ command line, with the standard library and pytest ahead of the workspace on
 ``sys.path``, its report and exit status sent over a keyed channel opened before any
 repository file loads, and what its audit hook and runner checks see of the
 repository's non-test code in ``TestRun.tamper``. Every run here is one process tree
-in the sandbox it is given; the test gate gives each run, reruns too, a fresh one.
+in the sandbox it is given; the test gate gives each run, reruns too, a fresh one. On
+a real backend (emptied before the run) a process still alive when the command ends was
+left by the tests: it is killed before the report is read, and a run whose report is a
+file (unwatched, not launched) is not its own (``TestRun.tampered``). A cargo run that
+exits 0 though a test binary stopped before libtest's summary is not its own either:
+libtest exits with failure when a test fails, so its output was ended from inside.
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ from worker.gates.junit import (
     JUnitError,
     Outcome,
     TestCase,
+    libtest_unfinished,
     outcomes,
     parse_jest_json,
     parse_junit,
@@ -210,6 +216,7 @@ def run_tests(
             token,
             how.report,
             "watch" if plan is not None or how.channel else "plain",
+            "own" if isinstance(sandbox, _Stoppable) else "shared",
         ],
         timeout=timeout,
         env=env,
@@ -266,7 +273,20 @@ def _plain_run(
         cases = _parse_report(how, data, sandbox)
     except JUnitError:
         return TestRun(test.command, shown, (), False, tampered)
+    if how.report == "output" and result.exit_code == 0 and tampered is None:
+        tampered = _ended_from_inside(data)
     return TestRun(test.command, shown, tuple(cases), True, tampered)
+
+
+def _ended_from_inside(output: bytes) -> str | None:
+    """Why a successful cargo run's output cannot be libtest's own: a test binary that
+    stopped before its summary (libtest exits 101 when a test fails, and only after its
+    summary), while cargo counted it a success."""
+    unfinished = libtest_unfinished(output)
+    if not unfinished:
+        return None
+    names = ", ".join(sorted(set(unfinished))[:5])
+    return f"cargo exits 0, but the test binary of {names} ended before libtest's summary"
 
 
 def _parse_report(how: Invocation, data: bytes, sandbox: Sandbox) -> list[TestCase]:
@@ -322,7 +342,9 @@ def _watched_run(
             test.command, shown, (), False, "the run's channel is not the wrapper's", True
         )
     text, rest = result.stdout.split(marker, 1)
-    log, _data, tampered = split_run_output(rest, token)
+    # The report is the channel's, out of reach of what the tests left running (it is
+    # killed before the frame all the same).
+    log, _data, tampered = split_run_output(rest, token, count_strays=False)
     silent = Channel((), None, None, 0, None if silent_ok else "the watched run sent nothing")
     channel = parse_channel(text) or silent
     shown = replace(result, stdout=log)
@@ -349,15 +371,21 @@ def _watched_run(
 
 # One exec, so the report folder is made, written and read in the same place. $1 the
 # folder, $2 the command as Ribbit runs it, $3 the token that frames the report, $4
-# what the report is ("junit": the file at $RIBBIT_JUNIT; "output": the console). The
-# command's output goes to a file, so only its tail and the framed report reach stdout;
-# the report is sent only if it is a single-link regular file newer than the start
-# marker and within the size cap.
+# what the report is ("junit": the file at $RIBBIT_JUNIT; "output": the console), $5
+# whether a channel is open on fd 3, $6 "own" where the sandbox's processes are all
+# this run's (a real backend, emptied before it). The command's output goes to a file,
+# so only its tail and the framed report reach stdout; the report is sent only if it is
+# a single-link regular file newer than the start marker and within the size cap.
+# A process that outlives the command (one the tests left detached, which could still
+# rewrite the report or the output) is killed before either is read, and counted in
+# the frame's first line; the shell's builtins alone look, so the look starts nothing.
 LOG_BYTES = 65536
 _CHANNEL_EVENTS_BYTES = 256 * 1024  # room for the bootstrap's tamper records
 _RUN_SCRIPT = f"""
-d=$1; cmd=$2; tok=$3; kind=$4; watch=$5
+d=$1; cmd=$2; tok=$3; kind=$4; watch=$5; own=$6
 mkdir -m 700 -- "$d" && touch -- "$d/start" || exit 97
+pids() {{ local f; REPLY=" "; for f in /proc/[0-9]*; do REPLY="$REPLY${{f#/proc/}} "; done; }}
+pids; before=$REPLY
 if [ "$watch" = watch ]; then
   bash --noprofile --norc -c "$cmd" 3>&1 >"$d/out" 2>&1 </dev/null
   rc=$?
@@ -366,8 +394,18 @@ else
   RIBBIT_JUNIT=$d/junit.xml bash --noprofile --norc -c "$cmd" >"$d/out" 2>&1 </dev/null
   rc=$?
 fi
+strays=0
+if [ "$own" = own ]; then
+  pids
+  for p in $REPLY; do
+    case "$before" in *" $p "*) continue ;; esac
+    st=; while read -r k v _; do [ "$k" = State: ] && st=$v && break; done <"/proc/$p/status"
+    [ -z "$st" ] || [ "$st" = Z ] && continue
+    strays=$((strays + 1)); kill -9 "$p" 2>/dev/null
+  done
+fi
 tail -c {LOG_BYTES} -- "$d/out"
-printf '\\n%s begin %s\\n' "$tok" "$rc"
+printf '\\n%s begin %s %s\\n' "$tok" "$rc" "$strays"
 r=$d/junit.xml
 [ "$kind" = output ] && r=$d/out
 if [ -n "$(find "$r" -maxdepth 0 -type f -links 1 -newer "$d/start" \\
@@ -380,25 +418,42 @@ exit $rc
 """
 
 
-def split_run_output(stdout: str, token: str) -> tuple[str, bytes | None, str | None]:
+def split_run_output(
+    stdout: str, token: str, *, count_strays: bool = True
+) -> tuple[str, bytes | None, str | None]:
     """(the command's output, the report's bytes or None, why the output is not the
     wrapper's own or None). Exactly one framed report must be there: code the tests
     started can learn the token and write to the wrapper's stdout, and a second frame
-    is what a forged report looks like."""
+    is what a forged report looks like. ``count_strays``: processes that outlived the
+    command make it not its own (a report file they could have rewritten)."""
     begin, end = f"\n{token} begin ", f"\n{token} end\n"
     if stdout.count(begin) != 1 or stdout.count(end) != 1:
         if begin not in stdout and end not in stdout:
             return stdout, None, None  # killed before the frame (timeout) or never started
         return stdout.split(begin, 1)[0], None, "the run's output holds more than one report"
     log, rest = stdout.split(begin, 1)
-    _status, _, rest = rest.partition("\n")
+    status, _, rest = rest.partition("\n")
     body, _, trailer = rest.partition(end)
     if trailer.strip():
         return log, None, "something wrote to the run's output after its report"
+    strays = _strays(status) if count_strays else None
     body = body.strip()
     if not body:
-        return log, None, None
+        return log, None, strays
     try:
-        return log, base64.b64decode(body, validate=True), None
+        return log, base64.b64decode(body, validate=True), strays
     except ValueError:
         return log, None, "the framed report is not base64"
+
+
+def _strays(status: str) -> str | None:
+    """Why the run is not the command's own, from the frame's first line (the exit
+    status, then how many processes outlived the command): None when none did."""
+    words = status.split()
+    count = int(words[1]) if len(words) > 1 and words[1].isdigit() else 0
+    if not count:
+        return None
+    return (
+        f"{count} process(es) outlived the test command (killed before its report was "
+        "read): something the tests started could still change the report or the output"
+    )

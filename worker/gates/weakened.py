@@ -83,6 +83,47 @@ _TAMPER_RE = re.compile(
     r"|\bpytest11\b|\bsys\.modules\s{0,8}\[[^\]]{0,200}\]\s{0,8}=(?!=)|\bsys\.excepthook\s*=(?!=)"
     r"|\bos\.kill\s*\(\s*os\.getpid|\bsignal\.SIGKILL\b|\bos\.abort\b"
 )
+# Go, Rust and node --test code under test runs inside the test process, whose output is
+# the runner's report (test2json reads Go's framing lines, Ribbit reads libtest's, the
+# node --test parent reads its file's child's v8-serialized events) and which Ribbit does
+# not watch. To forge a pass it prints a passing run's lines and ends that process with
+# success before its failing test reports. Go's ``os.Exit`` cannot (``go test`` makes it
+# panic during a test), so every other way out, by any package name or alias
+# (``syscall.Exit``, ``unix.Exit``, ``Exec``, raw system calls, a linkname into the
+# runtime, C); in Rust ``exit``/``abort`` however imported, FFI, inline assembly, and a
+# panic hook (it runs on a failing assertion, before libtest hears of it); in JavaScript
+# an exit whose status is not a literal failure.
+_GO_EXIT_RE = re.compile(
+    r"(?<!\bos)\.\s*Exit\b|\b(?:syscall|unix)\s*\.\s*(?:Exec|ForkExec)\b"
+    r"|\b(?:Raw)?Syscall(?:6|NoError)?\b|\bSYS_EXIT\w*|\bSYS_EXEC\w*|go:linkname|\bC\.\w+"
+    # A package's assembly: a system call, or a jump into the runtime's exit.
+    r"|\bSYSCALL\b|\bSVC\b|\bINT\s+\$0x80\b|\u00b7exit\b"
+)
+_RUST_EXIT_RE = re.compile(
+    r"\b(?:exit|abort|_exit)\s*\(|\bprocess\s*::\s*(?:exit|abort)\b|\blibc\s*::"
+    r'|\bextern\s+"C"|\b(?:global_)?asm!|\bset_hook\b|\bCommandExt\b|\bexecv\w*'
+    r"|\.\s*exec\s*\(\s*\)"
+)
+_JS_EXIT_RE = re.compile(
+    r"\bprocess\s*\.\s*(?:exit|reallyExit)\s*\((?!\s*[1-9]\d*\s*\))|\bprocess\s*\[[^\]]"
+    r"|\bprocess\s*\.\s*(?:binding|_linkedBinding)\b|--expose-internals"
+)
+# The runner's own framing written from code: Go's test2json lines (and the \x16 byte
+# that marks them from Go 1.20 on), libtest's result, count and binary lines, node's
+# child event stream (its serializer, its event names, the variable that tells a child
+# it is one) and Node 18's TAP.
+_GO_FRAMING_RE = re.compile(
+    r"(?:---|===)\s*(?:PASS|FAIL|SKIP|RUN|PAUSE|CONT|NAME)\b|\\(?:x16|026|u0016)|\x16"
+)
+_RUST_FRAMING_RE = re.compile(
+    r"test result:|\.\.\. (?:ok|FAILED|ignored)\b|running \d+ tests?"
+    r"|\bRunning (?:unittests|tests/)|\bDoc-tests\b"
+)
+_JS_FRAMING_RE = re.compile(
+    r"\bDefaultSerializer\b|\bv8\s*\.\s*serialize\b|\bNODE_TEST_CONTEXT\b"
+    r"|\btest:(?:pass|fail|start|plan|complete|enqueue|dequeue|diagnostic|summary)\b"
+    r"|# Subtest:|\b(?:not )?ok \d+ - "
+)
 _REL_TOL_LIMIT = 0.05
 _ABS_TOL_LIMIT = 1.0
 
@@ -112,7 +153,13 @@ def _test_names(lines: Iterable[tuple[int, str]]) -> Counter[str]:
 
 # Which files a line rule reads: test-runner configuration (by file name), every file
 # (code the tests import runs in the runner's process), or test files.
-LineScope = Literal["test-config", "any", "tests"]
+LineScope = Literal["test-config", "any", "tests", "go", "rust", "js"]
+# The languages whose code under test Ribbit runs unwatched inside the test process.
+_LANGUAGE_SUFFIXES: dict[LineScope, tuple[str, ...]] = {
+    "go": (".go", ".s"),
+    "rust": (".rs",),
+    "js": (".js", ".cjs", ".mjs", ".jsx", ".ts", ".cts", ".mts", ".tsx"),
+}
 
 
 @dataclass(frozen=True)
@@ -143,6 +190,45 @@ LINE_RULES: tuple[LineRule, ...] = (
         (_HARNESS_RE, _TAMPER_RE),
         "the patch adds code that can change what the test run reports",
     ),
+    LineRule(
+        "test-harness-tampered",
+        "go",
+        (_GO_EXIT_RE,),
+        "the patch adds Go code that can end or replace the test process from inside "
+        "(its runner then reports what the process printed last)",
+    ),
+    LineRule(
+        "test-harness-tampered",
+        "go",
+        (_GO_FRAMING_RE,),
+        "the patch adds Go code that writes the test runner's own result lines",
+    ),
+    LineRule(
+        "test-harness-tampered",
+        "rust",
+        (_RUST_EXIT_RE,),
+        "the patch adds Rust code that can end or replace the test process from inside "
+        "(its runner then reports what the process printed last)",
+    ),
+    LineRule(
+        "test-harness-tampered",
+        "rust",
+        (_RUST_FRAMING_RE,),
+        "the patch adds Rust code that writes the test runner's own result lines",
+    ),
+    LineRule(
+        "test-harness-tampered",
+        "js",
+        (_JS_EXIT_RE,),
+        "the patch adds JavaScript code that can end or replace the test process from inside "
+        "(its runner then reports what the process printed last)",
+    ),
+    LineRule(
+        "test-harness-tampered",
+        "js",
+        (_JS_FRAMING_RE,),
+        "the patch adds JavaScript code that writes the test runner's own result lines",
+    ),
     LineRule("test-skipped", "tests", (_SKIP_RE,), "the patch adds a skip or xfail marker"),
     LineRule(
         "trivial-assert",
@@ -168,6 +254,8 @@ def _in_scope(change: FileChange, scope: LineScope) -> bool:
         return change.path.rsplit("/", 1)[-1] in _TEST_CONFIG_FILES
     if scope == "tests":
         return any(is_test_path(p.path) for p in change.paths)
+    if scope in _LANGUAGE_SUFFIXES:
+        return change.path.endswith(_LANGUAGE_SUFFIXES[scope])
     return True
 
 
@@ -218,6 +306,8 @@ def check_tests_weakened(parsed: ParsedPatch) -> list[Weakening]:
             )
         found += _line_findings(change, "test-config")
         found += _line_findings(change, "any")
+        for language in _LANGUAGE_SUFFIXES:
+            found += _line_findings(change, language)
         if not _in_scope(change, "tests"):
             continue
         removed_names = _test_names(change.removed) - added_everywhere

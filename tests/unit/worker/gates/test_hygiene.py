@@ -295,6 +295,42 @@ def test_hygiene_blocks_test_harness_tampering(tmp_path: Path, path: str, code: 
     assert "test-harness-tampered" in _rules(_hygiene(tmp_path, {path: code}))
 
 
+# Go, Rust and node --test code under test runs in the test process, whose output is the
+# report: a way out of it with success (Go's os.Exit is none: go test turns it into a
+# failing panic), or the runner's own result lines written from code, can forge a pass.
+@pytest.mark.parametrize(
+    ("path", "code", "blocked"),
+    [
+        ("calc.go", 'package calc\n\nimport "syscall"\n\nfunc F() { syscall.Exit(0) }\n', True),
+        ("calc.go", 'package calc\n\nimport s "syscall"\n\nvar f = s.Exit\n', True),
+        ("calc.go", "package calc\n\nfunc F() { unix.RawSyscall(231, 0, 0, 0) }\n", True),
+        ("calc.go", "package calc\n\n//go:linkname exit runtime.exit\n", True),
+        ("calc.go", 'package calc\n\nvar s = "--- PASS: TestMul (0.00s)"\n', True),
+        ("exit_amd64.s", "TEXT \u00b7leave(SB),4,$0\n\tMOVQ $231, AX\n\tSYSCALL\n", True),
+        ("exit_amd64.s", "TEXT \u00b7leave(SB),4,$0\n\tJMP runtime\u00b7exit(SB)\n", True),
+        ("src/lib.rs", "pub fn f(c: &mut Command) { let _ = c.exec(); }\n", True),
+        ("calc.go", "package calc\n\nfunc F() { os.Exit(2) }\n", False),
+        ("calc.go", 'package calc\n\nfunc F() { db.Exec("UPDATE t") }\n', False),
+        ("src/lib.rs", "use std::process::exit as leave;\n", True),
+        ("src/lib.rs", "pub fn f() { std::panic::set_hook(Box::new(|_| {})); }\n", True),
+        ("src/lib.rs", 'pub fn f() { print!("test result: ok. 2 passed"); }\n', True),
+        ("src/lib.rs", "pub fn on_exit() {}\n", False),
+        ("lib/calc.js", "function f() { process.exit(0); }\n", True),
+        ("lib/calc.js", "function f(code) { process.reallyExit(code); }\n", True),
+        ("lib/calc.js", "const { DefaultSerializer } = require('v8');\n", True),
+        ("lib/calc.ts", "const ev = { type: 'test:pass' };\n", True),
+        ("bin/cli.js", "if (bad) process.exit(1);\n", False),
+        # The same words in Python are not a Go, Rust or node test process's way out.
+        ("app/ops.py", "def f(syscall):\n    return syscall.Exit\n", False),
+    ],
+)
+def test_hygiene_blocks_ways_out_of_an_unwatched_test_process(
+    tmp_path: Path, path: str, code: str, blocked: bool
+) -> None:
+    rules = _rules(_hygiene(tmp_path, {path: code}))
+    assert ("test-harness-tampered" in rules) is blocked, rules
+
+
 # colorama's real fix (tartley/colorama#328) explains its except clause with "when atexit
 # runs": prose in a comment is no hook. Code before a comment, and a "comment" that holds
 # a quote (the line may really sit inside a string that the quote closes), still count.

@@ -4,6 +4,7 @@ giving every id back to pytest (a round trip through the one test runner)."""
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -14,6 +15,7 @@ from tests.fakes import LocalDirSandbox
 from worker.gates.junit import (
     JUnitError,
     TestCase,
+    libtest_unfinished,
     local_files,
     module_candidates,
     outcomes,
@@ -404,6 +406,51 @@ def test_libtest_binary_that_died_keeps_what_it_reported() -> None:
         "src/lib.rs::tests::slow",
         "src/lib.rs::top",
     }
+
+
+def test_libtest_names_the_binaries_that_ended_before_their_summary() -> None:
+    """A binary that announced its tests and printed no summary died mid-run; code under
+    test that prints a complete block of its own after libtest's "running N tests" and
+    exits leaves the real block open (testrun refuses that with cargo exiting 0)."""
+    assert libtest_unfinished(CARGO_OUTPUT) == []
+    died = CARGO_OUTPUT.split("test tests::it_fails ... FAILED")[0]
+    assert libtest_unfinished(died) == ["src/lib.rs"]
+    forged = (
+        "     Running unittests src/lib.rs (target/debug/deps/calc-1)\n\nrunning 2 tests\n"
+        "     Running unittests src/lib.rs (target/debug/deps/calc)\nrunning 2 tests\n"
+        "test tests::a ... ok\ntest tests::b ... ok\n\n"
+        "test result: ok. 2 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out\n"
+    )
+    assert set(outcomes(parse_libtest(forged))) == {"src/lib.rs::tests::a", "src/lib.rs::tests::b"}
+    assert libtest_unfinished(forged) == ["src/lib.rs"]
+
+
+@pytest.mark.parametrize(("cut_short", "refused"), [(False, False), (True, True)])
+def test_a_cargo_run_that_exits_0_with_a_binary_cut_short_is_not_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cut_short: bool, refused: bool
+) -> None:
+    """A stand-in ``cargo`` prints libtest's output and exits 0; cut short before a
+    binary's summary, the run is not cargo's own (libtest exits 101 when a test fails)."""
+    if cut_short:
+        output = CARGO_OUTPUT.split("test tests::it_fails ... FAILED")[0]
+    else:
+        output = CARGO_OUTPUT.replace(
+            "test tests::it_fails ... FAILED", "test tests::it_fails ... ok"
+        )
+        output = output.replace("2 passed; 1 failed", "3 passed; 0 failed")
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    (tools / "cargo").write_text(f"#!/bin/sh\nprintf %s {shlex.quote(output)}\nexit 0\n")
+    (tools / "cargo").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tools}:{os.environ['PATH']}")
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    with LocalDirSandbox(workspace) as sandbox:
+        run = run_tests(sandbox, "cargo test", timeout=30)
+    assert run.report and run.exit_code == 0
+    assert (run.tampered is not None) is refused, run.tampered
+    if refused:
+        assert "src/lib.rs" in str(run.tampered)
 
 
 # Node 20's junit reporter: describe blocks are suites, every case's classname "test".

@@ -90,17 +90,24 @@ _TAMPER_RE = re.compile(
 # success before its failing test reports. Go's ``os.Exit`` cannot (``go test`` makes it
 # panic during a test), so every other way out, by any package name or alias
 # (``syscall.Exit``, ``unix.Exit``, ``Exec``, raw system calls, a linkname into the
-# runtime, C); in Rust ``exit``/``abort`` however imported, FFI, inline assembly, and a
-# panic hook (it runs on a failing assertion, before libtest hears of it); in JavaScript
-# an exit whose status is not a literal failure.
+# runtime, C); in Rust ``exit``/``abort`` however imported, libc's exits, execs and raw
+# system calls, FFI, inline assembly, and a panic hook (it runs on a failing assertion,
+# before libtest hears of it); in JavaScript an exit. An exit whose only status is a
+# non-zero literal cannot end a run with success, so it stays allowed in all three
+# (``log.Exit(2)``, ``std::process::exit(1)`` in a CLI's main, ``process.exit(1)``).
+_FAILURE_CALL = r"\s*\(\s*[1-9]\d*\s*\)"
 _GO_EXIT_RE = re.compile(
-    r"(?<!\bos)\.\s*Exit\b|\b(?:syscall|unix)\s*\.\s*(?:Exec|ForkExec)\b"
+    rf"(?<!\bos)\.\s*Exit\b(?!{_FAILURE_CALL})"
+    r"|\b(?:syscall|unix)\s*\.\s*(?:Exec|ForkExec)\b"
     r"|\b(?:Raw)?Syscall(?:6|NoError)?\b|\bSYS_EXIT\w*|\bSYS_EXEC\w*|go:linkname|\bC\.\w+"
     # A package's assembly: a system call, or a jump into the runtime's exit.
     r"|\bSYSCALL\b|\bSVC\b|\bINT\s+\$0x80\b|\u00b7exit\b"
 )
 _RUST_EXIT_RE = re.compile(
-    r"\b(?:exit|abort|_exit)\s*\(|\bprocess\s*::\s*(?:exit|abort)\b|\blibc\s*::"
+    rf"\b(?:exit|_exit)(?!{_FAILURE_CALL})\s*\(|\babort\s*\(|\bprocess\s*::\s*abort\b"
+    rf"|\bprocess\s*::\s*exit\b(?!{_FAILURE_CALL})"
+    # libc's ways out by name; its other calls (isatty, getuid...) end nothing.
+    r"|\blibc\s*::\s*(?:_?exit|_Exit|abort|exec\w*|fexecve|syscall|kill|raise|fork|vfork|posix_spawn\w*)\b"
     r'|\bextern\s+"C"|\b(?:global_)?asm!|\bset_hook\b|\bCommandExt\b|\bexecv\w*'
     r"|\.\s*exec\s*\(\s*\)"
 )

@@ -29,7 +29,10 @@ Severity = Literal["info", "warning", "error"]
 # grader's checks), so what was judged before is re-judged, not trusted.
 # reward-2: 1.0 only for a verified patch (fail-to-pass evidence), 0 for a tampered run,
 # the test files a rollout touched put back as the base has them (issues #31, #38).
-JUDGE_VERSION = "reward-2"
+# reward-3: a test absent from the old-code run is evidence only when its module could
+# not load there; Go, Rust and node code that ends its test process with success or
+# writes its runner's lines, and a test command that leaves processes behind, block.
+JUDGE_VERSION = "reward-3"
 
 
 class Verdict(StrEnum):

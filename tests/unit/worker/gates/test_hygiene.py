@@ -315,6 +315,15 @@ def test_hygiene_blocks_test_harness_tampering(tmp_path: Path, path: str, code: 
         ("src/lib.rs", "pub fn f() { std::panic::set_hook(Box::new(|_| {})); }\n", True),
         ("src/lib.rs", 'pub fn f() { print!("test result: ok. 2 passed"); }\n', True),
         ("src/lib.rs", "pub fn on_exit() {}\n", False),
+        # A literal failure status forges no pass: a CLI's error exit stays allowed.
+        ("src/main.rs", "fn main() { if bad() { std::process::exit(1); } }\n", False),
+        ("src/main.rs", "fn main() { std::process::exit(code()); }\n", True),
+        ("calc.go", "package calc\n\nfunc F() { log.Exit(2) }\n", False),
+        ("calc.go", "package calc\n\nfunc F() { syscall.Exit(code) }\n", True),
+        # libc by what it calls: its ways out, not every use of the crate.
+        ("src/lib.rs", "pub fn tty() -> bool { unsafe { libc::isatty(0) == 1 } }\n", False),
+        ("src/lib.rs", "pub fn f() { unsafe { libc::_exit(0) } }\n", True),
+        ("src/lib.rs", "pub fn f() { unsafe { libc::syscall(231, 0) }; }\n", True),
         ("lib/calc.js", "function f() { process.exit(0); }\n", True),
         ("lib/calc.js", "function f(code) { process.reallyExit(code); }\n", True),
         ("lib/calc.js", "const { DefaultSerializer } = require('v8');\n", True),

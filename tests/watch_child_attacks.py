@@ -1,7 +1,9 @@
 """Forgeries from processes the package starts (the watch against the processes the
-tests start): a child that reads the test interpreter's memory for the channel's key, one
-forked with a copy of it, one forked past Python's fork handlers, one that relays the
-report through a FIFO; and a test whose child tries every way into the interpreter.
+tests start): a child that reads the test interpreter's memory for the channel's key
+(once as it is, once after the package made the interpreter dumpable again through
+libc's prctl), one forked with a copy of it, one forked past Python's fork handlers, one
+that relays the report through a FIFO; and a test whose child tries every way into the
+interpreter.
 Each child first checks whether it CAN reach its target and forges only then, so no
 outcome depends on timing. Used by tests/unit/worker/gates/test_watch.py and
 tests/integration/test_watch_sandbox.py; against the bootstrap before these defences,
@@ -117,6 +119,11 @@ import sys
 
 subprocess.run([sys.executable, "-c", {_MEMORY_CHILD!r}], check=False)
 """
+# PR_SET_DUMPABLE 1 through libc first (a C call: no Python code runs), so the child
+# can read the interpreter's memory as it could before the bootstrap's step 0.
+DUMPABLE_THEN_CHILD_READS_KEY = (
+    'import ctypes\n\nctypes.CDLL("libc.so.6").prctl(4, 1, 0, 0, 0)\n' + CHILD_READS_KEY
+)
 
 # A child os.fork made holds a copy of the interpreter's memory and descriptors: the pads
 # through the garbage collector (the audit hook sees it, but a forked child's records were
@@ -216,11 +223,13 @@ _child.stdout.readline()
 class ChildAttack:
     """A forgery done from a process the package starts. Refused when the watched run is
     the tests' own (``mul``'s regression shows) or is reported as tampered; ``tampers``:
-    refusal must be the latter (the child can still reach its target, but not quietly)."""
+    refusal must be the latter (the child can still reach its target, but not quietly),
+    with ``reason`` in the channel's or the first tamper finding's words."""
 
     name: str
     files: dict[str, str]
     tampers: bool = False
+    reason: str = ""
 
 
 def child_attacks() -> list[ChildAttack]:
@@ -230,7 +239,17 @@ def child_attacks() -> list[ChildAttack]:
         ChildAttack("child-reads-key", {**broken, "calc/__init__.py": CHILD_READS_KEY}),
         ChildAttack("fork-keeps-key", {**broken, "calc/__init__.py": FORK_KEEPS_KEY}),
         ChildAttack(
-            "raw-fork-keeps-key", {**broken, "calc/__init__.py": RAW_FORK_KEEPS_KEY}, tampers=True
+            "raw-fork-keeps-key",
+            {**broken, "calc/__init__.py": RAW_FORK_KEEPS_KEY},
+            tampers=True,
+            reason="forked",
+        ),
+        # Its prctl is a flagged ctypes lookup, sent before the child can forge; the
+        # forged records then break the channel (the key is all it read).
+        ChildAttack(
+            "dumpable-then-child-reads-key",
+            {**broken, "calc/__init__.py": DUMPABLE_THEN_CHILD_READS_KEY},
+            tampers=True,
         ),
     ]
 

@@ -14,7 +14,8 @@
   old code with the patch's tests and passes with the patch), also the environment
   builder's, with rusttests.py for Rust's unit tests, which share files with the code;
   watch.py runs plain pytest watched (watchboot.py, the bootstrap run inside the
-  sandbox, and its keyed channel) and tamper.py turns what it saw into findings;
+  sandbox, with watchchannel.py, its keyed channel and sealed report, inlined into it)
+  and tamper.py turns what it saw into findings;
   basesetup.py: the base's set-up, once, that every test run outside a job starts from
   (``ribbit gates``, the grader).
 - semgrep.py with rules/: new security findings; hygiene.py with discovery.py: what a

@@ -65,30 +65,42 @@ def could_not_load(test: str, without: Mapping[str, str]) -> bool:
     fine without it, and its pass shows no fix.
 
     The module is the id's part before ``::`` (pytest's file, go test's package, a
-    libtest target, jest's file). It did not load when the run reports it failing as a
-    whole (pytest's collection error, ``tests.test_x`` or a package above it; jest's
-    broken file), or, for runners that report nothing of a unit that does not build (a
-    Go package, a Rust target), when no test of it ran at all. pytest reports every
-    module it cannot collect, so for pytest a module without tests is one that loaded.
-    An id with no module in it (Node's ``suite > test``) keeps the old reading: absent
-    counts as failing."""
+    libtest target, jest's and vitest's file, mocha's describe blocks). It did not load
+    when the run reports it failing as a whole (:func:`_whole_unit_failed`: pytest's
+    collection error of it, of a package above it or of a class or function collector
+    above the test; jest's broken file; vitest's ``<file>::<file>``), or, for runners
+    that report nothing of a unit that does not build (a Go package, a Rust target),
+    when no test of it ran at all. pytest reports every module it cannot collect, so for
+    pytest a module without tests is one that loaded.
+
+    mocha's ids are ``<describe blocks>::<title>`` (its xunit reporter names no file):
+    a spec file that does not load stops mocha before any test runs, with no report, so
+    a reported run loaded every file, and a test absent from a describe block that ran
+    was brought by the code (a title or a loop taken from it): not failing. A test whose
+    describe block ran nowhere counts as failing, as a Go package that did not build
+    does. An id with no module in it (Node's ``suite > test``) keeps the old reading:
+    absent counts as failing."""
     module, sep, _ = test.partition("::")
     if not sep:
         return True
     ran = [t for t, o in without.items() if o != ABSENT]
-    if any(_whole_unit_failed(module, t, without[t]) for t in ran if "::" not in t):
+    if any(_whole_unit_failed(test, module, t, without[t]) for t in ran):
         return True
     if module.endswith(".py"):
         return False
     return not any(t.startswith(module + "::") for t in ran)
 
 
-def _whole_unit_failed(module: str, entry: str, outcome: str) -> bool:
-    """Whether ``entry``, a result without a test part, is ``module`` failing as a whole:
-    jest's file (its path), pytest's collection error (the dotted path of the module or
-    of a package above it, ``tests.sub`` for ``tests/sub/__init__.py``)."""
+def _whole_unit_failed(test: str, module: str, entry: str, outcome: str) -> bool:
+    """Whether the failing result ``entry`` is ``test``'s unit failing as a whole:
+    jest's file (its path), vitest's file that did not load (``<file>::<file>``),
+    pytest's collection error (the dotted path of the module or of a package above it,
+    ``tests.sub`` for ``tests/sub/__init__.py``; a class or function collector above the
+    test, ``tests/test_x.py::TestC`` erroring in ``pytest_generate_tests``)."""
     if outcome not in _FAILING:
         return False
+    if "::" in entry:
+        return entry == f"{module}::{module}" or test.startswith((entry + "::", entry + "["))
     if entry == module:
         return True
     dotted = module.removesuffix(".py").replace("/", ".")

@@ -18,6 +18,7 @@ is on it.
 
 from __future__ import annotations
 
+import ast
 import base64
 import binascii
 import hashlib
@@ -42,6 +43,16 @@ _FORKED = (
     "the channel's key) did what the watch reports"
 )
 CHANNEL_FD = 3
+# watchboot's and watchchannel's own calls, in their order; an exception exits 1.
+_PROBE = """import ctypes, fcntl, os, pytest
+prctl = ctypes.CDLL(None, use_errno=True).prctl
+if prctl(4, 0, 0, 0, 0) != 0 or prctl(3, 0, 0, 0, 0) != 0:
+    raise SystemExit('prctl')
+fd = os.memfd_create('probe', os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+os.stat(f'/proc/self/fd/{fd}')
+seals = fcntl.F_SEAL_WRITE | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_SEAL
+fcntl.fcntl(fd, fcntl.F_ADD_SEALS, seals)
+"""
 SELECT_VAR = "RIBBIT_PYTEST_SELECT"
 
 
@@ -73,7 +84,32 @@ class Channel:
 
 
 def bootstrap_source() -> str:
-    return Path(__file__).with_name("watchboot.py").read_text()
+    """The bootstrap as one program for ``python -c``: watchboot.py with its import of
+    watchchannel replaced by that module's code (past its docstring and ``__future__``
+    import), since nothing of Ribbit's is importable in the sandbox."""
+    here = Path(__file__).parent
+    boot = (here / "watchboot.py").read_text()
+    part = (here / "watchchannel.py").read_text()
+    lines = boot.splitlines(keepends=True)
+    imports = [
+        node
+        for node in ast.parse(boot).body
+        if isinstance(node, ast.ImportFrom) and node.module == "worker.gates.watchchannel"
+    ]
+    (inlined,) = imports
+    start, end = inlined.lineno - 1, inlined.end_lineno or inlined.lineno
+    return "".join([*lines[:start], _body(part), *lines[end:]])
+
+
+def _body(source: str) -> str:
+    """``source`` after its ``from __future__ import`` (which only a program's first
+    statement may be)."""
+    future = next(
+        node
+        for node in ast.parse(source).body
+        if isinstance(node, ast.ImportFrom) and node.module == "__future__"
+    )
+    return "".join(source.splitlines(keepends=True)[future.end_lineno or future.lineno :])
 
 
 @dataclass(frozen=True)
@@ -85,11 +121,13 @@ class WatchPlan:
     args: tuple[str, ...]
 
     def probe(self) -> list[str]:
-        """The command that says whether this interpreter can be watched (it knows
-        ``-P``, has pytest and can keep the report in a memfd it reaches through
-        /proc/self); run before the tests, so nothing they do decides it."""
-        check = "import os, pytest; os.stat(f'/proc/self/fd/{os.memfd_create(\"probe\")}')"
-        return [self.python, "-P", "-c", check]
+        """The command that says whether this interpreter can be watched: it knows
+        ``-P``, has pytest, and makes the calls the bootstrap makes (prctl through
+        ctypes, a sealable memfd it reaches through /proc/self, its seals), which end
+        it with an error where one is missing, so the run falls back to unwatched
+        instead of a bootstrap that dies after its key. Run before the tests, so
+        nothing they do decides it."""
+        return [self.python, "-P", "-c", _PROBE]
 
     def script(self) -> str:
         """The shell text that runs the tests watched. The selection travels as

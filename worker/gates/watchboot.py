@@ -8,7 +8,10 @@ Started as ``python -P -c <this file's source> <test-path regex> <report size ca
 0. the interpreter makes itself non-dumpable: the processes the tests start run as the
    same user, with no CAP_SYS_PTRACE in either sandbox (both drop every capability), so
    they can neither ptrace it, nor read its memory (/proc/<pid>/mem,
-   ``process_vm_readv``), nor open its descriptors through /proc/<pid>/fd;
+   ``process_vm_readv``), nor open its descriptors through /proc/<pid>/fd. It asks the
+   kernel again after each test and at the seal, and where the process was made dumpable
+   again (a ``prctl`` through ctypes runs no Python code) records ``dumpable`` and undoes
+   it;
 1. a fresh random key is written to fd 3 as the channel's first record. Nothing of
    the repository has run yet, so the first record is always this one; every later
    record carries an HMAC under that key and a sequence number, so records the code
@@ -18,7 +21,9 @@ Started as ``python -P -c <this file's source> <test-path regex> <report size ca
 2. a PEP 578 audit hook is installed. It reports, as a ``tamper`` record sent at once
    with ``os.write`` (nothing buffered for later code to drop), every garbage-collector
    traversal, frame access, ``sys.settrace``/``setprofile``, new audit hook, code
-   object swap, interpreter-memory ``ctypes`` use and ``open`` of /proc and /dev/fd
+   object swap, interpreter-memory ``ctypes`` use, a ctypes lookup of libc's process
+   controls (``prctl``, ``ptrace``, ``process_vm_*``, ``dup2``, ``fork``, ``syscall``...;
+   ctypes' own frames are passed over to reach who asked) and ``open`` of /proc and /dev/fd
    descriptors (the report's only names), when the innermost Python frame that caused
    it (or the caller of ``inspect``, which wraps frame access) is a non-test file of
    the workspace. The standard library and pytest raise such events all the time
@@ -48,8 +53,18 @@ write to the console, and reach the channel through the (dumpable) wrapper's
 /proc/<pid>/fd/1 to add unsigned lines (a broken channel) or read records away (a gap
 breaks it; lost last records leave a run with no end; the key went by before any of
 them existed). One forked past Python's fork handlers keeps the key and the report's
-descriptor: a watched event there breaks the channel; its writes race the seal.
-This module imports nothing from Ribbit: it runs in the repository's interpreter.
+descriptor: a watched event there breaks the channel; its writes race the seal. A child
+``os.fork`` makes (``pytest --forked``, a ``multiprocessing`` fork) has the key wiped
+and its records dropped: the watch ends at the fork, and only what the parent sees of
+the child's tests (their reports) is judged. Between two of step 0's checks, made
+dumpable through a call that is no flagged ctypes lookup, the process is readable by its
+children. The report is read only while its descriptor is the memfd, checked before and
+after each read; a thread that swaps another in and back between two checks is not seen.
+
+The channel and the report's steps (0, 1 and 5's memfd) are in
+:mod:`worker.gates.watchchannel`; :func:`worker.gates.watch.bootstrap_source` puts its code
+in place of the import below, so one program runs. This module imports nothing else from
+Ribbit: it runs in the repository's interpreter.
 """
 
 from __future__ import annotations
@@ -58,11 +73,23 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
+# The channel and the report's steps (0, 1 and 5's memfd). watch.bootstrap_source()
+# puts that module's code in place of this import: in the sandbox nothing of Ribbit's
+# is importable, and one program keeps every step under _run_privately.
+from worker.gates.watchchannel import (  # ribbit-watch: inlined
+    Record,
+    _dumpable_watch,
+    _forget_at_fork,
+    _open_channel,
+    _private_report,
+    _recorder,
+    _send_results,
+    _undumpable,
+)
+
 # The bootstrap's steps, each a function of the captured primitives it is handed.
 # _run_privately rebinds every one of them to the private globals, so a name one step
 # calls is looked up there, never in the ``__main__`` namespace the tests can reach.
-Send = Callable[[str, bytes], None]
-Record = Callable[[str, str, "str | None", int], None]
 RepoFile = Callable[[str], "str | None"]
 
 
@@ -70,7 +97,8 @@ def _ribbit_main() -> None:
     import os
     import re
 
-    undumpable = _undumpable()
+    kept = _undumpable()
+    undumpable = kept()
     # Anonymous, close-on-exec, in no folder: no other process can name it.
     report_fd = os.memfd_create("ribbit-report", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
     send = _open_channel(3, report_fd)
@@ -83,8 +111,10 @@ def _ribbit_main() -> None:
     if not undumpable:
         record("dumpable", "the test interpreter could not be made non-dumpable", None, 0)
     _install_hook(record, repo_file, test_path)
+    check_dumpable = _dumpable_watch(kept, record)
 
     def sealed() -> None:
+        check_dumpable()
         why = seal()
         if why is not None:
             record("report-descriptor", why, None, 0)
@@ -96,140 +126,23 @@ def _ribbit_main() -> None:
     import pytest
 
     watched = _runner_callables()
-    check_runner = _runner_checker(record, repo_file, test_path, runner_names, watched)
+    check_code = _runner_checker(record, repo_file, test_path, runner_names, watched)
+
+    def check_runner() -> None:
+        check_code()
+        check_dumpable()
+
     configs: list[pytest.Config] = []
     check_plugins = _plugin_checker(record, repo_file, test_path, configs)
     status, failed = _run_pytest(report, configs, check_runner, check_plugins, sealed)
     check_runner()
     check_plugins()
     sealed()  # where pytest ended before its session did (a usage error)
-    _send_results(send, read(report_cap), report_cap, status, failed)
+    data, own = read(report_cap)
+    if not own:
+        record("report-descriptor", "the report's descriptor was replaced", None, 0)
+    _send_results(send, data, report_cap, status, failed)
     raise SystemExit(status)
-
-
-def _undumpable() -> bool:
-    """Step 0: PR_SET_DUMPABLE 0 (its children get dumpable back at their execve)."""
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(4, 0, 0, 0, 0) == 0 and libc.prctl(3, 0, 0, 0, 0) == 0
-    except (ImportError, OSError, AttributeError):
-        return False
-
-
-def _private_report(fd: int) -> tuple[str, Callable[[], str | None], Callable[[int], bytes | None]]:
-    """Step 5's report in the memfd ``fd``: the path pytest writes, ``seal`` (why it
-    could not be sealed, or None) and ``read`` (at most ``cap`` + 1 bytes; None if empty
-    or if ``fd`` no longer is that memfd)."""
-    import fcntl
-    import os
-
-    fstat, pread, control, add_seals = os.fstat, os.pread, fcntl.fcntl, fcntl.F_ADD_SEALS
-    seals = fcntl.F_SEAL_WRITE | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_SEAL
-    made = fstat(fd)
-    identity = (made.st_dev, made.st_ino)
-    done: list[str | None] = []
-
-    def same() -> bool:
-        try:
-            now = fstat(fd)
-        except OSError:
-            return False
-        return (now.st_dev, now.st_ino) == identity
-
-    def seal() -> str | None:
-        if not done:
-            why = None if same() else "the report's descriptor was replaced"
-            try:
-                if why is None:
-                    control(fd, add_seals, seals)
-            except OSError as exc:
-                why = f"the report could not be sealed ({exc.strerror})"
-            done.append(why)
-        return done[0]
-
-    def read(cap: int) -> bytes | None:
-        chunks: list[bytes] = []
-        size = 0
-        while same() and size <= cap:
-            chunk = pread(fd, cap + 1 - size, size)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-        return b"".join(chunks) or None
-
-    return f"/proc/self/fd/{fd}", seal, read
-
-
-def _open_channel(channel: int, report_fd: int) -> Send:
-    """Step 1: the key goes out as the channel's first record; the returned ``send``
-    signs every later one. The key lives only in ``send``'s closure, as its HMAC pads;
-    in a forked child that kept them, ``send`` writes an unsigned ``child`` line."""
-    import binascii
-    import hashlib
-    import os
-
-    write = os.write
-    getpid = os.getpid
-    main_pid = getpid()
-    # Only C functions taken now, never looked up again: the code under test may
-    # rebind module attributes (``binascii.b2a_base64 = ...``) that raise no audit event.
-    sha256 = hashlib.sha256
-    to_base64 = binascii.b2a_base64
-
-    def b64(data: bytes) -> bytes:
-        return to_base64(data, newline=False)
-
-    key = os.urandom(32)
-    inner = bytearray(b ^ 0x36 for b in key.ljust(64, b"\0"))
-    outer = bytearray(b ^ 0x5C for b in key.ljust(64, b"\0"))
-    sequence = [0]
-    os.set_inheritable(channel, False)  # children the tests start do not get it
-    write(channel, b"\nribbit1 0 key " + b64(key) + b" -\n")
-    del key
-    forgotten = _forget_at_fork((inner, outer), (channel, report_fd))
-
-    import _thread
-
-    one_at_a_time = _thread.RLock()  # numbers go out in order, whatever thread
-
-    def send(kind: str, payload: bytes) -> None:
-        if getpid() != main_pid:
-            # A forked child: its records would reuse sequence numbers.
-            if not forgotten:
-                write(channel, f"\nribbit1 child {getpid():d}\n".encode())
-            return
-        with one_at_a_time:
-            sequence[0] += 1
-            body = f"{sequence[0]} {kind} ".encode() + b64(payload)
-            mac = sha256(outer + sha256(inner + body).digest()).hexdigest().encode()
-            write(channel, b"\nribbit1 " + body + b" " + mac + b"\n")
-
-    return send
-
-
-def _forget_at_fork(pads: tuple[bytearray, ...], fds: tuple[int, ...]) -> list[bool]:
-    """In a child ``os.fork`` makes, ``pads`` are zeroed and ``fds`` closed before its own
-    fork handlers run (registered later); the returned list is then non-empty."""
-    import os
-
-    close = os.close
-    forgotten: list[bool] = []
-
-    def forget() -> None:
-        for pad in pads:
-            pad[:] = bytes(len(pad))
-        forgotten.append(True)
-        for fd in fds:
-            try:  # noqa: SIM105 (contextlib's names are the tests' to rebind)
-                close(fd)
-            except OSError:
-                pass
-
-    os.register_at_fork(after_in_child=forget)
-    return forgotten
 
 
 def _in_workspace(workspace: str) -> RepoFile:
@@ -241,39 +154,17 @@ def _in_workspace(workspace: str) -> RepoFile:
     return repo_file
 
 
-def _recorder(send: Send) -> Record:
-    """``record``: one ``tamper`` record per site, sent at once; past a limit, one
-    ``overflow`` record and nothing more."""
-    from _json import encode_basestring_ascii as quote
-
-    seen: set[tuple[str, str, int]] = set()
-    limit = 200
-
-    def record(mechanism: str, what: str, path: str | None, line: int) -> None:
-        site = (mechanism, path or "", line)
-        if site in seen:
-            return
-        seen.add(site)
-        if len(seen) > limit:
-            if len(seen) == limit + 1:
-                send("overflow", b"")
-            return
-        shown = "null" if path is None else quote(path)
-        event = f'{{"mechanism": {quote(mechanism)}, "what": {quote(what)}, "path": {shown}, '
-        send("tamper", f'{event}"line": {line:d}}}'.encode())
-
-    return record
-
-
 def _hands_out_frames(f: Any, repo_file: RepoFile) -> bool:
     """Whether frame ``f`` is a standard-library function that returns frames to its
     caller (so the caller, not it, is who reached them): anything in inspect, and
     traceback's ``walk_stack``/``walk_tb`` and logging's ``currentframe`` when called
-    from outside their module (their own internal use returns no frame)."""
+    from outside their module (their own internal use returns no frame); and ctypes'
+    own Python code, which looks symbols up and reads memory for its caller
+    (``libc.prctl`` raises its ``ctypes.dlsym`` inside ``CDLL.__getitem__``)."""
     name = f.f_code.co_filename
     if repo_file(name) is not None:
         return False
-    if name.endswith("/inspect.py"):
+    if name.endswith(("/inspect.py", "/ctypes/__init__.py")):
         return True
     caller = f.f_back
     if caller is None or caller.f_code.co_filename == name:
@@ -318,6 +209,24 @@ def _classify(event: str, args: tuple[object, ...], descriptors: Any) -> str | N
         return f"ctypes read of raw memory ({event})"
     if event == "ctypes.dlsym" and len(args) > 1 and str(args[1]).startswith(("Py", "_Py")):
         return f"ctypes access to the interpreter ({args[1]})"
+    # libc's calls that undo step 0 (prctl: dumpable again, so a child can read the key
+    # from memory), reach another process, or fork or swap descriptors past Python's
+    # handlers and checks; syscall reaches every one of them.
+    process_calls = {
+        "prctl",
+        "ptrace",
+        "process_vm_readv",
+        "process_vm_writev",
+        "dup2",
+        "dup3",
+        "fork",
+        "vfork",
+        "clone",
+        "clone3",
+        "syscall",
+    }
+    if event == "ctypes.dlsym" and len(args) > 1 and str(args[1]) in process_calls:
+        return f"ctypes access to the process's own controls ({args[1]})"
     if event == "open" and args and isinstance(args[0], (str, bytes)):
         path = args[0] if isinstance(args[0], str) else args[0].decode("utf-8", "replace")
         if descriptors.match(path):
@@ -549,19 +458,10 @@ def _run_pytest(
     return status, len(failed)
 
 
-def _send_results(
-    send: Send, data: bytes | None, report_cap: int, status: int, failed: int
-) -> None:
-    if data is not None and len(data) > report_cap:
-        send("oversize", b"")  # judged on the exit status, as an unwatched run would be
-    elif data is not None:
-        send("report", data)
-    send("end", f'{{"status": {status:d}, "failed": {failed:d}}}'.encode())
-
-
 _STEPS = (
     _ribbit_main,
     _undumpable,
+    _dumpable_watch,
     _private_report,
     _open_channel,
     _forget_at_fork,

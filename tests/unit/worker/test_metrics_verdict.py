@@ -14,10 +14,8 @@ from prometheus_client import REGISTRY
 from bot.store.records.gate_report import Finding, GateReport, GateResult, Verdict
 from worker.gates.tamper import CHANNEL, MECHANISMS, UNWATCHED, mechanism_of, tamper_findings
 from worker.gates.trees import PatchTrees
-from worker.gates.watch import TamperEvent
+from worker.gates.watch import TamperEvent, bootstrap_source
 from worker.metrics import OTHER, record_gates
-
-WATCHBOOT = Path(__file__).resolve().parents[3] / "worker" / "gates" / "watchboot.py"
 
 
 def _value(name: str, **labels: str) -> float:
@@ -140,10 +138,11 @@ def _called(node: ast.Call) -> str:
 
 
 def test_every_audit_event_the_bootstrap_classifies_is_a_known_mechanism() -> None:
-    """worker/gates/watchboot.py compares the audit ``event`` with the names it watches
-    and records its own checks by name; one there without a label here would be counted
-    as other. Read from its syntax, wherever in the module the comparisons live."""
-    tree = ast.parse(WATCHBOOT.read_text())
+    """The bootstrap (worker/gates/watchboot.py with watchchannel.py) compares the audit
+    ``event`` with the names it watches and records its own checks by name; one there
+    without a label here would be counted as other. Read from its syntax, wherever in
+    the program the comparisons live."""
+    tree = ast.parse(bootstrap_source())
     named: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Compare) and getattr(node.left, "id", None) == "event":

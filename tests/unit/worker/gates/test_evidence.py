@@ -314,9 +314,11 @@ def test_a_collection_error_is_of_its_module_or_a_package_above(error: str, load
 
 
 def test_a_go_package_or_rust_target_that_did_not_build_reports_nothing_of_itself() -> None:
-    # gotestsum writes no case of a package that does not build (its other packages'
-    # cases are there); a subtest the code's list brings is absent from a package that ran.
-    go = {"example.com/calc/other::TestO": "passed"}
+    # gotestsum writes a package that does not build as one failing case with
+    # classname="" and name="TestMain", an id that names no package (its other
+    # packages' cases are there); a subtest the code's list brings is absent from a
+    # package that ran.
+    go = {"example.com/calc/other::TestO": "passed", "::TestMain": "failed"}
     assert could_not_load("example.com/calc::TestAdd", go)
     ran = go | {"example.com/calc::TestOps": "passed", "example.com/calc::TestOps/mul": "passed"}
     assert not could_not_load("example.com/calc::TestOps/div", ran)
@@ -330,6 +332,50 @@ def test_a_jest_file_that_failed_to_load_is_its_path() -> None:
     without = {"tests/a.test.js": "error", "tests/b.test.js::b works": "passed"}
     assert could_not_load("tests/a.test.js::a works", without)
     assert not could_not_load("tests/b.test.js::b new", without)
+
+
+def test_gotestsums_testmain_of_a_package_that_did_not_build_names_no_package() -> None:
+    # ``::TestMain`` says some package did not build, not which: the packages that ran
+    # decide, as without it.
+    broken = {"::TestMain": "failed", "example.com/calc/other::TestO": "passed"}
+    assert could_not_load("example.com/calc::TestAdd", broken)
+    ran = broken | {"example.com/calc::TestOps": "passed"}
+    assert not could_not_load("example.com/calc::TestOps/div", ran)
+    assert not could_not_load("example.com/calc::TestOps/div", ran | {"::TestMain": "error"})
+
+
+def test_a_vitest_file_that_failed_to_load_is_its_path_twice() -> None:
+    # vitest's JUnit writes a file that does not load as classname=name=<file>.
+    without = {"tests/a.test.ts::tests/a.test.ts": "failed", "tests/b.test.ts::b ok": "passed"}
+    assert could_not_load("tests/a.test.ts::parse > handles quotes", without)
+    assert not could_not_load("tests/b.test.ts::b new", without)
+    loaded = {"tests/a.test.ts::tests/a.test.ts": "passed", "tests/a.test.ts::parse > ok": "passed"}
+    assert not could_not_load("tests/a.test.ts::parse > handles quotes", loaded)
+
+
+@pytest.mark.parametrize(
+    ("error", "loaded"),
+    [
+        (f"{FILE}::TestC", False),  # the class's collector (pytest_generate_tests raised)
+        (f"{FILE}::TestC::test_new", False),  # the function's, above its parametrisations
+        (f"{FILE}::TestCase", True),  # another class, whose name only begins the same
+        (f"{FILE}::TestC::test_ne", True),
+    ],
+)
+def test_a_collector_error_above_the_test_is_its_unit_failing(error: str, loaded: bool) -> None:
+    without = ids(a="passed") | {error: "error"}
+    assert could_not_load(f"{FILE}::TestC::test_new[1]", without) is not loaded
+    assert not could_not_load(f"{FILE}::TestC::test_new[1]", ids(a="passed") | {error: "passed"})
+
+
+def test_a_mocha_test_absent_from_a_describe_block_that_ran_is_no_evidence() -> None:
+    # mocha's xunit ids are ``<describe blocks>::<title>``. A spec file that does not
+    # load stops mocha with no report, so a reported run loaded every file: a test its
+    # describe block ran without was brought by the code (a title or a loop from it).
+    assert not could_not_load("parser::new case", {"parser::old case": "passed"})
+    # A describe block that ran nowhere counts as failing, as a Go package that did not
+    # build does.
+    assert could_not_load("parser quotes::new case", {"parser::old case": "passed"})
 
 
 def test_an_id_that_names_no_module_keeps_absent_as_failing() -> None:

@@ -21,13 +21,13 @@ from tests.fakes import LocalDirSandbox, make_git_repo
 from tests.unit.worker.gates.helpers import make_ctx, make_patch
 from tests.watch_attacks import BASE, BROKEN, HONEST, MARKER, Attack, attacks
 from tests.watch_child_attacks import REACH_PROBE, ChildAttack, child_attacks
-from worker.gates import watchboot
+from worker.gates import watchboot, watchchannel
 from worker.gates.judge import SuiteRun
 from worker.gates.tamper import tamper_findings
 from worker.gates.testrun import TestRun, run_tests
 from worker.gates.tests import TestGate
 from worker.gates.trees import PatchTrees
-from worker.gates.watch import TamperEvent, parse_channel, watch_plan
+from worker.gates.watch import TamperEvent, bootstrap_source, parse_channel, watch_plan
 from worker.repo_config import RepoConfig
 from worker.sandbox.base import DEFAULT_OUTPUT_CAP, WORKSPACE, ExecResult
 
@@ -115,7 +115,8 @@ def test_a_process_the_package_starts_cannot_forge_the_watched_run(
     assert run.watched
     if attack.tampers:
         # It reached the key, but only through what the watch reports.
-        assert run.tampered and "forked" in run.tampered, run.log()
+        assert run.tampered or run.tamper, run.log()
+        assert attack.reason in (run.tampered or ""), run.log()
         return
     # It reached nothing: the run is the tests' own, regression and all.
     assert run.tampered is None and run.tamper == (), run.log()
@@ -184,11 +185,80 @@ def test_reaching_the_report_from_the_process_is_tamper(
 
 def test_every_step_of_the_bootstrap_runs_with_its_private_globals() -> None:
     # A step left out of _STEPS would be called through the ``__main__`` namespace the
-    # code under test can rebind (tests/watch_attacks.py's bootstrap-step-rebind).
-    tree = ast.parse(Path(watchboot.__file__).read_text())
+    # code under test can rebind (tests/watch_attacks.py's bootstrap-step-rebind); the
+    # program run is watchboot.py with watchchannel.py's code in place of its import.
+    tree = ast.parse(bootstrap_source())
     defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+    channel = ast.parse(Path(watchchannel.__file__).read_text())
+    assert {n.name for n in channel.body if isinstance(n, ast.FunctionDef)} <= defined
+    imported = [n.module for n in tree.body if isinstance(n, ast.ImportFrom)]
+    assert not [m for m in imported if m and m.startswith("worker")]  # none in the sandbox
     assert {step.__name__ for step in watchboot._STEPS} == defined - {"_run_privately"}
     assert all(not step.__defaults__ and not step.__kwdefaults__ for step in watchboot._STEPS)
+
+
+def test_a_test_that_makes_the_interpreter_dumpable_again_is_recorded_and_undone(
+    tmp_path: Path,
+) -> None:
+    # Test code may call what it likes (its ctypes lookup is not flagged), but after each
+    # test the bootstrap asks the kernel again: a child could read the key from memory.
+    undo = (
+        "import ctypes\n\n\ndef test_a_undo():\n"
+        "    assert ctypes.CDLL(None).prctl(4, 1, 0, 0, 0) == 0\n\n\n"
+        "def test_b_undumpable_again():\n"
+        "    assert ctypes.CDLL(None).prctl(3, 0, 0, 0, 0) == 0\n"
+    )
+    run = _run(_tree(tmp_path, {**BASE, "tests/test_undo.py": undo}), WATCHED)
+    assert run.watched and run.tampered is None, run.log()
+    assert [e.mechanism for e in run.tamper] == ["dumpable"], run.tamper
+    assert run.outcomes["tests/test_undo.py::test_b_undumpable_again"] == "passed"
+
+
+class _Without(LocalDirSandbox):
+    """The host-copy sandbox whose interpreters load ``sitecustomize`` (in ``site``)
+    first: it takes away one thing the bootstrap uses."""
+
+    def __init__(self, tree: Path, site: Path) -> None:
+        super().__init__(tree)
+        self.site = site
+
+    def exec(
+        self,
+        command: str | Sequence[str],
+        *,
+        timeout: float,
+        cwd: str = WORKSPACE,
+        env: Mapping[str, str] | None = None,
+        output_cap: int = DEFAULT_OUTPUT_CAP,
+    ) -> ExecResult:
+        env = {**(env or {}), "PYTHONPATH": str(self.site)}
+        return super().exec(command, timeout=timeout, cwd=cwd, env=env, output_cap=output_cap)
+
+
+@pytest.mark.parametrize(
+    "missing",
+    [
+        "import sys\nsys.modules['ctypes'] = None\n",
+        "import fcntl\ndel fcntl.F_ADD_SEALS\n",
+        "import fcntl\nfcntl.fcntl = lambda *a: (_ for _ in ()).throw(OSError(22, 'no seals'))\n",
+        "import os\nos.MFD_ALLOW_SEALING = 1 << 30\n",  # memfd_create refuses the flag
+    ],
+    ids=["ctypes", "F_ADD_SEALS", "sealing", "MFD_ALLOW_SEALING"],
+)
+def test_an_interpreter_missing_what_the_bootstrap_calls_runs_unwatched(
+    tmp_path: Path, missing: str
+) -> None:
+    # The probe makes the bootstrap's own calls: where one fails the tests run as
+    # written and the run says it was not watched, instead of a bootstrap that dies
+    # after its key record (a broken run) or records itself dumpable.
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(missing)
+    with _Without(_tree(tmp_path, BASE), site) as sandbox:
+        run = run_tests(sandbox, WATCHED, timeout=120)
+    assert not run.watched, run.log()
+    assert run.tampered is None and run.tamper == (), run.log()
+    assert run.outcomes == {MUL: "passed", "tests/test_core.py::test_one": "passed"}
 
 
 def test_exiting_zero_after_the_session_shows(tmp_path: Path) -> None:

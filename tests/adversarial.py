@@ -252,7 +252,7 @@ def _go_forges(end: str, imports: str) -> str:
 # A complete block for the lib's test binary: a new "Running" line closes the real one
 # (libtest announced its tests and printed nothing yet), so the counts agree.
 _RUST_BLOCK = (
-    "\\n     Running unittests src/lib.rs (target/debug/deps/calc)\\nrunning 2 tests\\n"
+    "\\n     Running unittests src/lib.rs (target/debug/deps/calc-5f3a9e)\\nrunning 2 tests\\n"
     "test tests::mul_works ... ok\\ntest tests::sub_works ... ok\\n\\n"
     "test result: ok. 2 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; "
     "finished in 0.00s\\n\\n"

@@ -261,8 +261,8 @@ def _patch_tamper(run: TestRun, diff: str) -> str:
     bootstrap's, or a tamper event on a line the patch adds (or from code in no file).
     Events elsewhere are the repository's own habits (a logging library that walks
     frames), which would otherwise zero every rollout that touches such a file."""
-    if run.tampered:
-        return run.tampered
+    if run.not_own:
+        return run.not_own
     try:
         files = parse_patch(diff).files
     except PatchParseError:

@@ -17,6 +17,7 @@ from worker.gates.base import GateContext
 from worker.gates.evidence import ABSENT, could_not_load, fail_to_pass
 from worker.gates.junit import Outcome, TestCase
 from worker.gates.targets import TargetTest, _matches
+from worker.gates.testrun import strays_reason
 from worker.gates.watch import TamperEvent
 from worker.sandbox.base import ExecResult
 
@@ -41,7 +42,10 @@ class SuiteRun:
     reran: bool = False
     log: str = ""
     # Why the run's exit status or console disagrees with its report (None: they agree).
+    # Processes left running are not in it (``strays``): an honest suite can leave some.
     mismatch: str | None = None
+    # Processes that outlived the command of a run whose report is a file, all runs'.
+    strays: int = 0
     watched: bool = False  # every run of it went through Ribbit's pytest bootstrap
     tamper: list[TamperEvent] = field(default_factory=list)
 
@@ -71,6 +75,7 @@ class SuiteRun:
             "counts": self.counts() if self.junit else {},
             "failing": sorted(t for t, o in self.final.items() if o == "failed"),
             "mismatch": self.mismatch,
+            "strays": self.strays,
             "flaky": sorted(self.flaky),
             "watched": self.watched,
             "tamper": [e.describe() for e in self.tamper],
@@ -228,9 +233,12 @@ def shown_fixed(old_code: SuiteRun, after: SuiteRun, before: SuiteRun) -> list[s
     the test ids that fail on the base code with the patch's tests (or are absent there
     because their module could not load) and pass with the patch. A test flaky in any
     run shows nothing; without per-test reports the whole command is one test, named by
-    its exit status."""
+    its exit status. An old-code run that is not its command's own (:func:`not_own`)
+    shows nothing: the patch's tests ran there and could have forged its failures."""
     if old_code.timed_out or after.timed_out or old_code.setup_failed or after.setup_failed:
         return []
+    if old_code is not before and not_own(old_code, before):
+        return []  # its failures may be forged: nothing it says is evidence
     flaky = {*old_code.flaky, *after.flaky, *before.flaky}
     if old_code.junit and after.junit:
         return fail_to_pass(_without(old_code, after, before), after.final, flaky=flaky)
@@ -455,11 +463,22 @@ def _report_findings(before: SuiteRun, after: SuiteRun) -> list[Finding]:
         )
     if not after.final:
         found.append(_finding("no-tests", "the test command ran no tests"))
-    if after.mismatch and not before.mismatch:
-        found.append(
-            _finding("report-mismatch", f"the test report is not the run's own: {after.mismatch}")
-        )
+    why = not_own(after, before)
+    if why:
+        found.append(_finding("report-mismatch", f"the test report is not the run's own: {why}"))
     return found
+
+
+def not_own(run: SuiteRun, before: SuiteRun) -> str | None:
+    """Why ``run``'s report may not be its command's own, or None. A disagreement, a
+    second frame or a cut-short libtest binary always counts; processes left running
+    only where the base run left none (an honest suite can: an integration test that
+    spawns the binary and never kills it), which excuses strays and nothing else."""
+    if run.mismatch:
+        return run.mismatch
+    if run.strays and not before.strays:
+        return strays_reason(run.strays)
+    return None
 
 
 def _base_unreported(before: SuiteRun) -> bool:

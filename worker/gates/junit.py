@@ -271,8 +271,13 @@ def _join(path: str, classes: list[str], name: str) -> str:
 # cargo announces each test binary on stderr before running it ("Running unittests
 # src/lib.rs (target/debug/deps/x-123)", "Running tests/cli.rs (...)", "Doc-tests x");
 # the binary then prints "running N tests", one line per test, and a summary.
-_LIBTEST_TARGET = re.compile(r"^\s*Running (?:unittests )?(\S+) \(")
-_LIBTEST_DOCS = re.compile(r"^\s*Doc-tests (\S+)\s*$")
+# cargo's own status lines, right-aligned: "     Running unittests src/lib.rs
+# (target/debug/deps/calc-1a2b3c4d5e6f7a8b)", "   Doc-tests calc". Anchored to the whole
+# line, so an honest test that prints "Running migrations (3 pending)" opens no block.
+_LIBTEST_TARGET = re.compile(
+    r"^ +Running (?:unittests )?(\S+) \([^()]*/deps/[^/()\s]+-[0-9a-f]+(?:\.exe)?\)\s*$"
+)
+_LIBTEST_DOCS = re.compile(r"^ +Doc-tests (\S+)\s*$")
 _LIBTEST_START = re.compile(r"^running (\d+) tests?$")
 _LIBTEST_CASE = re.compile(r"^test (.+) \.\.\. (ok|FAILED|ignored(?:, .*)?)$")
 _LIBTEST_SUMMARY = re.compile(

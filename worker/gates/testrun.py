@@ -30,8 +30,9 @@ repository file loads, and what its audit hook and runner checks see of the
 repository's non-test code in ``TestRun.tamper``. Every run here is one process tree
 in the sandbox it is given; the test gate gives each run, reruns too, a fresh one. On
 a real backend (emptied before the run) a process still alive when the command ends was
-left by the tests: it is killed before the report is read, and a run whose report is a
-file (unwatched, not launched) is not its own (``TestRun.tampered``). A cargo run that
+left by the tests (once what is still exiting has had a moment to go): it is killed
+before the report is read, and a run whose report is a file (unwatched, not launched)
+counts it (``TestRun.strays``), for the judge to weigh against the base run's. A cargo run that
 exits 0 though a test binary stopped before libtest's summary is not its own either:
 libtest exits with failure when a test fails, so its output was ended from inside.
 """
@@ -43,7 +44,7 @@ import secrets
 import shlex
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import Protocol, runtime_checkable
+from typing import NamedTuple, Protocol, runtime_checkable
 
 from worker.gates.junit import (
     MAX_JUNIT_BYTES,
@@ -103,6 +104,11 @@ class TestRun:
     ran: str = ""
     # The runner reports whenever it runs its tests (Invocation.report_expected).
     report_expected: bool = False
+    # Processes that outlived the command of a run whose report is a file (they could
+    # have rewritten it; killed before it was read). Kept apart from ``tampered``: an
+    # honest suite can leave some (an integration test that spawns a server and never
+    # kills it), which the base run then shows too. 0 for a watched or launched run.
+    strays: int = 0
 
     @property
     def timed_out(self) -> bool:
@@ -125,6 +131,11 @@ class TestRun:
             if case.outcome == worst[case.id]:
                 chosen.setdefault(case.id, case)
         return chosen
+
+    @property
+    def not_own(self) -> str | None:
+        """Why the run's report or output may not be the command's own, strays included."""
+        return self.tampered or strays_reason(self.strays)
 
     def log(self, limit: int = 4000) -> str:
         text = f"{self.result.stdout}\n{self.result.stderr}".strip()
@@ -265,17 +276,17 @@ def _plain_run(
 ) -> TestRun:
     """An unwatched run's result, read from the report the run wrapper framed with
     ``token`` in its output."""
-    log, data, tampered = split_run_output(result.stdout, token)
+    log, data, tampered, strays = split_run_output(result.stdout, token)
     shown = replace(result, stdout=log)
     if data is None:
-        return TestRun(test.command, shown, (), False, tampered)
+        return TestRun(test.command, shown, (), False, tampered, strays=strays)
     try:
         cases = _parse_report(how, data, sandbox)
     except JUnitError:
-        return TestRun(test.command, shown, (), False, tampered)
+        return TestRun(test.command, shown, (), False, tampered, strays=strays)
     if how.report == "output" and result.exit_code == 0 and tampered is None:
         tampered = _ended_from_inside(data)
-    return TestRun(test.command, shown, tuple(cases), True, tampered)
+    return TestRun(test.command, shown, tuple(cases), True, tampered, strays=strays)
 
 
 def _ended_from_inside(output: bytes) -> str | None:
@@ -344,7 +355,7 @@ def _watched_run(
     text, rest = result.stdout.split(marker, 1)
     # The report is the channel's, out of reach of what the tests left running (it is
     # killed before the frame all the same).
-    log, _data, tampered = split_run_output(rest, token, count_strays=False)
+    log, _data, tampered, _strays = split_run_output(rest, token, count_strays=False)
     silent = Channel((), None, None, 0, None if silent_ok else "the watched run sent nothing")
     channel = parse_channel(text) or silent
     shown = replace(result, stdout=log)
@@ -379,12 +390,30 @@ def _watched_run(
 # A process that outlives the command (one the tests left detached, which could still
 # rewrite the report or the output) is killed before either is read, and counted in
 # the frame's first line; the shell's builtins alone look, so the look starts nothing.
+# First what is still on its way out (esbuild's service child, a server SIGTERMed in
+# teardown) gets up to {SETTLE_TICKS} ticks of 0.1 s to go, so an honest run is not
+# flagged by chance. Then ``kill -STOP -1`` freezes every process of the sandbox user
+# but this shell at once: the kernel's kill(-1) reaches a child forked while it runs,
+# so a process that forks and exits in a loop cannot slip between two looks. (The
+# sandbox's resident process is one of them, and is continued after; as root, which
+# no backend runs as, kill(-1) would reach the host, so then only the scan is done.)
+# Every new pid is then stopped and killed whatever its state, and counted when alive:
+# a zombie leader whose other threads still run (pthread_exit in the main thread) is.
+# Passes repeat, at most {KILL_PASSES}, until one finds no pid it had not seen.
 LOG_BYTES = 65536
+SETTLE_TICKS = 20
+KILL_PASSES = 8
 _CHANNEL_EVENTS_BYTES = 256 * 1024  # room for the bootstrap's tamper records
 _RUN_SCRIPT = f"""
 d=$1; cmd=$2; tok=$3; kind=$4; watch=$5; own=$6
 mkdir -m 700 -- "$d" && touch -- "$d/start" || exit 97
 pids() {{ local f; REPLY=" "; for f in /proc/[0-9]*; do REPLY="$REPLY${{f#/proc/}} "; done; }}
+left() {{ local p; pids; NEW=; for p in $REPLY; do
+  case "$before" in *" $p "*) ;; *) NEW="$NEW $p" ;; esac; done; }}
+alive() {{ local k v st= th=1
+  while read -r k v _; do case $k in State:) st=$v ;; Threads:) th=$v ;; esac
+  done 2>/dev/null <"/proc/$1/status"
+  [ -n "$st" ] && {{ [ "$st" != Z ] || [ "$th" -gt 1 ]; }}; }}
 pids; before=$REPLY
 if [ "$watch" = watch ]; then
   bash --noprofile --norc -c "$cmd" 3>&1 >"$d/out" 2>&1 </dev/null
@@ -396,13 +425,30 @@ else
 fi
 strays=0
 if [ "$own" = own ]; then
-  pids
-  for p in $REPLY; do
-    case "$before" in *" $p "*) continue ;; esac
-    st=; while read -r k v _; do [ "$k" = State: ] && st=$v && break; done <"/proc/$p/status"
-    [ -z "$st" ] || [ "$st" = Z ] && continue
-    strays=$((strays + 1)); kill -9 "$p" 2>/dev/null
+  n=0
+  while [ $n -lt {SETTLE_TICKS} ]; do
+    left; live=
+    for p in $NEW; do alive "$p" && live=1 && break; done
+    [ -z "$live" ] && break
+    sleep 0.1 2>/dev/null || break
+    n=$((n + 1))
   done
+  frozen=
+  [ "$EUID" -ne 0 ] && kill -s STOP -- -1 2>/dev/null && frozen=1
+  seen=" "; n=0
+  while [ $n -lt {KILL_PASSES} ]; do
+    left; fresh=
+    for p in $NEW; do
+      case "$seen" in *" $p "*) continue ;; esac
+      seen="$seen$p "; fresh="$fresh $p"
+      kill -STOP "$p" 2>/dev/null
+      alive "$p" && strays=$((strays + 1))
+    done
+    [ -z "$fresh" ] && break
+    for p in $fresh; do kill -9 "$p" 2>/dev/null; done
+    n=$((n + 1))
+  done
+  [ -n "$frozen" ] && for p in $before; do kill -CONT "$p" 2>/dev/null; done
 fi
 tail -c {LOG_BYTES} -- "$d/out"
 printf '\\n%s begin %s %s\\n' "$tok" "$rc" "$strays"
@@ -418,39 +464,54 @@ exit $rc
 """
 
 
-def split_run_output(
-    stdout: str, token: str, *, count_strays: bool = True
-) -> tuple[str, bytes | None, str | None]:
-    """(the command's output, the report's bytes or None, why the output is not the
-    wrapper's own or None). Exactly one framed report must be there: code the tests
+class RunOutput(NamedTuple):
+    """The run wrapper's output, read: what the command printed, the framed report, why
+    the output is not the wrapper's own, and how many processes outlived the command."""
+
+    log: str
+    report: bytes | None
+    tampered: str | None  # None: the frame is the wrapper's own
+    strays: int = 0  # the frame's count (0 where the caller does not count them)
+
+
+def split_run_output(stdout: str, token: str, *, count_strays: bool = True) -> RunOutput:
+    """The command's output, the report's bytes (or None) and why the output is not the
+    wrapper's own (or None). Exactly one framed report must be there: code the tests
     started can learn the token and write to the wrapper's stdout, and a second frame
-    is what a forged report looks like. ``count_strays``: processes that outlived the
-    command make it not its own (a report file they could have rewritten)."""
+    is what a forged report looks like. ``count_strays``: read how many processes
+    outlived the command (a report file they could have rewritten); a run whose report
+    comes over a channel leaves it 0."""
     begin, end = f"\n{token} begin ", f"\n{token} end\n"
     if stdout.count(begin) != 1 or stdout.count(end) != 1:
         if begin not in stdout and end not in stdout:
-            return stdout, None, None  # killed before the frame (timeout) or never started
-        return stdout.split(begin, 1)[0], None, "the run's output holds more than one report"
+            return RunOutput(stdout, None, None)  # killed before the frame, or never started
+        log = stdout.split(begin, 1)[0]
+        return RunOutput(log, None, "the run's output holds more than one report")
     log, rest = stdout.split(begin, 1)
     status, _, rest = rest.partition("\n")
     body, _, trailer = rest.partition(end)
+    strays = _stray_count(status) if count_strays else 0
     if trailer.strip():
-        return log, None, "something wrote to the run's output after its report"
-    strays = _strays(status) if count_strays else None
+        return RunOutput(log, None, "something wrote to the run's output after its report", strays)
     body = body.strip()
     if not body:
-        return log, None, strays
+        return RunOutput(log, None, None, strays)
     try:
-        return log, base64.b64decode(body, validate=True), strays
+        return RunOutput(log, base64.b64decode(body, validate=True), None, strays)
     except ValueError:
-        return log, None, "the framed report is not base64"
+        return RunOutput(log, None, "the framed report is not base64", strays)
 
 
-def _strays(status: str) -> str | None:
-    """Why the run is not the command's own, from the frame's first line (the exit
-    status, then how many processes outlived the command): None when none did."""
+def _stray_count(status: str) -> int:
+    """How many processes outlived the command, from the frame's first line (the exit
+    status, then that count)."""
     words = status.split()
-    count = int(words[1]) if len(words) > 1 and words[1].isdigit() else 0
+    return int(words[1]) if len(words) > 1 and words[1].isdigit() else 0
+
+
+def strays_reason(count: int) -> str | None:
+    """Why a run whose report is a file is not the command's own when ``count``
+    processes outlived the command (None when none did)."""
     if not count:
         return None
     return (

@@ -259,6 +259,7 @@ class TestGate:
         # An error (a broken fixture, a collection error) fails like a failure here.
         run.final = {cid: "failed" if c.failed else c.outcome for cid, c in first_cases.items()}
         run.mismatch = first.tampered
+        run.strays = first.strays
         if first.report and not first.timed_out:
             run.mismatch = run.mismatch or report_disagreement(first.result, first_cases)
         failed = any(c.failed for c in first_cases.values())
@@ -275,6 +276,7 @@ class TestGate:
         run.exit_code = second.exit_code
         run.timed_out = second.timed_out
         run.mismatch = run.mismatch or second.tampered
+        run.strays += second.strays
         _watch(run, second, first=False)
         if second.report and not second.timed_out:
             run.mismatch = run.mismatch or report_disagreement(second.result, second_cases)

@@ -417,12 +417,25 @@ def test_libtest_names_the_binaries_that_ended_before_their_summary() -> None:
     assert libtest_unfinished(died) == ["src/lib.rs"]
     forged = (
         "     Running unittests src/lib.rs (target/debug/deps/calc-1)\n\nrunning 2 tests\n"
-        "     Running unittests src/lib.rs (target/debug/deps/calc)\nrunning 2 tests\n"
+        "     Running unittests src/lib.rs (target/debug/deps/calc-5f3a9e)\nrunning 2 tests\n"
         "test tests::a ... ok\ntest tests::b ... ok\n\n"
         "test result: ok. 2 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out\n"
     )
     assert set(outcomes(parse_libtest(forged))) == {"src/lib.rs::tests::a", "src/lib.rs::tests::b"}
     assert libtest_unfinished(forged) == ["src/lib.rs"]
+
+
+def test_libtest_reads_only_cargos_own_target_lines() -> None:
+    """A test run with ``--nocapture`` whose test prints a line starting "Running ... ("
+    opens no block of its own: the binary finished, nothing is unfinished, every case is
+    read (before cargo's line was anchored, this made an honest exit 0 a mismatch)."""
+    printed = CARGO_OUTPUT.replace(
+        "test tests::it_works ... ok\n",
+        "Running migrations (3 pending)\n  Running seeds (db/seeds.sql)\n"
+        "test tests::it_works ... ok\n",
+    )
+    assert libtest_unfinished(printed) == []
+    assert outcomes(parse_libtest(printed)) == outcomes(parse_libtest(CARGO_OUTPUT))
 
 
 @pytest.mark.parametrize(("cut_short", "refused"), [(False, False), (True, True)])

@@ -424,36 +424,34 @@ def test_split_run_output_needs_exactly_one_framed_report() -> None:
     tok = "t0k"
     xml = base64.b64encode(b"<testsuite/>").decode()
     good = f"1 passed in 0.1s\n{tok} begin 0\n{xml}\n{tok} end\n"
-    assert split_run_output(good, tok) == ("1 passed in 0.1s", b"<testsuite/>", None)
+    assert split_run_output(good, tok) == ("1 passed in 0.1s", b"<testsuite/>", None, 0)
     forged = good + f"\n{tok} begin 0\n{xml}\n{tok} end\n"
-    assert split_run_output(forged, tok)[1:] == (
+    assert split_run_output(forged, tok)[1:3] == (
         None,
         "the run's output holds more than one report",
     )
     trailing = good + "late output\n"
     assert split_run_output(trailing, tok)[1] is None
     assert split_run_output(trailing, tok)[2] is not None
-    assert split_run_output("hung, killed", tok) == ("hung, killed", None, None)
+    assert split_run_output("hung, killed", tok) == ("hung, killed", None, None, 0)
 
 
 def test_split_run_output_reads_processes_that_outlived_the_command() -> None:
     """The frame's first line carries the exit status and how many processes the run
-    script found alive after the command (and killed): any is a run not the command's
-    own, whatever its report says."""
+    script found alive after the command (and killed): counted apart from what makes the
+    output not the wrapper's own, since the judge weighs them against the base's."""
     from worker.gates.testrun import split_run_output
 
     tok = "t0k"
     body = "PHRlc3RzdWl0ZS8+"
     clean = f"ok\n{tok} begin 0 0\n{body}\n{tok} end\n"
-    assert split_run_output(clean, tok) == ("ok", b"<testsuite/>", None)
+    assert split_run_output(clean, tok) == ("ok", b"<testsuite/>", None, 0)
     left = f"ok\n{tok} begin 0 2\n{body}\n{tok} end\n"
-    log, data, why = split_run_output(left, tok)
-    assert (log, data) == ("ok", b"<testsuite/>")
-    assert why is not None and "2 process(es) outlived the test command" in why
+    assert split_run_output(left, tok) == ("ok", b"<testsuite/>", None, 2)
     # A run without a report is still told apart; a watched run's report is the
     # channel's, which nothing left running could have rewritten.
-    assert split_run_output(f"x\n{tok} begin 1 1\n\n{tok} end\n", tok)[2] is not None
-    assert split_run_output(left, tok, count_strays=False)[2] is None
+    assert split_run_output(f"x\n{tok} begin 1 1\n\n{tok} end\n", tok).strays == 1
+    assert split_run_output(left, tok, count_strays=False).strays == 0
 
 
 def test_a_repository_that_allows_test_config_changes_is_still_judged_by_its_own(

@@ -8,7 +8,7 @@ from pathlib import Path
 from bot.store.records.gate_report import Finding
 from tests.fakes import LocalDirSandbox
 from worker.gates.base import GateContext
-from worker.gates.judge import SuiteRun, judge
+from worker.gates.judge import SuiteRun, judge, shown_fixed
 from worker.gates.junit import Outcome, TestCase
 from worker.gates.targets import TargetTest
 from worker.repo_config import RepoConfig
@@ -159,3 +159,51 @@ def test_a_base_run_without_the_report_its_runner_always_writes_is_a_set_up_prob
     # A base that timed out or failed its set-up says so already.
     slow = SuiteRun("before", timed_out=True, report_expected=True)
     assert "base-no-report" not in [r for r, _ in rules(judge(ctx(), slow, after, [])[0])]
+
+
+def _mismatch_rules(before: SuiteRun, after: SuiteRun) -> list[tuple[str, str]]:
+    findings, _ = judge(ctx(), before, after, [])
+    return [r for r in rules(findings) if r[0] == "report-mismatch"]
+
+
+def test_processes_left_by_the_base_suite_excuse_only_processes_left_after_the_patch() -> None:
+    """Strays are counted apart from every other reason a report is not the run's own:
+    a base suite that leaves one (a Rust integration test that spawns the binary and
+    never kills it) excuses the patched run's strays, never a forged report, a second
+    frame or a cut-short test binary."""
+    honest_base = reported("before", a="passed")
+    honest_base.strays = 1
+    strays_after = reported("after", a="passed")
+    strays_after.strays = 2
+    assert _mismatch_rules(honest_base, strays_after) == []
+    assert _mismatch_rules(reported("before", a="passed"), strays_after) == [
+        ("report-mismatch", "error")
+    ]
+    for why in (
+        "the run's output holds more than one report",
+        "cargo exits 0, but the test binary of src/lib.rs ended before libtest's summary",
+        "the command exits 0 but its report has 1 failing test(s)",
+    ):
+        forged = reported("after", a="passed")
+        forged.mismatch = why
+        assert _mismatch_rules(honest_base, forged) == [("report-mismatch", "error")], why
+        # Nor does the base's own disagreement excuse the patched run's.
+        odd_base = reported("before", a="passed")
+        odd_base.mismatch = why
+        assert _mismatch_rules(odd_base, forged) == [("report-mismatch", "error")], why
+
+
+def test_an_old_code_run_that_is_not_its_own_shows_no_fix() -> None:
+    """The patch's tests ran on the old code there: failures in a report that is not the
+    run's own (or one that processes they left could rewrite) are no evidence."""
+    base = reported("before", a="passed")
+    after = reported("after", a="passed", b="passed")
+    old_code = reported("old", 1, a="passed", b="failed")
+    assert shown_fixed(old_code, after, base) == [B]
+    old_code.mismatch = "the run's output holds more than one report"
+    assert shown_fixed(old_code, after, base) == []
+    old_code.mismatch = None
+    old_code.strays = 1
+    assert shown_fixed(old_code, after, base) == []
+    base.strays = 1  # the base suite leaves one too: the repository's habit
+    assert shown_fixed(old_code, after, base) == [B]

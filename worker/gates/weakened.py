@@ -2,8 +2,9 @@
 test or an assertion removed, a skip or xfail marker, an assertion that cannot fail, a
 loose tolerance, tests deselected by the runner's configuration, and code anywhere
 that can rewrite what the test run reports. Read from the patch text's added and
-removed lines (a Python line's comment is prose, not code); hygiene.py reports each
-as its finding.
+removed lines (a Python line's comment, and a whole-line ``//`` comment in Go, Rust and
+JavaScript, is prose, not code), and a Go file's package clause from the file as the
+patch leaves it; hygiene.py reports each as its finding.
 """
 
 from __future__ import annotations

@@ -50,10 +50,17 @@ from worker.gates.patch import (
 from worker.gates.runner import run_tree_gate
 from worker.gates.secrets import find_secrets
 from worker.gates.source import ChangedFile, SourceFinding, bidi_in_line, check_files, repo_modules
-from worker.gates.trees import AppliedChange, PatchTrees, applied_changes, read_base_file
-from worker.gates.weakened import check_tests_weakened, is_test_path
+from worker.gates.trees import (
+    AppliedChange,
+    PatchTrees,
+    applied_changes,
+    read_base_file,
+    read_head,
+)
+from worker.gates.weakened import PatchedText, check_tests_weakened, is_test_path
 
 NAME = "hygiene"
+_PATCHED_HEAD_BYTES = 64 * 1024
 
 _CI_DIRS = (
     ".github/workflows/",
@@ -225,7 +232,7 @@ class HygieneGate:
         extra += discovery_findings(ctx, changes)
         extra += source_findings(trees, applied)
         extra += autorun_findings(trees, [c.path for c in applied])
-        return self._judge(ctx, trees.parsed, extra=tuple(extra))
+        return self._judge(ctx, trees.parsed, extra=tuple(extra), patched=_patched_head(trees))
 
     def run_unapplied(self, ctx: GateContext, reason: str) -> GateResult:
         extra = (_finding("patch-does-not-apply", reason),)
@@ -236,7 +243,11 @@ class HygieneGate:
         return self._judge(ctx, parsed, extra=extra)
 
     def _judge(
-        self, ctx: GateContext, parsed: ParsedPatch, extra: tuple[Finding, ...]
+        self,
+        ctx: GateContext,
+        parsed: ParsedPatch,
+        extra: tuple[Finding, ...],
+        patched: PatchedText = lambda _path: None,
     ) -> GateResult:
         import time
 
@@ -249,7 +260,7 @@ class HygieneGate:
         findings += check_lockfiles(ctx, parsed)
         findings += [
             _finding(w.rule, w.message, path=w.path, line=w.line)
-            for w in check_tests_weakened(parsed)
+            for w in check_tests_weakened(parsed, patched)
         ]
         findings = list(dict.fromkeys(findings))  # git's view and the text's may agree
         blocking = [f for f in findings if f.severity == "error"]
@@ -266,6 +277,17 @@ class HygieneGate:
             duration_s=time.monotonic() - start,
             details=details,
         )
+
+
+def _patched_head(trees: PatchTrees) -> PatchedText:
+    """A file's head as the patch leaves it, for the line rules that need more than the
+    added lines (a Go file's package clause sits above its license and doc comments)."""
+
+    def read(path: str) -> str | None:
+        head = read_head(trees.after, path, _PATCHED_HEAD_BYTES)
+        return None if head is None else head.decode("utf-8", errors="replace")
+
+    return read
 
 
 def discovery_findings(ctx: GateContext, changes: list[DiscoveryChange]) -> list[Finding]:

@@ -2,8 +2,9 @@
 test or an assertion removed, a skip or xfail marker, an assertion that cannot fail, a
 loose tolerance, tests deselected by the runner's configuration, and code anywhere
 that can rewrite what the test run reports. Read from the patch text's added and
-removed lines (a Python line's comment is prose, not code); hygiene.py reports each
-as its finding.
+removed lines (a Python line's comment, and a whole-line ``//`` comment in Go, Rust and
+JavaScript, is prose, not code), and a Go file's package clause from the file as the
+patch leaves it; hygiene.py reports each as its finding.
 """
 
 from __future__ import annotations
@@ -87,47 +88,70 @@ _TAMPER_RE = re.compile(
 # the runner's report (test2json reads Go's framing lines, Ribbit reads libtest's, the
 # node --test parent reads its file's child's v8-serialized events) and which Ribbit does
 # not watch. To forge a pass it prints a passing run's lines and ends that process with
-# success before its failing test reports. Go's ``os.Exit`` cannot (``go test`` makes it
-# panic during a test), so every other way out, by any package name or alias
-# (``syscall.Exit``, ``unix.Exit``, ``Exec``, raw system calls, a linkname into the
-# runtime, C); in Rust ``exit``/``abort`` however imported, libc's exits, execs and raw
+# success before its failing test reports. Go's ``os.Exit`` cannot during a test (``go
+# test`` makes it panic inside M.Run), so every other way out, by any package name or
+# alias (``syscall.Exit``, ``unix.Exit``, ``Exec``, raw system calls, a linkname into the
+# runtime, cgo), and ``os.Exit`` itself in a library's code (a package ``init`` runs
+# before M.Run); in Rust ``exit``/``abort`` however imported, libc's exits, execs and raw
 # system calls, FFI, inline assembly, and a panic hook (it runs on a failing assertion,
-# before libtest hears of it); in JavaScript an exit. An exit whose only status is a
-# non-zero literal cannot end a run with success, so it stays allowed in all three
-# (``log.Exit(2)``, ``std::process::exit(1)`` in a CLI's main, ``process.exit(1)``).
+# before libtest hears of it); in JavaScript any reference to an exit, and ``process``
+# itself under another name. An exit whose only status is a non-zero literal cannot end
+# a run with success, so it stays allowed in all three (``log.Exit(2)``,
+# ``std::process::exit(1)`` in a CLI's main, ``process.exit(1)``). A method or field of
+# the same name is another thing: tokio's ``handle.abort()``, tracing's ``fn exit``, a
+# result's ``res.Exit != 0``, an ``os.SyscallError``'s ``se.Syscall``.
 _FAILURE_CALL = r"\s*\(\s*[1-9]\d*\s*\)"
+_GO_FIELD_USE = r"\s*(?:[=!<>]=?|,|\))"
 _GO_EXIT_RE = re.compile(
-    rf"(?<!\bos)\.\s*Exit\b(?!{_FAILURE_CALL})"
-    r"|\b(?:syscall|unix)\s*\.\s*(?:Exec|ForkExec)\b"
-    r"|\b(?:Raw)?Syscall(?:6|NoError)?\b|\bSYS_EXIT\w*|\bSYS_EXEC\w*|go:linkname|\bC\.\w+"
-    # A package's assembly: a system call, or a jump into the runtime's exit.
-    r"|\bSYSCALL\b|\bSVC\b|\bINT\s+\$0x80\b|\u00b7exit\b"
+    rf"(?<!\bos)\.\s*Exit\b(?!{_FAILURE_CALL})(?!{_GO_FIELD_USE})"
+    rf"|\b(?:syscall|unix)\s*\.\s*Exit\b(?!{_FAILURE_CALL})"
+    r"|\b(?:syscall|unix)\s*\.\s*(?:Exec|ForkExec|(?:Raw)?Syscall\w*)\b"
+    r"|\b(?:Raw)?Syscall(?:6|NoError)?\s*\(|\bSYS_EXIT\w*|\bSYS_EXEC\w*|go:linkname"
+    # cgo: a call into C, or the import whose preamble can run C before main.
+    r'|(?<![.\w])C\s*\.\s*[A-Za-z_]\w*|\bimport\s+"C"|^\s*"C"\s*$'
 )
+# A package's assembly: a system call, or a jump into the runtime's exit.
+_GO_ASM_EXIT_RE = re.compile(r"\bSYSCALL\b|\bSVC\b|\bINT\s+\$0x80\b|\u00b7exit\b")
+_GO_OS_EXIT_RE = re.compile(rf"\bos\s*\.\s*Exit\b(?!{_FAILURE_CALL})")
+_NOT_A_METHOD = r"(?<![.\w])(?<!\bfn )"
 _RUST_EXIT_RE = re.compile(
-    rf"\b(?:exit|_exit)(?!{_FAILURE_CALL})\s*\(|\babort\s*\(|\bprocess\s*::\s*abort\b"
-    rf"|\bprocess\s*::\s*exit\b(?!{_FAILURE_CALL})"
+    rf"{_NOT_A_METHOD}(?:exit|_exit)(?!{_FAILURE_CALL})\s*\(|{_NOT_A_METHOD}abort\s*\("
+    rf"|\bprocess\s*::\s*abort\b|\bprocess\s*::\s*exit\b(?!{_FAILURE_CALL})"
+    # Imported under another name: `use std::process::{exit as q};`, over several lines.
+    r"|\bprocess\s*::\s*\{[^}]{0,200}\b(?:exit|abort)\b|(?<![.\w])(?:exit|abort)\s+as\s"
     # libc's ways out by name; its other calls (isatty, getuid...) end nothing.
     r"|\blibc\s*::\s*(?:_?exit|_Exit|abort|exec\w*|fexecve|syscall|kill|raise|fork|vfork|posix_spawn\w*)\b"
     r'|\bextern\s+"C"|\b(?:global_)?asm!|\bset_hook\b|\bCommandExt\b|\bexecv\w*'
     r"|\.\s*exec\s*\(\s*\)"
 )
+_JS_PROCESS = r"(?:(?:globalThis|global|window|self)\s*\.\s*)?process"
 _JS_EXIT_RE = re.compile(
-    r"\bprocess\s*\.\s*(?:exit|reallyExit)\s*\((?!\s*[1-9]\d*\s*\))|\bprocess\s*\[[^\]]"
+    # process.exit.call(process, 0) and Reflect.apply(process.exit, ...) exit too.
+    r"\bprocess\s*\.\s*(?:exit|reallyExit)\b(?!\s*\(\s*[1-9]\d*\s*\))|\bprocess\s*\[[^\]]"
     r"|\bprocess\s*\.\s*(?:binding|_linkedBinding)\b|--expose-internals"
+    # `process` under another name: `const p = process;`, `const { exit } = process`.
+    rf"|(?<![=!<>])=>?\s*{_JS_PROCESS}\s*(?:[;,)]|$)|\.\.\.\s*{_JS_PROCESS}\b(?!\s*\.)"
+    r"|\[\s*['\"`]process['\"`]\s*\]"
+    r"|\b(?:import|export)\s+(?!process\s+from\b)[^'\"`;]{0,200}\bfrom\s*['\"`](?:node:)?process['\"`]"
+    r"|(?<!\bprocess = )\b(?:require|import)\s*\(\s*['\"`](?:node:)?process['\"`]"
 )
 # The runner's own framing written from code: Go's test2json lines (and the \x16 byte
-# that marks them from Go 1.20 on), libtest's result, count and binary lines, node's
-# child event stream (its serializer, its event names, the variable that tells a child
-# it is one) and Node 18's TAP.
+# that marks them from Go 1.20 on: raw, or written as an escape before framing words,
+# since the escape alone is also a terminal's Ctrl-V), libtest's result, count and binary
+# lines (a result after a test name's space, not "Checking {}... ok"), node's child event
+# stream (its serializer, its event names, the variable that tells a child it is one;
+# ``v8.serialize`` alone is the deep-clone idiom) and Node 18's TAP.
+_GO_FRAMING_WORD = r"(?:---|===|\b(?:PASS|FAIL|SKIP|RUN|PAUSE|CONT|NAME)\b)"
 _GO_FRAMING_RE = re.compile(
-    r"(?:---|===)\s*(?:PASS|FAIL|SKIP|RUN|PAUSE|CONT|NAME)\b|\\(?:x16|026|u0016)|\x16"
+    r"(?:---|===)\s*(?:PASS|FAIL|SKIP|RUN|PAUSE|CONT|NAME)\b|\x16"
+    rf"|\\(?:x16|026|u0016|U00000016).{{0,80}}?{_GO_FRAMING_WORD}"
 )
 _RUST_FRAMING_RE = re.compile(
-    r"test result:|\.\.\. (?:ok|FAILED|ignored)\b|running \d+ tests?"
-    r"|\bRunning (?:unittests|tests/)|\bDoc-tests\b"
+    r"test result:|(?:^|[\s\"'`]|\"\{[^}]{0,40}\})\.\.\. (?:ok|FAILED|ignored)\b"
+    r"|running \d+ tests?|\bRunning (?:unittests|tests/)|\bDoc-tests\b"
 )
 _JS_FRAMING_RE = re.compile(
-    r"\bDefaultSerializer\b|\bv8\s*\.\s*serialize\b|\bNODE_TEST_CONTEXT\b"
+    r"\bDefaultSerializer\b|\bNODE_TEST_CONTEXT\b"
     r"|\btest:(?:pass|fail|start|plan|complete|enqueue|dequeue|diagnostic|summary)\b"
     r"|# Subtest:|\b(?:not )?ok \d+ - "
 )
@@ -159,14 +183,36 @@ def _test_names(lines: Iterable[tuple[int, str]]) -> Counter[str]:
 
 
 # Which files a line rule reads: test-runner configuration (by file name), every file
-# (code the tests import runs in the runner's process), or test files.
-LineScope = Literal["test-config", "any", "tests", "go", "rust", "js"]
+# (code the tests import runs in the runner's process), test files, or one language's
+# files; "go-library" is a non-test Go file outside package main.
+LineScope = Literal["test-config", "any", "tests", "go", "go-asm", "go-library", "rust", "js"]
 # The languages whose code under test Ribbit runs unwatched inside the test process.
 _LANGUAGE_SUFFIXES: dict[LineScope, tuple[str, ...]] = {
-    "go": (".go", ".s"),
+    "go": (".go",),
+    "go-asm": (".s",),
     "rust": (".rs",),
     "js": (".js", ".cjs", ".mjs", ".jsx", ".ts", ".cts", ".mts", ".tsx"),
 }
+# A patched file's text (its head is enough) by repository path; None where it cannot be
+# read (the patch did not apply, or the path is no regular file).
+PatchedText = Callable[[str], str | None]
+# A Go file's package clause: the first thing after comments (a "package main" in a
+# leading comment is prose).
+_GO_PACKAGE_RE = re.compile(r"\A\ufeff?(?:\s|//[^\n]*|/\*.*?\*/)*package\s+(\w+)", re.S)
+# A whole-line `//` comment is prose in Go, Rust and JavaScript, but for Go's `//go:`
+# directives, and for a line holding a quote, a backtick, a backslash, `$` or a line
+# break other than "\n": such a line may sit inside a string that it closes, continues
+# onto a printed line or interpolates into (`${...}`).
+_SLASH_COMMENT_RE = re.compile(r"^\s*//(?!go:)[^'\"`\\$\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029]*$")
+_LANGUAGE_SCOPES: tuple[LineScope, ...] = (*_LANGUAGE_SUFFIXES, "go-library")
+_SLASH_COMMENT_SUFFIXES = (
+    _LANGUAGE_SUFFIXES["go"] + _LANGUAGE_SUFFIXES["rust"] + _LANGUAGE_SUFFIXES["js"]
+)
+_ENDS_PROCESS = (
+    "the patch adds {} code that can end or replace the test process from inside "
+    "(its runner then reports what the process printed last)"
+)
+_WRITES_FRAMING = "the patch adds {} code that writes the test runner's own result lines"
 
 
 @dataclass(frozen=True)
@@ -197,44 +243,22 @@ LINE_RULES: tuple[LineRule, ...] = (
         (_HARNESS_RE, _TAMPER_RE),
         "the patch adds code that can change what the test run reports",
     ),
+    LineRule("test-harness-tampered", "go", (_GO_EXIT_RE,), _ENDS_PROCESS.format("Go")),
+    LineRule("test-harness-tampered", "go", (_GO_FRAMING_RE,), _WRITES_FRAMING.format("Go")),
     LineRule(
         "test-harness-tampered",
-        "go",
-        (_GO_EXIT_RE,),
-        "the patch adds Go code that can end or replace the test process from inside "
-        "(its runner then reports what the process printed last)",
+        "go-library",
+        (_GO_OS_EXIT_RE,),
+        "the patch adds os.Exit to a Go library's code, where it can run outside a test "
+        "(a package init), and end the test process with success",
     ),
+    LineRule("test-harness-tampered", "go-asm", (_GO_ASM_EXIT_RE,), _ENDS_PROCESS.format("Go")),
+    LineRule("test-harness-tampered", "go-asm", (_GO_FRAMING_RE,), _WRITES_FRAMING.format("Go")),
+    LineRule("test-harness-tampered", "rust", (_RUST_EXIT_RE,), _ENDS_PROCESS.format("Rust")),
+    LineRule("test-harness-tampered", "rust", (_RUST_FRAMING_RE,), _WRITES_FRAMING.format("Rust")),
+    LineRule("test-harness-tampered", "js", (_JS_EXIT_RE,), _ENDS_PROCESS.format("JavaScript")),
     LineRule(
-        "test-harness-tampered",
-        "go",
-        (_GO_FRAMING_RE,),
-        "the patch adds Go code that writes the test runner's own result lines",
-    ),
-    LineRule(
-        "test-harness-tampered",
-        "rust",
-        (_RUST_EXIT_RE,),
-        "the patch adds Rust code that can end or replace the test process from inside "
-        "(its runner then reports what the process printed last)",
-    ),
-    LineRule(
-        "test-harness-tampered",
-        "rust",
-        (_RUST_FRAMING_RE,),
-        "the patch adds Rust code that writes the test runner's own result lines",
-    ),
-    LineRule(
-        "test-harness-tampered",
-        "js",
-        (_JS_EXIT_RE,),
-        "the patch adds JavaScript code that can end or replace the test process from inside "
-        "(its runner then reports what the process printed last)",
-    ),
-    LineRule(
-        "test-harness-tampered",
-        "js",
-        (_JS_FRAMING_RE,),
-        "the patch adds JavaScript code that writes the test runner's own result lines",
+        "test-harness-tampered", "js", (_JS_FRAMING_RE,), _WRITES_FRAMING.format("JavaScript")
     ),
     LineRule("test-skipped", "tests", (_SKIP_RE,), "the patch adds a skip or xfail marker"),
     LineRule(
@@ -256,14 +280,37 @@ LINE_RULES: tuple[LineRule, ...] = (
 )
 
 
-def _in_scope(change: FileChange, scope: LineScope) -> bool:
+def _in_scope(change: FileChange, scope: LineScope, patched: PatchedText) -> bool:
     if scope == "test-config":
         return change.path.rsplit("/", 1)[-1] in _TEST_CONFIG_FILES
     if scope == "tests":
         return any(is_test_path(p.path) for p in change.paths)
+    if scope == "go-library":
+        path = change.path
+        return (
+            path.endswith(".go")
+            and not path.endswith("_test.go")
+            and (_go_package(change, patched) != "main")
+        )
     if scope in _LANGUAGE_SUFFIXES:
         return change.path.endswith(_LANGUAGE_SUFFIXES[scope])
     return True
+
+
+def _go_package(change: FileChange, patched: PatchedText) -> str | None:
+    """The package a Go file declares: read from the patched file, else from the patch's
+    lines when they start the file; None when neither says (the caller's rule then
+    treats it as a library, where the exit is the stricter case)."""
+    text = patched(change.path)
+    if text is None:
+        head = []
+        for expected, (line_no, line) in enumerate(change.added, start=1):
+            if line_no != expected:
+                break
+            head.append(line)
+        text = "\n".join(head)
+    match = _GO_PACKAGE_RE.match(text)
+    return match[1] if match else None
 
 
 def _code_of(path: str, text: str) -> str:
@@ -271,7 +318,11 @@ def _code_of(path: str, text: str) -> str:
     its comment, so prose that names ``atexit`` or a pytest hook is not taken for code
     (colorama's real fix explains itself with "when atexit runs"). The tokenizer reads
     the line alone, so a line that really sits inside a string can look like a comment:
-    a comment holding a quote could close that string and be code, and keeps its text."""
+    a comment holding a quote could close that string and be code, and keeps its text.
+    In Go, Rust and JavaScript a whole-line ``//`` comment is prose the same way
+    (:data:`_SLASH_COMMENT_RE` says which are not)."""
+    if path.endswith(_SLASH_COMMENT_SUFFIXES):
+        return "" if _SLASH_COMMENT_RE.match(text) else text
     if not path.endswith((".py", ".pyi")):
         return text
     try:
@@ -285,10 +336,12 @@ def _code_of(path: str, text: str) -> str:
     return text
 
 
-def _line_findings(change: FileChange, scope: LineScope) -> list[Weakening]:
+def _line_findings(
+    change: FileChange, scope: LineScope, patched: PatchedText = lambda _path: None
+) -> list[Weakening]:
     """The findings of ``scope``'s rules on the file's added lines (none for a file out of
     the scope)."""
-    if not _in_scope(change, scope):
+    if not _in_scope(change, scope, patched):
         return []
     rules = [r for r in LINE_RULES if r.scope == scope]
     found: list[Weakening] = []
@@ -302,7 +355,11 @@ def _line_findings(change: FileChange, scope: LineScope) -> list[Weakening]:
     return found
 
 
-def check_tests_weakened(parsed: ParsedPatch) -> list[Weakening]:
+def check_tests_weakened(
+    parsed: ParsedPatch, patched: PatchedText = lambda _path: None
+) -> list[Weakening]:
+    """Every way ``parsed`` weakens the tests; ``patched`` reads a file as the patch leaves
+    it, where a rule needs more than the lines the patch adds (a Go file's package)."""
     found: list[Weakening] = []
     added_everywhere = _test_names(line for c in parsed.files for line in c.added)
     for change in parsed.files:
@@ -313,9 +370,9 @@ def check_tests_weakened(parsed: ParsedPatch) -> list[Weakening]:
             )
         found += _line_findings(change, "test-config")
         found += _line_findings(change, "any")
-        for language in _LANGUAGE_SUFFIXES:
-            found += _line_findings(change, language)
-        if not _in_scope(change, "tests"):
+        for language in _LANGUAGE_SCOPES:
+            found += _line_findings(change, language, patched)
+        if not _in_scope(change, "tests", patched):
             continue
         removed_names = _test_names(change.removed) - added_everywhere
         found += [

@@ -331,12 +331,71 @@ def test_hygiene_blocks_test_harness_tampering(tmp_path: Path, path: str, code: 
         ("bin/cli.js", "if (bad) process.exit(1);\n", False),
         # The same words in Python are not a Go, Rust or node test process's way out.
         ("app/ops.py", "def f(syscall):\n    return syscall.Exit\n", False),
+        # A method, a field or a function being defined is not the process's exit, and
+        # a comment is prose (review of the first rules: each blocked an honest patch).
+        ("src/lib.rs", "pub fn stop(h: &JoinHandle<()>) { h.abort(); }\n", False),
+        ("src/lib.rs", "impl Subscriber for S {\n    fn exit(&self, span: &Id) {}\n}\n", False),
+        ("src/main.rs", 'fn main() { println!("Checking {}... ok", 3); }\n', False),
+        ("src/lib.rs", "// parse the header ... ok, then the body\npub fn f() {}\n", False),
+        ("calc.go", "package calc\n\nfunc F(res Result) bool { return res.Exit != 0 }\n", False),
+        ("calc.go", "package calc\n\nfunc F(r *Run, code int) { r.Exit = code }\n", False),
+        (
+            "calc.go",
+            'package calc\n\nfunc F(e *os.SyscallError) bool { return e.Syscall == "a" }\n',
+            False,
+        ),
+        ("calc.go", "package calc\n\nfunc F(cfg Config) int { return cfg.C.Timeout }\n", False),
+        ("calc.go", "package calc\n\n// See section C.2 of the spec.\nfunc F() {}\n", False),
+        ("calc.go", 'package calc\n\n// SVC names the service.\nconst SVC = "calc"\n', False),
+        ("calc.go", "package calc\n\nconst ctrlV = '\\x16'\n", False),
+        ("lib/clone.js", "const clone = (o) => v8.deserialize(v8.serialize(o));\n", False),
+        ("lib/calc.js", "import process from 'node:process';\nprocess.exitCode = 1;\n", False),
+        # ...but the marker before framing words, and a directive, still count.
+        ("calc.go", 'package calc\n\nvar m = "\\x16" + "=== RUN TestMul"\n', True),
+        ("calc.go", "package calc\n\n//go:linkname leave runtime.exit\n", True),
+        ("calc.go", 'package calc\n\n// #include <stdlib.h>\nimport "C"\n', True),
+        # The same exits under another name.
+        ("src/lib.rs", "use std::process::{exit as q};\n", True),
+        ("src/lib.rs", "use std::process::{\n    abort as stop,\n};\n", True),
+        ("lib/calc.js", "const { exit } = process;\nexit(0);\n", True),
+        ("lib/calc.js", "const p = process;\np.exit(0);\n", True),
+        ("lib/calc.js", "process.exit.call(process, 0);\n", True),
+        ("lib/calc.js", "Reflect.apply(process.exit, process, [0]);\n", True),
+        ("lib/calc.js", "import { exit as q } from 'node:process';\n", True),
+        # go test makes os.Exit(0) panic only inside M.Run, so a library's init may not
+        # exit; package main (a CLI) and a test file's TestMain may.
+        ("calc.go", 'package calc\n\nimport "os"\n\nfunc init() { os.Exit(0) }\n', True),
+        ("cmd/calc/main.go", "package main\n\nfunc main() { os.Exit(run()) }\n", False),
+        (
+            "calc_test.go",
+            "package calc\n\nfunc TestMain(m *testing.M) { os.Exit(m.Run()) }\n",
+            False,
+        ),
+        ("calc.go", "// package main\npackage calc\n\nfunc init() { os.Exit(0) }\n", True),
     ],
 )
 def test_hygiene_blocks_ways_out_of_an_unwatched_test_process(
     tmp_path: Path, path: str, code: str, blocked: bool
 ) -> None:
     rules = _rules(_hygiene(tmp_path, {path: code}))
+    assert ("test-harness-tampered" in rules) is blocked, rules
+
+
+# A Go file's package is read from the file as the patch leaves it: a hunk far from the
+# top carries no package clause.
+@pytest.mark.parametrize(("package", "blocked"), [("main", False), ("calc", True)])
+def test_hygiene_reads_a_go_files_package_from_the_patched_file(
+    tmp_path: Path, package: str, blocked: bool
+) -> None:
+    body = "".join(f"// line {n}\n" for n in range(20))
+    old = f'package {package}\n\nimport "os"\n\n' + body + "func run() int { return 0 }\n"
+    repo, base = repo_with(tmp_path, {**BASE, "cmd/calc/run.go": old})
+    new = old + "\nfunc init() { os.Exit(run()) }\n"
+    patch = make_patch(repo, {"cmd/calc/run.go": new})
+    assert "package " not in "".join(
+        line for line in patch.splitlines(keepends=True) if line.startswith(("+", " "))
+    )
+    rules = _rules(HygieneGate().run(make_ctx(repo, base, patch)))
     assert ("test-harness-tampered" in rules) is blocked, rules
 
 

@@ -181,6 +181,16 @@ class EnvironmentBuilder:
             for state, runs in (("before", before), ("after", after)):
                 if any(r.timed_out for r in runs):
                     raise reject("timeout", f"the tests timed out {state} the fix")
+            # The reward reads the patched run alone, with no base run to excuse what the
+            # suite itself does: where the fixed code's run is not its own (processes the
+            # suite leaves behind, a report that disagrees), it refuses every rollout.
+            unowned = next((r.not_own for r in after if r.not_own), None)
+            if unowned:
+                raise reject(
+                    "run_not_own",
+                    f"the tests' run with the fix is not their own ({unowned}): the reward "
+                    "would refuse every patch as tampered",
+                )
             flaky = sorted(_flaky(before) | _flaky(after))
             before_out, after_out = before[0].outcomes, after[0].outcomes
             if not after_out:

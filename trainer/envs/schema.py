@@ -187,6 +187,7 @@ class Rejection(BaseModel):
         "passes_rejected_patch",  # the tests pass a patch reviewers closed for the issue
         "no_base_commit",  # the outcome does not say which commit the fix was made on
         "setup_failed",  # the production setup step failed with the repo's setup command
+        "run_not_own",  # the fixed code's test run is not its own (processes left behind)
     ]
     detail: str = ""
     negative_trajectory: str | None = None  # path of a rejected bot PR's trajectory

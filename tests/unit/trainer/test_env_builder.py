@@ -124,6 +124,26 @@ def test_timeout_is_rejected(tmp_path: Path) -> None:
     assert info.value.rejection.reason == "timeout"
 
 
+def test_a_suite_whose_run_is_not_its_own_is_rejected(
+    fix_with_new_test: FixRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A suite that leaves a process behind (counted on the real backends only, so the
+    # local sandbox's runs are given one here): the reward, which sees the patched run
+    # alone, would call every rollout tampered, the reference fix's too.
+    import trainer.envs.builder as builder_module
+
+    real = builder_module.run_tests
+
+    def leaves_a_process(*args: object, **kwargs: object) -> object:
+        return replace(real(*args, **kwargs), strays=1)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(builder_module, "run_tests", leaves_a_process)
+    with pytest.raises(BuildRejected) as info:
+        _builder().build(_spec(fix_with_new_test))
+    assert info.value.rejection.reason == "run_not_own"
+    assert "1 process(es) outlived the test command" in info.value.rejection.detail
+
+
 def test_a_non_sha_revision_is_refused(fix_with_new_test: FixRepo) -> None:
     spec = BuildSpec(fix_with_new_test.path, "--upload-pack=evil", fix_with_new_test.fix, ISSUE)
     with pytest.raises(Exception, match="not a commit sha"):

@@ -178,19 +178,9 @@ class EnvironmentBuilder:
             checkout = clone_at(spec.repo_dir, workdir / "repo", base, any_owner=False)
             before = self._runs(checkout, spec, [test_patch])
             after = self._runs(checkout, spec, [test_patch, patch])
-            for state, runs in (("before", before), ("after", after)):
-                if any(r.timed_out for r in runs):
-                    raise reject("timeout", f"the tests timed out {state} the fix")
-            # The reward reads the patched run alone, with no base run to excuse what the
-            # suite itself does: where the fixed code's run is not its own (processes the
-            # suite leaves behind, a report that disagrees), it refuses every rollout.
-            unowned = next((r.not_own for r in after if r.not_own), None)
-            if unowned:
-                raise reject(
-                    "run_not_own",
-                    f"the tests' run with the fix is not their own ({unowned}): the reward "
-                    "would refuse every patch as tampered",
-                )
+            unusable = _unusable(before, after)
+            if unusable is not None:
+                raise reject(*unusable)
             flaky = sorted(_flaky(before) | _flaky(after))
             before_out, after_out = before[0].outcomes, after[0].outcomes
             if not after_out:
@@ -285,6 +275,24 @@ class EnvironmentBuilder:
                 got = run.outcomes
                 bad += [t for t in batch if run.timed_out or got.get(t) != "passed"]
         return bad
+
+
+def _unusable(before: list[TestRun], after: list[TestRun]) -> tuple[str, str] | None:
+    """Why runs before and after the fix cannot make an environment (a rejection's
+    reason and detail), or None."""
+    for state, runs in (("before", before), ("after", after)):
+        if any(r.timed_out for r in runs):
+            return "timeout", f"the tests timed out {state} the fix"
+    # The reward reads the patched run alone, with no base run to excuse what the suite
+    # itself does: where the fixed code's run is not its own (processes the suite leaves
+    # behind, a report that disagrees), it would refuse every rollout.
+    unowned = next((r.not_own for r in after if r.not_own), None)
+    if unowned:
+        return "run_not_own", (
+            f"the tests' run with the fix is not their own ({unowned}): the reward would "
+            "refuse every patch as tampered"
+        )
+    return None
 
 
 def set_up(sandbox: Sandbox, recipe: SandboxRecipe, commands: Sequence[str]) -> SetupResult:

@@ -386,7 +386,11 @@ def _watched_run(
 # whether a channel is open on fd 3, $6 "own" where the sandbox's processes are all
 # this run's (a real backend, emptied before it). The command's output goes to a file,
 # so only its tail and the framed report reach stdout; the report is sent only if it is
-# a single-link regular file newer than the start marker and within the size cap.
+# a single-link regular file newer than the start marker and within the size cap. The
+# marker is dated a second back: a file's time is the kernel's coarse clock, so a report
+# written within the same tick as the marker would otherwise not be "newer" (a fast
+# runner's honest report refused by chance); nothing older than the run's folder, which
+# mkdir has just made, can be in it, so the second lets no old report in.
 # A process that outlives the command (one the tests left detached, which could still
 # rewrite the report or the output) is killed before either is read, and counted in
 # the frame's first line; the shell's builtins alone look, so the look starts nothing.
@@ -406,7 +410,7 @@ KILL_PASSES = 8
 _CHANNEL_EVENTS_BYTES = 256 * 1024  # room for the bootstrap's tamper records
 _RUN_SCRIPT = f"""
 d=$1; cmd=$2; tok=$3; kind=$4; watch=$5; own=$6
-mkdir -m 700 -- "$d" && touch -- "$d/start" || exit 97
+mkdir -m 700 -- "$d" && touch -d '1 second ago' -- "$d/start" || exit 97
 pids() {{ local f; REPLY=" "; for f in /proc/[0-9]*; do REPLY="$REPLY${{f#/proc/}} "; done; }}
 left() {{ local p; pids; NEW=; for p in $REPLY; do
   case "$before" in *" $p "*) ;; *) NEW="$NEW $p" ;; esac; done; }}

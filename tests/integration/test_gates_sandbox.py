@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +15,7 @@ from tests.unit.worker.gates.helpers import make_patch, repo_with
 from worker.gates import GateContext, run_gates
 from worker.repo_config import RepoConfig
 from worker.sandbox.base import Sandbox, SandboxFactory
-from worker.settings import GateSettings, SandboxSettings
+from worker.settings import GateSettings
 
 pytestmark = pytest.mark.integration
 
@@ -32,18 +32,9 @@ FIX = {
 }
 
 
-@pytest.fixture(params=["docker", "bubblewrap"])
-def factory(request: pytest.FixtureRequest) -> Iterator[SandboxFactory]:
-    """The real backends, from the sandbox area's fixtures (Podman socket + image, bwrap)."""
-    from worker.sandbox import sandbox_factory
-
-    settings: SandboxSettings = request.getfixturevalue(f"{request.param}_settings")
-    yield sandbox_factory(settings)
-
-
 def _ctx(
     tmp_path: Path,
-    factory: SandboxFactory,
+    backend_factory: SandboxFactory,
     changes: Mapping[str, str | bytes | None],
     settings: GateSettings | None = None,
 ) -> GateContext:
@@ -54,25 +45,27 @@ def _ctx(
         patch=make_patch(repo, changes),
         repo_config=RepoConfig(test=PYTEST),
         gate_settings=settings or GateSettings(),
-        sandbox_factory=factory,
+        sandbox_factory=backend_factory,
     )
 
 
-def test_gates_pass_a_fix_in_a_real_sandbox(tmp_path: Path, factory: SandboxFactory) -> None:
-    report = run_gates(_ctx(tmp_path, factory, FIX))
+def test_gates_pass_a_fix_in_a_real_sandbox(
+    tmp_path: Path, backend_factory: SandboxFactory
+) -> None:
+    report = run_gates(_ctx(tmp_path, backend_factory, FIX))
     assert report.passed, report.to_markdown()
     tests = report.result("tests")
     assert tests is not None and tests.details["after"]["counts"]["passed"] == 2
 
 
 def test_gates_time_out_a_hanging_suite_in_a_real_sandbox(
-    tmp_path: Path, factory: SandboxFactory
+    tmp_path: Path, backend_factory: SandboxFactory
 ) -> None:
     hang = {
         "tests/test_calc.py": BASE["tests/test_calc.py"]
         + "\n\ndef test_hangs():\n    while True:\n        pass\n"
     }
-    report = run_gates(_ctx(tmp_path, factory, hang, GateSettings(test_timeout_s=10)))
+    report = run_gates(_ctx(tmp_path, backend_factory, hang, GateSettings(test_timeout_s=10)))
     tests = report.result("tests")
     assert tests is not None and not tests.passed
     assert "tests-timeout" in {f.rule for f in tests.findings}
@@ -99,10 +92,14 @@ class _CancelAtTestRun:
 
 
 @pytest.mark.timeout(120)  # a cancel that does not reach the run hangs here for 600 s
-def test_gates_cancel_reaches_a_hanging_test_run(tmp_path: Path, factory: SandboxFactory) -> None:
+def test_gates_cancel_reaches_a_hanging_test_run(
+    tmp_path: Path, backend_factory: SandboxFactory
+) -> None:
     hang = {"tests/test_calc.py": BASE["tests/test_calc.py"] + "\n\nimport time\ntime.sleep(600)\n"}
     cancel = threading.Event()
-    ctx = _ctx(tmp_path, _CancelAtTestRun(factory, cancel), hang, GateSettings(test_timeout_s=600))
+    ctx = _ctx(
+        tmp_path, _CancelAtTestRun(backend_factory, cancel), hang, GateSettings(test_timeout_s=600)
+    )
     report = run_gates(dataclasses.replace(ctx, cancel=cancel))
     tests = report.result("tests")
     assert tests is not None and not tests.passed

@@ -6,14 +6,12 @@ frozen with the rest while the strays are killed, runs again)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from worker.gates.testrun import run_tests
 from worker.sandbox.base import Sandbox, SandboxFactory
-from worker.settings import SandboxSettings
 
 pytestmark = pytest.mark.integration
 
@@ -35,14 +33,6 @@ ZOMBIE_LEADER = (
 )
 
 
-@pytest.fixture(params=["docker", "bubblewrap"])
-def factory(request: pytest.FixtureRequest) -> Iterator[SandboxFactory]:
-    from worker.sandbox import sandbox_factory
-
-    settings: SandboxSettings = request.getfixturevalue(f"{request.param}_settings")
-    yield sandbox_factory(settings)
-
-
 def _left(sandbox: Sandbox, name: str) -> str:
     found = sandbox.exec(["bash", "-c", _FIND, "find", name], timeout=30)
     assert found.exit_code == 0, found.stderr
@@ -58,11 +48,11 @@ def _tree(tmp_path: Path) -> Path:
 
 
 def test_a_child_still_exiting_is_not_a_stray_and_one_that_lives_on_is(
-    tmp_path: Path, factory: SandboxFactory
+    tmp_path: Path, backend_factory: SandboxFactory
 ) -> None:
     # The first child ends on its own a moment after the command (0.3 s, well inside
     # the 2 s the run script gives); the second would sleep for ten minutes.
-    with factory(_tree(tmp_path)) as sandbox:
+    with backend_factory(_tree(tmp_path)) as sandbox:
         exiting = run_tests(sandbox, "sleep 0.3 & echo started", timeout=60)
         assert exiting.exit_code == 0 and exiting.strays == 0, exiting.log()
         lasting = run_tests(sandbox, "sleep 601 & echo started", timeout=60)
@@ -71,9 +61,9 @@ def test_a_child_still_exiting_is_not_a_stray_and_one_that_lives_on_is(
 
 
 def test_a_fork_hopper_and_a_zombie_leader_are_counted_and_killed(
-    tmp_path: Path, factory: SandboxFactory
+    tmp_path: Path, backend_factory: SandboxFactory
 ) -> None:
-    with factory(_tree(tmp_path)) as sandbox:
+    with backend_factory(_tree(tmp_path)) as sandbox:
         hop = run_tests(
             sandbox, "touch /tmp/hop.on; cp hop.sh /tmp/hop.sh; sh /tmp/hop.sh", timeout=60
         )

@@ -5,7 +5,6 @@ tests all come back as node ids that select exactly themselves."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,25 +13,16 @@ from tests.fakes import make_git_repo
 from tests.unit.worker.gates.test_junit import EXPECTED, PROJECT
 from worker.gates.testrun import run_tests
 from worker.sandbox.base import SandboxFactory
-from worker.settings import SandboxSettings
 
 pytestmark = pytest.mark.integration
 
 PYTEST = "python3 -m pytest -q -p no:cacheprovider"
 
 
-@pytest.fixture(params=["docker", "bubblewrap"])
-def factory(request: pytest.FixtureRequest) -> Iterator[SandboxFactory]:
-    from worker.sandbox import sandbox_factory
-
-    settings: SandboxSettings = request.getfixturevalue(f"{request.param}_settings")
-    yield sandbox_factory(settings)
-
-
-def test_ids_round_trip_in_the_sandbox(factory: SandboxFactory, tmp_path: Path) -> None:
+def test_ids_round_trip_in_the_sandbox(backend_factory: SandboxFactory, tmp_path: Path) -> None:
     repo = tmp_path / "proj"
     make_git_repo(repo, PROJECT)
-    with factory(repo) as sandbox:
+    with backend_factory(repo) as sandbox:
         run = run_tests(sandbox, f"{PYTEST} --doctest-modules src tests", timeout=300)
         assert run.outcomes == EXPECTED, run.log()
         ids = sorted(run.outcomes)

@@ -5,7 +5,6 @@ tamper finding."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,7 +18,7 @@ from worker.gates.testrun import run_tests
 from worker.gates.tests import TestGate
 from worker.repo_config import RepoConfig
 from worker.sandbox.base import SandboxFactory
-from worker.settings import GateSettings, SandboxSettings
+from worker.settings import GateSettings
 
 pytestmark = pytest.mark.integration
 
@@ -31,16 +30,8 @@ TMP_MARKER = (
 )
 
 
-@pytest.fixture(params=["docker", "bubblewrap"])
-def factory(request: pytest.FixtureRequest) -> Iterator[SandboxFactory]:
-    from worker.sandbox import sandbox_factory
-
-    settings: SandboxSettings = request.getfixturevalue(f"{request.param}_settings")
-    yield sandbox_factory(settings)
-
-
 def _gate(
-    tmp_path: Path, factory: SandboxFactory, base: dict[str, str], after: dict[str, str]
+    tmp_path: Path, backend_factory: SandboxFactory, base: dict[str, str], after: dict[str, str]
 ) -> GateResult:
     repo, commit = repo_with(tmp_path, base)
     changes = {p: t for p, t in after.items() if base.get(p) != t}
@@ -50,17 +41,17 @@ def _gate(
         patch=make_patch(repo, changes),
         repo_config=RepoConfig(test=PYTEST),
         gate_settings=GateSettings(),
-        sandbox_factory=factory,
+        sandbox_factory=backend_factory,
     )
     return TestGate().run(ctx)
 
 
 @pytest.mark.parametrize("attack", attacks(), ids=lambda a: a.name)
 def test_a_forged_run_is_refused_naming_its_mechanism(
-    tmp_path: Path, factory: SandboxFactory, attack: Attack
+    tmp_path: Path, backend_factory: SandboxFactory, attack: Attack
 ) -> None:
     base = {**BASE, "tests/test_core.py": attack.files["tests/test_core.py"]}
-    result = _gate(tmp_path, factory, base, attack.files)
+    result = _gate(tmp_path, backend_factory, base, attack.files)
     assert not result.passed
     assert result.details["after"]["watched"] is True
     tamper = [f for f in result.findings if f.rule == "tamper"]
@@ -71,13 +62,13 @@ def test_a_forged_run_is_refused_naming_its_mechanism(
 
 @pytest.mark.parametrize("attack", child_attacks(), ids=lambda a: a.name)
 def test_a_process_the_package_starts_is_refused(
-    tmp_path: Path, factory: SandboxFactory, attack: ChildAttack
+    tmp_path: Path, backend_factory: SandboxFactory, attack: ChildAttack
 ) -> None:
     # Where the child reaches nothing the regression shows as the tests' own; where it
     # reaches the key (a fork past Python's handlers, an interpreter made dumpable again)
     # the run is tamper.
     base = {**BASE, "tests/test_core.py": attack.files["tests/test_core.py"]}
-    result = _gate(tmp_path, factory, base, attack.files)
+    result = _gate(tmp_path, backend_factory, base, attack.files)
     assert not result.passed
     assert result.details["after"]["watched"] is True
     tamper = [f for f in result.findings if f.rule == "tamper"]
@@ -89,7 +80,7 @@ def test_a_process_the_package_starts_is_refused(
 
 
 def test_the_sandbox_user_cannot_ptrace_and_a_test_child_reaches_nothing(
-    tmp_path: Path, factory: SandboxFactory
+    tmp_path: Path, backend_factory: SandboxFactory
 ) -> None:
     # Non-dumpable keeps out only those without CAP_SYS_PTRACE: neither backend gives
     # the sandbox user any capability (bit 19 is CAP_SYS_PTRACE).
@@ -97,7 +88,7 @@ def test_the_sandbox_user_cannot_ptrace_and_a_test_child_reaches_nothing(
     for rel, text in {**BASE, "tests/test_reach.py": REACH_PROBE}.items():
         (tree / rel).parent.mkdir(parents=True, exist_ok=True)
         (tree / rel).write_text(text)
-    with factory(tree) as sandbox:
+    with backend_factory(tree) as sandbox:
         caps = sandbox.exec(["grep", "^Cap", "/proc/self/status"], timeout=30).stdout
         run = run_tests(sandbox, PYTEST, timeout=120)
     held = {line.split(":")[0]: int(line.split()[1], 16) for line in caps.splitlines()}
@@ -108,9 +99,9 @@ def test_the_sandbox_user_cannot_ptrace_and_a_test_child_reaches_nothing(
 
 
 def test_a_tmp_marker_does_not_survive_into_the_rerun(
-    tmp_path: Path, factory: SandboxFactory
+    tmp_path: Path, backend_factory: SandboxFactory
 ) -> None:
-    result = _gate(tmp_path, factory, BASE, {**BASE, "calc/core.py": TMP_MARKER})
+    result = _gate(tmp_path, backend_factory, BASE, {**BASE, "calc/core.py": TMP_MARKER})
     assert not result.passed
     assert result.details["after"]["reran"] is True
     assert "tests/test_core.py::test_mul" in result.details["regressions"]
@@ -118,17 +109,17 @@ def test_a_tmp_marker_does_not_survive_into_the_rerun(
 
 
 def test_an_honest_fix_passes_watched_with_no_tamper(
-    tmp_path: Path, factory: SandboxFactory
+    tmp_path: Path, backend_factory: SandboxFactory
 ) -> None:
     broken = {**HONEST, "calc/core.py": HONEST["calc/core.py"].replace(".a * b", ".a + b")}
-    result = _gate(tmp_path, factory, broken, HONEST)
+    result = _gate(tmp_path, backend_factory, broken, HONEST)
     assert result.passed, (result.findings, result.logs)
     assert result.details["after"]["watched"] is True
     assert not [f for f in result.findings if f.rule.startswith("tamper")]
 
 
 def test_a_run_starts_with_nothing_left_running_from_the_setup(
-    tmp_path: Path, factory: SandboxFactory
+    tmp_path: Path, backend_factory: SandboxFactory
 ) -> None:
     # A setup step (the patched tree's install hooks run there) that leaves a daemon
     # behind, in a session of its own so its command's end does not take it along.
@@ -145,7 +136,7 @@ def test_a_run_starts_with_nothing_left_running_from_the_setup(
         # Waits (on a condition, not a clock) until it has its own session.
         'until [ "$(cut -d" " -f6 /proc/$p/stat)" = "$p" ]; do :; done'
     )
-    with factory(tree) as sandbox:
+    with backend_factory(tree) as sandbox:
         assert sandbox.exec(["bash", "-c", daemon], timeout=30).exit_code == 0
         alive = sandbox.exec(["bash", "-c", "kill -0 $(cat /tmp/daemon.pid)"], timeout=30)
         assert alive.exit_code == 0  # it outlived its command

@@ -22,6 +22,7 @@ import pytest
 
 from tests.fakes import make_git_repo
 from tests.support import require_service
+from worker.sandbox.base import SandboxFactory
 from worker.settings import SandboxSettings
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -187,6 +188,14 @@ def bubblewrap_settings() -> SandboxSettings:
 def backend_settings(request: pytest.FixtureRequest) -> SandboxSettings:
     """Settings for each real backend in turn (the isolation battery runs on both)."""
     return request.getfixturevalue(f"{request.param}_settings")  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def backend_factory(backend_settings: SandboxSettings) -> SandboxFactory:
+    """A sandbox factory for each real backend in turn."""
+    from worker.sandbox import sandbox_factory
+
+    return sandbox_factory(backend_settings)
 
 
 @pytest.fixture

@@ -208,6 +208,13 @@ _GENERATED_FROM_CODE = (
     'for _name in getattr(core, "OPERATIONS", ("add", "mul", "sub")):\n'
     '    globals()[f"test_{_name}_is_callable"] = _callable(_name)\n'
 )
+_NODE_GENERATED_FROM_CODE = (
+    "const test = require('node:test');\nconst assert = require('node:assert');\n"
+    "const calc = require('../calc.js');\n\n"
+    "for (const name of calc.OPERATIONS || ['mul']) {\n"
+    "  test(`${name} is a function`, () => assert.strictEqual(typeof calc[name], 'function'));\n"
+    "}\n"
+)
 _RENAME_OLD_NEW = """\
 diff --git a/calc/core.py b/calc/core2.py
 similarity index 100%
@@ -914,6 +921,23 @@ CASES: tuple[Case, ...] = (
             "def neg(a):\n    return -a\n",
             "tests/test_generated.py": _GENERATED_FROM_CODE,
         },
+        verdict=Verdict.UNVERIFIED,
+    ),
+    # Node's test runner names no file in its ids: a test absent from the old-code run
+    # counted as failing whatever the reason; now only when a file of that run did not load.
+    Case(
+        "node-tests-generated-from-a-code-list",
+        "evidence",
+        changes={
+            "calc.js": NODE_CORE.replace(
+                "module.exports = { mul };",
+                "function div(a, b) {\n  return a / b;\n}\n\n"
+                "const OPERATIONS = ['mul', 'div'];\n\n"
+                "module.exports = { mul, div, OPERATIONS };",
+            ),
+            "test/operations.test.js": _NODE_GENERATED_FROM_CODE,
+        },
+        base="node",
         verdict=Verdict.UNVERIFIED,
     ),
     # A limit, not a bypass closed: a new test that fails on the old code only because it

@@ -26,6 +26,12 @@ bug in place, so the issue's own test fails, and forges the run one way:
   runner's own events: a report with fewer failing tests than the run had is not the
   run's own.
 
+One more patch shows no fix where it claimed one (``code-made-describe``): it leaves the
+bug alone, adds a list to ``index.js`` and a describe block per name on it to the tests.
+On the old code those blocks do not exist, and a test absent from the old-code run
+counted as failing: the patch was verified. mocha stops before any test when a spec
+does not load, so a reported run loaded every spec: now such a patch is unverified.
+
 Each attack is checked twice: broken outside the gates (``node -e`` calls
 ``cookie.serialize`` on the patched tree and gets the bug's error, where the fixed tree
 serializes), and refused by ``ribbit gates`` on bubblewrap with a finding that names
@@ -167,6 +173,20 @@ FS_WRITE_PATCH_RESTORED = FS_WRITE_PATCH.replace(
 )
 
 
+# Tests made from a code list: each name on it gets a describe block, which the old code
+# (no list) does not have. Nothing of the issue is fixed.
+CODE_MADE_LIST = "\nmodule.exports.attributes = ['Domain', 'Path', 'Expires'];\n"
+CODE_MADE_DESCRIBE = r"""
+;(cookie.attributes || []).forEach(function (name) {
+  describe('cookie.serialize(name, value, options) attribute ' + name, function () {
+    it('is listed once', function () {
+      assert.strictEqual(cookie.attributes.indexOf(name), cookie.attributes.lastIndexOf(name))
+    })
+  })
+})
+"""
+
+
 @dataclass(frozen=True)
 class JsAttack:
     name: str
@@ -284,3 +304,29 @@ def test_ribbit_gates_refuses_the_forged_run_naming_its_mechanism(
     assert any(attack.says in f["message"] for f in named), findings
     if attack.mechanism is not None:
         assert any(f["message"].endswith(f"[{attack.mechanism}]") for f in named), findings
+
+
+def test_describe_blocks_made_from_the_code_are_no_evidence(
+    project: Project, tmp_path: Path
+) -> None:
+    require_service(shutil.which("bwrap") is not None, "bubblewrap")
+    require_service(shutil.which("node") is not None, "node")
+    work = tmp_path / "work"
+    git(project.base, "worktree", "add", "-q", "--detach", str(work))
+    files = {
+        CODE: (work / CODE).read_text() + CODE_MADE_LIST,
+        TESTS: (work / TESTS).read_text() + CODE_MADE_DESCRIBE,
+    }
+    patch = tmp_path / "code-made-describe.diff"
+    patch.write_text(make_patch(work, files))
+    git(work, "apply", str(patch))
+    assert _serialize(work) == BROKEN  # the bug is where it was
+    checkout = tmp_path / "checkout"
+    git(project.base, "worktree", "add", "-q", "--detach", str(checkout))
+    code, report = gates_on_bubblewrap(checkout, patch, ISSUE, project.data)
+    tests = next(g for g in report["gates"] if g["name"] == "tests")
+    # Three new tests pass with the patch; none of them ran on the old code.
+    assert tests["details"]["evidence"]["fail_to_pass"] == [], tests["details"]["evidence"]
+    assert report["verdict"] == "unverified", (report["verdict"], tests.get("logs", "")[-3000:])
+    assert code == 3  # unverified: nothing blocks it, nothing shows a fix
+    assert not [f for g in report["gates"] for f in g["findings"] if f["severity"] == "error"]

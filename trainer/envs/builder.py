@@ -37,7 +37,7 @@ import hashlib
 import re
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -54,6 +54,7 @@ from trainer.envs.schema import (
 )
 from worker.agent.episode import SandboxRecipe, SetupFailed
 from worker.gates import evidence
+from worker.gates.testcmd import recognise
 from worker.gates.testrun import TestRun, run_tests, select_batches
 from worker.pipelines.issue_task import JudgedComment, prompt_comments
 from worker.sandbox.base import Sandbox
@@ -185,14 +186,10 @@ class EnvironmentBuilder:
             before_out, after_out = before[0].outcomes, after[0].outcomes
             if not after_out:
                 raise reject("no_test_results", f"no test ran after the fix: {after[0].log(500)}")
-            # The gate's own judge (worker/gates/evidence.py): a solve job's "verified"
-            # and an environment's FAIL_TO_PASS mean the same thing.
-            fail_to_pass = evidence.fail_to_pass(before_out, after_out, flaky=flaky)
-            pass_to_pass = sorted(
-                t
-                for t, o in after_out.items()
-                if o == "passed" and before_out.get(t) == "passed" and t not in flaky
-            )
+            # The runner as the gate resolves it from the base tree (``npm test`` is mocha
+            # where package.json says so): it says how a test module that did not load shows.
+            runner = recognise(spec.test_command, "caller", checkout).runner
+            fail_to_pass, pass_to_pass = _shown(before_out, after_out, flaky, runner)
             if not fail_to_pass:
                 touched = "touches no test file" if not test_patch else "changes tests"
                 raise reject(
@@ -275,6 +272,16 @@ class EnvironmentBuilder:
                 got = run.outcomes
                 bad += [t for t in batch if run.timed_out or got.get(t) != "passed"]
         return bad
+
+
+def _shown(
+    before: Mapping[str, str], after: Mapping[str, str], flaky: Sequence[str], runner: str
+) -> tuple[list[str], list[str]]:
+    """FAIL_TO_PASS by the gate's own judge (worker/gates/evidence.py: a solve job's
+    "verified" and an environment's FAIL_TO_PASS mean the same thing), and PASS_TO_PASS."""
+    fail_to_pass = evidence.fail_to_pass(before, after, flaky=flaky, runner=runner)
+    kept = [t for t, o in after.items() if o == "passed" and before.get(t) == "passed"]
+    return fail_to_pass, sorted(t for t in kept if t not in flaky)
 
 
 def _unusable(before: list[TestRun], after: list[TestRun]) -> tuple[str, str] | None:

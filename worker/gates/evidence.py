@@ -16,6 +16,7 @@ a test that already passed on the base code shows nothing. The levels themselves
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Collection, Iterator, Mapping
@@ -37,26 +38,36 @@ ABSENT = "absent"
 
 
 def fail_to_pass(
-    without: Mapping[str, str], with_patch: Mapping[str, str], *, flaky: Collection[str] = ()
+    without: Mapping[str, str],
+    with_patch: Mapping[str, str],
+    *,
+    flaky: Collection[str] = (),
+    runner: str = "",
 ) -> list[str]:
     """The test ids that pass with the patch and failed or errored without its code (the
     patch's own tests present in both runs), or were absent there because their module
     could not load (:func:`could_not_load`), sorted. Outcomes are by test id, which names
     a test uniquely (class and parametrisation included); a flaky test is no evidence
-    either way."""
+    either way. ``runner``: the test command's runner (worker.gates.testcmd.Runner),
+    which says how a module that does not load shows in its report."""
     return sorted(
         test
         for test, outcome in with_patch.items()
-        if outcome == "passed" and _failed_without(test, without) and test not in flaky
+        if outcome == "passed" and _failed_without(test, without, runner) and test not in flaky
     )
 
 
-def _failed_without(test: str, without: Mapping[str, str]) -> bool:
+def _failed_without(test: str, without: Mapping[str, str], runner: str) -> bool:
     outcome = without.get(test)
-    return could_not_load(test, without) if outcome is None else outcome in _FAILING
+    return could_not_load(test, without, runner) if outcome is None else outcome in _FAILING
 
 
-def could_not_load(test: str, without: Mapping[str, str]) -> bool:
+# Node's test runner reports a test file that does not load as one failing case named
+# by the file's absolute path (its ids carry no file: ``suite > test``).
+_NODE_FILE = re.compile(r"/.+\.[cm]?[jt]sx?")
+
+
+def could_not_load(test: str, without: Mapping[str, str], runner: str = "") -> bool:
     """Whether ``test``, absent from the run ``without`` (outcomes by id), is absent
     because its own module could not be loaded there: then it failed there, as a new
     test that imports what the fix adds does. Absence alone is not failing: a test id
@@ -75,15 +86,21 @@ def could_not_load(test: str, without: Mapping[str, str]) -> bool:
 
     mocha's ids are ``<describe blocks>::<title>`` (its xunit reporter names no file):
     a spec file that does not load stops mocha before any test runs, with no report, so
-    a reported run loaded every file, and a test absent from a describe block that ran
-    was brought by the code (a title or a loop taken from it): not failing. A test whose
-    describe block ran nowhere counts as failing, as a Go package that did not build
-    does. An id with no module in it (Node's ``suite > test``) keeps the old reading:
-    absent counts as failing."""
+    a reported run loaded every file, and a test absent from it was brought by the code
+    (a describe block or a title taken from it, or from a loop over it): never failing.
+    Node's test runner names no file in its ids (``suite > test``) and reports a file
+    that does not load as a failing case named by its path: an absent test counts as
+    failing only when some file of the run did not load. Where the runner is not known
+    (``runner`` empty), a mocha-shaped id whose describe block ran nowhere counts as
+    failing, as a Go package that did not build does."""
+    if runner == "mocha":
+        return False
+    ran = [t for t, o in without.items() if o != ABSENT]
+    if runner == "node":
+        return any(_NODE_FILE.fullmatch(t) and without[t] in _FAILING for t in ran)
     module, sep, _ = test.partition("::")
     if not sep:
         return True
-    ran = [t for t, o in without.items() if o != ABSENT]
     if any(_whole_unit_failed(test, module, t, without[t]) for t in ran):
         return True
     if module.endswith(".py"):

@@ -228,20 +228,24 @@ def _outcome_of(run: SuiteRun, test: str) -> str:
     return "failed" if outcome == "error" else outcome
 
 
-def shown_fixed(old_code: SuiteRun, after: SuiteRun, before: SuiteRun) -> list[str]:
+def shown_fixed(
+    old_code: SuiteRun, after: SuiteRun, before: SuiteRun, runner: str = ""
+) -> list[str]:
     """The gate's fail-to-pass evidence (:func:`worker.gates.evidence.fail_to_pass`):
     the test ids that fail on the base code with the patch's tests (or are absent there
-    because their module could not load) and pass with the patch. A test flaky in any
-    run shows nothing; without per-test reports the whole command is one test, named by
-    its exit status. An old-code run that is not its command's own (:func:`not_own`)
-    shows nothing: the patch's tests ran there and could have forged its failures."""
+    because their module could not load, as ``runner``'s report shows that) and pass
+    with the patch. A test flaky in any run shows nothing; without per-test reports the
+    whole command is one test, named by its exit status. An old-code run that is not its
+    command's own (:func:`not_own`) shows nothing: the patch's tests ran there and could
+    have forged its failures."""
     if old_code.timed_out or after.timed_out or old_code.setup_failed or after.setup_failed:
         return []
     if old_code is not before and not_own(old_code, before):
         return []  # its failures may be forged: nothing it says is evidence
     flaky = {*old_code.flaky, *after.flaky, *before.flaky}
     if old_code.junit and after.junit:
-        return fail_to_pass(_without(old_code, after, before), after.final, flaky=flaky)
+        without = _without(old_code, after, before, runner)
+        return fail_to_pass(without, after.final, flaky=flaky, runner=runner)
     if (
         not old_code.junit
         and not after.junit
@@ -253,7 +257,7 @@ def shown_fixed(old_code: SuiteRun, after: SuiteRun, before: SuiteRun) -> list[s
     return []
 
 
-def _without(old_code: SuiteRun, after: SuiteRun, before: SuiteRun) -> dict[str, str]:
+def _without(old_code: SuiteRun, after: SuiteRun, before: SuiteRun, runner: str) -> dict[str, str]:
     """The old-code run's outcomes, where a test absent from it counts as failing only
     when that run had the patch's tests (its tree was not the base's: a new test's file
     was there), its own module could not load there (:func:`could_not_load`: a module
@@ -262,7 +266,9 @@ def _without(old_code: SuiteRun, after: SuiteRun, before: SuiteRun) -> dict[str,
     had_tests = old_code is not before
     absent = {
         test: "failed"
-        if had_tests and before.final.get(test) != "passed" and could_not_load(test, old_code.final)
+        if had_tests
+        and before.final.get(test) != "passed"
+        and could_not_load(test, old_code.final, runner)
         else ABSENT
         for test in after.final
         if test not in old_code.final

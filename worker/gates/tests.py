@@ -128,7 +128,7 @@ class TestGate:
             ctx, before, after, targets, test.command, old_code=old_code, answered=held
         )
         findings += tamper_findings(before, after, trees)
-        evidence = shown_fixed(old_code, after, before)
+        evidence = shown_fixed(old_code, after, before, test.runner)
         if pinned is not None:
             found, details["pinned"], unconfirmed = pinned_verdict(
                 before, pinned, trees, moved, findings

@@ -32,7 +32,10 @@ Severity = Literal["info", "warning", "error"]
 # reward-3: a test absent from the old-code run is evidence only when its module could
 # not load there; Go, Rust and node code that ends its test process with success or
 # writes its runner's lines, and a test command that leaves processes behind, block.
-JUDGE_VERSION = "reward-3"
+# reward-4: for mocha and node's test runner, a test absent from the old-code run is
+# evidence only as each runner shows a file that did not load (never for mocha, whose
+# run stops with no report then; node's case named by the file's path).
+JUDGE_VERSION = "reward-4"
 
 
 class Verdict(StrEnum):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -20,6 +21,7 @@ from tests.plugins.trainer import (
     FixRepo,
     sandbox_factory,
 )
+from tests.support import require_service
 from trainer.envs.builder import BuildRejected, BuildSpec, EnvironmentBuilder, strip_leaked_solution
 from trainer.envs.folders import EnvironmentFolders
 from worker.pipelines.issue_task import JudgedComment
@@ -280,3 +282,24 @@ def test_the_issues_comments_are_kept_as_a_jobs_prompt_would_carry_them(
     env = _builder().build(spec)
     assert [(c.author, c.body) for c in env.issue_comments] == [("maya", "Negative numbers too.")]
     assert env.provenance.leak_stripped and env.problem_statement == ISSUE
+
+
+def test_a_node_test_that_only_the_fixs_code_makes_is_no_fail_to_pass(tmp_path: Path) -> None:
+    # Node's test runner names no file in its ids: the test absent from the old-code
+    # run is failing there only when a test file did not load, as the gate judges it.
+    require_service(shutil.which("node") is not None, "node")
+    from tests.adversarial import NODE_BASE, NODE_CORE
+
+    repo = tmp_path / "calc"
+    base = make_git_repo(repo, dict(NODE_BASE))
+    listed = "const OPERATIONS = ['mul'];\n\nmodule.exports = { mul, OPERATIONS };"
+    code = NODE_CORE.replace("module.exports = { mul };", listed)
+    tests = (
+        "const test = require('node:test');\nconst calc = require('../calc.js');\n\n"
+        "for (const name of calc.OPERATIONS || []) test(name + ' is listed', () => {});\n"
+    )
+    fix = commit_files(repo, {"calc.js": code, "test/listed.test.js": tests}, "a list")
+    spec = BuildSpec(repo, base, fix, ISSUE, repo="acme/calc", test_command="node --test")
+    with pytest.raises(BuildRejected) as info:
+        _builder().build(spec)
+    assert info.value.rejection.reason == "no_fail_to_pass", info.value.rejection

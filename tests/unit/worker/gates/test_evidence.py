@@ -368,19 +368,54 @@ def test_a_collector_error_above_the_test_is_its_unit_failing(error: str, loaded
     assert not could_not_load(f"{FILE}::TestC::test_new[1]", ids(a="passed") | {error: "passed"})
 
 
-def test_a_mocha_test_absent_from_a_describe_block_that_ran_is_no_evidence() -> None:
+def test_a_mocha_test_absent_from_a_reported_run_is_no_evidence() -> None:
     # mocha's xunit ids are ``<describe blocks>::<title>``. A spec file that does not
-    # load stops mocha with no report, so a reported run loaded every file: a test its
-    # describe block ran without was brought by the code (a title or a loop from it).
-    assert not could_not_load("parser::new case", {"parser::old case": "passed"})
-    # A describe block that ran nowhere counts as failing, as a Go package that did not
-    # build does.
-    assert could_not_load("parser quotes::new case", {"parser::old case": "passed"})
+    # load stops mocha with no report, so a reported run loaded every file: a test absent
+    # from it was brought by the code (a title, a describe block or a loop taken from it).
+    without = {"parser::old case": "passed"}
+    assert not could_not_load("parser::new case", without, "mocha")
+    assert not could_not_load("parser quotes::new case", without, "mocha")
+    # Where the runner is not known, a describe block that ran nowhere still counts as
+    # failing, as a Go package that did not build does.
+    assert not could_not_load("parser::new case", without)
+    assert could_not_load("parser quotes::new case", without)
 
 
-def test_an_id_that_names_no_module_keeps_absent_as_failing() -> None:
-    # Node's ``suite > test``: nothing in the id says which file it came from.
+NODE_FILE = "/workspace/test/parser.test.js"
+
+
+@pytest.mark.parametrize(
+    ("without", "failing"),
+    [
+        ({"parser > old": "passed"}, False),  # every file loaded: the code made the test
+        ({"parser > old": "failed"}, False),  # a failing test is no file that did not load
+        ({"parser > old": "passed", NODE_FILE: "failed"}, True),
+        ({"parser > old": "passed", "/workspace/test/parser.test.mjs": "error"}, True),
+        ({"parser > old": "passed", NODE_FILE: "passed"}, False),  # a test named so
+        ({"parser > old": "passed", "test/parser.test.js": "failed"}, False),  # not a path
+    ],
+)
+def test_a_node_test_absent_counts_as_failing_only_when_a_file_did_not_load(
+    without: dict[str, str], failing: bool
+) -> None:
+    # Node's test runner names no file in its ids and reports a file that does not load
+    # as one failing case named by the file's path.
+    assert could_not_load("parser > new", without, "node") is failing
+    assert could_not_load("suite::new", without, "node") is failing  # "::" in a title
+
+
+def test_an_id_that_names_no_module_keeps_absent_as_failing_where_the_runner_is_unknown() -> None:
     assert could_not_load("parser > new", {"parser > old": "passed"})
+
+
+def test_the_runner_reaches_the_gates_evidence() -> None:
+    def node_run(label: str, **final: Outcome) -> SuiteRun:
+        return SuiteRun(label, exit_code=0, first_exit_code=0, junit=True, final=final)
+
+    before, old_code = node_run("before", old="passed"), node_run("old code", old="passed")
+    after = node_run("after", old="passed", made_by_the_code="passed")
+    assert shown_fixed(old_code, after, before, "node") == []
+    assert shown_fixed(old_code, after, before) == ["made_by_the_code"]
 
 
 # -- the levels ----------------------------------------------------------------------------

@@ -19,12 +19,19 @@ SEMGREP_VENV ?= $(VENV)-semgrep
 serve: install
 	$(VENV)/bin/ribbit serve
 
+# Two pytest-xdist workers, each taking a whole test module at a time in the order pytest
+# collects them (its module-scoped fixtures built once, its tests in their order): the
+# suite mostly waits on one process at a time, so two use a two-core machine.
+# TEST_WORKERS=0 runs one process. tests/unit/test_parallel_workers.py checks the split.
+TEST_WORKERS ?= 2
+XDIST_ARGS = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
+
 test: install-dev system-deps sandbox-image
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest $(XDIST_ARGS) $(PYTEST_ARGS)
 
 # The inner loop: everything but the suites marked slow (tests/plugins/tiers.py).
 test-fast: install-dev system-deps sandbox-image
-	$(PY) -m pytest -m 'not slow' $(PYTEST_ARGS)
+	$(PY) -m pytest -m 'not slow' $(XDIST_ARGS) $(PYTEST_ARGS)
 
 $(VENV)/.base: pyproject.toml
 	$(PYTHON) -m venv $(VENV)

@@ -3,7 +3,9 @@
 A suite is a folder of unit tests (``unit/worker``) or a family of integration modules
 named by the word after ``test_`` (``integration/sandbox`` holds test_sandbox_*.py).
 Set-up, call and teardown all count: a session fixture's set-up is charged to the suite of
-the first test that needed it, which is where it was paid.
+the first test that needed it, which is where it was paid. Under pytest-xdist the
+workers' reports reach the controller, which sums them: a suite's minutes are its share
+of the machine, not of the wall clock.
 """
 
 from __future__ import annotations

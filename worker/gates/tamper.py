@@ -21,7 +21,7 @@ from typing import Protocol
 
 from bot.store.records.gate_report import Finding
 from worker.gates.trees import PatchTrees, regular_file_inside
-from worker.gates.watch import TamperEvent
+from worker.gates.watch import OUTSIDE, TamperEvent
 
 GATE = "tests"
 RULE = "tamper"
@@ -58,6 +58,7 @@ MECHANISMS = frozenset(
         "module-shadow",
         "dumpable",
         "report-descriptor",
+        OUTSIDE,
         UNWATCHED,
         CHANNEL,
         REPORT_CHANNEL,
@@ -76,6 +77,13 @@ class WatchedRun(Protocol):
 
     @property
     def mismatch(self) -> str | None: ...
+
+
+def ran_outside(*runs: WatchedRun) -> bool:
+    """Whether a test of any of ``runs`` ran in another process, which sent its result
+    back: that result is the other process's word, where the code under test ran
+    unwatched, so it is no evidence (a finding too, where the base's run had none)."""
+    return any(event.mechanism == OUTSIDE for run in runs for event in run.tamper)
 
 
 def tamper_findings(before: WatchedRun, after: WatchedRun, trees: PatchTrees) -> list[Finding]:

@@ -65,7 +65,7 @@ from worker.gates.evidence import base_with_patch_tests, patched_code_with_base_
 from worker.gates.judge import NAME, SuiteRun, judge, report_disagreement, shown_fixed
 from worker.gates.pinned import accepting_label, answered, pinned_changes, pinned_verdict
 from worker.gates.runner import apply_failure, run_tree_gate
-from worker.gates.tamper import tamper_findings
+from worker.gates.tamper import ran_outside, tamper_findings
 from worker.gates.targets import TargetTest, target_tests
 from worker.gates.testcmd import TestCommand, resolve_test_command
 from worker.gates.testrun import TestRun, run_tests
@@ -129,6 +129,8 @@ class TestGate:
         )
         findings += tamper_findings(before, after, trees)
         evidence = shown_fixed(old_code, after, before, test.runner)
+        if ran_outside(old_code, after):
+            evidence = []  # a test's result came from an unwatched process
         if pinned is not None:
             found, details["pinned"], unconfirmed = pinned_verdict(
                 before, pinned, trees, moved, findings

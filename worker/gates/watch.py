@@ -56,6 +56,10 @@ fcntl.fcntl(fd, fcntl.F_ADD_SEALS, seals)
 SELECT_VAR = "RIBBIT_PYTEST_SELECT"
 
 
+# The bootstrap's record of tests whose results came from another process.
+OUTSIDE = "outside"
+
+
 @dataclass(frozen=True)
 class TamperEvent:
     """One attributed event: the mechanism (the audit event, ``runner-monkeypatch`` or
@@ -68,6 +72,8 @@ class TamperEvent:
     line: int
 
     def describe(self) -> str:
+        if self.mechanism == OUTSIDE:
+            return self.what  # the run's, not one place's
         where = f"{self.path}:{self.line}" if self.path else "code from no repository file"
         return f"{self.what} at {where}"
 

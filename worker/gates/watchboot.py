@@ -54,9 +54,11 @@ write to the console, and reach the channel through the (dumpable) wrapper's
 breaks it; lost last records leave a run with no end; the key went by before any of
 them existed). One forked past Python's fork handlers keeps the key and the report's
 descriptor: a watched event there breaks the channel; its writes race the seal. A child
-``os.fork`` makes (``pytest --forked``, a ``multiprocessing`` fork) has the key wiped
-and its records dropped: the watch ends at the fork, and only what the parent sees of
-the child's tests (their reports) is judged. Between two of step 0's checks, made
+``os.fork`` makes (a ``multiprocessing`` fork) has the key wiped and its records
+dropped: the watch ends at the fork. Tests run here, never in pytest-xdist's workers or
+``--forked``'s children (both are switched off); a test whose report another process
+sent all the same (a ``forked`` mark, a plugin of the repository's tests) is recorded
+as ``outside``, and the gate takes no evidence from such a run. Between two of step 0's checks, made
 dumpable through a call that is no flagged ctypes lookup, the process is readable by its
 children. The report is read only while its descriptor is the memfd, checked before and
 after each read; a thread that swaps another in and back between two checks is not seen.
@@ -134,7 +136,7 @@ def _ribbit_main() -> None:
 
     configs: list[pytest.Config] = []
     check_plugins = _plugin_checker(record, repo_file, test_path, configs)
-    status, failed = _run_pytest(report, configs, check_runner, check_plugins, sealed)
+    status, failed = _run_pytest(report, configs, check_runner, check_plugins, sealed, record)
     check_runner()
     check_plugins()
     sealed()  # where pytest ended before its session did (a usage error)
@@ -422,18 +424,27 @@ def _run_pytest(
     check_runner: Callable[[], None],
     check_plugins: Callable[[], None],
     seal: Callable[[], None],
+    record: Record,
 ) -> tuple[int, int]:
     """Step 5: pytest's exit status and how many tests failed, with the JUnit report
     written to ``report``, sealed as the session's last step, and the runner checked
-    after each test."""
+    after each test. Every test runs in this process: pytest-xdist's workers and
+    ``pytest --forked``'s children would run the code under test where nothing watches
+    it and send back reports it could rewrite, so both are switched off (the log says
+    so); a test whose result still comes from another process (a plugin's own child, a
+    ``forked`` mark) is recorded as ``outside``."""
     import pytest
 
     failed: set[str] = set()
+    ran_here: set[str] = set()
+    outside: set[str] = set()
 
     class RibbitWatch:
         @staticmethod
+        @pytest.hookimpl(tryfirst=True)  # before xdist's own, which starts its workers
         def pytest_configure(config: pytest.Config) -> None:
             configs.append(config)
+            _one_process(config.option)
 
         @staticmethod
         def pytest_collection_finish(session: pytest.Session) -> None:
@@ -441,21 +452,46 @@ def _run_pytest(
             check_plugins()
 
         @staticmethod
+        @pytest.hookimpl(hookwrapper=True)  # whatever the other implementations raise
+        def pytest_runtest_setup(item: pytest.Item) -> Any:
+            ran_here.add(item.nodeid)
+            yield
+
+        @staticmethod
         def pytest_runtest_logreport(report: pytest.TestReport) -> None:
             if report.failed:
                 failed.add(report.nodeid)
+            if report.nodeid not in ran_here:
+                outside.add(report.nodeid)
             if report.when == "teardown":
                 check_runner()
 
         @staticmethod
         @pytest.hookimpl(trylast=True)
         def pytest_sessionfinish(session: pytest.Session) -> None:
+            if outside:
+                what = f"{len(outside)} test(s) ran in another process, which sent the results"
+                record("outside", what, None, 0)
             seal()  # after junitxml's own sessionfinish wrote the report
 
     argv = [f"--junitxml={report}", "-o", "junit_family=xunit1", *sys.argv[3:]]
     sys.argv = [sys.argv[0], *sys.argv[3:]]
     status = int(pytest.main(argv, plugins=[RibbitWatch()]))
     return status, len(failed)
+
+
+def _one_process(option: Any) -> None:
+    """pytest's options set so that every test runs in this process: pytest-xdist's
+    distribution and ``--forked`` off, and the log saying so."""
+    off = []
+    if getattr(option, "dist", "no") != "no":
+        option.dist, option.tx = "no", []
+        off.append("pytest-xdist's workers")
+    if getattr(option, "forked", False):
+        option.forked = False
+        off.append("--forked")
+    if off:
+        sys.stderr.write(f"ribbit: {' and '.join(off)} off: a watched run is one process\n")
 
 
 _STEPS = (
@@ -477,6 +513,7 @@ _STEPS = (
     _runner_checker,
     _plugin_checker,
     _run_pytest,
+    _one_process,
     _send_results,
 )
 

@@ -34,7 +34,9 @@ Severity = Literal["info", "warning", "error"]
 # writes its runner's lines, and a test command that leaves processes behind, block.
 # reward-4: for mocha and node's test runner, a test absent from the old-code run is
 # evidence only as each runner shows a file that did not load (never for mocha, whose
-# run stops with no report then; node's case named by the file's path).
+# run stops with no report then; node's case named by the file's path); a watched
+# pytest run is one process (pytest-xdist and --forked off), and a run with results
+# another process sent shows nothing.
 JUDGE_VERSION = "reward-4"
 
 

@@ -56,6 +56,7 @@ from worker.agent.episode import SandboxRecipe, SetupFailed
 from worker.gates import evidence
 from worker.gates.testcmd import recognise
 from worker.gates.testrun import TestRun, run_tests, select_batches
+from worker.gates.watch import OUTSIDE
 from worker.pipelines.issue_task import JudgedComment, prompt_comments
 from worker.sandbox.base import Sandbox
 from worker.sandbox.setup import SetupResult
@@ -294,6 +295,8 @@ def _unusable(before: list[TestRun], after: list[TestRun]) -> tuple[str, str] | 
     # itself does: where the fixed code's run is not its own (processes the suite leaves
     # behind, a report that disagrees), it would refuse every rollout.
     unowned = next((r.not_own for r in after if r.not_own), None)
+    if any(e.mechanism == OUTSIDE for r in after for e in r.tamper):
+        unowned = "its results came from another process, which the watch does not see"
     if unowned:
         return "run_not_own", (
             f"the tests' run with the fix is not their own ({unowned}): the reward would "

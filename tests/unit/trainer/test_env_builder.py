@@ -303,3 +303,23 @@ def test_a_node_test_that_only_the_fixs_code_makes_is_no_fail_to_pass(tmp_path: 
     with pytest.raises(BuildRejected) as info:
         _builder().build(spec)
     assert info.value.rejection.reason == "no_fail_to_pass", info.value.rejection
+
+
+def test_a_suite_whose_results_come_from_another_process_is_rejected(tmp_path: Path) -> None:
+    # The repository forks each test (pytest-forked's mark does the same): the watched
+    # run records the results as sent from outside, which the reward would call tampered
+    # in every rollout.
+    from tests.unit.worker.gates.test_watch_one_process import FORKS_EACH_TEST
+
+    repo = tmp_path / "calc"
+    files = {"calc.py": CALC_BUGGY, "tests/test_mul.py": TEST_MUL}
+    base = make_git_repo(repo, {**files, "tests/conftest.py": FORKS_EACH_TEST})
+    fix = commit_files(repo, {"calc.py": CALC_FIXED, "tests/test_add.py": TEST_ADD}, "fix add")
+    # Plain pytest, as the watch knows it (PYTEST names this venv's interpreter: a shell
+    # command to the gates, run unwatched).
+    watched = "python3 -m pytest -q -p no:cacheprovider"
+    spec = replace(_spec(FixRepo(repo, base, fix)), test_command=watched)
+    with pytest.raises(BuildRejected) as info:
+        _builder().build(spec)
+    assert info.value.rejection.reason == "run_not_own", info.value.rejection
+    assert "came from another process" in info.value.rejection.detail

@@ -269,20 +269,26 @@ def _print_human(report: GateReport) -> None:
 
 
 def _base_setup_failure(report: GateReport) -> FailureReason | None:
-    """When the base's tests never ran (the test gate's ``base-no-report``), the
-    repository's set-up is at fault: who can fix it, read from the base run's output as a
-    solve job reads its refused run's (worker/sandbox/failure.py), so both paths name the
-    same person and setting. The log tail above already shows the output itself."""
+    """When the base's tests never ran or its run was not its own (the test gate's
+    ``base-no-report``, ``base-report-mismatch``), the repository's set-up is at fault:
+    who can fix it, read from the base run's output as a solve job reads its refused
+    run's (worker/sandbox/failure.py), so both paths name the same person and setting.
+    The log tail above already shows the output itself."""
     from bot.store.failure import FailureReason
     from worker.sandbox.failure import output_fixer
 
     tests = next((r for r in report.results if r.name == "tests" and not r.passed), None)
-    if tests is None or not any(f.rule == "base-no-report" for f in tests.findings):
+    rules = {f.rule for f in tests.findings} if tests is not None else set()
+    if tests is None or not rules & {"base-no-report", "base-report-mismatch"}:
         return None
     base_run = tests.logs.split("--- after ---\n", 1)[0]
+    what = (
+        "The base commit's tests never ran, so the gates judged no test"
+        if "base-no-report" in rules
+        else "The base commit's own test run is not its own (its report and its run disagree)"
+    )
     return FailureReason.of(
-        "The base commit's tests never ran, so the gates judged no test: this is about the "
-        "repository's set-up, not the patch.",
+        f"{what}: this is about the repository's set-up, not the patch.",
         fixer=output_fixer(base_run),
     )
 

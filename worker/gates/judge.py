@@ -500,9 +500,20 @@ def _base_unreported(before: SuiteRun) -> bool:
 
 
 def _base_report_findings(before: SuiteRun) -> list[Finding]:
-    """A base run without its report: the repository's set-up, never the patch. It
-    blocks (nothing can be compared), and takes the place of the exit status's verdict
-    on the patch."""
+    """A base run without its report, or with one that is not its own: the repository's
+    set-up, never the patch. The first blocks (nothing can be compared) and takes the
+    place of the exit status's verdict on the patch; the second says why the patched
+    run's ``report-mismatch``, which it does not excuse, is no sign of the patch."""
+    if before.mismatch:
+        return [
+            _finding(
+                "base-report-mismatch",
+                "at the base commit the test report is not the run's own either "
+                f"({before.mismatch}): the repository's test set-up makes every run look "
+                "forged, so no patch can be judged until it changes (see the gate log; "
+                "check `test` in .ribbit.yml)",
+            )
+        ]
     if not _base_unreported(before):
         return []
     return [

@@ -192,3 +192,31 @@ def test_cli_a_base_whose_tests_never_ran_names_who_can_fix_it_as_a_solve_job_do
         "(pip install -e .[test], say)." in lines
     ), human.output
     assert lines[-1].startswith("gates: failed (tests ✖")
+
+
+def test_cli_a_base_whose_run_is_not_its_own_is_named_as_the_set_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The repository's own conftest ends every session with status 0, a failing test
+    # and all: the base's run disagrees with its report before any patch, so the
+    # patched run's disagreement is no sign of the patch.
+    from tests.fakes import local_sandboxes
+
+    files = {
+        **BASE,
+        "conftest.py": "def pytest_sessionfinish(session, exitstatus):\n"
+        "    session.exitstatus = 0\n",
+        "test_app.py": "from app import greet\n\n\ndef test_greet():\n    assert greet('x')\n\n\n"
+        "def test_known_bad():\n    assert False\n",
+    }
+    repo, _ = repo_with(tmp_path, files)
+    patch = tmp_path / "fix.diff"
+    patch.write_text(make_patch(repo, {"app.py": "def greet(name):\n    return f'hi {name}'\n"}))
+    monkeypatch.setattr("worker.gates.cli._sandboxes", lambda backend, image: local_sandboxes())
+    human = CliRunner().invoke(gates_command, ["--checkout", str(repo), "--patch", str(patch)])
+    assert human.exit_code == 1, human.output
+    lines = human.output.splitlines()
+    assert (
+        "The base commit's own test run is not its own (its report and its run disagree): "
+        "this is about the repository's set-up, not the patch." in lines
+    ), human.output

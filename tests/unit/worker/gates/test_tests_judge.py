@@ -187,10 +187,16 @@ def test_processes_left_by_the_base_suite_excuse_only_processes_left_after_the_p
         forged = reported("after", a="passed")
         forged.mismatch = why
         assert _mismatch_rules(honest_base, forged) == [("report-mismatch", "error")], why
-        # Nor does the base's own disagreement excuse the patched run's.
+        # Nor does the base's own disagreement excuse the patched run's; it is named as
+        # the repository's set-up beside it.
         odd_base = reported("before", a="passed")
         odd_base.mismatch = why
         assert _mismatch_rules(odd_base, forged) == [("report-mismatch", "error")], why
+        findings, _ = judge(ctx(), odd_base, forged, [])
+        [named] = [f for f in findings if f.rule == "base-report-mismatch"]
+        assert why in named.message and "set-up" in named.message
+        findings, _ = judge(ctx(), honest_base, forged, [])
+        assert "base-report-mismatch" not in [f.rule for f in findings]
 
 
 def test_an_old_code_run_that_is_not_its_own_shows_no_fix() -> None:

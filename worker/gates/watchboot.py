@@ -58,10 +58,11 @@ descriptor: a watched event there breaks the channel; its writes race the seal. 
 dropped: the watch ends at the fork. Tests run here, never in pytest-xdist's workers or
 ``--forked``'s children (both are switched off); a test whose report another process
 sent all the same (a ``forked`` mark, a plugin of the repository's tests) is recorded
-as ``outside``, and the gate takes no evidence from such a run. Between two of step 0's checks, made
-dumpable through a call that is no flagged ctypes lookup, the process is readable by its
-children. The report is read only while its descriptor is the memfd, checked before and
-after each read; a thread that swaps another in and back between two checks is not seen.
+as ``outside``, and the gate takes no evidence from such a run. Between two of step 0's
+checks, made dumpable through a call that is no flagged ctypes lookup, the process is
+readable by its children. The report is read only while its descriptor is the memfd,
+checked before and after each read; a thread that swaps another in and back between two
+checks is not seen.
 
 The channel and the report's steps (0, 1 and 5's memfd) are in
 :mod:`worker.gates.watchchannel`; :func:`worker.gates.watch.bootstrap_source` puts its code

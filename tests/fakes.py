@@ -117,7 +117,9 @@ class LocalDirSandbox(ClosedOnExit):
             "LANG": "C.UTF-8",
             **GIT_ENV,
             **(env or {}),
+            **self.own_environment(),
         }
+        argv = self.own_command(argv)
         start = time.monotonic()
         proc = subprocess.Popen(
             argv,
@@ -145,6 +147,14 @@ class LocalDirSandbox(ClosedOnExit):
             timed_out=timed_out,
             truncated=truncated,
         )
+
+    def own_environment(self) -> dict[str, str]:
+        """What a test's subclass puts in every command's environment, over the caller's."""
+        return {}
+
+    def own_command(self, argv: list[str]) -> list[str]:
+        """Every command as a test's subclass runs it (a wrapper in front, say)."""
+        return argv
 
     def read_file(self, path: str) -> bytes:
         return self._host_path(path).read_bytes()

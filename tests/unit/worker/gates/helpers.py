@@ -12,6 +12,7 @@ from pathlib import Path
 from tests.fakes import GIT_ENV, LocalDirSandbox, commit_files, git, make_git_repo
 from worker.gates.base import GateContext
 from worker.repo_config import RepoConfig
+from worker.sandbox.base import SandboxFactory
 from worker.settings import GateSettings
 
 PYTEST = f"{shlex.quote(sys.executable)} -m pytest -q -p no:cacheprovider"
@@ -53,6 +54,7 @@ def make_ctx(
     settings: GateSettings | None = None,
     issue_text: str = "",
     issue_labels: tuple[str, ...] = (),
+    sandbox_factory: SandboxFactory = LocalDirSandbox,
 ) -> GateContext:
     return GateContext(
         repo_dir=repo,
@@ -60,7 +62,7 @@ def make_ctx(
         patch=patch,
         repo_config=config or RepoConfig(test=PYTEST),
         gate_settings=settings or GateSettings(),
-        sandbox_factory=LocalDirSandbox,
+        sandbox_factory=sandbox_factory,
         issue_text=issue_text,
         issue_labels=issue_labels,
     )

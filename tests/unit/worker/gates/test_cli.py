@@ -5,7 +5,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from click.testing import CliRunner
+from click.testing import CliRunner, Result
 
 from bot.store.records.gate_report import GateReport, GateResult
 from tests.unit.worker.gates.helpers import make_patch, repo_with
@@ -161,6 +161,20 @@ def test_cli_a_base_that_cannot_be_set_up_is_the_repositorys_not_the_patchs(
     assert data["verdict"] is None and data["failure"]["what"] == lines[0]
 
 
+def _gates_on_greet_fix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, files: dict[str, str]
+) -> Result:
+    """``ribbit gates`` on a repository of ``files`` with a patch that fixes ``greet``,
+    its tests run in host-copy sandboxes."""
+    from tests.fakes import local_sandboxes
+
+    repo, _ = repo_with(tmp_path, files)
+    patch = tmp_path / "fix.diff"
+    patch.write_text(make_patch(repo, {"app.py": "def greet(name):\n    return f'hi {name}'\n"}))
+    monkeypatch.setattr("worker.gates.cli._sandboxes", lambda backend, image: local_sandboxes())
+    return CliRunner().invoke(gates_command, ["--checkout", str(repo), "--patch", str(patch)])
+
+
 def test_cli_a_base_whose_tests_never_ran_names_who_can_fix_it_as_a_solve_job_does(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -168,18 +182,12 @@ def test_cli_a_base_whose_tests_never_ran_names_who_can_fix_it_as_a_solve_job_do
     # pytest_asyncio): pytest stops in conftest.py at the base and with the patch, and no
     # report comes back. The solve job's stored reason names the missing module and the
     # maintainer's `setup` (worker/sandbox/failure.py output_fixer); so does `ribbit gates`.
-    from tests.fakes import local_sandboxes
-
     files = {
         **BASE,
         "conftest.py": "import ribbit_absent_plugin\n",
         "test_app.py": "from app import greet\n\n\ndef test_greet():\n    assert greet('x')\n",
     }
-    repo, _ = repo_with(tmp_path, files)
-    patch = tmp_path / "fix.diff"
-    patch.write_text(make_patch(repo, {"app.py": "def greet(name):\n    return f'hi {name}'\n"}))
-    monkeypatch.setattr("worker.gates.cli._sandboxes", lambda backend, image: local_sandboxes())
-    human = CliRunner().invoke(gates_command, ["--checkout", str(repo), "--patch", str(patch)])
+    human = _gates_on_greet_fix(tmp_path, monkeypatch, files)
     assert human.exit_code == 1, human.output
     lines = human.output.splitlines()
     assert (
@@ -200,8 +208,6 @@ def test_cli_a_base_whose_run_is_not_its_own_is_named_as_the_set_up(
     # The repository's own conftest ends every session with status 0, a failing test
     # and all: the base's run disagrees with its report before any patch, so the
     # patched run's disagreement is no sign of the patch.
-    from tests.fakes import local_sandboxes
-
     files = {
         **BASE,
         "conftest.py": "def pytest_sessionfinish(session, exitstatus):\n"
@@ -209,11 +215,7 @@ def test_cli_a_base_whose_run_is_not_its_own_is_named_as_the_set_up(
         "test_app.py": "from app import greet\n\n\ndef test_greet():\n    assert greet('x')\n\n\n"
         "def test_known_bad():\n    assert False\n",
     }
-    repo, _ = repo_with(tmp_path, files)
-    patch = tmp_path / "fix.diff"
-    patch.write_text(make_patch(repo, {"app.py": "def greet(name):\n    return f'hi {name}'\n"}))
-    monkeypatch.setattr("worker.gates.cli._sandboxes", lambda backend, image: local_sandboxes())
-    human = CliRunner().invoke(gates_command, ["--checkout", str(repo), "--patch", str(patch)])
+    human = _gates_on_greet_fix(tmp_path, monkeypatch, files)
     assert human.exit_code == 1, human.output
     lines = human.output.splitlines()
     assert (

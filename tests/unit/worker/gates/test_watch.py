@@ -12,7 +12,6 @@ import base64
 import hashlib
 import hmac
 import os
-from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -29,7 +28,6 @@ from worker.gates.tests import TestGate
 from worker.gates.trees import PatchTrees
 from worker.gates.watch import TamperEvent, bootstrap_source, parse_channel, watch_plan
 from worker.repo_config import RepoConfig
-from worker.sandbox.base import DEFAULT_OUTPUT_CAP, WORKSPACE, ExecResult
 
 WATCHED = "python3 -m pytest -q -p no:cacheprovider"
 PLAIN = "bash -c 'python3 -m pytest -q -p no:cacheprovider'"  # a shell command: unwatched
@@ -55,22 +53,15 @@ class _AsTheSandboxUser(LocalDirSandbox):
     sandboxes' user lacks too: only then is a non-dumpable process out of the reach of
     the processes it starts, here as there."""
 
-    def exec(
-        self,
-        command: str | Sequence[str],
-        *,
-        timeout: float,
-        cwd: str = WORKSPACE,
-        env: Mapping[str, str] | None = None,
-        output_cap: int = DEFAULT_OUTPUT_CAP,
-    ) -> ExecResult:
-        argv = ["bash", "-lc", command] if isinstance(command, str) else list(command)
+    def own_command(self, argv: list[str]) -> list[str]:
         if os.geteuid() == 0:
-            argv = ["setpriv", "--bounding-set=-sys_ptrace", "--inh-caps=-sys_ptrace", *argv]
+            return ["setpriv", "--bounding-set=-sys_ptrace", "--inh-caps=-sys_ptrace", *argv]
+        return argv
+
+    def own_environment(self) -> dict[str, str]:
         tmp = self.workspace.parent / "own-tmp"
         tmp.mkdir(exist_ok=True)
-        env = {"TMPDIR": str(tmp), **(env or {})}
-        return super().exec(argv, timeout=timeout, cwd=cwd, env=env, output_cap=output_cap)
+        return {"TMPDIR": str(tmp)}
 
 
 def _mul(run: TestRun) -> str | None:
@@ -222,17 +213,8 @@ class _Without(LocalDirSandbox):
         super().__init__(tree)
         self.site = site
 
-    def exec(
-        self,
-        command: str | Sequence[str],
-        *,
-        timeout: float,
-        cwd: str = WORKSPACE,
-        env: Mapping[str, str] | None = None,
-        output_cap: int = DEFAULT_OUTPUT_CAP,
-    ) -> ExecResult:
-        env = {**(env or {}), "PYTHONPATH": str(self.site)}
-        return super().exec(command, timeout=timeout, cwd=cwd, env=env, output_cap=output_cap)
+    def own_environment(self) -> dict[str, str]:
+        return {"PYTHONPATH": str(self.site)}
 
 
 @pytest.mark.parametrize(

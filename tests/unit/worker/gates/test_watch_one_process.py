@@ -17,19 +17,17 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 
 from tests.fakes import LocalDirSandbox, make_git_repo
-from tests.unit.worker.gates.helpers import make_patch
+from tests.unit.worker.gates.helpers import make_ctx, make_patch
 from tests.watch_attacks import BASE, BROKEN, TESTS
-from worker.gates import GateContext, GateResult
+from worker.gates import GateResult
 from worker.gates.tamper import OUTSIDE
 from worker.gates.testrun import TestRun, run_tests
 from worker.gates.tests import TestGate
 from worker.repo_config import RepoConfig
-from worker.sandbox.base import DEFAULT_OUTPUT_CAP, WORKSPACE, ExecResult
-from worker.settings import GateSettings
 
 WATCHED = "python3 -m pytest -q -p no:cacheprovider"
 XDIST = '[tool.pytest.ini_options]\naddopts = "-n 2"\n'
@@ -82,18 +80,8 @@ def pytest_runtest_protocol(item, nextitem):
 class _WithThisVenv(LocalDirSandbox):
     """The host-copy sandbox with this venv's interpreter (and its pytest-xdist) first."""
 
-    def exec(
-        self,
-        command: str | Sequence[str],
-        *,
-        timeout: float,
-        cwd: str = WORKSPACE,
-        env: Mapping[str, str] | None = None,
-        output_cap: int = DEFAULT_OUTPUT_CAP,
-    ) -> ExecResult:
-        path = f"{Path(sys.executable).parent}:{os.environ['PATH']}"
-        env = {"PATH": path, **(env or {})}
-        return super().exec(command, timeout=timeout, cwd=cwd, env=env, output_cap=output_cap)
+    def own_environment(self) -> dict[str, str]:
+        return {"PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
 
 
 def _run(tmp_path: Path, files: Mapping[str, str]) -> TestRun:
@@ -108,15 +96,9 @@ def _run(tmp_path: Path, files: Mapping[str, str]) -> TestRun:
 def _gate(tmp_path: Path, base_files: Mapping[str, str], changes: Mapping[str, str]) -> GateResult:
     repo = tmp_path / "repo"
     base = make_git_repo(repo, dict(base_files))
-    ctx = GateContext(
-        repo_dir=repo,
-        base_commit=base,
-        patch=make_patch(repo, changes),
-        repo_config=RepoConfig(test=WATCHED),
-        gate_settings=GateSettings(),
-        sandbox_factory=_WithThisVenv,
-    )
-    return TestGate().run(ctx)
+    patch = make_patch(repo, changes)
+    config = RepoConfig(test=WATCHED)
+    return TestGate().run(make_ctx(repo, base, patch, config=config, sandbox_factory=_WithThisVenv))
 
 
 def test_xdist_in_the_repositorys_addopts_runs_in_the_watched_process(tmp_path: Path) -> None:

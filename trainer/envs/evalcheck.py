@@ -207,7 +207,12 @@ def watched_program(plan: WatchPlan) -> str:
         tree_changes,
         judge_watched,
     ]
-    constants = {"SELECT_VAR": SELECT_VAR, "_TIMED_OUT": _TIMED_OUT, "_FORKED": watch._FORKED}
+    constants = {
+        "SELECT_VAR": SELECT_VAR,
+        "_TIMED_OUT": _TIMED_OUT,
+        "_FORKED": watch._FORKED,
+        "OUTSIDE": watch.OUTSIDE,  # TamperEvent.describe reads it
+    }
     main = (
         f"_RECORD = re.compile({watch._RECORD.pattern!r})\n"
         f"_CHILD = re.compile({watch._CHILD.pattern!r})\n"

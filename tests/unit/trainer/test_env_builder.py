@@ -309,7 +309,7 @@ def test_a_suite_whose_results_come_from_another_process_is_rejected(tmp_path: P
     # The repository forks each test (pytest-forked's mark does the same): the watched
     # run records the results as sent from outside, which the reward would call tampered
     # in every rollout.
-    from tests.unit.worker.gates.test_watch_one_process import FORKS_EACH_TEST
+    from tests.watch_attacks import FORKS_EACH_TEST
 
     repo = tmp_path / "calc"
     files = {"calc.py": CALC_BUGGY, "tests/test_mul.py": TEST_MUL}

@@ -14,6 +14,7 @@ from tests.plugins.trainer import CALC_BUGGY, FixRepo, calc_environment
 from tests.watch_attacks import (
     ARGPARSE_SHADOW,
     ATEXIT_REWRITE,
+    FORKS_EACH_TEST,
     GC_HOOK,
     QUIET_PLUGIN,
     THREAD_REWRITE,
@@ -44,6 +45,8 @@ FORGERIES = {
     "atexit-rewrite": {"calc.py": CALC_BUGGY + "\n\n" + ATEXIT_REWRITE},
     "thread-rewrite": {"calc.py": CALC_BUGGY + "\n\n" + THREAD_REWRITE},
     "argparse-shadow": {"argparse.py": ARGPARSE_SHADOW, "calcquiet.py": QUIET_PLUGIN},
+    # Not a forgery by itself: every result comes from a forked child, unwatched.
+    "tests-in-a-forked-child": {"tests/conftest.py": FORKS_EACH_TEST},
 }
 # What the refusal names: the event and the patch's line, or the channel the forged
 # end record broke (a rewrite at exit leaves no event).
@@ -52,6 +55,7 @@ REFUSED_FOR = {
     "atexit-rewrite": "channel is not the bootstrap's",
     "thread-rewrite": "channel is not the bootstrap's",
     "argparse-shadow": "named like the module argparse at argparse.py:1",
+    "tests-in-a-forked-child": "2 test(s) ran in another process",
 }
 
 

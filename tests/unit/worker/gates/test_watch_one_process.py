@@ -22,7 +22,7 @@ from pathlib import Path
 
 from tests.fakes import LocalDirSandbox, make_git_repo
 from tests.unit.worker.gates.helpers import make_ctx, make_patch
-from tests.watch_attacks import BASE, BROKEN, TESTS
+from tests.watch_attacks import BASE, BROKEN, FORKS_EACH_TEST, TESTS
 from worker.gates import GateResult
 from worker.gates.tamper import OUTSIDE
 from worker.gates.testrun import TestRun, run_tests
@@ -43,38 +43,6 @@ FORGES_REPORTS = (
     "    return report\n\n\n"
     "_reports.TestReport.from_item_and_call = classmethod(_passing)\n\n\n"
 )
-# What pytest-forked's ``forked`` mark does, as a repository's own conftest: each test
-# runs in a forked child, which sends its reports back to be logged here.
-FORKS_EACH_TEST = """import os
-import pickle
-
-import pytest
-from _pytest.runner import runtestprotocol
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_protocol(item, nextitem):
-    hook = item.config.hook
-    item.ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(read)
-        reports = runtestprotocol(item, log=False, nextitem=nextitem)
-        data = [hook.pytest_report_to_serializable(config=item.config, report=r) for r in reports]
-        with os.fdopen(write, "wb") as out:
-            pickle.dump(data, out)
-        os._exit(0)
-    os.close(write)
-    with os.fdopen(read, "rb") as got:
-        data = pickle.load(got)
-    os.waitpid(pid, 0)
-    for one in data:
-        report = hook.pytest_report_from_serializable(config=item.config, data=one)
-        item.ihook.pytest_runtest_logreport(report=report)
-    item.ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
-    return True
-"""
 
 
 class _WithThisVenv(LocalDirSandbox):

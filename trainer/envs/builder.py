@@ -54,9 +54,9 @@ from trainer.envs.schema import (
 )
 from worker.agent.episode import SandboxRecipe, SetupFailed
 from worker.gates import evidence
+from worker.gates.tamper import ran_outside
 from worker.gates.testcmd import recognise
 from worker.gates.testrun import TestRun, run_tests, select_batches
-from worker.gates.watch import OUTSIDE
 from worker.pipelines.issue_task import JudgedComment, prompt_comments
 from worker.sandbox.base import Sandbox
 from worker.sandbox.setup import SetupResult
@@ -295,7 +295,7 @@ def _unusable(before: list[TestRun], after: list[TestRun]) -> tuple[str, str] | 
     # itself does: where the fixed code's run is not its own (processes the suite leaves
     # behind, a report that disagrees), it would refuse every rollout.
     unowned = next((r.not_own for r in after if r.not_own), None)
-    if any(e.mechanism == OUTSIDE for r in after for e in r.tamper):
+    if ran_outside(*after):
         unowned = "its results came from another process, which the watch does not see"
     if unowned:
         return "run_not_own", (

@@ -79,7 +79,12 @@ class WatchedRun(Protocol):
     def mismatch(self) -> str | None: ...
 
 
-def ran_outside(*runs: WatchedRun) -> bool:
+class _Recorded(Protocol):
+    @property
+    def tamper(self) -> Sequence[TamperEvent]: ...
+
+
+def ran_outside(*runs: _Recorded) -> bool:
     """Whether a test of any of ``runs`` ran in another process, which sent its result
     back: that result is the other process's word, where the code under test ran
     unwatched, so it is no evidence (a finding too, where the base's run had none)."""

@@ -284,6 +284,182 @@ _main["_attribute"] = lambda frame, repo_file, test_path: None
 PLUGIN_CONFTEST = 'pytest_plugins = ["calc.quiet"]\n'
 
 
+# The runner's code left in place, what it does changed (no replacement, no audit event):
+# the function in a closure cell. pytest's capture wraps each test call in a
+# contextmanager (item_capture); its cell holds the generator function, here one that
+# swallows the test's exception, so the call phase ends as a pass.
+CLOSURE_SWAP = """import contextlib
+
+import _pytest.capture
+
+_cell = _pytest.capture.CaptureManager.item_capture.__closure__[0]
+_real = contextlib.contextmanager(_cell.cell_contents)
+
+
+def _quiet(self, when, item):
+    with _real(self, when, item):
+        try:
+            yield
+        except Exception:
+            pass
+
+
+_cell.cell_contents = _quiet
+"""
+
+# The same for unittest: TestCase.run runs each part under _Outcome.testPartExecutor,
+# a contextmanager whose cell holds the code that records the failure.
+UNITTEST_CLOSURE_SWAP = """import contextlib
+import unittest.case
+
+_cell = unittest.case._Outcome.testPartExecutor.__closure__[0]
+
+
+@contextlib.contextmanager
+def _quiet(self, test_case, subTest=False):
+    try:
+        yield
+    except Exception:
+        pass
+
+
+_cell.cell_contents = _quiet.__wrapped__
+"""
+
+# A context manager on the call's path told to swallow what it sees: a built-in
+# plugin's (pytest's logging wraps each call in catching_logs) ...
+PLUGIN_EXIT = """import _pytest.logging
+
+_pytest.logging.catching_logs.__exit__ = lambda self, *exc: True
+"""
+
+# ... or the standard library's, under every contextmanager pytest's wrappers use.
+CONTEXTLIB_EXIT = """import contextlib
+
+_exit = contextlib._GeneratorContextManager.__exit__
+
+
+def _quiet_exit(self, typ, value, tb):
+    _exit(self, typ, value, tb)
+    return True
+
+
+contextlib._GeneratorContextManager.__exit__ = _quiet_exit
+"""
+
+# The test's own assertion helper made to agree with anything: pytest.approx.
+APPROX_EQ = """import _pytest.python_api
+
+_pytest.python_api.ApproxScalar.__eq__ = lambda self, actual: True
+"""
+APPROX_TESTS = (
+    "import pytest\n\nfrom calc.core import mul\n\n\n"
+    "def test_mul():\n    assert mul(2, 3) == pytest.approx(6)\n\n\n"
+    "def test_one():\n    assert mul(1, 1) in (1, 2)\n"
+)
+
+# Assertions taken out of the test modules imported after the package: pytest's import
+# hook (which rewrites them) made to compile each test module with -O.
+ASSERT_STRIP = """import _pytest.assertion.rewrite
+
+
+def _exec_module(self, module):
+    path = module.__spec__.origin
+    with open(path) as source:
+        code = compile(source.read(), path, "exec", optimize=1)
+    exec(code, module.__dict__)
+
+
+_pytest.assertion.rewrite.AssertionRewritingHook.exec_module = _exec_module
+"""
+FIRST_TESTS = "import calc\n\n\ndef test_import():\n    assert calc\n"
+
+
+# Replaced and put back between two checks of the runner: the broken mul itself swaps
+# in a report maker that turns the call's failure into a pass and restores the real one
+# as it runs, so every check after a test finds the runner as it was. Only what the
+# test function raised, seen right around its call, still says it failed.
+UNDONE_REWRITE = """from _pytest.reports import TestReport
+
+_real = TestReport.__dict__["from_item_and_call"]
+
+
+def _forged(cls, item, call):
+    TestReport.from_item_and_call = _real
+    report = _real.__func__(cls, item, call)
+    if call.when == "call":
+        report.outcome, report.longrepr = "passed", None
+    return report
+
+
+def _arm():
+    TestReport.from_item_and_call = classmethod(_forged)
+"""
+REPORT_REWRITE_UNDONE = UNDONE_REWRITE + "\n\ndef mul(a, b):\n    _arm()\n    return a + b\n"
+
+
+# The test modules imported after the package loaded through a finder of its own, ahead
+# of pytest's: their assertions compiled out (-O), nothing of the runner touched.
+META_PATH_STRIP = """import importlib.machinery
+import sys
+
+
+class _Plain:
+    def find_spec(self, name, path, target=None):
+        if not name.startswith("tests.test_"):
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is not None:
+            spec.loader = self
+        return spec
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        path = module.__spec__.origin
+        with open(path) as source:
+            exec(compile(source.read(), path, "exec", optimize=1), module.__dict__)
+
+
+sys.meta_path.insert(0, _Plain())
+"""
+
+# The test file itself edited on disk before it is imported.
+TEST_FILE_EDIT = """import pathlib
+
+_test = pathlib.Path(__file__).resolve().parent.parent / "tests" / "test_core.py"
+_test.write_text(_test.read_text().replace("assert mul", "assert True or mul"))
+"""
+
+
+# pytest's plugin manager taken from where pytest leaves it in plain sight (the
+# assertion rewriter in sys.meta_path holds the config): Ribbit's own plugins
+# unregistered, and the runner's report maker swapped inside pluggy's hook
+# implementation, where no module or class of the runner changes.
+PLUGIN_MANAGER_DOOR = """import sys
+
+_hook = next(f for f in sys.meta_path if type(f).__name__ == "AssertionRewritingHook")
+_pm = _hook.config.pluginmanager
+for _plugin in list(_pm.get_plugins()):
+    if type(_plugin).__name__.startswith("Ribbit"):
+        _pm.unregister(_plugin)
+_impls = _pm.hook.pytest_runtest_makereport.get_hookimpls()
+_impl = next(i for i in _impls if i.plugin_name.endswith("runner"))
+_real = _impl.function
+
+
+def _forged(item, call):
+    report = _real(item, call)
+    if report.when == "call":
+        report.outcome, report.longrepr = "passed", None
+    return report
+
+
+_impl.function = _forged
+"""
+
+
 @dataclass(frozen=True)
 class Attack:
     name: str
@@ -351,6 +527,66 @@ def attacks() -> list[Attack]:
             {**broken, "conftest.py": PLUGIN_CONFTEST, "calc/quiet.py": QUIET_PLUGIN},
             "runner-plugin",
             "calc/quiet.py",
+        ),
+        Attack(
+            "closure-swap",
+            {**broken, "calc/__init__.py": CLOSURE_SWAP},
+            "runner-monkeypatch",
+            "calc/__init__.py",
+        ),
+        Attack(
+            "unittest-closure-swap",
+            {**unit, "calc/__init__.py": UNITTEST_CLOSURE_SWAP},
+            "runner-monkeypatch",
+            "calc/__init__.py",
+        ),
+        Attack(
+            "plugin-exit",
+            {**broken, "calc/__init__.py": PLUGIN_EXIT},
+            "runner-monkeypatch",
+            "calc/__init__.py",
+        ),
+        Attack(
+            "contextlib-exit",
+            {**broken, "calc/__init__.py": CONTEXTLIB_EXIT},
+            "runner-monkeypatch",
+            "calc/__init__.py",
+        ),
+        Attack(
+            "approx-eq",
+            {**broken, "calc/__init__.py": APPROX_EQ, "tests/test_core.py": APPROX_TESTS},
+            "runner-monkeypatch",
+            "calc/__init__.py",
+        ),
+        Attack(
+            "assert-strip",
+            {**broken, "calc/__init__.py": ASSERT_STRIP, "tests/test_a.py": FIRST_TESTS},
+            "runner-monkeypatch",
+            "calc/__init__.py",
+        ),
+        Attack(
+            "report-rewrite-undone",
+            {**broken, "calc/core.py": REPORT_REWRITE_UNDONE},
+            "swallowed",
+            None,
+        ),
+        Attack(
+            "unittest-report-rewrite-undone",
+            {**unit, "calc/core.py": REPORT_REWRITE_UNDONE},
+            "swallowed",
+            None,
+        ),
+        Attack(
+            "meta-path-strip",
+            {**broken, "calc/__init__.py": META_PATH_STRIP, "tests/test_a.py": FIRST_TESTS},
+            "test-code",
+            None,
+        ),
+        Attack(
+            "test-file-edit",
+            {**broken, "calc/__init__.py": TEST_FILE_EDIT, "tests/test_a.py": FIRST_TESTS},
+            "test-code",
+            None,
         ),
         Attack(
             "argparse-shadow",

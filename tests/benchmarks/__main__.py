@@ -30,6 +30,7 @@ BENCHMARKS = [
     "bench_sandbox",
     "bench_envcache",
     "bench_gates",
+    "bench_watch",
     "bench_grade",
     "bench_trainer",
     "bench_trainer_gpu",

@@ -211,7 +211,7 @@ def watched_program(plan: WatchPlan) -> str:
         "SELECT_VAR": SELECT_VAR,
         "_TIMED_OUT": _TIMED_OUT,
         "_FORKED": watch._FORKED,
-        "OUTSIDE": watch.OUTSIDE,  # TamperEvent.describe reads it
+        "RUN_WIDE": watch.RUN_WIDE,  # TamperEvent.describe reads it
     }
     main = (
         f"_RECORD = re.compile({watch._RECORD.pattern!r})\n"

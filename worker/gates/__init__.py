@@ -14,7 +14,9 @@
   old code with the patch's tests and passes with the patch), also the environment
   builder's, with rusttests.py for Rust's unit tests, which share files with the code;
   watch.py runs plain pytest watched (watchboot.py, the bootstrap run inside the
-  sandbox, with watchchannel.py, its keyed channel and sealed report, inlined into it)
+  sandbox, with watchchannel.py, its keyed channel and sealed report, watchrunner.py,
+  its snapshot of the runner's code, watchtests.py, the test code held to its files,
+  and watchwitness.py, what each test function raised, inlined into it)
   and tamper.py turns what it saw into findings;
   basesetup.py: the base's set-up, once, that every test run outside a job starts from
   (``ribbit gates``, the grader).

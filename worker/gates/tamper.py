@@ -21,7 +21,7 @@ from typing import Protocol
 
 from bot.store.records.gate_report import Finding
 from worker.gates.trees import PatchTrees, regular_file_inside
-from worker.gates.watch import OUTSIDE, TamperEvent
+from worker.gates.watch import OUTSIDE, SWALLOWED, TEST_CODE, TamperEvent
 
 GATE = "tests"
 RULE = "tamper"
@@ -59,6 +59,8 @@ MECHANISMS = frozenset(
         "dumpable",
         "report-descriptor",
         OUTSIDE,
+        SWALLOWED,
+        TEST_CODE,
         UNWATCHED,
         CHANNEL,
         REPORT_CHANNEL,
@@ -161,6 +163,10 @@ def mechanism_of(finding: Finding) -> str | None:
 
 
 def _key(event: TamperEvent, tree: Path) -> tuple[str, str | None, str]:
+    # A swallowed raise or a test's changed code names no line: the test or the file it
+    # is about tells two apart.
+    if event.mechanism in (SWALLOWED, TEST_CODE):
+        return event.mechanism, event.path, event.what
     return event.mechanism, event.path, _line(tree, event.path, event.line)
 
 

@@ -43,6 +43,13 @@ _FORKED = (
     "the channel's key) did what the watch reports"
 )
 CHANNEL_FD = 3
+# The bootstrap's parts, each put in place of watchboot's import of it.
+_INLINED = {
+    "worker.gates.watchchannel": "watchchannel.py",
+    "worker.gates.watchrunner": "watchrunner.py",
+    "worker.gates.watchtests": "watchtests.py",
+    "worker.gates.watchwitness": "watchwitness.py",
+}
 # watchboot's and watchchannel's own calls, in their order; an exception exits 1.
 _PROBE = """import ctypes, fcntl, os, pytest
 prctl = ctypes.CDLL(None, use_errno=True).prctl
@@ -58,6 +65,12 @@ SELECT_VAR = "RIBBIT_PYTEST_SELECT"
 
 # The bootstrap's record of tests whose results came from another process.
 OUTSIDE = "outside"
+# Its record of a test function that raised in its call whose call still reported a pass.
+SWALLOWED = "swallowed"
+# Its record of test code that is not what its file compiles to, or a test file changed.
+TEST_CODE = "test-code"
+# Records about the run, not one place in the code: what they say names them.
+RUN_WIDE = frozenset({OUTSIDE, SWALLOWED, TEST_CODE})
 
 
 @dataclass(frozen=True)
@@ -72,7 +85,7 @@ class TamperEvent:
     line: int
 
     def describe(self) -> str:
-        if self.mechanism == OUTSIDE:
+        if self.mechanism in RUN_WIDE:
             return self.what  # the run's, not one place's
         where = f"{self.path}:{self.line}" if self.path else "code from no repository file"
         return f"{self.what} at {where}"
@@ -90,21 +103,24 @@ class Channel:
 
 
 def bootstrap_source() -> str:
-    """The bootstrap as one program for ``python -c``: watchboot.py with its import of
-    watchchannel replaced by that module's code (past its docstring and ``__future__``
-    import), since nothing of Ribbit's is importable in the sandbox."""
+    """The bootstrap as one program for ``python -c``: watchboot.py with each of its
+    imports of its parts (watchchannel, watchrunner, watchtests, watchwitness) replaced
+    by that module's code (past its docstring and ``__future__`` import), since nothing
+    of Ribbit's is importable in the sandbox."""
     here = Path(__file__).parent
     boot = (here / "watchboot.py").read_text()
-    part = (here / "watchchannel.py").read_text()
     lines = boot.splitlines(keepends=True)
-    imports = [
+    inlined = [
         node
         for node in ast.parse(boot).body
-        if isinstance(node, ast.ImportFrom) and node.module == "worker.gates.watchchannel"
+        if isinstance(node, ast.ImportFrom) and node.module in _INLINED
     ]
-    (inlined,) = imports
-    start, end = inlined.lineno - 1, inlined.end_lineno or inlined.lineno
-    return "".join([*lines[:start], _body(part), *lines[end:]])
+    assert {node.module for node in inlined} == set(_INLINED), "watchboot's imports moved"
+    for node in sorted(inlined, key=lambda n: n.lineno, reverse=True):
+        part = (here / _INLINED[str(node.module)]).read_text()
+        start, end = node.lineno - 1, node.end_lineno or node.lineno
+        lines[start:end] = [_body(part)]
+    return "".join(lines)
 
 
 def _body(source: str) -> str:

@@ -32,14 +32,23 @@ Started as ``python -P -c <this file's source> <test-path regex> <report size ca
    (``-P`` left it off the front), so no repository file shadows the runner's or the
    standard library's modules; a module of either name loaded from the workspace
    later is reported anyway;
-4. pytest and its runner modules are imported and every callable they and unittest
-   define (module functions, class methods) is remembered, then compared after each
-   test and at the end: class attribute assignment raises no audit event, so a
-   wrapper around ``unittest.TestCase.run`` or a pytest internal is found this way;
+4. pytest (its built-in plugins imported now), pluggy, unittest and ``contextlib`` are
+   snapshotted, installed plugins as pytest loads them (before the first conftest):
+   every callable they define and what decides what each function does without
+   replacing it (its closure cells, defaults, attributes). After each test and at the
+   end each is compared by identity (:mod:`worker.gates.watchrunner`): class attribute
+   assignment and a closure cell's new content raise no audit event, so a wrapper
+   around ``unittest.TestCase.run``, a context manager's exit that swallows the test's
+   exception, or a ``contextmanager``'s generator swapped in its cell is found this way;
 5. pytest runs with Ribbit's plugin counting failures and the JUnit report in an
    anonymous close-on-exec memfd, written through /proc/self/fd/N and sealed as the
    session's last step: no path any other process can name, nothing in $TMPDIR, the
-   environment or the command line; its bytes and the counts go out as records.
+   environment or the command line; its bytes and the counts go out as records. Beside
+   it, what each test function raised is seen right around its call and compared with
+   its report (:mod:`worker.gates.watchwitness`: ``swallowed``), and when collection
+   ends the test code loaded is compared with its files compiled afresh, the files
+   with what they were before any repository code ran (:mod:`worker.gates.watchtests`:
+   ``test-code``).
 
 Audit hooks detect; they are not a sandbox (PEP 578 says as much): code in the same
 process can still do what it likes, and some paths raise no event (a reference to
@@ -62,12 +71,20 @@ as ``outside``, and the gate takes no evidence from such a run. Between two of s
 checks, made dumpable through a call that is no flagged ctypes lookup, the process is
 readable by its children. The report is read only while its descriptor is the memfd,
 checked before and after each read; a thread that swaps another in and back between two
-checks is not seen.
+checks is not seen. Step 4's comparison is made after each test: a change undone
+before the next check is not seen there, which is why what each test function raised
+is also recorded right around its call (watchwitness) and compared with its report
+(``swallowed``). What that leaves: assertions against objects the code under test made
+to agree with anything, test code changed after collection, and a unittest subTest's
+failure swallowed inside the method.
 
 The channel and the report's steps (0, 1 and 5's memfd) are in
-:mod:`worker.gates.watchchannel`; :func:`worker.gates.watch.bootstrap_source` puts its code
-in place of the import below, so one program runs. This module imports nothing else from
-Ribbit: it runs in the repository's interpreter.
+:mod:`worker.gates.watchchannel`, step 4's snapshot in :mod:`worker.gates.watchrunner`,
+the test code's check in :mod:`worker.gates.watchtests`, the witness in
+:mod:`worker.gates.watchwitness`;
+:func:`worker.gates.watch.bootstrap_source` puts their code in place of the imports
+below, so one program runs. This module imports nothing else from Ribbit: it runs in
+the repository's interpreter.
 """
 
 from __future__ import annotations
@@ -76,9 +93,11 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
-# The channel and the report's steps (0, 1 and 5's memfd). watch.bootstrap_source()
-# puts that module's code in place of this import: in the sandbox nothing of Ribbit's
-# is importable, and one program keeps every step under _run_privately.
+# The channel and the report's steps (0, 1 and 5's memfd), step 4's snapshot, the test
+# code's check, the witness.
+# watch.bootstrap_source() puts each module's code in place of its import: in the
+# sandbox nothing of Ribbit's is importable, and one program keeps every step under
+# _run_privately.
 from worker.gates.watchchannel import (  # ribbit-watch: inlined
     Record,
     _dumpable_watch,
@@ -89,6 +108,27 @@ from worker.gates.watchchannel import (  # ribbit-watch: inlined
     _send_results,
     _undumpable,
 )
+from worker.gates.watchrunner import (  # ribbit-watch: inlined
+    _changed,
+    _current,
+    _function_entries,
+    _installed_module,
+    _module_entries,
+    _module_shadows,
+    _report_change,
+    _runner_checker,
+    _snapshotter,
+    _where_defined,
+)
+from worker.gates.watchtests import (  # ribbit-watch: inlined
+    _all_codes,
+    _constant,
+    _functions_in,
+    _note_test_files,
+    _signature,
+    _test_code_checker,
+)
+from worker.gates.watchwitness import _unittest_witness, _witness  # ribbit-watch: inlined
 
 # The bootstrap's steps, each a function of the captured primitives it is handed.
 # _run_privately rebinds every one of them to the private globals, so a name one step
@@ -110,6 +150,7 @@ def _ribbit_main() -> None:
     workspace = os.getcwd().rstrip("/") + "/"
     report, seal, read = _private_report(report_fd)
     repo_file = _in_workspace(workspace)
+    noted = _note_test_files(workspace, test_path)
     record = _recorder(send)
     if not undumpable:
         record("dumpable", "the test interpreter could not be made non-dumpable", None, 0)
@@ -126,18 +167,20 @@ def _ribbit_main() -> None:
     runner_names = {"pytest", "_pytest", "pluggy", "iniconfig", "packaging"}
     _report_named_like_modules(record, workspace, test_path, runner_names)
 
-    import pytest
-
-    watched = _runner_callables()
-    check_code = _runner_checker(record, repo_file, test_path, runner_names, watched)
+    _import_runner()
+    check_code, watch_plugins = _runner_checker(record, repo_file, test_path, runner_names)
 
     def check_runner() -> None:
         check_code()
         check_dumpable()
 
-    configs: list[pytest.Config] = []
+    configs: list[Any] = []
     check_plugins = _plugin_checker(record, repo_file, test_path, configs)
-    status, failed = _run_pytest(report, configs, check_runner, check_plugins, sealed, record)
+    check_test_code = _test_code_checker(record, workspace, test_path, noted)
+    beside = [_load_watch(watch_plugins, check_test_code), _witness(record)]
+    status, failed = _run_pytest(
+        report, configs, check_runner, check_plugins, sealed, record, beside
+    )
     check_runner()
     check_plugins()
     sealed()  # where pytest ended before its session did (a usage error)
@@ -146,6 +189,21 @@ def _ribbit_main() -> None:
         record("report-descriptor", "the report's descriptor was replaced", None, 0)
     _send_results(send, data, report_cap, status, failed)
     raise SystemExit(status)
+
+
+def _import_runner() -> None:
+    """pytest and its built-in plugins, loaded now so that their code is held still
+    before any of the repository's runs (pytest would import the plugins later, after
+    reading the command line)."""
+    import importlib
+
+    import _pytest.config
+
+    for plugin in _pytest.config.default_plugins:
+        try:
+            importlib.import_module(f"_pytest.{plugin}")
+        except ImportError:
+            continue
 
 
 def _in_workspace(workspace: str) -> RepoFile:
@@ -285,110 +343,6 @@ def _report_named_like_modules(
             record("module-shadow", what, entry, 1)
 
 
-def _runner_callables() -> list[tuple[Mapping[str, object], str, object, str]]:
-    """Step 4: every callable the runner modules, their classes and builtins define, as
-    (the live namespace, the attribute, the value it had, its name): each check is one
-    identity test per entry, cheap enough to run after every test."""
-    runner_modules = [
-        "unittest.case",
-        "unittest.result",
-        "unittest.suite",
-        "_pytest.runner",
-        "_pytest.reports",
-        "_pytest.python",
-        "_pytest.unittest",
-        "_pytest.junitxml",
-        "_pytest.terminal",
-        "_pytest.main",
-        "_pytest.nodes",
-        "_pytest.skipping",
-        "_pytest.outcomes",
-        "_pytest.fixtures",
-        "_pytest.config",
-        "_pytest.capture",
-        "pluggy._callers",
-        "pluggy._hooks",
-        "pluggy._manager",
-    ]
-    import importlib
-
-    watched: list[tuple[Mapping[str, object], str, object, str]] = []
-    for name in runner_modules:
-        try:
-            module = importlib.import_module(name)
-        except ImportError:
-            continue
-        for attr, value in list(vars(module).items()):
-            if callable(value) and getattr(value, "__module__", None) == name:
-                watched.append((vars(module), attr, value, f"{name}.{attr}"))
-            if isinstance(value, type) and value.__module__ == name:
-                for member, thing in list(vars(value).items()):
-                    if callable(thing) or isinstance(thing, (staticmethod, classmethod, property)):
-                        watched.append((vars(value), member, thing, f"{name}.{attr}.{member}"))
-    import builtins
-
-    for attr, value in list(vars(builtins).items()):
-        if callable(value):
-            watched.append((vars(builtins), attr, value, f"builtins.{attr}"))
-    return watched
-
-
-def _where_defined(value: object) -> tuple[str | None, int]:
-    """Where a replacement's code was written (None: nowhere Python can tell)."""
-    for candidate in (
-        value,
-        getattr(value, "__func__", None),
-        getattr(value, "func", None),  # functools.partial
-        getattr(type(value), "__call__", None),  # noqa: B004 (its code, not a test)
-    ):
-        code = getattr(candidate, "__code__", None)
-        if code is not None:
-            return code.co_filename, code.co_firstlineno
-    return None, 0
-
-
-def _runner_checker(
-    record: Record,
-    repo_file: RepoFile,
-    test_path: Any,
-    runner_names: set[str],
-    watched: list[tuple[Mapping[str, object], str, object, str]],
-) -> Callable[[], None]:
-    """``check_runner``: a watched callable replaced from the repository's code, or a
-    runner or standard-library module loaded from the workspace, is reported."""
-    checked_modules: set[str] = set()
-
-    def check_runner() -> None:
-        changed = [i for i, (ns, attr, value, _) in enumerate(watched) if ns.get(attr) is not value]
-        for i in changed:
-            ns, attr, _value, shown = watched[i]
-            current = ns.get(attr)
-            watched[i] = (ns, attr, current, shown)
-            filename, line = _where_defined(current)
-            path = repo_file(filename) if filename is not None else None
-            # Plugins and pytest itself patch its classes as they load; only a
-            # replacement written in the repository's own code, or one whose code
-            # cannot be found at all, is the repository's doing.
-            if filename is not None and (path is None or test_path.search(path)):
-                continue
-            record("runner-monkeypatch", f"runner code replaced: {shown}", path, line)
-        if checked_modules.issuperset(sys.modules):
-            return
-        for name, module in list(sys.modules.items()):
-            if name in checked_modules:
-                continue
-            checked_modules.add(name)
-            top = name.partition(".")[0]
-            if top not in sys.stdlib_module_names and top not in runner_names:
-                continue
-            rel = repo_file(str(getattr(module, "__file__", None) or ""))
-            if rel is not None and not test_path.search(rel):
-                what = f"the workspace's {rel} shadows the module {name}"
-                record("module-shadow", what, rel, 1)
-
-    return check_runner
-
-
 def _plugin_checker(
     record: Record, repo_file: RepoFile, test_path: Any, configs: list[Any]
 ) -> Callable[[], None]:
@@ -426,14 +380,14 @@ def _run_pytest(
     check_plugins: Callable[[], None],
     seal: Callable[[], None],
     record: Record,
+    beside: list[object],
 ) -> tuple[int, int]:
     """Step 5: pytest's exit status and how many tests failed, with the JUnit report
-    written to ``report``, sealed as the session's last step, and the runner checked
-    after each test. Every test runs in this process: pytest-xdist's workers and
-    ``pytest --forked``'s children would run the code under test where nothing watches
-    it and send back reports it could rewrite, so both are switched off (the log says
-    so); a test whose result still comes from another process (a plugin's own child, a
-    ``forked`` mark) is recorded as ``outside``."""
+    written to ``report``, sealed as the session's last step, the runner checked after
+    each test, and the plugins ``beside``. Every test runs in this process: xdist's
+    workers and ``--forked``'s children would run the code under test unwatched and send
+    back reports it could rewrite, so both are switched off (the log says so); a test
+    whose result still comes from another process is recorded as ``outside``."""
     import pytest
 
     failed: set[str] = set()
@@ -477,8 +431,29 @@ def _run_pytest(
 
     argv = [f"--junitxml={report}", "-o", "junit_family=xunit1", *sys.argv[3:]]
     sys.argv = [sys.argv[0], *sys.argv[3:]]
-    status = int(pytest.main(argv, plugins=[RibbitWatch()]))
+    status = int(pytest.main(argv, plugins=[RibbitWatch(), *beside]))
     return status, len(failed)
+
+
+def _load_watch(
+    watch_plugins: Callable[[Any], None], check_test_code: Callable[[Any], None]
+) -> object:
+    """A pytest plugin that watches what the run loads: it hands the installed plugins
+    pytest loaded to the runner's snapshot (step 4) before the first conftest, the
+    repository's first code, loads, and checks the test code when collection ends."""
+    import pytest
+
+    class RibbitLoads:
+        @staticmethod
+        @pytest.hookimpl(tryfirst=True)
+        def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
+            watch_plugins(early_config)
+
+        @staticmethod
+        def pytest_collection_finish(session: pytest.Session) -> None:
+            check_test_code(session.config)
+
+    return RibbitLoads()
 
 
 def _one_process(option: Any) -> None:
@@ -502,6 +477,7 @@ _STEPS = (
     _private_report,
     _open_channel,
     _forget_at_fork,
+    _import_runner,
     _in_workspace,
     _recorder,
     _hands_out_frames,
@@ -509,11 +485,27 @@ _STEPS = (
     _classify,
     _install_hook,
     _report_named_like_modules,
-    _runner_callables,
+    _function_entries,
+    _module_entries,
+    _current,
     _where_defined,
+    _snapshotter,
+    _installed_module,
+    _changed,
+    _report_change,
+    _module_shadows,
     _runner_checker,
     _plugin_checker,
     _run_pytest,
+    _load_watch,
+    _note_test_files,
+    _constant,
+    _signature,
+    _all_codes,
+    _functions_in,
+    _test_code_checker,
+    _witness,
+    _unittest_witness,
     _one_process,
     _send_results,
 )

@@ -18,6 +18,7 @@ from tests.watch_attacks import (
     GC_HOOK,
     QUIET_PLUGIN,
     THREAD_REWRITE,
+    UNDONE_REWRITE,
 )
 from trainer.envs.evalcheck import tree_changes
 from trainer.envs.export import (
@@ -47,6 +48,12 @@ FORGERIES = {
     "argparse-shadow": {"argparse.py": ARGPARSE_SHADOW, "calcquiet.py": QUIET_PLUGIN},
     # Not a forgery by itself: every result comes from a forked child, unwatched.
     "tests-in-a-forked-child": {"tests/conftest.py": FORKS_EACH_TEST},
+    # The report made a pass and the runner put back before any check looks.
+    "report-rewrite-undone": {
+        "calc.py": UNDONE_REWRITE
+        + "\n\n"
+        + CALC_BUGGY.replace("    return a - b", "    _arm()\n    return a - b")
+    },
 }
 # What the refusal names: the event and the patch's line, or the channel the forged
 # end record broke (a rewrite at exit leaves no event).
@@ -56,6 +63,7 @@ REFUSED_FOR = {
     "thread-rewrite": "channel is not the bootstrap's",
     "argparse-shadow": "named like the module argparse at argparse.py:1",
     "tests-in-a-forked-child": "2 test(s) ran in another process",
+    "report-rewrite-undone": "test_add raised AssertionError in its call, yet reports a pass",
 }
 
 

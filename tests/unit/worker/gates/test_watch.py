@@ -12,6 +12,8 @@ import base64
 import hashlib
 import hmac
 import os
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -20,13 +22,19 @@ from tests.fakes import LocalDirSandbox, make_git_repo
 from tests.unit.worker.gates.helpers import make_ctx, make_patch
 from tests.watch_attacks import BASE, BROKEN, HONEST, MARKER, Attack, attacks
 from tests.watch_child_attacks import REACH_PROBE, ChildAttack, child_attacks
-from worker.gates import watchboot, watchchannel
+from worker.gates import watchboot, watchchannel, watchrunner, watchtests, watchwitness
 from worker.gates.judge import SuiteRun
 from worker.gates.tamper import tamper_findings
 from worker.gates.testrun import TestRun, run_tests
 from worker.gates.tests import TestGate
 from worker.gates.trees import PatchTrees
-from worker.gates.watch import TamperEvent, bootstrap_source, parse_channel, watch_plan
+from worker.gates.watch import (
+    SWALLOWED,
+    TamperEvent,
+    bootstrap_source,
+    parse_channel,
+    watch_plan,
+)
 from worker.repo_config import RepoConfig
 
 WATCHED = "python3 -m pytest -q -p no:cacheprovider"
@@ -89,7 +97,8 @@ def test_each_attack_forges_an_unwatched_run_and_is_reported_when_watched(
     if attack.mechanism:
         named = [e for e in watched.tamper if e.mechanism == attack.mechanism]
         assert named, (watched.tamper, watched.log())
-        assert named[0].path == attack.path and named[0].line >= 1
+        assert named[0].path == attack.path
+        assert named[0].line >= 1 or attack.path is None  # a run-wide record has no line
     else:
         # Rewrites at exit: the report and the status are the channel's, and what was
         # written on it later, or the exit forced to 0, shows.
@@ -177,11 +186,13 @@ def test_reaching_the_report_from_the_process_is_tamper(
 def test_every_step_of_the_bootstrap_runs_with_its_private_globals() -> None:
     # A step left out of _STEPS would be called through the ``__main__`` namespace the
     # code under test can rebind (tests/watch_attacks.py's bootstrap-step-rebind); the
-    # program run is watchboot.py with watchchannel.py's code in place of its import.
+    # program run is watchboot.py with its parts' code (watchchannel.py, watchrunner.py,
+    # watchtests.py, watchwitness.py) in place of its imports of them.
     tree = ast.parse(bootstrap_source())
     defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
-    channel = ast.parse(Path(watchchannel.__file__).read_text())
-    assert {n.name for n in channel.body if isinstance(n, ast.FunctionDef)} <= defined
+    for part in (watchchannel, watchrunner, watchtests, watchwitness):
+        source = ast.parse(Path(str(part.__file__)).read_text())
+        assert {n.name for n in source.body if isinstance(n, ast.FunctionDef)} <= defined
     imported = [n.module for n in tree.body if isinstance(n, ast.ImportFrom)]
     assert not [m for m in imported if m and m.startswith("worker")]  # none in the sandbox
     assert {step.__name__ for step in watchboot._STEPS} == defined - {"_run_privately"}
@@ -266,6 +277,151 @@ def test_an_honest_package_full_of_introspection_gives_no_tamper(tmp_path: Path)
     assert run.tamper == ()
     assert run.exit_code == 0
     assert set(run.outcomes.values()) == {"passed"} and len(run.outcomes) == 6
+
+
+# An installed pytest plugin (outside the workspace, loaded with -p) whose wrapper
+# around each call uses a context manager of its own, as plugins do.
+GUARD_PLUGIN = """import pytest
+
+
+class Guard:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return None
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    with Guard():
+        return (yield)
+"""
+
+
+class _WithAVenvFirst(LocalDirSandbox):
+    """The host-copy sandbox with a virtual environment's python3 first on PATH."""
+
+    venv: Path
+
+    def own_environment(self) -> dict[str, str]:
+        return {"PATH": f"{self.venv}/bin:{os.environ['PATH']}"}
+
+
+def test_an_installed_plugins_code_is_held_still_too(tmp_path: Path) -> None:
+    # The package makes the plugin's exit swallow what the call raised: the plugin's
+    # module, loaded before the first conftest, is snapshotted like pytest's own. It is
+    # installed in a virtual environment over the host's packages (a watched run takes
+    # no PYTHONPATH).
+    venv = tmp_path / "venv"
+    python3 = shutil.which("python3") or "python3"
+    venv_args = ["-m", "venv", "--without-pip", "--system-site-packages", str(venv)]
+    subprocess.run([python3, *venv_args], check=True)
+    (site,) = venv.glob("lib/python3*/site-packages")
+    (site / "guardplugin.py").write_text(GUARD_PLUGIN)
+    swallow = "import guardplugin\n\nguardplugin.Guard.__exit__ = lambda self, *exc: True\n"
+    tree = _tree(tmp_path, {**BASE, "calc/core.py": BROKEN, "calc/__init__.py": swallow})
+    command = f"{WATCHED} -p guardplugin"
+    with _WithAVenvFirst(tree) as sandbox:
+        sandbox.venv = venv
+        plain = run_tests(sandbox, f"bash -c '{command}'", timeout=120)
+        run = run_tests(sandbox, command, timeout=120)
+    assert _mul(plain) == "passed", plain.log()  # it forges an unwatched run
+    assert run.watched, run.log()
+    replaced = [e for e in run.tamper if e.mechanism == "runner-monkeypatch"]
+    assert replaced and replaced[0].path == "calc/__init__.py", (run.tamper, run.log())
+    assert "guardplugin.Guard.__exit__" in replaced[0].what
+
+
+def test_a_frozenset_constant_compares_whatever_order_its_elements_come_in() -> None:
+    # A .pyc pytest wrote in an earlier run (another hash seed) holds a set literal's
+    # elements in another order than a fresh compile (python-pathspec's tests, in the
+    # real-fixes corpus, read as changed test code when compared by repr).
+    assert repr(frozenset([8, 0])) != repr(frozenset([0, 8]))  # 0 and 8 share a slot
+    code = compile("x in {0, 8}", "t.py", "eval")
+
+    def with_set(elements: list[int]) -> object:
+        consts = tuple(
+            frozenset(elements) if isinstance(c, frozenset) else c for c in code.co_consts
+        )
+        return code.replace(co_consts=consts)
+
+    assert watchtests._signature(with_set([8, 0])) == watchtests._signature(with_set([0, 8]))
+    assert watchtests._signature(with_set([8, 0])) != watchtests._signature(with_set([0, 9]))
+
+
+def test_what_the_runner_itself_makes_of_a_raise_is_not_swallowing(tmp_path: Path) -> None:
+    # A test function that raises and is reported as anything but a pass (expected
+    # failures, skips from inside the test) or raises inside its own handling (a
+    # subTest, pytest.raises) leaves no record; a test that passes on its second call
+    # within the same phase (a plugin's retry) is judged by its last call.
+    tests = """import unittest
+
+import pytest
+
+from calc.core import mul
+
+_calls = []
+
+
+@pytest.mark.xfail(raises=AssertionError, strict=False)
+def test_known_bug():
+    assert mul(2, 3) == 7
+
+
+def test_skipped_inside():
+    pytest.skip("not here")
+
+
+def test_raises_inside():
+    with pytest.raises(TypeError):
+        mul(2, None)
+
+
+class TestOld(unittest.TestCase):
+    @unittest.expectedFailure
+    def test_expected(self):
+        self.assertEqual(mul(2, 3), 7)
+
+    def test_skip(self):
+        self.skipTest("not here")
+
+    def test_sub(self):
+        for n in (1, 2):
+            with self.subTest(n=n):
+                self.assertEqual(mul(n, 1), n)
+"""
+    # A retry within the call phase, as a plugin might: the first call fails, the hook
+    # is called again and passes.
+    retry = """import pytest
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_call(item):
+    if item.name == "test_second_try":
+        try:
+            item.ihook.pytest_pyfunc_call(pyfuncitem=item)
+        except AssertionError:
+            pass
+"""
+    second = (
+        "_tries = []\n\n\ndef test_second_try():\n"
+        "    _tries.append(1)\n    assert len(_tries) > 1\n"
+    )
+    files = {
+        **BASE,
+        "tests/test_outcomes.py": tests,
+        "conftest.py": retry,
+        "tests/test_retry.py": second,
+    }
+    run = _run(_tree(tmp_path, files), WATCHED)
+    assert run.watched and run.tampered is None, run.log()
+    assert run.tamper == (), run.log()
+    outcomes = {cid.rpartition("::")[2]: o for cid, o in run.outcomes.items()}
+    assert outcomes["test_known_bug"] == "skipped" and outcomes["test_expected"] == "skipped"
+    assert outcomes["test_skipped_inside"] == "skipped" and outcomes["test_skip"] == "skipped"
+    assert outcomes["test_raises_inside"] == "passed" and outcomes["test_sub"] == "passed"
+    assert outcomes["test_second_try"] == "passed"
 
 
 def test_the_watched_run_names_no_report_in_what_the_tests_can_read(tmp_path: Path) -> None:
@@ -417,6 +573,27 @@ def test_a_tamper_the_base_does_too_is_only_a_warning(tmp_path: Path) -> None:
         SuiteRun("before", watched=True), SuiteRun("after", watched=False), trees
     )
     assert [f.rule for f in unwatched] == ["tamper"]
+
+
+def test_a_swallowed_raise_is_excused_only_by_the_same_tests_in_the_base(tmp_path: Path) -> None:
+    # No line to compare: the test a swallowed record names tells two apart, so the
+    # base's swallowing one test never excuses another's.
+    tree = _tree(tmp_path, BASE)
+    trees = PatchTrees(before=tree, after=tree, parsed=None)  # type: ignore[arg-type]
+
+    def swallowed(test: str) -> TamperEvent:
+        return TamperEvent(SWALLOWED, f"{test} raised AssertionError in its call", None, 0)
+
+    before = SuiteRun("before", watched=True, tamper=[swallowed("tests/test_a.py::test_a")])
+    same = tamper_findings(
+        before,
+        SuiteRun("after", watched=True, tamper=[swallowed("tests/test_a.py::test_a")]),
+        trees,
+    )
+    assert [(f.rule, f.severity) for f in same] == [("tamper-in-base", "warning")]
+    other = tamper_findings(before, SuiteRun("after", watched=True, tamper=[swallowed(MUL)]), trees)
+    assert [(f.rule, f.severity) for f in other] == [("tamper", "error")]
+    assert other[0].message.startswith(f"tamper: {MUL} raised AssertionError")
 
 
 def test_a_watched_run_selects_tests_by_node_id(tmp_path: Path) -> None:

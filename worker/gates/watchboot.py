@@ -110,6 +110,7 @@ from worker.gates.watchchannel import (  # ribbit-watch: inlined
 )
 from worker.gates.watchrunner import (  # ribbit-watch: inlined
     _changed,
+    _class_dict,
     _current,
     _function_entries,
     _installed_module,
@@ -154,7 +155,8 @@ def _ribbit_main() -> None:
     record = _recorder(send)
     if not undumpable:
         record("dumpable", "the test interpreter could not be made non-dumpable", None, 0)
-    _install_hook(record, repo_file, test_path)
+    runner: set[int] = set()  # the runner's functions, as step 4 finds them
+    _install_hook(record, repo_file, test_path, runner)
     check_dumpable = _dumpable_watch(kept, record)
 
     def sealed() -> None:
@@ -168,7 +170,7 @@ def _ribbit_main() -> None:
     _report_named_like_modules(record, workspace, test_path, runner_names)
 
     _import_runner()
-    check_code, watch_plugins = _runner_checker(record, repo_file, test_path, runner_names)
+    check_code, watch_plugins = _runner_checker(record, repo_file, test_path, runner_names, runner)
 
     def check_runner() -> None:
         check_code()
@@ -251,11 +253,21 @@ def _attribute(frame: Any, repo_file: RepoFile, test_path: Any) -> tuple[str, in
     return rel, f.f_lineno
 
 
-def _classify(event: str, args: tuple[object, ...], descriptors: Any) -> str | None:
+def _classify(
+    event: str, args: tuple[object, ...], descriptors: Any, runner: set[int]
+) -> str | None:
     if event in ("gc.get_objects", "gc.get_referrers", "gc.get_referents"):
         return f"garbage-collector traversal ({event})"
     if event in ("sys._getframe", "sys._current_frames", "sys._getframemodulename"):
         return f"frame access ({event})"
+    # The runner's functions (step 4 fills ``runner`` with their ids): defaults replaced,
+    # or keyword defaults taken to change in place (comparing them after each test
+    # would raise an audit event per function read).
+    if event.startswith("object.__") and len(args) > 1 and id(args[0]) in runner:
+        if event == "object.__setattr__" and args[1] in ("__defaults__", "__kwdefaults__"):
+            return f"a runner function's defaults replaced ({args[1]})"
+        if event == "object.__getattr__" and args[1] == "__kwdefaults__":
+            return "a runner function's keyword defaults taken (__kwdefaults__)"
     if event == "object.__getattr__" and len(args) > 1:
         if args[1] in ("tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back"):
             return f"frame access through .{args[1]}"
@@ -295,8 +307,9 @@ def _classify(event: str, args: tuple[object, ...], descriptors: Any) -> str | N
     return None
 
 
-def _install_hook(record: Record, repo_file: RepoFile, test_path: Any) -> None:
-    """Step 2: the audit hook, reporting each event the repository's code caused."""
+def _install_hook(record: Record, repo_file: RepoFile, test_path: Any, runner: set[int]) -> None:
+    """Step 2: the audit hook, reporting each event the repository's code caused
+    (``runner``: the ids of the runner's functions, filled in step 4)."""
     import _thread
     import re
 
@@ -312,7 +325,7 @@ def _install_hook(record: Record, repo_file: RepoFile, test_path: Any) -> None:
             return
         busy.add(me)
         try:
-            what = _classify(event, args, descriptors)
+            what = _classify(event, args, descriptors, runner)
             if what is not None:
                 where = _attribute(getframe(1), repo_file, test_path)
                 if where is not None:
@@ -486,6 +499,7 @@ _STEPS = (
     _install_hook,
     _report_named_like_modules,
     _function_entries,
+    _class_dict,
     _module_entries,
     _current,
     _where_defined,

@@ -333,6 +333,26 @@ def test_an_installed_plugins_code_is_held_still_too(tmp_path: Path) -> None:
     assert "guardplugin.Guard.__exit__" in replaced[0].what
 
 
+def test_a_runner_functions_defaults_changed_by_the_package_are_recorded(tmp_path: Path) -> None:
+    # Defaults decide what a function does while it stays in place (call_and_report's
+    # log=False would drop every report); the audit hook sees them set, and the keyword
+    # defaults taken to change in place, for the runner's functions.
+    package = (
+        "import _pytest.compat\nimport _pytest.runner\n\n"
+        "_pytest.runner.call_and_report.__defaults__ = (True,)\n"
+        "_pytest.compat.getfuncargnames.__kwdefaults__['cls'] = None\n"
+        "\n\ndef own(a=1):\n    return a\n\n\nown.__defaults__ = (2,)\n"
+    )
+    tree = _tree(tmp_path, {**BASE, "calc/__init__.py": package})
+    run = _run(tree, WATCHED)
+    assert run.watched, run.log()
+    found = sorted((e.mechanism, e.path, e.line) for e in run.tamper)
+    assert found == [
+        ("object.__getattr__", "calc/__init__.py", 5),
+        ("object.__setattr__", "calc/__init__.py", 4),
+    ], run.tamper  # the package's own function's defaults are its business
+
+
 def test_a_frozenset_constant_compares_whatever_order_its_elements_come_in() -> None:
     # A .pyc pytest wrote in an earlier run (another hash seed) holds a set literal's
     # elements in another order than a fresh compile (python-pathspec's tests, in the

@@ -439,25 +439,39 @@ _test.write_text(_test.read_text().replace("assert mul", "assert True or mul"))
 # implementation, where no module or class of the runner changes.
 PLUGIN_MANAGER_DOOR = """import sys
 
-_hook = next(f for f in sys.meta_path if type(f).__name__ == "AssertionRewritingHook")
-_pm = _hook.config.pluginmanager
-for _plugin in list(_pm.get_plugins()):
-    if type(_plugin).__name__.startswith("Ribbit"):
-        _pm.unregister(_plugin)
-_impls = _pm.hook.pytest_runtest_makereport.get_hookimpls()
-_impl = next(i for i in _impls if i.plugin_name.endswith("runner"))
-_real = _impl.function
+
+def _forge(pm):
+    for plugin in list(pm.get_plugins()):
+        if type(plugin).__name__.startswith("Ribbit"):
+            pm.unregister(plugin)
+    impls = pm.hook.pytest_runtest_makereport.get_hookimpls()
+    impl = next(i for i in impls if i.plugin_name.endswith("runner"))
+    real = impl.function
+
+    def forged(item, call):
+        report = real(item, call)
+        if report.when == "call":
+            report.outcome, report.longrepr = "passed", None
+        return report
+
+    impl.function = forged
 
 
-def _forged(item, call):
-    report = _real(item, call)
-    if report.when == "call":
-        report.outcome, report.longrepr = "passed", None
-    return report
-
-
-_impl.function = _forged
+_hook = next((f for f in sys.meta_path if type(f).__name__ == "AssertionRewritingHook"), None)
+if _hook is not None:  # under pytest
+    _pm = _hook.config.pluginmanager
+    _forge(_pm)
 """
+
+
+# The same, the plugin manager fetched by the standard library on the package's behalf
+# (string.Formatter's field lookup is a getattr in the standard library's own code).
+PLUGIN_MANAGER_LAUNDERED = PLUGIN_MANAGER_DOOR.replace(
+    "    _pm = _hook.config.pluginmanager\n",
+    "    import string\n\n    _field = string.Formatter().get_field\n"
+    '    _pm = _field("0.config.pluginmanager", (_hook,), {})[0]\n',
+)
+assert PLUGIN_MANAGER_LAUNDERED != PLUGIN_MANAGER_DOOR
 
 
 @dataclass(frozen=True)
@@ -587,6 +601,18 @@ def attacks() -> list[Attack]:
             {**broken, "calc/__init__.py": TEST_FILE_EDIT, "tests/test_a.py": FIRST_TESTS},
             "test-code",
             None,
+        ),
+        Attack(
+            "plugin-manager-door",
+            {**broken, "calc/__init__.py": PLUGIN_MANAGER_DOOR},
+            "runner-reach",
+            "calc/__init__.py",
+        ),
+        Attack(
+            "plugin-manager-laundered",
+            {**broken, "calc/__init__.py": PLUGIN_MANAGER_LAUNDERED},
+            "runner-reach",
+            "calc/__init__.py",
         ),
         Attack(
             "argparse-shadow",

@@ -39,6 +39,7 @@ from tests.watch_attacks import (
     ATEXIT_REWRITE,
     CONTEXTLIB_EXIT,
     GC_HOOK,
+    PLUGIN_MANAGER_DOOR,
     QUIET_PLUGIN,
     TESTCASE_RUN,
     THREAD_REWRITE,
@@ -112,6 +113,10 @@ def _attacks(init: str) -> list[RealAttack]:
         ),
         RealAttack(
             "contextlib-exit", appended(CONTEXTLIB_EXIT), "tamper", "runner-monkeypatch", INIT
+        ),
+        # pytest's plugin manager taken from the assertion rewriter in sys.meta_path.
+        RealAttack(
+            "plugin-manager-door", appended(PLUGIN_MANAGER_DOOR), "tamper", "runner-reach", INIT
         ),
         # Each read arms a report maker that makes the call a pass and puts the real one
         # back: no check ever finds the runner changed (the test's own raise says so).

@@ -16,7 +16,8 @@
   watch.py runs plain pytest watched (watchboot.py, the bootstrap run inside the
   sandbox, with watchchannel.py, its keyed channel and sealed report, watchrunner.py,
   its snapshot of the runner's code, watchtests.py, the test code held to its files,
-  and watchwitness.py, what each test function raised, inlined into it)
+  watchwitness.py, what each test function raised, and watchguard.py, the guards on
+  pytest's objects left in plain sight, inlined into it)
   and tamper.py turns what it saw into findings;
   basesetup.py: the base's set-up, once, that every test run outside a job starts from
   (``ribbit gates``, the grader).

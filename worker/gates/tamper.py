@@ -55,6 +55,7 @@ MECHANISMS = frozenset(
         "open",
         "runner-monkeypatch",
         "runner-plugin",
+        "runner-reach",
         "module-shadow",
         "dumpable",
         "report-descriptor",

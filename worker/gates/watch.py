@@ -49,6 +49,7 @@ _INLINED = {
     "worker.gates.watchrunner": "watchrunner.py",
     "worker.gates.watchtests": "watchtests.py",
     "worker.gates.watchwitness": "watchwitness.py",
+    "worker.gates.watchguard": "watchguard.py",
 }
 # watchboot's and watchchannel's own calls, in their order; an exception exits 1.
 _PROBE = """import ctypes, fcntl, os, pytest
@@ -104,9 +105,9 @@ class Channel:
 
 def bootstrap_source() -> str:
     """The bootstrap as one program for ``python -c``: watchboot.py with each of its
-    imports of its parts (watchchannel, watchrunner, watchtests, watchwitness) replaced
-    by that module's code (past its docstring and ``__future__`` import), since nothing
-    of Ribbit's is importable in the sandbox."""
+    imports of its parts (watchchannel, watchrunner, watchtests, watchwitness,
+    watchguard) replaced by that module's code (past its docstring and ``__future__``
+    import), since nothing of Ribbit's is importable in the sandbox."""
     here = Path(__file__).parent
     boot = (here / "watchboot.py").read_text()
     lines = boot.splitlines(keepends=True)

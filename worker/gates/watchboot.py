@@ -48,7 +48,11 @@ Started as ``python -P -c <this file's source> <test-path regex> <report size ca
    its report (:mod:`worker.gates.watchwitness`: ``swallowed``), and when collection
    ends the test code loaded is compared with its files compiled afresh, the files
    with what they were before any repository code ran (:mod:`worker.gates.watchtests`:
-   ``test-code``).
+   ``test-code``). pytest's config, session and plugin manager, which pytest leaves in
+   plain sight (the assertion rewriter in ``sys.meta_path``, ``pytest.mark``...), are
+   replaced there by guards that record the repository's code reaching them
+   (:mod:`worker.gates.watchguard`: ``runner-reach``): from the plugin manager, Ribbit's
+   own plugins, and through their closures the channel's key, are in reach.
 
 Audit hooks detect; they are not a sandbox (PEP 578 says as much): code in the same
 process can still do what it likes, and some paths raise no event (a reference to
@@ -81,7 +85,7 @@ failure swallowed inside the method.
 The channel and the report's steps (0, 1 and 5's memfd) are in
 :mod:`worker.gates.watchchannel`, step 4's snapshot in :mod:`worker.gates.watchrunner`,
 the test code's check in :mod:`worker.gates.watchtests`, the witness in
-:mod:`worker.gates.watchwitness`;
+:mod:`worker.gates.watchwitness`, the guards in :mod:`worker.gates.watchguard`;
 :func:`worker.gates.watch.bootstrap_source` puts their code in place of the imports
 below, so one program runs. This module imports nothing else from Ribbit: it runs in
 the repository's interpreter.
@@ -94,7 +98,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 # The channel and the report's steps (0, 1 and 5's memfd), step 4's snapshot, the test
-# code's check, the witness.
+# code's check, the witness, the guards.
 # watch.bootstrap_source() puts each module's code in place of its import: in the
 # sandbox nothing of Ribbit's is importable, and one program keeps every step under
 # _run_privately.
@@ -107,6 +111,13 @@ from worker.gates.watchchannel import (  # ribbit-watch: inlined
     _recorder,
     _send_results,
     _undumpable,
+)
+from worker.gates.watchguard import (  # ribbit-watch: inlined
+    _asker,
+    _guard,
+    _guard_doors,
+    _guarding,
+    _keeper,
 )
 from worker.gates.watchrunner import (  # ribbit-watch: inlined
     _changed,
@@ -179,7 +190,8 @@ def _ribbit_main() -> None:
     configs: list[Any] = []
     check_plugins = _plugin_checker(record, repo_file, test_path, configs)
     check_test_code = _test_code_checker(record, workspace, test_path, noted)
-    beside = [_load_watch(watch_plugins, check_test_code), _witness(record)]
+    guard = _guarding(record, _asker(repo_file, test_path))
+    beside = [_load_watch(watch_plugins, check_test_code, guard), _witness(record)]
     status, failed = _run_pytest(
         report, configs, check_runner, check_plugins, sealed, record, beside
     )
@@ -449,11 +461,15 @@ def _run_pytest(
 
 
 def _load_watch(
-    watch_plugins: Callable[[Any], None], check_test_code: Callable[[Any], None]
+    watch_plugins: Callable[[Any], None],
+    check_test_code: Callable[[Any], None],
+    guard: Callable[[Any, str], Any],
 ) -> object:
     """A pytest plugin that watches what the run loads: it hands the installed plugins
     pytest loaded to the runner's snapshot (step 4) before the first conftest, the
-    repository's first code, loads, and checks the test code when collection ends."""
+    repository's first code, loads; guards each door to pytest's objects as pytest
+    opens it (:mod:`worker.gates.watchguard`); checks the test code when collection
+    ends."""
     import pytest
 
     class RibbitLoads:
@@ -461,10 +477,26 @@ def _load_watch(
         @pytest.hookimpl(tryfirst=True)
         def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
             watch_plugins(early_config)
+            _guard_doors(guard)
+
+        @staticmethod
+        @pytest.hookimpl(trylast=True)
+        def pytest_configure(config: pytest.Config) -> None:
+            _guard_doors(guard)
+
+        @staticmethod
+        @pytest.hookimpl(tryfirst=True)
+        def pytest_collectstart(collector: pytest.Collector) -> None:
+            _guard_doors(guard)
 
         @staticmethod
         def pytest_collection_finish(session: pytest.Session) -> None:
             check_test_code(session.config)
+
+        @staticmethod
+        @pytest.hookimpl(tryfirst=True)
+        def pytest_runtest_setup(item: pytest.Item) -> None:
+            _guard_doors(guard)
 
     return RibbitLoads()
 
@@ -512,6 +544,11 @@ _STEPS = (
     _plugin_checker,
     _run_pytest,
     _load_watch,
+    _asker,
+    _keeper,
+    _guard,
+    _guarding,
+    _guard_doors,
     _note_test_files,
     _constant,
     _signature,

@@ -41,7 +41,8 @@ Severity = Literal["info", "warning", "error"]
 # pytest and its plugins, pluggy, unittest, contextlib; what a function does as well as
 # which function it is), a test function that raised in its call yet reports a pass is
 # tamper (swallowed), and so is test code that is not what its file compiles to, or a
-# test file changed while the tests ran (test-code).
+# test file changed while the tests ran (test-code), and pytest's config, session or
+# plugin manager reached from where pytest leaves them (runner-reach).
 JUDGE_VERSION = "reward-5"
 
 

@@ -22,7 +22,14 @@ from tests.fakes import LocalDirSandbox, make_git_repo
 from tests.unit.worker.gates.helpers import make_ctx, make_patch
 from tests.watch_attacks import BASE, BROKEN, HONEST, MARKER, Attack, attacks
 from tests.watch_child_attacks import REACH_PROBE, ChildAttack, child_attacks
-from worker.gates import watchboot, watchchannel, watchrunner, watchtests, watchwitness
+from worker.gates import (
+    watchboot,
+    watchchannel,
+    watchguard,
+    watchrunner,
+    watchtests,
+    watchwitness,
+)
 from worker.gates.judge import SuiteRun
 from worker.gates.tamper import tamper_findings
 from worker.gates.testrun import TestRun, run_tests
@@ -190,7 +197,7 @@ def test_every_step_of_the_bootstrap_runs_with_its_private_globals() -> None:
     # watchtests.py, watchwitness.py) in place of its imports of them.
     tree = ast.parse(bootstrap_source())
     defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
-    for part in (watchchannel, watchrunner, watchtests, watchwitness):
+    for part in (watchchannel, watchguard, watchrunner, watchtests, watchwitness):
         source = ast.parse(Path(str(part.__file__)).read_text())
         assert {n.name for n in source.body if isinstance(n, ast.FunctionDef)} <= defined
     imported = [n.module for n in tree.body if isinstance(n, ast.ImportFrom)]

@@ -84,10 +84,10 @@ def _keeper(real: Any, what: str, record: Record, where: Where, own: set[Any]) -
     sends to it is recorded and gets nothing."""
     getframe = sys._getframe
     get, put, drop, shown = getattr, setattr, delattr, repr
-    answer: Any = None
+    answer: tuple[BaseException | None, Any] = (None, None)
     while True:
         op, name, value = yield answer
-        answer = None
+        answer = (None, None)
         caller = getframe(1)
         if caller.f_code not in own:
             asked = where(caller)
@@ -97,14 +97,19 @@ def _keeper(real: Any, what: str, record: Record, where: Where, own: set[Any]) -
         reached = where(caller.f_back)
         if reached is not None:
             record("runner-reach", f"pytest's {what} reached (.{name})", *reached)
-        if op == "get":
-            answer = get(real, name)
-        elif op == "set":
-            put(real, name, value)
-        elif op == "del":
-            drop(real, name)
-        else:
-            answer = shown(real)
+        # What the operation raises goes back to the guard to raise: raised here, it
+        # would end the generator, and the guard with it (hasattr of a missing name).
+        try:
+            if op == "get":
+                answer = (None, get(real, name))
+            elif op == "set":
+                put(real, name, value)
+            elif op == "del":
+                drop(real, name)
+            else:
+                answer = (None, shown(real))
+        except Exception as error:  # the guard raises it for its caller
+            answer = (error, None)
 
 
 def _guard(real: Any, what: str, record: Record, where: Where) -> Any:
@@ -115,16 +120,26 @@ def _guard(real: Any, what: str, record: Record, where: Where) -> Any:
     def attr(self: Any, name: str) -> Any:
         if name[:2] == "__" and name[-2:] == "__" and name != "__class__":
             raise AttributeError(name)
-        return send(("get", name, None))
+        error, value = send(("get", name, None))
+        if error is not None:
+            raise error
+        return value
 
     def set_attr(self: Any, name: str, value: Any) -> None:
-        send(("set", name, value))
+        error, _ = send(("set", name, value))
+        if error is not None:
+            raise error
 
     def del_attr(self: Any, name: str) -> None:
-        send(("del", name, None))
+        error, _ = send(("del", name, None))
+        if error is not None:
+            raise error
 
     def shown(self: Any) -> Any:
-        return send(("repr", None, None))
+        error, value = send(("repr", None, None))
+        if error is not None:
+            raise error
+        return value
 
     send: Any = None
     # A method's globals hold nothing of the bootstrap's: what it raises, no more.

@@ -9,10 +9,16 @@ import tomllib
 from importlib.metadata import packages_distributions
 from pathlib import Path
 
+from worker.gates.watch import _INLINED
+
 ROOT = Path(__file__).resolve().parents[3]
 # Files that run inside the sandbox, under the repository's own interpreter and packages,
-# never in Ribbit's: the watched run's bootstrap imports the pytest it watches there.
-SANDBOX_SIDE = {"worker/gates/watchboot.py"}
+# never in Ribbit's: the watched run's bootstrap and the parts inlined into it import
+# the pytest they watch there.
+SANDBOX_SIDE = {
+    "worker/gates/watchboot.py",
+    *(f"worker/gates/{part}" for part in _INLINED.values()),
+}
 HEAVY = {"torch", "transformers", "semgrep", "docker", "peft", "accelerate", "huggingface-hub"}
 
 

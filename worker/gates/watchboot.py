@@ -118,6 +118,7 @@ from worker.gates.watchguard import (  # ribbit-watch: inlined
     _guard_doors,
     _guarding,
     _keeper,
+    _repo_spot,
 )
 from worker.gates.watchrunner import (  # ribbit-watch: inlined
     _changed,
@@ -257,12 +258,7 @@ def _attribute(frame: Any, repo_file: RepoFile, test_path: Any) -> tuple[str, in
     f = frame
     while f is not None and _hands_out_frames(f, repo_file):
         f = f.f_back
-    if f is None:
-        return None
-    rel = repo_file(f.f_code.co_filename)
-    if rel is None or test_path.search(rel):
-        return None
-    return rel, f.f_lineno
+    return _repo_spot(f, repo_file, test_path)
 
 
 def _classify(
@@ -527,6 +523,7 @@ _STEPS = (
     _recorder,
     _hands_out_frames,
     _attribute,
+    _repo_spot,
     _classify,
     _install_hook,
     _report_named_like_modules,

@@ -45,6 +45,19 @@ Where = Callable[[Any], "tuple[str, int] | None"]
 Guard = Callable[[Any, str], Any]
 
 
+def _repo_spot(
+    frame: Any, repo_file: Callable[[str], str | None], test_path: Any
+) -> tuple[str, int] | None:
+    """The non-test workspace file and line ``frame`` runs, or None (the audit hook's
+    attribution in watchboot ends here too)."""
+    if frame is None:
+        return None
+    rel = repo_file(frame.f_code.co_filename)
+    if rel is None or test_path.search(rel):
+        return None
+    return rel, frame.f_lineno
+
+
 def _asker(repo_file: Callable[[str], str | None], test_path: Any) -> Where:
     """``where(frame)``: walks out past the standard library's frames (taken now, before
     any repository code runs) to the first other frame; its file and line where that
@@ -67,12 +80,7 @@ def _asker(repo_file: Callable[[str], str | None], test_path: Any) -> Where:
     def where(frame: Any) -> tuple[str, int] | None:
         while frame is not None and standard(frame.f_code.co_filename):
             frame = frame.f_back
-        if frame is None:
-            return None
-        rel = repo_file(frame.f_code.co_filename)
-        if rel is None or test_path.search(rel):
-            return None
-        return rel, frame.f_lineno
+        return _repo_spot(frame, repo_file, test_path)
 
     return where
 

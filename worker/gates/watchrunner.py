@@ -43,7 +43,7 @@ from typing import Any
 Record = Callable[[str, str, "str | None", int], None]
 RepoFile = Callable[[str], "str | None"]
 # (what holds it, where in it, the value it had, its name, how to read it): a mapping
-# and a key (0), an object and an attribute (1), or a closure cell and None (2).
+# and a key (0), or a closure cell and None (1).
 Entry = tuple[Any, Any, object, str, int]
 
 
@@ -67,7 +67,7 @@ def _function_entries(
             content = cell.cell_contents
         except ValueError:
             content = empty
-        entries.append((cell, None, content, f"{shown} (its closure cell {i})", 2))
+        entries.append((cell, None, content, f"{shown} (its closure cell {i})", 1))
         if depth > 0:
             entries += _function_entries(content, f"{shown} (cell {i})", depth - 1, seen, empty)
     return entries
@@ -108,8 +108,6 @@ def _module_entries(name: str, module: Any, seen: set[int], empty: object) -> li
 def _current(holder: Any, key: Any, kind: int, empty: object) -> object:
     if kind == 0:
         return holder.get(key, empty)
-    if kind == 1:
-        return getattr(holder, key, empty)
     try:
         return holder.cell_contents
     except ValueError:
@@ -132,7 +130,7 @@ def _where_defined(value: object) -> tuple[str | None, int]:
     return code.co_filename, code.co_firstlineno
 
 
-Kinds = tuple[list[Entry], list[Entry], list[Entry]]  # the entries by how each is read
+Kinds = tuple[list[Entry], list[Entry]]  # the entries by how each is read
 
 
 def _snapshotter(
@@ -210,18 +208,15 @@ def _installed_module(plugin: object, repo_file: RepoFile) -> str | None:
 def _changed(kinds: Kinds, empty: object) -> list[tuple[list[Entry], int]]:
     """The entries whose value is no longer the one remembered, as (list, index): one
     comprehension per kind, no call per entry, as this runs after every test."""
-    maps, attrs, cells = kinds
+    maps, cells = kinds
     found = [(maps, i) for i, (h, k, v, _, _) in enumerate(maps) if h.get(k, empty) is not v]
-    found += [
-        (attrs, i) for i, (h, k, v, _, _) in enumerate(attrs) if getattr(h, k, empty) is not v
-    ]
     try:
         found += [(cells, i) for i, (h, _, v, _, _) in enumerate(cells) if h.cell_contents is not v]
     except ValueError:  # a cell emptied
         found += [
             (cells, i)
             for i, (h, _, v, _, _) in enumerate(cells)
-            if _current(h, None, 2, empty) is not v
+            if _current(h, None, 1, empty) is not v
         ]
     return found
 
@@ -277,7 +272,7 @@ def _runner_checker(
     ``watch_plugins`` (see :func:`_snapshotter`); ``runner`` gets the ids of the
     runner's functions, for the audit hook."""
     empty = object()  # an empty closure cell, or an entry no longer there
-    kinds: Kinds = ([], [], [])
+    kinds: Kinds = ([], [])
     snapshot_new, watch_plugins = _snapshotter(kinds, repo_file, empty, runner)
     check_modules = _module_shadows(record, repo_file, test_path, shadow_names)
 

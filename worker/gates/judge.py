@@ -16,6 +16,7 @@ from bot.store.records.gate_report import Finding, Severity
 from worker.gates.base import GateContext
 from worker.gates.evidence import ABSENT, could_not_load, fail_to_pass
 from worker.gates.junit import Outcome, TestCase
+from worker.gates.startup import StartupItem
 from worker.gates.targets import TargetTest, _matches
 from worker.gates.testrun import strays_reason
 from worker.gates.watch import TamperEvent
@@ -48,6 +49,8 @@ class SuiteRun:
     strays: int = 0
     watched: bool = False  # every run of it went through Ribbit's pytest bootstrap
     tamper: list[TamperEvent] = field(default_factory=list)
+    # Every watched run's start-up (worker/gates/startup.py); None: a run was not watched.
+    startup: list[StartupItem] | None = None
 
     @property
     def suite_ok(self) -> bool:

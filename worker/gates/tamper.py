@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Protocol
 
 from bot.store.records.gate_report import Finding
+from worker.gates.startup import STARTUP, StartupItem, startup_changes
 from worker.gates.trees import PatchTrees, regular_file_inside
 from worker.gates.watch import OUTSIDE, SWALLOWED, TEST_CODE, TamperEvent
 
@@ -32,8 +33,9 @@ CHANNEL = "channel"
 # report, or fs's write functions replaced while the runner ran.
 REPORT_CHANNEL = "report-channel"
 # Every mechanism a finding can name: the audit events the bootstrap classifies and the
-# checks it records by name (worker/gates/watchboot.py, kept in step by a test), and the
-# two above. The metrics count a finding naming anything else as another mechanism.
+# checks it records by name (worker/gates/watchboot.py, kept in step by a test), the
+# two above, the launcher's, and the start-up comparison's (worker/gates/startup.py).
+# The metrics count a finding naming anything else as another mechanism.
 MECHANISMS = frozenset(
     {
         "gc.get_objects",
@@ -65,6 +67,7 @@ MECHANISMS = frozenset(
         UNWATCHED,
         CHANNEL,
         REPORT_CHANNEL,
+        STARTUP,
     }
 )
 
@@ -80,6 +83,9 @@ class WatchedRun(Protocol):
 
     @property
     def mismatch(self) -> str | None: ...
+
+    @property
+    def startup(self) -> Sequence[StartupItem] | None: ...
 
 
 class _Recorded(Protocol):
@@ -111,6 +117,14 @@ def tamper_findings(before: WatchedRun, after: WatchedRun, trees: PatchTrees) ->
                 gate=GATE, rule=RULE, message=f"the run's channel: {after.mismatch} [{CHANNEL}]"
             )
         )
+    found += [
+        Finding(
+            gate=GATE,
+            rule=RULE,
+            message=f"the test interpreter's start-up: {change.describe()} [{STARTUP}]",
+        )
+        for change in startup_changes(before.startup, after.startup)
+    ]
     base = {_key(e, trees.before) for e in before.tamper}
     for event in after.tamper:
         if _key(event, trees.after) in base:

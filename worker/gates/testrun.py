@@ -21,20 +21,23 @@ command with no report is judged on its exit code alone. Nothing runs through a
 login shell, so a profile file in the sandbox cannot wrap Ribbit's own steps.
 
 That file is within reach of the code under test, which runs in pytest's own process
-(its path is in the environment). So a plain pytest command (``pytest ...``,
-``python[3] -m pytest ...``) runs watched instead (worker/gates/watch.py, the
-bootstrap in worker/gates/watchboot.py): with no report path in its environment or
-command line, with the standard library and pytest ahead of the workspace on
-``sys.path``, its report and exit status sent over a keyed channel opened before any
-repository file loads, and what its audit hook and runner checks see of the
-repository's non-test code in ``TestRun.tamper``. Every run here is one process tree
-in the sandbox it is given; the test gate gives each run, reruns too, a fresh one. On
-a real backend (emptied before the run) a process still alive when the command ends was
-left by the tests (once what is still exiting has had a moment to go): it is killed
-before the report is read, and a run whose report is a file (unwatched, not launched)
-counts it (``TestRun.strays``), for the judge to weigh against the base run's. A cargo run that
-exits 0 though a test binary stopped before libtest's summary is not its own either:
-libtest exits with failure when a test fails, so its output was ended from inside.
+(its path is in the environment). So a plain pytest command (``pytest ...``, ``python[3]
+-m pytest ...``) runs watched instead (worker/gates/watch.py, the bootstrap in
+worker/gates/watchboot.py): with no report path in its environment or command line, with
+the standard library and pytest ahead of the workspace on ``sys.path``, its report and
+exit status sent over a keyed channel opened before any repository file loads, and what
+its audit hook and runner checks see of the repository's non-test code in
+``TestRun.tamper``. What that interpreter runs before the bootstrap and trusts as the
+runner is read first, by a command of its own (``TestRun.startup``,
+worker/gates/startup.py), for the gate to compare with the base run's. Every run here is
+one process tree in the sandbox it is given; the test gate gives each run, reruns too, a
+fresh one. On a real backend (emptied before the run) a process still alive when the
+command ends was left by the tests (once what is still exiting has had a moment to go):
+it is killed before the report is read, and a run whose report is a file (unwatched, not
+launched) counts it (``TestRun.strays``), for the judge to weigh against the base run's.
+A cargo run that exits 0 though a test binary stopped before libtest's summary is not
+its own either: libtest exits with failure when a test fails, so its output was ended
+from inside.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ from __future__ import annotations
 import base64
 import secrets
 import shlex
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import NamedTuple, Protocol, runtime_checkable
 
@@ -59,6 +62,7 @@ from worker.gates.junit import (
     parse_libtest,
     parse_node_tap,
 )
+from worker.gates.startup import StartupItem, parse_scan, scan_command, unread
 from worker.gates.testcmd import Invocation, TestCommand, recognise
 from worker.gates.watch import (
     SELECT_VAR,
@@ -72,6 +76,10 @@ from worker.gates.watch import (
 from worker.sandbox.base import WORKSPACE, ExecResult, Sandbox
 
 SHORT_TIMEOUT_S = 60
+# The start-up scan reads the runner's and plugins' files (a large plugin package is
+# thousands): more than a probe, far less than a suite.
+SCAN_TIMEOUT_S = 300
+SCAN_CAP = 4 * 1024 * 1024
 # One environment string may hold at most 128 KiB on Linux (MAX_ARG_STRLEN); the
 # JUnit options and the shell's own variables need some of it.
 MAX_SELECT_CHARS = 100_000
@@ -109,6 +117,8 @@ class TestRun:
     # honest suite can leave some (an integration test that spawns a server and never
     # kills it), which the base run then shows too. 0 for a watched or launched run.
     strays: int = 0
+    # A watched run's start-up, read before it ran (None: not watched, or not read).
+    startup: tuple[StartupItem, ...] | None = None
 
     @property
     def timed_out(self) -> bool:
@@ -212,6 +222,8 @@ def run_tests(
     # gets neither variable: its report's place is known only inside the bootstrap.
     pytest_select = select if test.runner in ("pytest", "shell") else ()
     env, script = _environment_and_script(how, plan, report_dir, pytest_select)
+    # Read before the run, by a command of its own: nothing the run does can change it.
+    startup = _startup(sandbox, plan, env) if plan is not None else None
     # The command comes from the repository's config (trusted, like CI config), never
     # from an issue or a model; what Ribbit adds travels in the environment.
     result = sandbox.exec(
@@ -237,7 +249,7 @@ def run_tests(
         existing = sandbox_files(sandbox)
         watched = _watched_run(test, result, token, lambda d: parse_junit(d, existing, "auto"))
         shown = f"{test.command}  # watched by Ribbit's pytest bootstrap"
-        return replace(watched, ran=shown, report_expected=how.report_expected)
+        return replace(watched, ran=shown, report_expected=how.report_expected, startup=startup)
     if how.channel:
         launched = _launched_run(test, result, token, lambda d: _parse_report(how, d, sandbox))
         return replace(launched, ran=how.ran, report_expected=how.report_expected)
@@ -269,6 +281,19 @@ def _usable_watch_plan(sandbox: Sandbox, test: TestCommand) -> WatchPlan | None:
         if probe.exit_code != 0 or probe.timed_out:
             return None
     return plan
+
+
+def _startup(sandbox: Sandbox, plan: WatchPlan, env: Mapping[str, str]) -> tuple[StartupItem, ...]:
+    """What the watched interpreter runs before the bootstrap and trusts as the runner
+    (worker/gates/startup.py); one ``unread`` row where that could not be read."""
+    scanned = sandbox.exec(
+        scan_command(plan.python), timeout=SCAN_TIMEOUT_S, env=dict(env), output_cap=SCAN_CAP
+    )
+    if scanned.timed_out:
+        return unread(f"it ran past {SCAN_TIMEOUT_S} s")
+    if scanned.exit_code != 0 or scanned.truncated:
+        return unread(f"exit status {scanned.exit_code}: {scanned.stderr[-300:].strip()}")
+    return parse_scan(scanned.stdout) or unread("its output is not a scan's")
 
 
 def _plain_run(

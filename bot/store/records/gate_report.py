@@ -43,7 +43,10 @@ Severity = Literal["info", "warning", "error"]
 # tamper (swallowed), and so is test code that is not what its file compiles to, or a
 # test file changed while the tests ran (test-code), and pytest's config, session or
 # plugin manager reached from where pytest leaves them (runner-reach).
-JUDGE_VERSION = "reward-5"
+# reward-6: a watched run whose interpreter starts differently from the base run's (a
+# .pth file, a module one imports, sitecustomize, pytest's or an entry-point plugin's
+# files: what a set-up step over the patched tree wrote) is tamper (startup).
+JUDGE_VERSION = "reward-6"
 
 
 class Verdict(StrEnum):

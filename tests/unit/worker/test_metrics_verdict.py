@@ -12,6 +12,7 @@ import pytest
 from prometheus_client import REGISTRY
 
 from bot.store.records.gate_report import Finding, GateReport, GateResult, Verdict
+from worker.gates.startup import STARTUP, StartupItem
 from worker.gates.tamper import CHANNEL, MECHANISMS, UNWATCHED, mechanism_of, tamper_findings
 from worker.gates.trees import PatchTrees
 from worker.gates.watch import TamperEvent, bootstrap_source
@@ -35,6 +36,7 @@ class _Run:
     watched: bool = True
     tamper: Sequence[TamperEvent] = ()
     mismatch: str | None = None
+    startup: Sequence[StartupItem] | None = ()
 
 
 def _findings(tmp_path: Path, before: _Run, after: _Run) -> list[Finding]:
@@ -67,6 +69,15 @@ def test_the_two_tamper_findings_without_an_event_have_their_own_mechanism(
     before = (_tamper(UNWATCHED), _tamper(CHANNEL))
     record_gates(_report(*unwatched, *broken))
     assert (_tamper(UNWATCHED), _tamper(CHANNEL)) == (before[0] + 1, before[1] + 1)
+
+
+def test_a_start_up_that_is_not_the_bases_is_counted_as_startup(tmp_path: Path) -> None:
+    planted = StartupItem("pth", "/opt/ribbit/venv/lib/python3.11/site-packages/x.pth", "1")
+    found = _findings(tmp_path, _Run(), _Run(startup=[planted]))
+    assert [mechanism_of(f) for f in found] == [STARTUP], found
+    before = _tamper(STARTUP)
+    record_gates(_report(*found))
+    assert _tamper(STARTUP) == before + 1
 
 
 def test_tamper_labels_are_bounded_and_never_a_file_name(tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from tests.copy_install import BACKEND, COPY_INSTALL, copy_installed
 from tests.fakes import make_git_repo
 from tests.support import require_service
 from tests.unit.worker.gates.helpers import make_patch
@@ -29,37 +30,6 @@ from worker.gates.cli import gates_command
 
 pytestmark = pytest.mark.integration
 
-BACKEND = '''"""A build backend of the project's own: a wheel of calc.py, made by hand."""
-
-import base64
-import hashlib
-import zipfile
-
-NAME, VERSION = "calc", "1.0"
-INFO = f"{NAME}-{VERSION}.dist-info"
-
-
-def _hash(data):
-    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=")
-    return f"sha256={digest.decode()}"
-
-
-def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
-    name = f"{NAME}-{VERSION}-py3-none-any.whl"
-    meta = f"Metadata-Version: 2.1\\nName: {NAME}\\nVersion: {VERSION}\\n"
-    files = {
-        "calc.py": open("calc.py", "rb").read(),
-        f"{INFO}/METADATA": meta.encode(),
-        f"{INFO}/WHEEL": b"Wheel-Version: 1.0\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n",
-    }
-    record = "".join(f"{path},{_hash(data)},{len(data)}\\n" for path, data in files.items())
-    record += f"{INFO}/RECORD,,\\n"
-    with zipfile.ZipFile(f"{wheel_directory}/{name}", "w") as whl:
-        for path, data in files.items():
-            whl.writestr(path, data)
-        whl.writestr(f"{INFO}/RECORD", record)
-    return name
-'''
 # What the planted module does when site imports it: pytest, found where the base
 # environment has it, runs no test function's body from then on.
 PAYLOAD = (
@@ -92,16 +62,9 @@ FORGING_BACKEND = (
     + PLANT
 )
 FILES = {
-    "pyproject.toml": (
-        '[build-system]\nrequires = []\nbuild-backend = "backend"\nbackend-path = ["."]\n'
-    ),
-    "backend.py": BACKEND,
-    "calc.py": "def add(a, b):\n    return a - b\n",
+    **copy_installed("def add(a, b):\n    return a - b\n"),
     "tests/test_calc.py": "from calc import add\n\n\ndef test_zero():\n    assert add(1, 0) == 1\n",
-    ".ribbit.yml": (
-        "setup: 'pip install --no-build-isolation --no-deps --no-index .'\n"
-        "test: python -m pytest -q -p no:cacheprovider\n"
-    ),
+    ".ribbit.yml": f"setup: '{COPY_INSTALL}'\ntest: python -m pytest -q -p no:cacheprovider\n",
 }
 NEW_TEST = "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
 

@@ -46,6 +46,7 @@ CHANNEL_FD = 3
 # The bootstrap's parts, each put in place of watchboot's import of it.
 _INLINED = {
     "worker.gates.watchchannel": "watchchannel.py",
+    "worker.gates.watchcopies": "watchcopies.py",
     "worker.gates.watchrunner": "watchrunner.py",
     "worker.gates.watchtests": "watchtests.py",
     "worker.gates.watchwitness": "watchwitness.py",
@@ -105,9 +106,9 @@ class Channel:
 
 def bootstrap_source() -> str:
     """The bootstrap as one program for ``python -c``: watchboot.py with each of its
-    imports of its parts (watchchannel, watchrunner, watchtests, watchwitness,
-    watchguard) replaced by that module's code (past its docstring and ``__future__``
-    import), since nothing of Ribbit's is importable in the sandbox."""
+    imports of its parts (watchchannel, watchcopies, watchrunner, watchtests,
+    watchwitness, watchguard) replaced by that module's code (past its docstring and
+    ``__future__`` import), since nothing of Ribbit's is importable in the sandbox."""
     here = Path(__file__).parent
     boot = (here / "watchboot.py").read_text()
     lines = boot.splitlines(keepends=True)

@@ -26,8 +26,9 @@ Started as ``python -P -c <this file's source> <test-path regex> <report size ca
    ctypes' own frames are passed over to reach who asked) and ``open`` of /proc and /dev/fd
    descriptors (the report's only names), when the innermost Python frame that caused
    it (or the caller of ``inspect``, which wraps frame access) is a non-test file of
-   the workspace. The standard library and pytest raise such events all the time
-   (namedtuple, logging, inspect); those are not the repository's;
+   the workspace, or a copy of one installed into site-packages (watchcopies). The
+   standard library and pytest raise such events all the time (namedtuple, logging,
+   inspect); those are not the repository's;
 3. the workspace goes on ``sys.path`` AFTER the standard library and site-packages
    (``-P`` left it off the front), so no repository file shadows the runner's or the
    standard library's modules; a module of either name loaded from the workspace
@@ -84,7 +85,8 @@ failure swallowed inside the method.
 
 The channel and the report's steps (0, 1 and 5's memfd) are in
 :mod:`worker.gates.watchchannel`, step 4's snapshot in :mod:`worker.gates.watchrunner`,
-the test code's check in :mod:`worker.gates.watchtests`, the witness in
+the test code's check in :mod:`worker.gates.watchtests`, where installed copies of the
+repository's code are in :mod:`worker.gates.watchcopies`, the witness in
 :mod:`worker.gates.watchwitness`, the guards in :mod:`worker.gates.watchguard`;
 :func:`worker.gates.watch.bootstrap_source` puts their code in place of the imports
 below, so one program runs. This module imports nothing else from Ribbit: it runs in
@@ -112,6 +114,7 @@ from worker.gates.watchchannel import (  # ribbit-watch: inlined
     _send_results,
     _undumpable,
 )
+from worker.gates.watchcopies import _installed_copies  # ribbit-watch: inlined
 from worker.gates.watchguard import (  # ribbit-watch: inlined
     _asker,
     _guard,
@@ -162,7 +165,7 @@ def _ribbit_main() -> None:
     report_cap = int(sys.argv[2])
     workspace = os.getcwd().rstrip("/") + "/"
     report, seal, read = _private_report(report_fd)
-    repo_file = _in_workspace(workspace)
+    repo_file = _in_workspace(workspace, _installed_copies(workspace))
     noted = _note_test_files(workspace, test_path)
     record = _recorder(send)
     if not undumpable:
@@ -221,11 +224,14 @@ def _import_runner() -> None:
             continue
 
 
-def _in_workspace(workspace: str) -> RepoFile:
+def _in_workspace(workspace: str, copies: Mapping[str, str]) -> RepoFile:
+    """The workspace path of a file the repository's code runs from: in the workspace,
+    or in a copy of it installed into site-packages (watchcopies)."""
+
     def repo_file(filename: str) -> str | None:
         if filename.startswith(workspace):
             return filename[len(workspace) :]
-        return None
+        return copies.get(filename)
 
     return repo_file
 
@@ -520,6 +526,7 @@ _STEPS = (
     _forget_at_fork,
     _import_runner,
     _in_workspace,
+    _installed_copies,
     _recorder,
     _hands_out_frames,
     _attribute,

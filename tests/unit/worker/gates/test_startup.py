@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import functools
 import json
-import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.fakes import LocalDirSandbox, make_git_repo
+from tests.copy_install import OwnVenvSandbox, make_venv
+from tests.fakes import make_git_repo
 from tests.unit.worker.gates.helpers import make_ctx, make_patch
 from worker.gates.startup import (
     StartupChange,
@@ -29,13 +28,6 @@ from worker.gates.tests import TestGate
 from worker.repo_config import RepoConfig
 
 WATCHED = "python3 -m pytest -q -p no:cacheprovider"
-
-
-def _venv(root: Path, *, system: bool = False) -> Path:
-    """A virtual environment made by the host's python3 (no pip: quick)."""
-    args = ["python3", "-m", "venv", "--without-pip", str(root)]
-    subprocess.run([*args, *(["--system-site-packages"] if system else [])], check=True)
-    return root
 
 
 def _site(venv: Path) -> Path:
@@ -62,7 +54,7 @@ def _named(items: tuple[StartupItem, ...], kind: str) -> list[str]:
 @pytest.fixture
 def env(tmp_path: Path) -> tuple[Path, Path, Path]:
     """A virtual environment with start-up code of every kind, and a workspace."""
-    venv = _venv(tmp_path / "venv")
+    venv = make_venv(tmp_path / "venv")
     site = _site(venv)
     workspace = tmp_path / "workspace"
     workspace.mkdir()
@@ -207,26 +199,12 @@ FILES = {
 NEW_TEST = "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
 
 
-class _OwnVenv(LocalDirSandbox):
-    """The host-copy sandbox with a fresh virtual environment first on PATH (over the
-    host's site-packages, where pytest is), at one place for every sandbox of a test
-    (they run one after another), as each real sandbox has /opt/ribbit/venv."""
-
-    def __init__(self, source: Path, venv: Path) -> None:
-        super().__init__(source)
-        shutil.rmtree(venv, ignore_errors=True)
-        self.venv = _venv(venv, system=True)
-
-    def own_environment(self) -> dict[str, str]:
-        return {"PATH": f"{self.venv / 'bin'}:{os.environ['PATH']}"}
-
-
 def _gate(tmp_path: Path, changes: dict[str, str]) -> list[str]:
     repo = tmp_path / "repo"
     base = make_git_repo(repo, FILES)
     patch = make_patch(repo, changes)
     config = RepoConfig(setup="python3 tools/prepare.py", test=WATCHED)
-    factory = functools.partial(_OwnVenv, venv=tmp_path / "venv")
+    factory = functools.partial(OwnVenvSandbox, venv=tmp_path / "venv")
     ctx = make_ctx(repo, base, patch, config=config, sandbox_factory=factory)
     result = TestGate().run(ctx)
     assert result.details["after"]["watched"], result.logs

@@ -1,0 +1,52 @@
+"""Part of the pytest bootstrap (worker/gates/watchboot.py), inlined into it: where the
+repository's code runs from besides the workspace.
+
+A project whose set-up installs a copy of its package (``pip install .``, not ``-e``)
+has its tests import that copy from site-packages: the bootstrap puts the workspace
+after site-packages, and the copy was installed again from the tree under test before
+the run (worker/sandbox/envcache.py). The audit hook and the guards attribute what the
+workspace's files do; the copy's files are the same code under another path, so each
+file a distribution installed from the workspace wrote (pip's ``direct_url.json`` names
+the workspace, its ``RECORD`` the files) counts as the workspace file it copies. Read
+once, before any repository code runs.
+"""
+
+from __future__ import annotations
+
+import sys
+
+
+def _installed_copies(workspace: str) -> dict[str, str]:
+    """Each Python file a distribution installed from ``workspace`` wrote (its path as
+    code objects name it) and the workspace path it copies (``calc/core.py`` found at the
+    top or under ``src/``; the installed path where no such file is there)."""
+    import csv
+    import json
+    import os
+
+    copies: dict[str, str] = {}
+    folders = [p for p in sys.path if p and os.path.isdir(p) and not p.startswith(workspace)]
+    for folder in dict.fromkeys(folders):
+        try:
+            infos = [n for n in os.listdir(folder) if n.endswith(".dist-info")]
+        except OSError:
+            continue
+        for name in infos:
+            info = os.path.join(folder, name)
+            try:
+                with open(os.path.join(info, "direct_url.json"), encoding="utf-8") as f:
+                    url = json.load(f).get("url", "")
+                with open(os.path.join(info, "RECORD"), encoding="utf-8", newline="") as f:
+                    rows = list(csv.reader(f))
+            except (OSError, ValueError, AttributeError, csv.Error):
+                continue
+            if not (isinstance(url, str) and f"{url}/".startswith(f"file://{workspace}")):
+                continue
+            for row in rows:
+                rel = row[0] if row else ""
+                if not rel.endswith(".py") or rel.startswith(("/", "..")):
+                    continue
+                path = os.path.normpath(os.path.join(folder, rel))
+                tops = [top for top in ("", "src/") if os.path.isfile(workspace + top + rel)]
+                copies[path] = f"{tops[0]}{rel}" if tops else rel
+    return copies

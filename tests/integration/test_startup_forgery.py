@@ -126,3 +126,27 @@ def test_an_honest_fix_under_the_same_copy_install_is_verified(repo: Path, tmp_p
     tests = _tests_gate(report)
     assert report["verdict"] == "verified", tests["findings"]
     assert not [f for f in tests["findings"] if "[startup]" in f["message"]]  # type: ignore[union-attr, index]
+
+
+# The build backend of the patched tree rewrites the patch's own new test as pip builds
+# the copy (in the workspace, before the tests): it passes on code that still subtracts.
+REWRITING_BACKEND = BACKEND.replace(
+    "def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):\n",
+    "def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):\n"
+    "    with open('tests/test_add.py') as f:\n"
+    "        text = f.read()\n"
+    "    with open('tests/test_add.py', 'w') as f:\n"
+    "        f.write(text.replace('== 5', '== -1'))\n",
+)
+
+
+def test_a_test_file_a_patched_build_step_rewrites_is_refused(repo: Path, tmp_path: Path) -> None:
+    report = _gates(
+        repo, tmp_path, {"backend.py": REWRITING_BACKEND, "tests/test_add.py": NEW_TEST}
+    )
+    tests = _tests_gate(report)
+    messages = [f["message"] for f in tests["findings"]]  # type: ignore[index, union-attr]
+    assert (
+        "the set-up step over the tree changed tests/test_add.py before the tests ran [startup]"
+    ) in messages, (messages, tests["logs"])
+    assert report["verdict"] == "refused", messages

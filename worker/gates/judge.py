@@ -16,7 +16,7 @@ from bot.store.records.gate_report import Finding, Severity
 from worker.gates.base import GateContext
 from worker.gates.evidence import ABSENT, could_not_load, fail_to_pass
 from worker.gates.junit import Outcome, TestCase
-from worker.gates.startup import StartupItem
+from worker.gates.startup import StartupChange, StartupItem
 from worker.gates.targets import TargetTest, _matches
 from worker.gates.testrun import strays_reason
 from worker.gates.watch import TamperEvent
@@ -51,6 +51,8 @@ class SuiteRun:
     tamper: list[TamperEvent] = field(default_factory=list)
     # Every watched run's start-up (worker/gates/startup.py); None: a run was not watched.
     startup: list[StartupItem] | None = None
+    # Test files and test configuration a set-up step changed from the tree (startup.py).
+    setup_wrote: list[StartupChange] = field(default_factory=list)
 
     @property
     def suite_ok(self) -> bool:

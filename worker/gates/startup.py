@@ -27,6 +27,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from worker.gates.startupscan import workspace_rows
+from worker.gates.weakened import TEST_PATH_RE
+
 STARTUP = "startup"  # the finding's mechanism
 _KINDS = {
     "interpreter": "the interpreter",
@@ -37,7 +40,9 @@ _KINDS = {
     "plugin": "a plugin pytest loads by itself (pytest11 entry point)",
     "limit": "the scan's file limit",
     "unread": "the start-up scan could not be read",
+    "workspace": "a test file or test configuration in the workspace",
 }
+WORKSPACE = "workspace"  # rows of the workspace's files, compared with the tree
 UNREAD = "unread"  # the kind of a watched run's one row where its scan failed
 
 
@@ -62,8 +67,9 @@ def scan_source() -> str:
 
 
 def scan_command(python: str) -> list[str]:
-    """The command that lists ``python``'s start-up in the sandbox."""
-    return [python, "-I", "-S", "-c", scan_source()]
+    """The command that lists ``python``'s start-up, and the workspace's test files and
+    test configuration, in the sandbox."""
+    return [python, "-I", "-S", "-c", scan_source(), TEST_PATH_RE.pattern]
 
 
 def unread(why: str) -> tuple[StartupItem, ...]:
@@ -89,7 +95,8 @@ def parse_scan(stdout: str) -> tuple[StartupItem, ...] | None:
 
 @dataclass(frozen=True)
 class StartupChange:
-    """What differs between the base run's start-up and the patched run's."""
+    """What differs between the base run's start-up and the patched run's, or between
+    the workspace a run started with and the tree it was made over."""
 
     what: str  # "new", "changed" or "gone"
     item: StartupItem
@@ -97,6 +104,9 @@ class StartupChange:
     def describe(self) -> str:
         if self.item.kind == UNREAD:
             return self.item.describe()
+        if self.item.kind == WORKSPACE:
+            done = {"new": "wrote", "changed": "changed", "gone": "removed"}[self.what]
+            return f"the set-up step over the tree {done} {self.item.name} before the tests ran"
         where = {
             "new": "is not in the base's run",
             "changed": "is not what the base's run had",
@@ -118,6 +128,25 @@ def startup_changes(
     unread = [StartupChange("new", i) for i in after if i.kind == UNREAD]
     if unread:
         return unread[:1]  # a scan that fails (or is made to) vouches for nothing
+    return _compared(
+        [i for i in before if i.kind != WORKSPACE], [i for i in after if i.kind != WORKSPACE]
+    )
+
+
+def setup_changes(items: Iterable[StartupItem] | None, tree: Path) -> list[StartupChange]:
+    """What the workspace held when a watched run started (its ``workspace`` rows) and
+    ``tree``, the host's tree the sandbox was made over, do not agree on: test files and
+    test configuration a set-up step over that tree wrote, changed or removed."""
+    if items is None:
+        return []
+    if any(i.kind == UNREAD for i in items):
+        return []  # the run's scan failed: startup_changes says so
+    ran = [i for i in items if i.kind == WORKSPACE]
+    built = workspace_rows(f"{str(tree).rstrip('/')}/", TEST_PATH_RE)
+    return _compared([StartupItem(*row) for row in built], ran)
+
+
+def _compared(before: list[StartupItem], after: list[StartupItem]) -> list[StartupChange]:
     old: dict[tuple[str, str], set[str]] = {}
     new: dict[tuple[str, str], set[str]] = {}
     for items, into in ((before, old), (after, new)):

@@ -15,8 +15,14 @@ installed again, a patch's new dependencies) can write there. So this lists each
 them with a digest of its bytes, and the host compares the patched run's list with the
 base run's (worker/gates/startup.py).
 
-Prints one JSON list of ``[kind, name, digest]`` rows. Kept to the standard library of
-the sandbox's Python (3.11 or later: ``-P`` runs there only), and to reading files.
+It lists the workspace's test files and the files that decide how its tests run as well
+(``workspace`` rows): a set-up step over the patched tree runs there too, and the host
+compares those rows with the tree it built (a ``conftest.py`` the patched build code
+wrote is in no diff the gates read).
+
+Prints one JSON list of ``[kind, name, digest]`` rows; its argument is the pattern of
+test paths. Kept to the standard library of the sandbox's Python (3.11 or later: ``-P``
+runs there only), and to reading files.
 """
 
 from __future__ import annotations
@@ -29,12 +35,43 @@ import os
 import site
 import sys
 from importlib.machinery import PathFinder
+from typing import Any
 
 # pytest's own distribution (pytest, _pytest and the ``py`` shim) and what it imports
 # as it starts: the bootstrap holds these still as the runner.
 _RUNNER = ("pytest", "_pytest", "py", "pluggy", "iniconfig")
 # Files read in all, so a huge environment cannot make the scan endless.
 _MAX_FILES = 200_000
+# The workspace's files that decide which tests run and how (pytest's and tox's
+# configuration, conftest.py, what site imports); the test files are listed too.
+_DISCOVERY = frozenset(
+    {
+        "conftest.py",
+        "pytest.ini",
+        ".pytest.ini",
+        "tox.ini",
+        "setup.cfg",
+        "pyproject.toml",
+        "sitecustomize.py",
+        "usercustomize.py",
+    }
+)
+# Left out of the workspace's walk: what pytest never collects from (its default
+# ``norecursedirs``: build output such as setuptools' copies of the package's tests,
+# which each tree's own install rewrites), installed packages, hidden folders and
+# virtual environments.
+_SKIPPED = (
+    "node_modules",
+    "__pycache__",
+    "site-packages",
+    "dist-packages",
+    "build",
+    "dist",
+    "venv",
+    "CVS",
+    "_darcs",
+    "{arch}",
+)
 
 
 class _Budget:
@@ -257,6 +294,34 @@ def _workspace_modules(site_dirs: list[str], workspace: str) -> set[str]:
     return own
 
 
+def workspace_rows(workspace: str, test_path: Any) -> list[list[str]]:
+    """The workspace's test files and the files that decide how its tests run, each
+    with a digest (``workspace`` ends with ``/``). The host reads its own tree the same
+    way (worker/gates/startup.py), to see what a set-up step changed there."""
+    budget = _Budget()
+    rows: list[list[str]] = []
+    for top, dirs, files in os.walk(workspace):
+        dirs[:] = sorted(
+            d
+            for d in dirs
+            if not d.startswith(".")
+            and d not in _SKIPPED
+            and not d.endswith(".egg")
+            and not os.path.exists(os.path.join(top, d, "pyvenv.cfg"))
+        )
+        for name in sorted(files):
+            path = os.path.join(top, name)
+            rel = path[len(workspace) :]
+            tested = name.endswith(".py") and test_path.search(rel)
+            if name in _DISCOVERY or name.endswith(".pth") or tested:
+                if os.path.islink(path):
+                    what = "link:" + os.readlink(path)
+                else:
+                    what = _file_digest(path, budget)
+                rows.append(["workspace", rel, what])
+    return rows
+
+
 def scan(workspace: str) -> list[list[str]]:
     budget = _Budget()
     rows: list[list[str]] = []
@@ -307,4 +372,7 @@ def scan(workspace: str) -> list[list[str]]:
 
 
 if __name__ == "__main__":
-    print(json.dumps(scan(os.getcwd().rstrip("/") + "/")))
+    import re
+
+    here = os.getcwd().rstrip("/") + "/"
+    print(json.dumps(scan(here) + workspace_rows(here, re.compile(sys.argv[1], re.I))))

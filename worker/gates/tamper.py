@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Protocol
 
 from bot.store.records.gate_report import Finding
-from worker.gates.startup import STARTUP, StartupItem, startup_changes
+from worker.gates.startup import STARTUP, StartupChange, StartupItem, startup_changes
 from worker.gates.trees import PatchTrees, regular_file_inside
 from worker.gates.watch import OUTSIDE, SWALLOWED, TEST_CODE, TamperEvent
 
@@ -87,6 +87,9 @@ class WatchedRun(Protocol):
     @property
     def startup(self) -> Sequence[StartupItem] | None: ...
 
+    @property
+    def setup_wrote(self) -> Sequence[StartupChange]: ...
+
 
 class _Recorded(Protocol):
     @property
@@ -125,6 +128,10 @@ def tamper_findings(before: WatchedRun, after: WatchedRun, trees: PatchTrees) ->
         )
         for change in startup_changes(before.startup, after.startup)
     ]
+    found += [
+        Finding(gate=GATE, rule=RULE, message=f"{c.describe()} [{STARTUP}]", path=c.item.name)
+        for c in _new_to_patch(before.setup_wrote, after.setup_wrote)
+    ]
     base = {_key(e, trees.before) for e in before.tamper}
     for event in after.tamper:
         if _key(event, trees.after) in base:
@@ -149,6 +156,20 @@ def tamper_findings(before: WatchedRun, after: WatchedRun, trees: PatchTrees) ->
             )
         )
     return found
+
+
+def _new_to_patch(
+    base: Sequence[StartupChange], patched: Sequence[StartupChange]
+) -> list[StartupChange]:
+    """What a set-up step changed in the patched tree's workspace and not in the
+    base's (a set-up that generates a test file from a template does it for both)."""
+
+    def key(change: StartupChange) -> tuple[str, str, str]:
+        digest = "" if change.what == "gone" else change.item.digest
+        return change.what, change.item.name, digest
+
+    habits = {key(c) for c in base}
+    return [c for c in patched if key(c) not in habits]
 
 
 def written_by_patch(

@@ -65,6 +65,7 @@ from worker.gates.evidence import base_with_patch_tests, patched_code_with_base_
 from worker.gates.judge import NAME, SuiteRun, judge, report_disagreement, shown_fixed
 from worker.gates.pinned import accepting_label, answered, pinned_changes, pinned_verdict
 from worker.gates.runner import apply_failure, run_tree_gate
+from worker.gates.startup import setup_changes
 from worker.gates.tamper import ran_outside, tamper_findings
 from worker.gates.targets import TargetTest, target_tests
 from worker.gates.testcmd import TestCommand, resolve_test_command
@@ -231,6 +232,7 @@ class TestGate:
         if stop is not None:  # what ran was cut short; it is no evidence either way
             raise stop
         run.log = _run_log(logs)
+        run.setup_wrote = setup_changes(run.startup, tree)
         return run
 
     def _run_in(

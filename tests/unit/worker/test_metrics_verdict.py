@@ -12,7 +12,7 @@ import pytest
 from prometheus_client import REGISTRY
 
 from bot.store.records.gate_report import Finding, GateReport, GateResult, Verdict
-from worker.gates.startup import STARTUP, StartupItem
+from worker.gates.startup import STARTUP, StartupChange, StartupItem
 from worker.gates.tamper import CHANNEL, MECHANISMS, UNWATCHED, mechanism_of, tamper_findings
 from worker.gates.trees import PatchTrees
 from worker.gates.watch import TamperEvent, bootstrap_source
@@ -37,6 +37,7 @@ class _Run:
     tamper: Sequence[TamperEvent] = ()
     mismatch: str | None = None
     startup: Sequence[StartupItem] | None = ()
+    setup_wrote: Sequence[StartupChange] = ()
 
 
 def _findings(tmp_path: Path, before: _Run, after: _Run) -> list[Finding]:

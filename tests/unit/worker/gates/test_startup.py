@@ -20,7 +20,7 @@ from worker.gates.startup import (
     StartupChange,
     StartupItem,
     parse_scan,
-    scan_source,
+    scan_command,
     startup_changes,
     unread,
 )
@@ -36,7 +36,7 @@ def _site(venv: Path) -> Path:
 
 def _scan(venv: Path, cwd: Path) -> tuple[StartupItem, ...]:
     done = subprocess.run(
-        [str(venv / "bin" / "python"), "-I", "-S", "-c", scan_source()],
+        scan_command(str(venv / "bin" / "python")),
         cwd=cwd,
         capture_output=True,
         text=True,
@@ -222,3 +222,33 @@ def test_start_up_code_the_patched_set_up_plants_blocks(tmp_path: Path) -> None:
 def test_the_same_set_up_on_an_honest_fix_changes_no_start_up(tmp_path: Path) -> None:
     fix = {"calc.py": "def add(a, b):\n    return a + b\n", "tests/test_add.py": NEW_TEST}
     assert _gate(tmp_path, fix) == []
+
+
+# The patched set-up step rewrites the patch's own new test so that it passes on code
+# that still subtracts: the test file the tests load is the one on disk, so the watch's
+# test-code check agrees with it, and no diff the gates read shows the edit.
+REWRITES_TEST = (
+    "from pathlib import Path\n\n"
+    "test = Path('tests/test_add.py')\n"
+    "test.write_text(test.read_text().replace('== 5', '== -1'))\n"
+)
+
+
+def test_a_test_file_the_patched_set_up_rewrote_blocks(tmp_path: Path) -> None:
+    blocking = _gate(tmp_path, {"tools/prepare.py": REWRITES_TEST, "tests/test_add.py": NEW_TEST})
+    assert blocking == [
+        "the set-up step over the tree changed tests/test_add.py before the tests ran [startup]"
+    ], blocking
+
+
+def test_what_the_bases_set_up_writes_as_well_is_its_habit(tmp_path: Path) -> None:
+    # A set-up that generates a test configuration file does it over both trees.
+    writes = "open('pytest.ini', 'w').write('[pytest]\\n')\n"
+    repo = tmp_path / "repo"
+    base = make_git_repo(repo, {**FILES, "tools/prepare.py": writes})
+    fix = {"calc.py": "def add(a, b):\n    return a + b\n", "tests/test_add.py": NEW_TEST}
+    patch = make_patch(repo, fix)
+    config = RepoConfig(setup="python3 tools/prepare.py", test=WATCHED)
+    factory = functools.partial(OwnVenvSandbox, venv=tmp_path / "venv")
+    result = TestGate().run(make_ctx(repo, base, patch, config=config, sandbox_factory=factory))
+    assert not [f for f in result.findings if f.severity == "error"], result.findings

@@ -6,8 +6,9 @@ The suite is ``--files`` test modules of ``--tests`` small tests each (a functio
 parametrised row, a unittest method), run in the host-copy sandbox
 (tests/fakes.LocalDirSandbox) with the host's ``python3 -m pytest``, once as a shell
 command (not watched) and once plain (watched: the bootstrap of worker/gates/watch.py,
-its runner snapshot checked after every test, the witness, the test-code check).
-Prints the median of ``--runs`` runs of each, the ratio and the cost per test.
+its runner snapshot checked after every test, the witness, the test-code check, and the
+start-up scan made before the run). Prints the median of ``--runs`` runs of each, the
+ratio and the cost per test, and the start-up scan's time alone.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import time
 from pathlib import Path
 
 from tests.fakes import LocalDirSandbox
+from worker.gates.startup import scan_command
 from worker.gates.testrun import run_tests
 
 WATCHED = "python3 -m pytest -q -p no:cacheprovider"
@@ -61,6 +63,17 @@ def _timed(tree: Path, command: str) -> tuple[float, int]:
     return elapsed, len(run.outcomes)
 
 
+def _scan_seconds(tree: Path) -> float:
+    """The start-up scan alone, as a watched run makes it before the run."""
+    with LocalDirSandbox(tree) as sandbox:
+        started = time.perf_counter()
+        done = sandbox.exec(scan_command("python3"), timeout=300, output_cap=4 * 1024 * 1024)
+        elapsed = time.perf_counter() - started
+    if done.exit_code != 0:
+        raise SystemExit(f"the start-up scan failed:\n{done.stderr[-2000:]}")
+    return elapsed
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--files", type=int, default=50)
@@ -71,12 +84,14 @@ def main(argv: list[str] | None = None) -> int:
         tree = build_suite(Path(tmp) / "repo", args.files, args.tests)
         plain: list[float] = []
         watched: list[float] = []
+        scans: list[float] = []
         count = 0
         for _ in range(args.runs):  # interleaved, so drift in the machine's load hits both
             seconds, count = _timed(tree, PLAIN)
             plain.append(seconds)
             seconds, _ = _timed(tree, WATCHED)
             watched.append(seconds)
+            scans.append(_scan_seconds(tree))
     p, w = statistics.median(plain), statistics.median(watched)
     print(f"suite: {args.files} files, {count} tests; median of {args.runs} runs each")
     print("| run | median s | spread s |")
@@ -84,6 +99,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"| plain (not watched) | {p:.2f} | {min(plain):.2f}-{max(plain):.2f} |")
     print(f"| watched | {w:.2f} | {min(watched):.2f}-{max(watched):.2f} |")
     print(f"watched / plain: {w / p:.2f}x; watching costs {(w - p) / count * 1000:.2f} ms a test")
+    s = statistics.median(scans)
+    print(f"of which the start-up scan before the run (worker/gates/startup.py): {s:.2f} s")
     return 0
 
 

@@ -9,7 +9,9 @@ pytest skip every test function's body; its new test fails on the old code (evid
 and "passes" with the patch. The payload is base64, so no line of the patch names
 pytest. On c478db5 this was **verified**: every gate passed, the run was watched, and
 nothing was recorded, because the forgery ran before there was anything to record it.
-Now the patched run's start-up differs from the base run's, and that blocks.
+Now the patched run's start-up differs from the base run's, and that blocks; so does a
+test file the patched build step rewrote. The environment builder, which applies the
+fix after the set-up, refuses such a set-up with its own reason.
 """
 
 from __future__ import annotations
@@ -23,10 +25,13 @@ import pytest
 from click.testing import CliRunner
 
 from tests.copy_install import BACKEND, COPY_INSTALL, copy_installed
-from tests.fakes import make_git_repo
+from tests.fakes import commit_files, make_git_repo
 from tests.support import require_service
 from tests.unit.worker.gates.helpers import make_patch
+from trainer.envs.builder import BuildRejected, BuildSpec, EnvironmentBuilder
 from worker.gates.cli import gates_command
+from worker.sandbox.recipe import SandboxRecipe
+from worker.settings import SandboxSettings
 
 pytestmark = pytest.mark.integration
 
@@ -150,3 +155,31 @@ def test_a_test_file_a_patched_build_step_rewrites_is_refused(repo: Path, tmp_pa
         "the set-up step over the tree changed tests/test_add.py before the tests ran [startup]"
     ) in messages, (messages, tests["logs"])
     assert report["verdict"] == "refused", messages
+
+
+def test_a_copy_installing_set_up_makes_no_environment_and_says_why(
+    tmp_path: Path, bubblewrap_settings: SandboxSettings
+) -> None:
+    # The builder (and the grader) apply the fix after the set-up: the tests would import
+    # the base's copy before and after it, so nothing could show the fix. Before, this
+    # was rejected as no_fail_to_pass, which sent the admin looking at the tests.
+    repo = tmp_path / "calc"
+    base = make_git_repo(repo, {k: v for k, v in FILES.items() if k != ".ribbit.yml"})
+    fixed = {"calc.py": "def add(a, b):\n    return a + b\n", "tests/test_add.py": NEW_TEST}
+    fix = commit_files(repo, fixed, "fix")
+    builder = EnvironmentBuilder(
+        SandboxRecipe.production(bubblewrap_settings), reruns=1, test_timeout_s=120
+    )
+    spec = BuildSpec(
+        repo,
+        base,
+        fix,
+        "add(2, 3) is -1",
+        repo="acme/calc",
+        test_command="python3 -m pytest -q",
+        setup_commands=(COPY_INSTALL,),
+    )
+    with pytest.raises(BuildRejected) as rejected:
+        builder.build(spec)
+    assert rejected.value.rejection.reason == "copy_install", rejected.value
+    assert "pip install -e ." in rejected.value.rejection.detail

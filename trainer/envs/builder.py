@@ -60,6 +60,7 @@ from worker.gates.testrun import TestRun, run_tests, select_batches
 from worker.pipelines.issue_task import JudgedComment, prompt_comments
 from worker.sandbox.base import Sandbox
 from worker.sandbox.setup import SetupResult
+from worker.sandbox.snapshot import installed_copies
 
 PATCH_PATH = ".ribbit.patch"
 _MIN_LEAK_CHARS = 12  # shorter added lines ("return x", "pass") are too common to count
@@ -178,7 +179,7 @@ class EnvironmentBuilder:
         workdir = Path(tempfile.mkdtemp(prefix="ribbit-envbuild-"))
         try:
             checkout = clone_at(spec.repo_dir, workdir / "repo", base, any_owner=False)
-            before = self._runs(checkout, spec, [test_patch])
+            before = self._runs(checkout, spec, [test_patch], refuse_copies=True)
             after = self._runs(checkout, spec, [test_patch, patch])
             unusable = _unusable(before, after)
             if unusable is not None:
@@ -212,6 +213,8 @@ class EnvironmentBuilder:
             raise reject("patch_does_not_apply", str(exc)) from None
         except SetupFailed as exc:
             raise reject("setup_failed", f"{exc}\n{exc.setup.output[-500:]}") from None
+        except CopyInstalled as exc:
+            raise reject("copy_install", str(exc)) from None
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
 
@@ -241,10 +244,16 @@ class EnvironmentBuilder:
             task_text=_replayable(spec.task_text, patch),
         )
 
-    def _runs(self, checkout: Path, spec: BuildSpec, patches: list[str]) -> list[TestRun]:
+    def _runs(
+        self, checkout: Path, spec: BuildSpec, patches: list[str], *, refuse_copies: bool = False
+    ) -> list[TestRun]:
         recipe = self.sandbox_factory.for_image(spec.image)
         with recipe(checkout) as sandbox:
             set_up(sandbox, recipe, spec.setup_commands)
+            # Asked once a build (the set-up is the same for every run of it).
+            copies = installed_copies(sandbox) if refuse_copies else []
+            if copies:
+                raise CopyInstalled(copies)
             for p in patches:
                 apply_patch(sandbox, p)
             return [
@@ -317,6 +326,19 @@ def set_up(sandbox: Sandbox, recipe: SandboxRecipe, commands: Sequence[str]) -> 
 
 class PatchDoesNotApply(Exception):
     pass
+
+
+class CopyInstalled(Exception):
+    """The set-up installs a copy of the package (``pip install .``, not ``-e``): here,
+    as in the grader, the fix is applied after set-up, so the tests would import the
+    copy of the base, before and after the fix alike."""
+
+    def __init__(self, copies: Sequence[str]) -> None:
+        super().__init__(
+            f"the set-up installs a copy of the package from {', '.join(copies)} "
+            "(pip install ., not -e): the tests would run the base's code before and after "
+            "the fix; set it up editable (pip install -e .) in the environment's set-up"
+        )
 
 
 def apply_patch(sandbox: Sandbox, patch: str) -> None:

@@ -188,6 +188,7 @@ class Rejection(BaseModel):
         "no_base_commit",  # the outcome does not say which commit the fix was made on
         "setup_failed",  # the production setup step failed with the repo's setup command
         "run_not_own",  # the fixed code's test run is not its own (processes left behind)
+        "copy_install",  # the set-up installs a copy of the package, not an editable one
     ]
     detail: str = ""
     negative_trajectory: str | None = None  # path of a rejected bot PR's trajectory

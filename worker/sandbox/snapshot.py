@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from worker.sandbox.base import WORKSPACE, ExecResult, SandboxError
+from worker.sandbox.base import WORKSPACE, ExecResult, Sandbox, SandboxError
 from worker.sandbox.common import ENV_ROOT, PROFILE, SANDBOX_HOME
 from worker.sandbox.export import ExportLimits
 from worker.sandbox.secretscan import SecretInSnapshot, SecretScanner
@@ -220,17 +220,43 @@ def workspace_copies(env: Path) -> list[str]:
     found = []
     for record in sorted(env.glob("venv/lib/python*/site-packages/*.dist-info/direct_url.json")):
         try:
-            data = json.loads(record.read_text())
+            path = _copied_from(json.loads(record.read_text()))
         except (OSError, ValueError):
             continue
-        url = data.get("url") if isinstance(data, dict) else None
-        info = data.get("dir_info") if isinstance(data, dict) else None
-        editable = isinstance(info, dict) and info.get("editable") is True
-        if isinstance(url, str) and not editable:
-            path = url.removeprefix("file://")
-            if path == WORKSPACE or path.startswith(WORKSPACE + "/"):
-                found.append(path)
+        if path is not None:
+            found.append(path)
     return found
+
+
+def installed_copies(sandbox: Sandbox, *, timeout: float = 120) -> list[str]:
+    """:func:`workspace_copies` read in a set-up sandbox itself, from pip's own report
+    (``pip inspect``, pip 22.2 and later); none where pip cannot say."""
+    done = sandbox.exec(
+        ["python", "-m", "pip", "inspect", "--local"], timeout=timeout, output_cap=64 * 1024**2
+    )
+    if done.exit_code != 0 or done.timed_out or done.truncated:
+        return []
+    try:
+        report = json.loads(done.stdout)
+    except ValueError:
+        return []
+    installed = report.get("installed") if isinstance(report, dict) else None
+    if not isinstance(installed, list):
+        return []
+    found = [_copied_from(d.get("direct_url")) for d in installed if isinstance(d, dict)]
+    return sorted(p for p in found if p is not None)
+
+
+def _copied_from(direct_url: object) -> str | None:
+    """The workspace path a distribution was installed from as a copy, from its
+    ``direct_url.json`` (PEP 610); None for an editable install or anything else."""
+    if not isinstance(direct_url, dict):
+        return None
+    url, info = direct_url.get("url"), direct_url.get("dir_info")
+    if not isinstance(url, str) or (isinstance(info, dict) and info.get("editable") is True):
+        return None
+    path = url.removeprefix("file://")
+    return path if path == WORKSPACE or path.startswith(WORKSPACE + "/") else None
 
 
 def _real_dir(path: Path) -> bool:

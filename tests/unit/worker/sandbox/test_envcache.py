@@ -10,9 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from worker.sandbox.base import ExecResult
 from worker.sandbox.envcache import MARKER, EnvCache, EnvKey, env_key, manifest_digest
 from worker.sandbox.snapshot import (
     EnvSnapshot,
+    installed_copies,
     overlay_paths,
     prune_checkout_paths,
     workspace_copies,
@@ -284,3 +286,33 @@ def test_copies_of_the_workspace_are_found_and_editable_installs_are_not(tmp_pat
         (site / name).mkdir(parents=True)
         (site / name / "direct_url.json").write_text(json.dumps(data))
     assert workspace_copies(tmp_path / "env") == ["/workspace", "/workspace/libs/sub"]
+
+
+class _PipSays:
+    """A sandbox whose ``python -m pip inspect --local`` prints ``out`` (and exits ``rc``)."""
+
+    def __init__(self, out: str, rc: int = 0) -> None:
+        self.out, self.rc = out, rc
+        self.ran: list[list[str]] = []
+
+    def exec(self, command: list[str], **_: object) -> ExecResult:
+        self.ran.append(command)
+        return ExecResult(exit_code=self.rc, stdout=self.out, stderr="", duration_s=0.1)
+
+
+def test_copies_in_a_set_up_sandbox_come_from_pips_own_report() -> None:
+    installed = [
+        {"metadata": {"name": "copy"}, "direct_url": {"url": "file:///workspace", "dir_info": {}}},
+        {
+            "metadata": {"name": "editable"},
+            "direct_url": {"url": "file:///workspace", "dir_info": {"editable": True}},
+        },
+        {"metadata": {"name": "requests"}},
+        {"metadata": {"name": "x"}, "direct_url": {"url": "file:///workspaces-other"}},
+    ]
+    sandbox = _PipSays(json.dumps({"version": "1", "installed": installed}))
+    assert installed_copies(sandbox) == ["/workspace"]  # type: ignore[arg-type]
+    assert sandbox.ran == [["python", "-m", "pip", "inspect", "--local"]]
+    # A pip too old for ``inspect``, or no pip: nothing to say.
+    assert installed_copies(_PipSays("", rc=1)) == []  # type: ignore[arg-type]
+    assert installed_copies(_PipSays("not json")) == []  # type: ignore[arg-type]

@@ -183,3 +183,26 @@ def test_a_copy_installing_set_up_makes_no_environment_and_says_why(
         builder.build(spec)
     assert rejected.value.rejection.reason == "copy_install", rejected.value
     assert "pip install -e ." in rejected.value.rejection.detail
+
+
+# The build backend leaves a module beside the copy it builds: the package's code can
+# import it from there, where what it does is installed code's, not the repository's.
+LEAVES_MODULE = BACKEND.replace(
+    "def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):\n",
+    "def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):\n"
+    "    import os, sysconfig\n"
+    "    site = sysconfig.get_paths()['purelib']\n"
+    "    with open(os.path.join(site, 'zz_helper.py'), 'w') as f:\n"
+    "        f.write('import gc\\n')\n",
+)
+
+
+def test_a_module_a_patched_build_step_leaves_in_site_packages_is_refused(
+    repo: Path, tmp_path: Path
+) -> None:
+    changes = {"backend.py": LEAVES_MODULE, "tests/test_add.py": NEW_TEST}
+    report = _gates(repo, tmp_path, changes)
+    messages = [f["message"] for f in _tests_gate(report)["findings"]]  # type: ignore[index, union-attr]
+    written = [m for m in messages if "written into the environment" in m]
+    assert len(written) == 1 and "site-packages/zz_helper.py is not in the base's run" in written[0]
+    assert written[0].endswith("[startup]"), messages

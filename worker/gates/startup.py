@@ -41,6 +41,7 @@ _KINDS = {
     "limit": "the scan's file limit",
     "unread": "the start-up scan could not be read",
     "workspace": "a test file or test configuration in the workspace",
+    "written": "a file written into the environment after its restore (not the package's copy)",
 }
 WORKSPACE = "workspace"  # rows of the workspace's files, compared with the tree
 UNREAD = "unread"  # the kind of a watched run's one row where its scan failed
@@ -66,10 +67,12 @@ def scan_source() -> str:
     return (Path(__file__).parent / "startupscan.py").read_text()
 
 
-def scan_command(python: str) -> list[str]:
+def scan_command(python: str, written_since: int | None = None) -> list[str]:
     """The command that lists ``python``'s start-up, and the workspace's test files and
-    test configuration, in the sandbox."""
-    return [python, "-I", "-S", "-c", scan_source(), TEST_PATH_RE.pattern]
+    test configuration, in the sandbox; with ``written_since`` (when the set-up
+    environment's restore ended, in ns) the environment's files changed after it too."""
+    since = [] if written_since is None else [str(written_since)]
+    return [python, "-I", "-S", "-c", scan_source(), TEST_PATH_RE.pattern, *since]
 
 
 def unread(why: str) -> tuple[StartupItem, ...]:

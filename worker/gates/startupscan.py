@@ -15,6 +15,11 @@ installed again, a patch's new dependencies) can write there. So this lists each
 them with a digest of its bytes, and the host compares the patched run's list with the
 base run's (worker/gates/startup.py).
 
+Given when the set-up environment's restore into the sandbox ended, it lists every file
+of the virtual environment changed since (``written`` rows), but the files of the copy
+of the package pip installed again from the tree: code a build step left there runs in
+the test process as installed code, which the watch does not attribute.
+
 It lists the workspace's test files and the files that decide how its tests run as well
 (``workspace`` rows): a set-up step over the patched tree runs there too, and the host
 compares those rows with the tree it built (a ``conftest.py`` the patched build code
@@ -29,6 +34,7 @@ from __future__ import annotations
 
 import ast
 import configparser
+import csv
 import hashlib
 import json
 import os
@@ -265,11 +271,11 @@ def _plugins(site_dirs: list[str]) -> list[tuple[str, str]]:
     return found
 
 
-def _workspace_modules(site_dirs: list[str], workspace: str) -> set[str]:
-    """The top-level modules of the distributions installed from the workspace (pip's
-    ``direct_url.json`` names it): the repository's own code, wherever it was copied,
-    is the patch's to change (a pytest plugin's repository, pytest's own)."""
-    own: set[str] = set()
+def _workspace_dists(site_dirs: list[str], workspace: str) -> list[tuple[str, list[str]]]:
+    """The distributions installed from the workspace (pip's ``direct_url.json`` names
+    it): each one's ``.dist-info`` folder and the paths its RECORD lists (relative to
+    its site folder; a script's is ``../../../bin/name``)."""
+    found: list[tuple[str, list[str]]] = []
     for folder in site_dirs:
         try:
             names = sorted(os.listdir(folder))
@@ -280,18 +286,60 @@ def _workspace_modules(site_dirs: list[str], workspace: str) -> set[str]:
             try:
                 with open(os.path.join(info, "direct_url.json"), encoding="utf-8") as f:
                     url = json.load(f).get("url", "")
-                with open(os.path.join(info, "RECORD"), encoding="utf-8") as f:
-                    record = f.read().splitlines()
-            except (OSError, ValueError, AttributeError):
+                with open(os.path.join(info, "RECORD"), encoding="utf-8", newline="") as f:
+                    rows = list(csv.reader(f))
+            except (OSError, ValueError, AttributeError, csv.Error):
                 continue
-            if not (isinstance(url, str) and f"{url}/".startswith(f"file://{workspace}")):
+            if isinstance(url, str) and f"{url}/".startswith(f"file://{workspace}"):
+                found.append((info, [row[0] for row in rows if row]))
+    return found
+
+
+def _workspace_modules(dists: list[tuple[str, list[str]]]) -> set[str]:
+    """The top-level modules of the distributions installed from the workspace: the
+    repository's own code, wherever it was copied, is the patch's to change (a pytest
+    plugin's repository, pytest's own)."""
+    own: set[str] = set()
+    for _info, paths in dists:
+        for rel in paths:
+            top = rel.split("/", 1)[0]
+            if top.endswith((".dist-info", ".data")) or top in ("", "..", "."):
                 continue
-            for line in record:
-                top = line.split(",", 1)[0].split("/", 1)[0]
-                if top.endswith((".dist-info", ".data")) or top in ("", "..", "."):
-                    continue
-                own.add(top[: -len(".py")] if top.endswith(".py") else top)
+            own.add(top[: -len(".py")] if top.endswith(".py") else top)
     return own
+
+
+def written_rows(since_ns: int, dists: list[tuple[str, list[str]]]) -> list[list[str]]:
+    """Every file of the virtual environment changed after ``since_ns`` (when the
+    set-up environment's restore into this sandbox ended), but the files of the
+    distributions installed from the workspace: what a step after the restore (pip
+    installing a copy of the package from the tree again, running its build code)
+    wrote beside that copy. A file's change time is the kernel's, which no one in the
+    sandbox can set back."""
+    venv = _venv()
+    if venv is None:
+        return []
+    own: set[str] = set()
+    for info, paths in dists:
+        folder = os.path.dirname(info)
+        own.update(os.path.normpath(os.path.join(folder, rel)) for rel in paths)
+    infos = tuple(info + "/" for info, _paths in dists)
+    budget = _Budget()
+    rows: list[list[str]] = []
+    for top, dirs, files in os.walk(venv[0]):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for name in sorted(files):
+            path = os.path.join(top, name)
+            if path in own or path.startswith(infos):
+                continue
+            try:
+                changed = os.lstat(path).st_ctime_ns
+            except OSError:
+                continue
+            if changed > since_ns:
+                what = "link:" + os.readlink(path) if os.path.islink(path) else None
+                rows.append(["written", path, what or _file_digest(path, budget)])
+    return rows
 
 
 def workspace_rows(workspace: str, test_path: Any) -> list[list[str]]:
@@ -322,7 +370,7 @@ def workspace_rows(workspace: str, test_path: Any) -> list[list[str]]:
     return rows
 
 
-def scan(workspace: str) -> list[list[str]]:
+def scan(workspace: str, written_since: int | None = None) -> list[list[str]]:
     budget = _Budget()
     rows: list[list[str]] = []
     executable = os.path.realpath(sys.executable)
@@ -345,7 +393,8 @@ def scan(workspace: str) -> list[list[str]]:
         found = _module_digest(name, path, budget)
         if found is not None:
             rows.append(["customize", f"{name} ({found[0]})", found[1]])
-    own = _workspace_modules(site_dirs, workspace)
+    dists = _workspace_dists(site_dirs, workspace)
+    own = _workspace_modules(dists)
 
     def theirs(name: str, found: tuple[str, str]) -> bool:
         # The repository's own code (its tree, or a copy of it installed): the patch's
@@ -366,6 +415,8 @@ def scan(workspace: str) -> list[list[str]]:
             rows.append(["plugin", f"{dist}: {entry}", "the workspace's"])
         else:
             rows.append(["plugin", f"{dist}: {entry} ({found[0]})", found[1]])
+    if written_since is not None:
+        rows += written_rows(written_since, dists)
     if budget.files > _MAX_FILES:
         rows.append(["limit", f"more than {_MAX_FILES} files", ""])
     return sorted(rows)
@@ -375,4 +426,5 @@ if __name__ == "__main__":
     import re
 
     here = os.getcwd().rstrip("/") + "/"
-    print(json.dumps(scan(here) + workspace_rows(here, re.compile(sys.argv[1], re.I))))
+    since = int(sys.argv[2]) if len(sys.argv) > 2 else None
+    print(json.dumps(scan(here, since) + workspace_rows(here, re.compile(sys.argv[1], re.I))))

@@ -202,11 +202,14 @@ def run_tests(
     *,
     timeout: float,
     select: Sequence[str] = (),
+    written_since: int | None = None,
 ) -> TestRun:
     """Run ``command`` once in ``sandbox``'s workspace (``result.stdout`` is the tail of
     its output, stdout and stderr together). A plain string is recognised as
     :func:`worker.gates.testcmd.recognise` does (``go test ./...`` reports per test;
-    ``make test`` is run as written)."""
+    ``make test`` is run as written). ``written_since``: when the set-up environment's
+    restore into ``sandbox`` ended (SetupResult.restored_at_ns), for a watched run's
+    start-up scan to list what was written into the environment after it."""
     test = command if isinstance(command, TestCommand) else recognise(command, "caller")
     how = test.invocation(select)
     if isinstance(sandbox, _Stoppable):
@@ -223,7 +226,7 @@ def run_tests(
     pytest_select = select if test.runner in ("pytest", "shell") else ()
     env, script = _environment_and_script(how, plan, report_dir, pytest_select)
     # Read before the run, by a command of its own: nothing the run does can change it.
-    startup = _startup(sandbox, plan, env) if plan is not None else None
+    startup = _startup(sandbox, plan, env, written_since) if plan is not None else None
     # The command comes from the repository's config (trusted, like CI config), never
     # from an issue or a model; what Ribbit adds travels in the environment.
     result = sandbox.exec(
@@ -283,11 +286,16 @@ def _usable_watch_plan(sandbox: Sandbox, test: TestCommand) -> WatchPlan | None:
     return plan
 
 
-def _startup(sandbox: Sandbox, plan: WatchPlan, env: Mapping[str, str]) -> tuple[StartupItem, ...]:
+def _startup(
+    sandbox: Sandbox, plan: WatchPlan, env: Mapping[str, str], written_since: int | None
+) -> tuple[StartupItem, ...]:
     """What the watched interpreter runs before the bootstrap and trusts as the runner
     (worker/gates/startup.py); one ``unread`` row where that could not be read."""
     scanned = sandbox.exec(
-        scan_command(plan.python), timeout=SCAN_TIMEOUT_S, env=dict(env), output_cap=SCAN_CAP
+        scan_command(plan.python, written_since),
+        timeout=SCAN_TIMEOUT_S,
+        env=dict(env),
+        output_cap=SCAN_CAP,
     )
     if scanned.timed_out:
         return unread(f"it ran past {SCAN_TIMEOUT_S} s")

@@ -251,7 +251,8 @@ class TestGate:
                 if setup.command or not setup.ok:
                     logs.append((f"$ {setup.command or '(environment)'}", setup.output))
                 run.setup_failed = not setup.ok
-            first = run_tests(sandbox, test, timeout=timeout)
+            since = setup.restored_at_ns if setup is not None else None
+            first = run_tests(sandbox, test, timeout=timeout, written_since=since)
         first_cases = first.by_id
         logs.append((f"$ {_ran(test, first)}", _output(first.result)))
         run.report_expected = first.report_expected
@@ -274,7 +275,8 @@ class TestGate:
         with opened() as (sandbox, setup):
             if setup is not None and not setup.ok:
                 logs.append((f"$ {setup.command or '(environment)'}  # rerun", setup.output))
-            second = run_tests(sandbox, test, timeout=timeout)
+            since = setup.restored_at_ns if setup is not None else None
+            second = run_tests(sandbox, test, timeout=timeout, written_since=since)
         second_cases = second.by_id
         logs.append((f"$ {_ran(test, second)}  # rerun", _output(second.result)))
         run.exit_code = second.exit_code

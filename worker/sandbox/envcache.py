@@ -519,7 +519,9 @@ class JobEnvironment(ClosedOnExit):
             return run_setup(sandbox, self._config, self._settings)
         start = time.monotonic()
         sandbox.restore_setup_state(self.snapshot)
-        restored = self._restored("snapshot", start)
+        # Every file restored has changed by now (its ctime is its copy's); what the
+        # step below writes changes later: the start-up scan lists it (restored_at_ns).
+        restored = replace(self._restored("snapshot", start), restored_at_ns=time.time_ns())
         copies = workspace_copies(self.snapshot.env)
         if not copies:
             return restored

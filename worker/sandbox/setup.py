@@ -73,6 +73,10 @@ class SetupResult:
     # Where the environment came from when setup did not run here: "cache" (an earlier
     # job's on this repository) or "snapshot" (this job's, taken right after its setup).
     restored_from: str | None = None
+    # When a snapshot's restore into this sandbox ended (the host's clock, which the
+    # sandbox's file times share): what changed in the environment later was written by
+    # a step after it (a copy of the package installed again from the tree).
+    restored_at_ns: int | None = None
 
     @property
     def installed(self) -> bool:

@@ -252,3 +252,40 @@ def test_what_the_bases_set_up_writes_as_well_is_its_habit(tmp_path: Path) -> No
     factory = functools.partial(OwnVenvSandbox, venv=tmp_path / "venv")
     result = TestGate().run(make_ctx(repo, base, patch, config=config, sandbox_factory=factory))
     assert not [f for f in result.findings if f.severity == "error"], result.findings
+
+
+def test_what_is_written_after_the_restore_leaves_the_packages_copy_out(tmp_path: Path) -> None:
+    # The threshold is the restore's end; 0 lists every file the environment holds, so
+    # this reads which files count, not when they were written.
+    venv = make_venv(tmp_path / "venv")
+    site = _site(venv)
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    info = site / "calc-1.0.dist-info"
+    info.mkdir()
+    (info / "direct_url.json").write_text(json.dumps({"url": f"file://{workspace}"}))
+    (info / "RECORD").write_text(
+        "calc.py,sha256=x,1\n../../../bin/calc,sha256=y,2\ncalc-1.0.dist-info/RECORD,,\n"
+    )
+    (site / "calc.py").write_text("X = 1\n")
+    (venv / "bin" / "calc").write_text("#!/bin/sh\n")
+    (site / "zz_helper.py").write_text("import gc\n")
+    (site / "__pycache__").mkdir()
+    (site / "__pycache__" / "zz_helper.cpython-311.pyc").write_bytes(b"\0")
+
+    def written(since: int) -> list[str]:
+        done = subprocess.run(
+            scan_command(str(venv / "bin" / "python"), since),
+            cwd=workspace,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        items = parse_scan(done.stdout) or ()
+        return [Path(i.name).name for i in items if i.kind == "written"]
+
+    everything = written(0)
+    assert "zz_helper.py" in everything and "pyvenv.cfg" in everything, everything
+    assert not {"calc.py", "calc", "RECORD", "direct_url.json"} & set(everything), everything
+    assert not [n for n in everything if n.endswith(".pyc")], everything
+    assert written(2**62) == []

@@ -228,7 +228,7 @@ def recognise(command: str, source: str, tree: Path | None = None) -> TestComman
                 # npm runs ``pretest`` first (yarn 1 too; pnpm by default does not).
                 before = _npm_pretest(tree) if words[0] in ("npm", "yarn") else ""
                 return replace(found, command=command, before=before)
-    if words[:3] == ["python3", "-m", "pytest"]:
+    if len(words) >= 3 and PYTHON_WORD.fullmatch(words[0]) and words[1:3] == ["-m", "pytest"]:
         return TestCommand(command, "pytest", source, tuple(words[3:]))
     return TestCommand(command, "shell", source)
 
@@ -246,6 +246,11 @@ def _compound(command: str, source: str, tree: Path | None) -> TestCommand | Non
 
 
 _COMPOUND_RUNNERS = ("node", "jest", "vitest", "mocha")
+
+
+# The interpreter word of a plain ``python -m pytest`` form: python, python3, python3.12
+# (as found on PATH; one named by a path is a command of its own, run as written).
+PYTHON_WORD = re.compile(r"python(3(\.\d+)?)?")
 
 
 # Words that make a command more than one plain program run: pipes, lists,

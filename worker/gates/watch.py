@@ -30,11 +30,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from worker.gates.junit import MAX_JUNIT_BYTES
+from worker.gates.testcmd import PYTHON_WORD
 
 # The one rule for what is test code, shared with hygiene so the two never drift.
 from worker.gates.weakened import TEST_PATH_RE
 
-_PYTHON_WORDS = re.compile(r"python(3(\.\d+)?)?")
 _RECORD = re.compile(r"^ribbit1 (\d+) ([a-z]+) ([A-Za-z0-9+/=]*) (-|[0-9a-f]{64})$")
 # What the bootstrap writes, unsigned, from a child forked past its fork handler.
 _CHILD = re.compile(r"^ribbit1 child \d+$")
@@ -172,7 +172,7 @@ def watch_plan(command: str) -> WatchPlan | None:
         return None
     if words[:1] in (["pytest"], ["py.test"]):
         return WatchPlan("python3", tuple(words[1:]))
-    if len(words) >= 3 and _PYTHON_WORDS.fullmatch(words[0]) and words[1:3] == ["-m", "pytest"]:
+    if len(words) >= 3 and PYTHON_WORD.fullmatch(words[0]) and words[1:3] == ["-m", "pytest"]:
         return WatchPlan(words[0], tuple(words[3:]))
     return None
 

@@ -92,6 +92,8 @@ def test_ribbit_yml_command_wins_over_detection(tmp_path: Path) -> None:
         ("pnpm exec vitest", "vitest"),
         ("yarn lint", "shell"),
         ("python3 -m pytest -q", "pytest"),
+        ("python3.12 -m pytest -x", "pytest"),  # watched, as watch_plan reads it
+        ("/usr/bin/python3 -m pytest", "shell"),
         ("go test ./... && echo done", "shell"),
         ("GOFLAGS=-short go test ./...", "shell"),
         ("make test", "shell"),

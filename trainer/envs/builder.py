@@ -193,13 +193,7 @@ class EnvironmentBuilder:
             runner = recognise(spec.test_command, "caller", checkout).runner
             fail_to_pass, pass_to_pass = _shown(before_out, after_out, flaky, runner)
             if not fail_to_pass:
-                touched = "touches no test file" if not test_patch else "changes tests"
-                raise reject(
-                    "no_fail_to_pass",
-                    f"no test fails before the fix and passes after (the fix {touched}"
-                    + (f"; flaky: {', '.join(flaky)}" if flaky else "")
-                    + ")",
-                )
+                raise reject("no_fail_to_pass", _nothing_shown(test_patch, flaky))
             unrunnable = self._unrunnable(
                 checkout, spec, [test_patch, patch], [*fail_to_pass, *pass_to_pass]
             )
@@ -282,6 +276,13 @@ class EnvironmentBuilder:
                 got = run.outcomes
                 bad += [t for t in batch if run.timed_out or got.get(t) != "passed"]
         return bad
+
+
+def _nothing_shown(test_patch: str, flaky: Sequence[str]) -> str:
+    """Why no test shows the fix (``no_fail_to_pass``'s detail)."""
+    touched = "touches no test file" if not test_patch else "changes tests"
+    flakes = f"; flaky: {', '.join(flaky)}" if flaky else ""
+    return f"no test fails before the fix and passes after (the fix {touched}{flakes})"
 
 
 def _shown(

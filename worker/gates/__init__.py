@@ -14,11 +14,14 @@
   old code with the patch's tests and passes with the patch), also the environment
   builder's, with rusttests.py for Rust's unit tests, which share files with the code;
   watch.py runs plain pytest watched (watchboot.py, the bootstrap run inside the
-  sandbox, with watchchannel.py, its keyed channel and sealed report, watchrunner.py,
-  its snapshot of the runner's code, watchtests.py, the test code held to its files,
-  watchwitness.py, what each test function raised, and watchguard.py, the guards on
-  pytest's objects left in plain sight, inlined into it)
-  and tamper.py turns what it saw into findings;
+  sandbox, with watchchannel.py, its keyed channel and sealed report, watchcopies.py,
+  where copies of the repository's code are installed, watchrunner.py, its snapshot of
+  the runner's code, watchtests.py, the test code held to its files, watchwitness.py,
+  what each test function raised, and watchguard.py, the guards on pytest's objects
+  left in plain sight, inlined into it); startup.py compares what the test interpreter
+  runs before the bootstrap, and the workspace a run starts with, with the base's run
+  and the tree (startupscan.py, read inside the sandbox with ``python -I -S``);
+  and tamper.py turns what they saw into findings;
   basesetup.py: the base's set-up, once, that every test run outside a job starts from
   (``ribbit gates``, the grader).
 - semgrep.py with rules/: new security findings; hygiene.py with discovery.py: what a

@@ -229,25 +229,10 @@ def run_tests(
     startup = _startup(sandbox, plan, env, written_since) if plan is not None else None
     # The command comes from the repository's config (trusted, like CI config), never
     # from an issue or a model; what Ribbit adds travels in the environment.
-    result = sandbox.exec(
-        [
-            "bash",
-            "--noprofile",
-            "--norc",
-            "-c",
-            _RUN_SCRIPT,
-            "ribbit-run",
-            report_dir,
-            script,
-            token,
-            how.report,
-            "watch" if plan is not None or how.channel else "plain",
-            "own" if isinstance(sandbox, _Stoppable) else "shared",
-        ],
-        timeout=timeout,
-        env=env,
-        output_cap=cap,
-    )
+    mode = "watch" if plan is not None or how.channel else "plain"
+    own = "own" if isinstance(sandbox, _Stoppable) else "shared"
+    args = (report_dir, script, token, how.report, mode, own)
+    result = sandbox.exec([*_RUN_SHELL, *args], timeout=timeout, env=env, output_cap=cap)
     if plan is not None:
         existing = sandbox_files(sandbox)
         watched = _watched_run(test, result, token, lambda d: parse_junit(d, existing, "auto"))
@@ -499,6 +484,8 @@ printf '\\n%s end\\n' "$tok"
 rm -rf -- "$d"
 exit $rc
 """
+# The run script's interpreter, with no profile or rc file of the sandbox's.
+_RUN_SHELL = ("bash", "--noprofile", "--norc", "-c", _RUN_SCRIPT, "ribbit-run")
 
 
 class RunOutput(NamedTuple):

@@ -519,9 +519,7 @@ class JobEnvironment(ClosedOnExit):
             return run_setup(sandbox, self._config, self._settings)
         start = time.monotonic()
         sandbox.restore_setup_state(self.snapshot)
-        # Every file restored has changed by now (its ctime is its copy's); what the
-        # step below writes changes later: the start-up scan lists it (restored_at_ns).
-        restored = replace(self._restored("snapshot", start), restored_at_ns=time.time_ns())
+        restored = self._restored("snapshot", start)
         copies = workspace_copies(self.snapshot.env)
         if not copies:
             return restored
@@ -574,15 +572,15 @@ class JobEnvironment(ClosedOnExit):
         return dest
 
     def _restored(self, source: str, start: float) -> SetupResult:
-        command = self._config.setup
         what = "the repository's cache" if source == "cache" else "this job's snapshot"
         return SetupResult(
-            command=command,
+            command=self._config.setup,
             ok=True,
-            exit_code=0 if command else None,
+            exit_code=0 if self._config.setup else None,
             output=f"[set-up environment restored from {what}; nothing installed]",
             duration_s=time.monotonic() - start,
             restored_from=source,
+            restored_at_ns=time.time_ns(),  # called right after the restore: see the field
         )
 
     def close(self) -> None:

@@ -18,6 +18,13 @@ set-up step, with nothing left running), the interpreter lists them with ``-I -S
 compares the patched run's list with the base run's: what is new, changed or gone is a
 ``tamper`` finding (``startup``). The list is read by a separate command before the
 run, so nothing the run does can change it.
+
+The same command lists two more things the set-up step can change: the environment's
+files changed after its restore into the sandbox, the package's own copy aside
+(``written``; compared with the base run's like the rest), and the workspace's test
+files and test configuration (``workspace``), which :func:`setup_changes` compares with
+the tree the host built: a test the patched build code rewrote is in no diff the gates
+read.
 """
 
 from __future__ import annotations

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from worker.gates.startupscan import workspace_rows
+from worker.gates.watch import inlined_program
 from worker.gates.weakened import TEST_PATH_RE
 
 STARTUP = "startup"  # the finding's mechanism
@@ -70,8 +71,9 @@ class StartupItem:
 
 
 def scan_source() -> str:
-    """The scan program, for ``python -I -S -c``."""
-    return (Path(__file__).parent / "startupscan.py").read_text()
+    """The scan program, for ``python -I -S -c`` (watchcopies.py's code in place of its
+    import: nothing of Ribbit's is importable in the sandbox)."""
+    return inlined_program("startupscan.py", {"worker.gates.watchcopies": "watchcopies.py"})
 
 
 def scan_command(python: str, written_since: int | None = None) -> list[str]:

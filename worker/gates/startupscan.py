@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import ast
 import configparser
-import csv
 import hashlib
 import json
 import os
@@ -42,6 +41,9 @@ import site
 import sys
 from importlib.machinery import PathFinder
 from typing import Any
+
+# Inlined by worker.gates.startup.scan_source(), as the bootstrap's parts are.
+from worker.gates.watchcopies import _workspace_dists  # ribbit-watch: inlined
 
 # pytest's own distribution (pytest, _pytest and the ``py`` shim) and what it imports
 # as it starts: the bootstrap holds these still as the runner.
@@ -268,30 +270,6 @@ def _plugins(site_dirs: list[str]) -> list[tuple[str, str]]:
             if parser.has_section("pytest11"):
                 for key, value in sorted(parser.items("pytest11")):
                     found.append((name, f"{key} = {value}"))
-    return found
-
-
-def _workspace_dists(site_dirs: list[str], workspace: str) -> list[tuple[str, list[str]]]:
-    """The distributions installed from the workspace (pip's ``direct_url.json`` names
-    it): each one's ``.dist-info`` folder and the paths its RECORD lists (relative to
-    its site folder; a script's is ``../../../bin/name``)."""
-    found: list[tuple[str, list[str]]] = []
-    for folder in site_dirs:
-        try:
-            names = sorted(os.listdir(folder))
-        except OSError:
-            continue
-        for name in (n for n in names if n.endswith(".dist-info")):
-            info = os.path.join(folder, name)
-            try:
-                with open(os.path.join(info, "direct_url.json"), encoding="utf-8") as f:
-                    url = json.load(f).get("url", "")
-                with open(os.path.join(info, "RECORD"), encoding="utf-8", newline="") as f:
-                    rows = list(csv.reader(f))
-            except (OSError, ValueError, AttributeError, csv.Error):
-                continue
-            if isinstance(url, str) and f"{url}/".startswith(f"file://{workspace}"):
-                found.append((info, [row[0] for row in rows if row]))
     return found
 
 

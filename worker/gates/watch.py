@@ -109,17 +109,23 @@ def bootstrap_source() -> str:
     imports of its parts (watchchannel, watchcopies, watchrunner, watchtests,
     watchwitness, watchguard) replaced by that module's code (past its docstring and
     ``__future__`` import), since nothing of Ribbit's is importable in the sandbox."""
+    return inlined_program("watchboot.py", _INLINED)
+
+
+def inlined_program(name: str, parts: dict[str, str]) -> str:
+    """The module ``name`` of this folder as one program for ``python -c``: each of its
+    imports of ``parts`` (module -> file here) replaced by that module's code."""
     here = Path(__file__).parent
-    boot = (here / "watchboot.py").read_text()
-    lines = boot.splitlines(keepends=True)
+    program = (here / name).read_text()
+    lines = program.splitlines(keepends=True)
     inlined = [
         node
-        for node in ast.parse(boot).body
-        if isinstance(node, ast.ImportFrom) and node.module in _INLINED
+        for node in ast.parse(program).body
+        if isinstance(node, ast.ImportFrom) and node.module in parts
     ]
-    assert {node.module for node in inlined} == set(_INLINED), "watchboot's imports moved"
+    assert {node.module for node in inlined} == set(parts), f"{name}'s imports moved"
     for node in sorted(inlined, key=lambda n: n.lineno, reverse=True):
-        part = (here / _INLINED[str(node.module)]).read_text()
+        part = (here / parts[str(node.module)]).read_text()
         start, end = node.lineno - 1, node.end_lineno or node.lineno
         lines[start:end] = [_body(part)]
     return "".join(lines)

@@ -114,7 +114,7 @@ from worker.gates.watchchannel import (  # ribbit-watch: inlined
     _send_results,
     _undumpable,
 )
-from worker.gates.watchcopies import _installed_copies  # ribbit-watch: inlined
+from worker.gates.watchcopies import _installed_copies, _workspace_dists  # ribbit-watch: inlined
 from worker.gates.watchguard import (  # ribbit-watch: inlined
     _asker,
     _guard,
@@ -527,6 +527,7 @@ _STEPS = (
     _import_runner,
     _in_workspace,
     _installed_copies,
+    _workspace_dists,
     _recorder,
     _hands_out_frames,
     _attribute,

@@ -16,22 +16,22 @@ from __future__ import annotations
 import sys
 
 
-def _installed_copies(workspace: str) -> dict[str, str]:
-    """Each Python file a distribution installed from ``workspace`` wrote (its path as
-    code objects name it) and the workspace path it copies (``calc/core.py`` found at the
-    top or under ``src/``; the installed path where no such file is there)."""
+def _workspace_dists(folders: list[str], workspace: str) -> list[tuple[str, list[str]]]:
+    """The distributions in ``folders`` installed from ``workspace`` (pip's
+    ``direct_url.json`` names it): each one's ``.dist-info`` folder and the paths its
+    RECORD lists (relative to its folder; a script's is ``../../../bin/name``). Also the
+    start-up scan's (worker/gates/startupscan.py)."""
     import csv
     import json
     import os
 
-    copies: dict[str, str] = {}
-    folders = [p for p in sys.path if p and os.path.isdir(p) and not p.startswith(workspace)]
-    for folder in dict.fromkeys(folders):
+    found: list[tuple[str, list[str]]] = []
+    for folder in folders:
         try:
-            infos = [n for n in os.listdir(folder) if n.endswith(".dist-info")]
+            names = sorted(os.listdir(folder))
         except OSError:
             continue
-        for name in infos:
+        for name in (n for n in names if n.endswith(".dist-info")):
             info = os.path.join(folder, name)
             try:
                 with open(os.path.join(info, "direct_url.json"), encoding="utf-8") as f:
@@ -40,13 +40,25 @@ def _installed_copies(workspace: str) -> dict[str, str]:
                     rows = list(csv.reader(f))
             except (OSError, ValueError, AttributeError, csv.Error):
                 continue
-            if not (isinstance(url, str) and f"{url}/".startswith(f"file://{workspace}")):
+            if isinstance(url, str) and f"{url}/".startswith(f"file://{workspace}"):
+                found.append((info, [row[0] for row in rows if row]))
+    return found
+
+
+def _installed_copies(workspace: str) -> dict[str, str]:
+    """Each Python file a distribution installed from ``workspace`` wrote (its path as
+    code objects name it) and the workspace path it copies (``calc/core.py`` found at the
+    top or under ``src/``; the installed path where no such file is there)."""
+    import os
+
+    copies: dict[str, str] = {}
+    folders = [p for p in sys.path if p and os.path.isdir(p) and not p.startswith(workspace)]
+    for info, paths in _workspace_dists(list(dict.fromkeys(folders)), workspace):
+        folder = os.path.dirname(info)
+        for rel in paths:
+            if not rel.endswith(".py") or rel.startswith(("/", "..")):
                 continue
-            for row in rows:
-                rel = row[0] if row else ""
-                if not rel.endswith(".py") or rel.startswith(("/", "..")):
-                    continue
-                path = os.path.normpath(os.path.join(folder, rel))
-                tops = [top for top in ("", "src/") if os.path.isfile(workspace + top + rel)]
-                copies[path] = f"{tops[0]}{rel}" if tops else rel
+            path = os.path.normpath(os.path.join(folder, rel))
+            tops = [top for top in ("", "src/") if os.path.isfile(workspace + top + rel)]
+            copies[path] = f"{tops[0]}{rel}" if tops else rel
     return copies

@@ -307,10 +307,10 @@ def _watch(run: SuiteRun, test_run: TestRun, *, first: bool) -> None:
     """Fold one run's watch into the tree's: watched only if every run was."""
     run.watched = test_run.watched if first else run.watched and test_run.watched
     run.tamper += [e for e in test_run.tamper if e not in run.tamper]
-    if test_run.startup is None or (not first and run.startup is None):
+    kept = [] if first else run.startup  # None: an earlier run was not scanned
+    if test_run.startup is None or kept is None:
         run.startup = None
     else:
-        kept = [] if first or run.startup is None else run.startup
         run.startup = [*kept, *(i for i in test_run.startup if i not in kept)]
 
 

@@ -564,6 +564,11 @@ def test_upstream_fix_reaches_a_draft_pr_identical_to_it(
     assert not set(fix.target_ids) & set(after["failing"])
     shown = ", ".join(f"`{t}`" for t in sorted(fix.targets))
     assert f"Target tests passing with the patch: {shown}." in pr.body
+    # The body says what those results rest on: the watch for a pytest run, the test
+    # process's own report for Go's and Rust's.
+    watched = "- How these results were read: every run was watched"
+    assert (watched in pr.body) == (details["runner"] == "pytest"), (details["runner"], pr.body)
+    assert ("unwatched" in pr.body) != (watched in pr.body)
     if fix.tests_in_base:  # named by the issue: they failed before the fix
         assert set(fix.target_ids) <= set(details["before"]["failing"]), details["before"]
     else:  # the fix adds or rewrites them: the base's versions, if any, did not fail

@@ -29,6 +29,11 @@ class TestVerdict:
     behaviour_changes: tuple[BehaviourChange, ...] = ()
     # The issue's label under which the repository's reviewers accept those changes.
     behaviour_change_label: str | None = None
+    # How the results were read: "watched" (every run that decided them went through
+    # Ribbit's pytest watch), "report" (the test process's own report or exit status),
+    # "" (no run on record).
+    reading: str = ""
+    runner: str = ""  # testcmd.TestCommand.runner: pytest, go, cargo, shell...
 
     @classmethod
     def from_result(cls, result: GateResult | None) -> TestVerdict:
@@ -49,7 +54,10 @@ class TestVerdict:
         moved = pinned.get("behaviour_changes") if isinstance(pinned, dict) else None
         changes = (BehaviourChange.from_dict(c) for c in (moved if isinstance(moved, list) else ()))
         label = pinned.get("accepted_by_label") if isinstance(pinned, dict) else None
+        runner = details.get("runner")
         return cls(
+            reading=_reading(details),
+            runner=runner if isinstance(runner, str) else "",
             behaviour_changes=tuple(c for c in changes if c is not None),
             behaviour_change_label=label if isinstance(label, str) else None,
             base_broken=bool(reason),
@@ -137,7 +145,35 @@ class TestVerdict:
                 + (f" and {more} more" if more > 0 else "")
                 + "."
             )
+        reading = self._reading_line()
+        if reading:
+            lines.append(reading)
         return "\n".join(lines)
+
+    def _reading_line(self) -> str:
+        """What the results above rest on: a "passes" read from a report the code under
+        test could have written is worth less than one the watch saw, and the reviewer
+        should know which it is."""
+        if self.reading == "watched":
+            return (
+                "- How these results were read: every run was watched (pytest under "
+                "Ribbit's bootstrap: results over a channel the tests cannot reach, what "
+                "the code under test did to the runner recorded, the interpreter's "
+                "start-up compared with the base run's)."
+            )
+        if self.reading != "report":
+            return ""
+        why = {
+            "shell": f"the test command is not a plain pytest command (`test` in `{CONFIG_PATH}`)",
+            "pytest": "a pytest run did not start under Ribbit's bootstrap",
+        }.get(self.runner, f"Ribbit watches pytest runs only, not {self.runner or 'this runner'}")
+        return (
+            "- How these results were read: from the test command's own report and exit "
+            f"status, unwatched ({why}). The code under test runs in the process that "
+            "writes them and could forge them: only Ribbit's cross-checks of report, "
+            "console and exit status and its checks of the patch's code stand in the "
+            "way, so read the tests named above before trusting a pass."
+        )
 
 
 def _code(name: str) -> str:
@@ -158,6 +194,18 @@ def _word(outcome: str | None) -> str:
     if outcome == "absent":
         return "not run"  # no test of that name ran there: new with the patch, or gone
     return outcome if outcome in ("passed", "failed", "skipped") else "unknown"
+
+
+def _reading(details: dict[str, Any]) -> str:
+    """``TestVerdict.reading`` from the gate's details: watched only when both trees'
+    runs and the old-code evidence run (where there was one) all were."""
+    evidence = details.get("evidence")
+    old_code = evidence.get("run") if isinstance(evidence, dict) else None
+    runs = [details.get("before"), details.get("after"), old_code]
+    ran = [r for r in runs if isinstance(r, dict) and r.get("exit_code") is not None]
+    if not ran:
+        return ""
+    return "watched" if all(r.get("watched") is True for r in ran) else "report"
 
 
 def _passed(run: dict[str, Any]) -> int:

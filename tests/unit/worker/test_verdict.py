@@ -152,3 +152,41 @@ def test_a_behaviour_change_an_issue_label_accepts_says_so() -> None:
     assert "they count as evidence" in notes and "A reviewer must confirm" not in notes
     details["pinned"]["accepted_by_label"] = None
     assert "A reviewer must confirm" in TestVerdict.from_details(details).notes_markdown()
+
+
+def test_the_notes_say_whether_the_results_were_watched_or_self_reported() -> None:
+    watched = {"exit_code": 0, "failing": [], "per_test": True, "watched": True}
+    details = _details(watched, watched, targets=["t.py::test_add"])
+    details["runner"] = "pytest"
+    details["evidence"] = {"run": {**watched, "exit_code": 1}, "fail_to_pass": []}
+    notes = TestVerdict.from_details(details).notes_markdown()
+    assert "- How these results were read: every run was watched" in notes
+    assert "could forge" not in notes
+    # One unwatched run among them (here the old-code run the evidence comes from) and
+    # the results are the test process's own word.
+    details["evidence"]["run"]["watched"] = False
+    notes = TestVerdict.from_details(details).notes_markdown()
+    assert "unwatched (a pytest run did not start under Ribbit's bootstrap)" in notes
+    assert "could forge them" in notes and "every run was watched" not in notes
+    # No evidence run (nothing to show): the two trees' runs decide.
+    del details["evidence"]
+    assert "every run was watched" in TestVerdict.from_details(details).notes_markdown()
+    details["evidence"] = {"run": {"exit_code": None, "watched": False}}
+    assert "every run was watched" in TestVerdict.from_details(details).notes_markdown()
+
+
+def test_an_unwatched_runner_is_named_with_the_way_to_a_watched_one() -> None:
+    ran = {"exit_code": 0, "failing": [], "per_test": True}
+    details = _details(ran, ran)
+    details["runner"] = "shell"
+    notes = TestVerdict.from_details(details).notes_markdown()
+    assert "not a plain pytest command (`test` in `.ribbit.yml`)" in notes
+    details["runner"] = "go"
+    assert "Ribbit watches pytest runs only, not go" in (
+        TestVerdict.from_details(details).notes_markdown()
+    )
+    # A record from before runs were kept, or a job that never ran its tests, claims
+    # nothing either way.
+    assert "How these results" not in TestVerdict.from_details({}).notes_markdown()
+    unrun = _details({"exit_code": None}, {"exit_code": None})
+    assert "How these results" not in TestVerdict.from_details(unrun).notes_markdown()

@@ -151,9 +151,11 @@ class BaseSetup(ClosedOnExit):
         if applied.returncode != 0:
             return self._failed("[the patch does not apply to the base commit]", start)
         settings = self._recipe.settings or SandboxSettings()
+        # No credentials for it either (a build backend fetch): the manifests are the patch's.
         env = JobEnvironment(
             RepoConfig(setup=self._command), settings, checkout=tree, workdir=self._workdir / "pe"
         )
+        env.shown_credentials = False
         scripts = "allowed by .ribbit.yml" if self._install_scripts else "disabled"
         self._patched_log = (
             f"[the patch changes {', '.join(self.manifests)}: `{self._command}` ran again "

@@ -20,9 +20,11 @@ which backends can run here and why not.
   sandbox that runs a repository's code is opened and set up; failure.py: who can fix
   a failed set-up (the maintainer's `.ribbit.yml` or the operator's setting).
 - snapshot.py, envcache.py: set-up environments snapshotted per job and cached per
-  repository; secretscan.py: the set-up credentials searched for in every snapshot;
-  repoimage.py: a repository's own image; cli.py: ``ribbit sandbox``;
-  backend_option.py: the ``--backend`` flag every command that opens a sandbox takes.
+  repository; reinstall.py: a copy of the package the set-up installed, installed
+  again from each tree offline with the build backend it fetched; secretscan.py: the
+  set-up credentials searched for in every snapshot; repoimage.py: a repository's own
+  image; cli.py: ``ribbit sandbox``; backend_option.py: the ``--backend`` flag every
+  command that opens a sandbox takes.
 """
 
 from __future__ import annotations

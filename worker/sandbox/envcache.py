@@ -35,9 +35,10 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from worker.repo_config import RepoConfig
-from worker.sandbox.base import WORKSPACE, ClosedOnExit, Sandbox, SandboxError
+from worker.sandbox.base import ClosedOnExit, Sandbox, SandboxError
 from worker.sandbox.egress_policy import repo_setup_hosts
 from worker.sandbox.export import ExportError, read_regular_file
+from worker.sandbox.reinstall import build_requirements, fetch_build_backend, reinstall_copies
 from worker.sandbox.secretscan import SecretInSnapshot, credential_digest
 from worker.sandbox.setup import SETUP_VERSION, SetupResult, credentials_in_use, run_setup
 from worker.sandbox.snapshot import (
@@ -57,10 +58,6 @@ _TMP = ".tmp"
 # A folder under .tmp this old belongs to a worker that died while writing it.
 _STALE_TMP_S = 6 * 3600
 _MANIFEST_MAX_BYTES = 8 * 1024 * 1024
-_REINSTALL = [
-    *("python", "-m", "pip", "install", "-q", "--no-deps", "--no-index"),
-    *("--no-build-isolation", "--force-reinstall"),
-]
 # Files that decide what a setup step installs, at the top of the checkout.
 MANIFEST_NAMES = frozenset(
     {
@@ -417,6 +414,9 @@ class JobEnvironment(ClosedOnExit):
     ) -> None:
         self._config = repo_config
         self._settings = settings
+        # Whether the set-up step was shown the deployment's registry credentials (the
+        # base's manifests; a patch's are not): a fetch of the build backend follows it.
+        self.shown_credentials = True
         self._checkout = checkout
         self._workdir = workdir
         self._cache = cache if key is not None else None
@@ -472,9 +472,30 @@ class JobEnvironment(ClosedOnExit):
         """Snapshot ``sandbox``, just set up (``result``, a step that worked) over the
         checkout, for :meth:`restore`; ``cache``: and store it in the repository's cache.
         A snapshot holding a copy of the setup's credentials is refused: the result
-        says so, and the sandbox must not be used further."""
+        says so, and the sandbox must not be used further. Where the set-up installed
+        a copy of the package, its build backend is fetched first (reinstall.py), while
+        the sandbox still has the set-up's network, and the snapshot taken again."""
         if not isinstance(sandbox, Snapshottable):
             return result
+        result = self._take(sandbox, result)
+        copies = workspace_copies(self.snapshot.env) if result.ok and self.snapshot else []
+        wanted = build_requirements(self._checkout, copies)
+        if wanted:
+            said = fetch_build_backend(sandbox, wanted, self._settings, self.shown_credentials)
+            result = self._take(sandbox, replace(result, output=f"{result.output}\n{said}"[-4000:]))
+        if not cache or not result.ok or self.snapshot is None:
+            return result
+        if copies:
+            log.info("not caching an environment with a copy of the repository's own code")
+        elif self._cache is not None and self._key is not None:
+            try:
+                self._cache.put(self._key, self.snapshot)
+            except (SandboxError, OSError) as exc:
+                log.warning("could not cache the set-up environment: %s", exc)
+        return result
+
+    def _take(self, sandbox: Snapshottable, result: SetupResult) -> SetupResult:
+        """:meth:`adopt`'s snapshot."""
         shown = credentials_in_use(self._settings, result.command)
         try:
             dest = self._snapshot_dir()
@@ -499,15 +520,6 @@ class JobEnvironment(ClosedOnExit):
         # What setup wrote into the workspace (toolz.egg-info from `pip install -e .`)
         # would otherwise be a new file in the agent's patch.
         sandbox.leave_out_of_diff(list(overlay_paths(self.snapshot.workspace, self._checkout)))
-        if not cache:
-            return result
-        if workspace_copies(self.snapshot.env):
-            log.info("not caching an environment with a copy of the repository's own code")
-        elif self._cache is not None and self._key is not None:
-            try:
-                self._cache.put(self._key, self.snapshot)
-            except (SandboxError, OSError) as exc:
-                log.warning("could not cache the set-up environment: %s", exc)
         return result
 
     def restore(self, sandbox: Sandbox) -> SetupResult:
@@ -523,22 +535,10 @@ class JobEnvironment(ClosedOnExit):
         copies = workspace_copies(self.snapshot.env)
         if not copies:
             return restored
-        # The snapshot holds a copy of the code setup ran on; the tests must import this
-        # tree's. Installed again from the tree alone: no index, no build isolation, and
-        # without the build/ folder setup left (setuptools would reuse its stale copy).
-        stale = [
-            f"{path}/build"
-            for path in copies
-            if (
-                self.snapshot.workspace / path.removeprefix(WORKSPACE).strip("/") / "build"
-            ).is_dir()
-        ]
-        if stale:
-            sandbox.exec(["rm", "-rf", "--", *stale], timeout=120)
-        again = sandbox.exec([*_REINSTALL, *copies], timeout=float(self._settings.setup_timeout_s))
-        output = (
-            f"{restored.output}\n$ {' '.join([*_REINSTALL, *copies])}\n{again.stdout}{again.stderr}"
+        again, command = reinstall_copies(
+            sandbox, self.snapshot, copies, float(self._settings.setup_timeout_s)
         )
+        output = f"{restored.output}\n$ {command}\n{again.stdout}{again.stderr}"
         ok = again.exit_code == 0 and not again.timed_out
         return replace(
             restored,

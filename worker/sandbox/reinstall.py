@@ -1,0 +1,96 @@
+"""The copy of the repository's package a set-up installed, installed again from each
+sandbox's own tree, with no network.
+
+A set-up that runs ``pip install .`` (not ``-e``) leaves a copy of the package in the
+virtualenv, of the commit it ran on; the tests would import it whatever the tree holds.
+So every later sandbox of the job (worker/sandbox/envcache.py ``JobEnvironment.restore``)
+installs the copy again from its tree (:func:`reinstall_copies`), offline and without
+build isolation. pip built the first copy in an isolated environment it filled from the
+index, so the backend the project names (hatchling, flit_core,
+pdm-backend, a newer setuptools than the image's) is not in the virtualenv, and the
+offline install could not import it: every test run's set-up failed, and every patch of
+such a repository was refused. So, while the set-up's registry network is still there,
+the backend's requirements (``[build-system] requires`` of the base's
+``pyproject.toml``) go into a folder of their own (``BUILD_BACKEND``), which is on
+``PYTHONPATH`` for the reinstall alone: the tests' environment holds nothing the
+set-up did not put there.
+"""
+
+from __future__ import annotations
+
+import logging
+import tomllib
+from collections.abc import Sequence
+from pathlib import Path
+
+from worker.sandbox.base import WORKSPACE, ExecResult, Sandbox
+from worker.sandbox.common import ENV_ROOT
+from worker.sandbox.setup import exec_with_egress
+from worker.sandbox.snapshot import EnvSnapshot
+from worker.settings import SandboxSettings
+
+log = logging.getLogger(__name__)
+
+BUILD_BACKEND = f"{ENV_ROOT}/build-backend"
+_FETCH = ["python", "-m", "pip", "install", "-q", "--target", BUILD_BACKEND]
+REINSTALL = [
+    *("python", "-m", "pip", "install", "-q", "--no-deps", "--no-index"),
+    *("--no-build-isolation", "--force-reinstall"),
+]
+
+
+def build_requirements(checkout: Path, copies: Sequence[str]) -> list[str]:
+    """What the build backends of ``copies`` (workspace paths pip installed a copy from)
+    require, from each one's ``pyproject.toml`` in ``checkout`` (the base's tree, which
+    the set-up ran on). A project with no ``[build-system]`` gets pip's default,
+    setuptools, which the virtualenv already has: nothing to fetch for it."""
+    found: list[str] = []
+    for copy in copies:
+        pyproject = checkout / copy.removeprefix(WORKSPACE).strip("/") / "pyproject.toml"
+        try:
+            table = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("build-system")
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+            continue  # pip could not have read it either; its own error says why
+        requires = table.get("requires") if isinstance(table, dict) else None
+        if isinstance(requires, list):
+            found += [r for r in requires if isinstance(r, str) and r not in found]
+    return found
+
+
+def fetch_build_backend(
+    sandbox: Sandbox, requirements: Sequence[str], settings: SandboxSettings, credentials: bool
+) -> str:
+    """Install ``requirements`` into :data:`BUILD_BACKEND` through the set-up's registry
+    proxy (with the deployment's credentials where the set-up step had them); what it
+    did, for the set-up's output. Where it fails, the set-up still worked: the reinstall's own
+    error (the backend it cannot import) then says why each test run's set-up failed."""
+    argv = [*_FETCH, "--", *requirements]
+    run = exec_with_egress(
+        sandbox, argv, settings, timeout=settings.setup_timeout_s, credentials=credentials
+    ).result
+    said = f"$ {' '.join(argv)}\n{run.stdout}{run.stderr}"
+    if run.exit_code != 0 or run.timed_out:
+        log.warning("could not fetch the build backend %s: exit %s", requirements, run.exit_code)
+        said += f"[could not fetch the build backend (exit {run.exit_code})]"
+    return said
+
+
+def reinstall_copies(
+    sandbox: Sandbox, snapshot: EnvSnapshot, copies: Sequence[str], timeout: float
+) -> tuple[ExecResult, str]:
+    """Install ``copies`` again from ``sandbox``'s tree, just restored from ``snapshot``;
+    the result and the command as the set-up's output shows it."""
+    # Without the build/ folder the set-up left: setuptools would reuse its stale copy.
+    stale = [
+        f"{path}/build"
+        for path in copies
+        if (snapshot.workspace / path.removeprefix(WORKSPACE).strip("/") / "build").is_dir()
+    ]
+    if stale:
+        sandbox.exec(["rm", "-rf", "--", *stale], timeout=120)
+    env = {}
+    if (snapshot.env / BUILD_BACKEND.removeprefix(ENV_ROOT).strip("/")).is_dir():
+        env["PYTHONPATH"] = BUILD_BACKEND
+    argv = [*REINSTALL, *copies]
+    shown = " ".join([*(f"{k}={v}" for k, v in env.items()), *argv])
+    return sandbox.exec(argv, timeout=timeout, env=env), shown

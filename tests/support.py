@@ -175,15 +175,17 @@ def tree_from_patch(patch: Path, where: Path) -> Path:
 
 @dataclass(frozen=True)
 class GatesRun:
-    """One ``ribbit gates --json`` on bubblewrap over ``checkout`` with ``patch`` and the
-    issue text, Ribbit's data (and so its set-up cache) in ``data``; ``extra`` goes on
-    the command line as given."""
+    """One ``ribbit gates --json`` over ``checkout`` with ``patch`` and the issue text,
+    Ribbit's data (and so its set-up cache) in ``data``; ``extra`` goes on the command
+    line as given, ``env`` into its environment (the docker backend's engine, image)."""
 
     checkout: Path
     patch: Path
     issue: str
     data: Path
     extra: tuple[str, ...] = ()
+    backend: str = "bubblewrap"
+    env: tuple[tuple[str, str], ...] = ()
 
 
 GatesResult = tuple[int, dict[str, Any]]
@@ -202,10 +204,10 @@ def gates_on_bubblewrap(
 
 def run_gates(run: GatesRun) -> GatesResult:
     args = ["--checkout", str(run.checkout), "--patch", str(run.patch)]
-    args += ["--backend", "bubblewrap", "--json", "--issue", run.issue, *run.extra]
+    args += ["--backend", run.backend, "--json", "--issue", run.issue, *run.extra]
     done = subprocess.run(
         [sys.executable, "-m", "bot", "gates", *args],
-        env=os.environ | {"RIBBIT_DATA_DIR": str(run.data)},
+        env=os.environ | dict(run.env) | {"RIBBIT_DATA_DIR": str(run.data)},
         capture_output=True,
         text=True,
         check=False,

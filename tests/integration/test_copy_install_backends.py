@@ -8,24 +8,29 @@ no build isolation (worker/sandbox/reinstall.py), so before 2026-12-08 that inst
 could not import the backend, each test run's set-up failed, and the honest upstream fix
 was **refused** ("the setup command failed after the patch"). Now the set-up fetches the
 backend into a folder of its own while it still has the registry network, and the same
-fixes are verified by their own tests, through ``ribbit gates`` on bubblewrap, with the
-copy installed again from each tree (its command in the log), as the corpus
-(test_real_fixes_corpus.py) verifies them with an editable install.
+fixes are verified by their own tests, through ``ribbit gates`` on bubblewrap (sqlparse
+on docker too, against Podman), with the copy installed again from each tree (its
+command in the log), as the corpus (test_real_fixes_corpus.py) verifies them with an
+editable install.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.fakes import commit_files
 from tests.integration.test_real_fixes_corpus import CORPUS, FIXTURES, RealFix, _base_repo
-from tests.support import GatesRun, gates_side_by_side, require_service
+from tests.support import GatesResult, GatesRun, gates_side_by_side, require_service, run_gates
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(3600)]
 
+HOST_CA = Path(os.environ.get("SSL_CERT_FILE", "/etc/ssl/certs/ca-certificates.crt"))
 REINSTALL = (
     "PYTHONPATH=/opt/ribbit/build-backend python -m pip install -q --no-deps --no-index "
     "--no-build-isolation --force-reinstall /workspace"
@@ -42,26 +47,26 @@ def _fix(fixture: str) -> RealFix:
     return next(fix for fix in CORPUS if fix.fixture == fixture)
 
 
+def _run(fixture: str, root: Path, **how: Any) -> GatesRun:
+    """``ribbit gates`` over ``fixture``'s first fix, its base set up with a copy."""
+    fix = _fix(fixture)
+    checkout = _base_repo(fix, root)
+    config = f"setup: {json.dumps(CASES[fixture])}\n"
+    commit_files(checkout, {".ribbit.yml": config}, "set up with a copy, not -e")
+    return GatesRun(checkout, FIXTURES / fixture / fix.fix, fix.issue, root / "data", **how)
+
+
 @pytest.fixture(scope="module")
-def reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int, dict]]:
+def reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, GatesResult]:
     require_service(shutil.which("bwrap") is not None, "bubblewrap")
-    runs: dict[str, GatesRun] = {}
-    for fixture in CASES:
-        fix = _fix(fixture)
-        checkout = _base_repo(fix, tmp_path_factory.mktemp(fixture))
-        config = f"setup: {json.dumps(CASES[fixture])}\n"
-        commit_files(checkout, {".ribbit.yml": config}, "set up with a copy, not -e")
-        data = tmp_path_factory.mktemp(f"data-{fixture}")
-        runs[fixture] = GatesRun(checkout, FIXTURES / fixture / fix.fix, fix.issue, data)
+    runs = {fixture: _run(fixture, tmp_path_factory.mktemp(fixture)) for fixture in CASES}
     done = gates_side_by_side([[run] for run in runs.values()])
     return {fixture: done[run] for fixture, run in runs.items()}
 
 
-@pytest.mark.parametrize("fixture", list(CASES))
-def test_a_copy_installed_project_with_its_own_backend_is_verified(
-    fixture: str, reports: dict[str, tuple[int, dict]]
-) -> None:
-    code, report = reports[fixture]
+def _assert_verified(fixture: str, result: GatesResult) -> None:
+    code, report = result
+    assert "gates" in report, report
     tests = next(g for g in report["gates"] if g["name"] == "tests")
     logs = tests.get("logs", "")
     assert code == 0, (report.get("verdict"), tests["findings"], logs[-3000:])
@@ -69,3 +74,23 @@ def test_a_copy_installed_project_with_its_own_backend_is_verified(
     # Each tree's run imported its own copy, built offline by the fetched backend.
     assert logs.count(REINSTALL) >= 3, logs[-3000:]  # base, old code + tests, patched
     assert "the setup command failed" not in str(tests["findings"])
+
+
+@pytest.mark.parametrize("fixture", list(CASES))
+def test_a_copy_installed_project_with_its_own_backend_is_verified(
+    fixture: str, reports: dict[str, GatesResult]
+) -> None:
+    _assert_verified(fixture, reports[fixture])
+
+
+def test_the_same_on_docker(tmp_path: Path, podman_socket: str, sandbox_image: str) -> None:
+    engine = [
+        ("RIBBIT_SANDBOX__DOCKER_URL", podman_socket),
+        ("RIBBIT_SANDBOX__IMAGE", sandbox_image),
+    ]
+    # The image trusts Debian's CAs only; a deployment behind a TLS-inspecting gateway (as
+    # these test machines are) hands the set-up the host's bundle (tests/plugins/e2e.py).
+    if HOST_CA.is_file():
+        engine.append(("RIBBIT_SANDBOX__SETUP_CA_BUNDLE", str(HOST_CA)))
+    run = _run("sqlparse", tmp_path, backend="docker", env=tuple(engine))
+    _assert_verified("sqlparse", run_gates(run))

@@ -24,9 +24,10 @@ from typing import Any
 
 import pytest
 
-from tests.fakes import commit_files
+from tests.fakes import commit_files, make_git_repo
 from tests.integration.test_real_fixes_corpus import CORPUS, FIXTURES, RealFix, _base_repo
 from tests.support import GatesResult, GatesRun, gates_side_by_side, require_service, run_gates
+from tests.unit.worker.gates.helpers import make_patch
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(3600)]
 
@@ -94,3 +95,44 @@ def test_the_same_on_docker(tmp_path: Path, podman_socket: str, sandbox_image: s
         engine.append(("RIBBIT_SANDBOX__SETUP_CA_BUNDLE", str(HOST_CA)))
     run = _run("sqlparse", tmp_path, backend="docker", env=tuple(engine))
     _assert_verified("sqlparse", run_gates(run))
+
+
+PYPROJECT = (
+    '[build-system]\nrequires = ["hatchling"]\nbuild-backend = "hatchling.build"\n\n'
+    '[project]\nname = "calc"\nversion = "1.0"\ndependencies = [{deps}]\n'
+)
+
+
+def test_a_patch_that_changes_the_manifest_is_set_up_again_with_its_backend(
+    tmp_path: Path,
+) -> None:
+    # The patch adds a dependency, so the base's set-up runs again over the patched tree
+    # (worker/gates/basesetup.py: wheels only, no credentials), and the backend is
+    # fetched again over the base's, as that step runs.
+    require_service(shutil.which("bwrap") is not None, "bubblewrap")
+    checkout = tmp_path / "calc"
+    make_git_repo(
+        checkout,
+        {
+            "pyproject.toml": PYPROJECT.format(deps=""),
+            "src/calc/__init__.py": "def add(a, b):\n    return a - b\n",
+            "tests/test_calc.py": "from calc import add\n\n\ndef test_zero():\n"
+            "    assert add(1, 0) == 1\n",
+            ".ribbit.yml": "setup: pip install .\n",
+        },
+    )
+    fix = {
+        "pyproject.toml": PYPROJECT.format(deps='"six"'),
+        "src/calc/__init__.py": "import six\n\n\ndef add(a, b):\n    return a + b\n",
+        "tests/test_add.py": "from calc import add\n\n\ndef test_add():\n"
+        "    assert add(2, 3) == 5\n",
+    }
+    patch = tmp_path / "fix.diff"
+    patch.write_text(make_patch(checkout, fix))
+    code, report = run_gates(GatesRun(checkout, patch, "add subtracts", tmp_path / "data"))
+    tests = next(g for g in report["gates"] if g["name"] == "tests")
+    logs = tests.get("logs", "")
+    assert code == 0, (report.get("verdict"), tests["findings"], logs[-3000:])
+    assert tests["evidence"] == ["tests/test_add.py::test_add"]
+    assert "ran again over the patched tree" in logs and "already exists" not in logs, logs
+    assert logs.count(REINSTALL) >= 3, logs[-3000:]

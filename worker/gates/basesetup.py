@@ -151,11 +151,12 @@ class BaseSetup(ClosedOnExit):
         if applied.returncode != 0:
             return self._failed("[the patch does not apply to the base commit]", start)
         settings = self._recipe.settings or SandboxSettings()
-        # No credentials for it either (a build backend fetch): the manifests are the patch's.
         env = JobEnvironment(
             RepoConfig(setup=self._command), settings, checkout=tree, workdir=self._workdir / "pe"
         )
+        # As the step below runs (and so a fetch of the build backend, reinstall.py).
         env.shown_credentials = False
+        env.setup_env = None if self._install_scripts else NO_INSTALL_SCRIPTS
         scripts = "allowed by .ribbit.yml" if self._install_scripts else "disabled"
         self._patched_log = (
             f"[the patch changes {', '.join(self.manifests)}: `{self._command}` ran again "
@@ -173,7 +174,7 @@ class BaseSetup(ClosedOnExit):
                 # The manifests (an .npmrc, an --index-url line) are the patch's: they
                 # could send a token wherever a registry host lets them.
                 credentials=False,
-                env=None if self._install_scripts else NO_INSTALL_SCRIPTS,
+                env=env.setup_env,
             )
             out = f"{run.result.stdout}\n{run.result.stderr}".strip()[-OUTPUT_TAIL:]
             result = SetupResult(

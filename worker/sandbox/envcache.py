@@ -30,7 +30,7 @@ import os
 import secrets
 import shutil
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -414,9 +414,11 @@ class JobEnvironment(ClosedOnExit):
     ) -> None:
         self._config = repo_config
         self._settings = settings
-        # Whether the set-up step was shown the deployment's registry credentials (the
-        # base's manifests; a patch's are not): a fetch of the build backend follows it.
+        # How the set-up step ran, which a fetch of the build backend follows: shown the
+        # deployment's registry credentials (the base's manifests; a patch's are not),
+        # with these variables (a patch's: install scripts off).
         self.shown_credentials = True
+        self.setup_env: Mapping[str, str] | None = None
         self._checkout = checkout
         self._workdir = workdir
         self._cache = cache if key is not None else None
@@ -481,7 +483,13 @@ class JobEnvironment(ClosedOnExit):
         copies = workspace_copies(self.snapshot.env) if result.ok and self.snapshot else []
         wanted = build_requirements(self._checkout, copies)
         if wanted:
-            said = fetch_build_backend(sandbox, wanted, self._settings, self.shown_credentials)
+            said = fetch_build_backend(
+                sandbox,
+                wanted,
+                self._settings,
+                credentials=self.shown_credentials,
+                env=self.setup_env,
+            )
             result = self._take(sandbox, replace(result, output=f"{result.output}\n{said}"[-4000:]))
         if not cache or not result.ok or self.snapshot is None:
             return result
@@ -532,22 +540,8 @@ class JobEnvironment(ClosedOnExit):
         start = time.monotonic()
         sandbox.restore_setup_state(self.snapshot)
         restored = self._restored("snapshot", start)
-        copies = workspace_copies(self.snapshot.env)
-        if not copies:
-            return restored
-        again, command = reinstall_copies(
-            sandbox, self.snapshot, copies, float(self._settings.setup_timeout_s)
-        )
-        output = f"{restored.output}\n$ {command}\n{again.stdout}{again.stderr}"
-        ok = again.exit_code == 0 and not again.timed_out
-        return replace(
-            restored,
-            ok=ok,
-            exit_code=restored.exit_code if ok else again.exit_code,
-            output=output[-4000:],
-            duration_s=time.monotonic() - start,
-            timed_out=again.timed_out,
-        )
+        timeout = float(self._settings.setup_timeout_s)
+        return reinstall_copies(sandbox, self.snapshot, restored, timeout, started=start)
 
     def _from_cache(self) -> EnvSnapshot | None:
         if self._cache is None or self._key is None:

@@ -19,20 +19,23 @@ set-up did not put there.
 from __future__ import annotations
 
 import logging
+import time
 import tomllib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
-from worker.sandbox.base import WORKSPACE, ExecResult, Sandbox
+from worker.sandbox.base import WORKSPACE, Sandbox
 from worker.sandbox.common import ENV_ROOT
-from worker.sandbox.setup import exec_with_egress
-from worker.sandbox.snapshot import EnvSnapshot
+from worker.sandbox.setup import OUTPUT_TAIL, SetupResult, exec_with_egress
+from worker.sandbox.snapshot import EnvSnapshot, workspace_copies
 from worker.settings import SandboxSettings
 
 log = logging.getLogger(__name__)
 
 BUILD_BACKEND = f"{ENV_ROOT}/build-backend"
-_FETCH = ["python", "-m", "pip", "install", "-q", "--target", BUILD_BACKEND]
+# --upgrade: a patched tree's set-up fetches over the base's (its requires may differ).
+_FETCH = ["python", "-m", "pip", "install", "-q", "--upgrade", "--target", BUILD_BACKEND]
 REINSTALL = [
     *("python", "-m", "pip", "install", "-q", "--no-deps", "--no-index"),
     *("--no-build-isolation", "--force-reinstall"),
@@ -58,15 +61,22 @@ def build_requirements(checkout: Path, copies: Sequence[str]) -> list[str]:
 
 
 def fetch_build_backend(
-    sandbox: Sandbox, requirements: Sequence[str], settings: SandboxSettings, credentials: bool
+    sandbox: Sandbox,
+    requirements: Sequence[str],
+    settings: SandboxSettings,
+    *,
+    credentials: bool,
+    env: Mapping[str, str] | None = None,
 ) -> str:
     """Install ``requirements`` into :data:`BUILD_BACKEND` through the set-up's registry
-    proxy (with the deployment's credentials where the set-up step had them); what it
-    did, for the set-up's output. Where it fails, the set-up still worked: the reinstall's own
-    error (the backend it cannot import) then says why each test run's set-up failed."""
+    proxy, as the set-up step ran: with the deployment's credentials where it had them,
+    with ``env`` (a patch's manifests: install scripts off, wheels only); what it did,
+    for the set-up's output. Where it fails, the set-up still worked: the reinstall's
+    own error (the backend it cannot import) then says why each test run's set-up
+    failed."""
     argv = [*_FETCH, "--", *requirements]
     run = exec_with_egress(
-        sandbox, argv, settings, timeout=settings.setup_timeout_s, credentials=credentials
+        sandbox, argv, settings, timeout=settings.setup_timeout_s, credentials=credentials, env=env
     ).result
     said = f"$ {' '.join(argv)}\n{run.stdout}{run.stderr}"
     if run.exit_code != 0 or run.timed_out:
@@ -76,10 +86,19 @@ def fetch_build_backend(
 
 
 def reinstall_copies(
-    sandbox: Sandbox, snapshot: EnvSnapshot, copies: Sequence[str], timeout: float
-) -> tuple[ExecResult, str]:
-    """Install ``copies`` again from ``sandbox``'s tree, just restored from ``snapshot``;
-    the result and the command as the set-up's output shows it."""
+    sandbox: Sandbox,
+    snapshot: EnvSnapshot,
+    restored: SetupResult,
+    timeout: float,
+    *,
+    started: float,
+) -> SetupResult:
+    """``restored`` (``snapshot`` just restored into ``sandbox``, at ``started`` on the
+    monotonic clock) after the copies the set-up installed are installed again from
+    ``sandbox``'s tree: not ok where that failed, its command and output in the step's."""
+    copies = workspace_copies(snapshot.env)
+    if not copies:
+        return restored
     # Without the build/ folder the set-up left: setuptools would reuse its stale copy.
     stale = [
         f"{path}/build"
@@ -92,5 +111,15 @@ def reinstall_copies(
     if (snapshot.env / BUILD_BACKEND.removeprefix(ENV_ROOT).strip("/")).is_dir():
         env["PYTHONPATH"] = BUILD_BACKEND
     argv = [*REINSTALL, *copies]
+    again = sandbox.exec(argv, timeout=timeout, env=env)
     shown = " ".join([*(f"{k}={v}" for k, v in env.items()), *argv])
-    return sandbox.exec(argv, timeout=timeout, env=env), shown
+    output = f"{restored.output}\n$ {shown}\n{again.stdout}{again.stderr}"
+    ok = again.exit_code == 0 and not again.timed_out
+    return replace(
+        restored,
+        ok=ok,
+        exit_code=restored.exit_code if ok else again.exit_code,
+        output=output[-OUTPUT_TAIL:],
+        duration_s=time.monotonic() - started,
+        timed_out=again.timed_out,
+    )

@@ -109,20 +109,8 @@ def test_a_copy_install_fetches_its_backend_into_the_snapshot_and_the_reinstall_
 
     assert adopted.ok
     fetch = [argv for argv, _ in sandbox.runs if BUILD_BACKEND in argv]
-    assert fetch == [
-        [
-            "python",
-            "-m",
-            "pip",
-            "install",
-            "-q",
-            "--target",
-            BUILD_BACKEND,
-            "--",
-            "hatchling",
-            "hatch-vcs",
-        ]
-    ]
+    pip = ["python", "-m", "pip", "install", "-q", "--upgrade", "--target", BUILD_BACKEND]
+    assert fetch == [[*pip, "--", "hatchling", "hatch-vcs"]]
     assert f"--target {BUILD_BACKEND} -- hatchling hatch-vcs" in adopted.output
     # The snapshot was taken again after the fetch: the backend is in it.
     assert job.snapshot is not None
@@ -157,26 +145,38 @@ def test_nothing_is_fetched_without_a_copy_of_the_workspace(tmp_path: Path, inst
 def test_a_stale_build_folder_goes_and_no_backend_means_no_pythonpath(tmp_path: Path) -> None:
     snapshot = EnvSnapshot(tmp_path / "snap")
     (snapshot.workspace / "build").mkdir(parents=True)
-    (snapshot.env / "venv").mkdir(parents=True)
+    (snapshot.env / SITE / "calc-1.0.dist-info").mkdir(parents=True)
+    (snapshot.env / SITE / "calc-1.0.dist-info" / "direct_url.json").write_text(
+        _direct_url("file:///workspace")
+    )
     sandbox = CopySandbox({})
-    result, shown = reinstall_copies(sandbox, snapshot, ["/workspace"], timeout=60)
-    assert result.exit_code == 0
+    restored = SetupResult(command="pip install .", ok=True, exit_code=0, output="", duration_s=0)
+    result = reinstall_copies(sandbox, snapshot, restored, 60, started=0.0)
+    assert result.ok
     assert sandbox.runs[0][0] == ["rm", "-rf", "--", "/workspace/build"]
-    assert sandbox.runs[1][1] == {} and shown.startswith("python -m pip install")
+    assert sandbox.runs[1][1] == {} and "\n$ python -m pip install" in result.output
+    # Nothing installed as a copy: nothing to do.
+    plain = EnvSnapshot(tmp_path / "plain")
+    (plain.env / "venv").mkdir(parents=True)
+    assert reinstall_copies(CopySandbox({}), plain, restored, 60, started=0.0) is restored
 
 
 def test_the_fetch_is_shown_the_credentials_only_where_the_set_up_was(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     shown: list[bool] = []
+    envs: list[object] = []
 
     def fake_egress(sandbox: object, argv: list[str], settings: object, **kw: object) -> EgressRun:
         shown.append(bool(kw["credentials"]))
+        envs.append(kw["env"])
         return EgressRun(ExecResult(1, "", "no index", 0.0), network=True, blocked=())
 
     monkeypatch.setattr(reinstall, "exec_with_egress", fake_egress)
-    said = reinstall.fetch_build_backend(CopySandbox({}), ["hatchling"], SandboxSettings(), False)
-    assert shown == [False]
+    said = reinstall.fetch_build_backend(
+        CopySandbox({}), ["hatchling"], SandboxSettings(), credentials=False, env={"A": "1"}
+    )
+    assert shown == [False] and envs == [{"A": "1"}]
     assert "no index" in said and "[could not fetch the build backend (exit 1)]" in said
     # A patch's manifests are installed without the deployment's credentials
     # (worker/gates/basesetup.py); the base's set-up is shown them.
@@ -191,5 +191,7 @@ def test_the_fetch_is_shown_the_credentials_only_where_the_set_up_was(
             workdir=tmp_path / f"w{credentials}",
         )
         job.shown_credentials = credentials
+        job.setup_env = None if credentials else {"PIP_ONLY_BINARY": ":all:"}
         job.adopt(CopySandbox(copy), set_up)
     assert shown == [False, True, False]
+    assert envs[1:] == [None, {"PIP_ONLY_BINARY": ":all:"}]

@@ -18,7 +18,10 @@ through the docker SDK).
   ``naturaldate``; ``src/`` layout, parametrised tests; vendored as patches) with no
   ``.ribbit.yml``: the detected ``pip install -e '.[tests]'`` builds it with hatch-vcs
   and installs its tests extra (freezegun, which the fix's test uses) from PyPI through
-  the registry proxy. hynek/structlog c44431c (#747, ``MaybeTimeStamper`` with a custom
+  the registry proxy; and again with a ``.ribbit.yml`` whose set-up installs a copy
+  (``pip install '.[tests]'``): the job fetches hatchling and hatch-vcs for the copy's
+  offline reinstall in each test sandbox (refused on 1d67455's parent's parent, where
+  that reinstall could not import them). hynek/structlog c44431c (#747, ``MaybeTimeStamper`` with a custom
   key; from PyPI's 25.4.0 and 25.5.0 sdists, vendored as patches) with no
   ``.ribbit.yml``: PEP 735, its ``[dependency-groups] tests`` group detected and
   installed from PyPI (pytest-asyncio, freezegun, pretend, ...), the build hatch-vcs.
@@ -57,7 +60,7 @@ import re
 import subprocess
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -308,6 +311,15 @@ def _humanize_tz(tmp: Path, request: pytest.FixtureRequest) -> RealFix:
     )
 
 
+def _humanize_copy(tmp: Path, request: pytest.FixtureRequest) -> RealFix:
+    """humanize whose set-up installs a copy (hatchling, hatch-vcs): the job fetches
+    the backend while its set-up has the registry network, and every test sandbox
+    installs the copy again from its tree with it (worker/sandbox/reinstall.py)."""
+    fix = _humanize_tz(tmp, request)
+    copy = {".ribbit.yml": "setup: pip install '.[tests]'\n"}  # only setup: tests detected
+    return replace(fix, base={**fix.base, **copy}, fixed={**fix.fixed, **copy}, detected_setup=None)
+
+
 def _cookie(tmp: Path, request: pytest.FixtureRequest) -> RealFix:
     base = _from_patch(FIXTURES / "cookie" / "base.patch", tmp / "cookie-base")
     fixed = _with_patch(base, FIXTURES / "cookie" / "fix.patch", tmp / "cookie")
@@ -413,6 +425,8 @@ PROJECTS: dict[str, Callable[[Path, pytest.FixtureRequest], RealFix]] = {
     "toolz-detected": partial(_toolz, readme=False),
     # No .ribbit.yml: src/ layout, its tests need freezegun from its tests extra.
     "humanize": _humanize_tz,
+    # Its .ribbit.yml installs a copy (`pip install '.[tests]'`, not -e).
+    "humanize-copy": _humanize_copy,
     "go-version": _go_version,
     "shlex": _shlex,
     # No .ribbit.yml: mocha from its package.json test script, npm ci from its lock.
@@ -434,10 +448,14 @@ PROJECTS: dict[str, Callable[[Path, pytest.FixtureRequest], RealFix]] = {
 # cookie and mime: issue #35 asks for the local forge on bubblewrap, and CI's time is
 # near its budget (the image's Node 18 would run mocha too, and mime's tests with no
 # per-test report; not tried there). structlog and itsdangerous: the same issue's PEP 735
-# and tox cases, on bubblewrap as it asks (not tried on docker). A project added to
-# PROJECTS runs on both backends unless listed here.
+# and tox cases, on bubblewrap as it asks (not tried on docker). humanize-copy: the copy's
+# reinstall on docker is in test_copy_install_backends.py. A project added to PROJECTS
+# runs on both backends unless listed here.
 BUBBLEWRAP_ONLY = frozenset(
-    {"toolz-detected", "go-version", "shlex", "cookie", "mime", "structlog", "itsdangerous"}
+    {
+        *("toolz-detected", "go-version", "shlex", "cookie", "mime", "structlog"),
+        *("itsdangerous", "humanize-copy"),
+    }
 )
 CASES = [
     pytest.param(name, backend, id=f"{name}-{backend}")

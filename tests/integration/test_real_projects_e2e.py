@@ -20,8 +20,8 @@ through the docker SDK).
   and installs its tests extra (freezegun, which the fix's test uses) from PyPI through
   the registry proxy; and again with a ``.ribbit.yml`` whose set-up installs a copy
   (``pip install '.[tests]'``): the job fetches hatchling and hatch-vcs for the copy's
-  offline reinstall in each test sandbox (refused before 9966022, where
-  that reinstall could not import them). hynek/structlog c44431c (#747, ``MaybeTimeStamper`` with a custom
+  offline reinstall in each test sandbox (refused before 9966022, where that reinstall
+  could not import them). hynek/structlog c44431c (#747, ``MaybeTimeStamper`` with a custom
   key; from PyPI's 25.4.0 and 25.5.0 sdists, vendored as patches) with no
   ``.ribbit.yml``: PEP 735, its ``[dependency-groups] tests`` group detected and
   installed from PyPI (pytest-asyncio, freezegun, pretend, ...), the build hatch-vcs.

@@ -1,6 +1,7 @@
 """A set-up that installs a copy of the package (``pip install .``, not ``-e``) on real
-projects whose build backend is not the virtualenv's: hatchling (sqlparse), flit_core
-(pathspec), hatchling with its hatch-vcs plugin (humanize, its tests extra with it).
+projects whose build backend is not the virtualenv's: hatchling (sqlparse) and flit_core
+(pathspec); hatchling with its hatch-vcs plugin through a whole job is humanize-copy in
+test_real_projects_e2e.py.
 
 pip builds the set-up's copy in an isolated environment it fills from the index; every
 later sandbox of the job installs the copy again from its own tree with no network and
@@ -40,7 +41,6 @@ REINSTALL = (
 CASES = {
     "sqlparse": "pip install .",
     "pathspec": "pip install .",
-    "humanize": "pip install '.[tests]'",
 }
 
 

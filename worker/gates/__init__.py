@@ -32,7 +32,10 @@
   editor auto-run files, package indexes); source.py: a changed file read as the
   interpreter reads it (coding declarations, bidi controls), with probes.py: code that
   probes whether it is judged, and test code that rebinds the code under test.
-- review.py: findings as annotations on the pull request's lines; cli.py: ``ribbit gates``.
+- verdict.py: what the test gate's result means for the people reading the issue, the
+  pull request and ``ribbit gates`` (a broken base, the evidence, the target tests, how
+  the results were read); review.py: findings as annotations on the pull request's
+  lines; cli.py: ``ribbit gates``.
 """
 
 from __future__ import annotations

@@ -24,6 +24,7 @@ from bot.console import echo_json, line, progress, styled
 from bot.hostgit import GitError, revision_commit
 from bot.store.records.gate_report import GateReport, Verdict
 from worker.gates.base import Gate, GateContext
+from worker.gates.verdict import TestVerdict
 from worker.sandbox.backend_option import backend_option
 from worker.sandbox.base import Sandbox, SandboxFactory
 
@@ -248,6 +249,9 @@ def _print_human(report: GateReport) -> None:
     """The report as the issue shows it, then the log tail of each gate that did not pass
     (what explains a failure; all of it is in --json)."""
     click.echo(report.to_markdown())
+    tests = report.result("tests")
+    if tests is not None:  # what the PR body says under the table, said here too
+        click.echo(f"\n{TestVerdict.from_result(tests).notes_markdown()}\n")
     for result in report.results:
         if result.passed or not result.logs.strip():
             continue

@@ -5,8 +5,7 @@
   job adds), trusted_text.py (the one rule for which forge text reaches a prompt: only
   writers', each named), issue_task.py (the task for an issue: which of its comments
   the prompt carries and the AgentTask, shared with environments built from merged
-  fixes), verdict.py (what the test gate's result means for the issue's
-  readers), held.py (whether the gates' report holds the patch back, and what the issue
+  fixes), held.py (whether the gates' report holds the patch back, and what the issue
   hears then), phases.py (what its phases hand each other, and the job's record of
   them) and workspace.py (the job's folder and stage clock); queued.py: what a
   waiting solve or revise job shows on the issue.

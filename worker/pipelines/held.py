@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from bot.store.failure import FailureReason, Fixer
 from bot.store.records.gate_report import GateReport, GateResult, Verdict
-from worker.pipelines.verdict import TestVerdict
+from worker.gates.verdict import TestVerdict
 from worker.repo_config import CONFIG_PATH, RepoConfig
 from worker.sandbox.failure import output_fixer
 

@@ -36,6 +36,7 @@ from bot.hostgit import git_ok
 from bot.store.records import PublishPlan, SolveRecord, WithheldText
 from worker.agent.repo_task import agent_limits
 from worker.gates.testcmd import resolve_test_command
+from worker.gates.verdict import TestVerdict
 from worker.jobs import JobCancelled, JobContext, JobRefused, pipeline
 from worker.metrics import InstrumentedPolicy, record_gates, record_setup_refusals
 from worker.pipelines.held import held_back
@@ -52,7 +53,6 @@ from worker.pipelines.publish import (
 from worker.pipelines.replies import WRITE_ACCESS_REFUSAL, check_actor
 from worker.pipelines.revision import pull_request_to_revise, revision_brief
 from worker.pipelines.trusted_text import IssueText, TrustedText
-from worker.pipelines.verdict import TestVerdict
 from worker.pipelines.workspace import Stages, Workdir
 from worker.repo_config import CONFIG_PATH, RepoConfig, RepoConfigError, parse_repo_config
 from worker.sandbox.failure import setup_failure

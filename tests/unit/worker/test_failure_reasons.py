@@ -7,8 +7,8 @@ from __future__ import annotations
 from bot.forges.sanitize import sanitize_forge_text
 from bot.store.failure import FailureReason, Fixer
 from bot.store.records.gate_report import Finding, GateReport, GateResult
+from worker.gates.verdict import TestVerdict
 from worker.pipelines.held import held_back
-from worker.pipelines.verdict import TestVerdict
 from worker.repo_config import parse_repo_config
 from worker.sandbox.egress_policy import REPO_HOST_REFUSED, BlockedRequest
 from worker.sandbox.failure import setup_failure

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from bot.store.records.gate_report import GateResult
-from worker.pipelines.verdict import TestVerdict
+from worker.gates.verdict import TestVerdict
 
 
 def _details(

@@ -90,6 +90,25 @@ def test_cli_exit_status_is_the_verdicts(
     )
 
 
+def test_cli_says_what_the_pr_body_says_under_the_table(
+    repo_and_patches: tuple[Path, Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo, good, _ = repo_and_patches
+    run = {"exit_code": 0, "failing": [], "per_test": True, "watched": True}
+    details = {"before": run, "after": run, "targets": ["test_x"], "runner": "pytest"}
+    results = [GateResult("tests", passed=True, evidence=("t.py::test_x",), details=details)]
+    monkeypatch.setattr(
+        "worker.gates.run_gates", lambda *a, **k: GateReport.from_results(results, 0.1)
+    )
+    args = ["--checkout", str(repo), "--patch", str(good), "--no-tests"]
+    human = CliRunner().invoke(gates_command, args)
+    assert "- Fails without this patch's code and passes with it: `t.py::test_x`." in human.output
+    assert "- How these results were read: every run was watched" in human.output
+    # Without a test gate (--no-tests for real) there is nothing to say.
+    results[:] = [GateResult("hygiene", passed=True)]
+    assert "How these results" not in CliRunner().invoke(gates_command, args).output
+
+
 def test_cli_fails_bad_patch_with_exit_1_and_writes_sarif(
     repo_and_patches: tuple[Path, Path, Path], tmp_path: Path
 ) -> None:

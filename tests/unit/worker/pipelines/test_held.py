@@ -5,8 +5,8 @@ job around it."""
 from __future__ import annotations
 
 from bot.store.records.gate_report import GateReport, GateResult
+from worker.gates.verdict import TestVerdict
 from worker.pipelines.held import held_back
-from worker.pipelines.verdict import TestVerdict
 from worker.repo_config import parse_repo_config
 
 FINE = TestVerdict(base_broken=False, base_reason="", targets=(), target_failures=())

@@ -39,6 +39,7 @@ from worker.repo_config import RepoConfig
 from worker.sandbox.base import WORKSPACE, ClosedOnExit, Sandbox, SandboxError, SandboxFactory
 from worker.sandbox.envcache import JobEnvironment, is_manifest
 from worker.sandbox.recipe import SandboxRecipe
+from worker.sandbox.reinstall import SetupManner
 from worker.sandbox.setup import OUTPUT_TAIL, SetupResult, exec_with_egress
 from worker.settings import SandboxSettings
 
@@ -155,8 +156,8 @@ class BaseSetup(ClosedOnExit):
             RepoConfig(setup=self._command), settings, checkout=tree, workdir=self._workdir / "pe"
         )
         # As the step below runs (and so a fetch of the build backend, reinstall.py).
-        env.shown_credentials = False
-        env.setup_env = None if self._install_scripts else NO_INSTALL_SCRIPTS
+        scripts_off = None if self._install_scripts else NO_INSTALL_SCRIPTS
+        env.manner = SetupManner(credentials=False, env=scripts_off)
         scripts = "allowed by .ribbit.yml" if self._install_scripts else "disabled"
         self._patched_log = (
             f"[the patch changes {', '.join(self.manifests)}: `{self._command}` ran again "
@@ -174,7 +175,7 @@ class BaseSetup(ClosedOnExit):
                 # The manifests (an .npmrc, an --index-url line) are the patch's: they
                 # could send a token wherever a registry host lets them.
                 credentials=False,
-                env=env.setup_env,
+                env=env.manner.env,
             )
             out = f"{run.result.stdout}\n{run.result.stderr}".strip()[-OUTPUT_TAIL:]
             result = SetupResult(

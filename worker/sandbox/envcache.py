@@ -30,7 +30,7 @@ import os
 import secrets
 import shutil
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -38,9 +38,20 @@ from worker.repo_config import RepoConfig
 from worker.sandbox.base import ClosedOnExit, Sandbox, SandboxError
 from worker.sandbox.egress_policy import repo_setup_hosts
 from worker.sandbox.export import ExportError, read_regular_file
-from worker.sandbox.reinstall import build_requirements, fetch_build_backend, reinstall_copies
+from worker.sandbox.reinstall import (
+    SetupManner,
+    build_requirements,
+    fetch_build_backend,
+    reinstall_copies,
+)
 from worker.sandbox.secretscan import SecretInSnapshot, credential_digest
-from worker.sandbox.setup import SETUP_VERSION, SetupResult, credentials_in_use, run_setup
+from worker.sandbox.setup import (
+    OUTPUT_TAIL,
+    SETUP_VERSION,
+    SetupResult,
+    credentials_in_use,
+    run_setup,
+)
 from worker.sandbox.snapshot import (
     EnvSnapshot,
     Snapshottable,
@@ -414,11 +425,7 @@ class JobEnvironment(ClosedOnExit):
     ) -> None:
         self._config = repo_config
         self._settings = settings
-        # How the set-up step ran, which a fetch of the build backend follows: shown the
-        # deployment's registry credentials (the base's manifests; a patch's are not),
-        # with these variables (a patch's: install scripts off).
-        self.shown_credentials = True
-        self.setup_env: Mapping[str, str] | None = None
+        self.manner = SetupManner()  # a patch's manifests' set-up sets its own
         self._checkout = checkout
         self._workdir = workdir
         self._cache = cache if key is not None else None
@@ -483,14 +490,9 @@ class JobEnvironment(ClosedOnExit):
         copies = workspace_copies(self.snapshot.env) if result.ok and self.snapshot else []
         wanted = build_requirements(self._checkout, copies)
         if wanted:
-            said = fetch_build_backend(
-                sandbox,
-                wanted,
-                self._settings,
-                credentials=self.shown_credentials,
-                env=self.setup_env,
-            )
-            result = self._take(sandbox, replace(result, output=f"{result.output}\n{said}"[-4000:]))
+            said = fetch_build_backend(sandbox, wanted, self._settings, self.manner)
+            output = f"{result.output}\n{said}"[-OUTPUT_TAIL:]
+            result = self._take(sandbox, replace(result, output=output))
         if not cache or not result.ok or self.snapshot is None:
             return result
         if copies:

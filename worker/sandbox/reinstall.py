@@ -6,14 +6,13 @@ virtualenv, of the commit it ran on; the tests would import it whatever the tree
 So every later sandbox of the job (worker/sandbox/envcache.py ``JobEnvironment.restore``)
 installs the copy again from its tree (:func:`reinstall_copies`), offline and without
 build isolation. pip built the first copy in an isolated environment it filled from the
-index, so the backend the project names (hatchling, flit_core,
-pdm-backend, a newer setuptools than the image's) is not in the virtualenv, and the
-offline install could not import it: every test run's set-up failed, and every patch of
-such a repository was refused. So, while the set-up's registry network is still there,
-the backend's requirements (``[build-system] requires`` of the base's
-``pyproject.toml``) go into a folder of their own (``BUILD_BACKEND``), which is on
-``PYTHONPATH`` for the reinstall alone: the tests' environment holds nothing the
-set-up did not put there.
+index, so the backend the project names (hatchling, flit_core, pdm-backend, a newer
+setuptools than the image's) is not in the virtualenv, and the offline install could
+not import it (every test run's set-up failed, and so every patch of such a repository
+was refused). So, while the set-up's registry network is still there, the backend's
+requirements (``[build-system] requires`` of the base's ``pyproject.toml``) go into a
+folder of their own (:data:`BUILD_BACKEND`), which is on ``PYTHONPATH`` for the
+reinstall alone: the tests' environment holds nothing the set-up did not put there.
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ import logging
 import time
 import tomllib
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from worker.sandbox.base import WORKSPACE, Sandbox
@@ -60,23 +59,27 @@ def build_requirements(checkout: Path, copies: Sequence[str]) -> list[str]:
     return found
 
 
+@dataclass(frozen=True)
+class SetupManner:
+    """How a set-up step ran, which the fetch of its build backend follows: shown the
+    deployment's registry credentials (the base's manifests; a patch's are not), with
+    these variables (a patch's: install scripts off, wheels only)."""
+
+    credentials: bool = True
+    env: Mapping[str, str] | None = None
+
+
 def fetch_build_backend(
-    sandbox: Sandbox,
-    requirements: Sequence[str],
-    settings: SandboxSettings,
-    *,
-    credentials: bool,
-    env: Mapping[str, str] | None = None,
+    sandbox: Sandbox, requirements: Sequence[str], settings: SandboxSettings, manner: SetupManner
 ) -> str:
     """Install ``requirements`` into :data:`BUILD_BACKEND` through the set-up's registry
-    proxy, as the set-up step ran: with the deployment's credentials where it had them,
-    with ``env`` (a patch's manifests: install scripts off, wheels only); what it did,
-    for the set-up's output. Where it fails, the set-up still worked: the reinstall's
-    own error (the backend it cannot import) then says why each test run's set-up
-    failed."""
+    proxy, as the set-up step ran (``manner``); what it did, for the set-up's output.
+    Where it fails, the set-up still worked: the reinstall's own error (the backend it
+    cannot import) then says why each test run's set-up failed."""
     argv = [*_FETCH, "--", *requirements]
+    timeout = settings.setup_timeout_s
     run = exec_with_egress(
-        sandbox, argv, settings, timeout=settings.setup_timeout_s, credentials=credentials, env=env
+        sandbox, argv, settings, timeout=timeout, credentials=manner.credentials, env=manner.env
     ).result
     said = f"$ {' '.join(argv)}\n{run.stdout}{run.stderr}"
     if run.exit_code != 0 or run.timed_out:

@@ -173,9 +173,8 @@ def test_the_fetch_is_shown_the_credentials_only_where_the_set_up_was(
         return EgressRun(ExecResult(1, "", "no index", 0.0), network=True, blocked=())
 
     monkeypatch.setattr(reinstall, "exec_with_egress", fake_egress)
-    said = reinstall.fetch_build_backend(
-        CopySandbox({}), ["hatchling"], SandboxSettings(), credentials=False, env={"A": "1"}
-    )
+    manner = reinstall.SetupManner(credentials=False, env={"A": "1"})
+    said = reinstall.fetch_build_backend(CopySandbox({}), ["hatchling"], SandboxSettings(), manner)
     assert shown == [False] and envs == [{"A": "1"}]
     assert "no index" in said and "[could not fetch the build backend (exit 1)]" in said
     # A patch's manifests are installed without the deployment's credentials
@@ -190,8 +189,9 @@ def test_the_fetch_is_shown_the_credentials_only_where_the_set_up_was(
             checkout=repo,
             workdir=tmp_path / f"w{credentials}",
         )
-        job.shown_credentials = credentials
-        job.setup_env = None if credentials else {"PIP_ONLY_BINARY": ":all:"}
+        job.manner = reinstall.SetupManner(
+            credentials, None if credentials else {"PIP_ONLY_BINARY": ":all:"}
+        )
         job.adopt(CopySandbox(copy), set_up)
     assert shown == [False, True, False]
     assert envs[1:] == [None, {"PIP_ONLY_BINARY": ":all:"}]

@@ -35,6 +35,8 @@ log = logging.getLogger(__name__)
 BUILD_BACKEND = f"{ENV_ROOT}/build-backend"
 # --upgrade: a patched tree's set-up fetches over the base's (its requires may differ).
 _FETCH = ["python", "-m", "pip", "install", "-q", "--upgrade", "--target", BUILD_BACKEND]
+# What a copy installed from a package file rather than the tree's folder ends with.
+_ARCHIVES = (".whl", ".tar.gz", ".tgz", ".tar.bz2", ".tar.xz", ".zip")
 REINSTALL = [
     *("python", "-m", "pip", "install", "-q", "--no-deps", "--no-index"),
     *("--no-build-isolation", "--force-reinstall"),
@@ -102,6 +104,18 @@ def reinstall_copies(
     copies = workspace_copies(snapshot.env)
     if not copies:
         return restored
+    built = [path for path in copies if path.endswith(_ARCHIVES)]
+    if built:
+        # A wheel or sdist the set-up built into the workspace holds the base's code;
+        # installed again, the patched tree's tests would test the base's code.
+        note = (
+            f"[the set-up installed {', '.join(built)}, a package file it built from the "
+            "base commit's tree: no other tree can be installed from it, so the tests "
+            "would import the base's code. Install the project's folder instead "
+            "(`pip install .` or `pip install -e .`).]"
+        )
+        output = f"{restored.output}\n{note}"[-OUTPUT_TAIL:]
+        return replace(restored, ok=False, exit_code=1, output=output)
     # Without the build/ folder the set-up left: setuptools would reuse its stale copy.
     stale = [
         f"{path}/build"

@@ -195,3 +195,22 @@ def test_the_fetch_is_shown_the_credentials_only_where_the_set_up_was(
         job.adopt(CopySandbox(copy), set_up)
     assert shown == [False, True, False]
     assert envs[1:] == [None, {"PIP_ONLY_BINARY": ":all:"}]
+
+
+def test_a_package_file_the_set_up_built_in_the_workspace_is_a_set_up_failure(
+    tmp_path: Path,
+) -> None:
+    # `pip wheel -w dist . && pip install dist/*.whl`: the wheel holds the base's code,
+    # and installing it again would test that code in the patched tree's run.
+    snapshot = EnvSnapshot(tmp_path / "snap")
+    (snapshot.env / SITE / "calc-1.0.dist-info").mkdir(parents=True)
+    wheel = "file:///workspace/dist/calc-1.0-py3-none-any.whl"
+    (snapshot.env / SITE / "calc-1.0.dist-info" / "direct_url.json").write_text(
+        json.dumps({"url": wheel, "archive_info": {}})
+    )
+    sandbox = CopySandbox({})
+    restored = SetupResult(command="pip install .", ok=True, exit_code=0, output="", duration_s=0)
+    result = reinstall_copies(sandbox, snapshot, restored, 60, started=0.0)
+    assert not result.ok and result.exit_code == 1
+    assert "installed /workspace/dist/calc-1.0-py3-none-any.whl, a package file" in result.output
+    assert sandbox.runs == []  # nothing installed from it

@@ -505,8 +505,9 @@ class JobEnvironment(ClosedOnExit):
         return result
 
     def _take(self, sandbox: Snapshottable, result: SetupResult) -> SetupResult:
-        """:meth:`adopt`'s snapshot."""
+        """:meth:`adopt`'s snapshot (none while it is taken: the folder is emptied)."""
         shown = credentials_in_use(self._settings, result.command)
+        self.snapshot = None
         try:
             dest = self._snapshot_dir()
             self.snapshot = take_snapshot(sandbox, self._checkout, dest, secrets=shown)

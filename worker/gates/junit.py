@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import json
 import os
+import posixpath
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Collection, Iterable
@@ -275,8 +276,10 @@ def _join(path: str, classes: list[str], name: str) -> str:
 # (target/debug/deps/calc-1a2b3c4d5e6f7a8b)", "   Doc-tests calc". Anchored to the whole
 # line, so an honest test that prints "Running migrations (3 pending)" opens no block.
 _LIBTEST_TARGET = re.compile(
-    r"^ +Running (?:unittests )?(\S+) \([^()]*/deps/[^/()\s]+-[0-9a-f]+(?:\.exe)?\)\s*$"
+    r"^ +Running (?:unittests )?(\S+) \(([^()]*/deps/[^/()\s]+-[0-9a-f]+(?:\.exe)?)\)\s*$"
 )
+# The first line of a cargo run's output (testcmd._cargo_packages): where it runs.
+CARGO_ROOT_MARK = "ribbit-cargo-root "
 _LIBTEST_DOCS = re.compile(r"^ +Doc-tests (\S+)\s*$")
 _LIBTEST_START = re.compile(r"^running (\d+) tests?$")
 _LIBTEST_CASE = re.compile(r"^test (.+) \.\.\. (ok|FAILED|ignored(?:, .*)?)$")
@@ -315,6 +318,7 @@ def _read_libtest(data: bytes | str) -> tuple[list[TestCase], list[str]]:
     if len(raw) > MAX_JUNIT_BYTES:
         raise JUnitError("test output too large")
     text = raw.decode(errors="replace")
+    packages = _cargo_packages(text)
     cases: list[TestCase] = []
     unfinished: list[str] = []
     target = ""
@@ -328,7 +332,11 @@ def _read_libtest(data: bytes | str) -> tuple[list[TestCase], list[str]]:
             if block is not None:
                 cases += _doc_ids(block)  # the previous binary died before its summary
                 unfinished.append(target)
-            target = m[1] if m.re is _LIBTEST_TARGET else f"doc:{m[1]}"
+            if m.re is _LIBTEST_TARGET:
+                folder = packages.get(posixpath.basename(m[2]), "")
+                target = f"{folder}/{m[1]}" if folder else m[1]
+            else:
+                target = f"doc:{m[1]}"
             block = None
             continue
         m = _LIBTEST_START.match(line)
@@ -354,6 +362,42 @@ def _read_libtest(data: bytes | str) -> tuple[list[TestCase], list[str]]:
         cases += _doc_ids(block)
         unfinished.append(target)
     return cases, unfinished
+
+
+def _cargo_packages(text: str) -> dict[str, str]:
+    """Each test binary's package folder (by the binary's file name), relative to the
+    workspace's root, where the run printed them before its tests
+    (testcmd._cargo_packages: the root as its first line, then cargo's
+    ``compiler-artifact`` records); a folder only where it is not the root, so a
+    single crate's ids are its sources' own paths. Read only up to the
+    first test binary's start: after it, anything may print anything. Two records
+    that give one binary different packages make the output unreadable."""
+    lines = text.splitlines()
+    if not lines or not lines[0].startswith(CARGO_ROOT_MARK):
+        return {}
+    root = lines[0][len(CARGO_ROOT_MARK) :].rstrip("\r").rstrip("/")
+    found: dict[str, str] = {}
+    for line in lines[1:]:
+        if _LIBTEST_TARGET.match(line) or _LIBTEST_DOCS.match(line):
+            break
+        if not line.startswith('{"reason":"compiler-artifact"'):
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        binary, manifest = record.get("executable"), record.get("manifest_path")
+        if not isinstance(binary, str) or not isinstance(manifest, str):
+            continue
+        folder = posixpath.dirname(manifest)
+        if folder != root and not folder.startswith(root + "/"):
+            continue  # a package outside the workspace (a path dependency): none of its tests run
+        rel = folder[len(root) + 1 :]
+        # By file name: cargo shows the binary's path relative to where it runs, or as
+        # CARGO_TARGET_DIR has it; its name's hash already differs between packages.
+        if found.setdefault(posixpath.basename(binary), rel) != rel:
+            raise JUnitError(f"two packages claim the test binary {binary}")
+    return found
 
 
 # rustdoc names a doc test by its item and line: "src/lib.rs - jaro (line 147)",

@@ -307,6 +307,17 @@ def _rust_is_test(lines: list[str], fn_line: int) -> bool:
     return False
 
 
+def _rust_package(path: str) -> tuple[str, str]:
+    """A Rust source path split into its package's folder and the path within it (the
+    part from ``src/``, ``tests/``, ``benches/`` or ``examples/`` on): "calc/src/lib.rs"
+    is ("calc", "src/lib.rs"), a single crate's "src/lib.rs" ("", "src/lib.rs")."""
+    parts = path.split("/")
+    for i, part in enumerate(parts[:-1]):
+        if part in ("src", "tests", "benches", "examples"):
+            return "/".join(parts[:i]), "/".join(parts[i:])
+    return "", path
+
+
 def _matches(case: TestCase, target: TargetTest) -> bool:
     if target.path is not None and target.path.endswith(".go"):
         # go test: classname is the package's import path, name "TestX" or "TestX/sub".
@@ -315,15 +326,20 @@ def _matches(case: TestCase, target: TargetTest) -> bool:
         folder = str(Path(target.path).parent)
         return folder == "." or case.classname.endswith("/" + folder)
     if target.path is not None and target.path.endswith(".rs"):
-        # libtest: classname is the test binary's source ("src/lib.rs", "tests/cli.rs"),
-        # name the test's module path ("tests::jaro_x").
-        if case.name.rsplit("::", 1)[-1] != target.name:
+        # libtest: classname is the test binary's source, in a workspace's member after
+        # its folder ("src/lib.rs", "tests/cli.rs", "crates/calc/src/lib.rs"), name the
+        # test's module path ("tests::jaro_x").
+        if case.name.rsplit("::", 1)[-1] != target.name or case.classname.startswith("doc:"):
             return False
-        if target.path.startswith("tests/"):
+        package, source = _rust_package(target.path)
+        case_package, case_source = _rust_package(case.classname)
+        if case_package != package:
+            return False
+        if source.startswith("tests/"):
             # tests/x.rs is its own binary; tests/x/helpers.rs belongs to one of them.
-            nested = target.path.count("/") > 1
-            return case.classname == target.path or (nested and case.classname.startswith("tests/"))
-        return not case.classname.startswith(("tests/", "doc:"))
+            nested = source.count("/") > 1
+            return case_source == source or (nested and case_source.startswith("tests/"))
+        return not case_source.startswith("tests/")
     if target.path is not None and _JS_EXT_RE.search(target.path):
         # jest: the file, and the describe blocks and title joined by spaces; vitest:
         # the file, and the same joined by " > ". Node's junit names no file.

@@ -59,7 +59,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
-from worker.gates.junit import MAX_JUNIT_BYTES, NESTED_SEPARATOR, Flavour, doc_test_filter
+from worker.gates.junit import (
+    CARGO_ROOT_MARK,
+    MAX_JUNIT_BYTES,
+    NESTED_SEPARATOR,
+    Flavour,
+    doc_test_filter,
+)
 from worker.gates.trees import regular_file_inside
 from worker.repo_config import DEFAULT_TEST_COMMAND, RepoConfig
 
@@ -385,7 +391,7 @@ def _cargo(cmd: TestCommand, select: list[str]) -> Invocation:
         cargo_args = ["--no-fail-fast", *cargo_args]
     if not select:
         words = ["cargo", "test", *cargo_args] + (["--", *test_args] if test_args else [])
-        return Invocation(_quote(words), "output")
+        return Invocation(_cargo_packages(cargo_args) + _quote(words), "output")
     targets: list[str] = []
     names: list[str] = []
     doc_filters: set[str] = set()
@@ -402,7 +408,8 @@ def _cargo(cmd: TestCommand, select: list[str]) -> Invocation:
     runs = []
     if names:
         runs.append(
-            _quote(["cargo", "test", *cargo_args, *targets, "--", *test_args, "--exact"])
+            _cargo_packages([*cargo_args, *targets])
+            + _quote(["cargo", "test", *cargo_args, *targets, "--", *test_args, "--exact"])
             + " "
             + _quote(sorted(set(names)))
         )
@@ -414,6 +421,25 @@ def _cargo(cmd: TestCommand, select: list[str]) -> Invocation:
         return Invocation(runs[0], "output")
     # One exit status for both runs: failing if either failed.
     return Invocation(f"( {runs[0]}; r=$?; {runs[1]} || r=$?; exit $r )", "output")
+
+
+def _cargo_packages(cargo_args: list[str]) -> str:
+    """What a cargo run prints before its tests so that each test binary's package is
+    known (junit.parse_libtest): its folder, then cargo's own record of every test
+    binary it builds (``--no-run``, nothing of the repository's runs; diagnostics as
+    text). cargo names a binary's source relative to its package ("src/lib.rs"), so in
+    a workspace two crates' tests would share ids. Not for a doc-test-only run (cargo
+    refuses ``--no-run`` there; doc tests are named by crate) or where the command sets
+    its own message format."""
+    if "--doc" in cargo_args or any(a.startswith("--message-format") for a in cargo_args):
+        return ""
+    build = ["cargo", "test", "--no-run", "--message-format=json-render-diagnostics"]
+    # Only the records of binaries (a dependency's library has none: hundreds of lines
+    # a big workspace needs none of); a failed build ends the run with cargo's status.
+    return (
+        f"printf '{CARGO_ROOT_MARK}%s\\n' \"$PWD\"; {_quote([*build, *cargo_args])}"
+        """ | grep -F '"executable":"/'; s=${PIPESTATUS[0]}; [ "$s" = 0 ] || exit "$s"; """
+    )
 
 
 def _cargo_target(target: str) -> list[str]:

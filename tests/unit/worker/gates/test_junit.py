@@ -353,6 +353,62 @@ def test_libtest_output_read_into_test_cases() -> None:
     }
 
 
+def _artifact(manifest: str, binary: str) -> str:
+    record = {"reason": "compiler-artifact", "manifest_path": manifest, "executable": binary}
+    return json.dumps(record, separators=(",", ":"))
+
+
+def _workspace_output(*artifacts: str, after: str = "") -> str:
+    """A workspace's run as testcmd asks for it: the root, the binaries' records, then
+    cargo test's own output (two crates, each with a src/lib.rs test of one name)."""
+    deps = "/opt/ribbit/cache/cargo-target/debug/deps"
+    block = (
+        "\nrunning 1 test\ntest tests::it_works ... {}\n\n"
+        "test result: {}. {} passed; {} failed; 0 ignored;\n"
+    )
+    return (
+        "ribbit-cargo-root /workspace\n"
+        + "".join(a + "\n" for a in artifacts)
+        + f"     Running unittests src/lib.rs ({deps}/calc-1a2b)\n"
+        + block.format("ok", "ok", 1, 0)
+        + after
+        + "     Running unittests src/lib.rs (target/debug/deps/app-3c4d)\n"
+        + block.format("FAILED", "FAILED", 0, 1)
+    )
+
+
+def test_libtest_ids_in_a_workspace_name_each_crates_folder() -> None:
+    # Without the folders both crates' tests had the id src/lib.rs::tests::it_works,
+    # and the passing one hid the failing one.
+    deps = "/opt/ribbit/cache/cargo-target/debug/deps"
+    calc = _artifact("/workspace/crates/calc/Cargo.toml", f"{deps}/calc-1a2b")
+    app = _artifact("/workspace/app/Cargo.toml", f"{deps}/app-3c4d")
+    assert outcomes(parse_libtest(_workspace_output(calc, app))) == {
+        "crates/calc/src/lib.rs::tests::it_works": "passed",
+        "app/src/lib.rs::tests::it_works": "failed",
+    }
+    # The root's own package keeps its sources' paths (a single crate's ids as before);
+    # a package outside the workspace is no folder of it.
+    root = _artifact("/workspace/Cargo.toml", f"{deps}/calc-1a2b")
+    outside = _artifact("/opt/vendor/app/Cargo.toml", f"{deps}/app-3c4d")
+    assert set(outcomes(parse_libtest(_workspace_output(root, outside)))) == {
+        "src/lib.rs::tests::it_works"
+    }
+    # Records only count before the first binary runs, and only under the root line.
+    late = _workspace_output(calc, after=app + "\n")
+    assert "app/src/lib.rs::tests::it_works" not in outcomes(parse_libtest(late))
+    unrooted = _workspace_output(calc, app).split("\n", 1)[1]
+    assert set(outcomes(parse_libtest(unrooted))) == {"src/lib.rs::tests::it_works"}
+
+
+def test_two_packages_claiming_one_binary_make_the_output_unreadable() -> None:
+    deps = "/opt/ribbit/cache/cargo-target/debug/deps"
+    calc = _artifact("/workspace/calc/Cargo.toml", f"{deps}/calc-1a2b")
+    forged = _artifact("/workspace/app/Cargo.toml", f"{deps}/calc-1a2b")
+    with pytest.raises(JUnitError, match="two packages claim"):
+        parse_libtest(_workspace_output(calc, forged))
+
+
 def test_doc_tests_keep_their_id_when_lines_move() -> None:
     def doc_block(*names: str) -> str:
         lines = "".join(f"test {n} ... ok\n" for n in names)

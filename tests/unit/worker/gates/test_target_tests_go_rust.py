@@ -138,6 +138,22 @@ def _case(classname: str, name: str) -> TestCase:
         (_case("tests/cli.rs", "t"), TargetTest("t", "tests/common/mod.rs"), True),
         (_case("src/lib.rs", "bytes::test_quote"), TargetTest("test_quote", None), True),
         (_case("doc:strsim", "src/lib.rs - t (line 3)"), TargetTest("t", "src/lib.rs"), False),
+        # A workspace: each member's binaries are named under its folder (junit.py).
+        (_case("app/tests/it.rs", "t"), TargetTest("t", "app/tests/it.rs"), True),
+        (_case("tests/it.rs", "t"), TargetTest("t", "app/tests/it.rs"), False),
+        (_case("lib/tests/it.rs", "t"), TargetTest("t", "app/tests/it.rs"), False),
+        (_case("app/tests/it.rs", "t"), TargetTest("t", "app/tests/common/mod.rs"), True),
+        (
+            _case("crates/calc/src/lib.rs", "tests::t"),
+            TargetTest("t", "crates/calc/src/a.rs"),
+            True,
+        ),
+        (
+            _case("crates/app/src/lib.rs", "tests::t"),
+            TargetTest("t", "crates/calc/src/a.rs"),
+            False,
+        ),
+        (_case("crates/calc/tests/x.rs", "t"), TargetTest("t", "crates/calc/src/a.rs"), False),
     ],
 )
 def test_which_case_is_the_target(case: TestCase, target: TargetTest, expected: bool) -> None:

@@ -131,23 +131,41 @@ def test_go_reports_through_gotestsum_and_selects_per_package() -> None:
     ]
 
 
+PACKAGES = (
+    "printf 'ribbit-cargo-root %s\\n' \"$PWD\"; cargo test --no-run "
+    '--message-format=json-render-diagnostics {args} | grep -F \'"executable":"/\'; '
+    's=${{PIPESTATUS[0]}}; [ "$s" = 0 ] || exit "$s"; '
+)
+
+
+def _cargo_run(script: str, build_args: str) -> list[str]:
+    """The test run's words, after the step that names each binary's package."""
+    prefix = PACKAGES.format(args=build_args)
+    assert script.startswith(prefix), script
+    return _words(script.removeprefix(prefix))
+
+
 def test_cargo_runs_every_target_and_selects_exact_names() -> None:
     cargo = recognise("cargo test --workspace -- --test-threads 2", "x")
     assert cargo.invocation().report == "output"
-    assert _words(cargo.invocation().script) == [
+    assert _cargo_run(cargo.invocation().script, "--no-fail-fast --workspace") == [
         *("cargo", "test", "--no-fail-fast", "--workspace", "--", "--test-threads", "2"),
     ]
-    chosen = cargo.invocation(["src/lib.rs::tests::a", "tests/cli.rs::runs"])
-    assert _words(chosen.script) == [
+    chosen = cargo.invocation(["src/lib.rs::tests::a", "crates/b/tests/cli.rs::runs"])
+    assert _cargo_run(chosen.script, "--no-fail-fast --workspace --lib --test cli") == [
         *("cargo", "test", "--no-fail-fast", "--workspace", "--lib", "--test", "cli"),
         *("--", "--test-threads", "2", "--exact", "runs", "tests::a"),
     ]
+    # A command that sets its own message format gets no such step.
+    own = recognise("cargo test --message-format=short", "x").invocation().script
+    assert own == "cargo test --no-fail-fast --message-format=short"
 
 
 def test_cargo_selects_doc_tests_by_their_item() -> None:
     cargo = recognise("cargo test -- --test-threads 2", "x")
     # Doc test ids hold no line (junit._doc_ids), and rustdoc splits its filters at
-    # whitespace: the item's path, as a substring, selects its doc tests.
+    # whitespace: the item's path, as a substring, selects its doc tests. cargo refuses
+    # --no-run for doc tests, which are named by crate anyway: no package step.
     docs = cargo.invocation(["doc:x::src/lib.rs - add #2", "doc:x::src/lib.rs - Calc::add"])
     assert _words(docs.script) == [
         *("cargo", "test", "--no-fail-fast", "--doc", "--", "--test-threads", "2"),
@@ -155,7 +173,9 @@ def test_cargo_selects_doc_tests_by_their_item() -> None:
     ]
     both = cargo.invocation(["src/lib.rs::tests::a", "doc:x::src/lib.rs - add"])
     assert both.script == (
-        "( cargo test --no-fail-fast --lib -- --test-threads 2 --exact tests::a; r=$?; "
+        "( "
+        + PACKAGES.format(args="--no-fail-fast --lib")
+        + "cargo test --no-fail-fast --lib -- --test-threads 2 --exact tests::a; r=$?; "
         "cargo test --no-fail-fast --doc -- --test-threads 2 add || r=$?; exit $r )"
     )
 

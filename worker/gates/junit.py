@@ -369,9 +369,9 @@ def _cargo_packages(text: str) -> dict[str, str]:
     workspace's root, where the run printed them before its tests
     (testcmd._cargo_packages: the root as its first line, then cargo's
     ``compiler-artifact`` records); a folder only where it is not the root, so a
-    single crate's ids are its sources' own paths. Read only up to the
-    first test binary's start: after it, anything may print anything. Two records
-    that give one binary different packages make the output unreadable."""
+    single crate's ids are its sources' own paths. Read only up to the first test
+    binary's start: after it, anything may print anything. Two records that give one
+    binary different packages make the output unreadable."""
     lines = text.splitlines()
     if not lines or not lines[0].startswith(CARGO_ROOT_MARK):
         return {}

@@ -49,7 +49,11 @@ Severity = Literal["info", "warning", "error"]
 # patched tree wrote), and a test file or test configuration that step changed, are
 # tamper (startup); a copy of the package pip installed from the workspace is the
 # repository's code to the watch.
-JUDGE_VERSION = "reward-6"
+# reward-7: a Cargo workspace's tests are named under their member's folder (one crate's
+# test no longer stands for another's of the same name, and a member's new test is
+# found); a set-up's copy of the package is installed again with the build backend the
+# set-up fetched (such repositories' patches were all refused as a failed set-up).
+JUDGE_VERSION = "reward-7"
 
 
 class Verdict(StrEnum):

@@ -28,6 +28,8 @@ SLOW_MODULES = frozenset(
         "test_real_behaviour_change.py",
         "test_real_projects_groups.py",
         "test_real_fixes_corpus.py",
+        # copy-installed real projects: their build backends from the registry
+        "test_copy_install_backends.py",
         # real JavaScript projects: npm ci from the registry, then jest and tsc
         "test_real_js_runners.py",
         # forged runs on jshttp/cookie: npm ci from the registry, then mocha

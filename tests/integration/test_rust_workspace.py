@@ -7,7 +7,7 @@ whose test lives in a member was **refused** ("the patch changes `twice_two` but
 test command did not run it": the target's path, app/tests/it.rs, matched no id), and
 the `tests::it_works` of one crate (cargo new's own template) stood for both. The test
 run now first asks cargo which package each binary belongs to
-(worker/gates/testcmd.py ``_cargo_packages``), and ids name the member's folder
+(worker/gates/testcmd.py ``_cargo_package_step``), and ids name the member's folder
 (``app/tests/it.rs::twice_two``); a single crate's ids are unchanged.
 """
 

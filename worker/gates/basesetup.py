@@ -174,7 +174,7 @@ class BaseSetup(ClosedOnExit):
                 timeout=settings.setup_timeout_s,
                 # The manifests (an .npmrc, an --index-url line) are the patch's: they
                 # could send a token wherever a registry host lets them.
-                credentials=False,
+                credentials=env.manner.credentials,
                 env=env.manner.env,
             )
             out = f"{run.result.stdout}\n{run.result.stderr}".strip()[-OUTPUT_TAIL:]

@@ -278,7 +278,7 @@ def _join(path: str, classes: list[str], name: str) -> str:
 _LIBTEST_TARGET = re.compile(
     r"^ +Running (?:unittests )?(\S+) \(([^()]*/deps/[^/()\s]+-[0-9a-f]+(?:\.exe)?)\)\s*$"
 )
-# The first line of a cargo run's output (testcmd._cargo_packages): where it runs.
+# The first line of a cargo run's output (testcmd._cargo_package_step): where it runs.
 CARGO_ROOT_MARK = "ribbit-cargo-root "
 _LIBTEST_DOCS = re.compile(r"^ +Doc-tests (\S+)\s*$")
 _LIBTEST_START = re.compile(r"^running (\d+) tests?$")
@@ -317,15 +317,15 @@ def _read_libtest(data: bytes | str) -> tuple[list[TestCase], list[str]]:
     raw = data.encode() if isinstance(data, str) else data
     if len(raw) > MAX_JUNIT_BYTES:
         raise JUnitError("test output too large")
-    text = raw.decode(errors="replace")
-    packages = _cargo_packages(text)
+    lines = raw.decode(errors="replace").splitlines()
+    packages = _cargo_packages(lines)
     cases: list[TestCase] = []
     unfinished: list[str] = []
     target = ""
     block: list[TestCase] | None = None  # the current binary's results
     listing = False  # before its failures: section (captured output follows that)
     announced = 0
-    for line in text.splitlines():
+    for line in lines:
         line = line.rstrip("\r")
         m = _LIBTEST_TARGET.match(line) or _LIBTEST_DOCS.match(line)
         if m:
@@ -364,15 +364,14 @@ def _read_libtest(data: bytes | str) -> tuple[list[TestCase], list[str]]:
     return cases, unfinished
 
 
-def _cargo_packages(text: str) -> dict[str, str]:
+def _cargo_packages(lines: list[str]) -> dict[str, str]:
     """Each test binary's package folder (by the binary's file name), relative to the
     workspace's root, where the run printed them before its tests
-    (testcmd._cargo_packages: the root as its first line, then cargo's
+    (testcmd._cargo_package_step: the root as its first line, then cargo's
     ``compiler-artifact`` records); a folder only where it is not the root, so a
     single crate's ids are its sources' own paths. Read only up to the first test
     binary's start: after it, anything may print anything. Two records that give one
     binary different packages make the output unreadable."""
-    lines = text.splitlines()
     if not lines or not lines[0].startswith(CARGO_ROOT_MARK):
         return {}
     root = lines[0][len(CARGO_ROOT_MARK) :].rstrip("\r").rstrip("/")

@@ -391,7 +391,7 @@ def _cargo(cmd: TestCommand, select: list[str]) -> Invocation:
         cargo_args = ["--no-fail-fast", *cargo_args]
     if not select:
         words = ["cargo", "test", *cargo_args] + (["--", *test_args] if test_args else [])
-        return Invocation(_cargo_packages(cargo_args) + _quote(words), "output")
+        return Invocation(_cargo_package_step(cargo_args) + _quote(words), "output")
     targets: list[str] = []
     names: list[str] = []
     doc_filters: set[str] = set()
@@ -408,7 +408,7 @@ def _cargo(cmd: TestCommand, select: list[str]) -> Invocation:
     runs = []
     if names:
         runs.append(
-            _cargo_packages([*cargo_args, *targets])
+            _cargo_package_step([*cargo_args, *targets])
             + _quote(["cargo", "test", *cargo_args, *targets, "--", *test_args, "--exact"])
             + " "
             + _quote(sorted(set(names)))
@@ -423,7 +423,7 @@ def _cargo(cmd: TestCommand, select: list[str]) -> Invocation:
     return Invocation(f"( {runs[0]}; r=$?; {runs[1]} || r=$?; exit $r )", "output")
 
 
-def _cargo_packages(cargo_args: list[str]) -> str:
+def _cargo_package_step(cargo_args: list[str]) -> str:
     """What a cargo run prints before its tests so that each test binary's package is
     known (junit.parse_libtest): its folder, then cargo's own record of every test
     binary it builds (``--no-run``, nothing of the repository's runs; diagnostics as

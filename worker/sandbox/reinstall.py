@@ -50,7 +50,7 @@ def build_requirements(checkout: Path, copies: Sequence[str]) -> list[str]:
     setuptools, which the virtualenv already has: nothing to fetch for it."""
     found: list[str] = []
     for copy in copies:
-        pyproject = checkout / copy.removeprefix(WORKSPACE).strip("/") / "pyproject.toml"
+        pyproject = _in_tree(checkout, copy) / "pyproject.toml"
         try:
             table = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("build-system")
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
@@ -59,6 +59,12 @@ def build_requirements(checkout: Path, copies: Sequence[str]) -> list[str]:
         if isinstance(requires, list):
             found += [r for r in requires if isinstance(r, str) and r not in found]
     return found
+
+
+def _in_tree(tree: Path, copy: str) -> Path:
+    """Where ``copy`` (a workspace path pip installed a copy from) lies in ``tree``, a
+    host folder holding the workspace (a checkout, a snapshot's)."""
+    return tree / copy.removeprefix(WORKSPACE).strip("/")
 
 
 @dataclass(frozen=True)
@@ -120,12 +126,12 @@ def reinstall_copies(
     stale = [
         f"{path}/build"
         for path in copies
-        if (snapshot.workspace / path.removeprefix(WORKSPACE).strip("/") / "build").is_dir()
+        if (_in_tree(snapshot.workspace, path) / "build").is_dir()
     ]
     if stale:
         sandbox.exec(["rm", "-rf", "--", *stale], timeout=120)
     env = {}
-    if (snapshot.env / BUILD_BACKEND.removeprefix(ENV_ROOT).strip("/")).is_dir():
+    if (snapshot.env / BUILD_BACKEND.removeprefix(ENV_ROOT + "/")).is_dir():
         env["PYTHONPATH"] = BUILD_BACKEND
     argv = [*REINSTALL, *copies]
     again = sandbox.exec(argv, timeout=timeout, env=env)
